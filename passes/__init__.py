@@ -1,0 +1,1 @@
+"""tileir.passes: tile-level passes and pipelines."""

@@ -1,0 +1,1 @@
+"""tileir: tile-based GPU programming in Python on MLIR."""

@@ -1,0 +1,1 @@
+"""tileir.tools: command-line tools."""
