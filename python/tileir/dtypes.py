@@ -1,0 +1,133 @@
+"""Element types of tiles and arrays, as the user names them (`tileir.float16`, ...).
+
+A `DType` knows its MLIR type, its NumPy dtype and its signedness.  MLIR integer
+types in Tile IR are signless; signedness lives here and in `!tile.array`
+element types, and the frontend picks signed or unsigned ops from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class DType:
+    name: str
+    mlir: str          # signless MLIR spelling used in tiles: "f16", "i32", "i1"
+    kind: str          # "float", "int", "uint", "bool"
+    bits: int
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def array_mlir(self) -> str:
+        """Spelling in `!tile.array<...>`: carries the signedness of unsigned ints."""
+        return f"ui{self.bits}" if self.kind == "uint" else self.mlir
+
+    @property
+    def numpy(self) -> np.dtype:
+        if self.name == "bfloat16":
+            import ml_dtypes
+            return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype({"bool_": "bool"}.get(self.name, self.name))
+
+    def __repr__(self) -> str:
+        return f"tileir.{self.name}"
+
+    def __call__(self, value):  # allow `ct.float32(x)` inside kernels like a cast
+        raise TypeError(f"{self!r} can only be called inside a @kernel or @function")
+
+
+bool_ = DType("bool_", "i1", "bool", 1)
+int8 = DType("int8", "i8", "int", 8)
+int16 = DType("int16", "i16", "int", 16)
+int32 = DType("int32", "i32", "int", 32)
+int64 = DType("int64", "i64", "int", 64)
+uint8 = DType("uint8", "i8", "uint", 8)
+uint16 = DType("uint16", "i16", "uint", 16)
+uint32 = DType("uint32", "i32", "uint", 32)
+uint64 = DType("uint64", "i64", "uint", 64)
+float16 = DType("float16", "f16", "float", 16)
+bfloat16 = DType("bfloat16", "bf16", "float", 16)
+float32 = DType("float32", "f32", "float", 32)
+float64 = DType("float64", "f64", "float", 64)
+
+ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16,
+       float32, float64)
+BY_NAME = {d.name: d for d in ALL}
+BY_NAME["bool"] = bool_
+
+
+def from_any(x) -> DType | None:
+    """A DType from ours, a NumPy dtype/type, a torch dtype, or a name; None otherwise."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str):
+        return BY_NAME.get(x)
+    if x is bool:
+        return bool_
+    if x is int:
+        return int32
+    if x is float:
+        return float32
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        return BY_NAME.get(str(x).removeprefix("torch."))
+    try:
+        dt = np.dtype(x)
+    except TypeError:
+        return None
+    return from_numpy(dt)
+
+
+def from_numpy(dt: np.dtype) -> DType | None:
+    if dt.name == "bfloat16":
+        return bfloat16
+    return BY_NAME.get(dt.name)
+
+
+def from_mlir(spelling: str) -> DType:
+    """A DType from an MLIR element type spelling (signless and `si` ints are signed)."""
+    if spelling.startswith("ui"):
+        return BY_NAME[f"uint{spelling[2:]}"]
+    if spelling.startswith("si"):
+        return BY_NAME[f"int{spelling[2:]}"]
+    for d in ALL:
+        if d.mlir == spelling and d.kind != "uint":
+            return d
+    raise ValueError(f"no tileir dtype for MLIR type {spelling}")
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The common type of two tile/scalar dtypes (NumPy-like, 16-bit floats meet at f32)."""
+    if a == b:
+        return a
+    if a.is_float or b.is_float:
+        if a.is_float and b.is_float:
+            if {a, b} == {float16, bfloat16}:
+                return float32
+            return a if a.bits > b.bits else b
+        return a if a.is_float else b
+    if a.is_bool:
+        return b
+    if b.is_bool:
+        return a
+    bits = max(a.bits, b.bits)
+    signed = a.is_signed or b.is_signed
+    return BY_NAME[f"{'' if signed else 'u'}int{bits}"]

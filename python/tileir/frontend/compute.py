@@ -1,0 +1,277 @@
+"""Arithmetic, comparisons, math functions, selection, reductions and matmul on traced values.
+
+Python semantics where the tile language follows Python: `//` floors, `%`
+takes the divisor's sign, `/` on integers gives float32.  Float max/min
+propagate NaN (`maximumf`), like NumPy's `maximum`.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, math
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from tileir.dialect import tile
+from .emit import (broadcast_to, cast, constant, extract_scalar, is_number, reshape,
+                   tensor_type, type_error, unify, value_error, wrap)
+from .values import TileValue, describe
+
+_FLOAT_BIN = {"+": arith.AddFOp, "-": arith.SubFOp, "*": arith.MulFOp, "/": arith.DivFOp,
+              "max": arith.MaximumFOp, "min": arith.MinimumFOp}
+_INT_BIN = {"+": arith.AddIOp, "-": arith.SubIOp, "*": arith.MulIOp, "&": arith.AndIOp,
+            "|": arith.OrIOp, "^": arith.XOrIOp, "<<": arith.ShLIOp}
+_SIGNED_BIN = {"max": arith.MaxSIOp, "min": arith.MinSIOp, ">>": arith.ShRSIOp,
+               "//": arith.FloorDivSIOp, "rem": arith.RemSIOp}
+_UNSIGNED_BIN = {"max": arith.MaxUIOp, "min": arith.MinUIOp, ">>": arith.ShRUIOp,
+                 "//": arith.DivUIOp, "rem": arith.RemUIOp}
+
+_FCMP = {"<": "OLT", "<=": "OLE", ">": "OGT", ">=": "OGE", "==": "OEQ", "!=": "UNE"}
+_SCMP = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}
+_UCMP = {"<": "ult", "<=": "ule", ">": "ugt", ">=": "uge", "==": "eq", "!=": "ne"}
+
+_PY_FOLD = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+            "/": lambda a, b: a / b, "//": lambda a, b: a // b, "%": lambda a, b: a % b,
+            "**": lambda a, b: a ** b, "&": lambda a, b: a & b, "|": lambda a, b: a | b,
+            "^": lambda a, b: a ^ b, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+            "max": max, "min": min,
+            "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+            ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def binary(op: str, a, b):
+    """`a op b` for tiles, scalars and Python numbers (folded when both are numbers)."""
+    if is_number(a) and is_number(b):
+        try:
+            return _PY_FOLD[op](a, b)
+        except ZeroDivisionError:
+            raise value_error(f"division by zero in constant expression {a!r} {op} {b!r}")
+    if op in _FCMP:
+        return compare(op, a, b)
+    if op == "/":
+        x, y = unify(a, b)
+        if not x.dtype.is_float:
+            x, y = cast(x, dt.float32), cast(y, dt.float32)
+        return _apply(arith.DivFOp, x, y)
+    x, y = unify(a, b)
+    d = x.dtype
+    if op == "**":
+        return _pow(x, y)
+    if op == "%":
+        return _mod(x, y)
+    if d.is_float:
+        if op == "//":
+            return wrap(math.FloorOp(_apply(arith.DivFOp, x, y).value).result, d)
+        if op not in _FLOAT_BIN:
+            raise type_error(f"operator '{op}' does not apply to {d.name} operands")
+        return _apply(_FLOAT_BIN[op], x, y)
+    if d.is_bool and op in ("+", "-", "*", "//", "<<", ">>"):
+        raise type_error(f"operator '{op}' does not apply to booleans; convert with "
+                         f"astype(x, int32) first")
+    table = _INT_BIN if op in _INT_BIN else (_SIGNED_BIN if d.is_signed else _UNSIGNED_BIN)
+    if op not in table:
+        raise type_error(f"operator '{op}' does not apply to {d.name} operands")
+    return _apply(table[op], x, y)
+
+
+def _apply(opclass, x: TileValue, y: TileValue) -> TileValue:
+    return wrap(opclass(x.value, y.value).result, x.dtype)
+
+
+def _mod(x: TileValue, y: TileValue) -> TileValue:
+    """Python's modulo: the result takes the divisor's sign."""
+    d = x.dtype
+    if d.is_bool:
+        raise type_error("operator '%' does not apply to booleans")
+    if d.is_int and not d.is_signed:
+        return _apply(arith.RemUIOp, x, y)
+    r = _apply(arith.RemFOp if d.is_float else arith.RemSIOp, x, y)
+    zero = constant(0, d, x.shape)
+    fix = binary("&", compare("!=", r, zero),
+                 compare("!=", compare("<", r, zero), compare("<", y, zero)))
+    return select(fix, _apply(arith.AddFOp if d.is_float else arith.AddIOp, r, y), r)
+
+
+def _pow(x: TileValue, y: TileValue) -> TileValue:
+    if x.dtype.is_float:
+        return _apply(math.PowFOp, x, y)
+    if x.dtype.is_bool:
+        raise type_error("operator '**' does not apply to booleans")
+    return _apply(math.IPowIOp, x, y)
+
+
+def compare(op: str, a, b) -> TileValue:
+    if is_number(a) and is_number(b):
+        return _PY_FOLD[op](a, b)
+    x, y = unify(a, b)
+    d = x.dtype
+    if d.is_float:
+        r = arith.CmpFOp(getattr(arith.CmpFPredicate, _FCMP[op]), x.value, y.value).result
+    else:
+        table = _SCMP if (d.is_signed or d.is_bool) else _UCMP
+        r = arith.CmpIOp(getattr(arith.CmpIPredicate, table[op]), x.value, y.value).result
+    return wrap(r, dt.bool_)
+
+
+def negate(a):
+    if is_number(a):
+        return -a
+    if a.dtype.is_float:
+        return wrap(arith.NegFOp(a.value).result, a.dtype)
+    if a.dtype.is_bool:
+        raise type_error("unary '-' does not apply to booleans; use 'not' or '~'")
+    return binary("-", constant(0, a.dtype, a.shape), a)
+
+
+def invert(a):
+    """`~a`: bitwise not for integers, logical not for booleans."""
+    if is_number(a):
+        return (not a) if isinstance(a, bool) else ~a
+    if a.dtype.is_float:
+        raise type_error(f"operator '~' does not apply to {a.dtype.name}")
+    ones = constant(1 if a.dtype.is_bool else -1 if a.dtype.is_signed else
+                    (1 << a.dtype.bits) - 1, a.dtype, a.shape)
+    return _apply(arith.XOrIOp, a, ones)
+
+
+def logical_not(a):
+    if is_number(a):
+        return not a
+    return invert(cast(a, dt.bool_))
+
+
+# ---------------------------------------------------------------------------
+# Math functions
+# ---------------------------------------------------------------------------
+_UNARY_FLOAT = {"exp": math.ExpOp, "exp2": math.Exp2Op, "log": math.LogOp, "log2": math.Log2Op,
+                "sqrt": math.SqrtOp, "rsqrt": math.RsqrtOp, "tanh": math.TanhOp,
+                "sin": math.SinOp, "cos": math.CosOp, "tan": math.TanOp, "floor": math.FloorOp,
+                "ceil": math.CeilOp, "erf": math.ErfOp}
+
+
+def unary_math(name: str, a) -> TileValue:
+    v = a if isinstance(a, TileValue) else constant(a, dt.float32)
+    if not v.dtype.is_float:
+        if name in ("floor", "ceil"):
+            return v
+        v = cast(v, dt.float32)
+    return wrap(_UNARY_FLOAT[name](v.value).result, v.dtype)
+
+
+def absolute(a):
+    if is_number(a):
+        return abs(a)
+    if a.dtype.is_float:
+        return wrap(math.AbsFOp(a.value).result, a.dtype)
+    if a.dtype.is_signed:
+        return wrap(math.AbsIOp(a.value).result, a.dtype)
+    return a
+
+
+def select(cond, a, b) -> TileValue:
+    """Element-wise `cond ? a : b` with broadcasting of all three."""
+    if is_number(cond):
+        return a if cond else b
+    c = cond if cond.dtype.is_bool else cast(cond, dt.bool_)
+    x, y = unify(a, b)
+    from .emit import broadcast_shapes
+    shape = broadcast_shapes(c.shape, x.shape)
+    c, x, y = broadcast_to(c, shape), broadcast_to(x, shape), broadcast_to(y, shape)
+    return wrap(arith.SelectOp(c.value, x.value, y.value).result, x.dtype)
+
+
+# ---------------------------------------------------------------------------
+# Reductions
+# ---------------------------------------------------------------------------
+def normalize_axis(axis, ndim: int) -> int:
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise type_error(f"axis must be a compile-time int, got {describe(axis)}")
+    if not -ndim <= axis < ndim:
+        raise value_error(f"axis {axis} is out of range for a tile of rank {ndim}")
+    return axis % ndim
+
+
+def reduce(kind: str, v, axis=None, keepdims: bool = False) -> TileValue:
+    if not isinstance(v, TileValue):
+        raise type_error(f"{kind}() needs a tile, got {describe(v)}")
+    if v.is_scalar:
+        return constant(0, dt.int32) if kind in ("argmax", "argmin") else v
+    if v.dtype.is_bool:
+        v = cast(v, dt.int32)
+    if kind in ("argmax", "argmin"):
+        if axis is None:
+            flat = reshape(v, (_numel(v.shape),))
+            r = _reduce_axis(kind, flat, 0)
+            return reshape(r, (1,) * v.ndim) if keepdims else r
+        axes = [normalize_axis(axis, v.ndim)]
+    elif axis is None:
+        axes = list(range(v.ndim))
+    elif isinstance(axis, tuple):
+        axes = sorted({normalize_axis(a, v.ndim) for a in axis})
+    else:
+        axes = [normalize_axis(axis, v.ndim)]
+    out_shape = tuple(1 if i in axes else s for i, s in enumerate(v.shape))
+    r = v
+    for ax in reversed(axes):          # highest axis first keeps the others' numbering
+        r = _reduce_axis(kind, r, ax)
+    return reshape(r, out_shape) if keepdims else r
+
+
+def _reduce_axis(kind: str, v: TileValue, axis: int) -> TileValue:
+    op = tile.ReduceOp(v.value, kind, axis)
+    d = dt.int32 if kind in ("argmax", "argmin") else v.dtype
+    r = wrap(op.result, d)
+    return extract_scalar(r) if r.shape == () else r
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+# ---------------------------------------------------------------------------
+# Matrix multiply
+# ---------------------------------------------------------------------------
+def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, TileValue) or x.ndim not in (2, 3):
+            raise type_error(f"matmul operand {name} must be a 2-D or 3-D tile, got "
+                             f"{describe(x)}")
+    if a.ndim != b.ndim:
+        raise type_error(f"matmul operands must have the same rank, got {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[-2]:
+        raise type_error(f"matmul contraction dims differ: a has shape {a.shape}, b has "
+                         f"shape {b.shape} (a.shape[-1] must equal b.shape[-2])")
+    if a.dtype != b.dtype:
+        d = dt.promote(a.dtype, b.dtype)
+        a, b = cast(a, d), cast(b, d)
+    if a.dtype.is_bool or (a.dtype.is_int and a.dtype.bits != 8) or a.dtype == dt.uint8:
+        raise type_error(f"matmul does not take {a.dtype.name} operands; use float16, "
+                         f"bfloat16, float32, float64 or int8")
+    return a, b
+
+
+def matmul(a, b) -> TileValue:
+    a, b = _matmul_operands(a, b)
+    out = dt.int32 if a.dtype.is_int else a.dtype
+    shape = (*a.shape[:-1], b.shape[-1])
+    op = tile.MatmulOp(a.value, b.value, tensor_type(shape, out))
+    return wrap(op.result, out)
+
+
+def mma(a, b, acc) -> TileValue:
+    a, b = _matmul_operands(a, b)
+    if not isinstance(acc, TileValue):
+        raise type_error(f"mma accumulator must be a tile, got {describe(acc)}")
+    want = (*a.shape[:-1], b.shape[-1])
+    if acc.shape != want:
+        raise type_error(f"mma accumulator has shape {acc.shape}, expected {want} for a of "
+                         f"shape {a.shape} and b of shape {b.shape}")
+    allowed = tile.mma_accumulator_types(ir.Type.parse(a.dtype.mlir))
+    if acc.dtype.mlir not in allowed:
+        raise type_error(f"mma with {a.dtype.name} operands accumulates in "
+                         f"{' or '.join(dt.from_mlir(x).name for x in allowed)}, got an "
+                         f"{acc.dtype.name} accumulator")
+    return wrap(tile.MmaOp(a.value, b.value, acc.value).result, acc.dtype)

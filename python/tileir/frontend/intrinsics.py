@@ -1,0 +1,365 @@
+"""Trace-time implementations of the tile language (`tileir.api`), one rule per function.
+
+A rule receives the call's arguments bound to the public signature (so
+keywords, defaults and positional use all work as in cuTile) and returns a
+traced value or a Python constant.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math as pymath
+from typing import Callable
+
+from .. import api
+from .. import dtypes as dt
+from ..api import PaddingMode
+from tileir.dialect import tile as tile_ops
+from tileir.dialect.types import is_power_of_two
+from . import compute
+from .emit import (as_value, broadcast_to, cast, constant, is_number, reshape, splat,
+                   tensor_type, type_error, value_error, wrap)
+from .values import ArrayValue, TileValue, describe
+
+RULES: dict[str, Callable] = {}
+
+
+def rule(name: str):
+    def deco(fn):
+        RULES[name] = fn
+        return fn
+    return deco
+
+
+def call(name: str, args: tuple, kwargs: dict):
+    sig = inspect.signature(api.SIGNATURES[name])
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise type_error(f"bad arguments to {name}{sig}: {e}")
+    bound.apply_defaults()
+    return RULES[name](**bound.arguments)
+
+
+# ---------------------------------------------------------------------------
+# Argument checking helpers
+# ---------------------------------------------------------------------------
+def const_int(x, what: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise type_error(f"{what} must be a compile-time int, got {describe(x)} (declare kernel "
+                         f"parameters used here as Constant[int])")
+    return x
+
+
+def const_shape(shape, what: str = "shape") -> tuple[int, ...]:
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, tuple):
+        raise type_error(f"{what} must be a tuple of compile-time ints, got {describe(shape)}")
+    dims = tuple(const_int(s, f"{what} entry") for s in shape)
+    for axis, d in enumerate(dims):
+        if not is_power_of_two(d):
+            raise value_error(f"tile {what} {dims} must have power-of-two dims; got {d} in "
+                              f"axis {axis} (round up and rely on padding/masking)")
+    return dims
+
+
+def dtype_arg(x, default: dt.DType | None = None) -> dt.DType:
+    if x is None and default is not None:
+        return default
+    d = dt.from_any(x)
+    if d is None:
+        raise type_error(f"expected a dtype (e.g. tileir.float32), got {describe(x)}")
+    return d
+
+
+def tile_arg(x, what: str) -> TileValue:
+    if not isinstance(x, TileValue):
+        raise type_error(f"{what} must be a tile, got {describe(x)}")
+    return x
+
+
+def array_arg(x, what: str) -> ArrayValue:
+    if not isinstance(x, ArrayValue):
+        raise type_error(f"{what} must be an array argument of the kernel, got {describe(x)}")
+    return x
+
+
+def scalar_int(x, what: str) -> TileValue:
+    if is_number(x) and not isinstance(x, float):
+        return constant(int(x), dt.int32)
+    if isinstance(x, TileValue) and x.is_scalar and (x.dtype.is_int or x.dtype.is_bool):
+        return cast(x, dt.int32)
+    raise type_error(f"{what} must be an integer scalar, got {describe(x)}")
+
+
+def index_tuple(index, ndim: int) -> list[TileValue]:
+    if not isinstance(index, tuple):
+        index = (index,)
+    if len(index) != ndim:
+        raise type_error(f"index has {len(index)} entries but the array has {ndim} dims "
+                         f"(one tile index per dim)")
+    return [scalar_int(i, f"index entry {k}") for k, i in enumerate(index)]
+
+
+# ---------------------------------------------------------------------------
+# Grid and arrays
+# ---------------------------------------------------------------------------
+@rule("bid")
+def _bid(axis):
+    axis = const_int(axis, "axis")
+    if axis not in (0, 1, 2):
+        raise value_error(f"grid axis must be 0, 1 or 2, got {axis}")
+    return wrap(tile_ops.BidOp(axis).result, dt.int32)
+
+
+@rule("num_blocks")
+def _num_blocks(axis):
+    axis = const_int(axis, "axis")
+    if axis not in (0, 1, 2):
+        raise value_error(f"grid axis must be 0, 1 or 2, got {axis}")
+    return wrap(tile_ops.NumBlocksOp(axis).result, dt.int32)
+
+
+def array_dim(a: ArrayValue, axis: int) -> TileValue:
+    return wrap(tile_ops.DimOp(a.value, axis).result, dt.int32)
+
+
+def array_stride(a: ArrayValue, axis: int) -> TileValue:
+    return wrap(tile_ops.StrideOp(a.value, axis).result, dt.int32)
+
+
+@rule("cdiv")
+def _cdiv(a, b):
+    if is_number(a) and is_number(b):
+        return -(-a // b)
+    return compute.binary("//", compute.binary("+", a, compute.binary("-", b, 1)), b)
+
+
+@rule("num_tiles")
+def _num_tiles(array, axis, shape):
+    a = array_arg(array, "array")
+    axis = compute.normalize_axis(const_int(axis, "axis"), a.ndim)
+    shape = const_shape(shape)
+    if len(shape) != a.ndim:
+        raise type_error(f"shape {shape} has {len(shape)} dims, the array has {a.ndim}")
+    return _cdiv(array_dim(a, axis), shape[axis])
+
+
+@rule("load")
+def _load(array, index, shape, padding_mode, latency, allow_tma):
+    a = array_arg(array, "array")
+    shape = const_shape(shape)
+    if len(shape) != a.ndim:
+        raise type_error(f"shape {shape} has {len(shape)} dims but the array has {a.ndim}")
+    idx = index_tuple(index, a.ndim)
+    if not isinstance(padding_mode, PaddingMode):
+        raise type_error(f"padding_mode must be a tileir.PaddingMode, got {describe(padding_mode)}")
+    if padding_mode not in (PaddingMode.ZERO, PaddingMode.UNDETERMINED) and not a.dtype.is_float:
+        raise type_error(f"padding_mode {padding_mode.name} needs a float array, got "
+                         f"{a.dtype.name}")
+    if latency is not None and not (isinstance(latency, int) and 1 <= latency <= 10):
+        raise value_error(f"latency must be an int in 1..10, got {describe(latency)}")
+    op = tile_ops.LoadOp(a.value, [i.value for i in idx], shape, padding_mode.value)
+    return wrap(op.result, a.dtype)
+
+
+@rule("store")
+def _store(array, index, tile):
+    a = array_arg(array, "array")
+    idx = index_tuple(index, a.ndim)
+    t = as_value(tile, a.dtype)
+    if t.ndim > a.ndim:
+        raise type_error(f"cannot store {t.describe()} into {a.describe()}")
+    if t.ndim < a.ndim:                           # scalars and lower-rank tiles: leading 1s
+        t = reshape(t, (1,) * (a.ndim - t.ndim) + t.shape)
+    t = cast(t, a.dtype)
+    tile_ops.StoreOp(a.value, t.value, [i.value for i in idx])
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Construction
+# ---------------------------------------------------------------------------
+@rule("full")
+def _full(shape, fill_value, dtype):
+    shape = const_shape(shape)
+    if is_number(fill_value):
+        d = dtype_arg(dtype, compute_default_dtype(fill_value))
+        return constant(fill_value, d, shape)
+    v = tile_arg(fill_value, "fill_value")
+    if not v.is_scalar:
+        raise type_error(f"fill_value must be a scalar, got {v.describe()}")
+    if dtype is not None:
+        v = cast(v, dtype_arg(dtype))
+    return splat(v, shape)
+
+
+def compute_default_dtype(x) -> dt.DType:
+    return dt.bool_ if isinstance(x, bool) else dt.int32 if isinstance(x, int) else dt.float32
+
+
+@rule("zeros")
+def _zeros(shape, dtype):
+    return constant(0, dtype_arg(dtype, dt.float32), const_shape(shape))
+
+
+@rule("ones")
+def _ones(shape, dtype):
+    return constant(1, dtype_arg(dtype, dt.float32), const_shape(shape))
+
+
+@rule("arange")
+def _arange(size, dtype):
+    (n,) = const_shape(size, "size")
+    d = dtype_arg(dtype, dt.int32)
+    it = dt.int64 if (d.is_int and d.bits == 64) else dt.int32
+    iota = wrap(tile_ops.IotaOp(tensor_type((n,), it)).result, it)
+    return cast(iota, d)
+
+
+@rule("astype")
+def _astype(x, dtype):
+    d = dtype_arg(dtype)
+    return cast(as_value(x, d), d)
+
+
+@rule("where")
+def _where(cond, x, y):
+    return compute.select(cond, x, y)
+
+
+# ---------------------------------------------------------------------------
+# Shape
+# ---------------------------------------------------------------------------
+@rule("reshape")
+def _reshape(x, shape):
+    t = tile_arg(x, "x")
+    shape = tuple(const_int(s, "shape entry") for s in
+                  (shape if isinstance(shape, tuple) else (shape,)))
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            known *= s if s != -1 else 1
+        shape = tuple(compute._numel(t.shape) // known if s == -1 else s for s in shape)
+    if compute._numel(shape) != compute._numel(t.shape):
+        raise type_error(f"cannot reshape {t.describe()} to {shape}: element counts differ")
+    if shape:
+        const_shape(shape)          # power-of-two check with the usual message
+    return reshape(t, shape)
+
+
+@rule("permute")
+def _permute(x, axes):
+    t = tile_arg(x, "x")
+    if not isinstance(axes, tuple) or sorted(
+            compute.normalize_axis(a, t.ndim) for a in axes) != list(range(t.ndim)):
+        raise value_error(f"axes {axes!r} is not a permutation of the {t.ndim} dims of "
+                          f"{t.describe()}")
+    perm = [compute.normalize_axis(a, t.ndim) for a in axes]
+    if perm == list(range(t.ndim)):
+        return t
+    return wrap(tile_ops.PermuteOp(t.value, perm).result, t.dtype)
+
+
+@rule("transpose")
+def _transpose(x, axis0, axis1):
+    t = tile_arg(x, "x")
+    if t.ndim < 2:
+        raise type_error(f"transpose needs a tile of rank >= 2, got {t.describe()}")
+    a0 = compute.normalize_axis(-2 if axis0 is None else axis0, t.ndim)
+    a1 = compute.normalize_axis(-1 if axis1 is None else axis1, t.ndim)
+    perm = list(range(t.ndim))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    return _permute(t, tuple(perm))
+
+
+@rule("broadcast_to")
+def _broadcast_to(x, shape):
+    return broadcast_to(as_value(x), const_shape(shape))
+
+
+@rule("expand_dims")
+def _expand_dims(x, axis):
+    t = as_value(x)
+    axis = compute.normalize_axis(const_int(axis, "axis"), t.ndim + 1)
+    return reshape(t, t.shape[:axis] + (1,) + t.shape[axis:])
+
+
+# ---------------------------------------------------------------------------
+# Reductions, math, matmul
+# ---------------------------------------------------------------------------
+def _reduction(kind):
+    def fn(x, axis, keepdims):
+        if isinstance(keepdims, TileValue):
+            raise type_error("keepdims must be a compile-time bool")
+        return compute.reduce(kind, x, axis, bool(keepdims))
+    return fn
+
+
+for _k in ("sum", "prod", "max", "min", "argmax", "argmin"):
+    RULES[_k] = _reduction(_k)
+
+
+_PY_MATH = {"exp": pymath.exp, "exp2": lambda x: 2.0 ** x, "log": pymath.log,
+            "log2": pymath.log2, "sqrt": pymath.sqrt, "rsqrt": lambda x: 1 / pymath.sqrt(x),
+            "tanh": pymath.tanh, "sin": pymath.sin, "cos": pymath.cos, "tan": pymath.tan,
+            "floor": pymath.floor, "ceil": pymath.ceil}
+
+
+def _math(name):
+    def fn(x):
+        if is_number(x):                 # constant folding of compile-time arguments
+            return _PY_MATH[name](x)
+        return compute.unary_math(name, tile_arg(x, "x"))
+    return fn
+
+
+for _k in _PY_MATH:
+    RULES[_k] = _math(_k)
+
+
+@rule("abs")
+def _abs(x):
+    return compute.absolute(x)
+
+
+@rule("maximum")
+def _maximum(x, y):
+    return compute.binary("max", x, y)
+
+
+@rule("minimum")
+def _minimum(x, y):
+    return compute.binary("min", x, y)
+
+
+@rule("pow")
+def _pow(x, y):
+    return compute.binary("**", x, y)
+
+
+@rule("mma")
+def _mma(a, b, acc):
+    return compute.mma(a, b, acc)
+
+
+@rule("matmul")
+def _matmul(a, b):
+    return compute.matmul(a, b)
+
+
+@rule("static_assert")
+def _static_assert(cond, message):
+    if not is_number(cond):
+        raise type_error(f"static_assert needs a compile-time condition, got {describe(cond)}")
+    if not cond:
+        raise value_error(f"static_assert failed{': ' + str(message) if message else ''}")
+    return None
+
+
+# Methods of traced tiles: `t.astype(d)`, `t.reshape(s)`, `t.sum(axis)`, ...
+TILE_METHODS = {"astype": "astype", "reshape": "reshape", "permute": "permute",
+                "transpose": "transpose", "sum": "sum", "prod": "prod", "max": "max",
+                "min": "min", "argmax": "argmax", "argmin": "argmin", "expand_dims": "expand_dims",
+                "broadcast_to": "broadcast_to"}
