@@ -523,6 +523,8 @@ class FunctionCompiler:
                 raise self.error(TileTypeError, node, "dtypes only compare with == and !=")
             eq = dt.from_any(lhs) == dt.from_any(rhs)
             return eq if isinstance(op, ast.Eq) else not eq
+        if isinstance(lhs, tuple) and isinstance(rhs, tuple):      # compile-time shapes
+            return compute._PY_FOLD[_CMPOPS[type(op)]](lhs, rhs)
         return self.binop(_CMPOPS[type(op)], lhs, rhs, node)
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Any:

@@ -1,0 +1,36 @@
+"""Shared pytest setup: the `gpu` marker skips cleanly without an NVIDIA GPU."""
+
+import numpy as np
+import pytest
+
+
+def _have_gpu() -> bool:
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return False
+    try:
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return False
+        err, n = driver.cuDeviceGetCount()
+        return err == driver.CUresult.CUDA_SUCCESS and n > 0
+    except Exception:   # the driver library itself is missing
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _have_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng():
+    """Fresh random inputs every run; the seed is printed on failure."""
+    seed = np.random.SeedSequence().entropy % 2**32
+    print(f"seed={seed}")
+    return np.random.default_rng(seed)
