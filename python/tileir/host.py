@@ -26,10 +26,17 @@ def to_host(a: Any) -> tuple[np.ndarray, Callable[[], None] | None]:
     if mod.startswith("cupy"):
         host = a.get()
         return host, lambda: a.set(host)
-    try:
-        return np.asarray(a), None
-    except Exception as e:
-        raise TileTypeError(f"cannot bring a {type(a).__name__} to the host: {e}") from None
+    if hasattr(a, "__dlpack__"):
+        # A CPU DLPack producer shares its memory, so stores land in place.
+        try:
+            return np.from_dlpack(a), None
+        except (BufferError, RuntimeError, TypeError) as e:
+            raise TileTypeError(f"cannot view a {type(a).__name__} as a host array through "
+                                f"DLPack ({e}); pass a NumPy array, a torch tensor or a cupy "
+                                f"array") from None
+    # Anything else would be a copy whose results could not be written back.
+    raise TileTypeError(f"cannot run a kernel on a {type(a).__name__}: pass a NumPy array, a "
+                        f"torch tensor, a cupy array or a DLPack-capable host array")
 
 
 def _torch_to_host(t) -> tuple[np.ndarray, Callable[[], None] | None]:

@@ -288,7 +288,7 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
         raise TileTypeError(f"launch() takes the kernel arguments as a tuple, got "
                             f"{type(args).__name__}")
     dims = normalize_grid(grid)
-    ck = kernel.compile(args)
+    ck = kernel.compile(args, stage=knobs.LAUNCH_STAGE.raw())
     if knobs.INTERPRET.as_bool() or all(_host_array(a) for a in args if _is_array(a)):
         from .host import run_interpreted
         run_interpreted(ck, dims, args)

@@ -4,6 +4,7 @@
 |---|---|---|---|
 | TILEIR_INTERPRET | bool | 0 | run every `launch` in the NumPy interpreter, whatever the arrays (GPU arrays are copied to the host and back) |
 | TILEIR_DUMP_IR | bool | 0 | print each kernel's Tile IR to stderr after every stage |
+| TILEIR_LAUNCH_STAGE | str | tile | the last stage run before `launch` executes a kernel; `frontend` skips the tile-level passes (to bisect a pass bug) |
 """
 
 from __future__ import annotations
@@ -34,4 +35,6 @@ class Knob:
 INTERPRET = Knob("TILEIR_INTERPRET", "0", "run launches in the NumPy interpreter")
 DUMP_IR = Knob("TILEIR_DUMP_IR", "0", "print Tile IR to stderr after every stage")
 
-ALL = (INTERPRET, DUMP_IR)
+LAUNCH_STAGE = Knob("TILEIR_LAUNCH_STAGE", "tile", "last stage run before launch executes")
+
+ALL = (INTERPRET, DUMP_IR, LAUNCH_STAGE)
