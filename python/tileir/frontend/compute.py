@@ -272,6 +272,6 @@ def mma(a, b, acc) -> TileValue:
     allowed = tile.mma_accumulator_types(ir.Type.parse(a.dtype.mlir))
     if acc.dtype.mlir not in allowed:
         raise type_error(f"mma with {a.dtype.name} operands accumulates in "
-                         f"{' or '.join(dt.from_mlir(x).name for x in allowed)}, got an "
+                         f"{' or '.join(dt.from_mlir(x).name for x in allowed)}, got a "
                          f"{acc.dtype.name} accumulator")
     return wrap(tile.MmaOp(a.value, b.value, acc.value).result, acc.dtype)
