@@ -1,0 +1,72 @@
+"""`arith.constant`: attributes decoded once, at compile time, into NumPy values.
+
+Reading a `DenseElementsAttr` through the buffer protocol has two traps in the
+MLIR 22 bindings, both avoided here:
+* a *splat* i1 attribute is read as if its bits were packed (wrong values),
+  so splats always go through `get_splat_value()`;
+* bf16 has no buffer format at all, so a non-splat bf16 attribute is
+  bit-cast to i16 by MLIR's own folder and read as integers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, func
+from mlir.passmanager import PassManager
+
+from .compiler import CompileContext, Step, constant, rule
+from .dtypes import BF16, Elem, elem_of, f64_to, shape_of, wrap_int
+from .errors import Fault
+
+
+def scalar_value(attr: ir.Attribute, e: Elem) -> np.generic:
+    if isinstance(attr, ir.BoolAttr):
+        return e.scalar(attr.value)
+    if isinstance(attr, ir.IntegerAttr):
+        return e.scalar(wrap_int(attr.value, e.bits) if e.is_int else attr.value)
+    if isinstance(attr, ir.FloatAttr):
+        return f64_to(e, attr.value)  # exact: the value is representable in its type
+    raise Fault(f"cannot read constant attribute {attr}")
+
+
+def _bf16_bits(attr: ir.DenseElementsAttr) -> np.ndarray:
+    """The raw bits of a bf16 dense attribute, via a folded `arith.bitcast` to i16."""
+    t = attr.type
+    with attr.context, ir.Location.unknown():
+        i16 = ir.RankedTensorType.get(list(t.shape), ir.IntegerType.get_signless(16))
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            fn = func.FuncOp("bits", ([], [i16]))
+            with ir.InsertionPoint(fn.add_entry_block()):
+                func.ReturnOp([arith.BitcastOp(i16, arith.ConstantOp(t, attr).result).result])
+        PassManager.parse("builtin.module(func.func(canonicalize))").run(module.operation)
+        # Running a pass invalidates the Python handles of ops: look them up again.
+        body = module.body.operations[0].regions[0].blocks[0]
+        folded = list(body.operations)[-1].operands[0].owner
+    if folded.name != "arith.constant":
+        raise Fault(f"could not fold the bf16 constant {attr} to its bits")
+    return np.array(folded.attributes["value"], dtype=np.int16)
+
+
+def dense_value(attr: ir.DenseElementsAttr, e: Elem, shape: tuple[int, ...]) -> np.ndarray:
+    if attr.is_splat:
+        return np.full(shape, scalar_value(attr.get_splat_value(), e), dtype=e.storage)
+    if e.storage == BF16:
+        return _bf16_bits(attr).view(BF16).reshape(shape)
+    values = np.array(attr)
+    if values.dtype != e.storage:  # e.g. a `ui8` attribute: the same bits, signless
+        values = values.view(e.storage)
+    return values.reshape(shape)
+
+
+@rule("arith.constant")
+def _constant(op, cx: CompileContext) -> Step:
+    attr, t = op.attributes["value"], op.result.type
+    e = elem_of(t)
+    if isinstance(attr, ir.DenseElementsAttr):
+        value = dense_value(attr, e, shape_of(t))
+        value.flags.writeable = False  # shared by every execution: tiles are immutable
+    else:
+        value = scalar_value(attr, e)
+    return constant(op, cx, value)

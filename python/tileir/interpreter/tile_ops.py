@@ -1,0 +1,246 @@
+"""Rules for the `tile` dialect: grid queries, array access, shapes, reductions, mma.
+
+Arrays are held in the frame as NumPy arrays already viewed in the tile's
+storage dtype (a `ui8` array as int8, bf16 bits as bfloat16), so loads and
+stores move bits without conversion.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mlir import ir
+
+from tileir.dialect.types import array_info
+
+from .compiler import LAUNCH_SLOT, CompileContext, Step, constant, pure, rule
+from .dtypes import F32, F64, Elem, elem_of, shape_of
+from .errors import Fault
+
+
+# ---------------------------------------------------------------------------
+# Grid and array queries
+# ---------------------------------------------------------------------------
+@rule("tile.bid")
+def _bid(op, cx: CompileContext) -> Step:
+    out, axis = cx.define(op.result), op.axis
+
+    def step(frame):
+        frame[out] = frame[LAUNCH_SLOT].bid[axis]
+    return step
+
+
+@rule("tile.num_blocks")
+def _num_blocks(op, cx: CompileContext) -> Step:
+    out, axis = cx.define(op.result), op.axis
+
+    def step(frame):
+        frame[out] = np.int32(frame[LAUNCH_SLOT].grid[axis])
+    return step
+
+
+@rule("tile.dim")
+def _dim(op, cx: CompileContext) -> Step:
+    axis = op.axis
+    return pure(op, cx, lambda array: np.int32(array.shape[axis]))
+
+
+@rule("tile.stride")
+def _stride(op, cx: CompileContext) -> Step:
+    axis = op.axis
+    # Argument binding checked that byte strides are whole elements.
+    return pure(op, cx, lambda array: np.int32(array.strides[axis] // array.itemsize))
+
+
+# ---------------------------------------------------------------------------
+# Loads and stores
+# ---------------------------------------------------------------------------
+def padding_value(padding: str, e: Elem, array_elem: ir.Type) -> np.generic:
+    """The value a load reads outside the array (docs/tile-ir.md, tile.load)."""
+    if padding == "undetermined":
+        # Unspecified by the contract; pick values that make reading them show.
+        if e.is_float:
+            return e.scalar(np.nan)
+        if e.is_bool:
+            return e.scalar(True)
+        unsigned = isinstance(array_elem, ir.IntegerType) and array_elem.is_unsigned
+        return e.scalar(-1 if unsigned else e.int_range[1])  # -1: all ones, the uint max
+    values = {"zero": 0.0, "neg_zero": -0.0, "neg_inf": -np.inf, "pos_inf": np.inf,
+              "nan": np.nan}
+    if padding not in values:
+        raise Fault(f"unknown padding mode '{padding}'")
+    return e.scalar(values[padding] if e.is_float else 0)
+
+
+def _window(indices, tile_shape, array_shape):
+    """The part of tile `indices` inside the array, as (array slices, tile slices).
+
+    Returns None when the tile lies entirely outside.  Tile index `i` covers
+    elements [i*s, (i+1)*s) of its dim; negative indices are simply out of range.
+    """
+    src, dst = [], []
+    for i, s, dim in zip(indices, tile_shape, array_shape):
+        start = int(i) * s
+        lo, hi = max(start, 0), min(start + s, dim)
+        if hi <= lo:
+            return None
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - start, hi - start))
+    return tuple(src), tuple(dst)
+
+
+@rule("tile.load")
+def _load(op, cx: CompileContext) -> Step:
+    e = elem_of(op.result.type)
+    shape = tuple(op.tile_shape)
+    pad = padding_value(op.padding, e, array_info(op.array.type).element_type)
+    array_slot, index_slots, out = cx.slot(op.array), cx.slots(op.index), cx.define(op.result)
+
+    def step(frame):
+        array = frame[array_slot]
+        window = _window([frame[s] for s in index_slots], shape, array.shape)
+        if window is None:
+            frame[out] = np.full(shape, pad, dtype=e.storage)
+            return
+        src, dst = window
+        part = array[src]
+        if part.shape == shape:
+            frame[out] = np.array(part)  # a copy: later stores must not change this tile
+            return
+        tile = np.full(shape, pad, dtype=e.storage)
+        tile[dst] = part
+        frame[out] = tile
+    return step
+
+
+@rule("tile.store")
+def _store(op, cx: CompileContext) -> Step:
+    shape = shape_of(op.tile.type)
+    array_slot, tile_slot = cx.slot(op.array), cx.slot(op.tile)
+    index_slots = cx.slots(op.index)
+
+    def step(frame):
+        array = frame[array_slot]
+        if not array.flags.writeable:
+            raise Fault("cannot store into a read-only array argument")
+        window = _window([frame[s] for s in index_slots], shape, array.shape)
+        if window is not None:  # elements outside the array are dropped
+            src, dst = window
+            array[src] = np.asarray(frame[tile_slot])[dst]
+    return step
+
+
+# ---------------------------------------------------------------------------
+# Construction and shape
+# ---------------------------------------------------------------------------
+@rule("tile.iota")
+def _iota(op, cx: CompileContext) -> Step:
+    t = op.result.type
+    value = np.arange(t.shape[0], dtype=elem_of(t).storage)
+    value.flags.writeable = False  # shared by every execution: tiles are immutable
+    return constant(op, cx, value)
+
+
+@rule("tile.broadcast")
+def _broadcast(op, cx: CompileContext) -> Step:
+    shape = shape_of(op.result.type)
+    return pure(op, cx, lambda x: np.broadcast_to(x, shape))
+
+
+@rule("tile.reshape")
+def _reshape(op, cx: CompileContext) -> Step:
+    shape = shape_of(op.result.type)
+    return pure(op, cx, lambda x: np.reshape(x, shape))
+
+
+@rule("tile.permute")
+def _permute(op, cx: CompileContext) -> Step:
+    perm = tuple(op.permutation)
+    return pure(op, cx, lambda x: np.transpose(x, perm))
+
+
+# ---------------------------------------------------------------------------
+# Reductions
+# ---------------------------------------------------------------------------
+def _accumulating(e: Elem, reduce_fn):
+    """sum/prod: ints wrap in their own width; 16-bit floats accumulate in f32."""
+    if e.is_int:
+        return lambda x, axis: reduce_fn(x, axis=axis, dtype=e.storage)
+    acc = F32 if e.bits == 16 else e.storage
+    return lambda x, axis: np.asarray(reduce_fn(x.astype(acc), axis=axis, dtype=acc)
+                                      ).astype(e.storage)
+
+
+def _ordering(e: Elem, reduce_fn):
+    """max/min: exact in any dtype; bf16 goes through f32, where NumPy can order it."""
+    if e.compute == e.storage:
+        return lambda x, axis: reduce_fn(x, axis=axis)
+    return lambda x, axis: np.asarray(reduce_fn(x.astype(e.compute), axis=axis)).astype(
+        e.storage)
+
+
+def reduction(kind: str, e: Elem):
+    """The NumPy function `f(x, axis)` for `tile.reduce` of `kind` over `e` values.
+
+    NumPy's max/min propagate NaN and its argmax/argmin return the first
+    occurrence of the extreme (the first NaN, if any), as the contract says.
+    Integer max/min are signed.
+    """
+    if kind == "sum":
+        return _accumulating(e, np.sum)
+    if kind == "prod":
+        return _accumulating(e, np.prod)
+    if kind in ("max", "min"):
+        return _ordering(e, np.max if kind == "max" else np.min)
+    if kind in ("argmax", "argmin"):
+        arg = np.argmax if kind == "argmax" else np.argmin
+        compute = e.compute if e.is_float else e.storage
+        return lambda x, axis: arg(x.astype(compute), axis=axis).astype(np.int32)
+    raise Fault(f"unknown reduction kind '{kind}'")
+
+
+@rule("tile.reduce")
+def _reduce(op, cx: CompileContext) -> Step:
+    fn, axis = reduction(op.kind, elem_of(op.source.type)), op.axis
+    return pure(op, cx, lambda x: fn(x, axis))
+
+
+# ---------------------------------------------------------------------------
+# Matrix multiply
+# ---------------------------------------------------------------------------
+def _accumulator(operand: Elem) -> np.dtype:
+    """The dtype a product is accumulated in before the single final rounding.
+
+    i8 products go through float64: every partial sum is an integer below 2**53,
+    so BLAS gives the exact result, which then wraps to i32 like the hardware.
+    """
+    return F64 if operand.name == "f64" or operand.is_int else F32
+
+
+def _round_result(result: Elem):
+    if result.is_int:
+        # Exact integer in float64 -> int64 -> wrap to the result width.
+        return lambda r: r.astype(np.int64).astype(result.storage)
+    return lambda r: r.astype(result.storage)
+
+
+@rule("tile.mma")
+def _mma(op, cx: CompileContext) -> Step:
+    acc = _accumulator(elem_of(op.a.type))
+    result = elem_of(op.result.type)
+    if result.is_int:
+        # The accumulator is added in int64 so large i32 values stay exact.
+        def fn(a, b, c):
+            ab = np.matmul(a.astype(acc), b.astype(acc)).astype(np.int64)
+            return (ab + c.astype(np.int64)).astype(result.storage)
+    else:
+        def fn(a, b, c):
+            return (np.matmul(a.astype(acc), b.astype(acc)) + c.astype(acc)).astype(
+                result.storage)
+    return pure(op, cx, fn)
+
+
+@rule("tile.matmul")
+def _matmul(op, cx: CompileContext) -> Step:
+    acc = _accumulator(elem_of(op.a.type))
+    round_to = _round_result(elem_of(op.result.type))
+    return pure(op, cx, lambda a, b: round_to(np.matmul(a.astype(acc), b.astype(acc))))
