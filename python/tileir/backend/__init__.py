@@ -1,0 +1,1 @@
+"""GPU backend: the layout, gpu, llvm, ptx and cubin stages."""

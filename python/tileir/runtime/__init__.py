@@ -1,0 +1,1 @@
+"""GPU runtime: CUDA driver, arrays, launch."""
