@@ -34,6 +34,7 @@ CONSTRAINTS: dict[str, str] = {
     "int_attr": 'irdl.base "#builtin.integer"',
     "str_attr": 'irdl.base "#builtin.string"',
     "i64_array_attr": 'irdl.base "#builtin.dense_array"',
+    "blocked_attr": "irdl.base @{ns}::@blocked",
 }
 
 
@@ -74,6 +75,7 @@ class Dialect:
     def __init__(self, namespace: str):
         self.namespace = namespace
         self.types: list[TypeSpec] = []
+        self.attributes: list[TypeSpec] = []
         self.ops: dict[str, type] = {}
 
         @_mlir.register_dialect
@@ -86,6 +88,11 @@ class Dialect:
     def type(self, name: str, summary: str, **parameters: str) -> TypeSpec:
         spec = TypeSpec(name, summary, tuple(parameters.items()))
         self.types.append(spec)
+        return spec
+
+    def attribute(self, name: str, summary: str, **parameters: str) -> TypeSpec:
+        spec = TypeSpec(name, summary, tuple(parameters.items()))
+        self.attributes.append(spec)
         return spec
 
     def op(self, cls: type) -> type:
@@ -103,14 +110,8 @@ class Dialect:
     def irdl(self) -> str:
         ns = self.namespace
         lines = [f"irdl.dialect @{ns} {{"]
-        for t in self.types:
-            lines.append(f"  irdl.type @{t.name} {{")
-            names = []
-            for i, (pname, cons) in enumerate(t.parameters):
-                lines.append(f"    %p{i} = {CONSTRAINTS[cons].format(ns=ns)}")
-                names.append(f"{pname}: %p{i}")
-            lines.append(f"    irdl.parameters({', '.join(names)})")
-            lines.append("  }")
+        for kind, specs in (("type", self.types), ("attribute", self.attributes)):
+            lines.extend(self._parametric(kind, specs))
         for name, cls in self.ops.items():
             spec: Spec = cls.SPEC
             lines.append(f"  irdl.operation @{name.split('.', 1)[1]} {{")
@@ -139,6 +140,18 @@ class Dialect:
         lines.append("}")
         return "\n".join(lines)
 
+    def _parametric(self, kind: str, specs: list[TypeSpec]) -> list[str]:
+        lines = []
+        for t in specs:
+            lines.append(f"  irdl.{kind} @{t.name} {{")
+            names = []
+            for i, (pname, cons) in enumerate(t.parameters):
+                lines.append(f"    %p{i} = {CONSTRAINTS[cons].format(ns=self.namespace)}")
+                names.append(f"{pname}: %p{i}")
+            lines.append(f"    irdl.parameters({', '.join(names)})")
+            lines.append("  }")
+        return lines
+
     def load(self, context: ir.Context) -> None:
         """Registers the dialect in `context` (idempotent: loading twice aborts MLIR)."""
         first_op = next(iter(self.ops))
@@ -166,13 +179,23 @@ class TileOpView(ir.OpView):
         return cls(op)
 
     def int_attr(self, name: str) -> int:
-        return ir.IntegerAttr(self.operation.attributes[name]).value
+        # IRDL only checks for "some integer attribute"; reading an i128 or an
+        # unsigned one through `.value` can trip an APInt assertion (an abort),
+        # so insist on the documented i64 first.
+        attr = ir.IntegerAttr(self.operation.attributes[name])
+        if attr.type != ir.IntegerType.get_signless(64, attr.context):
+            raise VerifyError(f"attribute '{name}' must be an i64 integer, got {attr}")
+        return attr.value
 
     def str_attr(self, name: str) -> str:
         return ir.StringAttr(self.operation.attributes[name]).value
 
     def i64_array_attr(self, name: str) -> list[int]:
-        return list(ir.DenseI64ArrayAttr(self.operation.attributes[name]))
+        # IRDL accepts any `array<...>`; only `array<i64: ...>` is meaningful here.
+        attr = self.operation.attributes[name]
+        if not isinstance(attr, ir.DenseI64ArrayAttr):
+            raise VerifyError(f"attribute '{name}' must be an array<i64: ...>, got {attr}")
+        return list(attr)
 
     def verify(self) -> None:  # pragma: no cover - overridden where needed
         return None

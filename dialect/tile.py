@@ -17,7 +17,7 @@ from typing import Sequence
 from mlir import ir
 
 from .ods import Arg, Dialect, Spec, TileOpView, VerifyError
-from .types import (array_info, array_type, element_type, is_float, is_int,
+from .types import (ArrayInfo, array_info, array_type, element_type, is_float, is_int,
                     signless, tile_type)
 
 DIALECT = Dialect("tile")
@@ -45,6 +45,16 @@ def _check_axis(axis: int, rank: int, what: str) -> None:
     if not 0 <= axis < rank:
         raise VerifyError(f"axis {axis} is out of range for {what} of rank {rank}"
                           f" (expected 0 <= axis < {rank})")
+
+
+def _array(value: ir.Value) -> ArrayInfo:
+    # IRDL accepts any integer attribute as the rank (`-1 : i64`, `2 : i32`);
+    # `array_info` recognizes only the documented form.
+    info = array_info(value.type)
+    if info is None:
+        raise VerifyError(f"malformed array type {value.type}: expected "
+                          f"!tile.array<T, R : i64> with rank R >= 0")
+    return info
 
 
 def _tensor(value: ir.Value, what: str) -> ir.RankedTensorType:
@@ -108,7 +118,7 @@ class _ArrayQueryOp(TileOpView):
         return self.int_attr("axis")
 
     def verify(self) -> None:
-        _check_axis(self.axis, array_info(self.array.type).rank, "the array")
+        _check_axis(self.axis, _array(self.array).rank, "the array")
 
 
 @DIALECT.op
@@ -171,7 +181,7 @@ class LoadOp(TileOpView):
         return self.str_attr("padding")
 
     def verify(self) -> None:
-        info = array_info(self.array.type)
+        info = _array(self.array)
         _check_indices(self.index, info.rank)
         shape = self.tile_shape
         if len(shape) != info.rank:
@@ -219,7 +229,7 @@ class StoreOp(TileOpView):
         return list(self.operands)[2:]
 
     def verify(self) -> None:
-        info = array_info(self.array.type)
+        info = _array(self.array)
         _check_indices(self.index, info.rank)
         t = _tensor(self.tile, "the stored tile")
         if t.rank != info.rank:

@@ -96,7 +96,9 @@ def collect(root: ir.Operation) -> list[Diagnostic]:
             _verify_function(op, diags)
         return ir.WalkResult.ADVANCE
 
-    root.walk(visit)
+    # Op verifiers build types (`i32` for arg reductions) and need a context.
+    with root.context:
+        root.walk(visit)
     return diags
 
 

@@ -65,3 +65,14 @@ def test_torch_cpu_tensors_in_place(rng):
         c = torch.full((777,), float("nan"), dtype=dtype)
         ct.launch(None, (ct.cdiv(777, 256),), vector_add, (a, b, c, 256))
         assert torch.equal(c, a + b)
+
+
+def test_fast_path_alignment_matches_the_runtime():
+    torch = pytest.importorskip("torch")
+    from tileir.kernel import _torch_aligned
+    from tileir.runtime.arrays import aligned, describe
+    base = torch.zeros(64, 72, dtype=torch.bfloat16)
+    views = [base, base[:, 8:], base[:, 1:], base.t(), base[::2], base[:, :64].unsqueeze(0),
+             base[3:4, :], torch.zeros(5, 3, dtype=torch.float32), torch.zeros(1, 7)]
+    for v in views:
+        assert _torch_aligned(v) == aligned(describe(v)), (v.shape, v.stride())

@@ -116,6 +116,8 @@ class FunctionCompiler:
                 [ir.StringAttr.get(n) for n in arg_names])
             if not kernel:
                 fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            fn.arg_attrs = ir.ArrayAttr.get([_arg_attrs(k) for _, k in params
+                                             if isinstance(k, Param)])
             block = fn.add_entry_block()
         args = iter(block.arguments)
         for pname, kind in params:
@@ -716,12 +718,21 @@ class Param:
 class ArrayParam(Param):
     dtype: dt.DType
     ndim: int
+    # 16-byte aligned base, unit last-dim stride, 16-byte multiple other strides:
+    # the GPU backend may then use 16-byte vector accesses (docs/gpu-backend.md).
+    aligned: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class ScalarParam(Param):
     dtype: dt.DType
     shape: tuple[int, ...] = ()
+
+
+def _arg_attrs(kind: "Param") -> ir.DictAttr:
+    if isinstance(kind, ArrayParam) and kind.aligned:
+        return ir.DictAttr.get({"tile.aligned": ir.UnitAttr.get()})
+    return ir.DictAttr.get({})
 
 
 def classify_value(v: Any) -> Any:

@@ -152,6 +152,12 @@ def _reshape(op, cx: CompileContext) -> Step:
     return pure(op, cx, lambda x: np.reshape(x, shape))
 
 
+@rule("tile.convert_layout")
+def _convert_layout(op, cx: CompileContext) -> Step:
+    # A layout says which thread holds which element; the values are unchanged.
+    return pure(op, cx, lambda x: x)
+
+
 @rule("tile.permute")
 def _permute(op, cx: CompileContext) -> Step:
     perm = tuple(op.permutation)

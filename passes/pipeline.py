@@ -1,0 +1,288 @@
+"""Running passes and stages: tile passes and upstream MLIR passes, mixed.
+
+Every pass runs on verified IR: before a tile pass the full Tile IR verifier
+runs (its precondition), before an upstream pass MLIR's own verifier (which
+is what keeps an assertion-enabled MLIR from aborting on broken IR).  After
+the last pass the IR is verified again, so a pass that breaks the IR is named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from typing import Callable, Iterable, TextIO
+
+from mlir import ir
+from mlir.passmanager import PassManager
+
+from tileir.dialect import Diagnostic, TileIRError, verify
+from tileir.dialect.diagnostics import from_mlir_error
+
+from .registry import PASSES, STAGES
+
+# Module attribute recording the last stage run on a module, so that a driver
+# can continue from an `.mlir` file at any stage.  Absent means "frontend".
+STAGE_ATTR = "tile.stage"
+
+# Called after each pass with the pass name and the module.
+AfterPassHook = Callable[[str, ir.Module], None]
+
+
+class InternalError(Exception):
+    """A pass raised something other than `TileIRError`: a bug in that pass."""
+
+    def __init__(self, pass_name: str, error: Exception):
+        self.pass_name = pass_name
+        super().__init__(f"pass '{pass_name}' crashed: {self.describe(error)}")
+
+    @staticmethod
+    def describe(error: Exception) -> str:
+        """`Type: message` on one line, without any embedded traceback."""
+        return f"{type(error).__name__}: {_one_line(str(error))}"
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b")
+
+
+def _one_line(text: str) -> str:
+    # Exceptions raised inside `Operation.walk` callbacks come back wrapped in
+    # a RuntimeError whose text embeds the inner traceback; its last
+    # "SomeError: message" line is the original error.
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        if _EXCEPTION_LINE.match(line):
+            return line
+    return lines[-1] if lines else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    name: str
+    run: Callable[[ir.Module], None]
+    needs_tile_ir: bool
+
+
+# --------------------------------------------------------------------------
+# Pipeline text
+# --------------------------------------------------------------------------
+def parse_pipeline(text: str) -> list[str]:
+    """'builtin.module(a,b{x=1},func.func(c))' or 'a,b' -> ['a', 'b{x=1}', 'func.func(c)']."""
+    text = text.strip()
+    anchor = "builtin.module("
+    if text.startswith(anchor) and _closing_paren(text, len(anchor) - 1) == len(text) - 1:
+        text = text[len(anchor):-1]
+    if not text.strip():
+        return []
+    elements = [e.strip() for e in _split_top_level(text)]
+    if any(not e for e in elements):
+        raise TileIRError(f"empty pass name in pass pipeline '{text}'")
+    return elements
+
+
+_OPEN = {"(": ")", "{": "}", "[": "]"}
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Splits on commas outside brackets and quotes; raises on unbalanced brackets."""
+    parts, start, stack, quoted = [], 0, [], False
+    for i, ch in enumerate(text):
+        if ch == '"':
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif ch in _OPEN:
+            stack.append(_OPEN[ch])
+        elif ch in _OPEN.values():
+            if not stack or stack.pop() != ch:
+                raise TileIRError(f"unbalanced '{ch}' at offset {i} in pass pipeline '{text}'")
+        elif ch == "," and not stack:
+            parts.append(text[start:i])
+            start = i + 1
+    if stack or quoted:
+        missing = '"' if quoted else stack[-1]
+        raise TileIRError(f"missing '{missing}' at the end of pass pipeline '{text}'")
+    parts.append(text[start:])
+    return parts
+
+
+def _closing_paren(text: str, open_index: int) -> int | None:
+    depth = 0
+    for i in range(open_index, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    return None
+
+
+# --------------------------------------------------------------------------
+# Resolving names
+# --------------------------------------------------------------------------
+def validate_pipeline(names: Iterable[str], context: ir.Context) -> None:
+    """Raises `TileIRError` naming the first pass that does not exist."""
+    for name in names:
+        _resolve(name, context)
+
+
+def _resolve(name: str, context: ir.Context) -> _Step:
+    name = name.strip()
+    if name in PASSES:
+        return _Step(name, PASSES[name].run, needs_tile_ir=True)
+    base = name.split("{", 1)[0].strip()
+    if base in PASSES:
+        raise TileIRError(f"pass '{base}' takes no options (got '{name}')")
+    if any(tile_pass in name for tile_pass in PASSES):
+        raise TileIRError(f"'{name}': tile passes run on the whole module; put them at the top "
+                          f"level of the pipeline, not inside an op anchor")
+    return _upstream(name, context)
+
+
+def _upstream(name: str, context: ir.Context) -> _Step:
+    try:
+        manager = PassManager.parse(f"builtin.module({name})", context)
+    except ValueError as e:
+        raise TileIRError(_unknown_pass_message(name, str(e))) from None
+
+    def run(module: ir.Module) -> None:
+        try:
+            manager.run(module.operation)
+        except ir.MLIRError as e:
+            raise TileIRError(from_mlir_error(e)) from None
+
+    return _Step(name, run, needs_tile_ir=False)
+
+
+def _unknown_pass_message(name: str, mlir_message: str) -> str:
+    if "does not refer to a registered pass" in mlir_message:
+        close = difflib.get_close_matches(name, list(PASSES), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else \
+            f"; tile passes: {', '.join(PASSES)} (upstream MLIR pass names work too)"
+        return f"unknown pass '{name}'{hint}"
+    return f"invalid pass '{name}': {_mlir_reason(name, mlir_message)}"
+
+
+_PARSER_PREFIX = re.compile(r"^.*?PassPipeline Parser:\d+:\d+: error: |^<Pass-Options-Parser>: ")
+
+
+def _mlir_reason(name: str, mlir_message: str) -> str:
+    """MLIR's pipeline-parser complaint without its echo of the pipeline and caret line."""
+    lines = [line.strip() for line in mlir_message.splitlines()]
+    kept = [_PARSER_PREFIX.sub("", line) for line in lines
+            if line and line != name and set(line) - {"^", "~", " "}]
+    return "; ".join(kept)
+
+
+# --------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------
+def run_passes(module: ir.Module, names: Iterable[str], *,
+               print_after_all: AfterPassHook | None = None) -> None:
+    """Runs `names` (tile or upstream passes) in order on `module`, verifying before each.
+
+    Each pass runs inside `module.context`.
+    Raises `TileIRError` (located diagnostics) when the IR is invalid or a pass
+    fails, and `InternalError` when a pass crashes.  Every name is resolved
+    before anything runs, so an unknown name leaves the module untouched.
+    """
+    steps = [_resolve(name, module.context) for name in names]
+    previous: _Step | None = None
+    for step in steps:
+        _verify_between(module, previous, step)
+        _run_step(step, module)
+        if print_after_all is not None:
+            print_after_all(step.name, module)
+        previous = step
+    if previous is not None:
+        _verify_between(module, previous, None)
+
+
+def _run_step(step: _Step, module: ir.Module) -> None:
+    try:
+        # Passes build types and attributes: they run inside the module's context.
+        with module.context:
+            step.run(module)
+    except TileIRError:
+        raise
+    except Exception as e:  # a crash inside our pass: report it as a bug of that pass
+        raise InternalError(step.name, e) from e
+
+
+def _verify_between(module: ir.Module, previous: _Step | None, following: _Step | None) -> None:
+    tile_rules = following.needs_tile_ir if following else previous.needs_tile_ir
+    try:
+        if tile_rules:
+            verify(module)
+        else:
+            _verify_mlir(module)
+    except TileIRError as e:
+        if previous is None:
+            raise
+        what = f"before '{following.name}'" if following else "at the end of the pipeline"
+        header = Diagnostic(None, f"the IR produced by '{previous.name}' is invalid {what}")
+        raise TileIRError([header, *e.diagnostics]) from None
+
+
+def _verify_mlir(module: ir.Module) -> None:
+    try:
+        module.operation.verify()
+    except ir.MLIRError as e:
+        raise TileIRError(from_mlir_error(e)) from None
+
+
+# --------------------------------------------------------------------------
+# Stages
+# --------------------------------------------------------------------------
+def _check_stage(stage: str) -> None:
+    if stage not in STAGES:
+        raise TileIRError(f"unknown stage '{stage}'; stages: {', '.join(STAGES)}")
+
+
+def current_stage(module: ir.Module) -> str:
+    """The last stage run on `module` (its `tile.stage` attribute), or "frontend"."""
+    attrs = module.operation.attributes
+    if STAGE_ATTR not in attrs:
+        return "frontend"
+    attr = attrs[STAGE_ATTR]
+    stage = attr.value if isinstance(attr, ir.StringAttr) else str(attr)
+    if stage not in STAGES:
+        raise TileIRError([Diagnostic(module.operation.location,
+                                      f"module attribute {STAGE_ATTR} = {attr} names no stage; "
+                                      f"stages: {', '.join(STAGES)}")])
+    return stage
+
+
+def run_stage(module: ir.Module, stage: str, *,
+              print_after_all: AfterPassHook | None = None) -> None:
+    """Runs one stage's passes and records the stage on the module."""
+    _check_stage(stage)
+    run_passes(module, STAGES[stage], print_after_all=print_after_all)
+    with module.context:
+        module.operation.attributes[STAGE_ATTR] = ir.StringAttr.get(stage)
+
+
+def run_stages(module: ir.Module, *, stop_after: str,
+               print_after_all: AfterPassHook | None = None) -> None:
+    """Runs every stage after the module's current one, up to and including `stop_after`."""
+    _check_stage(stop_after)
+    names = list(STAGES)
+    start = names.index(current_stage(module))
+    stop = names.index(stop_after)
+    if stop < start:
+        raise TileIRError(f"the input is already at stage '{names[start]}', past "
+                          f"'{stop_after}'")
+    for stage in names[start + 1:stop + 1]:
+        run_stage(module, stage, print_after_all=print_after_all)
+
+
+# --------------------------------------------------------------------------
+# Printing
+# --------------------------------------------------------------------------
+def ir_printer(stream: TextIO, *, debug_info: bool = False) -> AfterPassHook:
+    """A `print_after_all` hook writing MLIR-style IR dumps to `stream`."""
+
+    def dump(pass_name: str, module: ir.Module) -> None:
+        stream.write(f"// -----// IR Dump After {pass_name} //----- //\n")
+        stream.write(module.operation.get_asm(enable_debug_info=debug_info))
+        stream.write("\n")
+
+    return dump

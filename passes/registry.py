@@ -1,0 +1,64 @@
+"""The pass registry and the stage list: the one place that says what runs when.
+
+A pass is a module of this package exposing `FLAG`, `SUMMARY` and
+`run(module) -> None` (raising `TileIRError` with located diagnostics).  A
+stage is an ordered list of pass names; the names may also be upstream MLIR
+passes (`canonicalize`, `convert-scf-to-cf`, `gpu.module(...)`), which
+`pipeline.run_passes` hands to MLIR's PassManager.  Adding a stage is adding
+one entry to `STAGES`, in pipeline order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import ModuleType
+from typing import Callable
+
+from mlir import ir
+
+from . import (assign_layouts, canonicalize, cse, dce, emit_cubin, emit_ptx, inline, licm,
+               lower_to_gpu, lower_to_llvm)
+
+
+@dataclasses.dataclass(frozen=True)
+class PassInfo:
+    name: str
+    summary: str
+    run: Callable[[ir.Module], None]
+
+
+def _info(module: ModuleType) -> PassInfo:
+    return PassInfo(module.FLAG, module.SUMMARY, module.run)
+
+
+PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
+    inline, canonicalize, licm, cse, dce,
+    assign_layouts, lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
+
+STAGES: dict[str, tuple[str, ...]] = {
+    # What @kernel produces: nothing to run.
+    "frontend": (),
+    "tile": (
+        # Inline first, so every later pass sees whole kernels and folds cross
+        # helper boundaries.
+        "tile-inline",
+        # Fold shape-op chains and constants before CSE: equal values reached
+        # through different chains (reshape of reshape, permute of permute)
+        # only look equal once folded.
+        "tile-canonicalize",
+        # Hoist before CSE: copies of one invariant hoisted out of sibling
+        # loops meet in the enclosing block, where CSE merges them.
+        "tile-licm",
+        "tile-cse",
+        # Folding and CSE leave unused ops behind: sweep them last.
+        "tile-dce",
+    ),
+    # GPU stages.  The target (module attribute `tile.target`, default sm_90a)
+    # only enters at `llvm`: layouts and per-thread code are the same for
+    # sm_80 and sm_90a until tensor cores arrive.
+    "layout": ("tile-assign-layouts",),
+    "gpu": ("tile-lower-to-gpu",),
+    "llvm": ("tile-lower-to-llvm",),
+    "ptx": ("tile-emit-ptx",),
+    "cubin": ("tile-emit-cubin",),
+}

@@ -1,0 +1,293 @@
+"""Layout assignment: give every tile of a kernel a layout encoding (stage `layout`).
+
+Strategy (predictable, good for the memory-bound kernels users write):
+1. Every tile shape that is loaded or stored gets a *home* layout: coalesced
+   16-byte accesses for the narrowest element type accessed at that shape.
+   Other shapes get a coalesced layout for 4-byte elements.
+2. Walking the kernel in order, each op's result layout follows from its
+   operands: element-wise ops and broadcasts keep their first operand's layout,
+   reductions give `slice(parent, axis)`, reshapes that add or drop unit dims
+   derive the matching layout, permutes permute it, constants/splats/iotas and
+   general reshapes take the home layout of their shape.
+3. Where an operand's layout differs from what its consumer needs (a second
+   element-wise operand, a stored tile that is not in its store's home layout,
+   a loop-carried value), a `tile.convert_layout` is inserted.  Conversions
+   between layouts that are equal as linear maps are free in the `gpu` stage.
+
+Precondition: the `tile` stage ran (helpers inlined).  Tensor-core ops are
+rejected here with the op's location (they are lowered in a later milestone).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from tileir.dialect import TileIRError
+from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
+from tileir.dialect.types import bitwidth, is_power_of_two
+from . import layouts as L
+
+NUM_WARPS_ATTR = "tile.num_warps"
+DEFAULT_MAX_WARPS = 8
+
+
+def element_bytes(t: ir.Type) -> int:
+    return max(1, bitwidth(t) // 8)
+
+
+class LayoutAssigner:
+    def __init__(self, func: ir.Operation, num_warps: int):
+        self.func = func
+        self.num_warps = num_warps
+        self.home: dict[tuple[int, ...], L.Blocked] = {}
+
+    # -- homes -----------------------------------------------------------------
+    def collect_homes(self) -> None:
+        narrowest: dict[tuple[int, ...], int] = {}
+
+        def visit(op):
+            if op.name in ("tile.load", "tile.store"):
+                t = op.results[0].type if op.name == "tile.load" else op.operands[1].type
+                shape = tuple(t.shape)
+                if shape:
+                    b = element_bytes(t.element_type)
+                    narrowest[shape] = min(narrowest.get(shape, b), b)
+            return ir.WalkResult.ADVANCE
+
+        self.func.walk(visit)
+        for shape, b in narrowest.items():
+            self.home[shape] = L.coalesced(shape, b, self.num_warps)
+
+    def home_of(self, shape: tuple[int, ...]) -> L.Layout:
+        if not shape:
+            # rank-0 tiles: replicated in every thread (a slice of a 1-element tile)
+            return L.Slice(0, L.coalesced((1,), 4, self.num_warps))
+        if shape not in self.home:
+            self.home[shape] = L.coalesced(shape, 4, self.num_warps)
+        return self.home[shape]
+
+    # -- walking -------------------------------------------------------------------
+    def run(self) -> None:
+        self.collect_homes()
+        for block in self.func.regions[0].blocks:
+            self.block(block)
+        self.func.attributes[NUM_WARPS_ATTR] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(32), self.num_warps)
+
+    def block(self, block: ir.Block) -> None:
+        for op in list(block.operations):
+            self.op(op)
+
+    def op(self, op: ir.Operation) -> None:
+        op = op.operation          # OpViews may shadow `.name` (func.func's is its symbol)
+        name = op.name
+        if name in ("tile.mma", "tile.matmul"):
+            raise TileIRError(f"'{name}' is not lowered to the GPU yet (tensor cores arrive in a "
+                              f"later milestone); run matmul kernels in the interpreter",
+                              op.location)
+        if name == "scf.for":
+            return self.scf_for(op)
+        if name == "scf.if":
+            return self.scf_if(op)
+        if name == "scf.while":
+            if any(isinstance(v.type, ir.RankedTensorType) for v in op.results):
+                raise TileIRError("scf.while with tile values is not lowered to the GPU yet",
+                                  op.location)
+        for region in op.regions:
+            for block in region.blocks:
+                self.block(block)
+        rule = getattr(self, "rule_" + name.replace(".", "_"), None)
+        if rule is not None:
+            rule(op)
+        elif name.startswith(("arith.", "math.")):
+            self.elementwise(op)
+
+    # -- helpers -------------------------------------------------------------------
+    def layout_of(self, v: ir.Value) -> L.Layout | None:
+        return tile_layout(v.type)
+
+    def set_layout(self, v: ir.Value, layout: L.Layout) -> None:
+        v.set_type(with_layout(v.type, layout))
+
+    def require(self, op: ir.Operation, index: int, layout: L.Layout) -> None:
+        """Makes operand `index` of `op` have `layout`, converting before `op` if needed."""
+        v = op.operands[index]
+        if self.layout_of(v) == layout:
+            return
+        with ir.InsertionPoint(op), op.location:
+            conv = ConvertLayoutOp(v, with_layout(v.type, layout))
+        op.operands[index] = conv.result
+
+    def tensor_operands(self, op) -> list[int]:
+        return [i for i, v in enumerate(op.operands) if isinstance(v.type, ir.RankedTensorType)]
+
+    # -- rules -----------------------------------------------------------------------
+    def elementwise(self, op: ir.Operation) -> None:
+        idx = self.tensor_operands(op)
+        if not idx:
+            if op.results and isinstance(op.results[0].type, ir.RankedTensorType):
+                self.set_layout(op.results[0], self.home_of(tuple(op.results[0].type.shape)))
+            return
+        lay = self.layout_of(op.operands[idx[0]])
+        for i in idx[1:]:
+            self.require(op, i, lay)
+        for r in op.results:
+            if isinstance(r.type, ir.RankedTensorType):
+                self.set_layout(r, lay)
+
+    def produce_home(self, op: ir.Operation) -> None:
+        r = op.results[0]
+        self.set_layout(r, self.home_of(tuple(r.type.shape)))
+
+    rule_tile_load = produce_home
+    rule_tile_iota = produce_home
+    rule_tensor_splat = produce_home
+    rule_tensor_from_elements = produce_home
+
+    def rule_arith_constant(self, op):
+        r = op.results[0]
+        if not isinstance(r.type, ir.RankedTensorType):
+            return
+        value = ir.DenseElementsAttr(op.attributes["value"])
+        if not value.is_splat:
+            raise TileIRError("non-splat tile constants are not lowered to the GPU yet",
+                              op.location)
+        self.produce_home(op)
+        # the value attribute's type must equal the (now encoded) result type
+        op.attributes["value"] = ir.DenseElementsAttr.get_splat(r.type, value.get_splat_value())
+
+    def rule_tile_store(self, op):
+        t = op.operands[1].type
+        self.require(op, 1, self.home_of(tuple(t.shape)))
+
+    def rule_tile_broadcast(self, op):
+        src = op.operands[0]
+        res = op.results[0]
+        lay = self.layout_of(src)
+        if isinstance(lay, L.Blocked) and broadcast_free(lay, tuple(src.type.shape), lay,
+                                                          tuple(res.type.shape)):
+            self.set_layout(res, lay)
+            return
+        home = self.home_of(tuple(res.type.shape))
+        src_lay = home if isinstance(home, L.Blocked) else self.home_of(tuple(src.type.shape))
+        self.require(op, 0, src_lay)
+        self.set_layout(res, src_lay)
+
+    def rule_tile_reshape(self, op):
+        src, res = op.operands[0], op.results[0]
+        derived = reshape_layout(self.layout_of(src), tuple(src.type.shape),
+                                 tuple(res.type.shape))
+        self.set_layout(res, derived or self.home_of(tuple(res.type.shape)))
+
+    def rule_tile_permute(self, op):
+        src = op.operands[0]
+        lay = self.layout_of(src)
+        if not isinstance(lay, L.Blocked):
+            lay = self.home_of(tuple(src.type.shape))
+            self.require(op, 0, lay)
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        self.set_layout(op.results[0], lay.permuted(perm))
+
+    def rule_tile_reduce(self, op):
+        src = op.operands[0]
+        lay = self.layout_of(src)
+        if not isinstance(lay, L.Blocked):
+            lay = self.home_of(tuple(src.type.shape))
+            self.require(op, 0, lay)
+        axis = ir.IntegerAttr(op.attributes["axis"]).value
+        self.set_layout(op.results[0], L.Slice(axis, lay))
+
+    def rule_arith_select(self, op):
+        self.elementwise(op)
+
+    # -- control flow ------------------------------------------------------------------
+    def scf_for(self, op: ir.Operation) -> None:
+        body = op.regions[0].blocks[0]
+        inits = list(op.operands)[3:]
+        for i, init in enumerate(inits):
+            if isinstance(init.type, ir.RankedTensorType):
+                body.arguments[i + 1].set_type(init.type)
+                op.results[i].set_type(init.type)
+        self.block(body)
+        yield_op = list(body.operations)[-1]
+        for i, init in enumerate(inits):
+            if isinstance(init.type, ir.RankedTensorType):
+                self.require(yield_op, i, tile_layout(init.type))
+
+    def scf_if(self, op: ir.Operation) -> None:
+        blocks = [r.blocks[0] for r in op.regions if len(r.blocks)]
+        for b in blocks:
+            self.block(b)
+        yields = [list(b.operations)[-1] for b in blocks]
+        for i, r in enumerate(op.results):
+            if not isinstance(r.type, ir.RankedTensorType):
+                continue
+            lay = tile_layout(yields[0].operands[i].type)
+            for y in yields[1:]:
+                self.require(y, i, lay)
+            self.set_layout(r, lay)
+
+
+def broadcast_free(src_lay: L.Layout, src_shape, res_lay: L.Layout, res_shape) -> bool:
+    """True if every thread already holds the source elements its result elements need."""
+    res_lin = L.to_linear(res_lay, res_shape)
+    src_lin = L.to_linear(src_lay, src_shape)
+    r = L.restrict(res_lin, src_shape)
+    return r.lanes == src_lin.lanes and r.warps == src_lin.warps and \
+        set(r.regs) <= set(src_lin.regs) | {tuple(0 for _ in src_shape)}
+
+
+def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | None:
+    """The layout a reshape that only adds or drops unit dims gets for free, else None."""
+    if lay is None:
+        return None
+    src, res = list(src_shape), list(res_shape)
+    if len(res) == len(src) + 1:                      # insert a unit dim
+        # a slice gets its parent back when the unit dim returns where it was removed
+        ks = ([lay.dim] if isinstance(lay, L.Slice) else []) + list(range(len(res)))
+        for k in ks:
+            if res[k] == 1 and res[:k] + res[k + 1:] == src:
+                if isinstance(lay, L.Slice) and lay.dim == k:
+                    return lay.parent
+                if isinstance(lay, L.Blocked):
+                    return lay.with_unit_dim(k)
+                return None
+    if len(src) == len(res) + 1 and isinstance(lay, L.Blocked):   # drop a unit dim
+        for k in range(len(src)):
+            if src[k] == 1 and src[:k] + src[k + 1:] == res:
+                return L.Slice(k, lay)
+    return None
+
+
+def choose_num_warps(func: ir.Operation) -> int:
+    """Enough warps that each thread holds about two 16-byte vectors of the largest tile."""
+    if NUM_WARPS_ATTR in func.attributes:
+        n = ir.IntegerAttr(func.attributes[NUM_WARPS_ATTR]).value
+        if not is_power_of_two(n) or n > 32:
+            raise TileIRError(f"num_warps must be a power of two <= 32, got {n}", func.location)
+        return n
+    biggest = 0
+
+    def visit(op):
+        nonlocal biggest
+        if op.name in ("tile.load", "tile.store"):
+            t = op.results[0].type if op.name == "tile.load" else op.operands[1].type
+            n = 1
+            for d in t.shape:
+                n *= d
+            biggest = max(biggest, n * element_bytes(t.element_type))
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    warps = 1
+    while warps < DEFAULT_MAX_WARPS and warps * 32 * 32 < biggest:
+        warps *= 2
+    return warps
+
+
+def assign_layouts(module: ir.Module) -> None:
+    """Runs layout assignment on every `tile.kernel` function of `module`."""
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and "tile.kernel" in op.attributes:
+            LayoutAssigner(op, choose_num_warps(op)).run()

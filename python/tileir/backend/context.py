@@ -1,0 +1,143 @@
+"""State of one kernel's lowering to per-thread code (stage `gpu`).
+
+A tile value becomes a `Frag`: its layout in linear form and one SSA scalar per
+register the thread holds.  Scalars stay scalars.  `LoweringContext` owns the
+value map, the kernel's ABI values, the thread coordinates of each layout and
+shared memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from mlir import ir
+from mlir.dialects import arith, gpu, memref
+
+from tileir.dialect import TileIRError
+from . import layouts as L
+
+I32 = lambda: ir.IntegerType.get_signless(32)   # noqa: E731
+I64 = lambda: ir.IntegerType.get_signless(64)   # noqa: E731
+
+
+@dataclasses.dataclass
+class Frag:
+    """A distributed tile: `regs[r]` is this thread's element at `lin.reg_coord(r)` + thread part."""
+
+    lin: L.Linear
+    elem: ir.Type
+    regs: list[ir.Value]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.lin.shape
+
+
+@dataclasses.dataclass
+class ArrayABI:
+    ptr: ir.Value              # !llvm.ptr<1>
+    dims: list[ir.Value]       # i32
+    strides: list[ir.Value]    # i64, in elements
+    elem: ir.Type              # signless element type of tiles
+    aligned: bool
+
+
+class LoweringContext:
+    def __init__(self, num_warps: int, block_args_entry: ir.Block):
+        self.num_warps = num_warps
+        self.values: dict[ir.Value, object] = {}
+        self.arrays: dict[ir.Value, ArrayABI] = {}
+        self.entry = block_args_entry
+        self.smem_bytes = 0
+        self._thread: dict[tuple, list[ir.Value]] = {}
+        self._tid = self._lane = self._warp = None
+        self._smem_base = None
+
+    # -- value map -----------------------------------------------------------------
+    def get(self, v: ir.Value):
+        try:
+            return self.values[v]
+        except KeyError:
+            raise TileIRError(f"internal error: value {v.get_name()} used before its lowering",
+                              ir.Location.current) from None
+
+    def frag(self, v: ir.Value) -> Frag:
+        f = self.get(v)
+        if not isinstance(f, Frag):
+            raise TileIRError("internal error: expected a tile", ir.Location.current)
+        return f
+
+    # -- constants -----------------------------------------------------------------
+    @staticmethod
+    def const(value: int, t: ir.Type | None = None) -> ir.Value:
+        t = t or I32()
+        if isinstance(t, ir.IntegerType):
+            return arith.ConstantOp(t, ir.IntegerAttr.get(t, value)).result
+        return arith.ConstantOp(t, ir.FloatAttr.get(t, float(value))).result
+
+    # -- thread coordinates ----------------------------------------------------------
+    def thread_ids(self) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(tid, lane, warp) as i32, computed once at the kernel entry."""
+        if self._tid is None:
+            with ir.InsertionPoint.at_block_begin(self.entry):
+                tid = gpu.thread_id(gpu.Dimension.x, upper_bound=32 * self.num_warps)
+                self._tid = arith.index_castui(I32(), tid)
+                self._lane = arith.andi(self._tid, self.const(31))
+                self._warp = arith.shrui(self._tid, self.const(5))
+                self._first_ops = self._warp.owner
+        return self._tid, self._lane, self._warp
+
+    def thread_coords(self, lin: L.Linear) -> list[ir.Value]:
+        """Per dim, the i32 coordinate offset this thread's lane and warp contribute."""
+        key = (lin.shape, lin.lanes, lin.warps)
+        if key in self._thread:
+            return self._thread[key]
+        _, lane, warp = self.thread_ids()
+        ip = ir.InsertionPoint.after(self._first_ops)
+        coords = []
+        with ip:
+            for d in range(len(lin.shape)):
+                terms = [(lane, i, b[d]) for i, b in enumerate(lin.lanes) if b[d]] + \
+                        [(warp, i, b[d]) for i, b in enumerate(lin.warps) if b[d]]
+                acc = self.const(0)
+                for src, bit, value in terms:
+                    # ((src >> bit) & 1) * value, with value a power of two: a shift
+                    b = arith.andi(arith.shrui(src, self.const(bit)), self.const(1))
+                    shift = value.bit_length() - 1
+                    acc = arith.ori(acc, arith.shli(b, self.const(shift)))
+                coords.append(acc)
+            self._first_ops = coords[-1].owner if coords else self._first_ops
+        self._thread[key] = coords
+        return coords
+
+    # -- shared memory -----------------------------------------------------------------
+    def smem(self, count: int, elem: ir.Type) -> ir.Value:
+        """A workgroup buffer of `count` elements.
+
+        Every use of shared memory starts and ends its writes with barriers
+        (see `smem_exchange`), so all buffers share offset 0 and the kernel
+        needs only the largest one.
+        """
+        nbytes = count * max(1, _bits(elem) // 8)
+        self.smem_bytes = max(self.smem_bytes, (nbytes + 15) // 16 * 16)
+        if self._smem_base is None:
+            with ir.InsertionPoint.at_block_begin(self.entry):
+                dyn = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                        ir.IntegerType.get_signless(8),
+                                        memory_space=ir.Attribute.parse(
+                                            "#gpu.address_space<workgroup>"))
+                self._smem_base = gpu.dynamic_shared_memory(dyn)
+        t = ir.MemRefType.get([count], elem, memory_space=ir.Attribute.parse(
+            "#gpu.address_space<workgroup>"))
+        zero = arith.ConstantOp(ir.IndexType.get(), ir.IntegerAttr.get(ir.IndexType.get(), 0))
+        return memref.view(t, self._smem_base, zero, [])
+
+
+def _bits(t: ir.Type) -> int:
+    if isinstance(t, ir.IntegerType):
+        return t.width
+    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[str(t)]
+
+
+def index(v: ir.Value) -> ir.Value:
+    """An i32/i64 value as `index` (for memref accesses)."""
+    return arith.index_cast(ir.IndexType.get(), v)

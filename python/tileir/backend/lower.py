@@ -1,0 +1,115 @@
+"""Stage `gpu`: a layout-annotated `tile.kernel` -> `gpu.module` with one `gpu.func`.
+
+The kernel's ABI follows docs/gpu-backend.md: each `!tile.array<T, R>` argument
+becomes a global pointer, R i32 dims and R i64 strides (in elements); scalars
+stay scalars; `Constant` arguments are already folded away.  The block is
+`32 * tile.num_warps` threads; shared memory is one dynamic buffer whose size is
+returned in the metadata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlir import ir
+from mlir.dialects import gpu
+
+from tileir.dialect import TileIRError
+from tileir.dialect.types import array_info, signless
+from .assign import NUM_WARPS_ATTR
+from .context import I32, I64, ArrayABI, LoweringContext
+from .rules import lower_block
+
+GPU_MODULE = "tileir_kernels"
+
+
+@dataclasses.dataclass
+class KernelMeta:
+    """What the runtime needs to launch the kernel (JSON-serializable)."""
+
+    name: str
+    num_threads: int
+    shared_bytes: int
+    params: list[dict]
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _kernel_func(module: ir.Module) -> ir.Operation:
+    kernels = [op.operation for op in module.body.operations
+               if op.operation.name == "func.func" and "tile.kernel" in op.operation.attributes]
+    if len(kernels) != 1:
+        raise TileIRError(f"the gpu stage needs exactly one tile.kernel function, found "
+                          f"{len(kernels)}")
+    return kernels[0]
+
+
+def _arg_is_aligned(func: ir.Operation, i: int) -> bool:
+    if "arg_attrs" not in func.attributes:
+        return False
+    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
+    return i < len(attrs) and "tile.aligned" in ir.DictAttr(attrs[i])
+
+
+def _arg_names(func: ir.Operation) -> list[str]:
+    if "tile.arg_names" in func.attributes:
+        return [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes["tile.arg_names"])]
+    return [f"arg{i}" for i in range(len(func.regions[0].blocks[0].arguments))]
+
+
+def lower_to_gpu(module: ir.Module) -> KernelMeta:
+    """Rewrites `module` in place: the kernel function becomes a `gpu.func`; returns its metadata."""
+    func = _kernel_func(module)
+    name = ir.StringAttr(func.attributes["sym_name"]).value
+    if NUM_WARPS_ATTR not in func.attributes:
+        raise TileIRError("the kernel has no layouts: run the 'layout' stage first",
+                          func.location)
+    num_warps = ir.IntegerAttr(func.attributes[NUM_WARPS_ATTR]).value
+    entry = func.regions[0].blocks[0]
+    names = _arg_names(func)
+    params, types, arg_attrs = [], [], []
+    ptr_t = ir.Type.parse("!llvm.ptr<1>")
+    for i, a in enumerate(entry.arguments):
+        info = array_info(a.type)
+        if info is not None:
+            aligned = _arg_is_aligned(func, i)
+            params.append({"kind": "array", "name": names[i], "dtype": str(info.element_type),
+                           "ndim": info.rank, "aligned": aligned})
+            types += [ptr_t] + [I32()] * info.rank + [I64()] * info.rank
+            ptr_attrs = {"llvm.align": ir.IntegerAttr.get(I64(), 16)} if aligned else {}
+            arg_attrs += [ir.DictAttr.get(ptr_attrs)] + [ir.DictAttr.get({})] * (2 * info.rank)
+        else:
+            params.append({"kind": "scalar", "name": names[i], "dtype": str(a.type)})
+            types.append(a.type)
+            arg_attrs.append(ir.DictAttr.get({}))
+    module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
+    with ir.InsertionPoint(module.body), func.location:
+        gmod = gpu.GPUModuleOp(GPU_MODULE)
+        gmod.bodyRegion.blocks.append()
+        with ir.InsertionPoint(gmod.bodyRegion.blocks[0]):
+            gfunc = gpu.GPUFuncOp(ir.FunctionType.get(types, []), sym_name=name, kernel=True,
+                                  known_block_size=[32 * num_warps, 1, 1])
+            gfunc.operation.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
+            if "tile.occupancy" in func.attributes:
+                # ptxas caps registers so this many blocks fit on one SM (.minnctapersm)
+                gfunc.operation.attributes["nvvm.minctasm"] = func.attributes["tile.occupancy"]
+            body = gfunc.body.blocks.append(*types)
+    cx = LoweringContext(num_warps, body)
+    it = iter(body.arguments)
+    for a in entry.arguments:
+        info = array_info(a.type)
+        if info is None:
+            cx.values[a] = next(it)
+            continue
+        ptr = next(it)
+        dims = [next(it) for _ in range(info.rank)]
+        strides = [next(it) for _ in range(info.rank)]
+        cx.arrays[a] = ArrayABI(ptr, dims, strides, signless(info.element_type),
+                                _arg_is_aligned(func, list(entry.arguments).index(a)))
+    with ir.InsertionPoint(body):
+        lower_block(cx, entry)
+        with func.location:
+            gpu.ReturnOp([])
+    func.erase()
+    return KernelMeta(name, 32 * num_warps, cx.smem_bytes, params)

@@ -1,0 +1,212 @@
+"""Lowering of `tile.load` / `tile.store` to per-thread global memory accesses.
+
+Each thread walks its registers in groups of `v` consecutive elements along the
+last dim.  For arrays specialized as aligned (docs/gpu-backend.md) a group is
+one 16-byte (or narrower) vector access: a fully in-bounds group takes the
+plain vector path; a group straddling the array edge takes a masked access
+(NVPTX predicates it per element).  Unaligned arrays use predicated scalar
+accesses.  Out-of-range loads read the padding value; out-of-range stores are
+dropped.  `i1` tiles live in memory as bytes.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mlir import ir
+from mlir.dialects import arith, llvm, scf, vector
+
+from tileir.dialect.layout import tile_layout
+from . import layouts as L
+from .context import I32, I64, ArrayABI, Frag, LoweringContext, _bits
+
+_DYNAMIC_INDEX = -2147483648     # llvm.getelementptr's marker for a dynamic index
+
+
+def storage_type(elem: ir.Type) -> ir.Type:
+    return ir.IntegerType.get_signless(8) if _is_i1(elem) else elem
+
+
+def _is_i1(t: ir.Type) -> bool:
+    return isinstance(t, ir.IntegerType) and t.width == 1
+
+
+def gep(ptr: ir.Value, offset: ir.Value, elem: ir.Type) -> ir.Value:
+    return llvm.GEPOp(ptr.type, ptr, [offset], ir.DenseI32ArrayAttr.get([_DYNAMIC_INDEX]),
+                      ir.TypeAttr.get(elem), None).result
+
+
+def padding_value(mode: str, elem: ir.Type) -> ir.Value:
+    if isinstance(elem, ir.IntegerType):
+        return arith.ConstantOp(elem, ir.IntegerAttr.get(elem, 0)).result
+    value = {"zero": 0.0, "undetermined": 0.0, "neg_zero": -0.0, "neg_inf": -math.inf,
+             "pos_inf": math.inf, "nan": math.nan}[mode]
+    return arith.ConstantOp(elem, ir.FloatAttr.get(elem, value)).result
+
+
+class _Addressing:
+    """Element coordinates, offsets and bounds for one tile access."""
+
+    def __init__(self, cx: LoweringContext, arr: ArrayABI, index: list[ir.Value],
+                 lin: L.Linear):
+        self.cx, self.arr, self.lin = cx, arr, lin
+        self.thread = cx.thread_coords(lin)
+        self.origin = [arith.muli(arith.extsi(I64(), i), cx.const(s, I64()))
+                       for i, s in zip(index, lin.shape)]
+        self.dims64 = [arith.extsi(I64(), d) for d in arr.dims]
+
+    def coords(self, r: int) -> list[ir.Value]:
+        static = self.lin.reg_coord(r)
+        out = []
+        for d, s in enumerate(static):
+            local = arith.addi(self.thread[d], self.cx.const(s)) if s else self.thread[d]
+            out.append(arith.addi(self.origin[d], arith.extsi(I64(), local)))
+        return out
+
+    def offset(self, coords: list[ir.Value]) -> ir.Value:
+        off = None
+        last = len(coords) - 1
+        for d, (c, st) in enumerate(zip(coords, self.arr.strides)):
+            # aligned arrays have a unit last-dim stride (the specialization's
+            # promise): the column offset then folds into the address immediate
+            term = c if (d == last and self.arr.aligned) else arith.muli(c, st)
+            off = term if off is None else arith.addi(off, term)
+        return off
+
+    def in_bounds(self, coords: list[ir.Value], dims: range) -> ir.Value | None:
+        cond = None
+        for d in dims:
+            ok = arith.cmpi(arith.CmpIPredicate.ult, coords[d], self.dims64[d])
+            cond = ok if cond is None else arith.andi(cond, ok)
+        return cond
+
+    def thread_in_bounds(self) -> ir.Value:
+        """Whether every element this thread touches is inside the array: its largest
+        coordinate per dim is (unsigned compare: a negative origin fails too)."""
+        cond = None
+        for d in range(len(self.lin.shape)):
+            top = max(self.lin.reg_coord(r)[d] for r in range(self.lin.num_regs))
+            local = arith.addi(self.thread[d], self.cx.const(top)) if top else self.thread[d]
+            lo = arith.addi(self.origin[d], arith.extsi(I64(), self.thread[d]))
+            hi = arith.addi(self.origin[d], arith.extsi(I64(), local))
+            ok = arith.andi(arith.cmpi(arith.CmpIPredicate.ult, hi, self.dims64[d]),
+                            arith.cmpi(arith.CmpIPredicate.ult, lo, self.dims64[d]))
+            cond = ok if cond is None else arith.andi(cond, ok)
+        return cond
+
+    def vector_width(self, elem: ir.Type) -> int:
+        if not self.arr.aligned:
+            return 1
+        last = len(self.lin.shape) - 1
+        return max(1, min(self.lin.contiguous_regs(last), 16 // max(1, _bits(elem) // 8)))
+
+    def group_masks(self, coords: list[ir.Value], v: int) -> tuple[ir.Value, list[ir.Value]]:
+        """(whole group in bounds, per-element in-bounds) for `v` elements along the last dim."""
+        last = len(coords) - 1
+        other = self.in_bounds(coords, range(last))
+        per = []
+        for j in range(v):
+            c = arith.addi(coords[last], self.cx.const(j, I64())) if j else coords[last]
+            ok = arith.cmpi(arith.CmpIPredicate.ult, c, self.dims64[last])
+            per.append(arith.andi(other, ok) if other is not None else ok)
+        # first and last: a negative tile index can put the group's start below 0
+        return (arith.andi(per[0], per[-1]) if v > 1 else per[0]), per
+
+
+def lower_load(cx: LoweringContext, op) -> None:
+    arr = cx.arrays[op.array]
+    res_t = op.result.type
+    lin = L.to_linear(tile_layout(res_t), tuple(res_t.shape))
+    addr = _Addressing(cx, arr, [cx.get(i) for i in op.index], lin)
+    store_t = storage_type(arr.elem)
+    pad = padding_value(op.padding, store_t)
+    v = addr.vector_width(store_t)
+    vt = ir.VectorType.get([v], store_t)
+    groups = [(addr.coords(r0), r0) for r0 in range(0, lin.num_regs, v)]
+    ptrs = [gep(arr.ptr, addr.offset(c), store_t) for c, _ in groups]
+    # One branch per tile, not per group: interior tiles (the common case) run
+    # straight-line 16-byte loads that the scheduler can issue back to back.
+    if_op = scf.IfOp(addr.thread_in_bounds(), [vt] * len(groups), has_else=True)
+    with ir.InsertionPoint(if_op.then_block):
+        scf.YieldOp([_plain_load(vt, p) for p in ptrs])
+    with ir.InsertionPoint(if_op.else_block):
+        scf.YieldOp([_edge_load(addr, c, p, vt, pad) for (c, _), p in zip(groups, ptrs)])
+    regs: list[ir.Value] = []
+    for res in if_op.results:
+        regs.extend(vector.extract(res, [], [j]) for j in range(v))
+    if _is_i1(arr.elem):
+        zero = cx.const(0, store_t)
+        regs = [arith.cmpi(arith.CmpIPredicate.ne, r, zero) for r in regs]
+    cx.values[op.result] = Frag(lin, arr.elem, regs)
+
+
+def _plain_load(vt: ir.VectorType, ptr: ir.Value) -> ir.Value:
+    return llvm.load(vt, ptr, alignment=vt.shape[0] * max(1, _bits(vt.element_type) // 8))
+
+
+def _edge_load(addr: "_Addressing", coords, ptr, vt: ir.VectorType, pad: ir.Value) -> ir.Value:
+    """A group at the array's edge: the whole vector if it is in bounds, else per element."""
+    v = vt.shape[0]
+    full, per = addr.group_masks(coords, v)
+    i1v = ir.VectorType.get([v], ir.IntegerType.get_signless(1))
+    if v == 1:
+        return vector.from_elements(vt, [_guarded_scalar_load(ptr, full, pad, vt.element_type)])
+    if_op = scf.IfOp(full, [vt], has_else=True)
+    with ir.InsertionPoint(if_op.then_block):
+        scf.YieldOp([_plain_load(vt, ptr)])
+    with ir.InsertionPoint(if_op.else_block):
+        mask = vector.from_elements(i1v, per)
+        align = v * max(1, _bits(vt.element_type) // 8)
+        scf.YieldOp([llvm.intr_masked_load(vt, ptr, mask, align,
+                                           pass_thru=vector.broadcast(vt, pad))])
+    return if_op.results[0]
+
+
+def _guarded_scalar_load(ptr, cond, pad, t) -> ir.Value:
+    if_op = scf.IfOp(cond, [t], has_else=True)
+    with ir.InsertionPoint(if_op.then_block):
+        scf.YieldOp([llvm.load(t, ptr, alignment=max(1, _bits(t) // 8))])
+    with ir.InsertionPoint(if_op.else_block):
+        scf.YieldOp([pad])
+    return if_op.results[0]
+
+
+def lower_store(cx: LoweringContext, op) -> None:
+    arr = cx.arrays[op.array]
+    frag = cx.frag(op.tile)
+    addr = _Addressing(cx, arr, [cx.get(i) for i in op.index], frag.lin)
+    store_t = storage_type(arr.elem)
+    regs = frag.regs
+    if _is_i1(arr.elem):
+        regs = [arith.extui(store_t, r) for r in regs]
+    v = addr.vector_width(store_t)
+    vt = ir.VectorType.get([v], store_t)
+    align = v * max(1, _bits(store_t) // 8)
+    groups = []
+    for r0 in range(0, frag.lin.num_regs, v):
+        coords = addr.coords(r0)
+        value = vector.from_elements(vt, regs[r0:r0 + v])
+        groups.append((coords, gep(arr.ptr, addr.offset(coords), store_t), value))
+    if_op = scf.IfOp(addr.thread_in_bounds(), [], has_else=True)
+    with ir.InsertionPoint(if_op.then_block):        # interior: straight-line stores
+        for _, ptr, value in groups:
+            llvm.store(value, ptr, alignment=align)
+        scf.YieldOp([])
+    with ir.InsertionPoint(if_op.else_block):        # edge: each group checked
+        for coords, ptr, value in groups:
+            _edge_store(addr, coords, ptr, value, v, align)
+        scf.YieldOp([])
+
+
+def _edge_store(addr: "_Addressing", coords, ptr, value, v: int, align: int) -> None:
+    full, per = addr.group_masks(coords, v)
+    if_op = scf.IfOp(full, [], has_else=v > 1)
+    with ir.InsertionPoint(if_op.then_block):
+        llvm.store(value, ptr, alignment=align)
+        scf.YieldOp([])
+    if v > 1:
+        with ir.InsertionPoint(if_op.else_block):
+            mask = vector.from_elements(ir.VectorType.get([v], ir.IntegerType.get_signless(1)),
+                                        per)
+            llvm.intr_masked_store(value, ptr, mask, align)
+            scf.YieldOp([])

@@ -1,0 +1,148 @@
+"""Stages `llvm`, `ptx` and `cubin`: upstream conversions, NVPTX, then ptxas.
+
+Targets are explicit: `Target("sm_90a")` or `Target("sm_80")`.  Both use PTX
+8.0 (`+ptx80`: sm_90a needs it; cache-hint forms on sm_80 need >= 7.4).
+ptxas is looked up, in order: the `TILEIR_PTXAS` knob, the pip wheel
+(`nvidia-cuda-nvcc`), `PATH`, `CUDA_HOME`/`CUDA_PATH`, `/usr/local/cuda`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import tempfile
+
+from mlir import ir
+from mlir.dialects import gpu
+from mlir.passmanager import PassManager
+
+from tileir.dialect import TileIRError
+from tileir.dialect.diagnostics import from_mlir_error
+
+TARGETS = ("sm_80", "sm_90a")
+
+# gpu.module contents to the LLVM/NVVM dialects.  No convert-vector-to-llvm:
+# convert-gpu-to-nvvm lowers vector ops itself with the workgroup address space,
+# and an earlier convert-vector-to-llvm aborts on workgroup memrefs (STACK.md).
+LLVM_PIPELINE = (
+    "builtin.module(convert-nvgpu-to-nvvm,"
+    "gpu.module(convert-vector-to-scf,convert-scf-to-cf,convert-nvvm-to-llvm,"
+    "expand-strided-metadata,lower-affine,convert-gpu-to-nvvm{index-bitwidth=64},"
+    "canonicalize,cse),reconcile-unrealized-casts)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    chip: str
+    ptx_features: str = "+ptx80"
+    opt_level: int = 3
+
+    def __post_init__(self):
+        if self.chip not in TARGETS:
+            raise ValueError(f"unknown target '{self.chip}'; supported: {', '.join(TARGETS)}")
+
+    @property
+    def is_hopper(self) -> bool:
+        return self.chip.startswith("sm_90")
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        digits = self.chip[3:].rstrip("a")
+        return int(digits[:-1]), int(digits[-1])
+
+    def attr(self) -> str:
+        return (f'#nvvm.target<O = {self.opt_level}, chip = "{self.chip}", '
+                f'features = "{self.ptx_features}">')
+
+
+def _run(module: ir.Module, pipeline: str) -> None:
+    try:
+        with module.context:
+            PassManager.parse(pipeline).run(module.operation)
+    except ir.MLIRError as e:
+        raise TileIRError(from_mlir_error(e)) from None
+
+
+def lower_to_llvm(module: ir.Module, target: Target) -> None:
+    """Stage `llvm`: attaches the NVVM target and converts the gpu.module to NVVM/LLVM."""
+    tgt = ir.Attribute.parse(target.attr(), module.context)
+    for op in module.body.operations:
+        if op.operation.name == "gpu.module":
+            op.operation.attributes["targets"] = ir.ArrayAttr.get([tgt], module.context)
+    _run(module, LLVM_PIPELINE)
+
+
+def emit_ptx(module: ir.Module) -> str:
+    """Stage `ptx`: NVPTX code generation of the (LLVM-stage) gpu.module."""
+    _run(module, "builtin.module(gpu-module-to-binary{format=isa})")
+    return binary_object(module)[1].object.decode()
+
+
+def binary_object(module: ir.Module) -> tuple[ir.Operation, "gpu.ObjectAttr"]:
+    """The `gpu.binary` op of a ptx/cubin-stage module and its (single) object."""
+    for op in module.body.operations:
+        if op.operation.name == "gpu.binary":
+            obj = ir.ArrayAttr(op.operation.attributes["objects"])[0]
+            return op.operation, gpu.ObjectAttr(obj)
+    raise TileIRError("no gpu.binary in the module: run the 'ptx' stage first")
+
+
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA binary utility (`ptxas`, `cuobjdump`): the pip wheels' (nvidia-cuda-nvcc,
+    nvidia-cuda-cuobjdump) first, then PATH, CUDA_HOME/CUDA_PATH, /usr/local/cuda."""
+    try:
+        import nvidia
+        for root in nvidia.__path__:
+            for sub in ("cu13", "cuda_nvcc", "cuda_cuobjdump"):
+                cand = os.path.join(root, sub, "bin", name)
+                if os.path.exists(cand):
+                    return cand
+    except ImportError:
+        pass
+    found = shutil.which(name)
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.path.exists(os.path.join(root, "bin", name)):
+            return os.path.join(root, "bin", name)
+    return None
+
+
+def find_ptxas() -> str:
+    from tileir import knobs
+    explicit = knobs.PTXAS.raw()
+    if explicit:
+        if not os.path.exists(explicit):
+            raise TileIRError(f"TILEIR_PTXAS={explicit} does not exist")
+        return explicit
+    found = find_cuda_tool("ptxas")
+    if found is None:
+        raise TileIRError("ptxas not found: pip install nvidia-cuda-nvcc, put a CUDA "
+                          "toolkit's bin/ on PATH, or set TILEIR_PTXAS=/path/to/ptxas")
+    return found
+
+
+def ptxas_version(ptxas: str | None = None) -> str:
+    out = subprocess.run([ptxas or find_ptxas(), "--version"], capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1] if out.returncode == 0 else "unknown"
+
+
+def assemble(ptx: str, target: Target, *, verbose: bool = False) -> tuple[bytes, str]:
+    """Stage `cubin`: ptxas on the PTX; returns (cubin bytes, ptxas' resource report)."""
+    ptxas = find_ptxas()
+    with tempfile.TemporaryDirectory(prefix="tileir-ptxas-") as d:
+        src, dst = os.path.join(d, "kernel.ptx"), os.path.join(d, "kernel.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        cmd = [ptxas, f"-arch={target.chip}", f"-O{target.opt_level}", "-v", src, "-o", dst]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            keep = os.path.join(tempfile.gettempdir(), "tileir-failed.ptx")
+            with open(keep, "w") as f:
+                f.write(ptx)
+            raise TileIRError(f"ptxas failed:\n{r.stderr.strip()}\nreproduce with: "
+                              f"{' '.join(cmd[:-3])} -v {keep} -o /tmp/kernel.cubin")
+        with open(dst, "rb") as f:
+            return f.read(), r.stderr

@@ -1,0 +1,79 @@
+// RUN: tile-opt %s -split-input-file -verify-diagnostics
+
+func.func @unknown_kind(%t: tensor<16xf32>) {
+  // expected-error @+1 {{'tile.reduce' op unknown reduction kind 'mean'; expected one of sum, prod, max, min, argmax, argmin}}
+  %0 = "tile.reduce"(%t) {kind = "mean", axis = 0 : i64} : (tensor<16xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @axis_out_of_range(%t: tensor<16x8xf32>) {
+  // expected-error @+1 {{'tile.reduce' op axis 2 is out of range for the source tile of rank 2 (expected 0 <= axis < 2)}}
+  %0 = "tile.reduce"(%t) {kind = "sum", axis = 2 : i64} : (tensor<16x8xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @rank0_source(%t: tensor<f32>) {
+  // expected-error @+1 {{'tile.reduce' op cannot reduce a rank-0 tile}}
+  %0 = "tile.reduce"(%t) {kind = "sum", axis = 0 : i64} : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @bool_source(%t: tensor<16xi1>) {
+  // expected-error @+1 {{'tile.reduce' op cannot reduce element type i1 (convert booleans first)}}
+  %0 = "tile.reduce"(%t) {kind = "sum", axis = 0 : i64} : (tensor<16xi1>) -> tensor<i1>
+  return
+}
+
+// -----
+
+func.func @axis_kept(%t: tensor<16x8xf32>) {
+  // expected-error @+1 {{'tile.reduce' op result shape [1, 8] should be [8] (source shape without axis 0)}}
+  %0 = "tile.reduce"(%t) {kind = "max", axis = 0 : i64} : (tensor<16x8xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+func.func @sum_changes_type(%t: tensor<16xf16>) {
+  // expected-error @+1 {{'tile.reduce' op 'sum' of f16 gives f16, but the result is f32}}
+  %0 = "tile.reduce"(%t) {kind = "sum", axis = 0 : i64} : (tensor<16xf16>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @argmax_not_i32(%t: tensor<16xf32>) {
+  // expected-error @+1 {{'tile.reduce' op 'argmax' of f32 gives i32, but the result is i64}}
+  %0 = "tile.reduce"(%t) {kind = "argmax", axis = 0 : i64} : (tensor<16xf32>) -> tensor<i64>
+  return
+}
+
+// -----
+
+func.func @argmin_not_i32(%t: tensor<16xi8>) {
+  // expected-error @+1 {{'tile.reduce' op 'argmin' of i8 gives i32, but the result is i8}}
+  %0 = "tile.reduce"(%t) {kind = "argmin", axis = 0 : i64} : (tensor<16xi8>) -> tensor<i8>
+  return
+}
+
+// -----
+
+func.func @kind_not_string(%t: tensor<16xf32>) {
+  // expected-error @+1 {{expected base attribute 'builtin.string' but got 'builtin.integer'}}
+  %0 = "tile.reduce"(%t) {kind = 0 : i64, axis = 0 : i64} : (tensor<16xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @missing_axis(%t: tensor<16xf32>) {
+  // expected-error @+1 {{'tile.reduce' op attribute "axis" is expected but not provided}}
+  %0 = "tile.reduce"(%t) {kind = "sum"} : (tensor<16xf32>) -> tensor<f32>
+  return
+}

@@ -1,0 +1,150 @@
+"""GPU tests: the examples (except matmul), a reduction and a transpose sweep, against torch.
+
+Marked `gpu`: skipped cleanly without an NVIDIA GPU.  Fresh random inputs every
+run, outputs poisoned with NaN (an unwritten element fails), ragged sizes, and
+both the aligned (16-byte vector) and unaligned (column-offset view) variants.
+"""
+
+import pytest
+
+import tileir as ct
+from tileir.examples import layernorm, next_pow2, rmsnorm, softmax, transpose, vector_add
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+# tolerance of one rounding of an f32 result to the output type, plus f32 noise
+TOL = {torch.float32: (2e-5, 1e-5), torch.float16: (2e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2)}
+
+
+def rand(*shape, dtype, offset=False):
+    """A fresh random CUDA tensor; with `offset`, a view whose base is not 16-byte aligned."""
+    if not offset:
+        return torch.randn(*shape, device="cuda", dtype=dtype)
+    big = torch.randn(*shape[:-1], shape[-1] + 1, device="cuda", dtype=dtype)
+    return big[..., 1:]
+
+
+def poisoned(*shape, dtype):
+    return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+
+
+def close(out, ref):
+    rtol, atol = TOL[out.dtype]
+    assert not out.isnan().any(), "some output elements were not written"
+    torch.testing.assert_close(out.float(), ref.float(), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 1000, 65536 + 17])
+@pytest.mark.parametrize("offset", [False, True])
+def test_vector_add(dtype, n, offset):
+    d = DTYPES[dtype]
+    a, b = rand(n, dtype=d, offset=offset), rand(n, dtype=d, offset=offset)
+    c = poisoned(n, dtype=d)
+    ct.launch(None, (ct.cdiv(n, 1024),), vector_add.vector_add, (a, b, c, 1024))
+    close(c, a.float() + b.float())
+
+
+ROWS = [(1, 1), (7, 1000), (64, 4096), (3, 8192 + 5)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", ROWS)
+@pytest.mark.parametrize("offset", [False, True])
+def test_softmax(dtype, m, n, offset):
+    d = DTYPES[dtype]
+    x = rand(m, n, dtype=d, offset=offset) * 4
+    y = poisoned(m, n, dtype=d)
+    ct.launch(None, (m,), softmax.softmax, (x, y, next_pow2(n)))
+    close(y, torch.softmax(x.double(), dim=-1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", ROWS)
+@pytest.mark.parametrize("offset", [False, True])
+def test_rmsnorm(dtype, m, n, offset):
+    d = DTYPES[dtype]
+    x, w = rand(m, n, dtype=d, offset=offset), rand(n, dtype=d)
+    y = poisoned(m, n, dtype=d)
+    ct.launch(None, (m,), rmsnorm.rmsnorm, (x, w, y, 1e-6, next_pow2(n)))
+    x64 = x.double()
+    ref = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+    close(y, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", ROWS)
+@pytest.mark.parametrize("offset", [False, True])
+def test_layernorm(dtype, m, n, offset):
+    d = DTYPES[dtype]
+    x = rand(m, n, dtype=d, offset=offset) + 3
+    w, b = rand(n, dtype=d), rand(n, dtype=d)
+    y = poisoned(m, n, dtype=d)
+    ct.launch(None, (m,), layernorm.layernorm, (x, w, b, y, 1e-5, next_pow2(n)))
+    ref = torch.nn.functional.layer_norm(x.double(), (n,), w.double(), b.double(), 1e-5)
+    close(y, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n,tm,tn", [(1, 1, 16, 16), (300, 170, 64, 32), (1024, 1000, 64, 64),
+                                       (33, 4097, 32, 128), (4096, 32, 128, 16)])
+def test_transpose_sweep(dtype, m, n, tm, tn):
+    d = DTYPES[dtype]
+    x = rand(m, n, dtype=d)
+    y = poisoned(n, m, dtype=d)
+    ct.launch(None, (ct.cdiv(m, tm), ct.cdiv(n, tn)), transpose.transpose, (x, y, tm, tn))
+    assert torch.equal(y, x.t())
+
+
+@ct.kernel
+def reduce_rows(x, out, KIND: ct.Constant[int], AXIS: ct.Constant[int],
+                TM: ct.Constant[int], TN: ct.Constant[int]):
+    """out[i] (AXIS=1) or out[j] (AXIS=0) = reduction of one (TM, TN) tile, padded neutrally."""
+    i = ct.bid(0)
+    if KIND == 0:
+        t = ct.load(x, index=(i, 0) if AXIS == 1 else (0, i), shape=(TM, TN),
+                    padding_mode=ct.PaddingMode.ZERO)
+        r = ct.sum(ct.astype(t, ct.float32), axis=AXIS)
+    elif KIND == 1:
+        t = ct.load(x, index=(i, 0) if AXIS == 1 else (0, i), shape=(TM, TN),
+                    padding_mode=ct.PaddingMode.NEG_INF)
+        r = ct.max(t, axis=AXIS)
+    else:
+        t = ct.load(x, index=(i, 0) if AXIS == 1 else (0, i), shape=(TM, TN),
+                    padding_mode=ct.PaddingMode.POS_INF)
+        r = ct.min(t, axis=AXIS)
+    ct.store(out, index=(i,), tile=r)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("kind", [0, 1, 2])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("m,n,tm,tn", [(37, 100, 16, 128), (256, 512, 16, 512), (5, 3000, 8, 4096),
+                                       (1000, 7, 256, 8)])
+def test_reduction_sweep(dtype, kind, axis, m, n, tm, tn):
+    d = DTYPES[dtype]
+    if axis == 0:
+        m, n, tm, tn = n, m, tn, tm       # reduce columns: tiles span all rows
+    x = rand(m, n, dtype=d)
+    blocks = ct.cdiv(m, tm) if axis == 1 else ct.cdiv(n, tn)
+    if (axis == 1 and n > tn) or (axis == 0 and m > tm):
+        pytest.skip("the tile must span the reduced axis")
+    out = poisoned(blocks * (tm if axis == 1 else tn), dtype=torch.float32)
+    ct.launch(None, (blocks,), reduce_rows, (x, out, kind, axis, tm, tn))
+    xf = x.double()
+    ref = (xf.sum(axis), xf.amax(axis), xf.amin(axis))[kind]
+    got = out[:ref.numel()]
+    torch.testing.assert_close(got.double(), ref, rtol=1e-5 if kind == 0 else 0,
+                               atol=1e-3 if kind == 0 else 0)
+
+
+def test_argument_errors_before_launch():
+    a = torch.randn(100, device="cuda")
+    with pytest.raises(ct.TileValueError, match="host memory"):
+        # a host tensor among device tensors is caught before the launch
+        ct.launch(None, (1,), vector_add.vector_add, (a, torch.randn(100), a, 128))
+    with pytest.raises(ct.TileTypeError, match="do not support"):
+        z = torch.zeros(100, device="cuda", dtype=torch.complex64)
+        ct.launch(None, (1,), vector_add.vector_add, (z, z, z, 128))

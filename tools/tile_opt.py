@@ -1,0 +1,244 @@
+"""tile-opt: read Tile IR, verify it, run passes or stages, print the result.
+
+    tile-opt kernel.mlir --tile-canonicalize --tile-cse
+    tile-opt kernel.mlir --pass-pipeline='builtin.module(tile-inline,canonicalize,cse)'
+    tile-opt kernel.mlir --stop-after=tile
+    tile-opt -split-input-file --verify-diagnostics invalid.mlir
+
+Like MLIR's tools, options may be spelled with one dash or two.  Exit status:
+0 on success, 1 if any input (or split chunk) failed, 2 on bad usage.  Errors
+are printed as `file:line:col: error: message`; a Python traceback is never
+shown unless `--traceback` is given for an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import sys
+import traceback
+from typing import Sequence
+
+from mlir import ir
+
+from tileir import dialect
+from tileir.dialect import Diagnostic, TileIRError
+from tileir.passes import (PASSES, STAGES, InternalError, ir_printer, parse_pipeline,
+                           run_passes, run_stage, run_stages, validate_pipeline)
+
+from . import expected, source
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    input: str
+    output: str | None
+    passes: tuple[str, ...]
+    stop_after: str | None
+    run_stage: str | None
+    split_input_file: bool
+    verify_diagnostics: bool
+    print_ir_after_all: bool
+    debug_info: bool
+    generic: bool
+    traceback: bool
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+class _AppendPasses(argparse.Action):
+    """Collects pass flags and --pass-pipeline elements in command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        passes = list(getattr(namespace, self.dest) or [])
+        if self.const is not None:
+            passes.append(self.const)
+        else:
+            try:
+                passes.extend(parse_pipeline(values))
+            except TileIRError as e:
+                parser.error(str(e.diagnostics[0].message))
+        setattr(namespace, self.dest, passes)
+
+
+def _epilog() -> str:
+    width = max(map(len, STAGES))
+    lines = ["stages, in order (--stop-after runs from the input's stage up to the one named):"]
+    for stage, names in STAGES.items():
+        listed = ", ".join(names) or "(no passes: what @kernel produces)"
+        lines.append(f"  {stage:<{width}}  {listed}")
+    lines.append("")
+    lines.append("--pass-pipeline also accepts upstream MLIR passes, e.g. "
+                 "'builtin.module(tile-inline,canonicalize,cse)'.")
+    return "\n".join(lines) + "\n"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tile-opt", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Verify Tile IR, run tile and MLIR passes on it, print the result.",
+        epilog=_epilog())
+    p.add_argument("input", nargs="?", default="-", help="input .mlir file ('-' or none: stdin)")
+    p.add_argument("-o", dest="output", metavar="FILE", help="write the output to FILE")
+    p.add_argument("--pass-pipeline", dest="passes", action=_AppendPasses, metavar="PIPELINE",
+                   help="'builtin.module(p1,p2,...)' or 'p1,p2,...': tile or upstream passes")
+    group = p.add_argument_group("tile passes (run in command-line order)")
+    for info in PASSES.values():
+        group.add_argument(f"--{info.name}", dest="passes", action=_AppendPasses, nargs=0,
+                           const=info.name, help=info.summary)
+    stages = p.add_mutually_exclusive_group()
+    stages.add_argument("--stop-after", choices=list(STAGES), metavar="STAGE",
+                        help="run every stage after the input's, up to and including STAGE")
+    stages.add_argument("--run-stage", choices=list(STAGES), metavar="STAGE",
+                        help="run the passes of STAGE only")
+    p.add_argument("--split-input-file", action="store_true",
+                   help="process each '// -----' separated chunk on its own")
+    p.add_argument("--verify-diagnostics", action="store_true",
+                   help="check diagnostics against 'expected-error {{...}}' comments")
+    p.add_argument("--print-ir-after-all", action="store_true",
+                   help="print the IR to stderr after every pass")
+    p.add_argument("--mlir-print-debuginfo", dest="debug_info", action="store_true",
+                   help="print locations")
+    p.add_argument("--mlir-print-op-generic", dest="generic", action="store_true",
+                   help="print every op in the generic form")
+    p.add_argument("--traceback", action="store_true",
+                   help="show the Python traceback of internal errors (for tileir developers)")
+    return p
+
+
+_SINGLE_DASH_LONG = re.compile(r"^-[A-Za-z][\w-]+(=.*)?$")
+
+
+def _two_dashes(argv: Sequence[str]) -> list[str]:
+    """`-split-input-file` -> `--split-input-file`, as MLIR tools accept both."""
+    out, options_done = [], False
+    for arg in argv:
+        if arg == "--":
+            options_done = True
+        out.append("-" + arg if not options_done and _SINGLE_DASH_LONG.match(arg) else arg)
+    return out
+
+
+def parse_args(argv: Sequence[str] | None = None) -> Options:
+    parser = _parser()
+    args = parser.parse_args(_two_dashes(sys.argv[1:] if argv is None else argv))
+    passes = tuple(args.passes or ())
+    if passes and (args.stop_after or args.run_stage):
+        parser.error("give either passes or a stage (--stop-after/--run-stage), not both")
+    return Options(args.input, args.output, passes, args.stop_after, args.run_stage,
+                   args.split_input_file, args.verify_diagnostics, args.print_ir_after_all,
+                   args.debug_info, args.generic, args.traceback)
+
+
+# --------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_args(argv)
+    try:
+        return _run(options)
+    except BrokenPipeError:
+        # The reader went away (`tile-opt x.mlir | head`): nothing left to say,
+        # and Python's exit-time flush of stdout must not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # a bug outside any one input chunk: no traceback unless asked
+        if options.traceback:
+            traceback.print_exception(e, file=sys.stderr)
+        print(f"tile-opt: internal error: {InternalError.describe(e)} (this is a bug in "
+              f"tileir; rerun with --traceback to see where)", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _run(options: Options) -> int:
+    context = dialect.context()
+    try:
+        validate_pipeline(options.passes, context)
+        name, text = source.read_source(options.input, sys.stdin.buffer, context)
+    except TileIRError as e:
+        _report(e.diagnostics)
+        return EXIT_FAILED
+    outputs, failed = [], False
+    for chunk in source.split(name, text, options.split_input_file):
+        output, diagnostics = _process(chunk, options, context)
+        if options.verify_diagnostics:
+            diagnostics = expected.check(chunk, diagnostics, context)
+        if diagnostics:
+            _report(diagnostics)
+            failed = True
+        if output is not None:
+            outputs.append(output)
+    if not _write("// -----\n".join(outputs), options.output):
+        return EXIT_FAILED
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _process(chunk: source.Chunk, options: Options,
+             context: ir.Context) -> tuple[str | None, list[Diagnostic]]:
+    """Compiles one chunk: (printed IR or None, diagnostics)."""
+    try:
+        return _compile(chunk, options, context), []
+    except TileIRError as e:
+        return None, e.diagnostics
+    except Exception as e:  # a bug in tileir, not in the input: say so, without a traceback
+        return None, [_internal_error(chunk, e, options.traceback, context)]
+
+
+def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str:
+    module = source.parse(chunk, context)
+    dialect.verify(module)
+    hook = ir_printer(sys.stderr, debug_info=options.debug_info) \
+        if options.print_ir_after_all else None
+    if options.stop_after:
+        run_stages(module, stop_after=options.stop_after, print_after_all=hook)
+    elif options.run_stage:
+        run_stage(module, options.run_stage, print_after_all=hook)
+    else:
+        run_passes(module, options.passes, print_after_all=hook)
+    text = module.operation.get_asm(enable_debug_info=options.debug_info,
+                                    print_generic_op_form=options.generic)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _internal_error(chunk: source.Chunk, error: Exception, show_traceback: bool,
+                    context: ir.Context) -> Diagnostic:
+    if show_traceback:
+        traceback.print_exception(error, file=sys.stderr)
+    what = str(error) if isinstance(error, InternalError) else InternalError.describe(error)
+    location = ir.Location.file(chunk.name, chunk.first_line, 1, context=context)
+    return Diagnostic(location, f"internal error: {what} (this is a bug in tileir, not in "
+                                f"the input; rerun with --traceback to see where)")
+
+
+def _report(diagnostics: list[Diagnostic]) -> None:
+    for d in diagnostics:
+        # Problems with no place in the input (a missing file, a bad pipeline)
+        # are the tool's: say so, as compilers do.
+        prefix = "" if d.location is not None else "tile-opt: "
+        print(prefix + d.render(), file=sys.stderr)
+    sys.stderr.flush()
+
+
+def _write(text: str, path: str | None) -> bool:
+    if path is None or path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return True
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        _report([Diagnostic(None, f"cannot write '{path}': {e.strerror or e}")])
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())
