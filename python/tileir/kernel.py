@@ -239,6 +239,11 @@ class Kernel:
                     raise TileValueError(f"kernel '{self.name}': option {option} must be a "
                                          f"positive int, got {value!r}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
+        hints = self.options.get("cache_hints", False)
+        if not isinstance(hints, bool):
+            raise TileValueError(f"kernel '{self.name}': option cache_hints must be a bool, "
+                                 f"got {hints!r}")
+        fn.attributes["tile.cache_hints"] = ir.BoolAttr.get(hints)
 
     def tile_ir(self, *args, stage: str = "tile") -> str:
         """The Tile IR of this kernel specialized for `args` (compile-time args as values)."""
@@ -283,11 +288,14 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
 
     Options: `occupancy` (cuTile: the thread blocks each SM should hold; the
     register budget follows) and the TileLang-style hint `num_warps` (threads
-    per block / 32) steer the GPU stages; `num_ctas`, `opt_level` and
+    per block / 32) and `cache_hints` (default False: 16-byte loads of data each
+    block streams skip L1, data every block re-reads stays there; measured slower
+    on an H200 for row kernels, see bench/RESULTS.md) steer the GPU stages; `num_ctas`, `opt_level` and
     `num_worker_warps` are accepted as in cuTile and recorded.  The interpreter
     ignores all of them.
     """
-    known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps"}
+    known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
+             "cache_hints"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -448,6 +456,9 @@ class _PreparedLaunch:
         self.scalars = {i: launcher.param_dtype(ck.name, p)
                         for i, p in zip(self.indices, ck.meta["params"])
                         if p["kind"] == "scalar"}
+        self.last_grid = None
+        import torch       # the signature of a prepared launch has torch tensors
+        self.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
     def launch(self, grid, args, stream) -> None:
         import ctypes
@@ -463,8 +474,13 @@ class _PreparedLaunch:
             else:
                 values.append(launcher.pack_scalar(d, a, f"argument #{i}"))
         params = launcher.PackedParams(values)
-        grid = launcher.check_grid(self.ck.name, grid)
-        handle = launcher.stream_handle(stream, args, self.device)
+        if grid != self.last_grid:                 # checked once per distinct grid
+            launcher.check_grid(self.ck.name, grid)
+            self.last_grid = grid
+        if stream is None and self.raw_stream is not None:
+            handle = self.raw_stream(self.device)  # torch's current stream, without a Stream object
+        else:
+            handle = launcher.stream_handle(stream, args, self.device)
         with driver.device_context(self.device):
             driver.launch_kernel(self.function, grid, self.block, self.shared, handle,
                                  params.address, self.ck.name)

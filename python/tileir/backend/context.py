@@ -42,12 +42,16 @@ class ArrayABI:
 
 
 class LoweringContext:
-    def __init__(self, num_warps: int, block_args_entry: ir.Block):
+    def __init__(self, num_warps: int, block_args_entry: ir.Block, cache_hints: bool = True):
         self.num_warps = num_warps
+        self.cache_hints = cache_hints
         self.values: dict[ir.Value, object] = {}
         self.arrays: dict[ir.Value, ArrayABI] = {}
         self.entry = block_args_entry
         self.smem_bytes = 0
+        self.smem_uses = 0        # shared-memory exchanges emitted so far
+        self.loop_depth = 0       # > 0 while lowering a loop body
+        self.stores_seen = False  # a global store was lowered (or a loop may repeat one)
         self._thread: dict[tuple, list[ir.Value]] = {}
         self._tid = self._lane = self._warp = None
         self._smem_base = None
@@ -110,6 +114,13 @@ class LoweringContext:
         return coords
 
     # -- shared memory -----------------------------------------------------------------
+    def smem_barrier_before(self) -> None:
+        """The barrier that lets an exchange overwrite the shared buffer: needed unless
+        this is the kernel's first exchange and no loop can bring it round again."""
+        if self.smem_uses or self.loop_depth:
+            gpu.barrier()
+        self.smem_uses += 1
+
     def smem(self, count: int, elem: ir.Type) -> ir.Value:
         """A workgroup buffer of `count` elements.
 

@@ -95,7 +95,9 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
                 # ptxas caps registers so this many blocks fit on one SM (.minnctapersm)
                 gfunc.operation.attributes["nvvm.minctasm"] = func.attributes["tile.occupancy"]
             body = gfunc.body.blocks.append(*types)
-    cx = LoweringContext(num_warps, body)
+    hints = "tile.cache_hints" not in func.attributes or \
+        ir.BoolAttr(func.attributes["tile.cache_hints"]).value
+    cx = LoweringContext(num_warps, body, hints)
     it = iter(body.arguments)
     for a in entry.arguments:
         info = array_info(a.type)

@@ -113,6 +113,36 @@ class _Addressing:
         return (arith.andi(per[0], per[-1]) if v > 1 else per[0]), per
 
 
+def block_invariant(v: ir.Value, seen: set | None = None) -> bool:
+    """Whether `v` is the same in every block: it does not depend on `tile.bid`/
+    `tile.num_blocks` (a loop counter is invariant when its bounds are; loop-carried
+    values are conservatively not)."""
+    seen = set() if seen is None else seen
+    if v in seen:
+        return True
+    seen.add(v)
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        parent = owner.owner
+        if parent is None or parent.name == "func.func":
+            return True                               # kernel arguments
+        if parent.name == "scf.for" and v == owner.arguments[0]:
+            return all(block_invariant(x, seen) for x in list(parent.operands)[:3])
+        return False
+    op = owner.operation if hasattr(owner, "operation") else owner
+    if op.name in ("tile.bid", "tile.num_blocks"):
+        return False
+    return all(block_invariant(x, seen) for x in op.operands)
+
+
+# 16-byte loads with an L1 policy: data each block streams once should not evict
+# data every block re-reads (a weight row), which should stay in L1.
+_HINTED_LOAD = {
+    "stream": "ld.global.L1::evict_first.v4.b32 {$0, $1, $2, $3}, [$4];",
+    "reuse": "ld.global.L1::evict_last.v4.b32 {$0, $1, $2, $3}, [$4];",
+}
+
+
 def lower_load(cx: LoweringContext, op) -> None:
     arr = cx.arrays[op.array]
     res_t = op.result.type
@@ -124,11 +154,17 @@ def lower_load(cx: LoweringContext, op) -> None:
     vt = ir.VectorType.get([v], store_t)
     groups = [(addr.coords(r0), r0) for r0 in range(0, lin.num_regs, v)]
     ptrs = [gep(arr.ptr, addr.offset(c), store_t) for c, _ in groups]
+    hint = None
+    # Hinted loads are inline PTX that LLVM may reorder like pure code: only safe
+    # while no store can come before them in program order (stores stay in order).
+    if cx.cache_hints and not cx.stores_seen and v * max(1, _bits(store_t) // 8) == 16:
+        hint = "reuse" if all(block_invariant(i) for i in op.index) else "stream"
     # One branch per tile, not per group: interior tiles (the common case) run
     # straight-line 16-byte loads that the scheduler can issue back to back.
     if_op = scf.IfOp(addr.thread_in_bounds(), [vt] * len(groups), has_else=True)
     with ir.InsertionPoint(if_op.then_block):
-        scf.YieldOp([_plain_load(vt, p) for p in ptrs])
+        scf.YieldOp([_hinted_load(vt, p, hint) if hint else _plain_load(vt, p)
+                     for p in ptrs])
     with ir.InsertionPoint(if_op.else_block):
         scf.YieldOp([_edge_load(addr, c, p, vt, pad) for (c, _), p in zip(groups, ptrs)])
     regs: list[ir.Value] = []
@@ -142,6 +178,16 @@ def lower_load(cx: LoweringContext, op) -> None:
 
 def _plain_load(vt: ir.VectorType, ptr: ir.Value) -> ir.Value:
     return llvm.load(vt, ptr, alignment=vt.shape[0] * max(1, _bits(vt.element_type) // 8))
+
+
+def _hinted_load(vt: ir.VectorType, ptr: ir.Value, hint: str) -> ir.Value:
+    i32 = ir.IntegerType.get_signless(32)
+    st = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
+    # pure: the scheduler batches these loads like ordinary ones (callers ensure no
+    # store precedes them)
+    r = llvm.inline_asm(st, [ptr], _HINTED_LOAD[hint], "=r,=r,=r,=r,l")
+    words = [llvm.extractvalue(i32, r, ir.DenseI64ArrayAttr.get([i])) for i in range(4)]
+    return vector.bitcast(vt, vector.from_elements(ir.VectorType.get([4], i32), words))
 
 
 def _edge_load(addr: "_Addressing", coords, ptr, vt: ir.VectorType, pad: ir.Value) -> ir.Value:
@@ -172,6 +218,7 @@ def _guarded_scalar_load(ptr, cond, pad, t) -> ir.Value:
 
 
 def lower_store(cx: LoweringContext, op) -> None:
+    cx.stores_seen = True
     arr = cx.arrays[op.array]
     frag = cx.frag(op.tile)
     addr = _Addressing(cx, arr, [cx.get(i) for i in op.index], frag.lin)

@@ -303,7 +303,7 @@ def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides
     is_i1 = isinstance(src.elem, ir.IntegerType) and src.elem.width == 1
     mem_t = ir.IntegerType.get_signless(8) if is_i1 else src.elem
     buf = cx.smem(n, mem_t)
-    gpu.barrier()                       # earlier readers of the shared buffer are done
+    cx.smem_barrier_before()            # earlier readers of the shared buffer are done
     for r in range(src.lin.num_regs):
         v = arith.extui(mem_t, src.regs[r]) if is_i1 else src.regs[r]
         memref.store(v, buf, [index(_flat_index(cx, src.lin, r, src_strides))])
@@ -385,7 +385,7 @@ def _cross_warp(cx, groups, warp_bits, comb, work) -> dict:
     tid, lane, warp = cx.thread_ids()
     buf = cx.smem(32 * cx.num_warps * len(keys), work)
     nk = cx.const(len(keys))
-    gpu.barrier()
+    cx.smem_barrier_before()
     for j, key in enumerate(keys):
         memref.store(groups[key], buf, [index(arith.addi(arith.muli(tid, nk), cx.const(j)))])
     gpu.barrier()
@@ -434,11 +434,15 @@ def _for(cx, op):
     flat = _flatten(cx, inits)
     loop = scf.ForOp(lb, ub, step, flat)
     body = op.regions[0].blocks[0]
+    cx.loop_depth += 1
+    if _contains_store(body):
+        cx.stores_seen = True     # a store in iteration i precedes the loads of i + 1
     with ir.InsertionPoint(loop.body):
         cx.values[body.arguments[0]] = loop.induction_variable
         _unflatten(cx, list(body.arguments)[1:], list(loop.inner_iter_args))
         term = lower_block(cx, body)
         scf.YieldOp(_flatten(cx, list(term.operands)))
+    cx.loop_depth -= 1
     _unflatten(cx, list(op.results), list(loop.results))
 
 
@@ -454,6 +458,19 @@ def _if(cx, op):
             else:
                 scf.YieldOp([])
     _unflatten(cx, list(op.results), list(new.results))
+
+
+def _contains_store(block: ir.Block) -> bool:
+    found = False
+
+    def visit(op):
+        nonlocal found
+        found = found or op.name == "tile.store"
+        return ir.WalkResult.ADVANCE
+
+    for op in block.operations:
+        op.operation.walk(visit)
+    return found
 
 
 def _flat_types(results) -> list[ir.Type]:
