@@ -1,16 +1,31 @@
 """tile-assign-layouts: give every tile a distribution over lanes and warps (stage `layout`).
 
-Input: Tile IR after the `tile` stage (helpers inlined), no layouts.
-Output: the same ops, every `tensor` type carrying a `#tile.blocked` or
-`#tile.slice` encoding, `tile.convert_layout` where producer and consumer
-disagree, and `tile.num_warps` on each kernel.  Global accesses get coalesced
-16-byte-per-thread layouts; element-wise chains, broadcasts and reductions
-keep them without data movement (tileir.backend.assign explains the policy).
+Flag:          --tile-assign-layouts
+Input/output:  Tile IR -> the same ops, every tile (`tensor`) type carrying a
+               `#tile.blocked` or `#tile.slice` encoding, `tile.convert_layout`
+               where a producer and its consumer disagree, and the attribute
+               `tile.num_warps` (i32) on each `tile.kernel` function.
+Precondition:  verified IR after the `tile` stage (helpers inlined; only
+               `tile.kernel` functions are assigned).  The policy
+               (tileir.backend.assign): every tile shape that is loaded or
+               stored gets a coalesced layout, 16 bytes per thread along the
+               last dim for the narrowest element type accessed at that shape;
+               element-wise ops keep their first operand's layout, broadcasts
+               their source's when no data must move, reductions give
+               `#tile.slice`, permutes and reshapes that add or drop unit dims
+               derive theirs for free; a store, a second operand, a
+               loop-carried value or an scf.if branch that disagrees gets a
+               conversion.  num_warps is the kernel's own `tile.num_warps`
+               (a power of two <= 32) or enough warps for about two 16-byte
+               vectors per thread, at most 8.  Rejected at the op: `tile.mma`
+               and `tile.matmul` (tensor cores are not lowered yet), scf.while
+               carrying tiles, non-splat tile constants.
 
-    %t = "tile.load"(...) : (...) -> tensor<1x8192xbf16>
-  becomes
-    %t = "tile.load"(...) : (...) -> tensor<1x8192xbf16, #tile.blocked<array<i64: 1, 8>,
-         array<i64: 1, 32>, array<i64: 1, 8>, array<i64: 1, 0>>>
+Example:
+  before:  %t = "tile.load"(%a, %i) {...} : (...) -> tensor<1024xf32>
+  after:   %t = "tile.load"(%a, %i) {...} : (...) -> tensor<1024xf32,
+               #tile.blocked<array<i64: 4>, array<i64: 32>, array<i64: 4>, array<i64: 0>>>
+           (4 floats per thread, 32 lanes, 4 warps: the kernel gets tile.num_warps = 4)
 """
 
 from mlir import ir

@@ -1,13 +1,21 @@
-"""tile-emit-cubin: assemble the PTX with ptxas (stage `cubin`).
+r"""tile-emit-cubin: assemble the PTX with ptxas (stage `cubin`).
 
-Input: ptx-stage IR (a `gpu.binary` with PTX).  Output: the same `gpu.binary`
-with its object replaced by the ELF cubin for the module's `tile.target`;
-ptxas' resource report (registers, spills, shared memory) is kept as the
-module attribute `tile.ptxas_report`.
+Flag:          --tile-emit-cubin
+Input/output:  ptx-stage IR -> the same `gpu.binary` with its object replaced by
+               the ELF cubin (`bin = "..."`; `tile-opt --emit=cubin` writes the
+               bytes), and ptxas' resource report (registers, spills, shared
+               memory) as the module attribute `tile.ptxas_report`.
+Precondition:  a `gpu.binary` holding PTX (the `ptx` stage ran) for the module's
+               `tile.target` (sm_90a when absent).  Runs `ptxas -arch=<chip>
+               -O3 -v` (tileir.backend.target.assemble), ptxas found through
+               the TILEIR_PTXAS knob, the pip wheel, PATH, CUDA_HOME or
+               /usr/local/cuda; a ptxas failure is an error with its stderr and
+               a command that reproduces it.
 
-    #gpu.object<#nvvm.target<chip = "sm_90a">, assembly = ".version 8.0 ...">
-  becomes
-    #gpu.object<#nvvm.target<chip = "sm_90a">, bin = "\7FELF...">
+Example:
+  before:  gpu.binary @tileir_kernels [#gpu.object<#nvvm.target<...>, assembly = "...">]
+  after:   gpu.binary @tileir_kernels [#gpu.object<#nvvm.target<...>, bin = "\7FELF...">]
+           and tile.ptxas_report = "ptxas info : ... 0 bytes spill stores, 0 bytes spill loads ..."
 """
 
 from mlir import ir

@@ -1,16 +1,34 @@
 """tile-lower-to-gpu: tiles to per-thread code in a gpu.module (stage `gpu`).
 
-Input: layout-stage IR with one `tile.kernel` function.
-Output: `module attributes {gpu.container_module}` holding `gpu.module
-@tileir_kernels` with one `gpu.func` kernel of arith/math/scf/llvm/gpu/memref
-ops: 16-byte vector global accesses with masked edges, warp shuffles and
-shared memory for reductions and layout conversions.  The launch metadata
-(threads, shared bytes, ABI) is recorded as the module attribute
-`tile.kernel_meta` (JSON).  The ABI is in docs/gpu-backend.md.
+Flag:          --tile-lower-to-gpu
+Input/output:  layout-stage Tile IR -> `module attributes {gpu.container_module}`
+               holding `gpu.module @tileir_kernels` with one `gpu.func` kernel of
+               arith, math, scf, vector, memref, llvm and gpu ops; the
+               `tile.kernel` function is erased.  The launch metadata (name,
+               num_threads, shared_bytes, params) is the module attribute
+               `tile.kernel_meta`, as JSON.
+Precondition:  exactly one `tile.kernel` function, with `tile.num_warps` and a
+               layout on every tile (the `layout` stage ran).  The ABI is
+               docs/gpu-backend.md's: an array argument becomes a `!llvm.ptr<1>`
+               (`llvm.align = 16` when it has `tile.aligned`), its dims as i32
+               and strides as i64; a scalar stays itself.  `known_block_size`
+               is 32 x num_warps; `tile.occupancy` becomes `nvvm.minctasm`;
+               `tile.cache_hints` (off when absent) puts L1 eviction hints on
+               16-byte loads.  Each op lowers by its rule in
+               tileir.backend.rules, under its location: loads and stores of
+               aligned arrays as 16-byte vectors, of others as scalars, with
+               one bounds branch per tile and masked accesses at the edge;
+               reductions as xor shuffles, then shared memory across warps;
+               conversions through one dynamic shared-memory buffer; scf.for
+               and scf.if carry one scalar per register.  An op without a rule
+               is a located error.
 
-    func.func @k(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel, ...}
-  becomes
-    gpu.func @k(%ptr: !llvm.ptr<1>, %dim0: i32, %stride0: i64) kernel
+Example:
+  before:  func.func @k(%a: !tile.array<bf16, 1 : i64> {tile.aligned})
+               attributes {tile.kernel, tile.num_warps = 1 : i32}
+  after:   gpu.func @k(%arg0: !llvm.ptr<1> {llvm.align = 16 : i64}, %arg1: i32, %arg2: i64)
+               kernel attributes {known_block_size = array<i32: 32, 1, 1>}
+           (a 256 x bf16 tile load in it: one `llvm.load` of a vector<8xbf16> per thread)
 """
 
 import json

@@ -1,16 +1,34 @@
-"""tile-lower-to-llvm: the gpu.module to the NVVM/LLVM dialects (stage `llvm`).
+"""tile-lower-to-llvm: the gpu.module to the NVVM and LLVM dialects (stage `llvm`).
 
-Input: gpu-stage IR.  Output: the gpu.module with an `#nvvm.target` for the
-module's `tile.target` (default sm_90a) and its contents in the LLVM/NVVM
-dialects, via upstream conversions (tileir.backend.target.LLVM_PIPELINE).
+Flag:          --tile-lower-to-llvm
+Input/output:  gpu-stage IR -> the gpu.module with the target attribute
+               `#nvvm.target<O = 3, chip = ..., features = "+ptx80">` and its
+               contents in the LLVM and NVVM dialects: the kernel is an
+               `llvm.func` with `nvvm.kernel` and `nvvm.maxntid` from its
+               `known_block_size`.
+Precondition:  verified IR with a `gpu.module` (the `gpu` stage ran).  The chip
+               is the module attribute `tile.target`, one of
+               tileir.backend.target.TARGETS (`sm_80`, `sm_90a`); sm_90a when
+               absent (`tile-opt --target` sets it).  The work is upstream
+               conversions (tileir.backend.target.LLVM_PIPELINE):
+               convert-nvgpu-to-nvvm; in the gpu.module convert-vector-to-scf,
+               convert-scf-to-cf, convert-nvvm-to-llvm, expand-strided-metadata,
+               lower-affine, convert-gpu-to-nvvm{index-bitwidth=64},
+               canonicalize, cse; then reconcile-unrealized-casts.  Thread and
+               block ids read PTX special registers, gpu.shuffle becomes
+               nvvm.shfl.sync, gpu.barrier nvvm.barrier0, dynamic shared memory
+               a global in address space 3, scf control flow branches.
 
-    gpu.func @k(...) kernel { %x = arith.addf ... }
-  becomes
-    llvm.func @k(...) attributes {nvvm.kernel} { %x = llvm.fadd ... }
+Example:
+  before:  gpu.module @tileir_kernels {
+             gpu.func @k(...) kernel attributes {known_block_size = array<i32: 64, 1, 1>} {...}
+  after:   gpu.module @tileir_kernels [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">] {
+             llvm.func @k(...) attributes {..., nvvm.kernel, nvvm.maxntid = array<i32: 64, 1, 1>}
 """
 
 from mlir import ir
 
+from tileir.dialect import TileIRError
 from tileir.backend.target import Target, lower_to_llvm
 
 FLAG = "tile-lower-to-llvm"
@@ -21,7 +39,10 @@ TARGET_ATTR = "tile.target"
 def module_target(module: ir.Module) -> Target:
     attrs = module.operation.attributes
     chip = ir.StringAttr(attrs[TARGET_ATTR]).value if TARGET_ATTR in attrs else "sm_90a"
-    return Target(chip)
+    try:
+        return Target(chip)
+    except ValueError as e:
+        raise TileIRError(str(e), module.operation.location) from None
 
 
 def run(module: ir.Module) -> None:

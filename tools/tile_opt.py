@@ -3,6 +3,8 @@
     tile-opt kernel.mlir --tile-canonicalize --tile-cse
     tile-opt kernel.mlir --pass-pipeline='builtin.module(tile-inline,canonicalize,cse)'
     tile-opt kernel.mlir --stop-after=tile
+    tile-opt kernel.mlir --target=sm_80 --stop-after=ptx --emit=ptx -o kernel.ptx
+    tile-opt kernel.mlir --stop-after=cubin --emit=cubin -o kernel.cubin
     tile-opt -split-input-file --verify-diagnostics invalid.mlir
 
 Like MLIR's tools, options may be spelled with one dash or two.  Exit status:
@@ -22,15 +24,27 @@ import traceback
 from typing import Sequence
 
 from mlir import ir
+from mlir.dialects import gpu
 
 from tileir import dialect
+from tileir.backend.target import TARGETS
 from tileir.dialect import Diagnostic, TileIRError
-from tileir.passes import (PASSES, STAGES, InternalError, ir_printer, parse_pipeline,
-                           run_passes, run_stage, run_stages, validate_pipeline)
+from tileir.passes import (PASSES, STAGES, InternalError, current_stage, ir_printer,
+                           parse_pipeline, run_passes, run_stage, run_stages, validate_pipeline)
+from tileir.passes.lower_to_llvm import TARGET_ATTR, module_target
 
 from . import expected, source
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+# What --emit writes: the printed IR, or the artifact a `gpu.binary` holds at
+# the stage of the same name.
+EMIT_MLIR = "mlir"
+EMIT_FORMATS = {"ptx": gpu.CompilationTarget.Assembly, "cubin": gpu.CompilationTarget.Binary}
+EMIT_WHAT = {"ptx": "PTX text", "cubin": "cubin"}
+# The first stage whose output depends on the target: from there on a module
+# cannot be retargeted.
+TARGETED_STAGE = "llvm"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +54,8 @@ class Options:
     passes: tuple[str, ...]
     stop_after: str | None
     run_stage: str | None
+    target: str | None
+    emit: str
     split_input_file: bool
     verify_diagnostics: bool
     print_ir_after_all: bool
@@ -75,6 +91,10 @@ def _epilog() -> str:
     lines.append("")
     lines.append("--pass-pipeline also accepts upstream MLIR passes, e.g. "
                  "'builtin.module(tile-inline,canonicalize,cse)'.")
+    lines.append("")
+    lines.append("emitting code (--emit=ptx|cubin alone runs the stages up to it):")
+    lines.append("  tile-opt k.mlir --target=sm_80 --stop-after=ptx --emit=ptx -o k.ptx")
+    lines.append("  tile-opt k.mlir --stop-after=cubin --emit=cubin -o k.cubin")
     return "\n".join(lines) + "\n"
 
 
@@ -85,6 +105,15 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_epilog())
     p.add_argument("input", nargs="?", default="-", help="input .mlir file ('-' or none: stdin)")
     p.add_argument("-o", dest="output", metavar="FILE", help="write the output to FILE")
+    p.add_argument("--target", choices=TARGETS, metavar="CHIP",
+                   help=f"the GPU to compile for ({' or '.join(TARGETS)}): sets the module "
+                        f"attribute {TARGET_ATTR}, which the '{TARGETED_STAGE}' stage reads "
+                        f"(default: the input's, else sm_90a)")
+    p.add_argument("--emit", choices=[EMIT_MLIR, *EMIT_FORMATS], default=EMIT_MLIR,
+                   metavar="KIND",
+                   help="what to write: 'mlir' (the IR, default), 'ptx' (the PTX text of a "
+                        "module at stage 'ptx') or 'cubin' (the cubin bytes of a module at "
+                        "stage 'cubin'; never to a terminal)")
     p.add_argument("--pass-pipeline", dest="passes", action=_AppendPasses, metavar="PIPELINE",
                    help="'builtin.module(p1,p2,...)' or 'p1,p2,...': tile or upstream passes")
     group = p.add_argument_group("tile passes (run in command-line order)")
@@ -130,9 +159,24 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     passes = tuple(args.passes or ())
     if passes and (args.stop_after or args.run_stage):
         parser.error("give either passes or a stage (--stop-after/--run-stage), not both")
-    return Options(args.input, args.output, passes, args.stop_after, args.run_stage,
-                   args.split_input_file, args.verify_diagnostics, args.print_ir_after_all,
-                   args.debug_info, args.generic, args.traceback)
+    stop_after = args.stop_after
+    if args.emit != EMIT_MLIR:
+        _check_emit(parser, args)
+        if args.passes is None and not args.run_stage and not stop_after:
+            stop_after = args.emit        # `--emit=ptx` alone: compile up to PTX
+    return Options(args.input, args.output, passes, stop_after, args.run_stage, args.target,
+                   args.emit, args.split_input_file, args.verify_diagnostics,
+                   args.print_ir_after_all, args.debug_info, args.generic, args.traceback)
+
+
+def _check_emit(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.emit == "cubin" and args.split_input_file:
+        parser.error("--emit=cubin writes one binary; it cannot be combined with "
+                     "--split-input-file")
+    to_stdout = args.output is None or args.output == "-"
+    if args.emit == "cubin" and to_stdout and sys.stdout.isatty():
+        parser.error("refusing to write a cubin to a terminal; give -o FILE or redirect "
+                     "stdout")
 
 
 # --------------------------------------------------------------------------
@@ -175,14 +219,22 @@ def _run(options: Options) -> int:
             failed = True
         if output is not None:
             outputs.append(output)
-    if not _write("// -----\n".join(outputs), options.output):
+    if options.emit != EMIT_MLIR and failed:
+        return EXIT_FAILED    # no partial PTX or cubin for a build to pick up
+    if options.emit == "cubin":
+        # never split (parse_args refuses): one output, or none when every
+        # diagnostic was an expected one
+        data = outputs[0] if outputs else b""
+    else:
+        data = "// -----\n".join(outputs)
+    if not _write(data, options.output):
         return EXIT_FAILED
     return EXIT_FAILED if failed else EXIT_OK
 
 
 def _process(chunk: source.Chunk, options: Options,
-             context: ir.Context) -> tuple[str | None, list[Diagnostic]]:
-    """Compiles one chunk: (printed IR or None, diagnostics)."""
+             context: ir.Context) -> tuple[str | bytes | None, list[Diagnostic]]:
+    """Compiles one chunk: (printed IR, PTX or cubin; or None, diagnostics)."""
     try:
         return _compile(chunk, options, context), []
     except TileIRError as e:
@@ -191,9 +243,10 @@ def _process(chunk: source.Chunk, options: Options,
         return None, [_internal_error(chunk, e, options.traceback, context)]
 
 
-def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str:
+def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str | bytes:
     module = source.parse(chunk, context)
     dialect.verify(module)
+    _set_target(module, options.target, _module_location(module, chunk))
     hook = ir_printer(sys.stderr, debug_info=options.debug_info) \
         if options.print_ir_after_all else None
     if options.stop_after:
@@ -202,9 +255,74 @@ def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str:
         run_stage(module, options.run_stage, print_after_all=hook)
     else:
         run_passes(module, options.passes, print_after_all=hook)
+    if options.emit != EMIT_MLIR:
+        return _emitted(module, options.emit, _module_location(module, chunk))
     text = module.operation.get_asm(enable_debug_info=options.debug_info,
                                     print_generic_op_form=options.generic)
     return text if text.endswith("\n") else text + "\n"
+
+
+# --------------------------------------------------------------------------
+# Targets and emitted code
+# --------------------------------------------------------------------------
+def _module_location(module: ir.Module, chunk: source.Chunk) -> ir.Location:
+    """Where module-level errors point: the `module` op, or the chunk's first line when
+    the module is implicit (MLIR gives it line 0)."""
+    loc = module.operation.location
+    if loc.is_a_file() and loc.start_line > 0:
+        return loc
+    return ir.Location.file(chunk.name, chunk.first_line, 1, context=module.context)
+
+
+def _set_target(module: ir.Module, target: str | None, loc: ir.Location) -> None:
+    """Checks the input's `tile.target` and applies --target to it.
+
+    A module is retargeted only before the 'llvm' stage: from there on its
+    code is for the chip it was lowered for.
+    """
+    attrs = module.operation.attributes
+    if TARGET_ATTR in attrs:
+        attr = attrs[TARGET_ATTR]
+        if not isinstance(attr, ir.StringAttr) or attr.value not in TARGETS:
+            raise TileIRError([Diagnostic(loc, f"module attribute {TARGET_ATTR} = {attr} is "
+                                               f"not a target; targets: {', '.join(TARGETS)}")])
+    if target is None:
+        return
+    stages = list(STAGES)
+    stage = current_stage(module)
+    if stages.index(stage) >= stages.index(TARGETED_STAGE):
+        lowered_for = module_target(module).chip
+        if lowered_for != target:
+            raise TileIRError([Diagnostic(loc, f"--target={target}: the input is at stage "
+                                               f"'{stage}', already lowered for {lowered_for}; "
+                                               f"retarget an input from before stage "
+                                               f"'{TARGETED_STAGE}'")])
+    with module.context:
+        attrs[TARGET_ATTR] = ir.StringAttr.get(target)
+
+
+def _emitted(module: ir.Module, emit: str, loc: ir.Location) -> str | bytes:
+    """The PTX text or cubin bytes held by the module's `gpu.binary`."""
+    objects = [gpu.ObjectAttr(obj) for op in module.body.operations
+               if op.operation.name == "gpu.binary"
+               for obj in ir.ArrayAttr(op.operation.attributes["objects"])]
+    found = [obj for obj in objects if obj.format == EMIT_FORMATS[emit]]
+    if len(found) == 1:
+        data = found[0].object
+        if emit == "cubin":
+            return bytes(data)
+        text = data.decode()
+        return text if text.endswith("\n") else text + "\n"
+    stages, stage = list(STAGES), current_stage(module)
+    if len(found) > 1:
+        problem = f"the module holds {len(found)} {EMIT_WHAT[emit]} objects, not one"
+    elif stages.index(stage) > stages.index(emit):
+        problem = (f"the module is at stage '{stage}', past '{emit}', and holds no "
+                   f"{EMIT_WHAT[emit]}; stop there with --stop-after={emit}")
+    else:
+        problem = (f"the module is at stage '{stage}' and holds no {EMIT_WHAT[emit]} yet; "
+                   f"compile it up to that stage with --stop-after={emit}")
+    raise TileIRError([Diagnostic(loc, f"--emit={emit}: {problem}")])
 
 
 def _internal_error(chunk: source.Chunk, error: Exception, show_traceback: bool,
@@ -226,14 +344,16 @@ def _report(diagnostics: list[Diagnostic]) -> None:
     sys.stderr.flush()
 
 
-def _write(text: str, path: str | None) -> bool:
+def _write(data: str | bytes, path: str | None) -> bool:
+    binary = isinstance(data, bytes)
     if path is None or path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        stream = sys.stdout.buffer if binary else sys.stdout
+        stream.write(data)
+        stream.flush()
         return True
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(path, "wb") if binary else open(path, "w", encoding="utf-8") as f:
+            f.write(data)
     except OSError as e:
         _report([Diagnostic(None, f"cannot write '{path}': {e.strerror or e}")])
         return False

@@ -3,6 +3,7 @@
 Layout (browsable; one directory per entry, no index to keep consistent):
 
     <root>/<kernel>-<key[:16]>/frontend.mlir, tile.mlir, ..., kernel.ptx, kernel.cubin
+                              ptxas.log       ptxas' resource report
                               meta.json       the kernel metadata (docs/gpu-backend.md)
                               manifest.json   key, kernel, creation time, each artifact's
                                               size and sha256
@@ -54,9 +55,16 @@ FORMAT = 1
 
 META = "meta.json"
 MANIFEST = "manifest.json"
+# The file each compile stage's artifact is stored in, by stage name (docs/runtime.md).
+STAGE_FILES = {"frontend": "frontend.mlir", "tile": "tile.mlir", "layout": "layout.mlir",
+               "gpu": "gpu.mlir", "llvm": "llvm.mlir", "ptx": "kernel.ptx",
+               "cubin": "kernel.cubin"}
+# ptxas' resource report (registers, spills, stack) of the cubin, verbatim.
+PTXAS_REPORT = "ptxas.log"
 # The packages whose source decides what the compiler emits (tileir's own directory
 # holds the frontend and the backend); tileir.tools only drives them.
 _COMPILER_PACKAGES = ("tileir", "tileir.dialect", "tileir.passes")
+_NOT_COMPILER = ("tileir.tools",)
 _ENTRY_DIR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*-[0-9a-f]{16}$")
 _SCRATCH_PREFIXES = (".tmp-", ".trash-")
 
@@ -101,19 +109,44 @@ def cache_key(kernel: Any, params: Sequence[tuple[str, Any]], target: str,
 @functools.cache
 def compiler_fingerprint() -> str:
     """sha256 over the source files of the compiler packages (read once per process)."""
+    return _fingerprint({package: _package_roots(package) for package in _COMPILER_PACKAGES})
+
+
+def _package_roots(package: str) -> list[Path]:
+    spec = importlib.util.find_spec(package)
+    return [Path(root) for root in spec.submodule_search_locations or []] if spec else []
+
+
+def _fingerprint(roots: Mapping[str, Sequence[Path]]) -> str:
+    """sha256 over each package's .py files, named by package and path inside it.
+
+    So the same sources give the same fingerprint in any install layout: in a
+    checkout (an editable install) `tileir.dialect` is the top-level `dialect/`
+    folder, in a wheel it is `tileir/dialect/`, inside `tileir`'s folder.  Each
+    package's walk therefore skips the folders of the other packages, hashed on
+    their own, and of `tileir.tools`, not hashed (it only drives the compiler).
+    """
+    separate = set(roots) | set(_NOT_COMPILER)
     h = hashlib.sha256()
-    for package in _COMPILER_PACKAGES:
-        spec = importlib.util.find_spec(package)
-        roots = spec.submodule_search_locations if spec else None
-        if not roots:
+    for package, package_roots in roots.items():
+        if not package_roots:
             h.update(f"{package}: absent\0".encode())
-            continue
-        for root in roots:
-            for path in sorted(Path(root).rglob("*.py")):
+        for root in package_roots:
+            for path in _source_files(package, root, separate - {package}):
                 h.update(f"{package}/{path.relative_to(root).as_posix()}\0".encode())
                 h.update(path.read_bytes())
                 h.update(b"\0")
     return h.hexdigest()
+
+
+def _source_files(package: str, root: Path, skip: set[str]) -> list[Path]:
+    """The .py files of `package` under `root`, leaving out the packages named in `skip`."""
+    files = []
+    for folder, subfolders, names in os.walk(root):
+        dotted = ".".join([package, *Path(folder).relative_to(root).parts])
+        subfolders[:] = [d for d in subfolders if f"{dotted}.{d}" not in skip]
+        files.extend(Path(folder, name) for name in names if name.endswith(".py"))
+    return sorted(files, key=lambda path: path.relative_to(root).as_posix())
 
 
 @functools.cache
@@ -338,7 +371,41 @@ class Entry:
 
     @property
     def cubin(self) -> bytes:
-        return self.read("kernel.cubin")
+        return self.read(STAGE_FILES["cubin"])
+
+    def stages(self) -> "StageArtifacts":
+        """The entry's stage artifacts by stage name, as `CompiledKernel.artifacts` has them."""
+        return StageArtifacts(self)
+
+
+class StageArtifacts(Mapping[str, "str | bytes"]):
+    """An entry's artifacts by stage name (`"tile"` -> IR text, `"cubin"` -> bytes).
+
+    Each is read (and checked against the manifest) on first use and then kept:
+    a launch needs only the cubin, and must get the same bytes object every time,
+    since the launcher finds loaded modules by the image's (cached) hash.
+    """
+
+    def __init__(self, entry: Entry):
+        self._entry = entry
+        self._read: dict[str, str | bytes] = {}
+
+    def __getitem__(self, stage: str) -> str | bytes:
+        if stage not in self._read:
+            if stage not in self:
+                raise KeyError(stage)
+            data = self._entry.read(STAGE_FILES[stage])
+            self._read[stage] = data if stage == "cubin" else data.decode()
+        return self._read[stage]
+
+    def __contains__(self, stage: object) -> bool:
+        return stage in STAGE_FILES and STAGE_FILES[stage] in self._entry.manifest["artifacts"]
+
+    def __iter__(self):
+        return (stage for stage in STAGE_FILES if stage in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _open_entry(path: Path, key: str | None = None) -> Entry | None:
@@ -559,7 +626,8 @@ def list_entries(root: str | os.PathLike | None = None) -> list[Entry]:
     return Cache(root).entries()
 
 
-def _human(n: int) -> str:
+def format_size(n: int) -> str:
+    """`812 B`, `36.8 KiB`, `1.2 GiB`."""
     if n < 1024:
         return f"{n} B"
     size, unit = n / 1024, "KiB"
@@ -573,12 +641,12 @@ def _human(n: int) -> str:
 def format_entries(entries: Sequence[Entry], root: Path) -> str:
     rows = [("kernel", "target", "key", "size", "last used")]
     for e in entries:
-        rows.append((e.kernel_name, e.target or "?", e.key[:16], _human(e.size),
+        rows.append((e.kernel_name, e.target or "?", e.key[:16], format_size(e.size),
                      time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     total = sum(e.size for e in entries)
-    lines.append(f"{len(entries)} entries, {_human(total)} in {root}")
+    lines.append(f"{len(entries)} entries, {format_size(total)} in {root}")
     return "\n".join(lines)
 
 

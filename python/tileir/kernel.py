@@ -1,61 +1,41 @@
-"""`@kernel`, `@function`, `Constant[...]` and `launch` — the user's entry points.
+"""`@kernel`, `@function`, `Kernel.compile` and `launch` — the user's entry points.
 
-A `Kernel` specializes on its arguments (array dtype and rank, scalar types,
-`Constant` values), compiles each specialization once to Tile IR and runs the
-requested stages; `launch` runs it on the interpreter (NumPy arrays, or any
-arrays with TILEIR_INTERPRET=1).
+A `Kernel` specializes on its arguments (array dtype, rank and alignment, scalar
+types, `Constant` values: see `tileir.specialization`), compiles each
+specialization once and runs the requested stages; `launch` runs it on the GPU,
+or on the interpreter (NumPy arrays, or any arrays with TILEIR_INTERPRET=1).
+
+Importing this module needs no MLIR, and neither does launching a kernel whose
+cubin is in the on-disk compile cache: MLIR, the frontend and the passes are
+imported by the functions that compile.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.metadata
+import importlib.util
 import inspect
+import json
+import os
 import sys
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
-from mlir import ir
 
-from . import dtypes as dt
 from . import knobs
-from .errors import TileError, TileTypeError, TileUnsupportedFeatureError, TileValueError
-from .frontend.compiler import (ArrayParam, FunctionCompiler, ModuleBuilder, Param,
-                                ScalarParam)
+from .errors import (TileCompilerExecutionError, TileError, TileTypeError,
+                     TileUnsupportedFeatureError, TileValueError)
 from .frontend.source import SourceInfo
+from .specialization import ConstantAnnotation, Param, classify_arg, format_arg_specs
 
+if TYPE_CHECKING:
+    from mlir import ir
 
-@dataclasses.dataclass(frozen=True)
-class ConstantAnnotation:
-    type: type
-
-    def __repr__(self) -> str:
-        return f"Constant[{self.type.__name__}]"
-
-
-class Constant:
-    """`Constant[int]` / `Constant[bool]`: a parameter fixed at compile time (specialized)."""
-
-    def __class_getitem__(cls, t):
-        if t not in (int, bool, float):
-            raise TypeError(f"Constant[...] takes int, bool or float, got {t!r}")
-        return ConstantAnnotation(t)
-
-
-ConstInt = Constant[int]
-ConstBool = Constant[bool]
-
-@dataclasses.dataclass(frozen=True)
-class ArraySpec:
-    """An array argument described without data, for compiling ahead of time.
-
-    `aligned=True` promises what docs/gpu-backend.md calls aligned: a 16-byte
-    aligned base, unit last-dim stride and 16-byte multiple other strides.
-    """
-
-    dtype: Any
-    ndim: int
-    aligned: bool = True
-
+    # tileir.cache is imported where it is used: `python -m tileir.cache` runs it as
+    # __main__, which runpy warns about when `import tileir` has already loaded it.
+    from .cache import Cache, Entry
 
 DEFAULT_TARGET = "sm_90a"
 GPU_STAGES = ("layout", "gpu", "llvm", "ptx", "cubin")
@@ -114,16 +94,40 @@ def function(fn: Callable) -> Function:
 # ---------------------------------------------------------------------------
 @dataclasses.dataclass
 class CompiledKernel:
-    """One specialization of a kernel: its module and how launch arguments map to IR args."""
+    """One specialization of a kernel: its artifacts and how launch arguments map to IR args.
+
+    Compiled in this process, `module` is the IR after the last stage run.  Loaded
+    from the compile cache (compiled ahead of time, maybe on another host), it
+    has no `module` (None): `artifacts` reads each stage's artifact from the cache
+    `entry` when asked for, and `ir()` says where the IR is instead.
+    """
 
     kernel: "Kernel"
-    module: ir.Module
+    module: ir.Module | None
     name: str
     params: list[tuple[str, Any]]        # (name, ArrayParam | ScalarParam | constant)
     stage: str
     target: str | None = None
-    artifacts: dict[str, str | bytes] = dataclasses.field(default_factory=dict)
+    artifacts: Mapping[str, str | bytes] = dataclasses.field(default_factory=dict)
     meta: dict | None = None             # launch metadata once the `gpu` stage ran
+    ptxas_report: str | None = None      # ptxas' resource report once the `cubin` stage ran
+    entry: Entry | None = None           # the compile-cache entry it was stored in or loaded from
+
+    @classmethod
+    def from_entry(cls, kernel: "Kernel", params: list[tuple[str, Any]], target: str,
+                   entry: Entry) -> "CompiledKernel":
+        """The `cubin`-stage specialization stored in a compile-cache entry (no MLIR needed)."""
+        from .cache import PTXAS_REPORT
+        artifacts = entry.stages()
+        artifacts["cubin"]       # read and checked now: a damaged entry fails here, not at launch
+        report = entry.text(PTXAS_REPORT) if PTXAS_REPORT in entry.names else None
+        return cls(kernel, None, kernel.name, params, "cubin", target, artifacts, entry.meta,
+                   report, entry)
+
+    @property
+    def loaded_from_cache(self) -> bool:
+        """True when this specialization came from the on-disk cache, not from a compile here."""
+        return self.module is None and self.entry is not None
 
     @property
     def cubin(self) -> bytes:
@@ -136,6 +140,12 @@ class CompiledKernel:
         return [i for i, (_, k) in enumerate(self.params) if isinstance(k, Param)]
 
     def ir(self) -> str:
+        if self.module is None:
+            raise TileError(f"kernel '{self.name}' was loaded from the compile cache entry "
+                            f"{self.entry.path}, which keeps each stage's IR as text but no "
+                            f"MLIR module: read artifacts['<stage>'] (stages: "
+                            f"{', '.join(self.artifacts)}), or set TILEIR_CACHE=0 to compile "
+                            f"it here")
         return str(self.module)
 
 
@@ -174,63 +184,90 @@ class Kernel:
 
     # -- specialization ------------------------------------------------------
     def classify(self, args: Sequence[Any], gpu: bool = False) -> list[tuple[str, Any]]:
+        """The specialization for `args`: `(name, ArrayParam | ScalarParam | constant)` each."""
         names = list(self.signature.parameters)
         if len(args) != len(names):
             raise TileTypeError(f"kernel '{self.name}' takes {len(names)} arguments "
                                 f"({', '.join(names)}), got {len(args)}")
-        out = []
-        for name, value in zip(names, args):
-            ann = self.annotations.get(name)
-            if isinstance(ann, ConstantAnnotation):
-                out.append((name, _constant_arg(self.name, name, ann, value)))
-            else:
-                out.append((name, _runtime_kind(self.name, name, value, gpu)))
-        return out
+        return [(name, classify_arg(self.name, name, self.annotations.get(name), value, gpu))
+                for name, value in zip(names, args)]
 
     def compile(self, args: Sequence[Any], stage: str | None = None,
-                target: str | None = None) -> CompiledKernel:
+                target: str | None = None, *, cache: Cache | None = None) -> CompiledKernel:
         """The specialization of this kernel for `args`, run up to `stage`.
 
         With a `target` (`"sm_80"`, `"sm_90a"`) the default stage is `cubin` and
         arrays specialize on alignment; `args` may hold `ArraySpec`s instead of
         arrays to compile ahead of time on a machine without a GPU.
+
+        The `cubin` stage, what a launch needs, goes through the on-disk compile
+        cache (`cache`, by default `Cache()`: TILEIR_CACHE_DIR; TILEIR_CACHE=0
+        turns it off).  A hit needs no MLIR and gives a CompiledKernel without a
+        `module`; a miss compiles and stores every stage's artifact.  In front of
+        the disk, each Kernel keeps what it compiled or loaded in memory.
         """
         if stage is None:
             stage = "cubin" if target else "tile"
         if stage in GPU_STAGES and target is None:
             target = DEFAULT_TARGET
         params = self.classify(args, gpu=target is not None)
-        key = (tuple((n, _key(k)) for n, k in params), stage, target)
+        # An explicit cache is part of the in-memory key: compiling into it must fill it.
+        key = (tuple((n, _key(k)) for n, k in params), stage, target,
+               None if cache is None else cache.root)
         ck = self._cache.get(key)
         if ck is None:
-            ck = self._build(params, stage, target)
+            if stage == "cubin":
+                from .cache import Cache
+                ck = self._load_or_build(params, target, cache or Cache())
+            else:
+                ck = self._build(params, stage, target)
             self._cache[key] = ck
         return ck
 
+    def _load_or_build(self, params, target: str, cache: Cache) -> CompiledKernel:
+        """The `cubin`-stage specialization from the disk cache, or compiled and put there."""
+        from .cache import PTXAS_REPORT, STAGE_FILES, cache_key
+        key = cache_key(self, params, target)
+        entry = cache.get(key)
+        if entry is not None:
+            return CompiledKernel.from_entry(self, params, target, entry)
+        _require_mlir(self, params, target, key, cache)
+        ck = self._build(params, "cubin", target)
+        files = {STAGE_FILES[stage]: data for stage, data in ck.artifacts.items()}
+        if ck.ptxas_report is not None:
+            files[PTXAS_REPORT] = ck.ptxas_report
+        ck.entry = cache.put(key, self.name, files, ck.meta)
+        return ck
+
     def _build(self, params, stage: str, target: str | None) -> CompiledKernel:
+        """Compiles with MLIR: imported here, so that tileir imports and launches without it."""
+        from mlir import ir
+        from tileir.dialect import verify
+        from .frontend.compiler import FunctionCompiler, ModuleBuilder
+        if target is not None:
+            _check_target(target)
         ctx = mlir_context()
         with ctx:
             mb = ModuleBuilder(ctx)
             fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
             self._apply_hints(fn)
-            from tileir.dialect import verify
             verify(mb.module)
             _dump(mb.module, "frontend")
             if target is not None:
                 mb.module.operation.attributes["tile.target"] = ir.StringAttr.get(target)
             artifacts = {"frontend": str(mb.module)}
             artifacts.update(run_stages(mb.module, stage))
-            meta = None
-            if "tile.kernel_meta" in mb.module.operation.attributes:
-                import json
-                meta = json.loads(ir.StringAttr(
-                    mb.module.operation.attributes["tile.kernel_meta"]).value)
-                meta["target"] = target
+            meta_json = _string_attr(mb.module, "tile.kernel_meta")     # from stage `gpu` on
+            meta = None if meta_json is None else {**json.loads(meta_json), "target": target}
+            if meta is not None and "cubin" in artifacts:
+                meta["toolchain"] = toolchain_versions()
+            report = _string_attr(mb.module, "tile.ptxas_report")
         return CompiledKernel(self, mb.module, self.name, params, stage, target, artifacts,
-                              meta)
+                              meta, report)
 
     def _apply_hints(self, fn) -> None:
         """Kernel options that steer the GPU stages become function attributes."""
+        from mlir import ir
         i32 = ir.IntegerType.get_signless(32)
         for option, attr in (("num_warps", "tile.num_warps"), ("occupancy", "tile.occupancy")):
             value = self.options.get(option)
@@ -277,10 +314,87 @@ def _dump(module: ir.Module, stage: str) -> None:
         print(f"// -----// Tile IR after stage '{stage}' //----- //\n{module}", file=sys.stderr)
 
 
+def _string_attr(module: ir.Module, name: str) -> str | None:
+    from mlir import ir
+    attrs = module.operation.attributes
+    return ir.StringAttr(attrs[name]).value if name in attrs else None
+
+
 def _key(k: Any) -> Any:
     if isinstance(k, (bool, int, float)):
         return (type(k).__name__, k)
     return k
+
+
+def _check_target(target: str) -> None:
+    from tileir.backend.target import TARGETS
+    if target not in TARGETS:
+        raise TileValueError(f"unknown target '{target}'; tileir compiles for "
+                             f"{', '.join(TARGETS)}")
+
+
+# ---------------------------------------------------------------------------
+# The compile cache's side of compiling
+# ---------------------------------------------------------------------------
+def toolchain_versions() -> dict[str, str]:
+    """What built a cubin, recorded in its metadata: ptxas' version and the MLIR wheel's.
+
+    Recorded, not keyed: the key must be computable on a GPU host that has neither.
+    """
+    from tileir.backend.target import find_ptxas
+    return {"ptxas": _ptxas_version(find_ptxas()), "mlir": _mlir_version()}
+
+
+@functools.cache
+def _ptxas_version(ptxas: str) -> str:
+    from tileir.backend.target import ptxas_version
+    return ptxas_version(ptxas)          # a subprocess: once per ptxas and process
+
+
+@functools.cache
+def _mlir_version() -> str:
+    # The distribution that installed the `mlir` package, whatever its name.
+    dists = sorted(set(importlib.metadata.packages_distributions().get("mlir", [])))
+    return ", ".join(f"{d}=={importlib.metadata.version(d)}" for d in dists) or "unknown"
+
+
+def _require_mlir(kernel: "Kernel", params, target: str, key: str, cache: Cache) -> None:
+    """A cache miss is compiled; without MLIR, say what is missing and how to fill the cache."""
+    try:
+        import mlir.ir  # noqa: F401
+    except ImportError as e:
+        raise TileCompilerExecutionError(_miss_message(kernel, params, target, key, cache,
+                                                       e)) from None
+
+
+def _miss_message(kernel: "Kernel", params, target: str, key: str, cache: Cache,
+                  error: ImportError) -> str:
+    spec = format_arg_specs(params)
+    where = str(cache.root) if cache.enabled else "disabled (TILEIR_CACHE=0)"
+    return (f"kernel '{kernel.name}' with --args '{spec}' for {target} is not in the compile "
+            f"cache, and cannot be compiled here: the MLIR Python bindings are missing "
+            f"({error})\n"
+            f"  key:   {key}\n"
+            f"  cache: {where}\n"
+            f"compile it ahead of time on a host with MLIR and ptxas and the same tileir "
+            f"source, then copy that host's cache directory here (or point TILEIR_CACHE_DIR "
+            f"at the copy):\n"
+            f"    tile-compile {aot_reference(kernel)} --target {target} --args '{spec}'")
+
+
+def aot_reference(kernel: "Kernel") -> str:
+    """How tile-compile names `kernel`: `package.module:name` when its module imports
+    by that name, else `path/to/file.py:name`."""
+    module = kernel.fn.__module__
+    path = inspect.getsourcefile(kernel.fn)
+    try:
+        spec = importlib.util.find_spec(module) if module != "__main__" else None
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin and path and os.path.exists(spec.origin) \
+            and os.path.samefile(spec.origin, path):
+        return f"{module}:{kernel.name}"
+    return f"{path}:{kernel.name}"
 
 
 def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable], Kernel]:
@@ -302,51 +416,6 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     if fn is None:
         return lambda f: Kernel(f, options)
     return Kernel(fn, options)
-
-
-def _constant_arg(kname: str, pname: str, ann: ConstantAnnotation, value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    ok = isinstance(value, ann.type) and (ann.type is bool or not isinstance(value, bool)) \
-        or (ann.type is float and isinstance(value, int) and not isinstance(value, bool))
-    if not ok:
-        raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is {ann!r} but got "
-                            f"{type(value).__name__} {value!r}")
-    return value
-
-
-def _runtime_kind(kname: str, pname: str, value: Any, gpu: bool = False) -> Any:
-    if isinstance(value, bool) or isinstance(value, np.bool_):
-        return ScalarParam(dt.bool_)
-    if isinstance(value, int):
-        return ScalarParam(dt.int32 if -(1 << 31) <= value < (1 << 31) else dt.int64)
-    if isinstance(value, float):
-        return ScalarParam(dt.float32)
-    if isinstance(value, np.generic):
-        d = dt.from_numpy(value.dtype)
-        if d is None:
-            raise TileTypeError(f"argument '{pname}' of kernel '{kname}': unsupported scalar "
-                                f"dtype {value.dtype}")
-        return ScalarParam(d)
-    if isinstance(value, ArraySpec):
-        d = dt.from_any(value.dtype)
-        if d is None:
-            raise TileTypeError(f"argument '{pname}' of kernel '{kname}': unknown dtype "
-                                f"{value.dtype!r}")
-        return ArrayParam(d, value.ndim, value.aligned and gpu)
-    if hasattr(value, "dtype") and hasattr(value, "shape"):
-        d = dt.from_any(value.dtype)
-        if d is None:
-            raise TileTypeError(f"argument '{pname}' of kernel '{kname}': arrays of "
-                                f"{value.dtype} are not supported")
-        aligned = False
-        if gpu:
-            from .runtime import arrays
-            aligned = arrays.aligned(arrays.describe(value))
-        return ArrayParam(d, len(value.shape), aligned)
-    raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is {type(value).__name__}; "
-                        f"kernels take arrays (NumPy, torch, cupy), Python numbers and "
-                        f"Constant[...] values")
 
 
 # ---------------------------------------------------------------------------

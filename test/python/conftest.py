@@ -28,6 +28,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Tests never read or fill the user's compile cache (~/.cache/tileir)."""
+    monkeypatch.setenv("TILEIR_CACHE_DIR", str(tmp_path_factory.mktemp("tileir-cache")))
+
+
 @pytest.fixture
 def rng():
     """Fresh random inputs every run; the seed is printed on failure."""

@@ -148,3 +148,27 @@ def test_argument_errors_before_launch():
     with pytest.raises(ct.TileTypeError, match="do not support"):
         z = torch.zeros(100, device="cuda", dtype=torch.complex64)
         ct.launch(None, (1,), vector_add.vector_add, (z, z, z, 128))
+
+
+@ct.kernel
+def chunked_row_sum(x, out, TN: ct.Constant[int]):
+    """A loop carrying a tile, a reduction to a scalar, a runtime branch on it."""
+    row = ct.bid(0)
+    acc = ct.zeros((1, TN), dtype=ct.float32)
+    for j in range(ct.num_tiles(x, 1, (1, TN))):
+        t = ct.load(x, index=(row, j), shape=(1, TN), padding_mode=ct.PaddingMode.ZERO)
+        acc = acc + ct.astype(t, ct.float32)
+    s = ct.sum(acc)
+    if s < 0:
+        s = -s
+    ct.store(out, index=(row,), tile=s)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("m,n,tn", [(3, 1, 64), (17, 1000, 128), (64, 4097, 512)])
+def test_loops_and_branches(dtype, m, n, tn):
+    x = rand(m, n, dtype=DTYPES[dtype])
+    out = poisoned(m, dtype=torch.float32)
+    ct.launch(None, (m,), chunked_row_sum, (x, out, tn))
+    ref = x.double().sum(-1).abs()
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-3)

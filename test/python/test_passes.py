@@ -59,14 +59,30 @@ def test_pass_module_is_named_after_its_flag(name):
     assert name in module.__doc__
 
 
-@pytest.mark.parametrize("name", STAGES["tile"])
-def test_tile_pass_contract_and_lit_file(name):
-    """One docstring with the contract and one lit file per pass (STYLE.md 1 and 3)."""
+# Where a stage's passes have their lit tests, as in MLIR: rewrites within our
+# dialects in Transforms/, dialect conversions in Conversion/, code generation
+# in Target/.
+LIT_DIR_OF_STAGE = {"tile": "Transforms", "layout": "Transforms", "gpu": "Conversion",
+                    "llvm": "Conversion", "ptx": "Target", "cubin": "Target"}
+
+
+@pytest.mark.parametrize("name", list(PASSES))
+def test_pass_contract_and_lit_file(name):
+    """One docstring with the contract, and one lit file per pass in its stage's
+    directory that runs the pass by its flag (STYLE.md 1 and 3)."""
     module = importlib.import_module(f"tileir.passes.{_stem(name).replace('-', '_')}")
     for section in ("Flag:", f"--{name}", "Input/output:", "Precondition:", "Example:",
                     "before:", "after:"):
         assert section in module.__doc__, f"{name}: docstring lacks {section!r}"
-    assert (ROOT / "test" / "Transforms" / f"{_stem(name)}.mlir").is_file()
+    stages = [stage for stage, names in STAGES.items() if name in names]
+    assert len(stages) == 1, f"{name} runs in stages {stages}; a pass belongs to one stage"
+    assert stages[0] in LIT_DIR_OF_STAGE, \
+        f"stage '{stages[0]}' is new: say in LIT_DIR_OF_STAGE where its passes' lit tests go"
+    lit_file = ROOT / "test" / LIT_DIR_OF_STAGE[stages[0]] / f"{_stem(name)}.mlir"
+    assert lit_file.is_file(), f"{name}: no lit test {lit_file.relative_to(ROOT)}"
+    runs = [line for line in lit_file.read_text().splitlines() if line.startswith("// RUN:")]
+    assert any(f"--{name}" in line for line in runs), \
+        f"{lit_file.relative_to(ROOT)} has no RUN line running --{name}"
 
 
 def _stem(flag: str) -> str:

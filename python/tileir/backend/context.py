@@ -122,6 +122,9 @@ class LoweringContext:
         self.smem_uses += 1
 
     def smem(self, count: int, elem: ir.Type) -> ir.Value:
+        # Upstream lowers gpu.dynamic_shared_memory to a zero-size `.shared` symbol
+        # (ptxas reports "1 bytes smem"); the driver places the dynamic region right
+        # after it, so the bytes from that symbol cover the `shared_bytes` we request.
         """A workgroup buffer of `count` elements.
 
         Every use of shared memory starts and ends its writes with barriers
@@ -141,6 +144,16 @@ class LoweringContext:
             "#gpu.address_space<workgroup>"))
         zero = arith.ConstantOp(ir.IndexType.get(), ir.IntegerAttr.get(ir.IndexType.get(), 0))
         return memref.view(t, self._smem_base, zero, [])
+
+
+def lin_of(t: ir.Type) -> L.Linear:
+    """The linear layout of a tile type; a located error if the tile has no layout."""
+    from tileir.dialect.layout import tile_layout
+    lay = tile_layout(t) if isinstance(t, ir.RankedTensorType) else None
+    if lay is None:
+        raise TileIRError(f"tile of type {t} has no layout: run the 'layout' stage first",
+                          ir.Location.current)
+    return L.to_linear(lay, tuple(t.shape))
 
 
 def _bits(t: ir.Type) -> int:

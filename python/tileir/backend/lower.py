@@ -41,7 +41,7 @@ def _kernel_func(module: ir.Module) -> ir.Operation:
                if op.operation.name == "func.func" and "tile.kernel" in op.operation.attributes]
     if len(kernels) != 1:
         raise TileIRError(f"the gpu stage needs exactly one tile.kernel function, found "
-                          f"{len(kernels)}")
+                          f"{len(kernels)}", module.operation.location)
     return kernels[0]
 
 
@@ -95,7 +95,8 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
                 # ptxas caps registers so this many blocks fit on one SM (.minnctapersm)
                 gfunc.operation.attributes["nvvm.minctasm"] = func.attributes["tile.occupancy"]
             body = gfunc.body.blocks.append(*types)
-    hints = "tile.cache_hints" not in func.attributes or \
+    # off unless asked for: measured slower on an H200 (bench/RESULTS.md)
+    hints = "tile.cache_hints" in func.attributes and \
         ir.BoolAttr(func.attributes["tile.cache_hints"]).value
     cx = LoweringContext(num_warps, body, hints)
     it = iter(body.arguments)

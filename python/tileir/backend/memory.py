@@ -16,9 +16,8 @@ import math
 from mlir import ir
 from mlir.dialects import arith, llvm, scf, vector
 
-from tileir.dialect.layout import tile_layout
 from . import layouts as L
-from .context import I32, I64, ArrayABI, Frag, LoweringContext, _bits
+from .context import I32, I64, ArrayABI, Frag, LoweringContext, _bits, lin_of
 
 _DYNAMIC_INDEX = -2147483648     # llvm.getelementptr's marker for a dynamic index
 
@@ -146,7 +145,7 @@ _HINTED_LOAD = {
 def lower_load(cx: LoweringContext, op) -> None:
     arr = cx.arrays[op.array]
     res_t = op.result.type
-    lin = L.to_linear(tile_layout(res_t), tuple(res_t.shape))
+    lin = lin_of(res_t)
     addr = _Addressing(cx, arr, [cx.get(i) for i in op.index], lin)
     store_t = storage_type(arr.elem)
     pad = padding_value(op.padding, store_t)

@@ -17,7 +17,7 @@ from mlir.dialects import arith, gpu, llvm, memref, scf
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import tile_layout
 from . import layouts as L
-from .context import I32, Frag, LoweringContext, index
+from .context import I32, Frag, LoweringContext, index, lin_of
 from .memory import lower_load, lower_store
 
 RULES: dict[str, Callable] = {}
@@ -50,14 +50,6 @@ def lower_op(cx: LoweringContext, op: ir.Operation) -> None:
         raise TileIRError(f"no GPU lowering for '{name}'", op.location)
     with op.location:
         fn(cx, op.opview if name.startswith("tile.") else op)
-
-
-def lin_of(t: ir.Type) -> L.Linear:
-    lay = tile_layout(t)
-    if lay is None:
-        raise TileIRError(f"tile of type {t} has no layout: run the 'layout' stage first",
-                          ir.Location.current)
-    return L.to_linear(lay, tuple(t.shape))
 
 
 # ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from .. import api
 from .. import dtypes as dt
 from ..errors import (TileError, TileSyntaxError, TileTypeError,
                       TileUnsupportedFeatureError)
+from ..specialization import ArrayParam, Param, ScalarParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type
 from . import compute, emit, intrinsics
 from .source import SourceInfo
@@ -708,25 +709,6 @@ _BUILTINS = {builtins.min: _builtin_minmax("min"), builtins.max: _builtin_minmax
              builtins.int: _builtin_cast(dt.int32, int),
              builtins.float: _builtin_cast(dt.float32, float),
              builtins.bool: _builtin_cast(dt.bool_, bool)}
-
-
-class Param:
-    """A runtime parameter of a kernel or helper specialization (an IR argument)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ArrayParam(Param):
-    dtype: dt.DType
-    ndim: int
-    # 16-byte aligned base, unit last-dim stride, 16-byte multiple other strides:
-    # the GPU backend may then use 16-byte vector accesses (docs/gpu-backend.md).
-    aligned: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class ScalarParam(Param):
-    dtype: dt.DType
-    shape: tuple[int, ...] = ()
 
 
 def _arg_attrs(kind: "Param") -> ir.DictAttr:

@@ -1,0 +1,237 @@
+"""How a kernel's arguments become a specialization — without MLIR.
+
+A specialization is one `(name, kind)` per kernel parameter: an `ArrayParam`
+(dtype, rank, alignment), a `ScalarParam` (dtype), or the Python value of a
+`Constant[...]` parameter, which is compiled in.  It names one compiled variant
+of a kernel, in memory and in the on-disk compile cache, so everything here
+must work on a GPU host that has no MLIR.
+
+The *argument spec* syntax (`SPEC_SYNTAX`) writes a specialization on a
+command line: `tile-compile --args`, and the hint printed when the cache misses.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import TileTypeError, TileValueError
+
+
+# ---------------------------------------------------------------------------
+# Parameter kinds
+# ---------------------------------------------------------------------------
+class Param:
+    """A runtime parameter of a kernel or helper specialization (an IR argument)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrayParam(Param):
+    dtype: dt.DType
+    ndim: int
+    # 16-byte aligned base, unit last-dim stride, 16-byte multiple other strides:
+    # the GPU backend may then use 16-byte vector accesses (docs/gpu-backend.md).
+    aligned: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalarParam(Param):
+    dtype: dt.DType
+    shape: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantAnnotation:
+    type: type
+
+    def __repr__(self) -> str:
+        return f"Constant[{self.type.__name__}]"
+
+
+class Constant:
+    """`Constant[int]` / `Constant[bool]`: a parameter fixed at compile time (specialized)."""
+
+    def __class_getitem__(cls, t):
+        if t not in (int, bool, float):
+            raise TypeError(f"Constant[...] takes int, bool or float, got {t!r}")
+        return ConstantAnnotation(t)
+
+
+ConstInt = Constant[int]
+ConstBool = Constant[bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class ArraySpec:
+    """An array argument described without data, for compiling ahead of time.
+
+    `aligned=True` promises what docs/gpu-backend.md calls aligned: a 16-byte
+    aligned base, unit last-dim stride and 16-byte multiple other strides.
+    """
+
+    dtype: Any
+    ndim: int
+    aligned: bool = True
+
+
+# ---------------------------------------------------------------------------
+# Classifying arguments
+# ---------------------------------------------------------------------------
+def classify_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool) -> Any:
+    """The kind of argument `value` for parameter `pname` of kernel `kname`.
+
+    `gpu`: arrays specialize on alignment (only the GPU backend uses it; the
+    interpreter's variants stay unaligned so they are shared by all arrays).
+    """
+    if isinstance(annotation, ConstantAnnotation):
+        return _constant_arg(kname, pname, annotation, value)
+    return _runtime_kind(kname, pname, value, gpu)
+
+
+def _constant_arg(kname: str, pname: str, ann: ConstantAnnotation, value: Any) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    ok = isinstance(value, ann.type) and (ann.type is bool or not isinstance(value, bool)) \
+        or (ann.type is float and isinstance(value, int) and not isinstance(value, bool))
+    if not ok:
+        raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is {ann!r} but got "
+                            f"{type(value).__name__} {value!r}")
+    return value
+
+
+def _runtime_kind(kname: str, pname: str, value: Any, gpu: bool) -> Any:
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        return ScalarParam(dt.bool_)
+    if isinstance(value, int):
+        return ScalarParam(dt.int32 if -(1 << 31) <= value < (1 << 31) else dt.int64)
+    if isinstance(value, float):
+        return ScalarParam(dt.float32)
+    if isinstance(value, np.generic):
+        d = dt.from_numpy(value.dtype)
+        if d is None:
+            raise TileTypeError(f"argument '{pname}' of kernel '{kname}': unsupported scalar "
+                                f"dtype {value.dtype}")
+        return ScalarParam(d)
+    if isinstance(value, ScalarParam) and value.shape == ():
+        return value
+    if isinstance(value, (ArraySpec, ArrayParam)):
+        return _described_array(kname, pname, value, gpu)
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        d = dt.from_any(value.dtype)
+        if d is None:
+            raise TileTypeError(f"argument '{pname}' of kernel '{kname}': arrays of "
+                                f"{value.dtype} are not supported")
+        aligned = False
+        if gpu:
+            from .runtime import arrays
+            aligned = arrays.aligned(arrays.describe(value))
+        return ArrayParam(d, len(value.shape), aligned)
+    raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is {type(value).__name__}; "
+                        f"kernels take arrays (NumPy, torch, cupy), Python numbers and "
+                        f"Constant[...] values")
+
+
+def _described_array(kname: str, pname: str, spec: ArraySpec | ArrayParam,
+                     gpu: bool) -> ArrayParam:
+    """An array given by its description (ahead-of-time compiles): no data to inspect."""
+    d = dt.from_any(spec.dtype)
+    if d is None:
+        raise TileTypeError(f"argument '{pname}' of kernel '{kname}': unknown dtype "
+                            f"{spec.dtype!r}")
+    if isinstance(spec.ndim, bool) or not isinstance(spec.ndim, int) or spec.ndim < 0:
+        raise TileValueError(f"argument '{pname}' of kernel '{kname}': an array's ndim must "
+                             f"be an int >= 0, got {spec.ndim!r}")
+    return ArrayParam(d, spec.ndim, bool(spec.aligned) and gpu)
+
+
+# ---------------------------------------------------------------------------
+# Argument specs (the command-line spelling of a specialization)
+# ---------------------------------------------------------------------------
+def _short_name(d: dt.DType) -> str:
+    if d.is_bool:
+        return "bool"
+    return f"u{d.bits}" if d.kind == "uint" else d.mlir
+
+
+SPEC_DTYPES = {_short_name(d): d for d in dt.ALL}
+SPEC_SYNTAX = f"""\
+argument specs, one per kernel parameter, separated by commas:
+  bf16[2]          an array: dtype[ndim], aligned (16-byte base and row strides)
+  f32[1]!u         an array that is not aligned (the kernel takes its scalar path)
+  i64              a runtime scalar of that dtype
+  8192, 0.5, True  a Python literal: the value of a Constant[...] parameter, or a
+                   runtime scalar typed as launch() types it (int: i32, or i64 if
+                   it does not fit; float: f32; bool: bool)
+dtypes: {', '.join(SPEC_DTYPES)}
+(or their long names: float32, bfloat16, ...).
+"""
+_SPEC_NAMES = {**dt.BY_NAME, **SPEC_DTYPES}
+_ARRAY_SPEC = re.compile(r"(?P<dtype>\w+)\s*\[\s*(?P<ndim>\d+)\s*\]\s*(?P<unaligned>!u)?")
+_NON_FINITE = {"inf": float("inf"), "+inf": float("inf"), "-inf": float("-inf"),
+               "nan": float("nan")}
+
+
+class ArgSpecError(TileValueError):
+    """An argument spec that does not parse; the message shows the spec with a caret."""
+
+    def __init__(self, message: str, text: str, column: int):
+        self.text, self.column = text, column
+        super().__init__(f"{message}\n    {text}\n    {' ' * column}^")
+
+
+def format_arg_specs(params: Sequence[tuple[str, Any]]) -> str:
+    """The argument spec of a specialization (as `Kernel.classify` returns it)."""
+    return ",".join(_format_one(kind) for _, kind in params)
+
+
+def _format_one(kind: Any) -> str:
+    if isinstance(kind, ArrayParam):
+        return f"{_short_name(kind.dtype)}[{kind.ndim}]{'' if kind.aligned else '!u'}"
+    if isinstance(kind, ScalarParam):
+        return _short_name(kind.dtype)
+    return repr(kind)                      # a Constant's value: True, 1024, 0.5, inf
+
+
+def parse_arg_specs(text: str) -> list[Any]:
+    """Kernel arguments for `text`: `ArraySpec`s, `ScalarParam`s and Python values, which
+    `Kernel.compile(..., target=...)` classifies like the arguments they stand for."""
+    if not text.strip():
+        return []
+    out, start = [], 0
+    for piece in text.split(","):      # no spec contains a comma
+        column = start + len(piece) - len(piece.lstrip())
+        out.append(_parse_one(piece.strip(), len(out) + 1, text, column))
+        start += len(piece) + 1
+    return out
+
+
+def _parse_one(token: str, number: int, text: str, column: int) -> Any:
+    def error(message: str) -> ArgSpecError:
+        return ArgSpecError(f"argument spec {number}: {message}", text, column)
+
+    if not token:
+        raise error("empty (two commas in a row?)")
+    array = _ARRAY_SPEC.fullmatch(token)
+    if array:
+        d = _SPEC_NAMES.get(array["dtype"])
+        if d is None:
+            raise error(f"unknown dtype '{array['dtype']}'; dtypes are "
+                        f"{', '.join(SPEC_DTYPES)} (or their long names, e.g. float32)")
+        return ArraySpec(d, int(array["ndim"]), aligned=array["unaligned"] is None)
+    if token in _SPEC_NAMES:
+        return ScalarParam(_SPEC_NAMES[token])
+    if token.lower() in _NON_FINITE:
+        return _NON_FINITE[token.lower()]
+    try:
+        value = ast.literal_eval(token)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    if isinstance(value, (bool, int, float)):
+        return value
+    raise error(f"'{token}' is not one: write dtype[ndim] for an array (dtype[ndim]!u if it "
+                f"is not aligned), a dtype for a scalar, or a number, True or False")

@@ -1,0 +1,299 @@
+// RUN: tile-opt %s -split-input-file --tile-lower-to-gpu | FileCheck %s
+
+// The kernel ABI (docs/gpu-backend.md): an array is a global pointer (16-byte
+// aligned when specialized so), its dims as i32 and its strides as i64; a
+// scalar is itself.  The block is 32 * num_warps threads; occupancy becomes
+// ptxas' blocks-per-SM hint; the launch metadata is a JSON module attribute.
+
+// CHECK-LABEL: module attributes {gpu.container_module, tile.kernel_meta = "{\22name\22: \22abi\22, \22num_threads\22: 64, \22shared_bytes\22: 0, \22params\22: [{\22kind\22: \22array\22, \22name\22: \22x\22, \22dtype\22: \22f32\22, \22ndim\22: 2, \22aligned\22: true}, {\22kind\22: \22array\22, \22name\22: \22v\22, \22dtype\22: \22f32\22, \22ndim\22: 1, \22aligned\22: false}, {\22kind\22: \22scalar\22, \22name\22: \22alpha\22, \22dtype\22: \22f32\22}, {\22kind\22: \22scalar\22, \22name\22: \22flag\22, \22dtype\22: \22i1\22}, {\22kind\22: \22scalar\22, \22name\22: \22n\22, \22dtype\22: \22i64\22}]}"}
+// CHECK-NEXT:    gpu.module @tileir_kernels {
+// CHECK-NEXT:      gpu.func @abi(
+// CHECK-SAME:        %{{[^:]*}}: !llvm.ptr<1> {llvm.align = 16 : i64}, %{{[^:]*}}: i32, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i64,
+// CHECK-SAME:        %{{[^:]*}}: !llvm.ptr<1>, %{{[^:]*}}: i32, %{{[^:]*}}: i64,
+// CHECK-SAME:        %{{[^:]*}}: f32, %{{[^:]*}}: i1, %{{[^:]*}}: i64)
+// CHECK-SAME:        kernel attributes {known_block_size = array<i32: 64, 1, 1>, nvvm.minctasm = 3 : i32}
+// CHECK-NEXT:        gpu.return
+func.func @abi(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %v: !tile.array<f32, 1 : i64>, %alpha: f32, %flag: i1, %n: i64) attributes {tile.kernel, tile.num_warps = 2 : i32, tile.occupancy = 3 : i32, tile.arg_names = ["x", "v", "alpha", "flag", "n"]} {
+  return
+}
+
+// -----
+
+// Aligned arrays: one 16-byte access per group of 8 bf16.  A tile entirely in
+// bounds takes plain vector loads and stores (the address needs no stride:
+// aligned means a unit last-dim stride); a tile at the edge checks each group
+// and masks the one straddling the end.
+
+// CHECK-LABEL: gpu.func @aligned_bf16
+// CHECK-SAME:    (%[[X:[^:]*]]: !llvm.ptr<1> {llvm.align = 16 : i64}, %{{[^:]*}}: i32, %[[XS:[^:]*]]: i64, %[[Y:[^:]*]]: !llvm.ptr<1> {llvm.align = 16 : i64}, %{{[^:]*}}: i32, %[[YS:[^:]*]]: i64)
+// CHECK-SAME:    known_block_size = array<i32: 32, 1, 1>
+// CHECK-NOT:     %[[XS]]
+// CHECK:         %[[P:.*]] = llvm.getelementptr %[[X]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK:         %[[V:.*]] = scf.if %{{.*}} -> (vector<8xbf16>) {
+// CHECK-NEXT:      %[[FULL:.*]] = llvm.load %[[P]] {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// CHECK-NEXT:      scf.yield %[[FULL]] : vector<8xbf16>
+// CHECK-NEXT:    } else {
+// CHECK:           llvm.load %[[P]] {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// CHECK:           %[[MASK:.*]] = vector.from_elements {{.*}} : vector<8xi1>
+// CHECK-NEXT:      %[[PAD:.*]] = vector.broadcast %{{.*}} : bf16 to vector<8xbf16>
+// CHECK-NEXT:      llvm.intr.masked.load %[[P]], %[[MASK]], %[[PAD]] {alignment = 16 : i32} : (!llvm.ptr<1>, vector<8xi1>, vector<8xbf16>) -> vector<8xbf16>
+// CHECK:         vector.extract %[[V]][7] : bf16 from vector<8xbf16>
+// CHECK-NOT:     %[[YS]]
+// CHECK:         %[[VAL:.*]] = vector.from_elements {{.*}} : vector<8xbf16>
+// CHECK-NEXT:    %[[Q:.*]] = llvm.getelementptr %[[Y]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK:         scf.if %{{.*}} {
+// CHECK-NEXT:      llvm.store %[[VAL]], %[[Q]] {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK-NEXT:    } else {
+// CHECK:           llvm.store %[[VAL]], %[[Q]] {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
+// CHECK:           llvm.intr.masked.store %[[VAL]], %[[Q]], %{{.*}} {alignment = 16 : i32} : vector<8xbf16>, vector<8xi1> into !llvm.ptr<1>
+// CHECK:         gpu.return
+#l = #tile.blocked<array<i64: 8>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @aligned_bf16(%x: !tile.array<bf16, 1 : i64> {tile.aligned}, %y: !tile.array<bf16, 1 : i64> {tile.aligned}) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<256xbf16, #l>
+  "tile.store"(%y, %t, %b) : (!tile.array<bf16, 1 : i64>, tensor<256xbf16, #l>, i32) -> ()
+  return
+}
+
+// -----
+
+// Unaligned arrays take the scalar path: every element's address is scaled by
+// the runtime stride, and at the edge each element is guarded on its own.
+
+// CHECK-LABEL: gpu.func @unaligned_bf16
+// CHECK-SAME:    (%[[X:[^:]*]]: !llvm.ptr<1>, %{{[^:]*}}: i32, %[[XS:[^:]*]]: i64, %{{[^:]*}}: !llvm.ptr<1>, %{{[^:]*}}: i32, %[[YS:[^:]*]]: i64)
+// CHECK:         %[[O0:.*]] = arith.muli %{{.*}}, %[[XS]] : i64
+// CHECK-NEXT:    %[[P0:.*]] = llvm.getelementptr %[[X]][%[[O0]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK-NEXT:    %[[O1:.*]] = arith.muli %{{.*}}, %[[XS]] : i64
+// CHECK-NEXT:    %[[P1:.*]] = llvm.getelementptr %[[X]][%[[O1]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK:         scf.if %{{.*}} -> (vector<1xbf16>, vector<1xbf16>) {
+// CHECK-NEXT:      llvm.load %[[P0]] {alignment = 2 : i64} : !llvm.ptr<1> -> vector<1xbf16>
+// CHECK-NEXT:      llvm.load %[[P1]] {alignment = 2 : i64} : !llvm.ptr<1> -> vector<1xbf16>
+// CHECK:         } else {
+// CHECK:           scf.if %{{.*}} -> (bf16) {
+// CHECK-NEXT:        llvm.load %[[P0]] {alignment = 2 : i64} : !llvm.ptr<1> -> bf16
+// CHECK-NEXT:        scf.yield
+// CHECK-NEXT:      } else {
+// CHECK-NEXT:        scf.yield %{{.*}} : bf16
+// CHECK:         arith.muli %{{.*}}, %[[YS]] : i64
+// CHECK:         llvm.store %{{.*}}, %{{.*}} {alignment = 2 : i64} : vector<1xbf16>, !llvm.ptr<1>
+#l = #tile.blocked<array<i64: 2>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @unaligned_bf16(%x: !tile.array<bf16, 1 : i64>, %y: !tile.array<bf16, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b) {padding = "zero", tile_shape = array<i64: 64>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<64xbf16, #l>
+  "tile.store"(%y, %t, %b) : (!tile.array<bf16, 1 : i64>, tensor<64xbf16, #l>, i32) -> ()
+  return
+}
+
+// -----
+
+// With cache hints on (`tile.cache_hints = true`; off when absent), interior 16-byte loads
+// carry an L1 policy: evict-first for data each block streams once (the index
+// depends on the block id), evict-last for data every block re-reads.
+
+// CHECK-LABEL: gpu.func @cache_hints
+// CHECK-SAME:    (%[[X:[^:]*]]: !llvm.ptr<1> {llvm.align = 16 : i64}, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %[[W:[^:]*]]: !llvm.ptr<1>
+// CHECK:         %[[PX:.*]] = llvm.getelementptr %[[X]]
+// CHECK:         scf.if
+// CHECK-NEXT:      llvm.inline_asm "ld.global.L1::evict_first.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l" %[[PX]] : (!llvm.ptr<1>) -> !llvm.struct<(i32, i32, i32, i32)>
+// CHECK:           vector.bitcast %{{.*}} : vector<4xi32> to vector<8xbf16>
+// CHECK:         %[[PW:.*]] = llvm.getelementptr %[[W]]
+// CHECK:         scf.if
+// CHECK-NEXT:      llvm.inline_asm "ld.global.L1::evict_last.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l" %[[PW]]
+#l = #tile.blocked<array<i64: 8>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @cache_hints(%x: !tile.array<bf16, 1 : i64> {tile.aligned}, %w: !tile.array<bf16, 1 : i64> {tile.aligned}, %y: !tile.array<bf16, 1 : i64> {tile.aligned}) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = true} {
+  %c0 = arith.constant 0 : i32
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<256xbf16, #l>
+  %g = "tile.load"(%w, %c0) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<256xbf16, #l>
+  %p = arith.mulf %t, %g : tensor<256xbf16, #l>
+  "tile.store"(%y, %p, %b) : (!tile.array<bf16, 1 : i64>, tensor<256xbf16, #l>, i32) -> ()
+  return
+}
+
+// -----
+
+// A reduction within one warp: the thread's own elements first, then a
+// butterfly of xor shuffles over the 5 lane bits.  No shared memory, no
+// barrier.
+
+// CHECK-LABEL: module attributes {gpu.container_module, tile.kernel_meta = "{\22name\22: \22reduce_in_warp\22, \22num_threads\22: 32, \22shared_bytes\22: 0,
+// CHECK-LABEL: gpu.func @reduce_in_warp
+// CHECK-NOT:     gpu.dynamic_shared_memory
+// CHECK:         %[[E0:.*]] = vector.extract %[[V:.*]][0] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E1:.*]] = vector.extract %[[V]][1] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E2:.*]] = vector.extract %[[V]][2] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E3:.*]] = vector.extract %[[V]][3] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[S1:.*]] = arith.addf %[[E0]], %[[E1]] : f32
+// CHECK-NEXT:    %[[S2:.*]] = arith.addf %[[S1]], %[[E2]] : f32
+// CHECK-NEXT:    %[[S3:.*]] = arith.addf %[[S2]], %[[E3]] : f32
+// CHECK:         %[[R1:.*]], %{{.*}} = gpu.shuffle xor %[[S3]], %c1_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    %[[T1:.*]] = arith.addf %[[S3]], %[[R1]] : f32
+// CHECK:         %[[R2:.*]], %{{.*}} = gpu.shuffle xor %[[T1]], %c2_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    %[[T2:.*]] = arith.addf %[[T1]], %[[R2]] : f32
+// CHECK:         %[[R4:.*]], %{{.*}} = gpu.shuffle xor %[[T2]], %c4_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    %[[T4:.*]] = arith.addf %[[T2]], %[[R4]] : f32
+// CHECK:         %[[R8:.*]], %{{.*}} = gpu.shuffle xor %[[T4]], %c8_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    %[[T8:.*]] = arith.addf %[[T4]], %[[R8]] : f32
+// CHECK:         %[[R16:.*]], %{{.*}} = gpu.shuffle xor %[[T8]], %c16_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    %[[SUM:.*]] = arith.addf %[[T8]], %[[R16]] : f32
+// CHECK-NOT:     gpu.barrier
+// CHECK:         vector.from_elements %[[SUM]] : vector<1xf32>
+// CHECK-NOT:     gpu.barrier
+// CHECK:         gpu.return
+#row = #tile.blocked<array<i64: 1, 4>, array<i64: 1, 32>, array<i64: 1, 1>, array<i64: 1, 0>>
+func.func @reduce_in_warp(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %out: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %c0 = arith.constant 0 : i32
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b, %c0) {padding = "zero", tile_shape = array<i64: 1, 128>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x128xf32, #row>
+  %s = "tile.reduce"(%t) {axis = 1 : i64, kind = "sum"} : (tensor<1x128xf32, #row>) -> tensor<1xf32, #tile.slice<1 : i64, #row>>
+  "tile.store"(%out, %s, %b) : (!tile.array<f32, 1 : i64>, tensor<1xf32, #tile.slice<1 : i64, #row>>, i32) -> ()
+  return
+}
+
+// -----
+
+// Across warps: after the lane shuffles, the warps' partials meet in shared
+// memory (one dynamic buffer at the kernel entry, sized in the metadata),
+// written before and read after a barrier.
+
+// CHECK-LABEL: module attributes {gpu.container_module, tile.kernel_meta = "{\22name\22: \22reduce_across_warps\22, \22num_threads\22: 64, \22shared_bytes\22: {{[1-9][0-9]*}},
+// CHECK-LABEL: gpu.func @reduce_across_warps
+// CHECK-NEXT:    %[[SMEM:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK-COUNT-5: gpu.shuffle xor %{{.*}} : f32
+// CHECK:         %[[BUF:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<{{[0-9]+}}xf32, #gpu.address_space<workgroup>>
+// CHECK:         memref.store %{{.*}}, %[[BUF]][%{{.*}}]
+// CHECK:         gpu.barrier
+// CHECK:         memref.load %[[BUF]][%{{.*}}]
+// CHECK:         arith.maximumf
+// CHECK:         gpu.return
+#row = #tile.blocked<array<i64: 1, 4>, array<i64: 1, 32>, array<i64: 1, 2>, array<i64: 1, 0>>
+func.func @reduce_across_warps(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %out: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 2 : i32, tile.cache_hints = false} {
+  %c0 = arith.constant 0 : i32
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b, %c0) {padding = "neg_inf", tile_shape = array<i64: 1, 256>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x256xf32, #row>
+  %s = "tile.reduce"(%t) {axis = 1 : i64, kind = "max"} : (tensor<1x256xf32, #row>) -> tensor<1xf32, #tile.slice<1 : i64, #row>>
+  "tile.store"(%out, %s, %b) : (!tile.array<f32, 1 : i64>, tensor<1xf32, #tile.slice<1 : i64, #row>>, i32) -> ()
+  return
+}
+
+// -----
+
+// A layout conversion goes through dynamic shared memory: every register is
+// written at its row-major position, a barrier, then read back in the new
+// layout.  It is the kernel's first exchange and is in no loop, so no barrier
+// is needed before the writes.  16 x 16 x 4 bytes of shared memory.
+
+// CHECK-LABEL: module attributes {gpu.container_module, tile.kernel_meta = "{\22name\22: \22convert_layout\22, \22num_threads\22: 32, \22shared_bytes\22: 1024,
+// CHECK-LABEL: gpu.func @convert_layout
+// CHECK-NEXT:    %[[SMEM:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK:         %[[BUF:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK-NOT:     gpu.barrier
+// CHECK-COUNT-8: memref.store %{{.*}}, %[[BUF]][%{{.*}}] : memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK-NEXT:    gpu.barrier
+// CHECK-NOT:     memref.store
+// CHECK-COUNT-8: memref.load %[[BUF]][%{{.*}}] : memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK-NOT:     gpu.barrier
+// CHECK:         llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<1>
+#ld = #tile.blocked<array<i64: 1, 4>, array<i64: 8, 4>, array<i64: 1, 1>, array<i64: 1, 0>>
+#pm = #tile.blocked<array<i64: 4, 1>, array<i64: 4, 8>, array<i64: 1, 1>, array<i64: 0, 1>>
+func.func @convert_layout(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %y: !tile.array<f32, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %t = "tile.load"(%x, %i, %j) {padding = "zero", tile_shape = array<i64: 16, 16>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<16x16xf32, #ld>
+  %p = "tile.permute"(%t) {permutation = array<i64: 1, 0>} : (tensor<16x16xf32, #ld>) -> tensor<16x16xf32, #pm>
+  %c = "tile.convert_layout"(%p) : (tensor<16x16xf32, #pm>) -> tensor<16x16xf32, #ld>
+  "tile.store"(%y, %c, %j, %i) : (!tile.array<f32, 2 : i64>, tensor<16x16xf32, #ld>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// A conversion between layouts that place every element on the same thread
+// and register (equal as linear maps) moves nothing.
+
+// CHECK-LABEL: module attributes {gpu.container_module, tile.kernel_meta = "{\22name\22: \22free_convert\22, \22num_threads\22: 32, \22shared_bytes\22: 0,
+// CHECK-LABEL: gpu.func @free_convert
+// CHECK-NOT:     gpu.dynamic_shared_memory
+// CHECK-NOT:     memref
+// CHECK-NOT:     gpu.barrier
+// CHECK:         gpu.return
+#a = #tile.blocked<array<i64: 1, 1>, array<i64: 1, 32>, array<i64: 1, 1>, array<i64: 1, 0>>
+#b = #tile.blocked<array<i64: 1, 1>, array<i64: 1, 32>, array<i64: 1, 1>, array<i64: 0, 1>>
+func.func @free_convert(%x: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 32>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x32xf32, #a>
+  %c = "tile.convert_layout"(%t) : (tensor<1x32xf32, #a>) -> tensor<1x32xf32, #b>
+  "tile.store"(%x, %c, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<1x32xf32, #b>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// Control flow on tiles: a loop-carried tile becomes one iter_arg per register
+// the thread holds (2 here), as do the results of an scf.if.
+
+// CHECK-LABEL: gpu.func @control_flow
+// CHECK-SAME:    (%{{[^:]*}}: !llvm.ptr<1>, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %[[N:[^:]*]]: i32, %[[FLAG:[^:]*]]: i1)
+// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK:         %[[ACC:.*]]:2 = scf.for %{{.*}} = %{{.*}} to %[[N]] step %{{.*}} iter_args(%[[S0:.*]] = %[[ZERO]], %[[S1:.*]] = %[[ZERO]]) -> (f32, f32) : i32 {
+// CHECK:           %[[L0:.*]] = vector.extract %{{.*}}[0] : f32 from vector<1xf32>
+// CHECK-NEXT:      %[[L1:.*]] = vector.extract %{{.*}}[0] : f32 from vector<1xf32>
+// CHECK-NEXT:      %[[A0:.*]] = arith.addf %[[S0]], %[[L0]] : f32
+// CHECK-NEXT:      %[[A1:.*]] = arith.addf %[[S1]], %[[L1]] : f32
+// CHECK-NEXT:      scf.yield %[[A0]], %[[A1]] : f32, f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[R:.*]]:2 = scf.if %[[FLAG]] -> (f32, f32) {
+// CHECK-NEXT:      scf.yield %[[ACC]]#0, %[[ACC]]#1 : f32, f32
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      %[[N0:.*]] = arith.negf %[[ACC]]#0 : f32
+// CHECK-NEXT:      %[[N1:.*]] = arith.negf %[[ACC]]#1 : f32
+// CHECK-NEXT:      scf.yield %[[N0]], %[[N1]] : f32, f32
+// CHECK-NEXT:    }
+// CHECK:         vector.from_elements %[[R]]#0 : vector<1xf32>
+// CHECK:         vector.from_elements %[[R]]#1 : vector<1xf32>
+#l = #tile.blocked<array<i64: 2>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @control_flow(%x: !tile.array<f32, 1 : i64>, %n: i32, %flag: i1) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<64xf32, #l>
+  %acc = scf.for %k = %c0 to %n step %c1 iter_args(%s = %zero) -> (tensor<64xf32, #l>) : i32 {
+    %t = "tile.load"(%x, %k) {padding = "zero", tile_shape = array<i64: 64>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<64xf32, #l>
+    %s2 = arith.addf %s, %t : tensor<64xf32, #l>
+    scf.yield %s2 : tensor<64xf32, #l>
+  }
+  %r = scf.if %flag -> (tensor<64xf32, #l>) {
+    scf.yield %acc : tensor<64xf32, #l>
+  } else {
+    %neg = arith.negf %acc : tensor<64xf32, #l>
+    scf.yield %neg : tensor<64xf32, #l>
+  }
+  "tile.store"(%x, %r, %c0) : (!tile.array<f32, 1 : i64>, tensor<64xf32, #l>, i32) -> ()
+  return
+}
+
+// -----
+
+// Element-wise ops apply per register.  16-bit transcendentals run in f32
+// (libdevice has none for bf16); exp uses the fast hardware approximation; f32
+// division is div.full.f32.
+
+// CHECK-LABEL: gpu.func @math
+// CHECK:         %[[T0:.*]] = vector.extract %{{.*}}[0] : bf16 from vector<1xbf16>
+// CHECK:         %[[W0:.*]] = arith.extf %[[T0]] : bf16 to f32
+// CHECK-NEXT:    %[[E0:.*]] = math.exp %[[W0]] fastmath<afn> : f32
+// CHECK-NEXT:    %[[N0:.*]] = arith.truncf %[[E0]] : f32 to bf16
+// CHECK:         %[[F0:.*]] = arith.extf %[[N0]] : bf16 to f32
+// CHECK:         %[[U0:.*]] = vector.extract %{{.*}}[0] : f32 from vector<1xf32>
+// CHECK:         llvm.inline_asm "div.full.f32 $0, $1, $2;", "=f,f,f" %[[F0]], %[[U0]] : (f32, f32) -> f32
+#l = #tile.blocked<array<i64: 2>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @math(%x: !tile.array<bf16, 1 : i64>, %y: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%x, %c0) {padding = "zero", tile_shape = array<i64: 64>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<64xbf16, #l>
+  %e = math.exp %t : tensor<64xbf16, #l>
+  %f = arith.extf %e : tensor<64xbf16, #l> to tensor<64xf32, #l>
+  %u = "tile.load"(%y, %c0) {padding = "zero", tile_shape = array<i64: 64>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<64xf32, #l>
+  %q = arith.divf %f, %u : tensor<64xf32, #l>
+  "tile.store"(%y, %q, %c0) : (!tile.array<f32, 1 : i64>, tensor<64xf32, #l>, i32) -> ()
+  return
+}

@@ -1,0 +1,58 @@
+// RUN: tile-opt %s -split-input-file -verify-diagnostics --tile-assign-layouts
+// RUN: not tile-opt %s --tile-assign-layouts 2>&1 | FileCheck %s
+
+// What the GPU stages cannot lower is refused here, at the user's op.
+
+// Without -split-input-file the first error stops the run; it shows the line.
+func.func @mma(%a: !tile.array<f16, 2 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %ta = "tile.load"(%a, %i, %i) {padding = "zero", tile_shape = array<i64: 64, 32>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<64x32xf16>
+  %tb = "tile.load"(%a, %i, %i) {padding = "zero", tile_shape = array<i64: 32, 64>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<32x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  // expected-error @+4 {{'tile.mma' is not lowered to the GPU yet (tensor cores arrive in a later milestone); run matmul kernels in the interpreter}}
+  // CHECK:      assign-layouts-invalid.mlir:[[@LINE+3]]:10: error: 'tile.mma' is not lowered to the GPU yet
+  // CHECK-NEXT: {{^}}      %acc = "tile.mma"(%ta, %tb, %zero)
+  // CHECK-NEXT: {{^}}             ^
+  %acc = "tile.mma"(%ta, %tb, %zero) : (tensor<64x32xf16>, tensor<32x64xf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  "tile.store"(%c, %acc, %i, %i) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @non_splat_constant(%a: !tile.array<i32, 1 : i64>) attributes {tile.kernel} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  // expected-error @+1 {{non-splat tile constants are not lowered to the GPU yet}}
+  %t = arith.constant dense<[0, 1, 2, 3]> : tensor<4xi32>
+  "tile.store"(%a, %t, %i) : (!tile.array<i32, 1 : i64>, tensor<4xi32>, i32) -> ()
+  return
+}
+
+// -----
+
+func.func @while_with_tiles(%a: !tile.array<f32, 1 : i64>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %t0 = "tile.load"(%a, %c0) {padding = "zero", tile_shape = array<i64: 128>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<128xf32>
+  // expected-error @+1 {{scf.while with tile values is not lowered to the GPU yet}}
+  %r:2 = scf.while (%i = %c0, %t = %t0) : (i32, tensor<128xf32>) -> (i32, tensor<128xf32>) {
+    %go = arith.cmpi slt, %i, %n : i32
+    scf.condition(%go) %i, %t : i32, tensor<128xf32>
+  } do {
+  ^bb0(%j: i32, %u: tensor<128xf32>):
+    %c1 = arith.constant 1 : i32
+    %k = arith.addi %j, %c1 : i32
+    %v = arith.addf %u, %u : tensor<128xf32>
+    scf.yield %k, %v : i32, tensor<128xf32>
+  }
+  "tile.store"(%a, %r#1, %c0) : (!tile.array<f32, 1 : i64>, tensor<128xf32>, i32) -> ()
+  return
+}
+
+// -----
+
+// The kernel's own num_warps must be a power of two within the block limit.
+
+// expected-error @+1 {{num_warps must be a power of two <= 32, got 3}}
+func.func @three_warps(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 3 : i32} {
+  return
+}

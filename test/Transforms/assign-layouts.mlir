@@ -1,0 +1,171 @@
+// RUN: tile-opt %s -split-input-file --tile-assign-layouts | FileCheck %s
+
+// Global accesses get coalesced layouts: 16 bytes (4 x f32) per thread along
+// the last dim, 32 lanes, then warps; 1024 x 4 bytes is 4 KiB, one 16-byte
+// vector per thread per warp-sized slice: 4 warps.  Element-wise ops keep
+// their operands' layout, so nothing is converted.
+
+// CHECK-LABEL: func.func @coalesced
+// CHECK-SAME:    attributes {tile.kernel, tile.num_warps = 4 : i32}
+// CHECK:         %[[X:.*]] = "tile.load"({{.*}}) -> tensor<1024xf32, [[L:#tile.blocked<array<i64: 4>, array<i64: 32>, array<i64: 4>, array<i64: 0>>]]>
+// CHECK-NEXT:    %[[Y:.*]] = "tile.load"({{.*}}) -> tensor<1024xf32, [[L]]>
+// CHECK-NEXT:    %[[S:.*]] = arith.addf %[[X]], %[[Y]] : tensor<1024xf32, [[L]]>
+// CHECK-NEXT:    "tile.store"(%{{.*}}, %[[S]], %{{.*}}) : (!tile.array<f32, 1 : i64>, tensor<1024xf32, [[L]]>, i32) -> ()
+// CHECK-NEXT:    return
+func.func @coalesced(%a: !tile.array<f32, 1 : i64>, %b: !tile.array<f32, 1 : i64>) attributes {tile.kernel} {
+  %bid = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %x = "tile.load"(%a, %bid) {padding = "zero", tile_shape = array<i64: 1024>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<1024xf32>
+  %y = "tile.load"(%b, %bid) {padding = "zero", tile_shape = array<i64: 1024>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<1024xf32>
+  %s = arith.addf %x, %y : tensor<1024xf32>
+  "tile.store"(%b, %s, %bid) : (!tile.array<f32, 1 : i64>, tensor<1024xf32>, i32) -> ()
+  return
+}
+
+// -----
+
+// The narrowest element type accessed at a shape sets its layout: the f32 load
+// takes the 8-per-thread layout of the bf16 store, so the truncation needs no
+// conversion (256 x 2 bytes: one warp).
+
+// CHECK-LABEL: func.func @narrowest_type_sets_the_layout
+// CHECK-SAME:    tile.num_warps = 1 : i32
+// CHECK:         %[[T:.*]] = "tile.load"({{.*}}) -> tensor<256xf32, [[L:#tile.blocked<array<i64: 8>, array<i64: 32>, array<i64: 1>, array<i64: 0>>]]>
+// CHECK-NEXT:    %[[H:.*]] = arith.truncf %[[T]] : tensor<256xf32, [[L]]> to tensor<256xbf16, [[L]]>
+// CHECK-NEXT:    "tile.store"(%{{.*}}, %[[H]], %{{.*}})
+func.func @narrowest_type_sets_the_layout(%a: !tile.array<f32, 1 : i64>, %b: !tile.array<bf16, 1 : i64>) attributes {tile.kernel} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%a, %i) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<256xf32>
+  %h = arith.truncf %t : tensor<256xf32> to tensor<256xbf16>
+  "tile.store"(%b, %h, %i) : (!tile.array<bf16, 1 : i64>, tensor<256xbf16>, i32) -> ()
+  return
+}
+
+// -----
+
+// A row softmax: the reduction result is a slice of the row's layout; the
+// keepdims reshape gets the parent back and the broadcast keeps it, both
+// without data movement.
+
+// CHECK-LABEL: func.func @row_softmax
+// CHECK-SAME:    tile.num_warps = 2 : i32
+// CHECK:         %[[T:.*]] = "tile.load"({{.*}}) -> tensor<1x1024xbf16, [[L:#tile.blocked<array<i64: 1, 8>, array<i64: 1, 32>, array<i64: 1, 2>, array<i64: 1, 0>>]]>
+// CHECK-NEXT:    %[[F:.*]] = arith.extf %[[T]] : tensor<1x1024xbf16, [[L]]> to tensor<1x1024xf32, [[L]]>
+// CHECK-NEXT:    %[[M:.*]] = "tile.reduce"(%[[F]]) {axis = 1 : i64, kind = "max"} : (tensor<1x1024xf32, [[L]]>) -> tensor<1xf32, #tile.slice<1 : i64, [[L]]>>
+// CHECK-NEXT:    %[[M2:.*]] = "tile.reshape"(%[[M]]) : (tensor<1xf32, #tile.slice<1 : i64, [[L]]>>) -> tensor<1x1xf32, [[L]]>
+// CHECK-NEXT:    %[[MB:.*]] = "tile.broadcast"(%[[M2]]) : (tensor<1x1xf32, [[L]]>) -> tensor<1x1024xf32, [[L]]>
+// CHECK-NEXT:    %[[D:.*]] = arith.subf %[[F]], %[[MB]] : tensor<1x1024xf32, [[L]]>
+// CHECK-NEXT:    %[[E:.*]] = math.exp %[[D]] : tensor<1x1024xf32, [[L]]>
+// CHECK-NEXT:    %[[O:.*]] = arith.truncf %[[E]]
+// CHECK-NEXT:    "tile.store"(%{{.*}}, %[[O]], %{{.*}}, %{{.*}})
+// CHECK-NEXT:    return
+func.func @row_softmax(%x: !tile.array<bf16, 2 : i64>, %y: !tile.array<bf16, 2 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %row = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %row, %c0) {padding = "neg_inf", tile_shape = array<i64: 1, 1024>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<1x1024xbf16>
+  %f = arith.extf %t : tensor<1x1024xbf16> to tensor<1x1024xf32>
+  %m = "tile.reduce"(%f) {axis = 1 : i64, kind = "max"} : (tensor<1x1024xf32>) -> tensor<1xf32>
+  %m2 = "tile.reshape"(%m) : (tensor<1xf32>) -> tensor<1x1xf32>
+  %mb = "tile.broadcast"(%m2) : (tensor<1x1xf32>) -> tensor<1x1024xf32>
+  %d = arith.subf %f, %mb : tensor<1x1024xf32>
+  %e = math.exp %d : tensor<1x1024xf32>
+  %o = arith.truncf %e : tensor<1x1024xf32> to tensor<1x1024xbf16>
+  "tile.store"(%y, %o, %row, %c0) : (!tile.array<bf16, 2 : i64>, tensor<1x1024xbf16>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// A permute permutes the layout for free; the store wants the coalesced
+// layout of its own shape, so a conversion (through shared memory, in the gpu
+// stage) goes right before it.
+
+// CHECK-LABEL: func.func @transpose
+// CHECK-SAME:    tile.num_warps = 8 : i32
+// CHECK:         %[[T:.*]] = "tile.load"({{.*}}) -> tensor<64x32xf32, [[LOAD:#tile.blocked<array<i64: 1, 4>, array<i64: 4, 8>, array<i64: 8, 1>, array<i64: 1, 0>>]]>
+// CHECK-NEXT:    %[[P:.*]] = "tile.permute"(%[[T]]) {{.*}} -> tensor<32x64xf32, [[PERM:#tile.blocked<array<i64: 4, 1>, array<i64: 8, 4>, array<i64: 1, 8>, array<i64: 0, 1>>]]>
+// CHECK-NEXT:    %[[C:.*]] = "tile.convert_layout"(%[[P]]) : (tensor<32x64xf32, [[PERM]]>) -> tensor<32x64xf32, [[STORE:#tile.blocked<array<i64: 1, 4>, array<i64: 2, 16>, array<i64: 8, 1>, array<i64: 1, 0>>]]>
+// CHECK-NEXT:    "tile.store"(%{{.*}}, %[[C]], %{{.*}}, %{{.*}}) : (!tile.array<f32, 2 : i64>, tensor<32x64xf32, [[STORE]]>, i32, i32) -> ()
+func.func @transpose(%x: !tile.array<f32, 2 : i64>, %y: !tile.array<f32, 2 : i64>) attributes {tile.kernel} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %t = "tile.load"(%x, %i, %j) {padding = "zero", tile_shape = array<i64: 64, 32>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<64x32xf32>
+  %p = "tile.permute"(%t) {permutation = array<i64: 1, 0>} : (tensor<64x32xf32>) -> tensor<32x64xf32>
+  "tile.store"(%y, %p, %j, %i) : (!tile.array<f32, 2 : i64>, tensor<32x64xf32>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// Loop-carried tiles keep their initial value's layout: an element-wise op
+// converts its second operand to its first's layout, and the yielded value is
+// converted back to the loop's layout.
+
+// CHECK-LABEL: func.func @loop_carried
+// CHECK:         %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<32x64xf32, [[HOME:#tile.blocked<array<i64: 1, 4>, array<i64: 2, 16>, array<i64: 8, 1>, array<i64: 1, 0>>]]>
+// CHECK:         %[[ACC:.*]] = scf.for {{.*}} iter_args(%[[S:.*]] = %[[ZERO]]) -> (tensor<32x64xf32, [[HOME]]>)
+// CHECK:           %[[P:.*]] = "tile.permute"({{.*}}) -> tensor<32x64xf32, [[PERM:#tile.blocked<array<i64: 4, 1>, array<i64: 8, 4>, array<i64: 1, 8>, array<i64: 0, 1>>]]>
+// CHECK-NEXT:      %[[SC:.*]] = "tile.convert_layout"(%[[S]]) : (tensor<32x64xf32, [[HOME]]>) -> tensor<32x64xf32, [[PERM]]>
+// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[P]], %[[SC]] : tensor<32x64xf32, [[PERM]]>
+// CHECK-NEXT:      %[[BACK:.*]] = "tile.convert_layout"(%[[SUM]]) : (tensor<32x64xf32, [[PERM]]>) -> tensor<32x64xf32, [[HOME]]>
+// CHECK-NEXT:      scf.yield %[[BACK]] : tensor<32x64xf32, [[HOME]]>
+// CHECK:         "tile.store"(%{{.*}}, %[[ACC]], %{{.*}}, %{{.*}}) : (!tile.array<f32, 2 : i64>, tensor<32x64xf32, [[HOME]]>, i32, i32) -> ()
+func.func @loop_carried(%x: !tile.array<f32, 2 : i64>, %y: !tile.array<f32, 2 : i64>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<32x64xf32>
+  %acc = scf.for %k = %c0 to %n step %c1 iter_args(%s = %zero) -> (tensor<32x64xf32>) : i32 {
+    %t = "tile.load"(%x, %k, %c0) {padding = "zero", tile_shape = array<i64: 64, 32>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<64x32xf32>
+    %p = "tile.permute"(%t) {permutation = array<i64: 1, 0>} : (tensor<64x32xf32>) -> tensor<32x64xf32>
+    %s2 = arith.addf %p, %s : tensor<32x64xf32>
+    scf.yield %s2 : tensor<32x64xf32>
+  }
+  "tile.store"(%y, %acc, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<32x64xf32>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// A num_warps the kernel asks for is kept (512 x f16 alone would get one
+// warp); both branches of an scf.if and its result share one layout; iotas
+// and splat constants take the layout of their shape.
+
+// CHECK-LABEL: func.func @given_num_warps
+// CHECK-SAME:    attributes {tile.kernel, tile.num_warps = 2 : i32}
+// CHECK:         %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<512xf32, [[L:#tile.blocked<array<i64: 8>, array<i64: 32>, array<i64: 2>, array<i64: 0>>]]>
+// CHECK-NEXT:    %[[ACC:.*]] = scf.for {{.*}} iter_args(%[[S:.*]] = %[[ZERO]]) -> (tensor<512xf32, [[L]]>)
+// CHECK-NEXT:      %[[T:.*]] = "tile.load"({{.*}}) -> tensor<512xf16, [[L]]>
+// CHECK-NEXT:      %[[F:.*]] = arith.extf %[[T]] : tensor<512xf16, [[L]]> to tensor<512xf32, [[L]]>
+// CHECK-NEXT:      %[[S2:.*]] = arith.addf %[[S]], %[[F]] : tensor<512xf32, [[L]]>
+// CHECK-NEXT:      scf.yield %[[S2]] : tensor<512xf32, [[L]]>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[R:.*]] = scf.if %{{.*}} -> (tensor<512xf32, [[L]]>) {
+// CHECK-NEXT:      scf.yield %[[ACC]] : tensor<512xf32, [[L]]>
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      %[[IOTA:.*]] = "tile.iota"() : () -> tensor<512xi32, [[L]]>
+// CHECK-NEXT:      %[[FI:.*]] = arith.sitofp %[[IOTA]] : tensor<512xi32, [[L]]> to tensor<512xf32, [[L]]>
+// CHECK-NEXT:      scf.yield %[[FI]] : tensor<512xf32, [[L]]>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[H:.*]] = arith.truncf %[[R]] : tensor<512xf32, [[L]]> to tensor<512xf16, [[L]]>
+// CHECK-NEXT:    "tile.store"(%{{.*}}, %[[H]], %{{.*}})
+// CHECK-NEXT:    return
+func.func @given_num_warps(%a: !tile.array<f16, 1 : i64>, %n: i32, %flag: i1) attributes {tile.kernel, tile.num_warps = 2 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %zero = arith.constant dense<0.0> : tensor<512xf32>
+  %acc = scf.for %i = %c0 to %n step %c1 iter_args(%s = %zero) -> (tensor<512xf32>) : i32 {
+    %t = "tile.load"(%a, %i) {padding = "zero", tile_shape = array<i64: 512>} : (!tile.array<f16, 1 : i64>, i32) -> tensor<512xf16>
+    %f = arith.extf %t : tensor<512xf16> to tensor<512xf32>
+    %s2 = arith.addf %s, %f : tensor<512xf32>
+    scf.yield %s2 : tensor<512xf32>
+  }
+  %r = scf.if %flag -> (tensor<512xf32>) {
+    scf.yield %acc : tensor<512xf32>
+  } else {
+    %io = "tile.iota"() : () -> tensor<512xi32>
+    %fi = arith.sitofp %io : tensor<512xi32> to tensor<512xf32>
+    scf.yield %fi : tensor<512xf32>
+  }
+  %h = arith.truncf %r : tensor<512xf32> to tensor<512xf16>
+  "tile.store"(%a, %h, %c0) : (!tile.array<f16, 1 : i64>, tensor<512xf16>, i32) -> ()
+  return
+}
