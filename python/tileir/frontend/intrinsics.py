@@ -105,20 +105,21 @@ def index_tuple(index, ndim: int) -> list[TileValue]:
 # ---------------------------------------------------------------------------
 # Grid and arrays
 # ---------------------------------------------------------------------------
-@rule("bid")
-def _bid(axis):
+def _grid_axis(axis) -> int:
     axis = const_int(axis, "axis")
     if axis not in (0, 1, 2):
         raise value_error(f"grid axis must be 0, 1 or 2, got {axis}")
-    return wrap(tile_ops.BidOp(axis).result, dt.int32)
+    return axis
+
+
+@rule("bid")
+def _bid(axis):
+    return wrap(tile_ops.BidOp(_grid_axis(axis)).result, dt.int32)
 
 
 @rule("num_blocks")
 def _num_blocks(axis):
-    axis = const_int(axis, "axis")
-    if axis not in (0, 1, 2):
-        raise value_error(f"grid axis must be 0, 1 or 2, got {axis}")
-    return wrap(tile_ops.NumBlocksOp(axis).result, dt.int32)
+    return wrap(tile_ops.NumBlocksOp(_grid_axis(axis)).result, dt.int32)
 
 
 def array_dim(a: ArrayValue, axis: int) -> TileValue:
