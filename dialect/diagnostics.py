@@ -33,3 +33,18 @@ def from_mlir_error(err: ir.MLIRError) -> list[Diagnostic]:
 
 __all__ = ["Diagnostic", "TileIRError", "describe_location", "file_line_col", "from_mlir_error",
            "source_snippet"]
+
+
+def map_locations(root, fn) -> None:
+    """Replaces the location of every op and block argument under `root` by `fn(loc)`."""
+    from mlir import ir
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        op.location = fn(op.location)
+        for region in op.regions:
+            for block in region.blocks:
+                for argument in block.arguments:
+                    argument.set_location(fn(argument.location))
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from mlir import ir
 
 from tileir.dialect import FUNCTION_ATTR, Diagnostic, TileIRError
+from tileir.dialect.diagnostics import map_locations
 
 from .effects import lookup_callee, ops_of
 
@@ -142,16 +143,7 @@ def _inlined_location(loc: ir.Location, call_loc: ir.Location) -> ir.Location:
 
 def _relocate(root: ir.Operation, call_loc: ir.Location) -> None:
     """Gives `root` and everything inside it a call-site location."""
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        op.location = _inlined_location(op.location, call_loc)
-        for region in op.regions:
-            for block in region.blocks:
-                for argument in block.arguments:
-                    argument.set_location(_inlined_location(argument.location, call_loc))
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
+    map_locations(root, lambda loc: _inlined_location(loc, call_loc))
 
 
 def _referenced_symbols(root: ir.Operation) -> set[str]:

@@ -20,7 +20,7 @@ from typing import BinaryIO
 from mlir import ir
 
 from tileir.dialect import DIALECT, Diagnostic, TileIRError
-from tileir.dialect.diagnostics import from_mlir_error
+from tileir.dialect.diagnostics import from_mlir_error, map_locations
 
 SPLIT_MARKER = "// -----"
 MAX_NESTING = 256
@@ -201,12 +201,4 @@ def _renamed(loc: ir.Location | None, name: str) -> ir.Location | None:
 
 
 def _rename_locations(root: ir.Operation, name: str) -> None:
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        op.location = _renamed(op.location, name)
-        for region in op.regions:
-            for block in region.blocks:
-                for argument in block.arguments:
-                    argument.set_location(_renamed(argument.location, name))
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
+    map_locations(root, lambda loc: _renamed(loc, name))
