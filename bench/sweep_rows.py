@@ -1,16 +1,16 @@
-"""Tuning sweep for the row kernels: warps per block x occupancy hint, plus launch overhead.
+"""Tuning sweep for the row kernels: warps per block x occupancy x L2 policy, plus launch overhead.
 
     python bench/sweep_rows.py [--shape 16384x8192]
 
 Prints, per variant, bandwidth as a fraction of a device copy measured in the
-same run, and the host-side cost of one `tileir.launch` (no GPU work waited for).
+same run (CUDA-graph replay), and the host-side cost of one `tileir.launch` (no GPU work waited for).
 """
 
 import argparse
 import time
 
 import torch
-from triton.testing import do_bench
+from triton.testing import do_bench_cudagraph
 
 import tileir as ct
 from tileir.examples import layernorm, next_pow2, rmsnorm, softmax, vector_add
@@ -25,7 +25,7 @@ def main():
     y = torch.empty_like(x)
     w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    copy = do_bench(lambda: y.copy_(x), return_mode="median")
+    copy = do_bench_cudagraph(lambda: y.copy_(x), return_mode="median")
     nbytes = 2 * m * n * 2
     tn = next_pow2(n)
     cases = {"softmax": (softmax.softmax.fn, lambda k: (x, y, tn)),
@@ -33,8 +33,8 @@ def main():
              "layernorm": (layernorm.layernorm.fn, lambda k: (x, w, b, y, 1e-5, tn))}
     print(f"{torch.cuda.get_device_name()}  {m}x{n} bf16  copy {nbytes / copy / 1e9:.2f} TB/s")
     for name, (fn, mkargs) in cases.items():
-        for nw, occ, hints in [(nw, occ, h) for nw, occ in ((8, None), (4, 3), (8, 3))
-                               for h in (True, False)]:
+        for nw, occ, hints in [(nw, occ, h) for nw, occ in ((8, None), (16, None), (16, 4))
+                               for h in (None, True, False)]:
             if True:
                 opts = {"num_warps": nw, "cache_hints": hints} | (
                     {"occupancy": occ} if occ else {})
@@ -42,7 +42,8 @@ def main():
                 a = mkargs(k)
                 try:
                     ct.launch(None, (m,), k, a)
-                    t = do_bench(lambda: ct.launch(None, (m,), k, a), return_mode="median")
+                    t = do_bench_cudagraph(lambda: ct.launch(None, (m,), k, a),
+                                           return_mode="median")
                 except Exception as e:  # a variant that cannot launch (registers) is reported
                     print(f"{name:<10} warps={nw:<3} occ={occ} hints={hints}  failed: "
                           f"{str(e)[:80]}")

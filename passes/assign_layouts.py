@@ -16,8 +16,12 @@ Precondition:  verified IR after the `tile` stage (helpers inlined; only
                derive theirs for free; a store, a second operand, a
                loop-carried value or an scf.if branch that disagrees gets a
                conversion.  num_warps is the kernel's own `tile.num_warps`
-               (a power of two <= 32) or enough warps for about two 16-byte
-               vectors per thread, at most 8.  Rejected at the op: `tile.mma`
+               (a power of two <= 32) or enough warps that each thread
+               streams about two 16-byte vectors, at most 16: the streamed
+               bytes are those of the loads at block-dependent indices (a
+               block-invariant load, such as a weight row, is not counted;
+               a kernel without such loads counts its largest tile).
+               Rejected at the op: `tile.mma`
                and `tile.matmul` (tensor cores are not lowered yet), scf.while
                carrying tiles, non-splat tile constants.
 

@@ -12,9 +12,12 @@ Precondition:  exactly one `tile.kernel` function, with `tile.num_warps` and a
                docs/gpu-backend.md's: an array argument becomes a `!llvm.ptr<1>`
                (`llvm.align = 16` when it has `tile.aligned`), its dims as i32
                and strides as i64; a scalar stays itself.  `known_block_size`
-               is 32 x num_warps; `tile.occupancy` becomes `nvvm.minctasm`;
-               `tile.cache_hints` (off when absent) puts L1 eviction hints on
-               16-byte loads.  Each op lowers by its rule in
+               is 32 x num_warps; `tile.occupancy` becomes `nvvm.minctasm`.
+               16-byte loads from arrays marked `tile.large` carry an L2
+               evict_last policy (`createpolicy` once at the entry, then
+               `ld.global.L2::cache_hint`); a `tile.cache_hints` bool on the
+               kernel puts it on every 16-byte load (true) or none (false).
+               Each op lowers by its rule in
                tileir.backend.rules, under its location: loads and stores of
                aligned arrays as 16-byte vectors, of others as scalars, with
                one bounds branch per tile and masked accesses at the edge;

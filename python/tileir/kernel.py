@@ -276,11 +276,12 @@ class Kernel:
                     raise TileValueError(f"kernel '{self.name}': option {option} must be a "
                                          f"positive int, got {value!r}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
-        hints = self.options.get("cache_hints", False)
-        if not isinstance(hints, bool):
-            raise TileValueError(f"kernel '{self.name}': option cache_hints must be a bool, "
-                                 f"got {hints!r}")
-        fn.attributes["tile.cache_hints"] = ir.BoolAttr.get(hints)
+        hints = self.options.get("cache_hints")
+        if hints is not None and not isinstance(hints, bool):
+            raise TileValueError(f"kernel '{self.name}': option cache_hints must be True, "
+                                 f"False or None (automatic), got {hints!r}")
+        if hints is not None:
+            fn.attributes["tile.cache_hints"] = ir.BoolAttr.get(hints)
 
     def tile_ir(self, *args, stage: str = "tile") -> str:
         """The Tile IR of this kernel specialized for `args` (compile-time args as values)."""
@@ -401,12 +402,13 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     """Marks a tile kernel: `@tileir.kernel` or `@tileir.kernel(num_ctas=..., ...)`.
 
     Options: `occupancy` (cuTile: the thread blocks each SM should hold; the
-    register budget follows) and the TileLang-style hint `num_warps` (threads
-    per block / 32) and `cache_hints` (default False: 16-byte loads of data each
-    block streams skip L1, data every block re-reads stays there; measured slower
-    on an H200 for row kernels, see bench/RESULTS.md) steer the GPU stages; `num_ctas`, `opt_level` and
-    `num_worker_warps` are accepted as in cuTile and recorded.  The interpreter
-    ignores all of them.
+    register budget follows) and the TileLang-style hints `num_warps` (threads
+    per block / 32) and `cache_hints` (16-byte loads carry an L2 `evict_last`
+    policy: None, the default, for loads from arrays many times the L2 cache,
+    where it measured faster on an H200, and not otherwise, where it measured
+    slower; True or False for every load; docs/gpu-backend.md) steer the GPU
+    stages; `num_ctas`, `opt_level` and `num_worker_warps` are accepted as in
+    cuTile and recorded.  The interpreter ignores all of them.
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints"}
@@ -483,7 +485,7 @@ def _torch_signature(kernel: Kernel, args: Sequence[Any]) -> tuple | None:
                 return None
             if any(n > _I32_MAX for n in a.shape):
                 return None
-            sig.append((a.dtype, a.dim(), a.device.index, _torch_aligned(a)))
+            sig.append((a.dtype, a.dim(), a.device.index, _torch_aligned(a), _torch_large(a)))
         elif type(a) is int:
             sig.append((int, -(1 << 31) <= a < (1 << 31)))
         elif type(a) in (float, bool):
@@ -494,6 +496,17 @@ def _torch_signature(kernel: Kernel, args: Sequence[Any]) -> tuple | None:
 
 
 _I32_MAX = 2**31 - 1
+_LARGE_BYTES: dict[int, int] = {}
+
+
+def _torch_large(t) -> bool:
+    """`runtime.arrays.large(describe(t))` for a CUDA tensor, with the device's line
+    remembered (the hot path of every launch; test_gpu checks they agree)."""
+    line = _LARGE_BYTES.get(t.device.index)
+    if line is None:
+        from .runtime.arrays import large_bytes
+        line = _LARGE_BYTES[t.device.index] = large_bytes(t.device.index)
+    return t.numel() * t.element_size() >= line
 
 
 def _torch_aligned(t) -> bool:

@@ -37,6 +37,9 @@ class ArrayParam(Param):
     # 16-byte aligned base, unit last-dim stride, 16-byte multiple other strides:
     # the GPU backend may then use 16-byte vector accesses (docs/gpu-backend.md).
     aligned: bool = False
+    # Many times the GPU's L2 cache (runtime.arrays.large): the array streams from
+    # DRAM whatever the cache does, and the backend picks its L2 policy for that.
+    large: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,11 +75,14 @@ class ArraySpec:
 
     `aligned=True` promises what docs/gpu-backend.md calls aligned: a 16-byte
     aligned base, unit last-dim stride and 16-byte multiple other strides.
+    `large=True` says the array will be many times the GPU's L2 cache (what
+    `launch` decides from its size: `runtime.arrays.large`).
     """
 
     dtype: Any
     ndim: int
     aligned: bool = True
+    large: bool = False
 
 
 # ---------------------------------------------------------------------------
@@ -85,8 +91,8 @@ class ArraySpec:
 def classify_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool) -> Any:
     """The kind of argument `value` for parameter `pname` of kernel `kname`.
 
-    `gpu`: arrays specialize on alignment (only the GPU backend uses it; the
-    interpreter's variants stay unaligned so they are shared by all arrays).
+    `gpu`: arrays specialize on alignment and size (only the GPU backend uses them;
+    the interpreter's variants stay plain so they are shared by all arrays).
     """
     if isinstance(annotation, ConstantAnnotation):
         return _constant_arg(kname, pname, annotation, value)
@@ -126,11 +132,12 @@ def _runtime_kind(kname: str, pname: str, value: Any, gpu: bool) -> Any:
         if d is None:
             raise TileTypeError(f"argument '{pname}' of kernel '{kname}': arrays of "
                                 f"{value.dtype} are not supported")
-        aligned = False
+        aligned = large = False
         if gpu:
             from .runtime import arrays
-            aligned = arrays.aligned(arrays.describe(value))
-        return ArrayParam(d, len(value.shape), aligned)
+            info = arrays.describe(value)
+            aligned, large = arrays.aligned(info), arrays.large(info)
+        return ArrayParam(d, len(value.shape), aligned, large)
     raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is {type(value).__name__}; "
                         f"kernels take arrays (NumPy, torch, cupy), Python numbers and "
                         f"Constant[...] values")
@@ -146,7 +153,8 @@ def _described_array(kname: str, pname: str, spec: ArraySpec | ArrayParam,
     if isinstance(spec.ndim, bool) or not isinstance(spec.ndim, int) or spec.ndim < 0:
         raise TileValueError(f"argument '{pname}' of kernel '{kname}': an array's ndim must "
                              f"be an int >= 0, got {spec.ndim!r}")
-    return ArrayParam(d, spec.ndim, bool(spec.aligned) and gpu)
+    return ArrayParam(d, spec.ndim, bool(spec.aligned) and gpu,
+                      bool(getattr(spec, "large", False)) and gpu)
 
 
 # ---------------------------------------------------------------------------
@@ -163,6 +171,8 @@ SPEC_SYNTAX = f"""\
 argument specs, one per kernel parameter, separated by commas:
   bf16[2]          an array: dtype[ndim], aligned (16-byte base and row strides)
   f32[1]!u         an array that is not aligned (the kernel takes its scalar path)
+  bf16[2]!L        an array many times the GPU's L2 cache (launch() says `!L` for
+                   those: at least 4x the L2 size); flags combine: f32[1]!uL
   i64              a runtime scalar of that dtype
   8192, 0.5, True  a Python literal: the value of a Constant[...] parameter, or a
                    runtime scalar typed as launch() types it (int: i32, or i64 if
@@ -171,7 +181,7 @@ dtypes: {', '.join(SPEC_DTYPES)}
 (or their long names: float32, bfloat16, ...).
 """
 _SPEC_NAMES = {**dt.BY_NAME, **SPEC_DTYPES}
-_ARRAY_SPEC = re.compile(r"(?P<dtype>\w+)\s*\[\s*(?P<ndim>\d+)\s*\]\s*(?P<unaligned>!u)?")
+_ARRAY_SPEC = re.compile(r"(?P<dtype>\w+)\s*\[\s*(?P<ndim>\d+)\s*\]\s*(?:!(?P<flags>\w*))?")
 _NON_FINITE = {"inf": float("inf"), "+inf": float("inf"), "-inf": float("-inf"),
                "nan": float("nan")}
 
@@ -191,7 +201,8 @@ def format_arg_specs(params: Sequence[tuple[str, Any]]) -> str:
 
 def _format_one(kind: Any) -> str:
     if isinstance(kind, ArrayParam):
-        return f"{_short_name(kind.dtype)}[{kind.ndim}]{'' if kind.aligned else '!u'}"
+        flags = ("" if kind.aligned else "u") + ("L" if kind.large else "")
+        return f"{_short_name(kind.dtype)}[{kind.ndim}]{'!' + flags if flags else ''}"
     if isinstance(kind, ScalarParam):
         return _short_name(kind.dtype)
     return repr(kind)                      # a Constant's value: True, 1024, 0.5, inf
@@ -222,7 +233,13 @@ def _parse_one(token: str, number: int, text: str, column: int) -> Any:
         if d is None:
             raise error(f"unknown dtype '{array['dtype']}'; dtypes are "
                         f"{', '.join(SPEC_DTYPES)} (or their long names, e.g. float32)")
-        return ArraySpec(d, int(array["ndim"]), aligned=array["unaligned"] is None)
+        flags = array["flags"]
+        if flags is not None and (not flags or set(flags) - set("uL")
+                                  or len(set(flags)) != len(flags)):
+            raise error(f"unknown array flags '!{flags}': write !u (not aligned), !L (many "
+                        f"times the L2 cache) or both (!uL)")
+        flags = flags or ""
+        return ArraySpec(d, int(array["ndim"]), aligned="u" not in flags, large="L" in flags)
     if token in _SPEC_NAMES:
         return ScalarParam(_SPEC_NAMES[token])
     if token.lower() in _NON_FINITE:
@@ -234,4 +251,5 @@ def _parse_one(token: str, number: int, text: str, column: int) -> Any:
     if isinstance(value, (bool, int, float)):
         return value
     raise error(f"'{token}' is not one: write dtype[ndim] for an array (dtype[ndim]!u if it "
-                f"is not aligned), a dtype for a scalar, or a number, True or False")
+                f"is not aligned, !L if it is many times the L2 cache), a dtype for a "
+                f"scalar, or a number, True or False")

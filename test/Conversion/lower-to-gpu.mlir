@@ -39,8 +39,8 @@ func.func @abi(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %v: !tile.array<f32
 // CHECK-NEXT:      llvm.intr.masked.load %[[P]], %[[MASK]], %[[PAD]] {alignment = 16 : i32} : (!llvm.ptr<1>, vector<8xi1>, vector<8xbf16>) -> vector<8xbf16>
 // CHECK:         vector.extract %[[V]][7] : bf16 from vector<8xbf16>
 // CHECK-NOT:     %[[YS]]
-// CHECK:         %[[VAL:.*]] = vector.from_elements {{.*}} : vector<8xbf16>
-// CHECK-NEXT:    %[[Q:.*]] = llvm.getelementptr %[[Y]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK:         %[[Q:.*]] = llvm.getelementptr %[[Y]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK-NEXT:    %[[VAL:.*]] = vector.from_elements {{.*}} : vector<8xbf16>
 // CHECK:         scf.if %{{.*}} {
 // CHECK-NEXT:      llvm.store %[[VAL]], %[[Q]] {alignment = 16 : i64} : vector<8xbf16>, !llvm.ptr<1>
 // CHECK-NEXT:    } else {
@@ -57,15 +57,16 @@ func.func @aligned_bf16(%x: !tile.array<bf16, 1 : i64> {tile.aligned}, %y: !tile
 
 // -----
 
-// Unaligned arrays take the scalar path: every element's address is scaled by
-// the runtime stride, and at the edge each element is guarded on its own.
+// Unaligned arrays take the scalar path: the thread's first element is at its
+// base coordinate times the runtime stride, each further register a constant
+// number of strides on; at the edge each element is guarded on its own.
 
 // CHECK-LABEL: gpu.func @unaligned_bf16
 // CHECK-SAME:    (%[[X:[^:]*]]: !llvm.ptr<1>, %{{[^:]*}}: i32, %[[XS:[^:]*]]: i64, %{{[^:]*}}: !llvm.ptr<1>, %{{[^:]*}}: i32, %[[YS:[^:]*]]: i64)
 // CHECK:         %[[O0:.*]] = arith.muli %{{.*}}, %[[XS]] : i64
 // CHECK-NEXT:    %[[P0:.*]] = llvm.getelementptr %[[X]][%[[O0]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
-// CHECK-NEXT:    %[[O1:.*]] = arith.muli %{{.*}}, %[[XS]] : i64
-// CHECK-NEXT:    %[[P1:.*]] = llvm.getelementptr %[[X]][%[[O1]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
+// CHECK:         %[[O1:.*]] = arith.muli %c1_i64{{.*}}, %[[XS]] : i64
+// CHECK-NEXT:    %[[P1:.*]] = llvm.getelementptr %[[P0]][%[[O1]]] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16
 // CHECK:         scf.if %{{.*}} -> (vector<1xbf16>, vector<1xbf16>) {
 // CHECK-NEXT:      llvm.load %[[P0]] {alignment = 2 : i64} : !llvm.ptr<1> -> vector<1xbf16>
 // CHECK-NEXT:      llvm.load %[[P1]] {alignment = 2 : i64} : !llvm.ptr<1> -> vector<1xbf16>
@@ -87,27 +88,66 @@ func.func @unaligned_bf16(%x: !tile.array<bf16, 1 : i64>, %y: !tile.array<bf16, 
 
 // -----
 
-// With cache hints on (`tile.cache_hints = true`; off when absent), interior 16-byte loads
-// carry an L1 policy: evict-first for data each block streams once (the index
-// depends on the block id), evict-last for data every block re-reads.
+// Loads from an array many times the L2 cache (`tile.large`, which launch()
+// specializes on) carry an L2 evict_last policy, made once at the entry with
+// createpolicy; other arrays' loads stay plain.  That is the default, when the
+// kernel has no `tile.cache_hints`.
 
-// CHECK-LABEL: gpu.func @cache_hints
+// CHECK-LABEL: gpu.func @l2_policy_on_large_arrays
 // CHECK-SAME:    (%[[X:[^:]*]]: !llvm.ptr<1> {llvm.align = 16 : i64}, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %[[W:[^:]*]]: !llvm.ptr<1>
+// CHECK-NEXT:    %[[POL:.*]] = llvm.inline_asm "createpolicy.fractional.L2::evict_last.b64 $0, 1.0;", "=l"  : () -> i64
 // CHECK:         %[[PX:.*]] = llvm.getelementptr %[[X]]
 // CHECK:         scf.if
-// CHECK-NEXT:      llvm.inline_asm "ld.global.L1::evict_first.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l" %[[PX]] : (!llvm.ptr<1>) -> !llvm.struct<(i32, i32, i32, i32)>
+// CHECK-NEXT:      llvm.inline_asm "ld.global.L2::cache_hint.v4.b32 {$0, $1, $2, $3}, [$4], $5;", "=r,=r,=r,=r,l,l" %[[PX]], %[[POL]] : (!llvm.ptr<1>, i64) -> !llvm.struct<(i32, i32, i32, i32)>
 // CHECK:           vector.bitcast %{{.*}} : vector<4xi32> to vector<8xbf16>
 // CHECK:         %[[PW:.*]] = llvm.getelementptr %[[W]]
 // CHECK:         scf.if
-// CHECK-NEXT:      llvm.inline_asm "ld.global.L1::evict_last.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l" %[[PW]]
+// CHECK-NEXT:      llvm.load %[[PW]] {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
 #l = #tile.blocked<array<i64: 8>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
-func.func @cache_hints(%x: !tile.array<bf16, 1 : i64> {tile.aligned}, %w: !tile.array<bf16, 1 : i64> {tile.aligned}, %y: !tile.array<bf16, 1 : i64> {tile.aligned}) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = true} {
+func.func @l2_policy_on_large_arrays(%x: !tile.array<bf16, 1 : i64> {tile.aligned, tile.large}, %w: !tile.array<bf16, 1 : i64> {tile.aligned}, %y: !tile.array<bf16, 1 : i64> {tile.aligned, tile.large}) attributes {tile.kernel, tile.num_warps = 1 : i32} {
   %c0 = arith.constant 0 : i32
   %b = "tile.bid"() {axis = 0 : i64} : () -> i32
   %t = "tile.load"(%x, %b) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<256xbf16, #l>
   %g = "tile.load"(%w, %c0) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<256xbf16, #l>
   %p = arith.mulf %t, %g : tensor<256xbf16, #l>
   "tile.store"(%y, %p, %b) : (!tile.array<bf16, 1 : i64>, tensor<256xbf16, #l>, i32) -> ()
+  return
+}
+
+// -----
+
+// `tile.cache_hints = true` puts the policy on every 16-byte load, except one
+// that a store precedes (the policy load is inline PTX that LLVM may move like
+// pure code); `false` on none, large arrays included.
+
+// CHECK-LABEL: gpu.func @cache_hints_on
+// CHECK:         llvm.inline_asm "createpolicy.fractional.L2::evict_last.b64
+// CHECK:         llvm.inline_asm "ld.global.L2::cache_hint.v4.b32
+// CHECK:         llvm.store
+// CHECK-NOT:     ld.global.L2::cache_hint
+// CHECK:         llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// CHECK:         gpu.return
+#l = #tile.blocked<array<i64: 8>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @cache_hints_on(%x: !tile.array<bf16, 1 : i64> {tile.aligned}, %y: !tile.array<bf16, 1 : i64> {tile.aligned}) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = true} {
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<256xbf16, #l>
+  "tile.store"(%y, %t, %b) : (!tile.array<bf16, 1 : i64>, tensor<256xbf16, #l>, i32) -> ()
+  %u = "tile.load"(%y, %b) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<256xbf16, #l>
+  "tile.store"(%x, %u, %b) : (!tile.array<bf16, 1 : i64>, tensor<256xbf16, #l>, i32) -> ()
+  return
+}
+
+// -----
+
+// CHECK-LABEL: gpu.func @cache_hints_off
+// CHECK-NOT:     createpolicy
+// CHECK-NOT:     cache_hint
+// CHECK:         gpu.return
+#l = #tile.blocked<array<i64: 8>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @cache_hints_off(%x: !tile.array<bf16, 1 : i64> {tile.aligned, tile.large}, %y: !tile.array<bf16, 1 : i64> {tile.aligned, tile.large}) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<256xbf16, #l>
+  "tile.store"(%y, %t, %b) : (!tile.array<bf16, 1 : i64>, tensor<256xbf16, #l>, i32) -> ()
   return
 }
 
@@ -173,6 +213,41 @@ func.func @reduce_across_warps(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %ou
   %b = "tile.bid"() {axis = 0 : i64} : () -> i32
   %t = "tile.load"(%x, %b, %c0) {padding = "neg_inf", tile_shape = array<i64: 1, 256>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x256xf32, #row>
   %s = "tile.reduce"(%t) {axis = 1 : i64, kind = "max"} : (tensor<1x256xf32, #row>) -> tensor<1xf32, #tile.slice<1 : i64, #row>>
+  "tile.store"(%out, %s, %b) : (!tile.array<f32, 1 : i64>, tensor<1xf32, #tile.slice<1 : i64, #row>>, i32) -> ()
+  return
+}
+
+// -----
+
+// Across 16 warps whose lanes all hold the same partial: each warp writes its
+// partial once (a 16-float buffer, 64 bytes), then lane l of every warp loads
+// warp (l mod 16)'s and four xor shuffles (1, 2, 4, 8) combine them: one
+// shared-memory load per thread instead of sixteen.
+
+// CHECK-LABEL: module attributes {gpu.container_module, tile.kernel_meta = "{\22name\22: \22reduce_across_16_warps\22, \22num_threads\22: 512, \22shared_bytes\22: 64,
+// CHECK-LABEL: gpu.func @reduce_across_16_warps
+// CHECK-COUNT-5: gpu.shuffle xor %{{.*}} : f32
+// CHECK:         %[[BUF:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<16xf32, #gpu.address_space<workgroup>>
+// CHECK:         memref.store %{{.*}}, %[[BUF]][%{{.*}}]
+// CHECK:         gpu.barrier
+// CHECK-COUNT-1: memref.load %[[BUF]][%{{.*}}]
+// CHECK-NOT:     memref.load
+// CHECK:         gpu.shuffle xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    arith.addf
+// CHECK:         gpu.shuffle xor %{{.*}}, %c2_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    arith.addf
+// CHECK:         gpu.shuffle xor %{{.*}}, %c4_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    arith.addf
+// CHECK:         gpu.shuffle xor %{{.*}}, %c8_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    arith.addf
+// CHECK-NOT:     gpu.shuffle
+// CHECK:         gpu.return
+#row = #tile.blocked<array<i64: 1, 4>, array<i64: 1, 32>, array<i64: 1, 16>, array<i64: 1, 0>>
+func.func @reduce_across_16_warps(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %out: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 16 : i32} {
+  %c0 = arith.constant 0 : i32
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b, %c0) {padding = "zero", tile_shape = array<i64: 1, 2048>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x2048xf32, #row>
+  %s = "tile.reduce"(%t) {axis = 1 : i64, kind = "sum"} : (tensor<1x2048xf32, #row>) -> tensor<1xf32, #tile.slice<1 : i64, #row>>
   "tile.store"(%out, %s, %b) : (!tile.array<f32, 1 : i64>, tensor<1xf32, #tile.slice<1 : i64, #row>>, i32) -> ()
   return
 }

@@ -1,13 +1,13 @@
 // RUN: tile-opt %s -split-input-file --tile-assign-layouts | FileCheck %s
 
 // Global accesses get coalesced layouts: 16 bytes (4 x f32) per thread along
-// the last dim, 32 lanes, then warps; 1024 x 4 bytes is 4 KiB, one 16-byte
-// vector per thread per warp-sized slice: 4 warps.  Element-wise ops keep
-// their operands' layout, so nothing is converted.
+// the last dim, 32 lanes, then warps.  A block streams two 1024 x 4-byte tiles,
+// 8 KiB: two 16-byte vectors per thread is 256 threads, 8 warps.  Element-wise
+// ops keep their operands' layout, so nothing is converted.
 
 // CHECK-LABEL: func.func @coalesced
-// CHECK-SAME:    attributes {tile.kernel, tile.num_warps = 4 : i32}
-// CHECK:         %[[X:.*]] = "tile.load"({{.*}}) -> tensor<1024xf32, [[L:#tile.blocked<array<i64: 4>, array<i64: 32>, array<i64: 4>, array<i64: 0>>]]>
+// CHECK-SAME:    attributes {tile.kernel, tile.num_warps = 8 : i32}
+// CHECK:         %[[X:.*]] = "tile.load"({{.*}}) -> tensor<1024xf32, [[L:#tile.blocked<array<i64: 4>, array<i64: 32>, array<i64: 8>, array<i64: 0>>]]>
 // CHECK-NEXT:    %[[Y:.*]] = "tile.load"({{.*}}) -> tensor<1024xf32, [[L]]>
 // CHECK-NEXT:    %[[S:.*]] = arith.addf %[[X]], %[[Y]] : tensor<1024xf32, [[L]]>
 // CHECK-NEXT:    "tile.store"(%{{.*}}, %[[S]], %{{.*}}) : (!tile.array<f32, 1 : i64>, tensor<1024xf32, [[L]]>, i32) -> ()
@@ -18,6 +18,39 @@ func.func @coalesced(%a: !tile.array<f32, 1 : i64>, %b: !tile.array<f32, 1 : i64
   %y = "tile.load"(%b, %bid) {padding = "zero", tile_shape = array<i64: 1024>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<1024xf32>
   %s = arith.addf %x, %y : tensor<1024xf32>
   "tile.store"(%b, %s, %bid) : (!tile.array<f32, 1 : i64>, tensor<1024xf32>, i32) -> ()
+  return
+}
+
+// -----
+
+// What a block streams sets its warps: the row of x (16 KiB of bf16) counts, the
+// weight row every block reads (a block-invariant index) does not; 512 threads
+// of two 16-byte vectors each: 16 warps.
+
+// CHECK-LABEL: func.func @streamed_bytes_set_the_warps
+// CHECK-SAME:    tile.num_warps = 16 : i32
+func.func @streamed_bytes_set_the_warps(%x: !tile.array<bf16, 2 : i64>, %w: !tile.array<bf16, 1 : i64>, %y: !tile.array<bf16, 2 : i64>) attributes {tile.kernel} {
+  %row = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%x, %row, %c0) {padding = "zero", tile_shape = array<i64: 1, 8192>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<1x8192xbf16>
+  %g = "tile.load"(%w, %c0) {padding = "zero", tile_shape = array<i64: 8192>} : (!tile.array<bf16, 1 : i64>, i32) -> tensor<8192xbf16>
+  %g2 = "tile.reshape"(%g) : (tensor<8192xbf16>) -> tensor<1x8192xbf16>
+  %p = arith.mulf %t, %g2 : tensor<1x8192xbf16>
+  "tile.store"(%y, %p, %row, %c0) : (!tile.array<bf16, 2 : i64>, tensor<1x8192xbf16>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// A kernel that loads nothing block-dependent counts its largest tile: a
+// 32 KiB f32 store, two vectors per thread, is 1024 threads, capped at 16 warps.
+
+// CHECK-LABEL: func.func @no_streamed_load
+// CHECK-SAME:    tile.num_warps = 16 : i32
+func.func @no_streamed_load(%y: !tile.array<f32, 1 : i64>) attributes {tile.kernel} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %one = arith.constant dense<1.0> : tensor<8192xf32>
+  "tile.store"(%y, %one, %i) : (!tile.array<f32, 1 : i64>, tensor<8192xf32>, i32) -> ()
   return
 }
 

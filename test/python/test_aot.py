@@ -304,6 +304,7 @@ def specialize(text: str) -> list[tuple[str, object]]:
     (" bfloat16[2] , bf16[2]!u, 1024 ", "bf16[2],bf16[2]!u,1024"),
     ("u8[3],bool[1],i64,f16,True,0.5,-3", "u8[3],bool[1],i64,f16,True,0.5,-3"),
     ("float64[0],int32,inf", "f64[0],i32,inf"),
+    ("bf16[2]!L,f32[1]!Lu,f32[1]!uL", "bf16[2]!L,f32[1]!uL,f32[1]!uL"),
 ])
 def test_arg_specs_round_trip_through_the_specialization(text, canonical):
     params = specialize(text)
@@ -316,10 +317,10 @@ def test_arg_specs_stand_for_the_arrays_and_scalars_they_describe():
     assert parsed[:3] == [ArraySpec(ct.float32, 2, True), ArraySpec(ct.bfloat16, 1, False),
                           ScalarParam(ct.int64)]
     assert [(type(v), v) for v in parsed[3:]] == [(int, 8192), (float, 2.5), (bool, True)]
-    params = vector_add.classify([*parse_arg_specs("f32[1],f32[1]!u,f32[1]"), 1024], gpu=True)
+    params = vector_add.classify([*parse_arg_specs("f32[1],f32[1]!u,f32[1]!L"), 1024], gpu=True)
     assert [k for _, k in params] == [ArrayParam(ct.float32, 1, True),
                                       ArrayParam(ct.float32, 1, False),
-                                      ArrayParam(ct.float32, 1, True), 1024]
+                                      ArrayParam(ct.float32, 1, True, large=True), 1024]
     # A literal for a runtime scalar is typed as launch() types the value.
     assert [classify_arg("k", "n", None, v, gpu=True) for v in parse_arg_specs(
         "8192,3000000000,0.5,False")] == [ScalarParam(ct.int32), ScalarParam(ct.int64),
@@ -335,7 +336,10 @@ def test_arg_specs_stand_for_the_arrays_and_scalars_they_describe():
     ("f32[1],,1", "argument spec 2: empty (two commas in a row?)", 7),
     ("f32[1], TILE", "argument spec 2: 'TILE' is not one: write dtype[ndim] for an array", 8),
     ("f32[-1]", "argument spec 1: 'f32[-1]' is not one", 0),
-    ("f32[1]!a", "argument spec 1: 'f32[1]!a' is not one", 0),
+    ("f32[1]!a", "argument spec 1: unknown array flags '!a': write !u (not aligned), !L "
+                 "(many times the L2 cache) or both (!uL)", 0),
+    ("f32[1]!uu", "argument spec 1: unknown array flags '!uu'", 0),
+    ("f32[1]!", "argument spec 1: unknown array flags '!'", 0),
     ("'x'", "argument spec 1: ''x'' is not one", 0),
 ])
 def test_bad_arg_specs_point_at_the_argument(text, message, column):

@@ -32,9 +32,8 @@ from tileir.examples import layernorm, matmul, rmsnorm, softmax, transpose, vect
 from tileir.passes import STAGES
 
 DTYPES = ("float32", "float16", "bfloat16")
-# Row kernels at a common hidden size.  (At 8192 columns ptxas keeps rmsnorm for
-# sm_80 in f16/bf16 to 64 registers and spills 8 bytes.)
-ROW = 4096
+# Row kernels at the benchmarks' hidden size.
+ROW = 8192
 
 
 def _args(name: str, dtype: str, aligned: bool) -> tuple:
@@ -184,6 +183,27 @@ def test_every_stage_artifact(compiled, v: Variant):
     cubin = ck.artifacts["cubin"]
     assert isinstance(cubin, bytes) and cubin[:4] == b"\x7fELF" and cubin == ck.cubin
     assert ck.meta["name"] == name and ck.meta["target"] == chip
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_large_arrays_get_the_l2_policy_and_ptxas_takes_it(cuobjdump, target):
+    """RMSNorm with a large `x` and `y` and a small weight: every 16-byte load of x
+    carries the policy, made once; the weight's loads do not; ptxas assembles it."""
+    kernel = ct.kernel(rmsnorm.rmsnorm.__wrapped__)
+    spec = lambda ndim, large: ct.ArraySpec("bfloat16", ndim, large=large)  # noqa: E731
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TILEIR_CACHE", "0")
+        ck = kernel.compile((spec(2, True), spec(1, False), spec(2, True), 1e-6, ROW),
+                            target=target)
+    ptx = ck.artifacts["ptx"]
+    threads = ck.meta["num_threads"]
+    vectors = ROW // 8 // threads                     # 16-byte loads of a row per thread
+    assert ptx.count("createpolicy.fractional.L2::evict_last.b64") == 1
+    # the interior path loads x with the policy (the edge path, rare, plainly); the
+    # weight's loads are plain on both paths
+    assert ptx.count("ld.global.L2::cache_hint.v4.b32") == vectors
+    assert ptx.count("ld.global.v4.b32") == 3 * vectors
+    assert ck.cubin[:4] == b"\x7fELF"
 
 
 # --------------------------------------------------------------------------

@@ -172,3 +172,48 @@ def test_loops_and_branches(dtype, m, n, tn):
     ct.launch(None, (m,), chunked_row_sum, (x, out, tn))
     ref = x.double().sum(-1).abs()
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("example", ["vector_add", "rmsnorm", "softmax"])
+@pytest.mark.parametrize("offset", [False, True])
+def test_large_arrays_take_the_l2_policy(monkeypatch, example, offset):
+    """Arrays over the large-array line specialize as large and their 16-byte loads
+    carry the L2 policy (unaligned arrays have no 16-byte loads): correct either way,
+    through the checked launch and the fast path.  The line is lowered to 1 MiB so
+    that modest arrays cross it."""
+    import importlib
+    from tileir.runtime import arrays
+    kernel_module = importlib.import_module("tileir.kernel")   # `tileir.kernel` is also a function
+    from tileir.specialization import ArrayParam
+    monkeypatch.setattr(arrays, "large_bytes", lambda ordinal: 1 << 20)
+    monkeypatch.setattr(kernel_module, "_LARGE_BYTES", {})
+    d = torch.bfloat16
+    m, n = 301, 2000 - 8         # rows of 16-byte multiples, ragged against the 2048 tile;
+    #                              a row array is 1.2 MB, w 4 KB
+    if example == "vector_add":
+        k = ct.kernel(vector_add.vector_add.__wrapped__)
+        a, b = rand(m * n, dtype=d, offset=offset), rand(m * n, dtype=d, offset=offset)
+        out = poisoned(m * n, dtype=d)
+        args, grid, ref = (a, b, out, 2048), (ct.cdiv(m * n, 2048),), a.float() + b.float()
+        large = {"a": True, "b": True, "c": True}
+    elif example == "rmsnorm":
+        k = ct.kernel(rmsnorm.rmsnorm.__wrapped__)
+        x, w, out = rand(m, n, dtype=d, offset=offset), rand(n, dtype=d), poisoned(m, n, dtype=d)
+        args, grid = (x, w, out, 1e-6, next_pow2(n)), (m,)
+        xf = x.float()
+        ref = xf * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + 1e-6) * w.float()
+        large = {"x": True, "w": False, "y": True}
+    else:
+        k = ct.kernel(softmax.softmax.__wrapped__)
+        x, out = rand(m, n, dtype=d, offset=offset), poisoned(m, n, dtype=d)
+        args, grid, ref = (x, out, next_pow2(n)), (m,), torch.softmax(x.float(), -1)
+        large = {"x": True, "y": True}
+    for _ in range(2):                                     # checked path, then the fast path
+        out.fill_(float("nan"))
+        ct.launch(None, grid, k, args)
+        torch.cuda.synchronize()
+        close(out, ref)
+    (ck,) = k._cache.values()
+    assert {name: kind.large for name, kind in ck.params
+            if isinstance(kind, ArrayParam)} == large
+    assert ("L2::cache_hint" in ck.artifacts["ptx"]) is not offset

@@ -81,3 +81,15 @@ def test_fast_path_alignment_matches_the_runtime():
              base[3:4, :], torch.zeros(5, 3, dtype=torch.float32), torch.zeros(1, 7)]
     for v in views:
         assert _torch_aligned(v) == aligned(describe(v)), (v.shape, v.stride())
+
+
+def test_large_arrays_are_judged_by_their_bytes(monkeypatch):
+    from tileir.runtime import arrays
+    monkeypatch.setattr(arrays, "large_bytes", lambda ordinal: 1000)
+    info = lambda shape, device: arrays.DeviceArrayInfo(  # noqa: E731
+        0, shape, (shape[1], 1), ct.float16, device)
+    assert arrays.nbytes(info((10, 50), ("cuda", 0))) == 1000
+    assert arrays.large(info((10, 50), ("cuda", 0)))
+    assert not arrays.large(info((10, 49), ("cuda", 0)))
+    assert not arrays.large(info((10, 50), ("cpu", 0)))         # host arrays never are
+    assert not arrays.large(info((10, 50), ("cuda", None)))     # nor an unknown device's

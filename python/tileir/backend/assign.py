@@ -28,7 +28,7 @@ from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 
 NUM_WARPS_ATTR = "tile.num_warps"
-DEFAULT_MAX_WARPS = 8
+DEFAULT_MAX_WARPS = 16
 
 
 def element_bytes(t: ir.Type) -> int:
@@ -260,29 +260,62 @@ def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | Non
 
 
 def choose_num_warps(func: ir.Operation) -> int:
-    """Enough warps that each thread holds about two 16-byte vectors of the largest tile."""
+    """Enough warps that each thread streams about two 16-byte vectors.
+
+    What a block streams is the data its loads bring in from block-dependent
+    places (a block-invariant load, like a weight row every block reads, is
+    served by the cache); a kernel with no such load counts its largest tile.
+    Measured on an H200 (bench/RESULTS.md): rows of 16 KB run best on 16 warps,
+    rows of 8 KB on 8, a vector add of two 4 KB tiles on 8.
+    """
     if NUM_WARPS_ATTR in func.attributes:
         n = ir.IntegerAttr(func.attributes[NUM_WARPS_ATTR]).value
         if not is_power_of_two(n) or n > 32:
             raise TileIRError(f"num_warps must be a power of two <= 32, got {n}", func.location)
         return n
-    biggest = 0
+    streamed = biggest = 0
 
     def visit(op):
-        nonlocal biggest
+        nonlocal streamed, biggest
         if op.name in ("tile.load", "tile.store"):
             t = op.results[0].type if op.name == "tile.load" else op.operands[1].type
-            n = 1
+            n = element_bytes(t.element_type)
             for d in t.shape:
                 n *= d
-            biggest = max(biggest, n * element_bytes(t.element_type))
+            biggest = max(biggest, n)
+            if op.name == "tile.load" and not all(block_invariant(i)
+                                                  for i in list(op.operands)[1:]):
+                streamed += n
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
+    per_block = streamed or biggest
     warps = 1
-    while warps < DEFAULT_MAX_WARPS and warps * 32 * 32 < biggest:
+    while warps < DEFAULT_MAX_WARPS and warps * 32 * 32 < per_block:
         warps *= 2
     return warps
+
+
+def block_invariant(v: ir.Value, seen: set | None = None) -> bool:
+    """Whether `v` is the same in every block: it does not depend on `tile.bid`/
+    `tile.num_blocks` (a loop counter is invariant when its bounds are; loop-carried
+    values are conservatively not)."""
+    seen = set() if seen is None else seen
+    if v in seen:
+        return True
+    seen.add(v)
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        parent = owner.owner
+        if parent is None or parent.name == "func.func":
+            return True                               # kernel arguments
+        if parent.name == "scf.for" and v == owner.arguments[0]:
+            return all(block_invariant(x, seen) for x in list(parent.operands)[:3])
+        return False
+    op = owner.operation if hasattr(owner, "operation") else owner
+    if op.name in ("tile.bid", "tile.num_blocks"):
+        return False
+    return all(block_invariant(x, seen) for x in op.operands)
 
 
 def assign_layouts(module: ir.Module) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from mlir import ir
-from mlir.dialects import arith, gpu, memref
+from mlir.dialects import arith, gpu, llvm, memref
 
 from tileir.dialect import TileIRError
 from . import layouts as L
@@ -39,12 +39,16 @@ class ArrayABI:
     strides: list[ir.Value]    # i64, in elements
     elem: ir.Type              # signless element type of tiles
     aligned: bool
+    large: bool = False        # many times the L2 cache (specialization.ArrayParam)
 
 
 class LoweringContext:
-    def __init__(self, num_warps: int, block_args_entry: ir.Block, cache_hints: bool = True):
+    def __init__(self, num_warps: int, block_args_entry: ir.Block,
+                 cache_hints: bool | None = None):
         self.num_warps = num_warps
+        # L2 policy on 16-byte loads: True/False for all, None for large arrays only
         self.cache_hints = cache_hints
+        self._l2_policy = None
         self.values: dict[ir.Value, object] = {}
         self.arrays: dict[ir.Value, ArrayABI] = {}
         self.entry = block_args_entry
@@ -112,6 +116,16 @@ class LoweringContext:
             self._first_ops = coords[-1].owner if coords else self._first_ops
         self._thread[key] = coords
         return coords
+
+    # -- cache policies ----------------------------------------------------------------
+    def l2_evict_last(self) -> ir.Value:
+        """An L2 cache policy (`createpolicy`, sm_80+): lines stay behind evict_normal
+        ones.  Made once, at the kernel entry."""
+        if self._l2_policy is None:
+            with ir.InsertionPoint.at_block_begin(self.entry):
+                self._l2_policy = llvm.inline_asm(
+                    I64(), [], "createpolicy.fractional.L2::evict_last.b64 $0, 1.0;", "=l")
+        return self._l2_policy
 
     # -- shared memory -----------------------------------------------------------------
     def smem_barrier_before(self) -> None:

@@ -45,11 +45,11 @@ def _kernel_func(module: ir.Module) -> ir.Operation:
     return kernels[0]
 
 
-def _arg_is_aligned(func: ir.Operation, i: int) -> bool:
+def _arg_has(func: ir.Operation, i: int, attr: str) -> bool:
     if "arg_attrs" not in func.attributes:
         return False
     attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
-    return i < len(attrs) and "tile.aligned" in ir.DictAttr(attrs[i])
+    return i < len(attrs) and attr in ir.DictAttr(attrs[i])
 
 
 def _arg_names(func: ir.Operation) -> list[str]:
@@ -73,7 +73,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     for i, a in enumerate(entry.arguments):
         info = array_info(a.type)
         if info is not None:
-            aligned = _arg_is_aligned(func, i)
+            aligned = _arg_has(func, i, "tile.aligned")
             params.append({"kind": "array", "name": names[i], "dtype": str(info.element_type),
                            "ndim": info.rank, "aligned": aligned})
             types += [ptr_t] + [I32()] * info.rank + [I64()] * info.rank
@@ -95,12 +95,11 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
                 # ptxas caps registers so this many blocks fit on one SM (.minnctapersm)
                 gfunc.operation.attributes["nvvm.minctasm"] = func.attributes["tile.occupancy"]
             body = gfunc.body.blocks.append(*types)
-    # off unless asked for: measured slower on an H200 (bench/RESULTS.md)
-    hints = "tile.cache_hints" in func.attributes and \
-        ir.BoolAttr(func.attributes["tile.cache_hints"]).value
+    hints = ir.BoolAttr(func.attributes["tile.cache_hints"]).value \
+        if "tile.cache_hints" in func.attributes else None
     cx = LoweringContext(num_warps, body, hints)
     it = iter(body.arguments)
-    for a in entry.arguments:
+    for i, a in enumerate(entry.arguments):
         info = array_info(a.type)
         if info is None:
             cx.values[a] = next(it)
@@ -109,7 +108,8 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         dims = [next(it) for _ in range(info.rank)]
         strides = [next(it) for _ in range(info.rank)]
         cx.arrays[a] = ArrayABI(ptr, dims, strides, signless(info.element_type),
-                                _arg_is_aligned(func, list(entry.arguments).index(a)))
+                                _arg_has(func, i, "tile.aligned"),
+                                _arg_has(func, i, "tile.large"))
     with ir.InsertionPoint(body):
         lower_block(cx, entry)
         with func.location:

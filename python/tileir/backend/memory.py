@@ -6,7 +6,8 @@ one 16-byte (or narrower) vector access: a fully in-bounds group takes the
 plain vector path; a group straddling the array edge takes a masked access
 (NVPTX predicates it per element).  Unaligned arrays use predicated scalar
 accesses.  Out-of-range loads read the padding value; out-of-range stores are
-dropped.  `i1` tiles live in memory as bytes.
+dropped.  `i1` tiles live in memory as bytes.  16-byte loads from arrays many
+times the L2 cache carry an L2 evict_last policy (`_wants_l2_policy`).
 """
 
 from __future__ import annotations
@@ -44,23 +45,28 @@ def padding_value(mode: str, elem: ir.Type) -> ir.Value:
 
 
 class _Addressing:
-    """Element coordinates, offsets and bounds for one tile access."""
+    """Element coordinates, offsets and bounds for one tile access.
+
+    Everything per element is derived from the thread's base coordinate (tile
+    origin + thread offset, one i64 per dim) and the pointer to that element:
+    a group adds compile-time register offsets to them.  Per-element masks are
+    built only on the edge path, where they are used, so nothing per element
+    stays live across the kernel.
+    """
 
     def __init__(self, cx: LoweringContext, arr: ArrayABI, index: list[ir.Value],
                  lin: L.Linear):
         self.cx, self.arr, self.lin = cx, arr, lin
-        self.thread = cx.thread_coords(lin)
-        self.origin = [arith.muli(arith.extsi(I64(), i), cx.const(s, I64()))
-                       for i, s in zip(index, lin.shape)]
+        thread = cx.thread_coords(lin)
+        origin = [arith.muli(arith.extsi(I64(), i), cx.const(s, I64()))
+                  for i, s in zip(index, lin.shape)]
+        self.base = [arith.addi(o, arith.extsi(I64(), t)) for o, t in zip(origin, thread)]
         self.dims64 = [arith.extsi(I64(), d) for d in arr.dims]
+        self.base_ptr = gep(arr.ptr, self.offset(self.base), storage_type(arr.elem))
 
     def coords(self, r: int) -> list[ir.Value]:
-        static = self.lin.reg_coord(r)
-        out = []
-        for d, s in enumerate(static):
-            local = arith.addi(self.thread[d], self.cx.const(s)) if s else self.thread[d]
-            out.append(arith.addi(self.origin[d], arith.extsi(I64(), local)))
-        return out
+        return [arith.addi(b, self.cx.const(s, I64())) if s else b
+                for b, s in zip(self.base, self.lin.reg_coord(r))]
 
     def offset(self, coords: list[ir.Value]) -> ir.Value:
         off = None
@@ -71,6 +77,15 @@ class _Addressing:
             term = c if (d == last and self.arr.aligned) else arith.muli(c, st)
             off = term if off is None else arith.addi(off, term)
         return off
+
+    def ptr(self, r: int) -> ir.Value:
+        """The address of register `r`'s element: the thread's base pointer plus the
+        register's static offset (an address immediate on the unit-stride dim)."""
+        static = self.lin.reg_coord(r)
+        if not any(static):
+            return self.base_ptr
+        return gep(self.base_ptr, self.offset([self.cx.const(s, I64()) for s in static]),
+                   storage_type(self.arr.elem))
 
     def in_bounds(self, coords: list[ir.Value], dims: range) -> ir.Value | None:
         cond = None
@@ -85,11 +100,9 @@ class _Addressing:
         cond = None
         for d in range(len(self.lin.shape)):
             top = max(self.lin.reg_coord(r)[d] for r in range(self.lin.num_regs))
-            local = arith.addi(self.thread[d], self.cx.const(top)) if top else self.thread[d]
-            lo = arith.addi(self.origin[d], arith.extsi(I64(), self.thread[d]))
-            hi = arith.addi(self.origin[d], arith.extsi(I64(), local))
+            hi = arith.addi(self.base[d], self.cx.const(top, I64())) if top else self.base[d]
             ok = arith.andi(arith.cmpi(arith.CmpIPredicate.ult, hi, self.dims64[d]),
-                            arith.cmpi(arith.CmpIPredicate.ult, lo, self.dims64[d]))
+                            arith.cmpi(arith.CmpIPredicate.ult, self.base[d], self.dims64[d]))
             cond = ok if cond is None else arith.andi(cond, ok)
         return cond
 
@@ -112,34 +125,16 @@ class _Addressing:
         return (arith.andi(per[0], per[-1]) if v > 1 else per[0]), per
 
 
-def block_invariant(v: ir.Value, seen: set | None = None) -> bool:
-    """Whether `v` is the same in every block: it does not depend on `tile.bid`/
-    `tile.num_blocks` (a loop counter is invariant when its bounds are; loop-carried
-    values are conservatively not)."""
-    seen = set() if seen is None else seen
-    if v in seen:
-        return True
-    seen.add(v)
-    owner = v.owner
-    if isinstance(owner, ir.Block):
-        parent = owner.owner
-        if parent is None or parent.name == "func.func":
-            return True                               # kernel arguments
-        if parent.name == "scf.for" and v == owner.arguments[0]:
-            return all(block_invariant(x, seen) for x in list(parent.operands)[:3])
-        return False
-    op = owner.operation if hasattr(owner, "operation") else owner
-    if op.name in ("tile.bid", "tile.num_blocks"):
-        return False
-    return all(block_invariant(x, seen) for x in op.operands)
+# A 16-byte load with an L2 cache policy operand (`createpolicy`).
+_POLICY_LOAD = "ld.global.L2::cache_hint.v4.b32 {$0, $1, $2, $3}, [$4], $5;"
 
 
-# 16-byte loads with an L1 policy: data each block streams once should not evict
-# data every block re-reads (a weight row), which should stay in L1.
-_HINTED_LOAD = {
-    "stream": "ld.global.L1::evict_first.v4.b32 {$0, $1, $2, $3}, [$4];",
-    "reuse": "ld.global.L1::evict_last.v4.b32 {$0, $1, $2, $3}, [$4];",
-}
+def _wants_l2_policy(cx: LoweringContext, arr: ArrayABI) -> bool:
+    """Loads of an array many times the L2 cache stream from DRAM in any case; marking
+    them L2 `evict_last` measured faster on an H200 (bench/RESULTS.md; the DRAM bytes
+    are the same either way, so presumably the cache's write-back order changes).  For arrays
+    that fit, the same policy measured slower: they lose their reuse between kernels."""
+    return arr.large if cx.cache_hints is None else cx.cache_hints
 
 
 def lower_load(cx: LoweringContext, op) -> None:
@@ -151,21 +146,23 @@ def lower_load(cx: LoweringContext, op) -> None:
     pad = padding_value(op.padding, store_t)
     v = addr.vector_width(store_t)
     vt = ir.VectorType.get([v], store_t)
-    groups = [(addr.coords(r0), r0) for r0 in range(0, lin.num_regs, v)]
-    ptrs = [gep(arr.ptr, addr.offset(c), store_t) for c, _ in groups]
-    hint = None
-    # Hinted loads are inline PTX that LLVM may reorder like pure code: only safe
+    starts = range(0, lin.num_regs, v)
+    ptrs = [addr.ptr(r0) for r0 in starts]
+    # Policy loads are inline PTX that LLVM may reorder like pure code: only safe
     # while no store can come before them in program order (stores stay in order).
-    if cx.cache_hints and not cx.stores_seen and v * max(1, _bits(store_t) // 8) == 16:
-        hint = "reuse" if all(block_invariant(i) for i in op.index) else "stream"
+    policy = None
+    if _wants_l2_policy(cx, arr) and not cx.stores_seen and \
+            v * max(1, _bits(store_t) // 8) == 16:
+        policy = cx.l2_evict_last()
     # One branch per tile, not per group: interior tiles (the common case) run
     # straight-line 16-byte loads that the scheduler can issue back to back.
-    if_op = scf.IfOp(addr.thread_in_bounds(), [vt] * len(groups), has_else=True)
+    if_op = scf.IfOp(addr.thread_in_bounds(), [vt] * len(ptrs), has_else=True)
     with ir.InsertionPoint(if_op.then_block):
-        scf.YieldOp([_hinted_load(vt, p, hint) if hint else _plain_load(vt, p)
+        scf.YieldOp([_policy_load(vt, p, policy) if policy else _plain_load(vt, p)
                      for p in ptrs])
     with ir.InsertionPoint(if_op.else_block):
-        scf.YieldOp([_edge_load(addr, c, p, vt, pad) for (c, _), p in zip(groups, ptrs)])
+        scf.YieldOp([_edge_load(addr, addr.coords(r0), p, vt, pad)
+                     for r0, p in zip(starts, ptrs)])
     regs: list[ir.Value] = []
     for res in if_op.results:
         regs.extend(vector.extract(res, [], [j]) for j in range(v))
@@ -179,12 +176,12 @@ def _plain_load(vt: ir.VectorType, ptr: ir.Value) -> ir.Value:
     return llvm.load(vt, ptr, alignment=vt.shape[0] * max(1, _bits(vt.element_type) // 8))
 
 
-def _hinted_load(vt: ir.VectorType, ptr: ir.Value, hint: str) -> ir.Value:
+def _policy_load(vt: ir.VectorType, ptr: ir.Value, policy: ir.Value) -> ir.Value:
     i32 = ir.IntegerType.get_signless(32)
     st = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
     # pure: the scheduler batches these loads like ordinary ones (callers ensure no
     # store precedes them)
-    r = llvm.inline_asm(st, [ptr], _HINTED_LOAD[hint], "=r,=r,=r,=r,l")
+    r = llvm.inline_asm(st, [ptr, policy], _POLICY_LOAD, "=r,=r,=r,=r,l,l")
     words = [llvm.extractvalue(i32, r, ir.DenseI64ArrayAttr.get([i])) for i in range(4)]
     return vector.bitcast(vt, vector.from_elements(ir.VectorType.get([4], i32), words))
 
@@ -228,19 +225,16 @@ def lower_store(cx: LoweringContext, op) -> None:
     v = addr.vector_width(store_t)
     vt = ir.VectorType.get([v], store_t)
     align = v * max(1, _bits(store_t) // 8)
-    groups = []
-    for r0 in range(0, frag.lin.num_regs, v):
-        coords = addr.coords(r0)
-        value = vector.from_elements(vt, regs[r0:r0 + v])
-        groups.append((coords, gep(arr.ptr, addr.offset(coords), store_t), value))
+    groups = [(r0, addr.ptr(r0), vector.from_elements(vt, regs[r0:r0 + v]))
+              for r0 in range(0, frag.lin.num_regs, v)]
     if_op = scf.IfOp(addr.thread_in_bounds(), [], has_else=True)
     with ir.InsertionPoint(if_op.then_block):        # interior: straight-line stores
         for _, ptr, value in groups:
             llvm.store(value, ptr, alignment=align)
         scf.YieldOp([])
     with ir.InsertionPoint(if_op.else_block):        # edge: each group checked
-        for coords, ptr, value in groups:
-            _edge_store(addr, coords, ptr, value, v, align)
+        for r0, ptr, value in groups:
+            _edge_store(addr, addr.coords(r0), ptr, value, v, align)
         scf.YieldOp([])
 
 

@@ -366,10 +366,50 @@ def _reduce(cx, op):
             groups[key] = comb(groups[key], other)
     warp_bits = [i for i, b in enumerate(src.lin.warps) if b[axis]]
     if warp_bits:                           # 3. across warps: through shared memory
-        groups = _cross_warp(cx, groups, warp_bits, comb, work)
+        whole_warp = all(not any(b) or (b[axis] and not any(drop(b)))
+                         for b in src.lin.lanes)
+        if whole_warp and len(warp_bits) >= LANE_COMBINE_MIN_WARP_BITS:
+            groups = _cross_warp_by_lanes(cx, groups, warp_bits, comb, work)
+        else:
+            groups = _cross_warp(cx, groups, warp_bits, comb, work)
     regs = [_narrow(groups[res_lin.reg_coord(j)], res_t.element_type)
             for j in range(res_lin.num_regs)]
     cx.values[op.result] = Frag(res_lin, res_t.element_type, regs)
+
+
+# Combining the per-warp partials of a reduction across 2^k warps: with k at least
+# this, and every lane of a warp holding the same partials, one shared-memory load
+# per lane plus k shuffles replaces 2^k loads per thread.
+LANE_COMBINE_MIN_WARP_BITS = 4
+
+
+def _cross_warp_by_lanes(cx, groups, warp_bits, comb, work) -> dict:
+    """Cross-warp combine when all 32 lanes of a warp hold the same partials: each
+    warp writes its K partials once (every lane writes the same value to the same
+    word), then lane l of every warp loads the partial of warp `base | spread(l)`
+    and a butterfly over the low k lane bits combines the 2^k of them.  The
+    butterfly gives every lane, and every warp of a group, the same bits."""
+    keys = list(groups)
+    _, lane, warp = cx.thread_ids()
+    nk = cx.const(len(keys))
+    buf = cx.smem(cx.num_warps * len(keys), work)
+    cx.smem_barrier_before()
+    for j, key in enumerate(keys):
+        memref.store(groups[key], buf, [index(arith.addi(arith.muli(warp, nk), cx.const(j)))])
+    gpu.barrier()
+    mask = sum(1 << b for b in warp_bits)
+    src_warp = arith.andi(warp, cx.const(~mask & 0x7FFFFFFF))
+    for k, b in enumerate(warp_bits):       # lane bit k selects warp bit b
+        bit = arith.andi(arith.shrui(lane, cx.const(k)), cx.const(1))
+        src_warp = arith.ori(src_warp, arith.shli(bit, cx.const(b)))
+    out = {}
+    for j, key in enumerate(keys):
+        acc = memref.load(buf, [index(arith.addi(arith.muli(src_warp, nk), cx.const(j)))])
+        for k in range(len(warp_bits)):
+            other = gpu.shuffle(acc, cx.const(1 << k), cx.const(32), gpu.ShuffleMode.XOR)[0]
+            acc = comb(acc, other)
+        out[key] = acc
+    return out
 
 
 def _cross_warp(cx, groups, warp_bits, comb, work) -> dict:

@@ -712,9 +712,12 @@ _BUILTINS = {builtins.min: _builtin_minmax("min"), builtins.max: _builtin_minmax
 
 
 def _arg_attrs(kind: "Param") -> ir.DictAttr:
-    if isinstance(kind, ArrayParam) and kind.aligned:
-        return ir.DictAttr.get({"tile.aligned": ir.UnitAttr.get()})
-    return ir.DictAttr.get({})
+    attrs = {}
+    if isinstance(kind, ArrayParam):
+        for flag in ("aligned", "large"):
+            if getattr(kind, flag):
+                attrs[f"tile.{flag}"] = ir.UnitAttr.get()
+    return ir.DictAttr.get(attrs)
 
 
 def classify_value(v: Any) -> Any:

@@ -83,6 +83,31 @@ def aligned(info: DeviceArrayInfo) -> bool:
     return True
 
 
+# An array at least this many times the GPU's L2 cache is "large": it streams from
+# DRAM whatever the cache keeps, so the backend may give its loads an L2 policy that
+# would cost a smaller array its reuse between kernels (docs/gpu-backend.md; the
+# measurements that place the line are in bench/RESULTS.md).
+LARGE_L2_MULTIPLE = 4
+
+
+def nbytes(info: DeviceArrayInfo) -> int:
+    """Bytes of the elements the array holds (not of its span in memory)."""
+    return math.prod(info.shape) * info.itemsize
+
+
+def large(info: DeviceArrayInfo) -> bool:
+    """Whether a CUDA array is at least `LARGE_L2_MULTIPLE` times its device's L2."""
+    if not info.is_cuda or info.device[1] is None:
+        return False
+    return nbytes(info) >= large_bytes(info.device[1])
+
+
+def large_bytes(ordinal: int) -> int:
+    """The size from which arrays on CUDA device `ordinal` are large."""
+    from . import driver
+    return LARGE_L2_MULTIPLE * driver.l2_cache_bytes(ordinal)
+
+
 def describe(x: Any, *, name: str | None = None, kernel: str | None = None) -> DeviceArrayInfo:
     """The `DeviceArrayInfo` of an array (a `DeviceArrayInfo` is returned as is).
 

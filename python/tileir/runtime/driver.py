@@ -167,6 +167,11 @@ def device_name(ordinal: int) -> str:
     return raw.split(b"\0", 1)[0].decode()
 
 
+@functools.cache
+def l2_cache_bytes(ordinal: int) -> int:
+    return _attribute(ordinal, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
+
+
 def max_shared_bytes(ordinal: int) -> int:
     """The most shared memory one block may opt into on this device."""
     return _attribute(ordinal, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
