@@ -3,7 +3,8 @@
     python bench/sweep_rows.py [--shape 16384x8192]
 
 Prints, per variant, bandwidth as a fraction of a device copy measured in the
-same run (CUDA-graph replay), and the host-side cost of one `tileir.launch` (no GPU work waited for).
+same run (CUDA-graph replay), and the host-side cost of one `tileir.launch` (no
+GPU work waited for).
 """
 
 import argparse

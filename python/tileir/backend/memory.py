@@ -132,8 +132,9 @@ _POLICY_LOAD = "ld.global.L2::cache_hint.v4.b32 {$0, $1, $2, $3}, [$4], $5;"
 def _wants_l2_policy(cx: LoweringContext, arr: ArrayABI) -> bool:
     """Loads of an array many times the L2 cache stream from DRAM in any case; marking
     them L2 `evict_last` measured faster on an H200 (bench/RESULTS.md; the DRAM bytes
-    are the same either way, so presumably the cache's write-back order changes).  For arrays
-    that fit, the same policy measured slower: they lose their reuse between kernels."""
+    are the same either way, so presumably the cache's write-back order changes).
+    For arrays that fit, the same policy measured slower: they lose their reuse
+    between kernels."""
     return arr.large if cx.cache_hints is None else cx.cache_hints
 
 
