@@ -219,6 +219,55 @@ func.func @reduce_across_warps(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %ou
 
 // -----
 
+// argmax carries (value, index) pairs: the index is the element's coordinate
+// along the axis; b replaces a when it is NaN and a is not, when it is greater,
+// or on a tie (equal, or both NaN) when its index is lower.  Both halves of a
+// pair travel through the shuffles; the result is the index.
+
+// CHECK-LABEL: gpu.func @argmax_in_warp
+// CHECK:         %[[NA:.*]] = arith.cmpf uno, %[[VA:.*]], %[[VA]] : f32
+// CHECK-NEXT:    %[[NB:.*]] = arith.cmpf uno, %[[VB:.*]], %[[VB]] : f32
+// CHECK-NEXT:    %[[EQ:.*]] = arith.cmpf oeq, %[[VA]], %[[VB]] : f32
+// CHECK:         arith.cmpf ogt, %[[VB]], %[[VA]] : f32
+// CHECK:         %[[V:.*]] = arith.select %[[TAKE:.*]], %[[VB]], %[[VA]] : f32
+// CHECK-NEXT:    %[[I:.*]] = arith.select %[[TAKE]], %{{.*}}, %{{.*}} : i32
+// CHECK:         gpu.shuffle xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK:         gpu.shuffle xor %{{.*}}, %c1_i32{{.*}}, %c32_i32{{.*}} : i32
+// CHECK-NOT:     gpu.barrier
+// CHECK:         gpu.return
+#row = #tile.blocked<array<i64: 1, 4>, array<i64: 1, 32>, array<i64: 1, 1>, array<i64: 1, 0>>
+func.func @argmax_in_warp(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %out: !tile.array<i32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32} {
+  %c0 = arith.constant 0 : i32
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b, %c0) {padding = "neg_inf", tile_shape = array<i64: 1, 128>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x128xf32, #row>
+  %m = "tile.reduce"(%t) {axis = 1 : i64, kind = "argmax"} : (tensor<1x128xf32, #row>) -> tensor<1xi32, #tile.slice<1 : i64, #row>>
+  "tile.store"(%out, %m, %b) : (!tile.array<i32, 1 : i64>, tensor<1xi32, #tile.slice<1 : i64, #row>>, i32) -> ()
+  return
+}
+
+// -----
+
+// Across warps, argmin's pairs take two shared buffers side by side: the values
+// at offset 0, the indices 16-byte aligned after them (2 warps x 32 lanes).
+
+// CHECK-LABEL: gpu.func @argmin_across_warps
+// CHECK:         memref.view %{{.*}}[%c0{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64xf32, #gpu.address_space<workgroup>>
+// CHECK:         memref.view %{{.*}}[%c256{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64xi32, #gpu.address_space<workgroup>>
+// CHECK:         gpu.barrier
+// CHECK:         arith.cmpf olt
+// CHECK:         gpu.return
+#row = #tile.blocked<array<i64: 1, 4>, array<i64: 1, 32>, array<i64: 1, 2>, array<i64: 1, 0>>
+func.func @argmin_across_warps(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %out: !tile.array<i32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 2 : i32} {
+  %c0 = arith.constant 0 : i32
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b, %c0) {padding = "pos_inf", tile_shape = array<i64: 1, 256>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x256xf32, #row>
+  %m = "tile.reduce"(%t) {axis = 1 : i64, kind = "argmin"} : (tensor<1x256xf32, #row>) -> tensor<1xi32, #tile.slice<1 : i64, #row>>
+  "tile.store"(%out, %m, %b) : (!tile.array<i32, 1 : i64>, tensor<1xi32, #tile.slice<1 : i64, #row>>, i32) -> ()
+  return
+}
+
+// -----
+
 // Across 16 warps whose lanes all hold the same partial: each warp writes its
 // partial once (a 16-float buffer, 64 bytes), then lane l of every warp loads
 // warp (l mod 16)'s and four xor shuffles (1, 2, 4, 8) combine them: one

@@ -5,6 +5,7 @@ run, outputs poisoned with NaN (an unwritten element fails), ragged sizes, and
 both the aligned (16-byte vector) and unaligned (column-offset view) variants.
 """
 
+import numpy as np
 import pytest
 
 import tileir as ct
@@ -138,6 +139,54 @@ def test_reduction_sweep(dtype, kind, axis, m, n, tm, tn):
     got = out[:ref.numel()]
     torch.testing.assert_close(got.double(), ref, rtol=1e-5 if kind == 0 else 0,
                                atol=1e-3 if kind == 0 else 0)
+
+
+@ct.kernel
+def arg_rows(x, out, ARGMAX: ct.Constant[bool], AXIS: ct.Constant[int],
+             TM: ct.Constant[int], TN: ct.Constant[int], FLOAT: ct.Constant[bool]):
+    """out[i] = argmax/argmin of one (TM, TN) tile along AXIS; float tiles pad with the
+    infinity that never wins (integer tiles pad with 0: callers load whole tiles)."""
+    i = ct.bid(0)
+    where = (i, 0) if AXIS == 1 else (0, i)
+    if not FLOAT:
+        t = ct.load(x, index=where, shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+    elif ARGMAX:
+        t = ct.load(x, index=where, shape=(TM, TN), padding_mode=ct.PaddingMode.NEG_INF)
+    else:
+        t = ct.load(x, index=where, shape=(TM, TN), padding_mode=ct.PaddingMode.POS_INF)
+    if ARGMAX:
+        r = ct.argmax(t, axis=AXIS)
+    else:
+        r = ct.argmin(t, axis=AXIS)
+    ct.store(out, index=(i,), tile=r)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "i32"])
+@pytest.mark.parametrize("argmax", [True, False])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("m,n,tm,tn", [(37, 100, 16, 128), (5, 3000, 8, 4096),
+                                       (3, 8000, 1, 8192), (1000, 7, 256, 8), (64, 512, 4, 512)])
+def test_argmax_argmin_sweep(dtype, argmax, axis, m, n, tm, tn):
+    """First occurrence wins (few distinct values: many ties) and a NaN counts as the
+    extreme (some rows hold NaNs), as NumPy and the interpreter decide."""
+    if axis == 0:
+        m, n, tm, tn = n, m, tn, tm       # reduce columns: tiles span all rows
+    if (axis == 1 and n > tn) or (axis == 0 and m > tm):
+        pytest.skip("the tile must span the reduced axis")
+    if dtype == "i32" and (m % tm or n % tn):
+        pytest.skip("integer tiles pad with 0, which could win: whole tiles only")
+    if dtype == "i32":
+        x = torch.randint(-8, 8, (m, n), device="cuda", dtype=torch.int32)
+    else:
+        x = torch.randint(-8, 8, (m, n), device="cuda").to(DTYPES[dtype])
+        x[torch.rand(m, n, device="cuda") < 0.002] = float("nan")
+    blocks = ct.cdiv(m, tm) if axis == 1 else ct.cdiv(n, tn)
+    out = torch.full((blocks * (tm if axis == 1 else tn),), -7, device="cuda",
+                     dtype=torch.int32)
+    ct.launch(None, (blocks,), arg_rows, (x, out, argmax, axis, tm, tn, dtype != "i32"))
+    xs = x.float().cpu().numpy()
+    ref = (np.argmax if argmax else np.argmin)(xs, axis=axis)
+    assert np.array_equal(out[:ref.size].cpu().numpy(), ref)
 
 
 def test_argument_errors_before_launch():

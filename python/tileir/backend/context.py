@@ -135,17 +135,18 @@ class LoweringContext:
             gpu.barrier()
         self.smem_uses += 1
 
-    def smem(self, count: int, elem: ir.Type) -> ir.Value:
+    def smem(self, count: int, elem: ir.Type, offset: int = 0) -> ir.Value:
         # Upstream lowers gpu.dynamic_shared_memory to a zero-size `.shared` symbol
         # (ptxas reports "1 bytes smem"); the driver places the dynamic region right
         # after it, so the bytes from that symbol cover the `shared_bytes` we request.
-        """A workgroup buffer of `count` elements.
+        """A workgroup buffer of `count` elements, `offset` bytes into the region.
 
         Every use of shared memory starts and ends its writes with barriers
-        (see `smem_exchange`), so all buffers share offset 0 and the kernel
-        needs only the largest one.
+        (see `smem_exchange`), so all exchanges start at offset 0 and the kernel
+        needs only the largest one; an exchange of several values places them
+        side by side with `offset`.
         """
-        nbytes = count * max(1, _bits(elem) // 8)
+        nbytes = offset + count * max(1, _bits(elem) // 8)
         self.smem_bytes = max(self.smem_bytes, (nbytes + 15) // 16 * 16)
         if self._smem_base is None:
             with ir.InsertionPoint.at_block_begin(self.entry):
@@ -156,8 +157,9 @@ class LoweringContext:
                 self._smem_base = gpu.dynamic_shared_memory(dyn)
         t = ir.MemRefType.get([count], elem, memory_space=ir.Attribute.parse(
             "#gpu.address_space<workgroup>"))
-        zero = arith.ConstantOp(ir.IndexType.get(), ir.IntegerAttr.get(ir.IndexType.get(), 0))
-        return memref.view(t, self._smem_base, zero, [])
+        start = arith.ConstantOp(ir.IndexType.get(),
+                                 ir.IntegerAttr.get(ir.IndexType.get(), offset))
+        return memref.view(t, self._smem_base, start, [])
 
 
 def lin_of(t: ir.Type) -> L.Linear:

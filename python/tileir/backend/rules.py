@@ -17,7 +17,7 @@ from mlir.dialects import arith, gpu, llvm, memref, scf
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import tile_layout
 from . import layouts as L
-from .context import I32, Frag, LoweringContext, index, lin_of
+from .context import I32, Frag, LoweringContext, _bits, index, lin_of
 from .memory import lower_load, lower_store
 
 RULES: dict[str, Callable] = {}
@@ -313,10 +313,50 @@ def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides
 # Reductions
 # ---------------------------------------------------------------------------
 def _combine(kind: str, t: ir.Type) -> Callable:
+    """How two partials combine.  A partial is a tuple: `(value,)`, or for argmax and
+    argmin `(value, index)`."""
+    if kind in ("argmax", "argmin"):
+        return _arg_combine(kind, t)
     is_f = not isinstance(t, ir.IntegerType)
     table = {"sum": (arith.addf, arith.addi), "prod": (arith.mulf, arith.muli),
              "max": (arith.maximumf, arith.maxsi), "min": (arith.minimumf, arith.minsi)}
-    return table[kind][0 if is_f else 1]
+    f = table[kind][0 if is_f else 1]
+    return lambda a, b: (f(a[0], b[0]),)
+
+
+def _arg_combine(kind: str, t: ir.Type) -> Callable:
+    """The winner of two (value, index) partials, as the interpreter decides it: the
+    extreme value (a NaN counts as the extreme), on a tie the lower index.  Indices
+    are distinct, so the winner does not depend on the order of combination and
+    every replica of a result agrees."""
+    is_f = not isinstance(t, ir.IntegerType)
+    if is_f:
+        better = arith.CmpFPredicate.OGT if kind == "argmax" else arith.CmpFPredicate.OLT
+    else:
+        better = arith.CmpIPredicate.sgt if kind == "argmax" else arith.CmpIPredicate.slt
+
+    def comb(a, b):
+        (va, ia), (vb, ib) = a, b
+        lower = arith.cmpi(arith.CmpIPredicate.slt, ib, ia)
+        if is_f:
+            nan_a = arith.cmpf(arith.CmpFPredicate.UNO, va, va)
+            nan_b = arith.cmpf(arith.CmpFPredicate.UNO, vb, vb)
+            # b wins: b is NaN and a is not, or b is better, or the two tie
+            # (equal, or both NaN) and b comes first
+            tie = arith.ori(arith.cmpf(arith.CmpFPredicate.OEQ, va, vb),
+                            arith.andi(nan_a, nan_b))
+            take = arith.ori(arith.ori(arith.andi(nan_b, _not(nan_a)),
+                                       arith.cmpf(better, vb, va)),
+                             arith.andi(tie, lower))
+        else:
+            tie = arith.cmpi(arith.CmpIPredicate.eq, va, vb)
+            take = arith.ori(arith.cmpi(better, vb, va), arith.andi(tie, lower))
+        return arith.select(take, vb, va), arith.select(take, ib, ia)
+    return comb
+
+
+def _not(p: ir.Value) -> ir.Value:
+    return arith.xori(p, arith.ConstantOp(p.type, ir.IntegerAttr.get(p.type, 1)).result)
 
 
 def _work_type(t: ir.Type) -> ir.Type:
@@ -344,37 +384,48 @@ def _narrow(v: ir.Value, t: ir.Type) -> ir.Value:
 @rule("tile.reduce")
 def _reduce(cx, op):
     kind, axis = op.kind, op.axis
-    if kind in ("argmax", "argmin"):
-        raise TileIRError(f"'{kind}' reductions are not lowered to the GPU yet; use "
-                          f"max/min, or run the kernel in the interpreter", op.location)
     src = cx.frag(op.source)
     res_t = op.result.type
     res_lin = lin_of(res_t)
     work = _work_type(src.elem)
     comb = _combine(kind, work)
+    arg = kind in ("argmax", "argmin")
+    along = cx.thread_coords(src.lin)[axis] if arg else None
     drop = lambda c: c[:axis] + c[axis + 1:]  # noqa: E731
-    groups: dict[tuple, ir.Value] = {}
+    groups: dict[tuple, tuple] = {}
     for r in range(src.lin.num_regs):       # 1. within the thread
-        key = drop(src.lin.reg_coord(r))
-        v = _widen(src.regs[r], work)
+        coord = src.lin.reg_coord(r)
+        v = (_widen(src.regs[r], work),)
+        if arg:                             # the element's index along the axis
+            v += (arith.addi(along, cx.const(coord[axis])) if coord[axis] else along,)
+        key = drop(coord)
         groups[key] = comb(groups[key], v) if key in groups else v
     lane_bits = [i for i, b in enumerate(src.lin.lanes) if b[axis]]
     for key in groups:                      # 2. across lanes: butterfly shuffles
         for bit in lane_bits:
-            other = gpu.shuffle(groups[key], cx.const(1 << bit), cx.const(32),
-                                gpu.ShuffleMode.XOR)[0]
+            other = tuple(gpu.shuffle(c, cx.const(1 << bit), cx.const(32),
+                                      gpu.ShuffleMode.XOR)[0] for c in groups[key])
             groups[key] = comb(groups[key], other)
     warp_bits = [i for i, b in enumerate(src.lin.warps) if b[axis]]
     if warp_bits:                           # 3. across warps: through shared memory
         whole_warp = all(not any(b) or (b[axis] and not any(drop(b)))
                          for b in src.lin.lanes)
         if whole_warp and len(warp_bits) >= LANE_COMBINE_MIN_WARP_BITS:
-            groups = _cross_warp_by_lanes(cx, groups, warp_bits, comb, work)
+            groups = _cross_warp_by_lanes(cx, groups, warp_bits, comb)
         else:
-            groups = _cross_warp(cx, groups, warp_bits, comb, work)
-    regs = [_narrow(groups[res_lin.reg_coord(j)], res_t.element_type)
+            groups = _cross_warp(cx, groups, warp_bits, comb)
+    regs = [_narrow(groups[res_lin.reg_coord(j)][-1], res_t.element_type)
             for j in range(res_lin.num_regs)]
     cx.values[op.result] = Frag(res_lin, res_t.element_type, regs)
+
+
+def _partial_buffers(cx, groups: dict, count: int) -> list[ir.Value]:
+    """One shared buffer of `count` per component of the partials, side by side."""
+    buffers, offset = [], 0
+    for c in next(iter(groups.values())):
+        buffers.append(cx.smem(count, c.type, offset))
+        offset += (count * max(1, _bits(c.type) // 8) + 15) // 16 * 16
+    return buffers
 
 
 # Combining the per-warp partials of a reduction across 2^k warps: with k at least
@@ -383,7 +434,7 @@ def _reduce(cx, op):
 LANE_COMBINE_MIN_WARP_BITS = 4
 
 
-def _cross_warp_by_lanes(cx, groups, warp_bits, comb, work) -> dict:
+def _cross_warp_by_lanes(cx, groups, warp_bits, comb) -> dict:
     """Cross-warp combine when all 32 lanes of a warp hold the same partials: each
     warp writes its K partials once (every lane writes the same value to the same
     word), then lane l of every warp loads the partial of warp `base | spread(l)`
@@ -392,10 +443,12 @@ def _cross_warp_by_lanes(cx, groups, warp_bits, comb, work) -> dict:
     keys = list(groups)
     _, lane, warp = cx.thread_ids()
     nk = cx.const(len(keys))
-    buf = cx.smem(cx.num_warps * len(keys), work)
+    bufs = _partial_buffers(cx, groups, cx.num_warps * len(keys))
     cx.smem_barrier_before()
     for j, key in enumerate(keys):
-        memref.store(groups[key], buf, [index(arith.addi(arith.muli(warp, nk), cx.const(j)))])
+        at = index(arith.addi(arith.muli(warp, nk), cx.const(j)))
+        for buf, c in zip(bufs, groups[key]):
+            memref.store(c, buf, [at])
     gpu.barrier()
     mask = sum(1 << b for b in warp_bits)
     src_warp = arith.andi(warp, cx.const(~mask & 0x7FFFFFFF))
@@ -404,22 +457,26 @@ def _cross_warp_by_lanes(cx, groups, warp_bits, comb, work) -> dict:
         src_warp = arith.ori(src_warp, arith.shli(bit, cx.const(b)))
     out = {}
     for j, key in enumerate(keys):
-        acc = memref.load(buf, [index(arith.addi(arith.muli(src_warp, nk), cx.const(j)))])
+        at = index(arith.addi(arith.muli(src_warp, nk), cx.const(j)))
+        acc = tuple(memref.load(buf, [at]) for buf in bufs)
         for k in range(len(warp_bits)):
-            other = gpu.shuffle(acc, cx.const(1 << k), cx.const(32), gpu.ShuffleMode.XOR)[0]
+            other = tuple(gpu.shuffle(c, cx.const(1 << k), cx.const(32),
+                                      gpu.ShuffleMode.XOR)[0] for c in acc)
             acc = comb(acc, other)
         out[key] = acc
     return out
 
 
-def _cross_warp(cx, groups, warp_bits, comb, work) -> dict:
+def _cross_warp(cx, groups, warp_bits, comb) -> dict:
     keys = list(groups)
     tid, lane, warp = cx.thread_ids()
-    buf = cx.smem(32 * cx.num_warps * len(keys), work)
+    bufs = _partial_buffers(cx, groups, 32 * cx.num_warps * len(keys))
     nk = cx.const(len(keys))
     cx.smem_barrier_before()
     for j, key in enumerate(keys):
-        memref.store(groups[key], buf, [index(arith.addi(arith.muli(tid, nk), cx.const(j)))])
+        at = index(arith.addi(arith.muli(tid, nk), cx.const(j)))
+        for buf, c in zip(bufs, groups[key]):
+            memref.store(c, buf, [at])
     gpu.barrier()
     mask = sum(1 << b for b in warp_bits)
     base = arith.andi(warp, cx.const(~mask & 0x7FFFFFFF))
@@ -432,7 +489,8 @@ def _cross_warp(cx, groups, warp_bits, comb, work) -> dict:
             bits = sum(((combo >> k) & 1) << b for k, b in enumerate(warp_bits))
             w = arith.ori(base, cx.const(bits)) if bits else base
             t = arith.addi(arith.muli(w, cx.const(32)), lane)
-            v = memref.load(buf, [index(arith.addi(arith.muli(t, nk), cx.const(j)))])
+            at = index(arith.addi(arith.muli(t, nk), cx.const(j)))
+            v = tuple(memref.load(buf, [at]) for buf in bufs)
             acc = v if acc is None else comb(acc, v)
         out[key] = acc
     return out
