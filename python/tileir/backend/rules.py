@@ -403,9 +403,7 @@ def _reduce(cx, op):
     lane_bits = [i for i, b in enumerate(src.lin.lanes) if b[axis]]
     for key in groups:                      # 2. across lanes: butterfly shuffles
         for bit in lane_bits:
-            other = tuple(gpu.shuffle(c, cx.const(1 << bit), cx.const(32),
-                                      gpu.ShuffleMode.XOR)[0] for c in groups[key])
-            groups[key] = comb(groups[key], other)
+            groups[key] = comb(groups[key], _shuffle_xor(cx, groups[key], 1 << bit))
     warp_bits = [i for i, b in enumerate(src.lin.warps) if b[axis]]
     if warp_bits:                           # 3. across warps: through shared memory
         whole_warp = all(not any(b) or (b[axis] and not any(drop(b)))
@@ -419,13 +417,27 @@ def _reduce(cx, op):
     cx.values[op.result] = Frag(res_lin, res_t.element_type, regs)
 
 
-def _partial_buffers(cx, groups: dict, count: int) -> list[ir.Value]:
-    """One shared buffer of `count` per component of the partials, side by side."""
-    buffers, offset = [], 0
-    for c in next(iter(groups.values())):
-        buffers.append(cx.smem(count, c.type, offset))
-        offset += (count * max(1, _bits(c.type) // 8) + 15) // 16 * 16
-    return buffers
+def _shuffle_xor(cx, partial: tuple, mask: int) -> tuple:
+    """The partial of the lane `mask` away (xor), every component shuffled."""
+    return tuple(gpu.shuffle(c, cx.const(mask), cx.const(32), gpu.ShuffleMode.XOR)[0]
+                 for c in partial)
+
+
+def _publish_partials(cx, groups: dict, slot: ir.Value, slots: int) -> list[ir.Value]:
+    """Writes each key's partial at `slot * K + j` (K keys; one shared buffer per
+    component, side by side) between the exchange's barriers; returns the buffers."""
+    keys = list(groups)
+    bufs, offset = [], 0
+    for c in groups[keys[0]]:
+        bufs.append(cx.smem(slots * len(keys), c.type, offset))
+        offset += (slots * len(keys) * max(1, _bits(c.type) // 8) + 15) // 16 * 16
+    cx.smem_barrier_before()
+    for j, key in enumerate(keys):
+        at = index(arith.addi(arith.muli(slot, cx.const(len(keys))), cx.const(j)))
+        for buf, c in zip(bufs, groups[key]):
+            memref.store(c, buf, [at])
+    gpu.barrier()
+    return bufs
 
 
 # Combining the per-warp partials of a reduction across 2^k warps: with k at least
@@ -443,13 +455,7 @@ def _cross_warp_by_lanes(cx, groups, warp_bits, comb) -> dict:
     keys = list(groups)
     _, lane, warp = cx.thread_ids()
     nk = cx.const(len(keys))
-    bufs = _partial_buffers(cx, groups, cx.num_warps * len(keys))
-    cx.smem_barrier_before()
-    for j, key in enumerate(keys):
-        at = index(arith.addi(arith.muli(warp, nk), cx.const(j)))
-        for buf, c in zip(bufs, groups[key]):
-            memref.store(c, buf, [at])
-    gpu.barrier()
+    bufs = _publish_partials(cx, groups, warp, cx.num_warps)
     mask = sum(1 << b for b in warp_bits)
     src_warp = arith.andi(warp, cx.const(~mask & 0x7FFFFFFF))
     for k, b in enumerate(warp_bits):       # lane bit k selects warp bit b
@@ -460,9 +466,7 @@ def _cross_warp_by_lanes(cx, groups, warp_bits, comb) -> dict:
         at = index(arith.addi(arith.muli(src_warp, nk), cx.const(j)))
         acc = tuple(memref.load(buf, [at]) for buf in bufs)
         for k in range(len(warp_bits)):
-            other = tuple(gpu.shuffle(c, cx.const(1 << k), cx.const(32),
-                                      gpu.ShuffleMode.XOR)[0] for c in acc)
-            acc = comb(acc, other)
+            acc = comb(acc, _shuffle_xor(cx, acc, 1 << k))
         out[key] = acc
     return out
 
@@ -470,14 +474,8 @@ def _cross_warp_by_lanes(cx, groups, warp_bits, comb) -> dict:
 def _cross_warp(cx, groups, warp_bits, comb) -> dict:
     keys = list(groups)
     tid, lane, warp = cx.thread_ids()
-    bufs = _partial_buffers(cx, groups, 32 * cx.num_warps * len(keys))
     nk = cx.const(len(keys))
-    cx.smem_barrier_before()
-    for j, key in enumerate(keys):
-        at = index(arith.addi(arith.muli(tid, nk), cx.const(j)))
-        for buf, c in zip(bufs, groups[key]):
-            memref.store(c, buf, [at])
-    gpu.barrier()
+    bufs = _publish_partials(cx, groups, tid, 32 * cx.num_warps)
     mask = sum(1 << b for b in warp_bits)
     base = arith.andi(warp, cx.const(~mask & 0x7FFFFFFF))
     out = {}
