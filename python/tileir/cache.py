@@ -255,8 +255,8 @@ def _resolve(src: Any, dotted: str) -> tuple[bool, Any]:
 
 
 def _is_function(value: Any) -> bool:
-    # tileir.kernel is loaded whenever a Function exists: no need to import it here.
-    module = sys.modules.get("tileir.kernel")
+    # tileir.function is loaded whenever a Function exists: no need to import it here.
+    module = sys.modules.get("tileir.function")
     return module is not None and isinstance(value, module.Function)
 
 

@@ -28,6 +28,7 @@ from . import knobs
 from .errors import (TileCompilerExecutionError, TileError, TileTypeError,
                      TileUnsupportedFeatureError, TileValueError)
 from .frontend.source import SourceInfo
+from .function import Function, KernelEntry, function
 from .specialization import ConstantAnnotation, Param, classify_arg, format_arg_specs
 
 if TYPE_CHECKING:
@@ -50,43 +51,6 @@ def mlir_context() -> ir.Context:
         from tileir.dialect import context
         _CONTEXT = context()
     return _CONTEXT
-
-
-# ---------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------
-class Function:
-    """A `@function` helper: compiled per call-site specialization, inlined by tile-inline."""
-
-    def __init__(self, fn: Callable):
-        self.fn = fn
-        self.name = fn.__name__
-        self.signature = inspect.signature(fn)
-        self._source: SourceInfo | None = None
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
-
-    def source(self) -> SourceInfo:
-        if self._source is None:
-            self._source = SourceInfo(self.fn)
-        return self._source
-
-    def bind_helper_args(self, args, kwargs, make_error) -> dict[str, Any]:
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise make_error(f"bad arguments to @function '{self.name}{self.signature}': {e}")
-        bound.apply_defaults()
-        return dict(bound.arguments)
-
-    def __call__(self, *args, **kwargs):
-        raise TileError(f"@function '{self.name}' can only be called from a @kernel or "
-                        f"another @function")
-
-
-def function(fn: Callable) -> Function:
-    """Marks a helper callable from kernels (`@tileir.function`)."""
-    return Function(fn)
 
 
 # ---------------------------------------------------------------------------
@@ -149,7 +113,7 @@ class CompiledKernel:
         return str(self.module)
 
 
-class Kernel:
+class Kernel(KernelEntry):
     """A `@kernel` entry point."""
 
     def __init__(self, fn: Callable, options: dict[str, Any]):

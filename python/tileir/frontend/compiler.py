@@ -30,6 +30,7 @@ from .. import api
 from .. import dtypes as dt
 from ..errors import (TileError, TileSyntaxError, TileTypeError,
                       TileUnsupportedFeatureError)
+from ..function import Function, KernelEntry
 from ..specialization import ArrayParam, Param, ScalarParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type
 from . import compute, emit, intrinsics
@@ -570,7 +571,6 @@ class FunctionCompiler:
         return self.call(fn, args, kwargs, node)
 
     def call(self, fn: Any, args: list, kwargs: dict, node: ast.Call) -> Any:
-        from ..kernel import Function, Kernel
         if isinstance(fn, BoundMethod):
             return intrinsics.call(fn.name, (fn.receiver, *args), kwargs)
         name = _api_name(fn)
@@ -582,7 +582,7 @@ class FunctionCompiler:
             return intrinsics.call("astype", (args[0], fn), {})
         if isinstance(fn, Function):
             return self.call_helper(fn, args, kwargs, node)
-        if isinstance(fn, Kernel):
+        if isinstance(fn, KernelEntry):
             raise self.error(TileUnsupportedFeatureError, node,
                              f"kernel '{fn.name}' cannot be called from a kernel; make the "
                              f"shared code a @tileir.function")

@@ -1,0 +1,19 @@
+"""Per-op lowering rules of the `gpu` stage: layout-annotated Tile IR -> per-thread code.
+
+One function per op, registered by name (`registry.rule`), grouped by op family:
+
+| module        | ops |
+|---------------|-----|
+| `elementwise` | `arith.*`, `math.*` on tiles, constants, `tensor.splat/extract/from_elements` |
+| `arrays`      | `tile.bid/num_blocks/dim/stride`, `tile.load/store` (global memory), `tile.iota` |
+| `shape`       | `tile.broadcast/reshape/permute/convert_layout` (shared-memory exchanges) |
+| `reduce`      | `tile.reduce` (registers, shuffles, shared memory across warps) |
+| `control`     | `scf.for`, `scf.if` (one scalar per register carried) |
+
+Importing this package registers every family.
+"""
+
+from . import arrays, control, elementwise, reduce, shape  # noqa: F401  (registration)
+from .registry import RULES, lower_block, lower_op
+
+__all__ = ["RULES", "lower_block", "lower_op"]

@@ -1,0 +1,84 @@
+"""Structured control flow: `scf.for` and `scf.if` carry one scalar per register of
+each tile they carry."""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from ..context import Frag, LoweringContext, lin_of
+from .registry import lower_block, rule
+
+
+def _flatten(cx: LoweringContext, values) -> list[ir.Value]:
+    out = []
+    for v in values:
+        m = cx.get(v)
+        out.extend(m.regs if isinstance(m, Frag) else [m])
+    return out
+
+
+def _unflatten(cx: LoweringContext, originals, flat) -> None:
+    it = iter(flat)
+    for v in originals:
+        if isinstance(v.type, ir.RankedTensorType):
+            lin = lin_of(v.type)
+            cx.values[v] = Frag(lin, v.type.element_type, [next(it) for _ in range(lin.num_regs)])
+        else:
+            cx.values[v] = next(it)
+
+
+@rule("scf.for")
+def _for(cx, op):
+    lb, ub, step = (cx.get(v) for v in list(op.operands)[:3])
+    inits = list(op.operands)[3:]
+    flat = _flatten(cx, inits)
+    loop = scf.ForOp(lb, ub, step, flat)
+    body = op.regions[0].blocks[0]
+    cx.loop_depth += 1
+    if _contains_store(body):
+        cx.stores_seen = True     # a store in iteration i precedes the loads of i + 1
+    with ir.InsertionPoint(loop.body):
+        cx.values[body.arguments[0]] = loop.induction_variable
+        _unflatten(cx, list(body.arguments)[1:], list(loop.inner_iter_args))
+        term = lower_block(cx, body)
+        scf.YieldOp(_flatten(cx, list(term.operands)))
+    cx.loop_depth -= 1
+    _unflatten(cx, list(op.results), list(loop.results))
+
+
+@rule("scf.if")
+def _if(cx, op):
+    types = _flat_types(op.results)
+    new = scf.IfOp(cx.get(op.operands[0]), types, has_else=True)
+    for region, blk in zip(op.regions, (new.then_block, new.else_block)):
+        with ir.InsertionPoint(blk):
+            if len(region.blocks):
+                term = lower_block(cx, region.blocks[0])
+                scf.YieldOp(_flatten(cx, list(term.operands)) if term is not None else [])
+            else:
+                scf.YieldOp([])
+    _unflatten(cx, list(op.results), list(new.results))
+
+
+def _contains_store(block: ir.Block) -> bool:
+    found = False
+
+    def visit(op):
+        nonlocal found
+        found = found or op.name == "tile.store"
+        return ir.WalkResult.ADVANCE
+
+    for op in block.operations:
+        op.operation.walk(visit)
+    return found
+
+
+def _flat_types(results) -> list[ir.Type]:
+    out: list[ir.Type] = []
+    for v in results:
+        if isinstance(v.type, ir.RankedTensorType):
+            out.extend([v.type.element_type] * lin_of(v.type).num_regs)
+        else:
+            out.append(v.type)
+    return out

@@ -1,0 +1,129 @@
+"""Shape ops and layout conversions: `tile.broadcast/reshape/permute/convert_layout`.
+
+A shape op whose result layout holds the same elements in the same threads is
+free (registers renamed); anything else is an exchange through shared memory
+(`smem_exchange`), bracketed by barriers so every exchange can start at the
+scratch buffer's offset.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, gpu, memref
+
+from tileir.dialect import TileIRError
+
+from .. import layouts as L
+from ..context import Frag, LoweringContext, index, lin_of
+from .registry import rule
+
+
+def _reg_index(lin: L.Linear) -> dict[tuple[int, ...], int]:
+    return {lin.reg_coord(r): r for r in range(lin.num_regs)}
+
+
+@rule("tile.broadcast")
+def _broadcast(cx, op):
+    src = cx.frag(op.source)
+    res_lin = lin_of(op.result.type)
+    r = L.restrict(res_lin, src.shape)
+    if r.lanes != src.lin.lanes or r.warps != src.lin.warps:
+        raise TileIRError("internal error: broadcast between incompatible layouts", op.location)
+    where = _reg_index(src.lin)
+    regs = []
+    for i in range(res_lin.num_regs):
+        c = tuple(v if v < s else 0 for v, s in zip(res_lin.reg_coord(i), src.shape))
+        regs.append(src.regs[where[c]])
+    cx.values[op.result] = Frag(res_lin, src.elem, regs)
+
+
+def _squeeze(lin: L.Linear) -> tuple:
+    keep = [d for d, s in enumerate(lin.shape) if s != 1]
+    pick = lambda c: tuple(c[d] for d in keep)  # noqa: E731
+    return (pick(lin.shape), tuple(map(pick, lin.regs)), tuple(map(pick, lin.lanes)),
+            tuple(map(pick, lin.warps)))
+
+
+@rule("tile.reshape")
+def _reshape(cx, op):
+    src = cx.frag(op.source)
+    res_lin = lin_of(op.result.type)
+    if _squeeze(src.lin) == _squeeze(res_lin):          # only unit dims change: free
+        cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
+        return
+    # row-major order is what reshape preserves: exchange through shared memory
+    cx.values[op.result] = smem_exchange(cx, src, res_lin, _row_major(src.shape),
+                                         _row_major(res_lin.shape))
+
+
+@rule("tile.permute")
+def _permute(cx, op):
+    src = cx.frag(op.source)
+    perm = op.permutation
+    res_lin = lin_of(op.result.type)
+    moved = lambda c: tuple(c[p] for p in perm)  # noqa: E731
+    if (tuple(map(moved, src.lin.regs)), tuple(map(moved, src.lin.lanes)),
+            tuple(map(moved, src.lin.warps))) == (res_lin.regs, res_lin.lanes, res_lin.warps):
+        cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
+        return
+    res_shape = res_lin.shape
+    strides = _row_major(res_shape)
+    # source element c lands at result coordinate (c[perm[0]], c[perm[1]], ...)
+    inv = [perm.index(d) for d in range(len(perm))]
+    src_flat = [strides[inv[d]] for d in range(len(perm))]
+    cx.values[op.result] = smem_exchange(cx, src, res_lin, src_flat, strides)
+
+
+@rule("tile.convert_layout")
+def _convert(cx, op):
+    src = cx.frag(op.source)
+    res_lin = lin_of(op.result.type)
+    if src.lin == res_lin:
+        cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
+        return
+    strides = _row_major(res_lin.shape)
+    cx.values[op.result] = smem_exchange(cx, src, res_lin, strides, strides)
+
+
+def _row_major(shape) -> list[int]:
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return list(reversed(out))
+
+
+def _flat_index(cx: LoweringContext, lin: L.Linear, r: int, strides) -> ir.Value:
+    tc = cx.thread_coords(lin)
+    static = lin.reg_coord(r)
+    flat = cx.const(sum(s * st for s, st in zip(static, strides)))
+    for d, st in enumerate(strides):
+        if any(b[d] for b in lin.lanes + lin.warps):
+            flat = arith.addi(flat, arith.muli(tc[d], cx.const(st)))
+    return flat
+
+
+def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides,
+                  res_strides) -> Frag:
+    """Writes `src` to shared memory at sum(coord * src_strides) and reads `res_lin`'s
+    elements back at sum(coord * res_strides)."""
+    n = 1
+    for s in res_lin.shape:
+        n *= s
+    is_i1 = isinstance(src.elem, ir.IntegerType) and src.elem.width == 1
+    mem_t = ir.IntegerType.get_signless(8) if is_i1 else src.elem
+    buf = cx.smem(n, mem_t)
+    cx.smem_barrier_before()            # earlier readers of the shared buffer are done
+    for r in range(src.lin.num_regs):
+        v = arith.extui(mem_t, src.regs[r]) if is_i1 else src.regs[r]
+        memref.store(v, buf, [index(_flat_index(cx, src.lin, r, src_strides))])
+    gpu.barrier()
+    regs = []
+    for r in range(res_lin.num_regs):
+        v = memref.load(buf, [index(_flat_index(cx, res_lin, r, res_strides))])
+        if is_i1:
+            v = arith.cmpi(arith.CmpIPredicate.ne, v, cx.const(0, mem_t))
+        regs.append(v)
+    return Frag(res_lin, src.elem, regs)
+
+
