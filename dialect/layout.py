@@ -1,8 +1,10 @@
 """Layout encodings of tiles (stage `layout`) and the op that changes them.
 
-`#tile.blocked<spt, tpw, wpb, order>` and `#tile.slice<dim : i64, #tile.blocked<...>>`
-are attributes put in the encoding slot of a tile's `tensor` type; their meaning
-is defined in `tileir.backend.layouts`.  Element-wise ops need operands of one
+`#tile.blocked<spt, tpw, wpb, order>` and `#tile.slice<dim : i64, #parent>` (in
+`tileir.backend.layouts`), and the tensor-core layouts `#tile.mma_acc<...>`,
+`#tile.mma_operand<...>` and `#tile.shared<...>` (in
+`tileir.backend.mma_layouts`) are attributes put in the encoding slot of a tile's
+`tensor` type.  Element-wise ops need operands of one
 type, so layouts are checked by MLIR for free; `tile.convert_layout` is the
 only op that changes a tile's layout.
 """
@@ -17,8 +19,16 @@ from .tile import DIALECT
 DIALECT.attribute("blocked", "a Triton-style blocked distribution over lanes and warps",
                   size_per_thread="i64_array_attr", threads_per_warp="i64_array_attr",
                   warps_per_block="i64_array_attr", order="i64_array_attr")
-DIALECT.attribute("slice", "a blocked parent with one dim removed (reduction results)",
-                  dim="int_attr", parent="blocked_attr")
+DIALECT.attribute("slice", "a distributed parent with one dim removed (reduction results)",
+                  dim="int_attr", parent="any")
+# Tensor-core layouts (tileir.backend.mma_layouts): accumulators, register operands,
+# and tiles that live in shared memory.
+DIALECT.attribute("mma_acc", "a tensor-core accumulator: mma.sync (2) or wgmma (3) fragments",
+                  version="int_attr", warps="i64_array_attr", instr="i64_array_attr")
+DIALECT.attribute("mma_operand", "operand A (0) or B (1) of an mma, in registers",
+                  index="int_attr", parent="mma_attr")
+DIALECT.attribute("shared", "a tile in shared memory: swizzled boxes along the fastest dim",
+                  swizzle="int_attr", order="i64_array_attr")
 
 
 def tile_layout(t: ir.Type):

@@ -31,10 +31,12 @@ CONSTRAINTS: dict[str, str] = {
     "any": "irdl.any",
     "tensor": 'irdl.base "!builtin.tensor"',
     "array": "irdl.base @{ns}::@array",
+    "ring": "irdl.base @{ns}::@ring",
     "int_attr": 'irdl.base "#builtin.integer"',
     "str_attr": 'irdl.base "#builtin.string"',
     "i64_array_attr": 'irdl.base "#builtin.dense_array"',
     "blocked_attr": "irdl.base @{ns}::@blocked",
+    "mma_attr": "irdl.base @{ns}::@mma_acc",
 }
 
 

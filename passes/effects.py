@@ -26,7 +26,11 @@ class Effect(enum.IntEnum):
 # Every op of the tile dialect is classified here, by name: a new op is not
 # silently assumed pure (test_passes.py fails until it is listed).
 READ_OPS = frozenset({"tile.load"})
-WRITE_OPS = frozenset({"tile.store"})
+# The `pipeline` stage's ops order producers and consumers of shared memory and
+# tensor-core work in flight: none may be erased, merged or moved.
+WRITE_OPS = frozenset({"tile.store", "tile.ring_alloc", "tile.ring_acquire", "tile.ring_load",
+                       "tile.ring_commit", "tile.ring_wait", "tile.ring_view", "tile.ring_release",
+                       "tile.ring_free", "tile.mma_async", "tile.mma_wait"})
 PURE_TILE_OPS = frozenset({
     "tile.bid", "tile.num_blocks", "tile.dim", "tile.stride", "tile.iota", "tile.broadcast",
     "tile.reshape", "tile.permute", "tile.reduce", "tile.mma", "tile.matmul",

@@ -46,4 +46,15 @@ def module_target(module: ir.Module) -> Target:
 
 
 def run(module: ir.Module) -> None:
-    lower_to_llvm(module, module_target(module))
+    lower_to_llvm(module, module_target(module), tensor_map_slots(module))
+
+
+def tensor_map_slots(module: ir.Module) -> list[int]:
+    """The ABI slots of the kernel's CUtensorMap parameters (from the gpu stage's
+    launch metadata)."""
+    import json
+    attrs = module.operation.attributes
+    if "tile.kernel_meta" not in attrs:
+        return []
+    meta = json.loads(ir.StringAttr(attrs["tile.kernel_meta"]).value)
+    return [tm["slot"] for tm in meta.get("tensor_maps", [])]

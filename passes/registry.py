@@ -17,7 +17,7 @@ from typing import Callable
 from mlir import ir
 
 from . import (assign_layouts, canonicalize, cse, dce, emit_cubin, emit_ptx, inline, licm,
-               lower_to_gpu, lower_to_llvm)
+               lower_to_gpu, lower_to_llvm, pipeline_loops)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,7 @@ def _info(module: ModuleType) -> PassInfo:
 
 PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     inline, canonicalize, licm, cse, dce,
-    assign_layouts, lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
+    assign_layouts, pipeline_loops, lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
 STAGES: dict[str, tuple[str, ...]] = {
     # What @kernel produces: nothing to run.
@@ -54,9 +54,12 @@ STAGES: dict[str, tuple[str, ...]] = {
         "tile-dce",
     ),
     # GPU stages.  The target (module attribute `tile.target`, default sm_90a)
-    # only enters at `llvm`: layouts and per-thread code are the same for
-    # sm_80 and sm_90a until tensor cores arrive.
+    # picks the tensor-core instructions in `layout` (wgmma on sm_90a, mma.sync
+    # on sm_80), the copy engine in `pipeline` and `gpu` (TMA + mbarriers on
+    # sm_90a, cp.async commit groups on sm_80), and the NVVM target in `llvm`.
     "layout": ("tile-assign-layouts",),
+    # After layouts: only then is it known which loads go to shared memory.
+    "pipeline": ("tile-pipeline-loops",),
     "gpu": ("tile-lower-to-gpu",),
     "llvm": ("tile-lower-to-llvm",),
     "ptx": ("tile-emit-ptx",),

@@ -22,7 +22,8 @@ from .dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, in
                      int64, uint8, uint16, uint32, uint64)
 from .errors import (TileCompilerExecutionError, TileError, TileSyntaxError, TileTypeError,
                      TileUnsupportedFeatureError, TileValueError)
-from .kernel import CompiledKernel, Function, Kernel, function, kernel, launch
+from .function import Function, function
+from .kernel import CompiledKernel, Kernel, kernel, launch
 from .specialization import ArraySpec, ConstBool, ConstInt, Constant
 
 __version__ = "0.1.0"

@@ -57,6 +57,7 @@ META = "meta.json"
 MANIFEST = "manifest.json"
 # The file each compile stage's artifact is stored in, by stage name (docs/runtime.md).
 STAGE_FILES = {"frontend": "frontend.mlir", "tile": "tile.mlir", "layout": "layout.mlir",
+               "pipeline": "pipeline.mlir",
                "gpu": "gpu.mlir", "llvm": "llvm.mlir", "ptx": "kernel.ptx",
                "cubin": "kernel.cubin"}
 # ptxas' resource report (registers, spills, stack) of the cubin, verbatim.

@@ -28,7 +28,7 @@ from . import knobs
 from .errors import (TileCompilerExecutionError, TileError, TileTypeError,
                      TileUnsupportedFeatureError, TileValueError)
 from .frontend.source import SourceInfo
-from .function import Function, KernelEntry, function
+from .function import KernelEntry
 from .specialization import ConstantAnnotation, Param, classify_arg, format_arg_specs
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .cache import Cache, Entry
 
 DEFAULT_TARGET = "sm_90a"
-GPU_STAGES = ("layout", "gpu", "llvm", "ptx", "cubin")
+GPU_STAGES = ("layout", "pipeline", "gpu", "llvm", "ptx", "cubin")
 
 _CONTEXT: ir.Context | None = None
 
@@ -233,12 +233,17 @@ class Kernel(KernelEntry):
         """Kernel options that steer the GPU stages become function attributes."""
         from mlir import ir
         i32 = ir.IntegerType.get_signless(32)
-        for option, attr in (("num_warps", "tile.num_warps"), ("occupancy", "tile.occupancy")):
+        for option, attr in (("num_warps", "tile.num_warps"), ("occupancy", "tile.occupancy"),
+                             ("num_stages", "tile.num_stages")):
             value = self.options.get(option)
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise TileValueError(f"kernel '{self.name}': option {option} must be a "
                                          f"positive int, got {value!r}")
+                if option == "num_stages" and not 2 <= value <= 8:
+                    raise TileValueError(f"kernel '{self.name}': option num_stages must be 2 "
+                                         f"to 8 (shared-memory stages of a pipelined loop), "
+                                         f"got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         hints = self.options.get("cache_hints")
         if hints is not None and not isinstance(hints, bool):
@@ -367,7 +372,9 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
 
     Options: `occupancy` (cuTile: the thread blocks each SM should hold; the
     register budget follows) and the TileLang-style hints `num_warps` (threads
-    per block / 32) and `cache_hints` (16-byte loads carry an L2 `evict_last`
+    per block / 32), `num_stages` (shared-memory stages of a software-pipelined
+    loop, 2 to 8; default: what fits, up to 4) and `cache_hints` (16-byte loads
+    carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
     where it measured faster on an H200, and not otherwise, where it measured
     slower; True or False for every load; docs/gpu-backend.md) steer the GPU
@@ -375,7 +382,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     cuTile and recorded.  The interpreter ignores all of them.
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
-             "cache_hints"}
+             "cache_hints", "num_stages"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -502,6 +509,10 @@ class _PreparedLaunch:
         self.scalars = {i: launcher.param_dtype(ck.name, p)
                         for i, p in zip(self.indices, ck.meta["params"])
                         if p["kind"] == "scalar"}
+        # TMA descriptors: (runtime argument index, box, swizzle, parameter name)
+        self.tensor_maps = [(self.indices[tm["param"]], tuple(tm["box"]), tm["swizzle"],
+                             ck.meta["params"][tm["param"]]["name"])
+                            for tm in ck.meta.get("tensor_maps", ())]
         self.last_grid = None
         import torch       # the signature of a prepared launch has torch tensors
         self.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -519,6 +530,11 @@ class _PreparedLaunch:
                 values.extend(ctypes.c_int64(st) for st in a.stride())
             else:
                 values.append(launcher.pack_scalar(d, a, f"argument #{i}"))
+        if self.tensor_maps:
+            from .runtime.arrays import describe
+            from .runtime.tensor_maps import tensor_map
+            for i, box, swizzle, name in self.tensor_maps:
+                values.append(tensor_map(describe(args[i]), box, swizzle, self.ck.name, name))
         params = launcher.PackedParams(values)
         if grid != self.last_grid:                 # checked once per distinct grid
             launcher.check_grid(self.ck.name, grid)

@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The specializations the examples launch with (aligned arrays; Constant tile sizes).
 SPECS = {vector_add: "f32[1],f32[1],f32[1],1024", softmax: "bf16[2],bf16[2],1024"}
 ARTIFACT_FILES = ["frontend.mlir", "gpu.mlir", "kernel.cubin", "kernel.ptx", "layout.mlir",
-                  "llvm.mlir", "ptxas.log", "tile.mlir"]
+                  "llvm.mlir", "pipeline.mlir", "ptxas.log", "tile.mlir"]
 
 PIN = ("import tileir.cache\n"
        "tileir.cache.compiler_fingerprint = lambda: 'pinned'\n")
@@ -244,7 +244,7 @@ def test_a_hit_needs_no_compile_and_has_no_module(tmp_path, cache, monkeypatch):
     assert loaded.runtime_params == compiled.runtime_params == [0, 1, 2]
     assert dict(loaded.artifacts) == compiled.artifacts
     with pytest.raises(ct.TileError, match=r"no MLIR module: read artifacts\['<stage>'\] "
-                                           r"\(stages: frontend, tile, layout, gpu, llvm, ptx, "
+                                           r"\(stages: frontend, tile, layout, pipeline, gpu, llvm, ptx, "
                                            r"cubin\), or set TILEIR_CACHE=0"):
         loaded.ir()
 

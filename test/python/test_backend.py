@@ -210,11 +210,11 @@ def test_large_arrays_get_the_l2_policy_and_ptxas_takes_it(cuobjdump, target):
 # What the GPU stages refuse
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("target", TARGETS)
-def test_mma_is_refused_at_the_layout_stage_with_its_location(target):
+def test_an_mma_no_tensor_core_fits_is_refused_at_the_layout_stage_with_its_location(target):
     fn = matmul.matmul.__wrapped__
     kernel = ct.kernel(fn)
     args = (ct.ArraySpec("float16", 2), ct.ArraySpec("float16", 2), ct.ArraySpec("float32", 2),
-            64, 64, 32)
+            8, 64, 32)                                          # M = 8: no instruction fits
     kernel.compile(args, stage="tile", target=target)          # the tile stage is fine
     with pytest.raises(TileIRError) as info:
         kernel.compile(args, stage="layout", target=target)
@@ -222,8 +222,9 @@ def test_mma_is_refused_at_the_layout_stage_with_its_location(target):
     offset = next(i for i, line in enumerate(lines) if "ct.mma(" in line)
     where = f"{inspect.getsourcefile(fn)}:{first + offset}:{lines[offset].index('ct.mma(') + 1}"
     message = str(info.value)
-    assert message.startswith(f"{where}: error: 'tile.mma' is not lowered to the GPU yet"), message
-    assert "run matmul kernels in the interpreter" in message
+    assert message.startswith(f"{where}: error: no tensor-core instruction fits this mma on "
+                              f"{target}"), message
+    assert "[8, 32] x [32, 64] of f16 into [8, 64] of f32" in message
     assert lines[offset].strip() in message                     # the source line, with a caret
 
 

@@ -62,7 +62,8 @@ def test_pass_module_is_named_after_its_flag(name):
 # Where a stage's passes have their lit tests, as in MLIR: rewrites within our
 # dialects in Transforms/, dialect conversions in Conversion/, code generation
 # in Target/.
-LIT_DIR_OF_STAGE = {"tile": "Transforms", "layout": "Transforms", "gpu": "Conversion",
+LIT_DIR_OF_STAGE = {"tile": "Transforms", "layout": "Transforms", "pipeline": "Transforms",
+                    "gpu": "Conversion",
                     "llvm": "Conversion", "ptx": "Target", "cubin": "Target"}
 
 

@@ -14,18 +14,31 @@ Strategy (predictable, good for the memory-bound kernels users write):
    a loop-carried value), a `tile.convert_layout` is inserted.  Conversions
    between layouts that are equal as linear maps are free in the `gpu` stage.
 
-Precondition: the `tile` stage ran (helpers inlined).  Tensor-core ops are
-rejected here with the op's location (they are lowered in a later milestone).
+Tensor-core products (`tile.mma`; `tile.matmul` is first rewritten as an mma
+into a zero accumulator and a cast) get the layouts `backend.mma_plan` picks for
+the module's target: an `#tile.mma_acc` accumulator, which the loop that carries
+it, the splat that starts it and the ops that read it keep (`preferred`
+layouts, propagated through `scf.for` before the walk); operands loaded only to
+feed the product (through transposes) are loaded straight into shared memory
+(`#tile.shared`), which wgmma reads as is and mma.sync through ldmatrix
+(`#tile.mma_operand`).
+
+Precondition: the `tile` stage ran (helpers inlined).
 """
 
 from __future__ import annotations
 
 from mlir import ir
 
+from mlir.dialects import arith
+
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
+from tileir.dialect.tile import MmaOp
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
+from . import mma_plan
+from .mma_layouts import Mma, Shared, choose_swizzle
 
 NUM_WARPS_ATTR = "tile.num_warps"
 DEFAULT_MAX_WARPS = 16
@@ -35,11 +48,100 @@ def element_bytes(t: ir.Type) -> int:
     return max(1, bitwidth(t) // 8)
 
 
-class LayoutAssigner:
-    def __init__(self, func: ir.Operation, num_warps: int):
+class MmaAssignment:
+    """The mma part of layout assignment (a mixin of LayoutAssigner)."""
+
+    def collect_mma(self) -> None:
+        """Plans every mma; records the preferred layouts of accumulators, of what
+        loops carry along with them, and of the loads that only feed operands."""
+        for op in _ops_named(self.func, "tile.matmul"):
+            decompose_matmul(op)
+        for op in _ops_named(self.func, "tile.mma"):
+            a, b, acc = op.operands
+            k = a.type.shape[-1]
+            p = mma_plan.plan(tuple(acc.type.shape), str(acc.type.element_type),
+                              str(a.type.element_type), self.chip, self.num_warps, k)
+            if p is None:
+                raise TileIRError(
+                    f"no tensor-core instruction fits this mma on {self.chip}: operands "
+                    f"{_shape(a)} x {_shape(b)} of {a.type.element_type} into "
+                    f"{_shape(acc)} of {acc.type.element_type} (needs f16/bf16/f32/fp8 "
+                    f"operands, M a multiple of 16 (64 for wgmma), N of 8, K of "
+                    f"{mma_plan.K_STEP.get(str(a.type.element_type), 16)}); the FMA path for "
+                    f"other shapes is not built yet: run such kernels in the interpreter",
+                    op.location)
+            self.plans[op] = p
+            self.preferred[acc] = self.preferred[op.results[0]] = p.acc
+            for index in (0, 1):
+                self.operand_source(op.operands[index])
+        self.propagate_through_loops()
+
+    def operand_source(self, v: ir.Value) -> None:
+        """A load that only feeds this operand (through permutes) loads into shared memory."""
+        perms = []
+        while _defining_name(v) == "tile.permute" and _single_use(v):
+            owner = v.owner.operation if hasattr(v.owner, "operation") else v.owner
+            perms.append(list(ir.DenseI64ArrayAttr(owner.attributes["permutation"])))
+            v = owner.operands[0]
+        if _defining_name(v) != "tile.load" or not _single_use(v):
+            return
+        t = v.type
+        if t.rank != 2:
+            return
+        inner = t.shape[-1] * element_bytes(t.element_type)
+        self.preferred[v] = Shared(choose_swizzle(inner), (1, 0))
+
+    def propagate_through_loops(self) -> None:
+        """A loop carries a value in the layout its consumers prefer: init, region
+        argument, yielded value and result share one preference."""
+        changed = True
+        while changed:
+            changed = False
+            for loop in _ops_named(self.func, "scf.for"):
+                body = loop.regions[0].blocks[0]
+                yield_op = list(body.operations)[-1]
+                for i, res in enumerate(loop.results):
+                    group = [loop.operands[3 + i], body.arguments[i + 1], yield_op.operands[i],
+                             res]
+                    lay = next((self.preferred[v] for v in group if v in self.preferred), None)
+                    if lay is None:
+                        continue
+                    for v in group:
+                        if self.preferred.get(v) is None:
+                            self.preferred[v] = lay
+                            changed = True
+
+    def rule_tile_mma(self, op):
+        p = self.plans[op]
+        self.require(op, 2, p.acc)
+        self.set_layout(op.results[0], p.acc)
+        for index in (0, 1):
+            v = op.operands[index]
+            lay = self.layout_of(v)
+            shape = tuple(v.type.shape)
+            eb = element_bytes(v.type.element_type)
+            if p.version == 3 and isinstance(lay, Shared) and p.smem_ok(lay, index, shape, eb):
+                continue                                   # wgmma reads it where it is
+            if p.version == 3 and index == 1:
+                self.require(op, 1, p.smem_for_b(shape, eb))
+            else:
+                self.require(op, index, p.operand_a() if index == 0 else p.operand_b())
+
+
+TARGET_ATTR = "tile.target"
+DEFAULT_CHIP = "sm_90a"
+
+
+class LayoutAssigner(MmaAssignment):
+    def __init__(self, func: ir.Operation, num_warps: int, chip: str = DEFAULT_CHIP):
         self.func = func
         self.num_warps = num_warps
+        self.chip = chip
         self.home: dict[tuple[int, ...], L.Blocked] = {}
+        self.plans: dict[ir.Operation, mma_plan.MmaPlan | None] = {}
+        # Layouts decided before the walk: accumulators (and everything a loop
+        # carries along with them), and loads that feed an mma operand only.
+        self.preferred: dict[ir.Value, L.Layout] = {}
 
     # -- homes -----------------------------------------------------------------
     def collect_homes(self) -> None:
@@ -69,6 +171,7 @@ class LayoutAssigner:
     # -- walking -------------------------------------------------------------------
     def run(self) -> None:
         self.collect_homes()
+        self.collect_mma()
         for block in self.func.regions[0].blocks:
             self.block(block)
         self.func.attributes[NUM_WARPS_ATTR] = ir.IntegerAttr.get(
@@ -81,10 +184,6 @@ class LayoutAssigner:
     def op(self, op: ir.Operation) -> None:
         op = op.operation          # OpViews may shadow `.name` (func.func's is its symbol)
         name = op.name
-        if name in ("tile.mma", "tile.matmul"):
-            raise TileIRError(f"'{name}' is not lowered to the GPU yet (tensor cores arrive in a "
-                              f"later milestone); run matmul kernels in the interpreter",
-                              op.location)
         if name == "scf.for":
             return self.scf_for(op)
         if name == "scf.if":
@@ -139,9 +238,15 @@ class LayoutAssigner:
         r = op.results[0]
         self.set_layout(r, self.home_of(tuple(r.type.shape)))
 
-    rule_tile_load = produce_home
+    def produce_preferred(self, op: ir.Operation) -> None:
+        """Splats and loads can produce any layout for the same cost: the preferred
+        one when a consumer asked, else the home one."""
+        r = op.results[0]
+        self.set_layout(r, self.preferred.get(r) or self.home_of(tuple(r.type.shape)))
+
+    rule_tile_load = produce_preferred
     rule_tile_iota = produce_home
-    rule_tensor_splat = produce_home
+    rule_tensor_splat = produce_preferred
     rule_tensor_from_elements = produce_home
 
     def rule_arith_constant(self, op):
@@ -152,7 +257,7 @@ class LayoutAssigner:
         if not value.is_splat:
             raise TileIRError("non-splat tile constants are not lowered to the GPU yet",
                               op.location)
-        self.produce_home(op)
+        self.produce_preferred(op)
         # the value attribute's type must equal the (now encoded) result type
         op.attributes["value"] = ir.DenseElementsAttr.get_splat(r.type, value.get_splat_value())
 
@@ -182,7 +287,7 @@ class LayoutAssigner:
     def rule_tile_permute(self, op):
         src = op.operands[0]
         lay = self.layout_of(src)
-        if not isinstance(lay, L.Blocked):
+        if not isinstance(lay, (L.Blocked, Shared)):      # shared tiles permute for free
             lay = self.home_of(tuple(src.type.shape))
             self.require(op, 0, lay)
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
@@ -191,7 +296,7 @@ class LayoutAssigner:
     def rule_tile_reduce(self, op):
         src = op.operands[0]
         lay = self.layout_of(src)
-        if not isinstance(lay, L.Blocked):
+        if not isinstance(lay, (L.Blocked, Mma)):
             lay = self.home_of(tuple(src.type.shape))
             self.require(op, 0, lay)
         axis = ir.IntegerAttr(op.attributes["axis"]).value
@@ -204,15 +309,18 @@ class LayoutAssigner:
     def scf_for(self, op: ir.Operation) -> None:
         body = op.regions[0].blocks[0]
         inits = list(op.operands)[3:]
+        carried = {}
         for i, init in enumerate(inits):
             if isinstance(init.type, ir.RankedTensorType):
-                body.arguments[i + 1].set_type(init.type)
-                op.results[i].set_type(init.type)
+                lay = self.preferred.get(op.results[i]) or tile_layout(init.type)
+                self.require(op, 3 + i, lay)
+                carried[i] = lay
+                body.arguments[i + 1].set_type(op.operands[3 + i].type)
+                op.results[i].set_type(op.operands[3 + i].type)
         self.block(body)
         yield_op = list(body.operations)[-1]
-        for i, init in enumerate(inits):
-            if isinstance(init.type, ir.RankedTensorType):
-                self.require(yield_op, i, tile_layout(init.type))
+        for i, lay in carried.items():
+            self.require(yield_op, i, lay)
 
     def scf_if(self, op: ir.Operation) -> None:
         blocks = [r.blocks[0] for r in op.regions if len(r.blocks)]
@@ -226,6 +334,49 @@ class LayoutAssigner:
             for y in yields[1:]:
                 self.require(y, i, lay)
             self.set_layout(r, lay)
+
+
+def decompose_matmul(op: ir.Operation) -> None:
+    """`matmul(a, b)` -> `mma(a, b, 0)` into the wide accumulator, cast to the result."""
+    a, b = op.operands
+    res_t = op.results[0].type
+    elem = str(a.type.element_type)
+    acc_elem = {"i8": "i32", "f64": "f64"}.get(elem, "f32")
+    acc_t = ir.RankedTensorType.get(list(res_t.shape), ir.Type.parse(acc_elem))
+    with ir.InsertionPoint(op), op.location:
+        zero = ir.IntegerAttr.get(acc_t.element_type, 0) if acc_elem == "i32" else \
+            ir.FloatAttr.get(acc_t.element_type, 0.0)
+        init = arith.ConstantOp(acc_t, ir.DenseElementsAttr.get_splat(acc_t, zero)).result
+        r = MmaOp(a, b, init).result
+        if acc_t.element_type != res_t.element_type:
+            r = arith.truncf(res_t, r)
+    op.results[0].replace_all_uses_with(r)
+    op.erase()
+
+
+def _ops_named(root: ir.Operation, name: str) -> list[ir.Operation]:
+    found = []
+
+    def visit(op):
+        if op.name == name:
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return found
+
+
+def _defining_name(v: ir.Value) -> str | None:
+    owner = v.owner
+    return None if isinstance(owner, ir.Block) else owner.name
+
+
+def _single_use(v: ir.Value) -> bool:
+    return len(list(v.uses)) == 1
+
+
+def _shape(v: ir.Value) -> list[int]:
+    return list(v.type.shape)
 
 
 def broadcast_free(src_lay: L.Layout, src_shape, res_lay: L.Layout, res_shape) -> bool:
@@ -259,8 +410,10 @@ def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | Non
     return None
 
 
-def choose_num_warps(func: ir.Operation) -> int:
-    """Enough warps that each thread streams about two 16-byte vectors.
+def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
+    """Enough warps that each thread streams about two 16-byte vectors; for a kernel
+    with tensor-core products, the warps its largest accumulator wants
+    (`mma_plan.default_warps`).
 
     What a block streams is the data its loads bring in from block-dependent
     places (a block-invariant load, like a weight row every block reads, is
@@ -273,6 +426,11 @@ def choose_num_warps(func: ir.Operation) -> int:
         if not is_power_of_two(n) or n > 32:
             raise TileIRError(f"num_warps must be a power of two <= 32, got {n}", func.location)
         return n
+    products = _ops_named(func, "tile.mma") + _ops_named(func, "tile.matmul")
+    if products:
+        shapes = [tuple(op.results[0].type.shape) for op in products]
+        return max(mma_plan.default_warps(sh, 3 if chip.startswith("sm_90") and len(sh) == 2
+                                          and sh[0] % 64 == 0 else 2) for sh in shapes)
     streamed = biggest = 0
 
     def visit(op):
@@ -320,7 +478,9 @@ def block_invariant(v: ir.Value, seen: set | None = None) -> bool:
 
 def assign_layouts(module: ir.Module) -> None:
     """Runs layout assignment on every `tile.kernel` function of `module`."""
+    attrs = module.operation.attributes
+    chip = ir.StringAttr(attrs[TARGET_ATTR]).value if TARGET_ATTR in attrs else DEFAULT_CHIP
     for op in module.body.operations:
         op = op.operation
         if op.name == "func.func" and "tile.kernel" in op.attributes:
-            LayoutAssigner(op, choose_num_warps(op)).run()
+            LayoutAssigner(op, choose_num_warps(op, chip), chip).run()

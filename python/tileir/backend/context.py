@@ -44,21 +44,26 @@ class ArrayABI:
 
 class LoweringContext:
     def __init__(self, num_warps: int, block_args_entry: ir.Block,
-                 cache_hints: bool | None = None):
+                 cache_hints: bool | None = None, chip: str = "sm_90a"):
         self.num_warps = num_warps
+        self.chip = chip
+        # (array argument index, box, swizzle) -> the kernel's CUtensorMap parameter
+        self.tensor_maps: dict[tuple, ir.Value] = {}
         # L2 policy on 16-byte loads: True/False for all, None for large arrays only
         self.cache_hints = cache_hints
         self._l2_policy = None
         self.values: dict[ir.Value, object] = {}
         self.arrays: dict[ir.Value, ArrayABI] = {}
         self.entry = block_args_entry
-        self.smem_bytes = 0
+        self.smem_bytes = 0       # the high-water mark: the kernel's dynamic shared memory
+        self.smem_top = 0         # bytes held by live buffers (rings, shared tiles)
         self.smem_uses = 0        # shared-memory exchanges emitted so far
         self.loop_depth = 0       # > 0 while lowering a loop body
         self.stores_seen = False  # a global store was lowered (or a loop may repeat one)
         self._thread: dict[tuple, list[ir.Value]] = {}
         self._tid = self._lane = self._warp = None
         self._smem_base = None
+        self._smem_ptr = None
 
     # -- value map -----------------------------------------------------------------
     def get(self, v: ir.Value):
@@ -73,6 +78,14 @@ class LoweringContext:
         if not isinstance(f, Frag):
             raise TileIRError("internal error: expected a tile", ir.Location.current)
         return f
+
+    def tensor_map(self, array: ir.Value, box: tuple[int, ...], swizzle: int) -> ir.Value:
+        """The CUtensorMap parameter (`!llvm.ptr` to the by-value parameter) for TMA
+        copies of `box` from kernel array argument `array`."""
+        key = (array.arg_number, tuple(box), swizzle)
+        if key not in self.tensor_maps:
+            raise TileIRError(f"internal error: no tensor map for {key}", ir.Location.current)
+        return self.tensor_maps[key]
 
     # -- constants -----------------------------------------------------------------
     @staticmethod
@@ -139,15 +152,26 @@ class LoweringContext:
         # Upstream lowers gpu.dynamic_shared_memory to a zero-size `.shared` symbol
         # (ptxas reports "1 bytes smem"); the driver places the dynamic region right
         # after it, so the bytes from that symbol cover the `shared_bytes` we request.
-        """A workgroup buffer of `count` elements, `offset` bytes into the region.
+        """A scratch buffer of `count` elements, `offset` bytes into the scratch area.
 
-        Every use of shared memory starts and ends its writes with barriers
-        (see `smem_exchange`), so all exchanges start at offset 0 and the kernel
-        needs only the largest one; an exchange of several values places them
-        side by side with `offset`.
+        Every exchange starts and ends its writes with barriers (see
+        `smem_exchange`), so all exchanges start at the scratch area, right above
+        the buffers live at that point (`smem_top`), and the kernel needs only the
+        largest one; an exchange of several values places them side by side with
+        `offset`.
         """
-        nbytes = offset + count * max(1, _bits(elem) // 8)
+        offset += self.smem_top
+        self._reach(offset + count * max(1, _bits(elem) // 8))
+        t = ir.MemRefType.get([count], elem, memory_space=ir.Attribute.parse(
+            "#gpu.address_space<workgroup>"))
+        start = arith.ConstantOp(ir.IndexType.get(),
+                                 ir.IntegerAttr.get(ir.IndexType.get(), offset))
+        return memref.view(t, self._dynamic_smem(), start, [])
+
+    def _reach(self, nbytes: int) -> None:
         self.smem_bytes = max(self.smem_bytes, (nbytes + 15) // 16 * 16)
+
+    def _dynamic_smem(self) -> ir.Value:
         if self._smem_base is None:
             with ir.InsertionPoint.at_block_begin(self.entry):
                 dyn = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
@@ -155,11 +179,48 @@ class LoweringContext:
                                         memory_space=ir.Attribute.parse(
                                             "#gpu.address_space<workgroup>"))
                 self._smem_base = gpu.dynamic_shared_memory(dyn)
-        t = ir.MemRefType.get([count], elem, memory_space=ir.Attribute.parse(
-            "#gpu.address_space<workgroup>"))
-        start = arith.ConstantOp(ir.IndexType.get(),
-                                 ir.IntegerAttr.get(ir.IndexType.get(), offset))
-        return memref.view(t, self._smem_base, start, [])
+        return self._smem_base
+
+    # -- buffers that outlive one exchange (rings, shared tiles) -----------------------
+    def alloc_smem(self, nbytes: int, align: int = 1024) -> int:
+        """Reserves `nbytes` above the live buffers; returns their offset.  The region
+        starts 1024-byte aligned (the dynamic shared memory of a block without static
+        shared memory starts at the bottom of its window, so offsets aligned here are
+        aligned addresses: what TMA and the wgmma swizzle patterns need)."""
+        start = (self.smem_top + align - 1) // align * align
+        self.smem_top = start + nbytes
+        self._reach(self.smem_top)
+        return start
+
+    def free_smem(self, start: int, nbytes: int) -> None:
+        """Returns the region from `alloc_smem` when nothing above it is live; the next
+        exchange reusing it starts with a barrier."""
+        if self.smem_top == start + nbytes:
+            self.smem_top = start
+        self.smem_uses = max(self.smem_uses, 1)
+
+    def smem_ptr(self, offset: "int | ir.Value") -> ir.Value:
+        """`!llvm.ptr<3>` to byte `offset` (an int or an i32 value) of the dynamic
+        shared memory."""
+        if self._smem_ptr is None:
+            with ir.InsertionPoint.at_block_begin(self.entry):
+                base = self._dynamic_smem()
+            with ir.InsertionPoint.after(base.owner):
+                addr = memref.extract_aligned_pointer_as_index(base)
+                self._smem_ptr = llvm.inttoptr(ir.Type.parse("!llvm.ptr<3>"),
+                                               arith.index_cast(I64(), addr))
+        if isinstance(offset, int):
+            if offset == 0:
+                return self._smem_ptr
+            offset = self.const(offset)
+        return llvm.GEPOp(self._smem_ptr.type, self._smem_ptr, [offset],
+                          ir.DenseI32ArrayAttr.get([-2147483648]),
+                          ir.TypeAttr.get(ir.IntegerType.get_signless(8)), None).result
+
+    def smem_addr(self, offset: "int | ir.Value") -> ir.Value:
+        """The i32 shared-window address of byte `offset` (what descriptors, TMA and
+        mbarrier operands take)."""
+        return llvm.ptrtoint(I32(), self.smem_ptr(offset))
 
 
 def lin_of(t: ir.Type) -> L.Linear:

@@ -73,7 +73,7 @@ class Blocked:
 @dataclasses.dataclass(frozen=True)
 class Slice:
     dim: int
-    parent: Blocked
+    parent: "Blocked | Mma"           # any distributed layout
 
     @property
     def rank(self) -> int:
@@ -87,7 +87,13 @@ class Slice:
         return f"#tile.slice<{self.dim} : i64, {self.parent.attr()}>"
 
 
-Layout = Blocked | Slice
+def _mma_layouts():
+    # tensor-core layouts build on the linear forms below: imported late
+    from . import mma_layouts
+    return mma_layouts
+
+
+Layout = "Blocked | Slice | Mma | DotOperand | Shared"   # the latter three: mma_layouts
 
 
 # ---------------------------------------------------------------------------
@@ -184,12 +190,22 @@ def drop_dim(lin: Linear, dim: int) -> Linear:
 
 
 def to_linear(layout: Layout, shape: Sequence[int]) -> Linear:
+    """The linear form of a distributed layout over `shape` (not of a shared one)."""
+    if isinstance(layout, Slice):
+        parent_shape = tuple(shape[:layout.dim]) + (1,) + tuple(shape[layout.dim:])
+        return drop_dim(to_linear(layout.parent, parent_shape), layout.dim)
+    if layout.rank != len(shape):
+        raise ValueError(f"layout of rank {layout.rank} for a tile of shape {tuple(shape)}")
     if isinstance(layout, Blocked):
-        if layout.rank != len(shape):
-            raise ValueError(f"layout of rank {layout.rank} for a tile of shape {tuple(shape)}")
         return blocked_linear(layout, shape)
-    parent_shape = tuple(shape[:layout.dim]) + (1,) + tuple(shape[layout.dim:])
-    return drop_dim(blocked_linear(layout.parent, parent_shape), layout.dim)
+    if not hasattr(layout, "linear"):
+        raise ValueError(f"{layout.attr()} is a shared-memory layout, not a distribution")
+    return layout.linear(shape)
+
+
+def is_distributed(layout) -> bool:
+    """Whether tiles with `layout` live in registers (blocked, slice, mma, dot operand)."""
+    return layout is not None and not isinstance(layout, _mma_layouts().Shared)
 
 
 def restrict(lin: Linear, shape: Sequence[int]) -> Linear:
@@ -237,7 +253,7 @@ def coalesced(shape: Sequence[int], elem_bytes: int, num_warps: int,
 # ---------------------------------------------------------------------------
 _ARR = r"array<i64(?::\s*([-\d,\s]*))?>"
 _BLOCKED_RE = re.compile(r"#tile\.blocked<" + r",\s*".join([_ARR] * 4) + r">")
-_SLICE_RE = re.compile(r"#tile\.slice<(\d+) : i64, (#tile\.blocked<.*>)>$")
+_SLICE_RE = re.compile(r"#tile\.slice<(\d+) : i64, (#tile\.(?:blocked|mma_acc)<.*>)>$")
 
 
 def _ints(s: str | None) -> tuple[int, ...]:
@@ -254,17 +270,27 @@ def parse(text: str) -> Layout:
     m = _SLICE_RE.match(text)
     if m:
         parent = parse(m.group(2))
-        if not isinstance(parent, Blocked):
+        if not isinstance(parent, (Blocked, _mma_layouts().Mma)):
             raise ValueError(f"malformed layout {text}")
         return Slice(int(m.group(1)), parent)
     m = _BLOCKED_RE.fullmatch(text)
     if not m:
-        raise ValueError(f"not a tile layout: {text}")
+        other = _mma_layouts().parse(text)
+        if other is None:
+            raise ValueError(f"not a tile layout: {text}")
+        return other
     return Blocked(*(_ints(g) for g in m.groups()))
 
 
 def verify(layout: Layout) -> str | None:
     """A message if the layout's parameters are inconsistent, else None."""
+    if isinstance(layout, Slice) and not isinstance(layout.parent, Blocked):
+        msg = _mma_layouts().verify(layout.parent)
+        if msg is None and not 0 <= layout.dim < layout.parent.rank:
+            msg = f"slice dim {layout.dim} out of range for a rank-{layout.parent.rank} parent"
+        return msg
+    if not isinstance(layout, (Blocked, Slice)):
+        return _mma_layouts().verify(layout)
     b = layout.parent if isinstance(layout, Slice) else layout
     r = b.rank
     if not (len(b.size_per_thread) == len(b.threads_per_warp) == len(b.warps_per_block) == r):

@@ -2,9 +2,12 @@
 
 The kernel's ABI follows docs/gpu-backend.md: each `!tile.array<T, R>` argument
 becomes a global pointer, R i32 dims and R i64 strides (in elements); scalars
-stay scalars; `Constant` arguments are already folded away.  The block is
-`32 * tile.num_warps` threads; shared memory is one dynamic buffer whose size is
-returned in the metadata.
+stay scalars; `Constant` arguments are already folded away.  On sm_90a every
+distinct TMA copy (array, box, swizzle) of the kernel's rings adds one trailing
+parameter: a 128-byte CUtensorMap the runtime encodes, passed by value
+(`llvm.byval` + `nvvm.grid_constant`, set by the `llvm` stage) and listed in the
+metadata's `tensor_maps`.  The block is `32 * tile.num_warps` threads; shared
+memory is one dynamic buffer whose size is returned in the metadata.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from mlir import ir
 from mlir.dialects import gpu
 
 from tileir.dialect import TileIRError
-from tileir.dialect.types import array_info, signless
+from tileir.dialect.types import array_info, bitwidth, signless
 from .assign import NUM_WARPS_ATTR
 from .context import I32, I64, ArrayABI, LoweringContext
 from .rules import lower_block
@@ -31,9 +34,15 @@ class KernelMeta:
     num_threads: int
     shared_bytes: int
     params: list[dict]
+    # one per trailing CUtensorMap parameter: {"slot": ABI slot, "param": index into
+    # params of its array, "box": [...] (tile dim order), "swizzle": bytes}
+    tensor_maps: list[dict] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if not out["tensor_maps"]:
+            del out["tensor_maps"]        # kernels without TMA keep the plain ABI record
+        return out
 
 
 def _kernel_func(module: ir.Module) -> ir.Operation:
@@ -83,6 +92,16 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
             params.append({"kind": "scalar", "name": names[i], "dtype": str(a.type)})
             types.append(a.type)
             arg_attrs.append(ir.DictAttr.get({}))
+    chip = ir.StringAttr(module.operation.attributes["tile.target"]).value \
+        if "tile.target" in module.operation.attributes else "sm_90a"
+    maps = _tensor_maps(func, chip) if chip.startswith("sm_90") else []
+    tmap_t = ir.Type.parse("!llvm.ptr")
+    tensor_maps = []
+    for arg_index, box, swizzle in maps:
+        tensor_maps.append({"slot": len(types), "param": arg_index, "box": list(box),
+                            "swizzle": swizzle})
+        types.append(tmap_t)
+        arg_attrs.append(ir.DictAttr.get({}))
     module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
     with ir.InsertionPoint(module.body), func.location:
         gmod = gpu.GPUModuleOp(GPU_MODULE)
@@ -97,7 +116,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
             body = gfunc.body.blocks.append(*types)
     hints = ir.BoolAttr(func.attributes["tile.cache_hints"]).value \
         if "tile.cache_hints" in func.attributes else None
-    cx = LoweringContext(num_warps, body, hints)
+    cx = LoweringContext(num_warps, body, hints, chip)
     it = iter(body.arguments)
     for i, a in enumerate(entry.arguments):
         info = array_info(a.type)
@@ -110,9 +129,32 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         cx.arrays[a] = ArrayABI(ptr, dims, strides, signless(info.element_type),
                                 _arg_has(func, i, "tile.aligned"),
                                 _arg_has(func, i, "tile.large"))
+    for (arg_index, box, swizzle), tm in zip(maps, tensor_maps):
+        cx.tensor_maps[(arg_index, box, swizzle)] = body.arguments[tm["slot"]]
     with ir.InsertionPoint(body):
         lower_block(cx, entry)
         with func.location:
             gpu.ReturnOp([])
     func.erase()
-    return KernelMeta(name, 32 * num_warps, cx.smem_bytes, params)
+    return KernelMeta(name, 32 * num_warps, cx.smem_bytes, params, tensor_maps)
+
+
+def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple[int, tuple[int, ...], int]]:
+    """(array argument index, box, swizzle) of every distinct TMA copy in the kernel."""
+    from tileir.dialect.layout import tile_layout
+    from .rules.ring import tma_box
+    found: list[tuple[int, tuple[int, ...], int]] = []
+
+    def visit(op):
+        if op.name == "tile.ring_load":
+            view = op.opview
+            t = view.tile_type()
+            lay = tile_layout(t)
+            eb = max(1, bitwidth(t.element_type) // 8)
+            key = (view.array.arg_number, tma_box(lay, tuple(t.shape), eb), lay.swizzle)
+            if key not in found:
+                found.append(key)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return found

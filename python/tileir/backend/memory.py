@@ -18,7 +18,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm, scf, vector
 
 from . import layouts as L
-from .context import I32, I64, ArrayABI, Frag, LoweringContext, _bits, lin_of
+from .context import I64, ArrayABI, Frag, LoweringContext, _bits, lin_of
 
 _DYNAMIC_INDEX = -2147483648     # llvm.getelementptr's marker for a dynamic index
 
@@ -139,12 +139,17 @@ def _wants_l2_policy(cx: LoweringContext, arr: ArrayABI) -> bool:
 
 
 def lower_load(cx: LoweringContext, op) -> None:
-    arr = cx.arrays[op.array]
-    res_t = op.result.type
-    lin = lin_of(res_t)
-    addr = _Addressing(cx, arr, [cx.get(i) for i in op.index], lin)
+    lin = lin_of(op.result.type)
+    cx.values[op.result] = load_tile(cx, cx.arrays[op.array], [cx.get(i) for i in op.index],
+                                     lin, op.padding)
+
+
+def load_tile(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin: L.Linear,
+              padding: str) -> Frag:
+    """The tile at tile index `index` of `arr`, in registers laid out as `lin`."""
+    addr = _Addressing(cx, arr, index, lin)
     store_t = storage_type(arr.elem)
-    pad = padding_value(op.padding, store_t)
+    pad = padding_value(padding, store_t)
     v = addr.vector_width(store_t)
     vt = ir.VectorType.get([v], store_t)
     starts = range(0, lin.num_regs, v)
@@ -170,7 +175,7 @@ def lower_load(cx: LoweringContext, op) -> None:
     if _is_i1(arr.elem):
         zero = cx.const(0, store_t)
         regs = [arith.cmpi(arith.CmpIPredicate.ne, r, zero) for r in regs]
-    cx.values[op.result] = Frag(lin, arr.elem, regs)
+    return Frag(lin, arr.elem, regs)
 
 
 def _plain_load(vt: ir.VectorType, ptr: ir.Value) -> ir.Value:

@@ -65,13 +65,45 @@ def _run(module: ir.Module, pipeline: str) -> None:
         raise TileIRError(from_mlir_error(e)) from None
 
 
-def lower_to_llvm(module: ir.Module, target: Target) -> None:
-    """Stage `llvm`: attaches the NVVM target and converts the gpu.module to NVVM/LLVM."""
+def lower_to_llvm(module: ir.Module, target: Target, grid_constants: list[int] = ()) -> None:
+    """Stage `llvm`: attaches the NVVM target and converts the gpu.module to NVVM/LLVM.
+
+    `grid_constants` are the kernel's CUtensorMap parameters (ABI slots): they become
+    128-byte by-value parameters the kernel takes the address of (`llvm.byval` +
+    `nvvm.grid_constant`, 64-byte aligned).  convert-gpu-to-nvvm drops `llvm.byval`
+    from `gpu.func` arguments, and the NVVM verifier rejects `nvvm.grid_constant`
+    anywhere but on an `llvm.func` kernel, so both are set here, after the conversion.
+    """
     tgt = ir.Attribute.parse(target.attr(), module.context)
     for op in module.body.operations:
         if op.operation.name == "gpu.module":
             op.operation.attributes["targets"] = ir.ArrayAttr.get([tgt], module.context)
     _run(module, LLVM_PIPELINE)
+    if grid_constants:
+        _mark_grid_constants(module, list(grid_constants))
+
+
+TENSOR_MAP_BYTES = 128
+
+
+def _mark_grid_constants(module: ir.Module, slots: list[int]) -> None:
+    with module.context:
+        byval = ir.TypeAttr.get(ir.Type.parse(f"!llvm.array<{TENSOR_MAP_BYTES} x i8>"))
+        align = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)
+
+        def visit(op):
+            if op.name == "llvm.func" and "nvvm.kernel" in op.attributes:
+                attrs = list(ir.ArrayAttr(op.attributes["arg_attrs"]))
+                for slot in slots:
+                    d = ir.DictAttr(attrs[slot])
+                    new = {d[i].name: d[i].attr for i in range(len(d))}
+                    new.update({"llvm.byval": byval, "nvvm.grid_constant": ir.UnitAttr.get(),
+                                "llvm.align": align})
+                    attrs[slot] = ir.DictAttr.get(new)
+                op.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
 
 
 def emit_ptx(module: ir.Module) -> str:

@@ -15,7 +15,7 @@ other modules hold the op rules, one function per op, grouped by dialect:
 """
 
 from . import (arith_cast, arith_float, arith_int, constants, control_flow,  # noqa: F401
-               math_ops, tensor_ops, tile_ops)  # importing them registers their rules
+               math_ops, ring_ops, tensor_ops, tile_ops)  # importing them registers rules
 from .compiler import RULES
 from .errors import ArgumentError, InterpreterError, UnsupportedOpError
 from .runtime import CACHE, compile_kernel, run

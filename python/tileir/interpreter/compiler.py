@@ -167,9 +167,11 @@ class CompileContext:
         return _checked(step, self._expected_results(op))
 
     def _expected_results(self, op: ir.OpView) -> tuple[tuple[int, np.dtype, tuple], ...]:
-        """(slot, storage dtype, shape) of each tile or scalar result of `op`."""
+        """(slot, storage dtype, shape) of each tile or scalar result of `op` (arrays
+        and the pipeline stage's rings are objects, not NumPy values)."""
         return tuple((self.slot(v), elem_of(v.type).storage, shape_of(v.type))
-                     for v in op.results if array_info(v.type) is None)
+                     for v in op.results
+                     if array_info(v.type) is None and str(v.type) != "!tile.ring")
 
     def block(self, region: ir.Region) -> CompiledBlock:
         """Compiles the single block of `region`; its arguments must be defined already."""

@@ -90,26 +90,30 @@ def _window(indices, tile_shape, array_shape):
 
 @rule("tile.load")
 def _load(op, cx: CompileContext) -> Step:
-    e = elem_of(op.result.type)
-    shape = tuple(op.tile_shape)
-    pad = padding_value(op.padding, e, array_info(op.array.type).element_type)
+    load = _load_tile(elem_of(op.result.type), tuple(op.tile_shape), op.padding, op.array.type)
     array_slot, index_slots, out = cx.slot(op.array), cx.slots(op.index), cx.define(op.result)
 
     def step(frame):
-        array = frame[array_slot]
-        window = _window([frame[s] for s in index_slots], shape, array.shape)
+        frame[out] = load(frame[array_slot], [frame[s] for s in index_slots])
+    return step
+
+
+def _load_tile(e: Elem, shape: tuple, padding: str, array_type: ir.Type):
+    """`load(array, indices)`: the tile at tile index `indices`, padded outside."""
+    pad = padding_value(padding, e, array_info(array_type).element_type)
+
+    def load(array, indices):
+        window = _window(indices, shape, array.shape)
         if window is None:
-            frame[out] = np.full(shape, pad, dtype=e.storage)
-            return
+            return np.full(shape, pad, dtype=e.storage)
         src, dst = window
         part = array[src]
         if part.shape == shape:
-            frame[out] = np.array(part)  # a copy: later stores must not change this tile
-            return
+            return np.array(part)  # a copy: later stores must not change this tile
         tile = np.full(shape, pad, dtype=e.storage)
         tile[dst] = part
-        frame[out] = tile
-    return step
+        return tile
+    return load
 
 
 @rule("tile.store")
@@ -231,6 +235,11 @@ def _round_result(result: Elem):
 
 @rule("tile.mma")
 def _mma(op, cx: CompileContext) -> Step:
+    return pure(op, cx, _mma_fn(op))
+
+
+def _mma_fn(op):
+    """`a @ b + acc` at the accumulator's precision (tile.mma, tile.mma_async)."""
     acc = _accumulator(elem_of(op.a.type))
     result = elem_of(op.result.type)
     if result.is_int:
@@ -242,7 +251,7 @@ def _mma(op, cx: CompileContext) -> Step:
         def fn(a, b, c):
             return (np.matmul(a.astype(acc), b.astype(acc)) + c.astype(acc)).astype(
                 result.storage)
-    return pure(op, cx, fn)
+    return fn
 
 
 @rule("tile.matmul")

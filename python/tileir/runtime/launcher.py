@@ -8,8 +8,9 @@ and packs the parameters, without a GPU, so it is tested on any machine.
 
 Parameters are packed as the driver's `void **kernelParams`: one ctypes value per
 ABI slot (array: u64 pointer, ndim x i32 dims, ndim x i64 strides in elements;
-scalars at their width, i1 as one byte 0/1, f16/bf16 as 16-bit patterns) and an
-array of pointers to them, passed by address.  We pack ourselves rather than hand
+scalars at their width, i1 as one byte 0/1, f16/bf16 as 16-bit patterns; then
+one 128-byte CUtensorMap per metadata `tensor_maps` entry, `runtime.tensor_maps`)
+and an array of pointers to them, passed by address.  We pack ourselves rather than hand
 cuda.bindings a `((values), (ctypes types))` tuple so the bytes the kernel reads are
 exactly the ones the tests inspect, whatever the bindings' converters do.
 
@@ -95,10 +96,12 @@ def bind_args(meta: Mapping[str, Any], args: Sequence[Any]) -> BoundArgs:
                             f"and must not be passed to the runtime launch")
     values: list[ctypes._SimpleCData] = []
     device: tuple[str, int] | None = None       # (parameter name, ordinal) of the first array
-    for spec, arg in zip(params, args):
+    infos: dict[int, DeviceArrayInfo] = {}
+    for i, (spec, arg) in enumerate(zip(params, args)):
         kind = spec.get("kind")
         if kind == "array":
             info = check_array(kernel, spec, arg)
+            infos[i] = info
             device = _same_device(kernel, device, spec["name"], info)
             values += pack_array(info)
         elif kind == "scalar":
@@ -107,6 +110,9 @@ def bind_args(meta: Mapping[str, Any], args: Sequence[Any]) -> BoundArgs:
         else:
             raise TileValueError(f"metadata of kernel '{kernel}' has a parameter of kind "
                                  f"{kind!r}; kinds are 'array' and 'scalar'")
+    if meta.get("tensor_maps"):              # TMA descriptors trail the parameters
+        from .tensor_maps import pack_tensor_maps
+        values += pack_tensor_maps(meta, infos)
     return BoundArgs(kernel, device[1] if device else None, PackedParams(values))
 
 

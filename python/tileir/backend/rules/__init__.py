@@ -9,11 +9,12 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 | `shape`       | `tile.broadcast/reshape/permute/convert_layout` (shared-memory exchanges) |
 | `reduce`      | `tile.reduce` (registers, shuffles, shared memory across warps) |
 | `control`     | `scf.for`, `scf.if` (one scalar per register carried) |
+| `mma`         | `tile.mma/mma_async/mma_wait` (wgmma on sm_90a, mma.sync) |
 
 Importing this package registers every family.
 """
 
-from . import arrays, control, elementwise, reduce, shape  # noqa: F401  (registration)
+from . import arrays, control, elementwise, mma, reduce, ring, shape  # noqa: F401  (registration)
 from .registry import RULES, lower_block, lower_op
 
 __all__ = ["RULES", "lower_block", "lower_op"]

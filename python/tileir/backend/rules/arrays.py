@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from mlir.dialects import arith, gpu
 
+from tileir.dialect.layout import tile_layout
+
 from ..context import I32, Frag, lin_of
-from ..memory import lower_load, lower_store
+from ..memory import load_tile, lower_load, lower_store
+from ..mma_layouts import Shared
+from ..shared import new_tile, staging_linear, write_shared
 from .registry import rule
 
 
@@ -35,7 +39,17 @@ def _stride(cx, op):
 
 @rule("tile.load")
 def _load(cx, op):
-    lower_load(cx, op)
+    lay = tile_layout(op.result.type)
+    if not isinstance(lay, Shared):
+        return lower_load(cx, op)
+    # into shared memory, synchronously: through registers (a pipelined loop loads
+    # with TMA or cp.async instead: see the ring rules)
+    t = op.result.type
+    tile = new_tile(cx, lay, t.shape, t.element_type)
+    frag = load_tile(cx, cx.arrays[op.array], [cx.get(i) for i in op.index],
+                     staging_linear(cx, t.shape, t.element_type, lay), op.padding)
+    write_shared(cx, frag, tile, async_reader=True)
+    cx.values[op.result] = tile
 
 
 @rule("tile.store")

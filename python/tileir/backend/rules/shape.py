@@ -13,8 +13,12 @@ from mlir.dialects import arith, gpu, memref
 
 from tileir.dialect import TileIRError
 
+from tileir.dialect.layout import tile_layout
+
 from .. import layouts as L
 from ..context import Frag, LoweringContext, index, lin_of
+from ..mma_layouts import Shared
+from ..shared import SmemTile, load_frag, new_tile, staging_linear, write_shared
 from .registry import rule
 
 
@@ -58,8 +62,11 @@ def _reshape(cx, op):
 
 @rule("tile.permute")
 def _permute(cx, op):
-    src = cx.frag(op.source)
     perm = op.permutation
+    if isinstance(cx.get(op.source), SmemTile):          # the same bytes, viewed permuted
+        cx.values[op.result] = cx.get(op.source).permuted(perm)
+        return
+    src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
     moved = lambda c: tuple(c[p] for p in perm)  # noqa: E731
     if (tuple(map(moved, src.lin.regs)), tuple(map(moved, src.lin.lanes)),
@@ -76,8 +83,25 @@ def _permute(cx, op):
 
 @rule("tile.convert_layout")
 def _convert(cx, op):
+    t = op.result.type
+    dst = tile_layout(t)
+    src = cx.get(op.source)
+    if isinstance(src, SmemTile):
+        if isinstance(dst, Shared):            # a shared tile in another arrangement
+            src = load_frag(cx, src, staging_linear(cx, t.shape, t.element_type, dst))
+        else:
+            cx.values[op.result] = load_frag(cx, src, lin_of(t))
+            return
+    if isinstance(dst, Shared):
+        tile = new_tile(cx, dst, t.shape, t.element_type)
+        write_shared(cx, src, tile, async_reader=True)
+        cx.values[op.result] = tile
+        return
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
+    if src.regs and all(r == src.regs[0] for r in src.regs):   # a splat: free anywhere
+        cx.values[op.result] = Frag(res_lin, src.elem, [src.regs[0]] * res_lin.num_regs)
+        return
     if src.lin == res_lin:
         cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
         return

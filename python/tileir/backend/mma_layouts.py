@@ -1,0 +1,310 @@
+"""Tensor-core layouts: MMA accumulators, register operands, shared-memory tiles.
+
+Three encodings join `#tile.blocked`/`#tile.slice` (tileir.backend.layouts):
+
+* `#tile.mma_acc<version : i64, array<i64: wm, wn>, array<i64: im, in>>` — the
+  accumulator of a tensor-core product, `wm x wn` warps over (M, N).
+  - version 2, instr (16, 8): `mma.sync.m16n8k16` fragments (sm_80).  Warp
+    (i, j) owns the contiguous (M/wm) x (N/wn) block, tiled by 16 x 8
+    instructions, N first.
+  - version 3, instr (64, n): `wgmma.mma_async.m64nNk16` fragments (sm_90a).
+    Four consecutive warps form a warpgroup owning a (M/(wm/4)) x (N/wn) block,
+    tiled by 64 x n instructions, N first; warp w of a group owns rows 16w..16w+15
+    of each instruction.
+  Both are linear layouts: a thread's register r of instruction t holds
+  d[r] of the PTX fragment (bit 0: column + 1, bit 1: row + 8, higher bits:
+  column + 8, 16, ...), so element-wise ops, reductions and conversions work on
+  them like on any distributed layout.
+* `#tile.mma_operand<index : i64, #tile.mma_acc<...>>` — operand A (index 0, M x K)
+  or B (index 1, K x N) of that product held in registers, in the fragment order
+  of `mma.sync` (A, B) or of wgmma's register A operand.  Warps that do not
+  partition the operand's rows hold replicas.
+* `#tile.shared<swizzle : i64, array<i64: order...>>` — a tile in shared memory,
+  not in registers.  The fastest dim (`order[0]`) is cut into boxes of
+  `swizzle` bytes (the whole dim when 0); boxes follow each other, each one row
+  after row; inside a box the 16-byte chunks of row r are permuted by
+  `chunk ^ ((r * swizzle / 128) % (swizzle / 16))` — the TMA/wgmma 32/64/128-byte
+  swizzles (address bits [4, 4+b) xor bits [7, 7+b)).  Boxes start at multiples
+  of 1024 bytes (a swizzle period).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+from .layouts import Coord, Linear, _log2
+
+LANES_V2 = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))      # accumulator / A fragment lanes
+LANES_V2_B = ((2, 0), (4, 0), (0, 1), (0, 2), (0, 4))    # B fragment lanes (k, n)
+SWIZZLES = (0, 32, 64, 128)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mma:
+    version: int                 # 2: mma.sync (sm_80), 3: wgmma (sm_90a)
+    warps: tuple[int, int]       # warps along M and N
+    instr: tuple[int, int]       # (m, n) of one instruction
+
+    rank = 2
+
+    @property
+    def num_warps(self) -> int:
+        return self.warps[0] * self.warps[1]
+
+    @property
+    def groups(self) -> tuple[int, int]:
+        """Units along (M, N) that own a block: warps (v2) or warpgroups (v3)."""
+        wm, wn = self.warps
+        return (wm // 4, wn) if self.version == 3 else (wm, wn)
+
+    def block(self, shape) -> tuple[int, int]:
+        """Rows and columns of the block one warp (v2) or warpgroup (v3) owns."""
+        gm, gn = self.groups
+        return shape[0] // gm, shape[1] // gn
+
+    def reps(self, shape) -> tuple[int, int]:
+        """Instructions along M and N inside one block."""
+        bm, bn = self.block(shape)
+        return bm // self.instr[0], bn // self.instr[1]
+
+    def attr(self) -> str:
+        return (f"#tile.mma_acc<{self.version} : i64, array<i64: {self.warps[0]}, {self.warps[1]}>, "
+                f"array<i64: {self.instr[0]}, {self.instr[1]}>>")
+
+    def linear(self, shape) -> Linear:
+        shape = tuple(shape)
+        bm, bn = self.block(shape)
+        im, inn = self.instr
+        regs: list[Coord] = [(0, 1), (8, 0)]
+        regs += [(0, 8 << i) for i in range(_log2(inn // 8))]      # within one instruction
+        regs += [(0, inn << i) for i in range(_log2(bn // inn))]   # instruction reps along N
+        regs += [(im << i, 0) for i in range(_log2(bm // im))]     # then along M
+        warps: list[Coord] = [(16, 0), (32, 0)] if self.version == 3 else []
+        gm, gn = self.groups
+        warps += [(bm << i, 0) for i in range(_log2(gm))]
+        warps += [(0, bn << i) for i in range(_log2(gn))]
+        return Linear(shape, tuple(regs), LANES_V2, tuple(warps))
+
+    def instr_regs(self) -> int:
+        """Accumulator registers of one instruction per thread."""
+        return self.instr[0] * self.instr[1] // (128 if self.version == 3 else 32)
+
+    def check(self, shape, elem_bits: int = 32) -> str | None:
+        """Why this layout cannot hold an accumulator of `shape`, or None."""
+        if len(shape) != 2:
+            return f"an mma layout needs a 2-d tile, got shape {list(shape)}"
+        msg = verify_mma(self)
+        if msg:
+            return msg
+        bm, bn = self.block(shape)
+        gm, gn = self.groups
+        if shape[0] % gm or shape[1] % gn or bm % self.instr[0] or bn % self.instr[1]:
+            return (f"tile {list(shape)} does not split into {gm} x {gn} blocks of whole "
+                    f"{self.instr[0]} x {self.instr[1]} instructions")
+        return None
+
+
+def verify_mma(m: Mma) -> str | None:
+    wm, wn = m.warps
+    if any(w < 1 or w & (w - 1) for w in m.warps):
+        return f"warps {list(m.warps)} must be powers of two"
+    if m.version == 2:
+        if m.instr != (16, 8):
+            return f"version 2 (mma.sync) has instruction shape [16, 8], not {list(m.instr)}"
+    elif m.version == 3:
+        if wm % 4:
+            return f"version 3 (wgmma) needs whole warpgroups along M: warps {list(m.warps)}"
+        if m.instr[0] != 64 or not (8 <= m.instr[1] <= 256 and m.instr[1] % 8 == 0) \
+                or m.instr[1] & (m.instr[1] - 1):
+            return (f"version 3 (wgmma) has instruction shape [64, n] with n a power of two "
+                    f"in 8..256, not {list(m.instr)}")
+    else:
+        return f"mma version {m.version} is not 2 (mma.sync) or 3 (wgmma)"
+    if wm * wn > 32:
+        return f"{wm * wn} warps exceed the 1024-thread block limit"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class DotOperand:
+    index: int                   # 0: A (M x K), 1: B (K x N)
+    parent: Mma
+
+    rank = 2
+
+    @property
+    def num_warps(self) -> int:
+        return self.parent.num_warps
+
+    def attr(self) -> str:
+        return f"#tile.mma_operand<{self.index} : i64, {self.parent.attr()}>"
+
+    def linear(self, shape) -> Linear:
+        """Registers of one k16 step come first (the fragment), then k steps, then the
+        M (A) or N (B) instruction reps of the warp's block."""
+        shape = tuple(shape)
+        p = self.parent
+        gm, gn = p.groups
+        if self.index == 0:
+            m, k = shape
+            bm = m // gm
+            im = p.instr[0]
+            regs: list[Coord] = [(0, 1), (8, 0), (0, 8)]
+            regs += [(0, 16 << i) for i in range(_log2(k // 16))]
+            regs += [(im << i, 0) for i in range(_log2(bm // im))]
+            warps: list[Coord] = [(16, 0), (32, 0)] if p.version == 3 else []
+            warps += [(bm << i, 0) for i in range(_log2(gm))]
+            warps += [(0, 0)] * _log2(gn)
+            return Linear(shape, tuple(regs), LANES_V2, tuple(warps))
+        if p.version == 3:
+            raise ValueError("wgmma reads operand B from shared memory only")
+        k, n = shape
+        bn = n // gn
+        regs = [(1, 0), (8, 0)]
+        regs += [(16 << i, 0) for i in range(_log2(k // 16))]
+        regs += [(0, 8 << i) for i in range(_log2(bn // 8))]
+        warps = [(0, 0)] * _log2(gm) + [(0, bn << i) for i in range(_log2(gn))]
+        return Linear(shape, tuple(regs), LANES_V2_B, tuple(warps))
+
+
+@dataclasses.dataclass(frozen=True)
+class Shared:
+    swizzle: int                 # bytes: 0 (none), 32, 64, 128
+    order: tuple[int, ...]       # dims, fastest first
+
+    @property
+    def rank(self) -> int:
+        return len(self.order)
+
+    def attr(self) -> str:
+        return (f"#tile.shared<{self.swizzle} : i64, array<i64: "
+                f"{', '.join(map(str, self.order))}>>")
+
+    def permuted(self, perm) -> "Shared":
+        """The layout of `permute(x, perm)` for x in this layout (same bytes)."""
+        inv = {p: i for i, p in enumerate(perm)}
+        return Shared(self.swizzle, tuple(inv[d] for d in self.order))
+
+    def box_elems(self, shape, elem_bytes: int) -> int:
+        """Elements of the fastest dim per box."""
+        inner = shape[self.order[0]]
+        return inner if self.swizzle == 0 else min(inner, self.swizzle // elem_bytes)
+
+    def row_bytes(self, shape, elem_bytes: int) -> int:
+        return self.box_elems(shape, elem_bytes) * elem_bytes
+
+    def box_bytes(self, shape, elem_bytes: int) -> int:
+        """Bytes of one box: all the other dims' elements times one box row."""
+        rows = math.prod(shape) // shape[self.order[0]]
+        return _round_up(rows * self.row_bytes(shape, elem_bytes), 1024 if self.swizzle else 16)
+
+    def num_boxes(self, shape, elem_bytes: int) -> int:
+        return shape[self.order[0]] // self.box_elems(shape, elem_bytes)
+
+    def size_bytes(self, shape, elem_bytes: int) -> int:
+        return self.num_boxes(shape, elem_bytes) * self.box_bytes(shape, elem_bytes)
+
+    def offset(self, coord, shape, elem_bytes: int) -> int:
+        """Byte offset of element `coord` (the reference the lowering and tests share)."""
+        inner = self.order[0]
+        w = self.box_elems(shape, elem_bytes)
+        row = 0
+        for d in reversed(self.order[1:]):          # slowest dim first
+            row = row * shape[d] + coord[d]
+        c = coord[inner]
+        off = row * w * elem_bytes + (c % w) * elem_bytes
+        return (c // w) * self.box_bytes(shape, elem_bytes) + swizzle_bits(off, self.swizzle)
+
+
+def swizzle_bits(offset: int, swizzle: int) -> int:
+    """Address bits [4, 4+b) xor bits [7, 7+b), b = log2(swizzle / 16)."""
+    if swizzle == 0:
+        return offset
+    b = _log2(swizzle // 16)
+    mask = (1 << b) - 1
+    return offset ^ (((offset >> 7) & mask) << 4)
+
+
+def _round_up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
+
+
+def choose_swizzle(inner_bytes: int) -> int:
+    """The widest swizzle whose 16-byte chunks fit in one row of `inner_bytes`."""
+    for s in (128, 64, 32):
+        if inner_bytes >= s:
+            return s
+    return 0
+
+
+def verify_shared(s: Shared) -> str | None:
+    if s.swizzle not in SWIZZLES:
+        return f"swizzle {s.swizzle} is not one of {', '.join(map(str, SWIZZLES))} bytes"
+    if sorted(s.order) != list(range(len(s.order))):
+        return f"order {list(s.order)} is not a permutation of 0..{len(s.order) - 1}"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Printed forms
+# ---------------------------------------------------------------------------
+_A = r"array<i64(?::\s*([-\d,\s]*))?>"
+_MMA_RE = re.compile(r"#tile\.mma_acc<(\d+) : i64,\s*" + _A + r",\s*" + _A + r">")
+_DOT_RE = re.compile(r"#tile\.mma_operand<(\d+) : i64,\s*(#tile\.mma_acc<.*>)>$")
+_SHARED_RE = re.compile(r"#tile\.shared<(\d+) : i64,\s*" + _A + r">$")
+
+
+def _ints(s: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in s.split(",")) if s and s.strip() else ()
+
+
+def parse(text: str):
+    """An Mma, DotOperand or Shared from its printed form, or None if `text` is none."""
+    m = _MMA_RE.fullmatch(text)
+    if m:
+        warps, instr = _ints(m.group(2)), _ints(m.group(3))
+        if len(warps) != 2 or len(instr) != 2:
+            raise ValueError(f"malformed mma layout {text}: warps and instr take 2 entries")
+        return Mma(int(m.group(1)), warps, instr)
+    m = _DOT_RE.match(text)
+    if m:
+        return DotOperand(int(m.group(1)), parse(m.group(2)))
+    m = _SHARED_RE.match(text)
+    if m:
+        return Shared(int(m.group(1)), _ints(m.group(2)))
+    return None
+
+
+def verify(layout) -> str | None:
+    if isinstance(layout, Mma):
+        return verify_mma(layout)
+    if isinstance(layout, DotOperand):
+        if layout.index not in (0, 1):
+            return f"dot operand index {layout.index} is not 0 (A) or 1 (B)"
+        if layout.index == 1 and layout.parent.version == 3:
+            return "wgmma (mma version 3) reads operand B from shared memory, not registers"
+        return verify_mma(layout.parent)
+    if isinstance(layout, Shared):
+        return verify_shared(layout)
+    return None
+
+
+def check_operand(op: DotOperand, shape, k_step: int = 16) -> str | None:
+    """Why a register operand of `shape` cannot have layout `op`, or None."""
+    p = op.parent
+    gm, gn = p.groups
+    if op.index == 0:
+        m, k = shape
+        if m % (gm * p.instr[0]) or k % k_step:
+            return f"operand A {list(shape)} does not split into whole fragments of {p.attr()}"
+    else:
+        k, n = shape
+        if n % (gn * 8) or k % k_step:
+            return f"operand B {list(shape)} does not split into whole fragments of {p.attr()}"
+    return None
+
+
+__all__ = ["Mma", "DotOperand", "Shared", "swizzle_bits", "choose_swizzle", "parse", "verify",
+           "check_operand"]

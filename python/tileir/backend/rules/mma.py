@@ -1,0 +1,347 @@
+"""Tensor-core rules: `tile.mma`, `tile.mma_async` and `tile.mma_wait`.
+
+The accumulator is a `Frag` in an `#tile.mma_acc` layout, so register r of
+instruction (mi, ni) is fragment element d[r] of that instruction (see
+`mma_layouts`).
+
+* wgmma (version 3, sm_90a): per k step, per instruction of the warpgroup's
+  block, `wgmma.mma_async` with shared-memory descriptors for A and B (A may
+  come from registers instead: `#tile.mma_operand<0, ...>`); one
+  `wgmma.fence` before and one `commit_group` after the batch.  `tile.mma`
+  then waits for it (`wgmma.wait_group 0`); `tile.mma_async` leaves it in
+  flight and a later `tile.mma_wait {pending = n}` waits.  Each wait passes
+  the accumulator registers through an inline-asm statement tied to them, so
+  nothing that reads them can be scheduled before the wait.
+* mma.sync (version 2): `mma.sync.m16n8k16` per (instruction, k step) on
+  register operands; synchronous, so `mma_wait` passes values through.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, llvm, nvvm
+
+from tileir.dialect import TileIRError
+from tileir.dialect.layout import tile_layout
+
+from ..context import I32, I64, Frag, LoweringContext
+from ..mma_layouts import DotOperand, Mma
+from ..mma_plan import K_STEP
+from ..shared import SmemTile
+from .registry import rule
+
+_WGMMA_TYPE = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "f8E4M3FN": "e4m3",
+               "f8E5M2": "e5m2"}
+_SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
+
+
+@rule("tile.mma")
+def _mma(cx, op):
+    acc = _issue(cx, op)
+    cx.values[op.result] = _wait(cx, acc, 0, _version(op))
+
+
+@rule("tile.mma_async")
+def _mma_async(cx, op):
+    cx.values[op.result] = _issue(cx, op)
+
+
+@rule("tile.mma_wait")
+def _mma_wait(cx, op):
+    lay = tile_layout(op.operands[0].type)
+    version = lay.version if isinstance(lay, Mma) else 2
+    cx.values[op.result] = _wait(cx, cx.frag(op.operands[0]), op.pending, version)
+
+
+def _version(op) -> int:
+    lay = tile_layout(op.acc.type)
+    if not isinstance(lay, Mma):
+        raise TileIRError(f"{op.operation.name} needs its accumulator in a #tile.mma_acc layout "
+                          f"(the layout stage assigns one); got {op.acc.type}", op.location)
+    return lay.version
+
+
+def _issue(cx: LoweringContext, op) -> Frag:
+    lay = tile_layout(op.acc.type)
+    _version(op)
+    acc = cx.frag(op.acc)
+    a, b = cx.get(op.a), cx.get(op.b)
+    elem = str(op.a.type.element_type)
+    if str(acc.elem) != "f32":
+        raise TileIRError(f"tensor-core accumulators are f32 on the GPU; got "
+                          f"{acc.elem}", op.location)
+    if lay.version == 3:
+        return _wgmma(cx, lay, a, b, acc, elem)
+    return _mma_sync(cx, lay, a, b, acc, elem, op)
+
+
+# ---------------------------------------------------------------------------
+# wgmma
+# ---------------------------------------------------------------------------
+def _group_origin(cx: LoweringContext, lay: Mma, shape) -> tuple[ir.Value, ir.Value]:
+    """(row, column) where this thread's warpgroup block starts, as i32."""
+    _, _, warp = cx.thread_ids()
+    gm, gn = lay.groups
+    bm, bn = lay.block(shape)
+    g = arith.shrui(warp, cx.const(2))
+    gi = arith.andi(g, cx.const(gm - 1))
+    gj = arith.shrui(g, cx.const(gm.bit_length() - 1))
+    return arith.muli(gi, cx.const(bm)), arith.muli(gj, cx.const(bn))
+
+
+def _dyn_offset(cx: LoweringContext, tile: SmemTile, dim: int, value: ir.Value,
+                lo: int, hi: int) -> ir.Value:
+    """The byte offset of coordinate `value` along `dim` (a multiple of `lo`, below
+    `hi`): xor of the offsets of its set bits (offsets are GF(2)-linear)."""
+    acc = None
+    bit = lo
+    while bit < hi:
+        unit = tuple(bit if d == dim else 0 for d in range(len(tile.shape)))
+        off = tile.offset(unit)
+        if off:
+            b = arith.andi(arith.shrui(value, cx.const(bit.bit_length() - 1)), cx.const(1))
+            term = arith.muli(b, cx.const(off))
+            acc = term if acc is None else arith.xori(acc, term)
+        bit <<= 1
+    return acc if acc is not None else cx.const(0)
+
+
+class _Desc:
+    """wgmma shared-memory descriptors of one operand tile.
+
+    Bits 0-13: start address >> 4; 16-29: leading byte offset >> 4; 32-45: stride
+    byte offset >> 4; 62-63: swizzle (1: 128 B, 2: 64 B, 3: 32 B).  For a K-major
+    operand the leading offset is unused and the stride offset is 8 rows; for an
+    M/N-major one the leading offset steps from one box (`swizzle` bytes of M/N)
+    to the next.  Sub-matrix starts are pattern-aligned (8-row multiples), so the
+    unswizzled offset is the start address."""
+
+    def __init__(self, cx: LoweringContext, tile: SmemTile, k_dim: int,
+                 dyn_dim: int | None = None, dyn_value: ir.Value | None = None,
+                 dyn_range: tuple[int, int] = (1, 1)):
+        lay, eb = tile.layout, tile.elem_bytes
+        self.tile = tile
+        self.k_major = lay.order[0] == k_dim
+        row_bytes = lay.row_bytes(tile.shape, eb)
+        lbo = 1 if self.k_major else lay.box_bytes(tile.shape, eb)
+        sbo = 8 * row_bytes
+        const = ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | \
+            _SWIZZLE_MODE[lay.swizzle] << 62
+        base = tile.base if not isinstance(tile.base, int) else cx.const(tile.base)
+        if dyn_value is not None:
+            base = arith.addi(base, _dyn_offset(cx, tile, dyn_dim, dyn_value, *dyn_range))
+        addr = arith.extui(I64(), arith.shrui(cx.smem_addr(base), cx.const(4)))
+        self.desc0 = arith.ori(addr, cx.const(_signed64(const), I64()))
+
+    def at(self, cx: LoweringContext, coord) -> ir.Value:
+        off = self.tile.offset(coord)
+        if not off:
+            return self.desc0
+        return arith.addi(self.desc0, arith.ConstantOp(I64(), off >> 4).result)
+
+
+def _signed64(v: int) -> int:
+    """A 64-bit pattern as the signed value an i64 attribute holds."""
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _struct(n: int, t: str = "f32") -> ir.Type:
+    return ir.Type.parse("!llvm.struct<(" + ", ".join([t] * n) + ")>")
+
+
+def _pack(values: list[ir.Value], st: ir.Type) -> ir.Value:
+    s = llvm.UndefOp(st).result
+    for i, v in enumerate(values):
+        s = llvm.insertvalue(s, v, ir.DenseI64ArrayAttr.get([i]))
+    return s
+
+
+def _unpack(s: ir.Value, n: int, t: ir.Type) -> list[ir.Value]:
+    return [llvm.extractvalue(t, s, ir.DenseI64ArrayAttr.get([i])) for i in range(n)]
+
+
+def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str) -> Frag:
+    shape = acc.shape
+    m, n = shape
+    k = (a.shape if isinstance(a, SmemTile) else a.shape)[1]
+    step = K_STEP[elem]
+    rm, rn = lay.reps(shape)
+    im, inn = lay.instr
+    per = inn // 2
+    row0, col0 = _group_origin(cx, lay, shape)
+    bm, bn = lay.block(shape)
+    if not isinstance(b, SmemTile):
+        raise TileIRError("internal error: wgmma operand B must be in shared memory",
+                          ir.Location.current)
+    db = _Desc(cx, b, 0, 1, col0, (bn, n))
+    da = _Desc(cx, a, 1, 0, row0, (bm, m)) if isinstance(a, SmemTile) else None
+    f32 = ir.F32Type.get()
+    # The fence orders earlier register writes before the wgmmas read them; tied to
+    # the accumulator, it keeps LLVM from materializing those registers (a zero
+    # accumulator, say) after it, which ptxas answers with a serializing
+    # warpgroup.arrive of its own (C7519/C7520).
+    a_regs = list(a.regs) if isinstance(a, Frag) else []
+    tied = _tied(list(acc.regs) + a_regs, "wgmma.fence.sync.aligned;")
+    regs = tied[:len(acc.regs)]
+    if isinstance(a, Frag):
+        a = Frag(a.lin, a.elem, tied[len(acc.regs):])
+    for kk in range(k // step):
+        for mi in range(rm):
+            for ni in range(rn):
+                base = (ni + mi * rn) * per
+                desc_b = db.at(cx, (kk * step, ni * inn))
+                if da is not None:
+                    desc_a = da.at(cx, (mi * im, kk * step))
+                    out = _wgmma_ss(regs[base:base + per], desc_a, desc_b, inn, elem,
+                                    da.k_major, db.k_major, f32)
+                else:
+                    frag_a = _a_fragment(a, mi, kk, k, step)
+                    out = _wgmma_rs(regs[base:base + per], frag_a, desc_b, inn, elem,
+                                    db.k_major)
+                regs[base:base + per] = out
+    nvvm.wgmma_commit_group_sync_aligned()
+    return Frag(acc.lin, acc.elem, regs)
+
+
+def _wgmma_ss(d: list[ir.Value], desc_a, desc_b, n: int, elem: str, a_k_major: bool,
+              b_k_major: bool, f32) -> list[ir.Value]:
+    st = _struct(len(d))
+    t = ir.Attribute.parse(f"#nvvm.wgmma_type<{_WGMMA_TYPE[elem]}>")
+    one_in = ir.Attribute.parse("#nvvm.wgmma_scale_in<one>")
+    # K-major A is "row", K-major B is "col" (BLAS's non-transposed operands)
+    lay_a = ir.Attribute.parse(f"#nvvm.mma_layout<{'row' if a_k_major else 'col'}>")
+    lay_b = ir.Attribute.parse(f"#nvvm.mma_layout<{'col' if b_k_major else 'row'}>")
+    r = nvvm.WgmmaMmaAsyncOp(
+        st, _pack(d, st), desc_a, desc_b,
+        ir.Attribute.parse(f"#nvvm.shape<m = 64, n = {n}, k = {K_STEP[elem]}>"), t, t,
+        ir.Attribute.parse("#nvvm.wgmma_type<f32>"),
+        ir.Attribute.parse("#nvvm.wgmma_scale_out<one>"), one_in, one_in, lay_a, lay_b).result
+    return _unpack(r, len(d), f32)
+
+
+def _a_fragment(a: Frag, mi: int, kk: int, k: int, step: int) -> list[ir.Value]:
+    """The 8 A registers of instruction row mi, k step kk (DotOperand order)."""
+    nk = k // step
+    base = (kk + mi * nk) * 8
+    return a.regs[base:base + 8]
+
+
+def _pairs(values: list[ir.Value]) -> list[ir.Value]:
+    """16-bit values packed two per 32-bit register (low half first)."""
+    out = []
+    vt = ir.VectorType.get([2], values[0].type)
+    for i in range(0, len(values), 2):
+        v = llvm.UndefOp(vt).result
+        v = llvm.insertelement(v, values[i], arith.ConstantOp(I32(), 0).result)
+        v = llvm.insertelement(v, values[i + 1], arith.ConstantOp(I32(), 1).result)
+        out.append(llvm.bitcast(I32(), v))
+    return out
+
+
+def _wgmma_rs(d: list[ir.Value], a8: list[ir.Value], desc_b, n: int, elem: str,
+              b_k_major: bool) -> list[ir.Value]:
+    """wgmma with A from registers (four packed 16-bit pairs): inline PTX, the NVVM op
+    takes descriptors only."""
+    if elem not in ("f16", "bf16"):
+        raise TileIRError(f"wgmma with operand A in registers takes f16/bf16, not {elem}",
+                          ir.Location.current)
+    nd = len(d)
+    a = _pairs(a8)
+    dregs = ", ".join(f"${i}" for i in range(nd))
+    aregs = ", ".join(f"${nd + nd + i}" for i in range(4))
+    bdesc = f"${nd + nd + 4}"
+    one = f"${nd + nd + 5}"
+    # scale-d is a predicate operand: accumulate (d = a * b + d)
+    asm = (f"{{\n.reg .pred p;\nsetp.ne.b32 p, {one}, 0;\n"
+           f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{elem}.{elem} {{{dregs}}}, "
+           f"{{{aregs}}}, {bdesc}, p, 1, 1, {0 if b_k_major else 1};\n}}")
+    cons = ",".join(["=f"] * nd + [str(i) for i in range(nd)] + ["r"] * 4 + ["l", "r"])
+    r = llvm.inline_asm(_struct(nd), [*d, *a, desc_b, arith.ConstantOp(I32(), 1).result], asm,
+                        cons, has_side_effects=True)
+    return _unpack(r, nd, ir.F32Type.get())
+
+
+def _wait_many(cx: LoweringContext, frags: list[Frag], pending: int) -> list[Frag]:
+    regs = [r for f in frags for r in f.regs]
+    tied = _tied_wait(regs, pending)
+    out, i = [], 0
+    for f in frags:
+        out.append(Frag(f.lin, f.elem, tied[i:i + len(f.regs)]))
+        i += len(f.regs)
+    return out
+
+
+def _wait(cx: LoweringContext, acc: Frag, pending: int, version: int) -> Frag:
+    if version != 3:
+        return acc
+    return _wait_many(cx, [acc], pending)[0]
+
+
+def _tied_wait(regs: list[ir.Value], pending: int) -> list[ir.Value]:
+    """`wgmma.wait_group.sync.aligned pending`, the registers passed through it."""
+    return _tied(regs, f"wgmma.wait_group.sync.aligned {pending};")
+
+
+_CONSTRAINT = {"f32": "f", "i32": "r", "f16": "h", "bf16": "h"}
+
+
+def _tied(regs: list[ir.Value], asm: str) -> list[ir.Value]:
+    """`asm` (a side-effecting statement) with `regs` passed through it: whatever reads
+    the results comes after it, whatever wrote the operands before it."""
+    n = len(regs)
+    if n == 0:
+        llvm.inline_asm(None, [], asm, "", has_side_effects=True)
+        return []
+    types = [r.type for r in regs]
+    st = ir.Type.parse("!llvm.struct<(" + ", ".join(str(t) for t in types) + ")>")
+    outs = ",".join("=" + _CONSTRAINT.get(str(t), "r") for t in types)
+    cons = outs + "," + ",".join(str(i) for i in range(n))
+    r = llvm.inline_asm(st, regs, asm, cons, has_side_effects=True)
+    return [llvm.extractvalue(t, r, ir.DenseI64ArrayAttr.get([i])) for i, t in enumerate(types)]
+
+
+# ---------------------------------------------------------------------------
+# mma.sync
+# ---------------------------------------------------------------------------
+def _mma_sync(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str, op) -> Frag:
+    if not (isinstance(a, Frag) and isinstance(b, Frag)):
+        raise TileIRError("internal error: mma.sync operands must be in registers",
+                          op.location)
+    if elem not in ("f16", "bf16"):
+        raise TileIRError(f"mma.sync on {elem} operands is not lowered yet (f16/bf16 are)",
+                          op.location)
+    for v, index in ((op.a, 0), (op.b, 1)):
+        got = tile_layout(v.type)
+        if not (isinstance(got, DotOperand) and got.index == index):
+            raise TileIRError(f"internal error: mma.sync operand {index} has layout {got}",
+                              op.location)
+    m, n = acc.shape
+    k = a.shape[1]
+    rm, rn = lay.reps(acc.shape)
+    nk = k // 16
+    f32 = ir.F32Type.get()
+    st = _struct(4)
+    regs = list(acc.regs)
+    t = ir.Attribute.parse(f"#nvvm.mma_type<{elem}>")
+    shape = ir.Attribute.parse("#nvvm.shape<m = 16, n = 8, k = 16>")
+    for kk in range(nk):
+        for mi in range(rm):
+            a_regs = _pairs(a.regs[(kk + mi * nk) * 8:(kk + mi * nk) * 8 + 8])
+            for ni in range(rn):
+                b_regs = _pairs(b.regs[(kk + ni * nk) * 4:(kk + ni * nk) * 4 + 4])
+                base = (ni + mi * rn) * 4
+                r = nvvm.mma_sync(st, shape, ir.Attribute.parse("#nvvm.mma_layout<row>"),
+                                  ir.Attribute.parse("#nvvm.mma_layout<col>"),
+                                  _operand(a_regs, elem), _operand(b_regs, elem),
+                                  regs[base:base + 4], multiplicand_a_ptx_type=t,
+                                  multiplicand_b_ptx_type=t)
+                regs[base:base + 4] = _unpack(r, 4, f32)
+    return Frag(acc.lin, acc.elem, regs)
+
+
+def _operand(packed: list[ir.Value], elem: str) -> list[ir.Value]:
+    """Packed pairs as nvvm.mma.sync takes them: i32 for bf16, vector<2xf16> for f16."""
+    if elem == "bf16":
+        return packed
+    vt = ir.VectorType.get([2], ir.Type.parse(elem))
+    return [llvm.bitcast(vt, p) for p in packed]

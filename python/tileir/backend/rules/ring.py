@@ -1,0 +1,255 @@
+"""Ring rules: the `pipeline` stage's `tile.ring_*` ops as async copies and barriers.
+
+A ring is `stages` slots of shared memory, each holding one tile of each type
+the ring carries (1024-byte aligned, the swizzle period).
+
+sm_90a (TMA): each slot has a *full* mbarrier (count 1: the producer's
+`arrive.expect_tx` plus the copies' completed bytes) and an *empty* one (count:
+one arrival per warp).  `ring_acquire` is thread 0 waiting on *empty* and
+announcing the slot's bytes; `ring_load` is thread 0 issuing one
+`cp.async.bulk.tensor` per TMA box (the tile's fastest dim is cut into boxes of
+one swizzle row) from a tensor map the runtime encodes (the kernel's trailing
+tensor-map parameters, see `lower.py`); out-of-bounds elements arrive as zeros.
+`ring_wait` is every thread waiting on *full*; `ring_release` is lane 0 of
+each warp arriving on *empty*.
+
+sm_80 (cp.async): every thread copies its 16-byte chunks of the tile with
+`cp.async.cg` (a chunk past the array's edge copies its in-bounds bytes and
+zero-fills the rest); `ring_commit` closes a commit group; `ring_wait` waits
+until only the S - 2 youngest groups are pending, then a block barrier makes
+the slot's data visible and the previous iteration's slot free.  Acquire and
+release need no code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlir import ir
+from mlir.dialects import arith, gpu, llvm, nvvm, scf
+
+from ..context import I32, I64, LoweringContext, _bits
+from ..memory import _Addressing
+from ..mma_layouts import Shared
+from ..shared import SmemTile, _groups, smem_tile_bytes, staging_linear, thread_offset
+from .registry import rule
+
+BARRIER_BYTES = 8
+_WAIT_TICKS = 0x989680        # try_wait's suspend-time hint (ns)
+
+
+@dataclasses.dataclass
+class Ring:
+    stages: int
+    tiles: list[tuple[Shared, tuple[int, ...], ir.Type]]
+    offsets: list[int]         # each tile's byte offset inside a slot
+    stage_bytes: int
+    base: int                  # byte offset of slot 0 in the dynamic shared memory
+    size: int                  # bytes reserved (slots and barriers)
+    tma: bool
+    full: int = 0              # byte offset of the full barriers (one per slot)
+    empty: int = 0
+
+    def slot_base(self, cx: LoweringContext, slot: ir.Value) -> ir.Value:
+        return arith.addi(cx.const(self.base), arith.muli(slot, cx.const(self.stage_bytes)))
+
+    def barrier(self, cx: LoweringContext, which: int, slot: ir.Value) -> ir.Value:
+        off = arith.addi(cx.const(which), arith.muli(slot, cx.const(BARRIER_BYTES)))
+        return cx.smem_ptr(off)
+
+    def tx_bytes(self) -> int:
+        return sum(smem_tile_bytes(lay, shape, elem) for lay, shape, elem in self.tiles)
+
+
+def _round(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
+
+
+@rule("tile.ring_alloc")
+def _ring_alloc(cx, op):
+    from tileir.dialect.layout import tile_layout
+    tiles = [(tile_layout(t), tuple(t.shape), t.element_type) for t in op.tiles]
+    offsets, at = [], 0
+    for lay, shape, elem in tiles:
+        offsets.append(at)
+        at += _round(smem_tile_bytes(lay, shape, elem), 1024)
+    stage_bytes = at
+    tma = cx.chip.startswith("sm_90")
+    stages = op.stages
+    size = stages * stage_bytes + (2 * stages * BARRIER_BYTES if tma else 0)
+    base = cx.alloc_smem(size)
+    ring = Ring(stages, tiles, offsets, stage_bytes, base, size, tma)
+    if tma:
+        ring.full = base + stages * stage_bytes
+        ring.empty = ring.full + stages * BARRIER_BYTES
+        tid, _, _ = cx.thread_ids()
+        first = arith.cmpi(arith.CmpIPredicate.eq, tid, cx.const(0))
+        if_op = scf.IfOp(first, [], has_else=False)
+        with ir.InsertionPoint(if_op.then_block):
+            for s in range(stages):
+                nvvm.mbarrier_init(cx.smem_ptr(ring.full + s * BARRIER_BYTES), cx.const(1))
+                nvvm.mbarrier_init(cx.smem_ptr(ring.empty + s * BARRIER_BYTES),
+                                   cx.const(cx.num_warps))
+            nvvm.fence_mbarrier_init()
+            scf.YieldOp([])
+    # earlier users of this memory are done; the barriers are initialized for all
+    gpu.barrier()
+    cx.values[op.result] = ring
+
+
+def _if(cond: ir.Value):
+    if_op = scf.IfOp(cond, [], has_else=False)
+    return if_op
+
+
+def _first_thread_and(cx: LoweringContext, pred: ir.Value) -> ir.Value:
+    tid, _, _ = cx.thread_ids()
+    return arith.andi(arith.cmpi(arith.CmpIPredicate.eq, tid, cx.const(0)), pred)
+
+
+@rule("tile.ring_acquire")
+def _ring_acquire(cx, op):
+    ring: Ring = cx.get(op.ring)
+    if not ring.tma:
+        return                   # cp.async: the consumer's wait already freed the slot
+    slot = cx.get(op.slot)
+    if_op = _if(_first_thread_and(cx, cx.get(op.pred)))
+    with ir.InsertionPoint(if_op.then_block):
+        nvvm.mbarrier_try_wait_parity(ring.barrier(cx, ring.empty, slot), cx.get(op.parity),
+                                      cx.const(_WAIT_TICKS))
+        nvvm.mbarrier_arrive_expect_tx(None, ring.barrier(cx, ring.full, slot),
+                                       cx.const(ring.tx_bytes()))
+        scf.YieldOp([])
+
+
+@rule("tile.ring_load")
+def _ring_load(cx, op):
+    ring: Ring = cx.get(op.ring)
+    lay, shape, elem = ring.tiles[op.buffer]
+    slot = cx.get(op.slot)
+    dst = arith.addi(ring.slot_base(cx, slot), cx.const(ring.offsets[op.buffer]))
+    index = [cx.get(i) for i in op.index]
+    if ring.tma:
+        _tma_load(cx, op, ring, lay, shape, elem, slot, dst, index)
+    else:
+        _cp_async_load(cx, op, lay, shape, elem, dst, index)
+
+
+def _tma_load(cx, op, ring, lay, shape, elem, slot, dst, index) -> None:
+    eb = max(1, _bits(elem) // 8)
+    box_inner = lay.box_elems(shape, eb)
+    tmap = cx.tensor_map(op.array, tma_box(lay, shape, eb), lay.swizzle)
+    if_op = _if(_first_thread_and(cx, cx.get(op.pred)))
+    with ir.InsertionPoint(if_op.then_block):
+        bar = ring.barrier(cx, ring.full, slot)
+        # element coordinates, innermost dim first
+        origin = [arith.muli(i, cx.const(s)) for i, s in zip(index, shape)]
+        box_bytes = lay.box_bytes(shape, eb)
+        for b in range(lay.num_boxes(shape, eb)):
+            coords = list(reversed(origin))
+            if b:
+                coords[0] = arith.addi(coords[0], cx.const(b * box_inner))
+            to = cx.smem_ptr(arith.addi(dst, cx.const(b * box_bytes)))
+            cluster = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<7>"), to)
+            nvvm.cp_async_bulk_tensor_shared_cluster_global(cluster, tmap, coords, bar, [])
+        scf.YieldOp([])
+
+
+def tma_box(lay: Shared, shape, eb: int) -> tuple[int, ...]:
+    """The TMA box of one copy, in tile dim order: the tile, its fastest dim cut to one
+    swizzle row."""
+    box = list(shape)
+    box[lay.order[0]] = lay.box_elems(shape, eb)
+    return tuple(box)
+
+
+def _cp_async_load(cx, op, lay, shape, elem, dst, index) -> None:
+    """Every thread copies its 16-byte chunks (`staging_linear`), zero-filling what lies
+    outside the array."""
+    arr = cx.arrays[op.array]
+    lin = staging_linear(cx, shape, elem, lay)
+    tile = SmemTile(lay, shape, elem, dst)
+    eb = tile.elem_bytes
+    v = _groups(tile, lin)
+    if v * eb != 16:
+        raise ValueError(f"cp.async rings copy 16-byte chunks; this tile gives {v * eb}")
+    if_op = _if(cx.get(op.pred))
+    with ir.InsertionPoint(if_op.then_block):
+        addr = _Addressing(cx, arr, index, lin)
+        toff = thread_offset(cx, tile, lin)
+        last = len(shape) - 1
+        cache = ir.Attribute.parse("#nvvm<load_cache_modifier cg>")
+        for r0 in range(0, lin.num_regs, v):
+            coords = addr.coords(r0)
+            other = addr.in_bounds(coords, range(last))
+            left = arith.subi(addr.dims64[last], coords[last])        # elements to the edge
+            n = arith.maxsi(arith.minsi(left, cx.const(v, I64())), cx.const(0, I64()))
+            if other is not None:
+                n = arith.select(other, n, cx.const(0, I64()))
+            nbytes = arith.trunci(I32(), arith.muli(n, cx.const(eb, I64())))
+            src = arith.select(arith.cmpi(arith.CmpIPredicate.sgt, n, cx.const(0, I64())),
+                               addr.ptr(r0), arr.ptr)
+            roff = tile.offset(lin.reg_coord(r0))
+            off = arith.xori(toff, cx.const(roff)) if roff else toff
+            nvvm.cp_async_shared_global(cx.smem_ptr(arith.addi(dst, off)), src, 16, cache,
+                                        cp_size=nbytes)
+        scf.YieldOp([])
+
+
+@rule("tile.ring_commit")
+def _ring_commit(cx, op):
+    ring: Ring = cx.get(op.operands[0])
+    if not ring.tma:
+        nvvm.cp_async_commit_group()
+
+
+@rule("tile.ring_wait")
+def _ring_wait(cx, op):
+    ring: Ring = cx.get(op.ring)
+    slot = cx.get(op.slot)
+    if ring.tma:
+        nvvm.mbarrier_try_wait_parity(ring.barrier(cx, ring.full, slot), cx.get(op.parity),
+                                      cx.const(_WAIT_TICKS))
+    else:
+        # groups committed after this slot's: the S - 2 loads issued since
+        nvvm.cp_async_wait_group(ring.stages - 2)
+        gpu.barrier()
+
+
+@rule("tile.ring_view")
+def _ring_view(cx, op):
+    ring: Ring = cx.get(op.ring)
+    lay, shape, elem = ring.tiles[op.buffer]
+    base = arith.addi(ring.slot_base(cx, cx.get(op.slot)), cx.const(ring.offsets[op.buffer]))
+    cx.values[op.result] = SmemTile(lay, shape, elem, base)
+
+
+@rule("tile.ring_release")
+def _ring_release(cx, op):
+    ring: Ring = cx.get(op.ring)
+    if not ring.tma:
+        return
+    _, lane, _ = cx.thread_ids()
+    cond = arith.andi(arith.cmpi(arith.CmpIPredicate.eq, lane, cx.const(0)),
+                      cx.get(op.operands[2]))
+    if_op = _if(cond)
+    with ir.InsertionPoint(if_op.then_block):
+        nvvm.mbarrier_arrive(I64(), ring.barrier(cx, ring.empty, cx.get(op.slot)))
+        scf.YieldOp([])
+
+
+@rule("tile.ring_free")
+def _ring_free(cx, op):
+    ring: Ring = cx.get(op.operands[0])
+    if ring.tma:
+        gpu.barrier()            # every wait on the barriers is over
+        tid, _, _ = cx.thread_ids()
+        if_op = _if(arith.cmpi(arith.CmpIPredicate.eq, tid, cx.const(0)))
+        with ir.InsertionPoint(if_op.then_block):
+            for s in range(ring.stages):
+                nvvm.mbarrier_inval(cx.smem_ptr(ring.full + s * BARRIER_BYTES))
+                nvvm.mbarrier_inval(cx.smem_ptr(ring.empty + s * BARRIER_BYTES))
+            scf.YieldOp([])
+    else:
+        nvvm.cp_async_wait_group(0)
+    cx.free_smem(ring.base, ring.size)

@@ -1,0 +1,298 @@
+"""Software pipelining of loops that load tiles into shared memory (stage `pipeline`).
+
+A `scf.for` whose body loads tiles into shared memory (`tile.load` with a
+`#tile.shared` result, from an array the target can copy asynchronously: TMA on
+sm_90a, cp.async on sm_80) becomes a ring of S stages (dialect/ring.py):
+
+    ring_alloc; prologue: loads of iterations 0 .. S-2 into slots 0 .. S-2
+    for i:  wait(slot i % S)  ->  the body on the slot's tiles
+            [async mma: mma_async; mma_wait(pending 1); release(slot (i-1) % S)]
+            acquire + loads of iteration i + S - 1 into slot (i + S - 1) % S
+            [sync consumers: release(slot i % S) at the end]
+    [mma_wait(pending 0)]; ring_free
+
+so the loads of S - 1 iterations are in flight while iteration i computes.  An
+`mma` whose accumulator the loop carries (and only yields) becomes asynchronous
+on wgmma targets: at most one product is in flight, and the slot it read is
+released once the next iteration's wait shows it done.  Loads of later
+iterations compute their indices by cloning the index computation with the
+loop counter advanced; a load whose index depends on anything but the counter
+and loop-invariant values is left alone.
+
+Stages: the kernel's `tile.num_stages` (`@kernel(num_stages=...)`), else as many
+as fit a shared-memory budget, 2 to 4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlir import ir
+from mlir.dialects import arith
+
+from tileir.dialect.layout import tile_layout
+from tileir.dialect.ring import (MmaAsyncOp, MmaWaitOp, RingAcquireOp, RingAllocOp,
+                                 RingCommitOp, RingFreeOp, RingLoadOp, RingReleaseOp,
+                                 RingViewOp, RingWaitOp)
+from tileir.dialect.types import bitwidth
+from tileir.passes import effects
+
+from .mma_layouts import Mma, Shared
+from .shared import smem_tile_bytes
+
+NUM_STAGES_ATTR = "tile.num_stages"
+MAX_DEFAULT_STAGES = 4
+# Shared memory the ring of one loop may take by default: most of what a block gets
+# (227 KB on sm_90, 163 KB on sm_80), leaving room for the epilogue's exchanges.
+STAGE_BUDGET = {"sm_90a": 192 * 1024, "sm_80": 96 * 1024}
+TMA_MAX_BOX = 256
+ASYNC_PADDINGS = ("zero", "undetermined")
+
+
+def pipeline_loops(module: ir.Module, chip: str) -> None:
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and "tile.kernel" in op.attributes:
+            _Pipeliner(op, chip).run()
+
+
+@dataclasses.dataclass
+class _Load:
+    op: ir.Operation                 # the tile.load (erased once the ring replaces it)
+    array: ir.Value
+    index: list[ir.Value]
+    slice: list[ir.Operation]        # body ops computing the index from the counter
+
+
+class _Pipeliner:
+    def __init__(self, func: ir.Operation, chip: str):
+        self.func = func
+        self.chip = chip
+        self.entry = func.regions[0].blocks[0]
+        self.stages_opt = ir.IntegerAttr(func.attributes[NUM_STAGES_ATTR]).value \
+            if NUM_STAGES_ATTR in func.attributes else None
+        self.constants: dict[tuple[int, int], ir.Value] = {}
+
+    def run(self) -> None:
+        loops = []
+
+        def visit(op):
+            if op.name == "scf.for":
+                loops.append(op.operation)
+            return ir.WalkResult.ADVANCE
+
+        self.func.walk(visit)            # post-order: inner loops first
+        for loop in loops:
+            self.loop(loop)
+
+    # -- candidates ------------------------------------------------------------------
+    def async_capable(self, load: ir.Operation) -> bool:
+        """Whether the target can copy this load's tile asynchronously."""
+        t = load.results[0].type
+        lay = tile_layout(t)
+        if not isinstance(lay, Shared):
+            return False
+        if ir.StringAttr(load.attributes["padding"]).value not in ASYNC_PADDINGS:
+            return False
+        array = load.operands[0]
+        if not isinstance(array.owner, ir.Block) or array.owner != self.entry:
+            return False
+        if not _arg_has(self.func, array.arg_number, "tile.aligned"):
+            return False
+        eb = max(1, bitwidth(t.element_type) // 8)
+        inner = t.shape[-1] * eb
+        if lay.order[0] != t.rank - 1 or inner < 16:
+            return False
+        if self.chip.startswith("sm_90"):
+            # TMA: boxes of at most 256 per dim, the fastest dim one swizzle row (or <=
+            # 256 elements unswizzled), elements of 1, 2, 4 or 8 bytes
+            box_inner = lay.box_elems(tuple(t.shape), eb)
+            return all(d <= TMA_MAX_BOX for d in t.shape[:-1]) and box_inner <= TMA_MAX_BOX
+        return inner % 16 == 0           # cp.async: 16-byte chunks
+
+    def index_slice(self, loop: ir.Operation, values) -> list[ir.Operation] | None:
+        """The body ops computing `values` from the counter and invariants (in body
+        order), or None if they depend on anything else."""
+        body = loop.regions[0].blocks[0]
+        iv = body.arguments[0]
+        needed: set = set()
+        ok = True
+
+        def need(v: ir.Value) -> None:
+            nonlocal ok
+            if v == iv or not _defined_in(v, loop):
+                return
+            owner = v.owner
+            if isinstance(owner, ir.Block):
+                ok = False               # a loop-carried value
+                return
+            op = owner.operation if hasattr(owner, "operation") else owner
+            if op.parent != loop or _EFFECTS.of(op) != effects.Effect.PURE \
+                    or len(op.regions):
+                ok = False
+                return
+            if op not in needed:
+                needed.add(op)
+                for x in op.operands:
+                    need(x)
+
+        for v in values:
+            need(v)
+        if not ok:
+            return None
+        return [op.operation for op in body.operations if op.operation in needed]
+
+    # -- the transformation -------------------------------------------------------------
+    def loop(self, loop: ir.Operation) -> None:
+        body = loop.regions[0].blocks[0]
+        loads = []
+        for op in body.operations:
+            op = op.operation
+            if op.name == "tile.load" and self.async_capable(op):
+                sl = self.index_slice(loop, list(op.operands)[1:])
+                if sl is not None:
+                    loads.append(_Load(op, op.operands[0], list(op.operands)[1:], sl))
+        if not loads:
+            return
+        tiles = [ld.op.results[0].type for ld in loads]
+        stages = self.num_stages(tiles)
+        lb, ub, step = list(loop.operands)[:3]
+        loc = loop.location
+        c = self.const
+
+        with ir.InsertionPoint(loop), loc:
+            ring = RingAllocOp(stages, tiles).result
+            for p in range(stages - 1):                       # the prologue
+                k = arith.addi(lb, arith.muli(c(p), step)) if p else lb
+                pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
+                self.issue(ring, loads, c(p), c(1), pred, k, loop)
+
+        iv = body.arguments[0]
+        first = list(body.operations)[0]
+        with ir.InsertionPoint(first), loc:
+            it = arith.divui(arith.subi(iv, lb), step)       # the iteration number
+            slot = arith.remui(it, c(stages))
+            parity = arith.andi(arith.divui(it, c(stages)), c(1))
+            wait = RingWaitOp(ring, slot, parity)
+            views = [RingViewOp(ring, slot, b).result for b in range(len(loads))]
+        for ld, tile in zip(loads, views):
+            ld.op.results[0].replace_all_uses_with(tile)
+            ld.op.erase()
+
+        asyncs = self.make_async(loop) if self.chip.startswith("sm_90") else []
+        yield_op = list(body.operations)[-1]
+        with loc:
+            if asyncs:
+                # iteration i - 1's product is done once this iteration's wait returns
+                at = ir.InsertionPoint.after(asyncs[-1][1])
+                with at:
+                    prev = arith.remui(arith.addi(it, c(stages - 1)), c(stages))
+                    RingReleaseOp(ring, prev, arith.cmpi(arith.CmpIPredicate.ugt, it, c(0)))
+            else:
+                at = ir.InsertionPoint.after(views[-1].owner)
+            with at:
+                nxt = arith.addi(it, c(stages - 1))
+                k = arith.addi(iv, arith.muli(c(stages - 1), step))
+                pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
+                nslot = arith.remui(nxt, c(stages))
+                npar = arith.xori(arith.andi(arith.divui(nxt, c(stages)), c(1)), c(1))
+                self.issue(ring, loads, nslot, npar, pred, k, loop)
+            if not asyncs:
+                with ir.InsertionPoint(yield_op):
+                    RingReleaseOp(ring, slot, self.const(1, 1))
+        with ir.InsertionPoint.after(loop), loc:
+            for index, _ in asyncs:
+                res = loop.results[index]
+                done = MmaWaitOp(res, 0)
+                res.replace_all_uses_except(done.results[0], done.operation)
+            RingFreeOp(ring)
+
+    def const(self, value: int, width: int = 32) -> ir.Value:
+        """An integer constant at the top of the kernel, one per value and width."""
+        key = (value, width)
+        if key not in self.constants:
+            t = ir.IntegerType.get_signless(width)
+            with ir.InsertionPoint.at_block_begin(self.entry), self.func.location:
+                self.constants[key] = arith.ConstantOp(t, value).result
+        return self.constants[key]
+
+    def issue(self, ring, loads, slot, parity, pred, k, loop) -> None:
+        """Acquire `slot`, copy the tiles of iteration `k` into it, commit."""
+        RingAcquireOp(ring, slot, parity, pred)
+        for buffer, ld in enumerate(loads):
+            index = _clone_slice(ld.slice, loop, k, ld.index)
+            RingLoadOp(ring, slot, pred, ld.array, index, buffer)
+        RingCommitOp(ring)
+
+    def make_async(self, loop: ir.Operation) -> list[tuple[int, ir.Operation]]:
+        """Turns each wgmma accumulation the loop carries into mma_async + mma_wait(1);
+        returns (iter-arg index, wait op) for each."""
+        body = loop.regions[0].blocks[0]
+        yield_op = list(body.operations)[-1]
+        out = []
+        for op in list(body.operations):
+            op = op.operation
+            if op.name != "tile.mma" or not isinstance(tile_layout(op.results[0].type), Mma) \
+                    or tile_layout(op.results[0].type).version != 3:
+                continue
+            acc, res = op.operands[2], op.results[0]
+            uses = list(res.uses)
+            if not (isinstance(acc.owner, ir.Block) and acc.owner == body
+                    and acc.arg_number > 0 and len(uses) == 1
+                    and uses[0].owner == yield_op
+                    and uses[0].operand_number == acc.arg_number - 1):
+                continue
+            with ir.InsertionPoint(op), op.location:
+                started = MmaAsyncOp(op.operands[0], op.operands[1], acc)
+                waited = MmaWaitOp(started.result, 1)
+            res.replace_all_uses_with(waited.results[0])
+            op.erase()
+            out.append((acc.arg_number - 1, waited.operation))
+        return out
+
+    def num_stages(self, tiles) -> int:
+        if self.stages_opt is not None:
+            return self.stages_opt
+        per_stage = 0
+        for t in tiles:
+            per_stage += smem_tile_bytes(tile_layout(t), t.shape, t.element_type)
+        budget = STAGE_BUDGET["sm_90a" if self.chip.startswith("sm_90") else "sm_80"]
+        return max(2, min(MAX_DEFAULT_STAGES, budget // max(1, per_stage)))
+
+
+def _defined_in(v: ir.Value, loop: ir.Operation) -> bool:
+    """Whether `v` is defined inside `loop` (its body's arguments included)."""
+    owner = v.owner
+    op = owner.owner if isinstance(owner, ir.Block) else \
+        (owner.operation if hasattr(owner, "operation") else owner)
+    while op is not None:
+        if op == loop:
+            return True
+        op = op.parent
+    return False
+
+
+def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
+                 values: list[ir.Value]) -> list[ir.Value]:
+    """Clones `ops` at the insertion point with the loop counter replaced by `k`;
+    returns what `values` become."""
+    iv = loop.regions[0].blocks[0].arguments[0]
+    mapping = {iv: k}
+    for op in ops:
+        new = op.clone()
+        for i, x in enumerate(op.operands):
+            if x in mapping:
+                new.operands[i] = mapping[x]
+        for old_r, new_r in zip(op.results, new.results):
+            mapping[old_r] = new_r
+    return [mapping.get(v, v) for v in values]
+
+
+def _arg_has(func: ir.Operation, i: int, attr: str) -> bool:
+    if "arg_attrs" not in func.attributes:
+        return False
+    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
+    return i < len(attrs) and attr in ir.DictAttr(attrs[i])
+
+
+_EFFECTS = effects.Effects()   # only queried for region-free ops: nothing to memoize

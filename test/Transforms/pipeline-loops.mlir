@@ -1,0 +1,129 @@
+// RUN: tile-opt %s -split-input-file --tile-pipeline-loops | FileCheck %s
+// RUN: tile-opt %s -split-input-file --target=sm_80 --tile-pipeline-loops | FileCheck %s --check-prefix=SM80
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#sb = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+
+// A K loop of two loads into shared memory and a carried accumulation: a ring of
+// three stages (the kernel asks for 3), loads of iterations 0 and 1 before the loop,
+// each iteration waits for its slot, starts the product, waits for the previous
+// one (pending 1), releases the previous slot and loads iteration k + 2.
+// CHECK-LABEL: func.func @gemm
+// CHECK-DAG:   %[[C2:.*]] = arith.constant 2 : i32
+// CHECK-DAG:   %[[C3:.*]] = arith.constant 3 : i32
+// CHECK-DAG:   %[[C1:.*]] = arith.constant 1 : i32
+// CHECK-DAG:   %[[C0:.*]] = arith.constant 0 : i32
+// CHECK:       %[[UB:.*]] = "tile.dim"
+// CHECK:       %[[R:.*]] = "tile.ring_alloc"() {stages = 3 : i64, tiles = [tensor<64x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>, tensor<64x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>]} : () -> !tile.ring
+// Prologue: iteration 0 into slot 0, iteration 1 into slot 1; a fresh slot's first
+// acquire waits for parity 1, which passes at once.
+// CHECK:       %[[P0:.*]] = arith.cmpi slt, %[[LB:.*]], %[[UB]] : i32
+// CHECK-NEXT:  "tile.ring_acquire"(%[[R]], %[[C0]], %[[C1]], %[[P0]])
+// CHECK-NEXT:  "tile.ring_load"(%[[R]], %[[C0]], %[[P0]], %arg0, %[[I:.*]], %[[LB]]) {buffer = 0 : i64}
+// CHECK-NEXT:  "tile.ring_load"(%[[R]], %[[C0]], %[[P0]], %arg1, %[[LB]], %[[J:.*]]) {buffer = 1 : i64}
+// CHECK-NEXT:  "tile.ring_commit"(%[[R]])
+// CHECK:       %[[K1:.*]] = arith.addi %[[LB]]
+// CHECK-NEXT:  %[[P1:.*]] = arith.cmpi slt, %[[K1]], %[[UB]] : i32
+// CHECK-NEXT:  "tile.ring_acquire"(%[[R]], %[[C1]], %[[C1]], %[[P1]])
+// CHECK-NEXT:  "tile.ring_load"(%[[R]], %[[C1]], %[[P1]], %arg0, %[[I]], %[[K1]]) {buffer = 0 : i64}
+// CHECK-NEXT:  "tile.ring_load"(%[[R]], %[[C1]], %[[P1]], %arg1, %[[K1]], %[[J]]) {buffer = 1 : i64}
+// CHECK-NEXT:  "tile.ring_commit"(%[[R]])
+// CHECK-NEXT:  %[[RES:.*]] = scf.for %[[K:.*]] = %[[LB]] to %[[UB]] step %[[STEP:.*]] iter_args(%[[ACC:.*]] = %{{.*}})
+// The iteration number, its slot (mod 3) and its parity ((it / 3) mod 2):
+// CHECK:         %[[IT:.*]] = arith.divui
+// CHECK-NEXT:    %[[SLOT:.*]] = arith.remui %[[IT]], %[[C3]] : i32
+// CHECK-NEXT:    %[[ROUND:.*]] = arith.divui %[[IT]], %[[C3]] : i32
+// CHECK-NEXT:    %[[PAR:.*]] = arith.andi %[[ROUND]], %[[C1]] : i32
+// CHECK-NEXT:    "tile.ring_wait"(%[[R]], %[[SLOT]], %[[PAR]])
+// CHECK-NEXT:    %[[TA:.*]] = "tile.ring_view"(%[[R]], %[[SLOT]]) {buffer = 0 : i64}
+// CHECK-NEXT:    %[[TB:.*]] = "tile.ring_view"(%[[R]], %[[SLOT]]) {buffer = 1 : i64}
+// CHECK-NEXT:    %[[D:.*]] = "tile.mma_async"(%[[TA]], %[[TB]], %[[ACC]])
+// CHECK-NEXT:    %[[W:.*]] = "tile.mma_wait"(%[[D]]) {pending = 1 : i64}
+// The previous iteration's slot, (it + 2) mod 3, is free once it > 0:
+// CHECK-NEXT:    %[[ITP:.*]] = arith.addi %[[IT]], %[[C2]] : i32
+// CHECK-NEXT:    %[[PREV:.*]] = arith.remui %[[ITP]], %[[C3]] : i32
+// CHECK-NEXT:    %[[NOTFIRST:.*]] = arith.cmpi ugt, %[[IT]], %[[C0]] : i32
+// CHECK-NEXT:    "tile.ring_release"(%[[R]], %[[PREV]], %[[NOTFIRST]])
+// Iteration k + 2 goes to slot (it + 2) mod 3 once the use before it there is
+// released: parity ((it + 2) / 3 mod 2) xor 1.
+// CHECK-NEXT:    %[[NXT:.*]] = arith.addi %[[IT]], %[[C2]] : i32
+// CHECK-NEXT:    %[[AHEAD:.*]] = arith.muli %[[C2]], %[[STEP]] : i32
+// CHECK-NEXT:    %[[KN:.*]] = arith.addi %[[K]], %[[AHEAD]] : i32
+// CHECK-NEXT:    %[[PN:.*]] = arith.cmpi slt, %[[KN]], %[[UB]] : i32
+// CHECK-NEXT:    %[[NSLOT:.*]] = arith.remui %[[NXT]], %[[C3]] : i32
+// CHECK-NEXT:    %[[NROUND:.*]] = arith.divui %[[NXT]], %[[C3]] : i32
+// CHECK-NEXT:    %[[NP:.*]] = arith.andi %[[NROUND]], %[[C1]] : i32
+// CHECK-NEXT:    %[[NPAR:.*]] = arith.xori %[[NP]], %[[C1]] : i32
+// CHECK-NEXT:    "tile.ring_acquire"(%[[R]], %[[NSLOT]], %[[NPAR]], %[[PN]])
+// CHECK-NEXT:    "tile.ring_load"(%[[R]], %[[NSLOT]], %[[PN]], %arg0, %[[I]], %[[KN]]) {buffer = 0 : i64}
+// CHECK-NEXT:    "tile.ring_load"(%[[R]], %[[NSLOT]], %[[PN]], %arg1, %[[KN]], %[[J]]) {buffer = 1 : i64}
+// CHECK-NEXT:    "tile.ring_commit"(%[[R]])
+// CHECK-NEXT:    scf.yield %[[W]]
+// CHECK:       %[[DONE:.*]] = "tile.mma_wait"(%[[RES]]) {pending = 0 : i64}
+// CHECK-NEXT:  "tile.ring_free"(%[[R]])
+// CHECK-NEXT:  "tile.store"(%arg2, %[[DONE]]
+
+// On sm_80 the product is synchronous: the next loads follow the wait, and the slot
+// is released at the end of its own iteration.
+// SM80-LABEL: func.func @gemm
+// SM80:         "tile.ring_wait"(%[[R:.*]], %[[SLOT:.*]], %{{.*}})
+// SM80-NEXT:    "tile.ring_view"
+// SM80-NEXT:    "tile.ring_view"
+// SM80:         "tile.ring_acquire"
+// SM80:         "tile.ring_commit"
+// SM80-NOT:     "tile.mma_async"
+// SM80-NEXT:    "tile.mma"
+// SM80-NEXT:    "tile.ring_release"(%[[R]], %[[SLOT]], %{{.*}})
+// SM80-NEXT:    scf.yield
+// SM80:       "tile.ring_free"
+func.func @gemm(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %tb = "tile.load"(%b, %k, %j) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sb>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<64x64xbf16, #sa>, tensor<64x64xbf16, #sb>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+
+// Without tile.num_stages: as many stages as fit the budget, at most 4.  The load
+// from an unaligned array stays synchronous; so does one whose index depends on a
+// value the loop carries.
+// CHECK-LABEL: func.func @default_stages
+// CHECK:       "tile.ring_alloc"() {stages = 4 : i64, tiles = [tensor<64x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>]}
+// CHECK:       scf.for
+// CHECK:         "tile.ring_view"
+// CHECK:         "tile.load"(%arg1
+// CHECK:         "tile.load"(%arg0, %{{.*}}, %[[CARRIED:.*]]) {padding = "zero"
+// SM80-LABEL: func.func @default_stages
+// SM80:       "tile.ring_alloc"() {stages = 4 : i64
+func.func @default_stages(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %u: !tile.array<bf16, 2 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %r:2 = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z, %m = %c0) -> (tensor<64x64xf32, #acc>, i32) : i32 {
+    %ta = "tile.load"(%a, %c0, %k) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %tu = "tile.load"(%u, %k, %c0) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %tv = "tile.load"(%a, %c0, %m) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %tu, %acc) : (tensor<64x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    %e = "tile.mma"(%tv, %tu, %d) : (tensor<64x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    %m2 = arith.addi %m, %c1 : i32
+    scf.yield %e, %m2 : tensor<64x64xf32, #acc>, i32
+  }
+  "tile.store"(%c, %r#0, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}
