@@ -60,6 +60,11 @@ class MmaPlan:
         need = self.k_step if k_major else 8
         return row % need == 0 and layout.row_bytes(shape, elem_bytes) == layout.swizzle
 
+    def ldmatrix_ok(self, layout: Shared, shape, elem_bytes: int) -> bool:
+        """Whether mma.sync can read this shared operand with ldmatrix: 16-bit elements,
+        rows of at least 8 contiguous ones."""
+        return elem_bytes == 2 and layout.box_elems(shape, elem_bytes) >= 8
+
     def smem_for_b(self, shape, elem_bytes: int) -> Shared:
         """A shared layout wgmma reads operand B (K x N) from: N fastest where the type
         allows it (what a row-major B already is), else K fastest."""

@@ -27,6 +27,9 @@ class SmemTile:
     shape: tuple[int, ...]
     elem: ir.Type
     base: ir.Value | int        # byte offset into the dynamic shared memory (i32 or int)
+    # a sub-tile: xor of its origin's offset into every element offset (offsets are
+    # GF(2)-linear in the coordinate bits, so a sub-tile is a constant xor)
+    xor: int = 0
 
     @property
     def elem_bytes(self) -> int:
@@ -41,7 +44,13 @@ class SmemTile:
 
     def permuted(self, perm) -> "SmemTile":
         return SmemTile(self.layout.permuted(perm), tuple(self.shape[p] for p in perm),
-                        self.elem, self.base)
+                        self.elem, self.base, self.xor)
+
+    def at(self, origin) -> "SmemTile":
+        """The same tile seen from `origin` (whose coordinates have bits disjoint from
+        those the reader adds)."""
+        return SmemTile(self.layout, self.shape, self.elem, self.base,
+                        self.xor ^ self.offset(origin))
 
 
 def smem_tile_bytes(layout: Shared, shape, elem: ir.Type) -> int:
@@ -77,6 +86,7 @@ def _groups(tile: SmemTile, lin: L.Linear) -> int:
 
 
 def _address(cx, tile, toff, roff: int) -> ir.Value:
+    roff ^= tile.xor
     off = arith.xori(toff, cx.const(roff)) if roff else toff
     return cx.smem_ptr(arith.addi(_base_value(cx, tile), off))
 
@@ -94,7 +104,11 @@ def store_frag(cx: LoweringContext, frag: Frag, tile: SmemTile) -> None:
 
 
 def load_frag(cx: LoweringContext, tile: SmemTile, lin: L.Linear) -> Frag:
-    """Reads the elements of layout `lin` from `tile` into registers."""
+    """Reads the elements of layout `lin` from `tile` into registers (ldmatrix where
+    `lin` is an mma fragment of 16-bit elements, else vector loads)."""
+    frag = _ldmatrix(cx, tile, lin)
+    if frag is not None:
+        return frag
     toff = thread_offset(cx, tile, lin)
     v = _groups(tile, lin)
     vt = ir.VectorType.get([v], tile.elem)
@@ -106,6 +120,72 @@ def load_frag(cx: LoweringContext, tile: SmemTile, lin: L.Linear) -> Frag:
         else:
             vec = llvm.load(vt, ptr, alignment=v * tile.elem_bytes)
             regs.extend(vector.extract(vec, [], [j]) for j in range(v))
+    return Frag(lin, tile.elem, regs)
+
+
+# The lanes of an mma.sync fragment: lane bits 0-1 step the register pair's axis by 2
+# and 4 elements, bits 2-4 the other axis by 1, 2, 4 (A, accumulator: pairs along
+# columns; B: pairs along rows).  ldmatrix hands out exactly this pattern.
+def _fragment_axes(lin: L.Linear) -> tuple[int, int] | None:
+    """(pair axis, row axis) when `lin` is an mma fragment ldmatrix can fill."""
+    if len(lin.shape) != 2 or lin.num_regs < 2 or len(lin.lanes) != 5:
+        return None
+    pair = next((d for d in range(2) if lin.regs[0][d] == 1), None)
+    if pair is None or lin.regs[0][1 - pair] != 0:
+        return None
+    other = 1 - pair
+    unit = lambda d, v: tuple(v if i == d else 0 for i in range(2))  # noqa: E731
+    want = (unit(pair, 2), unit(pair, 4), unit(other, 1), unit(other, 2), unit(other, 4))
+    return (pair, other) if tuple(lin.lanes) == want else None
+
+
+def _ldmatrix(cx: LoweringContext, tile: SmemTile, lin: L.Linear) -> Frag | None:
+    """An mma fragment of 16-bit elements read with ldmatrix (x4, x2 or x1): lane l
+    points at row l % 8 of 8 x 8 matrix l // 8; matrix j of a group holds register
+    pair j.  `.trans` when the pairs run across the tile's contiguous dim."""
+    axes = _fragment_axes(lin)
+    if axes is None or tile.elem_bytes != 2 or \
+            tile.layout.box_elems(tile.shape, 2) < 8:
+        return None
+    pair, other = axes
+    inner = tile.layout.order[0]
+    trans = pair != inner
+    # the row each lane points at moves along the tile's non-contiguous dim (8
+    # contiguous elements form the row)
+    row_axis = other if not trans else pair
+    if inner == row_axis:
+        return None
+    pairs = lin.num_regs // 2
+    num = 4 if pairs % 4 == 0 else 2 if pairs % 2 == 0 else 1
+    _, lane, warp = cx.thread_ids()
+    # lane bits 0-2: the row; bits 3-4: the matrix (register bases 1 and 2)
+    unit = lambda d, v: tuple(v if i == d else 0 for i in range(2))  # noqa: E731
+    lane_bases = [unit(row_axis, 1), unit(row_axis, 2), unit(row_axis, 4)]
+    lane_bases += [lin.regs[1] if num >= 2 else (0, 0), lin.regs[2] if num >= 4 else (0, 0)]
+    toff = None
+    for src, bases in ((lane, lane_bases), (warp, lin.warps)):
+        for bit, basis in enumerate(bases):
+            off = tile.offset(basis)
+            if off:
+                b = arith.andi(arith.shrui(src, cx.const(bit)), cx.const(1))
+                term = arith.muli(b, cx.const(off))
+                toff = term if toff is None else arith.xori(toff, term)
+    toff = toff if toff is not None else cx.const(0)
+    i32 = ir.IntegerType.get_signless(32)
+    st = ir.Type.parse("!llvm.struct<(" + ", ".join(["i32"] * num) + ")>")
+    vt = ir.VectorType.get([2], tile.elem)
+    layout = ir.Attribute.parse(f"#nvvm.mma_layout<{'col' if trans else 'row'}>")
+    shape = ir.Attribute.parse("#nvvm.ld_st_matrix_shape<m = 8, n = 8>")
+    elt = ir.Attribute.parse("#nvvm.ld_st_matrix_elt_type<b16>")
+    regs: list[ir.Value] = []
+    for g in range(0, pairs, num):
+        ptr = _address(cx, tile, toff, tile.offset(lin.reg_coord(2 * g)))
+        r = nvvm.ldmatrix(st if num > 1 else i32, ptr, num, layout, shape, elt)
+        words = [llvm.extractvalue(i32, r, ir.DenseI64ArrayAttr.get([j])) for j in range(num)] \
+            if num > 1 else [r]
+        for w in words:
+            v = llvm.bitcast(vt, w)
+            regs.extend(vector.extract(v, [], [j]) for j in range(2))
     return Frag(lin, tile.elem, regs)
 
 

@@ -10,7 +10,7 @@ from tileir.dialect.layout import tile_layout
 from ..context import I32, Frag, lin_of
 from ..memory import load_tile, lower_load, lower_store
 from ..mma_layouts import Shared
-from ..shared import new_tile, staging_linear, write_shared
+from ..shared import SmemTile, fence_async_proxy, new_tile, staging_linear, store_frag
 from .registry import rule
 
 
@@ -46,10 +46,42 @@ def _load(cx, op):
     # with TMA or cp.async instead: see the ring rules)
     t = op.result.type
     tile = new_tile(cx, lay, t.shape, t.element_type)
-    frag = load_tile(cx, cx.arrays[op.array], [cx.get(i) for i in op.index],
-                     staging_linear(cx, t.shape, t.element_type, lay), op.padding)
-    write_shared(cx, frag, tile, async_reader=True)
     cx.values[op.result] = tile
+    arr = cx.arrays[op.array]
+    index = [cx.get(i) for i in op.index]
+    slow = lay.order[-1]                               # slabs along the slowest dim
+    slabs = _slabs(cx, t, lay, arr.aligned)
+    shape = list(t.shape)
+    shape[slow] //= slabs
+    cx.smem_barrier_before()                           # earlier readers are done
+    for s in range(slabs):
+        # slab s of the tile is tile index (index * slabs + s) of slab-shaped tiles
+        at = list(index)
+        at[slow] = arith.addi(arith.muli(index[slow], cx.const(slabs)), cx.const(s))
+        frag = load_tile(cx, arr, at, staging_linear(cx, shape, t.element_type, lay),
+                         op.padding)
+        origin = [s * shape[d] if d == slow else 0 for d in range(len(shape))]
+        store_frag(cx, frag, SmemTile(lay, tile.shape, tile.elem,
+                                      tile.base + tile.offset(origin)))
+    fence_async_proxy()
+    gpu.barrier()
+
+
+# Elements each thread stages per slab of a synchronous load into shared memory:
+# what keeps the registers of the staging apart from those of an accumulator.
+STAGED_PER_THREAD = {True: 16, False: 8}
+
+
+def _slabs(cx, t, lay, aligned: bool) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d
+    per_thread = n // (32 * cx.num_warps)
+    slabs = 1
+    while per_thread // slabs > STAGED_PER_THREAD[aligned] and \
+            t.shape[lay.order[-1]] // (slabs * 2) >= 1:
+        slabs *= 2
+    return slabs
 
 
 @rule("tile.store")

@@ -25,9 +25,9 @@ from tileir.dialect import TileIRError
 from tileir.dialect.layout import tile_layout
 
 from ..context import I32, I64, Frag, LoweringContext
-from ..mma_layouts import DotOperand, Mma
+from ..mma_layouts import DotOperand, Mma, Shared
 from ..mma_plan import K_STEP
-from ..shared import SmemTile
+from ..shared import SmemTile, load_frag
 from .registry import rule
 
 _WGMMA_TYPE = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "f8E4M3FN": "e4m3",
@@ -304,15 +304,16 @@ def _tied(regs: list[ir.Value], asm: str) -> list[ir.Value]:
 # mma.sync
 # ---------------------------------------------------------------------------
 def _mma_sync(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str, op) -> Frag:
-    if not (isinstance(a, Frag) and isinstance(b, Frag)):
-        raise TileIRError("internal error: mma.sync operands must be in registers",
-                          op.location)
+    """mma.sync.m16n8k16 per (k step, instruction).  An operand in shared memory is
+    read one k step at a time with ldmatrix (what keeps the fragments of a whole K
+    slice out of the registers); one in registers must be an `#tile.mma_operand`."""
     if elem not in ("f16", "bf16"):
         raise TileIRError(f"mma.sync on {elem} operands is not lowered yet (f16/bf16 are)",
                           op.location)
     for v, index in ((op.a, 0), (op.b, 1)):
         got = tile_layout(v.type)
-        if not (isinstance(got, DotOperand) and got.index == index):
+        if not (isinstance(got, Shared) or (isinstance(got, DotOperand) and
+                                            got.index == index)):
             raise TileIRError(f"internal error: mma.sync operand {index} has layout {got}",
                               op.location)
     m, n = acc.shape
@@ -325,10 +326,17 @@ def _mma_sync(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str, op) -> 
     t = ir.Attribute.parse(f"#nvvm.mma_type<{elem}>")
     shape = ir.Attribute.parse("#nvvm.shape<m = 16, n = 8, k = 16>")
     for kk in range(nk):
+        # this k step's fragments: (registers, k steps they hold)
+        fa, ka = (_step_fragment(cx, a, DotOperand(0, lay), (m, 16), (0, kk * 16)), 1) \
+            if isinstance(a, SmemTile) else (a, nk)
+        fb, kb = (_step_fragment(cx, b, DotOperand(1, lay), (16, n), (kk * 16, 0)), 1) \
+            if isinstance(b, SmemTile) else (b, nk)
+        ia = 0 if ka == 1 else kk
+        ib = 0 if kb == 1 else kk
         for mi in range(rm):
-            a_regs = _pairs(a.regs[(kk + mi * nk) * 8:(kk + mi * nk) * 8 + 8])
+            a_regs = _pairs(fa.regs[(ia + mi * ka) * 8:(ia + mi * ka) * 8 + 8])
             for ni in range(rn):
-                b_regs = _pairs(b.regs[(kk + ni * nk) * 4:(kk + ni * nk) * 4 + 4])
+                b_regs = _pairs(fb.regs[(ib + ni * kb) * 4:(ib + ni * kb) * 4 + 4])
                 base = (ni + mi * rn) * 4
                 r = nvvm.mma_sync(st, shape, ir.Attribute.parse("#nvvm.mma_layout<row>"),
                                   ir.Attribute.parse("#nvvm.mma_layout<col>"),
@@ -337,6 +345,11 @@ def _mma_sync(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str, op) -> 
                                   multiplicand_b_ptx_type=t)
                 regs[base:base + 4] = _unpack(r, 4, f32)
     return Frag(acc.lin, acc.elem, regs)
+
+
+def _step_fragment(cx, tile: SmemTile, layout: DotOperand, shape, origin) -> Frag:
+    """The fragment of one k step of a shared operand (ldmatrix where it fits)."""
+    return load_frag(cx, tile.at(origin), layout.linear(shape))
 
 
 def _operand(packed: list[ir.Value], elem: str) -> list[ir.Value]:

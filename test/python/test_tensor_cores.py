@@ -1,0 +1,488 @@
+"""CPU tests of the tensor-core path: layouts, swizzles, descriptors, the pipeline
+stage, compiled GEMMs' SASS, and the TMA runtime's arguments.
+
+The fragment and shared-memory models below are written from the PTX ISA's
+descriptions (register fragments of mma.m16n8k16 and wgmma.m64nNk16, the
+32/64/128-byte swizzle modes, the canonical K-major and MN-major layouts a wgmma
+descriptor names), independently of the lowering's code, and the lowering's
+layouts must agree with them element by element.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import re
+import subprocess
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tileir as ct
+from tileir.backend.layouts import to_linear
+from tileir.backend.mma_layouts import DotOperand, Mma, Shared, swizzle_bits
+from tileir.backend.target import find_cuda_tool
+from tileir.interpreter import InterpreterError
+from tileir.runtime import tensor_maps
+from tileir.runtime.arrays import DeviceArrayInfo
+
+BF16 = ml_dtypes.bfloat16
+
+
+@ct.kernel
+def gemm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
+def gemm_nt(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """C = A @ W^T with W stored (N, K), the way a linear layer holds its weight."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, ct.transpose(tw), acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+# ---------------------------------------------------------------------------
+# Register fragments, from the PTX ISA
+# ---------------------------------------------------------------------------
+def _owners(lin) -> dict[tuple, set]:
+    """coordinate -> {(warp, lane, register)} of a linear layout."""
+    out = collections.defaultdict(set)
+    for w in range(lin.num_warps):
+        for lane in range(32):
+            for r in range(lin.num_regs):
+                c = [0] * len(lin.shape)
+                for bits, bases in ((lane, lin.lanes), (w, lin.warps), (r, lin.regs)):
+                    for i, b in enumerate(bases):
+                        if bits >> i & 1:
+                            c = [x + y for x, y in zip(c, b)]
+                out[tuple(c)].add((w, lane, r))
+    return out
+
+
+def _ptx_accumulator(m: Mma, shape) -> dict:
+    """(warp, lane, register) -> element, from the PTX fragment figures."""
+    out = {}
+    rm, rn = m.reps(shape)
+    bm, bn = m.block(shape)
+    gm, gn = m.groups
+    im, inn = m.instr
+    per = m.instr_regs()
+    for w in range(m.num_warps):
+        unit = w // 4 if m.version == 3 else w
+        gi, gj = unit % gm, unit // gm
+        for lane in range(32):
+            g, q = lane // 4, lane % 4
+            for mi in range(rm):
+                for ni in range(rn):
+                    for i in range(per):
+                        if m.version == 3:    # wgmma .m64nNk16 accumulator D
+                            row = 16 * (w % 4) + g + 8 * ((i // 2) % 2)
+                            col = 8 * (i // 4) + 2 * q + i % 2
+                        else:                 # mma .m16n8k16 accumulator C/D
+                            row = g + 8 * (i // 2)
+                            col = 2 * q + i % 2
+                        r = (ni + mi * rn) * per + i
+                        out[(w, lane, r)] = (gi * bm + mi * im + row, gj * bn + ni * inn + col)
+    return out
+
+
+@pytest.mark.parametrize("m,shape", [
+    (Mma(2, (2, 4), (16, 8)), (128, 128)),
+    (Mma(2, (1, 1), (16, 8)), (16, 8)),
+    (Mma(2, (4, 2), (16, 8)), (128, 64)),
+    (Mma(3, (4, 1), (64, 64)), (64, 64)),
+    (Mma(3, (8, 1), (64, 128)), (128, 128)),
+    (Mma(3, (4, 2), (64, 64)), (128, 128)),
+    (Mma(3, (8, 1), (64, 256)), (128, 256)),
+])
+def test_accumulator_layouts_are_the_ptx_fragments(m, shape):
+    lin = m.linear(shape)
+    owners = _owners(lin)
+    assert sorted(owners) == sorted(np.ndindex(*shape))       # every element, once
+    assert all(len(v) == 1 for v in owners.values())
+    want = _ptx_accumulator(m, shape)
+    got = {t: c for c, ts in owners.items() for t in ts}
+    assert got == want
+
+
+def _ptx_operand(op: DotOperand, shape) -> dict:
+    """(warp, lane, register) -> element of an A (m16k16) or B (k16n8) fragment."""
+    p = op.parent
+    gm, gn = p.groups
+    out = {}
+    for w in range(p.num_warps):
+        unit = w // 4 if p.version == 3 else w
+        gi, gj = unit % gm, unit // gm
+        for lane in range(32):
+            g, q = lane // 4, lane % 4
+            if op.index == 0:
+                m, k = shape
+                bm = m // gm
+                rows0 = gi * bm + (16 * (w % 4) if p.version == 3 else 0)
+                reps_m = bm // p.instr[0]
+                for mi in range(reps_m):
+                    for kk in range(k // 16):
+                        for i in range(8):
+                            row = g + 8 * ((i // 2) % 2)
+                            col = 2 * q + i % 2 + 8 * (i // 4)
+                            r = (kk + mi * (k // 16)) * 8 + i
+                            out[(w, lane, r)] = (rows0 + mi * p.instr[0] + row, kk * 16 + col)
+            else:
+                k, n = shape
+                bn = n // gn
+                for ni in range(bn // 8):
+                    for kk in range(k // 16):
+                        for i in range(4):
+                            r = (kk + ni * (k // 16)) * 4 + i
+                            out[(w, lane, r)] = (kk * 16 + 2 * q + i % 2 + 8 * (i // 2),
+                                                 gj * bn + ni * 8 + g)
+    return out
+
+
+@pytest.mark.parametrize("op,shape", [
+    (DotOperand(0, Mma(2, (2, 4), (16, 8))), (128, 64)),
+    (DotOperand(1, Mma(2, (2, 4), (16, 8))), (64, 128)),
+    (DotOperand(0, Mma(2, (1, 1), (16, 8))), (16, 16)),
+    (DotOperand(1, Mma(2, (1, 2), (16, 8))), (32, 16)),
+    (DotOperand(0, Mma(3, (4, 1), (64, 64))), (64, 32)),
+    (DotOperand(0, Mma(3, (8, 1), (64, 128))), (128, 64)),
+])
+def test_operand_layouts_are_the_ptx_fragments(op, shape):
+    lin = op.linear(shape)
+    owners = _owners(lin)
+    assert sorted(owners) == sorted(np.ndindex(*shape))
+    got = {t: c for c, ts in owners.items() for t in ts}
+    assert got == _ptx_operand(op, shape)
+
+
+# ---------------------------------------------------------------------------
+# Shared memory: the TMA swizzle modes and the wgmma canonical layouts
+# ---------------------------------------------------------------------------
+def _tma_offset(coord, shape, elem_bytes, swizzle, inner_dim):
+    """Where TMA writes element `coord` of a row-major 2-d tile copied box by box:
+    boxes of `swizzle` bytes of the inner dim, rows of a box `swizzle` bytes apart,
+    16-byte chunk c of row r at chunk c ^ (r / (128 / swizzle) mod (swizzle / 16))."""
+    rows = shape[1 - inner_dim]
+    w = swizzle // elem_bytes
+    r, c = coord[1 - inner_dim], coord[inner_dim]
+    box, c = divmod(c, w)
+    chunk, byte = divmod(c * elem_bytes, 16)
+    period = 128 // swizzle
+    chunk ^= (r // period) % (swizzle // 16)
+    box_bytes = max(1024, rows * swizzle)
+    return box * box_bytes + r * swizzle + chunk * 16 + byte
+
+
+@pytest.mark.parametrize("swizzle", [32, 64, 128])
+@pytest.mark.parametrize("shape,inner,eb", [((64, 64), 1, 2), ((64, 128), 1, 2),
+                                            ((128, 64), 0, 2), ((32, 128), 1, 1),
+                                            ((64, 32), 1, 4)])
+def test_shared_layouts_are_the_tma_swizzles(swizzle, shape, inner, eb):
+    if shape[inner] * eb < swizzle:
+        pytest.skip("the inner dim is narrower than the swizzle")
+    lay = Shared(swizzle, (inner, 1 - inner))
+    seen = set()
+    for coord in np.ndindex(*shape):
+        off = lay.offset(coord, shape, eb)
+        assert off == _tma_offset(coord, shape, eb, swizzle, inner), coord
+        seen.add(off // eb)
+    assert len(seen) == shape[0] * shape[1]                      # no two elements collide
+    assert max(seen) * eb < lay.size_bytes(shape, eb)
+
+
+def test_swizzle_is_an_xor_of_address_bits():
+    assert swizzle_bits(0x80, 128) == 0x90          # row 1: chunk 0 -> 1
+    assert swizzle_bits(0x380 + 0x10, 128) == 0x380 + 0x60   # row 7, chunk 1 -> 6
+    assert swizzle_bits(0x100, 64) == 0x120         # row 4 of 64-byte rows: chunk ^ 2
+    assert swizzle_bits(0x80, 32) == 0x90
+    assert swizzle_bits(0x1234, 0) == 0x1234
+
+
+def _desc_fields(desc: int) -> dict:
+    return {"start": (desc & 0x3FFF) << 4, "lbo": ((desc >> 16) & 0x3FFF) << 4,
+            "sbo": ((desc >> 32) & 0x3FFF) << 4, "swizzle": desc >> 62}
+
+
+def _canonical(desc: int, mn: int, k: int, k_major: bool, eb: int) -> int:
+    """The byte a wgmma reads for element (mn, k) of the 64 x k-step (or N x k-step)
+    sub-matrix a descriptor names, in the canonical layouts of the PTX ISA: K-major,
+    8-row groups SBO apart with rows of `swizzle` bytes; MN-major, `swizzle` bytes
+    of MN per row, 8-row (k) groups SBO apart and swizzle-wide MN chunks LBO apart;
+    then the swizzle on the address bits."""
+    f = _desc_fields(desc)
+    swz = {1: 128, 2: 64, 3: 32}[f["swizzle"]]
+    if k_major:
+        addr = f["start"] + (mn // 8) * f["sbo"] + (mn % 8) * swz + k * eb
+    else:
+        w = swz // eb
+        addr = f["start"] + (mn // w) * f["lbo"] + (k // 8) * f["sbo"] + (k % 8) * swz + \
+            (mn % w) * eb
+    return swizzle_bits(addr, swz)
+
+
+@pytest.mark.parametrize("which,shape,order", [
+    ("a", (128, 64), (1, 0)),     # A, K-major (row-major M x K)
+    ("a", (64, 128), (1, 0)),     # a wider K: two boxes along K
+    ("b", (64, 128), (1, 0)),     # B, N-major (row-major K x N)
+    ("b", (64, 128), (0, 1)),     # B, K-major (a transposed (N, K) weight)
+])
+def test_wgmma_descriptors_address_the_shared_layout(which, shape, order):
+    """The descriptor fields the lowering computes (rules.mma._Desc) make wgmma read
+    exactly where the shared layout put each element."""
+    from mlir import ir
+    from tileir.backend.context import LoweringContext
+    from tileir.backend.rules import mma as mma_rules
+    from tileir.backend.shared import SmemTile
+    from tileir.dialect import context
+    eb = 2
+    inner = shape[order[0]] * eb
+    lay = Shared(min(128, inner), order)
+    k_dim = 1 if which == "a" else 0
+    tile = SmemTile(lay, shape, None, 0)
+    tile.elem = None
+    with context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            cx = LoweringContext(4, module.body)
+            tile.elem = ir.BF16Type.get()
+            desc = mma_rules._Desc(cx, tile, k_dim)
+            const = desc.desc0.owner.operands[1].owner.attributes["value"].value
+    base = const & ((1 << 64) - 1)
+    step = 16
+    mn_size = shape[1 - k_dim]
+    for mn0 in range(0, mn_size, 64 if which == "a" else mn_size):
+        for k0 in range(0, shape[k_dim], step):
+            origin = (mn0, k0) if which == "a" else (k0, mn0)
+            start = tile.offset(origin)
+            d = base | (start >> 4)
+            for mn in range(min(64, mn_size) if which == "a" else mn_size):
+                for k in range(step):
+                    coord = (mn0 + mn, k0 + k) if which == "a" else (k0 + k, mn0 + mn)
+                    assert _canonical(d, mn, k, desc.k_major, eb) == tile.offset(coord), \
+                        (origin, mn, k)
+
+
+# ---------------------------------------------------------------------------
+# Compiled GEMMs: the instructions each target needs, and no local memory
+# ---------------------------------------------------------------------------
+def _sass(cubin: bytes, tmp_path) -> collections.Counter:
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    out = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return collections.Counter(re.findall(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?"
+                                          r"([A-Z][A-Z0-9_]+)", out, re.M))
+
+
+NEEDS = {"sm_90a": ("HGMMA", "UTMALDG", "SYNCS"), "sm_80": ("HMMA", "LDGSTS", "LDSM")}
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("kernel,dtype,tiles", [
+    (gemm, BF16, (128, 128, 64)), (gemm, np.float16, (128, 128, 64)),
+    (gemm, BF16, (64, 64, 32)), (gemm, BF16, (128, 256, 64)), (gemm_nt, BF16, (128, 128, 64)),
+])
+def test_compiled_gemm_uses_tensor_cores_and_no_local_memory(target, kernel, dtype, tiles,
+                                                             tmp_path):
+    spec = ct.ArraySpec(dtype, 2)
+    ck = kernel.compile((spec, spec, spec, *tiles), target=target)
+    ops = _sass(ck.cubin, tmp_path)
+    for need in NEEDS[target]:
+        assert any(op.startswith(need) for op in ops), (need, sorted(ops))
+    assert not any(op in ("LDL", "STL") for op in ops), ops
+    report = ck.ptxas_report
+    assert "0 bytes spill stores, 0 bytes spill loads" in report, report
+    assert "C7520" not in report and "C7519" not in report, report   # wgmma not serialized
+
+
+def test_tensor_maps_are_grid_constant_parameters_in_the_ptx():
+    spec = ct.ArraySpec(BF16, 2)
+    ck = gemm.compile((spec, spec, spec, 128, 128, 64), target="sm_90a")
+    maps = ck.meta["tensor_maps"]
+    # A in one 128 x 64 box; B (64 x 128) in two boxes of 64 columns, one map
+    assert [(m["param"], m["box"], m["swizzle"]) for m in maps] == \
+        [(0, [128, 64], 128), (1, [64, 64], 128)]
+    ptx = ck.artifacts["ptx"]
+    for m in maps:
+        assert f".param .align 64 .b8 gemm_param_{m['slot']}[128]" in ptx
+    assert "cvta.param" in ptx and "cp.async.bulk.tensor.2d" in ptx
+    assert "tensor_maps" not in gemm.compile((spec, spec, spec, 128, 128, 64),
+                                             target="sm_80").meta
+
+
+# ---------------------------------------------------------------------------
+# The pipeline stage, run by the interpreter (which checks the ring protocol)
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def pipeline_stage(monkeypatch):
+    monkeypatch.setenv("TILEIR_LAUNCH_STAGE", "pipeline")
+
+
+@pytest.mark.parametrize("target_note", ["sm_90a"])
+@pytest.mark.parametrize("m,n,k", [(256, 256, 256), (200, 136, 320), (1, 64, 64), (130, 8, 528),
+                                   (64, 64, 0), (64, 192, 64 * 9)])
+def test_the_pipelined_gemm_computes_the_product(pipeline_stage, target_note, m, n, k):
+    rng = np.random.default_rng(m * 1000 + n + k)
+    a = rng.standard_normal((m, k)).astype(BF16)
+    b = rng.standard_normal((k, n)).astype(BF16)
+    c = np.full((m, n), np.nan, BF16)
+    ct.launch(None, (ct.cdiv(m, 64), ct.cdiv(n, 64)), gemm, (a, b, c, 64, 64, 64))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.allclose(c.astype(np.float64), ref, rtol=1e-2, atol=1e-2 * max(1, k) ** 0.5)
+
+
+def test_the_pipeline_stage_of_a_gemm_has_a_ring(pipeline_stage):
+    spec = ct.ArraySpec(BF16, 2)
+    text = gemm.compile((spec, spec, spec, 128, 128, 64), stage="pipeline",
+                        target="sm_90a").ir()
+    assert '"tile.ring_alloc"() {stages = 4 : i64' in text
+    assert text.count('"tile.mma_async"') == 1 and '{pending = 1 : i64}' in text
+    unaligned = ct.ArraySpec(BF16, 2, aligned=False)
+    text = gemm.compile((unaligned, spec, spec, 128, 128, 64), stage="pipeline",
+                        target="sm_90a").ir()
+    assert "tile.ring_load" in text and text.count('"tile.load"') == 1   # A stays synchronous
+
+
+RING_IR = """
+#s = #tile.shared<128 : i64, array<i64: 1, 0>>
+func.func @k(%a: !tile.array<f32, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %true = arith.constant true
+  %r = "tile.ring_alloc"() {stages = 2 : i64, tiles = [tensor<8x32xf32, #s>]} : () -> !tile.ring
+  "tile.ring_acquire"(%r, %c0, %ACQ_PARITY, %true) : (!tile.ring, i32, i32, i1) -> ()
+  "tile.ring_load"(%r, %c0, %true, %a, %c0, %c0) {buffer = 0 : i64} : (!tile.ring, i32, i1, !tile.array<f32, 2 : i64>, i32, i32) -> ()
+  "tile.ring_commit"(%r) : (!tile.ring) -> ()
+  "tile.ring_wait"(%r, %c0, %WAIT_PARITY) : (!tile.ring, i32, i32) -> ()
+  %t = "tile.ring_view"(%r, %c0) {buffer = 0 : i64} : (!tile.ring, i32) -> tensor<8x32xf32, #s>
+  RELEASE
+  ACQUIRE2
+  "tile.store"(%c, %t, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<8x32xf32, #s>, i32, i32) -> ()
+  return
+}
+"""
+
+
+@pytest.mark.parametrize("edit,message", [
+    ({}, None),
+    ({"%ACQ_PARITY": "%c0"}, "acquire #0 of slot 0 waits for parity 0"),
+    ({"%WAIT_PARITY": "%c1"}, "wait #0 of slot 0 for parity 1"),
+    ({"ACQUIRE2": '"tile.ring_acquire"(%r, %c0, %c0, %true) : (!tile.ring, i32, i32, i1) -> ()',
+      "RELEASE": ""}, "acquire #1 of slot 0 before use #0 was released"),
+    ({"RELEASE": '"tile.ring_release"(%r, %c0, %true) : (!tile.ring, i32, i1) -> ()\n'
+                 '  "tile.ring_release"(%r, %c0, %true) : (!tile.ring, i32, i1) -> ()'},
+     "release of slot 0 that has no waited use"),
+])
+def test_the_interpreter_checks_the_ring_protocol(edit, message):
+    from tileir.dialect import context, parse
+    from tileir.interpreter import run
+    text = RING_IR
+    edit = {"%ACQ_PARITY": "%c1", "%WAIT_PARITY": "%c0", "RELEASE": "", "ACQUIRE2": "",
+            **edit}
+    for k, v in edit.items():
+        text = text.replace(k, v)
+    with context() as ctx:
+        module = parse(text, ctx)
+    a = np.arange(8 * 32, dtype=np.float32).reshape(8, 32)
+    c = np.zeros_like(a)
+    if message is None:
+        run(module, "k", (1,), [a, c])
+        assert (c == a).all()
+        return
+    with pytest.raises(InterpreterError, match=re.escape(message)):
+        run(module, "k", (1,), [a, c])
+
+
+# ---------------------------------------------------------------------------
+# The TMA runtime: what goes into cuTensorMapEncodeTiled, and the launch ABI
+# ---------------------------------------------------------------------------
+def _info(shape, strides, dtype="bfloat16", ptr=0x7F0000000000):
+    return DeviceArrayInfo(ptr, tuple(shape), tuple(strides), ct.dtypes.BY_NAME[dtype],
+                           ("cuda", 0))
+
+
+def test_tensor_map_arguments_are_innermost_first_in_bytes():
+    args = tensor_maps.encode_args(_info((4096, 1000), (1024, 1)), (128, 64), 128)
+    assert args["data_type"] == "BFLOAT16" and args["rank"] == 2
+    assert args["dims"] == [1000, 4096]          # innermost first
+    assert args["strides"] == [2048]             # bytes, the innermost dim's omitted
+    assert args["box"] == [64, 128]
+    assert args["element_strides"] == [1, 1] and args["swizzle"] == "128B"
+    # a dim of size 0 or 1: a valid map all the same
+    args = tensor_maps.encode_args(_info((1, 0), (7, 1)), (128, 64), 128)
+    assert args["dims"] == [1, 1] and args["strides"] == [16]
+
+
+@pytest.mark.parametrize("info,box,swizzle,message", [
+    (_info((64, 33), (33, 1)), (64, 64), 128, "multiples of 16 bytes"),
+    (_info((64, 64), (64, 1), ptr=0x1008), (64, 64), 128, "16-byte aligned"),
+    (_info((64, 64), (64, 1)), (512, 64), 128, "1 to 256 per dim"),
+    (_info((64, 64), (64, 1)), (64, 64), 48, "swizzle 48"),
+])
+def test_tensor_map_arguments_are_checked(info, box, swizzle, message):
+    with pytest.raises(ct.TileValueError, match=message):
+        tensor_maps.encode_args(info, box, swizzle, "k", "a")
+
+
+def test_launch_packs_one_tensor_map_per_metadata_entry(monkeypatch):
+    from tileir.runtime import launcher
+    calls = []
+
+    def fake_encode(args, kernel, param):
+        calls.append((param, args["box"]))
+        tm = tensor_maps.TensorMap()
+        tm.words[0] = len(calls)
+        return tm
+
+    monkeypatch.setattr(tensor_maps, "_encode", fake_encode)
+    tensor_maps.clear_cache()
+
+    class Dev:
+        def __init__(self, shape):
+            self.shape = shape
+            self.__cuda_array_interface__ = {
+                "shape": shape, "typestr": "<f4", "data": (0x7F0000001000, False),
+                "strides": None, "version": 3}
+
+    meta = {"name": "k", "num_threads": 128, "shared_bytes": 0, "target": "sm_90a",
+            "params": [{"kind": "array", "name": "a", "dtype": "f32", "ndim": 2,
+                        "aligned": True}],
+            "tensor_maps": [{"slot": 5, "param": 0, "box": [32, 32], "swizzle": 128}]}
+    monkeypatch.setattr("tileir.runtime.arrays._cai_device", lambda x, ptr: 0)
+    bound = launcher.bind_args(meta, [Dev((100, 64))])
+    raw = bound.params.raw()
+    assert len(raw) == 6 and len(raw[5]) == 128           # 5 ABI slots of the array, the map
+    assert int.from_bytes(raw[5][:8], "little") == 1
+    launcher.bind_args(meta, [Dev((100, 64))])
+    assert calls == [("a", [32, 32])]                     # the second launch hit the cache
+
+
+def test_tensor_map_structure_is_128_bytes_aligned_for_the_driver():
+    assert ctypes.sizeof(tensor_maps.TensorMap) == 128
+
+
+@pytest.mark.skipif(not os.environ.get("TILEIR_TEST_ALL_SHAPES"), reason="slow; "
+                    "TILEIR_TEST_ALL_SHAPES=1")
+def test_pipelined_gemm_many_shapes(pipeline_stage):
+    rng = np.random.default_rng(1)
+    for m, n, k in [(17, 127, 4097), (4097, 17, 64), (3, 5, 7)]:
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        c = np.zeros((m, n), np.float16)
+        ct.launch(None, (ct.cdiv(m, 64), ct.cdiv(n, 64)), gemm, (a, b, c, 64, 64, 64))
+        assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=0.5)
