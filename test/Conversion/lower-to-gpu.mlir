@@ -303,20 +303,23 @@ func.func @reduce_across_16_warps(%x: !tile.array<f32, 2 : i64> {tile.aligned}, 
 
 // -----
 
-// A layout conversion goes through dynamic shared memory: every register is
-// written at its row-major position, a barrier, then read back in the new
-// layout.  It is the kernel's first exchange and is in no loop, so no barrier
-// is needed before the writes.  16 x 16 x 4 bytes of shared memory.
+// A layout conversion goes through a scratch tile in dynamic shared memory, laid
+// out row by row with a swizzle (64-byte rows here: 16 f32): every thread writes
+// its registers (here one per row: scalars), a barrier, then reads its new ones
+// (here 4 consecutive floats: vectors).  It is the kernel's first exchange and is
+// in no loop, so no barrier is needed before the writes.  16 x 16 x 4 bytes,
+// rounded to the swizzle period.
 
 // CHECK-LABEL: module attributes {gpu.container_module, tile.kernel_meta = "{\22name\22: \22convert_layout\22, \22num_threads\22: 32, \22shared_bytes\22: 1024,
 // CHECK-LABEL: gpu.func @convert_layout
 // CHECK-NEXT:    %[[SMEM:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
-// CHECK:         %[[BUF:.*]] = memref.view %[[SMEM]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK-NEXT:    %[[ADDR:.*]] = memref.extract_aligned_pointer_as_index %[[SMEM]]
+// CHECK:         %[[BASE:.*]] = llvm.inttoptr %{{.*}} : i64 to !llvm.ptr<3>
 // CHECK-NOT:     gpu.barrier
-// CHECK-COUNT-8: memref.store %{{.*}}, %[[BUF]][%{{.*}}] : memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-8: llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : f32, !llvm.ptr<3>
 // CHECK-NEXT:    gpu.barrier
-// CHECK-NOT:     memref.store
-// CHECK-COUNT-8: memref.load %[[BUF]][%{{.*}}] : memref<256xf32, #gpu.address_space<workgroup>>
+// CHECK-NOT:     llvm.store
+// CHECK-COUNT-2: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xf32>
 // CHECK-NOT:     gpu.barrier
 // CHECK:         llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<1>
 #ld = #tile.blocked<array<i64: 1, 4>, array<i64: 8, 4>, array<i64: 1, 1>, array<i64: 1, 0>>

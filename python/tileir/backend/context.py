@@ -168,6 +168,11 @@ class LoweringContext:
                                  ir.IntegerAttr.get(ir.IndexType.get(), offset))
         return memref.view(t, self._dynamic_smem(), start, [])
 
+    def scratch(self, nbytes: int) -> int:
+        """The offset of `nbytes` of exchange scratch (see `smem`), reserved."""
+        self._reach(self.smem_top + nbytes)
+        return self.smem_top
+
     def _reach(self, nbytes: int) -> None:
         self.smem_bytes = max(self.smem_bytes, (nbytes + 15) // 16 * 16)
 

@@ -58,7 +58,15 @@ class Ring:
         return cx.smem_ptr(off)
 
     def tx_bytes(self) -> int:
-        return sum(smem_tile_bytes(lay, shape, elem) for lay, shape, elem in self.tiles)
+        """Bytes the copies of one slot deliver: every element of every tile (TMA counts
+        a box's out-of-bounds zeros as delivered), not the boxes' padded footprint."""
+        total = 0
+        for _, shape, elem in self.tiles:
+            n = max(1, _bits(elem) // 8)
+            for d in shape:
+                n *= d
+            total += n
+        return total
 
 
 def _round(n: int, m: int) -> int:

@@ -16,9 +16,9 @@ from tileir.dialect import TileIRError
 from tileir.dialect.layout import tile_layout
 
 from .. import layouts as L
-from ..context import Frag, LoweringContext, index, lin_of
-from ..mma_layouts import Shared
-from ..shared import SmemTile, load_frag, new_tile, staging_linear, write_shared
+from ..context import Frag, LoweringContext, _bits, index, lin_of
+from ..mma_layouts import Shared, choose_swizzle
+from ..shared import SmemTile, load_frag, new_tile, staging_linear, store_frag, write_shared
 from .registry import rule
 
 
@@ -105,8 +105,26 @@ def _convert(cx, op):
     if src.lin == res_lin:
         cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
         return
+    if _bits(src.elem) >= 8:
+        cx.values[op.result] = swizzled_exchange(cx, src, res_lin)
+        return
     strides = _row_major(res_lin.shape)
     cx.values[op.result] = smem_exchange(cx, src, res_lin, strides, strides)
+
+
+def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear) -> Frag:
+    """A layout conversion through a scratch tile in shared memory, laid out row by
+    row with the widest swizzle the rows allow: both sides move vectors (up to 16
+    bytes), and the rows one warp touches at once fall on different banks."""
+    shape = res_lin.shape
+    eb = max(1, _bits(src.elem) // 8)
+    layout = Shared(choose_swizzle(shape[-1] * eb), tuple(reversed(range(len(shape)))))
+    tile = SmemTile(layout, shape, src.elem, 0)
+    tile.base = cx.scratch(tile.nbytes)
+    cx.smem_barrier_before()                       # earlier readers of the scratch are done
+    store_frag(cx, src, tile)
+    gpu.barrier()
+    return load_frag(cx, tile, res_lin)
 
 
 def _row_major(shape) -> list[int]:
