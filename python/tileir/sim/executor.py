@@ -1,0 +1,948 @@
+"""The lockstep executor of `gpu`-stage IR (see tileir.sim).
+
+Values: a scalar is a NumPy array of shape (threads,), a vector (threads, n), an
+LLVM struct a tuple of values; pointers are int64 addresses (global, shared
+offsets, or a tensor-map handle); a shared-memory memref is a `_SharedRef`.
+Control flow runs under an active-thread mask: both sides of a divergent
+`scf.if` run, each for its threads, and their results merge per thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Any, Callable, Mapping, Sequence
+
+import ml_dtypes
+import numpy as np
+from mlir import ir
+
+from . import hardware as hw
+from .hardware import SimError
+
+_DYNAMIC = -2147483648      # llvm.getelementptr's marker for a dynamic index
+
+
+def np_dtype(t: ir.Type) -> np.dtype:
+    return _np_dtype(str(t))
+
+
+@functools.lru_cache(maxsize=None)
+def _np_dtype(s: str) -> np.dtype:
+    table = {"i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+             "index": np.int64, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
+             "f32": np.float32, "f64": np.float64, "f8E4M3FN": ml_dtypes.float8_e4m3fn,
+             "f8E5M2": ml_dtypes.float8_e5m2}
+    if s in table:
+        return np.dtype(table[s])
+    if s.startswith("!llvm.ptr"):
+        return np.dtype(np.int64)
+    raise SimError(f"no simulated representation for type {s}")
+
+
+def nbytes_of(t: ir.Type) -> int:
+    if isinstance(t, ir.VectorType):
+        return t.shape[0] * nbytes_of(t.element_type)
+    if str(t) == "i1":
+        return 1
+    return np_dtype(t).itemsize
+
+
+@dataclasses.dataclass
+class _SharedRef:
+    offset: np.ndarray      # byte offset of element 0, per thread
+    dtype: np.dtype
+
+
+class _Block:
+    """One thread block being executed."""
+
+    def __init__(self, sim: "_Simulator", bid: tuple[int, int, int]):
+        self.sim = sim
+        self.bid = bid
+        self.threads = sim.threads
+        self.shared = hw.Shared(sim.meta["shared_bytes"])
+        self.env: dict[ir.Value, Any] = {}
+
+
+class _Simulator:
+    def __init__(self, func: ir.Operation, meta: Mapping, grid, memory: hw.Memory,
+                 tensor_maps: dict[int, hw.TensorMap]):
+        self.func = func
+        self.meta = meta
+        self.grid = grid
+        self.memory = memory
+        self.tensor_maps = tensor_maps
+        self.threads = meta["num_threads"]
+        self.constants: dict[tuple[str, str], Any] = {}
+
+    # -- values ---------------------------------------------------------------------
+    def full(self, value, t: ir.Type) -> Any:
+        if str(t).startswith("!llvm.struct"):
+            return tuple(self.full(value, et) for et in _struct_types(t))
+        if isinstance(t, ir.VectorType):
+            return np.full((self.threads, t.shape[0]), value, np_dtype(t.element_type))
+        return np.full(self.threads, value, np_dtype(t))
+
+    # -- running --------------------------------------------------------------------
+    def run_block(self, blk: _Block, args: list[Any]) -> None:
+        body = self.func.regions[0].blocks[0]
+        for a, v in zip(body.arguments, args):
+            blk.env[a] = v
+        self.run(blk, body, np.ones(self.threads, bool))
+
+    def run(self, blk: _Block, block: ir.Block, mask: np.ndarray) -> list:
+        for op in block.operations:
+            op = op.operation
+            name = op.name
+            if name in ("scf.yield", "gpu.return"):
+                return [blk.env[v] for v in op.operands]
+            fn = OPS.get(name)
+            if fn is None:
+                fn = next((f for p, f in PREFIX_OPS if name.startswith(p)), None)
+            if fn is None:
+                raise SimError(f"{op.location}: the simulator has no model of '{name}'")
+            try:
+                out = fn(self, blk, op, mask)
+            except SimError as e:
+                if str(e).startswith("loc(") or " at block " in str(e):
+                    raise
+                raise SimError(f"{op.location}: '{name}' at block {blk.bid}: {e}") from None
+            if out is not None:
+                outs = out if isinstance(out, list) else [out]
+                for r, v in zip(op.results, outs):
+                    blk.env[r] = v
+        return []
+
+    def get(self, blk: _Block, v: ir.Value) -> Any:
+        return blk.env[v]
+
+
+def _struct_types(t: ir.Type) -> list[ir.Type]:
+    inner = str(t)[len("!llvm.struct<("):-2]
+    return [ir.Type.parse(x.strip()) for x in _split(inner)]
+
+
+def _split(s: str) -> list[str]:
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(s):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(s[start:i])
+            start = i + 1
+    out.append(s[start:])
+    return [x for x in out if x.strip()]
+
+
+def _uniform(x: np.ndarray, mask: np.ndarray, what: str) -> int:
+    vals = np.unique(np.asarray(x)[mask])
+    if len(vals) != 1:
+        raise SimError(f"{what} differs between threads: {vals[:4]}")
+    return int(vals[0])
+
+
+def _where(cond: np.ndarray, a, b):
+    if isinstance(a, tuple):
+        return tuple(_where(cond, x, y) for x, y in zip(a, b))
+    if isinstance(a, _SharedRef):
+        return _SharedRef(np.where(cond, a.offset, b.offset), a.dtype)
+    a = np.asarray(a)
+    c = cond if a.ndim == 1 else cond[:, None]
+    return np.where(c, a, b)
+
+
+# ---------------------------------------------------------------------------
+# The op table
+# ---------------------------------------------------------------------------
+OPS: dict[str, Callable] = {}
+PREFIX_OPS: list[tuple[str, Callable]] = []
+
+
+def op(*names):
+    def deco(fn):
+        for n in names:
+            OPS[n] = fn
+        return fn
+    return deco
+
+
+def _operands(sim, blk, o):
+    return [blk.env[v] for v in o.operands]
+
+
+def _attr_int(o, name: str) -> int:
+    return ir.IntegerAttr(o.attributes[name]).value
+
+
+# -- arith ---------------------------------------------------------------------------
+@op("arith.constant")
+def _constant(sim, blk, o, mask):
+    # constants are shared, read-only: no rule writes into its operands
+    attr = o.attributes["value"]
+    t = o.results[0].type
+    key = (str(attr), str(t))
+    found = sim.constants.get(key)
+    if found is None:
+        found = sim.constants[key] = _make_constant(sim, attr, t)
+    return found
+
+
+def _make_constant(sim, attr, t):
+    if isinstance(attr, ir.DenseElementsAttr):
+        if not attr.is_splat:
+            raise SimError("non-splat constants are not modelled")
+        v = attr.get_splat_value()
+        value = v.value if hasattr(v, "value") else v
+        return sim.full(value, t)
+    if isinstance(attr, ir.BoolAttr):
+        return sim.full(attr.value, t)
+    if isinstance(attr, ir.IntegerAttr):
+        value = attr.value
+        if str(t) == "i1":
+            value = bool(value & 1)
+        return sim.full(value, t)
+    return sim.full(ir.FloatAttr(attr).value, t)
+
+
+def _unsigned(x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.bool_:
+        return x
+    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+
+
+def _signed_like(x: np.ndarray, like: np.ndarray) -> np.ndarray:
+    return x.astype(np.dtype(f"u{like.dtype.itemsize}")).view(like.dtype) \
+        if like.dtype != np.bool_ else x.astype(bool)
+
+
+def _binary(fn):
+    def rule(sim, blk, o, mask):
+        a, b = _operands(sim, blk, o)
+        with np.errstate(all="ignore"):
+            return fn(a, b).astype(np.asarray(a).dtype)
+    return rule
+
+
+def _div_si(a, b):
+    b = np.where(b == 0, 1, b)
+    q = np.floor_divide(a, b)
+    fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return q + fix.astype(q.dtype)
+
+
+def _shift(fn):
+    def rule(sim, blk, o, mask):
+        a, b = _operands(sim, blk, o)
+        bits = a.dtype.itemsize * 8
+        amount = np.clip(b.astype(np.int64), 0, bits - 1)
+        return fn(a, amount.astype(a.dtype))
+    return rule
+
+
+for _name, _fn in {
+    "arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
+    "arith.muli": lambda a, b: a * b,
+    "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
+    "arith.xori": lambda a, b: a ^ b,
+    "arith.divsi": _div_si,
+    "arith.remsi": lambda a, b: a - _div_si(a, b) * np.where(b == 0, 1, b),
+    "arith.floordivsi": lambda a, b: np.floor_divide(a, np.where(b == 0, 1, b)),
+    "arith.ceildivsi": lambda a, b: -np.floor_divide(-a, np.where(b == 0, 1, b)),
+    "arith.divui": lambda a, b: _signed_like(_unsigned(a) // np.where(_unsigned(b) == 0, 1,
+                                                                      _unsigned(b)), a),
+    "arith.remui": lambda a, b: _signed_like(_unsigned(a) % np.where(_unsigned(b) == 0, 1,
+                                                                     _unsigned(b)), a),
+    "arith.maxsi": np.maximum, "arith.minsi": np.minimum,
+    "arith.maxui": lambda a, b: _signed_like(np.maximum(_unsigned(a), _unsigned(b)), a),
+    "arith.minui": lambda a, b: _signed_like(np.minimum(_unsigned(a), _unsigned(b)), a),
+    "arith.addf": lambda a, b: a + b, "arith.subf": lambda a, b: a - b,
+    "arith.mulf": lambda a, b: a * b, "arith.divf": lambda a, b: a / b,
+    "arith.maximumf": np.maximum, "arith.minimumf": np.minimum,
+    "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin,
+    "arith.remf": np.fmod,
+}.items():
+    OPS[_name] = _binary(_fn)
+
+OPS["arith.shli"] = _shift(lambda a, n: a << n)
+OPS["arith.shrsi"] = _shift(lambda a, n: a >> n)
+OPS["arith.shrui"] = _shift(lambda a, n: _signed_like(_unsigned(a) >> _unsigned(n), a))
+
+_CMPI = {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.greater,
+         5: np.greater_equal}
+_CMPI_U = {6: np.less, 7: np.less_equal, 8: np.greater, 9: np.greater_equal}
+
+
+@op("arith.cmpi")
+def _cmpi(sim, blk, o, mask):
+    a, b = _operands(sim, blk, o)
+    p = _attr_int(o, "predicate")
+    if p in _CMPI:
+        return _CMPI[p](a, b)
+    return _CMPI_U[p](_unsigned(a), _unsigned(b))
+
+
+@op("arith.cmpf")
+def _cmpf(sim, blk, o, mask):
+    a, b = _operands(sim, blk, o)
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    p = _attr_int(o, "predicate")
+    nan = np.isnan(a) | np.isnan(b)
+    base = {1: a == b, 2: a > b, 3: a >= b, 4: a < b, 5: a <= b, 6: a != b,
+            8: a == b, 9: a > b, 10: a >= b, 11: a < b, 12: a <= b, 13: a != b}
+    if p == 0:
+        return np.zeros(a.shape, bool)
+    if p == 15:
+        return np.ones(a.shape, bool)
+    if p == 7:
+        return ~nan
+    if p == 14:
+        return nan
+    return (base[p] & ~nan) if p <= 6 else (base[p] | nan)
+
+
+@op("arith.select")
+def _select(sim, blk, o, mask):
+    c, a, b = _operands(sim, blk, o)
+    return _where(np.asarray(c, bool), a, b)
+
+
+def _convert(fn):
+    def rule(sim, blk, o, mask):
+        (a,) = _operands(sim, blk, o)
+        t = o.results[0].type
+        dt = np_dtype(t.element_type if isinstance(t, ir.VectorType) else t)
+        with np.errstate(all="ignore"):
+            return fn(np.asarray(a), dt)
+    return rule
+
+
+def _int_convert(a: np.ndarray, dt: np.dtype) -> np.ndarray:
+    if dt == np.bool_:                 # to i1: the low bit
+        return (a.astype(np.int64) & 1).astype(bool)
+    if dt.kind in "iu":
+        return a.astype(np.int64).astype(dt)
+    return a.astype(np.float64).astype(dt)
+
+
+OPS["arith.extsi"] = OPS["arith.trunci"] = OPS["arith.index_cast"] = OPS["arith.sitofp"] = \
+    _convert(_int_convert)
+OPS["arith.extui"] = OPS["arith.index_castui"] = OPS["arith.uitofp"] = \
+    _convert(lambda a, dt: _unsigned(a).astype(np.uint64).astype(dt) if dt != np.bool_
+             else (a & 1).astype(bool))
+OPS["arith.extf"] = OPS["arith.truncf"] = \
+    _convert(lambda a, dt: a.astype(np.float32).astype(dt) if a.dtype.itemsize < 4 <= dt.itemsize
+             or dt.itemsize < 4 else a.astype(dt))
+OPS["arith.fptosi"] = _convert(lambda a, dt: np.trunc(a.astype(np.float64)).astype(dt))
+OPS["arith.fptoui"] = _convert(lambda a, dt: np.trunc(a.astype(np.float64)).astype(dt))
+
+
+@op("arith.bitcast", "llvm.bitcast", "vector.bitcast")
+def _bitcast(sim, blk, o, mask):
+    (a,) = _operands(sim, blk, o)
+    t = o.results[0].type
+    a = np.ascontiguousarray(a)
+    raw = a.view(np.uint8).reshape(sim.threads, -1)
+    if isinstance(t, ir.VectorType):
+        return raw.view(np_dtype(t.element_type)).reshape(sim.threads, t.shape[0])
+    return raw.view(np_dtype(t)).reshape(sim.threads)
+
+
+@op("arith.negf")
+def _negf(sim, blk, o, mask):
+    (a,) = _operands(sim, blk, o)
+    return -a
+
+
+_MATH = {"math.exp": np.exp, "math.exp2": np.exp2, "math.log": np.log, "math.log2": np.log2,
+         "math.sqrt": np.sqrt, "math.rsqrt": lambda x: 1 / np.sqrt(x), "math.sin": np.sin,
+         "math.cos": np.cos, "math.tan": np.tan, "math.tanh": np.tanh, "math.absf": np.abs,
+         "math.floor": np.floor, "math.ceil": np.ceil, "math.erf": None,
+         "math.log1p": np.log1p, "math.expm1": np.expm1}
+
+
+def _math(sim, blk, o, mask):
+    fn = _MATH.get(o.name)
+    if fn is None:
+        raise SimError(f"no model of {o.name}")
+    args = _operands(sim, blk, o)
+    with np.errstate(all="ignore"):
+        out = fn(*[np.asarray(a, np.float64) for a in args])
+    return out.astype(np.asarray(args[0]).dtype)
+
+
+PREFIX_OPS.append(("math.", _math))
+
+
+# -- control flow ------------------------------------------------------------------------
+@op("scf.if")
+def _if(sim, blk, o, mask):
+    cond = np.asarray(blk.env[o.operands[0]], bool)
+    regions = list(o.regions)
+    results = []
+    took = []
+    for region, m in ((regions[0], mask & cond), (regions[1], mask & ~cond)):
+        if len(region.blocks) and m.any():
+            took.append((sim.run(blk, region.blocks[0], m), m))
+    if not o.results:
+        return None
+    if len(took) == 1:
+        return took[0][0]
+    if not took:
+        return [sim.full(0, r.type) for r in o.results]
+    (a, _), (b, _) = took
+    for x, y in zip(a, b):
+        results.append(_where(cond, x, y))
+    return results
+
+
+@op("scf.for")
+def _for(sim, blk, o, mask):
+    ops = list(o.operands)
+    lb = _uniform(blk.env[ops[0]], mask, "a loop's lower bound")
+    ub = _uniform(blk.env[ops[1]], mask, "a loop's upper bound")
+    step = _uniform(blk.env[ops[2]], mask, "a loop's step")
+    carried = [blk.env[v] for v in ops[3:]]
+    body = o.regions[0].blocks[0]
+    iv_t = body.arguments[0].type
+    for i in range(lb, ub, step):
+        blk.env[body.arguments[0]] = sim.full(i, iv_t)
+        for a, v in zip(list(body.arguments)[1:], carried):
+            blk.env[a] = v
+        carried = sim.run(blk, body, mask)
+    return carried
+
+
+# -- gpu -------------------------------------------------------------------------------
+@op("gpu.thread_id")
+def _tid(sim, blk, o, mask):
+    dim = str(o.attributes["dimension"])
+    return np.arange(sim.threads, dtype=np.int64) if dim.endswith("x>") else \
+        np.zeros(sim.threads, np.int64)
+
+
+@op("gpu.block_id")
+def _bid(sim, blk, o, mask):
+    axis = "xyz".index(str(o.attributes["dimension"])[-2])
+    return np.full(sim.threads, blk.bid[axis], np.int64)
+
+
+@op("gpu.grid_dim")
+def _grid_dim(sim, blk, o, mask):
+    axis = "xyz".index(str(o.attributes["dimension"])[-2])
+    return np.full(sim.threads, sim.grid[axis], np.int64)
+
+
+@op("gpu.barrier", "nvvm.barrier0")
+def _barrier(sim, blk, o, mask):
+    if not mask.all():
+        raise SimError("a block barrier reached by only some threads (the GPU would hang)")
+
+
+@op("gpu.shuffle")
+def _shuffle(sim, blk, o, mask):
+    value, offset, width = _operands(sim, blk, o)
+    mode = str(o.attributes["mode"])
+    lane = np.arange(sim.threads) % 32
+    base = np.arange(sim.threads) - lane
+    off = np.asarray(offset).astype(np.int64)
+    src = {"xor": lane ^ off, "idx": off, "down": lane + off, "up": lane - off}[
+        next(m for m in ("xor", "idx", "down", "up") if m in mode)]
+    valid = (src >= 0) & (src < 32)
+    src = np.where(valid, src, lane) + base
+    return [np.asarray(value)[src], valid]
+
+
+@op("gpu.dynamic_shared_memory")
+def _dyn_smem(sim, blk, o, mask):
+    return _SharedRef(np.zeros(sim.threads, np.int64), np.dtype(np.uint8))
+
+
+# -- memref (shared memory) ----------------------------------------------------------------
+@op("memref.view")
+def _view(sim, blk, o, mask):
+    src, shift = blk.env[o.operands[0]], blk.env[o.operands[1]]
+    t = ir.MemRefType(o.results[0].type)
+    return _SharedRef(src.offset + np.asarray(shift, np.int64), np_dtype(t.element_type))
+
+
+@op("memref.extract_aligned_pointer_as_index")
+def _extract_ptr(sim, blk, o, mask):
+    return blk.env[o.operands[0]].offset.copy()
+
+
+@op("memref.load")
+def _mload(sim, blk, o, mask):
+    ref = blk.env[o.operands[0]]
+    (idx,) = [blk.env[v] for v in list(o.operands)[1:]]
+    addr = ref.offset + np.asarray(idx, np.int64) * ref.dtype.itemsize
+    return _read(sim, blk, 3, addr, ref.dtype, mask, None)
+
+
+@op("memref.store")
+def _mstore(sim, blk, o, mask):
+    value, ref = blk.env[o.operands[0]], blk.env[o.operands[1]]
+    (idx,) = [blk.env[v] for v in list(o.operands)[2:]]
+    addr = ref.offset + np.asarray(idx, np.int64) * ref.dtype.itemsize
+    _write(sim, blk, 3, addr, np.asarray(value, ref.dtype), mask)
+
+
+# -- memory --------------------------------------------------------------------------------
+def _space(t: ir.Type) -> int:
+    m = re.match(r"!llvm\.ptr(?:<(\d+)>)?", str(t))
+    return int(m.group(1) or 0) if m else 0
+
+
+def _read(sim, blk, space, addr, dtype, mask, count) -> np.ndarray:
+    """Per active thread, `count` (None: one scalar) elements of `dtype` at `addr`."""
+    n = dtype.itemsize * (count or 1)
+    out = np.zeros((sim.threads, n), np.uint8)
+    if mask.any():
+        a = np.asarray(addr, np.int64)[mask]
+        data = blk.shared.read(a, n) if space == 3 else sim.memory.read(a, n)
+        out[mask] = data
+    vals = out.view(dtype if dtype != np.bool_ else np.uint8)
+    if dtype == np.bool_:
+        vals = vals != 0
+    return vals.reshape(sim.threads) if count is None else vals.reshape(sim.threads, count)
+
+
+def _write(sim, blk, space, addr, value, mask) -> None:
+    if not mask.any():
+        return
+    value = np.ascontiguousarray(value)
+    if value.dtype == np.bool_:
+        value = value.astype(np.uint8)
+    raw = value.view(np.uint8).reshape(sim.threads, -1)[mask]
+    a = np.asarray(addr, np.int64)[mask]
+    if space == 3:
+        blk.shared.write(a, raw)
+    else:
+        sim.memory.write(a, raw)
+
+
+@op("llvm.load")
+def _load(sim, blk, o, mask):
+    (ptr,) = _operands(sim, blk, o)
+    t = o.results[0].type
+    space = _space(o.operands[0].type)
+    if isinstance(t, ir.VectorType):
+        return _read(sim, blk, space, ptr, np_dtype(t.element_type), mask, t.shape[0])
+    return _read(sim, blk, space, ptr, np_dtype(t), mask, None)
+
+
+@op("llvm.store")
+def _store(sim, blk, o, mask):
+    value, ptr = _operands(sim, blk, o)
+    _write(sim, blk, _space(o.operands[1].type), ptr, value, mask)
+
+
+@op("llvm.intr.masked.load")
+def _masked_load(sim, blk, o, mask):
+    ptr, m, passthru = _operands(sim, blk, o)
+    t = o.results[0].type
+    dtype = np_dtype(t.element_type)
+    out = np.array(passthru, copy=True)
+    for j in range(t.shape[0]):
+        lane_mask = mask & np.asarray(m)[:, j]
+        vals = _read(sim, blk, _space(o.operands[0].type), ptr + j * dtype.itemsize, dtype,
+                     lane_mask, None)
+        out[:, j] = np.where(lane_mask, vals, out[:, j])
+    return out
+
+
+@op("llvm.intr.masked.store")
+def _masked_store(sim, blk, o, mask):
+    value, ptr, m = _operands(sim, blk, o)
+    dtype = np.asarray(value).dtype
+    for j in range(np.asarray(value).shape[1]):
+        _write(sim, blk, _space(o.operands[1].type), ptr + j * dtype.itemsize,
+               np.asarray(value)[:, j], mask & np.asarray(m)[:, j])
+
+
+@op("llvm.getelementptr")
+def _gep(sim, blk, o, mask):
+    base = np.asarray(blk.env[o.operands[0]], np.int64)
+    elem = ir.TypeAttr(o.attributes["elem_type"]).value
+    size = nbytes_of(elem)
+    raw = list(ir.DenseI32ArrayAttr(o.attributes["rawConstantIndices"]))
+    dyn = iter(list(o.operands)[1:])
+    if len(raw) != 1:
+        raise SimError("getelementptr with more than one index is not modelled")
+    idx = np.asarray(blk.env[next(dyn)], np.int64) if raw[0] == _DYNAMIC else raw[0]
+    return base + idx * size
+
+
+@op("llvm.inttoptr", "llvm.ptrtoint", "llvm.addrspacecast")
+def _ptr_cast(sim, blk, o, mask):
+    (a,) = _operands(sim, blk, o)
+    t = o.results[0].type
+    return np.asarray(a).astype(np.int64) if str(t).startswith("!llvm.ptr") else \
+        np.asarray(a).astype(np_dtype(t))
+
+
+@op("llvm.mlir.undef", "llvm.mlir.poison")
+def _undef(sim, blk, o, mask):
+    return sim.full(0, o.results[0].type)
+
+
+@op("llvm.insertvalue")
+def _insertvalue(sim, blk, o, mask):
+    s, v = _operands(sim, blk, o)
+    (i,) = list(ir.DenseI64ArrayAttr(o.attributes["position"]))
+    s = list(s)
+    s[i] = v
+    return tuple(s)
+
+
+@op("llvm.extractvalue")
+def _extractvalue(sim, blk, o, mask):
+    (s,) = _operands(sim, blk, o)
+    (i,) = list(ir.DenseI64ArrayAttr(o.attributes["position"]))
+    return s[i]
+
+
+@op("llvm.insertelement")
+def _insertelement(sim, blk, o, mask):
+    vec, v, i = _operands(sim, blk, o)
+    out = np.array(vec, copy=True)
+    out[np.arange(sim.threads), np.asarray(i, np.int64)] = v
+    return out
+
+
+@op("vector.from_elements")
+def _from_elements(sim, blk, o, mask):
+    return np.stack([np.asarray(v) for v in _operands(sim, blk, o)], axis=1)
+
+
+@op("vector.extract")
+def _vextract(sim, blk, o, mask):
+    (v,) = [blk.env[o.operands[0]]]
+    (pos,) = list(ir.DenseI64ArrayAttr(o.attributes["static_position"]))
+    return np.asarray(v)[:, pos]
+
+
+@op("vector.broadcast")
+def _vbroadcast(sim, blk, o, mask):
+    (v,) = _operands(sim, blk, o)
+    n = o.results[0].type.shape[0]
+    return np.repeat(np.asarray(v)[:, None], n, axis=1)
+
+
+# -- inline PTX the lowering emits ----------------------------------------------------------
+@op("llvm.inline_asm")
+def _inline_asm(sim, blk, o, mask):
+    asm = ir.StringAttr(o.attributes["asm_string"]).value
+    args = _operands(sim, blk, o)
+    if asm.startswith(("wgmma.fence", "wgmma.wait_group")):
+        return tuple(args)                         # registers tied through the statement
+    if asm.startswith("div.full.f32"):
+        with np.errstate(all="ignore"):
+            return (np.asarray(args[0], np.float32) / np.asarray(args[1], np.float32))
+    if asm.startswith("createpolicy"):
+        return np.zeros(sim.threads, np.int64)
+    if asm.startswith("ld.global.L2::cache_hint.v4.b32"):
+        words = _read(sim, blk, 1, args[0], np.dtype(np.int32), mask, 4)
+        return tuple(words[:, j] for j in range(4))
+    if "wgmma.mma_async" in asm:
+        return _wgmma_register_a(sim, blk, o, asm, args, mask)
+    raise SimError(f"no model of the inline PTX {asm[:60]!r}")
+
+
+# -- tensor cores, copies, barriers ---------------------------------------------------------
+def _barrier_at(blk, addr: int) -> hw.Barrier:
+    b = blk.shared.barriers.get(addr)
+    if b is None:
+        raise SimError(f"no initialized mbarrier at shared offset {addr}")
+    return b
+
+
+@op("nvvm.mbarrier.init")
+def _mb_init(sim, blk, o, mask):
+    addr, count = _operands(sim, blk, o)
+    for a, c in zip(np.asarray(addr)[mask], np.asarray(count)[mask]):
+        blk.shared.barriers[int(a)] = hw.Barrier(int(c), int(c))
+
+
+@op("nvvm.mbarrier.inval")
+def _mb_inval(sim, blk, o, mask):
+    (addr,) = _operands(sim, blk, o)
+    for a in np.asarray(addr)[mask]:
+        blk.shared.barriers.pop(int(a), None)
+
+
+@op("nvvm.mbarrier.arrive")
+def _mb_arrive(sim, blk, o, mask):
+    (addr,) = _operands(sim, blk, o)
+    for a in np.asarray(addr)[mask]:
+        _barrier_at(blk, int(a)).arrive()
+    return np.zeros(sim.threads, np.int64)
+
+
+@op("nvvm.mbarrier.arrive.expect_tx")
+def _mb_arrive_tx(sim, blk, o, mask):
+    addr, tx = _operands(sim, blk, o)
+    for a, n in zip(np.asarray(addr)[mask], np.asarray(tx)[mask]):
+        b = _barrier_at(blk, int(a))
+        b.expect_tx(int(n))
+        b.arrive()
+    return np.zeros(sim.threads, np.int64) if o.results else None
+
+
+@op("nvvm.mbarrier.try_wait.parity")
+def _mb_wait(sim, blk, o, mask):
+    addr, parity, _ = _operands(sim, blk, o)
+    for a, p in zip(np.asarray(addr)[mask], np.asarray(parity)[mask]):
+        b = _barrier_at(blk, int(a))
+        if not b.ready(int(p)):
+            raise SimError(f"wait on the mbarrier at shared offset {int(a)} for parity "
+                           f"{int(p)} would hang: {b.phase} phases completed, "
+                           f"{b.pending} arrivals and {b.tx} bytes still pending")
+
+
+@op("nvvm.cp.async.bulk.tensor.shared.cluster.global")
+def _tma(sim, blk, o, mask):
+    vals = _operands(sim, blk, o)
+    dst, tmap = vals[0], vals[1]
+    coords, mbar = vals[2:-1], vals[-1]
+    for t in np.nonzero(mask)[0]:
+        tm = sim.tensor_maps.get(int(tmap[t]))
+        if tm is None:
+            raise SimError(f"no tensor map behind parameter value {int(tmap[t])}")
+        n = hw.tma_load(sim.memory, blk.shared, tm, int(dst[t]),
+                        [int(c[t]) for c in coords])
+        _barrier_at(blk, int(mbar[t])).complete_tx(n)
+
+
+@op("nvvm.cp.async.shared.global")
+def _cp_async(sim, blk, o, mask):
+    vals = _operands(sim, blk, o)
+    dst, src = vals[:2]
+    size = _attr_int(o, "size")
+    cp = np.asarray(vals[2] if len(vals) > 2 else np.full(sim.threads, size), np.int64)
+    if not mask.any():
+        return
+    t = np.nonzero(mask)[0]
+    data = np.zeros((t.size, size), np.uint8)
+    for n in np.unique(cp[t]):
+        sel = t[cp[t] == n]
+        if n:
+            data[np.isin(t, sel), :n] = sim.memory.read(np.asarray(src, np.int64)[sel], int(n))
+    blk.shared.write(np.asarray(dst, np.int64)[t], data)
+
+
+def _nothing(sim, blk, o, mask):
+    return None
+
+
+for _name in ("nvvm.fence.proxy", "nvvm.fence.mbarrier.init", "nvvm.cp.async.commit.group",
+              "nvvm.cp.async.wait.group", "nvvm.wgmma.fence.aligned",
+              "nvvm.wgmma.commit.group.sync.aligned"):
+    OPS[_name] = _nothing
+
+
+@op("nvvm.wgmma.wait.group.sync.aligned")
+def _wgmma_wait(sim, blk, o, mask):
+    return None
+
+
+def _warpgroups(sim, mask):
+    for g in range(sim.threads // 128):
+        sel = slice(128 * g, 128 * (g + 1))
+        if not mask[sel].all():
+            raise SimError("a wgmma reached by part of a warpgroup")
+        yield g, sel
+
+
+@op("nvvm.wgmma.mma_async")
+def _wgmma(sim, blk, o, mask):
+    acc, desc_a, desc_b = [blk.env[v] for v in o.operands]
+    shape = str(o.attributes["shape"])
+    m, n, k = (int(x) for x in re.findall(r"= (\d+)", shape))
+    ta = re.search(r"<(\w+)>", str(o.attributes["typeA"])).group(1)
+    a_kmajor = "row" in str(o.attributes["layoutA"])
+    b_kmajor = "col" in str(o.attributes["layoutB"])
+    out = np.stack([np.asarray(x, np.float32) for x in acc])      # (regs, threads)
+    for g, sel in _warpgroups(sim, mask):
+        da = _uniform(np.asarray(desc_a)[sel], np.ones(128, bool), "wgmma descriptor A")
+        db = _uniform(np.asarray(desc_b)[sel], np.ones(128, bool), "wgmma descriptor B")
+        A = hw.to_float(hw.read_operand(blk.shared, da, 64, k, a_kmajor, ta), ta)
+        B = hw.to_float(hw.read_operand(blk.shared, db, n, k, b_kmajor, ta), ta)   # n x k
+        _accumulate(out, 128 * g, n, A @ B.T)
+    return tuple(out[i] for i in range(out.shape[0]))
+
+
+def _accumulate(out: np.ndarray, first: int, n: int, product: np.ndarray) -> None:
+    """out[reg, thread] += product at the accumulator fragment's (row, col), in f32."""
+    t, i, r, c = hw.wgmma_accumulator_index(n)
+    d = out[i, first + t].astype(np.float64) + product[r, c]
+    out[i, first + t] = d.astype(np.float32)
+
+
+def _wgmma_register_a(sim, blk, o, asm, args, mask):
+    mt = re.search(r"\.m64n(\d+)k16\.f32\.(\w+)\.", asm)
+    n, elem = int(mt.group(1)), mt.group(2)
+    nd = n // 2
+    acc, a_words, desc_b = args[:nd], args[nd:nd + 4], args[nd + 4]
+    tnsp_b = asm.rstrip().rstrip("}").rstrip().rstrip(";").split(",")[-1].strip() == "1"
+    dtype = hw.ELEM[elem][0]
+    afrag = hw.a_fragment_coords()
+    out = [np.array(x, np.float32, copy=True) for x in acc]
+    for g, sel in _warpgroups(sim, mask):
+        db = _uniform(np.asarray(desc_b)[sel], np.ones(128, bool), "wgmma descriptor B")
+        B = hw.to_float(hw.read_operand(blk.shared, db, n, 16, not tnsp_b, elem), elem)
+        A = np.zeros((64, 16))
+        for w in range(4):
+            for lane in range(32):
+                t = 128 * g + 32 * w + lane
+                vals = np.concatenate([np.asarray(a_words[j])[t:t + 1].view(dtype)
+                                       for j in range(4)])
+                for i in range(8):
+                    r, c = afrag[(lane, i)]
+                    A[16 * w + r, c] = float(vals[i])
+        stacked = np.stack(out)
+        _accumulate(stacked, 128 * g, n, A @ B.T)
+        out = list(stacked)
+    return tuple(out)
+
+
+@op("nvvm.ldmatrix")
+def _ldmatrix(sim, blk, o, mask):
+    (ptr,) = _operands(sim, blk, o)
+    num = _attr_int(o, "num")
+    trans = "col" in str(o.attributes["layout"])
+    if not mask.all():
+        raise SimError("ldmatrix reached by part of a warp")
+    warps = sim.threads // 32
+    p = np.asarray(ptr, np.int64).reshape(warps, 32)
+    lane = np.arange(32)
+    words = []
+    for j in range(num):
+        rows = p[:, 8 * j:8 * j + 8].reshape(-1)                 # lanes 8j.. point at rows
+        mat = blk.shared.read(rows, 16).view(np.uint16).reshape(warps, 8, 8)
+        if not trans:       # thread t: row t / 4, elements 2 (t % 4) and the next
+            pair = np.stack([mat[:, lane // 4, 2 * (lane % 4)],
+                             mat[:, lane // 4, 2 * (lane % 4) + 1]], axis=-1)
+        else:               # thread t: column t / 4, rows 2 (t % 4) and the next
+            pair = np.stack([mat[:, 2 * (lane % 4), lane // 4],
+                             mat[:, 2 * (lane % 4) + 1, lane // 4]], axis=-1)
+        words.append(np.ascontiguousarray(pair).view(np.int32).reshape(sim.threads))
+    return tuple(words) if num > 1 else words[0]
+
+
+def _fragment_index(coords: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    lane, i, r, c = zip(*[(ln, ii, rr, cc) for (ln, ii), (rr, cc) in coords.items()])
+    return tuple(np.array(x) for x in (lane, i, r, c))
+
+
+_A16 = _fragment_index(hw.a_fragment_coords())
+_B16 = _fragment_index(hw.b_fragment_coords())
+_C16 = _fragment_index(hw.c_fragment_coords())
+
+
+@op("nvvm.mma.sync")
+def _mma_sync(sim, blk, o, mask):
+    vals = _operands(sim, blk, o)
+    if len(o.operands) != 10:
+        raise SimError("only mma.sync.m16n8k16 is modelled")
+    a_words, b_words, c = vals[:4], vals[4:6], vals[6:10]
+    elem = re.search(r"<(\w+)>", str(o.attributes["multiplicandAPtxType"])).group(1)
+    dtype = hw.ELEM[elem][0]
+    if not mask.all():
+        raise SimError("mma.sync reached by part of a warp")
+    warps = sim.threads // 32
+
+    def elements(ws):        # (threads, elements) of the packed operand
+        raw = np.concatenate([np.ascontiguousarray(np.asarray(w)).view(np.uint8)
+                              .reshape(sim.threads, -1) for w in ws], axis=1)
+        return raw.view(dtype).astype(np.float64).reshape(warps, 32, -1)
+
+    va, vb = elements(a_words), elements(b_words)
+    vc = np.stack([np.asarray(x, np.float64) for x in c], axis=1).reshape(warps, 32, 4)
+    A = np.zeros((warps, 16, 16))
+    B = np.zeros((warps, 16, 8))
+    C = np.zeros((warps, 16, 8))
+    lane, i, r, col = _A16
+    A[:, r, col] = va[:, lane, i]
+    lane, i, r, col = _B16
+    B[:, r, col] = vb[:, lane, i]
+    lane, i, r, col = _C16
+    C[:, r, col] = vc[:, lane, i]
+    D = (C + A @ B).astype(np.float32)
+    out = np.zeros((warps, 32, 4), np.float32)
+    out[:, lane, i] = D[:, r, col]
+    out = out.reshape(sim.threads, 4)
+    return tuple(out[:, j] for j in range(4))
+
+
+# ---------------------------------------------------------------------------
+# Launching
+# ---------------------------------------------------------------------------
+def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
+             blocks: Sequence[tuple[int, int, int]] | None = None) -> None:
+    """Runs a kernel compiled to the `gpu` stage (or later) on NumPy arguments.
+
+    `compiled` is a `CompiledKernel` (its `gpu` artifact and metadata are used);
+    `args` are the kernel's arguments as `launch` takes them (arrays are NumPy and
+    are written in place).  `blocks` restricts the run to some block ids (all by
+    default).
+    """
+    from tileir.dialect import context as tile_context
+    from tileir.runtime.arrays import describe
+    from tileir.runtime.tensor_maps import encode_args
+    meta = compiled.meta
+    runtime = [args[i] for i in compiled.runtime_params]
+    arrays = [a for a in runtime if isinstance(a, np.ndarray)]
+    memory = hw.Memory(arrays)
+    grid = tuple(list(grid) + [1] * (3 - len(grid)))
+    ctx = tile_context()
+    with ctx:
+        module = ir.Module.parse(compiled.artifacts["gpu"])
+        func = _kernel(module)
+        abi: list[Any] = []
+        tensor_maps: dict[int, hw.TensorMap] = {}
+        infos = {}
+        addr_of = dict(zip(map(id, arrays), memory.addresses))
+        for i, (spec, a) in enumerate(zip(meta["params"], runtime)):
+            if spec["kind"] == "array":
+                info = describe(a)
+                info = type(info)(addr_of[id(a)], info.shape, info.strides, info.dtype,
+                                  info.device)
+                infos[i] = info
+                abi += [info.ptr] + list(info.shape) + list(info.strides)
+            else:
+                abi.append(a)
+        for k, tm in enumerate(meta.get("tensor_maps", ())):
+            e = encode_args(infos[tm["param"]], tm["box"], tm["swizzle"], meta["name"],
+                            meta["params"][tm["param"]]["name"])
+            handle = 0x1000 + k
+            tensor_maps[handle] = hw.TensorMap(e["address"], e["dims"], e["strides"], e["box"],
+                                               infos[tm["param"]].itemsize,
+                                               tm["swizzle"])
+            abi.append(handle)
+        sim = _Simulator(func, meta, grid, memory, tensor_maps)
+        body = func.regions[0].blocks[0]
+        values = []
+        for arg, v in zip(body.arguments, abi):
+            values.append(sim.full(v, arg.type) if not isinstance(v, bool) else
+                          sim.full(int(v), arg.type))
+        ids = blocks if blocks is not None else [
+            (x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+        for bid in ids:
+            sim.run_block(_Block(sim, bid), values)
+    memory.copy_out(arrays)
+
+
+def _kernel(module: ir.Module) -> ir.Operation:
+    for op_ in module.body.operations:
+        if op_.operation.name == "gpu.module":
+            for f in op_.operation.regions[0].blocks[0].operations:
+                if f.operation.name == "gpu.func":
+                    return f.operation
+    raise SimError("no gpu.func in the module: compile to the 'gpu' stage first")
+
+
+__all__ = ["simulate", "SimError"]

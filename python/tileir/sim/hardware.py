@@ -1,0 +1,289 @@
+"""Models of what the GPU does in hardware, from the PTX ISA, for `sim.executor`.
+
+Memory is bytes: `Memory` holds the kernel's global arrays in one flat buffer
+with a validity map (a read or write of a byte no array owns is an error);
+shared memory is a per-block byte array.  Register fragments of tensor-core
+instructions, the canonical shared-memory layouts a wgmma descriptor names and
+the TMA swizzle modes are written out here as the ISA describes them, apart
+from the compiler's own layout code, so that the two can disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+
+BASE_ADDRESS = 1 << 32        # global addresses start here (0 stays invalid)
+GUARD = 1024                  # invalid bytes between arrays
+
+
+class SimError(Exception):
+    """The simulated kernel did something the GPU would fault or hang on."""
+
+
+# ---------------------------------------------------------------------------
+# Memory
+# ---------------------------------------------------------------------------
+class Memory:
+    """The global arrays of one launch, side by side in one byte buffer."""
+
+    def __init__(self, arrays: list[np.ndarray]):
+        sizes = [a.nbytes for a in arrays]
+        total = sum((s + GUARD + 255) // 256 * 256 for s in sizes) + GUARD
+        self.bytes = np.zeros(total, np.uint8)
+        self.valid = np.zeros(total, bool)
+        self.addresses = []
+        at = GUARD
+        for a in arrays:
+            flat = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+            self.bytes[at:at + flat.size] = flat
+            self.valid[at:at + flat.size] = True
+            self.addresses.append(BASE_ADDRESS + at)
+            at += (a.nbytes + GUARD + 255) // 256 * 256
+
+    def copy_out(self, arrays: list[np.ndarray]) -> None:
+        for a, addr in zip(arrays, self.addresses):
+            off = addr - BASE_ADDRESS
+            flat = a.view(np.uint8).reshape(-1)
+            flat[:] = self.bytes[off:off + flat.size]
+
+    def _offsets(self, addr: np.ndarray, nbytes: int, what: str) -> np.ndarray:
+        off = addr.astype(np.int64) - BASE_ADDRESS
+        idx = off[:, None] + np.arange(nbytes)[None, :]
+        bad = (idx < 0) | (idx >= self.bytes.size)
+        if bad.any() or not self.valid[np.clip(idx, 0, self.bytes.size - 1)].all():
+            first = addr[np.nonzero(bad.any(1) | ~self.valid[np.clip(
+                idx, 0, self.bytes.size - 1)].all(1))[0][0]]
+            raise SimError(f"{what} of {nbytes} bytes at global address 0x{int(first):x} is "
+                           f"outside every argument array")
+        return idx
+
+    def read(self, addr: np.ndarray, nbytes: int) -> np.ndarray:
+        """(T, nbytes) uint8 read at each address."""
+        return self.bytes[self._offsets(addr, nbytes, "a load")]
+
+    def write(self, addr: np.ndarray, data: np.ndarray) -> None:
+        idx = self._offsets(addr, data.shape[1], "a store")
+        self.bytes[idx] = data
+
+
+class Shared:
+    """One block's dynamic shared memory."""
+
+    def __init__(self, nbytes: int):
+        self.bytes = np.zeros(max(nbytes, 16), np.uint8)
+        self.written = np.zeros(self.bytes.size, bool)
+        self.barriers: dict[int, Barrier] = {}
+
+    def _idx(self, addr: np.ndarray, nbytes: int, what: str) -> np.ndarray:
+        idx = addr.astype(np.int64)[:, None] + np.arange(nbytes)[None, :]
+        if ((idx < 0) | (idx >= self.bytes.size)).any():
+            raise SimError(f"{what} of {nbytes} bytes at shared offset "
+                           f"{int(addr.min())}..{int(addr.max())} is outside the block's "
+                           f"{self.bytes.size} bytes of shared memory")
+        return idx
+
+    def read(self, addr: np.ndarray, nbytes: int) -> np.ndarray:
+        idx = self._idx(addr, nbytes, "a shared load")
+        if not self.written[idx].all():
+            raise SimError(f"a shared load at offset {int(addr.flat[0])} reads bytes nothing "
+                           f"wrote")
+        return self.bytes[idx]
+
+    def write(self, addr: np.ndarray, data: np.ndarray) -> None:
+        idx = self._idx(addr, data.shape[1], "a shared store")
+        if any(self._overlaps_barrier(int(a), data.shape[1]) for a in np.unique(addr)):
+            raise SimError(f"a shared store overwrites a live mbarrier near offset "
+                           f"{int(addr.flat[0])}")
+        self.bytes[idx] = data
+        self.written[idx] = True
+
+    def _overlaps_barrier(self, addr: int, n: int) -> bool:
+        return any(addr < b + 8 and b < addr + n for b in self.barriers)
+
+
+# ---------------------------------------------------------------------------
+# mbarriers
+# ---------------------------------------------------------------------------
+@dataclasses.dataclass
+class Barrier:
+    count: int
+    pending: int
+    tx: int = 0
+    phase: int = 0            # completed phases
+
+    def arrive(self, n: int = 1) -> None:
+        self.pending -= n
+        if self.pending < 0:
+            raise SimError("more arrivals on an mbarrier than its count")
+        self._maybe_complete()
+
+    def expect_tx(self, n: int) -> None:
+        self.tx += n
+
+    def complete_tx(self, n: int) -> None:
+        self.tx -= n
+        self._maybe_complete()
+
+    def _maybe_complete(self) -> None:
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.count
+
+    def ready(self, parity: int) -> bool:
+        """try_wait.parity: the phase of that parity completed (the current, incomplete
+        phase has the other parity)."""
+        return self.phase % 2 != parity % 2
+
+
+# ---------------------------------------------------------------------------
+# Tensor maps and TMA
+# ---------------------------------------------------------------------------
+@dataclasses.dataclass
+class TensorMap:
+    """What cuTensorMapEncodeTiled was given (runtime.tensor_maps.encode_args)."""
+
+    address: int
+    dims: list[int]           # innermost first
+    strides: list[int]        # bytes, dims 1.. (innermost first)
+    box: list[int]            # innermost first
+    elem_bytes: int
+    swizzle: int              # bytes, 0 for none
+
+
+def swizzle(offset: int, mode: int) -> int:
+    """The TMA/wgmma swizzle on a shared address: bits [4, 4+b) ^= bits [7, 7+b)."""
+    if mode == 0:
+        return offset
+    b = {32: 1, 64: 2, 128: 3}[mode]
+    return offset ^ (((offset >> 7) & ((1 << b) - 1)) << 4)
+
+
+def tma_load(memory: Memory, shared: Shared, tm: TensorMap, dst: int,
+             coords: list[int]) -> int:
+    """Copies one box to shared memory at `dst` (rows of the innermost box dim, one
+    after another, swizzled; out-of-bounds elements zero); returns the bytes."""
+    eb = tm.elem_bytes
+    row_bytes = tm.box[0] * eb
+    if tm.swizzle and row_bytes > tm.swizzle:
+        raise SimError(f"a TMA box row of {row_bytes} bytes exceeds its {tm.swizzle}-byte "
+                       f"swizzle")
+    if dst % (1024 if tm.swizzle == 128 else 128):
+        raise SimError(f"TMA destination {dst} is not aligned for the swizzle")
+    # every element of the box: its global coordinates, innermost first
+    grids = np.meshgrid(*[np.arange(b) for b in tm.box], indexing="ij")
+    g = [coords[d] + grids[d].reshape(-1) for d in range(len(tm.box))]
+    inside = np.ones(g[0].shape, bool)
+    for d in range(len(g)):
+        inside &= (g[d] >= 0) & (g[d] < tm.dims[d])
+    addr = tm.address + g[0] * eb
+    for d in range(1, len(g)):
+        addr = addr + g[d] * tm.strides[d - 1]
+    data = np.zeros((g[0].size, eb), np.uint8)
+    if inside.any():
+        data[inside] = memory.read(addr[inside], eb)
+    # the element's place in shared memory: its box row, then its column
+    row = np.zeros(g[0].shape, np.int64)
+    for d in reversed(range(1, len(g))):
+        row = row * tm.box[d] + grids[d].reshape(-1)
+    off = row * row_bytes + grids[0].reshape(-1) * eb
+    shared.write(dst + swizzle_array(off, tm.swizzle), data)
+    return g[0].size * eb
+
+
+# ---------------------------------------------------------------------------
+# wgmma
+# ---------------------------------------------------------------------------
+ELEM = {"f16": (np.float16, 2), "bf16": (ml_dtypes.bfloat16, 2), "tf32": (np.float32, 4),
+        "e4m3": (ml_dtypes.float8_e4m3fn, 1), "e5m2": (ml_dtypes.float8_e5m2, 1),
+        "f32": (np.float32, 4)}
+
+
+def decode_descriptor(desc: int) -> tuple[int, int, int, int]:
+    """(start, leading byte offset, stride byte offset, swizzle bytes)."""
+    desc &= (1 << 64) - 1
+    start = (desc & 0x3FFF) << 4
+    lbo = ((desc >> 16) & 0x3FFF) << 4
+    sbo = ((desc >> 32) & 0x3FFF) << 4
+    mode = desc >> 62
+    return start, lbo, sbo, {0: 0, 1: 128, 2: 64, 3: 32}[mode]
+
+
+def read_operand(shared: Shared, desc: int, rows: int, k: int, k_major: bool,
+                 elem: str) -> np.ndarray:
+    """The rows x k matrix (rows = M of A, N of B) a descriptor names, in the canonical
+    layouts: K-major, 8-row groups `sbo` apart, rows `swizzle` bytes long; MN-major,
+    `swizzle` bytes of M/N per row of one k, 8-k groups `sbo` apart, swizzle-wide
+    M/N chunks `lbo` apart."""
+    start, lbo, sbo, swz = decode_descriptor(desc)
+    if swz == 0:
+        raise SimError("wgmma descriptors without a swizzle are not modelled")
+    dtype, eb = ELEM[elem]
+    r = np.arange(rows)[:, None]
+    c = np.arange(k)[None, :]
+    if k_major:
+        addr = start + (r // 8) * sbo + (r % 8) * swz + c * eb
+    else:
+        w = swz // eb
+        addr = start + (r // w) * lbo + (c // 8) * sbo + (c % 8) * swz + (r % w) * eb
+    addr = swizzle_array(addr, swz).reshape(-1)
+    raw = shared.read(addr, eb)                       # (rows * k, eb)
+    return raw.reshape(-1).view(dtype).reshape(rows, k)
+
+
+def swizzle_array(offset: np.ndarray, mode: int) -> np.ndarray:
+    if mode == 0:
+        return offset
+    b = {32: 1, 64: 2, 128: 3}[mode]
+    return offset ^ (((offset >> 7) & ((1 << b) - 1)) << 4)
+
+
+import functools  # noqa: E402
+
+
+@functools.cache
+def wgmma_accumulator_index(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(thread, register, row, col) arrays of m64nN's accumulator fragment."""
+    t, i, r, c = [], [], [], []
+    for (tt, ii), (rr, cc) in wgmma_accumulator_coords(n).items():
+        t.append(tt), i.append(ii), r.append(rr), c.append(cc)
+    return tuple(np.array(x) for x in (t, i, r, c))
+
+
+def wgmma_accumulator_coords(n: int):
+    """(thread of the warpgroup, register) -> (row, col) of m64nN's accumulator."""
+    coords = {}
+    for t in range(128):
+        w, lane = divmod(t, 32)
+        g, q = divmod(lane, 4)
+        for i in range(n // 2):
+            coords[(t, i)] = (16 * w + g + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * q + i % 2)
+    return coords
+
+
+def a_fragment_coords():
+    """(lane, element) -> (row, col) of a 16 x 16 A fragment (mma.m16n8k16, and each
+    warp's 16 rows of wgmma's register A)."""
+    return {(lane, i): (lane // 4 + 8 * ((i // 2) % 2), 2 * (lane % 4) + i % 2 + 8 * (i // 4))
+            for lane in range(32) for i in range(8)}
+
+
+def b_fragment_coords():
+    """(lane, element) -> (k, n) of a 16 x 8 B fragment (mma.m16n8k16)."""
+    return {(lane, i): (2 * (lane % 4) + i % 2 + 8 * (i // 2), lane // 4)
+            for lane in range(32) for i in range(4)}
+
+
+def c_fragment_coords():
+    """(lane, element) -> (row, col) of a 16 x 8 accumulator (mma.m16n8k16)."""
+    return {(lane, i): (lane // 4 + 8 * (i // 2), 2 * (lane % 4) + i % 2)
+            for lane in range(32) for i in range(4)}
+
+
+def to_float(x: np.ndarray, elem: str) -> np.ndarray:
+    if elem == "tf32":     # the tensor core reads the top 19 bits of an f32
+        bits = np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+        return bits.view(np.float32).astype(np.float64)
+    return np.asarray(x).astype(np.float64)
