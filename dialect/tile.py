@@ -423,7 +423,7 @@ class ReduceOp(TileOpView):
 def mma_accumulator_types(elem: ir.Type) -> tuple[str, ...]:
     """Accumulator (and matmul result) element types allowed for operand type `elem`."""
     return {"f16": ("f16", "f32"), "bf16": ("f32",), "f32": ("f32",), "f64": ("f64",),
-            "i8": ("i32",)}.get(str(elem), ())
+            "i8": ("i32",), "f8E4M3FN": ("f32",), "f8E5M2": ("f32",)}.get(str(elem), ())
 
 
 def _check_matmul_shapes(a: ir.RankedTensorType, b: ir.RankedTensorType,
@@ -481,7 +481,7 @@ class MmaOp(TileOpView):
         allowed = mma_accumulator_types(a.element_type)
         if not allowed:
             raise VerifyError(f"mma does not take {a.element_type} operands; supported: f16, "
-                              f"bf16, f32, f64, i8")
+                              f"bf16, f32, f64, i8, f8E4M3FN, f8E5M2")
         if str(acc.element_type) not in allowed:
             raise VerifyError(f"accumulator element type {acc.element_type} is not allowed for "
                               f"{a.element_type} operands (allowed: {', '.join(allowed)})")
@@ -525,7 +525,7 @@ class MatmulOp(TileOpView):
         allowed = mma_accumulator_types(a.element_type)
         if not allowed:
             raise VerifyError(f"matmul does not take {a.element_type} operands; supported: "
-                              f"f16, bf16, f32, f64, i8")
+                              f"f16, bf16, f32, f64, i8, f8E4M3FN, f8E5M2")
         ok = set(allowed) | ({str(a.element_type)} if is_float(a.element_type) else set())
         if str(res.element_type) not in ok:
             raise VerifyError(f"result element type {res.element_type} is not allowed for "

@@ -17,7 +17,7 @@ import re
 
 from mlir import ir
 
-FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
+FLOAT_TYPES = ("f16", "bf16", "f32", "f64", "f8E4M3FN", "f8E5M2")
 INT_WIDTHS = (1, 8, 16, 32, 64)
 
 
@@ -58,7 +58,8 @@ def is_tile(t: ir.Type) -> bool:
 
 
 def is_float(t: ir.Type) -> bool:
-    return isinstance(t, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type))
+    return isinstance(t, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type)) or \
+        str(t) in ("f8E4M3FN", "f8E5M2")
 
 
 def is_int(t: ir.Type) -> bool:
@@ -93,4 +94,4 @@ def is_power_of_two(n: int) -> bool:
 def bitwidth(t: ir.Type) -> int:
     if isinstance(t, ir.IntegerType):
         return t.width
-    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[str(t)]
+    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8}[str(t)]

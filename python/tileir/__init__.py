@@ -18,8 +18,8 @@ from .api import (PaddingMode, abs, arange, argmax, argmin, astype, bid, broadca
                   maximum, min, minimum, mma, num_blocks, num_tiles, ones, permute, pow, prod,
                   reshape, rsqrt, sin, sqrt, static_assert, store, sum, tan, tanh, transpose,
                   where, zeros)
-from .dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16, int32,
-                     int64, uint8, uint16, uint32, uint64)
+from .dtypes import (DType, bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32,
+                     float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 from .errors import (TileCompilerExecutionError, TileError, TileSyntaxError, TileTypeError,
                      TileUnsupportedFeatureError, TileValueError)
 from .function import Function, function

@@ -42,9 +42,9 @@ class DType:
 
     @property
     def numpy(self) -> np.dtype:
-        if self.name == "bfloat16":
+        if self.name in _ML_DTYPES:
             import ml_dtypes
-            return np.dtype(ml_dtypes.bfloat16)
+            return np.dtype(getattr(ml_dtypes, self.name))
         return np.dtype({"bool_": "bool"}.get(self.name, self.name))
 
     def __repr__(self) -> str:
@@ -67,9 +67,14 @@ float16 = DType("float16", "f16", "float", 16)
 bfloat16 = DType("bfloat16", "bf16", "float", 16)
 float32 = DType("float32", "f32", "float", 32)
 float64 = DType("float64", "f64", "float", 64)
+# 8-bit floats (OCP FP8): tensor-core operands on sm_90a; loads, stores and casts elsewhere
+float8_e4m3fn = DType("float8_e4m3fn", "f8E4M3FN", "float", 8)
+float8_e5m2 = DType("float8_e5m2", "f8E5M2", "float", 8)
 
 ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16,
-       float32, float64)
+       float32, float64, float8_e4m3fn, float8_e5m2)
+# dtypes NumPy holds through ml_dtypes
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 BY_NAME = {d.name: d for d in ALL}
 BY_NAME["bool"] = bool_
 
@@ -97,8 +102,6 @@ def from_any(x) -> DType | None:
 
 
 def from_numpy(dt: np.dtype) -> DType | None:
-    if dt.name == "bfloat16":
-        return bfloat16
     return BY_NAME.get(dt.name)
 
 
@@ -120,8 +123,9 @@ def promote(a: DType, b: DType) -> DType:
         return a
     if a.is_float or b.is_float:
         if a.is_float and b.is_float:
-            if {a, b} == {float16, bfloat16}:
-                return float32
+            if a.bits == b.bits or max(a.bits, b.bits) <= 16:
+                return float32       # f16 and bf16, or fp8s: no common narrow type
+            return a if a.bits > b.bits else b
             return a if a.bits > b.bits else b
         return a if a.is_float else b
     if a.is_bool:

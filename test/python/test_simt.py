@@ -17,7 +17,7 @@ import tileir as ct
 from tileir.examples import layernorm, rmsnorm, softmax, transpose, vector_add
 from tileir.sim import SimError, simulate
 
-from test_tensor_cores import gemm, gemm_nt
+from test_tensor_cores import bgemm, gemm, gemm_nt
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = ("sm_90a", "sm_80")
@@ -61,6 +61,42 @@ def test_gemm_with_an_unaligned_operand_runs_correctly(target, rng):
     """Rows of 37 elements: no TMA or cp.async, the synchronous path through registers."""
     got, ref = _gemm(gemm, target, 100, 60, 37, (64, 64, 32), BF16, rng)
     assert _close(got, ref, 37)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_batched_gemm_runs_correctly(target, rng):
+    """3-d arrays, a batch index from the grid: 3-d TMA boxes, unit dims reshaped away."""
+    batch, m, n, k = 3, 70, 80, 96
+    a = rng.standard_normal((batch, m, k)).astype(BF16)
+    b = rng.standard_normal((batch, k, n)).astype(BF16)
+    c = np.full((batch, m, n), np.nan, BF16)
+    args = (a, b, c, 64, 64, 32)
+    simulate(bgemm.compile(args, stage="gpu", target=target), (2, 2, batch), args)
+    ref = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
+    assert _close(c.astype(np.float64), ref, k)
+
+
+F8 = ml_dtypes.float8_e4m3fn
+
+
+@pytest.mark.parametrize("kernel,nt,k,out,tol", [
+    (gemm_nt, True, 128, BF16, 1e-2),      # K-major operands: straight from TMA to wgmma
+    (gemm, False, 128, BF16, 1e-2),        # a row-major B, turned K-major through registers
+    (gemm_nt, True, 72, BF16, 1e-2),       # rows of 72 bytes: the synchronous path
+    (gemm_nt, True, 128, F8, 7e-2),        # an fp8 result (3 mantissa bits)
+    (gemm_nt, True, 64, np.float32, 2e-3),     # f32 operands through tf32
+    (gemm, False, 64, np.float32, 2e-3),
+])
+def test_fp8_and_tf32_gemm_run_correctly(kernel, nt, k, out, tol, rng):
+    operand = np.float32 if out == np.float32 else F8
+    m, n = 96, 80
+    a = rng.standard_normal((m, k)).astype(operand)
+    b = (rng.standard_normal((n, k)) if nt else rng.standard_normal((k, n))).astype(operand)
+    c = np.full((m, n), np.nan, out)
+    args = (a, b, c, 64, 64, 32 if operand == np.float32 else 64)
+    simulate(kernel.compile(args, stage="gpu", target="sm_90a"), (2, 2), args)
+    ref = a.astype(np.float64) @ (b.astype(np.float64).T if nt else b.astype(np.float64))
+    assert np.abs(c.astype(np.float64) - ref).max() <= tol * np.abs(ref).max()
 
 
 def test_wide_wgmma_tile_runs_correctly(rng):

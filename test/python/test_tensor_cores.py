@@ -56,6 +56,20 @@ def gemm_nt(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
+@ct.kernel
+def bgemm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """Batched: C[z] = A[z] @ B[z], the batch index from the third grid axis."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    z = ct.bid(2)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=2, shape=(1, BM, BK))):
+        ta = ct.load(a, index=(z, i, k), shape=(1, BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(z, k, j), shape=(1, BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ct.reshape(ta, (BM, BK)), ct.reshape(tb, (BK, BN)), acc)
+    ct.store(c, index=(z, i, j), tile=ct.reshape(ct.astype(acc, c.dtype), (1, BM, BN)))
+
+
 # ---------------------------------------------------------------------------
 # Register fragments, from the PTX ISA
 # ---------------------------------------------------------------------------

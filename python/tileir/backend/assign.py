@@ -78,18 +78,17 @@ class MmaAssignment:
 
     def operand_source(self, v: ir.Value) -> None:
         """A load that only feeds this operand (through permutes) loads into shared memory."""
-        perms = []
-        while _defining_name(v) == "tile.permute" and _single_use(v):
-            owner = v.owner.operation if hasattr(v.owner, "operation") else v.owner
-            perms.append(list(ir.DenseI64ArrayAttr(owner.attributes["permutation"])))
-            v = owner.operands[0]
+        while _single_use(v) and (_defining_name(v) == "tile.permute" or (
+                _defining_name(v) == "tile.reshape" and _unit_dim_change(
+                    list(v.owner.operands[0].type.shape), list(v.type.shape)) is not None)):
+            v = v.owner.operands[0]          # transposes and unit dims (a batch index)
         if _defining_name(v) != "tile.load" or not _single_use(v):
             return
         t = v.type
-        if t.rank != 2:
+        if t.rank < 2 or any(d != 1 for d in t.shape[:-2]):
             return
         inner = t.shape[-1] * element_bytes(t.element_type)
-        self.preferred[v] = Shared(choose_swizzle(inner), (1, 0))
+        self.preferred[v] = Shared(choose_swizzle(inner), tuple(reversed(range(t.rank))))
 
     def propagate_through_loops(self) -> None:
         """A loop carries a value in the layout its consumers prefer: init, region
@@ -395,6 +394,11 @@ def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | Non
     if lay is None:
         return None
     src, res = list(src_shape), list(res_shape)
+    if isinstance(lay, Shared):                       # shared tiles: the same bytes
+        k = _unit_dim_change(src, res)
+        if k is None:
+            return None
+        return lay.with_unit_dim(k) if len(res) > len(src) else lay.without_dim(k)
     if len(res) == len(src) + 1:                      # insert a unit dim
         # a slice gets its parent back when the unit dim returns where it was removed
         ks = ([lay.dim] if isinstance(lay, L.Slice) else []) + list(range(len(res)))
@@ -409,6 +413,17 @@ def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | Non
         for k in range(len(src)):
             if src[k] == 1 and src[:k] + src[k + 1:] == res:
                 return L.Slice(k, lay)
+    return None
+
+
+def _unit_dim_change(src: list[int], res: list[int]) -> int | None:
+    """The dim a reshape from `src` to `res` inserts or drops (a unit dim), else None."""
+    longer, shorter = (res, src) if len(res) == len(src) + 1 else (src, res)
+    if len(longer) != len(shorter) + 1:
+        return None
+    for k in range(len(longer)):
+        if longer[k] == 1 and longer[:k] + longer[k + 1:] == shorter:
+            return k
     return None
 
 

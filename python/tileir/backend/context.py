@@ -228,6 +228,19 @@ class LoweringContext:
         return llvm.ptrtoint(I32(), self.smem_ptr(offset))
 
 
+FP8_TYPES = ("f8E4M3FN", "f8E5M2")
+
+
+def is_fp8(t: ir.Type) -> bool:
+    return str(t) in FP8_TYPES
+
+
+def reg_type(elem: ir.Type) -> ir.Type:
+    """The type a register holds for a tile element: fp8 values live as their bits
+    (i8), since LLVM has no 8-bit float type; everything else as itself."""
+    return ir.IntegerType.get_signless(8) if is_fp8(elem) else elem
+
+
 def lin_of(t: ir.Type) -> L.Linear:
     """The linear layout of a tile type; a located error if the tile has no layout."""
     from tileir.dialect.layout import tile_layout
@@ -241,7 +254,7 @@ def lin_of(t: ir.Type) -> L.Linear:
 def _bits(t: ir.Type) -> int:
     if isinstance(t, ir.IntegerType):
         return t.width
-    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[str(t)]
+    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8}[str(t)]
 
 
 def index(v: ir.Value) -> ir.Value:

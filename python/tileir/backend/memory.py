@@ -18,13 +18,14 @@ from mlir import ir
 from mlir.dialects import arith, llvm, scf, vector
 
 from . import layouts as L
-from .context import I64, ArrayABI, Frag, LoweringContext, _bits, lin_of
+from .context import I64, ArrayABI, Frag, LoweringContext, _bits, lin_of, reg_type
 
 _DYNAMIC_INDEX = -2147483648     # llvm.getelementptr's marker for a dynamic index
 
 
 def storage_type(elem: ir.Type) -> ir.Type:
-    return ir.IntegerType.get_signless(8) if _is_i1(elem) else elem
+    """How elements sit in memory and in load/store vectors: i1 as bytes, fp8 as its bits."""
+    return ir.IntegerType.get_signless(8) if _is_i1(elem) else reg_type(elem)
 
 
 def _is_i1(t: ir.Type) -> bool:

@@ -187,6 +187,14 @@ class Shared:
         inv = {p: i for i, p in enumerate(perm)}
         return Shared(self.swizzle, tuple(inv[d] for d in self.order))
 
+    def without_dim(self, dim: int) -> "Shared":
+        """The layout after a reshape drops unit dim `dim` (the same bytes)."""
+        return Shared(self.swizzle, tuple(d - (d > dim) for d in self.order if d != dim))
+
+    def with_unit_dim(self, dim: int) -> "Shared":
+        """The layout after a reshape inserts a unit dim at `dim` (the same bytes)."""
+        return Shared(self.swizzle, tuple(d + (d >= dim) for d in self.order) + (dim,))
+
     def box_elems(self, shape, elem_bytes: int) -> int:
         """Elements of the fastest dim per box."""
         inner = shape[self.order[0]]

@@ -17,7 +17,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, vector
 
 from . import layouts as L
-from .context import Frag, LoweringContext, _bits
+from .context import Frag, LoweringContext, _bits, reg_type
 from .mma_layouts import Shared
 
 
@@ -96,7 +96,7 @@ def store_frag(cx: LoweringContext, frag: Frag, tile: SmemTile) -> None:
     lin = frag.lin
     toff = thread_offset(cx, tile, lin)
     v = _groups(tile, lin)
-    vt = ir.VectorType.get([v], tile.elem)
+    vt = ir.VectorType.get([v], reg_type(tile.elem))
     for r0 in range(0, lin.num_regs, v):
         ptr = _address(cx, tile, toff, tile.offset(lin.reg_coord(r0)))
         value = vector.from_elements(vt, frag.regs[r0:r0 + v]) if v > 1 else frag.regs[r0]
@@ -111,12 +111,13 @@ def load_frag(cx: LoweringContext, tile: SmemTile, lin: L.Linear) -> Frag:
         return frag
     toff = thread_offset(cx, tile, lin)
     v = _groups(tile, lin)
-    vt = ir.VectorType.get([v], tile.elem)
+    rt = reg_type(tile.elem)
+    vt = ir.VectorType.get([v], rt)
     regs: list[ir.Value] = []
     for r0 in range(0, lin.num_regs, v):
         ptr = _address(cx, tile, toff, tile.offset(lin.reg_coord(r0)))
         if v == 1:
-            regs.append(llvm.load(tile.elem, ptr, alignment=tile.elem_bytes))
+            regs.append(llvm.load(rt, ptr, alignment=tile.elem_bytes))
         else:
             vec = llvm.load(vt, ptr, alignment=v * tile.elem_bytes)
             regs.extend(vector.extract(vec, [], [j]) for j in range(v))

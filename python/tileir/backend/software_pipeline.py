@@ -173,7 +173,7 @@ class _Pipeliner:
             it = arith.divui(arith.subi(iv, lb), step)       # the iteration number
             slot = arith.remui(it, c(stages))
             parity = arith.andi(arith.divui(it, c(stages)), c(1))
-            wait = RingWaitOp(ring, slot, parity)
+            RingWaitOp(ring, slot, parity)
             views = [RingViewOp(ring, slot, b).result for b in range(len(loads))]
         for ld, tile in zip(loads, views):
             ld.op.results[0].replace_all_uses_with(tile)

@@ -39,7 +39,7 @@ class Elem:
 
     @property
     def is_float(self) -> bool:
-        return self.storage.kind == "f" or self.storage == BF16
+        return self.storage.kind == "f" or self.compute.kind == "f"
 
     @property
     def is_bool(self) -> bool:
@@ -79,6 +79,9 @@ def _int(bits: int) -> Elem:
 ELEMS: dict[str, Elem] = {
     "f16": _float("f16", np.float16),
     "bf16": _float("bf16", BF16, np.float32),
+    # fp8 like bf16: held in ml_dtypes, computed in f32, rounded back after each op
+    "f8E4M3FN": _float("f8E4M3FN", ml_dtypes.float8_e4m3fn, np.float32),
+    "f8E5M2": _float("f8E5M2", ml_dtypes.float8_e5m2, np.float32),
     "f32": _float("f32", np.float32),
     "f64": _float("f64", np.float64),
     **{f"i{b}": _int(b) for b in (1, 8, 16, 32, 64)},
@@ -103,6 +106,8 @@ def elem_of(t: ir.Type) -> Elem:
         key = "f32"
     elif isinstance(t, ir.F64Type):
         key = "f64"
+    elif str(t) in ("f8E4M3FN", "f8E5M2"):
+        key = str(t)
     else:
         key = None
     if key not in ELEMS:

@@ -649,6 +649,19 @@ def _inline_asm(sim, blk, o, mask):
         return tuple(words[:, j] for j in range(4))
     if "wgmma.mma_async" in asm:
         return _wgmma_register_a(sim, blk, o, asm, args, mask)
+    m = re.search(r"cvt\.rn\.f16x2\.(e4m3|e5m2)x2", asm)
+    if m:                     # fp8 bits (low byte of a b16) -> f32 through f16
+        t = hw.ELEM[m.group(1)][0]
+        low = (np.asarray(args[0]).astype(np.int64) & 0xFF).astype(np.uint8)
+        return low.view(t).astype(np.float32)
+    m = re.search(r"cvt\.rn\.satfinite\.(e4m3|e5m2)x2\.f32", asm)
+    if m:                     # (a, b) -> b16 with a's fp8 high, b's low; saturating
+        t = hw.ELEM[m.group(1)][0]
+        limit = float(ml_dtypes.finfo(t).max)
+        with np.errstate(all="ignore"):
+            hi, lo = (np.clip(np.asarray(x, np.float32), -limit, limit).astype(t)
+                      .view(np.uint8).astype(np.int16) for x in args[:2])
+        return (hi << 8) | lo
     raise SimError(f"no model of the inline PTX {asm[:60]!r}")
 
 

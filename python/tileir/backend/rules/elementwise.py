@@ -11,7 +11,7 @@ from mlir.dialects import arith, llvm
 
 from tileir.dialect import TileIRError
 
-from ..context import Frag, LoweringContext, lin_of
+from ..context import Frag, LoweringContext, _bits, is_fp8, lin_of, reg_type
 from .registry import prefix_rule, rule
 
 
@@ -42,9 +42,14 @@ def elementwise(cx: LoweringContext, op: ir.Operation) -> None:
     elems = [r.type.element_type for r in op.results]
     out: list[list[ir.Value]] = [[] for _ in elems]
     attrs = _attrs(op)
+    in_elems = [v.type.element_type if isinstance(v.type, ir.RankedTensorType) else v.type
+                for v in op.operands]
+    fp8 = any(is_fp8(e) for e in elems + in_elems)
     for r in range(lin.num_regs):
         args = [f.regs[r] if isinstance(f, Frag) else f for f in operands]
-        for k, res in enumerate(_scalar_op(name, elems, args, attrs)):
+        results = _fp8_op(name, in_elems, elems, args, attrs) if fp8 else \
+            _scalar_op(name, elems, args, attrs)
+        for k, res in enumerate(results):
             out[k].append(res)
     for old, regs, elem in zip(op.results, out, elems):
         cx.values[old] = Frag(lin, elem, regs)
@@ -71,9 +76,65 @@ def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dic
                                     attributes=attrs).results)
 
 
+# fp8 on the GPU (sm_89 and later): registers hold the bits (i8); arithmetic runs in
+# f32 between two conversions, the way bf16 arithmetic rounds once per op.
+_FP8_PTX = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+
+
+def _fp8_to_f32(bits: ir.Value, fp8: ir.Type) -> ir.Value:
+    i16 = ir.IntegerType.get_signless(16)
+    asm = ("{\n.reg .b32 t;\n.reg .f16 lo, hi;\n"
+           f"cvt.rn.f16x2.{_FP8_PTX[str(fp8)]}x2 t, $1;\nmov.b32 {{lo, hi}}, t;\n"
+           "cvt.f32.f16 $0, lo;\n}")
+    return llvm.inline_asm(ir.F32Type.get(), [arith.extui(i16, bits)], asm, "=f,h")
+
+
+def _f32_to_fp8(x: ir.Value, fp8: ir.Type) -> ir.Value:
+    i16 = ir.IntegerType.get_signless(16)
+    zero = arith.ConstantOp(ir.F32Type.get(), 0.0).result
+    asm = f"cvt.rn.satfinite.{_FP8_PTX[str(fp8)]}x2.f32 $0, $1, $2;"
+    packed = llvm.inline_asm(i16, [zero, x], asm, "=h,f,f")
+    return arith.trunci(ir.IntegerType.get_signless(8), packed)
+
+
+def _fp8_op(name: str, in_elems: list[ir.Type | None], elems: list[ir.Type],
+            args: list[ir.Value], attrs: dict) -> list[ir.Value]:
+    """One element of an op that reads or makes fp8: its fp8 operands widened to f32,
+    the op in f32, fp8 results narrowed back (satfinite, round to nearest even)."""
+    f32 = ir.F32Type.get()
+    if name == "arith.bitcast":               # fp8 <-> i8: the register already is the bits
+        return list(args)
+    wide = [_fp8_to_f32(a, e) if e is not None and is_fp8(e) else a
+            for a, e in zip(args, in_elems)]
+    if name in ("arith.extf", "arith.truncf"):
+        x, out = wide[0], elems[0]
+        if is_fp8(out):
+            return [_f32_to_fp8(x if isinstance(x.type, ir.F32Type) else arith.extf(f32, x),
+                                out)]
+        if out == f32:
+            return [x]
+        return [arith.truncf(out, x) if _bits(out) < 32 else arith.extf(out, x)]
+    outs = _scalar_op(name, [f32 if is_fp8(e) else e for e in elems], wide, attrs)
+    return [_f32_to_fp8(r, e) if is_fp8(e) else r for r, e in zip(outs, elems)]
+
+
+def _fp8_pattern(value: float, spelling: str) -> int:
+    """The bits of `value` rounded to an fp8 type, as a signed i8."""
+    import ml_dtypes
+    import numpy as np
+    t = {"f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2}[spelling]
+    return int(np.array(value, np.float32).astype(t).view(np.int8))
+
+
 def splat_constant(cx: LoweringContext, op: ir.Operation) -> None:
     t = op.results[0].type
     value = ir.DenseElementsAttr(op.attributes["value"]).get_splat_value()
+    if is_fp8(t.element_type):           # the bits of the fp8 value, as i8
+        bits = _fp8_pattern(ir.FloatAttr(value).value, str(t.element_type))
+        scalar = arith.ConstantOp(reg_type(t.element_type), bits).result
+        lin = lin_of(t)
+        cx.values[op.results[0]] = Frag(lin, t.element_type, [scalar] * lin.num_regs)
+        return
     scalar = arith.ConstantOp(t.element_type, value).result
     lin = lin_of(t)
     cx.values[op.results[0]] = Frag(lin, t.element_type, [scalar] * lin.num_regs)

@@ -50,6 +50,12 @@ def _squeeze(lin: L.Linear) -> tuple:
 
 @rule("tile.reshape")
 def _reshape(cx, op):
+    if isinstance(cx.get(op.source), SmemTile):          # unit dims: the same bytes
+        tile = cx.get(op.source)
+        t = op.result.type
+        cx.values[op.result] = SmemTile(tile_layout(t), tuple(t.shape), tile.elem, tile.base,
+                                        tile.xor)
+        return
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
     if _squeeze(src.lin) == _squeeze(res_lin):          # only unit dims change: free
