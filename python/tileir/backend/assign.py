@@ -210,9 +210,17 @@ class LayoutAssigner(MmaAssignment):
         v.set_type(with_layout(v.type, layout))
 
     def require(self, op: ir.Operation, index: int, layout: L.Layout) -> None:
-        """Makes operand `index` of `op` have `layout`, converting before `op` if needed."""
+        """Makes operand `index` of `op` have `layout`, converting before `op` if needed.
+
+        A broadcast whose only use this is produces `layout` itself: its lowering
+        moves the (smaller) source instead of the broadcast tile (a bias row added
+        to an accumulator exchanges one row, not the whole tile)."""
         v = op.operands[index]
         if self.layout_of(v) == layout:
+            return
+        if _defining_name(v) == "tile.broadcast" and _single_use(v) and \
+                L.is_distributed(layout) and not isinstance(layout, L.Slice):
+            self.set_layout(v, layout)
             return
         with ir.InsertionPoint(op), op.location:
             conv = ConvertLayoutOp(v, with_layout(v.type, layout))

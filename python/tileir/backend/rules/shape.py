@@ -31,8 +31,11 @@ def _broadcast(cx, op):
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
     r = L.restrict(res_lin, src.shape)
-    if r.lanes != src.lin.lanes or r.warps != src.lin.warps:
-        raise TileIRError("internal error: broadcast between incompatible layouts", op.location)
+    if r.lanes != src.lin.lanes or r.warps != src.lin.warps or \
+            not set(r.regs) <= set(src.lin.regs):
+        # the source elements each thread needs, in the result layout's arrangement
+        src = swizzled_exchange(cx, src, r) if _bits(src.elem) >= 8 else \
+            smem_exchange(cx, src, r, _row_major(src.shape), _row_major(src.shape))
     where = _reg_index(src.lin)
     regs = []
     for i in range(res_lin.num_regs):

@@ -1,0 +1,162 @@
+"""GPU tests of the tensor-core path against a float32/float64 torch reference.
+
+Marked `gpu`: skipped cleanly without an NVIDIA GPU.  The plain cuTile-style GEMM
+(one output tile per block, a K loop of two loads and an `mma`) and its variants:
+bf16/fp16, fp8 (sm_90a), f32 through tf32; ragged M, N, K (1, 17, 127, 4097);
+B transposed (a weight held as (N, K)); batched; a fused epilogue; unaligned
+arrays (the synchronous path); and the sm_80 code (mma.sync, cp.async) run from
+its PTX through the driver's JIT.  Fresh random inputs, outputs poisoned with NaN.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import tileir as ct
+from tileir.runtime import launcher
+
+from test_tensor_cores import bgemm, gemm, gemm_nt
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+
+@ct.kernel
+def linear_silu(x, w, bias, y, alpha: float, BM: ct.Constant[int], BN: ct.Constant[int],
+                BK: ct.Constant[int]):
+    """y = silu(alpha * x @ w^T + bias): an epilogue fused after the K loop."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
+        tx = ct.load(x, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(tx, ct.transpose(tw), acc)
+    b = ct.load(bias, index=(j,), shape=(BN,), padding_mode=ct.PaddingMode.ZERO)
+    h = acc * alpha + ct.astype(ct.reshape(b, (1, BN)), ct.float32)
+    ct.store(y, index=(i, j), tile=ct.astype(h / (1.0 + ct.exp(-h)), y.dtype))
+
+
+def _rel_err(out, ref) -> float:
+    assert not out.isnan().any(), "some output elements were not written"
+    return ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+# relative Frobenius error: one rounding of the output (bf16: 2^-9) plus the f32 sums
+TOL = {torch.bfloat16: 8e-3, torch.float16: 2e-3, torch.float32: 3e-3,   # f32: tf32 inputs
+       torch.float8_e4m3fn: 6e-2}
+SIZES = [1, 17, 127, 256, 4097]
+
+
+def _run(kernel, a, b, out_dtype, tiles, nt=False, grid=None):
+    m, n = a.shape[0], (b.shape[0] if nt else b.shape[1])
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=out_dtype)
+    grid = grid or (ct.cdiv(m, tiles[0]), ct.cdiv(n, tiles[1]))
+    ct.launch(None, grid, kernel, (a, b, c, *tiles))
+    torch.cuda.synchronize()
+    ref = a.double() @ (b.double().t() if nt else b.double())
+    return c, ref
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m", SIZES)
+@pytest.mark.parametrize("n,k", [(17, 4097), (256, 64), (127, 1), (4097, 127)])
+def test_plain_gemm_ragged(dtype, m, n, k):
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(k, n, device="cuda", dtype=dtype)
+    c, ref = _run(gemm, a, b, dtype, (128, 128, 64))
+    assert _rel_err(c, ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize("tiles", [(64, 64, 32), (128, 128, 64), (128, 256, 64), (64, 128, 64)])
+@pytest.mark.parametrize("nt", [False, True])
+def test_tile_shapes_and_transposed_weights(tiles, nt):
+    m, n, k = 1000, 777, 1000
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) if nt else \
+        torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    c, ref = _run(gemm_nt if nt else gemm, a, b, torch.bfloat16, tiles, nt=nt)
+    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+
+
+def test_unaligned_operands_take_the_synchronous_path():
+    big = torch.randn(300, 201, device="cuda", dtype=torch.bfloat16)
+    a = big[:, 1:]                                   # base and rows not 16-byte aligned
+    b = torch.randn(200, 136, device="cuda", dtype=torch.bfloat16)
+    c, ref = _run(gemm, a, b, torch.bfloat16, (128, 128, 64))
+    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+
+
+def test_fp8_gemm():
+    a = torch.randn(1000, 512, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(777, 512, device="cuda").to(torch.float8_e4m3fn)
+    c, ref = _run(gemm_nt, a, w, torch.bfloat16, (128, 128, 64), nt=True)
+    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("nt", [False, True])
+def test_tf32_gemm(nt):
+    a = torch.randn(500, 300, device="cuda")
+    b = torch.randn(200, 300, device="cuda") if nt else torch.randn(300, 200, device="cuda")
+    c, ref = _run(gemm_nt if nt else gemm, a, b, torch.float32, (64, 64, 32), nt=nt)
+    assert _rel_err(c, ref) < TOL[torch.float32]
+
+
+def test_batched_gemm():
+    a = torch.randn(5, 300, 200, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(5, 200, 170, device="cuda", dtype=torch.bfloat16)
+    c = torch.full((5, 300, 170), float("nan"), device="cuda", dtype=torch.bfloat16)
+    ct.launch(None, (ct.cdiv(300, 64), ct.cdiv(170, 64), 5), bgemm, (a, b, c, 64, 64, 32))
+    torch.cuda.synchronize()
+    assert _rel_err(c, a.double() @ b.double()) < TOL[torch.bfloat16]
+
+
+def test_fused_epilogue():
+    x = torch.randn(1000, 512, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(777, 512, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(777, device="cuda", dtype=torch.bfloat16)
+    y = torch.full((1000, 777), float("nan"), device="cuda", dtype=torch.bfloat16)
+    ct.launch(None, (ct.cdiv(1000, 128), ct.cdiv(777, 128)), linear_silu,
+              (x, w, bias, y, 0.5, 128, 128, 64))
+    torch.cuda.synchronize()
+    h = 0.5 * (x.double() @ w.double().t()) + bias.double()
+    assert _rel_err(y, h / (1 + torch.exp(-h))) < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("nt", [False, True])
+def test_sm80_code_through_the_ptx_jit(nt):
+    """The Ampere path (cp.async ring, ldmatrix, mma.sync) compiled for sm_80 and run from
+    its PTX, which the driver compiles for this GPU."""
+    m, n, k = 300, 200, 520
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) if nt else \
+        torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    kernel = gemm_nt if nt else gemm
+    args = (a, b, c, 128, 128, 64)
+    ck = kernel.compile(args, target="sm_80")
+    assert ".target sm_80" in ck.artifacts["ptx"]
+    launcher.launch(ck.artifacts["ptx"].encode(), ck.meta, (3, 2, 1),
+                    [args[i] for i in ck.runtime_params])
+    torch.cuda.synchronize()
+    ref = a.double() @ (b.double().t() if nt else b.double())
+    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+
+
+def test_cached_launch_does_no_compile_work(monkeypatch):
+    a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(256, 256, device="cuda", dtype=torch.bfloat16)
+    k = ct.kernel(gemm.fn)
+    ct.launch(None, (2, 2), k, (a, b, c, 128, 128, 64))
+    from tileir import kernel as kernel_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cached launch compiled")
+
+    monkeypatch.setattr(kernel_module.Kernel, "_build", refuse)
+    for _ in range(3):
+        ct.launch(None, (2, 2), k, (a, b, c, 128, 128, 64))
+    torch.cuda.synchronize()
+    assert _rel_err(c, a.double() @ b.double()) < TOL[torch.bfloat16]
+
