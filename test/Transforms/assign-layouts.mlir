@@ -202,3 +202,63 @@ func.func @given_num_warps(%a: !tile.array<f16, 1 : i64>, %n: i32, %flag: i1) at
   "tile.store"(%a, %h, %c0) : (!tile.array<f16, 1 : i64>, tensor<512xf16>, i32) -> ()
   return
 }
+
+// -----
+
+// A K loop of mma (sm_90a, the default target): the accumulator, what the loop
+// carries and the splat that starts it take the wgmma layout (two warpgroups
+// stacked along M, 64 x 128 each: 8 warps); the loads that only feed the product
+// go to shared memory with a 128-byte swizzle, B through its transpose, which
+// permutes the order for free; after the loop the cast stays in the accumulator
+// layout and the store converts once.
+
+// CHECK-LABEL: func.func @mma_loop
+// CHECK-SAME:    tile.num_warps = 8 : i32
+// CHECK:         %[[Z:.*]] = arith.constant dense<0.000000e+00> : tensor<128x128xf32, [[ACC:#tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 128>>]]>
+// CHECK:         scf.for {{.*}} iter_args(%[[A:.*]] = %[[Z]]) -> (tensor<128x128xf32, [[ACC]]>)
+// CHECK:           "tile.load"{{.*}} -> tensor<128x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>
+// CHECK:           %[[W:.*]] = "tile.load"{{.*}} -> tensor<128x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>
+// CHECK:           %[[WT:.*]] = "tile.permute"(%[[W]]) {{.*}} -> tensor<64x128xbf16, #tile.shared<128 : i64, array<i64: 0, 1>>>
+// CHECK-NOT:       tile.convert_layout
+// CHECK:           "tile.mma"(%{{.*}}, %[[WT]], %[[A]]) {{.*}} -> tensor<128x128xf32, [[ACC]]>
+// CHECK:         arith.truncf {{.*}} to tensor<128x128xbf16, [[ACC]]>
+// CHECK-NEXT:    "tile.convert_layout"
+// CHECK-NEXT:    "tile.store"
+func.func @mma_loop(%a: !tile.array<bf16, 2 : i64>, %w: !tile.array<bf16, 2 : i64>, %c: !tile.array<bf16, 2 : i64>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %z = arith.constant dense<0.0> : tensor<128x128xf32>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<128x128xf32>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16>
+    %tw = "tile.load"(%w, %j, %k) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16>
+    %tb = "tile.permute"(%tw) {permutation = array<i64: 1, 0>} : (tensor<128x64xbf16>) -> tensor<64x128xbf16>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<128x64xbf16>, tensor<64x128xbf16>, tensor<128x128xf32>) -> tensor<128x128xf32>
+    scf.yield %d : tensor<128x128xf32>
+  }
+  %h = arith.truncf %r : tensor<128x128xf32> to tensor<128x128xbf16>
+  "tile.store"(%c, %h, %i, %j) : (!tile.array<bf16, 2 : i64>, tensor<128x128xbf16>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// On sm_80 the same product is mma.sync: 2 x 4 warps of 64 x 32; the shared
+// operands stay in shared memory (ldmatrix reads them a k step at a time).
+// `matmul` is an mma into a zero accumulator, then a cast.
+
+// CHECK-LABEL: func.func @matmul_sm80
+// CHECK:         %[[Z:.*]] = arith.constant dense<0.000000e+00> : tensor<128x128xf32, [[ACC:#tile.mma_acc<2 : i64, array<i64: 2, 4>, array<i64: 16, 8>>]]>
+// CHECK:         "tile.mma"(%{{.*}}, %{{.*}}, %[[Z]]) : (tensor<128x32xf16, #tile.shared<64 : i64, array<i64: 1, 0>>>, tensor<32x128xf16, #tile.shared<128 : i64, array<i64: 1, 0>>>, tensor<128x128xf32, [[ACC]]>)
+// CHECK-NEXT:    arith.truncf {{.*}} to tensor<128x128xf16, [[ACC]]>
+module attributes {tile.target = "sm_80"} {
+func.func @matmul_sm80(%a: !tile.array<f16, 2 : i64>, %c: !tile.array<f16, 2 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %ta = "tile.load"(%a, %c0, %c0) {padding = "zero", tile_shape = array<i64: 128, 32>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<128x32xf16>
+  %tb = "tile.load"(%a, %c0, %c0) {padding = "zero", tile_shape = array<i64: 32, 128>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<32x128xf16>
+  %m = "tile.matmul"(%ta, %tb) : (tensor<128x32xf16>, tensor<32x128xf16>) -> tensor<128x128xf16>
+  "tile.store"(%c, %m, %c0, %c0) : (!tile.array<f16, 2 : i64>, tensor<128x128xf16>, i32, i32) -> ()
+  return
+}
+}

@@ -76,6 +76,26 @@ def test_batched_gemm_runs_correctly(target, rng):
     assert _close(c.astype(np.float64), ref, k)
 
 
+@ct.kernel
+def one_tile_matmul(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """`a @ b` of one tile each (no loop, no accumulator): matmul as an mma into zero."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    ta = ct.load(a, index=(i, 0), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+    tb = ct.load(b, index=(0, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(c, index=(i, j), tile=ta @ tb)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_matmul_without_a_loop_runs_correctly(target, rng):
+    a = rng.standard_normal((100, 50)).astype(np.float16)
+    b = rng.standard_normal((50, 70)).astype(np.float16)
+    c = np.full((100, 70), np.nan, np.float16)
+    args = (a, b, c, 64, 64, 64)
+    simulate(one_tile_matmul.compile(args, stage="gpu", target=target), (2, 2), args)
+    assert _close(c.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64), 50)
+
+
 F8 = ml_dtypes.float8_e4m3fn
 
 

@@ -351,8 +351,8 @@ def decompose_matmul(op: ir.Operation) -> None:
     res_t = op.results[0].type
     elem = str(a.type.element_type)
     acc_elem = {"i8": "i32", "f64": "f64"}.get(elem, "f32")
-    acc_t = ir.RankedTensorType.get(list(res_t.shape), ir.Type.parse(acc_elem))
     with ir.InsertionPoint(op), op.location:
+        acc_t = ir.RankedTensorType.get(list(res_t.shape), ir.Type.parse(acc_elem))
         zero = ir.IntegerAttr.get(acc_t.element_type, 0) if acc_elem == "i32" else \
             ir.FloatAttr.get(acc_t.element_type, 0.0)
         init = arith.ConstantOp(acc_t, ir.DenseElementsAttr.get_splat(acc_t, zero)).result
