@@ -13,7 +13,8 @@ Precondition:  the `layout` stage ran (loads feeding shared memory have
                asynchronously (TMA boxes of <= 256 per dim on sm_90a, 16-byte
                rows for cp.async on sm_80), and its indices depend only on the
                loop counter and loop-invariant values.  Stages: the kernel's
-               `tile.num_stages`, else 2 to 4 within a shared-memory budget
+               `tile.num_stages`, else 2 to 4, what fits the shared memory of
+               a block that shares its SM with another when registers allow
                (tileir.backend.software_pipeline).  The target is the module's
                `tile.target` (sm_90a when absent).
 

@@ -20,7 +20,8 @@ loop counter advanced; a load whose index depends on anything but the counter
 and loop-invariant values is left alone.
 
 Stages: the kernel's `tile.num_stages` (`@kernel(num_stages=...)`), else as many
-as fit a shared-memory budget, 2 to 4.
+as fit the shared memory a block gets when two share an SM (when registers allow
+it: one block's epilogue then overlaps the other's loop), 2 to 4.
 """
 
 from __future__ import annotations
@@ -42,9 +43,12 @@ from .shared import smem_tile_bytes
 
 NUM_STAGES_ATTR = "tile.num_stages"
 MAX_DEFAULT_STAGES = 4
-# Shared memory the ring of one loop may take by default: most of what a block gets
-# (227 KB on sm_90, 163 KB on sm_80), leaving room for the epilogue's exchanges.
-STAGE_BUDGET = {"sm_90a": 192 * 1024, "sm_80": 96 * 1024}
+# Shared memory of one SM (what its blocks share) and registers of one SM.
+SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
+REGS_PER_SM = 65536
+# Registers a thread of a tensor-core loop needs besides its accumulators (addresses,
+# descriptors, loop state): an estimate for choosing stages, not a limit.
+OTHER_REGS = 48
 TMA_MAX_BOX = 256
 ASYNC_PADDINGS = ("zero", "undetermined")
 
@@ -155,7 +159,7 @@ class _Pipeliner:
         if not loads:
             return
         tiles = [ld.op.results[0].type for ld in loads]
-        stages = self.num_stages(tiles)
+        stages = self.num_stages(loop, tiles)
         lb, ub, step = list(loop.operands)[:3]
         loc = loop.location
         c = self.const
@@ -250,14 +254,37 @@ class _Pipeliner:
             out.append((acc.arg_number - 1, waited.operation))
         return out
 
-    def num_stages(self, tiles) -> int:
+    def num_stages(self, loop: ir.Operation, tiles) -> int:
+        """The kernel's `num_stages`; else as many stages as fit the shared memory of
+        one block, where a block is what shares an SM with one more when registers
+        allow two (so one block's epilogue overlaps the other's loop) or the
+        kernel's `occupancy` says how many share it; 2 to 4."""
         if self.stages_opt is not None:
             return self.stages_opt
         per_stage = 0
         for t in tiles:
             per_stage += smem_tile_bytes(tile_layout(t), t.shape, t.element_type)
-        budget = STAGE_BUDGET["sm_90a" if self.chip.startswith("sm_90") else "sm_80"]
+        chip = "sm_90a" if self.chip.startswith("sm_90") else "sm_80"
+        budget = SMEM_PER_SM[chip] // self.blocks_per_sm(loop) - 1024
         return max(2, min(MAX_DEFAULT_STAGES, budget // max(1, per_stage)))
+
+    def blocks_per_sm(self, loop: ir.Operation) -> int:
+        attrs = self.func.attributes
+        if "tile.occupancy" in attrs:
+            return max(1, ir.IntegerAttr(attrs["tile.occupancy"]).value)
+        warps = ir.IntegerAttr(attrs["tile.num_warps"]).value \
+            if "tile.num_warps" in attrs else 4
+        threads = 32 * warps
+        acc = 0
+        for op in loop.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name == "tile.mma":
+                n = 1
+                for d in op.results[0].type.shape:
+                    n *= d
+                acc += n // threads
+        regs = acc + OTHER_REGS
+        return max(1, min(2, REGS_PER_SM // (regs * threads)))
 
 
 def _defined_in(v: ir.Value, loop: ir.Operation) -> bool:
