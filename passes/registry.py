@@ -16,8 +16,8 @@ from typing import Callable
 
 from mlir import ir
 
-from . import (assign_layouts, canonicalize, cse, dce, emit_cubin, emit_ptx, inline, licm,
-               lower_to_gpu, lower_to_llvm, pipeline_loops)
+from . import (assign_layouts, canonicalize, cse, dce, emit_cubin, emit_ptx, group_blocks,
+               inline, licm, lower_to_gpu, lower_to_llvm, pipeline_loops)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,8 @@ def _info(module: ModuleType) -> PassInfo:
 
 PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     inline, canonicalize, licm, cse, dce,
-    assign_layouts, pipeline_loops, lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
+    assign_layouts, group_blocks, pipeline_loops, lower_to_gpu, lower_to_llvm, emit_ptx,
+    emit_cubin))}
 
 STAGES: dict[str, tuple[str, ...]] = {
     # What @kernel produces: nothing to run.
@@ -59,7 +60,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     # sm_90a, cp.async commit groups on sm_80), and the NVVM target in `llvm`.
     "layout": ("tile-assign-layouts",),
     # After layouts: only then is it known which loads go to shared memory.
-    "pipeline": ("tile-pipeline-loops",),
+    "pipeline": ("tile-group-blocks", "tile-pipeline-loops"),
     "gpu": ("tile-lower-to-gpu",),
     "llvm": ("tile-lower-to-llvm",),
     "ptx": ("tile-emit-ptx",),

@@ -245,6 +245,12 @@ class Kernel(KernelEntry):
                                          f"to 8 (shared-memory stages of a pipelined loop), "
                                          f"got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
+        order = self.options.get("block_order")
+        if order is not None:
+            if order not in ("grouped", "linear"):
+                raise TileValueError(f"kernel '{self.name}': option block_order must be "
+                                     f"'grouped' or 'linear', got {order!r}")
+            fn.attributes["tile.block_order"] = ir.StringAttr.get(order)
         hints = self.options.get("cache_hints")
         if hints is not None and not isinstance(hints, bool):
             raise TileValueError(f"kernel '{self.name}': option cache_hints must be True, "
@@ -373,7 +379,10 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     Options: `occupancy` (cuTile: the thread blocks each SM should hold; the
     register budget follows) and the TileLang-style hints `num_warps` (threads
     per block / 32), `num_stages` (shared-memory stages of a software-pipelined
-    loop, 2 to 8; default: what fits, up to 4) and `cache_hints` (16-byte loads
+    loop, 2 to 8; default: what fits, up to 4), `block_order` ("grouped": a 2-d
+    grid's blocks take their tiles in groups along axis 0 for L2 reuse, the
+    default for tensor-core loops; "linear": the hardware's order) and
+    `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
     where it measured faster on an H200, and not otherwise, where it measured
@@ -382,7 +391,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     cuTile and recorded.  The interpreter ignores all of them.
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
-             "cache_hints", "num_stages"}
+             "cache_hints", "num_stages", "block_order"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

@@ -502,3 +502,17 @@ def test_pipelined_gemm_many_shapes(pipeline_stage):
         c = np.zeros((m, n), np.float16)
         ct.launch(None, (ct.cdiv(m, 64), ct.cdiv(n, 64)), gemm, (a, b, c, 64, 64, 64))
         assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=0.5)
+
+
+@pytest.mark.parametrize("g0,g1", [(1, 1), (3, 5), (8, 8), (17, 3), (64, 65), (9, 1)])
+def test_grouped_block_order_is_a_bijection(g0, g1):
+    from tileir.backend.block_order import GROUP
+    seen = set()
+    for b1 in range(g1):
+        for b0 in range(g0):
+            pid = b1 * g0 + b0
+            per_group = GROUP * g1
+            first = pid // per_group * GROUP
+            size = min(g0 - first, GROUP)
+            seen.add((first + pid % per_group % size, pid % per_group // size))
+    assert seen == {(i, j) for i in range(g0) for j in range(g1)}

@@ -1,0 +1,70 @@
+// RUN: tile-opt %s -split-input-file --tile-group-blocks | FileCheck %s
+
+// A K loop of mma over a 2-d grid: the block ids become a grouped order of the
+// linear block id (groups of 8 along axis 0, walked along axis 1).
+
+// CHECK-LABEL: func.func @gemm_like
+// CHECK-DAG:     %[[B0:.*]] = "tile.bid"() {axis = 0 : i64}
+// CHECK-DAG:     %[[B1:.*]] = "tile.bid"() {axis = 1 : i64}
+// CHECK-DAG:     %[[G0:.*]] = "tile.num_blocks"() {axis = 0 : i64}
+// CHECK-DAG:     %[[G1:.*]] = "tile.num_blocks"() {axis = 1 : i64}
+// CHECK-DAG:     %[[C8:.*]] = arith.constant 8 : i32
+// CHECK:         %[[ROWS:.*]] = arith.muli %[[B1]], %[[G0]] : i32
+// CHECK-NEXT:    %[[PID:.*]] = arith.addi %[[ROWS]], %[[B0]] : i32
+// CHECK-NEXT:    %[[PER:.*]] = arith.muli %[[C8]], %[[G1]] : i32
+// CHECK-NEXT:    %[[GROUP:.*]] = arith.divui %[[PID]], %[[PER]] : i32
+// CHECK-NEXT:    %[[FIRST:.*]] = arith.muli %[[GROUP]], %[[C8]] : i32
+// CHECK-NEXT:    %[[LEFT:.*]] = arith.subi %[[G0]], %[[FIRST]] : i32
+// CHECK-NEXT:    %[[SIZE:.*]] = arith.minui %[[LEFT]], %[[C8]] : i32
+// CHECK-NEXT:    %[[IN:.*]] = arith.remui %[[PID]], %[[PER]] : i32
+// CHECK-NEXT:    %[[R:.*]] = arith.remui %[[IN]], %[[SIZE]] : i32
+// CHECK-NEXT:    %[[I:.*]] = arith.addi %[[FIRST]], %[[R]] : i32
+// CHECK-NEXT:    %[[J:.*]] = arith.divui %[[IN]], %[[SIZE]] : i32
+// CHECK-NOT:     "tile.bid"
+// CHECK:         "tile.load"(%arg0, %[[I]], %{{.*}})
+// CHECK:         "tile.load"(%arg1, %{{.*}}, %[[J]])
+// CHECK:         "tile.store"(%arg2, %{{.*}}, %[[I]], %[[J]])
+func.func @gemm_like(%a: !tile.array<bf16, 2 : i64>, %b: !tile.array<bf16, 2 : i64>, %c: !tile.array<f32, 2 : i64>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 64, 32>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x32xbf16>
+    %tb = "tile.load"(%b, %k, %j) {padding = "zero", tile_shape = array<i64: 32, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<32x64xbf16>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<64x32xbf16>, tensor<32x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    scf.yield %d : tensor<64x64xf32>
+  }
+  "tile.store"(%c, %r, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// No tensor-core loop, or block_order = "linear": the hardware's order stays.
+
+// CHECK-LABEL: func.func @copy
+// CHECK-NEXT:    "tile.bid"() {axis = 0 : i64}
+// CHECK-NEXT:    "tile.bid"() {axis = 1 : i64}
+// CHECK-NOT:     tile.num_blocks
+func.func @copy(%a: !tile.array<f32, 2 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %t = "tile.load"(%a, %i, %j) {padding = "zero", tile_shape = array<i64: 32, 32>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<32x32xf32>
+  "tile.store"(%c, %t, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<32x32xf32>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @forced_grouped
+// CHECK:         arith.minui
+// CHECK-NOT:     "tile.bid"() {axis = 0 : i64}
+func.func @forced_grouped(%a: !tile.array<f32, 2 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.block_order = "grouped"} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %t = "tile.load"(%a, %i, %j) {padding = "zero", tile_shape = array<i64: 32, 32>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<32x32xf32>
+  "tile.store"(%c, %t, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<32x32xf32>, i32, i32) -> ()
+  return
+}
