@@ -15,7 +15,7 @@ import pytest
 import tileir as ct
 from tileir.runtime import launcher
 
-from test_tensor_cores import bgemm, gemm, gemm_nt
+from test_tensor_cores import attention, bgemm, gemm, gemm_nt
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -141,6 +141,21 @@ def test_sm80_code_through_the_ptx_jit(nt):
     torch.cuda.synchronize()
     ref = a.double() @ (b.double().t() if nt else b.double())
     assert _rel_err(c, ref) < TOL[torch.bfloat16]
+
+
+def test_attention_with_p_in_registers():
+    seq, d = 1000, 64
+    q, k, v = (torch.randn(seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.full((seq, d), float("nan"), device="cuda")
+    ct.launch(None, (ct.cdiv(seq, 64),), attention, (q, k, v, o, 0.125, 64, 64, d))
+    torch.cuda.synchronize()
+    s = q.double() @ k.double().t() * 0.125
+    # padded keys past the end score 0: the kernel sees ceil(1000 / 64) * 64 keys
+    pad = ct.cdiv(seq, 64) * 64 - seq
+    s_pad = torch.cat([s, torch.zeros(seq, pad, device="cuda", dtype=torch.float64)], 1)
+    v_pad = torch.cat([v.double(), torch.zeros(pad, d, device="cuda", dtype=torch.float64)])
+    ref = torch.softmax(s_pad, -1) @ v_pad
+    assert _rel_err(o, ref) < 1e-2
 
 
 def test_cached_launch_does_no_compile_work(monkeypatch):

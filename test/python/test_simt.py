@@ -17,7 +17,7 @@ import tileir as ct
 from tileir.examples import layernorm, rmsnorm, softmax, transpose, vector_add
 from tileir.sim import SimError, simulate
 
-from test_tensor_cores import bgemm, gemm, gemm_nt
+from test_tensor_cores import attention, bgemm, gemm, gemm_nt
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = ("sm_90a", "sm_80")
@@ -97,6 +97,24 @@ def test_matmul_without_a_loop_runs_correctly(target, rng):
 
 
 F8 = ml_dtypes.float8_e4m3fn
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_attention_runs_correctly(target, rng):
+    """An mma in a loop with other work, and P @ V with P computed in registers (wgmma
+    with operand A from registers on sm_90a)."""
+    seq, d = 128, 64
+    q, k, v = (rng.standard_normal((seq, d)).astype(BF16) for _ in range(3))
+    o = np.full((seq, d), np.nan, np.float32)
+    args = (q, k, v, o, 0.125, 64, 64, d)
+    ck = attention.compile(args, stage="gpu", target=target)
+    if target == "sm_90a":
+        assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ck.artifacts["gpu"]
+    simulate(ck, (seq // 64,), args)
+    s = q.astype(np.float64) @ k.astype(np.float64).T * 0.125
+    p = np.exp(s - s.max(1, keepdims=True))
+    ref = p / p.sum(1, keepdims=True) @ v.astype(np.float64)
+    assert np.abs(o - ref).max() < 1e-2
 
 
 @pytest.mark.parametrize("kernel,nt,k,out,tol", [

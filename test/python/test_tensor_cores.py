@@ -70,6 +70,30 @@ def bgemm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[i
     ct.store(c, index=(z, i, j), tile=ct.reshape(ct.astype(acc, c.dtype), (1, BM, BN)))
 
 
+@ct.kernel
+def attention(q, k, v, o, scale: float, BM: ct.Constant[int], BN: ct.Constant[int],
+              D: ct.Constant[int]):
+    """Flash-style attention of one BM-row query block over the whole sequence: an mma
+    in a loop with other work (an online softmax), and P @ V with P computed in
+    registers."""
+    i = ct.bid(0)
+    tq = ct.load(q, index=(i, 0), shape=(BM, D), padding_mode=ct.PaddingMode.ZERO)
+    m = ct.full((BM, 1), -1e30, dtype=ct.float32)
+    l = ct.zeros((BM, 1), dtype=ct.float32)
+    acc = ct.zeros((BM, D), dtype=ct.float32)
+    for j in range(ct.num_tiles(k, axis=0, shape=(BN, D))):
+        tk = ct.load(k, index=(j, 0), shape=(BN, D), padding_mode=ct.PaddingMode.ZERO)
+        s = ct.mma(tq, ct.transpose(tk), ct.zeros((BM, BN), dtype=ct.float32)) * scale
+        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True))
+        p = ct.exp(s - m_new)
+        alpha = ct.exp(m - m_new)
+        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+        tv = ct.load(v, index=(j, 0), shape=(BN, D), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ct.astype(p, ct.bfloat16), tv, acc * alpha)
+        m = m_new
+    ct.store(o, index=(i, 0), tile=ct.astype(acc / l, o.dtype))
+
+
 # ---------------------------------------------------------------------------
 # Register fragments, from the PTX ISA
 # ---------------------------------------------------------------------------

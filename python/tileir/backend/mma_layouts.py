@@ -73,8 +73,23 @@ class Mma:
         return (f"#tile.mma_acc<{self.version} : i64, array<i64: {self.warps[0]}, {self.warps[1]}>, "
                 f"array<i64: {self.instr[0]}, {self.instr[1]}>>")
 
+    def coverage(self) -> tuple[int, int]:
+        """The smallest tile one instruction per block covers."""
+        gm, gn = self.groups
+        return self.instr[0] * gm, self.instr[1] * gn
+
     def linear(self, shape) -> Linear:
+        """The linear form over `shape`; a tile smaller than the layout's coverage
+        (a (64, 1) column of row values, say) holds the elements the covering tile
+        would at those coordinates, replicated across the threads of the rest."""
         shape = tuple(shape)
+        cov = tuple(max(s, c) for s, c in zip(shape, self.coverage()))
+        if cov != shape:
+            from .layouts import restrict
+            return restrict(self._linear(cov), shape)
+        return self._linear(shape)
+
+    def _linear(self, shape) -> Linear:
         bm, bn = self.block(shape)
         im, inn = self.instr
         regs: list[Coord] = [(0, 1), (8, 0)]
