@@ -9,15 +9,16 @@ func.func @no_layouts(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel} {
 
 // -----
 
-// Hand-written layout IR with a product accumulated in a blocked layout: the
-// tensor-core rules need the accumulator layout the layout stage assigns.
+// Hand-written layout IR with a product accumulated in a blocked layout and
+// register operands: a blocked accumulator means the FMA path, which reads its
+// operands from shared memory, where the layout stage would have put them.
 
 #a = #tile.blocked<array<i64: 1, 1>, array<i64: 8, 4>, array<i64: 1, 1>, array<i64: 1, 0>>
 func.func @mma(%x: !tile.array<f16, 2 : i64>, %y: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32} {
   %c0 = arith.constant 0 : i32
   %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 16, 16>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<16x16xf16, #a>
   %z = arith.constant dense<0.0> : tensor<16x16xf32, #a>
-  // expected-error @+1 {{tile.mma needs its accumulator in a #tile.mma_acc layout (the layout stage assigns one)}}
+  // expected-error @+1 {{runs on the FMA units and needs both operands in unswizzled shared memory (#tile.shared<0 : i64, ...>), as the layout stage assigns them}}
   %m = "tile.mma"(%t, %t, %z) : (tensor<16x16xf16, #a>, tensor<16x16xf16, #a>, tensor<16x16xf32, #a>) -> tensor<16x16xf32, #a>
   "tile.store"(%y, %m, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<16x16xf32, #a>, i32, i32) -> ()
   return

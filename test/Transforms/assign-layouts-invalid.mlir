@@ -4,18 +4,17 @@
 // What the GPU stages cannot lower is refused here, at the user's op.
 
 // Without -split-input-file the first error stops the run; it shows the line.
-// A product too small for any tensor-core instruction (M = 8):
-func.func @mma(%a: !tile.array<f16, 2 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel} {
+// A batched (3-d) product tile:
+func.func @mma(%a: !tile.array<f16, 3 : i64>, %c: !tile.array<f32, 3 : i64>) attributes {tile.kernel} {
   %i = "tile.bid"() {axis = 0 : i64} : () -> i32
-  %ta = "tile.load"(%a, %i, %i) {padding = "zero", tile_shape = array<i64: 8, 32>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<8x32xf16>
-  %tb = "tile.load"(%a, %i, %i) {padding = "zero", tile_shape = array<i64: 32, 64>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<32x64xf16>
-  %zero = arith.constant dense<0.0> : tensor<8x64xf32>
-  // expected-error @+4 {{no tensor-core instruction fits this mma on sm_90a: operands [8, 32] x [32, 64] of f16 into [8, 64] of f32}}
-  // CHECK:      assign-layouts-invalid.mlir:[[@LINE+3]]:10: error: no tensor-core instruction fits this mma
-  // CHECK-NEXT: {{^}}      %acc = "tile.mma"(%ta, %tb, %zero)
+  %t = "tile.load"(%a, %i, %i, %i) {padding = "zero", tile_shape = array<i64: 2, 16, 16>} : (!tile.array<f16, 3 : i64>, i32, i32, i32) -> tensor<2x16x16xf16>
+  %zero = arith.constant dense<0.0> : tensor<2x16x16xf32>
+  // expected-error @+4 {{a batched (3-d) mma is not lowered to the GPU: operands [2, 16, 16] x [2, 16, 16]; index the batch with a block id and reshape the tiles to 2-d}}
+  // CHECK:      assign-layouts-invalid.mlir:[[@LINE+3]]:10: error: a batched (3-d) mma is not lowered to the GPU
+  // CHECK-NEXT: {{^}}      %acc = "tile.mma"(%t, %t, %zero)
   // CHECK-NEXT: {{^}}             ^
-  %acc = "tile.mma"(%ta, %tb, %zero) : (tensor<8x32xf16>, tensor<32x64xf16>, tensor<8x64xf32>) -> tensor<8x64xf32>
-  "tile.store"(%c, %acc, %i, %i) : (!tile.array<f32, 2 : i64>, tensor<8x64xf32>, i32, i32) -> ()
+  %acc = "tile.mma"(%t, %t, %zero) : (tensor<2x16x16xf16>, tensor<2x16x16xf16>, tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  "tile.store"(%c, %acc, %i, %i, %i) : (!tile.array<f32, 3 : i64>, tensor<2x16x16xf32>, i32, i32, i32) -> ()
   return
 }
 

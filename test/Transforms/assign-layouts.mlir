@@ -262,3 +262,23 @@ func.func @matmul_sm80(%a: !tile.array<f16, 2 : i64>, %c: !tile.array<f16, 2 : i
   return
 }
 }
+
+// -----
+
+// A product no tensor-core instruction fits (M = 8) runs on the FMA units: the
+// accumulator takes the home layout of its shape, the operands are loaded into
+// unswizzled row-major shared memory.
+
+// CHECK-LABEL: func.func @fma_product
+// CHECK:         "tile.load"{{.*}} -> tensor<8x32xf16, #tile.shared<0 : i64, array<i64: 1, 0>>>
+// CHECK:         "tile.load"{{.*}} -> tensor<32x64xf16, #tile.shared<0 : i64, array<i64: 1, 0>>>
+// CHECK:         "tile.mma"{{.*}} -> tensor<8x64xf32, #tile.blocked<
+func.func @fma_product(%a: !tile.array<f16, 2 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %ta = "tile.load"(%a, %i, %i) {padding = "zero", tile_shape = array<i64: 8, 32>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<8x32xf16>
+  %tb = "tile.load"(%a, %i, %i) {padding = "zero", tile_shape = array<i64: 32, 64>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<32x64xf16>
+  %zero = arith.constant dense<0.0> : tensor<8x64xf32>
+  %acc = "tile.mma"(%ta, %tb, %zero) : (tensor<8x32xf16>, tensor<32x64xf16>, tensor<8x64xf32>) -> tensor<8x64xf32>
+  "tile.store"(%c, %acc, %i, %i) : (!tile.array<f32, 2 : i64>, tensor<8x64xf32>, i32, i32) -> ()
+  return
+}

@@ -210,22 +210,33 @@ def test_large_arrays_get_the_l2_policy_and_ptxas_takes_it(cuobjdump, target):
 # What the GPU stages refuse
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("target", TARGETS)
-def test_an_mma_no_tensor_core_fits_is_refused_at_the_layout_stage_with_its_location(target):
-    fn = matmul.matmul.__wrapped__
-    kernel = ct.kernel(fn)
+def test_an_mma_no_tensor_core_fits_runs_on_the_fma_units(target, tmp_path):
+    """M = 8 fits no tensor-core instruction: the product is computed by each thread
+    from shared operands, in a loop over K (no HMMA/HGMMA, and still no local memory)."""
+    kernel = ct.kernel(matmul.matmul.__wrapped__)
     args = (ct.ArraySpec("float16", 2), ct.ArraySpec("float16", 2), ct.ArraySpec("float32", 2),
-            8, 64, 32)                                          # M = 8: no instruction fits
-    kernel.compile(args, stage="tile", target=target)          # the tile stage is fine
+            8, 64, 32)
+    ck = kernel.compile(args, target=target)
+    sass = _sass(find_cuda_tool("cuobjdump"), ck.cubin, "fma_mma")
+    assert "HMMA" not in sass and "HGMMA" not in sass and "FFMA" in sass
+    assert not _opcodes(sass, "LDL") and not _opcodes(sass, "STL")
+
+
+@ct.kernel
+def _batched_product(a, c):
+    t = ct.load(a, index=(0, 0, 0), shape=(2, 16, 16))
+    acc = ct.zeros((2, 16, 16), dtype=ct.float32)
+    ct.store(c, index=(0, 0, 0), tile=ct.mma(t, t, acc))
+
+
+def test_a_batched_mma_is_refused_at_the_layout_stage_with_its_location():
+    """A 3-d (batched) product tile: the message says how to write it instead."""
+    args = (ct.ArraySpec("float16", 3), ct.ArraySpec("float32", 3))
     with pytest.raises(TileIRError) as info:
-        kernel.compile(args, stage="layout", target=target)
-    lines, first = inspect.getsourcelines(fn)
-    offset = next(i for i, line in enumerate(lines) if "ct.mma(" in line)
-    where = f"{inspect.getsourcefile(fn)}:{first + offset}:{lines[offset].index('ct.mma(') + 1}"
+        _batched_product.compile(args, stage="layout", target="sm_90a")
     message = str(info.value)
-    assert message.startswith(f"{where}: error: no tensor-core instruction fits this mma on "
-                              f"{target}"), message
-    assert "[8, 32] x [32, 64] of f16 into [8, 64] of f32" in message
-    assert lines[offset].strip() in message                     # the source line, with a caret
+    assert "a batched (3-d) mma is not lowered to the GPU" in message
+    assert "ct.mma(t, t, acc)" in message and "^" in message
 
 
 # --------------------------------------------------------------------------

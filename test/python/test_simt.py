@@ -99,6 +99,35 @@ def test_matmul_without_a_loop_runs_correctly(target, rng):
 F8 = ml_dtypes.float8_e4m3fn
 
 
+@pytest.mark.parametrize("target,dtype,out,tiles", [
+    ("sm_90a", np.float16, np.float16, (8, 32, 64)),     # M = 8: no instruction fits
+    ("sm_90a", np.float64, np.float64, (32, 32, 64)),    # f64
+    ("sm_80", np.int8, np.int32, (32, 32, 64)),          # i8 -> i32, exact
+    ("sm_80", np.float32, np.float32, (64, 64, 64)),     # f32 on sm_80: no tf32 mma.sync
+    ("sm_80", F8, np.float32, (64, 64, 64)),             # fp8 on sm_80: decoded in software
+])
+def test_products_no_tensor_core_fits_run_on_the_fma_units(target, dtype, out, tiles, rng):
+    m, n, k = 40, 50, 37
+    if np.dtype(dtype).kind == "i":
+        a = rng.integers(-128, 128, (m, k)).astype(dtype)
+        b = rng.integers(-128, 128, (k, n)).astype(dtype)
+    else:
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+    c = np.zeros((m, n), out)
+    args = (a, b, c, *tiles)                          # one tile along K: BK = 64 covers k
+    # `a @ b` of fp8 is fp8, which sm_80 cannot round to: an f32 accumulator instead
+    kernel = gemm if dtype == F8 else one_tile_matmul
+    ck = kernel.compile(args, stage="gpu", target=target)
+    assert "wgmma" not in ck.artifacts["gpu"] and "mma.sync" not in ck.artifacts["gpu"]
+    simulate(ck, (ct.cdiv(m, tiles[0]), ct.cdiv(n, tiles[1])), args)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    if np.dtype(out).kind == "i":
+        assert (c == ref.astype(np.int64).astype(out)).all()
+    else:
+        assert np.abs(c.astype(np.float64) - ref).max() <= 2e-3 * np.abs(ref).max()
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_attention_runs_correctly(target, rng):
     """An mma in a loop with other work, and P @ V with P computed in registers (wgmma

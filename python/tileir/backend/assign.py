@@ -61,23 +61,24 @@ class MmaAssignment:
             k = a.type.shape[-1]
             p = mma_plan.plan(tuple(acc.type.shape), str(acc.type.element_type),
                               str(a.type.element_type), self.chip, self.num_warps, k)
-            if p is None:
+            if p is None and a.type.rank != 2:
                 raise TileIRError(
-                    f"no tensor-core instruction fits this mma on {self.chip}: operands "
-                    f"{_shape(a)} x {_shape(b)} of {a.type.element_type} into "
-                    f"{_shape(acc)} of {acc.type.element_type} (needs f16/bf16/f32/fp8 "
-                    f"operands, M a multiple of 16 (64 for wgmma), N of 8, K of "
-                    f"{mma_plan.K_STEP.get(str(a.type.element_type), 16)}); the FMA path for "
-                    f"other shapes is not built yet: run such kernels in the interpreter",
-                    op.location)
+                    f"a batched (3-d) mma is not lowered to the GPU: operands {_shape(a)} x "
+                    f"{_shape(b)}; index the batch with a block id and reshape the tiles to "
+                    f"2-d", op.location)
             self.plans[op] = p
-            self.preferred[acc] = self.preferred[op.results[0]] = p.acc
+            # no tensor-core instruction fits: the FMA units, on the home layout,
+            # operands read from row-major shared tiles
+            lay = p.acc if p is not None else self.home_of(tuple(acc.type.shape))
+            self.preferred[acc] = self.preferred[op.results[0]] = lay
             for index in (0, 1):
-                self.operand_source(op.operands[index])
+                self.operand_source(op.operands[index], swizzled=p is not None)
         self.propagate_through_loops()
 
-    def operand_source(self, v: ir.Value) -> None:
-        """A load that only feeds this operand (through permutes) loads into shared memory."""
+    def operand_source(self, v: ir.Value, swizzled: bool = True) -> None:
+        """A load that only feeds this operand (through permutes) loads into shared memory
+        (with the widest swizzle its rows allow for tensor cores, plain row-major for
+        the FMA path)."""
         while _single_use(v) and (_defining_name(v) == "tile.permute" or (
                 _defining_name(v) == "tile.reshape" and _unit_dim_change(
                     list(v.owner.operands[0].type.shape), list(v.type.shape)) is not None)):
@@ -88,7 +89,8 @@ class MmaAssignment:
         if t.rank < 2 or any(d != 1 for d in t.shape[:-2]):
             return
         inner = t.shape[-1] * element_bytes(t.element_type)
-        self.preferred[v] = Shared(choose_swizzle(inner), tuple(reversed(range(t.rank))))
+        self.preferred[v] = Shared(choose_swizzle(inner) if swizzled else 0,
+                                   tuple(reversed(range(t.rank))))
 
     def propagate_through_loops(self) -> None:
         """A loop carries a value in the layout its consumers prefer: init, region
@@ -112,6 +114,15 @@ class MmaAssignment:
 
     def rule_tile_mma(self, op):
         p = self.plans[op]
+        if p is None:                     # the FMA path: row-major shared operands
+            acc_lay = self.home_of(tuple(op.operands[2].type.shape))
+            self.require(op, 2, acc_lay)
+            self.set_layout(op.results[0], acc_lay)
+            for index in (0, 1):
+                lay = self.layout_of(op.operands[index])
+                order = lay.order if isinstance(lay, Shared) else (1, 0)
+                self.require(op, index, Shared(0, order))
+            return
         self.require(op, 2, p.acc)
         self.set_layout(op.results[0], p.acc)
         for index in (0, 1):
@@ -452,8 +463,9 @@ def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
             raise TileIRError(f"num_warps must be a power of two <= 32, got {n}", func.location)
         return n
     products = _ops_named(func, "tile.mma") + _ops_named(func, "tile.matmul")
-    if products:
-        shapes = [tuple(op.results[0].type.shape) for op in products]
+    shapes = [tuple(op.results[0].type.shape) for op in products]
+    shapes = [sh for sh in shapes if len(sh) == 2]     # 3-d products are refused later
+    if shapes:
         return max(mma_plan.default_warps(sh, 3 if chip.startswith("sm_90") and len(sh) == 2
                                           and sh[0] % 64 == 0 else 2) for sh in shapes)
     streamed = biggest = 0

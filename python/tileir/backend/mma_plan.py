@@ -7,7 +7,8 @@
   accumulator M a multiple of 16; A and B in registers (from shared memory
   through ldmatrix when they were loaded there);
 and returns None when no tensor-core instruction fits the shapes or types (the
-product then runs on the FMA units).
+product then runs on the FMA units: tiles too small, f64, i8, and tf32/fp8 on
+sm_80).
 
 Operand element types and the K step of one instruction:
 f16, bf16 -> k16 (v2, v3); f32 as tf32 -> k8 (v2, v3; wgmma reads tf32 only
@@ -24,6 +25,8 @@ from .mma_layouts import DotOperand, Mma, Shared, choose_swizzle
 # operand element type -> K of one instruction
 K_STEP = {"f16": 16, "bf16": 16, "f32": 8, "f8E4M3FN": 32, "f8E5M2": 32}
 WGMMA_ONLY = ("f8E4M3FN", "f8E5M2")
+# what mma.sync is lowered for (tf32 and fp8 on sm_80 take the FMA path)
+MMA_SYNC_TYPES = ("f16", "bf16")
 # wgmma can read these from shared memory in either major order (others: K-major only)
 WGMMA_TRANSPOSABLE = ("f16", "bf16")
 ACC_TYPES = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "f8E4M3FN": ("f32",),
@@ -101,7 +104,7 @@ def plan(acc_shape, acc_elem: str, elem: str, chip: str, num_warps: int | None,
         acc = _wgmma_layout(m, n, num_warps)
         if acc is not None:
             return MmaPlan(acc, step, elem)
-    if elem in WGMMA_ONLY or m % 16 or n % 8:
+    if elem not in MMA_SYNC_TYPES or m % 16 or n % 8:
         return None
     acc = _mma_sync_layout(m, n, num_warps)
     return MmaPlan(acc, step, elem) if acc is not None else None

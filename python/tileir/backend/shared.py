@@ -190,9 +190,12 @@ def _ldmatrix(cx: LoweringContext, tile: SmemTile, lin: L.Linear) -> Frag | None
     return Frag(lin, tile.elem, regs)
 
 
-def fence_async_proxy() -> None:
+def fence_async_proxy(cx: LoweringContext) -> None:
     """Orders this thread's shared-memory writes before reads by the async proxy
-    (wgmma, TMA stores): PTX `fence.proxy.async.shared::cta`."""
+    (wgmma, TMA stores): PTX `fence.proxy.async.shared::cta`.  sm_90 and later only;
+    before Hopper nothing reads shared memory through another proxy."""
+    if not cx.chip.startswith("sm_90"):
+        return
     nvvm.fence_proxy(ir.Attribute.parse("#nvvm.proxy_kind<async.shared>"),
                      space=ir.Attribute.parse("#nvvm.shared_space<cta>"))
 
@@ -221,7 +224,7 @@ def write_shared(cx: LoweringContext, frag: Frag, tile: SmemTile, *, async_reade
     cx.smem_barrier_before()
     store_frag(cx, frag, tile)
     if async_reader:
-        fence_async_proxy()
+        fence_async_proxy(cx)
     from mlir.dialects import gpu
     gpu.barrier()
 

@@ -361,7 +361,8 @@ _MATH = {"math.exp": np.exp, "math.exp2": np.exp2, "math.log": np.log, "math.log
          "math.sqrt": np.sqrt, "math.rsqrt": lambda x: 1 / np.sqrt(x), "math.sin": np.sin,
          "math.cos": np.cos, "math.tan": np.tan, "math.tanh": np.tanh, "math.absf": np.abs,
          "math.floor": np.floor, "math.ceil": np.ceil, "math.erf": None,
-         "math.log1p": np.log1p, "math.expm1": np.expm1}
+         "math.log1p": np.log1p, "math.expm1": np.expm1,
+         "math.fma": lambda a, b, c: a * b + c}   # inputs widened to f64: one rounding
 
 
 def _math(sim, blk, o, mask):

@@ -63,7 +63,7 @@ def _load(cx, op):
         origin = [s * shape[d] if d == slow else 0 for d in range(len(shape))]
         store_frag(cx, frag, SmemTile(lay, tile.shape, tile.elem,
                                       tile.base + tile.offset(origin)))
-    fence_async_proxy()
+    fence_async_proxy(cx)
     gpu.barrier()
 
 

@@ -47,7 +47,7 @@ def elementwise(cx: LoweringContext, op: ir.Operation) -> None:
     fp8 = any(is_fp8(e) for e in elems + in_elems)
     for r in range(lin.num_regs):
         args = [f.regs[r] if isinstance(f, Frag) else f for f in operands]
-        results = _fp8_op(name, in_elems, elems, args, attrs) if fp8 else \
+        results = _fp8_op(cx, name, in_elems, elems, args, attrs) if fp8 else \
             _scalar_op(name, elems, args, attrs)
         for k, res in enumerate(results):
             out[k].append(res)
@@ -76,20 +76,40 @@ def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dic
                                     attributes=attrs).results)
 
 
-# fp8 on the GPU (sm_89 and later): registers hold the bits (i8); arithmetic runs in
-# f32 between two conversions, the way bf16 arithmetic rounds once per op.
+# fp8 on the GPU: registers hold the bits (i8); arithmetic runs in f32 between two
+# conversions, the way bf16 arithmetic rounds once per op.
 _FP8_PTX = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
 
 
-def _fp8_to_f32(bits: ir.Value, fp8: ir.Type) -> ir.Value:
+def fp8_to_f32(cx: LoweringContext, bits: ir.Value, fp8: ir.Type) -> ir.Value:
+    """The f32 value of fp8 `bits` (an i8): `cvt` on sm_89 and later; on sm_80, which
+    has no fp8 instructions, the bits placed in an f16 and rescaled (e5m2 is the top
+    byte of an f16; e4m3's 4-bit exponent sits in the f16's low exponent bits, 2^8
+    too small, subnormals included; 0x7F is its NaN)."""
     i16 = ir.IntegerType.get_signless(16)
-    asm = ("{\n.reg .b32 t;\n.reg .f16 lo, hi;\n"
-           f"cvt.rn.f16x2.{_FP8_PTX[str(fp8)]}x2 t, $1;\nmov.b32 {{lo, hi}}, t;\n"
-           "cvt.f32.f16 $0, lo;\n}")
-    return llvm.inline_asm(ir.F32Type.get(), [arith.extui(i16, bits)], asm, "=f,h")
+    wide = arith.extui(i16, bits)
+    if cx.chip.startswith("sm_90"):
+        asm = ("{\n.reg .b32 t;\n.reg .f16 lo, hi;\n"
+               f"cvt.rn.f16x2.{_FP8_PTX[str(fp8)]}x2 t, $1;\nmov.b32 {{lo, hi}}, t;\n"
+               "cvt.f32.f16 $0, lo;\n}")
+        return llvm.inline_asm(ir.F32Type.get(), [wide], asm, "=f,h")
+    f16, f32 = ir.F16Type.get(), ir.F32Type.get()
+    c = lambda v, t=i16: arith.ConstantOp(t, v).result  # noqa: E731
+    if str(fp8) == "f8E5M2":
+        return arith.extf(f32, arith.bitcast(f16, arith.shli(wide, c(8))))
+    magnitude = arith.shli(arith.andi(wide, c(0x7F)), c(7))
+    value = arith.mulf(arith.extf(f32, arith.bitcast(f16, magnitude)), c(256.0, f32))
+    negative = arith.cmpi(arith.CmpIPredicate.ne, arith.andi(wide, c(0x80)), c(0))
+    value = arith.select(negative, arith.negf(value), value)
+    nan = arith.cmpi(arith.CmpIPredicate.eq, arith.andi(wide, c(0x7F)), c(0x7F))
+    return arith.select(nan, c(float("nan"), f32), value)
 
 
-def _f32_to_fp8(x: ir.Value, fp8: ir.Type) -> ir.Value:
+def _f32_to_fp8(cx: LoweringContext, x: ir.Value, fp8: ir.Type) -> ir.Value:
+    if not cx.chip.startswith("sm_90"):
+        raise TileIRError(f"rounding to {fp8} needs sm_89 or later (cvt ... e4m3x2/e5m2x2); "
+                          f"on {cx.chip} fp8 tiles can be loaded, multiplied and widened, "
+                          f"but results must be f16, bf16 or f32", ir.Location.current)
     i16 = ir.IntegerType.get_signless(16)
     zero = arith.ConstantOp(ir.F32Type.get(), 0.0).result
     asm = f"cvt.rn.satfinite.{_FP8_PTX[str(fp8)]}x2.f32 $0, $1, $2;"
@@ -97,25 +117,25 @@ def _f32_to_fp8(x: ir.Value, fp8: ir.Type) -> ir.Value:
     return arith.trunci(ir.IntegerType.get_signless(8), packed)
 
 
-def _fp8_op(name: str, in_elems: list[ir.Type | None], elems: list[ir.Type],
-            args: list[ir.Value], attrs: dict) -> list[ir.Value]:
+def _fp8_op(cx: LoweringContext, name: str, in_elems: list[ir.Type | None],
+            elems: list[ir.Type], args: list[ir.Value], attrs: dict) -> list[ir.Value]:
     """One element of an op that reads or makes fp8: its fp8 operands widened to f32,
     the op in f32, fp8 results narrowed back (satfinite, round to nearest even)."""
     f32 = ir.F32Type.get()
     if name == "arith.bitcast":               # fp8 <-> i8: the register already is the bits
         return list(args)
-    wide = [_fp8_to_f32(a, e) if e is not None and is_fp8(e) else a
+    wide = [fp8_to_f32(cx, a, e) if e is not None and is_fp8(e) else a
             for a, e in zip(args, in_elems)]
     if name in ("arith.extf", "arith.truncf"):
         x, out = wide[0], elems[0]
         if is_fp8(out):
-            return [_f32_to_fp8(x if isinstance(x.type, ir.F32Type) else arith.extf(f32, x),
+            return [_f32_to_fp8(cx, x if isinstance(x.type, ir.F32Type) else arith.extf(f32, x),
                                 out)]
         if out == f32:
             return [x]
         return [arith.truncf(out, x) if _bits(out) < 32 else arith.extf(out, x)]
     outs = _scalar_op(name, [f32 if is_fp8(e) else e for e in elems], wide, attrs)
-    return [_f32_to_fp8(r, e) if is_fp8(e) else r for r, e in zip(outs, elems)]
+    return [_f32_to_fp8(cx, r, e) if is_fp8(e) else r for r, e in zip(outs, elems)]
 
 
 def _fp8_pattern(value: float, spelling: str) -> int:

@@ -19,12 +19,12 @@ instruction (mi, ni) is fragment element d[r] of that instruction (see
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, llvm, nvvm
+from mlir.dialects import arith, llvm, math, nvvm, scf
 
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import tile_layout
 
-from ..context import I32, I64, Frag, LoweringContext
+from ..context import I32, I64, Frag, LoweringContext, is_fp8, reg_type
 from ..mma_layouts import DotOperand, Mma, Shared
 from ..mma_plan import K_STEP
 from ..shared import SmemTile, load_frag
@@ -37,6 +37,9 @@ _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
 @rule("tile.mma")
 def _mma(cx, op):
+    if not isinstance(tile_layout(op.acc.type), Mma):
+        cx.values[op.result] = _mma_fma(cx, op)
+        return
     acc = _issue(cx, op)
     cx.values[op.result] = _wait(cx, acc, 0, _version(op))
 
@@ -350,6 +353,93 @@ def _mma_sync(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str, op) -> 
 def _step_fragment(cx, tile: SmemTile, layout: DotOperand, shape, origin) -> Frag:
     """The fragment of one k step of a shared operand (ldmatrix where it fits)."""
     return load_frag(cx, tile.at(origin), layout.linear(shape))
+
+
+# ---------------------------------------------------------------------------
+# The FMA units: products no tensor-core instruction fits
+# ---------------------------------------------------------------------------
+def _mma_fma(cx: LoweringContext, op) -> Frag:
+    """`a @ b + acc` on the FMA units: each thread accumulates its own elements of the
+    accumulator (its layout's), reading a row of A and a column of B from the
+    row-major shared operands one k at a time (f32 for 8- and 16-bit floats, f64,
+    i32 for i8), then rounds once to the accumulator type."""
+    acc = cx.frag(op.acc)
+    a, b = cx.get(op.a), cx.get(op.b)
+    if not (isinstance(a, SmemTile) and isinstance(b, SmemTile)) or a.layout.swizzle or \
+            b.layout.swizzle:
+        raise TileIRError(f"tile.mma with a {tile_layout(op.acc.type).attr()} accumulator runs "
+                          f"on the FMA units and needs both operands in unswizzled shared "
+                          f"memory (#tile.shared<0 : i64, ...>), as the layout stage assigns "
+                          f"them; got {op.a.type} and {op.b.type}", op.location)
+    elem = op.a.type.element_type
+    work = _fma_type(elem)
+    lin = acc.lin
+    k = a.shape[1]
+    tc = cx.thread_coords(lin)
+    ea, eb = a.elem_bytes, b.elem_bytes
+    sa = [a.offset((1, 0)), a.offset((0, 1))]           # byte strides (no swizzle: linear)
+    sb = [b.offset((1, 0)), b.offset((0, 1))]
+    coords = [lin.reg_coord(r) for r in range(lin.num_regs)]
+    rows = sorted({c[0] for c in coords})
+    cols = sorted({c[1] for c in coords})
+
+    def base(tile, dim_value, stride):
+        start = tile.base if not isinstance(tile.base, int) else cx.const(tile.base)
+        return arith.addi(start, arith.muli(dim_value, cx.const(stride)))
+
+    a_rows = {m: base(a, arith.addi(tc[0], cx.const(m)), sa[0]) for m in rows}
+    b_cols = {n: base(b, arith.addi(tc[1], cx.const(n)), sb[1]) for n in cols}
+    init = [_widen_to(v, work) for v in acc.regs]
+    loop = scf.ForOp(cx.const(0), cx.const(k), cx.const(1), init)
+    with ir.InsertionPoint(loop.body):
+        kk = loop.induction_variable
+        av = {m: _read_elem(cx, arith.addi(p, arith.muli(kk, cx.const(sa[1]))), a, ea, work)
+              for m, p in a_rows.items()}
+        bv = {n: _read_elem(cx, arith.addi(p, arith.muli(kk, cx.const(sb[0]))), b, eb, work)
+              for n, p in b_cols.items()}
+        out = []
+        for (m, n), c in zip(coords, loop.inner_iter_args):
+            if isinstance(work, ir.IntegerType):
+                out.append(arith.addi(c, arith.muli(av[m], bv[n])))
+            else:                                       # one rounding per step: FFMA
+                out.append(math.fma(av[m], bv[n], c))
+        scf.YieldOp(out)
+    regs = [_narrow_to(v, acc.elem) for v in loop.results]
+    return Frag(lin, acc.elem, regs)
+
+
+def _fma_type(elem: ir.Type) -> ir.Type:
+    s = str(elem)
+    if s == "f64":
+        return ir.F64Type.get()
+    if isinstance(elem, ir.IntegerType):
+        return I32()
+    return ir.F32Type.get()
+
+
+def _read_elem(cx, offset, tile: SmemTile, nbytes: int, work: ir.Type) -> ir.Value:
+    from .elementwise import fp8_to_f32
+    rt = reg_type(tile.elem)
+    v = llvm.load(rt, cx.smem_ptr(offset), alignment=nbytes)
+    if is_fp8(tile.elem):
+        return fp8_to_f32(cx, v, tile.elem)
+    return _widen_to(v, work)
+
+
+def _widen_to(v: ir.Value, t: ir.Type) -> ir.Value:
+    if v.type == t:
+        return v
+    if isinstance(t, ir.IntegerType):
+        return arith.extsi(t, v)
+    return arith.extf(t, v)
+
+
+def _narrow_to(v: ir.Value, t: ir.Type) -> ir.Value:
+    if v.type == t:
+        return v
+    if isinstance(t, ir.IntegerType):
+        return arith.trunci(t, v)
+    return arith.truncf(t, v)
 
 
 def _operand(packed: list[ir.Value], elem: str) -> list[ir.Value]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, gpu, memref
 
-from tileir.dialect import TileIRError
 
 from tileir.dialect.layout import tile_layout
 
