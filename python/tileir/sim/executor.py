@@ -55,6 +55,9 @@ class _SharedRef:
     dtype: np.dtype
 
 
+BLOCKED = object()      # what `run` yields: every thread it runs is waiting
+
+
 class _Block:
     """One thread block being executed."""
 
@@ -64,6 +67,8 @@ class _Block:
         self.threads = sim.threads
         self.shared = hw.Shared(sim.meta["shared_bytes"])
         self.env: dict[ir.Value, Any] = {}
+        self.version = 0          # bumped whenever an mbarrier changes
+        self.waiting = ""         # what the last blocked wait waited for
 
 
 class _Simulator:
@@ -86,13 +91,22 @@ class _Simulator:
         return np.full(self.threads, value, np_dtype(t))
 
     # -- running --------------------------------------------------------------------
+    # `run` is a generator: it yields BLOCKED when every thread it runs waits on an
+    # mbarrier phase that has not completed, so that the other side of a divergent
+    # branch (a producer warpgroup, say) can run on.  A block whose every path is
+    # blocked with no barrier changing in between would hang on the GPU.
     def run_block(self, blk: _Block, args: list[Any]) -> None:
         body = self.func.regions[0].blocks[0]
         for a, v in zip(body.arguments, args):
             blk.env[a] = v
-        self.run(blk, body, np.ones(self.threads, bool))
+        version = None
+        for signal in self.run(blk, body, np.ones(self.threads, bool)):
+            if signal is BLOCKED:
+                if version == blk.version:
+                    raise SimError(f"block {blk.bid} would hang: {blk.waiting}")
+                version = blk.version
 
-    def run(self, blk: _Block, block: ir.Block, mask: np.ndarray) -> list:
+    def run(self, blk: _Block, block: ir.Block, mask: np.ndarray):
         for op in block.operations:
             op = op.operation
             name = op.name
@@ -105,6 +119,8 @@ class _Simulator:
                 raise SimError(f"{op.location}: the simulator has no model of '{name}'")
             try:
                 out = fn(self, blk, op, mask)
+                if name in SUSPENDING:
+                    out = yield from out
             except SimError as e:
                 if str(e).startswith("loc(") or " at block " in str(e):
                     raise
@@ -160,6 +176,8 @@ def _where(cond: np.ndarray, a, b):
 # ---------------------------------------------------------------------------
 OPS: dict[str, Callable] = {}
 PREFIX_OPS: list[tuple[str, Callable]] = []
+# ops whose rules are generators (they run regions or wait)
+SUSPENDING = frozenset({"scf.if", "scf.for", "nvvm.mbarrier.try_wait.parity"})
 
 
 def op(*names):
@@ -381,23 +399,35 @@ PREFIX_OPS.append(("math.", _math))
 # -- control flow ------------------------------------------------------------------------
 @op("scf.if")
 def _if(sim, blk, o, mask):
+    """Both sides of a divergent branch run as coroutines, each for its threads,
+    switching where one waits on the other (a producer and its consumers)."""
     cond = np.asarray(blk.env[o.operands[0]], bool)
     regions = list(o.regions)
-    results = []
-    took = []
+    sides = []
     for region, m in ((regions[0], mask & cond), (regions[1], mask & ~cond)):
         if len(region.blocks) and m.any():
-            took.append((sim.run(blk, region.blocks[0], m), m))
+            sides.append([sim.run(blk, region.blocks[0], m), None, False])
+    while not all(done for _, _, done in sides):
+        before = blk.version
+        all_blocked = True
+        for side in sides:
+            if side[2]:
+                continue
+            try:
+                signal = next(side[0])
+                all_blocked = all_blocked and signal is BLOCKED
+            except StopIteration as stop:
+                side[1], side[2] = stop.value, True
+                all_blocked = False
+        if all_blocked and blk.version == before:
+            yield BLOCKED                 # let an enclosing branch's other side run
     if not o.results:
         return None
-    if len(took) == 1:
-        return took[0][0]
-    if not took:
+    if len(sides) == 1:
+        return sides[0][1]
+    if not sides:
         return [sim.full(0, r.type) for r in o.results]
-    (a, _), (b, _) = took
-    for x, y in zip(a, b):
-        results.append(_where(cond, x, y))
-    return results
+    return [_where(cond, x, y) for x, y in zip(sides[0][1], sides[1][1])]
 
 
 @op("scf.for")
@@ -413,7 +443,7 @@ def _for(sim, blk, o, mask):
         blk.env[body.arguments[0]] = sim.full(i, iv_t)
         for a, v in zip(list(body.arguments)[1:], carried):
             blk.env[a] = v
-        carried = sim.run(blk, body, mask)
+        carried = yield from sim.run(blk, body, mask)
     return carried
 
 
@@ -667,10 +697,14 @@ def _inline_asm(sim, blk, o, mask):
 
 
 # -- tensor cores, copies, barriers ---------------------------------------------------------
-def _barrier_at(blk, addr: int) -> hw.Barrier:
+def _barrier_at(blk, addr: int, changing: bool = True) -> hw.Barrier:
+    """The mbarrier at `addr`; `changing`: the caller is about to change it (which
+    wakes the threads waiting on it)."""
     b = blk.shared.barriers.get(addr)
     if b is None:
         raise SimError(f"no initialized mbarrier at shared offset {addr}")
+    if changing:
+        blk.version += 1
     return b
 
 
@@ -710,11 +744,15 @@ def _mb_arrive_tx(sim, blk, o, mask):
 def _mb_wait(sim, blk, o, mask):
     addr, parity, _ = _operands(sim, blk, o)
     for a, p in zip(np.asarray(addr)[mask], np.asarray(parity)[mask]):
-        b = _barrier_at(blk, int(a))
-        if not b.ready(int(p)):
-            raise SimError(f"wait on the mbarrier at shared offset {int(a)} for parity "
-                           f"{int(p)} would hang: {b.phase} phases completed, "
-                           f"{b.pending} arrivals and {b.tx} bytes still pending")
+        while True:
+            b = _barrier_at(blk, int(a), changing=False)
+            if b.ready(int(p)):
+                break
+            blk.waiting = (f"a wait on the mbarrier at shared offset {int(a)} for parity "
+                           f"{int(p)}: {b.phase} phases completed, {b.pending} arrivals "
+                           f"and {b.tx} bytes still pending")
+            yield BLOCKED
+    return None
 
 
 @op("nvvm.cp.async.bulk.tensor.shared.cluster.global")
