@@ -41,7 +41,9 @@ from test_tensor_cores import gemm, gemm_nt  # noqa: E402
 
 PREFILL = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]
 DECODE_M = [1, 16, 64]
-HINTS = [dict(num_warps=4), dict(num_stages=3), dict(num_stages=5), dict(tile=(128, 256, 64))]
+HINTS = [dict(num_warps=4), dict(num_stages=4), dict(num_stages=5), dict(block_order="linear"),
+         dict(warp_specialize=True), dict(warp_specialize=True, tile=(128, 256, 64)),
+         dict(tile=(128, 256, 64))]
 
 
 def ms(fn) -> float:

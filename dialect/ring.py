@@ -344,5 +344,48 @@ class MmaWaitOp(TileOpView):
             raise VerifyError("the result must have the operand's type")
 
 
-__all__ = ["RingAllocOp", "RingAcquireOp", "RingLoadOp", "RingCommitOp", "RingWaitOp",
+@DIALECT.op
+class IsProducerOp(TileOpView):
+    """Whether this thread is in the kernel's producer warps (a warp-specialized
+    kernel: `tile.producer_warps` warps after the ones that hold the tiles)."""
+
+    OPERATION_NAME = "tile.is_producer"
+    SPEC = Spec(results=(Arg("result", "i1"),))
+
+    def __init__(self, *, loc=None, ip=None):
+        super().__init__(ir.Operation.create(self.OPERATION_NAME,
+                                             results=[ir.IntegerType.get_signless(1)],
+                                             loc=loc, ip=ip))
+
+
+@DIALECT.op
+class SetMaxRegistersOp(TileOpView):
+    """Gives this warpgroup `count` registers a thread (`action` "inc" or "dec"): the
+    producer of a warp-specialized kernel hands its registers to the consumers."""
+
+    OPERATION_NAME = "tile.set_max_registers"
+    SPEC = Spec(attributes=(("count", "int_attr"), ("action", "str_attr")))
+
+    def __init__(self, count: int, action: str, *, loc=None, ip=None):
+        attrs = {"count": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count),
+                 "action": ir.StringAttr.get(action)}
+        super().__init__(ir.Operation.create(self.OPERATION_NAME, attributes=attrs,
+                                             loc=loc, ip=ip))
+
+    @property
+    def count(self) -> int:
+        return self.int_attr("count")
+
+    @property
+    def action(self) -> str:
+        return self.str_attr("action")
+
+    def verify(self) -> None:
+        if self.action not in ("inc", "dec"):
+            raise VerifyError(f"action must be 'inc' or 'dec', got '{self.action}'")
+        if not 24 <= self.count <= 256 or self.count % 8:
+            raise VerifyError(f"count must be a multiple of 8 in 24..256, got {self.count}")
+
+
+__all__ = ["IsProducerOp", "SetMaxRegistersOp", "RingAllocOp", "RingAcquireOp", "RingLoadOp", "RingCommitOp", "RingWaitOp",
            "RingViewOp", "RingReleaseOp", "RingFreeOp", "MmaAsyncOp", "MmaWaitOp", "ring_type"]

@@ -30,7 +30,8 @@ READ_OPS = frozenset({"tile.load"})
 # tensor-core work in flight: none may be erased, merged or moved.
 WRITE_OPS = frozenset({"tile.store", "tile.ring_alloc", "tile.ring_acquire", "tile.ring_load",
                        "tile.ring_commit", "tile.ring_wait", "tile.ring_view", "tile.ring_release",
-                       "tile.ring_free", "tile.mma_async", "tile.mma_wait"})
+                       "tile.ring_free", "tile.mma_async", "tile.mma_wait",
+                       "tile.is_producer", "tile.set_max_registers"})
 PURE_TILE_OPS = frozenset({
     "tile.bid", "tile.num_blocks", "tile.dim", "tile.stride", "tile.iota", "tile.broadcast",
     "tile.reshape", "tile.permute", "tile.reduce", "tile.mma", "tile.matmul",

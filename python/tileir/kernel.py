@@ -245,6 +245,12 @@ class Kernel(KernelEntry):
                                          f"to 8 (shared-memory stages of a pipelined loop), "
                                          f"got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
+        ws = self.options.get("warp_specialize")
+        if ws is not None:
+            if not isinstance(ws, bool):
+                raise TileValueError(f"kernel '{self.name}': option warp_specialize must be "
+                                     f"True or False, got {ws!r}")
+            fn.attributes["tile.warp_specialize"] = ir.BoolAttr.get(ws)
         order = self.options.get("block_order")
         if order is not None:
             if order not in ("grouped", "linear"):
@@ -381,7 +387,9 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     per block / 32), `num_stages` (shared-memory stages of a software-pipelined
     loop, 2 to 8; default: what fits, up to 4), `block_order` ("grouped": a 2-d
     grid's blocks take their tiles in groups along axis 0 for L2 reuse, the
-    default for tensor-core loops; "linear": the hardware's order) and
+    default for tensor-core loops; "linear": the hardware's order),
+    `warp_specialize` (sm_90a: a producer warpgroup issues the pipelined loop's
+    copies and hands its registers to the consumers; off by default) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -391,7 +399,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     cuTile and recorded.  The interpreter ignores all of them.
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
-             "cache_hints", "num_stages", "block_order"}
+             "cache_hints", "num_stages", "block_order", "warp_specialize"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

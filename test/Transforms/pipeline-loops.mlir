@@ -127,3 +127,55 @@ func.func @default_stages(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %u: !ti
   "tile.store"(%c, %r#0, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
   return
 }
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 64>>
+
+// Warp specialization (the kernel asks): a producer warpgroup (is_producer)
+// gives back registers and runs its own loop of acquire / load / commit from
+// iteration 0; the consumers take them, wait, multiply, release; everything after
+// the loop runs in the consumer branch.  One block per SM: 4 stages.
+// CHECK-LABEL: func.func @specialized
+// CHECK-SAME:    tile.producer_warps = 4 : i32
+// CHECK:       %[[R:.*]] = "tile.ring_alloc"() {stages = 4 : i64
+// CHECK-NEXT:  %[[P:.*]] = "tile.is_producer"() : () -> i1
+// CHECK-NEXT:  scf.if %[[P]] {
+// CHECK-NEXT:    "tile.set_max_registers"() {action = "dec", count = 40 : i64}
+// CHECK-NEXT:    scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}}  : i32 {
+// CHECK:           %[[NPAR:.*]] = arith.xori
+// CHECK-NEXT:      "tile.ring_acquire"(%[[R]], %{{.*}}, %[[NPAR]], %true)
+// CHECK-NEXT:      "tile.ring_load"(%[[R]], %{{.*}}, %true, %arg0, %{{.*}}, %[[K]]) {buffer = 0 : i64}
+// CHECK-NEXT:      "tile.ring_load"(%[[R]], %{{.*}}, %true, %arg0, %[[K]], %{{.*}}) {buffer = 1 : i64}
+// CHECK-NEXT:      "tile.ring_commit"(%[[R]])
+// CHECK:       } else {
+// CHECK-NEXT:    "tile.set_max_registers"() {action = "inc", count = 232 : i64}
+// CHECK-NEXT:    %[[RES:.*]] = scf.for
+// CHECK:           "tile.ring_wait"(%[[R]]
+// CHECK:           "tile.mma_async"
+// CHECK:           "tile.mma_wait"({{.*}}) {pending = 1 : i64}
+// CHECK:           "tile.ring_release"(%[[R]]
+// CHECK-NOT:       "tile.ring_acquire"
+// CHECK:           scf.yield
+// CHECK:         "tile.mma_wait"(%[[RES]]) {pending = 0 : i64}
+// CHECK-NEXT:    "tile.ring_free"(%[[R]])
+// CHECK-NEXT:    "tile.store"
+// CHECK-NEXT:  }
+// CHECK-NEXT:  return
+// SM80-LABEL: func.func @specialized
+// SM80-NOT:   tile.is_producer
+func.func @specialized(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warp_specialize = true} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<128x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<128x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %c0, %k) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16, #sa>
+    %ts = "tile.load"(%a, %k, %c0) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %ts, %acc) : (tensor<128x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<128x64xf32, #acc>) -> tensor<128x64xf32, #acc>
+    scf.yield %d : tensor<128x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<128x64xf32, #acc>, i32, i32) -> ()
+  return
+}

@@ -79,6 +79,16 @@ def test_tile_shapes_and_transposed_weights(tiles, nt):
     assert _rel_err(c, ref) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("warps,tiles", [(8, (128, 128, 64)), (8, (128, 256, 64)),
+                                         (4, (64, 128, 64))])
+def test_warp_specialized_gemm(warps, tiles):
+    kernel = ct.kernel(gemm.fn, warp_specialize=True, num_warps=warps)
+    a = torch.randn(1000, 4097, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4097, 777, device="cuda", dtype=torch.bfloat16)
+    c, ref = _run(kernel, a, b, torch.bfloat16, tiles)
+    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+
+
 def test_unaligned_operands_take_the_synchronous_path():
     big = torch.randn(300, 201, device="cuda", dtype=torch.bfloat16)
     a = big[:, 1:]                                   # base and rows not 16-byte aligned

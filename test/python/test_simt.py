@@ -166,6 +166,15 @@ def test_fp8_and_tf32_gemm_run_correctly(kernel, nt, k, out, tol, rng):
     assert np.abs(c.astype(np.float64) - ref).max() <= tol * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("warps,tiles,nt", [(8, (128, 128, 64), False), (4, (64, 64, 64), True)])
+def test_warp_specialized_gemm_runs_correctly(warps, tiles, nt, rng):
+    """A producer warpgroup issuing the copies, consumers multiplying: the two sides
+    wait on each other's mbarriers (the simulator runs them as coroutines)."""
+    kernel = ct.kernel((gemm_nt if nt else gemm).fn, warp_specialize=True, num_warps=warps)
+    got, ref = _gemm(kernel, "sm_90a", 200, 136, 320, tiles, BF16, rng, nt=nt)
+    assert _close(got, ref, 320)
+
+
 def test_wide_wgmma_tile_runs_correctly(rng):
     got, ref = _gemm(gemm, "sm_90a", 128, 256, 128, (128, 256, 64), BF16, rng)
     assert _close(got, ref, 128)

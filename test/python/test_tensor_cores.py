@@ -348,6 +348,17 @@ def test_compiled_gemm_uses_tensor_cores_and_no_local_memory(target, kernel, dty
     assert "C7520" not in report and "C7519" not in report, report   # wgmma not serialized
 
 
+def test_warp_specialized_gemm_gives_registers_to_the_consumers(tmp_path):
+    spec = ct.ArraySpec(BF16, 2)
+    kernel = ct.kernel(gemm.fn, warp_specialize=True)
+    ck = kernel.compile((spec, spec, spec, 128, 128, 64), target="sm_90a")
+    assert ck.meta["num_threads"] == 384                   # 2 consumer + 1 producer warpgroup
+    ops = _sass(ck.cubin, tmp_path)
+    assert ops["USETMAXREG"] == 2 and ops["HGMMA"] and ops["UTMALDG"]
+    assert "C7507" not in ck.ptxas_report and "C7508" not in ck.ptxas_report   # not ignored
+    assert "0 bytes spill stores" in ck.ptxas_report
+
+
 def test_tensor_maps_are_grid_constant_parameters_in_the_ptx():
     spec = ct.ArraySpec(BF16, 2)
     ck = gemm.compile((spec, spec, spec, 128, 128, 64), target="sm_90a")

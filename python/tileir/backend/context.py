@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from mlir import ir
-from mlir.dialects import arith, gpu, llvm, memref
+from mlir.dialects import arith, gpu, llvm, memref, nvvm
 
 from tileir.dialect import TileIRError
 from . import layouts as L
@@ -44,8 +44,13 @@ class ArrayABI:
 
 class LoweringContext:
     def __init__(self, num_warps: int, block_args_entry: ir.Block,
-                 cache_hints: bool | None = None, chip: str = "sm_90a"):
+                 cache_hints: bool | None = None, chip: str = "sm_90a",
+                 producer_warps: int = 0):
+        # `num_warps` hold the tiles (layouts are over them); a warp-specialized
+        # kernel has `producer_warps` more, after them, that only issue copies
         self.num_warps = num_warps
+        self.producer_warps = producer_warps
+        self.role = None          # "producer" / "consumer" inside a specialized branch
         self.chip = chip
         # (array argument index, box, swizzle) -> the kernel's CUtensorMap parameter
         self.tensor_maps: dict[tuple, ir.Value] = {}
@@ -100,7 +105,8 @@ class LoweringContext:
         """(tid, lane, warp) as i32, computed once at the kernel entry."""
         if self._tid is None:
             with ir.InsertionPoint.at_block_begin(self.entry):
-                tid = gpu.thread_id(gpu.Dimension.x, upper_bound=32 * self.num_warps)
+                tid = gpu.thread_id(gpu.Dimension.x,
+                                    upper_bound=32 * (self.num_warps + self.producer_warps))
                 self._tid = arith.index_castui(I32(), tid)
                 self._lane = arith.andi(self._tid, self.const(31))
                 self._warp = arith.shrui(self._tid, self.const(5))
@@ -141,11 +147,30 @@ class LoweringContext:
         return self._l2_policy
 
     # -- shared memory -----------------------------------------------------------------
+    def barrier(self) -> None:
+        """A barrier of the threads that run this code: the block, or in the consumer
+        branch of a warp-specialized kernel its consumer warps alone (named barrier 1:
+        the producer warps never reach it)."""
+        if self.role == "consumer":
+            nvvm.barrier(None, barrier_id=self.const(1),
+                         number_of_threads=self.const(32 * self.num_warps))
+        elif self.role == "producer":
+            raise TileIRError("internal error: a block barrier in a producer branch",
+                              ir.Location.current)
+        else:
+            gpu.barrier()
+
+    def first_thread(self) -> ir.Value:
+        """i1: this thread issues the block's copies (thread 0, or the first producer)."""
+        tid, _, _ = self.thread_ids()
+        first = 32 * self.num_warps if self.role == "producer" else 0
+        return arith.cmpi(arith.CmpIPredicate.eq, tid, self.const(first))
+
     def smem_barrier_before(self) -> None:
         """The barrier that lets an exchange overwrite the shared buffer: needed unless
         this is the kernel's first exchange and no loop can bring it round again."""
         if self.smem_uses or self.loop_depth:
-            gpu.barrier()
+            self.barrier()
         self.smem_uses += 1
 
     def smem(self, count: int, elem: ir.Type, offset: int = 0) -> ir.Value:

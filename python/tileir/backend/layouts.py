@@ -73,7 +73,7 @@ class Blocked:
 @dataclasses.dataclass(frozen=True)
 class Slice:
     dim: int
-    parent: "Blocked | Mma"           # any distributed layout
+    parent: "Blocked"                 # or an mma_layouts.Mma: any distributed layout
 
     @property
     def rank(self) -> int:

@@ -75,6 +75,9 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         raise TileIRError("the kernel has no layouts: run the 'layout' stage first",
                           func.location)
     num_warps = ir.IntegerAttr(func.attributes[NUM_WARPS_ATTR]).value
+    producer_warps = ir.IntegerAttr(func.attributes["tile.producer_warps"]).value \
+        if "tile.producer_warps" in func.attributes else 0
+    threads = 32 * (num_warps + producer_warps)
     entry = func.regions[0].blocks[0]
     names = _arg_names(func)
     params, types, arg_attrs = [], [], []
@@ -108,15 +111,18 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         gmod.bodyRegion.blocks.append()
         with ir.InsertionPoint(gmod.bodyRegion.blocks[0]):
             gfunc = gpu.GPUFuncOp(ir.FunctionType.get(types, []), sym_name=name, kernel=True,
-                                  known_block_size=[32 * num_warps, 1, 1])
+                                  known_block_size=[threads, 1, 1])
             gfunc.operation.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
             if "tile.occupancy" in func.attributes:
                 # ptxas caps registers so this many blocks fit on one SM (.minnctapersm)
                 gfunc.operation.attributes["nvvm.minctasm"] = func.attributes["tile.occupancy"]
+            elif producer_warps:
+                # setmaxnreg needs a register cap at entry: one block per SM
+                gfunc.operation.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(I32(), 1)
             body = gfunc.body.blocks.append(*types)
     hints = ir.BoolAttr(func.attributes["tile.cache_hints"]).value \
         if "tile.cache_hints" in func.attributes else None
-    cx = LoweringContext(num_warps, body, hints, chip)
+    cx = LoweringContext(num_warps, body, hints, chip, producer_warps)
     it = iter(body.arguments)
     for i, a in enumerate(entry.arguments):
         info = array_info(a.type)
@@ -136,7 +142,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         with func.location:
             gpu.ReturnOp([])
     func.erase()
-    return KernelMeta(name, 32 * num_warps, cx.smem_bytes, params, tensor_maps)
+    return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps)
 
 
 def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple[int, tuple[int, ...], int]]:

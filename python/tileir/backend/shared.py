@@ -225,8 +225,7 @@ def write_shared(cx: LoweringContext, frag: Frag, tile: SmemTile, *, async_reade
     store_frag(cx, frag, tile)
     if async_reader:
         fence_async_proxy(cx)
-    from mlir.dialects import gpu
-    gpu.barrier()
+    cx.barrier()
 
 
 def new_tile(cx: LoweringContext, layout: Shared, shape, elem: ir.Type) -> SmemTile:

@@ -29,12 +29,12 @@ from __future__ import annotations
 import dataclasses
 
 from mlir import ir
-from mlir.dialects import arith
+from mlir.dialects import arith, scf
 
 from tileir.dialect.layout import tile_layout
-from tileir.dialect.ring import (MmaAsyncOp, MmaWaitOp, RingAcquireOp, RingAllocOp,
-                                 RingCommitOp, RingFreeOp, RingLoadOp, RingReleaseOp,
-                                 RingViewOp, RingWaitOp)
+from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquireOp,
+                                 RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
+                                 RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
 from tileir.dialect.types import bitwidth
 from tileir.passes import effects
 
@@ -42,6 +42,10 @@ from .mma_layouts import Mma, Shared
 from .shared import smem_tile_bytes
 
 NUM_STAGES_ATTR = "tile.num_stages"
+WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
+PRODUCER_WARPS_ATTR = "tile.producer_warps"
+PRODUCER_WARPS = 4            # one warpgroup: setmaxnreg works per warpgroup
+PRODUCER_REGISTERS = 40
 MAX_DEFAULT_STAGES = 4
 # Shared memory of one SM (what its blocks share) and registers of one SM.
 SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
@@ -76,6 +80,11 @@ class _Pipeliner:
         self.stages_opt = ir.IntegerAttr(func.attributes[NUM_STAGES_ATTR]).value \
             if NUM_STAGES_ATTR in func.attributes else None
         self.constants: dict[tuple[int, int], ir.Value] = {}
+        # warp specialization: asked for, on a target with wgmma and setmaxnreg
+        self.specialize = WARP_SPECIALIZE_ATTR in func.attributes and \
+            ir.BoolAttr(func.attributes[WARP_SPECIALIZE_ATTR]).value and \
+            chip.startswith("sm_90")
+        self.specialized = False
 
     def run(self) -> None:
         loops = []
@@ -159,6 +168,9 @@ class _Pipeliner:
         if not loads:
             return
         tiles = [ld.op.results[0].type for ld in loads]
+        if self.specialize and loop.parent == self.func and not self.specialized:
+            self.specialized = True
+            return self.loop_specialized(loop, loads, tiles)
         stages = self.num_stages(loop, tiles)
         lb, ub, step = list(loop.operands)[:3]
         loc = loop.location
@@ -211,6 +223,79 @@ class _Pipeliner:
                 res.replace_all_uses_except(done.results[0], done.operation)
             RingFreeOp(ring)
 
+    def loop_specialized(self, loop: ir.Operation, loads, tiles) -> None:
+        """The ring with its producer in warps of its own (warp specialization):
+
+            ring_alloc
+            if is_producer:   set_max_registers dec; for k: acquire, loads, commit
+            else:             set_max_registers inc; for k: wait, views, the body,
+                              release; after the loop, the rest of the kernel
+
+        The producer runs ahead by the ring's depth on its own; the consumers never
+        issue a copy.  Everything after the loop moves into the consumer branch (the
+        producer warps hold no tiles)."""
+        warps = ir.IntegerAttr(self.func.attributes["tile.num_warps"]).value \
+            if "tile.num_warps" in self.func.attributes else 4
+        stages = self.stages_opt or self.num_stages_for(tiles, blocks=1)
+        lb, ub, step = list(loop.operands)[:3]
+        c = self.const
+        loc = loop.location
+        entry_ops = [op.operation for op in self.entry.operations]
+        after = entry_ops[entry_ops.index(loop) + 1:-1]        # up to the return
+        with ir.InsertionPoint(loop), loc:
+            ring = RingAllocOp(stages, tiles).result
+            branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
+        shuffle = warps >= 8          # registers move between warpgroups (see below)
+        with ir.InsertionPoint(branch.then_block), loc:
+            if shuffle:
+                SetMaxRegistersOp(PRODUCER_REGISTERS, "dec")
+            producer = scf.ForOp(lb, ub, step, [])
+            with ir.InsertionPoint(producer.body):
+                it = arith.divui(arith.subi(producer.induction_variable, lb), step)
+                slot = arith.remui(it, c(stages))
+                parity = arith.xori(arith.andi(arith.divui(it, c(stages)), c(1)), c(1))
+                self.issue(ring, loads, slot, parity, c(1, 1), producer.induction_variable,
+                           loop)
+                scf.YieldOp([])
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block), loc:
+            if shuffle:
+                # what the producer warpgroup gives back, shared by the consumers
+                regs = (65536 - 32 * PRODUCER_WARPS * PRODUCER_REGISTERS) // (32 * warps)
+                SetMaxRegistersOp(min(240, regs // 8 * 8), "inc")
+            done = scf.YieldOp([])
+        loop.move_before(done.operation)
+        body = loop.regions[0].blocks[0]
+        iv = body.arguments[0]
+        with ir.InsertionPoint(list(body.operations)[0]), loc:
+            it = arith.divui(arith.subi(iv, lb), step)
+            slot = arith.remui(it, c(stages))
+            parity = arith.andi(arith.divui(it, c(stages)), c(1))
+            RingWaitOp(ring, slot, parity)
+            views = [RingViewOp(ring, slot, b).result for b in range(len(loads))]
+        for ld, tile in zip(loads, views):
+            ld.op.results[0].replace_all_uses_with(tile)
+            ld.op.erase()
+        asyncs = self.make_async(loop)
+        with loc:
+            if asyncs:
+                with ir.InsertionPoint.after(asyncs[-1][1]):
+                    prev = arith.remui(arith.addi(it, c(stages - 1)), c(stages))
+                    RingReleaseOp(ring, prev, arith.cmpi(arith.CmpIPredicate.ugt, it, c(0)))
+            else:
+                with ir.InsertionPoint(list(body.operations)[-1]):
+                    RingReleaseOp(ring, slot, c(1, 1))
+            with ir.InsertionPoint(done.operation):
+                for index, _ in asyncs:
+                    res = loop.results[index]
+                    waited = MmaWaitOp(res, 0)
+                    res.replace_all_uses_except(waited.results[0], waited.operation)
+                RingFreeOp(ring)
+        for op in after:
+            op.move_before(done.operation)
+        self.func.attributes[PRODUCER_WARPS_ATTR] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(32), PRODUCER_WARPS)
+
     def const(self, value: int, width: int = 32) -> ir.Value:
         """An integer constant at the top of the kernel, one per value and width."""
         key = (value, width)
@@ -261,11 +346,14 @@ class _Pipeliner:
         kernel's `occupancy` says how many share it; 2 to 4."""
         if self.stages_opt is not None:
             return self.stages_opt
+        return self.num_stages_for(tiles, self.blocks_per_sm(loop))
+
+    def num_stages_for(self, tiles, blocks: int) -> int:
         per_stage = 0
         for t in tiles:
             per_stage += smem_tile_bytes(tile_layout(t), t.shape, t.element_type)
         chip = "sm_90a" if self.chip.startswith("sm_90") else "sm_80"
-        budget = SMEM_PER_SM[chip] // self.blocks_per_sm(loop) - 1024
+        budget = SMEM_PER_SM[chip] // blocks - 1024
         return max(2, min(MAX_DEFAULT_STAGES, budget // max(1, per_stage)))
 
     def blocks_per_sm(self, loop: ir.Operation) -> int:

@@ -146,6 +146,21 @@ def _ring_release(op, cx: CompileContext) -> Step:
     return step
 
 
+@rule("tile.is_producer")
+def _is_producer(op, cx: CompileContext) -> Step:
+    def step(frame):
+        raise Fault("a warp-specialized kernel runs its producer and consumer warps at once, "
+                    "each waiting on the other; the interpreter runs one sequence of ops per "
+                    "block. Interpret it before the pipeline stage (TILEIR_LAUNCH_STAGE="
+                    "layout), or run its gpu stage in tileir.sim")
+    return step
+
+
+@rule("tile.set_max_registers")
+def _set_max_registers(op, cx: CompileContext) -> Step:
+    return lambda frame: None            # registers are the GPU's concern
+
+
 @rule("tile.mma_async")
 def _mma_async(op, cx: CompileContext) -> Step:
     return pure(op, cx, _mma_fn(op))

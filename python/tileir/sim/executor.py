@@ -473,6 +473,17 @@ def _barrier(sim, blk, o, mask):
         raise SimError("a block barrier reached by only some threads (the GPU would hang)")
 
 
+@op("nvvm.barrier")
+def _named_barrier(sim, blk, o, mask):
+    """`bar.sync id, count`: the threads running here must be the `count` it waits for."""
+    vals = _operands(sim, blk, o)
+    count = _uniform(vals[1], mask, "a barrier's thread count") if len(vals) > 1 else \
+        sim.threads
+    if int(mask.sum()) != count:
+        raise SimError(f"a barrier of {count} threads reached by {int(mask.sum())} (the GPU "
+                       f"would hang or pass early)")
+
+
 @op("gpu.shuffle")
 def _shuffle(sim, blk, o, mask):
     value, offset, width = _operands(sim, blk, o)
@@ -673,6 +684,8 @@ def _inline_asm(sim, blk, o, mask):
     if asm.startswith("div.full.f32"):
         with np.errstate(all="ignore"):
             return (np.asarray(args[0], np.float32) / np.asarray(args[1], np.float32))
+    if asm.startswith("setmaxnreg"):
+        return None                               # registers are not modelled
     if asm.startswith("createpolicy"):
         return np.zeros(sim.threads, np.int64)
     if asm.startswith("ld.global.L2::cache_hint.v4.b32"):
@@ -802,11 +815,21 @@ def _wgmma_wait(sim, blk, o, mask):
 
 
 def _warpgroups(sim, mask):
+    """The warpgroups a wgmma runs in: all of whose threads are here (none of a
+    group: not its turn; some: an error, wgmma is warpgroup-collective)."""
     for g in range(sim.threads // 128):
         sel = slice(128 * g, 128 * (g + 1))
+        if not mask[sel].any():
+            continue
         if not mask[sel].all():
             raise SimError("a wgmma reached by part of a warpgroup")
         yield g, sel
+
+
+def _whole_warps(mask: np.ndarray, what: str) -> None:
+    warps = mask.reshape(-1, 32)
+    if (warps.any(1) & ~warps.all(1)).any():
+        raise SimError(f"{what} reached by part of a warp")
 
 
 @op("nvvm.wgmma.mma_async")
@@ -866,8 +889,7 @@ def _ldmatrix(sim, blk, o, mask):
     (ptr,) = _operands(sim, blk, o)
     num = _attr_int(o, "num")
     trans = "col" in str(o.attributes["layout"])
-    if not mask.all():
-        raise SimError("ldmatrix reached by part of a warp")
+    _whole_warps(mask, "ldmatrix")
     warps = sim.threads // 32
     p = np.asarray(ptr, np.int64).reshape(warps, 32)
     lane = np.arange(32)
@@ -903,8 +925,7 @@ def _mma_sync(sim, blk, o, mask):
     a_words, b_words, c = vals[:4], vals[4:6], vals[6:10]
     elem = re.search(r"<(\w+)>", str(o.attributes["multiplicandAPtxType"])).group(1)
     dtype = hw.ELEM[elem][0]
-    if not mask.all():
-        raise SimError("mma.sync reached by part of a warp")
+    _whole_warps(mask, "mma.sync")
     warps = sim.threads // 32
 
     def elements(ws):        # (threads, elements) of the packed operand

@@ -64,7 +64,7 @@ def _load(cx, op):
         store_frag(cx, frag, SmemTile(lay, tile.shape, tile.elem,
                                       tile.base + tile.offset(origin)))
     fence_async_proxy(cx)
-    gpu.barrier()
+    cx.barrier()
 
 
 # Elements each thread stages per slab of a synchronous load into shared memory:

@@ -4,7 +4,7 @@ each tile they carry."""
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import arith, llvm, scf
 
 from ..context import Frag, LoweringContext, lin_of
 from .registry import lower_block, rule
@@ -51,14 +51,33 @@ def _for(cx, op):
 def _if(cx, op):
     types = _flat_types(op.results)
     new = scf.IfOp(cx.get(op.operands[0]), types, has_else=True)
-    for region, blk in zip(op.regions, (new.then_block, new.else_block)):
+    cond = op.operands[0].owner
+    # the branches of a warp-specialized kernel: barriers and copies follow the role
+    roles = ("producer", "consumer") if not isinstance(cond, ir.Block) and \
+        cond.name == "tile.is_producer" else (cx.role, cx.role)
+    outer = cx.role
+    for region, blk, role in zip(op.regions, (new.then_block, new.else_block), roles):
+        cx.role = role
         with ir.InsertionPoint(blk):
             if len(region.blocks):
                 term = lower_block(cx, region.blocks[0])
                 scf.YieldOp(_flatten(cx, list(term.operands)) if term is not None else [])
             else:
                 scf.YieldOp([])
+    cx.role = outer
     _unflatten(cx, list(op.results), list(new.results))
+
+
+@rule("tile.is_producer")
+def _is_producer(cx, op):
+    _, _, warp = cx.thread_ids()
+    cx.values[op.result] = arith.cmpi(arith.CmpIPredicate.uge, warp, cx.const(cx.num_warps))
+
+
+@rule("tile.set_max_registers")
+def _set_max_registers(cx, op):
+    llvm.inline_asm(None, [], f"setmaxnreg.{op.action}.sync.aligned.u32 {op.count};", "",
+                    has_side_effects=True)
 
 
 def _contains_store(block: ir.Block) -> bool:

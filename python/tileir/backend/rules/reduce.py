@@ -136,7 +136,7 @@ def _publish_partials(cx, groups: dict, slot: ir.Value, slots: int) -> list[ir.V
         at = index(arith.addi(arith.muli(slot, cx.const(len(keys))), cx.const(j)))
         for buf, c in zip(bufs, groups[key]):
             memref.store(c, buf, [at])
-    gpu.barrier()
+    cx.barrier()
     return bufs
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 from mlir import ir
-from mlir.dialects import arith, gpu, llvm, nvvm, scf
+from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
@@ -90,9 +90,7 @@ def _ring_alloc(cx, op):
     if tma:
         ring.full = base + stages * stage_bytes
         ring.empty = ring.full + stages * BARRIER_BYTES
-        tid, _, _ = cx.thread_ids()
-        first = arith.cmpi(arith.CmpIPredicate.eq, tid, cx.const(0))
-        if_op = scf.IfOp(first, [], has_else=False)
+        if_op = scf.IfOp(cx.first_thread(), [], has_else=False)
         with ir.InsertionPoint(if_op.then_block):
             for s in range(stages):
                 nvvm.mbarrier_init(cx.smem_ptr(ring.full + s * BARRIER_BYTES), cx.const(1))
@@ -101,7 +99,7 @@ def _ring_alloc(cx, op):
             nvvm.fence_mbarrier_init()
             scf.YieldOp([])
     # earlier users of this memory are done; the barriers are initialized for all
-    gpu.barrier()
+    cx.barrier()
     cx.values[op.result] = ring
 
 
@@ -111,8 +109,7 @@ def _if(cond: ir.Value):
 
 
 def _first_thread_and(cx: LoweringContext, pred: ir.Value) -> ir.Value:
-    tid, _, _ = cx.thread_ids()
-    return arith.andi(arith.cmpi(arith.CmpIPredicate.eq, tid, cx.const(0)), pred)
+    return arith.andi(cx.first_thread(), pred)
 
 
 @rule("tile.ring_acquire")
@@ -221,7 +218,7 @@ def _ring_wait(cx, op):
     else:
         # groups committed after this slot's: the S - 2 loads issued since
         nvvm.cp_async_wait_group(ring.stages - 2)
-        gpu.barrier()
+        cx.barrier()
 
 
 @rule("tile.ring_view")
@@ -250,9 +247,8 @@ def _ring_release(cx, op):
 def _ring_free(cx, op):
     ring: Ring = cx.get(op.operands[0])
     if ring.tma:
-        gpu.barrier()            # every wait on the barriers is over
-        tid, _, _ = cx.thread_ids()
-        if_op = _if(arith.cmpi(arith.CmpIPredicate.eq, tid, cx.const(0)))
+        cx.barrier()            # every wait on the barriers is over
+        if_op = _if(cx.first_thread())
         with ir.InsertionPoint(if_op.then_block):
             for s in range(ring.stages):
                 nvvm.mbarrier_inval(cx.smem_ptr(ring.full + s * BARRIER_BYTES))

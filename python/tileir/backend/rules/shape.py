@@ -9,7 +9,7 @@ scratch buffer's offset.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref
+from mlir.dialects import arith, memref
 
 
 from tileir.dialect.layout import tile_layout
@@ -131,7 +131,7 @@ def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear) -> Frag
     tile.base = cx.scratch(tile.nbytes)
     cx.smem_barrier_before()                       # earlier readers of the scratch are done
     store_frag(cx, src, tile)
-    gpu.barrier()
+    cx.barrier()
     return load_frag(cx, tile, res_lin)
 
 
@@ -167,7 +167,7 @@ def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides
     for r in range(src.lin.num_regs):
         v = arith.extui(mem_t, src.regs[r]) if is_i1 else src.regs[r]
         memref.store(v, buf, [index(_flat_index(cx, src.lin, r, src_strides))])
-    gpu.barrier()
+    cx.barrier()
     regs = []
     for r in range(res_lin.num_regs):
         v = memref.load(buf, [index(_flat_index(cx, res_lin, r, res_strides))])
