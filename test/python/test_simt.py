@@ -211,6 +211,24 @@ def test_memory_bound_examples_run_correctly(target, rng):
     assert (tt == t.T).all()
 
 
+@ct.kernel
+def row_sums(x, out, TM: ct.Constant[int], TN: ct.Constant[int]):
+    i = ct.bid(0)
+    t = ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(out, index=(i,), tile=ct.sum(t, axis=1))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_row_statistics_reach_their_own_rows(target, rng):
+    # one warp per row and one register per thread: the sums change layout through
+    # shared memory (a thread's registers being equal says nothing of other threads')
+    x = rng.standard_normal((32, 512)).astype(np.float32)
+    out = np.full(32, np.nan, np.float32)
+    args = (x, out, 16, 512)
+    simulate(row_sums.compile(args, stage="gpu", target=target), (2,), args)
+    assert np.allclose(out, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+
+
 # ---------------------------------------------------------------------------
 # The tier catches what it should
 # ---------------------------------------------------------------------------

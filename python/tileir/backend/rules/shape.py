@@ -107,7 +107,7 @@ def _convert(cx, op):
         return
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
-    if src.regs and all(r == src.regs[0] for r in src.regs):   # a splat: free anywhere
+    if _is_splat(op.source):                      # one block-uniform value: free anywhere
         cx.values[op.result] = Frag(res_lin, src.elem, [src.regs[0]] * res_lin.num_regs)
         return
     if src.lin == res_lin:
@@ -118,6 +118,21 @@ def _convert(cx, op):
         return
     strides = _row_major(res_lin.shape)
     cx.values[op.result] = smem_exchange(cx, src, res_lin, strides, strides)
+
+
+def _is_splat(value: ir.Value) -> bool:
+    """Whether every element of the tile `value` is the same block-uniform scalar (a
+    splat constant or `tensor.splat`: scalars are uniform across a block).  Equal
+    registers within one thread say nothing about the other threads."""
+    owner = value.owner
+    if not isinstance(owner, ir.Operation):
+        return False
+    if owner.name == "tensor.splat":
+        return True
+    if owner.name == "arith.constant":
+        attr = owner.attributes["value"]
+        return isinstance(attr, ir.DenseElementsAttr) and attr.is_splat
+    return False
 
 
 def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear) -> Frag:
