@@ -44,6 +44,8 @@ DECODE_M = [1, 16, 64]
 HINTS = [dict(num_warps=4), dict(num_stages=4), dict(num_stages=5), dict(block_order="linear"),
          dict(warp_specialize=True), dict(warp_specialize=True, tile=(128, 256, 64)),
          dict(tile=(128, 256, 64))]
+# decode: the tiles as written (no retiling for the small grid), and deeper rings
+DECODE_HINTS = [dict(retile=False), dict(warp_specialize=True)]
 
 
 def ms(fn) -> float:
@@ -164,9 +166,9 @@ def measure(m, n, k, dtype, nt: bool, hints: bool = True) -> dict:
         if best is not None:
             t["Triton"] = best[0]
             row["triton_config"] = best[2]
-    if hints and m >= 128:
+    if hints:
         tried = {}
-        for h in HINTS:
+        for h in (HINTS if m >= 128 else DECODE_HINTS):
             opts = dict(h)
             tile = opts.pop("tile", (128, 128, 64))
             try:
@@ -189,7 +191,7 @@ def measure(m, n, k, dtype, nt: bool, hints: bool = True) -> dict:
 
 
 def decode_row(m, n, k, copy) -> dict:
-    row = measure(m, n, k, torch.bfloat16, nt=True, hints=False)
+    row = measure(m, n, k, torch.bfloat16, nt=True)
     weight = n * k * 2
     row["weight GB/s"] = {k_: weight / v / 1e6 for k_, v in row["ms"].items()}
     row["x copy"] = {k_: v / (copy * 1e3) for k_, v in row["weight GB/s"].items()}
@@ -210,15 +212,17 @@ def compile_times() -> dict:
     if out.returncode:
         return {"error": out.stderr[-400:]}
     imp, comp = (float(x) for x in out.stdout.split())
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    # the host's cost: a GEMM small enough that the GPU keeps up with the launches
+    # (a 4096^3 one takes 0.2 ms, and the queue would fill and time the GPU instead)
+    a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
     c = torch.empty_like(a)
     fn = tileir_mm(a, a, c, False)
     fn()
     torch.cuda.synchronize()
-    n = 2000
+    n = 500
     t0 = time.perf_counter()
     for _ in range(n):
-        ct.launch(None, (32, 32), gemm, (a, a, c, 128, 128, 64))
+        ct.launch(None, (2, 2), gemm, (a, a, c, 128, 128, 64))
     host_us = (time.perf_counter() - t0) / n * 1e6
     torch.cuda.synchronize()
     return {"import_s": imp, "cold_compile_s": comp, "cached_launch_host_us": host_us,
@@ -266,6 +270,9 @@ def main() -> int:
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     p.add_argument("--quick", action="store_true", help="a few shapes only")
     p.add_argument("--sections", default="square,prefill,decode,compile")
+    p.add_argument("--sizes", help="square sizes, e.g. 4096,8192 (default 1024 to 8192)")
+    p.add_argument("--no-hints", action="store_true",
+                   help="square and prefill without the schedule options (faster)")
     args = p.parse_args()
     sections = set(args.sections.split(","))
     os.makedirs(args.out, exist_ok=True)
@@ -292,15 +299,16 @@ def main() -> int:
             print(table(rows, cols, f"[{name}]  TFLOP/s (x cuBLAS)"))
 
     if "square" in sections:
-        sizes = [4096, 8192] if args.quick else [1024, 2048, 4096, 8192]
+        sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else \
+            [4096, 8192] if args.quick else [1024, 2048, 4096, 8192]
         dtypes = [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16,
                                                       torch.float8_e4m3fn]
         shapes = [(s, s, s, d, d == torch.float8_e4m3fn) for d in dtypes for s in sizes]
-        run("square", shapes, lambda m, n, k, d, nt: measure(m, n, k, d, nt))
+        run("square", shapes, lambda m, n, k, d, nt: measure(m, n, k, d, nt, not args.no_hints))
     if "prefill" in sections:
         shapes = [(8192, n, k, torch.bfloat16, True) for n, k in
                   (PREFILL[:2] if args.quick else PREFILL)]
-        run("prefill", shapes, lambda m, n, k, d, nt: measure(m, n, k, d, nt))
+        run("prefill", shapes, lambda m, n, k, d, nt: measure(m, n, k, d, nt, not args.no_hints))
     if "decode" in sections:
         shapes = [(m, n, k) for m in DECODE_M for n, k in (PREFILL[:1] if args.quick else PREFILL)]
         run("decode", shapes, lambda m, n, k: decode_row(m, n, k, copy))

@@ -17,7 +17,7 @@ from typing import Callable
 from mlir import ir
 
 from . import (assign_layouts, canonicalize, cse, dce, emit_cubin, emit_ptx, group_blocks,
-               inline, licm, lower_to_gpu, lower_to_llvm, pipeline_loops)
+               inline, licm, lower_to_gpu, lower_to_llvm, pipeline_loops, retile_blocks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,7 @@ def _info(module: ModuleType) -> PassInfo:
 
 PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     inline, canonicalize, licm, cse, dce,
-    assign_layouts, group_blocks, pipeline_loops, lower_to_gpu, lower_to_llvm, emit_ptx,
+    retile_blocks, assign_layouts, group_blocks, pipeline_loops, lower_to_gpu, lower_to_llvm, emit_ptx,
     emit_cubin))}
 
 STAGES: dict[str, tuple[str, ...]] = {
@@ -58,7 +58,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     # picks the tensor-core instructions in `layout` (wgmma on sm_90a, mma.sync
     # on sm_80), the copy engine in `pipeline` and `gpu` (TMA + mbarriers on
     # sm_90a, cp.async commit groups on sm_80), and the NVVM target in `llvm`.
-    "layout": ("tile-assign-layouts",),
+    # Retile first: the tile shapes layouts and MMA plans are chosen for.
+    "layout": ("tile-retile-blocks", "tile-assign-layouts"),
     # After layouts: only then is it known which loads go to shared memory.
     "pipeline": ("tile-group-blocks", "tile-pipeline-loops"),
     "gpu": ("tile-lower-to-gpu",),

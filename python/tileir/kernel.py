@@ -19,6 +19,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from .cache import Cache, Entry
 
 DEFAULT_TARGET = "sm_90a"
+# SMs of the GPUs a target is compiled for by default (H100/H200; A100), for compiles
+# given a grid but no device
+SM_COUNTS = {"sm_90a": 132, "sm_80": 108}
 GPU_STAGES = ("layout", "pipeline", "gpu", "llvm", "ptx", "cubin")
 
 _CONTEXT: ir.Context | None = None
@@ -129,6 +133,7 @@ class Kernel(KernelEntry):
         self._source: SourceInfo | None = None
         self._cache: dict[tuple, CompiledKernel] = {}
         self._prepared: dict[tuple, "_PreparedLaunch"] = {}
+        self._may_retile: bool | None = None
         self._const_mask = tuple(isinstance(self.annotations.get(p), ConstantAnnotation)
                                  for p in self.signature.parameters)
         self.__doc__ = fn.__doc__
@@ -157,7 +162,9 @@ class Kernel(KernelEntry):
                 for name, value in zip(names, args)]
 
     def compile(self, args: Sequence[Any], stage: str | None = None,
-                target: str | None = None, *, cache: Cache | None = None) -> CompiledKernel:
+                target: str | None = None, *, cache: Cache | None = None,
+                grid: Sequence[int] | None = None,
+                sm_count: int | None = None) -> CompiledKernel:
         """The specialization of this kernel for `args`, run up to `stage`.
 
         With a `target` (`"sm_80"`, `"sm_90a"`) the default stage is `cubin` and
@@ -169,41 +176,63 @@ class Kernel(KernelEntry):
         turns it off).  A hit needs no MLIR and gives a CompiledKernel without a
         `module`; a miss compiles and stores every stage's artifact.  In front of
         the disk, each Kernel keeps what it compiled or loaded in memory.
+
+        `grid` (the launch's, with the GPU's `sm_count`, by default the target's)
+        lets the compiler retile a tensor-core kernel for it (docs/tensor-cores.md,
+        "Retiling"): the compiled kernel's `meta["grid_scale"]` then says how the
+        launch grid maps to the hardware's.  `launch` passes both.
         """
         if stage is None:
             stage = "cubin" if target else "tile"
         if stage in GPU_STAGES and target is None:
             target = DEFAULT_TARGET
         params = self.classify(args, gpu=target is not None)
+        wish = self.grid_wish(grid, sm_count or SM_COUNTS.get(target, 0)) \
+            if grid is not None and target is not None else None
         # An explicit cache is part of the in-memory key: compiling into it must fill it.
         key = (tuple((n, _key(k)) for n, k in params), stage, target,
-               None if cache is None else cache.root)
+               None if cache is None else cache.root, wish)
         ck = self._cache.get(key)
         if ck is None:
             if stage == "cubin":
                 from .cache import Cache
-                ck = self._load_or_build(params, target, cache or Cache())
+                ck = self._load_or_build(params, target, cache or Cache(), wish)
             else:
-                ck = self._build(params, stage, target)
+                ck = self._build(params, stage, target, wish)
             self._cache[key] = ck
         return ck
 
-    def _load_or_build(self, params, target: str, cache: Cache) -> CompiledKernel:
+    def grid_wish(self, grid: Sequence[int], sm_count: int) -> str | None:
+        """What a launch over `grid` would like from retiling (`backend.grid_wish`),
+        for kernels that may retile: those whose source (or a helper's) names `mma` or
+        `matmul` and that do not set `retile`; None for the others."""
+        if self._may_retile is None:
+            from .cache import kernel_sources
+            self._may_retile = self.options.get("retile") is None and any(
+                re.search(r"\b(mma|matmul)\b", src["text"]) for src in kernel_sources(self))
+        if not self._may_retile:
+            return None
+        from .backend.grid_wish import grid_wish
+        return grid_wish(normalize_grid(grid), sm_count)
+
+    def _load_or_build(self, params, target: str, cache: Cache,
+                       wish: str | None = None) -> CompiledKernel:
         """The `cubin`-stage specialization from the disk cache, or compiled and put there."""
         from .cache import PTXAS_REPORT, STAGE_FILES, cache_key
-        key = cache_key(self, params, target)
+        key = cache_key(self, params, target, {"grid_wish": wish} if wish else None)
         entry = cache.get(key)
         if entry is not None:
             return CompiledKernel.from_entry(self, params, target, entry)
         _require_mlir(self, params, target, key, cache)
-        ck = self._build(params, "cubin", target)
+        ck = self._build(params, "cubin", target, wish)
         files = {STAGE_FILES[stage]: data for stage, data in ck.artifacts.items()}
         if ck.ptxas_report is not None:
             files[PTXAS_REPORT] = ck.ptxas_report
         ck.entry = cache.put(key, self.name, files, ck.meta)
         return ck
 
-    def _build(self, params, stage: str, target: str | None) -> CompiledKernel:
+    def _build(self, params, stage: str, target: str | None,
+               wish: str | None = None) -> CompiledKernel:
         """Compiles with MLIR: imported here, so that tileir imports and launches without it."""
         from mlir import ir
         from tileir.dialect import verify
@@ -215,6 +244,9 @@ class Kernel(KernelEntry):
             mb = ModuleBuilder(ctx)
             fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
             self._apply_hints(fn)
+            if wish is not None:
+                from .backend.retile import WISH_ATTR
+                fn.attributes[WISH_ATTR] = ir.StringAttr.get(wish)
             verify(mb.module)
             _dump(mb.module, "frontend")
             if target is not None:
@@ -257,6 +289,10 @@ class Kernel(KernelEntry):
                 raise TileValueError(f"kernel '{self.name}': option block_order must be "
                                      f"'grouped' or 'linear', got {order!r}")
             fn.attributes["tile.block_order"] = ir.StringAttr.get(order)
+        retile = self.options.get("retile")
+        if retile is not None and retile is not False:
+            fn.attributes["tile.retile"] = ir.DenseI64ArrayAttr.get(
+                _retile_option(self.name, retile))
         hints = self.options.get("cache_hints")
         if hints is not None and not isinstance(hints, bool):
             raise TileValueError(f"kernel '{self.name}': option cache_hints must be True, "
@@ -300,6 +336,24 @@ def _string_attr(module: ir.Module, name: str) -> str | None:
     from mlir import ir
     attrs = module.operation.attributes
     return ir.StringAttr(attrs[name]).value if name in attrs else None
+
+
+def _retile_option(kernel: str, value: Any) -> list[int]:
+    """`retile=(axis, factor)` -> [axis, num, den]; factor a power of two, 1/8 to 8."""
+    from fractions import Fraction
+    ok = isinstance(value, (tuple, list)) and len(value) == 2 and \
+        isinstance(value[0], int) and not isinstance(value[0], bool) and 0 <= value[0] <= 2 \
+        and isinstance(value[1], (int, float, Fraction)) and not isinstance(value[1], bool)
+    if ok:
+        f = Fraction(value[1]).limit_denominator(8)
+        ok = f != 1 and f == value[1] and Fraction(1, 8) <= f <= 8 and \
+            (f.numerator & (f.numerator - 1)) == 0 and (f.denominator & (f.denominator - 1)) == 0
+    if not ok:
+        raise TileValueError(f"kernel '{kernel}': option retile must be False, None "
+                             f"(automatic) or (axis, factor) with axis 0, 1 or 2 and factor a "
+                             f"power of two from 1/8 to 8 other than 1, e.g. (1, 2) or "
+                             f"(1, 0.5); got {value!r}")
+    return [value[0], f.numerator, f.denominator]
 
 
 def _key(k: Any) -> Any:
@@ -389,7 +443,12 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     grid's blocks take their tiles in groups along axis 0 for L2 reuse, the
     default for tensor-core loops; "linear": the hardware's order),
     `warp_specialize` (sm_90a: a producer warpgroup issues the pipelined loop's
-    copies and hands its registers to the consumers; off by default) and
+    copies and hands its registers to the consumers; off by default), `retile`
+    (None, the default: a tensor-core kernel's tiles along one grid axis are
+    rescaled for the launch's grid, twice as wide for a grid of many waves and
+    up to 4 times narrower for one smaller than the GPU, where the kernel uses
+    that axis's block index only to index tiles; False: the tiles as written;
+    `(axis, factor)`: that rescaling, always; docs/tensor-cores.md) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -399,7 +458,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     cuTile and recorded.  The interpreter ignores all of them.
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
-             "cache_hints", "num_stages", "block_order", "warp_specialize"}
+             "cache_hints", "num_stages", "block_order", "warp_specialize", "retile"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -442,7 +501,10 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
         run_interpreted(kernel.compile(args, stage=knobs.LAUNCH_STAGE.raw()), dims, args)
         return
     sig = _torch_signature(kernel, args)
-    prepared = kernel._prepared.get(sig) if sig is not None else None
+    wish = None
+    if kernel._may_retile is not False and arrays:     # the grid may pick the tile shape
+        wish = kernel.grid_wish(dims, _sm_count(arrays[0]))
+    prepared = kernel._prepared.get((sig, wish)) if sig is not None else None
     if prepared is not None:
         prepared.launch(dims, args, stream)
         return
@@ -451,11 +513,46 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
         raise TileUnsupportedFeatureError(
             f"kernel '{kernel.name}' got device arrays but no CUDA GPU is usable here; set "
             f"TILEIR_INTERPRET=1 to run it in the interpreter")
-    ck = kernel.compile(args, target=device_target(arrays))
+    ck = kernel.compile(args, target=device_target(arrays), grid=dims,
+                        sm_count=_sm_count(arrays[0]))
     runtime_args = [args[i] for i in ck.runtime_params]
-    launcher.launch(ck.cubin, ck.meta, dims, runtime_args, stream)
+    launcher.launch(ck.cubin, ck.meta, hardware_grid(ck.meta, dims), runtime_args, stream)
     if sig is not None:                  # checked once: later launches only pack and enqueue
-        kernel._prepared[sig] = _PreparedLaunch(ck, runtime_args)
+        kernel._prepared[(sig, wish)] = _PreparedLaunch(ck, runtime_args)
+
+
+def hardware_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The grid the hardware runs for a launch over `grid`: the same, or with the axis a
+    retiled kernel rescaled (`meta["grid_scale"] = [axis, num, den]`) times den / num."""
+    scale = meta.get("grid_scale")
+    if not scale:
+        return grid
+    axis, num, den = scale
+    if grid[axis] * den % num:
+        raise TileValueError(
+            f"kernel '{meta['name']}' computes {num}/{den} of a tile per block along grid axis "
+            f"{axis} (retiled), so that axis of the grid must be a multiple of {num}; got "
+            f"grid {tuple(grid)}")
+    out = list(grid)
+    out[axis] = grid[axis] * den // num
+    return tuple(out)
+
+
+_SM_COUNTS: dict[int, int] = {}
+
+
+def _sm_count(array) -> int:
+    """The SM count of the GPU holding `array` (remembered per device; 0 without one)."""
+    if type(array).__module__ == "torch" and hasattr(array, "device"):
+        index = array.device.index
+    else:
+        from .runtime.arrays import describe
+        index = describe(array).device[1]
+    n = _SM_COUNTS.get(index)
+    if n is None:
+        from .runtime import driver
+        n = _SM_COUNTS[index] = driver.sm_count(index) if driver.has_gpu() else 0
+    return n
 
 
 # ---------------------------------------------------------------------------
@@ -507,6 +604,9 @@ def _torch_aligned(t) -> bool:
         for i, (n, st) in enumerate(zip(shape, strides)))
 
 
+_MAPS_PER_LAUNCH = 256        # tensor maps a prepared launch remembers (then starts over)
+
+
 class _PreparedLaunch:
     """A specialization whose first launch went through every check: the function is
     loaded and the argument kinds are known, so a launch only packs and enqueues."""
@@ -530,7 +630,9 @@ class _PreparedLaunch:
         self.tensor_maps = [(self.indices[tm["param"]], tuple(tm["box"]), tm["swizzle"],
                              ck.meta["params"][tm["param"]]["name"])
                             for tm in ck.meta.get("tensor_maps", ())]
+        self.maps: dict[tuple, Any] = {}     # (map, pointer, shape, strides) -> CUtensorMap
         self.last_grid = None
+        self.hardware_grid = None
         import torch       # the signature of a prepared launch has torch tensors
         self.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
@@ -547,15 +649,24 @@ class _PreparedLaunch:
                 values.extend(ctypes.c_int64(st) for st in a.stride())
             else:
                 values.append(launcher.pack_scalar(d, a, f"argument #{i}"))
-        if self.tensor_maps:
-            from .runtime.arrays import describe
-            from .runtime.tensor_maps import tensor_map
-            for i, box, swizzle, name in self.tensor_maps:
-                values.append(tensor_map(describe(args[i]), box, swizzle, self.ck.name, name))
+        for j, (i, box, swizzle, name) in enumerate(self.tensor_maps):
+            a = args[i]                  # the dtype is the signature's: these name the map
+            key = (j, a.data_ptr(), tuple(a.shape), a.stride())
+            tm = self.maps.get(key)
+            if tm is None:
+                from .runtime.arrays import describe
+                from .runtime.tensor_maps import tensor_map
+                if len(self.maps) >= _MAPS_PER_LAUNCH:
+                    self.maps.clear()
+                tm = self.maps[key] = tensor_map(describe(a), box, swizzle, self.ck.name,
+                                                 name)
+            values.append(tm)
         params = launcher.PackedParams(values)
         if grid != self.last_grid:                 # checked once per distinct grid
-            launcher.check_grid(self.ck.name, grid)
+            self.hardware_grid = launcher.check_grid(self.ck.name,
+                                                     hardware_grid(self.meta, grid))
             self.last_grid = grid
+        grid = self.hardware_grid
         if stream is None and self.raw_stream is not None:
             handle = self.raw_stream(self.device)  # torch's current stream, without a Stream object
         else:

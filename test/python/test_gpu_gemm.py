@@ -187,3 +187,17 @@ def test_cached_launch_does_no_compile_work(monkeypatch):
     torch.cuda.synchronize()
     assert _rel_err(c, a.double() @ b.double()) < TOL[torch.bfloat16]
 
+
+
+@pytest.mark.parametrize("m,n,retile", [
+    (4096, 2300, None),          # 32 x 18 blocks: retiled 128 x 256 by the launcher, ragged N
+    (64, 6144, None),            # a decode grid (1 x 48): retiled 128 x 64
+    (300, 1000, (1, 2)),         # asked for: 3 x 8 blocks run as 3 x 4
+    (70, 1000, (1, 0.25)),       # asked for: 128 x 32 tiles, 32 blocks along N
+])
+def test_retiled_gemm_matches_torch(m, n, retile):
+    kernel = gemm_nt if retile is None else ct.kernel(gemm_nt.fn, retile=retile)
+    a = torch.randn(m, 256, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, 256, device="cuda", dtype=torch.bfloat16)
+    c, ref = _run(kernel, a, w, torch.bfloat16, (128, 128, 64), nt=True)
+    assert _rel_err(c, ref) < TOL[torch.bfloat16]

@@ -63,6 +63,20 @@ def test_gemm_with_an_unaligned_operand_runs_correctly(target, rng):
     assert _close(got, ref, 37)
 
 
+def test_an_unaligned_operand_staged_in_slabs_of_four_rows_runs_correctly(rng):
+    # 4 warps stage a 32 x 256 tile of an unaligned B in slabs of 4 rows: the
+    # swizzle of rows 4-7 of each 8 is an xor into the slab's offsets, not a sum
+    k, n = 96, 300
+    a = rng.standard_normal((70, k)).astype(BF16)
+    b = rng.standard_normal((k, n)).astype(BF16)
+    c = np.full((70, n), np.nan, BF16)
+    args = (a, b, c, 128, 256, 32)
+    ck = ct.kernel(gemm.fn, num_warps=4).compile(args, stage="gpu", target="sm_90a")
+    simulate(ck, (1, 2), args)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert _close(c.astype(np.float64), ref, k)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_batched_gemm_runs_correctly(target, rng):
     """3-d arrays, a batch index from the grid: 3-d TMA boxes, unit dims reshaped away."""

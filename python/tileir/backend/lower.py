@@ -21,6 +21,7 @@ from tileir.dialect import TileIRError
 from tileir.dialect.types import array_info, bitwidth, signless
 from .assign import NUM_WARPS_ATTR
 from .context import I32, I64, ArrayABI, LoweringContext
+from .retile import GRID_SCALE_ATTR
 from .rules import lower_block
 
 GPU_MODULE = "tileir_kernels"
@@ -37,11 +38,16 @@ class KernelMeta:
     # one per trailing CUtensorMap parameter: {"slot": ABI slot, "param": index into
     # params of its array, "box": [...] (tile dim order), "swizzle": bytes}
     tensor_maps: list[dict] = dataclasses.field(default_factory=list)
+    # [axis, num, den] when tile-retile-blocks rescaled the tiles of a grid axis: the
+    # launch's grid along `axis` is multiplied by den / num
+    grid_scale: list[int] | None = None
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
         if not out["tensor_maps"]:
             del out["tensor_maps"]        # kernels without TMA keep the plain ABI record
+        if out["grid_scale"] is None:
+            del out["grid_scale"]
         return out
 
 
@@ -141,8 +147,10 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         lower_block(cx, entry)
         with func.location:
             gpu.ReturnOp([])
+    scale = list(ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])) \
+        if GRID_SCALE_ATTR in func.attributes else None
     func.erase()
-    return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps)
+    return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale)
 
 
 def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple[int, tuple[int, ...], int]]:

@@ -21,7 +21,9 @@ and loop-invariant values is left alone.
 
 Stages: the kernel's `tile.num_stages` (`@kernel(num_stages=...)`), else as many
 as fit the shared memory a block gets when two share an SM (when registers allow
-it: one block's epilogue then overlaps the other's loop), 2 to 4.
+it: one block's epilogue then overlaps the other's loop), 2 to 4; for a launch
+whose grid leaves SMs idle (`tile.grid_wish` "narrow"), as many as fit one block's
+shared memory, 2 to 8 (the loop then waits on memory: more bytes in flight).
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ PRODUCER_WARPS_ATTR = "tile.producer_warps"
 PRODUCER_WARPS = 4            # one warpgroup: setmaxnreg works per warpgroup
 PRODUCER_REGISTERS = 40
 MAX_DEFAULT_STAGES = 4
+# A launch whose grid gives at most one block to every two SMs (the launcher's
+# "narrow" grid wish, tileir.backend.grid_wish): one block per SM, and a loop that
+# waits on memory, so the ring takes all the stages one block's shared memory holds.
+MAX_SMALL_GRID_STAGES = 8
 # Shared memory of one SM (what its blocks share) and registers of one SM.
 SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
 REGS_PER_SM = 65536
@@ -77,6 +83,8 @@ class _Pipeliner:
         self.func = func
         self.chip = chip
         self.entry = func.regions[0].blocks[0]
+        self.small_grid = "tile.grid_wish" in func.attributes and \
+            ir.StringAttr(func.attributes["tile.grid_wish"]).value.startswith("narrow")
         self.stages_opt = ir.IntegerAttr(func.attributes[NUM_STAGES_ATTR]).value \
             if NUM_STAGES_ATTR in func.attributes else None
         self.constants: dict[tuple[int, int], ir.Value] = {}
@@ -236,7 +244,8 @@ class _Pipeliner:
         producer warps hold no tiles)."""
         warps = ir.IntegerAttr(self.func.attributes["tile.num_warps"]).value \
             if "tile.num_warps" in self.func.attributes else 4
-        stages = self.stages_opt or self.num_stages_for(tiles, blocks=1)
+        stages = self.stages_opt or self.num_stages_for(
+            tiles, 1, MAX_SMALL_GRID_STAGES if self.small_grid else MAX_DEFAULT_STAGES)
         lb, ub, step = list(loop.operands)[:3]
         c = self.const
         loc = loop.location
@@ -346,15 +355,17 @@ class _Pipeliner:
         kernel's `occupancy` says how many share it; 2 to 4."""
         if self.stages_opt is not None:
             return self.stages_opt
+        if self.small_grid:
+            return self.num_stages_for(tiles, 1, MAX_SMALL_GRID_STAGES)
         return self.num_stages_for(tiles, self.blocks_per_sm(loop))
 
-    def num_stages_for(self, tiles, blocks: int) -> int:
+    def num_stages_for(self, tiles, blocks: int, most: int = MAX_DEFAULT_STAGES) -> int:
         per_stage = 0
         for t in tiles:
             per_stage += smem_tile_bytes(tile_layout(t), t.shape, t.element_type)
         chip = "sm_90a" if self.chip.startswith("sm_90") else "sm_80"
         budget = SMEM_PER_SM[chip] // blocks - 1024
-        return max(2, min(MAX_DEFAULT_STAGES, budget // max(1, per_stage)))
+        return max(2, min(most, budget // max(1, per_stage)))
 
     def blocks_per_sm(self, loop: ir.Operation) -> int:
         attrs = self.func.attributes

@@ -168,6 +168,11 @@ def device_name(ordinal: int) -> str:
 
 
 @functools.cache
+def sm_count(ordinal: int) -> int:
+    return _attribute(ordinal, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
+
+
+@functools.cache
 def l2_cache_bytes(ordinal: int) -> int:
     return _attribute(ordinal, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
 

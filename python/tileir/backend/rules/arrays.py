@@ -10,7 +10,7 @@ from tileir.dialect.layout import tile_layout
 from ..context import I32, Frag, lin_of
 from ..memory import load_tile, lower_load, lower_store
 from ..mma_layouts import Shared
-from ..shared import SmemTile, fence_async_proxy, new_tile, staging_linear, store_frag
+from ..shared import fence_async_proxy, new_tile, staging_linear, store_frag
 from .registry import rule
 
 
@@ -61,8 +61,7 @@ def _load(cx, op):
         frag = load_tile(cx, arr, at, staging_linear(cx, shape, t.element_type, lay),
                          op.padding)
         origin = [s * shape[d] if d == slow else 0 for d in range(len(shape))]
-        store_frag(cx, frag, SmemTile(lay, tile.shape, tile.elem,
-                                      tile.base + tile.offset(origin)))
+        store_frag(cx, frag, tile.at(origin))   # a xor: the swizzle sees the slab's rows
     fence_async_proxy(cx)
     cx.barrier()
 

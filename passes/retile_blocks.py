@@ -1,0 +1,43 @@
+"""tile-retile-blocks: rescale the tiles a grid axis's blocks compute (128 x 128 -> 128 x 256).
+
+Flag:          --tile-retile-blocks
+Input/output:  Tile IR -> the same, with every tensor dim that follows `bid(a)`
+               scaled by a factor f (tileir.backend.retile: tiles of loads and
+               stores indexed by `bid(a)`, and what flows from and into them) and
+               the kernel attribute `tile.grid_scale = [a, num, den]`, which the
+               `gpu` stage hands to the launcher (the grid's axis a becomes
+               a * den / num).
+Precondition:  verified Tile IR of a kernel.  Applied where the kernel asks with
+               `tile.retile = [a, num, den]` (`@kernel(retile=(a, f))`; an axis
+               that cannot be retiled is an error naming the op), or where the
+               launcher's `tile.grid_wish` asks for wider tiles ("wide:<mask of
+               axes whose grid is even>", a grid of several waves: sm_90a only,
+               tiles at most 256 along a dim and 128 x 256 accumulator elements)
+               or narrower ones ("narrow:<s>", a grid smaller than the GPU: at
+               most s times narrower, N tiles of 32 or more).  Only axes whose
+               tied tiles hold a product's accumulator and a stored tile, those
+               tied to N first.  Without either attribute: no change.
+
+Example: (wish "wide:2", grid (32, 32) -> (32, 16))
+  before:  %b = "tile.load"(%B, %k, %j) {tile_shape = array<i64: 64, 128>} -> tensor<64x128xbf16>
+           %acc = arith.constant dense<0.0> : tensor<128x128xf32>
+  after:   %b = "tile.load"(%B, %k, %j) {tile_shape = array<i64: 64, 256>} -> tensor<64x256xbf16>
+           %acc = arith.constant dense<0.0> : tensor<128x256xf32>
+"""
+
+from mlir import ir
+
+from tileir.backend.retile import retile
+
+FLAG = "tile-retile-blocks"
+SUMMARY = "rescale the tiles of a grid axis (wider for large grids, narrower for small ones)"
+
+
+def run(module: ir.Module) -> None:
+    target = ir.StringAttr(module.operation.attributes["tile.target"]).value \
+        if "tile.target" in module.operation.attributes else "sm_90a"
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and "tile.kernel" in op.attributes:
+            with op.location:
+                retile(op, target)

@@ -1,0 +1,453 @@
+"""Retiling a grid axis: blocks that each compute `num/den` of the tiles they were written for.
+
+A cuTile kernel picks its tile shape and its grid together: `bid(1)` is the tile
+index along N of a (BM, BN) output tile, and the grid has cdiv(N, BN) blocks on
+that axis.  When the kernel uses `bid(a)` only as a tile index of loads and
+stores, the block's work along that axis can be rescaled without changing what
+the kernel computes: with every tile dim that follows `bid(a)` scaled by
+`num/den` and the grid axis by `den/num`, block `b` loads and stores tile `b` of
+the new size, which is exactly the union (num > den) or a part (num < den) of the
+tiles the original blocks `b * num/den ...` computed.  The K loop, the products
+and the epilogue are the same code on wider or narrower tiles.  The compiler
+uses this to give a GEMM written with 128 x 128 tiles the 128 x 256 tiles that
+Hopper runs fastest when the grid is large, and a decode-sized GEMM (48 blocks)
+the narrower tiles that put every SM to work reading the weight.
+
+Which dims follow `bid(a)` ("tied" dims) is a dataflow analysis over the tensors
+of the kernel: a load or store indexed by `bid(a)` at position p ties dim p of its
+tile; element-wise ops, loops and branches tie their tensors together; permute,
+reshape (unit dims only), broadcast and reduce move the tied dim; an `mma` ties
+A's M with the accumulator's rows or B's N with its columns, never K.  Splat
+constants take whatever shape they meet.  Anything else refuses, with the reason:
+`bid(a)` used in arithmetic, in a loop bound or twice in one index; a reduction
+or a K dim along the tied dim; an iota or a load not indexed by `bid(a)` whose
+tile would have to grow; `num_blocks(a)` (the grid changes).
+
+The rescaled kernel must see the same tiles: a grid axis is coarsened only when
+the launch's grid is a multiple of the factor there (the caller checks), so no
+block computes a tile the original grid did not cover.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+from mlir import ir
+
+from tileir.dialect import TileIRError
+
+GRID_SCALE_ATTR = "tile.grid_scale"        # [axis, num, den] after retiling (for the metadata)
+RETILE_ATTR = "tile.retile"                # [axis, num, den] asked for (kernel option)
+WISH_ATTR = "tile.grid_wish"               # "wide:<even axes mask>" or "narrow:<s>" (launcher)
+
+
+class NotRetileable(Exception):
+    """Why an axis cannot be retiled, and where."""
+
+    def __init__(self, reason: str, location: ir.Location | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.location = location
+
+
+@dataclasses.dataclass
+class Tied:
+    """The tensors of a kernel whose dim follows `bid(axis)`."""
+
+    axis: int
+    dims: dict[ir.Value, int]              # tensor value -> its tied dim
+    # the products whose accumulators are tied: "M" (rows) or "N" (columns) each
+    mma_dims: list[str]
+    stores: int                            # stores of tied tiles
+
+    def sizes(self) -> set[int]:
+        return {ir.RankedTensorType(v.type).shape[d] for v, d in self.dims.items()}
+
+
+# ---------------------------------------------------------------------------
+# Analysis
+# ---------------------------------------------------------------------------
+_NONE = -1               # an explicitly untied tensor (a tag; unknown tensors are absent)
+
+
+def _is_tensor(v: ir.Value) -> bool:
+    return isinstance(v.type, ir.RankedTensorType)
+
+
+def _shape(v: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(v.type).shape)
+
+
+def _int_attr(op: ir.Operation, name: str) -> int:
+    return ir.IntegerAttr(op.attributes[name]).value
+
+
+def _ops(func: ir.Operation) -> list[ir.Operation]:
+    out: list[ir.Operation] = []
+
+    def visit(op):
+        out.append(op)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return out
+
+
+class _Tags:
+    """Tied dims of tensor values, filled in by propagation; a conflict refuses."""
+
+    def __init__(self):
+        self.of: dict[ir.Value, int] = {}
+        self.changed = False
+
+    def get(self, v: ir.Value) -> int | None:
+        return self.of.get(v)
+
+    def set(self, v: ir.Value, dim: int, op: ir.Operation) -> None:
+        old = self.of.get(v)
+        if old is None:
+            self.of[v] = dim
+            self.changed = True
+        elif old != dim:
+            raise NotRetileable(
+                f"'{op.name}' would need a tensor to follow the block index along dim "
+                f"{_say(dim)} and along dim {_say(old)}", op.location)
+
+
+def _say(dim: int) -> str:
+    return "none" if dim == _NONE else str(dim)
+
+
+def analyze(func: ir.Operation, axis: int) -> Tied:
+    """The tied dims of `func`'s tensors for grid axis `axis`, or NotRetileable."""
+    ops = _ops(func)
+    bids = [op.results[0] for op in ops
+            if op.name == "tile.bid" and _int_attr(op, "axis") == axis]
+    if not bids:
+        raise NotRetileable(f"the kernel does not use bid({axis})")
+    for op in ops:
+        if op.name == "tile.num_blocks" and _int_attr(op, "axis") == axis:
+            raise NotRetileable(f"num_blocks({axis}) is used (the grid would change)",
+                                op.location)
+    for b in bids:
+        for use in b.uses:
+            owner = use.owner
+            if not ((owner.name == "tile.load" and use.operand_number >= 1) or
+                    (owner.name == "tile.store" and use.operand_number >= 2)):
+                raise NotRetileable(f"bid({axis}) is used by '{owner.name}', not only as a "
+                                    f"tile index of loads and stores", owner.location)
+    tags = _Tags()
+    stores = 0
+    for op in ops:                                       # seeds: loads, stores, iota
+        if op.name == "tile.load":
+            tied = _bid_positions(op, list(op.operands)[1:], bids)
+            tags.set(op.results[0], tied, op)
+        elif op.name == "tile.store":
+            tied = _bid_positions(op, list(op.operands)[2:], bids)
+            tags.set(op.operands[1], tied, op)
+            stores += tied != _NONE
+        elif op.name == "tile.iota" or (op.name == "arith.constant" and
+                                        _is_tensor(op.results[0]) and not _splat(op)):
+            tags.set(op.results[0], _NONE, op)
+    tags.changed = True
+    while tags.changed:
+        tags.changed = False
+        for op in ops:
+            _propagate(op, tags)
+    for op in ops:                                       # unknown tensors are untied
+        for v in list(op.results) + [a for r in op.regions for b in r.blocks
+                                     for a in b.arguments]:
+            if _is_tensor(v) and tags.get(v) is None:
+                tags.of[v] = _NONE
+    tags.changed = True                                  # check every rule once more
+    while tags.changed:
+        tags.changed = False
+        for op in ops:
+            _propagate(op, tags)
+    dims = {v: d for v, d in tags.of.items() if d != _NONE}
+    for v, d in dims.items():
+        if _shape(v)[d] == 1:
+            raise NotRetileable("a tile of extent 1 follows the block index",
+                                _location_of(v))
+    mma_dims = []
+    for op in ops:
+        if op.name in ("tile.mma", "tile.matmul"):
+            d = tags.get(op.results[0])
+            rank = len(_shape(op.results[0]))
+            if d is not None and d != _NONE:
+                mma_dims.append("M" if d == rank - 2 else "N")
+    return Tied(axis, dims, mma_dims, stores)
+
+
+def _location_of(v: ir.Value) -> ir.Location | None:
+    owner = v.owner
+    return owner.location if isinstance(owner, ir.OpView) or \
+        isinstance(owner, ir.Operation) else None
+
+
+def _splat(op: ir.Operation) -> bool:
+    attr = op.attributes["value"]
+    return isinstance(attr, ir.DenseElementsAttr) and attr.is_splat
+
+
+def _bid_positions(op: ir.Operation, index: list[ir.Value], bids: list[ir.Value]) -> int:
+    hits = [p for p, v in enumerate(index) if any(v == b for b in bids)]
+    if len(hits) > 1:
+        raise NotRetileable(f"'{op.name}' indexes {len(hits)} dims with the same block index",
+                            op.location)
+    return hits[0] if hits else _NONE
+
+
+def _propagate(op: ir.Operation, tags: _Tags) -> None:
+    name = op.name
+    tensors = [v for v in list(op.operands) + list(op.results) if _is_tensor(v)]
+    if not tensors and name not in ("scf.for", "scf.if"):
+        return
+    if name == "tile.permute":
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        src, res = op.operands[0], op.results[0]
+        s, r = tags.get(src), tags.get(res)
+        if s is not None:
+            tags.set(res, _NONE if s == _NONE else perm.index(s), op)
+        if r is not None:
+            tags.set(src, _NONE if r == _NONE else perm[r], op)
+    elif name == "tile.reduce":
+        axis = _int_attr(op, "axis")
+        src, res = op.operands[0], op.results[0]
+        s, r = tags.get(src), tags.get(res)
+        if s == axis:
+            raise NotRetileable("a reduction runs along the dim that follows the block index",
+                                op.location)
+        if s is not None:
+            tags.set(res, _NONE if s == _NONE else s - (s > axis), op)
+        if r is not None:
+            tags.set(src, _NONE if r == _NONE else r + (r >= axis), op)
+    elif name in ("tile.broadcast", "tile.reshape"):
+        _propagate_shape(op, tags)
+    elif name in ("tile.mma", "tile.matmul"):
+        _propagate_mma(op, tags)
+    elif name == "scf.for":
+        n = len(op.results)
+        body = op.regions[0].blocks[0]
+        yields = list(body.operations)[-1]
+        for i in range(n):
+            _unify([op.operands[3 + i], body.arguments[1 + i], yields.operands[i],
+                    op.results[i]], tags, op)
+    elif name == "scf.if":
+        for i in range(len(op.results)):
+            group = [op.results[i]]
+            for region in op.regions:
+                if region.blocks:
+                    group.append(list(region.blocks[0].operations)[-1].operands[i])
+            _unify(group, tags, op)
+    elif name in ("scf.yield", "tile.load", "tile.store", "tile.iota", "arith.constant",
+                  "tensor.splat"):
+        pass                                   # seeded, or tied through their parents
+    elif name.startswith(("arith.", "math.")) and _elementwise(op):
+        _unify(tensors, tags, op)
+    else:
+        if any(tags.get(v) not in (None, _NONE) for v in tensors):
+            raise NotRetileable(f"'{name}' does not take part in retiling", op.location)
+
+
+def _elementwise(op: ir.Operation) -> bool:
+    shapes = {tuple(_shape(v)) for v in list(op.operands) + list(op.results) if _is_tensor(v)}
+    return len(shapes) == 1
+
+
+def _unify(values: list[ir.Value], tags: _Tags, op: ir.Operation) -> None:
+    values = [v for v in values if _is_tensor(v)]
+    known = [tags.get(v) for v in values if tags.get(v) is not None]
+    if known:
+        for v in values:
+            tags.set(v, known[0], op)
+
+
+def _propagate_shape(op: ir.Operation, tags: _Tags) -> None:
+    """broadcast (trailing dims aligned, 1 -> n) and reshape (unit dims in or out)."""
+    src, res = op.operands[0], op.results[0]
+    ss, rs = _shape(src), _shape(res)
+    if op.name == "tile.broadcast":
+        lead = len(rs) - len(ss)
+        kept = {d: d + lead for d in range(len(ss)) if ss[d] == rs[d + lead]}
+    else:
+        ks = [d for d in range(len(ss)) if ss[d] != 1]
+        kr = [d for d in range(len(rs)) if rs[d] != 1]
+        kept = dict(zip(ks, kr)) if [ss[d] for d in ks] == [rs[d] for d in kr] else {}
+    back = {r: s for s, r in kept.items()}
+    s, r = tags.get(src), tags.get(res)
+    if s is not None and s != _NONE:
+        if s not in kept:
+            raise NotRetileable(f"'{op.name}' does not keep the dim that follows the block "
+                                f"index", op.location)
+        tags.set(res, kept[s], op)
+    elif s == _NONE and op.name == "tile.reshape":
+        tags.set(res, _NONE, op)
+    if r is not None:
+        if r == _NONE or (op.name == "tile.broadcast" and r not in back):
+            tags.set(src, _NONE, op)          # broadcast along the tied dim: source untied
+        elif r in back:
+            tags.set(src, back[r], op)
+        else:
+            raise NotRetileable(f"'{op.name}' does not keep the dim that follows the block "
+                                f"index", op.location)
+
+
+def _propagate_mma(op: ir.Operation, tags: _Tags) -> None:
+    """A (.., M, K) @ B (.., K, N) [+ acc (.., M, N)]: M ties A and the accumulator's rows,
+    N ties B and its columns; K and batch dims never follow the block index."""
+    a, b = op.operands[0], op.operands[1]
+    outs = [op.results[0]] + ([op.operands[2]] if op.name == "tile.mma" else [])
+    rank = len(_shape(op.results[0]))
+    m, n = rank - 2, rank - 1
+    ta, tb = tags.get(a), tags.get(b)
+    for t, k_dim in ((ta, n), (tb, m)):             # K: A's last dim, B's first
+        if t == k_dim:
+            raise NotRetileable("the K dim of a product would follow the block index",
+                                op.location)
+    for t in [ta, tb] + [tags.get(v) for v in outs]:
+        if t is not None and t != _NONE and t < m:
+            raise NotRetileable("a batch dim of a product would follow the block index",
+                                op.location)
+    if ta == m:
+        _unify_to(outs, m, tags, op)
+    if tb == n:
+        _unify_to(outs, n, tags, op)
+    if ta == _NONE and tb == _NONE:
+        _unify_to(outs, _NONE, tags, op)
+    _unify(outs, tags, op)
+    o = tags.get(outs[0])
+    if o is not None:
+        tags.set(a, m if o == m else _NONE, op)
+        tags.set(b, n if o == n else _NONE, op)
+
+
+def _unify_to(values: list[ir.Value], dim: int, tags: _Tags, op: ir.Operation) -> None:
+    for v in values:
+        tags.set(v, dim, op)
+
+
+# ---------------------------------------------------------------------------
+# Rewrite
+# ---------------------------------------------------------------------------
+def apply(func: ir.Operation, tied: Tied, factor: Fraction) -> None:
+    """Scales every tied dim by `factor` in place and records the grid scale."""
+    for v, d in tied.dims.items():
+        shape = _shape(v)
+        new = Fraction(shape[d]) * factor
+        if new.denominator != 1 or new < 1:
+            raise NotRetileable(f"a tile of extent {shape[d]} cannot be scaled by {factor}",
+                                _location_of(v))
+    constants = []
+    for v, d in tied.dims.items():
+        t = ir.RankedTensorType(v.type)
+        shape = list(t.shape)
+        shape[d] = int(shape[d] * factor)
+        new_t = ir.RankedTensorType.get(shape, t.element_type, t.encoding)
+        owner = v.owner
+        if isinstance(owner, ir.OpView):
+            owner = owner.operation
+        if isinstance(owner, ir.Operation) and owner.name == "arith.constant":
+            constants.append((owner, new_t))
+            continue
+        v.set_type(new_t)
+        if isinstance(owner, ir.Operation) and owner.name == "tile.load":
+            owner.attributes["tile_shape"] = ir.DenseI64ArrayAttr.get(shape)
+    for op, new_t in constants:
+        value = ir.DenseElementsAttr(op.attributes["value"])
+        op.attributes["value"] = ir.DenseElementsAttr.get_splat(new_t, value.get_splat_value())
+        op.results[0].set_type(new_t)
+    func.attributes[GRID_SCALE_ATTR] = ir.DenseI64ArrayAttr.get(
+        [tied.axis, factor.numerator, factor.denominator])
+
+
+def refused(func: ir.Operation, err: NotRetileable, what: str) -> TileIRError:
+    return TileIRError(f"{what}: {err.reason}", err.location or func.location)
+
+
+# ---------------------------------------------------------------------------
+# Policy: what the pass applies
+# ---------------------------------------------------------------------------
+MAX_BOX = 256                 # a TMA box and a wgmma N are at most 256 along a dim
+MAX_ACC = 128 * 256           # accumulator elements of one block (128 registers a thread
+                              # at 8 warps)
+
+
+def retile(func: ir.Operation, target: str) -> Fraction | None:
+    """Applies the kernel's `tile.retile` (raising where it cannot), or what its
+    `tile.grid_wish` asks for where the kernel allows; returns the factor applied."""
+    if RETILE_ATTR in func.attributes:
+        axis, num, den = list(ir.DenseI64ArrayAttr(func.attributes[RETILE_ATTR]))
+        factor = Fraction(num, den)
+        what = f"retile=({axis}, {factor})"
+        _split_splats(func)
+        try:
+            tied = analyze(func, axis)
+            apply(func, tied, factor)
+        except NotRetileable as e:
+            raise refused(func, e, f"kernel option {what} cannot be applied") from None
+        return factor
+    if WISH_ATTR not in func.attributes:
+        return None
+    kind, _, arg = ir.StringAttr(func.attributes[WISH_ATTR]).value.partition(":")
+    _split_splats(func)
+    for tied in _candidates(func):
+        factor = _factor(tied, kind, int(arg), target)
+        if factor is not None:
+            apply(func, tied, factor)
+            return factor
+    return None
+
+
+def _candidates(func: ir.Operation) -> list[Tied]:
+    """Axes whose tied tiles include the accumulator of a product and a stored tile,
+    those tied to N (the columns: B's panel) first."""
+    out = []
+    for axis in range(3):
+        try:
+            tied = analyze(func, axis)
+        except NotRetileable:
+            continue
+        if tied.stores and tied.mma_dims and len(set(tied.mma_dims)) == 1:
+            out.append(tied)
+    return sorted(out, key=lambda t: t.mma_dims[0] != "N")
+
+
+def _factor(tied: Tied, kind: str, arg: int, target: str) -> Fraction | None:
+    sizes = tied.sizes()
+    acc = max(_elements(v) for v, _ in tied.dims.items())
+    if kind == "wide":
+        if target != "sm_90a" or not arg >> tied.axis & 1:
+            return None                            # mma.sync tiles this wide spill
+        if max(sizes) * 2 <= MAX_BOX and acc * 2 <= MAX_ACC:
+            return Fraction(2)
+        return None
+    if kind == "narrow":
+        least = (32 if tied.mma_dims[0] == "N" else 64) if target == "sm_90a" else 16
+        s = arg
+        while s > 1:
+            if all(n % s == 0 and n // s >= least for n in sizes):
+                return Fraction(1, s)
+            s //= 2
+    return None
+
+
+def _elements(v: ir.Value) -> int:
+    n = 1
+    for d in _shape(v):
+        n *= d
+    return n
+
+
+def _split_splats(func: ir.Operation) -> None:
+    """One splat tensor constant per use, so each use may take its own shape."""
+    for op in _ops(func):
+        if op.name != "arith.constant" or not _is_tensor(op.results[0]) or not _splat(op):
+            continue
+        uses = list(op.results[0].uses)
+        for use in uses[1:]:
+            owner = use.owner
+            owner = owner.operation if isinstance(owner, ir.OpView) else owner
+            clone = op.clone(ir.InsertionPoint(op))
+            owner.operands[use.operand_number] = clone.results[0]
