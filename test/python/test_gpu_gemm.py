@@ -17,26 +17,10 @@ import pytest
 import tileir as ct
 from tileir.runtime import launcher
 
-from test_tensor_cores import attention, bgemm, gemm, gemm_nt
+from test_tensor_cores import attention, bgemm, gemm, gemm_nt, linear_silu
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
-
-
-@ct.kernel
-def linear_silu(x, w, bias, y, alpha: float, BM: ct.Constant[int], BN: ct.Constant[int],
-                BK: ct.Constant[int]):
-    """y = silu(alpha * x @ w^T + bias): an epilogue fused after the K loop."""
-    i = ct.bid(0)
-    j = ct.bid(1)
-    acc = ct.zeros((BM, BN), dtype=ct.float32)
-    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
-        tx = ct.load(x, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(tx, ct.transpose(tw), acc)
-    b = ct.load(bias, index=(j,), shape=(BN,), padding_mode=ct.PaddingMode.ZERO)
-    h = acc * alpha + ct.astype(ct.reshape(b, (1, BN)), ct.float32)
-    ct.store(y, index=(i, j), tile=ct.astype(h / (1.0 + ct.exp(-h)), y.dtype))
 
 
 def _rel_err(out, ref) -> float:

@@ -57,6 +57,22 @@ def gemm_nt(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant
 
 
 @ct.kernel
+def linear_silu(x, w, bias, y, alpha: float, BM: ct.Constant[int], BN: ct.Constant[int],
+                BK: ct.Constant[int]):
+    """y = silu(alpha * x @ w^T + bias): an epilogue fused after the K loop."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
+        tx = ct.load(x, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(tx, ct.transpose(tw), acc)
+    b = ct.load(bias, index=(j,), shape=(BN,), padding_mode=ct.PaddingMode.ZERO)
+    h = acc * alpha + ct.astype(ct.reshape(b, (1, BN)), ct.float32)
+    ct.store(y, index=(i, j), tile=ct.astype(h / (1.0 + ct.exp(-h)), y.dtype))
+
+
+@ct.kernel
 def bgemm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
     """Batched: C[z] = A[z] @ B[z], the batch index from the third grid axis."""
     i = ct.bid(0)
