@@ -31,7 +31,7 @@ from __future__ import annotations
 from mlir import ir
 
 from .ods import Arg, Spec, TileOpView, VerifyError
-from .tile import DIALECT, _check_matmul_shapes, _tensor, array_info, signless
+from .tile import DIALECT, ProductOp, _check_matmul_shapes, _tensor, array_info, signless
 
 DIALECT.type("ring", "shared-memory stages of a software-pipelined loop")
 
@@ -94,6 +94,19 @@ class RingAllocOp(TileOpView):
             if not isinstance(t, ir.RankedTensorType) or \
                     not isinstance(tile_layout(t), Shared):
                 raise VerifyError(f"ring tiles live in shared memory (#tile.shared); got {t}")
+
+
+class _RingOp(TileOpView):
+    """An op on the whole ring (its only operand)."""
+
+    SPEC = Spec(operands=(Arg("ring", "ring"),))
+
+    def __init__(self, ring, *, loc=None, ip=None):
+        super().__init__(ir.Operation.create(self.OPERATION_NAME, operands=[ring],
+                                             loc=loc, ip=ip))
+
+    def verify(self) -> None:
+        _ring_alloc_of(self.operands[0])
 
 
 class _SlotOp(TileOpView):
@@ -192,18 +205,10 @@ class RingLoadOp(_SlotOp):
 
 
 @DIALECT.op
-class RingCommitOp(TileOpView):
+class RingCommitOp(_RingOp):
     """Closes the group of loads issued since the last commit (one group per iteration)."""
 
     OPERATION_NAME = "tile.ring_commit"
-    SPEC = Spec(operands=(Arg("ring", "ring"),))
-
-    def __init__(self, ring, *, loc=None, ip=None):
-        super().__init__(ir.Operation.create(self.OPERATION_NAME, operands=[ring],
-                                             loc=loc, ip=ip))
-
-    def verify(self) -> None:
-        _ring_alloc_of(self.operands[0])
 
 
 @DIALECT.op
@@ -272,43 +277,19 @@ class RingReleaseOp(_SlotOp):
 
 
 @DIALECT.op
-class RingFreeOp(TileOpView):
+class RingFreeOp(_RingOp):
     """The ring's memory is no longer used (every load issued into it was consumed)."""
 
     OPERATION_NAME = "tile.ring_free"
-    SPEC = Spec(operands=(Arg("ring", "ring"),))
-
-    def __init__(self, ring, *, loc=None, ip=None):
-        super().__init__(ir.Operation.create(self.OPERATION_NAME, operands=[ring],
-                                             loc=loc, ip=ip))
-
-    def verify(self) -> None:
-        _ring_alloc_of(self.operands[0])
 
 
 @DIALECT.op
-class MmaAsyncOp(TileOpView):
+class MmaAsyncOp(ProductOp):
     """Starts `a @ b + acc` (as `tile.mma`); the result is valid after a `tile.mma_wait`."""
 
     OPERATION_NAME = "tile.mma_async"
     SPEC = Spec(operands=(Arg("a", "tensor"), Arg("b", "tensor"), Arg("acc", "tensor")),
                 results=(Arg("result", "tensor"),))
-
-    def __init__(self, a, b, acc, *, loc=None, ip=None):
-        super().__init__(ir.Operation.create(self.OPERATION_NAME, results=[acc.type],
-                                             operands=[a, b, acc], loc=loc, ip=ip))
-
-    @property
-    def a(self) -> ir.Value:
-        return self.operands[0]
-
-    @property
-    def b(self) -> ir.Value:
-        return self.operands[1]
-
-    @property
-    def acc(self) -> ir.Value:
-        return self.operands[2]
 
     def verify(self) -> None:
         a, b = _tensor(self.a, "a"), _tensor(self.b, "b")

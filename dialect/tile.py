@@ -446,17 +446,8 @@ def _check_matmul_shapes(a: ir.RankedTensorType, b: ir.RankedTensorType,
         raise VerifyError(f"{what} shape {list(c_shape)} should be {want}")
 
 
-@DIALECT.op
-class MmaOp(TileOpView):
-    """`a @ b + acc` with the accumulator's precision; the result has acc's type.
-
-    Operand/accumulator element types: f16 x f16 -> f16|f32, bf16 x bf16 -> f32,
-    f32 x f32 -> f32, f64 x f64 -> f64, i8 x i8 -> i32.
-    """
-
-    OPERATION_NAME = "tile.mma"
-    SPEC = Spec(operands=(Arg("a", "tensor"), Arg("b", "tensor"), Arg("acc", "tensor")),
-                results=(Arg("result", "tensor"),))
+class ProductOp(TileOpView):
+    """`a @ b + acc` with the accumulator's type (`tile.mma`, `tile.mma_async`)."""
 
     def __init__(self, a: ir.Value, b: ir.Value, acc: ir.Value, *, loc=None, ip=None):
         super().__init__(ir.Operation.create(self.OPERATION_NAME, results=[acc.type],
@@ -473,6 +464,19 @@ class MmaOp(TileOpView):
     @property
     def acc(self) -> ir.Value:
         return self.operands[2]
+
+
+@DIALECT.op
+class MmaOp(ProductOp):
+    """`a @ b + acc` with the accumulator's precision; the result has acc's type.
+
+    Operand/accumulator element types: f16 x f16 -> f16|f32, bf16 x bf16 -> f32,
+    f32 x f32 -> f32, f64 x f64 -> f64, i8 x i8 -> i32.
+    """
+
+    OPERATION_NAME = "tile.mma"
+    SPEC = Spec(operands=(Arg("a", "tensor"), Arg("b", "tensor"), Arg("acc", "tensor")),
+                results=(Arg("result", "tensor"),))
 
     def verify(self) -> None:
         a, b = _tensor(self.a, "a"), _tensor(self.b, "b")

@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 import tileir as ct
-from tileir.backend.layouts import to_linear
 from tileir.backend.mma_layouts import DotOperand, Mma, Shared, swizzle_bits
 from tileir.backend.target import find_cuda_tool
 from tileir.interpreter import InterpreterError

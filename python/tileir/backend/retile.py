@@ -182,8 +182,7 @@ def analyze(func: ir.Operation, axis: int) -> Tied:
 
 def _location_of(v: ir.Value) -> ir.Location | None:
     owner = v.owner
-    return owner.location if isinstance(owner, ir.OpView) or \
-        isinstance(owner, ir.Operation) else None
+    return None if isinstance(owner, ir.Block) else owner.location   # block args: none
 
 
 def _splat(op: ir.Operation) -> bool:

@@ -192,16 +192,7 @@ class _Pipeliner:
                 self.issue(ring, loads, c(p), c(1), pred, k, loop)
 
         iv = body.arguments[0]
-        first = list(body.operations)[0]
-        with ir.InsertionPoint(first), loc:
-            it = arith.divui(arith.subi(iv, lb), step)       # the iteration number
-            slot = arith.remui(it, c(stages))
-            parity = arith.andi(arith.divui(it, c(stages)), c(1))
-            RingWaitOp(ring, slot, parity)
-            views = [RingViewOp(ring, slot, b).result for b in range(len(loads))]
-        for ld, tile in zip(loads, views):
-            ld.op.results[0].replace_all_uses_with(tile)
-            ld.op.erase()
+        it, slot, views = self.consume(loop, ring, loads, stages)
 
         asyncs = self.make_async(loop) if self.chip.startswith("sm_90") else []
         yield_op = list(body.operations)[-1]
@@ -275,16 +266,7 @@ class _Pipeliner:
             done = scf.YieldOp([])
         loop.move_before(done.operation)
         body = loop.regions[0].blocks[0]
-        iv = body.arguments[0]
-        with ir.InsertionPoint(list(body.operations)[0]), loc:
-            it = arith.divui(arith.subi(iv, lb), step)
-            slot = arith.remui(it, c(stages))
-            parity = arith.andi(arith.divui(it, c(stages)), c(1))
-            RingWaitOp(ring, slot, parity)
-            views = [RingViewOp(ring, slot, b).result for b in range(len(loads))]
-        for ld, tile in zip(loads, views):
-            ld.op.results[0].replace_all_uses_with(tile)
-            ld.op.erase()
+        it, slot, _ = self.consume(loop, ring, loads, stages)
         asyncs = self.make_async(loop)
         with loc:
             if asyncs:
@@ -347,6 +329,24 @@ class _Pipeliner:
             op.erase()
             out.append((acc.arg_number - 1, waited.operation))
         return out
+
+    def consume(self, loop: ir.Operation, ring: ir.Value, loads, stages: int):
+        """The consumer's side at the top of `loop`'s body: wait for this iteration's
+        slot, then read its views where the loads were.  Returns the iteration number,
+        the slot and the views."""
+        body = loop.regions[0].blocks[0]
+        lb, step = loop.operands[0], loop.operands[2]
+        c = self.const
+        with ir.InsertionPoint(list(body.operations)[0]), loop.location:
+            it = arith.divui(arith.subi(body.arguments[0], lb), step)   # the iteration
+            slot = arith.remui(it, c(stages))
+            parity = arith.andi(arith.divui(it, c(stages)), c(1))
+            RingWaitOp(ring, slot, parity)
+            views = [RingViewOp(ring, slot, b).result for b in range(len(loads))]
+        for ld, tile in zip(loads, views):
+            ld.op.results[0].replace_all_uses_with(tile)
+            ld.op.erase()
+        return it, slot, views
 
     def num_stages(self, loop: ir.Operation, tiles) -> int:
         """The kernel's `num_stages`; else as many stages as fit the shared memory of
