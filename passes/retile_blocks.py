@@ -16,7 +16,12 @@ Precondition:  verified Tile IR of a kernel.  Applied where the kernel asks with
                or narrower ones ("narrow:<s>", a grid smaller than the GPU: at
                most s times narrower, N tiles of 32 or more).  Only axes whose
                tied tiles hold a product's accumulator and a stored tile, those
-               tied to N first.  Without either attribute: no change.
+               tied to N first.  The wish's "short:<arg>.<dim>,..." (array dims of
+               at most 64 in this launch) first shrinks an axis's tiles to 64 where
+               every array it indexes is short (grid unchanged); after a narrowing
+               by s, a K loop of cdiv(dim, T) trips over zero-padded, aligned loads
+               takes tiles up to s times longer along K (cdiv(dim, s T) trips).
+               Without either attribute: no change.
 
 Example: (wish "wide:2", grid (32, 32) -> (32, 16))
   before:  %b = "tile.load"(%B, %k, %j) {tile_shape = array<i64: 64, 128>} -> tensor<64x128xbf16>

@@ -134,6 +134,7 @@ class Kernel(KernelEntry):
         self._cache: dict[tuple, CompiledKernel] = {}
         self._prepared: dict[tuple, "_PreparedLaunch"] = {}
         self._may_retile: bool | None = None
+        self._wishes: dict[tuple, str | None] = {}
         self._const_mask = tuple(isinstance(self.annotations.get(p), ConstantAnnotation)
                                  for p in self.signature.parameters)
         self.__doc__ = fn.__doc__
@@ -187,7 +188,7 @@ class Kernel(KernelEntry):
         if stage in GPU_STAGES and target is None:
             target = DEFAULT_TARGET
         params = self.classify(args, gpu=target is not None)
-        wish = self.grid_wish(grid, sm_count or SM_COUNTS.get(target, 0)) \
+        wish = self.grid_wish(grid, sm_count or SM_COUNTS.get(target, 0), args) \
             if grid is not None and target is not None else None
         # An explicit cache is part of the in-memory key: compiling into it must fill it.
         key = (tuple((n, _key(k)) for n, k in params), stage, target,
@@ -202,18 +203,30 @@ class Kernel(KernelEntry):
             self._cache[key] = ck
         return ck
 
-    def grid_wish(self, grid: Sequence[int], sm_count: int) -> str | None:
-        """What a launch over `grid` would like from retiling (`backend.grid_wish`),
-        for kernels that may retile: those whose source (or a helper's) names `mma` or
-        `matmul` and that do not set `retile`; None for the others."""
+    def grid_wish(self, grid: Sequence[int], sm_count: int,
+                  args: Sequence[Any] = ()) -> str | None:
+        """What a launch over `grid` with `args` would like from retiling
+        (`backend.grid_wish`: the grid's size against the GPU's, the arrays' short
+        dims), for kernels that may retile: those whose source (or a helper's) names
+        `mma` or `matmul` and that do not set `retile`; None for the others."""
         if self._may_retile is None:
             from .cache import kernel_sources
             self._may_retile = self.options.get("retile") is None and any(
                 re.search(r"\b(mma|matmul)\b", src["text"]) for src in kernel_sources(self))
         if not self._may_retile:
             return None
-        from .backend.grid_wish import grid_wish
-        return grid_wish(normalize_grid(grid), sm_count)
+        # every launch asks: remembered per grid and argument shapes
+        key = (tuple(grid), sm_count, tuple(getattr(a, "shape", None) for a in args))
+        wish = self._wishes.get(key, _NO_WISH)
+        if wish is _NO_WISH:
+            from .backend.grid_wish import grid_wish, short_dims
+            shapes = [tuple(a.shape) if _is_array(a) else None for a in args]
+            wish = grid_wish(normalize_grid(grid), sm_count,
+                             short_dims(list(self.signature.parameters), shapes))
+            if len(self._wishes) >= _WISHES_PER_KERNEL:
+                self._wishes.clear()
+            self._wishes[key] = wish
+        return wish
 
     def _load_or_build(self, params, target: str, cache: Cache,
                        wish: str | None = None) -> CompiledKernel:
@@ -503,7 +516,7 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     sig = _torch_signature(kernel, args)
     wish = None
     if kernel._may_retile is not False and arrays:     # the grid may pick the tile shape
-        wish = kernel.grid_wish(dims, _sm_count(arrays[0]))
+        wish = kernel.grid_wish(dims, _sm_count(arrays[0]), args)
     prepared = kernel._prepared.get((sig, wish)) if sig is not None else None
     if prepared is not None:
         prepared.launch(dims, args, stream)
@@ -539,6 +552,8 @@ def hardware_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[
 
 
 _SM_COUNTS: dict[int, int] = {}
+_NO_WISH = object()
+_WISHES_PER_KERNEL = 1024
 
 
 def _sm_count(array) -> int:
@@ -626,9 +641,9 @@ class _PreparedLaunch:
         self.scalars = {i: launcher.param_dtype(ck.name, p)
                         for i, p in zip(self.indices, ck.meta["params"])
                         if p["kind"] == "scalar"}
-        # TMA descriptors: (runtime argument index, box, swizzle, parameter name)
-        self.tensor_maps = [(self.indices[tm["param"]], tuple(tm["box"]), tm["swizzle"],
-                             ck.meta["params"][tm["param"]]["name"])
+        # TMA descriptors: (runtime argument index, box, clip dim, swizzle, parameter name)
+        self.tensor_maps = [(self.indices[tm["param"]], tuple(tm["box"]), tm.get("clip"),
+                             tm["swizzle"], ck.meta["params"][tm["param"]]["name"])
                             for tm in ck.meta.get("tensor_maps", ())]
         self.maps: dict[tuple, Any] = {}     # (map, pointer, shape, strides) -> CUtensorMap
         self.last_grid = None
@@ -649,17 +664,17 @@ class _PreparedLaunch:
                 values.extend(ctypes.c_int64(st) for st in a.stride())
             else:
                 values.append(launcher.pack_scalar(d, a, f"argument #{i}"))
-        for j, (i, box, swizzle, name) in enumerate(self.tensor_maps):
+        for j, (i, box, clip, swizzle, name) in enumerate(self.tensor_maps):
             a = args[i]                  # the dtype is the signature's: these name the map
             key = (j, a.data_ptr(), tuple(a.shape), a.stride())
             tm = self.maps.get(key)
             if tm is None:
                 from .runtime.arrays import describe
-                from .runtime.tensor_maps import tensor_map
+                from .runtime.tensor_maps import clipped_box, tensor_map
                 if len(self.maps) >= _MAPS_PER_LAUNCH:
                     self.maps.clear()
-                tm = self.maps[key] = tensor_map(describe(a), box, swizzle, self.ck.name,
-                                                 name)
+                tm = self.maps[key] = tensor_map(describe(a), clipped_box(box, clip, a.shape),
+                                                 swizzle, self.ck.name, name)
             values.append(tm)
         params = launcher.PackedParams(values)
         if grid != self.last_grid:                 # checked once per distinct grid

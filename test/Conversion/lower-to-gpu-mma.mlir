@@ -9,20 +9,40 @@
 // LLVM:        llvm.func @gemm(
 // LLVM-SAME:     %arg15: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}, %arg16: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant})
 
-// Two CUtensorMap parameters trail the ABI (A's box 64 x 32, B's 32 x 64).
-// CHECK: tile.kernel_meta = {{.*}}\22tensor_maps\22: [{\22slot\22: 15, \22param\22: 0, \22box\22: [64, 32], \22swizzle\22: 64}, {\22slot\22: 16, \22param\22: 1, \22box\22: [32, 64], \22swizzle\22: 128}]
+// Two CUtensorMap parameters trail the ABI (A's box 64 x 32, B's 32 x 64), each
+// cut along dim 0 (its rows) to the array's extent when that is shorter.
+// CHECK: tile.kernel_meta = {{.*}}\22tensor_maps\22: [{\22slot\22: 15, \22param\22: 0, \22box\22: [64, 32], \22swizzle\22: 64, \22clip\22: 0}, {\22slot\22: 16, \22param\22: 1, \22box\22: [32, 64], \22swizzle\22: 128, \22clip\22: 0}]
 // CHECK-LABEL: gpu.func @gemm(
+// CHECK-SAME:    %[[A0:arg1]]: i32
+// CHECK-SAME:    %[[B0:arg6]]: i32
 // CHECK-SAME:    %[[TMA:arg15]]: !llvm.ptr, %[[TMB:arg16]]: !llvm.ptr)
 // ring_alloc: thread 0 initializes a full (count 1) and an empty (count 4 warps)
-// barrier per slot, then a block barrier.
+// barrier per slot.
 // CHECK:         scf.if
 // CHECK-COUNT-4:   nvvm.mbarrier.init %{{.*}}, %c1_i32{{.*}}
 // CHECK:           nvvm.fence.mbarrier.init
+// The rows each box keeps: min(extent, tile rows), at least 1; a slot's bytes are
+// A's kept rows x 64 bytes plus B's x 128.
+// CHECK:         %[[MINA:.*]] = arith.minsi %[[A0]], %c64_i32
+// CHECK:         %[[KEPTA:.*]] = arith.maxsi %[[MINA]], %c1_i32
+// CHECK:         %[[MINB:.*]] = arith.minsi %[[B0]], %c32_i32
+// CHECK:         %[[KEPTB:.*]] = arith.maxsi %[[MINB]], %c1_i32
+// CHECK:         %[[TXA:.*]] = arith.muli %[[KEPTA]], %c64_i32
+// CHECK:         %[[TXA2:.*]] = arith.addi %{{.*}}, %[[TXA]]
+// CHECK:         %[[TXB:.*]] = arith.muli %[[KEPTB]], %c128_i32
+// CHECK:         %[[TX:.*]] = arith.addi %[[TXA2]], %[[TXB]]
+// When a box is cut, every thread zeroes the rows it leaves out in all 4 slots,
+// then orders those writes before the async proxy's reads; a block barrier.
+// CHECK:         scf.if
+// CHECK:           scf.for
+// CHECK:             scf.if
+// CHECK:               llvm.store %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr<3>
+// CHECK:         nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK:         gpu.barrier
-// The prologue: thread 0 waits for the slot's release, announces 8192 bytes (A's
-// 4096 and B's 4096), copies A and B by TMA onto the slot's full barrier.
+// The prologue: thread 0 waits for the slot's release, announces the slot's bytes
+// (8192 when nothing is cut), copies A and B by TMA onto the slot's full barrier.
 // CHECK:         nvvm.mbarrier.try_wait.parity
-// CHECK:         nvvm.mbarrier.arrive.expect_tx %{{.*}}, %c8192_i32
+// CHECK:         nvvm.mbarrier.arrive.expect_tx %{{.*}}, %[[TX]]
 // CHECK:         nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[TMA]], %{{.*}}, box[%{{.*}}, %{{.*}}]
 // CHECK:         nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[TMB]], %{{.*}}, box[%{{.*}}, %{{.*}}]
 // In the loop: every thread waits on the slot's full barrier, the product is one

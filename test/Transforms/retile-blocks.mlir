@@ -50,10 +50,13 @@ func.func @linear(%a: !tile.array<bf16, 2 : i64>, %w: !tile.array<bf16, 2 : i64>
 // -----
 
 // A grid smaller than the GPU ("narrow:4"): the N tiles become 4 times narrower
-// (128 -> 32), the grid's axis 1 four times longer.
+// (128 -> 32), the grid's axis 1 four times longer.  The K loop keeps its 64-wide
+// tiles: its trip count is a constant, not cdiv(dim, 64), so longer tiles could
+// not cover the same K.
 
 // CHECK-LABEL: func.func @decode
 // CHECK-SAME:    tile.grid_scale = array<i64: 1, 1, 4>
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %c8
 // CHECK:         "tile.load"(%arg1, %{{.*}}, %{{.*}}) {{.*}}tile_shape = array<i64: 64, 32>
 // CHECK:         "tile.mma"{{.*}} -> tensor<64x32xf32>
 // CHECK:         "tile.store"({{.*}}tensor<64x32xf32>
@@ -71,6 +74,84 @@ func.func @decode(%a: !tile.array<bf16, 2 : i64>, %b: !tile.array<bf16, 2 : i64>
     scf.yield %y : tensor<64x128xf32>
   }
   "tile.store"(%c, %acc, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x128xf32>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// A decode GEMM as written (128 x 128 x 64 tiles, weight (N, K), K loop of
+// cdiv(K, 64) trips) launched with 16 rows on a grid of 32 blocks
+// ("narrow:4;short:a.0,c.0", the launch's A and C have at most 64 rows):
+// - the rows shrink to 64 (the array's rows all lie in block 0's tile; the grid
+//   keeps its axis 0),
+// - the N tiles become 4 times narrower (128 -> 32, the grid's axis 1 x 4),
+// - the K tiles 4 times longer (64 -> 256) in cdiv(K, 256) trips: a ring slot
+//   keeps about its bytes (the arrays are aligned: TMA will copy these tiles; the
+//   @one_short case below, unaligned, keeps its K tiles).
+
+// CHECK-LABEL: func.func @decode_short
+// CHECK-SAME:    tile.grid_scale = array<i64: 1, 1, 4>
+// CHECK:         %[[K:.*]] = "tile.dim"(%arg0) {axis = 1 : i64}
+// CHECK:         %[[TOP:.*]] = arith.addi %[[K]], %c255_i32
+// CHECK:         %[[TRIPS:.*]] = arith.floordivsi %[[TOP]], %c256_i32
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %[[TRIPS]] {{.*}} -> (tensor<64x32xf32>)
+// CHECK:           "tile.load"(%arg0, {{.*}}tile_shape = array<i64: 64, 256>
+// CHECK:           "tile.load"(%arg1, {{.*}}tile_shape = array<i64: 32, 256>
+// CHECK:           "tile.permute"{{.*}} -> tensor<256x32xbf16>
+// CHECK:           "tile.mma"{{.*}} -> tensor<64x32xf32>
+// CHECK:         "tile.store"(%arg2, {{.*}}tensor<64x32xbf16>
+func.func @decode_short(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %w: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.arg_names = ["a", "w", "c"], tile.grid_wish = "narrow:4;short:a.0,c.0"} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c63 = arith.constant 63 : i32
+  %c64 = arith.constant 64 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x128xf32>
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %k = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %top = arith.addi %k, %c63 : i32
+  %n = arith.floordivsi %top, %c64 : i32
+  %acc = scf.for %t = %c0 to %n step %c1 iter_args(%x = %zero) -> (tensor<128x128xf32>) : i32 {
+    %ta = "tile.load"(%a, %i, %t) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16>
+    %tw = "tile.load"(%w, %j, %t) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16>
+    %tb = "tile.permute"(%tw) {permutation = array<i64: 1, 0>} : (tensor<128x64xbf16>) -> tensor<64x128xbf16>
+    %y = "tile.mma"(%ta, %tb, %x) : (tensor<128x64xbf16>, tensor<64x128xbf16>, tensor<128x128xf32>) -> tensor<128x128xf32>
+    scf.yield %y : tensor<128x128xf32>
+  }
+  %o = arith.truncf %acc : tensor<128x128xf32> to tensor<128x128xbf16>
+  "tile.store"(%c, %o, %i, %j) : (!tile.array<bf16, 2 : i64>, tensor<128x128xbf16>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// Rows shrink only where every array the axis indexes is short: here the launch's
+// C has more than 64 rows ("short:a.0" alone), so the 128-row tiles stay.
+
+// CHECK-LABEL: func.func @one_short
+// CHECK-NOT:     tile.grid_scale
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %{{.*}} step
+// CHECK:         "tile.load"(%arg0, {{.*}}tile_shape = array<i64: 128, 64>
+func.func @one_short(%a: !tile.array<bf16, 2 : i64>, %w: !tile.array<bf16, 2 : i64>, %c: !tile.array<bf16, 2 : i64>) attributes {tile.kernel, tile.arg_names = ["a", "w", "c"], tile.grid_wish = "short:a.0"} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c63 = arith.constant 63 : i32
+  %c64 = arith.constant 64 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x128xf32>
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %k = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %top = arith.addi %k, %c63 : i32
+  %n = arith.floordivsi %top, %c64 : i32
+  %acc = scf.for %t = %c0 to %n step %c1 iter_args(%x = %zero) -> (tensor<128x128xf32>) : i32 {
+    %ta = "tile.load"(%a, %i, %t) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16>
+    %tw = "tile.load"(%w, %j, %t) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16>
+    %tb = "tile.permute"(%tw) {permutation = array<i64: 1, 0>} : (tensor<128x64xbf16>) -> tensor<64x128xbf16>
+    %y = "tile.mma"(%ta, %tb, %x) : (tensor<128x64xbf16>, tensor<64x128xbf16>, tensor<128x128xf32>) -> tensor<128x128xf32>
+    scf.yield %y : tensor<128x128xf32>
+  }
+  %o = arith.truncf %acc : tensor<128x128xf32> to tensor<128x128xbf16>
+  "tile.store"(%c, %o, %i, %j) : (!tile.array<bf16, 2 : i64>, tensor<128x128xbf16>, i32, i32) -> ()
   return
 }
 

@@ -252,9 +252,11 @@ def _fresh(kernel):
 
 
 def test_a_wrong_transaction_count_would_hang(monkeypatch, rng):
+    from mlir.dialects import arith
     from tileir.backend.rules import ring
-    real = ring.Ring.tx_bytes
-    monkeypatch.setattr(ring.Ring, "tx_bytes", lambda self: real(self) + 16)
+    real = ring.Ring.tx_value
+    monkeypatch.setattr(ring.Ring, "tx_value",
+                        lambda self, cx: arith.addi(real(self, cx), cx.const(16)))
     with pytest.raises(SimError, match="would hang"):
         _gemm(_fresh(gemm), "sm_90a", 64, 64, 64, (64, 64, 64), BF16, rng)
 

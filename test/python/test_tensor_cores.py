@@ -23,6 +23,7 @@ import pytest
 import tileir as ct
 from tileir.backend.mma_layouts import DotOperand, Mma, Shared, swizzle_bits
 from tileir.backend.target import find_cuda_tool
+from tileir.dialect import TileIRError
 from tileir.interpreter import InterpreterError
 from tileir.runtime import tensor_maps
 from tileir.runtime.arrays import DeviceArrayInfo
@@ -536,6 +537,49 @@ def test_launch_packs_one_tensor_map_per_metadata_entry(monkeypatch):
     assert int.from_bytes(raw[5][:8], "little") == 1
     launcher.bind_args(meta, [Dev((100, 64))])
     assert calls == [("a", [32, 32])]                     # the second launch hit the cache
+
+
+def test_a_clipped_box_is_cut_to_the_arrays_rows(monkeypatch):
+    """A map with a clip dim is encoded with the box cut to the array's extent there
+    (what the kernel's transaction bytes count), never below 1 nor above the box."""
+    from tileir.runtime import launcher
+    assert tensor_maps.clipped_box([128, 64], 0, (16, 4096)) == [16, 64]
+    assert tensor_maps.clipped_box([128, 64], 0, (4096, 16)) == [128, 64]
+    assert tensor_maps.clipped_box([128, 64], 0, (0, 16)) == [1, 64]
+    assert tensor_maps.clipped_box([128, 64], None, (16, 16)) == [128, 64]
+    boxes = []
+
+    def fake_encode(args, kernel, param):
+        boxes.append(args["box"])
+        return tensor_maps.TensorMap()
+
+    monkeypatch.setattr(tensor_maps, "_encode", fake_encode)
+    tensor_maps.clear_cache()
+
+    class Dev:
+        def __init__(self, shape):
+            self.shape = shape
+            self.__cuda_array_interface__ = {
+                "shape": shape, "typestr": "<f4", "data": (0x7F0000001000, False),
+                "strides": None, "version": 3}
+
+    meta = {"name": "k", "num_threads": 128, "shared_bytes": 0, "target": "sm_90a",
+            "params": [{"kind": "array", "name": "a", "dtype": "f32", "ndim": 2,
+                        "aligned": True}],
+            "tensor_maps": [{"slot": 5, "param": 0, "box": [64, 32], "swizzle": 128,
+                             "clip": 0}]}
+    monkeypatch.setattr("tileir.runtime.arrays._cai_device", lambda x, ptr: 0)
+    launcher.bind_args(meta, [Dev((5, 64))])
+    launcher.bind_args(meta, [Dev((100, 64))])
+    assert boxes == [[32, 5], [32, 64]]                   # innermost first, as encoded
+
+
+def test_a_kernel_that_needs_more_shared_memory_than_a_block_has_is_an_error():
+    a = np.zeros((1024, 1024), ml_dtypes.bfloat16)
+    big = ct.kernel(gemm.fn, num_stages=8)
+    with pytest.raises(TileIRError, match=r"kernel 'gemm' needs \d+ bytes of shared memory "
+                                          r"a block; sm_90a has 232448"):
+        big.compile((a, a, a, 128, 256, 64), target="sm_90a")
 
 
 def test_tensor_map_structure_is_128_bytes_aligned_for_the_driver():

@@ -1,7 +1,8 @@
-"""What a launch's grid asks of retiling (tileir.backend.retile), without MLIR.
+"""What a launch asks of retiling (tileir.backend.retile), without MLIR.
 
 The launcher computes this for every launch of a kernel that may retile, so it
-is a few integer operations on the grid and the GPU's SM count:
+is a few integer operations on the grid, the GPU's SM count and the arrays'
+shapes.  A wish is items joined by ';':
 
 - "wide:<mask>": the grid has 4 or more blocks per SM, so tiles twice as wide
   still leave 2 or more waves; the mask has bit a set where grid axis a is even
@@ -10,24 +11,56 @@ is a few integer operations on the grid and the GPU's SM count:
   times narrower (s = 2 or 4, the most that keeps one block per SM: the loop of
   such a grid waits on memory, and its ring takes as many stages as one block's
   shared memory holds);
-- None: the grid fills the GPU as written.
+- "short:<name>.<dim>,...": the array arguments' dims of at most SHORT elements
+  (a decode GEMM's 1 to 64 rows): a tile longer than that along such a dim covers
+  the whole array there, so the compiler may shrink it to SHORT without changing
+  the grid.  Any extent up to SHORT gives the same item, so decode batches of 1 to
+  64 rows share one compiled variant.
+
+None when there is nothing to ask: the grid fills the GPU as written and no array
+is short.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+SHORT = 64        # the rows of one warpgroup's wgmma: tiles shrink to this, not below
 
-def grid_wish(grid: Sequence[int], sm_count: int) -> str | None:
-    if sm_count < 1:
-        return None
+
+def grid_wish(grid: Sequence[int], sm_count: int,
+              short: Sequence[str] = ()) -> str | None:
+    items = []
     total = grid[0] * grid[1] * grid[2]
-    if total >= 4 * sm_count:
+    if sm_count >= 1 and total >= 4 * sm_count:
         mask = sum(1 << a for a in range(3) if grid[a] % 2 == 0)
-        return f"wide:{mask}" if mask else None
-    if 2 * total <= sm_count:
+        if mask:
+            items.append(f"wide:{mask}")
+    elif sm_count >= 1 and 2 * total <= sm_count:
         s = 2
         while s < 4 and total * s * 2 <= sm_count:
             s *= 2
-        return f"narrow:{s}"
-    return None
+        items.append(f"narrow:{s}")
+    if short:
+        items.append("short:" + ",".join(short))
+    return ";".join(items) or None
+
+
+def short_dims(names: Sequence[str], shapes: Sequence[Sequence[int] | None]) -> list[str]:
+    """"<name>.<dim>" for each dim of at most SHORT elements (and at least 1) of the
+    array arguments (`shapes[i]` is None for a non-array argument)."""
+    out = []
+    for name, shape in zip(names, shapes):
+        if shape is not None:
+            out.extend(f"{name}.{d}" for d, n in enumerate(shape) if 1 <= n <= SHORT)
+    return out
+
+
+def parse(wish: str | None) -> dict[str, str]:
+    """{"wide" | "narrow" | "short": argument} of a wish string."""
+    out = {}
+    for item in (wish or "").split(";"):
+        if item:
+            kind, _, arg = item.partition(":")
+            out[kind] = arg
+    return out

@@ -51,6 +51,11 @@ class KernelMeta:
         return out
 
 
+# The most dynamic shared memory one block may opt in to (CUDA's
+# cudaDevAttrMaxSharedMemoryPerBlockOptin on H100/H200 and A100).
+SMEM_PER_BLOCK = {"sm_90a": 227 * 1024, "sm_80": 163 * 1024}
+
+
 def _kernel_func(module: ir.Module) -> ir.Operation:
     kernels = [op.operation for op in module.body.operations
                if op.operation.name == "func.func" and "tile.kernel" in op.operation.attributes]
@@ -106,9 +111,11 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     maps = _tensor_maps(func, chip) if chip.startswith("sm_90") else []
     tmap_t = ir.Type.parse("!llvm.ptr")
     tensor_maps = []
-    for arg_index, box, swizzle in maps:
-        tensor_maps.append({"slot": len(types), "param": arg_index, "box": list(box),
-                            "swizzle": swizzle})
+    for arg_index, box, swizzle, clip in maps:
+        tm = {"slot": len(types), "param": arg_index, "box": list(box), "swizzle": swizzle}
+        if clip is not None:
+            tm["clip"] = clip
+        tensor_maps.append(tm)
         types.append(tmap_t)
         arg_attrs.append(ir.DictAttr.get({}))
     module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
@@ -141,23 +148,29 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         cx.arrays[a] = ArrayABI(ptr, dims, strides, signless(info.element_type),
                                 _arg_has(func, i, "tile.aligned"),
                                 _arg_has(func, i, "tile.large"))
-    for (arg_index, box, swizzle), tm in zip(maps, tensor_maps):
+    for (arg_index, box, swizzle, _), tm in zip(maps, tensor_maps):
         cx.tensor_maps[(arg_index, box, swizzle)] = body.arguments[tm["slot"]]
     with ir.InsertionPoint(body):
         lower_block(cx, entry)
         with func.location:
             gpu.ReturnOp([])
+    limit = SMEM_PER_BLOCK["sm_90a" if chip.startswith("sm_90") else "sm_80"]
+    if cx.smem_bytes > limit:
+        raise TileIRError(f"kernel '{name}' needs {cx.smem_bytes} bytes of shared memory a "
+                          f"block; {chip} has {limit}: use smaller tiles or fewer "
+                          f"num_stages", func.location)
     scale = list(ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])) \
         if GRID_SCALE_ATTR in func.attributes else None
     func.erase()
     return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale)
 
 
-def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple[int, tuple[int, ...], int]]:
-    """(array argument index, box, swizzle) of every distinct TMA copy in the kernel."""
+def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:
+    """(array argument index, box, swizzle, clip dim) of every distinct TMA copy in the
+    kernel (distinct by the first three)."""
     from tileir.dialect.layout import tile_layout
-    from .rules.ring import tma_box
-    found: list[tuple[int, tuple[int, ...], int]] = []
+    from .rules.ring import tma_box, tma_clip_dim
+    found: list[tuple] = []
 
     def visit(op):
         if op.name == "tile.ring_load":
@@ -166,8 +179,13 @@ def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple[int, tuple[int, ..
             lay = tile_layout(t)
             eb = max(1, bitwidth(t.element_type) // 8)
             key = (view.array.arg_number, tma_box(lay, tuple(t.shape), eb), lay.swizzle)
-            if key not in found:
-                found.append(key)
+            clip = tma_clip_dim(lay, tuple(t.shape))
+            same = [f for f in found if f[:3] == key]
+            if not same:
+                found.append(key + (clip,))
+            elif same[0][3] != clip:
+                raise TileIRError(f"internal error: TMA copies {key} clip dims "
+                                  f"{same[0][3]} and {clip}", op.location)
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)

@@ -26,6 +26,20 @@ tile would have to grow; `num_blocks(a)` (the grid changes).
 The rescaled kernel must see the same tiles: a grid axis is coarsened only when
 the launch's grid is a multiple of the factor there (the caller checks), so no
 block computes a tile the original grid did not cover.
+
+Two rescalings keep the grid:
+- *short axes* (`_shrink_short_axes`): when every array dim that follows `bid(a)`
+  has at most 64 elements in this launch (the wish's "short" item: a decode step's
+  1 to 64 rows), tiles longer than 64 along it shrink to 64 — block 0 still holds
+  the whole array there, and the other blocks' tiles lie past its end before and
+  after.  A decode GEMM's 128-row tiles become one warpgroup's 64 rows, and its
+  shared memory goes to the ring instead of rows of zeros;
+- *K loops* (`analyze_loop`, `apply_loop`): a loop `for k in range(cdiv(X, T))`
+  whose counter only indexes zero-padded loads feeding products' K dims may run
+  cdiv(X, s T) trips over tiles s times longer.  When the grid's tiles become s
+  times narrower, the K tiles become up to s times longer (at most 256, a TMA
+  box, and a ring slot of at most twice the bytes written): the same bytes in
+  flight per slot, a quarter of the trips.
 """
 
 from __future__ import annotations
@@ -36,6 +50,8 @@ from fractions import Fraction
 from mlir import ir
 
 from tileir.dialect import TileIRError
+
+from .grid_wish import SHORT, parse as parse_wish
 
 GRID_SCALE_ATTR = "tile.grid_scale"        # [axis, num, den] after retiling (for the metadata)
 RETILE_ATTR = "tile.retile"                # [axis, num, den] asked for (kernel option)
@@ -95,11 +111,14 @@ def _ops(func: ir.Operation) -> list[ir.Operation]:
 
 
 class _Tags:
-    """Tied dims of tensor values, filled in by propagation; a conflict refuses."""
+    """Tied dims of tensor values, filled in by propagation; a conflict refuses.  With
+    `k`, the dims follow a K loop's counter: a product ties its operands' K dims
+    together and unties its result (`_propagate_mma`)."""
 
-    def __init__(self):
+    def __init__(self, k: bool = False):
         self.of: dict[ir.Value, int] = {}
         self.changed = False
+        self.k = k
 
     def get(self, v: ir.Value) -> int | None:
         return self.of.get(v)
@@ -137,7 +156,13 @@ def analyze(func: ir.Operation, axis: int) -> Tied:
                     (owner.name == "tile.store" and use.operand_number >= 2)):
                 raise NotRetileable(f"bid({axis}) is used by '{owner.name}', not only as a "
                                     f"tile index of loads and stores", owner.location)
-    tags = _Tags()
+    return _tie(ops, bids, axis, _Tags())
+
+
+def _tie(ops: list[ir.Operation], index: list[ir.Value], axis: int, tags: "_Tags") -> Tied:
+    """Tied dims from the loads and stores that `index` (block ids or a loop counter)
+    indexes, propagated through the kernel."""
+    bids = index
     stores = 0
     for op in ops:                                       # seeds: loads, stores, iota
         if op.name == "tile.load":
@@ -175,7 +200,9 @@ def analyze(func: ir.Operation, axis: int) -> Tied:
         if op.name in ("tile.mma", "tile.matmul"):
             d = tags.get(op.results[0])
             rank = len(_shape(op.results[0]))
-            if d is not None and d != _NONE:
+            if tags.k and tags.get(op.operands[0]) == rank - 1:
+                mma_dims.append("K")
+            elif d is not None and d != _NONE:
                 mma_dims.append("M" if d == rank - 2 else "N")
     return Tied(axis, dims, mma_dims, stores)
 
@@ -301,6 +328,17 @@ def _propagate_mma(op: ir.Operation, tags: _Tags) -> None:
     rank = len(_shape(op.results[0]))
     m, n = rank - 2, rank - 1
     ta, tb = tags.get(a), tags.get(b)
+    if tags.k:                                      # A's K is dim n, B's dim m
+        for t, k_dim in ((ta, n), (tb, m)):
+            if t not in (None, _NONE, k_dim):
+                raise NotRetileable("an M, N or batch dim of a product would follow the "
+                                    "loop counter", op.location)
+        if ta is not None:
+            tags.set(b, m if ta == n else _NONE, op)
+        if tb is not None:
+            tags.set(a, n if tb == m else _NONE, op)
+        _unify_to(outs, _NONE, tags, op)
+        return
     for t, k_dim in ((ta, n), (tb, m)):             # K: A's last dim, B's first
         if t == k_dim:
             raise NotRetileable("the K dim of a product would follow the block index",
@@ -327,11 +365,128 @@ def _unify_to(values: list[ir.Value], dim: int, tags: _Tags, op: ir.Operation) -
         tags.set(v, dim, op)
 
 
+@dataclasses.dataclass
+class KLoop:
+    """A K loop whose tiles along K may be rescaled: `for k in range(cdiv(X, T))`."""
+
+    loop: ir.Operation
+    tied: Tied                             # dims that follow the counter (size T each)
+    bound: ir.Operation                    # floordivsi(addi(X, T - 1), T): the trip count
+    tile: int                              # T
+
+    def stage_bytes(self, factor: int = 1) -> int:
+        """Bytes of the tiles the loop's body loads per iteration (a ring slot)."""
+        total = 0
+        for op in self.loop.regions[0].blocks[0].operations:
+            if op.name == "tile.load":
+                t = ir.RankedTensorType(op.results[0].type)
+                n = _elements(op.results[0]) * max(1, _bitwidth(t.element_type) // 8)
+                total += n * factor if op.results[0] in self.tied.dims else n
+        return total
+
+
+def analyze_loop(func: ir.Operation, loop: ir.Operation) -> KLoop:
+    """The dims of `func`'s tensors that follow the counter of `loop`, a K loop whose
+    products may take s times longer K tiles in s times fewer iterations, or
+    NotRetileable.
+
+    What makes that the same computation: the counter starts at 0, steps by 1, and
+    is only a tile index of zero-padded loads; the trip count is cdiv(X, T) with T
+    the tiles' extent along the counter; the tied tiles reach only the K dims of
+    products (which sum over K, so the result does not follow the counter); and
+    every product has an operand loaded (through permutes and casts) from the
+    array X measures, along that dim.  The longer tiles then cover K up to
+    cdiv(X, s T) s T >= X: the tiles past X are that operand's zero padding, and
+    each product adds zeros for them whatever its other operand holds."""
+    body = loop.regions[0].blocks[0]
+    iv = body.arguments[0]
+    lb, ub, step = (_const_int(loop.operands[i]) for i in range(3))
+    if lb != 0 or step != 1:
+        raise NotRetileable("the loop does not count 0, 1, 2, ...", loop.location)
+    for use in iv.uses:
+        owner = use.owner
+        if owner.name != "tile.load" or use.operand_number < 1:
+            raise NotRetileable(f"the loop counter is used by '{owner.name}', not only as a "
+                                f"tile index of loads", owner.location)
+        if ir.StringAttr(owner.attributes["padding"]).value != "zero":
+            raise NotRetileable("a load the loop counter indexes is not zero-padded",
+                                owner.location)
+    tied = _tie(_ops(func), [iv], -1, _Tags(k=True))
+    if not tied.mma_dims or set(tied.mma_dims) != {"K"}:
+        raise NotRetileable("the loop's tiles do not reach a product's K dim", loop.location)
+    sizes = tied.sizes()
+    if len(sizes) != 1:
+        raise NotRetileable(f"the loop's tiles have extents {sorted(sizes)} along it",
+                            loop.location)
+    tile = next(iter(sizes))
+    bound = loop.operands[1].owner
+    bound = bound.operation if isinstance(bound, ir.OpView) else bound
+    measured = None
+    if isinstance(bound, ir.Operation) and bound.name == "arith.floordivsi" and \
+            _const_int(bound.operands[1]) == tile:
+        add = bound.operands[0].owner
+        if isinstance(add, ir.OpView):
+            add = add.operation
+        if isinstance(add, ir.Operation) and add.name == "arith.addi" and \
+                _const_int(add.operands[1]) == tile - 1:
+            dim = add.operands[0].owner
+            dim = dim.operation if isinstance(dim, ir.OpView) else dim
+            if isinstance(dim, ir.Operation) and dim.name == "tile.dim":
+                measured = (dim.operands[0], _int_attr(dim, "axis"))
+    if measured is None:
+        raise NotRetileable(f"the loop's trip count is not cdiv(dim, {tile})", loop.location)
+    for op in body.operations:
+        if op.name in ("tile.mma", "tile.matmul"):
+            if measured not in (_loaded_from(op.operands[0], iv),
+                                _loaded_from(op.operands[1], iv)):
+                raise NotRetileable("a product has no operand loaded from the array the "
+                                    "trip count measures, along that dim", op.location)
+    return KLoop(loop, tied, bound, tile)
+
+
+def _const_int(v: ir.Value) -> int | None:
+    owner = v.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    if isinstance(owner, ir.Operation) and owner.name == "arith.constant" and \
+            isinstance(owner.attributes["value"], ir.IntegerAttr):
+        return ir.IntegerAttr(owner.attributes["value"]).value
+    return None
+
+
+def _loaded_from(v: ir.Value, iv: ir.Value) -> tuple[ir.Value, int] | None:
+    """(array, dim) of the load `v` comes from through permutes and casts, the dim the
+    loop counter indexes; None otherwise."""
+    perm = None                           # v's dims -> the load's dims
+    while True:
+        owner = v.owner
+        owner = owner.operation if isinstance(owner, ir.OpView) else owner
+        if not isinstance(owner, ir.Operation):
+            return None
+        if owner.name == "tile.permute":
+            p = list(ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
+            perm = p if perm is None else [p[i] for i in perm]
+            v = owner.operands[0]
+        elif owner.name in ("arith.extf", "arith.truncf"):
+            v = owner.operands[0]
+        elif owner.name == "tile.load":
+            index = list(owner.operands)[1:]
+            hits = [d for d, x in enumerate(index) if x == iv]
+            return (owner.operands[0], hits[0]) if len(hits) == 1 else None
+        else:
+            return None
+
+
+def _bitwidth(t: ir.Type) -> int:
+    from tileir.dialect.types import bitwidth
+    return bitwidth(t)
+
+
 # ---------------------------------------------------------------------------
 # Rewrite
 # ---------------------------------------------------------------------------
-def apply(func: ir.Operation, tied: Tied, factor: Fraction) -> None:
-    """Scales every tied dim by `factor` in place and records the grid scale."""
+def apply(func: ir.Operation, tied: Tied, factor: Fraction, grid: bool = True) -> None:
+    """Scales every tied dim by `factor` in place and, with `grid`, records the grid
+    scale (a shrink that keeps the grid, or a K loop's tiles, record none)."""
     for v, d in tied.dims.items():
         shape = _shape(v)
         new = Fraction(shape[d]) * factor
@@ -357,8 +512,23 @@ def apply(func: ir.Operation, tied: Tied, factor: Fraction) -> None:
         value = ir.DenseElementsAttr(op.attributes["value"])
         op.attributes["value"] = ir.DenseElementsAttr.get_splat(new_t, value.get_splat_value())
         op.results[0].set_type(new_t)
-    func.attributes[GRID_SCALE_ATTR] = ir.DenseI64ArrayAttr.get(
-        [tied.axis, factor.numerator, factor.denominator])
+    if grid:
+        func.attributes[GRID_SCALE_ATTR] = ir.DenseI64ArrayAttr.get(
+            [tied.axis, factor.numerator, factor.denominator])
+
+
+def apply_loop(k: KLoop, factor: int) -> None:
+    """Tiles `factor` times longer along the loop's counter, and cdiv(X, factor T)
+    iterations (a new trip count: the old one's values may have other users)."""
+    from mlir.dialects import arith
+    apply(None, k.tied, Fraction(factor), grid=False)
+    add = k.bound.operands[0].owner
+    add = add.operation if isinstance(add, ir.OpView) else add
+    t = factor * k.tile
+    with ir.InsertionPoint(k.loop), k.loop.location:
+        i32 = k.bound.results[0].type
+        top = arith.addi(add.operands[0], arith.constant(i32, t - 1))
+        k.loop.operands[1] = arith.floordivsi(top, arith.constant(i32, t))
 
 
 def refused(func: ir.Operation, err: NotRetileable, what: str) -> TileIRError:
@@ -375,7 +545,7 @@ MAX_ACC = 128 * 256           # accumulator elements of one block (128 registers
 
 def retile(func: ir.Operation, target: str) -> Fraction | None:
     """Applies the kernel's `tile.retile` (raising where it cannot), or what its
-    `tile.grid_wish` asks for where the kernel allows; returns the factor applied."""
+    `tile.grid_wish` asks for where the kernel allows; returns the grid's factor."""
     if RETILE_ATTR in func.attributes:
         axis, num, den = list(ir.DenseI64ArrayAttr(func.attributes[RETILE_ATTR]))
         factor = Fraction(num, den)
@@ -389,14 +559,84 @@ def retile(func: ir.Operation, target: str) -> Fraction | None:
         return factor
     if WISH_ATTR not in func.attributes:
         return None
-    kind, _, arg = ir.StringAttr(func.attributes[WISH_ATTR]).value.partition(":")
+    wish = parse_wish(ir.StringAttr(func.attributes[WISH_ATTR]).value)
     _split_splats(func)
+    written = [(k.loop, k.stage_bytes()) for k in _k_loops(func)]
+    if "short" in wish:
+        _shrink_short_axes(func, set(wish["short"].split(",")))
+    applied = None
+    for kind in ("wide", "narrow"):
+        if kind not in wish:
+            continue
+        for tied in _candidates(func):
+            factor = _factor(tied, kind, int(wish[kind]), target)
+            if factor is not None:
+                apply(func, tied, factor)
+                applied = factor
+                break
+    if applied is not None and applied < 1:
+        # narrower tiles, longer K: a ring slot keeps about the bytes it had
+        for k in _k_loops(func):
+            if not _ring_fed(func, k):
+                continue
+            budget = 2 * next((b for loop, b in written if loop == k.loop), 0)
+            s = applied.denominator
+            while s > 1 and (s * k.tile > MAX_BOX or k.stage_bytes(s) > budget):
+                s //= 2
+            if s > 1:
+                apply_loop(k, s)
+    return applied
+
+
+def _ring_fed(func: ir.Operation, k: KLoop) -> bool:
+    """Whether the loop's tied loads read aligned arrays (what the pipeliner's rings
+    copy asynchronously: longer tiles then deepen the copies in flight; tiles the
+    threads load themselves would only hold more registers)."""
+    attrs = ir.ArrayAttr(func.attributes["arg_attrs"]) if "arg_attrs" in func.attributes \
+        else None
+    for op in k.loop.regions[0].blocks[0].operations:
+        if op.name == "tile.load" and op.results[0] in k.tied.dims:
+            array = op.operands[0]
+            if not isinstance(array.owner, ir.Block) or attrs is None or \
+                    "tile.aligned" not in ir.DictAttr(attrs[array.arg_number]):
+                return False
+    return True
+
+
+def _k_loops(func: ir.Operation) -> list[KLoop]:
+    out = []
+    for op in _ops(func):
+        if op.name == "scf.for":
+            try:
+                out.append(analyze_loop(func, op))
+            except NotRetileable:
+                pass
+    return out
+
+
+def _shrink_short_axes(func: ir.Operation, short: set[str]) -> None:
+    """Tiles longer than SHORT along an axis whose every tied load and store reads an
+    array dim of at most SHORT elements (the launch's `short` dims) shrink to SHORT,
+    the grid unchanged: block 0 still covers the whole array along that dim (all of
+    it lies in [0, SHORT)), and the other blocks' tiles lay past the array's end
+    before and after."""
+    names = [ir.StringAttr(n).value for n in ir.ArrayAttr(func.attributes["tile.arg_names"])]
     for tied in _candidates(func):
-        factor = _factor(tied, kind, int(arg), target)
-        if factor is not None:
-            apply(func, tied, factor)
-            return factor
-    return None
+        sizes = tied.sizes()
+        if max(sizes) <= SHORT or any(n % (max(sizes) // SHORT) for n in sizes):
+            continue
+        reads = []
+        for op in _ops(func):
+            if op.name in ("tile.load", "tile.store"):
+                tile = op.results[0] if op.name == "tile.load" else op.operands[1]
+                if tile in tied.dims:
+                    array = op.operands[0]
+                    if not isinstance(array.owner, ir.Block):
+                        reads = []
+                        break
+                    reads.append(f"{names[array.arg_number]}.{tied.dims[tile]}")
+        if reads and all(r in short for r in reads):
+            apply(func, tied, Fraction(SHORT, max(sizes)), grid=False)
 
 
 def _candidates(func: ir.Operation) -> list[Tied]:

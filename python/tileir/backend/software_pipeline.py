@@ -88,11 +88,15 @@ class _Pipeliner:
         self.stages_opt = ir.IntegerAttr(func.attributes[NUM_STAGES_ATTR]).value \
             if NUM_STAGES_ATTR in func.attributes else None
         self.constants: dict[tuple[int, int], ir.Value] = {}
-        # warp specialization: asked for, on a target with wgmma and setmaxnreg
-        self.specialize = WARP_SPECIALIZE_ATTR in func.attributes and \
-            ir.BoolAttr(func.attributes[WARP_SPECIALIZE_ATTR]).value and \
-            chip.startswith("sm_90")
+        # warp specialization, on a target with wgmma and setmaxnreg: as asked, and
+        # by default for a grid smaller than the GPU (a loop that waits on memory: a
+        # producer that only issues copies keeps the ring full; +5-25 % on decode
+        # GEMMs, bench/RESULTS.md)
+        asked = ir.BoolAttr(func.attributes[WARP_SPECIALIZE_ATTR]).value \
+            if WARP_SPECIALIZE_ATTR in func.attributes else self.small_grid
+        self.specialize = asked and chip.startswith("sm_90")
         self.specialized = False
+        self.held = 0                 # bytes of shared memory beside the ring (see loop)
 
     def run(self) -> None:
         loops = []
@@ -176,6 +180,16 @@ class _Pipeliner:
         if not loads:
             return
         tiles = [ld.op.results[0].type for ld in loads]
+        # shared memory the loop's other tiles hold while the ring is live: loads the
+        # ring does not take but that products read from shared memory (staged by
+        # the threads: an unaligned operand)
+        ringed = {ld.op for ld in loads}
+        self.held = sum(smem_tile_bytes(tile_layout(op.results[0].type),
+                                        op.results[0].type.shape,
+                                        op.results[0].type.element_type)
+                        for op in body.operations
+                        if op.name == "tile.load" and op.operation not in ringed and
+                        isinstance(tile_layout(op.results[0].type), Shared))
         if self.specialize and loop.parent == self.func and not self.specialized:
             self.specialized = True
             return self.loop_specialized(loop, loads, tiles)
@@ -364,7 +378,7 @@ class _Pipeliner:
         for t in tiles:
             per_stage += smem_tile_bytes(tile_layout(t), t.shape, t.element_type)
         chip = "sm_90a" if self.chip.startswith("sm_90") else "sm_80"
-        budget = SMEM_PER_SM[chip] // blocks - 1024
+        budget = SMEM_PER_SM[chip] // blocks - 1024 - self.held
         return max(2, min(most, budget // max(1, per_stage)))
 
     def blocks_per_sm(self, loop: ir.Operation) -> int:

@@ -9,6 +9,13 @@ strides, no interleave, the box's swizzle, 256-byte L2 promotion and zero
 out-of-bounds fill (so tiles past the array's edges arrive padded with zeros).
 Encodings are cached by everything that goes into them, so a launch with arrays
 seen before costs one dictionary lookup per map.
+
+A map's `clip` (a tile dim, or absent) cuts the box short along that dim to the
+array's extent when the array is shorter than the tile (`clipped_box`): a decode
+GEMM's 16 rows of activations arrive as a 16-row box instead of a 128-row one that
+is 7/8 out-of-bounds zeros, which TMA delivers several times slower than data.
+The kernel computes the same box from the same extent (`rules/ring.py`: the
+slot's transaction bytes, and the rows it zeroes once instead).
 """
 
 from __future__ import annotations
@@ -85,6 +92,15 @@ def encode_args(info: DeviceArrayInfo, box: Sequence[int], swizzle: int,
             "swizzle": _SWIZZLES[swizzle]}
 
 
+def clipped_box(box: Sequence[int], clip: int | None, shape: Sequence[int]) -> list[int]:
+    """`box` with dim `clip` cut to the array's extent there (at least 1): the box the
+    kernel expects (the rule shared with `rules/ring.py`)."""
+    box = [int(b) for b in box]
+    if clip is not None:
+        box[clip] = max(1, min(box[clip], int(shape[clip])))
+    return box
+
+
 def tensor_map(info: DeviceArrayInfo, box: Sequence[int], swizzle: int, kernel: str = "?",
                param: str = "?") -> TensorMap:
     """The encoded tensor map (cached)."""
@@ -128,8 +144,8 @@ def pack_tensor_maps(meta: Mapping, infos: Mapping[int, DeviceArrayInfo]) -> lis
     params = meta["params"]
     for tm in meta.get("tensor_maps", ()):
         p = tm["param"]
-        out.append(tensor_map(infos[p], tm["box"], tm["swizzle"], meta["name"],
-                              params[p]["name"]))
+        box = clipped_box(tm["box"], tm.get("clip"), infos[p].shape)
+        out.append(tensor_map(infos[p], box, tm["swizzle"], meta["name"], params[p]["name"]))
     return out
 
 
@@ -137,5 +153,5 @@ def clear_cache() -> None:
     _cache.clear()
 
 
-__all__ = ["TensorMap", "tensor_map", "encode_args", "pack_tensor_maps", "clear_cache",
+__all__ = ["TensorMap", "tensor_map", "clipped_box", "encode_args", "pack_tensor_maps", "clear_cache",
            "TENSOR_MAP_BYTES"]

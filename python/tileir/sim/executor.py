@@ -965,7 +965,7 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
     """
     from tileir.dialect import context as tile_context
     from tileir.runtime.arrays import describe
-    from tileir.runtime.tensor_maps import encode_args
+    from tileir.runtime.tensor_maps import clipped_box, encode_args
     meta = compiled.meta
     runtime = [args[i] for i in compiled.runtime_params]
     arrays = [a for a in runtime if isinstance(a, np.ndarray)]
@@ -989,7 +989,8 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
             else:
                 abi.append(a)
         for k, tm in enumerate(meta.get("tensor_maps", ())):
-            e = encode_args(infos[tm["param"]], tm["box"], tm["swizzle"], meta["name"],
+            box = clipped_box(tm["box"], tm.get("clip"), infos[tm["param"]].shape)
+            e = encode_args(infos[tm["param"]], box, tm["swizzle"], meta["name"],
                             meta["params"][tm["param"]]["name"])
             handle = 0x1000 + k
             tensor_maps[handle] = hw.TensorMap(e["address"], e["dims"], e["strides"], e["box"],

@@ -10,6 +10,13 @@ announcing the slot's bytes; `ring_load` is thread 0 issuing one
 `cp.async.bulk.tensor` per TMA box (the tile's fastest dim is cut into boxes of
 one swizzle row) from a tensor map the runtime encodes (the kernel's trailing
 tensor-map parameters, see `lower.py`); out-of-bounds elements arrive as zeros.
+A box is cut short along its slowest dim longer than 1 (`tma_clip_dim`: the rows
+of a row-major tile) to the array's extent there when the array is shorter than
+the tile, the way `runtime.tensor_maps.clipped_box` encodes it: TMA delivers
+out-of-bounds zeros several times slower than data, and a decode GEMM's A tile
+of 16 rows in a 128-row box is 7/8 zeros.  The rows the box no longer covers
+are zeroed once, when the ring is allocated (`_zero_clipped_rows`), and the
+slot's transaction bytes count the box as cut.
 `ring_wait` is every thread waiting on *full*; `ring_release` is lane 0 of
 each warp arriving on *empty*.
 
@@ -28,10 +35,12 @@ import dataclasses
 from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, scf
 
+from tileir.dialect import TileIRError
 from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
 from ..mma_layouts import Shared
-from ..shared import SmemTile, _groups, smem_tile_bytes, staging_linear, thread_offset
+from ..shared import (SmemTile, _groups, fence_async_proxy, smem_tile_bytes, staging_linear,
+                      thread_offset)
 from .registry import rule
 
 BARRIER_BYTES = 8
@@ -49,6 +58,7 @@ class Ring:
     tma: bool
     full: int = 0              # byte offset of the full barriers (one per slot)
     empty: int = 0
+    tx: ir.Value | None = None  # i32 bytes per slot when a box may be clipped (runtime)
 
     def slot_base(self, cx: LoweringContext, slot: ir.Value) -> ir.Value:
         return arith.addi(cx.const(self.base), arith.muli(slot, cx.const(self.stage_bytes)))
@@ -60,13 +70,27 @@ class Ring:
     def tx_bytes(self) -> int:
         """Bytes the copies of one slot deliver: every element of every tile (TMA counts
         a box's out-of-bounds zeros as delivered), not the boxes' padded footprint."""
-        total = 0
-        for _, shape, elem in self.tiles:
-            n = max(1, _bits(elem) // 8)
-            for d in shape:
-                n *= d
-            total += n
-        return total
+        return sum(_tile_bytes(shape, elem) for _, shape, elem in self.tiles)
+
+    def tx_value(self, cx: LoweringContext) -> ir.Value:
+        return self.tx if self.tx is not None else cx.const(self.tx_bytes())
+
+
+def _tile_bytes(shape, elem: ir.Type) -> int:
+    n = max(1, _bits(elem) // 8)
+    for d in shape:
+        n *= d
+    return n
+
+
+def tma_clip_dim(lay: Shared, shape) -> int | None:
+    """The tile dim a TMA box may be cut short along (`runtime.tensor_maps.clipped_box`):
+    the slowest dim longer than 1, so that the rows the cut box leaves out are the
+    end of each box's shared memory; None when only the fastest dim is longer than 1."""
+    for d in reversed(lay.order[1:]):
+        if shape[d] > 1:
+            return d
+    return None
 
 
 def _round(n: int, m: int) -> int:
@@ -98,9 +122,101 @@ def _ring_alloc(cx, op):
                                    cx.const(cx.num_warps))
             nvvm.fence_mbarrier_init()
             scf.YieldOp([])
+        clips = _clipped_buffers(cx, op, ring)
+        if clips:
+            ring.tx = _clipped_tx(cx, ring, clips)
+            _zero_clipped_rows(cx, ring, clips)
     # earlier users of this memory are done; the barriers are initialized for all
     cx.barrier()
     cx.values[op.result] = ring
+
+
+def _clipped_buffers(cx, op, ring: Ring) -> list[tuple[int, int, ir.Value]]:
+    """(buffer, clip dim, rows its box keeps: an i32) for each TMA-loaded buffer whose
+    box may be cut (`tma_clip_dim`), from the array its `ring_load`s read."""
+    arrays: dict[int, set] = {}
+    for use in op.result.uses:
+        owner = use.owner
+        if owner.name == "tile.ring_load":
+            view = owner.opview
+            arrays.setdefault(ir.IntegerAttr(owner.attributes["buffer"]).value,
+                              set()).add(view.array)
+    out = []
+    for b, found in sorted(arrays.items()):
+        lay, shape, _ = ring.tiles[b]
+        clip = tma_clip_dim(lay, shape)
+        if clip is None:
+            continue
+        if len(found) != 1:
+            raise TileIRError(f"internal error: ring buffer {b} is loaded from "
+                              f"{len(found)} arrays", op.location)
+        extent = cx.arrays[next(iter(found))].dims[clip]
+        kept = arith.maxsi(arith.minsi(extent, cx.const(shape[clip])), cx.const(1))
+        out.append((b, clip, kept))
+    return out
+
+
+def _clipped_tx(cx, ring: Ring, clips) -> ir.Value:
+    """A slot's transaction bytes with the clipped boxes counted as cut."""
+    clipped = {b for b, _, _ in clips}
+    total = cx.const(sum(_tile_bytes(shape, elem) for b, (_, shape, elem)
+                         in enumerate(ring.tiles) if b not in clipped))
+    for b, clip, kept in clips:
+        _, shape, elem = ring.tiles[b]
+        per_row = _tile_bytes(shape, elem) // shape[clip]
+        total = arith.addi(total, arith.muli(kept, cx.const(per_row)))
+    return total
+
+
+def _zero_clipped_rows(cx, ring: Ring, clips) -> None:
+    """Every thread zeroes 16-byte chunks of the rows the cut boxes leave out, in every
+    slot (no copy writes them afterwards, so once is enough), when some box is cut;
+    then the writes are ordered before the async proxy's reads (wgmma)."""
+    tid, _, _ = cx.thread_ids()
+    threads = 32 * (cx.num_warps + cx.producer_warps)
+    cut = None
+    for b, clip, kept in clips:
+        c = arith.cmpi(arith.CmpIPredicate.slt, kept, cx.const(ring.tiles[b][1][clip]))
+        cut = c if cut is None else arith.ori(cut, c)
+    if_op = _if(cut)
+    with ir.InsertionPoint(if_op.then_block):
+        zero = arith.ConstantOp(ir.VectorType.get([4], I32()),
+                                ir.DenseElementsAttr.get_splat(
+                                    ir.VectorType.get([4], I32()),
+                                    ir.IntegerAttr.get(I32(), 0))).result
+        for b, clip, kept in clips:
+            lay, shape, elem = ring.tiles[b]
+            eb = max(1, _bits(elem) // 8)
+            boxes = lay.num_boxes(shape, eb)
+            box_bytes = lay.box_bytes(shape, eb)
+            rows = 1
+            for d in shape:
+                rows *= d
+            # bytes of one index along the clip dim inside a box (a multiple of 16)
+            stride = rows // shape[lay.order[0]] // shape[clip] * lay.row_bytes(shape, eb)
+            chunks = arith.muli(arith.subi(cx.const(shape[clip]), kept),
+                                cx.const(stride // 16))          # per box
+            total = arith.muli(chunks, cx.const(ring.stages * boxes))
+            skip = arith.muli(kept, cx.const(stride))
+            # rounds of one chunk per thread (bounds uniform across the block)
+            rounds = arith.divui(arith.addi(total, cx.const(threads - 1)), cx.const(threads))
+            loop = scf.ForOp(cx.const(0), rounds, cx.const(1), [])
+            with ir.InsertionPoint(loop.body):
+                i = arith.addi(arith.muli(loop.induction_variable, cx.const(threads)), tid)
+                inside = _if(arith.cmpi(arith.CmpIPredicate.ult, i, total))
+                with ir.InsertionPoint(inside.then_block):
+                    j = arith.divui(i, chunks)            # (slot, box)
+                    k = arith.remui(i, chunks)
+                    slot = arith.divui(j, cx.const(boxes))
+                    box = arith.remui(j, cx.const(boxes))
+                    off = arith.addi(ring.slot_base(cx, slot), cx.const(ring.offsets[b]))
+                    off = arith.addi(off, arith.muli(box, cx.const(box_bytes)))
+                    off = arith.addi(arith.addi(off, skip), arith.muli(k, cx.const(16)))
+                    llvm.store(zero, cx.smem_ptr(off), alignment=16)
+                    scf.YieldOp([])
+                scf.YieldOp([])
+        scf.YieldOp([])
+    fence_async_proxy(cx)
 
 
 def _if(cond: ir.Value):
@@ -123,7 +239,7 @@ def _ring_acquire(cx, op):
         nvvm.mbarrier_try_wait_parity(ring.barrier(cx, ring.empty, slot), cx.get(op.parity),
                                       cx.const(_WAIT_TICKS))
         nvvm.mbarrier_arrive_expect_tx(None, ring.barrier(cx, ring.full, slot),
-                                       cx.const(ring.tx_bytes()))
+                                       ring.tx_value(cx))
         scf.YieldOp([])
 
 
