@@ -43,7 +43,8 @@ PREFILL = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]
 DECODE_M = [1, 16, 64]
 HINTS = [dict(num_warps=4), dict(num_stages=4), dict(num_stages=5), dict(block_order="linear"),
          dict(warp_specialize=True), dict(warp_specialize=True, tile=(128, 256, 64)),
-         dict(tile=(128, 256, 64))]
+         dict(tile=(128, 256, 64)), dict(persistent=True),
+         dict(persistent=True, warp_specialize=True)]
 # decode: the tiles as written (no retiling for the small grid), and deeper rings
 DECODE_HINTS = [dict(retile=False), dict(warp_specialize=True)]
 
@@ -181,6 +182,7 @@ def measure(m, n, k, dtype, nt: bool, hints: bool = True) -> dict:
             except Exception as e:
                 print(f"  hint {h} failed: {type(e).__name__}: {str(e)[:100]}")
         if tried:
+            row["hints x cuBLAS"] = {h: t["cuBLAS"] / v for h, v in tried.items()}
             best = min(tried, key=tried.get)
             t["tileir+hints"] = tried[best]
             row["best_hints"] = best

@@ -36,6 +36,7 @@ PURE_TILE_OPS = frozenset({
     "tile.bid", "tile.num_blocks", "tile.dim", "tile.stride", "tile.iota", "tile.broadcast",
     "tile.reshape", "tile.permute", "tile.reduce", "tile.mma", "tile.matmul",
     "tile.convert_layout",  # value semantics: a register shuffle, not a memory effect
+    "tile.grid_size",
 })
 
 # Every arith and math op is free of side effects.

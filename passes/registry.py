@@ -17,7 +17,8 @@ from typing import Callable
 from mlir import ir
 
 from . import (assign_layouts, canonicalize, cse, dce, emit_cubin, emit_ptx, group_blocks,
-               inline, licm, lower_to_gpu, lower_to_llvm, pipeline_loops, retile_blocks)
+               inline, licm, lower_to_gpu, lower_to_llvm, persistent_tiles, pipeline_loops,
+               retile_blocks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,8 +34,8 @@ def _info(module: ModuleType) -> PassInfo:
 
 PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     inline, canonicalize, licm, cse, dce,
-    retile_blocks, assign_layouts, group_blocks, pipeline_loops, lower_to_gpu, lower_to_llvm, emit_ptx,
-    emit_cubin))}
+    retile_blocks, assign_layouts, persistent_tiles, group_blocks, pipeline_loops,
+    lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
 STAGES: dict[str, tuple[str, ...]] = {
     # What @kernel produces: nothing to run.
@@ -61,7 +62,9 @@ STAGES: dict[str, tuple[str, ...]] = {
     # Retile first: the tile shapes layouts and MMA plans are chosen for.
     "layout": ("tile-retile-blocks", "tile-assign-layouts"),
     # After layouts: only then is it known which loads go to shared memory.
-    "pipeline": ("tile-group-blocks", "tile-pipeline-loops"),
+    # Persistent first: the tile loop it makes is what grouped order and the
+    # pipeliner (which runs a warp-specialized producer across its tiles) see.
+    "pipeline": ("tile-persistent-tiles", "tile-group-blocks", "tile-pipeline-loops"),
     "gpu": ("tile-lower-to-gpu",),
     "llvm": ("tile-lower-to-llvm",),
     "ptx": ("tile-emit-ptx",),

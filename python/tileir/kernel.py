@@ -290,12 +290,13 @@ class Kernel(KernelEntry):
                                          f"to 8 (shared-memory stages of a pipelined loop), "
                                          f"got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
-        ws = self.options.get("warp_specialize")
-        if ws is not None:
-            if not isinstance(ws, bool):
-                raise TileValueError(f"kernel '{self.name}': option warp_specialize must be "
-                                     f"True or False, got {ws!r}")
-            fn.attributes["tile.warp_specialize"] = ir.BoolAttr.get(ws)
+        for option in ("warp_specialize", "persistent"):
+            flag = self.options.get(option)
+            if flag is not None:
+                if not isinstance(flag, bool):
+                    raise TileValueError(f"kernel '{self.name}': option {option} must be "
+                                         f"True or False, got {flag!r}")
+                fn.attributes[f"tile.{option}"] = ir.BoolAttr.get(flag)
         order = self.options.get("block_order")
         if order is not None:
             if order not in ("grouped", "linear"):
@@ -461,7 +462,9 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     rescaled for the launch's grid, twice as wide for a grid of many waves and
     up to 4 times narrower for one smaller than the GPU, where the kernel uses
     that axis's block index only to index tiles; False: the tiles as written;
-    `(axis, factor)`: that rescaling, always; docs/tensor-cores.md) and
+    `(axis, factor)`: that rescaling, always; docs/tensor-cores.md),
+    `persistent` (each block loops over tiles of the grid, as many blocks as fit
+    the GPU; off by default) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -471,7 +474,8 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     cuTile and recorded.  The interpreter ignores all of them.
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
-             "cache_hints", "num_stages", "block_order", "warp_specialize", "retile"}
+             "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
+             "persistent"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -632,8 +636,9 @@ class _PreparedLaunch:
         self.ck = ck
         self.meta = ck.meta
         self.indices = ck.runtime_params
-        self.device = describe(next(a for a in runtime_args
-                                    if hasattr(a, "data_ptr"))).device[1]
+        first = next(a for a in runtime_args if hasattr(a, "data_ptr"))
+        self.device = describe(first).device[1]
+        self.sm_count = _sm_count(first)
         self.block = (ck.meta["num_threads"], 1, 1)
         self.shared = ck.meta["shared_bytes"]
         self.function = launcher._function(ck.cubin, ck.meta, self.device,
@@ -664,6 +669,13 @@ class _PreparedLaunch:
                 values.extend(ctypes.c_int64(st) for st in a.stride())
             else:
                 values.append(launcher.pack_scalar(d, a, f"argument #{i}"))
+        if grid != self.last_grid:                 # checked once per distinct grid
+            logical = launcher.check_grid(self.ck.name, hardware_grid(self.meta, grid))
+            self.walked = [ctypes.c_int32(g) for g in logical]
+            self.hardware_grid = launcher.persistent_grid(self.meta, logical, self.sm_count)
+            self.last_grid = grid
+        if self.meta.get("persistent"):
+            values.extend(self.walked)
         for j, (i, box, clip, swizzle, name) in enumerate(self.tensor_maps):
             a = args[i]                  # the dtype is the signature's: these name the map
             key = (j, a.data_ptr(), tuple(a.shape), a.stride())
@@ -677,10 +689,6 @@ class _PreparedLaunch:
                                                  swizzle, self.ck.name, name)
             values.append(tm)
         params = launcher.PackedParams(values)
-        if grid != self.last_grid:                 # checked once per distinct grid
-            self.hardware_grid = launcher.check_grid(self.ck.name,
-                                                     hardware_grid(self.meta, grid))
-            self.last_grid = grid
         grid = self.hardware_grid
         if stream is None and self.raw_stream is not None:
             handle = self.raw_stream(self.device)  # torch's current stream, without a Stream object

@@ -8,9 +8,9 @@
 // CHECK-DAG:     %[[B1:.*]] = "tile.bid"() {axis = 1 : i64}
 // CHECK-DAG:     %[[G0:.*]] = "tile.num_blocks"() {axis = 0 : i64}
 // CHECK-DAG:     %[[G1:.*]] = "tile.num_blocks"() {axis = 1 : i64}
-// CHECK-DAG:     %[[C8:.*]] = arith.constant 8 : i32
 // CHECK:         %[[ROWS:.*]] = arith.muli %[[B1]], %[[G0]] : i32
 // CHECK-NEXT:    %[[PID:.*]] = arith.addi %[[ROWS]], %[[B0]] : i32
+// CHECK-NEXT:    %[[C8:.*]] = arith.constant 8 : i32
 // CHECK-NEXT:    %[[PER:.*]] = arith.muli %[[C8]], %[[G1]] : i32
 // CHECK-NEXT:    %[[GROUP:.*]] = arith.divui %[[PID]], %[[PER]] : i32
 // CHECK-NEXT:    %[[FIRST:.*]] = arith.muli %[[GROUP]], %[[C8]] : i32

@@ -187,6 +187,17 @@ def test_retiled_gemm_matches_torch(m, n, retile):
     assert _rel_err(c, ref) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("ws", [False, True])
+@pytest.mark.parametrize("m,n,k", [(4096, 2300, 1000), (1000, 777, 4097), (300, 8192, 256)])
+def test_persistent_gemm_matches_torch(ws, m, n, k):
+    """One block per SM walking the (retiled) grid's tiles; fresh NaN-poisoned outputs."""
+    kernel = ct.kernel(gemm_nt.fn, persistent=True, warp_specialize=ws)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    c, ref = _run(kernel, a, w, torch.bfloat16, (128, 128, 64), nt=True)
+    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+
+
 @pytest.mark.parametrize("m", [1, 16, 63, 64, 65])
 @pytest.mark.parametrize("n,k", [(512, 1000), (6144, 4096), (1000, 4097)])
 def test_decode_gemm_on_the_tiles_of_its_launch_matches_torch(m, n, k):

@@ -1625,3 +1625,26 @@ def test_cache_recompiles_a_changed_module(ctx):
     add.operation.erase()
     interpreter.run(module, "k", (1,), [x, y, z])
     assert np.all(z == 0)
+
+
+def test_a_persistent_tile_loop_runs_in_the_interpreter(ctx):
+    """The interpreter runs the grid a persistent kernel walks, one block per tile:
+    `tile.grid_size` is that grid, so each block's tile loop takes its own tile."""
+    from tileir.passes import persistent_tiles
+    module = td.parse('''
+func.func @k(%c: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.persistent = true,
+                                                       tile.block_order = "linear"} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %n = "tile.num_blocks"() {axis = 0 : i64} : () -> i32
+  %f = arith.sitofp %i : i32 to f32
+  %g = arith.sitofp %n : i32 to f32
+  %s = arith.addf %f, %g : f32
+  %v = tensor.splat %s : tensor<4xf32>
+  "tile.store"(%c, %v, %i) : (!tile.array<f32, 1 : i64>, tensor<4xf32>, i32) -> ()
+  return
+}''')
+    persistent_tiles.run(module)
+    assert "tile.persistent_loop" in str(module)
+    c = np.full(12, np.nan, np.float32)
+    interpreter.run(module, "k", (3,), [c])
+    np.testing.assert_array_equal(c, np.repeat([3.0, 4.0, 5.0], 4))

@@ -189,6 +189,21 @@ def test_warp_specialized_gemm_runs_correctly(warps, tiles, nt, rng):
     assert _close(got, ref, 320)
 
 
+@pytest.mark.parametrize("target,ws,warps,tiles,nt", [
+    ("sm_90a", False, 4, (64, 64, 64), False),     # each tile's K loop pipelined in place
+    ("sm_90a", True, 4, (64, 64, 64), False),      # the producer runs across tiles
+    ("sm_90a", True, 8, (128, 128, 64), True),     # two consumer warpgroups, setmaxnreg
+    ("sm_80", False, 4, (64, 64, 32), False),      # cp.async rings, mma.sync
+])
+def test_persistent_gemm_runs_correctly(target, ws, warps, tiles, nt, rng):
+    """3 blocks walk every tile of the grid (4 to 12 tiles, ragged edges); with warp
+    specialization the ring's slots and phases continue from tile to tile."""
+    kernel = ct.kernel((gemm_nt if nt else gemm).fn, persistent=True, retile=False,
+                       warp_specialize=ws, num_warps=warps)
+    got, ref = _gemm(kernel, target, 200, 136, 200, tiles, BF16, rng, nt=nt)
+    assert _close(got, ref, 200)
+
+
 def test_wide_wgmma_tile_runs_correctly(rng):
     got, ref = _gemm(gemm, "sm_90a", 128, 256, 128, (128, 256, 64), BF16, rng)
     assert _close(got, ref, 128)

@@ -574,6 +574,22 @@ def test_a_clipped_box_is_cut_to_the_arrays_rows(monkeypatch):
     assert boxes == [[32, 5], [32, 64]]                   # innermost first, as encoded
 
 
+def test_a_persistent_launch_runs_one_block_per_sm_and_passes_its_grid(monkeypatch):
+    from tileir.runtime import launcher
+    meta = {"name": "k", "persistent": True, "params": [
+        {"kind": "scalar", "name": "n", "dtype": "i32"}]}
+    assert launcher.persistent_grid(meta, (10, 20, 1), 132) == (132, 1, 1)
+    assert launcher.persistent_grid(meta, (2, 3, 1), 132) == (6, 1, 1)
+    assert launcher.persistent_grid({"name": "k"}, (10, 20, 1), 132) == (10, 20, 1)
+    raw = launcher.bind_args(meta, [7], (10, 20, 1)).params.raw()
+    assert [int.from_bytes(r, "little") for r in raw] == [7, 10, 20, 1]
+    with pytest.raises(ct.TileValueError, match="persistent: its launch needs the grid"):
+        launcher.bind_args(meta, [7])
+    with pytest.raises(ct.TileValueError, match="option persistent must be True or False"):
+        ct.kernel(gemm.fn, persistent=1).compile(
+            (np.zeros((64, 64), ml_dtypes.bfloat16),) * 3 + (64, 64, 64), stage="tile")
+
+
 def test_a_kernel_that_needs_more_shared_memory_than_a_block_has_is_an_error():
     a = np.zeros((1024, 1024), ml_dtypes.bfloat16)
     big = ct.kernel(gemm.fn, num_stages=8)

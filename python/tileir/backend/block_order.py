@@ -36,9 +36,23 @@ def group_blocks(module: ir.Module) -> None:
             _regroup(op)
 
 
+def grouped(pid: ir.Value, g0: ir.Value, g1: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(axis-0, axis-1) tile of linear block `pid` of a g0 x g1 grid, in grouped order."""
+    i32 = ir.IntegerType.get_signless(32)
+    group = arith.ConstantOp(i32, GROUP).result
+    per_group = arith.muli(group, g1)
+    first = arith.muli(arith.divui(pid, per_group), group)
+    size = arith.minui(arith.subi(g0, first), group)
+    within = arith.remui(pid, per_group)
+    return arith.addi(first, arith.remui(within, size)), arith.divui(within, size)
+
+
 def _wanted(func: ir.Operation) -> bool:
     """The kernel's `block_order`, else: grouped when it multiplies with tensor cores
     in a loop and uses both grid axes 0 and 1."""
+    if "tile.persistent" in func.attributes and ir.BoolAttr(
+            func.attributes["tile.persistent"]).value:
+        return False              # its tile loop orders the tiles itself (persistent.py)
     if ORDER_ATTR in func.attributes:
         return ir.StringAttr(func.attributes[ORDER_ATTR]).value == "grouped"
     axes, products = set(), False
@@ -76,18 +90,10 @@ def _regroup(func: ir.Operation) -> None:
 
     func.walk(visit)
     entry = func.regions[0].blocks[0]
-    i32 = ir.IntegerType.get_signless(32)
     with ir.InsertionPoint.at_block_begin(entry), func.location:
         b0, b1 = BidOp(0).result, BidOp(1).result
         g0, g1 = NumBlocksOp(0).result, NumBlocksOp(1).result
-        group = arith.ConstantOp(i32, GROUP).result
-        pid = arith.addi(arith.muli(b1, g0), b0)
-        per_group = arith.muli(group, g1)
-        first = arith.muli(arith.divui(pid, per_group), group)
-        size = arith.minui(arith.subi(g0, first), group)
-        within = arith.remui(pid, per_group)
-        row = arith.addi(first, arith.remui(within, size))
-        col = arith.divui(within, size)
+        row, col = grouped(arith.addi(arith.muli(b1, g0), b0), g0, g1)
     for axis, value in ((0, row), (1, col)):
         for op in bids[axis]:
             op.results[0].replace_all_uses_with(value)

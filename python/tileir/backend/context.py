@@ -59,6 +59,7 @@ class LoweringContext:
         self._l2_policy = None
         self.values: dict[ir.Value, object] = {}
         self.arrays: dict[ir.Value, ArrayABI] = {}
+        self.grid_size: list[ir.Value] = []      # a persistent kernel's grid (i32 x 3)
         self.entry = block_args_entry
         self.smem_bytes = 0       # the high-water mark: the kernel's dynamic shared memory
         self.smem_top = 0         # bytes held by live buffers (rings, shared tiles)

@@ -6,8 +6,12 @@ stay scalars; `Constant` arguments are already folded away.  On sm_90a every
 distinct TMA copy (array, box, swizzle) of the kernel's rings adds one trailing
 parameter: a 128-byte CUtensorMap the runtime encodes, passed by value
 (`llvm.byval` + `nvvm.grid_constant`, set by the `llvm` stage) and listed in the
-metadata's `tensor_maps`.  The block is `32 * tile.num_warps` threads; shared
-memory is one dynamic buffer whose size is returned in the metadata.
+metadata's `tensor_maps`.  A persistent kernel (`tile.grid_size` in its body:
+backend/persistent.py) takes the grid it walks as three i32 parameters before
+the tensor maps, and its metadata says `"persistent": true`: the runtime passes
+the grid there and launches one block per SM.  The block is `32 *
+tile.num_warps` threads; shared memory is one dynamic buffer whose size is
+returned in the metadata.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ class KernelMeta:
     # [axis, num, den] when tile-retile-blocks rescaled the tiles of a grid axis: the
     # launch's grid along `axis` is multiplied by den / num
     grid_scale: list[int] | None = None
+    # the kernel walks the tiles of the grid it is given (3 i32 parameters after the
+    # user's) on a grid of one block per SM
+    persistent: bool = False
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
@@ -48,6 +55,8 @@ class KernelMeta:
             del out["tensor_maps"]        # kernels without TMA keep the plain ABI record
         if out["grid_scale"] is None:
             del out["grid_scale"]
+        if not out["persistent"]:
+            del out["persistent"]
         return out
 
 
@@ -108,6 +117,11 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
             arg_attrs.append(ir.DictAttr.get({}))
     chip = ir.StringAttr(module.operation.attributes["tile.target"]).value \
         if "tile.target" in module.operation.attributes else "sm_90a"
+    persistent = _uses(func, "tile.grid_size")
+    grid_slot = len(types)
+    if persistent:
+        types += [I32()] * 3
+        arg_attrs += [ir.DictAttr.get({})] * 3
     maps = _tensor_maps(func, chip) if chip.startswith("sm_90") else []
     tmap_t = ir.Type.parse("!llvm.ptr")
     tensor_maps = []
@@ -150,6 +164,8 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
                                 _arg_has(func, i, "tile.large"))
     for (arg_index, box, swizzle, _), tm in zip(maps, tensor_maps):
         cx.tensor_maps[(arg_index, box, swizzle)] = body.arguments[tm["slot"]]
+    if persistent:
+        cx.grid_size = [body.arguments[grid_slot + a] for a in range(3)]
     with ir.InsertionPoint(body):
         lower_block(cx, entry)
         with func.location:
@@ -162,7 +178,20 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     scale = list(ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])) \
         if GRID_SCALE_ATTR in func.attributes else None
     func.erase()
-    return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale)
+    return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale, persistent)
+
+
+def _uses(func: ir.Operation, name: str) -> bool:
+    found = []
+
+    def visit(op):
+        if op.name == name:
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return bool(found)
 
 
 def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:

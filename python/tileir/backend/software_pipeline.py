@@ -108,7 +108,10 @@ class _Pipeliner:
 
         self.func.walk(visit)            # post-order: inner loops first
         for loop in loops:
-            self.loop(loop)
+            # a persistent kernel's tile loop is not a loop of loads: its K loop is
+            # (and warp specialization may rebuild the tile loop around it)
+            if not _walks_tiles(loop):
+                self.loop(loop)
 
     # -- candidates ------------------------------------------------------------------
     def async_capable(self, load: ir.Operation) -> bool:
@@ -193,6 +196,12 @@ class _Pipeliner:
         if self.specialize and loop.parent == self.func and not self.specialized:
             self.specialized = True
             return self.loop_specialized(loop, loads, tiles)
+        if self.specialize and not self.specialized and _walks_tiles(loop.parent) and \
+                loop.parent.parent == self.func:
+            from .persistent import specialize_tile_loop
+            if specialize_tile_loop(self, loop, loads, tiles):
+                self.specialized = True
+                return
         stages = self.num_stages(loop, tiles)
         lb, ub, step = list(loop.operands)[:3]
         loc = loop.location
@@ -310,11 +319,12 @@ class _Pipeliner:
                 self.constants[key] = arith.ConstantOp(t, value).result
         return self.constants[key]
 
-    def issue(self, ring, loads, slot, parity, pred, k, loop) -> None:
-        """Acquire `slot`, copy the tiles of iteration `k` into it, commit."""
+    def issue(self, ring, loads, slot, parity, pred, k, loop, outer=None) -> None:
+        """Acquire `slot`, copy the tiles of iteration `k` into it, commit.  `outer` maps
+        values of an enclosing loop's body to their copies where this is issued."""
         RingAcquireOp(ring, slot, parity, pred)
         for buffer, ld in enumerate(loads):
-            index = _clone_slice(ld.slice, loop, k, ld.index)
+            index = _clone_slice(ld.slice, loop, k, ld.index, outer)
             RingLoadOp(ring, slot, pred, ld.array, index, buffer)
         RingCommitOp(ring)
 
@@ -344,15 +354,19 @@ class _Pipeliner:
             out.append((acc.arg_number - 1, waited.operation))
         return out
 
-    def consume(self, loop: ir.Operation, ring: ir.Value, loads, stages: int):
+    def consume(self, loop: ir.Operation, ring: ir.Value, loads, stages: int,
+                base: ir.Value | None = None):
         """The consumer's side at the top of `loop`'s body: wait for this iteration's
-        slot, then read its views where the loads were.  Returns the iteration number,
-        the slot and the views."""
+        slot, then read its views where the loads were.  Returns the iteration number
+        (counted from `base`: the iterations of earlier runs of the loop), the slot
+        and the views."""
         body = loop.regions[0].blocks[0]
         lb, step = loop.operands[0], loop.operands[2]
         c = self.const
         with ir.InsertionPoint(list(body.operations)[0]), loop.location:
             it = arith.divui(arith.subi(body.arguments[0], lb), step)   # the iteration
+            if base is not None:
+                it = arith.addi(base, it)
             slot = arith.remui(it, c(stages))
             parity = arith.andi(arith.divui(it, c(stages)), c(1))
             RingWaitOp(ring, slot, parity)
@@ -400,6 +414,11 @@ class _Pipeliner:
         return max(1, min(2, REGS_PER_SM // (regs * threads)))
 
 
+def _walks_tiles(op: ir.Operation) -> bool:
+    """Whether `op` is a persistent kernel's tile loop (backend/persistent.py)."""
+    return op.name == "scf.for" and "tile.persistent_loop" in op.attributes
+
+
 def _defined_in(v: ir.Value, loop: ir.Operation) -> bool:
     """Whether `v` is defined inside `loop` (its body's arguments included)."""
     owner = v.owner
@@ -413,11 +432,12 @@ def _defined_in(v: ir.Value, loop: ir.Operation) -> bool:
 
 
 def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
-                 values: list[ir.Value]) -> list[ir.Value]:
-    """Clones `ops` at the insertion point with the loop counter replaced by `k`;
-    returns what `values` become."""
+                 values: list[ir.Value], outer: dict | None = None) -> list[ir.Value]:
+    """Clones `ops` at the insertion point with the loop counter replaced by `k` (and
+    the values `outer` maps by theirs); returns what `values` become."""
     iv = loop.regions[0].blocks[0].arguments[0]
-    mapping = {iv: k}
+    mapping = dict(outer or {})
+    mapping[iv] = k
     for op in ops:
         new = op.clone()
         for i, x in enumerate(op.operands):

@@ -38,6 +38,17 @@ def _num_blocks(op, cx: CompileContext) -> Step:
     return step
 
 
+@rule("tile.grid_size")
+def _grid_size(op, cx: CompileContext) -> Step:
+    # the grid a persistent kernel walks: the interpreter runs that grid itself
+    # (one block per tile), so it is the launch's
+    out, axis = cx.define(op.result), op.axis
+
+    def step(frame):
+        frame[out] = np.int32(frame[LAUNCH_SLOT].grid[axis])
+    return step
+
+
 @rule("tile.dim")
 def _dim(op, cx: CompileContext) -> Step:
     axis = op.axis

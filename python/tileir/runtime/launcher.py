@@ -85,8 +85,10 @@ class BoundArgs:
 # ---------------------------------------------------------------------------
 # Checking and packing (pure: no driver)
 # ---------------------------------------------------------------------------
-def bind_args(meta: Mapping[str, Any], args: Sequence[Any]) -> BoundArgs:
-    """Checks `args` against the metadata's runtime params and packs them."""
+def bind_args(meta: Mapping[str, Any], args: Sequence[Any],
+              grid: Sequence[int] | None = None) -> BoundArgs:
+    """Checks `args` against the metadata's runtime params and packs them (a persistent
+    kernel's `grid`, the one it walks, after them)."""
     kernel = _field(meta, "name")
     params = _field(meta, "params")
     if len(args) != len(params):
@@ -110,10 +112,23 @@ def bind_args(meta: Mapping[str, Any], args: Sequence[Any]) -> BoundArgs:
         else:
             raise TileValueError(f"metadata of kernel '{kernel}' has a parameter of kind "
                                  f"{kind!r}; kinds are 'array' and 'scalar'")
+    if meta.get("persistent"):
+        if grid is None:
+            raise TileValueError(f"kernel '{kernel}' is persistent: its launch needs the grid")
+        values += [ctypes.c_int32(int(g)) for g in grid]
     if meta.get("tensor_maps"):              # TMA descriptors trail the parameters
         from .tensor_maps import pack_tensor_maps
         values += pack_tensor_maps(meta, infos)
     return BoundArgs(kernel, device[1] if device else None, PackedParams(values))
+
+
+def persistent_grid(meta: Mapping[str, Any], grid: tuple[int, int, int],
+                    sm_count: int) -> tuple[int, int, int]:
+    """The grid a kernel runs on: `grid`, or for a persistent kernel (which walks the
+    tiles of `grid` itself) one block per SM, at most one per tile."""
+    if not meta.get("persistent"):
+        return grid
+    return (max(1, min(grid[0] * grid[1] * grid[2], sm_count)), 1, 1)
 
 
 def check_array(kernel: str, spec: Mapping[str, Any], arg: Any) -> DeviceArrayInfo:
@@ -326,13 +341,14 @@ _ready: dict[tuple[int, bytes, str, str, int], Any] = {}
 def launch(cubin: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
            args: Sequence[Any], stream: Any = None) -> None:
     """Launches the kernel in `cubin` (a cubin, fatbin or PTX image) described by `meta`."""
-    bound = bind_args(meta, args)
+    bound = bind_args(meta, args, grid)
     kernel = bound.kernel
     grid = check_grid(kernel, grid)
     block = block_of(meta)
     shared = int(_field(meta, "shared_bytes"))
     from . import driver
     device = bound.device if bound.device is not None else driver.current_device()
+    grid = persistent_grid(meta, grid, driver.sm_count(device))
     handle = stream_handle(stream, args, device)
     with driver.device_context(device):
         function = _function(cubin, meta, device, block[0], shared)

@@ -955,13 +955,15 @@ def _mma_sync(sim, blk, o, mask):
 # Launching
 # ---------------------------------------------------------------------------
 def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
-             blocks: Sequence[tuple[int, int, int]] | None = None) -> None:
+             blocks: Sequence[tuple[int, int, int]] | None = None,
+             sm_count: int = 3) -> None:
     """Runs a kernel compiled to the `gpu` stage (or later) on NumPy arguments.
 
     `compiled` is a `CompiledKernel` (its `gpu` artifact and metadata are used);
     `args` are the kernel's arguments as `launch` takes them (arrays are NumPy and
     are written in place).  `blocks` restricts the run to some block ids (all by
-    default).
+    default).  A persistent kernel walks `grid` on `sm_count` blocks (few, so that
+    each block takes several tiles), as the launcher runs it on one block per SM.
     """
     from tileir.dialect import context as tile_context
     from tileir.runtime.arrays import describe
@@ -988,6 +990,10 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
                 abi += [info.ptr] + list(info.shape) + list(info.strides)
             else:
                 abi.append(a)
+        if meta.get("persistent"):
+            from tileir.runtime.launcher import persistent_grid
+            abi += list(grid)
+            grid = persistent_grid(meta, grid, sm_count)
         for k, tm in enumerate(meta.get("tensor_maps", ())):
             box = clipped_box(tm["box"], tm.get("clip"), infos[tm["param"]].shape)
             e = encode_args(infos[tm["param"]], box, tm["swizzle"], meta["name"],

@@ -1,4 +1,4 @@
-"""Grid queries, array queries and global memory: `tile.bid/num_blocks/dim/stride`,
+"""Grid queries, array queries and global memory: `tile.bid/num_blocks/grid_size/dim/stride`,
 `tile.load/store` (through `backend.memory`) and `tile.iota`."""
 
 from __future__ import annotations
@@ -25,6 +25,12 @@ def _bid(cx, op):
 @rule("tile.num_blocks")
 def _num_blocks(cx, op):
     cx.values[op.result] = arith.index_castui(I32(), gpu.grid_dim(_DIMS[op.axis]))
+
+
+@rule("tile.grid_size")
+def _grid_size(cx, op):
+    # a persistent kernel's user grid: parameters after the user's (lower.py)
+    cx.values[op.result] = cx.grid_size[op.axis]
 
 
 @rule("tile.dim")

@@ -1,0 +1,265 @@
+"""Persistent kernels: each block walks tiles in a loop instead of taking one.
+
+`@kernel(persistent=True)` launches as many blocks as the GPU holds at once (a
+1-d grid); each runs the kernel body for tiles `t = pid, pid + P, pid + 2P, ...`
+of the grid the user asked for (`tile.grid_size`), with `bid(0..2)` decoded from
+`t` (axes 0 and 1 in grouped order unless the kernel's `block_order` is
+"linear", see `block_order`) and `num_blocks(a)` the user's grid:
+
+    %g0, %g1, %g2 = tile.grid_size 0, 1, 2
+    %pid = bid(0) + bid(1) * num_blocks(0) + bid(2) * num_blocks(0) * num_blocks(1)
+    scf.for %t = %pid to g0 * g1 * g2 step (num_blocks(0) * num_blocks(1) * num_blocks(2))
+        {tile.persistent_loop} { <the body, bid and num_blocks decoded from %t> }
+
+The linear id over whatever grid the kernel runs on keeps the loop right under
+the interpreter too (which runs the user's grid: one tile each).  What a block
+gains: no launch tail per tile, and with warp specialization its producer runs
+on into the next tile while the consumers finish the last (software_pipeline).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, scf
+
+from tileir.dialect.ring import GridSizeOp
+from tileir.dialect.tile import BidOp, NumBlocksOp
+
+from .block_order import ORDER_ATTR, grouped
+
+PERSISTENT_ATTR = "tile.persistent"
+LOOP_ATTR = "tile.persistent_loop"
+
+
+def make_persistent(module: ir.Module) -> None:
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and "tile.kernel" in op.attributes and \
+                PERSISTENT_ATTR in op.attributes and \
+                ir.BoolAttr(op.attributes[PERSISTENT_ATTR]).value:
+            _wrap(op)
+
+
+def _wrap(func: ir.Operation) -> None:
+    entry = func.regions[0].blocks[0]
+    body = [op.operation for op in entry.operations][:-1]       # all but the return
+    ret = list(entry.operations)[-1]
+    linear = ORDER_ATTR in func.attributes and \
+        ir.StringAttr(func.attributes[ORDER_ATTR]).value == "linear"
+    with ir.InsertionPoint(ret), func.location:
+        g = [GridSizeOp(a).result for a in range(3)]
+        hw = [BidOp(a).result for a in range(3)]
+        nb = [NumBlocksOp(a).result for a in range(3)]
+        pid = arith.addi(hw[0], arith.muli(arith.addi(hw[1], arith.muli(hw[2], nb[1])), nb[0]))
+        programs = arith.muli(arith.muli(nb[0], nb[1]), nb[2])
+        plane = arith.muli(g[0], g[1])
+        total = arith.muli(plane, g[2])
+        loop = scf.ForOp(pid, total, programs, [])
+        loop.operation.attributes[LOOP_ATTR] = ir.UnitAttr.get()
+        with ir.InsertionPoint(loop.body):
+            t = loop.induction_variable
+            b2 = arith.divui(t, plane)
+            rest = arith.remui(t, plane)
+            if linear:
+                b0, b1 = arith.remui(rest, g[0]), arith.divui(rest, g[0])
+            else:
+                b0, b1 = grouped(rest, g[0], g[1])
+            done = scf.YieldOp([])
+    decoded = {0: b0, 1: b1, 2: b2}
+    for op in body:
+        op.move_before(done.operation)
+    grid_ops = []
+
+    def visit(op):
+        if op.name in ("tile.bid", "tile.num_blocks"):
+            grid_ops.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    for op in body:
+        op.walk(visit)
+    for op in grid_ops:
+        axis = ir.IntegerAttr(op.attributes["axis"]).value
+        op.results[0].replace_all_uses_with(decoded[axis] if op.name == "tile.bid" else g[axis])
+        op.erase()
+
+
+# ---------------------------------------------------------------------------
+# Warp specialization across tiles (called by the pipeliner, software_pipeline.py)
+# ---------------------------------------------------------------------------
+def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
+    """The ring of K loop `loop`, inside a persistent kernel's tile loop, with its
+    producer in warps of its own that run across tiles:
+
+        ring_alloc
+        if is_producer:  for t (tiles):  <index math of t>; for k: acquire, loads, commit
+        else:            for t (tiles):  the body: for k: wait, views, product, release;
+                                         mma_wait(0); epilogue
+                         ring_free
+
+    Both sides count ring iterations across tiles (an iteration argument of the tile
+    loop), so slots and phases continue from one tile to the next: the producer
+    fills the next tile's stages while the consumers run this tile's epilogue.
+    The producer recomputes what the loads' indices and the K loop's bounds need
+    from the tile index (pure ops of the tile loop's body, cloned); where that is
+    not possible, returns False and the loop is pipelined in place."""
+    from tileir.dialect.ring import (IsProducerOp, MmaWaitOp, RingAllocOp, RingFreeOp,
+                                     RingReleaseOp, SetMaxRegistersOp)
+    from .software_pipeline import (MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
+                                    PRODUCER_WARPS_ATTR, _EFFECTS, effects, smem_tile_bytes,
+                                    tile_layout)
+    outer = loop.parent
+    func = pl.func
+    if len(outer.results):
+        return False
+    body = outer.regions[0].blocks[0]
+    # what the producer recomputes: the K bounds, the loads' index slices' inputs
+    needed = list(loop.operands[:3])
+    for ld in loads:
+        needed += [x for op in ld.slice for x in op.operands] + list(ld.index)
+    prefix = _prefix_slice(outer, loop, needed, _EFFECTS, effects)
+    if prefix is None:
+        return False
+    # the epilogue's shared memory is taken while the ring is live (the producer runs
+    # on): leave room for the tiles the tile loop stores
+    stored = 0
+    for op in body.operations:
+        if op.name == "tile.store":
+            t = op.operands[1].type
+            stored = max(stored, smem_tile_bytes(tile_layout(t), t.shape, t.element_type)
+                         if _shared_layout(t) else _tile_bytes(t))
+    pl.held += stored
+    warps = ir.IntegerAttr(func.attributes["tile.num_warps"]).value \
+        if "tile.num_warps" in func.attributes else 4
+    # one block per SM: the ring takes what the SM has, as for a small grid
+    stages = pl.stages_opt or pl.num_stages_for(tiles, 1, MAX_SMALL_GRID_STAGES)
+    c = pl.const
+    loc = loop.location
+    shuffle = warps >= 8
+    entry = func.regions[0].blocks[0]
+    entry_ops = [op.operation for op in entry.operations]
+    after = entry_ops[entry_ops.index(outer) + 1:-1]            # up to the return
+    lb, ub, step = list(loop.operands)[:3]
+    with ir.InsertionPoint(outer), loc:
+        ring = RingAllocOp(stages, tiles).result
+        branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
+    # -- producer: the tile loop's index math and the copies only
+    with ir.InsertionPoint(branch.then_block), loc:
+        if shuffle:
+            SetMaxRegistersOp(PRODUCER_REGISTERS, "dec")
+        walk = scf.ForOp(outer.operands[0], outer.operands[1], outer.operands[2], [c(0)])
+        with ir.InsertionPoint(walk.body):
+            mapping = {body.arguments[0]: walk.induction_variable}
+            for op in prefix:
+                new = op.clone()
+                for i, x in enumerate(op.operands):
+                    if x in mapping:
+                        new.operands[i] = mapping[x]
+                for old_r, new_r in zip(op.results, new.results):
+                    mapping[old_r] = new_r
+            plb, pub, pstep = (mapping.get(v, v) for v in (lb, ub, step))
+            base = walk.inner_iter_args[0]
+            copies = scf.ForOp(plb, pub, pstep, [])
+            with ir.InsertionPoint(copies.body):
+                k = copies.induction_variable
+                it = arith.addi(base, arith.divui(arith.subi(k, plb), pstep))
+                slot = arith.remui(it, c(stages))
+                parity = arith.xori(arith.andi(arith.divui(it, c(stages)), c(1)), c(1))
+                pl.issue(ring, loads, slot, parity, c(1, 1), k, loop, mapping)
+                scf.YieldOp([])
+            scf.YieldOp([arith.addi(base, _trips(plb, pub, pstep, c))])
+        scf.YieldOp([])
+    # -- consumers: the tile loop, counting ring iterations across tiles
+    with ir.InsertionPoint(branch.else_block), loc:
+        if shuffle:
+            regs = (65536 - 32 * PRODUCER_WARPS * PRODUCER_REGISTERS) // (32 * warps)
+            SetMaxRegistersOp(min(240, regs // 8 * 8), "inc")
+        tiles_loop = scf.ForOp(outer.operands[0], outer.operands[1], outer.operands[2],
+                               [c(0)])
+        tiles_loop.operation.attributes[LOOP_ATTR] = ir.UnitAttr.get()
+        with ir.InsertionPoint(tiles_loop.body):
+            next_base = scf.YieldOp([tiles_loop.inner_iter_args[0]])
+        free_at = scf.YieldOp([])
+    for op in list(body.operations)[:-1]:
+        op.move_before(next_base.operation)
+    body.arguments[0].replace_all_uses_with(tiles_loop.induction_variable)
+    outer.erase()
+    base = tiles_loop.inner_iter_args[0]
+    it, slot, _ = pl.consume(loop, ring, loads, stages, base)
+    asyncs = pl.make_async(loop)
+    kbody = loop.regions[0].blocks[0]
+    with loc:
+        if asyncs:
+            with ir.InsertionPoint.after(asyncs[-1][1]):
+                prev = arith.remui(arith.addi(it, c(stages - 1)), c(stages))
+                RingReleaseOp(ring, prev, arith.cmpi(arith.CmpIPredicate.ugt, it, c(0)))
+        else:
+            with ir.InsertionPoint(list(kbody.operations)[-1]):
+                RingReleaseOp(ring, slot, c(1, 1))
+        with ir.InsertionPoint.after(loop):
+            for index, _ in asyncs:
+                res = loop.results[index]
+                waited = MmaWaitOp(res, 0)
+                res.replace_all_uses_except(waited.results[0], waited.operation)
+        with ir.InsertionPoint(next_base.operation):
+            next_base.operation.operands[0] = arith.addi(base, _trips(lb, ub, step, c))
+        with ir.InsertionPoint(free_at.operation):
+            RingFreeOp(ring)
+    for op in after:
+        op.move_before(free_at.operation)
+    func.attributes[PRODUCER_WARPS_ATTR] = ir.IntegerAttr.get(
+        ir.IntegerType.get_signless(32), PRODUCER_WARPS)
+    return True
+
+
+def _trips(lb: ir.Value, ub: ir.Value, step: ir.Value, c) -> ir.Value:
+    """Iterations of `for k = lb to ub step step` (step > 0): 0 when ub <= lb."""
+    span = arith.maxsi(arith.subi(ub, lb), c(0))
+    return arith.divui(arith.addi(span, arith.subi(step, c(1))), step)
+
+
+def _shared_layout(t: ir.Type) -> bool:
+    from tileir.dialect.layout import tile_layout
+    from .mma_layouts import Shared
+    return isinstance(tile_layout(t), Shared)
+
+
+def _tile_bytes(t: ir.Type) -> int:
+    from tileir.dialect.types import bitwidth
+    n = max(1, bitwidth(t.element_type) // 8)
+    for d in t.shape:
+        n *= d
+    return n
+
+
+def _prefix_slice(outer: ir.Operation, loop: ir.Operation, values, _EFFECTS, effects):
+    """The ops of `outer`'s body before `loop` that compute `values` from the tile index
+    and values defined outside `outer` (pure, region-free), in body order; None if
+    some value depends on anything else."""
+    body = outer.regions[0].blocks[0]
+    order = [op.operation for op in body.operations]
+    stop = order.index(loop)
+    needed: set = set()
+    ok = True
+
+    def need(v: ir.Value) -> None:
+        nonlocal ok
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            if owner == body and v.arg_number != 0:
+                ok = False                   # a value the tile loop carries
+            return
+        op = owner.operation if hasattr(owner, "operation") else owner
+        if op.parent != outer:
+            return                           # outside the tile loop, or inside the K loop
+        if order.index(op) > stop or _EFFECTS.of(op) != effects.Effect.PURE or \
+                len(op.regions):
+            ok = False
+            return
+        if op not in needed:
+            needed.add(op)
+            for x in op.operands:
+                need(x)
+
+    for v in values:
+        need(v)
+    return [op for op in order if op in needed] if ok else None

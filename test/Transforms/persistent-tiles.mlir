@@ -1,0 +1,106 @@
+// RUN: tile-opt %s -split-input-file --tile-persistent-tiles | FileCheck %s
+// RUN: tile-opt %s -split-input-file --tile-assign-layouts --tile-persistent-tiles --tile-pipeline-loops | FileCheck %s --check-prefix=WS
+// RUN: tile-opt %s -split-input-file --tile-assign-layouts --tile-persistent-tiles --tile-pipeline-loops --tile-lower-to-gpu | FileCheck %s --check-prefix=GPU
+
+// At the gpu stage the grid the kernel walks is three i32 parameters after the
+// arrays' and before the tensor maps, and the metadata says it is persistent
+// (the launcher passes the grid there and runs one block per SM).
+// GPU: tile.kernel_meta = {{.*}}\22persistent\22: true
+// GPU-LABEL: gpu.func @gemm(
+// GPU-SAME:    %arg14: i64, %[[G0:arg15]]: i32, %[[G1:arg16]]: i32, %[[G2:arg17]]: i32, %arg18: !llvm.ptr, %arg19: !llvm.ptr)
+// GPU:         arith.muli %[[G0]], %[[G1]]
+
+// A GEMM with `tile.persistent`: the body moves into one loop over the tiles of
+// the grid the launch gives (tile.grid_size), from this block's linear id, by
+// the number of blocks running; bid(0)/bid(1) become the tile's coordinates in
+// grouped order (groups of 8 along axis 0).
+
+// CHECK-LABEL: func.func @gemm
+// CHECK-DAG:     %[[G0:.*]] = "tile.grid_size"() {axis = 0 : i64}
+// CHECK-DAG:     %[[G1:.*]] = "tile.grid_size"() {axis = 1 : i64}
+// CHECK-DAG:     %[[G2:.*]] = "tile.grid_size"() {axis = 2 : i64}
+// CHECK-DAG:     %[[N0:.*]] = "tile.num_blocks"() {axis = 0 : i64}
+// CHECK-DAG:     %[[N1:.*]] = "tile.num_blocks"() {axis = 1 : i64}
+// CHECK-DAG:     %[[N2:.*]] = "tile.num_blocks"() {axis = 2 : i64}
+// CHECK-DAG:     %[[B0:.*]] = "tile.bid"() {axis = 0 : i64}
+// CHECK:         %[[PID:.*]] = arith.addi %[[B0]], %{{.*}} : i32
+// CHECK:         %[[N01:.*]] = arith.muli %[[N0]], %[[N1]]
+// CHECK:         %[[PROGRAMS:.*]] = arith.muli %[[N01]], %[[N2]]
+// CHECK:         %[[PLANE:.*]] = arith.muli %[[G0]], %[[G1]]
+// CHECK:         %[[TOTAL:.*]] = arith.muli %[[PLANE]], %[[G2]]
+// CHECK:         scf.for %[[T:.*]] = %[[PID]] to %[[TOTAL]] step %[[PROGRAMS]]
+// CHECK:           %[[REST:.*]] = arith.remui %[[T]], %[[PLANE]]
+// CHECK:           %[[I:.*]] = arith.addi
+// CHECK:           %[[J:.*]] = arith.divui
+// CHECK:           scf.for
+// CHECK:             "tile.load"(%arg0, %[[I]], %{{.*}})
+// CHECK:             "tile.load"(%arg1, %{{.*}}, %[[J]])
+// CHECK:           "tile.store"(%arg2, %{{.*}}, %[[I]], %[[J]])
+// CHECK:         } {tile.persistent_loop}
+// CHECK-NEXT:    return
+
+// With warp specialization, the pipeliner splits the tile loop: the producer
+// walks the same tiles, recomputing only the loads' indices (the grouped-order
+// math of the tile index) and counting ring iterations across tiles in an
+// iteration argument; the consumers walk them with the K loop, the epilogue and
+// the same count, and free the ring after the last tile.
+
+// WS-LABEL: func.func @gemm
+// WS:         %[[RING:.*]] = "tile.ring_alloc"() {stages = 8 : i64
+// WS:         scf.if %{{.*}} {
+// WS:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[BASE:.*]] = %c0_i32) -> (i32)
+// WS:             scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step
+// WS:               %[[IT:.*]] = arith.addi %[[BASE]], %{{.*}} : i32
+// WS:               %[[SLOT:.*]] = arith.remui %[[IT]], %c8_i32
+// WS:               "tile.ring_acquire"(%[[RING]], %[[SLOT]]
+// WS:               "tile.ring_load"(%[[RING]], %[[SLOT]], %{{.*}}, %arg0
+// WS:               "tile.ring_load"(%[[RING]], %[[SLOT]], %{{.*}}, %arg1
+// WS-NOT:           "tile.mma
+// WS:             %[[NEXT:.*]] = arith.addi %[[BASE]], %{{.*}} : i32
+// WS:             scf.yield %[[NEXT]] : i32
+// WS:         } else {
+// WS:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[CBASE:.*]] = %c0_i32) -> (i32)
+// WS:             scf.for
+// WS:               %[[CIT:.*]] = arith.addi %[[CBASE]], %{{.*}} : i32
+// WS:               "tile.ring_wait"(%[[RING]]
+// WS:               "tile.mma_async"
+// WS:               "tile.ring_release"(%[[RING]]
+// WS:             "tile.mma_wait"(%{{.*}}) {pending = 0 : i64}
+// WS:             "tile.store"
+// WS:             scf.yield %{{.*}} : i32
+// WS:           } {tile.persistent_loop}
+// WS:           "tile.ring_free"(%[[RING]])
+module attributes {tile.target = "sm_90a"} {
+func.func @gemm(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.persistent = true, tile.warp_specialize = true} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c8 = arith.constant 8 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %acc = scf.for %t = %c0 to %c8 step %c1 iter_args(%x = %zero) -> (tensor<64x64xf32>) : i32 {
+    %ta = "tile.load"(%a, %i, %t) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %tb = "tile.load"(%b, %t, %j) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %y = "tile.mma"(%ta, %tb, %x) : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    scf.yield %y : tensor<64x64xf32>
+  }
+  "tile.store"(%c, %acc, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
+  return
+}
+}
+
+// -----
+
+// Without `tile.persistent` (or with it false): no change.
+
+// CHECK-LABEL: func.func @plain
+// CHECK-NOT:     tile.grid_size
+// CHECK-NOT:     tile.persistent_loop
+// WS-LABEL: func.func @plain
+// WS-NOT:     tile.grid_size
+func.func @plain(%c: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.persistent = false} {
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %v = arith.constant dense<1.0> : tensor<64xf32>
+  "tile.store"(%c, %v, %i) : (!tile.array<f32, 1 : i64>, tensor<64xf32>, i32) -> ()
+  return
+}
