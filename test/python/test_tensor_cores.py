@@ -506,8 +506,19 @@ def test_tensor_map_arguments_are_checked(info, box, swizzle, message):
         tensor_maps.encode_args(info, box, swizzle, "k", "a")
 
 
-def test_launch_packs_one_tensor_map_per_metadata_entry(monkeypatch):
-    from tileir.runtime import launcher
+class _Dev:
+    """A device array as the launcher sees one (no GPU needed)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+        self.__cuda_array_interface__ = {
+            "shape": shape, "typestr": "<f4", "data": (0x7F0000001000, False),
+            "strides": None, "version": 3}
+
+
+def _map_launch(monkeypatch, tensor_map: dict):
+    """(meta of a kernel taking one f32 matrix through `tensor_map`, the encodings
+    asked of the driver: (parameter, box) each)."""
     calls = []
 
     def fake_encode(args, kernel, param):
@@ -517,25 +528,23 @@ def test_launch_packs_one_tensor_map_per_metadata_entry(monkeypatch):
         return tm
 
     monkeypatch.setattr(tensor_maps, "_encode", fake_encode)
+    monkeypatch.setattr("tileir.runtime.arrays._cai_device", lambda x, ptr: 0)
     tensor_maps.clear_cache()
-
-    class Dev:
-        def __init__(self, shape):
-            self.shape = shape
-            self.__cuda_array_interface__ = {
-                "shape": shape, "typestr": "<f4", "data": (0x7F0000001000, False),
-                "strides": None, "version": 3}
-
     meta = {"name": "k", "num_threads": 128, "shared_bytes": 0, "target": "sm_90a",
             "params": [{"kind": "array", "name": "a", "dtype": "f32", "ndim": 2,
                         "aligned": True}],
-            "tensor_maps": [{"slot": 5, "param": 0, "box": [32, 32], "swizzle": 128}]}
-    monkeypatch.setattr("tileir.runtime.arrays._cai_device", lambda x, ptr: 0)
-    bound = launcher.bind_args(meta, [Dev((100, 64))])
+            "tensor_maps": [{"slot": 5, "param": 0, "swizzle": 128, **tensor_map}]}
+    return meta, calls
+
+
+def test_launch_packs_one_tensor_map_per_metadata_entry(monkeypatch):
+    from tileir.runtime import launcher
+    meta, calls = _map_launch(monkeypatch, {"box": [32, 32]})
+    bound = launcher.bind_args(meta, [_Dev((100, 64))])
     raw = bound.params.raw()
     assert len(raw) == 6 and len(raw[5]) == 128           # 5 ABI slots of the array, the map
     assert int.from_bytes(raw[5][:8], "little") == 1
-    launcher.bind_args(meta, [Dev((100, 64))])
+    launcher.bind_args(meta, [_Dev((100, 64))])
     assert calls == [("a", [32, 32])]                     # the second launch hit the cache
 
 
@@ -547,31 +556,10 @@ def test_a_clipped_box_is_cut_to_the_arrays_rows(monkeypatch):
     assert tensor_maps.clipped_box([128, 64], 0, (4096, 16)) == [128, 64]
     assert tensor_maps.clipped_box([128, 64], 0, (0, 16)) == [1, 64]
     assert tensor_maps.clipped_box([128, 64], None, (16, 16)) == [128, 64]
-    boxes = []
-
-    def fake_encode(args, kernel, param):
-        boxes.append(args["box"])
-        return tensor_maps.TensorMap()
-
-    monkeypatch.setattr(tensor_maps, "_encode", fake_encode)
-    tensor_maps.clear_cache()
-
-    class Dev:
-        def __init__(self, shape):
-            self.shape = shape
-            self.__cuda_array_interface__ = {
-                "shape": shape, "typestr": "<f4", "data": (0x7F0000001000, False),
-                "strides": None, "version": 3}
-
-    meta = {"name": "k", "num_threads": 128, "shared_bytes": 0, "target": "sm_90a",
-            "params": [{"kind": "array", "name": "a", "dtype": "f32", "ndim": 2,
-                        "aligned": True}],
-            "tensor_maps": [{"slot": 5, "param": 0, "box": [64, 32], "swizzle": 128,
-                             "clip": 0}]}
-    monkeypatch.setattr("tileir.runtime.arrays._cai_device", lambda x, ptr: 0)
-    launcher.bind_args(meta, [Dev((5, 64))])
-    launcher.bind_args(meta, [Dev((100, 64))])
-    assert boxes == [[32, 5], [32, 64]]                   # innermost first, as encoded
+    meta, calls = _map_launch(monkeypatch, {"box": [64, 32], "clip": 0})
+    launcher.bind_args(meta, [_Dev((5, 64))])
+    launcher.bind_args(meta, [_Dev((100, 64))])
+    assert calls == [("a", [32, 5]), ("a", [32, 64])]     # innermost first, as encoded
 
 
 def test_a_persistent_launch_runs_one_block_per_sm_and_passes_its_grid(monkeypatch):

@@ -102,11 +102,10 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     The producer recomputes what the loads' indices and the K loop's bounds need
     from the tile index (pure ops of the tile loop's body, cloned); where that is
     not possible, returns False and the loop is pipelined in place."""
-    from tileir.dialect.ring import (IsProducerOp, MmaWaitOp, RingAllocOp, RingFreeOp,
-                                     RingReleaseOp, SetMaxRegistersOp)
+    from tileir.dialect.ring import IsProducerOp, RingAllocOp, RingFreeOp, SetMaxRegistersOp
     from .software_pipeline import (MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
-                                    PRODUCER_WARPS_ATTR, _EFFECTS, effects, smem_tile_bytes,
-                                    tile_layout)
+                                    PRODUCER_WARPS_ATTR, _defined_in, clone_ops,
+                                    pure_slice, smem_tile_bytes, tile_layout)
     outer = loop.parent
     func = pl.func
     if len(outer.results):
@@ -116,7 +115,9 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     needed = list(loop.operands[:3])
     for ld in loads:
         needed += [x for op in ld.slice for x in op.operands] + list(ld.index)
-    prefix = _prefix_slice(outer, loop, needed, _EFFECTS, effects)
+    tile = body.arguments[0]
+    prefix = pure_slice(outer, needed, lambda v: v == tile or not _defined_in(v, outer) or
+                        _defined_in(v, loop), before=loop)
     if prefix is None:
         return False
     # the epilogue's shared memory is taken while the ring is live (the producer runs
@@ -149,13 +150,7 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
         walk = scf.ForOp(outer.operands[0], outer.operands[1], outer.operands[2], [c(0)])
         with ir.InsertionPoint(walk.body):
             mapping = {body.arguments[0]: walk.induction_variable}
-            for op in prefix:
-                new = op.clone()
-                for i, x in enumerate(op.operands):
-                    if x in mapping:
-                        new.operands[i] = mapping[x]
-                for old_r, new_r in zip(op.results, new.results):
-                    mapping[old_r] = new_r
+            clone_ops(prefix, mapping)
             plb, pub, pstep = (mapping.get(v, v) for v in (lb, ub, step))
             base = walk.inner_iter_args[0]
             copies = scf.ForOp(plb, pub, pstep, [])
@@ -184,22 +179,8 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     body.arguments[0].replace_all_uses_with(tiles_loop.induction_variable)
     outer.erase()
     base = tiles_loop.inner_iter_args[0]
-    it, slot, _ = pl.consume(loop, ring, loads, stages, base)
-    asyncs = pl.make_async(loop)
-    kbody = loop.regions[0].blocks[0]
+    pl.consumer(loop, ring, loads, stages, None, base)
     with loc:
-        if asyncs:
-            with ir.InsertionPoint.after(asyncs[-1][1]):
-                prev = arith.remui(arith.addi(it, c(stages - 1)), c(stages))
-                RingReleaseOp(ring, prev, arith.cmpi(arith.CmpIPredicate.ugt, it, c(0)))
-        else:
-            with ir.InsertionPoint(list(kbody.operations)[-1]):
-                RingReleaseOp(ring, slot, c(1, 1))
-        with ir.InsertionPoint.after(loop):
-            for index, _ in asyncs:
-                res = loop.results[index]
-                waited = MmaWaitOp(res, 0)
-                res.replace_all_uses_except(waited.results[0], waited.operation)
         with ir.InsertionPoint(next_base.operation):
             next_base.operation.operands[0] = arith.addi(base, _trips(lb, ub, step, c))
         with ir.InsertionPoint(free_at.operation):
@@ -229,37 +210,3 @@ def _tile_bytes(t: ir.Type) -> int:
     for d in t.shape:
         n *= d
     return n
-
-
-def _prefix_slice(outer: ir.Operation, loop: ir.Operation, values, _EFFECTS, effects):
-    """The ops of `outer`'s body before `loop` that compute `values` from the tile index
-    and values defined outside `outer` (pure, region-free), in body order; None if
-    some value depends on anything else."""
-    body = outer.regions[0].blocks[0]
-    order = [op.operation for op in body.operations]
-    stop = order.index(loop)
-    needed: set = set()
-    ok = True
-
-    def need(v: ir.Value) -> None:
-        nonlocal ok
-        owner = v.owner
-        if isinstance(owner, ir.Block):
-            if owner == body and v.arg_number != 0:
-                ok = False                   # a value the tile loop carries
-            return
-        op = owner.operation if hasattr(owner, "operation") else owner
-        if op.parent != outer:
-            return                           # outside the tile loop, or inside the K loop
-        if order.index(op) > stop or _EFFECTS.of(op) != effects.Effect.PURE or \
-                len(op.regions):
-            ok = False
-            return
-        if op not in needed:
-            needed.add(op)
-            for x in op.operands:
-                need(x)
-
-    for v in values:
-        need(v)
-    return [op for op in order if op in needed] if ok else None

@@ -141,34 +141,8 @@ class _Pipeliner:
     def index_slice(self, loop: ir.Operation, values) -> list[ir.Operation] | None:
         """The body ops computing `values` from the counter and invariants (in body
         order), or None if they depend on anything else."""
-        body = loop.regions[0].blocks[0]
-        iv = body.arguments[0]
-        needed: set = set()
-        ok = True
-
-        def need(v: ir.Value) -> None:
-            nonlocal ok
-            if v == iv or not _defined_in(v, loop):
-                return
-            owner = v.owner
-            if isinstance(owner, ir.Block):
-                ok = False               # a loop-carried value
-                return
-            op = owner.operation if hasattr(owner, "operation") else owner
-            if op.parent != loop or _EFFECTS.of(op) != effects.Effect.PURE \
-                    or len(op.regions):
-                ok = False
-                return
-            if op not in needed:
-                needed.add(op)
-                for x in op.operands:
-                    need(x)
-
-        for v in values:
-            need(v)
-        if not ok:
-            return None
-        return [op.operation for op in body.operations if op.operation in needed]
+        iv = loop.regions[0].blocks[0].arguments[0]
+        return pure_slice(loop, values, lambda v: v == iv or not _defined_in(v, loop))
 
     # -- the transformation -------------------------------------------------------------
     def loop(self, loop: ir.Operation) -> None:
@@ -288,10 +262,25 @@ class _Pipeliner:
                 SetMaxRegistersOp(min(240, regs // 8 * 8), "inc")
             done = scf.YieldOp([])
         loop.move_before(done.operation)
+        self.consumer(loop, ring, loads, stages, done.operation)
+        with loc, ir.InsertionPoint(done.operation):
+            RingFreeOp(ring)
+        for op in after:
+            op.move_before(done.operation)
+        self.func.attributes[PRODUCER_WARPS_ATTR] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(32), PRODUCER_WARPS)
+
+    def consumer(self, loop: ir.Operation, ring: ir.Value, loads, stages: int,
+                 waits_before: ir.Operation | None, base: ir.Value | None = None) -> None:
+        """The consumers' side of a warp-specialized ring in `loop`: wait and views
+        (`consume`, iterations counted from `base`), async products, each slot released
+        once the product after it is issued (or at the end of its iteration), and the
+        products waited for (pending 0) before `waits_before`, or right after the loop."""
         body = loop.regions[0].blocks[0]
-        it, slot, _ = self.consume(loop, ring, loads, stages)
+        it, slot, _ = self.consume(loop, ring, loads, stages, base)
         asyncs = self.make_async(loop)
-        with loc:
+        c = self.const
+        with loop.location:
             if asyncs:
                 with ir.InsertionPoint.after(asyncs[-1][1]):
                     prev = arith.remui(arith.addi(it, c(stages - 1)), c(stages))
@@ -299,16 +288,13 @@ class _Pipeliner:
             else:
                 with ir.InsertionPoint(list(body.operations)[-1]):
                     RingReleaseOp(ring, slot, c(1, 1))
-            with ir.InsertionPoint(done.operation):
+            at = ir.InsertionPoint(waits_before) if waits_before is not None \
+                else ir.InsertionPoint.after(loop)
+            with at:
                 for index, _ in asyncs:
                     res = loop.results[index]
                     waited = MmaWaitOp(res, 0)
                     res.replace_all_uses_except(waited.results[0], waited.operation)
-                RingFreeOp(ring)
-        for op in after:
-            op.move_before(done.operation)
-        self.func.attributes[PRODUCER_WARPS_ATTR] = ir.IntegerAttr.get(
-            ir.IntegerType.get_signless(32), PRODUCER_WARPS)
 
     def const(self, value: int, width: int = 32) -> ir.Value:
         """An integer constant at the top of the kernel, one per value and width."""
@@ -414,6 +400,39 @@ class _Pipeliner:
         return max(1, min(2, REGS_PER_SM // (regs * threads)))
 
 
+def pure_slice(owner: ir.Operation, values, given, before: ir.Operation | None = None):
+    """The ops of `owner`'s body (before op `before`, if given) that compute `values`
+    from what `given(value)` accepts, in body order; None if some value depends on
+    anything else: an argument of the body, an op with effects or regions."""
+    body = owner.regions[0].blocks[0]
+    order = [op.operation for op in body.operations]
+    stop = order.index(before) if before is not None else len(order)
+    needed: set = set()
+    ok = True
+
+    def need(v: ir.Value) -> None:
+        nonlocal ok
+        if given(v):
+            return
+        op = v.owner
+        if isinstance(op, ir.Block):
+            ok = False                   # a value the body carries
+            return
+        op = op.operation if hasattr(op, "operation") else op
+        if op.parent != owner or order.index(op) > stop or \
+                _EFFECTS.of(op) != effects.Effect.PURE or len(op.regions):
+            ok = False
+            return
+        if op not in needed:
+            needed.add(op)
+            for x in op.operands:
+                need(x)
+
+    for v in values:
+        need(v)
+    return [op for op in order if op in needed] if ok else None
+
+
 def _walks_tiles(op: ir.Operation) -> bool:
     """Whether `op` is a persistent kernel's tile loop (backend/persistent.py)."""
     return op.name == "scf.for" and "tile.persistent_loop" in op.attributes
@@ -438,6 +457,13 @@ def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
     iv = loop.regions[0].blocks[0].arguments[0]
     mapping = dict(outer or {})
     mapping[iv] = k
+    clone_ops(ops, mapping)
+    return [mapping.get(v, v) for v in values]
+
+
+def clone_ops(ops: list[ir.Operation], mapping: dict) -> None:
+    """Clones `ops` at the insertion point, their operands renamed by `mapping`, which
+    learns each result's clone."""
     for op in ops:
         new = op.clone()
         for i, x in enumerate(op.operands):
@@ -445,7 +471,6 @@ def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
                 new.operands[i] = mapping[x]
         for old_r, new_r in zip(op.results, new.results):
             mapping[old_r] = new_r
-    return [mapping.get(v, v) for v in values]
 
 
 def _arg_has(func: ir.Operation, i: int, attr: str) -> bool:

@@ -29,19 +29,10 @@ def _bid(op, cx: CompileContext) -> Step:
     return step
 
 
-@rule("tile.num_blocks")
+# tile.grid_size, the grid a persistent kernel walks, is the launch's: the
+# interpreter runs that grid itself (one block per tile)
+@rule("tile.num_blocks", "tile.grid_size")
 def _num_blocks(op, cx: CompileContext) -> Step:
-    out, axis = cx.define(op.result), op.axis
-
-    def step(frame):
-        frame[out] = np.int32(frame[LAUNCH_SLOT].grid[axis])
-    return step
-
-
-@rule("tile.grid_size")
-def _grid_size(op, cx: CompileContext) -> Step:
-    # the grid a persistent kernel walks: the interpreter runs that grid itself
-    # (one block per tile), so it is the launch's
     out, axis = cx.define(op.result), op.axis
 
     def step(frame):
