@@ -457,11 +457,14 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     grid's blocks take their tiles in groups along axis 0 for L2 reuse, the
     default for tensor-core loops; "linear": the hardware's order),
     `warp_specialize` (sm_90a: a producer warpgroup issues the pipelined loop's
-    copies and hands its registers to the consumers; off by default), `retile`
+    copies and hands its registers to the consumers; by default on sm_90a for
+    grids smaller than the GPU, else off), `retile`
     (None, the default: a tensor-core kernel's tiles along one grid axis are
     rescaled for the launch's grid, twice as wide for a grid of many waves and
     up to 4 times narrower for one smaller than the GPU, where the kernel uses
-    that axis's block index only to index tiles; False: the tiles as written;
+    that axis's block index only to index tiles — its K tiles then up to as many
+    times longer — and shrunk to 64 along an axis whose arrays have at most 64
+    elements there (decode rows); False: the tiles as written;
     `(axis, factor)`: that rescaling, always; docs/tensor-cores.md),
     `persistent` (each block loops over tiles of the grid, as many blocks as fit
     the GPU; off by default) and
