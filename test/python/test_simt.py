@@ -276,6 +276,24 @@ def test_a_wrong_transaction_count_would_hang(monkeypatch, rng):
         _gemm(_fresh(gemm), "sm_90a", 64, 64, 64, (64, 64, 64), BF16, rng)
 
 
+def test_rows_a_clipped_box_leaves_out_must_be_zeroed(monkeypatch, rng):
+    """A 17-row A in a 64-row tile: the box is cut to 17 rows; without the ring's
+    zeroing of rows 17..63 the product reads shared memory nothing wrote."""
+    from tileir.backend.rules import ring
+    monkeypatch.setattr(ring, "_zero_clipped_rows", lambda cx, r, clips: None)
+    with pytest.raises(SimError, match="reads bytes nothing wrote"):
+        _gemm(_fresh(gemm), "sm_90a", 17, 64, 64, (64, 64, 64), BF16, rng)
+
+
+def test_a_box_the_kernel_does_not_expect_would_hang(monkeypatch, rng):
+    """The runtime and the kernel cut the box the same way: a runtime that did not cut
+    it would deliver more bytes than the slot's barrier expects."""
+    from tileir.runtime import tensor_maps
+    monkeypatch.setattr(tensor_maps, "clipped_box", lambda box, clip, shape: list(box))
+    with pytest.raises(SimError, match="would hang"):
+        _gemm(_fresh(gemm), "sm_90a", 17, 64, 64, (64, 64, 64), BF16, rng)
+
+
 def test_a_swizzle_the_hardware_does_not_use_gives_wrong_numbers(monkeypatch, rng):
     """Shared tiles written by threads with a wrong swizzle: wgmma, which swizzles in
     hardware, reads other elements.  (TMA copies swizzle in hardware too, so an

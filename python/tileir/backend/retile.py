@@ -486,7 +486,15 @@ def _bitwidth(t: ir.Type) -> int:
 # ---------------------------------------------------------------------------
 def apply(func: ir.Operation, tied: Tied, factor: Fraction, grid: bool = True) -> None:
     """Scales every tied dim by `factor` in place and, with `grid`, records the grid
-    scale (a shrink that keeps the grid, or a K loop's tiles, record none)."""
+    scale (a shrink that keeps the grid records none)."""
+    scale_dims(tied, factor)
+    if grid:
+        func.attributes[GRID_SCALE_ATTR] = ir.DenseI64ArrayAttr.get(
+            [tied.axis, factor.numerator, factor.denominator])
+
+
+def scale_dims(tied: Tied, factor: Fraction) -> None:
+    """Every tied dim times `factor`: value types, loads' `tile_shape`, splat constants."""
     for v, d in tied.dims.items():
         shape = _shape(v)
         new = Fraction(shape[d]) * factor
@@ -512,16 +520,13 @@ def apply(func: ir.Operation, tied: Tied, factor: Fraction, grid: bool = True) -
         value = ir.DenseElementsAttr(op.attributes["value"])
         op.attributes["value"] = ir.DenseElementsAttr.get_splat(new_t, value.get_splat_value())
         op.results[0].set_type(new_t)
-    if grid:
-        func.attributes[GRID_SCALE_ATTR] = ir.DenseI64ArrayAttr.get(
-            [tied.axis, factor.numerator, factor.denominator])
 
 
 def apply_loop(k: KLoop, factor: int) -> None:
     """Tiles `factor` times longer along the loop's counter, and cdiv(X, factor T)
     iterations (a new trip count: the old one's values may have other users)."""
     from mlir.dialects import arith
-    apply(None, k.tied, Fraction(factor), grid=False)
+    scale_dims(k.tied, Fraction(factor))
     add = k.bound.operands[0].owner
     add = add.operation if isinstance(add, ir.OpView) else add
     t = factor * k.tile

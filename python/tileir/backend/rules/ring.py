@@ -189,11 +189,11 @@ def _zero_clipped_rows(cx, ring: Ring, clips) -> None:
             eb = max(1, _bits(elem) // 8)
             boxes = lay.num_boxes(shape, eb)
             box_bytes = lay.box_bytes(shape, eb)
-            rows = 1
-            for d in shape:
-                rows *= d
+            rows = 1                      # box rows: every dim but the fastest
+            for d in lay.order[1:]:
+                rows *= shape[d]
             # bytes of one index along the clip dim inside a box (a multiple of 16)
-            stride = rows // shape[lay.order[0]] // shape[clip] * lay.row_bytes(shape, eb)
+            stride = rows // shape[clip] * lay.row_bytes(shape, eb)
             chunks = arith.muli(arith.subi(cx.const(shape[clip]), kept),
                                 cx.const(stride // 16))          # per box
             total = arith.muli(chunks, cx.const(ring.stages * boxes))
