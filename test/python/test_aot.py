@@ -228,6 +228,23 @@ def test_a_miss_compiles_and_stores_every_stage(tmp_path, cache):
     assert toolchain["mlir"].startswith("xtc-mlir-python-bindings==")
 
 
+def test_the_mlir_wheel_is_named_without_reading_every_distribution(monkeypatch):
+    """The wheel that installed `mlir` is found among the dist-infos next to it; the
+    scan of every installed distribution (slow on a cold disk) is the fallback."""
+    import importlib
+    import importlib.metadata
+    kernel = importlib.import_module("tileir.kernel")       # the module, not the decorator
+    expected = sorted(importlib.metadata.packages_distributions()["mlir"])
+    kernel._mlir_version.cache_clear()
+    monkeypatch.setattr(importlib.metadata, "packages_distributions",
+                        lambda: pytest.fail("scanned every distribution"))
+    try:
+        found = kernel._mlir_version()
+    finally:
+        kernel._mlir_version.cache_clear()
+    assert [v.split("==")[0] for v in found.split(", ")] == expected
+
+
 def test_a_hit_needs_no_compile_and_has_no_module(tmp_path, cache, monkeypatch):
     compiled = fresh_kernel(tmp_path, "first").compile(SCALE_ARGS, target="sm_90a", cache=cache)
     kernel_mod = sys.modules["tileir.kernel"]
