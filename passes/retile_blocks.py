@@ -12,7 +12,8 @@ Precondition:  verified Tile IR of a kernel.  Applied where the kernel asks with
                that cannot be retiled is an error naming the op), or where the
                launcher's `tile.grid_wish` asks for wider tiles ("wide:<mask of
                axes whose grid is even>", a grid of several waves: sm_90a only,
-               tiles at most 256 along a dim and 128 x 256 accumulator elements)
+               tiles at most 256 along a dim, at most 128 accumulator registers
+               a thread at the kernel's num_warps, 8 by default)
                or narrower ones ("narrow:<s>", a grid smaller than the GPU: at
                most s times narrower, N tiles of 32 or more).  Only axes whose
                tied tiles hold a product's accumulator and a stored tile, those

@@ -90,6 +90,10 @@ def test_gemms_take_wider_tiles_on_large_grids_and_narrower_on_small_ones():
     assert _scale(gemm, (32, 32), target="sm_80") is None   # mma.sync tiles that wide spill
     assert _scale(gemm, (1, 32), target="sm_80") == [1, 1, 4]
     assert _scale(ct.kernel(gemm.fn, retile=False), (32, 32)) is None
+    # 4 warps asked for: a 128 x 256 accumulator would be 256 registers a thread
+    # (ptxas spilled 5.7 KB, 0.06x cuBLAS on the H100); 64-row tiles may still widen
+    assert _scale(ct.kernel(gemm.fn, num_warps=4), (32, 32)) is None
+    assert _scale(ct.kernel(gemm.fn, num_warps=4), (64, 32), tiles=(64, 128, 64)) == [1, 2, 1]
 
 
 def test_an_explicit_retile_applies_without_a_grid():

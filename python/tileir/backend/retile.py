@@ -544,8 +544,9 @@ def refused(func: ir.Operation, err: NotRetileable, what: str) -> TileIRError:
 # Policy: what the pass applies
 # ---------------------------------------------------------------------------
 MAX_BOX = 256                 # a TMA box and a wgmma N are at most 256 along a dim
-MAX_ACC = 128 * 256           # accumulator elements of one block (128 registers a thread
-                              # at 8 warps)
+ACC_PER_THREAD = 128          # accumulator registers a thread may hold (128 x 256 tiles
+                              # on 8 warps; more spills)
+DEFAULT_WIDE_WARPS = 8        # the warps of a 128-row wgmma accumulator (mma_plan)
 
 
 def retile(func: ir.Operation, target: str) -> Fraction | None:
@@ -570,11 +571,13 @@ def retile(func: ir.Operation, target: str) -> Fraction | None:
     if "short" in wish:
         _shrink_short_axes(func, set(wish["short"].split(",")))
     applied = None
+    warps = ir.IntegerAttr(func.attributes["tile.num_warps"]).value \
+        if "tile.num_warps" in func.attributes else None       # the kernel's option
     for kind in ("wide", "narrow"):
         if kind not in wish:
             continue
         for tied in _candidates(func):
-            factor = _factor(tied, kind, int(wish[kind]), target)
+            factor = _factor(tied, kind, int(wish[kind]), target, warps)
             if factor is not None:
                 apply(func, tied, factor)
                 applied = factor
@@ -658,13 +661,15 @@ def _candidates(func: ir.Operation) -> list[Tied]:
     return sorted(out, key=lambda t: t.mma_dims[0] != "N")
 
 
-def _factor(tied: Tied, kind: str, arg: int, target: str) -> Fraction | None:
+def _factor(tied: Tied, kind: str, arg: int, target: str,
+            warps: int | None = None) -> Fraction | None:
     sizes = tied.sizes()
     acc = max(_elements(v) for v, _ in tied.dims.items())
     if kind == "wide":
         if target != "sm_90a" or not arg >> tied.axis & 1:
             return None                            # mma.sync tiles this wide spill
-        if max(sizes) * 2 <= MAX_BOX and acc * 2 <= MAX_ACC:
+        threads = 32 * (warps or DEFAULT_WIDE_WARPS)
+        if max(sizes) * 2 <= MAX_BOX and acc * 2 <= ACC_PER_THREAD * threads:
             return Fraction(2)
         return None
     if kind == "narrow":
