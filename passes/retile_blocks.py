@@ -20,7 +20,7 @@ Precondition:  verified Tile IR of a kernel.  Applied where the kernel asks with
                tied to N first.  The wish's "short:<arg>.<dim>,..." (array dims of
                at most 64 in this launch) first shrinks an axis's tiles to 64 where
                every array it indexes is short (grid unchanged); after a narrowing
-               by s, a K loop of cdiv(dim, T) trips over zero-padded, aligned loads
+               by s on sm_90a, a K loop of cdiv(dim, T) trips over zero-padded, aligned loads
                takes tiles up to s times longer along K (cdiv(dim, s T) trips).
                Without either attribute: no change.
 

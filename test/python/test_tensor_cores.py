@@ -364,6 +364,29 @@ def test_compiled_gemm_uses_tensor_cores_and_no_local_memory(target, kernel, dty
     assert "C7520" not in report and "C7519" not in report, report   # wgmma not serialized
 
 
+@pytest.mark.parametrize("target,m,n,k,options,grid", [
+    ("sm_90a", 16, 4096, 4096, {}, (1, 32)),         # decode: 64 x 32 x 256, warp-specialized
+    ("sm_90a", 64, 28672, 4096, {}, (1, 224)),       # rows shrunk to 64: 64 x 128 x 64
+    ("sm_90a", 4096, 4096, 4096, {}, (32, 32)),      # wide: 128 x 256
+    ("sm_90a", 4096, 4096, 4096, {"persistent": True}, (32, 32)),
+    ("sm_90a", 4096, 4096, 4096, {"persistent": True, "warp_specialize": True}, (32, 32)),
+    ("sm_80", 16, 4096, 4096, {}, (1, 32)),          # decode on mma.sync
+])
+def test_gemms_as_launched_use_tensor_cores_and_no_local_memory(target, m, n, k, options,
+                                                                  grid, tmp_path):
+    """The plain source as the launcher compiles it for a grid on 132 SMs (retiled,
+    clipped, persistent): the same instructions, no spills, wgmma not serialized."""
+    a, w, c = np.empty((m, k), BF16), np.empty((n, k), BF16), np.empty((m, n), BF16)
+    kernel = ct.kernel(gemm_nt.fn, **options) if options else gemm_nt
+    ck = kernel.compile((a, w, c, 128, 128, 64), target=target, grid=grid, sm_count=132)
+    ops = _sass(ck.cubin, tmp_path)
+    for need in NEEDS[target]:
+        assert any(op.startswith(need) for op in ops), (need, sorted(ops))
+    assert not any(op in ("LDL", "STL") for op in ops), ops
+    assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report, ck.ptxas_report
+    assert "C7520" not in ck.ptxas_report and "C7519" not in ck.ptxas_report
+
+
 def test_warp_specialized_gemm_gives_registers_to_the_consumers(tmp_path):
     spec = ct.ArraySpec(BF16, 2)
     kernel = ct.kernel(gemm.fn, warp_specialize=True)

@@ -37,7 +37,7 @@ Two rescalings keep the grid:
 - *K loops* (`analyze_loop`, `apply_loop`): a loop `for k in range(cdiv(X, T))`
   whose counter only indexes zero-padded loads feeding products' K dims may run
   cdiv(X, s T) trips over tiles s times longer.  When the grid's tiles become s
-  times narrower, the K tiles become up to s times longer (at most 256, a TMA
+  times narrower on sm_90a, the K tiles become up to s times longer (at most 256, a TMA
   box, and a ring slot of at most twice the bytes written): the same bytes in
   flight per slot, a quarter of the trips.
 """
@@ -582,8 +582,9 @@ def retile(func: ir.Operation, target: str) -> Fraction | None:
                 apply(func, tied, factor)
                 applied = factor
                 break
-    if applied is not None and applied < 1:
-        # narrower tiles, longer K: a ring slot keeps about the bytes it had
+    if applied is not None and applied < 1 and target == "sm_90a":
+        # narrower tiles, longer K: a ring slot keeps about the bytes it had (TMA: one
+        # copy per box; cp.async's per-thread copies of 256-long tiles spill on sm_80)
         for k in _k_loops(func):
             if not _ring_fed(func, k):
                 continue
