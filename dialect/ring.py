@@ -326,29 +326,6 @@ class MmaWaitOp(TileOpView):
 
 
 @DIALECT.op
-class GridSizeOp(TileOpView):
-    """The launch grid the user asked for, along `axis`: what the tile loop of a
-    persistent kernel walks (its hardware grid is one block per SM slot)."""
-
-    OPERATION_NAME = "tile.grid_size"
-    SPEC = Spec(attributes=(("axis", "int_attr"),), results=(Arg("result", "i32"),))
-
-    def __init__(self, axis: int, *, loc=None, ip=None):
-        attrs = {"axis": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), axis)}
-        super().__init__(ir.Operation.create(self.OPERATION_NAME,
-                                             results=[ir.IntegerType.get_signless(32)],
-                                             attributes=attrs, loc=loc, ip=ip))
-
-    @property
-    def axis(self) -> int:
-        return self.int_attr("axis")
-
-    def verify(self) -> None:
-        if not 0 <= self.axis < 3:
-            raise VerifyError(f"axis {self.axis} is out of range for the grid (0, 1 or 2)")
-
-
-@DIALECT.op
 class IsProducerOp(TileOpView):
     """Whether this thread is in the kernel's producer warps (a warp-specialized
     kernel: `tile.producer_warps` warps after the ones that hold the tiles)."""
@@ -391,5 +368,5 @@ class SetMaxRegistersOp(TileOpView):
             raise VerifyError(f"count must be a multiple of 8 in 24..256, got {self.count}")
 
 
-__all__ = ["GridSizeOp", "IsProducerOp", "SetMaxRegistersOp", "RingAllocOp", "RingAcquireOp", "RingLoadOp", "RingCommitOp", "RingWaitOp",
+__all__ = ["IsProducerOp", "SetMaxRegistersOp", "RingAllocOp", "RingAcquireOp", "RingLoadOp", "RingCommitOp", "RingWaitOp",
            "RingViewOp", "RingReleaseOp", "RingFreeOp", "MmaAsyncOp", "MmaWaitOp", "ring_type"]

@@ -97,6 +97,14 @@ class NumBlocksOp(_GridOp):
     OPERATION_NAME = "tile.num_blocks"
 
 
+@DIALECT.op
+class GridSizeOp(_GridOp):
+    """The grid a persistent kernel walks, along `axis`: the launch's grid (after
+    retiling), while its hardware grid is one block per SM (backend/persistent.py)."""
+
+    OPERATION_NAME = "tile.grid_size"
+
+
 # --------------------------------------------------------------------------
 # Arrays
 # --------------------------------------------------------------------------
@@ -536,7 +544,7 @@ class MatmulOp(TileOpView):
                               f"{a.element_type} operands (allowed: {', '.join(sorted(ok))})")
 
 
-__all__ = ["DIALECT", "PADDING_MODES", "REDUCE_KINDS", "BidOp", "NumBlocksOp", "DimOp",
+__all__ = ["DIALECT", "PADDING_MODES", "REDUCE_KINDS", "BidOp", "NumBlocksOp", "GridSizeOp", "DimOp",
            "StrideOp", "LoadOp", "StoreOp", "IotaOp", "BroadcastOp", "ReshapeOp", "PermuteOp",
            "ReduceOp", "MmaOp", "MatmulOp", "array_type", "element_type",
            "mma_accumulator_types"]

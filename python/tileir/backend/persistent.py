@@ -22,8 +22,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, scf
 
-from tileir.dialect.ring import GridSizeOp
-from tileir.dialect.tile import BidOp, NumBlocksOp
+from tileir.dialect.tile import BidOp, GridSizeOp, NumBlocksOp
 
 from .block_order import ORDER_ATTR, grouped
 
@@ -106,6 +105,8 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     from .software_pipeline import (MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
                                     PRODUCER_WARPS_ATTR, _defined_in, clone_ops,
                                     pure_slice, smem_tile_bytes, tile_layout)
+    from .mma_layouts import Shared
+    from .shared import tile_bytes
     outer = loop.parent
     func = pl.func
     if len(outer.results):
@@ -126,8 +127,9 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     for op in body.operations:
         if op.name == "tile.store":
             t = op.operands[1].type
-            stored = max(stored, smem_tile_bytes(tile_layout(t), t.shape, t.element_type)
-                         if _shared_layout(t) else _tile_bytes(t))
+            lay = tile_layout(t)
+            stored = max(stored, smem_tile_bytes(lay, t.shape, t.element_type)
+                         if isinstance(lay, Shared) else tile_bytes(t.shape, t.element_type))
     pl.held += stored
     warps = ir.IntegerAttr(func.attributes["tile.num_warps"]).value \
         if "tile.num_warps" in func.attributes else 4
@@ -196,17 +198,3 @@ def _trips(lb: ir.Value, ub: ir.Value, step: ir.Value, c) -> ir.Value:
     """Iterations of `for k = lb to ub step step` (step > 0): 0 when ub <= lb."""
     span = arith.maxsi(arith.subi(ub, lb), c(0))
     return arith.divui(arith.addi(span, arith.subi(step, c(1))), step)
-
-
-def _shared_layout(t: ir.Type) -> bool:
-    from tileir.dialect.layout import tile_layout
-    from .mma_layouts import Shared
-    return isinstance(tile_layout(t), Shared)
-
-
-def _tile_bytes(t: ir.Type) -> int:
-    from tileir.dialect.types import bitwidth
-    n = max(1, bitwidth(t.element_type) // 8)
-    for d in t.shape:
-        n *= d
-    return n

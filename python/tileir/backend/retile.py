@@ -52,6 +52,7 @@ from mlir import ir
 from tileir.dialect import TileIRError
 
 from .grid_wish import SHORT, parse as parse_wish
+from .shared import tile_bytes
 
 GRID_SCALE_ATTR = "tile.grid_scale"        # [axis, num, den] after retiling (for the metadata)
 RETILE_ATTR = "tile.retile"                # [axis, num, den] asked for (kernel option)
@@ -380,7 +381,7 @@ class KLoop:
         for op in self.loop.regions[0].blocks[0].operations:
             if op.name == "tile.load":
                 t = ir.RankedTensorType(op.results[0].type)
-                n = _elements(op.results[0]) * max(1, _bitwidth(t.element_type) // 8)
+                n = tile_bytes(t.shape, t.element_type)
                 total += n * factor if op.results[0] in self.tied.dims else n
         return total
 
@@ -474,11 +475,6 @@ def _loaded_from(v: ir.Value, iv: ir.Value) -> tuple[ir.Value, int] | None:
             return (owner.operands[0], hits[0]) if len(hits) == 1 else None
         else:
             return None
-
-
-def _bitwidth(t: ir.Type) -> int:
-    from tileir.dialect.types import bitwidth
-    return bitwidth(t)
 
 
 # ---------------------------------------------------------------------------

@@ -57,6 +57,14 @@ def smem_tile_bytes(layout: Shared, shape, elem: ir.Type) -> int:
     return layout.size_bytes(tuple(shape), max(1, _bits(elem) // 8))
 
 
+def tile_bytes(shape, elem: ir.Type) -> int:
+    """Bytes of a tile's elements (no layout's padding)."""
+    n = max(1, _bits(elem) // 8)
+    for d in shape:
+        n *= d
+    return n
+
+
 def _base_value(cx: LoweringContext, tile: SmemTile) -> ir.Value:
     return cx.const(tile.base) if isinstance(tile.base, int) else tile.base
 

@@ -24,7 +24,7 @@ from mlir.dialects import arith, llvm, math, nvvm, scf
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import tile_layout
 
-from ..context import I32, I64, Frag, LoweringContext, is_fp8, reg_type
+from ..context import I32, I64, Frag, LoweringContext, _bits, is_fp8, reg_type
 from ..mma_layouts import DotOperand, Mma, Shared
 from ..mma_plan import K_STEP
 from ..shared import SmemTile, load_frag
@@ -389,7 +389,7 @@ def _mma_fma(cx: LoweringContext, op) -> Frag:
 
     a_rows = {m: base(a, arith.addi(tc[0], cx.const(m)), sa[0]) for m in rows}
     b_cols = {n: base(b, arith.addi(tc[1], cx.const(n)), sb[1]) for n in cols}
-    init = [_widen_to(v, work) for v in acc.regs]
+    init = [_cast_to(v, work) for v in acc.regs]
     loop = scf.ForOp(cx.const(0), cx.const(k), cx.const(1), init)
     with ir.InsertionPoint(loop.body):
         kk = loop.induction_variable
@@ -404,7 +404,7 @@ def _mma_fma(cx: LoweringContext, op) -> Frag:
             else:                                       # one rounding per step: FFMA
                 out.append(math.fma(av[m], bv[n], c))
         scf.YieldOp(out)
-    regs = [_narrow_to(v, acc.elem) for v in loop.results]
+    regs = [_cast_to(v, acc.elem) for v in loop.results]
     return Frag(lin, acc.elem, regs)
 
 
@@ -423,23 +423,17 @@ def _read_elem(cx, offset, tile: SmemTile, nbytes: int, work: ir.Type) -> ir.Val
     v = llvm.load(rt, cx.smem_ptr(offset), alignment=nbytes)
     if is_fp8(tile.elem):
         return fp8_to_f32(cx, v, tile.elem)
-    return _widen_to(v, work)
+    return _cast_to(v, work)
 
 
-def _widen_to(v: ir.Value, t: ir.Type) -> ir.Value:
+def _cast_to(v: ir.Value, t: ir.Type) -> ir.Value:
+    """`v` as `t`, of the same kind: extended when `t` is wider, truncated when narrower."""
     if v.type == t:
         return v
+    wider = _bits(t) > _bits(v.type)
     if isinstance(t, ir.IntegerType):
-        return arith.extsi(t, v)
-    return arith.extf(t, v)
-
-
-def _narrow_to(v: ir.Value, t: ir.Type) -> ir.Value:
-    if v.type == t:
-        return v
-    if isinstance(t, ir.IntegerType):
-        return arith.trunci(t, v)
-    return arith.truncf(t, v)
+        return arith.extsi(t, v) if wider else arith.trunci(t, v)
+    return arith.extf(t, v) if wider else arith.truncf(t, v)
 
 
 def _operand(packed: list[ir.Value], elem: str) -> list[ir.Value]:

@@ -40,7 +40,7 @@ from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
 from ..mma_layouts import Shared
 from ..shared import (SmemTile, _groups, fence_async_proxy, smem_tile_bytes, staging_linear,
-                      thread_offset)
+                      thread_offset, tile_bytes)
 from .registry import rule
 
 BARRIER_BYTES = 8
@@ -70,17 +70,10 @@ class Ring:
     def tx_bytes(self) -> int:
         """Bytes the copies of one slot deliver: every element of every tile (TMA counts
         a box's out-of-bounds zeros as delivered), not the boxes' padded footprint."""
-        return sum(_tile_bytes(shape, elem) for _, shape, elem in self.tiles)
+        return sum(tile_bytes(shape, elem) for _, shape, elem in self.tiles)
 
     def tx_value(self, cx: LoweringContext) -> ir.Value:
         return self.tx if self.tx is not None else cx.const(self.tx_bytes())
-
-
-def _tile_bytes(shape, elem: ir.Type) -> int:
-    n = max(1, _bits(elem) // 8)
-    for d in shape:
-        n *= d
-    return n
 
 
 def tma_clip_dim(lay: Shared, shape) -> int | None:
@@ -159,11 +152,11 @@ def _clipped_buffers(cx, op, ring: Ring) -> list[tuple[int, int, ir.Value]]:
 def _clipped_tx(cx, ring: Ring, clips) -> ir.Value:
     """A slot's transaction bytes with the clipped boxes counted as cut."""
     clipped = {b for b, _, _ in clips}
-    total = cx.const(sum(_tile_bytes(shape, elem) for b, (_, shape, elem)
+    total = cx.const(sum(tile_bytes(shape, elem) for b, (_, shape, elem)
                          in enumerate(ring.tiles) if b not in clipped))
     for b, clip, kept in clips:
         _, shape, elem = ring.tiles[b]
-        per_row = _tile_bytes(shape, elem) // shape[clip]
+        per_row = tile_bytes(shape, elem) // shape[clip]
         total = arith.addi(total, arith.muli(kept, cx.const(per_row)))
     return total
 
