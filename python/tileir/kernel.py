@@ -291,7 +291,7 @@ class Kernel(KernelEntry):
                                          f"to 8 (shared-memory stages of a pipelined loop), "
                                          f"got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
-        for option in ("warp_specialize", "persistent"):
+        for option in ("warp_specialize", "persistent", "tma_store"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -492,7 +492,9 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     elements there (decode rows); False: the tiles as written;
     `(axis, factor)`: that rescaling, always; docs/tensor-cores.md),
     `persistent` (each block loops over tiles of the grid, as many blocks as fit
-    the GPU; off by default) and
+    the GPU; off by default), `tma_store` (sm_90a: a tensor-core accumulator is
+    stored through shared memory by TMA, in slabs of 128-byte rows; on by
+    default; False stores it from registers) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -503,7 +505,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
-             "persistent"}
+             "persistent", "tma_store"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

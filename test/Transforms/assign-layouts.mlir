@@ -244,6 +244,47 @@ func.func @mma_loop(%a: !tile.array<bf16, 2 : i64>, %w: !tile.array<bf16, 2 : i6
 
 // -----
 
+// Into an aligned array on sm_90a the stored accumulator keeps its layout: the
+// gpu stage stores it by TMA from shared memory (backend/tma_store.py), no
+// conversion; with the kernel option tma_store=False it converts as above.
+
+// CHECK-LABEL: func.func @tma_store
+// CHECK:         %[[H:.*]] = arith.truncf {{.*}} to tensor<128x128xbf16, [[ACC:#tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 128>>]]>
+// CHECK-NEXT:    "tile.store"(%{{.*}}, %[[H]], %{{.*}}, %{{.*}}) : (!tile.array<bf16, 2 : i64>, tensor<128x128xbf16, [[ACC]]>, i32, i32)
+// CHECK-LABEL: func.func @no_tma_store
+// CHECK:         arith.truncf
+// CHECK-NEXT:    "tile.convert_layout"
+// CHECK-NEXT:    "tile.store"
+module {
+func.func @tma_store(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %z = arith.constant dense<0.0> : tensor<128x128xf32>
+  %ta = "tile.load"(%a, %c0, %c0) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16>
+  %tb = "tile.load"(%a, %c0, %c0) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16>
+  %d = "tile.mma"(%ta, %tb, %z) : (tensor<128x64xbf16>, tensor<64x128xbf16>, tensor<128x128xf32>) -> tensor<128x128xf32>
+  %h = arith.truncf %d : tensor<128x128xf32> to tensor<128x128xbf16>
+  "tile.store"(%c, %h, %c0, %c0) : (!tile.array<bf16, 2 : i64>, tensor<128x128xbf16>, i32, i32) -> ()
+  return
+}
+}
+
+// -----
+
+module {
+func.func @no_tma_store(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.tma_store = false} {
+  %c0 = arith.constant 0 : i32
+  %z = arith.constant dense<0.0> : tensor<128x128xf32>
+  %ta = "tile.load"(%a, %c0, %c0) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16>
+  %tb = "tile.load"(%a, %c0, %c0) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16>
+  %d = "tile.mma"(%ta, %tb, %z) : (tensor<128x64xbf16>, tensor<64x128xbf16>, tensor<128x128xf32>) -> tensor<128x128xf32>
+  %h = arith.truncf %d : tensor<128x128xf32> to tensor<128x128xbf16>
+  "tile.store"(%c, %h, %c0, %c0) : (!tile.array<bf16, 2 : i64>, tensor<128x128xbf16>, i32, i32) -> ()
+  return
+}
+}
+
+// -----
+
 // On sm_80 the same product is mma.sync: 2 x 4 warps of 64 x 32; the shared
 // operands stay in shared memory (ldmatrix reads them a k step at a time).
 // `matmul` is an mma into a zero accumulator, then a cast.

@@ -7,8 +7,26 @@
 // (the launcher passes the grid there and runs one block per SM).
 // GPU: tile.kernel_meta = {{.*}}\22persistent\22: true
 // GPU-LABEL: gpu.func @gemm(
-// GPU-SAME:    %arg14: i64, %[[G0:arg15]]: i32, %[[G1:arg16]]: i32, %[[G2:arg17]]: i32, %arg18: !llvm.ptr, %arg19: !llvm.ptr)
+// GPU-SAME:    %arg14: i64, %[[G0:arg15]]: i32, %[[G1:arg16]]: i32, %[[G2:arg17]]: i32, %arg18: !llvm.ptr, %arg19: !llvm.ptr, %[[TMC:arg20]]: !llvm.ptr)
 // GPU:         arith.muli %[[G0]], %[[G1]]
+// The accumulator is stored by TMA (backend/tma_store.py): the f32 tile in two
+// slabs of 32 columns, each written to shared memory, fenced, and stored by
+// thread 0 after a barrier of the consumers.  A tile's stores are still in
+// flight when the next tile's epilogue starts: it first waits until they have
+// read their buffers, and so does the block before it exits.
+// GPU:         nvvm.cp.async.bulk.wait_group 0 {read}
+// GPU:         nvvm.barrier id
+// GPU:         nvvm.fence.proxy
+// GPU:         nvvm.barrier id
+// GPU:         nvvm.cp.async.bulk.tensor.global.shared.cta %[[TMC]]
+// GPU:         nvvm.cp.async.bulk.commit.group
+// GPU:         nvvm.fence.proxy
+// GPU:         nvvm.barrier id
+// GPU:         nvvm.cp.async.bulk.tensor.global.shared.cta %[[TMC]]
+// GPU:         nvvm.cp.async.bulk.commit.group
+// GPU:         nvvm.cp.async.bulk.wait_group 0 {read}
+// GPU-NEXT:    }
+// GPU-NEXT:    gpu.return
 
 // A GEMM with `tile.persistent`: the body moves into one loop over the tiles of
 // the grid the launch gives (tile.grid_size), from this block's linear id, by

@@ -216,6 +216,41 @@ def test_wide_wgmma_tile_runs_correctly(rng):
     assert _close(got, ref, 128)
 
 
+@pytest.mark.parametrize("tiles,out,options", [
+    ((128, 256, 64), BF16, {}),                     # 4 slabs of 64 columns in 2 buffers
+    ((64, 64, 32), np.float32, {}),                 # f32: slabs of 32 columns
+    ((64, 128, 64), BF16, {"num_warps": 8}),        # warpgroups split N: the tile, box by box
+    ((128, 256, 64), BF16, {"persistent": True}),   # stores in flight as the next ring fills
+    ((128, 256, 64), BF16, {"persistent": True, "warp_specialize": True}),
+])
+def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng):
+    """The accumulator stored by TMA from shared memory (stmatrix for 16-bit results):
+    ragged M and N (TMA drops what lies outside C), several tiles a block."""
+    m, n, k = 200, 600, 128
+    a = rng.standard_normal((m, k)).astype(BF16)
+    w = rng.standard_normal((n, k)).astype(BF16)
+    c = np.full((m, n), np.nan, out)
+    args = (a, w, c, *tiles)
+    kernel = ct.kernel(gemm_nt.fn, retile=False, **options)
+    ck = kernel.compile(args, stage="gpu", target="sm_90a")
+    assert "nvvm.cp.async.bulk.tensor.global.shared.cta" in ck.artifacts["gpu"]
+    assert ("nvvm.stmatrix" in ck.artifacts["gpu"]) == (out == BF16)
+    simulate(ck, (ct.cdiv(m, tiles[0]), ct.cdiv(n, tiles[1])), args)
+    ref = a.astype(np.float64) @ w.astype(np.float64).T
+    assert _close(c.astype(np.float64), ref, k)
+
+
+def test_a_tma_store_buffer_overwritten_before_it_is_read_is_reported(monkeypatch, rng):
+    """Without the waits, slab 2 of a 128 x 256 tile overwrites the buffer the store of
+    slab 0 may still be reading."""
+    from tileir.backend import context
+    monkeypatch.setattr(context.LoweringContext, "wait_bulk_reads",
+                        lambda self, pending=0: None)
+    with pytest.raises(SimError, match="a TMA store may still be reading"):
+        _gemm(ct.kernel(gemm.fn, retile=False), "sm_90a", 128, 256, 64, (128, 256, 64), BF16,
+              rng)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_memory_bound_examples_run_correctly(target, rng):
     m, n = 3, 1000

@@ -343,7 +343,9 @@ def _sass(cubin: bytes, tmp_path) -> collections.Counter:
                                           r"([A-Z][A-Z0-9_]+)", out, re.M))
 
 
-NEEDS = {"sm_90a": ("HGMMA", "UTMALDG", "SYNCS"), "sm_80": ("HMMA", "LDGSTS", "LDSM")}
+# sm_90a: TMA loads, mbarriers, wgmma, and the epilogue's stmatrix + TMA store
+NEEDS = {"sm_90a": ("HGMMA", "UTMALDG", "SYNCS", "STSM", "UTMASTG"),
+         "sm_80": ("HMMA", "LDGSTS", "LDSM")}
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
@@ -402,9 +404,10 @@ def test_tensor_maps_are_grid_constant_parameters_in_the_ptx():
     spec = ct.ArraySpec(BF16, 2)
     ck = gemm.compile((spec, spec, spec, 128, 128, 64), target="sm_90a")
     maps = ck.meta["tensor_maps"]
-    # A in one 128 x 64 box; B (64 x 128) in two boxes of 64 columns, one map
+    # A in one 128 x 64 box; B (64 x 128) in two boxes of 64 columns, one map; C stored
+    # by TMA in slabs of 64 columns
     assert [(m["param"], m["box"], m["swizzle"]) for m in maps] == \
-        [(0, [128, 64], 128), (1, [64, 64], 128)]
+        [(0, [128, 64], 128), (1, [64, 64], 128), (2, [128, 64], 128)]
     ptx = ck.artifacts["ptx"]
     for m in maps:
         assert f".param .align 64 .b8 gemm_param_{m['slot']}[128]" in ptx

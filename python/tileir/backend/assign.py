@@ -37,7 +37,7 @@ from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
 from tileir.dialect.tile import MmaOp
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
-from . import mma_plan
+from . import mma_plan, tma_store
 from .mma_layouts import Mma, Shared, choose_swizzle
 
 NUM_WARPS_ATTR = "tile.num_warps"
@@ -283,6 +283,9 @@ class LayoutAssigner(MmaAssignment):
 
     def rule_tile_store(self, op):
         t = op.operands[1].type
+        if tma_store.plan_for(self.func, op.operands[0], self.layout_of(op.operands[1]), t,
+                              self.chip) is not None:
+            return                     # stored by TMA from the accumulator layout
         self.require(op, 1, self.home_of(tuple(t.shape)))
 
     def rule_tile_broadcast(self, op):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from mlir import ir
-from mlir.dialects import arith, gpu, llvm, memref, nvvm
+from mlir.dialects import arith, gpu, llvm, memref, nvvm, scf
 
 from tileir.dialect import TileIRError
 from . import layouts as L
@@ -66,6 +66,10 @@ class LoweringContext:
         self.smem_uses = 0        # shared-memory exchanges emitted so far
         self.loop_depth = 0       # > 0 while lowering a loop body
         self.stores_seen = False  # a global store was lowered (or a loop may repeat one)
+        # the kernel stores by TMA (backend/tma_store.py): writers of shared memory
+        # first wait until those stores have read their buffers
+        self.bulk_stores = False
+        self.tma_store = True     # the kernel option: accumulators may be stored by TMA
         self._thread: dict[tuple, list[ir.Value]] = {}
         self._tid = self._lane = self._warp = None
         self._smem_base = None
@@ -171,8 +175,20 @@ class LoweringContext:
         """The barrier that lets an exchange overwrite the shared buffer: needed unless
         this is the kernel's first exchange and no loop can bring it round again."""
         if self.smem_uses or self.loop_depth:
+            self.wait_bulk_reads()
             self.barrier()
         self.smem_uses += 1
+
+    def wait_bulk_reads(self, pending: int = 0) -> None:
+        """In a kernel that stores by TMA: thread 0 (which issues the stores) waits
+        until all but its `pending` youngest bulk groups have read their shared
+        memory.  Placed before a barrier, it makes that memory writable for all."""
+        if not self.bulk_stores:
+            return
+        if_op = scf.IfOp(self.first_thread(), [], has_else=False)
+        with ir.InsertionPoint(if_op.then_block):
+            nvvm.cp_async_bulk_wait_group(pending, read=ir.UnitAttr.get())
+            scf.YieldOp([])
 
     def smem(self, count: int, elem: ir.Type, offset: int = 0) -> ir.Value:
         # Upstream lowers gpu.dynamic_shared_memory to a zero-size `.shared` symbol
@@ -194,10 +210,12 @@ class LoweringContext:
                                  ir.IntegerAttr.get(ir.IndexType.get(), offset))
         return memref.view(t, self._dynamic_smem(), start, [])
 
-    def scratch(self, nbytes: int) -> int:
-        """The offset of `nbytes` of exchange scratch (see `smem`), reserved."""
-        self._reach(self.smem_top + nbytes)
-        return self.smem_top
+    def scratch(self, nbytes: int, align: int = 1) -> int:
+        """The offset of `nbytes` of exchange scratch (see `smem`), reserved, aligned
+        to `align` bytes."""
+        start = (self.smem_top + align - 1) // align * align
+        self._reach(start + nbytes)
+        return start
 
     def _reach(self, nbytes: int) -> None:
         self.smem_bytes = max(self.smem_bytes, (nbytes + 15) // 16 * 16)
@@ -252,6 +270,14 @@ class LoweringContext:
         """The i32 shared-window address of byte `offset` (what descriptors, TMA and
         mbarrier operands take)."""
         return llvm.ptrtoint(I32(), self.smem_ptr(offset))
+
+
+def arg_has(func: ir.Operation, i: int, attr: str) -> bool:
+    """Whether argument `i` of function `func` carries attribute `attr` (`tile.aligned`)."""
+    if "arg_attrs" not in func.attributes:
+        return False
+    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
+    return i < len(attrs) and attr in ir.DictAttr(attrs[i])
 
 
 FP8_TYPES = ("f8E4M3FN", "f8E5M2")

@@ -24,7 +24,8 @@ from mlir.dialects import gpu
 from tileir.dialect import TileIRError
 from tileir.dialect.types import array_info, bitwidth, signless
 from .assign import NUM_WARPS_ATTR
-from .context import I32, I64, ArrayABI, LoweringContext
+from . import tma_store
+from .context import I32, I64, ArrayABI, LoweringContext, arg_has
 from .retile import GRID_SCALE_ATTR
 from .rules import lower_block
 
@@ -74,13 +75,6 @@ def _kernel_func(module: ir.Module) -> ir.Operation:
     return kernels[0]
 
 
-def _arg_has(func: ir.Operation, i: int, attr: str) -> bool:
-    if "arg_attrs" not in func.attributes:
-        return False
-    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
-    return i < len(attrs) and attr in ir.DictAttr(attrs[i])
-
-
 def _arg_names(func: ir.Operation) -> list[str]:
     if "tile.arg_names" in func.attributes:
         return [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes["tile.arg_names"])]
@@ -105,7 +99,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     for i, a in enumerate(entry.arguments):
         info = array_info(a.type)
         if info is not None:
-            aligned = _arg_has(func, i, "tile.aligned")
+            aligned = arg_has(func, i, "tile.aligned")
             params.append({"kind": "array", "name": names[i], "dtype": str(info.element_type),
                            "ndim": info.rank, "aligned": aligned})
             types += [ptr_t] + [I32()] * info.rank + [I64()] * info.rank
@@ -160,15 +154,18 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         dims = [next(it) for _ in range(info.rank)]
         strides = [next(it) for _ in range(info.rank)]
         cx.arrays[a] = ArrayABI(ptr, dims, strides, signless(info.element_type),
-                                _arg_has(func, i, "tile.aligned"),
-                                _arg_has(func, i, "tile.large"))
+                                arg_has(func, i, "tile.aligned"),
+                                arg_has(func, i, "tile.large"))
     for (arg_index, box, swizzle, _), tm in zip(maps, tensor_maps):
         cx.tensor_maps[(arg_index, box, swizzle)] = body.arguments[tm["slot"]]
     if persistent:
         cx.grid_size = [body.arguments[grid_slot + a] for a in range(3)]
+    cx.tma_store = tma_store.enabled(func)
+    cx.bulk_stores = bool(tma_store.stores(func, chip))
     with ir.InsertionPoint(body):
         lower_block(cx, entry)
         with func.location:
+            cx.wait_bulk_reads()          # the block's shared memory outlives its TMA stores
             gpu.ReturnOp([])
     limit = SMEM_PER_BLOCK["sm_90a" if chip.startswith("sm_90") else "sm_80"]
     if cx.smem_bytes > limit:
@@ -196,7 +193,7 @@ def _uses(func: ir.Operation, name: str) -> bool:
 
 def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:
     """(array argument index, box, swizzle, clip dim) of every distinct TMA copy in the
-    kernel (distinct by the first three)."""
+    kernel (distinct by the first three): the rings' loads, then the TMA stores."""
     from tileir.dialect.layout import tile_layout
     from .rules.ring import tma_box, tma_clip_dim
     found: list[tuple] = []
@@ -218,4 +215,8 @@ def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
+    for op, p in tma_store.stores(func, chip):          # stores: never clipped
+        key = (op.operands[0].arg_number, p.box, p.swizzle)
+        if not any(f[:3] == key for f in found):
+            found.append(key + (None,))
     return found

@@ -104,9 +104,8 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     from tileir.dialect.ring import IsProducerOp, RingAllocOp, RingFreeOp, SetMaxRegistersOp
     from .software_pipeline import (MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
                                     PRODUCER_WARPS_ATTR, _defined_in, clone_ops,
-                                    pure_slice, smem_tile_bytes, tile_layout)
-    from .mma_layouts import Shared
-    from .shared import tile_bytes
+                                    pure_slice)
+    from .tma_store import store_smem_bytes
     outer = loop.parent
     func = pl.func
     if len(outer.results):
@@ -126,10 +125,7 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     stored = 0
     for op in body.operations:
         if op.name == "tile.store":
-            t = op.operands[1].type
-            lay = tile_layout(t)
-            stored = max(stored, smem_tile_bytes(lay, t.shape, t.element_type)
-                         if isinstance(lay, Shared) else tile_bytes(t.shape, t.element_type))
+            stored = max(stored, store_smem_bytes(func, op, pl.chip))
     pl.held += stored
     warps = ir.IntegerAttr(func.attributes["tile.num_warps"]).value \
         if "tile.num_warps" in func.attributes else 4

@@ -100,7 +100,11 @@ def _address(cx, tile, toff, roff: int) -> ir.Value:
 
 
 def store_frag(cx: LoweringContext, frag: Frag, tile: SmemTile) -> None:
-    """Writes every element of `frag` (replicas write the same bytes) into `tile`."""
+    """Writes every element of `frag` (replicas write the same bytes) into `tile`
+    (stmatrix where `frag` is an mma fragment of 16-bit elements and the target has
+    it, else vector stores)."""
+    if cx.chip.startswith("sm_90") and _stmatrix(cx, frag, tile):
+        return
     lin = frag.lin
     toff = thread_offset(cx, tile, lin)
     v = _groups(tile, lin)
@@ -148,10 +152,27 @@ def _fragment_axes(lin: L.Linear) -> tuple[int, int] | None:
     return (pair, other) if tuple(lin.lanes) == want else None
 
 
-def _ldmatrix(cx: LoweringContext, tile: SmemTile, lin: L.Linear) -> Frag | None:
-    """An mma fragment of 16-bit elements read with ldmatrix (x4, x2 or x1): lane l
-    points at row l % 8 of 8 x 8 matrix l // 8; matrix j of a group holds register
-    pair j.  `.trans` when the pairs run across the tile's contiguous dim."""
+@dataclasses.dataclass
+class _Matrices:
+    """How a warp moves an mma fragment of 16-bit elements with ldmatrix/stmatrix:
+    `num` 8 x 8 matrices per instruction (x4, x2, x1), lane l pointing at row
+    l % 8 of matrix l // 8 (this thread's `toff`), matrix j of a group holding
+    register pair j; `trans` when the pairs run across the tile's contiguous dim."""
+
+    num: int
+    trans: bool
+    toff: ir.Value
+
+    @property
+    def layout(self) -> ir.Attribute:
+        return ir.Attribute.parse(f"#nvvm.mma_layout<{'col' if self.trans else 'row'}>")
+
+
+_MATRIX_SHAPE = "#nvvm.ld_st_matrix_shape<m = 8, n = 8>"
+_MATRIX_ELT = "#nvvm.ld_st_matrix_elt_type<b16>"
+
+
+def _matrices(cx: LoweringContext, tile: SmemTile, lin: L.Linear) -> _Matrices | None:
     axes = _fragment_axes(lin)
     if axes is None or tile.elem_bytes != 2 or \
             tile.layout.box_elems(tile.shape, 2) < 8:
@@ -179,23 +200,47 @@ def _ldmatrix(cx: LoweringContext, tile: SmemTile, lin: L.Linear) -> Frag | None
                 b = arith.andi(arith.shrui(src, cx.const(bit)), cx.const(1))
                 term = arith.muli(b, cx.const(off))
                 toff = term if toff is None else arith.xori(toff, term)
-    toff = toff if toff is not None else cx.const(0)
+    return _Matrices(num, trans, toff if toff is not None else cx.const(0))
+
+
+def _ldmatrix(cx: LoweringContext, tile: SmemTile, lin: L.Linear) -> Frag | None:
+    """An mma fragment of 16-bit elements read with ldmatrix (see `_Matrices`)."""
+    m = _matrices(cx, tile, lin)
+    if m is None:
+        return None
+    num = m.num
     i32 = ir.IntegerType.get_signless(32)
     st = ir.Type.parse("!llvm.struct<(" + ", ".join(["i32"] * num) + ")>")
     vt = ir.VectorType.get([2], tile.elem)
-    layout = ir.Attribute.parse(f"#nvvm.mma_layout<{'col' if trans else 'row'}>")
-    shape = ir.Attribute.parse("#nvvm.ld_st_matrix_shape<m = 8, n = 8>")
-    elt = ir.Attribute.parse("#nvvm.ld_st_matrix_elt_type<b16>")
+    shape, elt = ir.Attribute.parse(_MATRIX_SHAPE), ir.Attribute.parse(_MATRIX_ELT)
     regs: list[ir.Value] = []
-    for g in range(0, pairs, num):
-        ptr = _address(cx, tile, toff, tile.offset(lin.reg_coord(2 * g)))
-        r = nvvm.ldmatrix(st if num > 1 else i32, ptr, num, layout, shape, elt)
+    for g in range(0, lin.num_regs // 2, num):
+        ptr = _address(cx, tile, m.toff, tile.offset(lin.reg_coord(2 * g)))
+        r = nvvm.ldmatrix(st if num > 1 else i32, ptr, num, m.layout, shape, elt)
         words = [llvm.extractvalue(i32, r, ir.DenseI64ArrayAttr.get([j])) for j in range(num)] \
             if num > 1 else [r]
         for w in words:
             v = llvm.bitcast(vt, w)
             regs.extend(vector.extract(v, [], [j]) for j in range(2))
     return Frag(lin, tile.elem, regs)
+
+
+def _stmatrix(cx: LoweringContext, frag: Frag, tile: SmemTile) -> bool:
+    """Writes an mma fragment of 16-bit elements with stmatrix (see `_Matrices`);
+    False when `frag` is not one."""
+    lin = frag.lin
+    m = _matrices(cx, tile, lin)
+    if m is None:
+        return False
+    i32 = ir.IntegerType.get_signless(32)
+    vt = ir.VectorType.get([2], reg_type(tile.elem))
+    shape, elt = ir.Attribute.parse(_MATRIX_SHAPE), ir.Attribute.parse(_MATRIX_ELT)
+    for g in range(0, lin.num_regs // 2, m.num):
+        ptr = _address(cx, tile, m.toff, tile.offset(lin.reg_coord(2 * g)))
+        words = [llvm.bitcast(i32, vector.from_elements(vt, frag.regs[2 * j:2 * j + 2]))
+                 for j in range(g, g + m.num)]
+        nvvm.stmatrix(ptr, words, m.layout, shape, elt)
+    return True
 
 
 def fence_async_proxy(cx: LoweringContext) -> None:

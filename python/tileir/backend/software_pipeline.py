@@ -40,6 +40,7 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquir
 from tileir.dialect.types import bitwidth
 from tileir.passes import effects
 
+from .context import arg_has
 from .mma_layouts import Mma, Shared
 from .shared import smem_tile_bytes
 
@@ -125,7 +126,7 @@ class _Pipeliner:
         array = load.operands[0]
         if not isinstance(array.owner, ir.Block) or array.owner != self.entry:
             return False
-        if not _arg_has(self.func, array.arg_number, "tile.aligned"):
+        if not arg_has(self.func, array.arg_number, "tile.aligned"):
             return False
         eb = max(1, bitwidth(t.element_type) // 8)
         inner = t.shape[-1] * eb
@@ -471,13 +472,6 @@ def clone_ops(ops: list[ir.Operation], mapping: dict) -> None:
                 new.operands[i] = mapping[x]
         for old_r, new_r in zip(op.results, new.results):
             mapping[old_r] = new_r
-
-
-def _arg_has(func: ir.Operation, i: int, attr: str) -> bool:
-    if "arg_attrs" not in func.attributes:
-        return False
-    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
-    return i < len(attrs) and attr in ir.DictAttr(attrs[i])
 
 
 _EFFECTS = effects.Effects()   # only queried for region-free ops: nothing to memoize

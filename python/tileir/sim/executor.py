@@ -105,6 +105,9 @@ class _Simulator:
                 if version == blk.version:
                     raise SimError(f"block {blk.bid} would hang: {blk.waiting}")
                 version = blk.version
+        if any(blk.shared.bulk_reads()):
+            raise SimError(f"block {blk.bid} exits while TMA stores may still read its "
+                           f"shared memory (no cp.async.bulk.wait_group.read 0 at the end)")
 
     def run(self, blk: _Block, block: ir.Block, mask: np.ndarray):
         for op in block.operations:
@@ -780,6 +783,57 @@ def _tma(sim, blk, o, mask):
         n = hw.tma_load(sim.memory, blk.shared, tm, int(dst[t]),
                         [int(c[t]) for c in coords])
         _barrier_at(blk, int(mbar[t])).complete_tx(n)
+
+
+@op("nvvm.cp.async.bulk.tensor.global.shared.cta")
+def _tma_store(sim, blk, o, mask):
+    vals = _operands(sim, blk, o)
+    tmap, src, coords = vals[0], vals[1], vals[2:]
+    if len(o.operands) != 2 + len(coords):
+        raise SimError("only TMA stores without predicate or cache hint are modelled")
+    for t in np.nonzero(mask)[0]:
+        tm = sim.tensor_maps.get(int(tmap[t]))
+        if tm is None:
+            raise SimError(f"no tensor map behind parameter value {int(tmap[t])}")
+        hw.tma_store(sim.memory, blk.shared, tm, int(src[t]), [int(c[t]) for c in coords],
+                     int(t))
+
+
+@op("nvvm.cp.async.bulk.commit.group")
+def _bulk_commit(sim, blk, o, mask):
+    for t in np.nonzero(mask)[0]:
+        blk.shared.bulk_commit(int(t))
+
+
+@op("nvvm.cp.async.bulk.wait_group")
+def _bulk_wait(sim, blk, o, mask):
+    if "read" not in o.attributes:
+        raise SimError("only cp.async.bulk.wait_group.read is modelled")
+    for t in np.nonzero(mask)[0]:
+        blk.shared.bulk_wait(int(t), _attr_int(o, "group"))
+
+
+@op("nvvm.stmatrix")
+def _stmatrix(sim, blk, o, mask):
+    vals = _operands(sim, blk, o)
+    ptr, words = vals[0], vals[1:]
+    trans = "col" in str(o.attributes["layout"])
+    _whole_warps(mask, "stmatrix")
+    active = mask.reshape(-1, 32).all(1)                     # the warps that run it
+    warps = int(active.sum())
+    p = np.asarray(ptr, np.int64).reshape(-1, 32)[active]
+    lane = np.arange(32)
+    for j, w in enumerate(words):
+        pair = np.asarray(w, np.int32).reshape(-1, 32)[active].view(np.uint16) \
+            .reshape(warps, 32, 2)
+        mat = np.zeros((warps, 8, 8), np.uint16)
+        for e in range(2):
+            if not trans:   # thread t: row t / 4, elements 2 (t % 4) and the next
+                mat[:, lane // 4, 2 * (lane % 4) + e] = pair[:, :, e]
+            else:           # thread t: column t / 4, rows 2 (t % 4) and the next
+                mat[:, 2 * (lane % 4) + e, lane // 4] = pair[:, :, e]
+        rows = p[:, 8 * j:8 * j + 8].reshape(-1)                 # lanes 8j.. point at rows
+        blk.shared.write(rows, np.ascontiguousarray(mat).view(np.uint8).reshape(-1, 16))
 
 
 @op("nvvm.cp.async.shared.global")

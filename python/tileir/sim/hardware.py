@@ -76,6 +76,10 @@ class Shared:
         self.bytes = np.zeros(max(nbytes, 16), np.uint8)
         self.written = np.zeros(self.bytes.size, bool)
         self.barriers: dict[int, Barrier] = {}
+        # TMA stores whose reads of shared memory may not be over, per issuing thread:
+        # committed bulk groups (oldest first) and the open one, as (start, end) ranges
+        self.bulk_groups: dict[int, list[list[tuple[int, int]]]] = {}
+        self.bulk_open: dict[int, list[tuple[int, int]]] = {}
 
     def _idx(self, addr: np.ndarray, nbytes: int, what: str) -> np.ndarray:
         idx = addr.astype(np.int64)[:, None] + np.arange(nbytes)[None, :]
@@ -97,8 +101,30 @@ class Shared:
         if any(self._overlaps_barrier(int(a), data.shape[1]) for a in np.unique(addr)):
             raise SimError(f"a shared store overwrites a live mbarrier near offset "
                            f"{int(addr.flat[0])}")
+        lo, hi = int(idx.min()), int(idx.max()) + 1
+        for start, end in self.bulk_reads():
+            if lo < end and start < hi and ((idx >= start) & (idx < end)).any():
+                raise SimError(f"a shared store overwrites bytes {start}..{end} that a TMA "
+                               f"store may still be reading (no cp.async.bulk.wait_group"
+                               f".read before it)")
         self.bytes[idx] = data
         self.written[idx] = True
+
+    def bulk_reads(self):
+        """The shared ranges that TMA stores may still be reading."""
+        for groups in self.bulk_groups.values():
+            for g in groups:
+                yield from g
+        for g in self.bulk_open.values():
+            yield from g
+
+    def bulk_commit(self, thread: int) -> None:
+        self.bulk_groups.setdefault(thread, []).append(self.bulk_open.pop(thread, []))
+
+    def bulk_wait(self, thread: int, pending: int) -> None:
+        """cp.async.bulk.wait_group.read: all but the `pending` youngest groups are read."""
+        groups = self.bulk_groups.get(thread, [])
+        del groups[:max(0, len(groups) - pending)]
 
     def _overlaps_barrier(self, addr: int, n: int) -> bool:
         return any(addr < b + 8 and b < addr + n for b in self.barriers)
@@ -191,6 +217,37 @@ def tma_load(memory: Memory, shared: Shared, tm: TensorMap, dst: int,
     off = row * row_bytes + grids[0].reshape(-1) * eb
     shared.write(dst + swizzle_array(off, tm.swizzle), data)
     return g[0].size * eb
+
+
+def tma_store(memory: Memory, shared: Shared, tm: TensorMap, src: int, coords: list[int],
+              thread: int) -> None:
+    """Copies one box from shared memory at `src` (laid out as `tma_load` writes it) to
+    the array, dropping out-of-bounds elements; the box's bytes stay in `thread`'s open
+    bulk group until a wait says the store has read them."""
+    eb = tm.elem_bytes
+    row_bytes = tm.box[0] * eb
+    if tm.swizzle and row_bytes > tm.swizzle:
+        raise SimError(f"a TMA box row of {row_bytes} bytes exceeds its {tm.swizzle}-byte "
+                       f"swizzle")
+    if src % (1024 if tm.swizzle == 128 else 128):
+        raise SimError(f"TMA store source {src} is not aligned for the swizzle")
+    grids = np.meshgrid(*[np.arange(b) for b in tm.box], indexing="ij")
+    g = [coords[d] + grids[d].reshape(-1) for d in range(len(tm.box))]
+    inside = np.ones(g[0].shape, bool)
+    for d in range(len(g)):
+        inside &= (g[d] >= 0) & (g[d] < tm.dims[d])
+    row = np.zeros(g[0].shape, np.int64)
+    for d in reversed(range(1, len(g))):
+        row = row * tm.box[d] + grids[d].reshape(-1)
+    off = row * row_bytes + grids[0].reshape(-1) * eb
+    data = shared.read(src + swizzle_array(off, tm.swizzle), eb)
+    if inside.any():
+        addr = tm.address + g[0] * eb
+        for d in range(1, len(g)):
+            addr = addr + g[d] * tm.strides[d - 1]
+        memory.write(addr[inside], data[inside])
+    nbytes = g[0].size * eb
+    shared.bulk_open.setdefault(thread, []).append((src, src + nbytes))
 
 
 # ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Grid queries, array queries and global memory: `tile.bid/num_blocks/grid_size/dim/stride`,
-`tile.load/store` (through `backend.memory`) and `tile.iota`."""
+`tile.load/store` (through `backend.memory`, or TMA: `backend.tma_store`) and `tile.iota`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from mlir.dialects import arith, gpu
 
 from tileir.dialect.layout import tile_layout
 
-from ..context import I32, Frag, lin_of
+from .. import tma_store
+from ..context import I32, Frag, _bits, lin_of
 from ..memory import load_tile, lower_load, lower_store
 from ..mma_layouts import Shared
 from ..shared import fence_async_proxy, new_tile, staging_linear, store_frag
@@ -91,7 +92,13 @@ def _slabs(cx, t, lay, aligned: bool) -> int:
 
 @rule("tile.store")
 def _store(cx, op):
-    lower_store(cx, op)
+    t = op.tile.type
+    p = tma_store.plan(tile_layout(t), tuple(t.shape), _bits(t.element_type),
+                       cx.arrays[op.array].aligned, cx.chip, cx.tma_store)
+    if p is not None:
+        tma_store.lower(cx, op, p)
+    else:
+        lower_store(cx, op)
 
 
 @rule("tile.iota")

@@ -119,7 +119,9 @@ def _ring_alloc(cx, op):
         if clips:
             ring.tx = _clipped_tx(cx, ring, clips)
             _zero_clipped_rows(cx, ring, clips)
-    # earlier users of this memory are done; the barriers are initialized for all
+    # earlier users of this memory are done (TMA stores included); the barriers are
+    # initialized for all
+    cx.wait_bulk_reads()
     cx.barrier()
     cx.values[op.result] = ring
 

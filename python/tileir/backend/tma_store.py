@@ -1,0 +1,212 @@
+"""The TMA store epilogue (sm_90a): a tensor-core accumulator stored by TMA.
+
+Contract.  A `tile.store` of a 2-d tile in a wgmma accumulator layout
+(`#tile.mma_acc<3 ...>`, or what element-wise ops after the loop keep of it:
+casts, scale, bias) into an aligned array (`tile.aligned`: what TMA needs) is
+stored through shared memory by TMA instead of converting to a coalesced layout
+and storing from registers:
+
+* The tile is cut into *slabs* of `width` columns, one swizzle row each (128
+  bytes: 64 bf16 columns; the whole row when shorter).  A slab is one TMA box.
+* Each thread writes its accumulator registers of a slab into a swizzled
+  shared buffer (`stmatrix` for 16-bit types, else vector stores), fences them
+  for the async proxy; after a barrier thread 0 issues the box's
+  `cp.async.bulk.tensor` store and commits it as a bulk group.  TMA drops what
+  lies outside the array: ragged edges cost nothing.
+* When the slab a register belongs to is a function of its register bits
+  alone (`slabbed`: the columns of the wgmma layout beyond 8 are register bits
+  unless warpgroups split N), slabs take turns in two buffers: before the
+  barrier that ends slab s, thread 0 waits until the store of slab s - 1 has
+  read its buffer (`cp.async.bulk.wait_group.read 0`), so slab s + 1 can
+  overwrite it.  Otherwise the whole tile is written, then stored box by box.
+* The stores stay in flight after the epilogue: the next writer of that
+  shared memory waits for them first (`LoweringContext.smem_barrier_before`,
+  the ring's allocation, the kernel's end: `wait_bulk_reads`).  In a persistent
+  kernel the stores of one tile drain while the next tile's loop runs.
+
+The shared memory a store takes is `StorePlan.smem_bytes` (two slabs, or the
+tile), which the pipeliner reserves beside a ring that outlives the store (the
+warp-specialized persistent kernel).  The kernel option `tma_store=False`
+(function attribute `tile.tma_store`) keeps the register path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlir import ir
+from mlir.dialects import arith, nvvm, scf
+
+from tileir.dialect.layout import tile_layout
+from tileir.dialect.types import bitwidth
+from . import layouts as L
+from .context import Frag, LoweringContext, arg_has
+from .mma_layouts import Mma, Shared, choose_swizzle
+from .shared import SmemTile, fence_async_proxy, smem_tile_bytes, store_frag, tile_bytes
+
+ENABLE_ATTR = "tile.tma_store"
+SLAB_ROW_BYTES = 128         # one slab row: the widest swizzle
+TMA_MAX_BOX = 256
+BUFFERS = 2                  # slabs in flight when slabbed
+
+
+@dataclasses.dataclass(frozen=True)
+class StorePlan:
+    rows: int
+    cols: int
+    elem_bytes: int
+    width: int               # columns of one slab (one TMA box)
+    slabbed: bool            # a slab is chosen by register bits: double-buffered
+
+    @property
+    def slabs(self) -> int:
+        return self.cols // self.width
+
+    @property
+    def swizzle(self) -> int:
+        return choose_swizzle(self.width * self.elem_bytes)
+
+    @property
+    def layout(self) -> Shared:
+        return Shared(self.swizzle, (1, 0))
+
+    @property
+    def box(self) -> tuple[int, int]:
+        """The TMA box, in tile dim order."""
+        return (self.rows, self.width)
+
+    @property
+    def slab_bytes(self) -> int:
+        return self.layout.size_bytes((self.rows, self.width), self.elem_bytes)
+
+    @property
+    def buffers(self) -> int:
+        return min(BUFFERS, self.slabs) if self.slabbed else self.slabs
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.buffers * self.slab_bytes
+
+
+def plan(layout, shape, elem_bits: int, aligned: bool, chip: str,
+         enabled: bool = True) -> StorePlan | None:
+    """How a tile of `shape` in `layout` is stored by TMA, or None (the register path)."""
+    if not (enabled and aligned and chip.startswith("sm_90")):
+        return None
+    if not isinstance(layout, Mma) or layout.version != 3 or len(shape) != 2:
+        return None
+    eb = max(1, elem_bits // 8)
+    rows, cols = shape
+    width = min(cols, SLAB_ROW_BYTES // eb)
+    if width * eb < 16 or cols % width or rows > TMA_MAX_BOX or layout.check(shape):
+        return None
+    lin = layout.linear(shape)
+    threads_in_slab = all(b[1] < width for b in lin.lanes + lin.warps)
+    return StorePlan(rows, cols, eb, width, threads_in_slab and cols > width)
+
+
+def plan_for(func: ir.Operation, array: ir.Value, layout, tile_type: ir.Type,
+             chip: str) -> StorePlan | None:
+    """The plan of a store of a `tile_type` tile held in `layout` into `array` (an
+    argument of kernel function `func`)."""
+    aligned = isinstance(array.owner, ir.Block) and \
+        array.owner == func.regions[0].blocks[0] and \
+        arg_has(func, array.arg_number, "tile.aligned")
+    return plan(layout, tuple(tile_type.shape), bitwidth(tile_type.element_type), aligned,
+                chip, enabled(func))
+
+
+def enabled(func: ir.Operation) -> bool:
+    """The kernel option `tma_store` (default on)."""
+    return ir.BoolAttr(func.attributes[ENABLE_ATTR]).value \
+        if ENABLE_ATTR in func.attributes else True
+
+
+def plan_of(func: ir.Operation, store: ir.Operation, chip: str) -> StorePlan | None:
+    """The plan of a `tile.store` whose tile type carries its layout (stage `layout` on)."""
+    t = store.operands[1].type
+    return plan_for(func, store.operands[0], tile_layout(t), t, chip)
+
+
+def store_smem_bytes(func: ir.Operation, store: ir.Operation, chip: str) -> int:
+    """Shared memory a `tile.store` takes while it runs: its TMA buffers, else (at most)
+    the tile, exchanged into the store's layout."""
+    p = plan_of(func, store, chip)
+    if p is not None:
+        return p.smem_bytes
+    t = store.operands[1].type
+    lay = tile_layout(t)
+    if isinstance(lay, Shared):
+        return smem_tile_bytes(lay, t.shape, t.element_type)
+    return tile_bytes(t.shape, t.element_type)
+
+
+def stores(func: ir.Operation, chip: str) -> list[tuple[ir.Operation, StorePlan]]:
+    """Every TMA store of kernel function `func`, with its plan."""
+    found = []
+
+    def visit(op):
+        if op.name == "tile.store":
+            p = plan_of(func, op, chip)
+            if p is not None:
+                found.append((op, p))
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return found
+
+
+# ---------------------------------------------------------------------------
+# The gpu stage
+# ---------------------------------------------------------------------------
+def slab_frag(frag: Frag, s: int, width: int) -> Frag:
+    """The registers of `frag` in columns [s * width, (s + 1) * width), as a tile of
+    that width (the slab bits are register bits: `StorePlan.slabbed`)."""
+    lin = frag.lin
+    rows = lin.shape[0]
+    kept = tuple(b for b in lin.regs if b[1] < width)
+    sub = L.Linear((rows, width), kept, lin.lanes, lin.warps)
+    where = {lin.reg_coord(r): r for r in range(lin.num_regs)}
+    regs = []
+    for r in range(sub.num_regs):
+        row, col = sub.reg_coord(r)
+        regs.append(frag.regs[where[(row, col + s * width)]])
+    return Frag(sub, frag.elem, regs)
+
+
+def lower(cx: LoweringContext, op, p: StorePlan) -> None:
+    """`tile.store` by TMA (see the module docstring)."""
+    cx.stores_seen = True
+    frag = cx.frag(op.tile)
+    tmap = cx.tensor_map(op.array, p.box, p.swizzle)
+    base = cx.scratch(p.smem_bytes, align=1024)
+    row0, col0 = (arith.muli(cx.get(i), cx.const(n))
+                  for i, n in zip(op.index, (p.rows, p.cols)))
+    cx.smem_barrier_before()             # earlier readers (and stores) of the buffers are done
+    if not p.slabbed:
+        store_frag(cx, frag, SmemTile(p.layout, (p.rows, p.cols), frag.elem, base))
+        fence_async_proxy(cx)
+        cx.barrier()
+        _issue(cx, tmap, [(base + s * p.slab_bytes, s) for s in range(p.slabs)], row0, col0, p)
+        return
+    for s in range(p.slabs):
+        buf = base + (s % p.buffers) * p.slab_bytes
+        store_frag(cx, slab_frag(frag, s, p.width), SmemTile(p.layout, p.box, frag.elem, buf))
+        fence_async_proxy(cx)
+        if s + 1 < p.slabs and s + 1 >= p.buffers:
+            # slab s + 1 reuses the buffer of slab s + 1 - buffers: its store has read it
+            cx.wait_bulk_reads(p.buffers - 2)
+        cx.barrier()
+        _issue(cx, tmap, [(buf, s)], row0, col0, p)
+
+
+def _issue(cx: LoweringContext, tmap: ir.Value, boxes, row0: ir.Value, col0: ir.Value,
+           p: StorePlan) -> None:
+    """Thread 0 stores each (shared offset, slab) box and commits them as one bulk group."""
+    if_op = scf.IfOp(cx.first_thread(), [], has_else=False)
+    with ir.InsertionPoint(if_op.then_block):
+        for offset, s in boxes:
+            col = arith.addi(col0, cx.const(s * p.width)) if s else col0
+            nvvm.cp_async_bulk_tensor_global_shared_cta(tmap, cx.smem_ptr(offset), [col, row0])
+        nvvm.cp_async_bulk_commit_group()
+        scf.YieldOp([])
