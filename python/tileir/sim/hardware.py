@@ -187,18 +187,17 @@ def swizzle(offset: int, mode: int) -> int:
     return offset ^ (((offset >> 7) & ((1 << b) - 1)) << 4)
 
 
-def tma_load(memory: Memory, shared: Shared, tm: TensorMap, dst: int,
-             coords: list[int]) -> int:
-    """Copies one box to shared memory at `dst` (rows of the innermost box dim, one
-    after another, swizzled; out-of-bounds elements zero); returns the bytes."""
+def _box(tm: TensorMap, coords: list[int], shared_at: int, what: str):
+    """Every element of the box at `coords` (innermost first), as (global addresses,
+    in-bounds mask, shared addresses: box rows of the innermost dim one after another
+    from `shared_at`, swizzled)."""
     eb = tm.elem_bytes
     row_bytes = tm.box[0] * eb
     if tm.swizzle and row_bytes > tm.swizzle:
         raise SimError(f"a TMA box row of {row_bytes} bytes exceeds its {tm.swizzle}-byte "
                        f"swizzle")
-    if dst % (1024 if tm.swizzle == 128 else 128):
-        raise SimError(f"TMA destination {dst} is not aligned for the swizzle")
-    # every element of the box: its global coordinates, innermost first
+    if shared_at % (1024 if tm.swizzle == 128 else 128):
+        raise SimError(f"TMA {what} {shared_at} is not aligned for the swizzle")
     grids = np.meshgrid(*[np.arange(b) for b in tm.box], indexing="ij")
     g = [coords[d] + grids[d].reshape(-1) for d in range(len(tm.box))]
     inside = np.ones(g[0].shape, bool)
@@ -207,16 +206,24 @@ def tma_load(memory: Memory, shared: Shared, tm: TensorMap, dst: int,
     addr = tm.address + g[0] * eb
     for d in range(1, len(g)):
         addr = addr + g[d] * tm.strides[d - 1]
-    data = np.zeros((g[0].size, eb), np.uint8)
-    if inside.any():
-        data[inside] = memory.read(addr[inside], eb)
     # the element's place in shared memory: its box row, then its column
     row = np.zeros(g[0].shape, np.int64)
     for d in reversed(range(1, len(g))):
         row = row * tm.box[d] + grids[d].reshape(-1)
     off = row * row_bytes + grids[0].reshape(-1) * eb
-    shared.write(dst + swizzle_array(off, tm.swizzle), data)
-    return g[0].size * eb
+    return addr, inside, shared_at + swizzle_array(off, tm.swizzle)
+
+
+def tma_load(memory: Memory, shared: Shared, tm: TensorMap, dst: int,
+             coords: list[int]) -> int:
+    """Copies one box to shared memory at `dst` (rows of the innermost box dim, one
+    after another, swizzled; out-of-bounds elements zero); returns the bytes."""
+    addr, inside, at = _box(tm, coords, dst, "destination")
+    data = np.zeros((addr.size, tm.elem_bytes), np.uint8)
+    if inside.any():
+        data[inside] = memory.read(addr[inside], tm.elem_bytes)
+    shared.write(at, data)
+    return addr.size * tm.elem_bytes
 
 
 def tma_store(memory: Memory, shared: Shared, tm: TensorMap, src: int, coords: list[int],
@@ -224,30 +231,11 @@ def tma_store(memory: Memory, shared: Shared, tm: TensorMap, src: int, coords: l
     """Copies one box from shared memory at `src` (laid out as `tma_load` writes it) to
     the array, dropping out-of-bounds elements; the box's bytes stay in `thread`'s open
     bulk group until a wait says the store has read them."""
-    eb = tm.elem_bytes
-    row_bytes = tm.box[0] * eb
-    if tm.swizzle and row_bytes > tm.swizzle:
-        raise SimError(f"a TMA box row of {row_bytes} bytes exceeds its {tm.swizzle}-byte "
-                       f"swizzle")
-    if src % (1024 if tm.swizzle == 128 else 128):
-        raise SimError(f"TMA store source {src} is not aligned for the swizzle")
-    grids = np.meshgrid(*[np.arange(b) for b in tm.box], indexing="ij")
-    g = [coords[d] + grids[d].reshape(-1) for d in range(len(tm.box))]
-    inside = np.ones(g[0].shape, bool)
-    for d in range(len(g)):
-        inside &= (g[d] >= 0) & (g[d] < tm.dims[d])
-    row = np.zeros(g[0].shape, np.int64)
-    for d in reversed(range(1, len(g))):
-        row = row * tm.box[d] + grids[d].reshape(-1)
-    off = row * row_bytes + grids[0].reshape(-1) * eb
-    data = shared.read(src + swizzle_array(off, tm.swizzle), eb)
+    addr, inside, at = _box(tm, coords, src, "store source")
+    data = shared.read(at, tm.elem_bytes)
     if inside.any():
-        addr = tm.address + g[0] * eb
-        for d in range(1, len(g)):
-            addr = addr + g[d] * tm.strides[d - 1]
         memory.write(addr[inside], data[inside])
-    nbytes = g[0].size * eb
-    shared.bulk_open.setdefault(thread, []).append((src, src + nbytes))
+    shared.bulk_open.setdefault(thread, []).append((src, src + addr.size * tm.elem_bytes))
 
 
 # ---------------------------------------------------------------------------
