@@ -1,6 +1,7 @@
 // RUN: tile-opt %s -split-input-file --tile-persistent-tiles | FileCheck %s
 // RUN: tile-opt %s -split-input-file --tile-assign-layouts --tile-persistent-tiles --tile-pipeline-loops | FileCheck %s --check-prefix=WS
 // RUN: tile-opt %s -split-input-file --tile-assign-layouts --tile-persistent-tiles --tile-pipeline-loops --tile-lower-to-gpu | FileCheck %s --check-prefix=GPU
+// RUN: tile-opt %s -split-input-file --tile-assign-layouts --tile-persistent-tiles --tile-pipeline-loops | FileCheck %s --check-prefix=FLAT
 
 // At the gpu stage the grid the kernel walks is three i32 parameters after the
 // arrays' and before the tensor maps, and the metadata says it is persistent
@@ -90,6 +91,55 @@
 // WS:           "tile.ring_free"(%[[RING]])
 module attributes {tile.target = "sm_90a"} {
 func.func @gemm(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.persistent = true, tile.warp_specialize = true} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c8 = arith.constant 8 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %acc = scf.for %t = %c0 to %c8 step %c1 iter_args(%x = %zero) -> (tensor<64x64xf32>) : i32 {
+    %ta = "tile.load"(%a, %i, %t) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %tb = "tile.load"(%b, %t, %j) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %y = "tile.mma"(%ta, %tb, %x) : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    scf.yield %y : tensor<64x64xf32>
+  }
+  "tile.store"(%c, %acc, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
+  return
+}
+}
+
+// -----
+
+// Without warp specialization the ring is allocated once and runs on across
+// tiles: the tile loop counts ring iterations (base) and how many of its tile's
+// first iterations the tile before copied ahead (ahead); the next tile's index
+// math is cloned for t2 = t + step; a catch-up issues what was not copied ahead
+// (the prologue, for a block's first tile); in the K loop each copy of iteration
+// it + 3 reads this tile's indices or, past its last trip, the next tile's.
+
+// FLAT-LABEL: func.func @gemm_flat
+// FLAT:         %[[RING:.*]] = "tile.ring_alloc"() {stages = 4 : i64
+// FLAT:         scf.for %[[T:.*]] = %{{.*}} to %[[END:.*]] step %[[STEP:.*]] iter_args(%[[BASE:.*]] = %c0_i32{{.*}}, %[[AHEAD:.*]] = %c0_i32{{.*}}) -> (i32, i32)
+// FLAT:           %[[T2:.*]] = arith.addi %[[T]], %[[STEP]]
+// FLAT:           arith.cmpi slt, %[[T2]], %[[END]]
+// FLAT:           %[[CATCH:.*]] = arith.cmpi slt, %[[AHEAD]], %c3_i32
+// FLAT:           scf.if %[[CATCH]] {
+// FLAT-COUNT-3:     "tile.ring_acquire"(%[[RING]]
+// FLAT:           }
+// FLAT:           scf.for
+// FLAT:             "tile.ring_wait"(%[[RING]]
+// FLAT:             "tile.mma_async"
+// FLAT:             "tile.ring_release"(%[[RING]]
+// FLAT:             "tile.ring_acquire"(%[[RING]]
+// FLAT:             arith.select
+// FLAT:             "tile.ring_load"(%[[RING]]
+// FLAT:           "tile.mma_wait"(%{{.*}}) {pending = 0 : i64}
+// FLAT:           "tile.store"
+// FLAT:           scf.yield %{{.*}}, %{{.*}} : i32, i32
+// FLAT:         } {tile.persistent_loop}
+// FLAT-NEXT:    "tile.ring_free"(%[[RING]])
+module attributes {tile.target = "sm_90a"} {
+func.func @gemm_flat(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.persistent = true, tile.warp_specialize = false} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
   %c8 = arith.constant 8 : i32

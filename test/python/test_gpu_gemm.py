@@ -17,7 +17,7 @@ import pytest
 import tileir as ct
 from tileir.runtime import launcher
 
-from test_tensor_cores import attention, bgemm, gemm, gemm_nt, linear_silu
+from test_tensor_cores import attention, bgemm, gemm, gemm_nt, linear_silu, lower_gemm
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -195,6 +195,24 @@ def test_persistent_gemm_matches_torch(ws, m, n, k):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     c, ref = _run(kernel, a, w, torch.bfloat16, (128, 128, 64), nt=True)
+    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("tiles,warps", [((64, 64, 64), 4), ((128, 128, 128), 8)])
+def test_persistent_ring_across_tiles_of_different_lengths(tiles, warps):
+    """Tile row i sums K tiles 0..i: blocks move between tiles of 1 to 12 trips while
+    their ring runs on (the next tile's first copies in flight during this tile's
+    last iterations)."""
+    bm = tiles[0]
+    rows = 12
+    m, n = rows * bm, 1000
+    a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+    kernel = ct.kernel(lower_gemm.fn, persistent=True, retile=False, num_warps=warps)
+    c, _ = _run(kernel, a, b, torch.bfloat16, tiles)
+    mask = torch.kron(torch.tril(torch.ones(rows, rows, device="cuda", dtype=torch.float64)),
+                      torch.ones(bm, bm, device="cuda", dtype=torch.float64))
+    ref = (a.double() * mask) @ b.double()
     assert _rel_err(c, ref) < TOL[torch.bfloat16]
 
 

@@ -18,7 +18,7 @@ from tileir.examples import layernorm, rmsnorm, softmax, transpose, vector_add
 from tileir.kernel import hardware_grid
 from tileir.sim import SimError, simulate
 
-from test_tensor_cores import attention, bgemm, gemm, gemm_nt
+from test_tensor_cores import attention, bgemm, gemm, gemm_nt, lower_gemm
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = ("sm_90a", "sm_80")
@@ -209,6 +209,29 @@ def test_persistent_gemm_runs_correctly(target, ws, warps, tiles, nt, rng):
                        warp_specialize=ws, num_warps=warps)
     got, ref = _gemm(kernel, target, 200, 136, 200, tiles, BF16, rng, nt=nt)
     assert _close(got, ref, 200)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("order", ["grouped", "linear"])
+def test_persistent_ring_runs_across_tiles_of_different_lengths(target, order, rng):
+    """Without warp specialization a persistent kernel's ring runs on from tile to
+    tile (the next tile's first copies are issued during this tile's last
+    iterations): tiles of 1 to 6 trips, fewer than the ring's depth and more, each
+    block's next tile longer or shorter than its current one."""
+    m, n = 6 * 64, 3 * 64
+    a = rng.standard_normal((m, m)).astype(BF16)
+    b = rng.standard_normal((m, n)).astype(BF16)
+    c = np.full((m, n), np.nan, BF16)
+    args = (a, b, c, 64, 64, 64)
+    kernel = ct.kernel(lower_gemm.fn, persistent=True, retile=False, num_warps=4,
+                       block_order=order)
+    ck = kernel.compile(args, stage="gpu", target=target)
+    pipeline = ck.artifacts["pipeline"]
+    assert pipeline.count("tile.ring_alloc") == 1 and "tile.is_producer" not in pipeline
+    simulate(ck, (m // 64, n // 64), args)
+    mask = np.kron(np.tril(np.ones((6, 6))), np.ones((64, 64)))
+    ref = (a.astype(np.float64) * mask) @ b.astype(np.float64)
+    assert _close(c.astype(np.float64), ref, m)
 
 
 def test_wide_wgmma_tile_runs_correctly(rng):

@@ -57,6 +57,20 @@ def gemm_nt(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant
 
 
 @ct.kernel
+def lower_gemm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """C = tril-blocked(A) @ B: tile row i sums K tiles 0..i (BM == BK), so every tile
+    row has its own trip count (1, 2, 3, ...)."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(i + 1):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
 def linear_silu(x, w, bias, y, alpha: float, BM: ct.Constant[int], BN: ct.Constant[int],
                 BK: ct.Constant[int]):
     """y = silu(alpha * x @ w^T + bias): an epilogue fused after the K loop."""

@@ -103,30 +103,17 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     not possible, returns False and the loop is pipelined in place."""
     from tileir.dialect.ring import IsProducerOp, RingAllocOp, RingFreeOp, SetMaxRegistersOp
     from .software_pipeline import (MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
-                                    PRODUCER_WARPS_ATTR, _defined_in, clone_ops,
-                                    pure_slice)
-    from .tma_store import store_smem_bytes
+                                    PRODUCER_WARPS_ATTR, clone_ops)
     outer = loop.parent
     func = pl.func
     if len(outer.results):
         return False
     body = outer.regions[0].blocks[0]
     # what the producer recomputes: the K bounds, the loads' index slices' inputs
-    needed = list(loop.operands[:3])
-    for ld in loads:
-        needed += [x for op in ld.slice for x in op.operands] + list(ld.index)
-    tile = body.arguments[0]
-    prefix = pure_slice(outer, needed, lambda v: v == tile or not _defined_in(v, outer) or
-                        _defined_in(v, loop), before=loop)
+    prefix = _tile_prefix(outer, loop, loads)
     if prefix is None:
         return False
-    # the epilogue's shared memory is taken while the ring is live (the producer runs
-    # on): leave room for the tiles the tile loop stores
-    stored = 0
-    for op in body.operations:
-        if op.name == "tile.store":
-            stored = max(stored, store_smem_bytes(func, op, pl.chip))
-    pl.held += stored
+    _reserve_epilogue(pl, outer)      # the producer runs on during the epilogue
     warps = ir.IntegerAttr(func.attributes["tile.num_warps"]).value \
         if "tile.num_warps" in func.attributes else 4
     # one block per SM: the ring takes what the SM has, as for a small grid
@@ -166,16 +153,8 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
         if shuffle:
             regs = (65536 - 32 * PRODUCER_WARPS * PRODUCER_REGISTERS) // (32 * warps)
             SetMaxRegistersOp(min(240, regs // 8 * 8), "inc")
-        tiles_loop = scf.ForOp(outer.operands[0], outer.operands[1], outer.operands[2],
-                               [c(0)])
-        tiles_loop.operation.attributes[LOOP_ATTR] = ir.UnitAttr.get()
-        with ir.InsertionPoint(tiles_loop.body):
-            next_base = scf.YieldOp([tiles_loop.inner_iter_args[0]])
+        tiles_loop, next_base = _rebuild(outer, [c(0)])
         free_at = scf.YieldOp([])
-    for op in list(body.operations)[:-1]:
-        op.move_before(next_base.operation)
-    body.arguments[0].replace_all_uses_with(tiles_loop.induction_variable)
-    outer.erase()
     base = tiles_loop.inner_iter_args[0]
     pl.consumer(loop, ring, loads, stages, None, base)
     with loc:
@@ -187,6 +166,157 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
         op.move_before(free_at.operation)
     func.attributes[PRODUCER_WARPS_ATTR] = ir.IntegerAttr.get(
         ir.IntegerType.get_signless(32), PRODUCER_WARPS)
+    return True
+
+
+def _rebuild(outer: ir.Operation, inits: list[ir.Value]):
+    """The tile loop `outer` (no results) rebuilt at the insertion point with iteration
+    arguments `inits`, its body moved in; returns (the new loop, its yield, which
+    yields the arguments unchanged until the caller sets its operands)."""
+    body = outer.regions[0].blocks[0]
+    new = scf.ForOp(outer.operands[0], outer.operands[1], outer.operands[2], inits)
+    new.operation.attributes[LOOP_ATTR] = ir.UnitAttr.get()
+    with ir.InsertionPoint(new.body):
+        yield_op = scf.YieldOp(list(new.inner_iter_args))
+    for op in list(body.operations)[:-1]:
+        op.move_before(yield_op.operation)
+    body.arguments[0].replace_all_uses_with(new.induction_variable)
+    outer.erase()
+    return new, yield_op
+
+
+def _tile_prefix(outer: ir.Operation, loop: ir.Operation, loads):
+    """The pure ops of tile loop `outer`'s body, before K loop `loop`, that compute the
+    K loop's bounds and what the loads' indices need from the tile index; None when
+    something else (a carried value, an op with effects) enters them."""
+    from .software_pipeline import _defined_in, pure_slice
+    needed = list(loop.operands[:3])
+    for ld in loads:
+        needed += [x for op in ld.slice for x in op.operands] + list(ld.index)
+    tile = outer.regions[0].blocks[0].arguments[0]
+    return pure_slice(outer, needed, lambda v: v == tile or not _defined_in(v, outer) or
+                      _defined_in(v, loop), before=loop)
+
+
+def _reserve_epilogue(pl, outer: ir.Operation) -> None:
+    """The epilogue's shared memory is taken while the ring is live: leave room for the
+    tiles the tile loop stores."""
+    from .tma_store import store_smem_bytes
+    stored = 0
+    for op in outer.regions[0].blocks[0].operations:
+        if op.name == "tile.store":
+            stored = max(stored, store_smem_bytes(pl.func, op.operation, pl.chip))
+    pl.held += stored
+
+
+# ---------------------------------------------------------------------------
+# Copies across tiles without warp specialization (called by the pipeliner)
+# ---------------------------------------------------------------------------
+def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
+    """The ring of K loop `loop`, inside a persistent kernel's tile loop, continued
+    from tile to tile (as if the two loops were one, as far as the copies go):
+
+        ring_alloc
+        for t (tiles) iter_args(base = 0, ahead = 0):
+            <the body up to the K loop>;  n = its trips;  t2 = the block's next tile
+            if ahead < S - 1:  acquire/load/commit iterations ahead .. S-2 (< n)
+            for k (iteration it = base + j):
+                wait, views, product, release it - 1;
+                copy iteration it + S - 1: j + S - 1 of this tile while < n, else
+                    j + S - 1 - n of tile t2 (if there is one, with that many trips,
+                    and this tile had S - 1 trips to spare)
+            mma_wait(0); the epilogue
+            yield base + n, (S - 1 if n >= S - 1 else 0)
+        ring_free
+
+    So the first S - 1 copies of a tile are in flight while the last products and
+    the epilogue of the tile before it run: no pipeline fill per tile.  Both tiles'
+    load indices come from the tile index by the same pure ops (`_tile_prefix`,
+    cloned for t2 once per tile); where that is not possible, returns False and the
+    loop is pipelined in place."""
+    from tileir.dialect.ring import MmaWaitOp, RingAllocOp, RingFreeOp, RingReleaseOp
+    from .software_pipeline import MAX_DEFAULT_STAGES, clone_ops
+    outer = loop.parent
+    body = outer.regions[0].blocks[0]
+    if len(outer.results) or [op.operation for op in body.operations
+                              if op.name == "scf.for"] != [loop]:
+        return False
+    prefix = _tile_prefix(outer, loop, loads)
+    if prefix is None:
+        return False
+    _reserve_epilogue(pl, outer)
+    stages = pl.stages_opt or pl.num_stages_for(tiles, 1, MAX_DEFAULT_STAGES)
+    ahead_max = stages - 1
+    c = pl.const
+    loc = loop.location
+    t_step, t_end = outer.operands[2], outer.operands[1]
+    with ir.InsertionPoint(outer), loc:
+        ring = RingAllocOp(stages, tiles).result
+        tiles_loop, next_yield = _rebuild(outer, [c(0), c(0)])
+    with ir.InsertionPoint.after(tiles_loop), loc:
+        RingFreeOp(ring)
+    lb, ub, step = list(loop.operands)[:3]
+    base, ahead = tiles_loop.inner_iter_args
+    t = tiles_loop.induction_variable
+    with ir.InsertionPoint(loop), loc:
+        n = _trips(lb, ub, step, c)
+        spare = arith.cmpi(arith.CmpIPredicate.sge, n, c(ahead_max))
+        # the next tile's K bounds and load-index inputs
+        t2 = arith.addi(t, t_step)
+        has_next = arith.cmpi(arith.CmpIPredicate.slt, t2, t_end)
+        mapping = {t: t2}
+        clone_ops(prefix, mapping)
+        lb2, ub2, step2 = (mapping.get(v, v) for v in (lb, ub, step))
+        n2 = _trips(lb2, ub2, step2, c)
+        # what the tile before did not copy ahead (all of it for the first tile)
+        catch_up = scf.IfOp(arith.cmpi(arith.CmpIPredicate.slt, ahead, c(ahead_max)), [],
+                            has_else=False)
+        with ir.InsertionPoint(catch_up.then_block):
+            for j in range(ahead_max):
+                pred = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, c(j), ahead),
+                                  arith.cmpi(arith.CmpIPredicate.slt, c(j), n))
+                g = arith.addi(base, c(j))
+                k = arith.addi(lb, arith.muli(c(j), step)) if j else lb
+                pl.issue(ring, loads, arith.remui(g, c(stages)),
+                         arith.xori(arith.andi(arith.divui(g, c(stages)), c(1)), c(1)),
+                         pred, k, loop)
+            scf.YieldOp([])
+    it, slot, views = pl.consume(loop, ring, loads, stages, base)
+    asyncs = pl.make_async(loop) if pl.chip.startswith("sm_90") else []
+    iv = loop.regions[0].blocks[0].arguments[0]
+    k_body = loop.regions[0].blocks[0]
+    with loc:
+        if asyncs:
+            at = ir.InsertionPoint.after(asyncs[-1][1])
+            with at:
+                prev = arith.remui(arith.addi(it, c(stages - 1)), c(stages))
+                RingReleaseOp(ring, prev, arith.cmpi(arith.CmpIPredicate.ugt, it, c(0)))
+        else:
+            at = ir.InsertionPoint.after(views[-1].owner)
+            with ir.InsertionPoint(list(k_body.operations)[-1]):
+                RingReleaseOp(ring, slot, c(1, 1))
+        with at:
+            j = arith.subi(it, base)
+            nj = arith.addi(j, c(ahead_max))
+            here = arith.cmpi(arith.CmpIPredicate.slt, nj, n)
+            j2 = arith.subi(nj, n)
+            there = arith.andi(arith.andi(spare, has_next),
+                               arith.cmpi(arith.CmpIPredicate.slt, j2, n2))
+            k_here = arith.addi(iv, arith.muli(c(ahead_max), step))
+            k_there = arith.addi(lb2, arith.muli(j2, step2))
+            g = arith.addi(it, c(ahead_max))
+            pl.issue(ring, loads, arith.remui(g, c(stages)),
+                     arith.xori(arith.andi(arith.divui(g, c(stages)), c(1)), c(1)),
+                     arith.ori(here, there), k_here, loop,
+                     alt=(arith.xori(here, c(1, 1)), k_there, mapping))
+    with ir.InsertionPoint.after(loop), loc:
+        for index, _ in asyncs:
+            res = loop.results[index]
+            done = MmaWaitOp(res, 0)
+            res.replace_all_uses_except(done.results[0], done.operation)
+    with ir.InsertionPoint(next_yield.operation), loc:
+        next_yield.operation.operands[0] = arith.addi(base, n)
+        next_yield.operation.operands[1] = arith.select(spare, c(ahead_max), c(0))
     return True
 
 

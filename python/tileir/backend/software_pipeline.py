@@ -103,16 +103,15 @@ class _Pipeliner:
         loops = []
 
         def visit(op):
-            if op.name == "scf.for":
+            # a persistent kernel's tile loop is not a loop of loads: its K loop is
+            # (and the tile loop may be rebuilt around it: taken before any change)
+            if op.name == "scf.for" and not _walks_tiles(op.operation):
                 loops.append(op.operation)
             return ir.WalkResult.ADVANCE
 
         self.func.walk(visit)            # post-order: inner loops first
         for loop in loops:
-            # a persistent kernel's tile loop is not a loop of loads: its K loop is
-            # (and warp specialization may rebuild the tile loop around it)
-            if not _walks_tiles(loop):
-                self.loop(loop)
+            self.loop(loop)
 
     # -- candidates ------------------------------------------------------------------
     def async_capable(self, load: ir.Operation) -> bool:
@@ -171,11 +170,13 @@ class _Pipeliner:
         if self.specialize and loop.parent == self.func and not self.specialized:
             self.specialized = True
             return self.loop_specialized(loop, loads, tiles)
-        if self.specialize and not self.specialized and _walks_tiles(loop.parent) and \
-                loop.parent.parent == self.func:
-            from .persistent import specialize_tile_loop
-            if specialize_tile_loop(self, loop, loads, tiles):
-                self.specialized = True
+        if _walks_tiles(loop.parent) and loop.parent.parent == self.func:
+            from .persistent import flatten_tile_loop, specialize_tile_loop
+            if self.specialize and not self.specialized:
+                if specialize_tile_loop(self, loop, loads, tiles):
+                    self.specialized = True
+                    return
+            elif not self.specialize and flatten_tile_loop(self, loop, loads, tiles):
                 return
         stages = self.num_stages(loop, tiles)
         lb, ub, step = list(loop.operands)[:3]
@@ -306,12 +307,19 @@ class _Pipeliner:
                 self.constants[key] = arith.ConstantOp(t, value).result
         return self.constants[key]
 
-    def issue(self, ring, loads, slot, parity, pred, k, loop, outer=None) -> None:
+    def issue(self, ring, loads, slot, parity, pred, k, loop, outer=None, alt=None) -> None:
         """Acquire `slot`, copy the tiles of iteration `k` into it, commit.  `outer` maps
-        values of an enclosing loop's body to their copies where this is issued."""
+        values of an enclosing loop's body to their copies where this is issued.
+        `alt = (cond, k2, outer2)`: where `cond` holds, the tiles of iteration `k2`
+        with `outer2`'s values instead (another tile's, in a persistent kernel)."""
         RingAcquireOp(ring, slot, parity, pred)
         for buffer, ld in enumerate(loads):
             index = _clone_slice(ld.slice, loop, k, ld.index, outer)
+            if alt is not None:
+                cond, k2, outer2 = alt
+                other = _clone_slice(ld.slice, loop, k2, ld.index, outer2)
+                index = [arith.select(cond, b, a) if a != b else a
+                         for a, b in zip(index, other)]
             RingLoadOp(ring, slot, pred, ld.array, index, buffer)
         RingCommitOp(ring)
 
