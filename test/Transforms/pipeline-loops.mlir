@@ -47,10 +47,10 @@
 // CHECK-NEXT:    "tile.ring_release"(%[[R]], %[[PREV]], %[[NOTFIRST]])
 // Iteration k + 2 goes to slot (it + 2) mod 3 once the use before it there is
 // released: parity ((it + 2) / 3 mod 2) xor 1.
-// CHECK-NEXT:    %[[NXT:.*]] = arith.addi %[[IT]], %[[C2]] : i32
 // CHECK-NEXT:    %[[AHEAD:.*]] = arith.muli %[[C2]], %[[STEP]] : i32
 // CHECK-NEXT:    %[[KN:.*]] = arith.addi %[[K]], %[[AHEAD]] : i32
 // CHECK-NEXT:    %[[PN:.*]] = arith.cmpi slt, %[[KN]], %[[UB]] : i32
+// CHECK-NEXT:    %[[NXT:.*]] = arith.addi %[[IT]], %[[C2]] : i32
 // CHECK-NEXT:    %[[NSLOT:.*]] = arith.remui %[[NXT]], %[[C3]] : i32
 // CHECK-NEXT:    %[[NROUND:.*]] = arith.divui %[[NXT]], %[[C3]] : i32
 // CHECK-NEXT:    %[[NP:.*]] = arith.andi %[[NROUND]], %[[C1]] : i32

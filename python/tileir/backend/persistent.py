@@ -142,9 +142,7 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
             with ir.InsertionPoint(copies.body):
                 k = copies.induction_variable
                 it = arith.addi(base, arith.divui(arith.subi(k, plb), pstep))
-                slot = arith.remui(it, c(stages))
-                parity = arith.xori(arith.andi(arith.divui(it, c(stages)), c(1)), c(1))
-                pl.issue(ring, loads, slot, parity, c(1, 1), k, loop, mapping)
+                pl.issue(ring, loads, *pl.producer_slot(it, stages), c(1, 1), k, loop, mapping)
                 scf.YieldOp([])
             scf.YieldOp([arith.addi(base, _trips(plb, pub, pstep, c))])
         scf.YieldOp([])
@@ -234,7 +232,7 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     load indices come from the tile index by the same pure ops (`_tile_prefix`,
     cloned for t2 once per tile); where that is not possible, returns False and the
     loop is pipelined in place."""
-    from tileir.dialect.ring import MmaWaitOp, RingAllocOp, RingFreeOp, RingReleaseOp
+    from tileir.dialect.ring import RingAllocOp, RingFreeOp
     from .software_pipeline import MAX_DEFAULT_STAGES, clone_ops
     outer = loop.parent
     body = outer.regions[0].blocks[0]
@@ -275,26 +273,13 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
             for j in range(ahead_max):
                 pred = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, c(j), ahead),
                                   arith.cmpi(arith.CmpIPredicate.slt, c(j), n))
-                g = arith.addi(base, c(j))
                 k = arith.addi(lb, arith.muli(c(j), step)) if j else lb
-                pl.issue(ring, loads, arith.remui(g, c(stages)),
-                         arith.xori(arith.andi(arith.divui(g, c(stages)), c(1)), c(1)),
+                pl.issue(ring, loads, *pl.producer_slot(arith.addi(base, c(j)), stages),
                          pred, k, loop)
             scf.YieldOp([])
-    it, slot, views = pl.consume(loop, ring, loads, stages, base)
-    asyncs = pl.make_async(loop) if pl.chip.startswith("sm_90") else []
+    it, at, _ = pl.consume_and_release(loop, ring, loads, stages, base)
     iv = loop.regions[0].blocks[0].arguments[0]
-    k_body = loop.regions[0].blocks[0]
     with loc:
-        if asyncs:
-            at = ir.InsertionPoint.after(asyncs[-1][1])
-            with at:
-                prev = arith.remui(arith.addi(it, c(stages - 1)), c(stages))
-                RingReleaseOp(ring, prev, arith.cmpi(arith.CmpIPredicate.ugt, it, c(0)))
-        else:
-            at = ir.InsertionPoint.after(views[-1].owner)
-            with ir.InsertionPoint(list(k_body.operations)[-1]):
-                RingReleaseOp(ring, slot, c(1, 1))
         with at:
             j = arith.subi(it, base)
             nj = arith.addi(j, c(ahead_max))
@@ -304,16 +289,9 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
                                arith.cmpi(arith.CmpIPredicate.slt, j2, n2))
             k_here = arith.addi(iv, arith.muli(c(ahead_max), step))
             k_there = arith.addi(lb2, arith.muli(j2, step2))
-            g = arith.addi(it, c(ahead_max))
-            pl.issue(ring, loads, arith.remui(g, c(stages)),
-                     arith.xori(arith.andi(arith.divui(g, c(stages)), c(1)), c(1)),
+            pl.issue(ring, loads, *pl.producer_slot(arith.addi(it, c(ahead_max)), stages),
                      arith.ori(here, there), k_here, loop,
                      alt=(arith.xori(here, c(1, 1)), k_there, mapping))
-    with ir.InsertionPoint.after(loop), loc:
-        for index, _ in asyncs:
-            res = loop.results[index]
-            done = MmaWaitOp(res, 0)
-            res.replace_all_uses_except(done.results[0], done.operation)
     with ir.InsertionPoint(next_yield.operation), loc:
         next_yield.operation.operands[0] = arith.addi(base, n)
         next_yield.operation.operands[1] = arith.select(spare, c(ahead_max), c(0))

@@ -191,11 +191,28 @@ class _Pipeliner:
                 self.issue(ring, loads, c(p), c(1), pred, k, loop)
 
         iv = body.arguments[0]
-        it, slot, views = self.consume(loop, ring, loads, stages)
+        it, at, waits = self.consume_and_release(loop, ring, loads, stages)
+        with at, loc:
+            k = arith.addi(iv, arith.muli(c(stages - 1), step))
+            pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
+            self.issue(ring, loads, *self.producer_slot(arith.addi(it, c(stages - 1)), stages),
+                       pred, k, loop)
+        with ir.InsertionPoint.after(waits), loc:          # after the products' waits
+            RingFreeOp(ring)
 
+    def consume_and_release(self, loop: ir.Operation, ring: ir.Value, loads, stages: int,
+                            base: ir.Value | None = None):
+        """The consumer's side of a ring in `loop` whose threads also issue the copies:
+        wait and views (`consume`), async products (sm_90a), each slot released once
+        the product after it is issued (or at the end of its iteration), the products
+        waited for (pending 0) right after the loop.  Returns the iteration number,
+        where the iteration's copy goes (after the last product's wait, or the last
+        view) and the last op of the loop's end (its last wait, or the loop)."""
+        body = loop.regions[0].blocks[0]
+        it, slot, views = self.consume(loop, ring, loads, stages, base)
         asyncs = self.make_async(loop) if self.chip.startswith("sm_90") else []
-        yield_op = list(body.operations)[-1]
-        with loc:
+        c = self.const
+        with loop.location:
             if asyncs:
                 # iteration i - 1's product is done once this iteration's wait returns
                 at = ir.InsertionPoint.after(asyncs[-1][1])
@@ -204,22 +221,29 @@ class _Pipeliner:
                     RingReleaseOp(ring, prev, arith.cmpi(arith.CmpIPredicate.ugt, it, c(0)))
             else:
                 at = ir.InsertionPoint.after(views[-1].owner)
-            with at:
-                nxt = arith.addi(it, c(stages - 1))
-                k = arith.addi(iv, arith.muli(c(stages - 1), step))
-                pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
-                nslot = arith.remui(nxt, c(stages))
-                npar = arith.xori(arith.andi(arith.divui(nxt, c(stages)), c(1)), c(1))
-                self.issue(ring, loads, nslot, npar, pred, k, loop)
-            if not asyncs:
-                with ir.InsertionPoint(yield_op):
-                    RingReleaseOp(ring, slot, self.const(1, 1))
-        with ir.InsertionPoint.after(loop), loc:
-            for index, _ in asyncs:
-                res = loop.results[index]
-                done = MmaWaitOp(res, 0)
-                res.replace_all_uses_except(done.results[0], done.operation)
-            RingFreeOp(ring)
+                with ir.InsertionPoint(list(body.operations)[-1]):
+                    RingReleaseOp(ring, slot, c(1, 1))
+            with ir.InsertionPoint.after(loop):
+                last = self.wait_products(loop, asyncs)
+        return it, at, last or loop
+
+    def wait_products(self, loop: ir.Operation, asyncs) -> ir.Operation | None:
+        """At the insertion point: the async products `loop` carries waited for
+        (pending 0), their uses after the loop reading the waited values; returns
+        the last wait."""
+        done = None
+        for index, _ in asyncs:
+            res = loop.results[index]
+            done = MmaWaitOp(res, 0).operation
+            res.replace_all_uses_except(done.results[0], done)
+        return done
+
+    def producer_slot(self, g: ir.Value, stages: int) -> tuple[ir.Value, ir.Value]:
+        """The slot of ring iteration `g` and the parity its acquire waits for (the
+        release of iteration g - stages; a fresh slot's first wait passes)."""
+        c = self.const
+        return (arith.remui(g, c(stages)),
+                arith.xori(arith.andi(arith.divui(g, c(stages)), c(1)), c(1)))
 
     def loop_specialized(self, loop: ir.Operation, loads, tiles) -> None:
         """The ring with its producer in warps of its own (warp specialization):
@@ -251,10 +275,8 @@ class _Pipeliner:
             producer = scf.ForOp(lb, ub, step, [])
             with ir.InsertionPoint(producer.body):
                 it = arith.divui(arith.subi(producer.induction_variable, lb), step)
-                slot = arith.remui(it, c(stages))
-                parity = arith.xori(arith.andi(arith.divui(it, c(stages)), c(1)), c(1))
-                self.issue(ring, loads, slot, parity, c(1, 1), producer.induction_variable,
-                           loop)
+                self.issue(ring, loads, *self.producer_slot(it, stages), c(1, 1),
+                           producer.induction_variable, loop)
                 scf.YieldOp([])
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block), loc:
@@ -293,10 +315,7 @@ class _Pipeliner:
             at = ir.InsertionPoint(waits_before) if waits_before is not None \
                 else ir.InsertionPoint.after(loop)
             with at:
-                for index, _ in asyncs:
-                    res = loop.results[index]
-                    waited = MmaWaitOp(res, 0)
-                    res.replace_all_uses_except(waited.results[0], waited.operation)
+                self.wait_products(loop, asyncs)
 
     def const(self, value: int, width: int = 32) -> ir.Value:
         """An integer constant at the top of the kernel, one per value and width."""
