@@ -492,7 +492,9 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     elements there (decode rows); False: the tiles as written;
     `(axis, factor)`: that rescaling, always; docs/tensor-cores.md),
     `persistent` (each block loops over tiles of the grid, as many blocks as fit
-    the GPU; off by default), `tma_store` (sm_90a: a tensor-core accumulator is
+    the GPU, its pipelined loop running on from tile to tile; None, the default:
+    on for a tensor-core kernel retiled wider for a grid of many waves on sm_90a
+    unless it asks for warp specialization, else off), `tma_store` (sm_90a: a tensor-core accumulator is
     stored through shared memory by TMA, in slabs of 128-byte rows; on by
     default; False stores it from registers) and
     `cache_hints` (16-byte loads

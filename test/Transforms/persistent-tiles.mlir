@@ -10,19 +10,17 @@
 // GPU-LABEL: gpu.func @gemm(
 // GPU-SAME:    %arg14: i64, %[[G0:arg15]]: i32, %[[G1:arg16]]: i32, %[[G2:arg17]]: i32, %arg18: !llvm.ptr, %arg19: !llvm.ptr, %[[TMC:arg20]]: !llvm.ptr)
 // GPU:         arith.muli %[[G0]], %[[G1]]
-// The accumulator is stored by TMA (backend/tma_store.py): the f32 tile in two
-// slabs of 32 columns, each written to shared memory, fenced, and stored by
-// thread 0 after a barrier of the consumers.  A tile's stores are still in
-// flight when the next tile's epilogue starts: it first waits until they have
-// read their buffers, and so does the block before it exits.
+// The accumulator is stored by TMA (backend/tma_store.py): the f32 tile as two
+// slabs of 32 columns, both written to shared memory (two buffers hold the
+// whole tile), fenced, and stored by thread 0 after one barrier of the
+// consumers.  A tile's stores are still in flight when the next tile's epilogue
+// starts: it first waits until they have read their buffers, and so does the
+// block before it exits.
 // GPU:         nvvm.cp.async.bulk.wait_group 0 {read}
 // GPU:         nvvm.barrier id
 // GPU:         nvvm.fence.proxy
 // GPU:         nvvm.barrier id
 // GPU:         nvvm.cp.async.bulk.tensor.global.shared.cta %[[TMC]]
-// GPU:         nvvm.cp.async.bulk.commit.group
-// GPU:         nvvm.fence.proxy
-// GPU:         nvvm.barrier id
 // GPU:         nvvm.cp.async.bulk.tensor.global.shared.cta %[[TMC]]
 // GPU:         nvvm.cp.async.bulk.commit.group
 // GPU:         nvvm.cp.async.bulk.wait_group 0 {read}

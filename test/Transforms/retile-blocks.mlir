@@ -4,9 +4,12 @@
 // many waves with both axes even ("wide:3"): the tiles that follow bid(1) (the
 // weight's rows, the bias, the accumulator's and the output's columns) double;
 // A's tile, K and the loop stay; the grid's axis 1 halves (tile.grid_scale).
+// So many waves of the wider tiles run persistent (tile.persistent, for the
+// pipeline stage's tile-persistent-tiles).
 
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME:    tile.grid_scale = array<i64: 1, 2, 1>
+// CHECK-SAME:    tile.persistent = true
 // CHECK:         %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<128x256xf32>
 // CHECK:         scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]]) -> (tensor<128x256xf32>)
 // CHECK:           "tile.load"(%arg0, %{{.*}}, %{{.*}}) {padding = "zero", tile_shape = array<i64: 128, 64>} {{.*}} -> tensor<128x64xbf16>
@@ -56,6 +59,7 @@ func.func @linear(%a: !tile.array<bf16, 2 : i64>, %w: !tile.array<bf16, 2 : i64>
 
 // CHECK-LABEL: func.func @decode
 // CHECK-SAME:    tile.grid_scale = array<i64: 1, 1, 4>
+// CHECK-NOT:     tile.persistent
 // CHECK:         scf.for %{{.*}} = %{{.*}} to %c8
 // CHECK:         "tile.load"(%arg1, %{{.*}}, %{{.*}}) {{.*}}tile_shape = array<i64: 64, 32>
 // CHECK:         "tile.mma"{{.*}} -> tensor<64x32xf32>
@@ -163,6 +167,7 @@ func.func @one_short(%a: !tile.array<bf16, 2 : i64>, %w: !tile.array<bf16, 2 : i
 
 // CHECK-LABEL: func.func @masked
 // CHECK-NOT:     tile.grid_scale
+// CHECK-NOT:     tile.persistent
 // CHECK:         tensor<64x64xf32>
 func.func @masked(%a: !tile.array<bf16, 2 : i64>, %b: !tile.array<bf16, 2 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.grid_wish = "wide:2"} {
   %c64 = arith.constant 64 : i32

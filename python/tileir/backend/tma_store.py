@@ -183,7 +183,7 @@ def lower(cx: LoweringContext, op, p: StorePlan) -> None:
     row0, col0 = (arith.muli(cx.get(i), cx.const(n))
                   for i, n in zip(op.index, (p.rows, p.cols)))
     cx.smem_barrier_before()             # earlier readers (and stores) of the buffers are done
-    if not p.slabbed:
+    if p.buffers == p.slabs:             # room for the whole tile: one barrier
         store_frag(cx, frag, SmemTile(p.layout, (p.rows, p.cols), frag.elem, base))
         fence_async_proxy(cx)
         cx.barrier()
