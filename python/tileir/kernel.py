@@ -404,10 +404,11 @@ def _ptxas_version(ptxas: str) -> str:
 
 @functools.cache
 def _mlir_version() -> str:
-    """The distribution that installed the `mlir` package, whatever its name: first
-    among the dist-infos next to the package whose name says mlir (reading a few
-    small files), else by asking every installed distribution (packages_distributions
-    reads every RECORD: 0.15-0.4 s, more on a cold disk — most of a cold compile)."""
+    """The distribution that installed the `mlir` package, whatever its name: the
+    dist-infos next to the package whose name says mlir (reading a few small files).
+    A package without one (put on the path by hand) is "unknown (<its directory>)":
+    asking every installed distribution instead (packages_distributions reads every
+    RECORD) took 3.9 s of a 5.5 s cold compile on the GPU machine."""
     import mlir
     found = set()
     for root in {os.path.dirname(p) for p in getattr(mlir, "__path__", [])}:
@@ -421,9 +422,9 @@ def _mlir_version() -> str:
             if "mlir" in _top_level(dist):
                 found.add(f"{dist.metadata['Name']}=={dist.version}")
     if not found:
-        dists = set(importlib.metadata.packages_distributions().get("mlir", []))
-        found = {f"{d}=={importlib.metadata.version(d)}" for d in dists}
-    return ", ".join(sorted(found)) or "unknown"
+        where = sorted(getattr(mlir, "__path__", []))
+        return f"unknown ({where[0] if where else 'mlir'})"
+    return ", ".join(sorted(found))
 
 
 def _top_level(dist: importlib.metadata.Distribution) -> set[str]:
