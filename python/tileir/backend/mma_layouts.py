@@ -39,6 +39,7 @@ from .layouts import Coord, Linear, _log2
 LANES_V2 = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))      # accumulator / A fragment lanes
 LANES_V2_B = ((2, 0), (4, 0), (0, 1), (0, 2), (0, 4))    # B fragment lanes (k, n)
 SWIZZLES = (0, 32, 64, 128)
+TMA_MAX_BOX = 256            # a TMA box spans at most 256 elements along each dim
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,7 +41,7 @@ from tileir.dialect.types import bitwidth
 from tileir.passes import effects
 
 from .context import arg_has
-from .mma_layouts import Mma, Shared
+from .mma_layouts import TMA_MAX_BOX, Mma, Shared
 from .shared import smem_tile_bytes
 
 NUM_STAGES_ATTR = "tile.num_stages"
@@ -60,7 +60,6 @@ REGS_PER_SM = 65536
 # Registers a thread of a tensor-core loop needs besides its accumulators (addresses,
 # descriptors, loop state): an estimate for choosing stages, not a limit.
 OTHER_REGS = 48
-TMA_MAX_BOX = 256
 ASYNC_PADDINGS = ("zero", "undetermined")
 
 

@@ -18,7 +18,8 @@ and storing from registers:
   unless warpgroups split N), slabs take turns in two buffers: before the
   barrier that ends slab s, thread 0 waits until the store of slab s - 1 has
   read its buffer (`cp.async.bulk.wait_group.read 0`), so slab s + 1 can
-  overwrite it.  Otherwise the whole tile is written, then stored box by box.
+  overwrite it.  Otherwise, or when the buffers hold every slab, the whole tile
+  is written, then stored box by box after one barrier.
 * The stores stay in flight after the epilogue: the next writer of that
   shared memory waits for them first (`LoweringContext.smem_barrier_before`,
   the ring's allocation, the kernel's end: `wait_bulk_reads`).  In a persistent
@@ -41,12 +42,11 @@ from tileir.dialect.layout import tile_layout
 from tileir.dialect.types import bitwidth
 from . import layouts as L
 from .context import Frag, LoweringContext, arg_has
-from .mma_layouts import Mma, Shared, choose_swizzle
+from .mma_layouts import TMA_MAX_BOX, Mma, Shared, choose_swizzle
 from .shared import SmemTile, fence_async_proxy, smem_tile_bytes, store_frag, tile_bytes
 
 ENABLE_ATTR = "tile.tma_store"
 SLAB_ROW_BYTES = 128         # one slab row: the widest swizzle
-TMA_MAX_BOX = 256
 BUFFERS = 2                  # slabs in flight when slabbed
 
 
