@@ -11,6 +11,8 @@ before a change (compiled afresh in this process, the disk cache off):
   per tile) - `flatten_tile_loop` switched off;
 * `whole-tile epilogue`: the TMA store's buffers hold the whole tile (one barrier,
   3 ring stages instead of 4) - Triton's arrangement;
+* `64-byte slabs x4`: slabs of 32 columns in 4 buffers (the same 32 KB; twice
+  the barriers, no wait for a store's reads);
 * `no TMA store`: the accumulator converted through shared memory and stored from
   registers (`tma_store=False`);
 * `not persistent`: one block per tile (`persistent=False`);
@@ -49,17 +51,20 @@ SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 6144, 4096), (8192, 409
 TILE = (128, 128, 64)
 _FLATTEN = persistent.flatten_tile_loop
 _BUFFERS = tma_store.BUFFERS
+_SLAB = tma_store.SLAB_ROW_BYTES
 
 
-def _compiler(flatten: bool = True, buffers: int = _BUFFERS) -> None:
+def _compiler(flatten: bool = True, buffers: int = _BUFFERS, slab: int = _SLAB) -> None:
     persistent.flatten_tile_loop = _FLATTEN if flatten else (lambda *a: False)
     tma_store.BUFFERS = buffers
+    tma_store.SLAB_ROW_BYTES = slab
 
 
 VARIANTS = {                     # name: (kernel options, compiler state)
     "plain": ({}, {}),
     "ring per tile": ({}, {"flatten": False}),
     "whole-tile epilogue": ({}, {"buffers": 4}),
+    "64-byte slabs x4": ({}, {"buffers": 4, "slab": 64}),
     "no TMA store": ({"tma_store": False}, {}),
     "not persistent": ({"persistent": False}, {}),
 }
@@ -156,7 +161,13 @@ def main() -> int:
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--shapes", help="MxNxK,... (default: 4096^3, 8192^3, the prefill shapes)")
+    p.add_argument("--variants", help="names of VARIANTS to time, comma-separated (default: all)")
     args = p.parse_args()
+    if args.variants:
+        keep = args.variants.split(",")
+        for name in list(VARIANTS):
+            if name not in keep:
+                del VARIANTS[name]
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] \
         if args.shapes else SHAPES
     os.makedirs(args.out, exist_ok=True)

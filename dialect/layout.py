@@ -25,8 +25,9 @@ DIALECT.attribute("slice", "a distributed parent with one dim removed (reduction
 # and tiles that live in shared memory.
 DIALECT.attribute("mma_acc", "a tensor-core accumulator: mma.sync (2) or wgmma (3) fragments",
                   version="int_attr", warps="i64_array_attr", instr="i64_array_attr")
-DIALECT.attribute("mma_operand", "operand A (0) or B (1) of an mma, in registers",
-                  index="int_attr", parent="mma_attr")
+DIALECT.attribute("mma_operand", "operand A (0) or B (1) of an mma, in registers; kwidth: "
+                  "K elements per 32-bit register (2: 16-bit types, 1: tf32)",
+                  index="int_attr", parent="mma_attr", kwidth="int_attr")
 DIALECT.attribute("shared", "a tile in shared memory: swizzled boxes along the fastest dim",
                   swizzle="int_attr", order="i64_array_attr")
 

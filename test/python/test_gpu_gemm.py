@@ -119,24 +119,30 @@ def test_fused_epilogue():
     assert _rel_err(y, h / (1 + torch.exp(-h))) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("dtype,tiles", [(torch.bfloat16, (128, 128, 64)),
+                                         (torch.float32, (64, 64, 32))])    # f32: tf32
 @pytest.mark.parametrize("nt", [False, True])
-def test_sm80_code_through_the_ptx_jit(nt):
-    """The Ampere path (cp.async ring, ldmatrix, mma.sync) compiled for sm_80 and run from
-    its PTX, which the driver compiles for this GPU."""
+def test_sm80_code_through_the_ptx_jit(nt, dtype, tiles):
+    """The Ampere path (cp.async ring, ldmatrix, mma.sync m16n8k16; m16n8k8 for f32 as
+    tf32) compiled for sm_80 and run from its PTX, which the driver compiles for this
+    GPU."""
     m, n, k = 300, 200, 520
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) if nt else \
-        torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(n, k, device="cuda", dtype=dtype) if nt else \
+        torch.randn(k, n, device="cuda", dtype=dtype)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
     kernel = gemm_nt if nt else gemm
-    args = (a, b, c, 128, 128, 64)
+    args = (a, b, c, *tiles)
     ck = kernel.compile(args, target="sm_80")
     assert ".target sm_80" in ck.artifacts["ptx"]
-    launcher.launch(ck.artifacts["ptx"].encode(), ck.meta, (3, 2, 1),
+    assert "mma.sync.aligned.m16n8k" + ("8" if dtype == torch.float32 else "16") in \
+        ck.artifacts["ptx"]
+    launcher.launch(ck.artifacts["ptx"].encode(), ck.meta,
+                    (ct.cdiv(m, tiles[0]), ct.cdiv(n, tiles[1]), 1),
                     [args[i] for i in ck.runtime_params])
     torch.cuda.synchronize()
     ref = a.double() @ (b.double().t() if nt else b.double())
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < TOL[dtype]
 
 
 def test_attention_with_p_in_registers():

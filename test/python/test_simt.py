@@ -18,7 +18,7 @@ from tileir.examples import layernorm, rmsnorm, softmax, transpose, vector_add
 from tileir.kernel import hardware_grid
 from tileir.sim import SimError, simulate
 
-from test_tensor_cores import attention, bgemm, gemm, gemm_nt, lower_gemm
+from test_tensor_cores import attention, bgemm, gemm, gemm_nt, lower_gemm, scaled_gemm
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = ("sm_90a", "sm_80")
@@ -118,7 +118,6 @@ F8 = ml_dtypes.float8_e4m3fn
     ("sm_90a", np.float16, np.float16, (8, 32, 64)),     # M = 8: no instruction fits
     ("sm_90a", np.float64, np.float64, (32, 32, 64)),    # f64
     ("sm_80", np.int8, np.int32, (32, 32, 64)),          # i8 -> i32, exact
-    ("sm_80", np.float32, np.float32, (64, 64, 64)),     # f32 on sm_80: no tf32 mma.sync
     ("sm_80", F8, np.float32, (64, 64, 64)),             # fp8 on sm_80: decoded in software
 ])
 def test_products_no_tensor_core_fits_run_on_the_fma_units(target, dtype, out, tiles, rng):
@@ -141,6 +140,33 @@ def test_products_no_tensor_core_fits_run_on_the_fma_units(target, dtype, out, t
         assert (c == ref.astype(np.int64).astype(out)).all()
     else:
         assert np.abs(c.astype(np.float64) - ref).max() <= 2e-3 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("kernel,nt,m,n,k,tiles,target", [
+    (gemm, False, 100, 72, 80, (64, 64, 32), "sm_80"),     # B row-major: (k, n) words
+    (gemm_nt, True, 130, 40, 48, (64, 32, 16), "sm_80"),   # B as an (N, K) weight
+    (gemm, False, 40, 72, 80, (32, 64, 32), "sm_90a"),     # M = 32: mma.sync on Hopper
+    (scaled_gemm, False, 100, 72, 80, (64, 64, 32), "sm_80"),   # A computed in registers
+])
+def test_f32_products_run_on_tf32_mma_sync(kernel, nt, m, n, k, tiles, target, rng):
+    """f32 operands on mma.sync as tf32 (m16n8k8: one f32 a register, the PTX ISA's
+    fragments), read from shared memory one k step at a time; results to tf32
+    precision (the simulator truncates the operands as the tensor core does)."""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = (rng.standard_normal((n, k)) if nt else rng.standard_normal((k, n))).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    args = (a, b, c, *tiles)
+    ck = kernel.compile(args, stage="gpu", target=target)
+    assert "shape = #nvvm.shape<m = 16, n = 8, k = 8>" in ck.artifacts["gpu"]
+    assert "multiplicandAPtxType = #nvvm.mma_type<tf32>" in ck.artifacts["gpu"]
+    simulate(ck, (ct.cdiv(m, tiles[0]), ct.cdiv(n, tiles[1])), args)
+    ref = a.astype(np.float64) @ (b.astype(np.float64).T if nt else b.astype(np.float64))
+    if kernel is scaled_gemm:
+        ref *= 2
+        assert "#tile.mma_operand<0 : i64, #tile.mma_acc<2" in ck.artifacts["layout"]
+    err = np.abs(c - ref).max() / np.abs(ref).max()
+    assert err < 3e-3, err                 # tf32: 10 mantissa bits
+    assert err > 1e-6                      # and not f32 products: the operands were cut
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -71,6 +71,20 @@ def lower_gemm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Const
 
 
 @ct.kernel
+def scaled_gemm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """C = (2 A) @ B: operand A is computed in registers (a register fragment of the
+    product's layout, not a shared tile)."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta * 2.0, tb, acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
 def linear_silu(x, w, bias, y, alpha: float, BM: ct.Constant[int], BN: ct.Constant[int],
                 BK: ct.Constant[int]):
     """y = silu(alpha * x @ w^T + bias): an epilogue fused after the K loop."""
@@ -189,7 +203,10 @@ def test_accumulator_layouts_are_the_ptx_fragments(m, shape):
 
 
 def _ptx_operand(op: DotOperand, shape) -> dict:
-    """(warp, lane, register) -> element of an A (m16k16) or B (k16n8) fragment."""
+    """(warp, lane, register) -> element of an A (m16k16) or B (k16n8) fragment, or with
+    kwidth 1 of a tf32 A (m16k8) or B (k8n8) fragment (PTX ISA, mma.m16n8k8)."""
+    if op.kwidth == 1:
+        return _ptx_operand_tf32(op, shape)
     p = op.parent
     gm, gn = p.groups
     out = {}
@@ -222,7 +239,39 @@ def _ptx_operand(op: DotOperand, shape) -> dict:
     return out
 
 
+def _ptx_operand_tf32(op: DotOperand, shape) -> dict:
+    p = op.parent
+    gm, gn = p.groups
+    out = {}
+    for w in range(p.num_warps):
+        gi, gj = w % gm, w // gm
+        for lane in range(32):
+            g, q = lane // 4, lane % 4
+            if op.index == 0:            # a0..a3: (g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4)
+                m, k = shape
+                bm = m // gm
+                for mi in range(bm // 16):
+                    for kk in range(k // 8):
+                        for i in range(4):
+                            r = (kk + mi * (k // 8)) * 4 + i
+                            out[(w, lane, r)] = (gi * bm + mi * 16 + g + 8 * (i % 2),
+                                                 kk * 8 + q + 4 * (i // 2))
+            else:                        # b0, b1: (q, g), (q + 4, g)
+                k, n = shape
+                bn = n // gn
+                for ni in range(bn // 8):
+                    for kk in range(k // 8):
+                        for i in range(2):
+                            r = (kk + ni * (k // 8)) * 2 + i
+                            out[(w, lane, r)] = (kk * 8 + q + 4 * i, gj * bn + ni * 8 + g)
+    return out
+
+
 @pytest.mark.parametrize("op,shape", [
+    (DotOperand(0, Mma(2, (2, 4), (16, 8)), 1), (128, 32)),     # tf32
+    (DotOperand(1, Mma(2, (2, 4), (16, 8)), 1), (32, 128)),
+    (DotOperand(0, Mma(2, (1, 1), (16, 8)), 1), (16, 8)),
+    (DotOperand(1, Mma(2, (1, 2), (16, 8)), 1), (8, 16)),
     (DotOperand(0, Mma(2, (2, 4), (16, 8))), (128, 64)),
     (DotOperand(1, Mma(2, (2, 4), (16, 8))), (64, 128)),
     (DotOperand(0, Mma(2, (1, 1), (16, 8))), (16, 16)),
@@ -236,6 +285,18 @@ def test_operand_layouts_are_the_ptx_fragments(op, shape):
     assert sorted(owners) == sorted(np.ndindex(*shape))
     got = {t: c for c, ts in owners.items() for t in ts}
     assert got == _ptx_operand(op, shape)
+
+
+def test_operand_layouts_print_and_parse_with_their_kwidth():
+    from tileir.backend import mma_layouts
+    acc = Mma(2, (2, 4), (16, 8))
+    for op in (DotOperand(0, acc), DotOperand(1, acc, 1)):
+        assert mma_layouts.parse(op.attr()) == op
+        assert mma_layouts.verify(op) is None
+    assert DotOperand(0, acc).attr() == f"#tile.mma_operand<0 : i64, {acc.attr()}, 2 : i64>"
+    assert DotOperand(1, acc, 1).attr() == f"#tile.mma_operand<1 : i64, {acc.attr()}, 1 : i64>"
+    assert "kwidth 3" in mma_layouts.verify(DotOperand(0, acc, 3))
+    assert "mma.sync" in mma_layouts.verify(DotOperand(0, Mma(3, (4, 1), (64, 64)), 1))
 
 
 # ---------------------------------------------------------------------------
@@ -348,13 +409,18 @@ def test_wgmma_descriptors_address_the_shared_layout(which, shape, order):
 # ---------------------------------------------------------------------------
 # Compiled GEMMs: the instructions each target needs, and no local memory
 # ---------------------------------------------------------------------------
-def _sass(cubin: bytes, tmp_path) -> collections.Counter:
+def _sass_text(cubin: bytes, tmp_path) -> str:
     path = tmp_path / "k.cubin"
     path.write_bytes(cubin)
-    out = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(path)],
-                         capture_output=True, text=True, check=True).stdout
+    return subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(path)],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def _sass(cubin: bytes, tmp_path) -> collections.Counter:
+    """Opcodes (without modifiers) and how often each occurs."""
     return collections.Counter(re.findall(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?"
-                                          r"([A-Z][A-Z0-9_]+)", out, re.M))
+                                          r"([A-Z][A-Z0-9_]+)", _sass_text(cubin, tmp_path),
+                                          re.M))
 
 
 # sm_90a: TMA loads, mbarriers, wgmma, and the epilogue's stmatrix + TMA store
@@ -401,6 +467,19 @@ def test_gemms_as_launched_use_tensor_cores_and_no_local_memory(target, m, n, k,
     assert not any(op in ("LDL", "STL") for op in ops), ops
     assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report, ck.ptxas_report
     assert "C7520" not in ck.ptxas_report and "C7519" not in ck.ptxas_report
+
+
+@pytest.mark.parametrize("kernel", [gemm, gemm_nt])
+def test_sm80_f32_gemm_runs_on_tf32_tensor_cores(kernel, tmp_path):
+    """f32 operands on sm_80: mma.sync.m16n8k8 as tf32 (HMMA.1688.F32.TF32), fed by a
+    cp.async ring, no local memory."""
+    spec = ct.ArraySpec(np.float32, 2)
+    ck = kernel.compile((spec, spec, spec, 64, 64, 32), target="sm_80")
+    assert "HMMA.1688.F32.TF32" in _sass_text(ck.cubin, tmp_path)
+    ops = _sass(ck.cubin, tmp_path)
+    assert ops["LDGSTS"], sorted(ops)
+    assert not any(op in ("LDL", "STL") for op in ops), ops
+    assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report
 
 
 def test_warp_specialized_gemm_gives_registers_to_the_consumers(tmp_path):

@@ -132,8 +132,8 @@ class MmaAssignment:
             eb = element_bytes(v.type.element_type)
             if p.version == 3 and isinstance(lay, Shared) and p.smem_ok(lay, index, shape, eb):
                 continue                                   # wgmma reads it where it is
-            if p.version == 2 and isinstance(lay, Shared) and p.ldmatrix_ok(lay, shape, eb):
-                continue                                   # ldmatrix, one k step at a time
+            if p.version == 2 and isinstance(lay, Shared) and p.steps_from_smem_ok(lay, shape, eb):
+                continue                                   # read one k step at a time
             if p.version == 3 and index == 1:
                 self.require(op, 1, p.smem_for_b(shape, eb))
             else:

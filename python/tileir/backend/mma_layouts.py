@@ -15,10 +15,12 @@ Three encodings join `#tile.blocked`/`#tile.slice` (tileir.backend.layouts):
   d[r] of the PTX fragment (bit 0: column + 1, bit 1: row + 8, higher bits:
   column + 8, 16, ...), so element-wise ops, reductions and conversions work on
   them like on any distributed layout.
-* `#tile.mma_operand<index : i64, #tile.mma_acc<...>>` — operand A (index 0, M x K)
-  or B (index 1, K x N) of that product held in registers, in the fragment order
-  of `mma.sync` (A, B) or of wgmma's register A operand.  Warps that do not
-  partition the operand's rows hold replicas.
+* `#tile.mma_operand<index : i64, #tile.mma_acc<...>, kwidth : i64>` — operand A
+  (index 0, M x K) or B (index 1, K x N) of that product held in registers, in
+  the fragment order of `mma.sync` (A, B) or of wgmma's register A operand;
+  kwidth is the K elements one 32-bit register holds (2 for 16-bit types: k16
+  fragments; 1 for tf32: mma.sync.m16n8k8).  Warps that do not partition the
+  operand's rows hold replicas.
 * `#tile.shared<swizzle : i64, array<i64: order...>>` — a tile in shared memory,
   not in registers.  The fastest dim (`order[0]`) is cut into boxes of
   `swizzle` bytes (the whole dim when 0); boxes follow each other, each one row
@@ -38,6 +40,8 @@ from .layouts import Coord, Linear, _log2
 
 LANES_V2 = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))      # accumulator / A fragment lanes
 LANES_V2_B = ((2, 0), (4, 0), (0, 1), (0, 2), (0, 4))    # B fragment lanes (k, n)
+LANES_TF32_A = ((0, 1), (0, 2), (1, 0), (2, 0), (4, 0))  # tf32 (m16n8k8) A lanes (m, k)
+LANES_TF32_B = ((1, 0), (2, 0), (0, 1), (0, 2), (0, 4))  # tf32 B lanes (k, n)
 SWIZZLES = (0, 32, 64, 128)
 TMA_MAX_BOX = 256            # a TMA box spans at most 256 elements along each dim
 
@@ -147,6 +151,9 @@ def verify_mma(m: Mma) -> str | None:
 class DotOperand:
     index: int                   # 0: A (M x K), 1: B (K x N)
     parent: Mma
+    # elements of K one 32-bit register holds: 2 for 16-bit types (k16 fragments),
+    # 1 for tf32 (m16n8k8: the same lanes, K counted in 32-bit words)
+    kwidth: int = 2
 
     rank = 2
 
@@ -154,35 +161,47 @@ class DotOperand:
     def num_warps(self) -> int:
         return self.parent.num_warps
 
+    @property
+    def k_step(self) -> int:
+        """K of one instruction's fragment."""
+        return 8 * self.kwidth
+
     def attr(self) -> str:
-        return f"#tile.mma_operand<{self.index} : i64, {self.parent.attr()}>"
+        return f"#tile.mma_operand<{self.index} : i64, {self.parent.attr()}, {self.kwidth} : i64>"
 
     def linear(self, shape) -> Linear:
-        """Registers of one k16 step come first (the fragment), then k steps, then the
-        M (A) or N (B) instruction reps of the warp's block."""
+        """Registers of one k step come first (the fragment), then k steps, then the
+        M (A) or N (B) instruction reps of the warp's block.  The fragments are the
+        PTX ISA's: A (kwidth 2) a0..a3 = pairs at (g, 2t), (g + 8, 2t), (g, 2t + 8),
+        (g + 8, 2t + 8); A (kwidth 1, tf32) a0..a3 at (g, t), (g + 8, t), (g, t + 4),
+        (g + 8, t + 4); B (kwidth 2) pairs at (2t, g), (2t + 8, g); B (kwidth 1)
+        at (t, g), (t + 4, g) (g = lane / 4, t = lane % 4)."""
         shape = tuple(shape)
         p = self.parent
         gm, gn = p.groups
+        step = self.k_step
+        word = (0, 1) if self.kwidth == 2 else None        # the pair within a register
         if self.index == 0:
             m, k = shape
             bm = m // gm
             im = p.instr[0]
-            regs: list[Coord] = [(0, 1), (8, 0), (0, 8)]
-            regs += [(0, 16 << i) for i in range(_log2(k // 16))]
+            regs: list[Coord] = ([word] if word else []) + [(8, 0), (0, step // 2)]
+            regs += [(0, step << i) for i in range(_log2(k // step))]
             regs += [(im << i, 0) for i in range(_log2(bm // im))]
             warps: list[Coord] = [(16, 0), (32, 0)] if p.version == 3 else []
             warps += [(bm << i, 0) for i in range(_log2(gm))]
             warps += [(0, 0)] * _log2(gn)
-            return Linear(shape, tuple(regs), LANES_V2, tuple(warps))
+            lanes = LANES_V2 if word else LANES_TF32_A
+            return Linear(shape, tuple(regs), lanes, tuple(warps))
         if p.version == 3:
             raise ValueError("wgmma reads operand B from shared memory only")
         k, n = shape
         bn = n // gn
-        regs = [(1, 0), (8, 0)]
-        regs += [(16 << i, 0) for i in range(_log2(k // 16))]
+        regs = ([(1, 0)] if word else []) + [(step // 2, 0)]
+        regs += [(step << i, 0) for i in range(_log2(k // step))]
         regs += [(0, 8 << i) for i in range(_log2(bn // 8))]
         warps = [(0, 0)] * _log2(gm) + [(0, bn << i) for i in range(_log2(gn))]
-        return Linear(shape, tuple(regs), LANES_V2_B, tuple(warps))
+        return Linear(shape, tuple(regs), LANES_V2_B if word else LANES_TF32_B, tuple(warps))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,7 +295,8 @@ def verify_shared(s: Shared) -> str | None:
 # ---------------------------------------------------------------------------
 _A = r"array<i64(?::\s*([-\d,\s]*))?>"
 _MMA_RE = re.compile(r"#tile\.mma_acc<(\d+) : i64,\s*" + _A + r",\s*" + _A + r">")
-_DOT_RE = re.compile(r"#tile\.mma_operand<(\d+) : i64,\s*(#tile\.mma_acc<.*>)>$")
+_DOT_RE = re.compile(r"#tile\.mma_operand<(\d+) : i64,\s*(#tile\.mma_acc<.*?>>),"
+                     r"\s*(\d+) : i64>$")
 _SHARED_RE = re.compile(r"#tile\.shared<(\d+) : i64,\s*" + _A + r">$")
 
 
@@ -294,7 +314,7 @@ def parse(text: str):
         return Mma(int(m.group(1)), warps, instr)
     m = _DOT_RE.match(text)
     if m:
-        return DotOperand(int(m.group(1)), parse(m.group(2)))
+        return DotOperand(int(m.group(1)), parse(m.group(2)), int(m.group(3)))
     m = _SHARED_RE.match(text)
     if m:
         return Shared(int(m.group(1)), _ints(m.group(2)))
@@ -309,15 +329,20 @@ def verify(layout) -> str | None:
             return f"dot operand index {layout.index} is not 0 (A) or 1 (B)"
         if layout.index == 1 and layout.parent.version == 3:
             return "wgmma (mma version 3) reads operand B from shared memory, not registers"
+        if layout.kwidth not in (1, 2):
+            return f"dot operand kwidth {layout.kwidth} is not 1 (tf32) or 2 (16-bit types)"
+        if layout.kwidth == 1 and layout.parent.version != 2:
+            return "kwidth 1 (tf32 fragments in registers) is an mma.sync (version 2) layout"
         return verify_mma(layout.parent)
     if isinstance(layout, Shared):
         return verify_shared(layout)
     return None
 
 
-def check_operand(op: DotOperand, shape, k_step: int = 16) -> str | None:
+def check_operand(op: DotOperand, shape) -> str | None:
     """Why a register operand of `shape` cannot have layout `op`, or None."""
     p = op.parent
+    k_step = op.k_step
     gm, gn = p.groups
     if op.index == 0:
         m, k = shape

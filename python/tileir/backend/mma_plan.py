@@ -7,12 +7,12 @@
   accumulator M a multiple of 16; A and B in registers (from shared memory
   through ldmatrix when they were loaded there);
 and returns None when no tensor-core instruction fits the shapes or types (the
-product then runs on the FMA units: tiles too small, f64, i8, and tf32/fp8 on
-sm_80).
+product then runs on the FMA units: tiles too small, f64, i8, and fp8 on sm_80).
 
 Operand element types and the K step of one instruction:
-f16, bf16 -> k16 (v2, v3); f32 as tf32 -> k8 (v2, v3; wgmma reads tf32 only
-K-major); f8E4M3FN, f8E5M2 -> k32 (v3, K-major only).  The accumulator is f32
+f16, bf16 -> k16 (v2, v3); f32 as tf32 -> k8 (v2: mma.sync.m16n8k8, register
+fragments of one f32 per K element, `DotOperand.kwidth` 1; v3: wgmma reads tf32
+only K-major); f8E4M3FN, f8E5M2 -> k32 (v3, K-major only).  The accumulator is f32
 (f16 allowed for f16 operands).
 """
 
@@ -25,8 +25,9 @@ from .mma_layouts import DotOperand, Mma, Shared, choose_swizzle
 # operand element type -> K of one instruction
 K_STEP = {"f16": 16, "bf16": 16, "f32": 8, "f8E4M3FN": 32, "f8E5M2": 32}
 WGMMA_ONLY = ("f8E4M3FN", "f8E5M2")
-# what mma.sync is lowered for (tf32 and fp8 on sm_80 take the FMA path)
-MMA_SYNC_TYPES = ("f16", "bf16")
+# what mma.sync is lowered for (m16n8k16; f32 as tf32: m16n8k8; fp8 on sm_80 takes
+# the FMA path)
+MMA_SYNC_TYPES = ("f16", "bf16", "f32")
 # wgmma can read these from shared memory in either major order (others: K-major only)
 WGMMA_TRANSPOSABLE = ("f16", "bf16")
 ACC_TYPES = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "f8E4M3FN": ("f32",),
@@ -44,11 +45,16 @@ class MmaPlan:
     def version(self) -> int:
         return self.acc.version
 
+    @property
+    def kwidth(self) -> int:
+        """K elements per 32-bit register of a register operand (DotOperand.kwidth)."""
+        return 1 if self.elem == "f32" else 2
+
     def operand_a(self) -> DotOperand:
-        return DotOperand(0, self.acc)
+        return DotOperand(0, self.acc, self.kwidth)
 
     def operand_b(self) -> DotOperand:
-        return DotOperand(1, self.acc)
+        return DotOperand(1, self.acc, self.kwidth)
 
     def smem_ok(self, layout: Shared, index: int, shape, elem_bytes: int) -> bool:
         """Whether wgmma reads operand `index` straight from shared memory in `layout`."""
@@ -63,9 +69,12 @@ class MmaPlan:
         need = self.k_step if k_major else 8
         return row % need == 0 and layout.row_bytes(shape, elem_bytes) == layout.swizzle
 
-    def ldmatrix_ok(self, layout: Shared, shape, elem_bytes: int) -> bool:
-        """Whether mma.sync can read this shared operand with ldmatrix: 16-bit elements,
-        rows of at least 8 contiguous ones."""
+    def steps_from_smem_ok(self, layout: Shared, shape, elem_bytes: int) -> bool:
+        """Whether mma.sync reads this shared operand one k step at a time where it
+        is: with ldmatrix for 16-bit elements in rows of at least 8 contiguous ones,
+        with 4-byte loads for tf32."""
+        if elem_bytes == 4:
+            return self.elem == "f32"
         return elem_bytes == 2 and layout.box_elems(shape, elem_bytes) >= 8
 
     def smem_for_b(self, shape, elem_bytes: int) -> Shared:

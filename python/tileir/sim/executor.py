@@ -969,15 +969,19 @@ def _fragment_index(coords: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 _A16 = _fragment_index(hw.a_fragment_coords())
 _B16 = _fragment_index(hw.b_fragment_coords())
 _C16 = _fragment_index(hw.c_fragment_coords())
+_ATF32 = _fragment_index(hw.a_fragment_coords_tf32())
+_BTF32 = _fragment_index(hw.b_fragment_coords_tf32())
 
 
 @op("nvvm.mma.sync")
 def _mma_sync(sim, blk, o, mask):
     vals = _operands(sim, blk, o)
-    if len(o.operands) != 10:
-        raise SimError("only mma.sync.m16n8k16 is modelled")
-    a_words, b_words, c = vals[:4], vals[4:6], vals[6:10]
+    k = int(re.search(r"k = (\d+)", str(o.attributes["shape"])).group(1))
     elem = re.search(r"<(\w+)>", str(o.attributes["multiplicandAPtxType"])).group(1)
+    if len(o.operands) != 10 or (k, elem == "tf32") not in ((16, False), (8, True)):
+        raise SimError("only mma.sync.m16n8k16 (16-bit types) and m16n8k8 (tf32) are "
+                       "modelled")
+    a_words, b_words, c = vals[:4], vals[4:6], vals[6:10]
     dtype = hw.ELEM[elem][0]
     _whole_warps(mask, "mma.sync")
     warps = sim.threads // 32
@@ -988,13 +992,16 @@ def _mma_sync(sim, blk, o, mask):
         return raw.view(dtype).astype(np.float64).reshape(warps, 32, -1)
 
     va, vb = elements(a_words), elements(b_words)
+    if elem == "tf32":          # the tensor core reads the top 19 bits of each f32
+        va, vb = hw.to_float(va.astype(np.float32), elem), hw.to_float(vb.astype(np.float32),
+                                                                        elem)
     vc = np.stack([np.asarray(x, np.float64) for x in c], axis=1).reshape(warps, 32, 4)
-    A = np.zeros((warps, 16, 16))
-    B = np.zeros((warps, 16, 8))
+    A = np.zeros((warps, 16, k))
+    B = np.zeros((warps, k, 8))
     C = np.zeros((warps, 16, 8))
-    lane, i, r, col = _A16
+    lane, i, r, col = _ATF32 if k == 8 else _A16
     A[:, r, col] = va[:, lane, i]
-    lane, i, r, col = _B16
+    lane, i, r, col = _BTF32 if k == 8 else _B16
     B[:, r, col] = vb[:, lane, i]
     lane, i, r, col = _C16
     C[:, r, col] = vc[:, lane, i]

@@ -321,6 +321,17 @@ def b_fragment_coords():
             for lane in range(32) for i in range(4)}
 
 
+def a_fragment_coords_tf32():
+    """(lane, element) -> (row, col) of a 16 x 8 tf32 A fragment (mma.m16n8k8)."""
+    return {(lane, i): (lane // 4 + 8 * (i % 2), lane % 4 + 4 * (i // 2))
+            for lane in range(32) for i in range(4)}
+
+
+def b_fragment_coords_tf32():
+    """(lane, element) -> (k, n) of an 8 x 8 tf32 B fragment (mma.m16n8k8)."""
+    return {(lane, i): (lane % 4 + 4 * i, lane // 4) for lane in range(32) for i in range(2)}
+
+
 def c_fragment_coords():
     """(lane, element) -> (row, col) of a 16 x 8 accumulator (mma.m16n8k16)."""
     return {(lane, i): (lane // 4 + 8 * (i // 2), 2 * (lane % 4) + i % 2)

@@ -307,45 +307,52 @@ def _tied(regs: list[ir.Value], asm: str) -> list[ir.Value]:
 # mma.sync
 # ---------------------------------------------------------------------------
 def _mma_sync(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str, op) -> Frag:
-    """mma.sync.m16n8k16 per (k step, instruction).  An operand in shared memory is
-    read one k step at a time with ldmatrix (what keeps the fragments of a whole K
-    slice out of the registers); one in registers must be an `#tile.mma_operand`."""
-    if elem not in ("f16", "bf16"):
-        raise TileIRError(f"mma.sync on {elem} operands is not lowered yet (f16/bf16 are)",
-                          op.location)
+    """mma.sync per (k step, instruction): m16n8k16 for f16/bf16, m16n8k8 for f32 as
+    tf32 (fragments of one f32 a register: `DotOperand.kwidth` 1).  An operand in
+    shared memory is read one k step at a time (ldmatrix for 16-bit types, 4-byte
+    loads for tf32: what keeps the fragments of a whole K slice out of the
+    registers); one in registers must be an `#tile.mma_operand`."""
+    if elem not in ("f16", "bf16", "f32"):
+        raise TileIRError(f"mma.sync on {elem} operands is not lowered yet (f16/bf16 and "
+                          f"f32 as tf32 are)", op.location)
     for v, index in ((op.a, 0), (op.b, 1)):
         got = tile_layout(v.type)
         if not (isinstance(got, Shared) or (isinstance(got, DotOperand) and
                                             got.index == index)):
             raise TileIRError(f"internal error: mma.sync operand {index} has layout {got}",
                               op.location)
+    kwidth = 1 if elem == "f32" else 2
+    opa, opb = DotOperand(0, lay, kwidth), DotOperand(1, lay, kwidth)
+    step = opa.k_step
     m, n = acc.shape
     k = a.shape[1]
     rm, rn = lay.reps(acc.shape)
-    nk = k // 16
+    nk = k // step
     f32 = ir.F32Type.get()
     st = _struct(4)
     regs = list(acc.regs)
-    t = ir.Attribute.parse(f"#nvvm.mma_type<{elem}>")
-    shape = ir.Attribute.parse("#nvvm.shape<m = 16, n = 8, k = 16>")
+    t = ir.Attribute.parse(f"#nvvm.mma_type<{'tf32' if elem == 'f32' else elem}>")
+    shape = ir.Attribute.parse(f"#nvvm.shape<m = 16, n = 8, k = {step}>")
+    per_a, per_b = 4 * kwidth, 2 * kwidth          # elements of one fragment
     for kk in range(nk):
         # this k step's fragments: (registers, k steps they hold)
-        fa, ka = (_step_fragment(cx, a, DotOperand(0, lay), (m, 16), (0, kk * 16)), 1) \
+        fa, ka = (_step_fragment(cx, a, opa, (m, step), (0, kk * step)), 1) \
             if isinstance(a, SmemTile) else (a, nk)
-        fb, kb = (_step_fragment(cx, b, DotOperand(1, lay), (16, n), (kk * 16, 0)), 1) \
+        fb, kb = (_step_fragment(cx, b, opb, (step, n), (kk * step, 0)), 1) \
             if isinstance(b, SmemTile) else (b, nk)
         ia = 0 if ka == 1 else kk
         ib = 0 if kb == 1 else kk
         for mi in range(rm):
-            a_regs = _pairs(fa.regs[(ia + mi * ka) * 8:(ia + mi * ka) * 8 + 8])
+            at = (ia + mi * ka) * per_a
+            a_regs = _registers(fa.regs[at:at + per_a], elem)
             for ni in range(rn):
-                b_regs = _pairs(fb.regs[(ib + ni * kb) * 4:(ib + ni * kb) * 4 + 4])
+                bt = (ib + ni * kb) * per_b
+                b_regs = _registers(fb.regs[bt:bt + per_b], elem)
                 base = (ni + mi * rn) * 4
                 r = nvvm.mma_sync(st, shape, ir.Attribute.parse("#nvvm.mma_layout<row>"),
                                   ir.Attribute.parse("#nvvm.mma_layout<col>"),
-                                  _operand(a_regs, elem), _operand(b_regs, elem),
-                                  regs[base:base + 4], multiplicand_a_ptx_type=t,
-                                  multiplicand_b_ptx_type=t)
+                                  a_regs, b_regs, regs[base:base + 4],
+                                  multiplicand_a_ptx_type=t, multiplicand_b_ptx_type=t)
                 regs[base:base + 4] = _unpack(r, 4, f32)
     return Frag(acc.lin, acc.elem, regs)
 
@@ -436,8 +443,12 @@ def _cast_to(v: ir.Value, t: ir.Type) -> ir.Value:
     return arith.extf(t, v) if wider else arith.truncf(t, v)
 
 
-def _operand(packed: list[ir.Value], elem: str) -> list[ir.Value]:
-    """Packed pairs as nvvm.mma.sync takes them: i32 for bf16, vector<2xf16> for f16."""
+def _registers(values: list[ir.Value], elem: str) -> list[ir.Value]:
+    """A fragment's elements as nvvm.mma.sync takes them: packed pairs, i32 for bf16
+    and vector<2xf16> for f16; one f32's bits (i32) per register for tf32."""
+    if elem == "f32":
+        return [arith.bitcast(ir.IntegerType.get_signless(32), v) for v in values]
+    packed = _pairs(values)
     if elem == "bf16":
         return packed
     vt = ir.VectorType.get([2], ir.Type.parse(elem))
