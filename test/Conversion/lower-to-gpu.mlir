@@ -424,3 +424,34 @@ func.func @math(%x: !tile.array<bf16, 1 : i64>, %y: !tile.array<f32, 1 : i64>) a
   "tile.store"(%y, %q, %c0) : (!tile.array<f32, 1 : i64>, tensor<64xf32, #l>, i32) -> ()
   return
 }
+
+// -----
+
+// A tile constant whose elements differ is a constant table in global memory
+// (an llvm.mlir.global of the gpu.module, its elements' bits); each thread loads
+// the elements its registers hold, at the row-major index of their coordinates.
+// An element of a tile at run-time indices (tensor.extract) comes from the
+// threads that hold it through a shared slot, between barriers.
+
+// CHECK:       llvm.mlir.global internal constant @__tile_table_0(dense<[0, 1, 2, 3, 4, 5, 6, 7]> : tensor<8xi32>) {addr_space = 1 : i32} : !llvm.array<8 x i32>
+// CHECK-LABEL: gpu.func @table(
+// CHECK:         %[[T:.*]] = llvm.mlir.addressof @__tile_table_0 : !llvm.ptr<1>
+// CHECK:         %[[P:.*]] = llvm.getelementptr %[[T]][%{{.*}}] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+// CHECK:         llvm.load %[[P]] {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// The extract: every register compares its coordinate with the index; the holder
+// stores; a barrier; everyone loads the slot.
+// CHECK:         scf.if
+// CHECK:           memref.store
+// CHECK:         gpu.barrier
+// CHECK:         memref.load
+#l8 = #tile.blocked<array<i64: 1>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @table(%x: !tile.array<i32, 1 : i64>, %n: i32) attributes {tile.kernel, tile.num_warps = 1 : i32} {
+  %c0 = arith.constant 0 : i32
+  %t = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : tensor<8xi32, #l8>
+  %i = arith.index_cast %n : i32 to index
+  %e = tensor.extract %t[%i] : tensor<8xi32, #l8>
+  %s = tensor.splat %e : tensor<8xi32, #l8>
+  %y = arith.addi %t, %s : tensor<8xi32, #l8>
+  "tile.store"(%x, %y, %c0) : (!tile.array<i32, 1 : i64>, tensor<8xi32, #l8>, i32) -> ()
+  return
+}

@@ -20,16 +20,6 @@ func.func @mma(%a: !tile.array<f16, 3 : i64>, %c: !tile.array<f32, 3 : i64>) att
 
 // -----
 
-func.func @non_splat_constant(%a: !tile.array<i32, 1 : i64>) attributes {tile.kernel} {
-  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
-  // expected-error @+1 {{non-splat tile constants are not lowered to the GPU yet}}
-  %t = arith.constant dense<[0, 1, 2, 3]> : tensor<4xi32>
-  "tile.store"(%a, %t, %i) : (!tile.array<i32, 1 : i64>, tensor<4xi32>, i32) -> ()
-  return
-}
-
-// -----
-
 func.func @while_with_tiles(%a: !tile.array<f32, 1 : i64>, %n: i32) attributes {tile.kernel} {
   %c0 = arith.constant 0 : i32
   %t0 = "tile.load"(%a, %c0) {padding = "zero", tile_shape = array<i64: 128>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<128xf32>

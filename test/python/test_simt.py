@@ -39,6 +39,25 @@ def _gemm(kernel, target, m, n, k, tiles, dtype, rng, nt=False, aligned=True, bl
     return c.astype(np.float64), ref
 
 
+def _simulate_mlir(text: str, args, grid, target: str) -> str:
+    """Hand-written Tile IR (`TARGET` replaced by `target`) through the layout and gpu
+    stages, run by the simulator on NumPy `args`; returns the gpu-stage IR."""
+    import json
+    import types
+    from mlir import ir
+    from tileir.dialect import context as tile_context
+    from tileir.passes import run_passes
+    with tile_context():
+        module = ir.Module.parse(text.replace("TARGET", target))
+        run_passes(module, ["tile-assign-layouts", "tile-lower-to-gpu"])
+        meta = json.loads(ir.StringAttr(module.operation.attributes["tile.kernel_meta"]).value)
+        gpu = str(module)
+    compiled = types.SimpleNamespace(meta=meta, runtime_params=list(range(len(args))),
+                                     artifacts={"gpu": gpu})
+    simulate(compiled, grid, args)
+    return gpu
+
+
 def _close(got, ref, k):
     scale = np.abs(ref).max() + 1
     return np.abs(got - ref).max() <= 1e-2 * scale
@@ -258,6 +277,63 @@ def test_persistent_ring_runs_across_tiles_of_different_lengths(target, order, r
     mask = np.kron(np.tril(np.ones((6, 6))), np.ones((64, 64)))
     ref = (a.astype(np.float64) * mask) @ b.astype(np.float64)
     assert _close(c.astype(np.float64), ref, m)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("t,dtype", [("f32", np.float32), ("bf16", BF16), ("i32", np.int32),
+                                     ("i1", np.bool_)])
+def test_tile_constants_with_different_elements_run_correctly(target, t, dtype):
+    """A non-splat constant is a table in global memory that every thread reads its
+    elements from (2 warps over 32 x 16: elements in several registers a thread)."""
+    table = np.arange(32 * 16).reshape(32, 16) % 7 - 3
+    if t == "i1":
+        table = table > 0
+    text_values = "[" + ", ".join("[" + ", ".join(
+        ("true" if v else "false") if t == "i1" else str(int(v)) if t == "i32" else
+        f"{float(v):.1f}" for v in row) + "]" for row in table) + "]"
+    op = {"f32": "arith.addf", "bf16": "arith.addf", "i32": "arith.addi", "i1": "arith.xori"}[t]
+    text = f"""
+module attributes {{tile.target = "TARGET"}} {{
+func.func @table(%x: !tile.array<{t}, 2 : i64>, %y: !tile.array<{t}, 2 : i64>) attributes {{tile.kernel, tile.num_warps = 2 : i32}} {{
+  %c0 = arith.constant 0 : i32
+  %k = arith.constant dense<{text_values}> : tensor<32x16x{t}>
+  %a = "tile.load"(%x, %c0, %c0) {{padding = "zero", tile_shape = array<i64: 32, 16>}} : (!tile.array<{t}, 2 : i64>, i32, i32) -> tensor<32x16x{t}>
+  %s = {op} %a, %k : tensor<32x16x{t}>
+  "tile.store"(%y, %s, %c0, %c0) : (!tile.array<{t}, 2 : i64>, tensor<32x16x{t}>, i32, i32) -> ()
+  return
+}}
+}}
+"""
+    x = np.ones((32, 16), dtype)
+    y = np.zeros((32, 16), dtype)
+    gpu = _simulate_mlir(text, [x, y], (1,), target)
+    assert "llvm.mlir.global internal constant @__tile_table_0" in gpu
+    want = ~table if t == "i1" else table.astype(np.float64) + 1
+    assert (y.astype(np.float64) == np.asarray(want, np.float64)).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_element_at_run_time_indices_reaches_every_thread(target, rng):
+    """tensor.extract with indices: the threads holding the element share it."""
+    text = """
+module attributes {tile.target = "TARGET"} {
+func.func @pick(%x: !tile.array<f32, 2 : i64>, %y: !tile.array<f32, 1 : i64>, %i: i32, %j: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 32, 64>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<32x64xf32>
+  %ii = arith.index_cast %i : i32 to index
+  %jj = arith.index_cast %j : i32 to index
+  %e = tensor.extract %t[%ii, %jj] : tensor<32x64xf32>
+  %v = tensor.splat %e : tensor<64xf32>
+  "tile.store"(%y, %v, %c0) : (!tile.array<f32, 1 : i64>, tensor<64xf32>, i32) -> ()
+  return
+}
+}
+"""
+    x = rng.standard_normal((32, 64)).astype(np.float32)
+    for i, j in [(0, 0), (5, 17), (31, 63)]:
+        y = np.full(64, np.nan, np.float32)
+        _simulate_mlir(text, [x, y, np.int32(i), np.int32(j)], (1,), target)
+        assert (y == x[i, j]).all()
 
 
 def test_wide_wgmma_tile_runs_correctly(rng):

@@ -275,8 +275,12 @@ class LayoutAssigner(MmaAssignment):
             return
         value = ir.DenseElementsAttr(op.attributes["value"])
         if not value.is_splat:
-            raise TileIRError("non-splat tile constants are not lowered to the GPU yet",
-                              op.location)
+            # a table in global memory, each thread loading its elements (the gpu
+            # stage): any layout reads it as cheaply, so the home one
+            self.produce_home(op)
+            body = str(value).rsplit(" : ", 1)[0]
+            op.attributes["value"] = ir.Attribute.parse(f"{body} : {r.type}")
+            return
         self.produce_preferred(op)
         # the value attribute's type must equal the (now encoded) result type
         op.attributes["value"] = ir.DenseElementsAttr.get_splat(r.type, value.get_splat_value())

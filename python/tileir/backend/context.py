@@ -70,6 +70,8 @@ class LoweringContext:
         # first wait until those stores have read their buffers
         self.bulk_stores = False
         self.tma_store = True     # the kernel option: accumulators may be stored by TMA
+        self.globals_before: ir.Operation | None = None   # where constant tables go
+        self._tables = 0
         self._thread: dict[tuple, list[ir.Value]] = {}
         self._tid = self._lane = self._warp = None
         self._smem_base = None
@@ -96,6 +98,23 @@ class LoweringContext:
         if key not in self.tensor_maps:
             raise TileIRError(f"internal error: no tensor map for {key}", ir.Location.current)
         return self.tensor_maps[key]
+
+    def constant_table(self, words) -> ir.Value:
+        """A `!llvm.ptr<1>` to a constant array of `words` (a 1-d NumPy integer array)
+        in global memory: an `llvm.mlir.global` of the kernel's gpu.module."""
+        if self.globals_before is None:
+            raise TileIRError("internal error: no module for constant tables",
+                              ir.Location.current)
+        name = f"__tile_table_{self._tables}"
+        self._tables += 1
+        word = ir.IntegerType.get_signless(words.dtype.itemsize * 8)
+        value = ir.DenseElementsAttr.get(words, type=word)
+        with ir.InsertionPoint(self.globals_before):
+            llvm.GlobalOp(ir.Type.parse(f"!llvm.array<{len(words)} x {word}>"), name,
+                          ir.Attribute.parse("#llvm.linkage<internal>"), constant=True,
+                          value=value, addr_space=1)
+        with ir.InsertionPoint.at_block_begin(self.entry):
+            return llvm.AddressOfOp(ir.Type.parse("!llvm.ptr<1>"), name).result
 
     # -- constants -----------------------------------------------------------------
     @staticmethod

@@ -144,6 +144,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     hints = ir.BoolAttr(func.attributes["tile.cache_hints"]).value \
         if "tile.cache_hints" in func.attributes else None
     cx = LoweringContext(num_warps, body, hints, chip, producer_warps)
+    cx.globals_before = gfunc.operation
     it = iter(body.arguments)
     for i, a in enumerate(entry.arguments):
         info = array_info(a.type)

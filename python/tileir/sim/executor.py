@@ -79,6 +79,7 @@ class _Simulator:
         self.grid = grid
         self.memory = memory
         self.tensor_maps = tensor_maps
+        self.globals: dict[str, int] = {}      # constant globals' addresses (simulate)
         self.threads = meta["num_threads"]
         self.constants: dict[tuple[str, str], Any] = {}
 
@@ -1032,12 +1033,14 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
     meta = compiled.meta
     runtime = [args[i] for i in compiled.runtime_params]
     arrays = [a for a in runtime if isinstance(a, np.ndarray)]
-    memory = hw.Memory(arrays)
     grid = tuple(list(grid) + [1] * (3 - len(grid)))
     ctx = tile_context()
     with ctx:
         module = ir.Module.parse(compiled.artifacts["gpu"])
         func = _kernel(module)
+        tables = _constant_tables(module)           # the module's constant globals
+        memory = hw.Memory(arrays + list(tables.values()))
+        globals_at = dict(zip(tables, memory.addresses[len(arrays):]))
         abi: list[Any] = []
         tensor_maps: dict[int, hw.TensorMap] = {}
         infos = {}
@@ -1065,6 +1068,7 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
                                                tm["swizzle"])
             abi.append(handle)
         sim = _Simulator(func, meta, grid, memory, tensor_maps)
+        sim.globals.update(globals_at)
         body = func.regions[0].blocks[0]
         values = []
         for arg, v in zip(body.arguments, abi):
@@ -1075,6 +1079,28 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
         for bid in ids:
             sim.run_block(_Block(sim, bid), values)
     memory.copy_out(arrays)
+
+
+def _constant_tables(module: ir.Module) -> dict[str, np.ndarray]:
+    """name -> contents of each `llvm.mlir.global` constant of the gpu.module."""
+    out = {}
+    for op_ in module.body.operations:
+        if op_.operation.name != "gpu.module":
+            continue
+        for g in op_.operation.regions[0].blocks[0].operations:
+            g = g.operation
+            if g.name == "llvm.mlir.global":
+                name = ir.StringAttr(g.attributes["sym_name"]).value
+                out[name] = np.array(ir.DenseElementsAttr(g.attributes["value"])).copy()
+    return out
+
+
+@op("llvm.mlir.addressof")
+def _addressof(sim, blk, o, mask):
+    name = ir.FlatSymbolRefAttr(o.attributes["global_name"]).value
+    if name not in sim.globals:
+        raise SimError(f"no constant global @{name} in the module")
+    return np.full(sim.threads, sim.globals[name], np.int64)
 
 
 def _kernel(module: ir.Module) -> ir.Operation:

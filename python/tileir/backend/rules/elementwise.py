@@ -1,13 +1,14 @@
 """Element-wise rules: `arith`/`math` on tiles become the same op on each register.
 
 Constants and splats give every register the same scalar; a rank-0 tile is one
-register (`tensor.extract` reads it back as a scalar).
+register (`tensor.extract` reads it back as a scalar; an element of a larger tile
+comes from the threads that hold it through a shared slot).
 """
 
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, llvm
+from mlir.dialects import arith, llvm, memref, scf
 
 from tileir.dialect import TileIRError
 
@@ -148,7 +149,10 @@ def _fp8_pattern(value: float, spelling: str) -> int:
 
 def splat_constant(cx: LoweringContext, op: ir.Operation) -> None:
     t = op.results[0].type
-    value = ir.DenseElementsAttr(op.attributes["value"]).get_splat_value()
+    attr = ir.DenseElementsAttr(op.attributes["value"])
+    if not attr.is_splat:
+        return _table_constant(cx, op, attr)
+    value = attr.get_splat_value()
     if is_fp8(t.element_type):           # the bits of the fp8 value, as i8
         bits = _fp8_pattern(ir.FloatAttr(value).value, str(t.element_type))
         scalar = arith.ConstantOp(reg_type(t.element_type), bits).result
@@ -158,6 +162,44 @@ def splat_constant(cx: LoweringContext, op: ir.Operation) -> None:
     scalar = arith.ConstantOp(t.element_type, value).result
     lin = lin_of(t)
     cx.values[op.results[0]] = Frag(lin, t.element_type, [scalar] * lin.num_regs)
+
+
+def _table_constant(cx: LoweringContext, op: ir.Operation, attr) -> None:
+    """A tile constant whose elements differ: its bits as a constant table in global
+    memory (`LoweringContext.constant_table`), each thread loading the elements its
+    registers hold (row-major index of their coordinates)."""
+    import numpy as np
+    from tileir.interpreter.constants import dense_value
+    from tileir.interpreter.dtypes import elem_of
+    t = op.results[0].type
+    # the same elements on a plain tensor type (the interpreter's reader folds casts)
+    plain = ir.RankedTensorType.get(list(t.shape), t.element_type)
+    attr = ir.Attribute.parse(f"{str(attr).rsplit(' : ', 1)[0]} : {plain}")
+    values = dense_value(ir.DenseElementsAttr(attr), elem_of(plain), tuple(t.shape))
+    nbytes = max(1, _bits(t.element_type) // 8)
+    bits = np.ascontiguousarray(values).view(f"<u{nbytes}").reshape(-1)
+    table = cx.constant_table(bits.astype(f"<i{nbytes}"))
+    word = ir.IntegerType.get_signless(8 * nbytes)
+    lin = lin_of(t)
+    tc = cx.thread_coords(lin)
+    strides = [1] * len(t.shape)
+    for d in reversed(range(len(t.shape) - 1)):
+        strides[d] = strides[d + 1] * t.shape[d + 1]
+    regs = []
+    for r in range(lin.num_regs):
+        flat = None
+        for c, s, st in zip(tc, lin.reg_coord(r), strides):
+            term = arith.muli(arith.addi(c, cx.const(s)) if s else c, cx.const(st))
+            flat = term if flat is None else arith.addi(flat, term)
+        ptr = llvm.GEPOp(table.type, table, [flat], ir.DenseI32ArrayAttr.get([-2147483648]),
+                         ir.TypeAttr.get(word), None).result
+        v = llvm.load(word, ptr, alignment=nbytes)
+        if isinstance(t.element_type, ir.IntegerType) and t.element_type.width == 1:
+            v = arith.cmpi(arith.CmpIPredicate.ne, v, cx.const(0, word))
+        elif isinstance(t.element_type, ir.FloatType) and not is_fp8(t.element_type):
+            v = arith.bitcast(t.element_type, v)
+        regs.append(v)
+    cx.values[op.results[0]] = Frag(lin, t.element_type, regs)
 
 
 @rule("tensor.splat")
@@ -170,10 +212,39 @@ def _splat(cx, op):
 @rule("tensor.extract")
 def _extract(cx, op):
     src = cx.frag(op.operands[0])
-    if len(src.shape) != 0:
-        raise TileIRError("extracting elements of a tile with indices is not lowered to the "
-                          "GPU; reduce to a scalar instead", op.location)
-    cx.values[op.results[0]] = src.regs[0]
+    if len(src.shape) == 0:
+        cx.values[op.results[0]] = src.regs[0]
+        return
+    # one element at run-time indices: the threads holding it write it to a shared
+    # slot, and every thread reads it back (a scalar is the block's)
+    index = [arith.index_cast(ir.IntegerType.get_signless(32), cx.get(v))
+             for v in list(op.operands)[1:]]
+    cx.values[op.results[0]] = broadcast_element(cx, src, index)
+
+
+def broadcast_element(cx: LoweringContext, src: Frag, index: list[ir.Value]) -> ir.Value:
+    """Element `index` (i32 per dim, block-uniform) of `src`, in every thread: its holders
+    (replicas write the same value) store it to a shared slot between barriers."""
+    is_i1 = isinstance(src.elem, ir.IntegerType) and src.elem.width == 1
+    mem_t = ir.IntegerType.get_signless(8) if is_i1 else reg_type(src.elem)
+    slot = cx.smem(1, mem_t)
+    zero = arith.ConstantOp(ir.IndexType.get(), 0).result
+    tc = cx.thread_coords(src.lin)
+    cx.smem_barrier_before()             # earlier readers of the slot are done
+    for r in range(src.lin.num_regs):
+        here = None
+        for d, (t, s) in enumerate(zip(tc, src.lin.reg_coord(r))):
+            c = arith.addi(t, cx.const(s)) if s else t
+            eq = arith.cmpi(arith.CmpIPredicate.eq, c, index[d])
+            here = eq if here is None else arith.andi(here, eq)
+        if_op = scf.IfOp(here, [], has_else=False)
+        with ir.InsertionPoint(if_op.then_block):
+            v = arith.extui(mem_t, src.regs[r]) if is_i1 else src.regs[r]
+            memref.store(v, slot, [zero])
+            scf.YieldOp([])
+    cx.barrier()
+    v = memref.load(slot, [zero])
+    return arith.cmpi(arith.CmpIPredicate.ne, v, cx.const(0, mem_t)) if is_i1 else v
 
 
 @rule("tensor.from_elements")
