@@ -20,26 +20,6 @@ func.func @mma(%a: !tile.array<f16, 3 : i64>, %c: !tile.array<f32, 3 : i64>) att
 
 // -----
 
-func.func @while_with_tiles(%a: !tile.array<f32, 1 : i64>, %n: i32) attributes {tile.kernel} {
-  %c0 = arith.constant 0 : i32
-  %t0 = "tile.load"(%a, %c0) {padding = "zero", tile_shape = array<i64: 128>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<128xf32>
-  // expected-error @+1 {{scf.while with tile values is not lowered to the GPU yet}}
-  %r:2 = scf.while (%i = %c0, %t = %t0) : (i32, tensor<128xf32>) -> (i32, tensor<128xf32>) {
-    %go = arith.cmpi slt, %i, %n : i32
-    scf.condition(%go) %i, %t : i32, tensor<128xf32>
-  } do {
-  ^bb0(%j: i32, %u: tensor<128xf32>):
-    %c1 = arith.constant 1 : i32
-    %k = arith.addi %j, %c1 : i32
-    %v = arith.addf %u, %u : tensor<128xf32>
-    scf.yield %k, %v : i32, tensor<128xf32>
-  }
-  "tile.store"(%a, %r#1, %c0) : (!tile.array<f32, 1 : i64>, tensor<128xf32>, i32) -> ()
-  return
-}
-
-// -----
-
 // The kernel's own num_warps must be a power of two within the block limit.
 
 // expected-error @+1 {{num_warps must be a power of two <= 32, got 3}}

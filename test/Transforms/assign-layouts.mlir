@@ -323,3 +323,32 @@ func.func @fma_product(%a: !tile.array<f16, 2 : i64>, %c: !tile.array<f32, 2 : i
   "tile.store"(%c, %acc, %i, %i) : (!tile.array<f32, 2 : i64>, tensor<8x64xf32>, i32, i32) -> ()
   return
 }
+
+// -----
+
+// scf.while: the before region's arguments take the inits' layouts, the after
+// region yields them back, and what scf.condition forwards keeps its layout into
+// the after region's arguments and the results.
+
+// CHECK-LABEL: func.func @grow
+// CHECK:         %[[T0:.*]] = "tile.load"{{.*}} -> tensor<256xf32, [[L:#tile.blocked<[^>]*>[^>]*>[^>]*>[^>]*>[^>]*>]]>
+// CHECK:         scf.while (%{{.*}} = %{{.*}}, %{{.*}} = %[[T0]]) : (i32, tensor<256xf32, [[L]]>) -> (i32, tensor<256xf32, [[L]]>)
+// CHECK:           scf.condition(%{{.*}}) %{{.*}}, %{{.*}} : i32, tensor<256xf32, [[L]]>
+// CHECK:         ^bb0(%{{.*}}: i32, %{{.*}}: tensor<256xf32, [[L]]>):
+// CHECK:           scf.yield %{{.*}}, %{{.*}} : i32, tensor<256xf32, [[L]]>
+func.func @grow(%x: !tile.array<f32, 1 : i64>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %t0 = "tile.load"(%x, %c0) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<256xf32>
+  %r:2 = scf.while (%i = %c0, %t = %t0) : (i32, tensor<256xf32>) -> (i32, tensor<256xf32>) {
+    %go = arith.cmpi slt, %i, %n : i32
+    scf.condition(%go) %i, %t : i32, tensor<256xf32>
+  } do {
+  ^bb0(%j: i32, %u: tensor<256xf32>):
+    %k = arith.addi %j, %c1 : i32
+    %v = arith.addf %u, %u : tensor<256xf32>
+    scf.yield %k, %v : i32, tensor<256xf32>
+  }
+  "tile.store"(%x, %r#1, %c0) : (!tile.array<f32, 1 : i64>, tensor<256xf32>, i32) -> ()
+  return
+}

@@ -336,6 +336,43 @@ func.func @pick(%x: !tile.array<f32, 2 : i64>, %y: !tile.array<f32, 1 : i64>, %i
         assert (y == x[i, j]).all()
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_while_loop_carrying_tiles_runs_correctly(target, rng):
+    """scf.while carrying a tile and a counter: doubles the tile until its first
+    element passes a bound read from an array (a data-dependent trip count)."""
+    text = """
+module attributes {tile.target = "TARGET"} {
+func.func @grow(%x: !tile.array<f32, 1 : i64>, %y: !tile.array<f32, 1 : i64>, %n: !tile.array<i32, 1 : i64>, %bound: f32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %t0 = "tile.load"(%x, %c0) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<256xf32>
+  %r:2 = scf.while (%i = %c0, %t = %t0) : (i32, tensor<256xf32>) -> (i32, tensor<256xf32>) {
+    %z = arith.constant 0 : index
+    %e = tensor.extract %t[%z] : tensor<256xf32>
+    %go = arith.cmpf olt, %e, %bound : f32
+    scf.condition(%go) %i, %t : i32, tensor<256xf32>
+  } do {
+  ^bb0(%j: i32, %u: tensor<256xf32>):
+    %k = arith.addi %j, %c1 : i32
+    %v = arith.addf %u, %u : tensor<256xf32>
+    scf.yield %k, %v : i32, tensor<256xf32>
+  }
+  "tile.store"(%y, %r#1, %c0) : (!tile.array<f32, 1 : i64>, tensor<256xf32>, i32) -> ()
+  %ns = tensor.splat %r#0 : tensor<1xi32>
+  "tile.store"(%n, %ns, %c0) : (!tile.array<i32, 1 : i64>, tensor<1xi32>, i32) -> ()
+  return
+}
+}
+"""
+    x = (np.abs(rng.standard_normal(256)) + 0.5).astype(np.float32)
+    x[0] = 1.0
+    y = np.full(256, np.nan, np.float32)
+    n = np.zeros(1, np.int32)
+    gpu = _simulate_mlir(text, [x, y, n, np.float32(40.0)], (1,), target)
+    assert "scf.while" in gpu
+    assert n[0] == 6 and np.array_equal(y, x * 64)          # 1, 2, ..., 64 >= 40
+
+
 def test_wide_wgmma_tile_runs_correctly(rng):
     got, ref = _gemm(gemm, "sm_90a", 128, 256, 128, (128, 256, 64), BF16, rng)
     assert _close(got, ref, 128)

@@ -201,9 +201,7 @@ class LayoutAssigner(MmaAssignment):
         if name == "scf.if":
             return self.scf_if(op)
         if name == "scf.while":
-            if any(isinstance(v.type, ir.RankedTensorType) for v in op.results):
-                raise TileIRError("scf.while with tile values is not lowered to the GPU yet",
-                                  op.location)
+            return self.scf_while(op)
         for region in op.regions:
             for block in region.blocks:
                 self.block(block)
@@ -346,6 +344,29 @@ class LayoutAssigner(MmaAssignment):
                 op.results[i].set_type(op.operands[3 + i].type)
         self.block(body)
         yield_op = list(body.operations)[-1]
+        for i, lay in carried.items():
+            self.require(yield_op, i, lay)
+
+    def scf_while(self, op: ir.Operation) -> None:
+        """The before region's arguments take the inits' layouts, which the after
+        region yields back; what `scf.condition` forwards keeps its layout into the
+        after region's arguments and the results."""
+        before, after = (r.blocks[0] for r in op.regions)
+        carried = {}
+        for i, init in enumerate(op.operands):
+            if isinstance(init.type, ir.RankedTensorType):
+                lay = self.preferred.get(before.arguments[i]) or tile_layout(init.type)
+                self.require(op, i, lay)
+                carried[i] = lay
+                before.arguments[i].set_type(op.operands[i].type)
+        self.block(before)
+        cond = list(before.operations)[-1]
+        for j, v in enumerate(list(cond.operands)[1:]):
+            if isinstance(v.type, ir.RankedTensorType):
+                after.arguments[j].set_type(v.type)
+                op.results[j].set_type(v.type)
+        self.block(after)
+        yield_op = list(after.operations)[-1]
         for i, lay in carried.items():
             self.require(yield_op, i, lay)
 

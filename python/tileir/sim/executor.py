@@ -114,7 +114,7 @@ class _Simulator:
         for op in block.operations:
             op = op.operation
             name = op.name
-            if name in ("scf.yield", "gpu.return"):
+            if name in ("scf.yield", "scf.condition", "gpu.return"):
                 return [blk.env[v] for v in op.operands]
             fn = OPS.get(name)
             if fn is None:
@@ -181,7 +181,7 @@ def _where(cond: np.ndarray, a, b):
 OPS: dict[str, Callable] = {}
 PREFIX_OPS: list[tuple[str, Callable]] = []
 # ops whose rules are generators (they run regions or wait)
-SUSPENDING = frozenset({"scf.if", "scf.for", "nvvm.mbarrier.try_wait.parity"})
+SUSPENDING = frozenset({"scf.if", "scf.for", "scf.while", "nvvm.mbarrier.try_wait.parity"})
 
 
 def op(*names):
@@ -449,6 +449,21 @@ def _for(sim, blk, o, mask):
             blk.env[a] = v
         carried = yield from sim.run(blk, body, mask)
     return carried
+
+
+@op("scf.while")
+def _while(sim, blk, o, mask):
+    before, after = (r.blocks[0] for r in o.regions)
+    carried = [blk.env[v] for v in o.operands]
+    while True:
+        for a, v in zip(before.arguments, carried):
+            blk.env[a] = v
+        out = yield from sim.run(blk, before, mask)        # scf.condition's operands
+        if not _uniform(out[0], mask, "a while loop's condition"):
+            return out[1:]
+        for a, v in zip(after.arguments, out[1:]):
+            blk.env[a] = v
+        carried = yield from sim.run(blk, after, mask)
 
 
 # -- gpu -------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Structured control flow: `scf.for` and `scf.if` carry one scalar per register of
-each tile they carry."""
+"""Structured control flow: `scf.for`, `scf.while` and `scf.if` carry one scalar per
+register of each tile they carry."""
 
 from __future__ import annotations
 
@@ -42,6 +42,28 @@ def _for(cx, op):
         cx.values[body.arguments[0]] = loop.induction_variable
         _unflatten(cx, list(body.arguments)[1:], list(loop.inner_iter_args))
         term = lower_block(cx, body)
+        scf.YieldOp(_flatten(cx, list(term.operands)))
+    cx.loop_depth -= 1
+    _unflatten(cx, list(op.results), list(loop.results))
+
+
+@rule("scf.while")
+def _while(cx, op):
+    flat = _flatten(cx, list(op.operands))
+    loop = scf.WhileOp(_flat_types(op.results), flat)
+    before, after = (r.blocks[0] for r in op.regions)
+    new_before = loop.before.blocks.append(*[v.type for v in flat])
+    new_after = loop.after.blocks.append(*_flat_types(op.results))
+    cx.loop_depth += 1
+    if _contains_store(before) or _contains_store(after):
+        cx.stores_seen = True
+    with ir.InsertionPoint(new_before):
+        _unflatten(cx, list(before.arguments), list(new_before.arguments))
+        cond = lower_block(cx, before)
+        scf.ConditionOp(cx.get(cond.operands[0]), _flatten(cx, list(cond.operands)[1:]))
+    with ir.InsertionPoint(new_after):
+        _unflatten(cx, list(after.arguments), list(new_after.arguments))
+        term = lower_block(cx, after)
         scf.YieldOp(_flatten(cx, list(term.operands)))
     cx.loop_depth -= 1
     _unflatten(cx, list(op.results), list(loop.results))

@@ -40,7 +40,7 @@ def lower_block(cx: LoweringContext, block: ir.Block) -> ir.Operation | None:
     """Lowers every op of `block`; returns its terminator (for the parent rule)."""
     for op in block.operations:
         op = op.operation
-        if op.name in ("scf.yield", "func.return"):
+        if op.name in ("scf.yield", "scf.condition", "func.return"):
             return op
         lower_op(cx, op)
     return None
