@@ -266,3 +266,55 @@ def test_large_arrays_take_the_l2_policy(monkeypatch, example, offset):
     assert {name: kind.large for name, kind in ck.params
             if isinstance(kind, ArrayParam)} == large
     assert ("L2::cache_hint" in ck.artifacts["ptx"]) is not offset
+
+
+# ---------------------------------------------------------------------------
+# Hand-written Tile IR (test/python/mlir_kernels.py): tables, single elements,
+# while loops carrying tiles
+# ---------------------------------------------------------------------------
+def _launch_mlir(text: str, args, grid, target: str = "sm_90a") -> None:
+    import torch
+    from mlir_kernels import compile_mlir
+    from tileir.runtime import launcher
+    artifacts, meta = compile_mlir(text, target, "ptx" if target == "sm_80" else "cubin")
+    image = artifacts["ptx"].encode() if target == "sm_80" else artifacts["cubin"]
+    launcher.launch(image, meta, grid, args)        # sm_80: PTX through the driver's JIT
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("t", ["f32", "bf16", "i32", "i1"])
+def test_tile_constant_tables_on_the_gpu(t, target):
+    import torch
+    from mlir_kernels import table_kernel
+    table = np.arange(32 * 16).reshape(32, 16) % 7 - 3
+    if t == "i1":
+        table = table > 0
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "i32": torch.int32,
+             "i1": torch.bool}[t]
+    x = torch.ones(32, 16, device="cuda", dtype=dtype)
+    y = torch.zeros(32, 16, device="cuda", dtype=dtype)
+    _launch_mlir(table_kernel(t, table), (x, y), (1, 1, 1), target)
+    want = ~torch.tensor(table) if t == "i1" else torch.tensor(table, dtype=torch.float64) + 1
+    assert torch.equal(y.cpu().to(want.dtype), want)
+
+
+def test_an_element_at_run_time_indices_on_the_gpu():
+    import torch
+    from mlir_kernels import PICK
+    x = torch.randn(32, 64, device="cuda")
+    for i, j in [(0, 0), (5, 17), (31, 63)]:
+        y = torch.full((64,), float("nan"), device="cuda")
+        _launch_mlir(PICK, (x, y, i, j), (1, 1, 1))
+        assert torch.equal(y, x[i, j].expand(64))
+
+
+def test_a_while_loop_carrying_tiles_on_the_gpu():
+    import torch
+    from mlir_kernels import GROW
+    x = torch.rand(256, device="cuda") + 0.5
+    x[0] = 1.0
+    y = torch.full((256,), float("nan"), device="cuda")
+    n = torch.zeros(1, device="cuda", dtype=torch.int32)
+    _launch_mlir(GROW, (x, y, n, 40.0), (1, 1, 1))
+    assert n.item() == 6 and torch.equal(y, x * 64)

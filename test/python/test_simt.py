@@ -18,6 +18,7 @@ from tileir.examples import layernorm, rmsnorm, softmax, transpose, vector_add
 from tileir.kernel import hardware_grid
 from tileir.sim import SimError, simulate
 
+from mlir_kernels import GROW, PICK, compile_mlir, table_kernel
 from test_tensor_cores import attention, bgemm, gemm, gemm_nt, lower_gemm, scaled_gemm
 
 BF16 = ml_dtypes.bfloat16
@@ -40,22 +41,14 @@ def _gemm(kernel, target, m, n, k, tiles, dtype, rng, nt=False, aligned=True, bl
 
 
 def _simulate_mlir(text: str, args, grid, target: str) -> str:
-    """Hand-written Tile IR (`TARGET` replaced by `target`) through the layout and gpu
-    stages, run by the simulator on NumPy `args`; returns the gpu-stage IR."""
-    import json
+    """A hand-written kernel (mlir_kernels) through the gpu stage, run by the simulator
+    on NumPy `args`; returns the gpu-stage IR."""
     import types
-    from mlir import ir
-    from tileir.dialect import context as tile_context
-    from tileir.passes import run_passes
-    with tile_context():
-        module = ir.Module.parse(text.replace("TARGET", target))
-        run_passes(module, ["tile-assign-layouts", "tile-lower-to-gpu"])
-        meta = json.loads(ir.StringAttr(module.operation.attributes["tile.kernel_meta"]).value)
-        gpu = str(module)
+    artifacts, meta = compile_mlir(text, target, "gpu")
     compiled = types.SimpleNamespace(meta=meta, runtime_params=list(range(len(args))),
-                                     artifacts={"gpu": gpu})
+                                     artifacts=artifacts)
     simulate(compiled, grid, args)
-    return gpu
+    return artifacts["gpu"]
 
 
 def _close(got, ref, k):
@@ -288,25 +281,9 @@ def test_tile_constants_with_different_elements_run_correctly(target, t, dtype):
     table = np.arange(32 * 16).reshape(32, 16) % 7 - 3
     if t == "i1":
         table = table > 0
-    text_values = "[" + ", ".join("[" + ", ".join(
-        ("true" if v else "false") if t == "i1" else str(int(v)) if t == "i32" else
-        f"{float(v):.1f}" for v in row) + "]" for row in table) + "]"
-    op = {"f32": "arith.addf", "bf16": "arith.addf", "i32": "arith.addi", "i1": "arith.xori"}[t]
-    text = f"""
-module attributes {{tile.target = "TARGET"}} {{
-func.func @table(%x: !tile.array<{t}, 2 : i64>, %y: !tile.array<{t}, 2 : i64>) attributes {{tile.kernel, tile.num_warps = 2 : i32}} {{
-  %c0 = arith.constant 0 : i32
-  %k = arith.constant dense<{text_values}> : tensor<32x16x{t}>
-  %a = "tile.load"(%x, %c0, %c0) {{padding = "zero", tile_shape = array<i64: 32, 16>}} : (!tile.array<{t}, 2 : i64>, i32, i32) -> tensor<32x16x{t}>
-  %s = {op} %a, %k : tensor<32x16x{t}>
-  "tile.store"(%y, %s, %c0, %c0) : (!tile.array<{t}, 2 : i64>, tensor<32x16x{t}>, i32, i32) -> ()
-  return
-}}
-}}
-"""
     x = np.ones((32, 16), dtype)
     y = np.zeros((32, 16), dtype)
-    gpu = _simulate_mlir(text, [x, y], (1,), target)
+    gpu = _simulate_mlir(table_kernel(t, table), [x, y], (1,), target)
     assert "llvm.mlir.global internal constant @__tile_table_0" in gpu
     want = ~table if t == "i1" else table.astype(np.float64) + 1
     assert (y.astype(np.float64) == np.asarray(want, np.float64)).all()
@@ -315,60 +292,22 @@ func.func @table(%x: !tile.array<{t}, 2 : i64>, %y: !tile.array<{t}, 2 : i64>) a
 @pytest.mark.parametrize("target", TARGETS)
 def test_an_element_at_run_time_indices_reaches_every_thread(target, rng):
     """tensor.extract with indices: the threads holding the element share it."""
-    text = """
-module attributes {tile.target = "TARGET"} {
-func.func @pick(%x: !tile.array<f32, 2 : i64>, %y: !tile.array<f32, 1 : i64>, %i: i32, %j: i32) attributes {tile.kernel} {
-  %c0 = arith.constant 0 : i32
-  %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 32, 64>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<32x64xf32>
-  %ii = arith.index_cast %i : i32 to index
-  %jj = arith.index_cast %j : i32 to index
-  %e = tensor.extract %t[%ii, %jj] : tensor<32x64xf32>
-  %v = tensor.splat %e : tensor<64xf32>
-  "tile.store"(%y, %v, %c0) : (!tile.array<f32, 1 : i64>, tensor<64xf32>, i32) -> ()
-  return
-}
-}
-"""
     x = rng.standard_normal((32, 64)).astype(np.float32)
     for i, j in [(0, 0), (5, 17), (31, 63)]:
         y = np.full(64, np.nan, np.float32)
-        _simulate_mlir(text, [x, y, np.int32(i), np.int32(j)], (1,), target)
+        _simulate_mlir(PICK, [x, y, np.int32(i), np.int32(j)], (1,), target)
         assert (y == x[i, j]).all()
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_while_loop_carrying_tiles_runs_correctly(target, rng):
     """scf.while carrying a tile and a counter: doubles the tile until its first
-    element passes a bound read from an array (a data-dependent trip count)."""
-    text = """
-module attributes {tile.target = "TARGET"} {
-func.func @grow(%x: !tile.array<f32, 1 : i64>, %y: !tile.array<f32, 1 : i64>, %n: !tile.array<i32, 1 : i64>, %bound: f32) attributes {tile.kernel} {
-  %c0 = arith.constant 0 : i32
-  %c1 = arith.constant 1 : i32
-  %t0 = "tile.load"(%x, %c0) {padding = "zero", tile_shape = array<i64: 256>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<256xf32>
-  %r:2 = scf.while (%i = %c0, %t = %t0) : (i32, tensor<256xf32>) -> (i32, tensor<256xf32>) {
-    %z = arith.constant 0 : index
-    %e = tensor.extract %t[%z] : tensor<256xf32>
-    %go = arith.cmpf olt, %e, %bound : f32
-    scf.condition(%go) %i, %t : i32, tensor<256xf32>
-  } do {
-  ^bb0(%j: i32, %u: tensor<256xf32>):
-    %k = arith.addi %j, %c1 : i32
-    %v = arith.addf %u, %u : tensor<256xf32>
-    scf.yield %k, %v : i32, tensor<256xf32>
-  }
-  "tile.store"(%y, %r#1, %c0) : (!tile.array<f32, 1 : i64>, tensor<256xf32>, i32) -> ()
-  %ns = tensor.splat %r#0 : tensor<1xi32>
-  "tile.store"(%n, %ns, %c0) : (!tile.array<i32, 1 : i64>, tensor<1xi32>, i32) -> ()
-  return
-}
-}
-"""
+    element passes a bound (a data-dependent trip count)."""
     x = (np.abs(rng.standard_normal(256)) + 0.5).astype(np.float32)
     x[0] = 1.0
     y = np.full(256, np.nan, np.float32)
     n = np.zeros(1, np.int32)
-    gpu = _simulate_mlir(text, [x, y, n, np.float32(40.0)], (1,), target)
+    gpu = _simulate_mlir(GROW, [x, y, n, np.float32(40.0)], (1,), target)
     assert "scf.while" in gpu
     assert n[0] == 6 and np.array_equal(y, x * 64)          # 1, 2, ..., 64 >= 40
 
