@@ -179,3 +179,51 @@ func.func @specialized(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.
   "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<128x64xf32, #acc>, i32, i32) -> ()
   return
 }
+
+// -----
+
+// A loop whose loads go to registers (a chunked row reduction) is rotated: the
+// load of chunk k + 1 is issued first in iteration k, carried to the next one;
+// chunk 0 is loaded before the loop (register_prefetch.py).
+
+// CHECK-LABEL: func.func @row_sum
+// CHECK:         %[[FIRST:.*]] = "tile.load"(%arg0, %[[LB:c0_i32[_0-9]*]])
+// CHECK:         scf.for %[[K:.*]] = %[[LB]] to %{{.*}} step %[[S:.*]] iter_args(%[[ACC:.*]] = %{{.*}}, %[[CUR:.*]] = %[[FIRST]])
+// CHECK-NEXT:      %[[KN:.*]] = arith.addi %[[K]], %[[S]] : i32
+// CHECK-NEXT:      %[[NEXT:.*]] = "tile.load"(%arg0, %[[KN]])
+// CHECK-NEXT:      %[[SUM:.*]] = arith.addf %[[ACC]], %[[CUR]]
+// CHECK-NEXT:      scf.yield %[[SUM]], %[[NEXT]]
+#r = #tile.blocked<array<i64: 4>, array<i64: 32>, array<i64: 4>, array<i64: 0>>
+func.func @row_sum(%x: !tile.array<f32, 1 : i64>, %y: !tile.array<f32, 1 : i64>, %n: i32) attributes {tile.kernel, tile.num_warps = 4 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %z = arith.constant dense<0.0> : tensor<512xf32, #r>
+  %s = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<512xf32, #r>) : i32 {
+    %t = "tile.load"(%x, %k) {padding = "zero", tile_shape = array<i64: 512>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<512xf32, #r>
+    %a = arith.addf %acc, %t : tensor<512xf32, #r>
+    scf.yield %a : tensor<512xf32, #r>
+  }
+  "tile.store"(%y, %s, %c0) : (!tile.array<f32, 1 : i64>, tensor<512xf32, #r>, i32) -> ()
+  return
+}
+
+// -----
+
+// A loop that stores is left alone: a store of iteration k may change what the
+// load of iteration k + 1 reads.
+
+// CHECK-LABEL: func.func @read_modify_write
+// CHECK:         scf.for
+// CHECK-NEXT:      "tile.load"(%arg0, %{{.*}})
+// CHECK-NOT:     iter_args
+#r = #tile.blocked<array<i64: 4>, array<i64: 32>, array<i64: 4>, array<i64: 0>>
+func.func @read_modify_write(%x: !tile.array<f32, 1 : i64>, %n: i32) attributes {tile.kernel, tile.num_warps = 4 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  scf.for %k = %c0 to %n step %c1 : i32 {
+    %t = "tile.load"(%x, %k) {padding = "zero", tile_shape = array<i64: 512>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<512xf32, #r>
+    %a = arith.addf %t, %t : tensor<512xf32, #r>
+    "tile.store"(%x, %a, %k) : (!tile.array<f32, 1 : i64>, tensor<512xf32, #r>, i32) -> ()
+  }
+  return
+}

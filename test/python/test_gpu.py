@@ -318,3 +318,16 @@ def test_a_while_loop_carrying_tiles_on_the_gpu():
     n = torch.zeros(1, device="cuda", dtype=torch.int32)
     _launch_mlir(GROW, (x, y, n, 40.0), (1, 1, 1))
     assert n.item() == 6 and torch.equal(y, x * 64)
+
+
+@pytest.mark.parametrize("n", [128256, 5000, 300])
+def test_a_chunked_row_logsumexp_on_the_gpu(n):
+    """A vocabulary-wide row reduced 512 columns at a time, the next chunk's load
+    issued before this chunk's math (register_prefetch.py)."""
+    import torch
+    from test_tensor_cores import row_logsumexp
+    x = torch.randn(64, n, device="cuda")
+    out = torch.full((64,), float("nan"), device="cuda")
+    ct.launch(None, (16,), row_logsumexp, (x, out, 4, 512))
+    torch.cuda.synchronize()
+    assert torch.allclose(out.double(), torch.logsumexp(x.double(), 1), rtol=1e-5, atol=1e-5)

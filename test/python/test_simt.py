@@ -19,7 +19,8 @@ from tileir.kernel import hardware_grid
 from tileir.sim import SimError, simulate
 
 from mlir_kernels import GROW, PICK, compile_mlir, table_kernel
-from test_tensor_cores import attention, bgemm, gemm, gemm_nt, lower_gemm, scaled_gemm
+from test_tensor_cores import (attention, bgemm, gemm, gemm_nt, lower_gemm, row_logsumexp,
+                               scaled_gemm)
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = ("sm_90a", "sm_80")
@@ -381,6 +382,25 @@ def test_memory_bound_examples_run_correctly(target, rng):
     tt = np.full((77, 100), np.nan, np.float32)
     run(transpose.transpose, (t, tt, 64, 64), (2, 2))
     assert (tt == t.T).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n", [1000, 4096, 300])
+def test_a_chunked_row_reduction_loads_one_chunk_ahead(target, n, rng):
+    """The loop's loads into registers are issued one iteration ahead (the pipeline
+    stage rotates the loop: the next chunk's load before this chunk's math); the
+    results are the same, ragged last chunk (-inf padding) and one chunk included."""
+    x = rng.standard_normal((8, n)).astype(np.float32)
+    out = np.full(8, np.nan, np.float32)
+    args = (x, out, 4, 512)
+    ck = row_logsumexp.compile(args, stage="gpu", target=target)
+    pipeline = ck.artifacts["pipeline"]
+    loop = pipeline[pipeline.index("scf.for"):]
+    assert loop.index('"tile.load"') < loop.index("math.exp")   # the next chunk first
+    assert pipeline.count('"tile.load"') == 2                    # before and in the loop
+    simulate(ck, (2,), args)
+    ref = np.log(np.exp(x.astype(np.float64)).sum(1))
+    assert np.allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
 @ct.kernel

@@ -85,6 +85,21 @@ def scaled_gemm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Cons
 
 
 @ct.kernel
+def row_logsumexp(x, out, TM: ct.Constant[int], C: ct.Constant[int]):
+    """log(sum(exp(x))) of each row, C columns at a time (an online max and sum):
+    the loop's loads go to registers."""
+    i = ct.bid(0)
+    m = ct.full((TM,), -1e30, dtype=ct.float32)
+    s = ct.zeros((TM,), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(TM, C))):
+        t = ct.load(x, index=(i, k), shape=(TM, C), padding_mode=ct.PaddingMode.NEG_INF)
+        m_new = ct.maximum(m, ct.max(t, axis=1))
+        s = s * ct.exp(m - m_new) + ct.sum(ct.exp(t - ct.reshape(m_new, (TM, 1))), axis=1)
+        m = m_new
+    ct.store(out, index=(i,), tile=m + ct.log(s))
+
+
+@ct.kernel
 def linear_silu(x, w, bias, y, alpha: float, BM: ct.Constant[int], BN: ct.Constant[int],
                 BK: ct.Constant[int]):
     """y = silu(alpha * x @ w^T + bias): an epilogue fused after the K loop."""

@@ -24,6 +24,9 @@ as fit the shared memory a block gets when two share an SM (when registers allow
 it: one block's epilogue then overlaps the other's loop), 2 to 4; for a launch
 whose grid leaves SMs idle (`tile.grid_wish` "narrow"), as many as fit one block's
 shared memory, 2 to 8 (the loop then waits on memory: more bytes in flight).
+
+A loop whose loads go to registers instead (a chunked reduction) has them issued
+one iteration ahead (`register_prefetch.py`).
 """
 
 from __future__ import annotations
@@ -154,6 +157,12 @@ class _Pipeliner:
                 if sl is not None:
                     loads.append(_Load(op, op.operands[0], list(op.operands)[1:], sl))
         if not loads:
+            # no copies to shared memory: loads into registers one iteration ahead
+            from .register_prefetch import prefetch_loop
+            warps = ir.IntegerAttr(self.func.attributes["tile.num_warps"]).value \
+                if "tile.num_warps" in self.func.attributes else 4
+            prefetch_loop(loop, warps, self.index_slice,
+                          lambda ops, lp, k, values: _clone_slice(ops, lp, k, values))
             return
         tiles = [ld.op.results[0].type for ld in loads]
         # shared memory the loop's other tiles hold while the ring is live: loads the
