@@ -2,8 +2,9 @@
 
 Contract.  A `scf.for` whose body loads tiles into registers (`tile.load` with a
 distributed layout) at indices computed from the loop counter and loop-invariant
-values only, and stores nothing (no `tile.store` anywhere in its body: a store
-could change what a later iteration's load reads), is rotated so that the loads
+values only, and writes nothing (no `tile.store` or other op with effects anywhere
+in its body, `passes/effects.py`: a store could change what a later iteration's
+load reads), is rotated so that the loads
 of iteration k + 1 are in flight while iteration k computes:
 
     x_0 = load(index(lb))                                    before the loop
@@ -30,6 +31,7 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.types import bitwidth
+from tileir.passes import effects
 from .mma_layouts import Shared
 
 PREFETCH_REGISTERS = 64       # 32-bit registers a thread may spend on the copies
@@ -41,7 +43,7 @@ def prefetch_loop(loop: ir.Operation, num_warps: int, index_slice, clone_slice) 
     the counter and invariants (or None); `clone_slice` clones them (both from the
     shared-memory pipeliner)."""
     body = loop.regions[0].blocks[0]
-    if _stores(body):
+    if effects.Effects().may_write(loop):
         return False
     loads, words = [], 0
     for op in body.operations:
@@ -98,16 +100,3 @@ def _load_at(op: ir.Operation, sl, loop: ir.Operation, k: ir.Value, clone_slice)
     for i, v in enumerate(index):
         new.operands[1 + i] = v
     return new.results[0]
-
-
-def _stores(block: ir.Block) -> bool:
-    found = False
-
-    def visit(op):
-        nonlocal found
-        found = found or op.name == "tile.store"
-        return ir.WalkResult.ADVANCE
-
-    for op in block.operations:
-        op.operation.walk(visit)
-    return found
