@@ -13,8 +13,12 @@ of the grid the user asked for (`tile.grid_size`), with `bid(0..2)` decoded from
 
 The linear id over whatever grid the kernel runs on keeps the loop right under
 the interpreter too (which runs the user's grid: one tile each).  What a block
-gains: no launch tail per tile, and with warp specialization its producer runs
-on into the next tile while the consumers finish the last (software_pipeline).
+gains: no launch tail per tile, and a K loop's ring that runs on from tile to
+tile, so the next tile's first copies are in flight during this tile's last
+products and epilogue (`flatten_tile_loop`; with warp specialization the
+producer warpgroup walks the tiles ahead instead: `specialize_tile_loop`), both
+called by the pipeliner (software_pipeline.py).  Retiling makes a tensor-core
+kernel persistent by default for a grid of many waves (retile.py).
 """
 
 from __future__ import annotations
