@@ -100,6 +100,21 @@ def row_logsumexp(x, out, TM: ct.Constant[int], C: ct.Constant[int]):
 
 
 @ct.kernel
+def gemm_accumulate(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int],
+                    BK: ct.Constant[int]):
+    """C += A @ B: the output is also an input."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.astype(ct.load(c, index=(i, j), shape=(BM, BN), padding_mode=ct.PaddingMode.ZERO),
+                    ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
 def linear_silu(x, w, bias, y, alpha: float, BM: ct.Constant[int], BN: ct.Constant[int],
                 BK: ct.Constant[int]):
     """y = silu(alpha * x @ w^T + bias): an epilogue fused after the K loop."""

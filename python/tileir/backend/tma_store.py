@@ -2,9 +2,10 @@
 
 Contract.  A `tile.store` of a 2-d tile in a wgmma accumulator layout
 (`#tile.mma_acc<3 ...>`, or what element-wise ops after the loop keep of it:
-casts, scale, bias) into an aligned array (`tile.aligned`: what TMA needs) is
-stored through shared memory by TMA instead of converting to a coalesced layout
-and storing from registers:
+casts, scale, bias) into an aligned array (`tile.aligned`: what TMA needs) that
+the kernel never loads from (a later load would have to wait for the store's
+global writes) is stored through shared memory by TMA instead of converting to a
+coalesced layout and storing from registers:
 
 * The tile is cut into *slabs* of `width` columns, one swizzle row each (128
   bytes: 64 bf16 columns; the whole row when shorter).  A slab is one TMA box.
@@ -112,8 +113,22 @@ def plan_for(func: ir.Operation, array: ir.Value, layout, tile_type: ir.Type,
     aligned = isinstance(array.owner, ir.Block) and \
         array.owner == func.regions[0].blocks[0] and \
         arg_has(func, array.arg_number, "tile.aligned")
+    if aligned and _read(array):
+        return None          # a load after the store must see it: the register path
     return plan(layout, tuple(tile_type.shape), bitwidth(tile_type.element_type), aligned,
                 chip, enabled(func))
+
+
+def _read(array: ir.Value) -> bool:
+    """Whether the kernel loads from `array` anywhere (the TMA store's writes become
+    visible to later loads only after a full bulk wait, which the epilogue does not
+    do: a kernel that reads what it stores keeps the register path)."""
+    for use in array.uses:
+        owner = use.owner
+        owner = owner.operation if isinstance(owner, ir.OpView) else owner
+        if owner.name in ("tile.load", "tile.ring_load"):
+            return True
+    return False
 
 
 def enabled(func: ir.Operation) -> bool:
