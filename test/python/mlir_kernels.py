@@ -15,7 +15,8 @@ def table_kernel(t: str, table: np.ndarray) -> str:
     values = "[" + ", ".join("[" + ", ".join(
         ("true" if v else "false") if t == "i1" else str(int(v)) if t == "i32" else
         f"{float(v):.1f}" for v in row) + "]" for row in table) + "]"
-    op = {"f32": "arith.addf", "bf16": "arith.addf", "i32": "arith.addi", "i1": "arith.xori"}[t]
+    op = {"f32": "arith.addf", "bf16": "arith.addf", "f8E4M3FN": "arith.addf",
+          "i32": "arith.addi", "i1": "arith.xori"}[t]
     return f"""
 module attributes {{tile.target = "TARGET"}} {{
 func.func @table(%x: !tile.array<{t}, 2 : i64>, %y: !tile.array<{t}, 2 : i64>) attributes {{tile.kernel, tile.num_warps = 2 : i32}} {{

@@ -16,6 +16,7 @@ import pytest
 import tileir as ct
 from tileir.examples import layernorm, rmsnorm, softmax, transpose, vector_add
 from tileir.kernel import hardware_grid
+from tileir.dialect import TileIRError
 from tileir.sim import SimError, simulate
 
 from mlir_kernels import GROW, PICK, compile_mlir, table_kernel
@@ -182,6 +183,15 @@ def test_f32_products_run_on_tf32_mma_sync(kernel, nt, m, n, k, tiles, target, r
     assert err > 1e-6                      # and not f32 products: the operands were cut
 
 
+def test_a_computed_f32_operand_of_wgmma_is_refused_at_its_line():
+    """wgmma takes a register operand A in 16-bit types only: an f32 one is a located
+    error, not an invalid layout."""
+    a, b, c = (np.zeros(s, np.float32) for s in ((128, 64), (64, 64), (128, 64)))
+    with pytest.raises(TileIRError, match="wgmma with operand A in registers takes "
+                                          "f16/bf16, not f32"):
+        scaled_gemm.compile((a, b, c, 64, 64, 32), stage="gpu", target="sm_90a")
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_attention_runs_correctly(target, rng):
     """An mma in a loop with other work, and P @ V with P computed in registers (wgmma
@@ -273,9 +283,10 @@ def test_persistent_ring_runs_across_tiles_of_different_lengths(target, order, r
     assert _close(c.astype(np.float64), ref, m)
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("t,dtype", [("f32", np.float32), ("bf16", BF16), ("i32", np.int32),
-                                     ("i1", np.bool_)])
+@pytest.mark.parametrize("target,t,dtype", [
+    (target, t, dtype) for target in TARGETS
+    for t, dtype in (("f32", np.float32), ("bf16", BF16), ("i32", np.int32), ("i1", np.bool_))
+] + [("sm_90a", "f8E4M3FN", F8)])         # fp8 arithmetic rounds with sm_89+ instructions
 def test_tile_constants_with_different_elements_run_correctly(target, t, dtype):
     """A non-splat constant is a table in global memory that every thread reads its
     elements from (2 warps over 32 x 16: elements in several registers a thread)."""
@@ -340,6 +351,45 @@ def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng):
     simulate(ck, (ct.cdiv(m, tiles[0]), ct.cdiv(n, tiles[1])), args)
     ref = a.astype(np.float64) @ w.astype(np.float64).T
     assert _close(c.astype(np.float64), ref, k)
+
+
+@ct.kernel
+def two_products(a, b, c, d, BM: ct.Constant[int], BN: ct.Constant[int],
+                 BK: ct.Constant[int]):
+    """C = A @ B, then D = 2 A @ B again: the second loop's ring takes the shared
+    memory the first store's TMA buffers used."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+    acc2 = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc2 = ct.mma(ta, tb, acc2)
+    ct.store(d, index=(i, j), tile=ct.astype(acc2 * 2.0, d.dtype))
+
+
+@pytest.mark.parametrize("m", [40, 200])       # 40: clipped rows zeroed at the allocation
+def test_a_ring_after_a_tma_store_waits_for_its_reads(m, rng):
+    """The second ring's barriers and zeroed rows land where the first store's buffers
+    were: its allocation waits for the bulk reads first (the simulator reports an
+    overwrite of bytes a TMA store may still read otherwise)."""
+    n, k = 256, 128
+    a = rng.standard_normal((m, k)).astype(BF16)
+    b = rng.standard_normal((k, n)).astype(BF16)
+    c = np.full((m, n), np.nan, BF16)
+    d = np.full((m, n), np.nan, BF16)
+    args = (a, b, c, d, 128, 256, 64)
+    ck = ct.kernel(two_products.fn, retile=False).compile(args, stage="gpu", target="sm_90a")
+    assert ck.artifacts["gpu"].count("cp.async.bulk.tensor.global.shared.cta") == 8
+    simulate(ck, (ct.cdiv(m, 128), 1), args)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert _close(c.astype(np.float64), ref, k) and _close(d.astype(np.float64), 2 * ref, k)
 
 
 def test_an_output_the_kernel_also_reads_is_stored_from_registers(rng):

@@ -47,8 +47,9 @@ class MmaPlan:
 
     @property
     def kwidth(self) -> int:
-        """K elements per 32-bit register of a register operand (DotOperand.kwidth)."""
-        return 1 if self.elem == "f32" else 2
+        """K elements per 32-bit register of a register operand (DotOperand.kwidth):
+        1 for tf32 on mma.sync; wgmma's register A takes 16-bit types only."""
+        return 1 if self.elem == "f32" and self.version == 2 else 2
 
     def operand_a(self) -> DotOperand:
         return DotOperand(0, self.acc, self.kwidth)

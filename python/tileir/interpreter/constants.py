@@ -4,12 +4,13 @@ Reading a `DenseElementsAttr` through the buffer protocol has two traps in the
 MLIR 22 bindings, both avoided here:
 * a *splat* i1 attribute is read as if its bits were packed (wrong values),
   so splats always go through `get_splat_value()`;
-* bf16 has no buffer format at all, so a non-splat bf16 attribute is
-  bit-cast to i16 by MLIR's own folder and read as integers.
+* bf16 and fp8 have no buffer format at all, so such a non-splat attribute
+  is bit-cast to i16 / i8 by MLIR's own folder and read as integers.
 """
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func
@@ -30,11 +31,12 @@ def scalar_value(attr: ir.Attribute, e: Elem) -> np.generic:
     raise Fault(f"cannot read constant attribute {attr}")
 
 
-def _bf16_bits(attr: ir.DenseElementsAttr) -> np.ndarray:
-    """The raw bits of a bf16 dense attribute, via a folded `arith.bitcast` to i16."""
+def _raw_bits(attr: ir.DenseElementsAttr, width: int) -> np.ndarray:
+    """The raw bits of a dense attribute whose element type has no buffer format (bf16,
+    fp8), via a folded `arith.bitcast` to i<width>."""
     t = attr.type
     with attr.context, ir.Location.unknown():
-        i16 = ir.RankedTensorType.get(list(t.shape), ir.IntegerType.get_signless(16))
+        i16 = ir.RankedTensorType.get(list(t.shape), ir.IntegerType.get_signless(width))
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
             fn = func.FuncOp("bits", ([], [i16]))
@@ -45,15 +47,18 @@ def _bf16_bits(attr: ir.DenseElementsAttr) -> np.ndarray:
         body = module.body.operations[0].regions[0].blocks[0]
         folded = list(body.operations)[-1].operands[0].owner
     if folded.name != "arith.constant":
-        raise Fault(f"could not fold the bf16 constant {attr} to its bits")
-    return np.array(folded.attributes["value"], dtype=np.int16)
+        raise Fault(f"could not fold the constant {attr} to its bits")
+    return np.array(folded.attributes["value"], dtype=f"<i{width // 8}")
+
+
+_NO_BUFFER_FORMAT = (BF16, np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
 
 
 def dense_value(attr: ir.DenseElementsAttr, e: Elem, shape: tuple[int, ...]) -> np.ndarray:
     if attr.is_splat:
         return np.full(shape, scalar_value(attr.get_splat_value(), e), dtype=e.storage)
-    if e.storage == BF16:
-        return _bf16_bits(attr).view(BF16).reshape(shape)
+    if e.storage in _NO_BUFFER_FORMAT:
+        return _raw_bits(attr, 8 * e.storage.itemsize).view(e.storage).reshape(shape)
     values = np.array(attr)
     if values.dtype != e.storage:  # e.g. a `ui8` attribute: the same bits, signless
         values = values.view(e.storage)

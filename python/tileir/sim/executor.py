@@ -744,6 +744,7 @@ def _barrier_at(blk, addr: int, changing: bool = True) -> hw.Barrier:
 def _mb_init(sim, blk, o, mask):
     addr, count = _operands(sim, blk, o)
     for a, c in zip(np.asarray(addr)[mask], np.asarray(count)[mask]):
+        blk.shared.check_unread(int(a), hw.BARRIER_BYTES, "an mbarrier's initialization")
         blk.shared.barriers[int(a)] = hw.Barrier(int(c), int(c))
 
 

@@ -110,6 +110,14 @@ class Shared:
         self.bytes[idx] = data
         self.written[idx] = True
 
+    def check_unread(self, addr: int, nbytes: int, what: str) -> None:
+        """`what` overwrites [addr, addr + nbytes): an error if a TMA store may still be
+        reading any of it."""
+        for start, end in self.bulk_reads():
+            if addr < end and start < addr + nbytes:
+                raise SimError(f"{what} overwrites bytes {start}..{end} that a TMA store may "
+                               f"still be reading (no cp.async.bulk.wait_group.read before it)")
+
     def bulk_reads(self):
         """The shared ranges that TMA stores may still be reading."""
         for groups in self.bulk_groups.values():
@@ -133,6 +141,7 @@ class Shared:
 # ---------------------------------------------------------------------------
 # mbarriers
 # ---------------------------------------------------------------------------
+BARRIER_BYTES = 8
 @dataclasses.dataclass
 class Barrier:
     count: int

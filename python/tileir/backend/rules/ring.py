@@ -102,6 +102,9 @@ def _ring_alloc(cx, op):
     tma = cx.chip.startswith("sm_90")
     stages = op.stages
     size = stages * stage_bytes + (2 * stages * BARRIER_BYTES if tma else 0)
+    # earlier users of this memory are done (readers of an exchange, TMA stores)
+    # before its barriers are initialized and clipped rows zeroed
+    cx.smem_barrier_before()
     base = cx.alloc_smem(size)
     ring = Ring(stages, tiles, offsets, stage_bytes, base, size, tma)
     if tma:
@@ -119,10 +122,7 @@ def _ring_alloc(cx, op):
         if clips:
             ring.tx = _clipped_tx(cx, ring, clips)
             _zero_clipped_rows(cx, ring, clips)
-    # earlier users of this memory are done (TMA stores included); the barriers are
-    # initialized for all
-    cx.wait_bulk_reads()
-    cx.barrier()
+    cx.barrier()                 # the barriers are initialized for all
     cx.values[op.result] = ring
 
 
