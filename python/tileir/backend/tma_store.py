@@ -113,13 +113,13 @@ def plan_for(func: ir.Operation, array: ir.Value, layout, tile_type: ir.Type,
     aligned = isinstance(array.owner, ir.Block) and \
         array.owner == func.regions[0].blocks[0] and \
         arg_has(func, array.arg_number, "tile.aligned")
-    if aligned and _read(array):
+    if aligned and reads(array):
         return None          # a load after the store must see it: the register path
     return plan(layout, tuple(tile_type.shape), bitwidth(tile_type.element_type), aligned,
                 chip, enabled(func))
 
 
-def _read(array: ir.Value) -> bool:
+def reads(array: ir.Value) -> bool:
     """Whether the kernel loads from `array` anywhere (the TMA store's writes become
     visible to later loads only after a full bulk wait, which the epilogue does not
     do: a kernel that reads what it stores keeps the register path)."""

@@ -95,7 +95,7 @@ def _store(cx, op):
     t = op.tile.type
     p = tma_store.plan(tile_layout(t), tuple(t.shape), _bits(t.element_type),
                        cx.arrays[op.array].aligned, cx.chip, cx.tma_store)
-    if p is not None:
+    if p is not None and not tma_store.reads(op.array):
         tma_store.lower(cx, op, p)
     else:
         lower_store(cx, op)
