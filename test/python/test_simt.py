@@ -20,8 +20,8 @@ from tileir.dialect import TileIRError
 from tileir.sim import SimError, simulate
 
 from mlir_kernels import GROW, PICK, compile_mlir, table_kernel
-from test_tensor_cores import (attention, bgemm, gemm, gemm_accumulate, gemm_nt, lower_gemm,
-                               row_logsumexp, scaled_gemm)
+from test_tensor_cores import (accumulate_ab, attention, bgemm, gemm, gemm_accumulate, gemm_nt,
+                               lower_gemm, row_logsumexp, scaled_gemm)
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = ("sm_90a", "sm_80")
@@ -360,17 +360,10 @@ def two_products(a, b, c, d, BM: ct.Constant[int], BN: ct.Constant[int],
     memory the first store's TMA buffers used."""
     i = ct.bid(0)
     j = ct.bid(1)
-    acc = ct.zeros((BM, BN), dtype=ct.float32)
-    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
-        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, tb, acc)
+    trips = ct.num_tiles(a, axis=1, shape=(BM, BK))
+    acc = accumulate_ab(a, b, ct.zeros((BM, BN), dtype=ct.float32), i, j, trips, BM, BN, BK)
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
-    acc2 = ct.zeros((BM, BN), dtype=ct.float32)
-    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
-        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
-        acc2 = ct.mma(ta, tb, acc2)
+    acc2 = accumulate_ab(a, b, ct.zeros((BM, BN), dtype=ct.float32), i, j, trips, BM, BN, BK)
     ct.store(d, index=(i, j), tile=ct.astype(acc2 * 2.0, d.dtype))
 
 

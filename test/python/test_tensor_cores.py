@@ -56,17 +56,24 @@ def gemm_nt(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
+@ct.function
+def accumulate_ab(a, b, acc, i, j, trips, BM, BN, BK):
+    """acc + A[i, :trips] @ B[:trips, j] in (BM, BK) x (BK, BN) tiles: the K loop of the
+    test kernels below that vary what surrounds it."""
+    for k in range(trips):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    return acc
+
+
 @ct.kernel
 def lower_gemm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
     """C = tril-blocked(A) @ B: tile row i sums K tiles 0..i (BM == BK), so every tile
     row has its own trip count (1, 2, 3, ...)."""
     i = ct.bid(0)
     j = ct.bid(1)
-    acc = ct.zeros((BM, BN), dtype=ct.float32)
-    for k in range(i + 1):
-        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, tb, acc)
+    acc = accumulate_ab(a, b, ct.zeros((BM, BN), dtype=ct.float32), i, j, i + 1, BM, BN, BK)
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
@@ -107,10 +114,7 @@ def gemm_accumulate(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int],
     j = ct.bid(1)
     acc = ct.astype(ct.load(c, index=(i, j), shape=(BM, BN), padding_mode=ct.PaddingMode.ZERO),
                     ct.float32)
-    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
-        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, tb, acc)
+    acc = accumulate_ab(a, b, acc, i, j, ct.num_tiles(a, axis=1, shape=(BM, BK)), BM, BN, BK)
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
