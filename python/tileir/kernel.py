@@ -133,7 +133,8 @@ class Kernel(KernelEntry):
                                 f"{e}") from None
         self._source: SourceInfo | None = None
         self._cache: dict[tuple, CompiledKernel] = {}
-        self._prepared: dict[tuple, "_PreparedLaunch"] = {}
+        self._dispatchers: dict[str, Any] = {}    # argument kinds -> runtime.dispatch.Dispatcher
+        self._fast = None                          # the latest dispatcher's fast path
         self._may_retile: bool | None = None
         self._wishes: dict[tuple, str | None] = {}
         self._const_mask = tuple(isinstance(self.annotations.get(p), ConstantAnnotation)
@@ -228,6 +229,18 @@ class Kernel(KernelEntry):
                 self._wishes.clear()
             self._wishes[key] = wish
         return wish
+
+    def _remember(self, kinds: str, grid, args: Sequence[Any], plan) -> None:
+        """Files `plan` for the fast path of launches like this one (`launch`)."""
+        from .runtime.dispatch import Dispatcher
+        d = self._dispatchers.get(kinds)
+        if d is None:
+            d = self._dispatchers[kinds] = Dispatcher(self.name, kinds)
+        try:
+            d.remember(grid, args, plan)
+        except TypeError:            # an unhashable grid: such launches stay on the checked path
+            return
+        self._fast = d.fast
 
     def _load_or_build(self, params, target: str, cache: Cache,
                        wish: str | None = None) -> CompiledKernel:
@@ -538,7 +551,15 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
 
     NumPy arrays run in the interpreter; so does everything when the knob
     TILEIR_INTERPRET=1 is set (device arrays are copied to the host and back).
+
+    A launch like an earlier one (torch tensors of the same dtypes, shapes, strides
+    and alignment, scalars of the same kinds, the same grid) takes the kernel's fast
+    path (runtime/dispatch.py); the first one of its kind is checked here in full,
+    compiled, and prepared for the fast path.
     """
+    fast = getattr(kernel, "_fast", None)
+    if fast is not None and fast(stream, grid, args):
+        return
     if not isinstance(kernel, Kernel):
         raise TileTypeError(f"launch() needs a @tileir.kernel, got {type(kernel).__name__}")
     if not isinstance(args, (tuple, list)):
@@ -550,25 +571,24 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
         from .host import run_interpreted
         run_interpreted(kernel.compile(args, stage=knobs.LAUNCH_STAGE.raw()), dims, args)
         return
-    sig = _torch_signature(kernel, args)
-    wish = None
-    if kernel._may_retile is not False and arrays:     # the grid may pick the tile shape
-        wish = kernel.grid_wish(dims, _sm_count(arrays[0]), args)
-    prepared = kernel._prepared.get((sig, wish)) if sig is not None else None
-    if prepared is not None:
-        prepared.launch(dims, args, stream)
-        return
-    from .runtime import driver, launcher
+    from .runtime import dispatch, driver, launcher
     if not driver.has_gpu():
         raise TileUnsupportedFeatureError(
             f"kernel '{kernel.name}' got device arrays but no CUDA GPU is usable here; set "
             f"TILEIR_INTERPRET=1 to run it in the interpreter")
-    ck = kernel.compile(args, target=device_target(arrays), grid=dims,
-                        sm_count=_sm_count(arrays[0]))
+    on_device = [a for a in arrays if not _host_array(a)]  # a host one is reported below
+    ck = kernel.compile(args, target=device_target(on_device), grid=dims,
+                        sm_count=_sm_count(on_device[0]))
+    hw_grid = hardware_grid(ck.meta, dims)
+    kinds = None if knobs.SYNC_LAUNCH.as_bool() else \
+        dispatch.arg_kinds(args, kernel._const_mask)
+    if kinds is not None:
+        plan = dispatch.make_plan(ck.cubin, ck.meta, hw_grid, args, ck.runtime_params)
+        kernel._remember(kinds, grid, args, plan)
+        if plan.launch(stream, args, dispatch.dynamic_values(kinds, args)):
+            return
     runtime_args = [args[i] for i in ck.runtime_params]
-    launcher.launch(ck.cubin, ck.meta, hardware_grid(ck.meta, dims), runtime_args, stream)
-    if sig is not None:                  # checked once: later launches only pack and enqueue
-        kernel._prepared[(sig, wish)] = _PreparedLaunch(ck, runtime_args)
+    launcher.launch(ck.cubin, ck.meta, hw_grid, runtime_args, stream)
 
 
 def hardware_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -603,135 +623,12 @@ def _sm_count(array) -> int:
     n = _SM_COUNTS.get(index)
     if n is None:
         from .runtime import driver
-        n = _SM_COUNTS[index] = driver.sm_count(index) if driver.has_gpu() else 0
+        if not driver.has_gpu():
+            return 0
+        if index is None:              # an array that does not say (empty): the current GPU
+            index = driver.current_device()
+        n = _SM_COUNTS[index] = driver.sm_count(index)
     return n
-
-
-# ---------------------------------------------------------------------------
-# The fast path: launches whose argument signature was fully checked before
-# ---------------------------------------------------------------------------
-def _torch_signature(kernel: Kernel, args: Sequence[Any]) -> tuple | None:
-    """What the specialization and the checks depend on, computed cheaply for torch
-    tensors and Python scalars; None (take the checked path) for anything else."""
-    sig = []
-    for a, const in zip(args, kernel._const_mask):
-        if const:
-            sig.append((type(a), a))
-        elif type(a).__module__ == "torch" and hasattr(a, "data_ptr"):
-            if not a.is_cuda:
-                return None
-            if any(n > _I32_MAX for n in a.shape):
-                return None
-            sig.append((a.dtype, a.dim(), a.device.index, _torch_aligned(a), _torch_large(a)))
-        elif type(a) is int:
-            sig.append((int, -(1 << 31) <= a < (1 << 31)))
-        elif type(a) in (float, bool):
-            sig.append(type(a))
-        else:
-            return None
-    return tuple(sig) if len(args) == len(kernel._const_mask) else None
-
-
-_I32_MAX = 2**31 - 1
-_LARGE_BYTES: dict[int, int] = {}
-
-
-def _torch_large(t) -> bool:
-    """`runtime.arrays.large(describe(t))` for a CUDA tensor, with the device's line
-    remembered (the hot path of every launch; test_gpu checks they agree)."""
-    line = _LARGE_BYTES.get(t.device.index)
-    if line is None:
-        from .runtime.arrays import large_bytes
-        line = _LARGE_BYTES[t.device.index] = large_bytes(t.device.index)
-    return t.numel() * t.element_size() >= line
-
-
-def _torch_aligned(t) -> bool:
-    """`runtime.arrays.aligned(describe(t))` for a torch tensor, without building the
-    description (the hot path of every launch; test_launch checks they agree)."""
-    shape, strides, size = t.shape, t.stride(), t.element_size()
-    last = len(shape) - 1
-    return t.data_ptr() % 16 == 0 and all(
-        n == 1 or (st == 1 if i == last else (st * size) % 16 == 0)
-        for i, (n, st) in enumerate(zip(shape, strides)))
-
-
-_MAPS_PER_LAUNCH = 256        # tensor maps a prepared launch remembers (then starts over)
-
-
-class _PreparedLaunch:
-    """A specialization whose first launch went through every check: the function is
-    loaded and the argument kinds are known, so a launch only packs and enqueues."""
-
-    def __init__(self, ck: CompiledKernel, runtime_args: Sequence[Any]):
-        from .runtime import launcher
-        from .runtime.arrays import describe
-        self.ck = ck
-        self.meta = ck.meta
-        self.indices = ck.runtime_params
-        first = next(a for a in runtime_args if hasattr(a, "data_ptr"))
-        self.device = describe(first).device[1]
-        self.sm_count = _sm_count(first)
-        self.block = (ck.meta["num_threads"], 1, 1)
-        self.shared = ck.meta["shared_bytes"]
-        self.function = launcher._function(ck.cubin, ck.meta, self.device,
-                                           self.block[0], self.shared)
-        self.scalars = {i: launcher.param_dtype(ck.name, p)
-                        for i, p in zip(self.indices, ck.meta["params"])
-                        if p["kind"] == "scalar"}
-        # TMA descriptors: (runtime argument index, box, clip dim, swizzle, parameter name)
-        self.tensor_maps = [(self.indices[tm["param"]], tuple(tm["box"]), tm.get("clip"),
-                             tm["swizzle"], ck.meta["params"][tm["param"]]["name"])
-                            for tm in ck.meta.get("tensor_maps", ())]
-        self.maps: dict[tuple, Any] = {}     # (map, pointer, shape, strides) -> CUtensorMap
-        self.last_grid = None
-        self.hardware_grid = None
-        import torch       # the signature of a prepared launch has torch tensors
-        self.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-    def launch(self, grid, args, stream) -> None:
-        import ctypes
-        from .runtime import driver, launcher
-        values = []
-        for i in self.indices:
-            a = args[i]
-            d = self.scalars.get(i)
-            if d is None:
-                values.append(ctypes.c_uint64(a.data_ptr()))
-                values.extend(ctypes.c_int32(n) for n in a.shape)
-                values.extend(ctypes.c_int64(st) for st in a.stride())
-            else:
-                values.append(launcher.pack_scalar(d, a, f"argument #{i}"))
-        if grid != self.last_grid:                 # checked once per distinct grid
-            logical = launcher.check_grid(self.ck.name, hardware_grid(self.meta, grid))
-            self.walked = [ctypes.c_int32(g) for g in logical]
-            self.hardware_grid = launcher.persistent_grid(self.meta, logical, self.sm_count)
-            self.last_grid = grid
-        if self.meta.get("persistent"):
-            values.extend(self.walked)
-        for j, (i, box, clip, swizzle, name) in enumerate(self.tensor_maps):
-            a = args[i]                  # the dtype is the signature's: these name the map
-            key = (j, a.data_ptr(), tuple(a.shape), a.stride())
-            tm = self.maps.get(key)
-            if tm is None:
-                from .runtime.arrays import describe
-                from .runtime.tensor_maps import clipped_box, tensor_map
-                if len(self.maps) >= _MAPS_PER_LAUNCH:
-                    self.maps.clear()
-                tm = self.maps[key] = tensor_map(describe(a), clipped_box(box, clip, a.shape),
-                                                 swizzle, self.ck.name, name)
-            values.append(tm)
-        params = launcher.PackedParams(values)
-        grid = self.hardware_grid
-        if stream is None and self.raw_stream is not None:
-            handle = self.raw_stream(self.device)  # torch's current stream, without a Stream object
-        else:
-            handle = launcher.stream_handle(stream, args, self.device)
-        with driver.device_context(self.device):
-            driver.launch_kernel(self.function, grid, self.block, self.shared, handle,
-                                 params.address, self.ck.name)
-            if knobs.SYNC_LAUNCH.as_bool():
-                driver.synchronize(handle, self.ck.name)
 
 
 def device_target(arrays) -> str:

@@ -108,6 +108,37 @@ func.func @row_softmax(%x: !tile.array<bf16, 2 : i64>, %y: !tile.array<bf16, 2 :
 
 // -----
 
+// A broadcast source made where the broadcast needs it: RoPE's (1, 64) row of cos,
+// reshaped to (1, 1, 64) and broadcast over the (1, 32, 64) heads, is loaded
+// already replicated across the heads' threads (the load's 4 x 8 lanes and 8 warps
+// along its unit dim 0 hold copies), so neither the broadcast nor its two uses
+// convert anything.
+
+// CHECK-LABEL: func.func @rope_half
+// CHECK:         "tile.load"({{.*}}) -> tensor<1x32x64xbf16, [[L:#tile.blocked<array<i64: 1, 1, 8>, array<i64: 1, 4, 8>, array<i64: 1, 8, 1>, array<i64: 2, 1, 0>>]]>
+// CHECK:         %[[C:.*]] = "tile.load"({{.*}}) -> tensor<1x64xf32, #tile.blocked<array<i64: 1, 8>, array<i64: 4, 8>, array<i64: 8, 1>, array<i64: 1, 0>>>
+// CHECK-NEXT:    %[[C3:.*]] = "tile.reshape"(%[[C]]) {{.*}} -> tensor<1x1x64xf32, [[L]]>
+// CHECK-NEXT:    %[[CB:.*]] = "tile.broadcast"(%[[C3]]) {{.*}} -> tensor<1x32x64xf32, [[L]]>
+// CHECK-NEXT:    %[[P:.*]] = arith.mulf %{{.*}}, %[[CB]] : tensor<1x32x64xf32, [[L]]>
+// CHECK-NEXT:    arith.addf %[[P]], %[[CB]] : tensor<1x32x64xf32, [[L]]>
+// CHECK-NOT:     tile.convert_layout
+func.func @rope_half(%x: !tile.array<bf16, 3 : i64>, %c: !tile.array<f32, 2 : i64>, %y: !tile.array<bf16, 3 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %t = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %a = "tile.load"(%x, %t, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 32, 64>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<1x32x64xbf16>
+  %af = arith.extf %a : tensor<1x32x64xbf16> to tensor<1x32x64xf32>
+  %cs = "tile.load"(%c, %t, %c0) {padding = "zero", tile_shape = array<i64: 1, 64>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x64xf32>
+  %c3 = "tile.reshape"(%cs) : (tensor<1x64xf32>) -> tensor<1x1x64xf32>
+  %cb = "tile.broadcast"(%c3) : (tensor<1x1x64xf32>) -> tensor<1x32x64xf32>
+  %p = arith.mulf %af, %cb : tensor<1x32x64xf32>
+  %q = arith.addf %p, %cb : tensor<1x32x64xf32>
+  %o = arith.truncf %q : tensor<1x32x64xf32> to tensor<1x32x64xbf16>
+  "tile.store"(%y, %o, %t, %c0, %c0) : (!tile.array<bf16, 3 : i64>, tensor<1x32x64xbf16>, i32, i32, i32) -> ()
+  return
+}
+
+// -----
+
 // A permute permutes the layout for free; the store wants the coalesced
 // layout of its own shape, so a conversion (through shared memory, in the gpu
 // stage) goes right before it.

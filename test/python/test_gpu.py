@@ -230,12 +230,9 @@ def test_large_arrays_take_the_l2_policy(monkeypatch, example, offset):
     carry the L2 policy (unaligned arrays have no 16-byte loads): correct either way,
     through the checked launch and the fast path.  The line is lowered to 1 MiB so
     that modest arrays cross it."""
-    import importlib
     from tileir.runtime import arrays
-    kernel_module = importlib.import_module("tileir.kernel")   # `tileir.kernel` is also a function
     from tileir.specialization import ArrayParam
     monkeypatch.setattr(arrays, "large_bytes", lambda ordinal: 1 << 20)
-    monkeypatch.setattr(kernel_module, "_LARGE_BYTES", {})
     d = torch.bfloat16
     m, n = 301, 2000 - 8         # rows of 16-byte multiples, ragged against the 2048 tile;
     #                              a row array is 1.2 MB, w 4 KB
@@ -331,3 +328,169 @@ def test_a_chunked_row_logsumexp_on_the_gpu(n):
     ct.launch(None, (16,), row_logsumexp, (x, out, 4, 512))
     torch.cuda.synchronize()
     assert torch.allclose(out.double(), torch.logsumexp(x.double(), 1), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# The launch path: the fast path (runtime/dispatch.py) against the checked one
+# ---------------------------------------------------------------------------
+@ct.kernel
+def axpby(x, y, out, alpha, beta, TILE: ct.Constant[int]):
+    pid = ct.bid(0)
+    a = ct.load(x, index=(pid,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+    b = ct.load(y, index=(pid,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(out, index=(pid,), tile=ct.astype(alpha * a + beta * b, out.dtype))
+
+
+def _axpby_case(n, offset=False, d=torch.float32):
+    x, y = rand(n, dtype=d, offset=offset), rand(n, dtype=d, offset=offset)
+    return x, y, poisoned(n, dtype=d)
+
+
+def _plans(kernel):
+    return sum(len(d.plans) for d in kernel._dispatchers.values())
+
+
+def test_fast_path_follows_pointers_shapes_and_scalars():
+    k = ct.kernel(axpby.__wrapped__)
+    seen = set()
+    for n, offset, alpha, beta in [(1000, False, 0.5, -2.0), (1000, False, 3.0, 0.25),
+                                   (1000, True, 1.0, 1.0), (5000, False, -1.0, 2.0),
+                                   (1000, False, 2.0, 2.0), (5000, True, 0.0, 1.0)]:
+        x, y, out = _axpby_case(n, offset)          # fresh pointers every time
+        ct.launch(None, (ct.cdiv(n, 1024),), k, (x, y, out, alpha, beta, 1024))
+        torch.cuda.synchronize()
+        close(out, alpha * x.double() + beta * y.double())
+        seen.add((n, offset))
+        assert _plans(k) == len(seen)              # one plan per shape and alignment
+
+
+def test_fast_path_declines_what_the_checked_path_rejects():
+    k = ct.kernel(axpby.__wrapped__)
+    x, y, out = _axpby_case(1000)
+    ct.launch(None, (1,), k, (x, y, out, 0.5, 0.5, 1024))
+    with pytest.raises(ct.TileValueError, match="float32"):
+        ct.launch(None, (1,), k, (x, y, out, 1e300, 0.5, 1024))
+    with pytest.raises(ct.TileValueError, match="host memory"):
+        ct.launch(None, (1,), k, (x.cpu(), y, out, 0.5, 0.5, 1024))
+    with pytest.raises(ct.TileTypeError, match="takes 6 arguments"):
+        ct.launch(None, (1,), k, (x, y, out, 0.5, 1024))
+    with pytest.raises(ct.TileValueError, match="grid"):
+        ct.launch(None, (0,), k, (x, y, out, 0.5, 0.5, 1024))
+
+
+def test_launches_honor_the_stream_and_are_captured_in_cuda_graphs():
+    k = ct.kernel(axpby.__wrapped__)
+    n = 3000
+    x, y, out = _axpby_case(n)
+    args = (x, y, out, 2.0, -1.0, 1024)
+    ct.launch(None, (3,), k, args)                   # compiled and prepared outside capture
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):                    # None: torch's current stream
+        out.fill_(float("nan"))
+        ct.launch(None, (3,), k, args)
+    side.synchronize()
+    close(out, 2.0 * x.double() - y.double())
+    out.fill_(float("nan"))
+    ct.launch(side, (3,), k, args)                   # a torch stream given
+    ct.launch(side.cuda_stream, (3,), k, args)       # a raw handle
+    side.synchronize()
+    close(out, 2.0 * x.double() - y.double())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):                    # the capture stream is torch's current one
+        ct.launch(None, (3,), k, args)
+    for _ in range(2):
+        x.copy_(torch.randn_like(x))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        close(out, 2.0 * x.double() - y.double())
+
+
+def test_launches_from_threads():
+    """Threads share the plans (one lock per plan); a fresh thread has no current
+    context until the launch makes the device's primary context current."""
+    import threading
+    k = ct.kernel(axpby.__wrapped__)
+    n = 4096
+    x, y, _ = _axpby_case(n)
+    outs = [poisoned(n, dtype=torch.float32) for _ in range(4)]
+    ct.launch(None, (4,), k, (x, y, outs[0], 1.0, 1.0, 1024))
+    errors = []
+
+    def work(i):
+        try:
+            for r in range(200):
+                ct.launch(None, (4,), k, (x, y, outs[i], float(i), float(r), 1024))
+            torch.cuda.synchronize()
+        except Exception as e:          # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, out in enumerate(outs):
+        close(out, i * x.double() + 199 * y.double())
+
+
+def test_a_launch_while_another_context_is_current():
+    """The fast path does not query the thread's context: the driver refuses a launch
+    while another context is current, and the plan makes it again in the device's
+    primary context, leaving the thread's own one current after."""
+    from tileir.runtime import driver
+    k = ct.kernel(axpby.__wrapped__)
+    x, y, out = _axpby_case(2048)
+    ct.launch(None, (2,), k, (x, y, out, 1.0, 1.0, 1024))       # the plan
+    out.fill_(float("nan"))
+    torch.cuda.synchronize()
+    cu = driver.cuda()
+    try:
+        ctx = driver.check("cuCtxCreate", cu.cuCtxCreate(None, 0, driver._device(0)))
+    except TypeError:                     # bindings before CUDA 13 take (flags, device)
+        ctx = driver.check("cuCtxCreate", cu.cuCtxCreate(0, driver._device(0)))
+    try:                                  # cuCtxCreate made the new context current
+        ct.launch(0, (2,), k, (x, y, out, 3.0, -1.0, 1024))
+        assert int(driver.check("cuCtxGetCurrent", cu.cuCtxGetCurrent())) == int(ctx)
+    finally:
+        driver.check("cuCtxPopCurrent", cu.cuCtxPopCurrent())
+        driver.check("cuCtxDestroy", cu.cuCtxDestroy(ctx))
+    torch.cuda.synchronize()
+    close(out, 3.0 * x.double() - y.double())
+
+
+# ---------------------------------------------------------------------------
+# The LLM-layer examples (examples/llm_ops.py), ragged sizes
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("m,n", [(1, 1000), (37, 4096 + 24), (5, 7168)])
+def test_llm_ops_examples(m, n):
+    from tileir.examples import llm_ops
+    d = torch.bfloat16
+    x, r, w = rand(m, n, dtype=d), rand(m, n, dtype=d), rand(n, dtype=d)
+    r0, y = r.clone(), poisoned(m, n, dtype=d)
+    ct.launch(None, (m,), llm_ops.add_rmsnorm, (x, r, w, y, 1e-6, next_pow2(n)))
+    h = x.float() + r0.float()
+    close(r, h)
+    close(y, h * torch.rsqrt((h * h).mean(-1, keepdim=True) + 1e-6) * w.float())
+
+    g, u, o = rand(m, n, dtype=d), rand(m, n, dtype=d), poisoned(m, n, dtype=d)
+    ct.launch(None, (m, ct.cdiv(n, 1024)), llm_ops.silu_mul, (g, u, o, 1024))
+    close(o, torch.nn.functional.silu(g.float()) * u.float())
+
+    heads, half = 8, 32
+    q = rand(m, heads, 2 * half, dtype=d)
+    angle = torch.rand(m, half, device="cuda") * 6.3
+    cos, sin = angle.cos(), angle.sin()
+    qo = poisoned(m, heads, 2 * half, dtype=d)
+    ct.launch(None, (m,), llm_ops.rope, (q, cos, sin, qo, heads, half))
+    x1, x2, c, s = q[..., :half].float(), q[..., half:].float(), cos[:, None], sin[:, None]
+    close(qo, torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1))
+
+    v = rand(m, 13 * n + 5, dtype=d) * 4
+    lse = poisoned(m, dtype=torch.float32)
+    sm = poisoned(*v.shape, dtype=d)
+    ct.launch(None, (m,), llm_ops.vocab_logsumexp, (v, lse, 2048))
+    ct.launch(None, (m,), llm_ops.vocab_softmax, (v, sm, 2048))
+    close(lse, torch.logsumexp(v.double(), -1))
+    close(sm, torch.softmax(v.float(), -1))

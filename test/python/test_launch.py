@@ -72,17 +72,6 @@ def test_torch_cpu_tensors_in_place(rng):
         assert torch.equal(c, a + b)
 
 
-def test_fast_path_alignment_matches_the_runtime():
-    torch = pytest.importorskip("torch")
-    from tileir.kernel import _torch_aligned
-    from tileir.runtime.arrays import aligned, describe
-    base = torch.zeros(64, 72, dtype=torch.bfloat16)
-    views = [base, base[:, 8:], base[:, 1:], base.t(), base[::2], base[:, :64].unsqueeze(0),
-             base[3:4, :], torch.zeros(5, 3, dtype=torch.float32), torch.zeros(1, 7)]
-    for v in views:
-        assert _torch_aligned(v) == aligned(describe(v)), (v.shape, v.stride())
-
-
 def test_large_arrays_are_judged_by_their_bytes(monkeypatch):
     from tileir.runtime import arrays
     monkeypatch.setattr(arrays, "large_bytes", lambda ordinal: 1000)

@@ -536,3 +536,45 @@ def test_an_access_outside_the_arrays_is_reported(monkeypatch, rng):
         y = np.zeros(100, np.float32)
         simulate(_fresh(vector_add.vector_add).compile((x, x, y, 128), stage="gpu",
                                                        target="sm_90a"), (1,), (x, x, y, 128))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_llm_ops_run_correctly(target, rng):
+    """The LLM-layer examples (examples/llm_ops.py) as compiled: RoPE's broadcast
+    cos / sin rows loaded replicated, SwiGLU, the fused residual RMSNorm, the
+    vocabulary-wide online softmax and log-sum-exp (two chunked loops)."""
+    from tileir.examples import llm_ops
+    m, n, heads, half = 3, 200, 4, 16
+
+    def run(kernel, grid, args):
+        simulate(kernel.compile(args, stage="gpu", target=target), grid, args)
+
+    x, r = rng.standard_normal((m, n)).astype(BF16), rng.standard_normal((m, n)).astype(BF16)
+    w = rng.standard_normal(n).astype(BF16)
+    y = np.full((m, n), np.nan, BF16)
+    h = x.astype(np.float64) + r.astype(np.float64)
+    run(llm_ops.add_rmsnorm, (m,), (x, r, w, y, 1e-6, 256))
+    want = h / np.sqrt((h * h).mean(1, keepdims=True) + 1e-6) * w.astype(np.float64)
+    np.testing.assert_allclose(r.astype(np.float64), h, rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(y.astype(np.float64), want, rtol=2e-2, atol=2e-2)
+
+    q = rng.standard_normal((m, heads, 2 * half)).astype(BF16)
+    angle = rng.uniform(0, 6.3, (m, half))
+    cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    out = np.full_like(q, np.nan)
+    run(llm_ops.rope, (m,), (q, cos, sin, out, heads, half))
+    q64 = q.astype(np.float64)
+    x1, x2, c, s = q64[..., :half], q64[..., half:], cos[:, None, :], sin[:, None, :]
+    want = np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=2e-2, atol=2e-2)
+
+    v = (rng.standard_normal((m, 3 * n + 7)) * 4).astype(BF16)
+    lse = np.full(m, np.nan, np.float32)
+    sm = np.full_like(v, np.nan)
+    run(llm_ops.vocab_logsumexp, (m,), (v, lse, 128))
+    run(llm_ops.vocab_softmax, (m,), (v, sm, 128))
+    v64 = v.astype(np.float64)
+    e = np.exp(v64 - v64.max(1, keepdims=True))
+    np.testing.assert_allclose(lse, v64.max(1) + np.log(e.sum(1)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sm.astype(np.float64), e / e.sum(1, keepdims=True),
+                               rtol=2e-2, atol=1e-4)

@@ -180,10 +180,42 @@ class LayoutAssigner(MmaAssignment):
             self.home[shape] = L.coalesced(shape, 4, self.num_warps)
         return self.home[shape]
 
+    def collect_broadcast_sources(self) -> None:
+        """Broadcast sources made where their broadcasts need them (preferred layouts).
+
+        A broadcast's result is read in the home layout of its shape; a source loaded
+        (or splatted) in that layout, replicated across the broadcast dims, makes the
+        broadcast free: a (1, 64) row of cos, reshaped to (1, 1, 64) and broadcast over
+        a (1, 32, 64) tile, is loaded already spread the way the tile's threads hold
+        it, instead of converting each (1, 32, 64) broadcast through shared memory.
+        Followed back from the broadcast through single-use reshapes that insert unit
+        dims; a source with other uses keeps its own layout."""
+        for op in _ops_named(self.func, "tile.broadcast"):
+            res = op.results[0]
+            want = self.home_of(tuple(res.type.shape))
+            if res in self.preferred or not isinstance(want, L.Blocked):
+                continue
+            self.preferred[res] = want
+            v, lay = op.operands[0], want
+            while _single_use(v):
+                name = _defining_name(v)
+                if name in ("tile.load", "tensor.splat"):
+                    self.preferred.setdefault(v, lay)
+                    break
+                if name != "tile.reshape":
+                    break
+                src = v.owner.operands[0]
+                lay = unit_dim_preimage(lay, tuple(src.type.shape), tuple(v.type.shape),
+                                        want, tuple(res.type.shape))
+                if lay is None:
+                    break
+                v = src
+
     # -- walking -------------------------------------------------------------------
     def run(self) -> None:
         self.collect_homes()
         self.collect_mma()
+        self.collect_broadcast_sources()
         for block in self.func.regions[0].blocks:
             self.block(block)
         self.func.attributes[NUM_WARPS_ATTR] = ir.IntegerAttr.get(
@@ -294,6 +326,11 @@ class LayoutAssigner(MmaAssignment):
         src = op.operands[0]
         res = op.results[0]
         lay = self.layout_of(src)
+        want = self.preferred.get(res)
+        if want is not None and L.is_distributed(lay) and broadcast_free(
+                lay, tuple(src.type.shape), want, tuple(res.type.shape)):
+            self.set_layout(res, want)         # a source made for it (collect_broadcast_sources)
+            return
         if isinstance(lay, L.Blocked) and broadcast_free(lay, tuple(src.type.shape), lay,
                                                           tuple(res.type.shape)):
             self.set_layout(res, lay)
@@ -434,6 +471,32 @@ def broadcast_free(src_lay: L.Layout, src_shape, res_lay: L.Layout, res_shape) -
     r = L.restrict(res_lin, src_shape)
     return r.lanes == src_lin.lanes and r.warps == src_lin.warps and \
         set(r.regs) <= set(src_lin.regs) | {tuple(0 for _ in src_shape)}
+
+
+def unit_dim_preimage(lay: L.Blocked, src_shape, res_shape, want: L.Blocked,
+                      target_shape) -> L.Blocked | None:
+    """A layout for the source of a reshape that inserts a unit dim (`src_shape` ->
+    `res_shape`) whose derived result layout broadcasts to `want` on `target_shape`
+    for free, else None.  `lay` is the layout wanted on `res_shape`: its threads and
+    warps along the inserted dim (which hold copies) move to a dim of the source
+    where they hold copies too."""
+    src, res = list(src_shape), list(res_shape)
+    if len(res) != len(src) + 1:
+        return None
+    k = _unit_dim_change(src, res)
+    if k is None or lay.size_per_thread[k] != 1:
+        return None
+    drop = lambda t: t[:k] + t[k + 1:]  # noqa: E731
+    order = tuple(d - (d > k) for d in lay.order if d != k)
+    for j in range(len(src)):
+        tpw, wpb = list(drop(lay.threads_per_warp)), list(drop(lay.warps_per_block))
+        tpw[j] *= lay.threads_per_warp[k]
+        wpb[j] *= lay.warps_per_block[k]
+        cand = L.Blocked(drop(lay.size_per_thread), tuple(tpw), tuple(wpb), order)
+        derived = reshape_layout(cand, tuple(src), tuple(res))
+        if derived is not None and broadcast_free(derived, tuple(res), want, target_shape):
+            return cand
+    return None
 
 
 def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | None:

@@ -5,7 +5,7 @@ that builds fresh random inputs of ragged sizes, launches the kernel and
 computes a float64 reference.  `python -m tileir.examples` runs them all.
 """
 
-NAMES = ("vector_add", "softmax", "rmsnorm", "layernorm", "transpose", "matmul")
+NAMES = ("vector_add", "softmax", "rmsnorm", "layernorm", "transpose", "matmul", "llm_ops")
 
 
 def next_pow2(n: int) -> int:

@@ -196,7 +196,9 @@ def primary_context(ordinal: int):
 
 @contextlib.contextmanager
 def device_context(ordinal: int) -> Iterator[Any]:
-    """Makes `ordinal`'s primary context current, restoring the thread's previous one after."""
+    """Makes `ordinal`'s primary context current, restoring the thread's previous one
+    after; a thread that had none keeps this one current (as the CUDA runtime sets one
+    on a thread's first call), so that its next launches find it."""
     driver = cuda()
     ctx = primary_context(ordinal)
     previous = check("cuCtxGetCurrent", driver.cuCtxGetCurrent())
@@ -206,7 +208,7 @@ def device_context(ordinal: int) -> Iterator[Any]:
     try:
         yield ctx
     finally:
-        if switch:
+        if switch and int(previous) != 0:
             check("cuCtxSetCurrent", driver.cuCtxSetCurrent(previous))
 
 
@@ -375,6 +377,19 @@ def launch_kernel(function, grid: tuple[int, int, int], block: tuple[int, int, i
                                    driver.CUstream(stream), params_address, 0)
     check(f"cuLaunchKernel('{kernel}', grid={grid}, block={block}, shared={shared_bytes})",
           result)
+
+
+def launch_entry() -> tuple[Any, Any, Any, Any]:
+    """What the launch fast path (runtime/dispatch.py) calls per launch:
+    `(cuLaunchKernel, CUfunction, CUstream, CUDA_SUCCESS)`, so that a plan builds its
+    function and stream handles once and compares results by identity.
+
+    cuda.bindings' Cython entry points cost less than a ctypes call with declared
+    argument types (bench/launch.py measures both, and the same call from C).
+    """
+    driver = cuda()
+    return (driver.cuLaunchKernel, driver.CUfunction, driver.CUstream,
+            driver.CUresult.CUDA_SUCCESS)
 
 
 def synchronize(stream: int, kernel: str) -> None:

@@ -1,0 +1,378 @@
+"""The launch fast path: a launch that looks like an earlier one costs a dictionary
+lookup, a few stores into a prebuilt parameter buffer and one driver call.
+
+`tileir.launch` first offers the call to the kernel's `Dispatcher`; only when that
+declines (returns False) does it take the checked path, which explains every error,
+compiles, and hands the dispatcher a `LaunchPlan` for next time.
+
+- `LaunchPlan`: one exact argument signature, prepared once: the function loaded,
+  the hardware grid computed, a parameter buffer laid out per the kernel ABI
+  (docs/gpu-backend.md) with every array's dims and strides already written, and
+  the TMA descriptors cached by base pointer.  A launch writes the pointers and
+  scalars into their slots, takes the stream and calls `cuLaunchKernel` with
+  prebuilt handles (`driver.launch_entry`).  The thread's current context is not
+  queried: a launch the driver refuses for want of the device's context (none
+  current, or another device's) is made again in it (`LaunchPlan._retry`).
+- `Dispatcher`: one per kernel and *argument kinds* (which positions hold CUDA
+  torch tensors, ints, floats, bools or compile-time constants).  Its `fast`
+  function is generated for those kinds, so it unpacks the arguments and builds the
+  key with no loop and no introspection beyond what packing needs: a tensor's
+  `data_ptr()`, `shape`, `stride()`, `dtype` and `get_device()`.  The key holds the
+  exact shapes and strides, so alignment, size class and the retiling wish, which
+  the specialization depends on, are all settled by it.
+
+The fast path declines, and the checked path decides, for anything else: other
+array types, a new shape, an int outside its slot's range, a float that overflows
+f32, a stream of another kind than None or an int handle, and whenever
+TILEIR_INTERPRET or TILEIR_SYNC_LAUNCH is set.  Plans are kept per dispatcher up
+to PLANS_PER_DISPATCHER, then dropped all at once (a kernel launched over ever new
+shapes keeps working at the checked path's cost).
+
+Thread safety: a plan's buffer is written and launched by the thread that made
+it; other threads share a second buffer under a lock, and make the device's context
+current first (`driver.device_context`) instead of learning from a refused launch.  CUDA graphs: a launch inside `torch.cuda.graph` is captured on
+torch's current stream like any other (nothing here synchronizes or allocates).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+PLANS_PER_DISPATCHER = 512
+MAPS_PER_PLAN = 256
+_I32_BIAS = 1 << 31                 # (v + bias) >> 32 == 0 exactly for int32 values
+_F32_OVERFLOW = 2.0**128 - 2.0**103  # finite values at or above this round to inf in f32
+
+# The knobs that send launches down the checked path, read at every launch.  On POSIX
+# `os.environ._data` is the bytes mapping os.environ reads and writes: one dict probe.
+_ENV = getattr(os.environ, "_data", None)
+_OFF = (None, b"", b"0", b"false", b"no", b"off")
+
+
+def knobs_quiet() -> bool:
+    """True when neither TILEIR_INTERPRET nor TILEIR_SYNC_LAUNCH asks for the checked path
+    (a malformed value does too, so that the checked path reports it)."""
+    if _ENV is None:
+        return all(os.environ.get(k, "0").strip().lower() in ("", "0", "false", "no", "off")
+                   for k in ("TILEIR_INTERPRET", "TILEIR_SYNC_LAUNCH"))
+    get = _ENV.get
+    return get(b"TILEIR_INTERPRET") in _OFF and get(b"TILEIR_SYNC_LAUNCH") in _OFF
+
+
+# ---------------------------------------------------------------------------
+# Argument kinds and the generated dispatch function
+# ---------------------------------------------------------------------------
+TENSOR, INT, FLOAT, BOOL, CONST = "T", "I", "F", "B", "C"
+
+
+def arg_kinds(args: Sequence[Any], const_mask: Sequence[bool]) -> str | None:
+    """The kinds string of `args` ("TTTFFC"), or None when some argument has no fast path
+    (arrays other than CUDA torch tensors, NumPy scalars, ...) or none is a tensor."""
+    if len(args) != len(const_mask):
+        return None
+    kinds = []
+    for a, const in zip(args, const_mask):
+        if const:
+            kinds.append(CONST)
+        elif type(a).__module__ == "torch" and hasattr(a, "data_ptr"):
+            if not a.is_cuda:
+                return None
+            kinds.append(TENSOR)
+        elif type(a) is bool:
+            kinds.append(BOOL)
+        elif type(a) is int:
+            kinds.append(INT)
+        elif type(a) is float:
+            kinds.append(FLOAT)
+        else:
+            return None
+    return "".join(kinds) if TENSOR in kinds else None
+
+
+def _key_lines(kinds: str) -> tuple[list[str], str, str]:
+    """Source lines that bind the arguments and pointers, the key expression, and the
+    tuple of dynamic values (pointers and runtime scalars, in ABI order)."""
+    names = [f"a{i}" for i in range(len(kinds))]
+    lines = [f"{', '.join(names)}{',' if len(names) == 1 else ''} = args"] if names else []
+    parts, values = ["grid"], []
+    for i, k in enumerate(kinds):
+        a = names[i]
+        if k == TENSOR:
+            lines.append(f"p{i} = {a}.data_ptr()")
+            parts.append(f"{a}.dtype, {a}.get_device(), {a}.shape, {a}.stride(), p{i} & 15")
+            values.append(f"p{i}")
+        elif k == INT:        # the range picks i32 or i64 (specialization._runtime_kind)
+            parts.append(f"{a}.__class__, ({a} + {_I32_BIAS}) >> 32")
+            values.append(a)
+        elif k in (FLOAT, BOOL):
+            parts.append(f"{a}.__class__")
+            values.append(a)
+        else:
+            parts.append(f"{a}.__class__, {a}")
+    key = "(" + ", ".join(parts) + ",)"
+    return lines, key, "(" + "".join(v + ", " for v in values) + ")"
+
+
+def dispatch_source(kinds: str) -> str:
+    """The Python source of a dispatcher's two functions for `kinds` (tests read it):
+    `fast(stream, grid, args)` launches through a known plan or returns False;
+    `key_of(grid, args)` is the key a plan for these arguments is filed under."""
+    lines, key, values = _key_lines(kinds)
+    body = "\n".join("        " + line for line in lines)
+    return (
+        "def fast(stream, grid, args):\n"
+        "    try:\n"
+        f"{body}\n"
+        f"        plan = plans[{key}]\n"
+        "    except Exception:        # not a launch seen before: the checked path decides\n"
+        "        return False\n"
+        "    if not quiet():\n"
+        "        return False\n"
+        f"    return plan.launch(stream, args, {values})\n"
+        "\n"
+        "def key_of(grid, args):\n"
+        f"{body.replace('        ', '    ')}\n"
+        f"    return {key}\n")
+
+
+class Dispatcher:
+    """The fast path of one kernel for one kinds string, and its plans."""
+
+    def __init__(self, kernel: str, kinds: str):
+        self.kinds = kinds
+        self.plans: dict[tuple, LaunchPlan] = {}
+        namespace = {"plans": self.plans, "quiet": knobs_quiet}
+        exec(compile(dispatch_source(kinds), f"<tileir launch of {kernel} ({kinds})>", "exec"),
+             namespace)
+        self.fast: Callable[[Any, Any, Sequence[Any]], bool] = namespace["fast"]
+        self.key_of: Callable[[Any, Sequence[Any]], tuple] = namespace["key_of"]
+
+    def remember(self, grid, args: Sequence[Any], plan: "LaunchPlan") -> None:
+        if len(self.plans) >= PLANS_PER_DISPATCHER:
+            self.plans.clear()
+        self.plans[self.key_of(grid, args)] = plan
+
+
+def dynamic_values(kinds: str, args: Sequence[Any]) -> tuple:
+    """What `fast` passes to `LaunchPlan.launch` for `args` (for the checked path's first
+    launch through a new plan)."""
+    out = []
+    for k, a in zip(kinds, args):
+        if k == TENSOR:
+            out.append(a.data_ptr())
+        elif k != CONST:
+            out.append(a)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# Plans
+# ---------------------------------------------------------------------------
+_FORMATS = {ctypes.c_uint64: "Q", ctypes.c_int64: "q", ctypes.c_int32: "i",
+            ctypes.c_uint32: "I", ctypes.c_int16: "h", ctypes.c_uint16: "H",
+            ctypes.c_int8: "b", ctypes.c_uint8: "B", ctypes.c_float: "f",
+            ctypes.c_double: "d"}
+_TENSOR_MAP_ALIGN = 64               # CUtensorMap is declared alignas(64)
+
+
+class _Parameters:
+    """A parameter buffer laid out per the ABI: the slots' bytes at their natural
+    alignment (a tensor map's at 64), the `void*[]` the driver reads, and views of
+    the slots a launch rewrites."""
+
+    def __init__(self, slots, dynamic: Sequence[int], map_slots: Sequence[int]):
+        offsets, end = [], 0
+        for v in slots:
+            size = ctypes.sizeof(v)
+            align = _TENSOR_MAP_ALIGN if size > 8 else size
+            end = (end + align - 1) // align * align
+            offsets.append(end)
+            end += size
+        self.buffer = ctypes.create_string_buffer(end + _TENSOR_MAP_ALIGN)
+        base = -ctypes.addressof(self.buffer) % _TENSOR_MAP_ALIGN
+        raw = memoryview(self.buffer).cast("B")
+        spans = [(base + off, base + off + ctypes.sizeof(v)) for v, off in zip(slots, offsets)]
+        for v, (start, stop) in zip(slots, spans):
+            raw[start:stop] = bytes(v)
+        self.pointers = (ctypes.c_void_p * max(1, len(slots)))(
+            *(ctypes.addressof(self.buffer) + start for start, _ in spans))
+        self.address = ctypes.addressof(self.pointers) if slots else 0
+        self.views = tuple(raw[spans[s][0]:spans[s][1]].cast(_FORMATS[type(slots[s])])
+                           for s in dynamic)
+        self.map_views = tuple(raw[spans[s][0]:spans[s][1]] for s in map_slots)
+
+
+class LaunchPlan:
+    """One prepared launch signature (see the module docstring).
+
+    `slots` are the packed parameters of a checked launch (`launcher.bind_args`), in
+    ABI order; `dynamic` gives, per runtime parameter, the slot its value is written
+    to (an array's pointer, a scalar); `maps` the tensor maps' slots, each with the
+    value index of its array's pointer and what re-encodes it for another pointer.
+
+    The thread that made the plan writes its own buffer; other threads share a second
+    one under a lock (the driver reads a buffer during cuLaunchKernel, which runs
+    without the GIL).
+    """
+
+    def __init__(self, *, name: str, function: Any, device: int,
+                 grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
+                 slots: Sequence[ctypes._SimpleCData | ctypes.Structure],
+                 dynamic: Sequence[int], float_values: Sequence[int],
+                 maps: Sequence[tuple[int, int, Callable[[Any], bytes]]],
+                 current_stream: Callable[[int], int], stream_of: Callable[[Any, Any], int]):
+        from . import driver
+        self.name = name
+        self.device = device
+        self.grid = grid
+        self.block = block
+        self.shared = shared
+        self.current_stream = current_stream
+        self.stream_of = stream_of
+        self.float_values = tuple(float_values)    # value indices checked for f32 overflow
+        map_slots = [s for _, s, _ in maps]
+        self.encoders = tuple((j, encode, {}) for j, _, encode in maps)   # cache by pointer
+        self.own = _Parameters(slots, dynamic, map_slots)
+        self.others = _Parameters(slots, dynamic, map_slots)
+        self.owner = threading.get_ident()
+        self.lock = threading.Lock()
+        self._launch, self._function, self._stream, self._success = driver.launch_entry()
+        self.function = self._function(function)
+        self._streams: dict[int, Any] = {}
+
+    def launch(self, stream, args: Sequence[Any], values: Sequence[Any]) -> bool:
+        """Writes `values` into their slots and launches; False (nothing launched) when a
+        value does not fit its slot."""
+        if stream is None:
+            handle = self.current_stream(self.device)
+        elif stream.__class__ is int and stream >= 0:
+            handle = stream
+        else:
+            handle = self.stream_of(stream, args)
+        cu_stream = self._streams.get(handle)
+        if cu_stream is None:
+            if len(self._streams) >= MAPS_PER_PLAN:
+                self._streams.clear()
+            cu_stream = self._streams[handle] = self._stream(handle)
+        if _get_ident() == self.owner:
+            return self._write_and_launch(self.own, cu_stream, args, values)
+        from . import driver          # another thread: its context is checked, not assumed
+        with self.lock, driver.device_context(self.device):
+            return self._write_and_launch(self.others, cu_stream, args, values)
+
+    def _write_and_launch(self, params: _Parameters, cu_stream, args, values) -> bool:
+        try:
+            for view, v in zip(params.views, values):
+                view[0] = v
+        except (TypeError, ValueError, OverflowError):
+            return False
+        for j in self.float_values:
+            if _F32_OVERFLOW <= abs(values[j]) < float("inf"):
+                return False
+        if self.encoders:
+            self._write_maps(params, args, values)
+        err, = self._launch(self.function, *self.grid, *self.block, self.shared, cu_stream,
+                            params.address, 0)
+        if err is not self._success and err != self._success:
+            self._retry(err, params, cu_stream)
+        return True
+
+    def _write_maps(self, params: _Parameters, args, values) -> None:
+        for (j, encode, cache), view in zip(self.encoders, params.map_views):
+            encoded = cache.get(values[j])
+            if encoded is None:
+                if len(cache) >= MAPS_PER_PLAN:
+                    cache.clear()
+                encoded = cache[values[j]] = encode(args)
+            view[:] = encoded
+
+    def _retry(self, err, params: _Parameters, cu_stream) -> None:
+        """A failed launch: when the thread has no context or another one current (the
+        driver says the handle or context is invalid), once more in the device's
+        primary context, the thread's own one restored after (as the checked path)."""
+        from . import driver
+        if int(err) in _WRONG_CONTEXT:
+            with driver.device_context(self.device):
+                err, = self._launch(self.function, *self.grid, *self.block, self.shared,
+                                    cu_stream, params.address, 0)
+            if err == self._success:
+                return
+        raise driver.error(f"cuLaunchKernel('{self.name}', grid={self.grid}, "
+                           f"block={self.block}, shared={self.shared})", err)
+
+
+_get_ident = threading.get_ident
+_WRONG_CONTEXT = (201, 400)     # CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE
+
+
+def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
+              args: Sequence[Any], positions: Sequence[int]) -> LaunchPlan:
+    """The plan for launching `image` over `grid` with `args` (torch tensors among them;
+    `positions`: the args index of each runtime parameter), after every check the
+    checked path makes (`launcher.bind_args`)."""
+    from . import driver, launcher
+    name = meta["name"]
+    runtime_args = [args[i] for i in positions]
+    logical = launcher.check_grid(name, grid)
+    bound = launcher.bind_args(meta, runtime_args, logical)
+    device = bound.device if bound.device is not None else driver.current_device()
+    block = launcher.block_of(meta)
+    shared = int(meta["shared_bytes"])
+    with driver.device_context(device):
+        function = launcher._function(image, meta, device, block[0], shared)
+    dynamic, float_values, shapes, slot = [], [], {}, 0
+    for j, (spec, arg) in enumerate(zip(meta["params"], runtime_args)):
+        dynamic.append(slot)          # the pointer of an array, the value of a scalar
+        if spec["kind"] == "array":
+            shapes[j] = tuple(arg.shape)
+            slot += 1 + 2 * spec["ndim"]
+        else:
+            if launcher.param_dtype(name, spec).name == "float32":
+                float_values.append(j)
+            slot += 1
+    if meta.get("persistent"):
+        slot += 3                     # the walked grid: fixed by the key's grid
+    return LaunchPlan(
+        name=name, function=function, device=device,
+        grid=launcher.persistent_grid(meta, logical, driver.sm_count(device)), block=block,
+        shared=shared, slots=bound.params.values, dynamic=dynamic, float_values=float_values,
+        maps=tensor_map_slots(meta, slot, positions, shapes),
+        current_stream=torch_current_stream(),
+        stream_of=lambda stream, a: launcher.stream_handle(stream, a, device))
+
+
+def torch_current_stream() -> Callable[[int], int]:
+    """torch's current stream handle of a device, as cheaply as torch offers it."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def tensor_map_slots(meta: Mapping[str, Any], first_map_slot: int, runtime_params: Sequence[int],
+                     shapes: Mapping[int, Sequence[int]]) -> list[tuple[int, int, Callable]]:
+    """(value index, slot, encoder) for each of the metadata's tensor maps: the encoder
+    takes the launch's arguments and returns the map's 128 bytes.  The box is clipped
+    once, for the shapes the plan is keyed by."""
+    from .arrays import describe
+    from .tensor_maps import clipped_box, tensor_map
+    out = []
+    for k, tm in enumerate(meta.get("tensor_maps", ())):
+        j = tm["param"]
+        box = clipped_box(tm["box"], tm.get("clip"), shapes[j])
+        position, swizzle = runtime_params[j], tm["swizzle"]
+        pname, kname = meta["params"][j]["name"], meta["name"]
+
+        def encode(args, position=position, box=box, swizzle=swizzle, pname=pname):
+            return bytes(tensor_map(describe(args[position]), box, swizzle, kname, pname))
+
+        out.append((j, first_map_slot + k, encode))
+    return out
+
+
+__all__ = ["Dispatcher", "LaunchPlan", "arg_kinds", "dispatch_source", "dynamic_values",
+           "knobs_quiet", "make_plan", "tensor_map_slots", "torch_current_stream"]

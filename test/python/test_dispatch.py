@@ -1,0 +1,254 @@
+"""The launch fast path (runtime/dispatch.py) without a GPU: the generated key code,
+the plan's parameter buffer as the driver would read it, and when the fast path
+declines.  The driver's two hot calls are replaced by recorders."""
+
+import ctypes
+import struct
+
+import pytest
+
+from tileir.runtime import dispatch, driver
+
+
+class Tensor:
+    """Enough of a CUDA torch tensor for the dispatcher (its module says torch)."""
+
+    __module__ = "torch"
+    is_cuda = True
+
+    def __init__(self, ptr, shape, strides, dtype="bf16", device=0):
+        self.ptr, self.shape, self.strides = ptr, tuple(shape), tuple(strides)
+        self.dtype, self.device = dtype, device
+
+    def data_ptr(self):
+        return self.ptr
+
+    def stride(self):
+        return self.strides
+
+    def get_device(self):
+        return self.device
+
+
+def test_kinds_name_each_argument_or_decline():
+    t = Tensor(256, (4,), (1,))
+    consts = (False, False, False, False, True)
+    assert dispatch.arg_kinds((t, 3, 2.0, True, 64), consts) == "TIFBC"
+    assert dispatch.arg_kinds((t, 3), (False,)) is None                   # arity differs
+    assert dispatch.arg_kinds((3, 2.0), (False, False)) is None           # no tensor
+    import numpy as np
+    assert dispatch.arg_kinds((t, np.float32(1)), (False, False)) is None  # NumPy scalar
+    cpu = Tensor(256, (4,), (1,))
+    cpu.is_cuda = False
+    assert dispatch.arg_kinds((cpu,), (False,)) is None
+
+
+def test_generated_key_settles_the_specialization():
+    d = dispatch.Dispatcher("k", "TIFBC")
+    t = Tensor(4096, (8, 16), (16, 1))
+    key = d.key_of((2,), (t, 5, 1.0, False, 64))
+    # pointers enter only through their alignment; shapes and strides exactly
+    assert d.key_of((2,), (Tensor(8192, (8, 16), (16, 1)), 7, -3.5, True, 64)) == key
+    for other in [((3,), (t, 5, 1.0, False, 64)),                       # grid
+                  ((2,), (Tensor(4098, (8, 16), (16, 1)), 5, 1.0, False, 64)),   # misaligned
+                  ((2,), (Tensor(4096, (8, 17), (17, 1)), 5, 1.0, False, 64)),   # shape
+                  ((2,), (Tensor(4096, (8, 16), (1, 8)), 5, 1.0, False, 64)),    # strides
+                  ((2,), (Tensor(4096, (8, 16), (16, 1), dtype="f16"), 5, 1.0, False, 64)),
+                  ((2,), (Tensor(4096, (8, 16), (16, 1), device=1), 5, 1.0, False, 64)),
+                  ((2,), (t, 2**31, 1.0, False, 64)),                   # int64 range
+                  ((2,), (t, -2**31 - 1, 1.0, False, 64)),
+                  ((2,), (t, 5, 1.0, False, 128)),                      # constant value
+                  ((2,), (t, 5, 1.0, False, True))]:                    # constant type
+        assert d.key_of(*other) != key, other
+    assert d.key_of((2,), (t, 2**31 - 1, 1.0, False, 64)) == key
+    assert d.key_of((2,), (t, -2**31, 1.0, False, 64)) == key
+
+
+def test_source_is_readable_python():
+    src = dispatch.dispatch_source("TFC")
+    assert "p0 = a0.data_ptr()" in src
+    assert "plans[(grid, a0.dtype, a0.get_device(), a0.shape, a0.stride(), p0 & 15, " \
+           "a1.__class__, a2.__class__, a2,)]" in src
+    assert "return plan.launch(stream, args, (p0, a1, ))" in src
+    compile(dispatch.dispatch_source("T"), "<test>", "exec")
+
+
+class Driver:
+    """Records cuLaunchKernel calls with the parameter bytes they point at; `results`
+    are the codes the next calls return (then 0)."""
+
+    def __init__(self):
+        self.launches = []
+        self.results = []
+
+    def launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        self.launches.append({"function": function, "grid": (gx, gy, gz),
+                              "block": (bx, by, bz), "shared": shared, "stream": stream,
+                              "params": params})
+        return (self.results.pop(0) if self.results else 0,)
+
+    def slot_bytes(self, n, sizes):
+        ptrs = ctypes.cast(self.launches[-1]["params"], ctypes.POINTER(ctypes.c_void_p))
+        return [ctypes.string_at(ptrs[i], sizes[i]) for i in range(n)], \
+            [ptrs[i] for i in range(n)]
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+    drv = Driver()
+    monkeypatch.setattr(driver, "launch_entry", lambda: (drv.launch, int, int, 0))
+    return drv
+
+
+def plan_for(slots, dynamic, *, float_values=(), maps=(), streams=None):
+    return dispatch.LaunchPlan(
+        name="k", function=0xF00, device=0, grid=(4, 1, 1),
+        block=(128, 1, 1), shared=1024, slots=slots, dynamic=dynamic,
+        float_values=float_values, maps=maps,
+        current_stream=lambda device: 77,
+        stream_of=streams or (lambda stream, args: 99))
+
+
+ARRAY_AND_SCALARS = [ctypes.c_uint64(0x1000), ctypes.c_int32(8), ctypes.c_int32(16),
+                     ctypes.c_int64(16), ctypes.c_int64(1), ctypes.c_float(1.0),
+                     ctypes.c_int32(3), ctypes.c_uint8(0)]
+SIZES = [8, 4, 4, 8, 8, 4, 4, 1]
+
+
+def test_plan_writes_pointers_and_scalars_and_keeps_the_rest(fake_driver):
+    plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
+    assert plan.launch(None, (), (0x2000, -2.5, -7, True))
+    got, addresses = fake_driver.slot_bytes(8, SIZES)
+    assert got == [struct.pack("<Q", 0x2000), struct.pack("<i", 8), struct.pack("<i", 16),
+                   struct.pack("<q", 16), struct.pack("<q", 1), struct.pack("<f", -2.5),
+                   struct.pack("<i", -7), b"\x01"]
+    assert all(a % min(s, 8) == 0 for a, s in zip(addresses, SIZES))      # natural alignment
+    call = fake_driver.launches[-1]
+    assert (call["function"], call["grid"], call["block"], call["shared"], call["stream"]) \
+        == (0xF00, (4, 1, 1), (128, 1, 1), 1024, 77)
+    assert plan.launch(5, (), (0x3000, 0.0, 2**31 - 1, False))             # an int handle
+    got, _ = fake_driver.slot_bytes(8, SIZES)
+    assert got[0] == struct.pack("<Q", 0x3000) and got[6] == struct.pack("<i", 2**31 - 1)
+    assert fake_driver.launches[-1]["stream"] == 5
+    plan.launch(object(), (), (0x3000, 0.0, 1, False))                     # other streams
+    assert fake_driver.launches[-1]["stream"] == 99
+
+
+@pytest.mark.parametrize("values", [(0x2000, 1e39, 1, False),          # overflows f32
+                                    (0x2000, 1.0, 2**31, False),        # not an int32
+                                    (0x2000, 1.0, 1.5, False),          # not an int
+                                    (-1, 1.0, 1, False)])               # not a pointer
+def test_plan_declines_values_that_do_not_fit(fake_driver, values):
+    plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
+    assert not plan.launch(None, (), values)
+    assert not fake_driver.launches
+    assert plan.launch(None, (), (0x2000, float("inf"), 1, False))       # inf is a value
+
+
+def test_plan_tensor_maps_are_encoded_once_per_pointer(fake_driver):
+    from tileir.runtime.tensor_maps import TensorMap
+    encoded = []
+
+    def encode(args):
+        encoded.append(args[0])
+        return bytes([len(encoded)]) * 128
+
+    slots = [ctypes.c_uint64(0), ctypes.c_int32(4), ctypes.c_int64(1), TensorMap()]
+    plan = plan_for(slots, dynamic=[0], maps=[(0, 3, encode)])
+    for ptr in (0x100, 0x200, 0x100):
+        assert plan.launch(None, (ptr,), (ptr,))
+    assert encoded == [0x100, 0x200]
+    got, addresses = fake_driver.slot_bytes(4, [8, 4, 8, 128])
+    assert got[3] == b"\x01" * 128 and addresses[3] % 64 == 0
+
+
+@pytest.mark.parametrize("refusal", [201, 400])   # INVALID_CONTEXT, INVALID_HANDLE
+def test_plan_retries_in_the_devices_context_when_the_driver_refuses(fake_driver, monkeypatch,
+                                                                      refusal):
+    import contextlib
+    entered = []
+
+    @contextlib.contextmanager
+    def device_context(ordinal):
+        entered.append(ordinal)
+        yield
+
+    monkeypatch.setattr(driver, "device_context", device_context)
+    plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
+    plan.launch(None, (), (0x2000, 1.0, 1, False))
+    assert entered == []
+    fake_driver.results = [refusal]         # no context, or another one, current
+    assert plan.launch(None, (), (0x2000, 1.0, 1, False))
+    assert entered == [0] and len(fake_driver.launches) == 3
+
+
+def test_plan_reports_driver_errors_with_the_kernel(fake_driver, monkeypatch):
+    monkeypatch.setattr(driver, "error", lambda call, err: driver.CudaError(
+        call, f"CUDA_ERROR_{err}", "refused"))
+    plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
+    fake_driver.results = [1]
+    with pytest.raises(driver.CudaError, match=r"cuLaunchKernel\('k', grid=\(4, 1, 1\).*"
+                                               r"CUDA_ERROR_1"):
+        plan.launch(None, (), (0x2000, 1.0, 1, False))
+    import contextlib
+    monkeypatch.setattr(driver, "device_context", lambda ordinal: contextlib.nullcontext())
+    fake_driver.results = [201, 201]         # refused in the device's context too
+    with pytest.raises(driver.CudaError, match="CUDA_ERROR_201"):
+        plan.launch(None, (), (0x2000, 1.0, 1, False))
+
+
+def test_other_threads_write_a_buffer_of_their_own(fake_driver, monkeypatch):
+    import contextlib
+    import threading
+    entered = []
+
+    @contextlib.contextmanager
+    def device_context(ordinal):
+        entered.append(threading.get_ident())
+        yield
+
+    monkeypatch.setattr(driver, "device_context", device_context)
+    plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
+    plan.launch(None, (), (0x2000, 1.0, 1, False))
+    mine = fake_driver.launches[-1]["params"]
+    t = threading.Thread(target=plan.launch, args=(None, (), (0x5000, 2.0, 2, True)))
+    t.start()
+    t.join()
+    theirs = fake_driver.launches[-1]["params"]
+    assert theirs != mine
+    assert entered == [t.ident]        # they make the device's context current first
+    got, _ = fake_driver.slot_bytes(8, SIZES)
+    assert got[0] == struct.pack("<Q", 0x5000) and got[1:5] == [
+        struct.pack("<i", 8), struct.pack("<i", 16), struct.pack("<q", 16), struct.pack("<q", 1)]
+
+
+def test_dispatcher_launches_known_signatures_and_declines_the_rest(fake_driver, monkeypatch):
+    d = dispatch.Dispatcher("k", "TFC")
+    t = Tensor(0x4000, (8,), (1,))
+    slots = [ctypes.c_uint64(0x4000), ctypes.c_int32(8), ctypes.c_int64(1), ctypes.c_float(0)]
+    d.remember((1,), (t, 0.5, 64), plan_for(slots, dynamic=[0, 3], float_values=[1]))
+    assert d.fast(None, (1,), (Tensor(0x8000, (8,), (1,)), 2.0, 64))
+    got, _ = fake_driver.slot_bytes(4, [8, 4, 8, 4])
+    assert got[0] == struct.pack("<Q", 0x8000) and got[3] == struct.pack("<f", 2.0)
+    assert not d.fast(None, (1,), (Tensor(0x8000, (9,), (1,)), 2.0, 64))   # new shape
+    assert not d.fast(None, (1,), (t, 2.0))                                # arity
+    assert not d.fast(None, [1], (t, 2.0, 64))                             # unhashable grid
+    assert not d.fast(None, (1,), (t, 2, 64))                              # int for a float
+    for knob in ("TILEIR_INTERPRET", "TILEIR_SYNC_LAUNCH"):
+        monkeypatch.setenv(knob, "1")
+        assert not d.fast(None, (1,), (t, 2.0, 64))
+        monkeypatch.setenv(knob, "0")
+        assert d.fast(None, (1,), (t, 2.0, 64))
+        monkeypatch.setenv(knob, "maybe")           # the checked path reports it
+        assert not d.fast(None, (1,), (t, 2.0, 64))
+        monkeypatch.delenv(knob)
+    assert len(fake_driver.launches) == 3
+
+
+def test_plans_are_bounded(fake_driver, monkeypatch):
+    monkeypatch.setattr(dispatch, "PLANS_PER_DISPATCHER", 3)
+    d = dispatch.Dispatcher("k", "T")
+    slots = [ctypes.c_uint64(0), ctypes.c_int32(1), ctypes.c_int64(1)]
+    for n in range(1, 8):
+        d.remember((1,), (Tensor(0, (n,), (1,)),), plan_for(slots, dynamic=[0]))
+        assert 1 <= len(d.plans) <= 3
