@@ -9,13 +9,16 @@ host path.  For each candidate, `--launches` back-to-back calls are timed twice:
 `enqueue` (the loop alone) and `wall` (the loop and the final synchronize).  Rounds
 are interleaved and the median is reported.  Candidates:
 
-- `tileir`: `ct.launch(None, grid, axpby, (x, y, out, alpha, beta, TILE))`;
+- `tileir`: `ct.launch(None, grid, axpby, (x, y, out, alpha, beta, TILE))`, through
+  the C fast path where it is built; `tileir (Python fast path)`: the same through
+  the generated Python (TILEIR_PY_LAUNCH=1);
 - `torch`: `torch.add(x, y, alpha=beta, out=out)` (one eager op, 3 tensors);
 - `triton`: the same kernel written in Triton (`n` as a third scalar, for its mask);
 - `driver (ctypes)` / `driver (cuda-bindings)`: cuLaunchKernel of tileir's compiled
   function with prebuilt parameters, from Python;
 - `driver (C)`: the same from C (bench/launch_floor.c, in a process of its own): the
-  floor no launcher goes under on this host.
+  floor no launcher goes under on this host; and in bursts of BURST launches, too
+  few to fill the driver's queue: the host's own cost of the call.
 
 `--profile` prints where tileir's time goes (cProfile, and the fast path's steps
 timed one by one).  Prints a table, writes launch.json and launch.png to --out.
@@ -38,9 +41,11 @@ except ImportError:          # compile-only use on a machine without torch
     torch = None
 
 import tileir as ct
+from tileir.runtime import dispatch
 
 N = 4096          # elements: one block of TILE
 TILE = 4096
+BURST = 256       # launches: fewer than the driver queues before the host waits
 
 
 @ct.kernel
@@ -154,17 +159,19 @@ def profile(fn, launches: int) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(15)
 
 
-def fast_path_steps(grid, kargs, launches: int) -> dict[str, float]:
+def fast_path_steps(kernel, grid, kargs, launches: int) -> dict[str, float]:
     """The fast path's steps timed one by one (each in a loop of its own), from the plan
     the launches above left: where the microseconds of a launch go."""
     import threading
     from tileir.runtime.dispatch import dynamic_values
-    (kinds, d), = axpby._dispatchers.items()
+    (kinds, d), = kernel._dispatchers.items()
     plan = d.plans[d.key_of(grid, kargs)]
     values = dynamic_values(kinds, kargs)
     views = plan.own.views
     handle = plan.current_stream(plan.device)
+    plan._streams.setdefault(handle, plan._stream(handle))
     cu_stream = plan._streams[handle]
+    language = "C" if d.native else "generated Python"
 
     def key():
         d.plans[d.key_of(grid, kargs)]
@@ -180,13 +187,17 @@ def fast_path_steps(grid, kargs, launches: int) -> dict[str, float]:
         plan._launch(plan.function, *plan.grid, *plan.block, plan.shared, cu_stream,
                      plan.own.address, 0)
 
-    steps = {"argument key and plan lookup (generated code)": key,
-             "pointer and scalar stores": writes,
-             "torch current stream, its CUstream": stream,
-             "owner thread check": lambda: threading.get_ident() == plan.owner,
-             "cuLaunchKernel (cuda-bindings, prebuilt handles)": driver_call,
-             "the whole fast path (Dispatcher.fast)": lambda: d.fast(None, grid, kargs),
-             "tileir.launch": lambda: ct.launch(None, grid, axpby, kargs)}
+    steps = {f"argument key and plan lookup ({language})": key}
+    if d.native:
+        steps["C plan: stream, stores, cuLaunchKernel"] = \
+            lambda: plan.native.launch(None, kargs, values)
+    else:
+        steps.update({"pointer and scalar stores": writes,
+                      "torch current stream, its CUstream": stream,
+                      "owner thread check": lambda: threading.get_ident() == plan.owner})
+    steps.update({"cuLaunchKernel (cuda-bindings, prebuilt handles)": driver_call,
+                  "the whole fast path (Dispatcher.fast)": lambda: d.fast(None, grid, kargs),
+                  "tileir.launch": lambda: ct.launch(None, grid, kernel, kargs)})
     return {name: statistics.median(timed(fn, launches)[0] for _ in range(3))
             for name, fn in steps.items()}
 
@@ -207,16 +218,27 @@ def main(argv=None) -> int:
     grid = (ct.cdiv(N, TILE),)
     kargs = (x, y, out, alpha, beta, TILE)
 
-    def ours():
-        ct.launch(None, grid, axpby, kargs)
-
-    ours()
-    torch.cuda.synchronize()
+    # The same kernel twice: one dispatched in C (where the extension is built), one
+    # through the generated Python (TILEIR_PY_LAUNCH is read when a dispatcher is made).
+    kernels = {"tileir": axpby}
+    if dispatch.use_native():
+        kernels["tileir (Python fast path)"] = ct.kernel(axpby.fn)
     ref = (alpha * x.double() + beta * y.double()).to(torch.bfloat16)
-    assert torch.equal(out, ref) or torch.allclose(out.float(), ref.float(), atol=2e-2), \
-        "tileir's axpby gave wrong results"
-
-    candidates = {"tileir": ours, "torch": lambda: torch.add(x, y, alpha=beta, out=out)}
+    candidates = {}
+    for name, kernel in kernels.items():
+        if kernel is not axpby:
+            os.environ["TILEIR_PY_LAUNCH"] = "1"
+        out.fill_(float("nan"))
+        ct.launch(None, grid, kernel, kargs)
+        torch.cuda.synchronize()
+        assert torch.equal(out, ref) or torch.allclose(out.float(), ref.float(), atol=2e-2), \
+            f"{name}'s axpby gave wrong results"
+        candidates[name] = lambda kernel=kernel: ct.launch(None, grid, kernel, kargs)
+    os.environ.pop("TILEIR_PY_LAUNCH", None)
+    ours = candidates["tileir"]
+    print(f"tileir launches through the {'C' if dispatch.use_native() else 'Python'} "
+          f"fast path")
+    candidates["torch"] = lambda: torch.add(x, y, alpha=beta, out=out)
     tt = triton_candidate(x, y, out, alpha, beta)
     if tt is not None:
         candidates["triton"] = tt
@@ -231,6 +253,9 @@ def main(argv=None) -> int:
     floor = c_floor(kargs, args.launches)
     if floor is not None:
         samples["driver (C)"] = [floor]
+        # Bursts too short to fill the launch queue: the host's own cost of the call,
+        # below the rate at which the GPU retires these kernels back to back.
+        samples[f"driver (C), bursts of {BURST}"] = [c_floor(kargs, BURST)]
     rows = []
     for name, s in samples.items():
         rows.append({"candidate": name,
@@ -245,10 +270,12 @@ def main(argv=None) -> int:
         print(f"{r['candidate']:26} {r['enqueue_us']:11.2f} {r['wall_us']:9.2f}")
     if args.profile:
         profile(ours, args.launches)
-        steps = fast_path_steps(grid, kargs, args.launches)
-        print("tileir fast path, step by step (us per launch):")
-        for step, us in steps.items():
-            print(f"  {step:44} {us:6.2f}")
+        steps = {}
+        for name, kernel in kernels.items():
+            steps[name] = fast_path_steps(kernel, grid, kargs, args.launches)
+            print(f"{name}, step by step (us per launch):")
+            for step, us in steps[name].items():
+                print(f"  {step:48} {us:6.2f}")
     else:
         steps = None
     result = {"date": datetime.date.today().isoformat(), "device": device,

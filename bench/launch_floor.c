@@ -1,11 +1,11 @@
 /* The floor under any launcher: cuLaunchKernel called from C, back to back.
  *
  *   cc -O2 -o launch_floor bench/launch_floor.c -ldl
- *   ./launch_floor KERNEL.cubin NAME THREADS SHARED_BYTES N [LAUNCHES]
+ *   ./launch_floor KERNEL.cubin NAME THREADS SHARED_BYTES N [LAUNCHES [STREAM]]
  *
  * Loads NAME from the cubin (bench/launch.py writes axpby's), allocates its three
- * n-element bf16 arrays and launches it LAUNCHES times on the legacy stream with
- * prebuilt parameters (the axpby ABI: three (u64 pointer, i32 dim, i64 stride)
+ * n-element bf16 arrays and launches it LAUNCHES times, on the legacy stream (STREAM
+ * 0) or on a non-blocking stream of its own (STREAM 1), with prebuilt parameters (the axpby ABI: three (u64 pointer, i32 dim, i64 stride)
  * arrays, then f32 alpha and beta).  Prints microseconds per launch: enqueue alone,
  * and with the final synchronize.  The driver is opened with dlopen, so no CUDA
  * headers or toolkit are needed.
@@ -35,6 +35,8 @@ int main(int argc, char **argv) {
   if (argc < 6) { fprintf(stderr, "usage: %s cubin name threads shared n [launches]\n", argv[0]); return 2; }
   int threads = atoi(argv[3]), shared = atoi(argv[4]), n = atoi(argv[5]);
   int launches = argc > 6 ? atoi(argv[6]) : 10000;
+  /* 0: the legacy default stream (NULL), 1: a created non-blocking stream */
+  int stream_kind = argc > 7 ? atoi(argv[7]) : 0;
   lib = dlopen("libcuda.so.1", RTLD_NOW);
   if (!lib) { fprintf(stderr, "no libcuda.so.1\n"); return 2; }
   FILE *f = fopen(argv[1], "rb");
@@ -58,11 +60,13 @@ int main(int argc, char **argv) {
   void *params[11] = {&buf[0], &dims[0], &strides[0], &buf[1], &dims[1], &strides[1],
                       &buf[2], &dims[2], &strides[2], &alpha, &beta};
   fn_t launch = sym("cuLaunchKernel"), sync = sym("cuCtxSynchronize");
-  for (int i = 0; i < 1000; i++) CHECK(launch(fun, 1, 1, 1, threads, 1, 1, shared, NULL, params, NULL));
+  void *stream = NULL;
+  if (stream_kind == 1) CHECK(sym("cuStreamCreate")(&stream, 1 /* CU_STREAM_NON_BLOCKING */));
+  for (int i = 0; i < 1000; i++) CHECK(launch(fun, 1, 1, 1, threads, 1, 1, shared, stream, params, NULL));
   CHECK(sync());
   for (int round = 0; round < 5; round++) {
     double t0 = now();
-    for (int i = 0; i < launches; i++) launch(fun, 1, 1, 1, threads, 1, 1, shared, NULL, params, NULL);
+    for (int i = 0; i < launches; i++) launch(fun, 1, 1, 1, threads, 1, 1, shared, stream, params, NULL);
     double t1 = now();
     CHECK(sync());
     double t2 = now();

@@ -7,6 +7,7 @@
 | TILEIR_PTXAS | path | (lookup) | the ptxas to use for the `cubin` stage |
 | TILEIR_LAUNCH_STAGE | str | tile | the last stage run before `launch` executes a kernel; `frontend` skips the tile-level passes (to bisect a pass bug) |
 | TILEIR_SYNC_LAUNCH | bool | 0 | synchronize the stream after every GPU launch and report asynchronous errors (an out-of-bounds access, a trap) at the launch that caused them |
+| TILEIR_PY_LAUNCH | bool | 0 | launch through the fast path's Python code even where its C extension is built (to compare, or to debug the extension); read when a kernel's dispatcher is made |
 | TILEIR_CACHE | bool | 1 | use the on-disk compile cache; 0 compiles every specialization afresh and writes nothing |
 | TILEIR_CACHE_DIR | str | ~/.cache/tileir | where the compile cache lives (one browsable directory per entry) |
 | TILEIR_CACHE_MAX_BYTES | int | (none) | cap on the cache's size; past it the least recently used entries are evicted after each write |
@@ -50,4 +51,6 @@ CACHE = Knob("TILEIR_CACHE", "1", "use the on-disk compile cache")
 CACHE_DIR = Knob("TILEIR_CACHE_DIR", "~/.cache/tileir", "compile cache directory")
 CACHE_MAX_BYTES = Knob("TILEIR_CACHE_MAX_BYTES", "", "compile cache size cap in bytes (empty: none)")
 
-ALL = ALL + (SYNC_LAUNCH, CACHE, CACHE_DIR, CACHE_MAX_BYTES)
+PY_LAUNCH = Knob("TILEIR_PY_LAUNCH", "0", "use the Python launch fast path, not the C one")
+
+ALL = ALL + (SYNC_LAUNCH, CACHE, CACHE_DIR, CACHE_MAX_BYTES, PY_LAUNCH)

@@ -1,13 +1,47 @@
-"""The launch fast path (runtime/dispatch.py) without a GPU: the generated key code,
-the plan's parameter buffer as the driver would read it, and when the fast path
-declines.  The driver's two hot calls are replaced by recorders."""
+"""The launch fast path (runtime/dispatch.py) without a GPU: the key, the plan's
+parameter buffer as the driver would read it, and when the fast path declines.  The
+driver's hot calls are replaced by recorders: a Python one for cuda.bindings'
+cuLaunchKernel, a ctypes callback for the address the C fast path calls.
+
+Every test runs twice, `fast_path` "python" (the generated code) and "c" (the
+extension, _fastlaunch.c): the two must behave the same.  The C one calls back into
+the Python plan for what it does not handle, so a refused launch is tried once more
+on that path (`attempts`)."""
 
 import ctypes
+import shutil
 import struct
 
 import pytest
 
 from tileir.runtime import dispatch, driver
+
+NATIVE = dispatch._native
+
+
+@pytest.fixture(params=["python", "c"])
+def fast_path(request, monkeypatch):
+    if request.param == "c":
+        if NATIVE is None:
+            pytest.skip("the C fast path is not built here (no compiler at install time)")
+    else:
+        monkeypatch.setattr(dispatch, "_native", None)
+    return request.param
+
+
+def launch_of(plan):
+    """The launch a dispatcher makes through `plan`: its C half's, else its own."""
+    return plan.native.launch if plan.native is not None else plan.launch
+
+
+def attempts(fast_path, n):
+    """How many driver calls `n` failing launches of the Python path take on `fast_path`."""
+    return n + (fast_path == "c")
+
+
+def test_the_c_fast_path_is_built_where_a_compiler_is():
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert NATIVE is not None, "setup.py should have built tileir.runtime._fastlaunch"
 
 
 class Tensor:
@@ -43,8 +77,9 @@ def test_kinds_name_each_argument_or_decline():
     assert dispatch.arg_kinds((cpu,), (False,)) is None
 
 
-def test_generated_key_settles_the_specialization():
+def test_key_settles_the_specialization(fast_path):
     d = dispatch.Dispatcher("k", "TIFBC")
+    assert d.native == (fast_path == "c")
     t = Tensor(4096, (8, 16), (16, 1))
     key = d.key_of((2,), (t, 5, 1.0, False, 64))
     # pointers enter only through their alignment; shapes and strides exactly
@@ -80,11 +115,19 @@ class Driver:
     def __init__(self):
         self.launches = []
         self.results = []
+        pointer, uint = ctypes.c_void_p, ctypes.c_uint
+        signature = ctypes.CFUNCTYPE(ctypes.c_int, pointer, *[uint] * 7, pointer, pointer,
+                                     pointer)
+        self.c_launch = signature(lambda f, gx, gy, gz, bx, by, bz, shared, stream, params,
+                                  extra: self.launch(f or 0, gx, gy, gz, bx, by, bz, shared,
+                                                     stream or 0, params, extra, "c")[0])
+        self.c_address = ctypes.cast(self.c_launch, ctypes.c_void_p).value
 
-    def launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    def launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra,
+               via="python"):
         self.launches.append({"function": function, "grid": (gx, gy, gz),
                               "block": (bx, by, bz), "shared": shared, "stream": stream,
-                              "params": params})
+                              "params": params, "via": via})
         return (self.results.pop(0) if self.results else 0,)
 
     def slot_bytes(self, n, sizes):
@@ -97,6 +140,7 @@ class Driver:
 def fake_driver(monkeypatch):
     drv = Driver()
     monkeypatch.setattr(driver, "launch_entry", lambda: (drv.launch, int, int, 0))
+    monkeypatch.setattr(driver, "launch_address", lambda: drv.c_address)
     return drv
 
 
@@ -115,9 +159,10 @@ ARRAY_AND_SCALARS = [ctypes.c_uint64(0x1000), ctypes.c_int32(8), ctypes.c_int32(
 SIZES = [8, 4, 4, 8, 8, 4, 4, 1]
 
 
-def test_plan_writes_pointers_and_scalars_and_keeps_the_rest(fake_driver):
+def test_plan_writes_pointers_and_scalars_and_keeps_the_rest(fast_path, fake_driver):
     plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
-    assert plan.launch(None, (), (0x2000, -2.5, -7, True))
+    launch = launch_of(plan)
+    assert launch(None, (), (0x2000, -2.5, -7, True))
     got, addresses = fake_driver.slot_bytes(8, SIZES)
     assert got == [struct.pack("<Q", 0x2000), struct.pack("<i", 8), struct.pack("<i", 16),
                    struct.pack("<q", 16), struct.pack("<q", 1), struct.pack("<f", -2.5),
@@ -126,11 +171,11 @@ def test_plan_writes_pointers_and_scalars_and_keeps_the_rest(fake_driver):
     call = fake_driver.launches[-1]
     assert (call["function"], call["grid"], call["block"], call["shared"], call["stream"]) \
         == (0xF00, (4, 1, 1), (128, 1, 1), 1024, 77)
-    assert plan.launch(5, (), (0x3000, 0.0, 2**31 - 1, False))             # an int handle
+    assert launch(5, (), (0x3000, 0.0, 2**31 - 1, False))             # an int handle
     got, _ = fake_driver.slot_bytes(8, SIZES)
     assert got[0] == struct.pack("<Q", 0x3000) and got[6] == struct.pack("<i", 2**31 - 1)
     assert fake_driver.launches[-1]["stream"] == 5
-    plan.launch(object(), (), (0x3000, 0.0, 1, False))                     # other streams
+    launch(object(), (), (0x3000, 0.0, 1, False))                     # other streams
     assert fake_driver.launches[-1]["stream"] == 99
 
 
@@ -138,14 +183,15 @@ def test_plan_writes_pointers_and_scalars_and_keeps_the_rest(fake_driver):
                                     (0x2000, 1.0, 2**31, False),        # not an int32
                                     (0x2000, 1.0, 1.5, False),          # not an int
                                     (-1, 1.0, 1, False)])               # not a pointer
-def test_plan_declines_values_that_do_not_fit(fake_driver, values):
+def test_plan_declines_values_that_do_not_fit(fast_path, fake_driver, values):
     plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
-    assert not plan.launch(None, (), values)
+    launch = launch_of(plan)
+    assert not launch(None, (), values)
     assert not fake_driver.launches
-    assert plan.launch(None, (), (0x2000, float("inf"), 1, False))       # inf is a value
+    assert launch(None, (), (0x2000, float("inf"), 1, False))       # inf is a value
 
 
-def test_plan_tensor_maps_are_encoded_once_per_pointer(fake_driver):
+def test_plan_tensor_maps_are_encoded_once_per_pointer(fast_path, fake_driver):
     from tileir.runtime.tensor_maps import TensorMap
     encoded = []
 
@@ -156,15 +202,15 @@ def test_plan_tensor_maps_are_encoded_once_per_pointer(fake_driver):
     slots = [ctypes.c_uint64(0), ctypes.c_int32(4), ctypes.c_int64(1), TensorMap()]
     plan = plan_for(slots, dynamic=[0], maps=[(0, 3, encode)])
     for ptr in (0x100, 0x200, 0x100):
-        assert plan.launch(None, (ptr,), (ptr,))
+        assert launch_of(plan)(None, (ptr,), (ptr,))
     assert encoded == [0x100, 0x200]
     got, addresses = fake_driver.slot_bytes(4, [8, 4, 8, 128])
     assert got[3] == b"\x01" * 128 and addresses[3] % 64 == 0
 
 
 @pytest.mark.parametrize("refusal", [201, 400])   # INVALID_CONTEXT, INVALID_HANDLE
-def test_plan_retries_in_the_devices_context_when_the_driver_refuses(fake_driver, monkeypatch,
-                                                                      refusal):
+def test_plan_retries_in_the_devices_context_when_the_driver_refuses(fast_path, fake_driver,
+                                                                      monkeypatch, refusal):
     import contextlib
     entered = []
 
@@ -175,29 +221,31 @@ def test_plan_retries_in_the_devices_context_when_the_driver_refuses(fake_driver
 
     monkeypatch.setattr(driver, "device_context", device_context)
     plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
-    plan.launch(None, (), (0x2000, 1.0, 1, False))
+    launch = launch_of(plan)
+    launch(None, (), (0x2000, 1.0, 1, False))
     assert entered == []
-    fake_driver.results = [refusal]         # no context, or another one, current
-    assert plan.launch(None, (), (0x2000, 1.0, 1, False))
-    assert entered == [0] and len(fake_driver.launches) == 3
+    fake_driver.results = [refusal] * attempts(fast_path, 1)   # no context, or a foreign one
+    assert launch(None, (), (0x2000, 1.0, 1, False))
+    assert entered == [0] and len(fake_driver.launches) == 2 + attempts(fast_path, 1)
 
 
-def test_plan_reports_driver_errors_with_the_kernel(fake_driver, monkeypatch):
+def test_plan_reports_driver_errors_with_the_kernel(fast_path, fake_driver, monkeypatch):
     monkeypatch.setattr(driver, "error", lambda call, err: driver.CudaError(
         call, f"CUDA_ERROR_{err}", "refused"))
     plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
-    fake_driver.results = [1]
+    launch = launch_of(plan)
+    fake_driver.results = [1] * attempts(fast_path, 1)
     with pytest.raises(driver.CudaError, match=r"cuLaunchKernel\('k', grid=\(4, 1, 1\).*"
                                                r"CUDA_ERROR_1"):
-        plan.launch(None, (), (0x2000, 1.0, 1, False))
+        launch(None, (), (0x2000, 1.0, 1, False))
     import contextlib
     monkeypatch.setattr(driver, "device_context", lambda ordinal: contextlib.nullcontext())
-    fake_driver.results = [201, 201]         # refused in the device's context too
+    fake_driver.results = [201] * attempts(fast_path, 2)   # refused in the device's context too
     with pytest.raises(driver.CudaError, match="CUDA_ERROR_201"):
-        plan.launch(None, (), (0x2000, 1.0, 1, False))
+        launch(None, (), (0x2000, 1.0, 1, False))
 
 
-def test_other_threads_write_a_buffer_of_their_own(fake_driver, monkeypatch):
+def test_other_threads_write_a_buffer_of_their_own(fast_path, fake_driver, monkeypatch):
     import contextlib
     import threading
     entered = []
@@ -209,9 +257,10 @@ def test_other_threads_write_a_buffer_of_their_own(fake_driver, monkeypatch):
 
     monkeypatch.setattr(driver, "device_context", device_context)
     plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
-    plan.launch(None, (), (0x2000, 1.0, 1, False))
+    launch = launch_of(plan)
+    launch(None, (), (0x2000, 1.0, 1, False))
     mine = fake_driver.launches[-1]["params"]
-    t = threading.Thread(target=plan.launch, args=(None, (), (0x5000, 2.0, 2, True)))
+    t = threading.Thread(target=launch, args=(None, (), (0x5000, 2.0, 2, True)))
     t.start()
     t.join()
     theirs = fake_driver.launches[-1]["params"]
@@ -222,12 +271,14 @@ def test_other_threads_write_a_buffer_of_their_own(fake_driver, monkeypatch):
         struct.pack("<i", 8), struct.pack("<i", 16), struct.pack("<q", 16), struct.pack("<q", 1)]
 
 
-def test_dispatcher_launches_known_signatures_and_declines_the_rest(fake_driver, monkeypatch):
+def test_dispatcher_launches_known_signatures_and_declines_the_rest(fast_path, fake_driver,
+                                                                    monkeypatch):
     d = dispatch.Dispatcher("k", "TFC")
     t = Tensor(0x4000, (8,), (1,))
     slots = [ctypes.c_uint64(0x4000), ctypes.c_int32(8), ctypes.c_int64(1), ctypes.c_float(0)]
     d.remember((1,), (t, 0.5, 64), plan_for(slots, dynamic=[0, 3], float_values=[1]))
     assert d.fast(None, (1,), (Tensor(0x8000, (8,), (1,)), 2.0, 64))
+    assert fake_driver.launches[-1]["via"] == fast_path        # C launches from C
     got, _ = fake_driver.slot_bytes(4, [8, 4, 8, 4])
     assert got[0] == struct.pack("<Q", 0x8000) and got[3] == struct.pack("<f", 2.0)
     assert not d.fast(None, (1,), (Tensor(0x8000, (9,), (1,)), 2.0, 64))   # new shape
@@ -245,10 +296,38 @@ def test_dispatcher_launches_known_signatures_and_declines_the_rest(fake_driver,
     assert len(fake_driver.launches) == 3
 
 
-def test_plans_are_bounded(fake_driver, monkeypatch):
+def test_plans_are_bounded(fast_path, fake_driver, monkeypatch):
     monkeypatch.setattr(dispatch, "PLANS_PER_DISPATCHER", 3)
     d = dispatch.Dispatcher("k", "T")
     slots = [ctypes.c_uint64(0), ctypes.c_int32(1), ctypes.c_int64(1)]
     for n in range(1, 8):
         d.remember((1,), (Tensor(0, (n,), (1,)),), plan_for(slots, dynamic=[0]))
         assert 1 <= len(d.plans) <= 3
+
+
+def test_c_keys_hold_constants_of_any_kind_and_keep_dtypes_alive(fast_path):
+    if fast_path != "c":
+        pytest.skip("the C key's own representation")
+    d = dispatch.Dispatcher("k", "TCC")
+    dtype = object()                    # a dtype only the key and the tensor know
+    t = Tensor(64, (4,), (1,), dtype=dtype)
+    key = d.key_of(2, (t, "tanh", 2**70))
+    assert d.key_of(2, (Tensor(128, (4,), (1,), dtype=dtype), "tanh", 2**70)) == key
+    assert d.key_of((2,), (t, "tanh", 2**70)) != key                # int grid != tuple grid
+    assert d.key_of(2, (t, "relu", 2**70)) != key
+    assert d.key_of(2, (t, "tanh", 2**70 + 1)) != key
+    assert d.key_of(2, (t, "tanh", 2.0**70)) != key                 # type counts
+    assert d.key_of(2, (Tensor(64, (4,), (1,), dtype=object()), "tanh", 2**70)) != key
+    with pytest.raises(TypeError):
+        d.key_of((2.5,), (t, "tanh", 2**70))                       # grid of ints only
+    import gc
+    import weakref
+
+    class DType:
+        pass
+    kept = DType()
+    ref = weakref.ref(kept)
+    d.key_of(2, (Tensor(64, (4,), (1,), dtype=kept), "tanh", 1))
+    del kept
+    gc.collect()
+    assert ref() is not None          # its address is in a filed key: it must not be reused

@@ -21,6 +21,15 @@ compiles, and hands the dispatcher a `LaunchPlan` for next time.
   exact shapes and strides, so alignment, size class and the retiling wish, which
   the specialization depends on, are all settled by it.
 
+Two implementations of `fast` and `key_of`, with one contract: generated Python
+(below), and the C extension `_fastlaunch` (_fastlaunch.c, built by setup.py where a
+compiler is) which makes the key, finds the plan, writes its slots and calls the
+driver without the interpreter in between: a launch costs about what the driver
+call does (bench/launch.py).  A plan then has a C half (`LaunchPlan.native`) with a
+buffer of its own; what the C half does not handle (another thread, a stream object,
+a refused launch) it hands to `LaunchPlan.launch`.  The C path is used when built,
+unless TILEIR_PY_LAUNCH=1.
+
 The fast path declines, and the checked path decides, for anything else: other
 array types, a new shape, an int outside its slot's range, a float that overflows
 f32, a stream of another kind than None or an int handle, and whenever
@@ -49,6 +58,11 @@ _F32_OVERFLOW = 2.0**128 - 2.0**103  # finite values at or above this round to i
 # The knobs that send launches down the checked path, read at every launch.  On POSIX
 # `os.environ._data` is the bytes mapping os.environ reads and writes: one dict probe.
 _ENV = getattr(os.environ, "_data", None)
+
+try:    # the C fast path (_fastlaunch.c), built by setup.py where a compiler is
+    from . import _fastlaunch as _native
+except ImportError:
+    _native = None
 _OFF = (None, b"", b"0", b"false", b"no", b"off")
 
 
@@ -138,17 +152,32 @@ def dispatch_source(kinds: str) -> str:
         f"    return {key}\n")
 
 
-class Dispatcher:
-    """The fast path of one kernel for one kinds string, and its plans."""
+def use_native() -> bool:
+    """Whether launches go through the C fast path: built, and not turned off."""
+    from .. import knobs
+    return _native is not None and not knobs.PY_LAUNCH.as_bool()
 
-    def __init__(self, kernel: str, kinds: str):
+
+class Dispatcher:
+    """The fast path of one kernel for one kinds string, and its plans: the C one
+    (`_fastlaunch.Dispatcher`) when the extension is built, else generated Python.
+    Both file plans in `self.plans` under their own keys; `native` says which."""
+
+    def __init__(self, kernel: str, kinds: str, native: bool | None = None):
         self.kinds = kinds
-        self.plans: dict[tuple, LaunchPlan] = {}
+        self.plans: dict[Any, LaunchPlan] = {}
+        self.native = (use_native() and len(kinds) <= _native.MAX_ARGS
+                       if native is None else native)
+        if self.native:
+            c = _native.Dispatcher(kinds, self.plans, _ENV if isinstance(_ENV, dict) else None)
+            self.fast: Callable[[Any, Any, Sequence[Any]], bool] = c.fast
+            self.key_of: Callable[[Any, Sequence[Any]], Any] = c.key_of
+            return
         namespace = {"plans": self.plans, "quiet": knobs_quiet}
         exec(compile(dispatch_source(kinds), f"<tileir launch of {kernel} ({kinds})>", "exec"),
              namespace)
-        self.fast: Callable[[Any, Any, Sequence[Any]], bool] = namespace["fast"]
-        self.key_of: Callable[[Any, Sequence[Any]], tuple] = namespace["key_of"]
+        self.fast = namespace["fast"]
+        self.key_of = namespace["key_of"]
 
     def remember(self, grid, args: Sequence[Any], plan: "LaunchPlan") -> None:
         if len(self.plans) >= PLANS_PER_DISPATCHER:
@@ -203,6 +232,10 @@ class _Parameters:
         self.views = tuple(raw[spans[s][0]:spans[s][1]].cast(_FORMATS[type(slots[s])])
                            for s in dynamic)
         self.map_views = tuple(raw[spans[s][0]:spans[s][1]] for s in map_slots)
+        # For the C half (_fastlaunch.Plan): where each rewritten slot is, and its format.
+        at = ctypes.addressof(self.buffer)
+        self.slots = tuple((at + spans[s][0], _FORMATS[type(slots[s])]) for s in dynamic)
+        self.map_addresses = tuple(at + spans[s][0] for s in map_slots)
 
 
 class LaunchPlan:
@@ -234,6 +267,8 @@ class LaunchPlan:
         self.stream_of = stream_of
         self.float_values = tuple(float_values)    # value indices checked for f32 overflow
         map_slots = [s for _, s, _ in maps]
+        self.maps = tuple(maps)
+        self.own_slots, self.own_dynamic = tuple(slots), tuple(dynamic)
         self.encoders = tuple((j, encode, {}) for j, _, encode in maps)   # cache by pointer
         self.own = _Parameters(slots, dynamic, map_slots)
         self.others = _Parameters(slots, dynamic, map_slots)
@@ -242,6 +277,21 @@ class LaunchPlan:
         self._launch, self._function, self._stream, self._success = driver.launch_entry()
         self.function = self._function(function)
         self._streams: dict[int, Any] = {}
+        self.native = self._native_half() if use_native() else None
+
+    def _native_half(self):
+        """The C half of this plan (`_fastlaunch.Plan`): a buffer of its own for the
+        owner thread, written and launched from C; anything else comes back to
+        `self.launch`."""
+        from . import driver
+        params = _Parameters(self.own_slots, self.own_dynamic, [s for _, s, _ in self.maps])
+        return _native.Plan(
+            launch=driver.launch_address(), function=int(self.function), grid=self.grid,
+            block=self.block, shared=self.shared, params=params.address, slots=params.slots,
+            maps=tuple((j, address, encode, cache) for (j, encode, cache), address
+                       in zip(self.encoders, params.map_addresses)),
+            owner=self.owner, device=self.device, current_stream=self.current_stream,
+            stream_of=self.stream_of, fallback=self.launch, keepalive=params)
 
     def launch(self, stream, args: Sequence[Any], values: Sequence[Any]) -> bool:
         """Writes `values` into their slots and launches; False (nothing launched) when a

@@ -392,6 +392,15 @@ def launch_entry() -> tuple[Any, Any, Any, Any]:
             driver.CUresult.CUDA_SUCCESS)
 
 
+@functools.cache
+def launch_address() -> int:
+    """The address of the driver's `cuLaunchKernel` (legacy default stream, as
+    cuda.bindings calls it), for the C fast path (runtime/_fastlaunch.c)."""
+    import ctypes
+    cuda()                                    # loads libcuda.so.1 and initializes it
+    return ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
+
+
 def synchronize(stream: int, kernel: str) -> None:
     """Waits for `stream`, reporting an asynchronous error as the kernel's."""
     driver = cuda()

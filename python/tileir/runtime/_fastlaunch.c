@@ -1,0 +1,818 @@
+/* The launch fast path in C (runtime/dispatch.py says what it is for).
+ *
+ * Two types, each a drop-in for its Python counterpart in dispatch.py:
+ *
+ * - `Dispatcher(kinds, plans, environ)`: `fast(stream, grid, args)` and
+ *   `key_of(grid, args)` of one kernel for one kinds string ("TTTFFC"), with the
+ *   contract of the generated Python functions: the key settles everything the
+ *   specialization depends on (grid; each tensor's dtype, device, shape, strides and
+ *   pointer alignment; each scalar's type and, for ints, whether it fits int32; the
+ *   constants), `fast` launches through the plan filed under it or returns False.
+ *   The key is a bytes object (a tuple of it and the constants when a constant is not
+ *   an int), so that hashing and comparing it is one pass over a few hundred bytes.
+ * - `Plan(...)`: the C half of a LaunchPlan: the addresses of its parameter slots
+ *   (the buffer is the LaunchPlan's own, kept alive here), how to write each value,
+ *   the tensor maps' slots and encoders, and cuLaunchKernel's address.  A launch
+ *   writes the slots and calls the driver with the GIL released.
+ *
+ * Anything out of the ordinary goes back to Python: a launch from another thread
+ * than the plan's (the buffer is the owner's), a refused launch (the Python plan
+ * retries in the device's context or raises the driver's error), a stream other
+ * than None or an int handle (converted by the plan's `stream_of`).  A value that
+ * does not fit its slot declines the launch (False), so the checked path explains.
+ *
+ * Nothing here includes CUDA headers: the driver entry point arrives as an address.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef int (*launch_fn)(void *function, unsigned gx, unsigned gy, unsigned gz,
+                         unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                         void *stream, void **params, void **extra);
+
+#define F32_OVERFLOW (340282356779733661637539395458142568448.0)  /* 2^128 - 2^103 */
+#define MAPS_PER_PLAN 256
+#define TENSOR_MAP_BYTES 128
+
+static PyObject *s_data_ptr, *s_dtype, *s_get_device, *s_shape, *s_stride, *s_native, *s_launch;
+static PyObject *s_interpret, *s_sync_launch;   /* b"TILEIR_INTERPRET", b"TILEIR_SYNC_LAUNCH" */
+
+/* ------------------------------------------------------------------------- */
+/* Key bytes                                                                  */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    char *data;
+    Py_ssize_t size, capacity;
+    char inline_data[512];
+} KeyBuf;
+
+static void key_init(KeyBuf *k) {
+    k->data = k->inline_data;
+    k->size = 0;
+    k->capacity = sizeof k->inline_data;
+}
+
+static void key_free(KeyBuf *k) {
+    if (k->data != k->inline_data)
+        PyMem_Free(k->data);
+}
+
+static int key_put(KeyBuf *k, const void *bytes, Py_ssize_t n) {
+    if (k->size + n > k->capacity) {
+        Py_ssize_t capacity = 2 * (k->size + n);
+        char *data = PyMem_Malloc(capacity);
+        if (!data) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(data, k->data, k->size);
+        key_free(k);
+        k->data = data;
+        k->capacity = capacity;
+    }
+    memcpy(k->data + k->size, bytes, n);
+    k->size += n;
+    return 0;
+}
+
+static int key_tag(KeyBuf *k, char tag) { return key_put(k, &tag, 1); }
+static int key_i64(KeyBuf *k, long long v) { return key_put(k, &v, sizeof v); }
+static int key_ptr(KeyBuf *k, const void *p) { return key_put(k, &p, sizeof p); }
+
+/* The items of a tuple of ints (torch.Size, stride()), count first. */
+static int key_ints(KeyBuf *k, PyObject *seq) {
+    if (!PyTuple_Check(seq)) {
+        PyErr_SetString(PyExc_TypeError, "shape or strides are not a tuple");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    if (key_i64(k, n) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (key_i64(k, v) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One runtime value, as the plan writes it into its slot. */
+typedef enum { V_POINTER, V_INT, V_FLOAT, V_BOOL } ValueKind;
+typedef struct {
+    ValueKind kind;
+    int fits;            /* V_INT: within int64 */
+    long long i;         /* V_POINTER (as bits), V_INT, V_BOOL */
+    double d;            /* V_FLOAT */
+} Value;
+
+#define MAX_ARGS 64
+
+/* ------------------------------------------------------------------------- */
+/* Plan                                                                       */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    void *address;
+    char code;           /* struct-module format of the slot: Q q I i H h B b f d */
+} Slot;
+
+typedef struct {
+    Py_ssize_t value;    /* index of the array's pointer among the values */
+    void *address;
+    PyObject *encode;    /* encode(args) -> 128 bytes */
+    PyObject *cache;     /* {pointer: bytes} */
+} MapSlot;
+
+typedef struct {
+    PyObject_HEAD
+    launch_fn launch;
+    void *function;
+    unsigned grid[3], block[3], shared;
+    void **params;
+    Py_ssize_t nslots, nmaps;
+    Slot *slots;
+    MapSlot *maps;
+    unsigned long owner;
+    PyObject *device;          /* int, the argument of current_stream */
+    PyObject *current_stream;  /* device -> handle */
+    PyObject *stream_of;       /* (stream, args) -> handle */
+    PyObject *fallback;        /* the Python plan's launch(stream, args, values) */
+    PyObject *keepalive;       /* what owns the buffer */
+} PlanObject;
+
+static PyTypeObject PlanType;
+
+static void plan_dealloc(PlanObject *self) {
+    for (Py_ssize_t m = 0; m < self->nmaps; m++) {
+        Py_XDECREF(self->maps[m].encode);
+        Py_XDECREF(self->maps[m].cache);
+    }
+    PyMem_Free(self->slots);
+    PyMem_Free(self->maps);
+    Py_XDECREF(self->device);
+    Py_XDECREF(self->current_stream);
+    Py_XDECREF(self->stream_of);
+    Py_XDECREF(self->fallback);
+    Py_XDECREF(self->keepalive);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int unsigned3(PyObject *seq, unsigned out[3], const char *what) {
+    if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != 3) {
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple of 3 ints", what);
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(seq, i));
+        if (PyErr_Occurred())
+            return -1;
+        out[i] = (unsigned)v;
+    }
+    return 0;
+}
+
+static int plan_init(PlanObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"launch", "function", "grid", "block", "shared", "params",
+                            "slots", "maps", "owner", "device", "current_stream",
+                            "stream_of", "fallback", "keepalive", NULL};
+    unsigned long long launch, function, params;
+    unsigned long owner;
+    PyObject *grid, *block, *slots, *maps;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KKOOIKO!O!kOOOOO", names, &launch, &function,
+                                     &grid, &block, &self->shared, &params, &PyTuple_Type,
+                                     &slots, &PyTuple_Type, &maps, &owner, &self->device,
+                                     &self->current_stream, &self->stream_of,
+                                     &self->fallback, &self->keepalive))
+        return -1;
+    Py_INCREF(self->device);
+    Py_INCREF(self->current_stream);
+    Py_INCREF(self->stream_of);
+    Py_INCREF(self->fallback);
+    Py_INCREF(self->keepalive);
+    if (unsigned3(grid, self->grid, "grid") < 0 || unsigned3(block, self->block, "block") < 0)
+        return -1;
+    self->launch = (launch_fn)(uintptr_t)launch;
+    self->function = (void *)(uintptr_t)function;
+    self->params = (void **)(uintptr_t)params;
+    self->owner = owner;
+    self->nslots = PyTuple_GET_SIZE(slots);
+    self->slots = PyMem_Calloc(self->nslots ? self->nslots : 1, sizeof(Slot));
+    self->nmaps = PyTuple_GET_SIZE(maps);
+    self->maps = PyMem_Calloc(self->nmaps ? self->nmaps : 1, sizeof(MapSlot));
+    if (!self->slots || !self->maps) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t s = 0; s < self->nslots; s++) {
+        unsigned long long address;
+        const char *code;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(slots, s), "Ks", &address, &code))
+            return -1;
+        if (strlen(code) != 1 || !strchr("QqIiHhBbfd", code[0])) {
+            PyErr_Format(PyExc_ValueError, "unknown slot format '%s'", code);
+            return -1;
+        }
+        self->slots[s].address = (void *)(uintptr_t)address;
+        self->slots[s].code = code[0];
+    }
+    for (Py_ssize_t m = 0; m < self->nmaps; m++) {
+        MapSlot *map = &self->maps[m];
+        unsigned long long address;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(maps, m), "nKOO!", &map->value, &address,
+                              &map->encode, &PyDict_Type, &map->cache))
+            return -1;
+        if (map->value < 0 || map->value >= self->nslots) {
+            PyErr_SetString(PyExc_ValueError, "tensor map value index out of range");
+            return -1;
+        }
+        map->address = (void *)(uintptr_t)address;
+        Py_INCREF(map->encode);
+        Py_INCREF(map->cache);
+    }
+    return 0;
+}
+
+/* Writes one value into its slot; 0 when it does not fit (the launch declines). */
+static int write_slot(const Slot *slot, const Value *v) {
+    if (slot->code == 'f' || slot->code == 'd') {
+        if (v->kind != V_FLOAT)
+            return 0;
+        if (slot->code == 'd') {
+            memcpy(slot->address, &v->d, sizeof v->d);
+            return 1;
+        }
+        if (isfinite(v->d) && fabs(v->d) >= F32_OVERFLOW)
+            return 0;
+        float f = (float)v->d;
+        memcpy(slot->address, &f, sizeof f);
+        return 1;
+    }
+    if (v->kind == V_FLOAT || (v->kind == V_INT && !v->fits))
+        return 0;
+    long long x = v->i;
+    switch (slot->code) {
+    case 'Q': { uint64_t u = (uint64_t)x; if (v->kind != V_POINTER && x < 0) return 0;
+                memcpy(slot->address, &u, 8); return 1; }
+    case 'q': { int64_t s = x; memcpy(slot->address, &s, 8); return 1; }
+    case 'I': { if (x < 0 || x > UINT32_MAX) return 0; uint32_t u = (uint32_t)x;
+                memcpy(slot->address, &u, 4); return 1; }
+    case 'i': { if (x < INT32_MIN || x > INT32_MAX) return 0; int32_t s = (int32_t)x;
+                memcpy(slot->address, &s, 4); return 1; }
+    case 'H': { if (x < 0 || x > UINT16_MAX) return 0; uint16_t u = (uint16_t)x;
+                memcpy(slot->address, &u, 2); return 1; }
+    case 'h': { if (x < INT16_MIN || x > INT16_MAX) return 0; int16_t s = (int16_t)x;
+                memcpy(slot->address, &s, 2); return 1; }
+    case 'B': { if (x < 0 || x > UINT8_MAX) return 0; uint8_t u = (uint8_t)x;
+                memcpy(slot->address, &u, 1); return 1; }
+    case 'b': { if (x < INT8_MIN || x > INT8_MAX) return 0; int8_t s = (int8_t)x;
+                memcpy(slot->address, &s, 1); return 1; }
+    }
+    return 0;
+}
+
+/* The 128 bytes of a tensor map for the array whose pointer is `pointer`, cached. */
+static int write_map(const MapSlot *map, long long pointer, PyObject *args) {
+    PyObject *key = PyLong_FromUnsignedLongLong((unsigned long long)pointer);
+    if (!key)
+        return -1;
+    PyObject *encoded = PyDict_GetItemWithError(map->cache, key);   /* borrowed */
+    if (encoded)
+        Py_INCREF(encoded);
+    else if (!PyErr_Occurred()) {
+        encoded = PyObject_CallOneArg(map->encode, args);
+        if (encoded && PyDict_GET_SIZE(map->cache) >= MAPS_PER_PLAN)
+            PyDict_Clear(map->cache);
+        if (encoded && PyDict_SetItem(map->cache, key, encoded) < 0)
+            Py_CLEAR(encoded);
+    }
+    Py_DECREF(key);
+    if (!encoded)
+        return -1;
+    if (!PyBytes_Check(encoded) || PyBytes_GET_SIZE(encoded) != TENSOR_MAP_BYTES) {
+        Py_DECREF(encoded);
+        PyErr_SetString(PyExc_TypeError, "a tensor map encoder must return 128 bytes");
+        return -1;
+    }
+    memcpy(map->address, PyBytes_AS_STRING(encoded), TENSOR_MAP_BYTES);
+    Py_DECREF(encoded);
+    return 0;
+}
+
+/* The runtime values as the Python plan takes them (dispatch.dynamic_values). */
+static PyObject *values_tuple(const Value *values, Py_ssize_t n) {
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t && i < n; i++) {
+        const Value *v = &values[i];
+        PyObject *item;
+        switch (v->kind) {
+        case V_POINTER: item = PyLong_FromUnsignedLongLong((unsigned long long)v->i); break;
+        case V_INT: item = PyLong_FromLongLong(v->i); break;
+        case V_FLOAT: item = PyFloat_FromDouble(v->d); break;
+        default: item = PyBool_FromLong((long)v->i); break;
+        }
+        if (!item)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, item);
+    }
+    return t;
+}
+
+/* `launch(stream, args, values)` of the Python plan: its buffer, its checks, its retry. */
+static PyObject *python_launch(PyObject *launch, PyObject *stream, PyObject *args,
+                               const Value *values, Py_ssize_t n) {
+    PyObject *t = values_tuple(values, n);
+    if (!t)
+        return NULL;
+    PyObject *result = PyObject_CallFunctionObjArgs(launch, stream, args, t, NULL);
+    Py_DECREF(t);
+    return result;
+}
+
+/* The stream handle for `stream`: torch's current one for None, an int as given,
+ * anything else through the plan's stream_of (which raises for what is not a stream). */
+static int stream_handle(PlanObject *plan, PyObject *stream, PyObject *args, void **out) {
+    PyObject *handle;
+    if (stream == Py_None)
+        handle = PyObject_CallOneArg(plan->current_stream, plan->device);
+    else if (PyLong_CheckExact(stream)) {
+        handle = stream;
+        Py_INCREF(handle);
+    } else
+        handle = PyObject_CallFunctionObjArgs(plan->stream_of, stream, args, NULL);
+    if (!handle)
+        return -1;
+    unsigned long long h = PyLong_AsUnsignedLongLong(handle);
+    Py_DECREF(handle);
+    if (h == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {   /* a negative handle */
+            PyErr_Clear();
+            return 1;
+        }
+        return -1;
+    }
+    *out = (void *)(uintptr_t)h;
+    return 0;
+}
+
+/* Launches `plan` with `values`: Py_True, Py_False (declined, nothing launched), or
+ * NULL with an exception set. */
+static PyObject *plan_run(PlanObject *plan, PyObject *stream, PyObject *args,
+                          const Value *values, Py_ssize_t nvalues) {
+    if (PyThread_get_thread_ident() != plan->owner || nvalues != plan->nslots)
+        return python_launch(plan->fallback, stream, args, values, nvalues);
+    void *handle = NULL;
+    int rc = stream_handle(plan, stream, args, &handle);
+    if (rc < 0)
+        return NULL;
+    if (rc > 0)
+        return python_launch(plan->fallback, stream, args, values, nvalues);  /* it explains */
+    for (Py_ssize_t s = 0; s < plan->nslots; s++)
+        if (!write_slot(&plan->slots[s], &values[s]))
+            Py_RETURN_FALSE;
+    for (Py_ssize_t m = 0; m < plan->nmaps; m++)
+        if (write_map(&plan->maps[m], values[plan->maps[m].value].i, args) < 0)
+            return NULL;
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = plan->launch(plan->function, plan->grid[0], plan->grid[1], plan->grid[2],
+                       plan->block[0], plan->block[1], plan->block[2], plan->shared, handle,
+                       plan->params, NULL);
+    Py_END_ALLOW_THREADS
+    if (err != 0)      /* no context, a foreign one, or a real error: the Python plan decides */
+        return python_launch(plan->fallback, stream, args, values, nvalues);
+    Py_RETURN_TRUE;
+}
+
+/* `Plan.launch(stream, args, values)`: as LaunchPlan.launch (tests; a first launch). */
+static PyObject *plan_launch(PlanObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 3 || !PyTuple_Check(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "launch(stream, args, values: tuple)");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(argv[2]);
+    if (n > MAX_ARGS) {
+        PyErr_SetString(PyExc_ValueError, "too many values");
+        return NULL;
+    }
+    Value values[MAX_ARGS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(argv[2], i);
+        Value *v = &values[i];
+        v->fits = 1;
+        if (PyFloat_Check(x)) {
+            v->kind = V_FLOAT;
+            v->d = PyFloat_AS_DOUBLE(x);
+        } else if (PyBool_Check(x)) {
+            v->kind = V_BOOL;
+            v->i = x == Py_True;
+        } else if (PyLong_Check(x)) {
+            int overflow;
+            v->kind = V_INT;
+            v->i = PyLong_AsLongLongAndOverflow(x, &overflow);
+            if (overflow > 0) {      /* above int64: a pointer's bits, or too large */
+                unsigned long long u = PyLong_AsUnsignedLongLong(x);
+                if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    v->fits = 0;
+                } else {
+                    v->kind = V_POINTER;
+                    v->i = (long long)u;
+                }
+            } else if (overflow < 0)
+                v->fits = 0;
+        } else {
+            PyErr_Format(PyExc_TypeError, "value %zd is a %s, not a number", i,
+                         Py_TYPE(x)->tp_name);
+            return NULL;
+        }
+    }
+    return plan_run(self, argv[0], argv[1], values, n);
+}
+
+static PyMethodDef plan_methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))plan_launch, METH_FASTCALL,
+     "launch(stream, args, values): writes the values into their slots and launches; "
+     "False (nothing launched) when a value does not fit its slot."},
+    {NULL},
+};
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tileir.runtime._fastlaunch.Plan",
+    .tp_doc = "The C half of a LaunchPlan: slot addresses and formats, tensor maps, the "
+              "driver entry point.",
+    .tp_basicsize = sizeof(PlanObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)plan_init,
+    .tp_dealloc = (destructor)plan_dealloc,
+    .tp_methods = plan_methods,
+};
+
+/* ------------------------------------------------------------------------- */
+/* Dispatcher                                                                 */
+/* ------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    char kinds[MAX_ARGS + 1];
+    Py_ssize_t nkinds;
+    PyObject *plans;      /* dict: key -> LaunchPlan (with .native, a Plan or None) */
+    PyObject *environ;    /* os.environ._data, or None */
+    PyObject *keep;       /* set: the dtypes whose addresses filed keys hold */
+} DispatcherObject;
+
+static void dispatcher_dealloc(DispatcherObject *self) {
+    Py_XDECREF(self->plans);
+    Py_XDECREF(self->environ);
+    Py_XDECREF(self->keep);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int dispatcher_init(DispatcherObject *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"kinds", "plans", "environ", NULL};
+    const char *kinds;
+    PyObject *plans, *environ;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!O", names, &kinds, &PyDict_Type, &plans,
+                                     &environ))
+        return -1;
+    size_t n = strlen(kinds);
+    if (n > MAX_ARGS || strspn(kinds, "TIFBC") != n) {
+        PyErr_Format(PyExc_ValueError, "kinds must be at most %d of T I F B C, got '%s'",
+                     MAX_ARGS, kinds);
+        return -1;
+    }
+    if (environ != Py_None && !PyDict_Check(environ)) {
+        PyErr_SetString(PyExc_TypeError, "environ must be a dict or None");
+        return -1;
+    }
+    memcpy(self->kinds, kinds, n + 1);
+    self->nkinds = (Py_ssize_t)n;
+    Py_XDECREF(self->keep);
+    self->keep = PySet_New(NULL);
+    if (!self->keep)
+        return -1;
+    Py_INCREF(plans);
+    Py_INCREF(environ);
+    Py_XDECREF(self->plans);
+    Py_XDECREF(self->environ);
+    self->plans = plans;
+    self->environ = environ;
+    return 0;
+}
+
+static PyObject *call_method0(PyObject *obj, PyObject *name) {
+    return PyObject_VectorcallMethod(name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static int key_grid(KeyBuf *k, PyObject *grid) {
+    if (PyLong_Check(grid)) {
+        long long v = PyLong_AsLongLong(grid);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        return key_tag(k, 'g') < 0 ? -1 : key_i64(k, v);
+    }
+    if (!PyTuple_Check(grid)) {
+        PyErr_SetString(PyExc_TypeError, "a fast-path grid is an int or a tuple of ints");
+        return -1;
+    }
+    if (key_tag(k, 'G') < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(grid); i++) {
+        PyObject *item = PyTuple_GET_ITEM(grid, i);
+        if (!PyLong_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "a fast-path grid is an int or a tuple of ints");
+            return -1;
+        }
+        long long v = PyLong_AsLongLong(item);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (key_i64(k, v) < 0)
+            return -1;
+    }
+    return key_tag(k, ')');
+}
+
+static int key_tensor(DispatcherObject *self, KeyBuf *k, PyObject *a, Value *v, int filing) {
+    PyObject *ptr = call_method0(a, s_data_ptr);
+    if (!ptr)
+        return -1;
+    unsigned long long p = PyLong_AsUnsignedLongLong(ptr);
+    Py_DECREF(ptr);
+    if (p == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    PyObject *dtype = PyObject_GetAttr(a, s_dtype);
+    if (!dtype)
+        return -1;
+    /* The key holds the dtype's address; the dtypes of filed keys are kept alive so
+     * that no other object can come to live at it. */
+    int bad = filing && PySet_Add(self->keep, dtype) < 0;
+    int ok = !bad && key_tag(k, 'T') == 0 && key_ptr(k, dtype) == 0;
+    Py_DECREF(dtype);
+    if (!ok)
+        return -1;
+    PyObject *device = call_method0(a, s_get_device);
+    if (!device)
+        return -1;
+    long long d = PyLong_AsLongLong(device);
+    Py_DECREF(device);
+    if ((d == -1 && PyErr_Occurred()) || key_i64(k, d) < 0)
+        return -1;
+    PyObject *shape = PyObject_GetAttr(a, s_shape);
+    if (!shape)
+        return -1;
+    ok = key_ints(k, shape) == 0;
+    Py_DECREF(shape);
+    if (!ok)
+        return -1;
+    PyObject *stride = call_method0(a, s_stride);
+    if (!stride)
+        return -1;
+    ok = key_ints(k, stride) == 0;
+    Py_DECREF(stride);
+    if (!ok || key_tag(k, (char)(p & 15)) < 0)
+        return -1;
+    v->kind = V_POINTER;
+    v->fits = 1;
+    v->i = (long long)p;
+    return 0;
+}
+
+/* The key of a launch (a new reference) and its runtime values; NULL with an
+ * exception when the arguments cannot be keyed (fast declines, key_of raises). */
+static PyObject *build_key(DispatcherObject *self, PyObject *grid, PyObject *args,
+                           Value *values, Py_ssize_t *nvalues, int filing) {
+    if (!PyTuple_Check(args) && !PyList_Check(args)) {
+        PyErr_SetString(PyExc_TypeError, "launch arguments must be a tuple or a list");
+        return NULL;
+    }
+    PyObject *seq = args;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n != self->nkinds) {
+        PyErr_SetString(PyExc_TypeError, "argument count differs from the dispatcher's");
+        return NULL;
+    }
+    KeyBuf k;
+    key_init(&k);
+    PyObject *consts = NULL;          /* constants that are not ints, kept as objects */
+    PyObject *result = NULL;
+    *nvalues = 0;
+    if (key_grid(&k, grid) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PySequence_Fast_GET_ITEM(seq, i);
+        Value *v = &values[*nvalues];
+        switch (self->kinds[i]) {
+        case 'T':
+            if (key_tensor(self, &k, a, v, filing) < 0)
+                goto done;
+            ++*nvalues;
+            break;
+        case 'I': {
+            if (!PyLong_CheckExact(a)) {
+                PyErr_SetString(PyExc_TypeError, "not an int");
+                goto done;
+            }
+            int overflow;
+            long long x = PyLong_AsLongLongAndOverflow(a, &overflow);
+            if (x == -1 && PyErr_Occurred())
+                goto done;
+            /* the range picks the i32 or i64 slot (specialization._runtime_kind) */
+            char range = overflow ? 2 : (x >= INT32_MIN && x <= INT32_MAX) ? 0 : 1;
+            if (key_tag(&k, 'I') < 0 || key_tag(&k, range) < 0)
+                goto done;
+            v->kind = V_INT;
+            v->fits = !overflow;
+            v->i = x;
+            ++*nvalues;
+            break;
+        }
+        case 'F':
+            if (!PyFloat_CheckExact(a)) {
+                PyErr_SetString(PyExc_TypeError, "not a float");
+                goto done;
+            }
+            if (key_tag(&k, 'F') < 0)
+                goto done;
+            v->kind = V_FLOAT;
+            v->d = PyFloat_AS_DOUBLE(a);
+            ++*nvalues;
+            break;
+        case 'B':
+            if (!PyBool_Check(a)) {
+                PyErr_SetString(PyExc_TypeError, "not a bool");
+                goto done;
+            }
+            if (key_tag(&k, 'B') < 0)
+                goto done;
+            v->kind = V_BOOL;
+            v->fits = 1;
+            v->i = a == Py_True;
+            ++*nvalues;
+            break;
+        default: {    /* 'C': a compile-time constant, compared by type and value */
+            int overflow = 1;
+            long long x = 0;
+            if (PyLong_CheckExact(a)) {
+                x = PyLong_AsLongLongAndOverflow(a, &overflow);
+                if (x == -1 && PyErr_Occurred())
+                    goto done;
+            }
+            if (!overflow) {
+                if (key_tag(&k, 'c') < 0 || key_i64(&k, x) < 0)
+                    goto done;
+            } else {
+                if (!consts && !(consts = PyList_New(0)))
+                    goto done;
+                if (key_tag(&k, 'o') < 0 || PyList_Append(consts, (PyObject *)Py_TYPE(a)) < 0 ||
+                    PyList_Append(consts, a) < 0)
+                    goto done;
+            }
+        }
+        }
+    }
+    PyObject *bytes = PyBytes_FromStringAndSize(k.data, k.size);
+    if (!bytes || !consts) {
+        result = bytes;
+        goto done;
+    }
+    if (PyList_Insert(consts, 0, bytes) == 0)
+        result = PyList_AsTuple(consts);
+    Py_DECREF(bytes);
+done:
+    Py_XDECREF(consts);
+    key_free(&k);
+    return result;
+}
+
+static int knobs_quiet(DispatcherObject *self) {
+    if (self->environ == Py_None)
+        return 0;     /* no bytes environ to read: the checked path reads os.environ */
+    PyObject *names[2] = {s_interpret, s_sync_launch};
+    for (int i = 0; i < 2; i++) {
+        PyObject *value = PyDict_GetItemWithError(self->environ, names[i]);
+        if (!value) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;
+        }
+        if (!PyBytes_Check(value))
+            return 0;
+        const char *s = PyBytes_AS_STRING(value);
+        if (!(s[0] == 0 || !strcmp(s, "0") || !strcmp(s, "false") || !strcmp(s, "no") ||
+              !strcmp(s, "off")))
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *dispatcher_key_of(DispatcherObject *self, PyObject *const *argv,
+                                   Py_ssize_t argc) {
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "key_of(grid, args)");
+        return NULL;
+    }
+    Value values[MAX_ARGS];
+    Py_ssize_t nvalues;
+    return build_key(self, argv[0], argv[1], values, &nvalues, 1);
+}
+
+static PyObject *dispatcher_fast(DispatcherObject *self, PyObject *const *argv,
+                                 Py_ssize_t argc) {
+    if (argc != 3) {
+        PyErr_SetString(PyExc_TypeError, "fast(stream, grid, args)");
+        return NULL;
+    }
+    PyObject *stream = argv[0], *args = argv[2];
+    Value values[MAX_ARGS];
+    Py_ssize_t nvalues;
+    PyObject *key = build_key(self, argv[1], args, values, &nvalues, 0);
+    if (!key) {            /* not a launch seen before: the checked path decides */
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    PyObject *plan = PyDict_GetItemWithError(self->plans, key);   /* borrowed */
+    Py_DECREF(key);
+    if (!plan) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    int quiet = knobs_quiet(self);
+    if (quiet <= 0) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    Py_INCREF(plan);
+    PyObject *native = PyObject_GetAttr(plan, s_native);
+    PyObject *result;
+    if (native && Py_IS_TYPE(native, &PlanType))
+        result = plan_run((PlanObject *)native, stream, args, values, nvalues);
+    else if (native) {    /* a plan without its C half: the Python launch */
+        PyObject *launch = PyObject_GetAttr(plan, s_launch);
+        result = launch ? python_launch(launch, stream, args, values, nvalues) : NULL;
+        Py_XDECREF(launch);
+    } else
+        result = NULL;
+    Py_XDECREF(native);
+    Py_DECREF(plan);
+    return result;
+}
+
+static PyMethodDef dispatcher_methods[] = {
+    {"fast", (PyCFunction)(void (*)(void))dispatcher_fast, METH_FASTCALL,
+     "fast(stream, grid, args): launches through a known plan, or returns False."},
+    {"key_of", (PyCFunction)(void (*)(void))dispatcher_key_of, METH_FASTCALL,
+     "key_of(grid, args): the key a plan for these arguments is filed under."},
+    {NULL},
+};
+
+static PyTypeObject DispatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tileir.runtime._fastlaunch.Dispatcher",
+    .tp_doc = "The launch fast path of one kernel for one kinds string.",
+    .tp_basicsize = sizeof(DispatcherObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)dispatcher_init,
+    .tp_dealloc = (destructor)dispatcher_dealloc,
+    .tp_methods = dispatcher_methods,
+};
+
+/* ------------------------------------------------------------------------- */
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastlaunch",
+    "The launch fast path in C (see runtime/dispatch.py).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastlaunch(void) {
+    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&DispatcherType) < 0)
+        return NULL;
+    s_data_ptr = PyUnicode_InternFromString("data_ptr");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_get_device = PyUnicode_InternFromString("get_device");
+    s_shape = PyUnicode_InternFromString("shape");
+    s_stride = PyUnicode_InternFromString("stride");
+    s_native = PyUnicode_InternFromString("native");
+    s_launch = PyUnicode_InternFromString("launch");
+    s_interpret = PyBytes_FromString("TILEIR_INTERPRET");
+    s_sync_launch = PyBytes_FromString("TILEIR_SYNC_LAUNCH");
+    if (!s_data_ptr || !s_dtype || !s_get_device || !s_shape || !s_stride || !s_native || !s_launch ||
+        !s_interpret || !s_sync_launch)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&PlanType);
+    Py_INCREF(&DispatcherType);
+    if (PyModule_AddObject(m, "Plan", (PyObject *)&PlanType) < 0 ||
+        PyModule_AddObject(m, "Dispatcher", (PyObject *)&DispatcherType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS);
+    return m;
+}
