@@ -17,8 +17,8 @@ from typing import Callable
 from mlir import ir
 
 from . import (assign_layouts, canonicalize, cse, dce, emit_cubin, emit_ptx, group_blocks,
-               inline, licm, lower_to_gpu, lower_to_llvm, persistent_tiles, pipeline_loops,
-               retile_blocks)
+               hoist_loads, inline, licm, lower_to_gpu, lower_to_llvm, persistent_tiles,
+               pipeline_loops, retile_blocks, reverse_rereads)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,7 @@ def _info(module: ModuleType) -> PassInfo:
 
 
 PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
-    inline, canonicalize, licm, cse, dce,
+    inline, canonicalize, licm, cse, dce, reverse_rereads, hoist_loads,
     retile_blocks, assign_layouts, persistent_tiles, group_blocks, pipeline_loops,
     lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
@@ -52,6 +52,9 @@ STAGES: dict[str, tuple[str, ...]] = {
         # loops meet in the enclosing block, where CSE merges them.
         "tile-licm",
         "tile-cse",
+        # After CSE: a re-reading loop is recognized by the trip count it shares
+        # with the earlier loop (one SSA value once CSE merged the two).
+        "tile-reverse-rereads",
         # Folding and CSE leave unused ops behind: sweep them last.
         "tile-dce",
     ),
@@ -64,7 +67,10 @@ STAGES: dict[str, tuple[str, ...]] = {
     # After layouts: only then is it known which loads go to shared memory.
     # Persistent first: the tile loop it makes is what grouped order and the
     # pipeliner (which runs a warp-specialized producer across its tiles) see.
-    "pipeline": ("tile-persistent-tiles", "tile-group-blocks", "tile-pipeline-loops"),
+    # Register loads go up to where their operands are ready first: a schedule for
+    # the target, before the loops that follow are wrapped or rotated.
+    "pipeline": ("tile-hoist-loads", "tile-persistent-tiles", "tile-group-blocks",
+                 "tile-pipeline-loops"),
     "gpu": ("tile-lower-to-gpu",),
     "llvm": ("tile-lower-to-llvm",),
     "ptx": ("tile-emit-ptx",),

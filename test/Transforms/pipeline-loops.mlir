@@ -209,8 +209,8 @@ func.func @row_sum(%x: !tile.array<f32, 1 : i64>, %y: !tile.array<f32, 1 : i64>,
 
 // -----
 
-// A loop that stores is left alone: a store of iteration k may change what the
-// load of iteration k + 1 reads.
+// A loop that stores where another iteration loads is left alone: the store of
+// iteration k writes what the load of iteration k + 1 reads.
 
 // CHECK-LABEL: func.func @read_modify_write
 // CHECK:         scf.for
@@ -223,7 +223,41 @@ func.func @read_modify_write(%x: !tile.array<f32, 1 : i64>, %n: i32) attributes 
   scf.for %k = %c0 to %n step %c1 : i32 {
     %t = "tile.load"(%x, %k) {padding = "zero", tile_shape = array<i64: 512>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<512xf32, #r>
     %a = arith.addf %t, %t : tensor<512xf32, #r>
-    "tile.store"(%x, %a, %k) : (!tile.array<f32, 1 : i64>, tensor<512xf32, #r>, i32) -> ()
+    %k1 = arith.addi %k, %c1 : i32
+    "tile.store"(%x, %a, %k1) : (!tile.array<f32, 1 : i64>, tensor<512xf32, #r>, i32) -> ()
+  }
+  return
+}
+
+// -----
+
+// A map over slabs (iteration k loads and stores slab k only, here counted
+// backwards as tile-reverse-rereads leaves a softmax's second pass) is rotated
+// although it stores: no store reaches another iteration's load.  The next slab's
+// index is the same n - 1 - k slice, cloned at k + 1.
+
+// CHECK-LABEL: func.func @map_backwards
+// CHECK:         %[[LAST:.*]] = arith.subi
+// CHECK:         %[[J0:.*]] = arith.subi %[[LAST]], %[[LB:c0_i32[_0-9]*]]
+// CHECK-NEXT:    %[[FIRST:.*]] = "tile.load"(%arg0, %[[J0]])
+// CHECK:         scf.for %[[K:.*]] = %[[LB]] to %{{.*}} step %[[S:.*]] iter_args(%[[CUR:.*]] = %[[FIRST]])
+// CHECK-NEXT:      %[[KN:.*]] = arith.addi %[[K]], %[[S]] : i32
+// CHECK-NEXT:      %[[JN:.*]] = arith.subi %[[LAST]], %[[KN]] : i32
+// CHECK-NEXT:      %[[NEXT:.*]] = "tile.load"(%arg0, %[[JN]])
+// CHECK-NEXT:      %[[J:.*]] = arith.subi %[[LAST]], %[[K]] : i32
+// CHECK-NEXT:      %[[A:.*]] = arith.addf %[[CUR]], %[[CUR]]
+// CHECK-NEXT:      "tile.store"(%arg1, %[[A]], %[[J]])
+// CHECK-NEXT:      scf.yield %[[NEXT]]
+#r = #tile.blocked<array<i64: 4>, array<i64: 32>, array<i64: 4>, array<i64: 0>>
+func.func @map_backwards(%x: !tile.array<f32, 1 : i64>, %y: !tile.array<f32, 1 : i64>, %n: i32) attributes {tile.kernel, tile.num_warps = 4 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %last = arith.subi %n, %c1 : i32
+  scf.for %k = %c0 to %n step %c1 : i32 {
+    %j = arith.subi %last, %k : i32
+    %t = "tile.load"(%x, %j) {padding = "zero", tile_shape = array<i64: 512>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<512xf32, #r>
+    %a = arith.addf %t, %t : tensor<512xf32, #r>
+    "tile.store"(%y, %a, %j) : (!tile.array<f32, 1 : i64>, tensor<512xf32, #r>, i32) -> ()
   }
   return
 }

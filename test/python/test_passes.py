@@ -266,3 +266,23 @@ def test_effects(module):
     assert not effects.removable(ops["func.return"])
     assert effects.speculatable(ops["tile.broadcast"])
     assert not effects.speculatable(ops["func.call"])
+
+
+def test_a_softmax_second_pass_runs_backwards_and_streams():
+    """tile-reverse-rereads then the register prefetch, on the vocabulary softmax as a
+    user writes it: the second loop (a map over row slabs) counts n - 1 - k and
+    carries the next slab's tile, loaded before the current one is stored."""
+    import numpy as np
+    from tileir.examples import llm_ops
+    x = np.zeros((4, 1000), np.float32)
+    module = llm_ops.vocab_softmax.compile((x, x, 256), stage="pipeline", target="sm_90a").module
+    func = next(op.operation for op in module.body.operations
+                if op.operation.name == "func.func")
+    loops = [op.operation for op in func.regions[0].blocks[0].operations
+             if op.operation.name == "scf.for"]
+    assert len(loops) == 2
+    body = [op.operation for op in loops[1].regions[0].blocks[0].operations]
+    names = [op.name for op in body]
+    assert len(loops[1].results) == 1                       # the prefetched tile
+    assert names[names.index("tile.load") - 1] == "arith.subi"
+    assert names.index("tile.load") < names.index("tile.store")

@@ -2,9 +2,10 @@
 
 Contract.  A `scf.for` whose body loads tiles into registers (`tile.load` with a
 distributed layout) at indices computed from the loop counter and loop-invariant
-values only, and writes nothing (no `tile.store` or other op with effects anywhere
-in its body, `passes/effects.py`: a store could change what a later iteration's
-load reads), is rotated so that the loads
+values only, and either writes nothing (no `tile.store` or other op with effects
+anywhere in its body, `passes/effects.py`) or is a map over slabs (each iteration
+loads and stores only slab k of its arrays, `passes/iterations.py`: no store can
+change what a later iteration's load reads), is rotated so that the loads
 of iteration k + 1 are in flight while iteration k computes:
 
     x_0 = load(index(lb))                                    before the loop
@@ -14,7 +15,7 @@ of iteration k + 1 are in flight while iteration k computes:
         yield ..., x_next
 
 A chunked reduction over a long row (a vocabulary softmax, a log-sum-exp) then
-streams: without it each chunk's loads wait for the previous chunk's math (a
+streams, and so does a softmax's second pass, which loads and stores slab k: without it each chunk's loads wait for the previous chunk's math (a
 load's registers are only waited for where they are used, so issuing the next
 chunk's loads first is enough).  The load past the last iteration reads what its
 index gives: padding outside the array (loads are bounds-checked), a tile nobody
@@ -31,7 +32,7 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.types import bitwidth
-from tileir.passes import effects
+from tileir.passes import effects, iterations
 from .mma_layouts import Shared
 
 PREFETCH_REGISTERS = 64       # 32-bit registers a thread may spend on the copies
@@ -43,7 +44,8 @@ def prefetch_loop(loop: ir.Operation, num_warps: int, index_slice, clone_slice) 
     the counter and invariants (or None); `clone_slice` clones them (both from the
     shared-memory pipeliner)."""
     body = loop.regions[0].blocks[0]
-    if effects.Effects().may_write(loop):
+    eff = effects.Effects()
+    if eff.may_write(loop) and iterations.map_dim(loop, eff) is None:
         return False
     loads, words = [], 0
     for op in body.operations:

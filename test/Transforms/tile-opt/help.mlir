@@ -16,6 +16,8 @@
 // CHECK:      --tile-licm           hoist loop-invariant pure ops
 // CHECK:      --tile-cse            merge identical pure ops
 // CHECK:      --tile-dce            erase unused side-effect-free ops
+// CHECK:      --tile-reverse-rereads
+// CHECK-NEXT: {{ +}}run a loop that re-reads
 // CHECK: stages, in order
 // CHECK-NEXT: frontend  (no passes: what @kernel produces)
-// CHECK-NEXT: tile      tile-inline, tile-canonicalize, tile-licm, tile-cse, tile-dce
+// CHECK-NEXT: tile      tile-inline, tile-canonicalize, tile-licm, tile-cse, tile-reverse-rereads, tile-dce
