@@ -60,6 +60,16 @@ def map_dim(loop: ir.Operation, effects: Effects | None = None) -> int | None:
     return dim
 
 
+def constant_int(v: ir.Value) -> int | None:
+    """The value of `v` when an `arith.constant` integer defines it (a loop bound), else None."""
+    owner = v.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    if isinstance(owner, ir.Operation) and owner.name == "arith.constant" and \
+            isinstance(owner.attributes["value"], ir.IntegerAttr):
+        return ir.IntegerAttr(owner.attributes["value"]).value
+    return None
+
+
 def follows_counter(v: ir.Value, iv: ir.Value, loop: ir.Operation) -> bool:
     """Whether `v` is the counter `iv`, or an `arith.addi` / `arith.subi` of such a value
     and a value defined outside `loop` (so one-to-one in the counter)."""

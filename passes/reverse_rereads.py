@@ -34,7 +34,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .effects import Effects, ops_of
-from .iterations import MEMORY_OPS, map_dim
+from .iterations import MEMORY_OPS, constant_int, map_dim
 
 FLAG = "tile-reverse-rereads"
 SUMMARY = "run a loop that re-reads an earlier loop's slabs backwards (L2 reuse)"
@@ -64,17 +64,8 @@ def _blocks(root: ir.Operation) -> list[ir.Block]:
     return out
 
 
-def _const(v: ir.Value) -> int | None:
-    owner = v.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    if isinstance(owner, ir.Operation) and owner.name == "arith.constant" and \
-            isinstance(owner.attributes["value"], ir.IntegerAttr):
-        return ir.IntegerAttr(owner.attributes["value"]).value
-    return None
-
-
 def _counts_from_zero(loop: ir.Operation) -> bool:
-    return _const(loop.operands[0]) == 0 and _const(loop.operands[2]) == 1
+    return constant_int(loop.operands[0]) == 0 and constant_int(loop.operands[2]) == 1
 
 
 def _slab_loads(loop: ir.Operation, dim: int) -> set[tuple[ir.Value, int]]:

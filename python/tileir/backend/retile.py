@@ -404,9 +404,11 @@ def analyze_loop(func: ir.Operation, loop: ir.Operation) -> KLoop:
     array X measures, along that dim.  The longer tiles then cover K up to
     cdiv(X, s T) s T >= X: the tiles past X are that operand's zero padding, and
     each product adds zeros for them whatever its other operand holds."""
+    # (imported here: tileir.passes imports the backend, which imports this module)
+    from tileir.passes.iterations import constant_int
     body = loop.regions[0].blocks[0]
     iv = body.arguments[0]
-    lb, ub, step = (_const_int(loop.operands[i]) for i in range(3))
+    lb, ub, step = (constant_int(loop.operands[i]) for i in range(3))
     if lb != 0 or step != 1:
         raise NotRetileable("the loop does not count 0, 1, 2, ...", loop.location)
     for use in iv.uses:
@@ -429,12 +431,12 @@ def analyze_loop(func: ir.Operation, loop: ir.Operation) -> KLoop:
     bound = bound.operation if isinstance(bound, ir.OpView) else bound
     measured = None
     if isinstance(bound, ir.Operation) and bound.name == "arith.floordivsi" and \
-            _const_int(bound.operands[1]) == tile:
+            constant_int(bound.operands[1]) == tile:
         add = bound.operands[0].owner
         if isinstance(add, ir.OpView):
             add = add.operation
         if isinstance(add, ir.Operation) and add.name == "arith.addi" and \
-                _const_int(add.operands[1]) == tile - 1:
+                constant_int(add.operands[1]) == tile - 1:
             dim = add.operands[0].owner
             dim = dim.operation if isinstance(dim, ir.OpView) else dim
             if isinstance(dim, ir.Operation) and dim.name == "tile.dim":
@@ -448,15 +450,6 @@ def analyze_loop(func: ir.Operation, loop: ir.Operation) -> KLoop:
                 raise NotRetileable("a product has no operand loaded from the array the "
                                     "trip count measures, along that dim", op.location)
     return KLoop(loop, tied, bound, tile)
-
-
-def _const_int(v: ir.Value) -> int | None:
-    owner = v.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    if isinstance(owner, ir.Operation) and owner.name == "arith.constant" and \
-            isinstance(owner.attributes["value"], ir.IntegerAttr):
-        return ir.IntegerAttr(owner.attributes["value"]).value
-    return None
 
 
 def _loaded_from(v: ir.Value, iv: ir.Value) -> tuple[ir.Value, int] | None:
