@@ -331,3 +331,32 @@ def test_c_keys_hold_constants_of_any_kind_and_keep_dtypes_alive(fast_path):
     del kept
     gc.collect()
     assert ref() is not None          # its address is in a filed key: it must not be reused
+
+
+class Stream:
+    """Enough of a torch.cuda.Stream: its device and handle."""
+
+    def __init__(self, device_index, cuda_stream):
+        self.device_index, self.cuda_stream = device_index, cuda_stream
+
+
+def test_torch_streams_launch_on_their_handle_and_other_devices_are_refused(fast_path,
+                                                                            fake_driver):
+    asked = []
+
+    def stream_of(stream, args):          # the checked rule (launcher.stream_handle)
+        asked.append(stream)
+        if stream.device_index != 0:
+            raise ValueError(f"the stream belongs to cuda:{stream.device_index}")
+        return stream.cuda_stream
+
+    plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1],
+                    streams=stream_of)
+    launch = launch_of(plan)
+    assert launch(Stream(0, 55), (), (0x2000, 1.0, 1, False))
+    assert fake_driver.launches[-1]["stream"] == 55
+    # the C path reads a torch stream of the plan's device itself; Python asks the rule
+    assert len(asked) == (0 if fast_path == "c" else 1)
+    with pytest.raises(ValueError, match="cuda:1"):
+        launch(Stream(1, 66), (), (0x2000, 1.0, 1, False))
+    assert len(fake_driver.launches) == 1

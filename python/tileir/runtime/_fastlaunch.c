@@ -18,7 +18,8 @@
  * Anything out of the ordinary goes back to Python: a launch from another thread
  * than the plan's (the buffer is the owner's), a refused launch (the Python plan
  * retries in the device's context or raises the driver's error), a stream other
- * than None or an int handle (converted by the plan's `stream_of`).  A value that
+ * than None, an int handle or a torch.cuda.Stream of the plan's device (converted
+ * by the plan's `stream_of`).  A value that
  * does not fit its slot declines the launch (False), so the checked path explains.
  *
  * Nothing here includes CUDA headers: the driver entry point arrives as an address.
@@ -38,7 +39,7 @@ typedef int (*launch_fn)(void *function, unsigned gx, unsigned gy, unsigned gz,
 #define TENSOR_MAP_BYTES 128
 
 static PyObject *s_data_ptr, *s_dtype, *s_get_device, *s_shape, *s_stride, *s_native, *s_launch;
-static PyObject *s_interpret, *s_sync_launch;   /* b"TILEIR_INTERPRET", b"TILEIR_SYNC_LAUNCH" */
+static PyObject *s_interpret, *s_sync_launch, *s_device_index, *s_cuda_stream;   /* b"TILEIR_INTERPRET", b"TILEIR_SYNC_LAUNCH" */
 
 /* ------------------------------------------------------------------------- */
 /* Key bytes                                                                  */
@@ -333,8 +334,28 @@ static PyObject *python_launch(PyObject *launch, PyObject *stream, PyObject *arg
     return result;
 }
 
-/* The stream handle for `stream`: torch's current one for None, an int as given,
- * anything else through the plan's stream_of (which raises for what is not a stream). */
+/* A torch.cuda.Stream's handle (its `cuda_stream`), a new reference, when its
+ * `device_index` is the plan's device; NULL without an exception otherwise (not
+ * such a stream, or another device's: the plan's stream_of explains). */
+static PyObject *torch_stream_handle(PlanObject *plan, PyObject *stream) {
+    PyObject *index = PyObject_GetAttr(stream, s_device_index);
+    if (!index) {
+        PyErr_Clear();
+        return NULL;
+    }
+    int same = PyLong_CheckExact(index) &&
+               PyObject_RichCompareBool(index, plan->device, Py_EQ) == 1;
+    Py_DECREF(index);
+    PyObject *handle = same ? PyObject_GetAttr(stream, s_cuda_stream) : NULL;
+    if (handle && !PyLong_CheckExact(handle))
+        Py_CLEAR(handle);
+    PyErr_Clear();
+    return handle;
+}
+
+/* The stream handle for `stream`: torch's current one for None, an int as given, a
+ * torch.cuda.Stream of the plan's device by its handle, anything else through the
+ * plan's stream_of (which raises for what is not a stream). */
 static int stream_handle(PlanObject *plan, PyObject *stream, PyObject *args, void **out) {
     PyObject *handle;
     if (stream == Py_None)
@@ -342,7 +363,7 @@ static int stream_handle(PlanObject *plan, PyObject *stream, PyObject *args, voi
     else if (PyLong_CheckExact(stream)) {
         handle = stream;
         Py_INCREF(handle);
-    } else
+    } else if (!(handle = torch_stream_handle(plan, stream)))
         handle = PyObject_CallFunctionObjArgs(plan->stream_of, stream, args, NULL);
     if (!handle)
         return -1;
@@ -798,10 +819,12 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     s_stride = PyUnicode_InternFromString("stride");
     s_native = PyUnicode_InternFromString("native");
     s_launch = PyUnicode_InternFromString("launch");
+    s_device_index = PyUnicode_InternFromString("device_index");
+    s_cuda_stream = PyUnicode_InternFromString("cuda_stream");
     s_interpret = PyBytes_FromString("TILEIR_INTERPRET");
     s_sync_launch = PyBytes_FromString("TILEIR_SYNC_LAUNCH");
     if (!s_data_ptr || !s_dtype || !s_get_device || !s_shape || !s_stride || !s_native || !s_launch ||
-        !s_interpret || !s_sync_launch)
+        !s_interpret || !s_sync_launch || !s_device_index || !s_cuda_stream)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

@@ -26,8 +26,9 @@ Two implementations of `fast` and `key_of`, with one contract: generated Python
 compiler is) which makes the key, finds the plan, writes its slots and calls the
 driver without the interpreter in between: a launch costs about what the driver
 call does (bench/launch.py).  A plan then has a C half (`LaunchPlan.native`) with a
-buffer of its own; what the C half does not handle (another thread, a stream object,
-a refused launch) it hands to `LaunchPlan.launch`.  The C path is used when built,
+buffer of its own; what the C half does not handle (another thread, a stream other
+than None, an int or a torch stream of the plan's device, a refused launch) it hands
+to `LaunchPlan.launch`.  The C path is used when built,
 unless TILEIR_PY_LAUNCH=1.
 
 The fast path declines, and the checked path decides, for anything else: other
