@@ -263,3 +263,41 @@ def test_tile_opt_refuses_to_write_a_cubin_to_a_terminal(tmp_path: Path):
     assert b"tile-opt: error: refusing to write a cubin to a terminal; give -o FILE or " \
            b"redirect stdout" in proc.stderr
     assert written == b""
+
+
+def _schedule(kernel, args, target):
+    """(num_warps, tile.occupancy or None) the layout stage chose for `kernel`."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TILEIR_CACHE", "0")
+        module = ct.kernel(kernel.__wrapped__).compile(args, stage="layout",
+                                                       target=target).module
+    func = next(op.operation for op in module.body.operations
+                if op.operation.name == "func.func")
+    occ = func.attributes["tile.occupancy"] if "tile.occupancy" in func.attributes else None
+    return (ir.IntegerAttr(func.attributes["tile.num_warps"]).value,
+            None if occ is None else ir.IntegerAttr(occ).value)
+
+
+@pytest.mark.parametrize("example, dtype, aligned, target, want", [
+    # two chained block-wide reductions of 8192 bf16: half the 16 warps, 24 warps a SM
+    ("layernorm", "bfloat16", True, "sm_90a", (8, 3)),
+    ("softmax", "bfloat16", True, "sm_90a", (8, 3)),
+    # what spilled under that register cap keeps the plain schedule
+    ("layernorm", "float32", True, "sm_90a", (16, None)),
+    ("layernorm", "bfloat16", True, "sm_80", (16, None)),
+    ("softmax", "bfloat16", False, "sm_90a", (16, None)),
+    # one reduction: the plain schedule
+    ("rmsnorm", "bfloat16", True, "sm_90a", (16, None)),
+])
+def test_chained_reductions_get_more_smaller_blocks(example, dtype, aligned, target, want):
+    assert _schedule(EXAMPLES[example], _args(example, dtype, aligned), target) == want
+
+
+def test_warps_leave_each_thread_a_vector_of_the_largest_load():
+    """RoPE's two 4 KB half rows: 8 warps (16-byte loads a thread), not the 16 its
+    8.5 KB a block would ask; 64 heads (8 KB halves) keep 16."""
+    from tileir.examples import llm_ops
+    for heads, want in ((32, 8), (64, 16)):
+        q = ct.ArraySpec("bfloat16", 3, aligned=True)
+        c = ct.ArraySpec("float32", 2, aligned=True)
+        assert _schedule(llm_ops.rope, (q, c, c, q, heads, 64), "sm_90a") == (want, None)

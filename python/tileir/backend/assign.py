@@ -537,6 +537,15 @@ def _unit_dim_change(src: list[int], res: list[int]) -> int | None:
     return None
 
 
+def choose_schedule(func: ir.Operation, chip: str = DEFAULT_CHIP) -> tuple[int, int | None]:
+    """(num_warps, the `tile.occupancy` to ask for or None): `choose_num_warps`, and
+    for a kernel of chained block-wide reductions the schedule of
+    `chained_reduction_schedule`."""
+    warps = choose_num_warps(func, chip)
+    occupancy = chained_reduction_schedule(func, warps, chip)
+    return (warps // 2, occupancy) if occupancy is not None else (warps, None)
+
+
 def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
     """Enough warps that each thread streams about two 16-byte vectors; for a kernel
     with tensor-core products, the warps its largest accumulator wants
@@ -546,7 +555,10 @@ def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
     places (a block-invariant load, like a weight row every block reads, is
     served by the cache); a kernel with no such load counts its largest tile.
     Measured on an H200 (bench/RESULTS.md): rows of 16 KB run best on 16 warps,
-    rows of 8 KB on 8, a vector add of two 4 KB tiles on 8.
+    rows of 8 KB on 8, a vector add of two 4 KB tiles on 8.  And no more warps
+    than give each thread a 16-byte vector of the largest streamed load: RoPE's
+    two 4 KB half rows (and two 256-byte cos / sin rows) on 16 warps loaded 8
+    bytes a thread and ran at 0.74 of copy bandwidth, on 8 at 0.96 (H100).
     """
     if NUM_WARPS_ATTR in func.attributes:
         n = ir.IntegerAttr(func.attributes[NUM_WARPS_ATTR]).value
@@ -559,10 +571,10 @@ def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
     if shapes:
         return max(mma_plan.default_warps(sh, 3 if chip.startswith("sm_90") and len(sh) == 2
                                           and sh[0] % 64 == 0 else 2) for sh in shapes)
-    streamed = biggest = 0
+    streamed = biggest = largest_streamed = 0
 
     def visit(op):
-        nonlocal streamed, biggest
+        nonlocal streamed, biggest, largest_streamed
         if op.name in ("tile.load", "tile.store"):
             t = op.results[0].type if op.name == "tile.load" else op.operands[1].type
             n = element_bytes(t.element_type)
@@ -572,14 +584,82 @@ def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
             if op.name == "tile.load" and not all(block_invariant(i)
                                                   for i in list(op.operands)[1:]):
                 streamed += n
+                largest_streamed = max(largest_streamed, n)
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
     per_block = streamed or biggest
+    vector_cap = largest_streamed or biggest      # 16 bytes of it per thread, at least
     warps = 1
-    while warps < DEFAULT_MAX_WARPS and warps * 32 * 32 < per_block:
+    while warps < DEFAULT_MAX_WARPS and warps * 32 * 32 < per_block and \
+            2 * warps * 32 * 16 <= vector_cap:
         warps *= 2
     return warps
+
+
+# A kernel that reduces its tile across the block twice in a row (LayerNorm's mean,
+# then its variance) waits at each reduction's barriers with no load in flight.
+# More, smaller blocks hide that: half the warps `choose_num_warps` picks, and ptxas asked to
+# fit blocks for CHAINED_WARPS_PER_SM warps an SM (`tile.occupancy`), as long as a
+# thread holds at most CHAINED_MAX_ELEMENTS of the largest tile (more spills under
+# the register cap).  Measured on an H100 (bench/RESULTS.md): LayerNorm over 8192
+# rows went from 0.89 / 0.80 / 0.86 to 0.93 / 0.88 / 0.95 of copy bandwidth at
+# 4096 / 7168 / 8192 wide; RMSNorm (one reduction) gains nothing from it.
+CHAINED_WARPS_PER_SM = 24
+CHAINED_MAX_ELEMENTS = 32
+CHAINED_MIN_REDUCED = 2048          # elements of a reduced tile: surely several warps'
+
+
+def chained_reduction_schedule(func: ir.Operation, warps: int,
+                               chip: str = DEFAULT_CHIP) -> int | None:
+    """The occupancy to ask for a kernel of `warps` (as chosen by the streamed bytes)
+    that qualifies for the chained-reduction schedule above, else None: no
+    products, no num_warps or occupancy option, two or more large reductions in the
+    kernel's own block (not in loops), loads and stores there of aligned arrays
+    of 16-bit elements only, on sm_90a, and half the warps still within
+    CHAINED_MAX_ELEMENTS a thread.  Under the register cap the schedule brings,
+    LayerNorm spilled with fp32 arrays, on sm_80, and softmax with unaligned ones
+    (test_backend's no-spill check), so those keep the plain schedule."""
+    attrs = func.attributes
+    if NUM_WARPS_ATTR in attrs or "tile.occupancy" in attrs or warps < 2 or \
+            not chip.startswith("sm_90"):
+        return None
+    if _ops_named(func, "tile.mma") or _ops_named(func, "tile.matmul"):
+        return None
+    body = func.regions[0].blocks[0]
+    reductions, largest = 0, 0
+    for op in body.operations:
+        op = op.operation
+        if op.name in ("tile.load", "tile.store"):
+            tile = op.results[0] if op.name == "tile.load" else op.operands[1]
+            if not _aligned_array(func, op.operands[0]) or \
+                    element_bytes(tile.type.element_type) > 2:
+                return None
+        for v in list(op.results):
+            if isinstance(v.type, ir.RankedTensorType):
+                largest = max(largest, _count(v.type.shape))
+        if op.name == "tile.reduce" and \
+                _count(op.operands[0].type.shape) >= CHAINED_MIN_REDUCED:
+            reductions += 1
+    half = warps // 2
+    if reductions < 2 or largest > CHAINED_MAX_ELEMENTS * 32 * half:
+        return None
+    return max(1, CHAINED_WARPS_PER_SM // half)
+
+
+def _aligned_array(func: ir.Operation, array: ir.Value) -> bool:
+    """Whether `array` is a kernel argument the launcher found 16-byte aligned."""
+    if not isinstance(array.owner, ir.Block) or "arg_attrs" not in func.attributes:
+        return False
+    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
+    return "tile.aligned" in ir.DictAttr(attrs[array.arg_number])
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def block_invariant(v: ir.Value, seen: set | None = None) -> bool:
@@ -611,4 +691,8 @@ def assign_layouts(module: ir.Module) -> None:
     for op in module.body.operations:
         op = op.operation
         if op.name == "func.func" and "tile.kernel" in op.attributes:
-            LayoutAssigner(op, choose_num_warps(op, chip), chip).run()
+            warps, occupancy = choose_schedule(op, chip)
+            LayoutAssigner(op, warps, chip).run()
+            if occupancy is not None:
+                op.attributes["tile.occupancy"] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(32), occupancy)
