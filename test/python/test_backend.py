@@ -301,3 +301,23 @@ def test_warps_leave_each_thread_a_vector_of_the_largest_load():
         q = ct.ArraySpec("bfloat16", 3, aligned=True)
         c = ct.ArraySpec("float32", 2, aligned=True)
         assert _schedule(llm_ops.rope, (q, c, c, q, heads, 64), "sm_90a") == (want, None)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_a_reduction_right_after_another_needs_one_barrier(target):
+    """Each block-wide reduction publishes its partials between barriers; the one that
+    protects the buffer from the previous exchange's readers is left out when the
+    partials go to other bytes in the same block.  LayerNorm (mean, then variance):
+    2 barriers, not 3; a chunked log-sum-exp (max, then sum, in the loop): 3, not 4
+    (the first exchange of a loop body keeps its barrier)."""
+    from tileir.examples import llm_ops
+    arr = lambda n, dt="bfloat16": ct.ArraySpec(dt, n, aligned=True)  # noqa: E731
+    for kernel, args, want in (
+            (layernorm.layernorm, (arr(2), arr(1), arr(1), arr(2), 1e-6, 8192), 2),
+            (llm_ops.vocab_logsumexp, (arr(2), arr(1, "float32"), 8192), 3)):
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("TILEIR_CACHE", "0")
+            ck = ct.kernel(kernel.__wrapped__).compile(args, target=target)
+        ptx = ck.artifacts["ptx"]
+        ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+        assert len(re.findall(r"\bbar(?:rier)?\.sync\b", ptx)) == want, kernel.name

@@ -64,6 +64,9 @@ class LoweringContext:
         self.smem_bytes = 0       # the high-water mark: the kernel's dynamic shared memory
         self.smem_top = 0         # bytes held by live buffers (rings, shared tiles)
         self.smem_uses = 0        # shared-memory exchanges emitted so far
+        # (block, start, end): the bytes the last exchange's threads read after its
+        # barrier, when that exchange was the last use of the scratch area
+        self.last_reads: tuple[ir.Block, int, int] | None = None
         self.loop_depth = 0       # > 0 while lowering a loop body
         self.stores_seen = False  # a global store was lowered (or a loop may repeat one)
         # the kernel stores by TMA (backend/tma_store.py): writers of shared memory
@@ -190,13 +193,37 @@ class LoweringContext:
         first = 32 * self.num_warps if self.role == "producer" else 0
         return arith.cmpi(arith.CmpIPredicate.eq, tid, self.const(first))
 
-    def smem_barrier_before(self) -> None:
+    def smem_barrier_before(self, writes: tuple[int, int] | None = None) -> None:
         """The barrier that lets an exchange overwrite the shared buffer: needed unless
-        this is the kernel's first exchange and no loop can bring it round again."""
-        if self.smem_uses or self.loop_depth:
+        this is the kernel's first exchange and no loop can bring it round again, or
+        unless the exchange `writes` scratch bytes [start, end) apart from what the
+        previous exchange reads, lowered into the same block just before it: every
+        thread that writes here has passed that exchange's barrier, so every earlier
+        reader of these bytes is done (LayerNorm's variance after its mean, a chunk's
+        sum after its max: one barrier each instead of two)."""
+        last = self.last_reads
+        apart = (writes is not None and last is not None and not self.bulk_stores and
+                 last[0] == ir.InsertionPoint.current.block and
+                 (writes[1] <= last[1] or writes[0] >= last[2]))
+        if (self.smem_uses or self.loop_depth) and not apart:
             self.wait_bulk_reads()
             self.barrier()
         self.smem_uses += 1
+        self.last_reads = None
+
+    def exchange_reads(self, start: int, end: int) -> None:
+        """After an exchange's barrier: its threads now read scratch bytes [start, end)
+        (offsets from `scratch_base`), and nothing else touches the scratch area."""
+        self.last_reads = (ir.InsertionPoint.current.block, start, end)
+
+    def scratch_after_last_reads(self) -> int:
+        """Where an exchange that wants to skip its first barrier places its buffers:
+        past the previous exchange's reads when those start at the scratch base, else
+        at the base (then `smem_barrier_before` decides by overlap)."""
+        last = self.last_reads
+        if last is None or last[0] != ir.InsertionPoint.current.block or last[1] != 0:
+            return 0
+        return (last[2] + 15) // 16 * 16
 
     def wait_bulk_reads(self, pending: int = 0) -> None:
         """In a kernel that stores by TMA: thread 0 (which issues the stores) waits
@@ -258,6 +285,7 @@ class LoweringContext:
         start = (self.smem_top + align - 1) // align * align
         self.smem_top = start + nbytes
         self._reach(self.smem_top)
+        self.last_reads = None          # the scratch area moved: offsets mean other bytes
         return start
 
     def free_smem(self, start: int, nbytes: int) -> None:
@@ -266,6 +294,7 @@ class LoweringContext:
         if self.smem_top == start + nbytes:
             self.smem_top = start
         self.smem_uses = max(self.smem_uses, 1)
+        self.last_reads = None
 
     def smem_ptr(self, offset: "int | ir.Value") -> ir.Value:
         """`!llvm.ptr<3>` to byte `offset` (an int or an i32 value) of the dynamic

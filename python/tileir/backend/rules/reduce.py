@@ -127,16 +127,18 @@ def _publish_partials(cx, groups: dict, slot: ir.Value, slots: int) -> list[ir.V
     """Writes each key's partial at `slot * K + j` (K keys; one shared buffer per
     component, side by side) between the exchange's barriers; returns the buffers."""
     keys = list(groups)
-    bufs, offset = [], 0
+    base = offset = cx.scratch_after_last_reads()     # apart from the previous reads
+    bufs = []
     for c in groups[keys[0]]:
         bufs.append(cx.smem(slots * len(keys), c.type, offset))
         offset += (slots * len(keys) * max(1, _bits(c.type) // 8) + 15) // 16 * 16
-    cx.smem_barrier_before()
+    cx.smem_barrier_before(writes=(base, offset))
     for j, key in enumerate(keys):
         at = index(arith.addi(arith.muli(slot, cx.const(len(keys))), cx.const(j)))
         for buf, c in zip(bufs, groups[key]):
             memref.store(c, buf, [at])
     cx.barrier()
+    cx.exchange_reads(base, offset)
     return bufs
 
 
