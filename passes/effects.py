@@ -81,6 +81,19 @@ def nested_ops(op: ir.Operation) -> Iterator[ir.Operation]:
             yield from ops_of(block)
 
 
+def blocks_under(root: ir.Operation) -> list[ir.Block]:
+    """Every block of every region nested in `root`, outer blocks first."""
+    out: list[ir.Block] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        for region in op.regions:
+            out.extend(region.blocks)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
+
+
 def has_uses(op: ir.Operation) -> bool:
     return any(True for result in op.results for _ in result.uses)
 

@@ -34,7 +34,7 @@ from mlir import ir
 from tileir.backend.mma_layouts import Shared
 from tileir.dialect.layout import tile_layout
 
-from .effects import TERMINATORS, Effect, Effects, ops_of
+from .effects import TERMINATORS, Effect, Effects, blocks_under, ops_of
 from .lower_to_llvm import module_target
 
 FLAG = "tile-hoist-loads"
@@ -45,15 +45,7 @@ def run(module: ir.Module) -> None:
     if not module_target(module).chip.startswith("sm_90"):
         return
     effects = Effects()
-    blocks: list[ir.Block] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        for region in op.regions:
-            blocks.extend(region.blocks)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    for block in blocks:
+    for block in blocks_under(module.operation):
         _hoist_in(block, effects)
 
 

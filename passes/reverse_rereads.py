@@ -33,7 +33,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from .effects import Effects, ops_of
+from .effects import Effects, blocks_under, ops_of
 from .iterations import MEMORY_OPS, constant_int, map_dim
 
 FLAG = "tile-reverse-rereads"
@@ -42,7 +42,7 @@ SUMMARY = "run a loop that re-reads an earlier loop's slabs backwards (L2 reuse)
 
 def run(module: ir.Module) -> None:
     effects = Effects()
-    for block in _blocks(module.operation):
+    for block in blocks_under(module.operation):
         earlier: list[ir.Operation] = []
         for op in ops_of(block):
             if op.name != "scf.for":
@@ -50,18 +50,6 @@ def run(module: ir.Module) -> None:
             if _should_reverse(op, earlier, effects):
                 _reverse(op)
             earlier.append(op)
-
-
-def _blocks(root: ir.Operation) -> list[ir.Block]:
-    out: list[ir.Block] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        for region in op.regions:
-            out.extend(region.blocks)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
-    return out
 
 
 def _counts_from_zero(loop: ir.Operation) -> bool:

@@ -28,6 +28,8 @@ Precondition: the `tile` stage ran (helpers inlined).
 
 from __future__ import annotations
 
+import math
+
 from mlir import ir
 
 from mlir.dialects import arith
@@ -38,6 +40,7 @@ from tileir.dialect.tile import MmaOp
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
+from .context import arg_has
 from .mma_layouts import Mma, Shared, choose_swizzle
 
 NUM_WARPS_ATTR = "tile.num_warps"
@@ -599,8 +602,8 @@ def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
 
 # A kernel that reduces its tile across the block twice in a row (LayerNorm's mean,
 # then its variance) waits at each reduction's barriers with no load in flight.
-# More, smaller blocks hide that: half the warps `choose_num_warps` picks, and ptxas asked to
-# fit blocks for CHAINED_WARPS_PER_SM warps an SM (`tile.occupancy`), as long as a
+# More, smaller blocks hide that: half the warps `choose_num_warps` picks, and
+# ptxas asked to fit blocks for CHAINED_WARPS_PER_SM warps an SM (`tile.occupancy`), as long as a
 # thread holds at most CHAINED_MAX_ELEMENTS of the largest tile (more spills under
 # the register cap).  Measured on an H100 (bench/RESULTS.md): LayerNorm over 8192
 # rows went from 0.89 / 0.80 / 0.86 to 0.93 / 0.88 / 0.95 of copy bandwidth at
@@ -632,34 +635,21 @@ def chained_reduction_schedule(func: ir.Operation, warps: int,
         op = op.operation
         if op.name in ("tile.load", "tile.store"):
             tile = op.results[0] if op.name == "tile.load" else op.operands[1]
-            if not _aligned_array(func, op.operands[0]) or \
+            array = op.operands[0]
+            if not isinstance(array.owner, ir.Block) or \
+                    not arg_has(func, array.arg_number, "tile.aligned") or \
                     element_bytes(tile.type.element_type) > 2:
                 return None
         for v in list(op.results):
             if isinstance(v.type, ir.RankedTensorType):
-                largest = max(largest, _count(v.type.shape))
+                largest = max(largest, math.prod(v.type.shape))
         if op.name == "tile.reduce" and \
-                _count(op.operands[0].type.shape) >= CHAINED_MIN_REDUCED:
+                math.prod(op.operands[0].type.shape) >= CHAINED_MIN_REDUCED:
             reductions += 1
     half = warps // 2
     if reductions < 2 or largest > CHAINED_MAX_ELEMENTS * 32 * half:
         return None
     return max(1, CHAINED_WARPS_PER_SM // half)
-
-
-def _aligned_array(func: ir.Operation, array: ir.Value) -> bool:
-    """Whether `array` is a kernel argument the launcher found 16-byte aligned."""
-    if not isinstance(array.owner, ir.Block) or "arg_attrs" not in func.attributes:
-        return False
-    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
-    return "tile.aligned" in ir.DictAttr(attrs[array.arg_number])
-
-
-def _count(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def block_invariant(v: ir.Value, seen: set | None = None) -> bool:

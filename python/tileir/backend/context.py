@@ -213,7 +213,8 @@ class LoweringContext:
 
     def exchange_reads(self, start: int, end: int) -> None:
         """After an exchange's barrier: its threads now read scratch bytes [start, end)
-        (offsets from `scratch_base`), and nothing else touches the scratch area."""
+        (offsets into the scratch area, as `smem` takes them), and nothing else touches
+        the scratch area."""
         self.last_reads = (ir.InsertionPoint.current.block, start, end)
 
     def scratch_after_last_reads(self) -> int:

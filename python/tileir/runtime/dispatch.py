@@ -59,12 +59,12 @@ _F32_OVERFLOW = 2.0**128 - 2.0**103  # finite values at or above this round to i
 # The knobs that send launches down the checked path, read at every launch.  On POSIX
 # `os.environ._data` is the bytes mapping os.environ reads and writes: one dict probe.
 _ENV = getattr(os.environ, "_data", None)
+_OFF = (None, b"", b"0", b"false", b"no", b"off")
 
 try:    # the C fast path (_fastlaunch.c), built by setup.py where a compiler is
     from . import _fastlaunch as _native
 except ImportError:
     _native = None
-_OFF = (None, b"", b"0", b"false", b"no", b"off")
 
 
 def knobs_quiet() -> bool:
@@ -268,8 +268,6 @@ class LaunchPlan:
         self.stream_of = stream_of
         self.float_values = tuple(float_values)    # value indices checked for f32 overflow
         map_slots = [s for _, s, _ in maps]
-        self.maps = tuple(maps)
-        self.own_slots, self.own_dynamic = tuple(slots), tuple(dynamic)
         self.encoders = tuple((j, encode, {}) for j, _, encode in maps)   # cache by pointer
         self.own = _Parameters(slots, dynamic, map_slots)
         self.others = _Parameters(slots, dynamic, map_slots)
@@ -278,14 +276,14 @@ class LaunchPlan:
         self._launch, self._function, self._stream, self._success = driver.launch_entry()
         self.function = self._function(function)
         self._streams: dict[int, Any] = {}
-        self.native = self._native_half() if use_native() else None
+        self.native = self._native_half(slots, dynamic, map_slots) if use_native() else None
 
-    def _native_half(self):
+    def _native_half(self, slots, dynamic: Sequence[int], map_slots: Sequence[int]):
         """The C half of this plan (`_fastlaunch.Plan`): a buffer of its own for the
         owner thread, written and launched from C; anything else comes back to
         `self.launch`."""
         from . import driver
-        params = _Parameters(self.own_slots, self.own_dynamic, [s for _, s, _ in self.maps])
+        params = _Parameters(slots, dynamic, map_slots)
         return _native.Plan(
             launch=driver.launch_address(), function=int(self.function), grid=self.grid,
             block=self.block, shared=self.shared, params=params.address, slots=params.slots,
