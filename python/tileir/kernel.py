@@ -136,6 +136,8 @@ class Kernel(KernelEntry):
         self._dispatchers: dict[str, Any] = {}    # argument kinds -> runtime.dispatch.Dispatcher
         self._fast = None                          # the latest dispatcher's fast path
         self._may_retile: bool | None = None
+        # (specialization, free grid axes) whose compile for a split wish split nothing
+        self._no_split: set[tuple] = set()
         self._wishes: dict[tuple, str | None] = {}
         self._const_mask = tuple(isinstance(self.annotations.get(p), ConstantAnnotation)
                                  for p in self.signature.parameters)
@@ -192,9 +194,12 @@ class Kernel(KernelEntry):
         params = self.classify(args, gpu=target is not None)
         wish = self.grid_wish(grid, sm_count or SM_COUNTS.get(target, 0), args) \
             if grid is not None and target is not None else None
+        spec = (tuple((n, _key(k)) for n, k in params), target)
+        if wish is not None and wish.startswith("split:") and \
+                (spec, wish.partition("free:")[2]) in self._no_split:
+            wish = None           # this specialization splits along no dim on such grids
         # An explicit cache is part of the in-memory key: compiling into it must fill it.
-        key = (tuple((n, _key(k)) for n, k in params), stage, target,
-               None if cache is None else cache.root, wish)
+        key = (spec[0], stage, target, None if cache is None else cache.root, wish)
         ck = self._cache.get(key)
         if ck is None:
             if stage == "cubin":
@@ -203,6 +208,13 @@ class Kernel(KernelEntry):
             else:
                 ck = self._build(params, stage, target, wish)
             self._cache[key] = ck
+            if wish is not None and wish.startswith("split:") and ck.meta is not None and \
+                    "grid_scale" not in ck.meta:
+                # No dim split (tileir.backend.split: none can, or none keeps 2 blocks'
+                # worth of bytes, whatever the wish's count): launches of this
+                # specialization on grids with these free axes compile no other variant.
+                self._no_split.add((spec, wish.partition("free:")[2]))
+                self._cache.setdefault(key[:-1] + (None,), ck)
         return ck
 
     def grid_wish(self, grid: Sequence[int], sm_count: int,
@@ -210,21 +222,27 @@ class Kernel(KernelEntry):
         """What a launch over `grid` with `args` would like from retiling
         (`backend.grid_wish`: the grid's size against the GPU's, the arrays' short
         dims), for kernels that may retile: those whose source (or a helper's) names
-        `mma` or `matmul` and that do not set `retile`; None for the others."""
+        `mma` or `matmul`; for the others a split of their tiles across more blocks
+        when the grid is small (`split_wish`; `compile` drops it for a specialization
+        that split nothing before).  None for kernels that set `retile` (False: as
+        written)."""
+        if self.options.get("retile") is not None:
+            return None
         if self._may_retile is None:
             from .cache import kernel_sources
-            self._may_retile = self.options.get("retile") is None and any(
-                re.search(r"\b(mma|matmul)\b", src["text"]) for src in kernel_sources(self))
-        if not self._may_retile:
-            return None
+            self._may_retile = any(re.search(r"\b(mma|matmul)\b", src["text"])
+                                   for src in kernel_sources(self))
         # every launch asks: remembered per grid and argument shapes
         key = (tuple(grid), sm_count, tuple(getattr(a, "shape", None) for a in args))
         wish = self._wishes.get(key, _NO_WISH)
         if wish is _NO_WISH:
-            from .backend.grid_wish import grid_wish, short_dims
-            shapes = [tuple(a.shape) if _is_array(a) else None for a in args]
-            wish = grid_wish(normalize_grid(grid), sm_count,
-                             short_dims(list(self.signature.parameters), shapes))
+            from .backend.grid_wish import grid_wish, short_dims, split_wish
+            if self._may_retile:
+                shapes = [tuple(a.shape) if _is_array(a) else None for a in args]
+                wish = grid_wish(normalize_grid(grid), sm_count,
+                                 short_dims(list(self.signature.parameters), shapes))
+            else:
+                wish = split_wish(normalize_grid(grid), sm_count)
             if len(self._wishes) >= _WISHES_PER_KERNEL:
                 self._wishes.clear()
             self._wishes[key] = wish

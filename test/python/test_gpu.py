@@ -494,3 +494,39 @@ def test_llm_ops_examples(m, n):
     ct.launch(None, (m,), llm_ops.vocab_softmax, (v, sm, 2048))
     close(lse, torch.logsumexp(v.double(), -1))
     close(sm, torch.softmax(v.float(), -1))
+
+
+# ---------------------------------------------------------------------------
+# Small grids split across more blocks (tile-split-blocks), ragged sizes
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("tokens,heads,dim,offset", [
+    (1, 64, 128, False), (1, 128, 64, True), (3, 32, 128, False), (16, 64, 128, True),
+    (5, 8, 64, False)])
+def test_rope_on_decode_grids_splits_its_heads(tokens, heads, dim, offset):
+    from tileir.examples import llm_ops
+    from tileir.kernel import device_target
+    d, half = torch.bfloat16, dim // 2
+    q = rand(tokens, heads, dim, dtype=d, offset=offset)
+    angle = torch.rand(tokens, half, device="cuda") * 6.3
+    cos, sin = angle.cos().to(d), angle.sin().to(d)
+    qo = poisoned(tokens, heads, dim, dtype=d)
+    args = (q, cos, sin, qo, heads, half)
+    ct.launch(None, (tokens,), llm_ops.rope, args)
+    x1, x2, c, s = q[..., :half].float(), q[..., half:].float(), cos[:, None].float(), \
+        sin[:, None].float()
+    close(qo, torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    ck = llm_ops.rope.compile(args, target=device_target([q]), grid=(tokens,), sm_count=sms)
+    if heads * dim >= 8192 and tokens < 64:    # 32 KB a token: split (test_split.py)
+        assert ck.meta["grid_scale"][2] >= 2
+
+
+@pytest.mark.parametrize("m,n", [(2, 5000), (1, 70_000), (3, 1000)])
+def test_map_and_column_kernels_on_small_grids(m, n):
+    from test_split import column_sum, exp_chunks
+    x, y = rand(m, n, dtype=torch.float32), poisoned(m, n, dtype=torch.float32)
+    ct.launch(None, (m,), exp_chunks, (x, y, 4096))
+    close(y, torch.exp(x.double()).float() * 0.5)
+    cols = poisoned(n, dtype=torch.float32)
+    ct.launch(None, (ct.cdiv(n, 1024),), column_sum, (x, cols, 64, 1024))
+    close(cols, (x.double() ** 2).sum(0).float())

@@ -19,6 +19,11 @@ shapes.  A wish is items joined by ';':
 
 None when there is nothing to ask: the grid fills the GPU as written and no array
 is short.
+
+Kernels without products ask `split_wish` instead (tileir.backend.split):
+"split:<s>;free:<mask>" for a grid of at most one block for every two SMs, where
+`s` (a power of two, at most MAX_SPLIT) blocks per block keep the grid within the
+GPU and the mask has bit a set where grid axis a is 1 (an axis the split may use).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 from typing import Sequence
 
 SHORT = 64        # the rows of one warpgroup's wgmma: tiles shrink to this, not below
+MAX_SPLIT = 64    # blocks one block of an element-wise kernel may become
 
 
 def grid_wish(grid: Sequence[int], sm_count: int,
@@ -46,6 +52,17 @@ def grid_wish(grid: Sequence[int], sm_count: int,
     return ";".join(items) or None
 
 
+def split_wish(grid: Sequence[int], sm_count: int) -> str | None:
+    total = grid[0] * grid[1] * grid[2]
+    free = sum(1 << a for a in range(3) if grid[a] == 1)
+    if sm_count < 1 or not free or 2 * total > sm_count:
+        return None
+    s = 2
+    while s < MAX_SPLIT and total * s * 2 <= sm_count:
+        s *= 2
+    return f"split:{s};free:{free}"
+
+
 def short_dims(names: Sequence[str], shapes: Sequence[Sequence[int] | None]) -> list[str]:
     """"<name>.<dim>" for each dim of at most SHORT elements (and at least 1) of the
     array arguments (`shapes[i]` is None for a non-array argument)."""
@@ -57,7 +74,7 @@ def short_dims(names: Sequence[str], shapes: Sequence[Sequence[int] | None]) -> 
 
 
 def parse(wish: str | None) -> dict[str, str]:
-    """{"wide" | "narrow" | "short": argument} of a wish string."""
+    """{"wide" | "narrow" | "short" | "split" | "free": argument} of a wish string."""
     out = {}
     for item in (wish or "").split(";"):
         if item:

@@ -178,24 +178,9 @@ def _tie(ops: list[ir.Operation], index: list[ir.Value], axis: int, tags: "_Tags
             tied = _bid_positions(op, list(op.operands)[2:], bids)
             tags.set(op.operands[1], tied, op)
             stores += tied != _NONE
-        elif op.name == "tile.iota" or (op.name == "arith.constant" and
-                                        _is_tensor(op.results[0]) and not _splat(op)):
+        elif _fixed(op):
             tags.set(op.results[0], _NONE, op)
-    tags.changed = True
-    while tags.changed:
-        tags.changed = False
-        for op in ops:
-            _propagate(op, tags)
-    for op in ops:                                       # unknown tensors are untied
-        for v in list(op.results) + [a for r in op.regions for b in r.blocks
-                                     for a in b.arguments]:
-            if _is_tensor(v) and tags.get(v) is None:
-                tags.of[v] = _NONE
-    tags.changed = True                                  # check every rule once more
-    while tags.changed:
-        tags.changed = False
-        for op in ops:
-            _propagate(op, tags)
+    settle(ops, tags)
     dims = {v: d for v, d in tags.of.items() if d != _NONE}
     for v, d in dims.items():
         if _shape(v)[d] == 1:
@@ -211,6 +196,34 @@ def _tie(ops: list[ir.Operation], index: list[ir.Value], axis: int, tags: "_Tags
             elif d is not None and d != _NONE:
                 mma_dims.append("M" if d == rank - 2 else "N")
     return Tied(axis, dims, mma_dims, stores)
+
+
+def _fixed(op: ir.Operation) -> bool:
+    """An op whose tensor's values depend on their position (an iota, a non-splat
+    constant): it cannot follow a rescaled or split dim."""
+    return op.name == "tile.iota" or (op.name == "arith.constant" and
+                                      _is_tensor(op.results[0]) and not _splat(op))
+
+
+def settle(ops: list[ir.Operation], tags: "_Tags") -> None:
+    """Propagates the seeded tags through `ops` to a fixed point, marks the tensors
+    never reached untied, and checks every rule once more against those (a conflict
+    raises NotRetileable)."""
+    tags.changed = True
+    while tags.changed:
+        tags.changed = False
+        for op in ops:
+            _propagate(op, tags)
+    for op in ops:                                       # unknown tensors are untied
+        for v in list(op.results) + [a for r in op.regions for b in r.blocks
+                                     for a in b.arguments]:
+            if _is_tensor(v) and tags.get(v) is None:
+                tags.of[v] = _NONE
+    tags.changed = True                                  # check every rule once more
+    while tags.changed:
+        tags.changed = False
+        for op in ops:
+            _propagate(op, tags)
 
 
 def _location_of(v: ir.Value) -> ir.Location | None:
@@ -560,6 +573,8 @@ def retile(func: ir.Operation, target: str) -> Fraction | None:
     if WISH_ATTR not in func.attributes:
         return None
     wish = parse_wish(ir.StringAttr(func.attributes[WISH_ATTR]).value)
+    if not {"wide", "narrow", "short"} & wish.keys():
+        return None                                  # (a split wish: tile-split-blocks')
     _split_splats(func)
     written = [(k.loop, k.stage_bytes()) for k in _k_loops(func)]
     if "short" in wish:

@@ -1,0 +1,150 @@
+"""Splitting a small grid's tiles across more blocks (tile-split-blocks,
+tileir.backend.split): the launcher's wish, which dims split and how many ways,
+kernels that stay as written, and split kernels run in the simulator against a
+float64 reference on ragged sizes."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tileir as ct
+from tileir.backend import split as split_mod
+from tileir.backend.grid_wish import split_wish
+from tileir.examples import llm_ops, rmsnorm, vector_add
+from tileir.kernel import hardware_grid
+from tileir.sim import simulate
+
+BF16 = ml_dtypes.bfloat16
+
+
+@pytest.mark.parametrize("grid,wish", [
+    ((1, 1, 1), "split:64;free:7"),    # one block: at most 64 ways
+    ((16, 1, 1), "split:8;free:6"),    # 16 x 8 = 128 blocks on 132 SMs
+    ((64, 1, 1), "split:2;free:6"),
+    ((4, 2, 1), "split:16;free:4"),    # only axis 2 is free
+    ((67, 1, 1), None),                # more than one block for every two SMs
+    ((2, 3, 4), None),                 # no free axis
+])
+def test_a_small_grid_asks_for_a_split(grid, wish):
+    assert split_wish(grid, 132) == wish
+
+
+def _rope_args(rng, tokens, heads, dim):
+    half = dim // 2
+    q = rng.standard_normal((tokens, heads, dim)).astype(BF16)
+    angle = rng.uniform(0, 6.3, (tokens, half))
+    cos, sin = np.cos(angle).astype(BF16), np.sin(angle).astype(BF16)
+    out = np.full_like(q, np.nan)
+    return (q, cos, sin, out, heads, half)
+
+
+def _rope_ref(q, cos, sin):
+    half = q.shape[-1] // 2
+    q = q.astype(np.float64)
+    c, s = cos.astype(np.float64)[:, None, :], sin.astype(np.float64)[:, None, :]
+    x1, x2 = q[..., :half], q[..., half:]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("tokens,heads,dim,scale", [
+    (1, 64, 128, [2, 1, 4]),       # Llama-3-70B queries at one token: 32 KB, 4 x 8 KB
+    (16, 32, 128, None),           # 8B: 16 KB a token, as written
+    (3, 128, 64, [2, 1, 4]),       # DeepSeek-V3's rope dims; 3 tokens, ragged grid
+    (64, 64, 128, [2, 1, 2]),      # the wish's 2 (64 x 2 blocks on 132 SMs)
+    (1, 8, 128, None),             # 4 KB: as written
+])
+def test_rope_splits_its_heads_and_computes_the_same(target, tokens, heads, dim, scale, rng):
+    args = _rope_args(rng, tokens, heads, dim)
+    ck = llm_ops.rope.compile(args, target=target, grid=(tokens,), sm_count=132)
+    assert ck.meta.get("grid_scale") == scale
+    simulate(ck, hardware_grid(ck.meta, (tokens, 1, 1)), args)
+    np.testing.assert_allclose(args[3].astype(np.float64), _rope_ref(*args[:3]),
+                               rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("n", [10_007, 4096, 1000])
+def test_a_vector_add_on_few_blocks_splits_its_tile(n, rng):
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    c = np.full(n, np.nan, np.float32)
+    grid = (ct.cdiv(n, 4096), 1, 1)
+    args = (a, b, c, 4096)
+    ck = vector_add.vector_add.compile(args, target="sm_90a", grid=grid, sm_count=132)
+    scale = ck.meta["grid_scale"]
+    assert scale[:2] == [2, 1] and scale[2] == 4                 # 48 KB: 8 KB a block or more
+    simulate(ck, hardware_grid(ck.meta, grid), args)
+    np.testing.assert_allclose(c, a.astype(np.float64) + b, rtol=1e-6)
+
+
+@ct.kernel
+def column_sum(x, y, R: ct.Constant[int], C: ct.Constant[int]):
+    j = ct.bid(0)
+    t = ct.load(x, index=(0, j), shape=(R, C), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(y, index=(j,), tile=ct.sum(t * t, axis=0))
+
+
+@ct.kernel
+def exp_chunks(x, y, C: ct.Constant[int]):
+    row = ct.bid(0)
+    for k in range(ct.num_tiles(x, axis=1, shape=(1, C))):
+        t = ct.load(x, index=(row, k), shape=(1, C), padding_mode=ct.PaddingMode.ZERO)
+        ct.store(y, index=(row, k), tile=ct.exp(t) * 0.5)
+
+
+def test_a_column_reduction_splits_along_the_columns(rng):
+    x = rng.standard_normal((37, 3000)).astype(np.float32)
+    y = np.full(3000, np.nan, np.float32)
+    args, grid = (x, y, 64, 1024), (3, 1, 1)
+    ck = column_sum.compile(args, target="sm_90a", grid=grid, sm_count=132)
+    assert ck.meta["grid_scale"][:2] == [2, 1]
+    simulate(ck, hardware_grid(ck.meta, grid), args)
+    np.testing.assert_allclose(y, (x.astype(np.float64) ** 2).sum(axis=0), rtol=1e-5)
+
+
+def test_a_map_loop_splits_its_chunks(rng):
+    x = rng.standard_normal((2, 5000)).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    args, grid = (x, y, 4096), (2, 1, 1)
+    ck = exp_chunks.compile(args, target="sm_80", grid=grid, sm_count=108)
+    assert ck.meta["grid_scale"] == [2, 1, 4]                  # 32 KB a chunk, 8 KB a block
+    simulate(ck, hardware_grid(ck.meta, grid), args)
+    np.testing.assert_allclose(y, np.exp(x.astype(np.float64)) * 0.5, rtol=1e-5)
+
+
+def test_a_row_reduction_stays_as_written_and_compiles_once(rng):
+    """RMSNorm reduces along its rows' only long dim: a compile for the split wish finds
+    nothing to split, and later launches of that specialization on other small grids
+    reuse it (no other variant)."""
+    k = ct.kernel(rmsnorm.rmsnorm.fn)
+    x = rng.standard_normal((2, 777)).astype(np.float32)
+    args = (x, x[0].copy(), np.empty_like(x), 1e-6, 1024)
+    assert k.grid_wish((2, 1, 1), 132) == "split:64;free:6"
+    ck = k.compile(args, target="sm_90a", grid=(2,), sm_count=132)
+    assert "grid_scale" not in ck.meta
+    assert k.compile(args, target="sm_90a", grid=(8,), sm_count=132) is ck
+    assert k.compile(args, target="sm_90a", stage="ptx") is not ck      # other stage
+
+
+def test_retile_false_keeps_the_grid():
+    k = ct.kernel(vector_add.vector_add.fn, retile=False)
+    assert k.grid_wish((1, 1, 1), 132) is None
+
+
+def test_the_chosen_dim_is_an_outer_one_with_the_most_bytes(rng):
+    """RoPE's heads (dim 1) come before its head dim (dim 2, innermost), which
+    would split too: the second candidate."""
+    args = _rope_args(rng, 1, 64, 128)
+    ck = llm_ops.rope.compile(args, target="sm_90a", stage="tile")
+    func = next(op.operation for op in ck.module.body.operations
+                if op.operation.name == "func.func")
+    with func.context:
+        cands = split_mod.candidates(func)
+        assert [c.innermost for c in cands] == [False, True]
+        loads = [op for op, _ in cands[0].memory if op.name == "tile.load"]
+        assert {d for op, d in cands[0].memory} == {1} and len(loads) == 2
+        assert cands[0].nbytes() == 32768                     # 2 loads, 2 stores of 8 KB
+        assert split_mod.factor(cands[0], 64) == 4           # 8 KB a block
+        assert split_mod.factor(cands[0], 2) == 2
+        assert split_mod.factor(cands[0], 1) == 1
