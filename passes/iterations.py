@@ -2,7 +2,8 @@
 
 A loop `for k in range(lb, ub, step)` whose every memory access is a `tile.load`
 or `tile.store` indexed at one position d by one value j(k) (the counter, or the
-counter plus or minus loop-invariant values: one-to-one in k) and elsewhere by
+counter plus or minus loop-invariant values, or times a nonzero constant:
+one-to-one in k) and elsewhere by
 values defined outside the loop, each tile of the same extent along d, reads and
 writes only slab j(k) along d of the arrays it accesses in iteration k.  Its iterations may
 then run in any order, and a later iteration's loads may be issued before an
@@ -72,15 +73,24 @@ def constant_int(v: ir.Value) -> int | None:
 
 def follows_counter(v: ir.Value, iv: ir.Value, loop: ir.Operation) -> bool:
     """Whether `v` is the counter `iv`, or an `arith.addi` / `arith.subi` of such a value
-    and a value defined outside `loop` (so one-to-one in the counter)."""
+    and a value defined outside `loop`, or an `arith.muli` of such a value and a
+    nonzero constant (tile-split-blocks' `k * s + bid`): one-to-one in the counter."""
     while v != iv:
         owner = v.owner
         owner = owner.operation if isinstance(owner, ir.OpView) else owner
         if not isinstance(owner, ir.Operation) or owner.name not in ("arith.addi",
-                                                                     "arith.subi"):
+                                                                     "arith.subi",
+                                                                     "arith.muli"):
             return False
         a, b = owner.operands
-        if _outside(b, loop):
+        if owner.name == "arith.muli":
+            if constant_int(b) not in (None, 0):
+                v = a
+            elif constant_int(a) not in (None, 0):
+                v = b
+            else:
+                return False
+        elif _outside(b, loop):
             v = a
         elif _outside(a, loop):
             v = b

@@ -209,10 +209,12 @@ class Kernel(KernelEntry):
                 ck = self._build(params, stage, target, wish)
             self._cache[key] = ck
             if wish is not None and wish.startswith("split:") and ck.meta is not None and \
-                    "grid_scale" not in ck.meta:
-                # No dim split (tileir.backend.split: none can, or none keeps 2 blocks'
-                # worth of bytes, whatever the wish's count): launches of this
-                # specialization on grids with these free axes compile no other variant.
+                    not ck.meta.get("grid_rewrites"):
+                # Nothing rewritten for the small grid (tileir.backend.split: no dim
+                # splits, or none keeps 2 blocks' worth of bytes, whatever the wish's
+                # count; no online softmax loop): the kernel as written, which
+                # launches of this specialization on any grid with these free axes
+                # share.
                 self._no_split.add((spec, wish.partition("free:")[2]))
                 self._cache.setdefault(key[:-1] + (None,), ck)
         return ck

@@ -9,14 +9,17 @@
 
 // CHECK-LABEL: func.func @rope
 // CHECK-SAME:    tile.grid_scale = array<i64: 2, 1, 4>
+// The new index is made right after the old one (the constant 0), once for both
+// accesses that shared it.
 // CHECK:         %[[U:.*]] = "tile.bid"() {axis = 2 : i64}
-// CHECK:         %[[T:.*]] = "tile.bid"() {axis = 0 : i64}
-// CHECK:         %[[S:.*]] = arith.muli %{{.*}}, %{{.*}} : i32
+// CHECK:         %[[Z:.*]] = arith.constant 0 : i32
+// CHECK:         %[[S:.*]] = arith.muli %[[Z]], %{{.*}} : i32
 // CHECK:         %[[H:.*]] = arith.addi %[[S]], %[[U]] : i32
-// CHECK:         "tile.load"(%arg0, %[[T]], %[[H]], %{{.*}}) {{.*}}tile_shape = array<i64: 1, 32, 64>{{.*}} -> tensor<1x32x64xbf16>
+// CHECK:         %[[T:.*]] = "tile.bid"() {axis = 0 : i64}
+// CHECK:         "tile.load"(%arg0, %[[T]], %[[H]], %[[Z]]) {{.*}}tile_shape = array<i64: 1, 32, 64>{{.*}} -> tensor<1x32x64xbf16>
 // CHECK:         "tile.load"(%arg1, %[[T]], %{{.*}}) {{.*}}tile_shape = array<i64: 1, 64>{{.*}} -> tensor<1x64xbf16>
 // CHECK:         "tile.broadcast"{{.*}} -> tensor<1x32x64xf32>
-// CHECK:         "tile.store"(%arg2, %{{.*}}, %[[T]], %{{.*}}, %{{.*}}) : ({{.*}}, tensor<1x32x64xbf16>, i32, i32, i32)
+// CHECK:         "tile.store"(%arg2, %{{.*}}, %[[T]], %[[H]], %[[Z]]) : ({{.*}}, tensor<1x32x64xbf16>, i32, i32, i32)
 func.func @rope(%x: !tile.array<bf16, 3 : i64>, %cos: !tile.array<bf16, 2 : i64>, %out: !tile.array<bf16, 3 : i64>) attributes {tile.kernel, tile.grid_wish = "split:8;free:6"} {
   %c0 = arith.constant 0 : i32
   %t = "tile.bid"() {axis = 0 : i64} : () -> i32

@@ -1,13 +1,15 @@
-"""Splitting a small grid's tiles across more blocks (tile-split-blocks,
-tileir.backend.split): the launcher's wish, which dims split and how many ways,
-kernels that stay as written, and split kernels run in the simulator against a
-float64 reference on ragged sizes."""
+"""Kernels compiled for a small grid: tiles split across more blocks
+(tile-split-blocks, tileir.backend.split: the launcher's wish, which dims split and
+how many ways, kernels that stay as written) and online softmax loops carried per
+lane (tile-defer-online-reductions), run in the simulator against a float64
+reference on ragged sizes."""
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 import pytest
+from mlir import ir
 
 import tileir as ct
 from tileir.backend import split as split_mod
@@ -148,3 +150,82 @@ def test_the_chosen_dim_is_an_outer_one_with_the_most_bytes(rng):
         assert split_mod.factor(cands[0], 64) == 4           # 8 KB a block
         assert split_mod.factor(cands[0], 2) == 2
         assert split_mod.factor(cands[0], 1) == 1
+
+
+# ---------------------------------------------------------------------------
+# Online softmax loops on small grids (tile-defer-online-reductions)
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("m,n,chunk", [(1, 128256, 8192), (3, 5000, 1024), (2, 300, 512),
+                                       (1, 1000, 4096)])
+def test_online_softmax_loops_on_small_grids_carry_lanes(target, m, n, chunk, rng):
+    x = (rng.standard_normal((m, n)) * 4).astype(np.float32)
+    x[0, :7] = -np.inf                      # masked logits
+    lse, y = np.full(m, np.nan, np.float32), np.full_like(x, np.nan)
+    for kernel, args in ((llm_ops.vocab_logsumexp, (x, lse, chunk)),
+                         (llm_ops.vocab_softmax, (x, y, chunk))):
+        ck = kernel.compile(args, target=target, grid=(m,), sm_count=132)
+        # (the softmax's second loop, a map, may also split: every block then runs
+        # the first loop over the whole row and writes its slice of each chunk)
+        assert "tile-defer-online-reductions" in ck.meta["grid_rewrites"]
+        simulate(ck, hardware_grid(ck.meta, (m, 1, 1)), args)
+    x64 = x.astype(np.float64)
+    top = x64.max(axis=1, keepdims=True)
+    e = np.exp(x64 - top)
+    np.testing.assert_allclose(lse, (top + np.log(e.sum(axis=1, keepdims=True)))[:, 0],
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-9)
+
+
+def test_online_softmax_loops_on_large_grids_stay_as_written(rng):
+    """A large grid keeps the per-chunk reductions; the small grid's variant is not
+    reused for it."""
+    k = ct.kernel(llm_ops.vocab_logsumexp.fn)
+    x = rng.standard_normal((4, 3000)).astype(np.float32)
+    args = (x, np.empty(4, np.float32), 1024)
+    small = k.compile(args, target="sm_90a", grid=(4,), sm_count=132)
+    large = k.compile(args, target="sm_90a", grid=(1000,), sm_count=132)
+    assert small.meta["grid_rewrites"] == ["tile-defer-online-reductions"]
+    assert "grid_rewrites" not in large.meta
+    assert k.compile(args, target="sm_90a", grid=(8,), sm_count=132) is not large
+
+
+def _kernel_func(module):
+    return next(op.operation for op in module.body.operations
+                if op.operation.name == "func.func")
+
+
+def test_split_map_loops_still_load_ahead():
+    """The softmax's second loop, split (its chunk index k * 4 + bid), is still a map
+    over slabs: the register prefetch rotates it, as it rotates the first loop
+    (passes/iterations.py follows k * s + bid as one-to-one in k)."""
+    x = ct.ArraySpec("bfloat16", 2, aligned=True)
+    ck = ct.kernel(llm_ops.vocab_softmax.fn).compile(
+        (x, x, 8192), target="sm_90a", stage="pipeline", grid=(1,), sm_count=132)
+    func = _kernel_func(ck.module)
+    loops = []
+
+    def visit(op):
+        if op.name == "scf.for":
+            loops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    # first loop: M, S and the next chunk; second loop: the next chunk
+    assert [len(op.results) for op in loops] == [3, 1]
+    assert "tile.grid_scale" in func.attributes
+
+
+def test_small_grids_keep_all_warps_for_chained_reductions():
+    """LayerNorm's chained reductions take half the warps and an occupancy of 3 on a
+    large grid; with a block per SM or fewer, occupancy is moot: all the warps."""
+    from tileir.examples import layernorm
+    a2, a1 = ct.ArraySpec("bfloat16", 2, aligned=True), ct.ArraySpec("bfloat16", 1, aligned=True)
+    args = (a2, a1, a1, a2, 1e-6, 8192)
+    k = ct.kernel(layernorm.layernorm.fn)
+    for grid, want in (((8192,), (8, 3)), ((4,), (16, None))):
+        func = _kernel_func(k.compile(args, target="sm_90a", stage="layout", grid=grid,
+                                      sm_count=132).module)
+        occ = func.attributes["tile.occupancy"] if "tile.occupancy" in func.attributes else None
+        assert (ir.IntegerAttr(func.attributes["tile.num_warps"]).value,
+                None if occ is None else ir.IntegerAttr(occ).value) == want

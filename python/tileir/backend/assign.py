@@ -40,6 +40,7 @@ from tileir.dialect.tile import MmaOp
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
+from .split import small_grid
 from .context import arg_has
 from .mma_layouts import Mma, Shared, choose_swizzle
 
@@ -619,14 +620,17 @@ def chained_reduction_schedule(func: ir.Operation, warps: int,
     that qualifies for the chained-reduction schedule above, else None: no
     products, no num_warps or occupancy option, two or more large reductions in the
     kernel's own block (not in loops), loads and stores there of aligned arrays
-    of 16-bit elements only, on sm_90a, and half the warps still within
-    CHAINED_MAX_ELEMENTS a thread.  Under the register cap the schedule brings,
+    of 16-bit elements only, on sm_90a, half the warps still within
+    CHAINED_MAX_ELEMENTS a thread, and a grid of more than one block for every two
+    SMs (on a smaller one, fewer warps only lose bytes in flight).  Under the register cap the schedule brings,
     LayerNorm spilled with fp32 arrays, on sm_80, and softmax with unaligned ones
     (test_backend's no-spill check), so those keep the plain schedule."""
     attrs = func.attributes
     if NUM_WARPS_ATTR in attrs or "tile.occupancy" in attrs or warps < 2 or \
             not chip.startswith("sm_90"):
         return None
+    if small_grid(func):
+        return None            # a block per SM or fewer: occupancy is moot, warps are not
     if _ops_named(func, "tile.mma") or _ops_named(func, "tile.matmul"):
         return None
     body = func.regions[0].blocks[0]

@@ -26,7 +26,7 @@ from tileir.dialect.types import array_info, bitwidth, signless
 from .assign import NUM_WARPS_ATTR
 from . import tma_store
 from .context import I32, I64, ArrayABI, LoweringContext, arg_has
-from .retile import GRID_SCALE_ATTR
+from .retile import GRID_REWRITES_ATTR, GRID_SCALE_ATTR
 from .rules import lower_block
 
 GPU_MODULE = "tileir_kernels"
@@ -49,6 +49,8 @@ class KernelMeta:
     # the kernel walks the tiles of the grid it is given (3 i32 parameters after the
     # user's) on a grid of one block per SM
     persistent: bool = False
+    # the passes that rewrote the kernel for the launch's grid (tile.grid_rewrites)
+    grid_rewrites: list[str] | None = None
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
@@ -58,6 +60,8 @@ class KernelMeta:
             del out["grid_scale"]
         if not out["persistent"]:
             del out["persistent"]
+        if not out["grid_rewrites"]:
+            del out["grid_rewrites"]
         return out
 
 
@@ -175,8 +179,11 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
                           f"num_stages", func.location)
     scale = list(ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])) \
         if GRID_SCALE_ATTR in func.attributes else None
+    rewrites = [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes[GRID_REWRITES_ATTR])] \
+        if GRID_REWRITES_ATTR in func.attributes else None
     func.erase()
-    return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale, persistent)
+    return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale, persistent,
+                      rewrites)
 
 
 def _uses(func: ir.Operation, name: str) -> bool:

@@ -62,6 +62,18 @@ WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
 GRID_SCALE_ATTR = "tile.grid_scale"        # [axis, num, den] after retiling (for the metadata)
 RETILE_ATTR = "tile.retile"                # [axis, num, den] asked for (kernel option)
 WISH_ATTR = "tile.grid_wish"               # "wide:<even axes mask>" or "narrow:<s>" (launcher)
+# the passes that rewrote the kernel for the launch's grid (for the metadata: a
+# variant none rewrote is the kernel as written, whatever the wish)
+GRID_REWRITES_ATTR = "tile.grid_rewrites"
+
+
+def note_grid_rewrite(func: ir.Operation, flag: str) -> None:
+    """Records on `func` that pass `flag` rewrote it for the launch's grid."""
+    old = [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes[GRID_REWRITES_ATTR])] \
+        if GRID_REWRITES_ATTR in func.attributes else []
+    if flag not in old:
+        func.attributes[GRID_REWRITES_ATTR] = ir.ArrayAttr.get(
+            [ir.StringAttr.get(f) for f in old + [flag]])
 
 
 class NotRetileable(Exception):

@@ -41,7 +41,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .retile import (GRID_SCALE_ATTR, NotRetileable, Tied, _fixed, _NONE, _ops, _shape,
-                     _Tags, scale_dims, settle)
+                     _Tags, note_grid_rewrite, scale_dims, settle)
 from .shared import tile_bytes
 
 # Measured on the H100 (bench/RESULTS.md, "Small grids split"): RoPE and SwiGLU at 1,
@@ -168,16 +168,37 @@ def apply(func: ir.Operation, split: Split, axis: int, s: int) -> None:
     scale_dims(split.tied, Fraction(1, s))
     entry = func.regions[0].blocks[0]
     with ir.InsertionPoint.at_block_begin(entry), func.location:
-        bid = ir.Operation.create("tile.bid", results=[ir.IntegerType.get_signless(32)],
-                                  attributes={"axis": ir.IntegerAttr.get(
-                                      ir.IntegerType.get_signless(64), axis)}).results[0]
+        bid_op = ir.Operation.create("tile.bid", results=[ir.IntegerType.get_signless(32)],
+                                     attributes={"axis": ir.IntegerAttr.get(
+                                         ir.IntegerType.get_signless(64), axis)})
+    bid = bid_op.results[0]
+    # one new index per old one, made where the old one is (so it dominates all its
+    # uses): accesses that shared an index still do (what passes/iterations.py
+    # recognizes a map over slabs by)
+    made: dict[ir.Value, ir.Value] = {}
     for op, d in split.memory:
         pos = _index_base(op) + d
         index = op.operands[pos]
-        with ir.InsertionPoint(op), op.location:
-            scaled = arith.muli(index, arith.constant(index.type, s))
-            op.operands[pos] = arith.addi(scaled, bid)
+        if index not in made:
+            with _right_after(index, bid_op), op.location:
+                scaled = arith.muli(index, arith.constant(index.type, s))
+                made[index] = arith.addi(scaled, bid)
+        op.operands[pos] = made[index]
     func.attributes[GRID_SCALE_ATTR] = ir.DenseI64ArrayAttr.get([axis, 1, s])
+    note_grid_rewrite(func, "tile-split-blocks")
+
+
+def _right_after(v: ir.Value, bid: ir.Operation) -> ir.InsertionPoint:
+    """An insertion point right after `v`'s definition: after the op defining it, at
+    the start of the block whose argument it is, but after `bid` (the split's block
+    index, first in the entry block) for an argument of the kernel."""
+    owner = v.owner
+    at = bid if isinstance(owner, ir.Block) and owner == bid.block else owner
+    if isinstance(at, ir.Block):
+        return ir.InsertionPoint.at_block_begin(at)
+    at = at.operation if isinstance(at, ir.OpView) else at
+    ops = [o.operation for o in at.block.operations]
+    return ir.InsertionPoint(ops[ops.index(at) + 1])
 
 
 def free_axes(func: ir.Operation, mask: int) -> list[int]:
@@ -199,3 +220,12 @@ def split(func: ir.Operation, wish: int, mask: int) -> int | None:
             apply(func, cand, axes[0], s)
             return s
     return None
+
+
+def small_grid(func: ir.Operation) -> bool:
+    """Whether the launch `func` is compiled for has at most one block for every two
+    SMs: its grid wish asks for a split (backend/grid_wish.py)."""
+    from .grid_wish import parse
+    from .retile import WISH_ATTR
+    return WISH_ATTR in func.attributes and \
+        "split" in parse(ir.StringAttr(func.attributes[WISH_ATTR]).value)
