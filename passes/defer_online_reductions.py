@@ -44,8 +44,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math
 
-from tileir.backend.grid_wish import parse as parse_wish
-from tileir.backend.retile import WISH_ATTR, note_grid_rewrite
+from tileir.backend.retile import note_grid_rewrite
+from tileir.backend.split import small_grid
 from tileir.dialect import tile
 
 FLAG = "tile-defer-online-reductions"
@@ -68,17 +68,16 @@ def run(module: ir.Module) -> None:
     for op in module.body.operations:
         op = op.operation
         if op.name != "func.func" or "tile.kernel" not in op.attributes or \
-                WISH_ATTR not in op.attributes:
+                not small_grid(op):
             continue
-        if "split" not in parse_wish(ir.StringAttr(op.attributes[WISH_ATTR]).value):
-            continue
-        for loop in _loops(op):
+        for loop in loops(op):
             while (found := match(loop)) is not None:
                 rewrite(found)
                 note_grid_rewrite(op, FLAG)
 
 
-def _loops(func: ir.Operation) -> list[ir.Operation]:
+def loops(func: ir.Operation) -> list[ir.Operation]:
+    """The scf.for ops of `func`, outer ones first."""
     out = []
 
     def visit(op):

@@ -22,9 +22,7 @@ Example: (wish "split:8;free:6", grid (1, 1, 1); RoPE's heads)
 
 from mlir import ir
 
-from tileir.backend.grid_wish import parse as parse_wish
-from tileir.backend.retile import WISH_ATTR
-from tileir.backend.split import split
+from tileir.backend.split import small_grid_wish, split
 
 FLAG = "tile-split-blocks"
 SUMMARY = "split a small grid's tiles across more blocks along an element-wise dim"
@@ -33,10 +31,9 @@ SUMMARY = "split a small grid's tiles across more blocks along an element-wise d
 def run(module: ir.Module) -> None:
     for op in module.body.operations:
         op = op.operation
-        if op.name != "func.func" or "tile.kernel" not in op.attributes or \
-                WISH_ATTR not in op.attributes:
+        if op.name != "func.func" or "tile.kernel" not in op.attributes:
             continue
-        wish = parse_wish(ir.StringAttr(op.attributes[WISH_ATTR]).value)
-        if "split" in wish and "free" in wish:
+        wish = small_grid_wish(op)
+        if wish is not None and "free" in wish:
             with op.location:
                 split(op, int(wish["split"]), int(wish["free"]))

@@ -16,6 +16,7 @@ from tileir.backend import split as split_mod
 from tileir.backend.grid_wish import split_wish
 from tileir.examples import llm_ops, rmsnorm, vector_add
 from tileir.kernel import hardware_grid
+from tileir.passes.defer_online_reductions import loops
 from tileir.sim import simulate
 
 BF16 = ml_dtypes.bfloat16
@@ -203,16 +204,8 @@ def test_split_map_loops_still_load_ahead():
     ck = ct.kernel(llm_ops.vocab_softmax.fn).compile(
         (x, x, 8192), target="sm_90a", stage="pipeline", grid=(1,), sm_count=132)
     func = _kernel_func(ck.module)
-    loops = []
-
-    def visit(op):
-        if op.name == "scf.for":
-            loops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit)
     # first loop: M, S and the next chunk; second loop: the next chunk
-    assert [len(op.results) for op in loops] == [3, 1]
+    assert [len(op.results) for op in loops(func)] == [3, 1]
     assert "tile.grid_scale" in func.attributes
 
 

@@ -222,10 +222,16 @@ def split(func: ir.Operation, wish: int, mask: int) -> int | None:
     return None
 
 
-def small_grid(func: ir.Operation) -> bool:
-    """Whether the launch `func` is compiled for has at most one block for every two
-    SMs: its grid wish asks for a split (backend/grid_wish.py)."""
+def small_grid_wish(func: ir.Operation) -> dict[str, str] | None:
+    """The parsed grid wish of a kernel compiled for a small grid (at most one block for
+    every two SMs: the wish asks for a split, backend/grid_wish.py), else None."""
     from .grid_wish import parse
     from .retile import WISH_ATTR
-    return WISH_ATTR in func.attributes and \
-        "split" in parse(ir.StringAttr(func.attributes[WISH_ATTR]).value)
+    if WISH_ATTR not in func.attributes:
+        return None
+    wish = parse(ir.StringAttr(func.attributes[WISH_ATTR]).value)
+    return wish if "split" in wish else None
+
+
+def small_grid(func: ir.Operation) -> bool:
+    return small_grid_wish(func) is not None
