@@ -20,8 +20,8 @@ from .api import (PaddingMode, abs, arange, argmax, argmin, astype, bid, broadca
                   where, zeros)
 from .dtypes import (DType, bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32,
                      float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-from .errors import (TileCompilerExecutionError, TileError, TileSyntaxError, TileTypeError,
-                     TileUnsupportedFeatureError, TileValueError)
+from .errors import (TileCacheWarning, TileCompilerExecutionError, TileError, TileSyntaxError,
+                     TileTypeError, TileUnsupportedFeatureError, TileValueError)
 from .function import Function, function
 from .kernel import CompiledKernel, Kernel, kernel, launch
 from .specialization import ArraySpec, ConstBool, ConstInt, Constant

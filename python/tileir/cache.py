@@ -12,6 +12,8 @@ An entry is written into a temporary directory under `<root>` and renamed into
 place, so readers see all of it or none of it; when two processes write the same
 key, the second rename fails and that writer discards its copy.  Entries that do
 not match their manifest (copied half-way, truncated) are ignored and replaced.
+A cache that cannot be written (read-only, full, not a directory) or read is not
+an error: the compile goes on in memory, with a TileCacheWarning saying why.
 A directory's mtime is its last use; with TILEIR_CACHE_MAX_BYTES set, the least
 recently used entries are evicted after each write.
 
@@ -41,6 +43,7 @@ import sys
 import time
 import types
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -48,7 +51,7 @@ import numpy as np
 
 from . import dtypes as dt
 from . import knobs
-from .errors import TileError, TileTypeError, TileValueError
+from .errors import TileCacheWarning, TileError, TileTypeError, TileValueError
 
 # Bump when the key's contents or the entry layout change: old entries then just miss.
 FORMAT = 1
@@ -474,18 +477,31 @@ class Cache:
         existing = _open_entry(final, key)
         if existing is not None:
             return existing
+        memory = Entry(None, manifest, json.loads(meta_text), files)
         try:
             _write_entry(root, final, key, files, meta_text, manifest)
         except OSError as e:
-            raise TileError(f"cannot write the compile cache entry {final} ({e}); set "
-                            f"TILEIR_CACHE_DIR to a writable directory, or TILEIR_CACHE=0 to "
-                            f"compile without a cache") from None
+            warnings.warn(f"cannot write the compile cache entry {final} ({e}); kernel "
+                          f"'{kernel_name}' is compiled in memory only.  Set "
+                          f"TILEIR_CACHE_DIR to a writable directory with free space, or "
+                          f"TILEIR_CACHE=0 to compile without a cache", TileCacheWarning,
+                          stacklevel=3)
+            return memory
         self._evict(keep=final)
         entry = _open_entry(final, key)
         if entry is None:
-            raise TileError(f"the cache entry {final} vanished right after it was written; "
-                            f"is another process clearing {root}?")
+            warnings.warn(f"the cache entry {final} vanished right after it was written "
+                          f"(is another process clearing {root}?); using it from memory",
+                          TileCacheWarning, stacklevel=3)
+            return memory
         return entry
+
+    def discard(self, key: str) -> None:
+        """Removes the entry for `key` (a damaged or stale one), if there is one."""
+        suffix = f"-{key[:16]}"
+        for path in self._directories():
+            if path.name.endswith(suffix):
+                _remove(path)
 
     def entries(self) -> list[Entry]:
         """Every complete entry, by kernel name then creation time."""
@@ -506,6 +522,10 @@ class Cache:
         try:
             children = list(os.scandir(self.root))
         except FileNotFoundError:
+            return []
+        except OSError as e:                 # not a directory, no permission, I/O error
+            warnings.warn(f"cannot read the compile cache {self.root} ({e}); compiling "
+                          f"without it", TileCacheWarning, stacklevel=4)
             return []
         return [Path(c.path) for c in children if c.is_dir(follow_symlinks=False) and (
             _ENTRY_DIR.match(c.name) or include_scratch and c.name.startswith(_SCRATCH_PREFIXES))]

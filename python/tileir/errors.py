@@ -137,6 +137,12 @@ class TileCompilerExecutionError(TileError):
     """A compiler stage or external tool failed, or no compiler is there to run."""
 
 
+class TileCacheWarning(UserWarning):
+    """The compile cache could not be used as asked (unwritable, full, unreadable or
+    damaged entries): tileir compiled in memory or again, and says so."""
+
+
 __all__ = ["Diagnostic", "SourceLocation", "TileIRError", "TileError", "TileSyntaxError",
+           "TileCacheWarning",
            "TileTypeError", "TileValueError", "TileUnsupportedFeatureError",
            "TileCompilerExecutionError", "describe_location", "file_line_col", "source_snippet"]

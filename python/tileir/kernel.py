@@ -22,13 +22,15 @@ import os
 import pathlib
 import re
 import sys
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import knobs
-from .errors import (TileCompilerExecutionError, TileError, TileTypeError,
-                     TileUnsupportedFeatureError, TileValueError)
+from .errors import (TileCacheWarning, TileCompilerExecutionError, TileError,
+                     TileIRError, TileTypeError, TileUnsupportedFeatureError,
+                     TileValueError)
 from .frontend.source import SourceInfo
 from .function import KernelEntry
 from .specialization import ConstantAnnotation, Param, classify_arg, format_arg_specs
@@ -266,10 +268,20 @@ class Kernel(KernelEntry):
                        wish: str | None = None) -> CompiledKernel:
         """The `cubin`-stage specialization from the disk cache, or compiled and put there."""
         from .cache import PTXAS_REPORT, STAGE_FILES, cache_key
+        from .cache import CacheCorruptError
         key = cache_key(self, params, target, {"grid_wish": wish} if wish else None)
         entry = cache.get(key)
         if entry is not None:
-            return CompiledKernel.from_entry(self, params, target, entry)
+            try:
+                loaded = CompiledKernel.from_entry(self, params, target, entry)
+            except CacheCorruptError:            # garbage of the right size
+                warnings.warn(f"the compile cache entry {entry.path} is damaged (an artifact "
+                              f"does not match its manifest): kernel '{self.name}' is compiled "
+                              f"again and the entry replaced", TileCacheWarning, stacklevel=4)
+                loaded = None
+            if loaded is not None and not _built_by_another_toolchain(entry.meta):
+                return loaded
+            cache.discard(key)
         _require_mlir(self, params, target, key, cache)
         ck = self._build(params, "cubin", target, wish)
         files = {STAGE_FILES[stage]: data for stage, data in ck.artifacts.items()}
@@ -420,6 +432,23 @@ def _check_target(target: str) -> None:
 # ---------------------------------------------------------------------------
 # The compile cache's side of compiling
 # ---------------------------------------------------------------------------
+def _built_by_another_toolchain(meta: dict) -> bool:
+    """Whether a cached cubin was built by another ptxas or MLIR than this host would
+    use.  The key holds tileir's sources and the pinned wheels, not the tools actually
+    found (TILEIR_PTXAS, a CUDA toolkit on PATH, a hand-installed MLIR): a host that
+    can compile checks what the entry recorded (a subprocess, once per process); a
+    host that cannot (no MLIR or no ptxas: an ahead-of-time cache) uses the entry."""
+    recorded = meta.get("toolchain")
+    if not recorded:
+        return False
+    try:
+        import mlir.ir  # noqa: F401
+        here = toolchain_versions()
+    except (ImportError, TileIRError):
+        return False
+    return any(recorded.get(tool) != here[tool] for tool in here)
+
+
 def toolchain_versions() -> dict[str, str]:
     """What built a cubin, recorded in its metadata: ptxas' version and the MLIR wheel's.
 
