@@ -4,17 +4,27 @@ This is the README's test command, what `.ci/run` and CMake's `check-tile` run.
 Counts come from each runner's JUnit XML report, so the final line
 `N passed, N failed, N skipped` is exact whatever the runners print.
 Extra arguments go to pytest (e.g. `tile-check -k frontend`).
+
+On a GPU machine, `tile-check --gpu` runs the GPU tier only (pytest `-m gpu`), and
+`tile-check --gpu --sanitizer memcheck` (or racecheck, synccheck, initcheck) runs it
+under compute-sanitizer: any error the tool reports fails the run (its exit code),
+and the tool's summary lines are printed before the totals.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+
+SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+SANITIZER_ERROR = 86            # compute-sanitizer's exit code when its tool found errors
 
 
 def find_root(start: Path) -> Path | None:
@@ -46,7 +56,24 @@ def main(argv=None) -> int:
     p.add_argument("--root", type=Path, default=None, help="project root (default: found from cwd)")
     p.add_argument("--no-lit", action="store_true", help="skip the lit suite")
     p.add_argument("--no-pytest", action="store_true", help="skip pytest")
+    p.add_argument("--gpu", action="store_true",
+                   help="the GPU tests only (pytest -m gpu, no lit)")
+    p.add_argument("--sanitizer", choices=SANITIZER_TOOLS, default=None,
+                   help="run the tests under compute-sanitizer with this tool")
     args, pytest_args = p.parse_known_args(argv)
+    if args.gpu:
+        args.no_lit = True
+        pytest_args = ["-m", "gpu", *pytest_args]
+    wrapper: list[str] = []
+    if args.sanitizer:
+        tool = shutil.which("compute-sanitizer")
+        if tool is None:
+            print("tile-check: --sanitizer needs compute-sanitizer on PATH (CUDA toolkit)",
+                  file=sys.stderr)
+            return 2
+        args.no_lit = True
+        wrapper = [tool, "--tool", args.sanitizer, "--error-exitcode", str(SANITIZER_ERROR),
+                   "--print-limit", "20"]
     root = args.root or find_root(Path.cwd())
     if root is None:
         print("tile-check: run it inside the tileir checkout (no test/lit.cfg.py found)",
@@ -62,13 +89,16 @@ def main(argv=None) -> int:
                                  str(root / "test"), f"--xunit-xml-output={xml}"], xml))
         if not args.no_pytest:
             xml = Path(tmp) / "pytest.xml"
-            runs.append(("pytest", [sys.executable, "-m", "pytest", "-q", "-rs",
+            runs.append(("pytest", [*wrapper, sys.executable, "-m", "pytest", "-q", "-rs",
                                     f"--junitxml={xml}", *pytest_args], xml))
         for name, cmd, xml in runs:
             print(f"== {name}: {' '.join(cmd)}", flush=True)
             rc = subprocess.call(cmd, cwd=root, env=dict(os.environ))
             counts = junit_counts(xml)
-            if rc != 0 and counts[1] == 0:
+            if rc == SANITIZER_ERROR and wrapper:
+                print(f"== {name}: compute-sanitizer ({args.sanitizer}) reported errors")
+                counts = (counts[0], counts[1] + 1, counts[2])
+            elif rc != 0 and counts[1] == 0:
                 counts = (counts[0], 1, counts[2])     # the runner itself failed
             print(f"== {name}: {counts[0]} passed, {counts[1]} failed, {counts[2]} skipped\n")
             totals = [t + c for t, c in zip(totals, counts)]

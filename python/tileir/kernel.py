@@ -634,7 +634,8 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     if kinds is not None:
         plan = dispatch.make_plan(ck.cubin, ck.meta, hw_grid, args, ck.runtime_params)
         kernel._remember(kinds, grid, args, plan)
-        if plan.launch(stream, args, dispatch.dynamic_values(kinds, args)):
+        first = plan.native.launch if plan.native is not None else plan.launch
+        if first(stream, tuple(args), dispatch.dynamic_values(kinds, args)):
             return
     runtime_args = [args[i] for i in ck.runtime_params]
     launcher.launch(ck.cubin, ck.meta, hw_grid, runtime_args, stream)

@@ -108,6 +108,9 @@ def test_source_is_readable_python():
     compile(dispatch.dispatch_source("T"), "<test>", "exec")
 
 
+PRIMARY = 0xC0C0        # the device's primary context in the fake driver
+
+
 class Driver:
     """Records cuLaunchKernel calls with the parameter bytes they point at; `results`
     are the codes the next calls return (then 0)."""
@@ -122,6 +125,22 @@ class Driver:
                                   extra: self.launch(f or 0, gx, gy, gz, bx, by, bz, shared,
                                                      stream or 0, params, extra, "c")[0])
         self.c_address = ctypes.cast(self.c_launch, ctypes.c_void_p).value
+        # the thread's current context, as the C half asks for it and sets it
+        self.context, self.switches = PRIMARY, []
+
+        def get(out):
+            out[0] = self.context or None
+            return 0
+
+        def set_(ctx):
+            self.switches.append(ctx or 0)
+            self.context = ctx or 0
+            return 0
+
+        self.c_get = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))(get)
+        self.c_set = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(set_)
+        self.ctx_addresses = tuple(ctypes.cast(f, ctypes.c_void_p).value
+                                   for f in (self.c_get, self.c_set))
 
     def launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra,
                via="python"):
@@ -141,6 +160,8 @@ def fake_driver(monkeypatch):
     drv = Driver()
     monkeypatch.setattr(driver, "launch_entry", lambda: (drv.launch, int, int, 0))
     monkeypatch.setattr(driver, "launch_address", lambda: drv.c_address)
+    monkeypatch.setattr(driver, "context_addresses", lambda: drv.ctx_addresses)
+    monkeypatch.setattr(driver, "primary_handle", lambda ordinal: PRIMARY)
     return drv
 
 
@@ -360,3 +381,22 @@ def test_torch_streams_launch_on_their_handle_and_other_devices_are_refused(fast
     with pytest.raises(ValueError, match="cuda:1"):
         launch(Stream(1, 66), (), (0x2000, 1.0, 1, False))
     assert len(fake_driver.launches) == 1
+
+
+@pytest.mark.parametrize("foreign", [0xBAD0, 0])
+def test_the_c_half_launches_in_the_devices_context(fake_driver, foreign):
+    """Another context current: the device's is current for the launch only; none
+    current: the device's is made current and stays (as the CUDA runtime).  No launch
+    is refused on the way."""
+    if NATIVE is None:
+        pytest.skip("the C fast path is not built here (no compiler at install time)")
+    plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
+    fake_driver.context = foreign
+    assert plan.native.launch(None, (), (0x2000, 1.0, 1, False))
+    assert [l["via"] for l in fake_driver.launches] == ["c"]
+    assert fake_driver.switches == ([PRIMARY, foreign] if foreign else [PRIMARY])
+    assert fake_driver.context == (foreign or PRIMARY)
+    fake_driver.switches.clear()
+    fake_driver.context = PRIMARY
+    assert plan.native.launch(None, (), (0x2000, 1.0, 1, False))
+    assert fake_driver.switches == []

@@ -128,9 +128,15 @@ typedef struct {
     PyObject *cache;     /* {pointer: bytes} */
 } MapSlot;
 
+typedef int (*ctx_get_fn)(void **ctx);      /* cuCtxGetCurrent */
+typedef int (*ctx_set_fn)(void *ctx);       /* cuCtxSetCurrent */
+
 typedef struct {
     PyObject_HEAD
     launch_fn launch;
+    ctx_get_fn ctx_get;
+    ctx_set_fn ctx_set;
+    void *context;             /* the device's primary context (the function's) */
     void *function;
     unsigned grid[3], block[3], shared;
     void **params;
@@ -177,18 +183,22 @@ static int unsigned3(PyObject *seq, unsigned out[3], const char *what) {
 }
 
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"launch", "function", "grid", "block", "shared", "params",
-                            "slots", "maps", "owner", "device", "current_stream",
-                            "stream_of", "fallback", "keepalive", NULL};
-    unsigned long long launch, function, params;
+    static char *names[] = {"launch", "ctx_get", "ctx_set", "context", "function", "grid",
+                            "block", "shared", "params", "slots", "maps", "owner", "device",
+                            "current_stream", "stream_of", "fallback", "keepalive", NULL};
+    unsigned long long launch, ctx_get, ctx_set, context, function, params;
     unsigned long owner;
     PyObject *grid, *block, *slots, *maps;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KKOOIKO!O!kOOOOO", names, &launch, &function,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KKKKKOOIKO!O!kOOOOO", names, &launch,
+                                     &ctx_get, &ctx_set, &context, &function,
                                      &grid, &block, &self->shared, &params, &PyTuple_Type,
                                      &slots, &PyTuple_Type, &maps, &owner, &self->device,
                                      &self->current_stream, &self->stream_of,
                                      &self->fallback, &self->keepalive))
         return -1;
+    self->ctx_get = (ctx_get_fn)(uintptr_t)ctx_get;
+    self->ctx_set = (ctx_set_fn)(uintptr_t)ctx_set;
+    self->context = (void *)(uintptr_t)context;
     Py_INCREF(self->device);
     Py_INCREF(self->current_stream);
     Py_INCREF(self->stream_of);
@@ -400,11 +410,22 @@ static PyObject *plan_run(PlanObject *plan, PyObject *stream, PyObject *args,
             return NULL;
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = plan->launch(plan->function, plan->grid[0], plan->grid[1], plan->grid[2],
-                       plan->block[0], plan->block[1], plan->block[2], plan->shared, handle,
-                       plan->params, NULL);
+    /* The function belongs to the device's primary context: with none current, that
+     * one is made current and stays (as the CUDA runtime does on a thread's first
+     * call); with another one current, it is current for this launch only. */
+    void *current = NULL;
+    err = plan->ctx_get(&current);
+    if (err == 0 && current != plan->context)
+        err = plan->ctx_set(plan->context);
+    if (err == 0) {
+        err = plan->launch(plan->function, plan->grid[0], plan->grid[1], plan->grid[2],
+                           plan->block[0], plan->block[1], plan->block[2], plan->shared,
+                           handle, plan->params, NULL);
+        if (current != NULL && current != plan->context)
+            plan->ctx_set(current);
+    }
     Py_END_ALLOW_THREADS
-    if (err != 0)      /* no context, a foreign one, or a real error: the Python plan decides */
+    if (err != 0)      /* a real error: the Python plan reports it */
         return python_launch(plan->fallback, stream, args, values, nvalues);
     Py_RETURN_TRUE;
 }

@@ -26,9 +26,12 @@ Two implementations of `fast` and `key_of`, with one contract: generated Python
 compiler is) which makes the key, finds the plan, writes its slots and calls the
 driver without the interpreter in between: a launch costs about what the driver
 call does (bench/launch.py).  A plan then has a C half (`LaunchPlan.native`) with a
-buffer of its own; what the C half does not handle (another thread, a stream other
-than None, an int or a torch stream of the plan's device, a refused launch) it hands
-to `LaunchPlan.launch`.  The C path is used when built,
+buffer of its own; it asks the driver for the thread's current context (a
+thread-local read) and makes the device's primary context current where none or
+another one is (restoring the other one after), so it never launches into a
+refusal (which compute-sanitizer reports as an API error).  What the C half does
+not handle (another thread, a stream other than None, an int or a torch stream of
+the plan's device, an error from the driver) it hands to `LaunchPlan.launch`.  The C path is used when built,
 unless TILEIR_PY_LAUNCH=1.
 
 The fast path declines, and the checked path decides, for anything else: other
@@ -284,8 +287,11 @@ class LaunchPlan:
         `self.launch`."""
         from . import driver
         params = _Parameters(slots, dynamic, map_slots)
+        ctx_get, ctx_set = driver.context_addresses()
         return _native.Plan(
-            launch=driver.launch_address(), function=int(self.function), grid=self.grid,
+            launch=driver.launch_address(), ctx_get=ctx_get, ctx_set=ctx_set,
+            context=driver.primary_handle(self.device), function=int(self.function),
+            grid=self.grid,
             block=self.block, shared=self.shared, params=params.address, slots=params.slots,
             maps=tuple((j, address, encode, cache) for (j, encode, cache), address
                        in zip(self.encoders, params.map_addresses)),

@@ -401,6 +401,21 @@ def launch_address() -> int:
     return ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
 
 
+def context_addresses() -> tuple[int, int]:
+    """The addresses of the driver's `cuCtxGetCurrent` and `cuCtxSetCurrent`, for the C
+    fast path (it makes the device's context current where another one is)."""
+    import ctypes
+    cuda()
+    lib = ctypes.CDLL("libcuda.so.1")
+    return (ctypes.cast(lib.cuCtxGetCurrent, ctypes.c_void_p).value,
+            ctypes.cast(lib.cuCtxSetCurrent, ctypes.c_void_p).value)
+
+
+def primary_handle(ordinal: int) -> int:
+    """The device's primary context as an integer handle."""
+    return int(primary_context(ordinal))
+
+
 def synchronize(stream: int, kernel: str) -> None:
     """Waits for `stream`, reporting an asynchronous error as the kernel's."""
     driver = cuda()

@@ -1,0 +1,84 @@
+"""`tile-check` itself: the GPU tier and the compute-sanitizer wrapper, run on a
+throwaway project (a fake compute-sanitizer stands in for the real one)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tileir.tools import check
+
+PROJECT_TESTS = '''
+import pytest
+
+@pytest.mark.gpu
+def test_on_the_gpu():
+    pass
+
+def test_on_the_cpu():
+    pass
+'''
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "lit.cfg.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nmarkers = ["gpu: needs a GPU"]\n')
+    (tmp_path / "test" / "test_project.py").write_text(PROJECT_TESTS)
+    return tmp_path
+
+
+def _fake_sanitizer(tmp_path: Path, monkeypatch, exit_code: int) -> Path:
+    """A `compute-sanitizer` on PATH that logs its arguments, runs the command after
+    its options, and exits `exit_code` if that is not 0 (what the tool does when it
+    finds errors with --error-exitcode)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "sanitizer.log"
+    script = bindir / "compute-sanitizer"
+    script.write_text(f"""#!{sys.executable}
+import subprocess, sys
+args = sys.argv[1:]
+open({str(log)!r}, "w").write(" ".join(args))
+i = 0
+while args[i].startswith("--"):
+    i += 2
+rc = subprocess.call(args[i:])
+sys.exit({exit_code} or rc)
+""")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_gpu_runs_only_the_gpu_tier(project, capsys):
+    assert check.main(["--root", str(project), "--gpu", "test"]) == 0
+    out = capsys.readouterr().out
+    assert "-m gpu" in out and "== lit" not in out
+    assert out.strip().splitlines()[-1] == "1 passed, 0 failed, 0 skipped"
+
+
+@pytest.mark.parametrize("exit_code, last", [(0, "1 passed, 0 failed, 0 skipped"),
+                                             (check.SANITIZER_ERROR,
+                                              "1 passed, 1 failed, 0 skipped")])
+def test_sanitizer_errors_fail_the_run(project, tmp_path, monkeypatch, capsys, exit_code, last):
+    log = _fake_sanitizer(tmp_path, monkeypatch, exit_code)
+    rc = check.main(["--root", str(project), "--gpu", "--sanitizer", "racecheck", "test"])
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == last and rc == (1 if exit_code else 0)
+    assert log.read_text().startswith(f"--tool racecheck --error-exitcode "
+                                      f"{check.SANITIZER_ERROR}")
+    if exit_code:
+        assert "compute-sanitizer (racecheck) reported errors" in out
+
+
+def test_a_missing_sanitizer_is_named(project, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", "")
+    assert check.main(["--root", str(project), "--sanitizer", "memcheck"]) == 2
+    assert "needs compute-sanitizer on PATH" in capsys.readouterr().err
