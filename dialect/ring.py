@@ -88,12 +88,13 @@ class RingAllocOp(TileOpView):
         if not isinstance(attr, ir.ArrayAttr) or not len(attr) or \
                 not all(isinstance(a, ir.TypeAttr) for a in ir.ArrayAttr(attr)):
             raise VerifyError(f"'tiles' must be a non-empty array of tile types, got {attr}")
-        from .layout import tile_layout
+        from .layout import check_layout, tile_layout
         from tileir.backend.mma_layouts import Shared
         for t in self.tiles:
             if not isinstance(t, ir.RankedTensorType) or \
                     not isinstance(tile_layout(t), Shared):
                 raise VerifyError(f"ring tiles live in shared memory (#tile.shared); got {t}")
+            check_layout(t, "a ring tile")
 
 
 class _RingOp(TileOpView):

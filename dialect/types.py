@@ -41,6 +41,9 @@ def array_type(element_type: ir.Type, rank: int) -> ir.Type:
     return ir.Type.parse(f"!tile.array<{element_type}, {rank} : i64>")
 
 
+MAX_ARRAY_RANK = 8     # dims of an array argument (each passes a dim and a stride)
+
+
 def array_info(t: ir.Type) -> ArrayInfo | None:
     """Returns the element type and rank of an array type, or None for other types."""
     m = _ARRAY_RE.match(str(t))

@@ -14,7 +14,7 @@ from mlir import ir
 from .diagnostics import Diagnostic, TileIRError
 from .ods import VerifyError
 from .tile import DIALECT
-from .types import array_info, is_power_of_two
+from .types import MAX_ARRAY_RANK, array_info, is_power_of_two
 
 KERNEL_ATTR = "tile.kernel"
 FUNCTION_ATTR = "tile.function"
@@ -48,6 +48,12 @@ def _check_tile_type(t: ir.Type) -> str | None:
         if bad:
             return (f"tile shape {list(t.shape)} must have power-of-two dims; got {bad[0]} "
                     f"(pad the tile up to the next power of two and mask)")
+        if t.encoding is not None:              # a layout: well-formed, of the tile's rank
+            from .layout import check_layout
+            try:
+                check_layout(t, f"tile {t}")
+            except VerifyError as e:
+                return str(e)
     elif isinstance(t, (ir.ShapedType,)) and not isinstance(t, ir.RankedTensorType):
         return f"type {t} is not allowed in Tile IR (tiles are ranked static tensors)"
     return None
@@ -58,9 +64,23 @@ def _verify_function(func: ir.Operation, diags: list[Diagnostic]) -> None:
     if KERNEL_ATTR in func.attributes and len(ftype.results) != 0:
         diags.append(Diagnostic(func.location, "a tile.kernel function must not return values "
                                 "(store results into arrays instead)"))
+    for name, low in (("tile.num_warps", 1), ("tile.producer_warps", 0),
+                      ("tile.occupancy", 1)):
+        if name in func.attributes:
+            attr = func.attributes[name]
+            n = ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else -1
+            if not low <= n <= 32 or (name != "tile.occupancy" and n & (n - 1)):
+                diags.append(Diagnostic(func.location, f"{name} must be "
+                                        f"{'a power of two' if name != 'tile.occupancy' else 'an int'}"
+                                        f" from {low} to 32, got {attr}"))
     for i, t in enumerate(ftype.inputs):
-        ok = array_info(t) is not None or isinstance(t, (ir.IntegerType, ir.F16Type,
-                                                         ir.BF16Type, ir.F32Type, ir.F64Type))
+        info = array_info(t)
+        if info is not None and info.rank > MAX_ARRAY_RANK:
+            diags.append(Diagnostic(func.location, f"argument #{i} is an array of rank "
+                                    f"{info.rank}; arrays have at most {MAX_ARRAY_RANK} dims"))
+            continue
+        ok = info is not None or isinstance(t, (ir.IntegerType, ir.F16Type,
+                                                ir.BF16Type, ir.F32Type, ir.F64Type))
         if not ok and KERNEL_ATTR in func.attributes:
             diags.append(Diagnostic(func.location, f"kernel argument #{i} has type {t}; "
                                     f"kernels take !tile.array and scalar arguments"))

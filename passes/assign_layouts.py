@@ -21,9 +21,9 @@ Precondition:  verified IR after the `tile` stage (helpers inlined; only
                bytes are those of the loads at block-dependent indices (a
                block-invariant load, such as a weight row, is not counted;
                a kernel without such loads counts its largest tile).
-               Rejected at the op: `tile.mma`
-               and `tile.matmul` (tensor cores are not lowered yet), scf.while
-               carrying tiles, non-splat tile constants.
+               Products get tensor-core layouts (docs/tensor-cores.md).
+               Rejected at the op: a tile that needs more than 1024 registers a
+               thread at the chosen num_warps.
 
 Example:
   before:  %t = "tile.load"(%a, %i) {...} : (...) -> tensor<1024xf32>

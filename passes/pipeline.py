@@ -269,7 +269,7 @@ def run_stages(module: ir.Module, *, stop_after: str,
     stop = names.index(stop_after)
     if stop < start:
         raise TileIRError(f"the input is already at stage '{names[start]}', past "
-                          f"'{stop_after}'")
+                          f"'{stop_after}'", module.operation.location)
     for stage in names[start + 1:stop + 1]:
         run_stage(module, stage, print_after_all=print_after_all)
 

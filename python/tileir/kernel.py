@@ -592,7 +592,21 @@ def normalize_grid(grid) -> tuple[int, int, int]:
         if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 1:
             raise TileValueError(f"grid must be a tuple of 1 to 3 positive ints, got {grid!r}")
         dims.append(int(g))
-    return tuple(dims + [1] * (3 - len(dims)))
+    out = tuple(dims + [1] * (3 - len(dims)))
+    _check_grid_limits(out, "grid")
+    return out
+
+
+# CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+def _check_grid_limits(grid: tuple[int, int, int], what: str, kernel: str | None = None) -> None:
+    for axis, (g, limit) in enumerate(zip(grid, MAX_GRID)):
+        if g > limit:
+            who = f"kernel '{kernel}': " if kernel else ""
+            raise TileValueError(f"{who}{what} {tuple(grid)} has {g} blocks along axis "
+                                 f"{axis}; CUDA allows at most {limit} there")
 
 
 def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
@@ -655,6 +669,7 @@ def hardware_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[
             f"grid {tuple(grid)}")
     out = list(grid)
     out[axis] = grid[axis] * den // num
+    _check_grid_limits(tuple(out), "the hardware grid (the launch's, retiled)", meta["name"])
     return tuple(out)
 
 

@@ -88,6 +88,9 @@ class ArraySpec:
 # ---------------------------------------------------------------------------
 # Classifying arguments
 # ---------------------------------------------------------------------------
+MAX_DIM = (1 << 31) - 1          # the kernel ABI passes each array dim as an i32
+
+
 def classify_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool) -> Any:
     """The kind of argument `value` for parameter `pname` of kernel `kname`.
 
@@ -134,6 +137,12 @@ def _runtime_kind(kname: str, pname: str, value: Any, gpu: bool) -> Any:
                                 f"{value.dtype} are not supported")
         aligned = large = False
         if gpu:
+            for axis, n in enumerate(value.shape):
+                if n > MAX_DIM:
+                    raise TileValueError(
+                        f"argument '{pname}' of kernel '{kname}': dim {axis} has {n} "
+                        f"elements; a kernel indexes an array dim with 32 bits (at most "
+                        f"{MAX_DIM}): split the array, or launch over a view of it")
             from .runtime import arrays
             info = arrays.describe(value)
             aligned, large = arrays.aligned(info), arrays.large(info)

@@ -23,3 +23,16 @@ func.func @mma(%x: !tile.array<f16, 2 : i64>, %y: !tile.array<f32, 2 : i64>) att
   "tile.store"(%y, %m, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<16x16xf32, #a>, i32, i32) -> ()
   return
 }
+
+// -----
+
+// A warp count that is not 1..32 (found by the fuzzer: it reached the GPU
+// function's builder and crashed there).
+
+#row = #tile.blocked<array<i64: 1, 8>, array<i64: 1, 32>, array<i64: 1, 2>, array<i64: 1, 0>>
+// expected-error @+1 {{tile.num_warps must be a power of two from 1 to 32, got -1 : i32}}
+func.func @bad_warps(%x: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.num_warps = -1 : i32} {
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 512>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<1x512xbf16, #row>
+  return
+}

@@ -74,3 +74,23 @@ func.func @kernel_takes_tile(%t: tensor<4xf32>) attributes {tile.kernel} {
 func.func @unknown_tile_type(%a: !tile.matrix<f32>) {
   return
 }
+
+// -----
+
+// expected-error @+1 {{argument #0 is an array of rank 9; arrays have at most 8 dims}}
+func.func @rank9(%a: !tile.array<f32, 9 : i64>) attributes {tile.kernel} {
+  return
+}
+
+// -----
+
+// A layout must be well-formed wherever it appears (found by the fuzzer: a bad
+// order reached the lowering).
+
+#bad = #tile.blocked<array<i64: 1, 8>, array<i64: 1, 32>, array<i64: 1, 2>, array<i64: 7, 0>>
+func.func @bad_order(%x: !tile.array<bf16, 2 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{layout is malformed: order [7, 0] is not a permutation of 0..1}}
+  %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 512>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<1x512xbf16, #bad>
+  return
+}

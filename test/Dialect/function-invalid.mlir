@@ -89,3 +89,13 @@ func.func @call_with_wrong_type(%f: f32) attributes {tile.kernel} {
   %r = func.call @helper(%f) : (f32) -> i32
   return
 }
+
+// -----
+
+// The kernel's own num_warps must be a power of two within the block limit (the
+// verifier's: a hand-written later-stage kernel reaches passes that read it).
+
+// expected-error @+1 {{tile.num_warps must be a power of two from 1 to 32, got 3 : i32}}
+func.func @three_warps(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 3 : i32} {
+  return
+}

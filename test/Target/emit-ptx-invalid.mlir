@@ -19,7 +19,7 @@ module attributes {gpu.container_module, tile.stage = "gpu"} {
 // Past the 'ptx' stage, ptxas has replaced the PTX with a cubin.  Alone,
 // --emit=ptx drives the stages up to 'ptx', which this input is already past.
 
-// CHECK: tile-opt: error: the input is already at stage 'cubin', past 'ptx'
+// CHECK: emit-ptx-invalid.mlir:[[@LINE+2]]:1: error: the input is already at stage 'cubin', past 'ptx'
 // expected-error @+1 {{--emit=ptx: the module is at stage 'cubin', past 'ptx', and holds no PTX text; stop there with --stop-after=ptx}}
 module attributes {gpu.container_module, tile.stage = "cubin", tile.target = "sm_80"} {
   gpu.binary @tileir_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_80", features = "+ptx80">, bin = "\7FELF">]

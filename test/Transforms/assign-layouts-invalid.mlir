@@ -18,11 +18,28 @@ func.func @mma(%a: !tile.array<f16, 3 : i64>, %c: !tile.array<f32, 3 : i64>) att
   return
 }
 
+
 // -----
 
-// The kernel's own num_warps must be a power of two within the block limit.
+// IR past the layout stage that lost its tile.stage (found by the fuzzer: assigning
+// layouts again produced invalid IR).
 
-// expected-error @+1 {{num_warps must be a power of two <= 32, got 3}}
-func.func @three_warps(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 3 : i32} {
+#row = #tile.blocked<array<i64: 1, 8>, array<i64: 1, 32>, array<i64: 1, 2>, array<i64: 1, 0>>
+func.func @assigned(%x: !tile.array<bf16, 2 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{'tile.load' already has a layout or belongs to a later stage: this kernel is past the 'layout' stage; say so with the module attribute tile.stage}}
+  %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 512>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<1x512xbf16, #row>
+  return
+}
+
+// -----
+
+// A tile no thread could hold: 2^20 f32 on 512 threads.
+
+func.func @huge(%x: !tile.array<f32, 1 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{a tile of shape (1048576,) and f32 needs 2048 registers a thread on 512 threads (num_warps=16)}}
+  %t = "tile.load"(%x, %c0) {padding = "zero", tile_shape = array<i64: 1048576>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<1048576xf32>
+  "tile.store"(%x, %t, %c0) : (!tile.array<f32, 1 : i64>, tensor<1048576xf32>, i32) -> ()
   return
 }

@@ -49,3 +49,19 @@ func.func @grid_size(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel, til
   "tile.store"(%a, %t, %g) : (!tile.array<f32, 1 : i64>, tensor<64xf32>, i32) -> ()
   return
 }
+
+// -----
+
+// Malformed retile and wish attributes written by hand (found by the fuzzer).
+
+// expected-error @+1 {{tile.retile must be array<i64: axis, num, den> with axis 0..2 and num, den >= 1; got array<i64: 1, 128>}}
+func.func @short_retile(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.retile = array<i64: 1, 128>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile.grid_wish: grid wish item 'narrow:x' needs a positive int}}
+func.func @bad_wish(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.grid_wish = "narrow:x"} {
+  return
+}

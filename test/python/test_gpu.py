@@ -530,3 +530,31 @@ def test_map_and_column_kernels_on_small_grids(m, n):
     cols = poisoned(n, dtype=torch.float32)
     ct.launch(None, (ct.cdiv(n, 1024),), column_sum, (x, cols, 64, 1024))
     close(cols, (x.double() ** 2).sum(0).float())
+
+
+# ---------------------------------------------------------------------------
+# Unusual arrays: zero-size, strided views
+# ---------------------------------------------------------------------------
+def test_zero_size_tensors_launch_and_write_nothing():
+    z = torch.zeros(0, device="cuda")
+    out = torch.zeros(0, device="cuda")
+    ct.launch(None, (1,), vector_add.vector_add, (z, z, out, 1024))
+    torch.cuda.synchronize()
+    assert out.numel() == 0
+
+
+@pytest.mark.parametrize("step", [2, 3])
+def test_strided_views_are_read_and_written_through_their_strides(step):
+    base = torch.randn(5000 * step, device="cuda")
+    a, b = base[::step], torch.randn(5000, device="cuda")
+    big = torch.full((5000 * step,), float("nan"), device="cuda")
+    c = big[::step]
+    ct.launch(None, (ct.cdiv(5000, 1024),), vector_add.vector_add, (a, b, c, 1024))
+    close(c, a + b)
+    assert big.isnan().sum().item() == 5000 * (step - 1)      # nothing between written
+    x = torch.randn(7, 2 * 1000, device="cuda")[:, ::2]          # rows with a column stride
+    w = torch.randn(1000, device="cuda")
+    y = poisoned(7, 1000, dtype=torch.float32)
+    ct.launch(None, (7,), rmsnorm.rmsnorm, (x, w, y, 1e-6, 1024))
+    x64 = x.double()
+    close(y, x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double())

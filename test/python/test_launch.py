@@ -82,3 +82,76 @@ def test_large_arrays_are_judged_by_their_bytes(monkeypatch):
     assert not arrays.large(info((10, 49), ("cuda", 0)))
     assert not arrays.large(info((10, 50), ("cpu", 0)))         # host arrays never are
     assert not arrays.large(info((10, 50), ("cuda", None)))     # nor an unknown device's
+
+
+# ---------------------------------------------------------------------------
+# Bad input: each a clear tileir error naming the argument or the kernel line
+# ---------------------------------------------------------------------------
+A = np.ones(100, np.float32)
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((A, A, 128), ct.TileTypeError, r"kernel 'vector_add' takes 4 arguments \(a, b, c, TILE\), "
+                                    r"got 3"),
+    ((A, A, A, 128, 5), ct.TileTypeError, "takes 4 arguments"),
+    (("x", A, A, 128), ct.TileTypeError, "argument 'a' of kernel 'vector_add' is str; kernels "
+                                         "take arrays"),
+    ((None, A, A, 128), ct.TileTypeError, "argument 'a' of kernel 'vector_add' is NoneType"),
+    ((A, A, A, 128.0), ct.TileTypeError, r"argument 'TILE' of kernel 'vector_add' is "
+                                         r"Constant\[int\] but got float"),
+    ((A.astype(np.complex64), A, A, 128), ct.TileTypeError, "arrays of complex64 are not "
+                                                            "supported"),
+    ((A, A, A, 100), ct.TileValueError, r"vector_add.py:\d+:\d+: error: tile shape \(100,\) must "
+                                        r"have power-of-two dims"),
+    ((A.reshape(10, 10), A.reshape(10, 10), A.reshape(10, 10).copy(), 128), ct.TileTypeError,
+     r"vector_add.py:\d+:\d+: error: shape \(128,\) has 1 dims but the array has 2"),
+])
+def test_bad_arguments_are_named(args, error, message):
+    with pytest.raises(error, match=message):
+        ct.launch(None, (1,), vector_add, args)
+
+
+@pytest.mark.parametrize("grid, message", [
+    ((0,), r"grid must be a tuple of 1 to 3 positive ints, got \(0,\)"),
+    ((1, 1, 1, 1), "grid must be a tuple of 1 to 3 positive ints"),
+    ((2.0,), "grid must be a tuple of 1 to 3 positive ints"),
+    ((1, 65536), r"grid \(1, 65536, 1\) has 65536 blocks along axis 1; CUDA allows at most "
+                 r"65535 there"),
+    ((2**31,), "has 2147483648 blocks along axis 0; CUDA allows at most 2147483647"),
+])
+def test_bad_grids_are_refused_before_anything_runs(grid, message):
+    c = np.full(100, np.nan, np.float32)
+    with pytest.raises(ct.TileValueError, match=message):
+        ct.launch(None, grid, vector_add, (A, A, c, 128))
+    with pytest.raises(ct.TileValueError, match=message):
+        vector_add.compile((A, A, c, 128), target="sm_90a", grid=grid)
+    assert np.isnan(c).all()
+
+
+def test_zero_size_arrays_run_and_write_nothing():
+    z = np.zeros(0, np.float32)
+    c = np.zeros(0, np.float32)
+    ct.launch(None, (1,), vector_add, (z, z, c, 128))
+    assert c.shape == (0,)
+
+
+def test_dims_beyond_32_bits_are_refused_for_the_gpu():
+    """The kernel ABI passes a dim as an i32: an array with more elements along one
+    dim is refused by name (the interpreter refuses it too, located)."""
+    huge = np.broadcast_to(np.zeros(1, np.float32), (2**31 + 5,))
+    with pytest.raises(ct.TileValueError, match="argument 'a' of kernel 'vector_add': dim 0 "
+                                                "has 2147483653 elements; a kernel indexes an "
+                                                "array dim with 32 bits"):
+        vector_add.compile((huge, huge, huge, 128), target="sm_90a")
+    from tileir.errors import TileIRError
+    with pytest.raises(TileIRError, match="more than i32 can index"):
+        ct.launch(None, (1,), vector_add, (huge, huge, np.zeros(1, np.float32), 128))
+
+
+def test_a_tile_too_large_for_registers_is_a_located_error():
+    from tileir.errors import TileIRError
+    with pytest.raises(TileIRError, match=r"vector_add.py:\d+:\d+: error: a tile of shape "
+                                          r"\(1048576,\) and f32 needs 2048 registers a thread "
+                                          r"on 512 threads .num_warps=16.; a thread has 255, "
+                                          r"and past 1024 .*: use smaller tiles"):
+        vector_add.compile((A, A, A, 1 << 20), target="sm_90a")

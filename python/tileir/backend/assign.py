@@ -678,6 +678,65 @@ def block_invariant(v: ir.Value, seen: set | None = None) -> bool:
     return all(block_invariant(x, seen) for x in op.operands)
 
 
+# The 32-bit registers one tile may take in each thread.  A thread has 255: past
+# that a tile spills to local memory (slow, but it runs: a 128 x 256 f32 accumulator
+# on 4 warps takes 256).  Far past it, the code unrolls every element of the tile
+# (a 2^20-element f32 tile on 1024 threads, 1024 a thread: 32 s of ptxas and 29 KB
+# of local memory a thread), so that is refused.
+MAX_TILE_REGISTERS = 1024
+
+
+def check_tile_registers(func: ir.Operation, warps: int) -> None:
+    """A located error for the first tile of `func` that needs more than
+    MAX_TILE_REGISTERS registers a thread at `warps` warps (tiles a product reads
+    from shared memory counted too, conservatively)."""
+    threads = 32 * warps
+    found = []
+
+    def visit(op):
+        for v in op.results:
+            t = v.type
+            if not isinstance(t, ir.RankedTensorType):
+                continue
+            n = math.prod(t.shape)
+            words = -(-n * max(32, bitwidth(t.element_type)) // 32) // threads
+            if words > MAX_TILE_REGISTERS:
+                found.append((op.location, t, words))
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)            # (raising inside a walk would lose the error's type)
+    if found:
+        loc, t, words = found[0]
+        raise TileIRError(
+            f"a tile of shape {tuple(t.shape)} and {t.element_type} needs {words} registers "
+            f"a thread on {threads} threads (num_warps={warps}); a thread has 255, and past "
+            f"{MAX_TILE_REGISTERS} the compile unrolls a spilled tile element by element: "
+            f"use smaller tiles (a loop over chunks of the data)", loc)
+
+
+def _check_not_assigned(func: ir.Operation) -> None:
+    """A located error for a kernel that already has layouts or later-stage ops: IR
+    past the `layout` stage whose module lost its `tile.stage` (found by the fuzzer:
+    assigning again made invalid IR)."""
+    found = []
+
+    def visit(op):
+        later = op.name.startswith(("tile.ring_", "tile.mma_async", "tile.mma_wait",
+                                    "tile.convert_layout"))
+        if later or any(isinstance(v.type, ir.RankedTensorType) and v.type.encoding is not None
+                        for v in op.results):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    if found:
+        raise TileIRError(f"'{found[0].name}' already has a layout or belongs to a later stage: "
+                          f"this kernel is past the 'layout' stage; say so with the module "
+                          f"attribute tile.stage", found[0].location)
+
+
 def assign_layouts(module: ir.Module) -> None:
     """Runs layout assignment on every `tile.kernel` function of `module`."""
     attrs = module.operation.attributes
@@ -685,7 +744,9 @@ def assign_layouts(module: ir.Module) -> None:
     for op in module.body.operations:
         op = op.operation
         if op.name == "func.func" and "tile.kernel" in op.attributes:
+            _check_not_assigned(op)
             warps, occupancy = choose_schedule(op, chip)
+            check_tile_registers(op, warps)
             LayoutAssigner(op, warps, chip).run()
             if occupancy is not None:
                 op.attributes["tile.occupancy"] = ir.IntegerAttr.get(

@@ -73,11 +73,20 @@ def short_dims(names: Sequence[str], shapes: Sequence[Sequence[int] | None]) -> 
     return out
 
 
+_INT_ITEMS = ("wide", "narrow", "split", "free")
+
+
 def parse(wish: str | None) -> dict[str, str]:
-    """{"wide" | "narrow" | "short" | "split" | "free": argument} of a wish string."""
+    """{"wide" | "narrow" | "short" | "split" | "free": argument} of a wish string;
+    ValueError naming the item for one that is unknown or malformed (a wish written
+    by hand into IR)."""
     out = {}
     for item in (wish or "").split(";"):
         if item:
             kind, _, arg = item.partition(":")
+            if kind not in _INT_ITEMS + ("short",):
+                raise ValueError(f"unknown grid wish item '{item}'")
+            if kind in _INT_ITEMS and not (arg.isdigit() and 0 < int(arg) < 1 << 16):
+                raise ValueError(f"grid wish item '{item}' needs a positive int")
             out[kind] = arg
     return out

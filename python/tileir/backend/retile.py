@@ -67,6 +67,19 @@ WISH_ATTR = "tile.grid_wish"               # "wide:<even axes mask>" or "narrow:
 GRID_REWRITES_ATTR = "tile.grid_rewrites"
 
 
+def read_wish(func: ir.Operation) -> dict[str, str]:
+    """`func`'s parsed grid wish ({} without one); a located error for a malformed one."""
+    if WISH_ATTR not in func.attributes:
+        return {}
+    attr = func.attributes[WISH_ATTR]
+    try:
+        if not isinstance(attr, ir.StringAttr):
+            raise ValueError(f"it must be a string, got {attr}")
+        return parse_wish(ir.StringAttr(attr).value)
+    except ValueError as e:
+        raise TileIRError(f"{WISH_ATTR}: {e}", func.location) from None
+
+
 def note_grid_rewrite(func: ir.Operation, flag: str) -> None:
     """Records on `func` that pass `flag` rewrote it for the launch's grid."""
     old = [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes[GRID_REWRITES_ATTR])] \
@@ -572,7 +585,13 @@ def retile(func: ir.Operation, target: str) -> Fraction | None:
     """Applies the kernel's `tile.retile` (raising where it cannot), or what its
     `tile.grid_wish` asks for where the kernel allows; returns the grid's factor."""
     if RETILE_ATTR in func.attributes:
-        axis, num, den = list(ir.DenseI64ArrayAttr(func.attributes[RETILE_ATTR]))
+        attr = func.attributes[RETILE_ATTR]
+        vals = list(ir.DenseI64ArrayAttr(attr)) if isinstance(attr, ir.DenseI64ArrayAttr) \
+            else []
+        if len(vals) != 3 or not 0 <= vals[0] < 3 or vals[1] < 1 or vals[2] < 1:
+            raise TileIRError(f"{RETILE_ATTR} must be array<i64: axis, num, den> with axis "
+                              f"0..2 and num, den >= 1; got {attr}", func.location)
+        axis, num, den = vals
         factor = Fraction(num, den)
         what = f"retile=({axis}, {factor})"
         _split_splats(func)
@@ -584,7 +603,7 @@ def retile(func: ir.Operation, target: str) -> Fraction | None:
         return factor
     if WISH_ATTR not in func.attributes:
         return None
-    wish = parse_wish(ir.StringAttr(func.attributes[WISH_ATTR]).value)
+    wish = read_wish(func)
     if not {"wide", "narrow", "short"} & wish.keys():
         return None                                  # (a split wish: tile-split-blocks')
     _split_splats(func)

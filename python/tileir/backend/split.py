@@ -225,11 +225,8 @@ def split(func: ir.Operation, wish: int, mask: int) -> int | None:
 def small_grid_wish(func: ir.Operation) -> dict[str, str] | None:
     """The parsed grid wish of a kernel compiled for a small grid (at most one block for
     every two SMs: the wish asks for a split, backend/grid_wish.py), else None."""
-    from .grid_wish import parse
-    from .retile import WISH_ATTR
-    if WISH_ATTR not in func.attributes:
-        return None
-    wish = parse(ir.StringAttr(func.attributes[WISH_ATTR]).value)
+    from .retile import read_wish
+    wish = read_wish(func)
     return wish if "split" in wish else None
 
 

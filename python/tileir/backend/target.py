@@ -9,6 +9,7 @@ ptxas is looked up, in order: the `TILEIR_PTXAS` knob, the pip wheel
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shutil
 import subprocess
@@ -83,6 +84,68 @@ def lower_to_llvm(module: ir.Module, target: Target, grid_constants: list[int] =
         _mark_grid_constants(module, list(grid_constants))
 
 
+def _llvm_compatible(t: ir.Type) -> bool:
+    """Whether the translation to LLVM IR knows `t`: integers, floats, vectors of them,
+    and the LLVM dialect's own types."""
+    if isinstance(t, ir.VectorType):
+        return _llvm_compatible(t.element_type)
+    return isinstance(t, (ir.IntegerType, ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type,
+                          ir.NoneType)) or str(t).startswith("!llvm.") or \
+        type(t).__name__.startswith("Float")
+
+
+def _power_of_two_attr(attr: ir.Attribute) -> bool:
+    if not isinstance(attr, ir.IntegerAttr):
+        return True
+    a = ir.IntegerAttr(attr).value
+    return a > 0 and not a & (a - 1)
+
+
+def _check_translatable(module: ir.Module) -> None:
+    """A located error for what the translation to LLVM IR and NVPTX would abort the
+    process on, or report without a place (found by test/fuzz/fuzz_mlir.py): a tensor
+    or memref type left on an op of the gpu.module (an operand, a result or a type
+    attribute such as a GEP's element type), an alignment that is not a power of
+    two, a kernel's thread count out of 1..1024."""
+    bad = []
+
+    def visit(op):
+        if op.name in ("gpu.module", "builtin.module"):
+            return ir.WalkResult.ADVANCE
+        types = [v.type for v in list(op.operands) + list(op.results)]
+        for i in range(len(op.attributes)):
+            named = op.attributes[i]
+            attr = named.attr
+            if isinstance(attr, ir.TypeAttr):
+                types.append(attr.value)
+            elif named.name == "alignment" and not _power_of_two_attr(attr):
+                bad.append((op, f"alignment {ir.IntegerAttr(attr).value}, not a power of two"))
+            elif named.name == "arg_attrs" and isinstance(attr, ir.ArrayAttr):
+                for i, d in enumerate(ir.ArrayAttr(attr)):
+                    d = ir.DictAttr(d)
+                    if "llvm.align" in d and not _power_of_two_attr(d["llvm.align"]):
+                        bad.append((op, f"argument #{i} aligned to "
+                                        f"{ir.IntegerAttr(d['llvm.align']).value}, not a "
+                                        f"power of two"))
+            elif named.name in ("nvvm.maxntid", "nvvm.reqntid") and \
+                    isinstance(attr, ir.DenseI32ArrayAttr):
+                dims = list(ir.DenseI32ArrayAttr(attr))
+                if any(d < 1 for d in dims) or math.prod(dims) > 1024:
+                    bad.append((op, f"{named.name} {dims}: a block has 1 to 1024 threads"))
+        for t in types:
+            if not _llvm_compatible(t):
+                bad.append((op, f"type {t}, which has no LLVM equivalent: the 'llvm' stage "
+                                f"must leave only LLVM types"))
+        return ir.WalkResult.INTERRUPT if bad else ir.WalkResult.ADVANCE
+
+    for top in module.body.operations:
+        if top.operation.name == "gpu.module":
+            top.operation.walk(visit)
+    if bad:
+        op, what = bad[0]
+        raise TileIRError(f"'{op.name}' has {what}", op.location)
+
+
 TENSOR_MAP_BYTES = 128
 
 
@@ -108,6 +171,7 @@ def _mark_grid_constants(module: ir.Module, slots: list[int]) -> None:
 
 def emit_ptx(module: ir.Module) -> str:
     """Stage `ptx`: NVPTX code generation of the (LLVM-stage) gpu.module."""
+    _check_translatable(module)
     _run(module, "builtin.module(gpu-module-to-binary{format=isa})")
     return binary_object(module)[1].object.decode()
 

@@ -2,7 +2,7 @@
 
 // ...but stopping before the input's own stage is an error.
 
-// CHECK: tile-opt: error: the input is already at stage 'tile', past 'frontend'
+// CHECK: stop-after-invalid.mlir:[[@LINE+1]]:1: error: the input is already at stage 'tile', past 'frontend'
 module attributes {tile.stage = "tile"} {
 }
 

@@ -1,0 +1,250 @@
+"""Fuzzing the frontend and the GPU stages with random kernels, checked against the interpreter.
+
+    python test/fuzz/fuzz_kernels.py [--fuzz-n 1000] [--seed 0] [--jobs 2] [--out DIR]
+
+Each case is the source of a small cuTile-style kernel: two (T0, T1) tiles loaded
+at a block's row of tiles, a random expression over them (element-wise math,
+comparisons and `where`, reductions broadcast back, transposes, casts through
+bf16, a short loop), stored to a third array, launched over a ragged array.
+About one case in six is made invalid on purpose (a tile dim that is not a power
+of two, a tile of the wrong rank, an unknown function, a dtype the array cannot
+take).
+
+A valid case runs in the interpreter (NumPy, the oracle), then is compiled for
+sm_90a and sm_80 and run in the simulator (tileir.sim: the cubin stage's IR,
+thread by thread), and with `--gpu` launched on the GPU; the outputs must agree.  An invalid case must raise a tileir
+error that names the kernel's source line or the argument.  A finding is
+anything else: a mismatch, a crash, an error without a place.  Reproducers
+(`finding-<n>.py`) go to --out.
+
+`run(n, seed)` is what `test/python/test_fuzz.py` calls for the short run that
+`tile-check` includes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import os
+import random
+import re
+import sys
+import tempfile
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+TARGETS = ("sm_90a", "sm_80")
+RTOL = ATOL = 2e-3            # tanh and exp run approximate instructions on the GPU
+
+
+@dataclasses.dataclass
+class Finding:
+    seed: int
+    source: str
+    what: str
+
+
+# ---------------------------------------------------------------------------
+# Generation
+# ---------------------------------------------------------------------------
+def _expr(rng: random.Random, names: list[str], depth: int) -> str:
+    """A random f32 expression of the tiles' shape over `names`."""
+    if depth <= 0 or rng.random() < 0.25:
+        return rng.choice(names)
+    a = _expr(rng, names, depth - 1)
+    b = _expr(rng, names, depth - 1)
+    forms = [
+        f"({a} + {b})", f"({a} - {b})", f"({a} * {b})", f"({a} / (ct.abs({b}) + 1.0))",
+        f"ct.maximum({a}, {b})", f"ct.minimum({a}, {b})", f"ct.exp(ct.minimum({a}, 8.0))",
+        f"ct.sqrt(ct.abs({a}))", f"ct.tanh({a})", f"ct.sin({a})", f"(-{a})",
+        f"ct.where({a} > {b}, {a}, {b})",
+        f"(ct.sum({a}, axis=1, keepdims=True) + {b})",
+        f"(ct.max({a}, axis=0, keepdims=True) - {b})",
+        f"ct.transpose(ct.transpose({a}))",
+        f"ct.astype(ct.astype({a}, ct.bfloat16), ct.float32)",
+        f"({a} * 0.5 + 1.25)",
+    ]
+    return rng.choice(forms)
+
+
+def generate(seed: int) -> tuple[str, dict]:
+    """(kernel module source, case parameters) for `seed`."""
+    rng = random.Random(seed)
+    t0, t1 = rng.choice([1, 2, 4, 8, 16]), rng.choice([8, 16, 32, 64, 128])
+    invalid = rng.choice([None] * 5 + ["shape", "rank", "name", "dtype"])
+    body = []
+    names = ["a", "b"]
+    for j in range(rng.randint(0, 3)):
+        body.append(f"    v{j} = {_expr(rng, names, rng.randint(1, 3))}")
+        names.append(f"v{j}")
+    if rng.random() < 0.3:
+        body.append("    acc = ct.zeros((T0, T1), dtype=ct.float32)")
+        body.append(f"    for _ in range({rng.randint(1, 3)}):")
+        body.append(f"        acc = acc + {_expr(rng, names, 1)}")
+        names.append("acc")
+    result = _expr(rng, names, 2)
+    load_shape = "(T0, T1)"
+    if invalid == "rank":
+        load_shape = "(T0, T1, 2)"
+    if invalid == "name":
+        result = f"ct.not_a_function({result})"
+    lines = [
+        "import tileir as ct",
+        "",
+        "",
+        "@ct.kernel",
+        "def k(x, y, out, T0: ct.Constant[int], T1: ct.Constant[int]):",
+        "    i = ct.bid(0)",
+        f"    a = ct.load(x, index=(i, 0), shape={load_shape}, "
+        "padding_mode=ct.PaddingMode.ZERO)",
+        "    b = ct.load(y, index=(i, 0), shape=(T0, T1), padding_mode=ct.PaddingMode.ZERO)",
+        *body,
+        f"    ct.store(out, index=(i, 0), tile=ct.astype({result}, out.dtype))",
+        "",
+    ]
+    if invalid == "shape":
+        t0 = rng.choice([3, 5, 12])
+    rows = rng.randint(1, 3) * t0 - rng.randint(0, t0 - 1)
+    cols = rng.randint(1, t1)
+    case = {"t0": t0, "t1": t1, "rows": rows, "cols": cols, "invalid": invalid,
+            "out_dtype": "complex64" if invalid == "dtype" else rng.choice(["float32",
+                                                                             "float16"])}
+    return "\n".join(lines), case
+
+
+# ---------------------------------------------------------------------------
+# Checking
+# ---------------------------------------------------------------------------
+def _load(source: str, workdir: Path, seed: int):
+    path = workdir / f"case_{seed}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"fuzz_case_{seed}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.k, path
+
+
+def _located(error: Exception, path: Path) -> bool:
+    text = str(error)
+    return re.search(rf"{re.escape(path.name)}:\d+:\d+: error:", text) is not None or \
+        re.search(r"argument '\w+' of kernel 'k'", text) is not None
+
+
+def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
+    import tileir as ct
+    from tileir.errors import TileIRError
+    from tileir.kernel import hardware_grid
+    from tileir.sim import simulate
+    source, case = generate(seed)
+    try:
+        kernel, path = _load(source, workdir, seed)
+    except Exception as e:                         # a generator bug, not tileir's
+        return Finding(seed, source, f"the case does not import: {e!r}")
+    rng = np.random.default_rng(seed)
+    rows, cols, t0, t1 = case["rows"], case["cols"], case["t0"], case["t1"]
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    y = rng.standard_normal((rows, cols)).astype(np.float32)
+    out_dtype = np.dtype(case["out_dtype"])
+    grid = (-(-rows // t0), 1, 1)
+    args = lambda out: (x, y, out, t0, t1)  # noqa: E731
+    ref = np.full((rows, cols), np.nan, out_dtype)
+    try:
+        ct.launch(None, grid, kernel, args(ref))
+    except (TileIRError, ct.TileError) as e:
+        if case["invalid"] and _located(e, path):
+            return None
+        return Finding(seed, source, f"interpreter: {type(e).__name__}: {e}"[:2000])
+    except Exception:
+        return Finding(seed, source, "interpreter crashed:\n" + traceback.format_exc()[-2000:])
+    if case["invalid"]:
+        return Finding(seed, source, f"the invalid case ({case['invalid']}) ran")
+    if gpu:
+        import torch
+        tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+        tout = torch.full((rows, cols), float("nan"), dtype=getattr(torch, out_dtype.name),
+                          device="cuda")
+        try:
+            ct.launch(None, grid, kernel, (tx, ty, tout, t0, t1))
+            torch.cuda.synchronize()
+        except Exception:
+            return Finding(seed, source, "GPU launch failed:\n" + traceback.format_exc()[-2000:])
+        mismatch = _mismatch(tout.cpu().numpy(), ref, out_dtype)
+        if mismatch:
+            return Finding(seed, source, f"GPU: {mismatch} (case {case})")
+    for target in TARGETS:
+        got = np.full((rows, cols), np.nan, out_dtype)
+        try:
+            ck = kernel.compile(args(got), target=target)
+            simulate(ck, hardware_grid(ck.meta, grid), args(got))
+        except (TileIRError, ct.TileError) as e:
+            return Finding(seed, source, f"{target}: {type(e).__name__}: {e}"[:2000])
+        except Exception:
+            return Finding(seed, source, f"{target} crashed:\n" + traceback.format_exc()[-2000:])
+        mismatch = _mismatch(got, ref, out_dtype)
+        if mismatch:
+            return Finding(seed, source, f"{target}: simulator {mismatch} (case {case})")
+    return None
+
+
+def _mismatch(got: np.ndarray, ref: np.ndarray, dtype) -> str | None:
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    tol = 2e-2 if dtype == np.float16 else RTOL
+    if np.allclose(g, r, rtol=tol, atol=tol, equal_nan=True):
+        return None
+    bad = tuple(np.argwhere(~np.isclose(g, r, rtol=tol, atol=tol, equal_nan=True))[0])
+    return f"{g[bad]} vs the interpreter's {r[bad]} at {bad}"
+
+
+def _check_one(seed: int, gpu: bool = False) -> Finding | None:
+    with tempfile.TemporaryDirectory(prefix="tileir-kfuzz-") as d:
+        return check(seed, Path(d), gpu)
+
+
+def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
+        gpu: bool = False) -> list[Finding]:
+    seeds = [seed * 1_000_003 + i for i in range(n)]
+    os.environ.setdefault("TILEIR_CACHE", "0")
+    if gpu:
+        results = [_check_one(s, True) for s in seeds]     # one process holds the GPU
+    elif jobs > 1:
+        # spawned, not forked: a fork of a process whose MLIR and driver threads hold
+        # locks (pytest after other tests) can hang in the child
+        import multiprocessing
+        with ProcessPoolExecutor(max_workers=jobs,
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            results = list(pool.map(_check_one, seeds, chunksize=4))
+    else:
+        results = [_check_one(s) for s in seeds]
+    findings = [f for f in results if f is not None]
+    if out is not None and findings:
+        out.mkdir(parents=True, exist_ok=True)
+        for i, f in enumerate(findings):
+            (out / f"finding-{i}.py").write_text(
+                f"# seed {f.seed}\n" + "".join(f"# {l}\n" for l in f.what.splitlines())
+                + f.source)
+    return findings
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--fuzz-n", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--out", type=Path, default=Path("fuzz-findings"))
+    p.add_argument("--gpu", action="store_true",
+                   help="also launch each valid kernel on the GPU (torch tensors)")
+    args = p.parse_args(argv)
+    findings = run(args.fuzz_n, args.seed, args.jobs, args.out, args.gpu)
+    print(f"{args.fuzz_n} kernels, seed {args.seed}: {len(findings)} findings"
+          + (f" (reproducers in {args.out})" if findings else ""))
+    for f in findings[:20]:
+        print(f"  [seed {f.seed}] {f.what.splitlines()[0][:200]}")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
