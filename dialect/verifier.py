@@ -13,6 +13,7 @@ from mlir import ir
 
 from .diagnostics import Diagnostic, TileIRError
 from .ods import VerifyError
+from .ring import MAX_STAGES
 from .tile import DIALECT
 from .types import MAX_ARRAY_RANK, array_info, is_power_of_two
 
@@ -64,15 +65,18 @@ def _verify_function(func: ir.Operation, diags: list[Diagnostic]) -> None:
     if KERNEL_ATTR in func.attributes and len(ftype.results) != 0:
         diags.append(Diagnostic(func.location, "a tile.kernel function must not return values "
                                 "(store results into arrays instead)"))
-    for name, low in (("tile.num_warps", 1), ("tile.producer_warps", 0),
-                      ("tile.occupancy", 1)):
+    # kernel attributes the GPU stages read (set by @kernel options, or by hand)
+    for name, low, high, power in (("tile.num_warps", 1, 32, True),
+                                   ("tile.producer_warps", 0, 32, True),
+                                   ("tile.occupancy", 1, 32, False),
+                                   ("tile.num_stages", 2, MAX_STAGES, False)):
         if name in func.attributes:
             attr = func.attributes[name]
             n = ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else -1
-            if not low <= n <= 32 or (name != "tile.occupancy" and n & (n - 1)):
+            if not low <= n <= high or (power and n & (n - 1)):
                 diags.append(Diagnostic(func.location, f"{name} must be "
-                                        f"{'a power of two' if name != 'tile.occupancy' else 'an int'}"
-                                        f" from {low} to 32, got {attr}"))
+                                        f"{'a power of two' if power else 'an int'} from "
+                                        f"{low} to {high}, got {attr}"))
     for i, t in enumerate(ftype.inputs):
         info = array_info(t)
         if info is not None and info.rank > MAX_ARRAY_RANK:

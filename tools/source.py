@@ -117,8 +117,14 @@ _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|->|>=|<=|[({\[<]|[)}\]>]')
 _OPENING, _CLOSING = frozenset("({[<"), frozenset(")}]>")
 
 
+# Unranked tensors and memrefs: not Tile IR, and some of MLIR's own verifiers assert
+# (abort the process) on them, e.g. arith.sitofp to tensor<*xf32> (found by the fuzzer).
+_UNRANKED = re.compile(r"\b(?:tensor|memref)<\s*\*")
+
+
 def check(chunk: Chunk, context: ir.Context) -> None:
-    """Rejects chunks MLIR's parser must not see: empty ones and too-deep nesting."""
+    """Rejects chunks MLIR's parser must not see: empty ones, too-deep nesting, and
+    unranked shaped types."""
     if all(not line.strip() or line.lstrip().startswith("//") for line in lines(chunk.text)):
         raise _error(chunk.name, chunk.first_line, 1,
                      "nothing to parse: expected operations (e.g. a func.func), found only "
@@ -135,6 +141,13 @@ def check(chunk: Chunk, context: ir.Context) -> None:
                              f"Tile IR (and would overflow the parser's stack)", context)
         elif symbol in _CLOSING:
             depth = max(depth - 1, 0)  # a stray '>' (as in an affine set) must not go below 0
+    for number, line in enumerate(lines(chunk.text)):
+        code = _STRING.sub(lambda m: " " * len(m.group()), line).split("//", 1)[0]
+        m = _UNRANKED.search(code)
+        if m:
+            raise _error(chunk.name, number + 1, m.start() + 1,
+                         "unranked tensor and memref types are not Tile IR (tiles have "
+                         "static shapes)", context)
 
 
 # --------------------------------------------------------------------------

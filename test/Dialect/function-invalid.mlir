@@ -99,3 +99,12 @@ func.func @call_with_wrong_type(%f: f32) attributes {tile.kernel} {
 func.func @three_warps(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 3 : i32} {
   return
 }
+
+// -----
+
+// A ring of 2^31 stages ran the pipeline stage out of memory (found by the fuzzer).
+
+// expected-error @+1 {{tile.num_stages must be an int from 2 to 8, got 2143289344 : i32}}
+func.func @stages(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_stages = 0x7FC00000 : i32} {
+  return
+}

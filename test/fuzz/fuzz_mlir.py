@@ -154,10 +154,21 @@ def _stage_index(text: str) -> int:
     return 0
 
 
+MEMORY = 6 << 30                  # bytes of address space for one tile-opt process
+
+
+def _limit_memory() -> None:
+    """A mutant that makes tileir allocate without bound (a ring of 2^31 stages) ends
+    in a failed allocation, a finding, not in the machine's OOM killer."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
 def _tile_opt(path: Path, stage: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tileir.tools.tile_opt", str(path),
                            "-split-input-file", f"--stop-after={stage}", "-o", os.devnull],
-                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,
+                          preexec_fn=_limit_memory if sys.platform == "linux" else None)
 
 
 def check_batch(mutants: list[str], stage: str, workdir: Path) -> list[Finding]:

@@ -23,7 +23,7 @@ from mlir.dialects import gpu
 
 from tileir.dialect import TileIRError
 from tileir.dialect.types import array_info, bitwidth, signless
-from .assign import NUM_WARPS_ATTR
+from .assign import NUM_WARPS_ATTR, check_tile_registers
 from . import tma_store
 from .context import I32, I64, ArrayABI, LoweringContext, arg_has
 from .retile import GRID_REWRITES_ATTR, GRID_SCALE_ATTR
@@ -104,6 +104,9 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         raise TileIRError("the kernel has no layouts: run the 'layout' stage first",
                           func.location)
     num_warps = _warps_attr(func, NUM_WARPS_ATTR)
+    # (again here: a hand-written layout-stage input skipped the layout stage's check,
+    # and lowering a tile far past the register file unrolls it without bound)
+    check_tile_registers(func, num_warps)
     producer_warps = _warps_attr(func, "tile.producer_warps") \
         if "tile.producer_warps" in func.attributes else 0
     threads = 32 * (num_warps + producer_warps)
