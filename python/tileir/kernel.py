@@ -267,8 +267,7 @@ class Kernel(KernelEntry):
     def _load_or_build(self, params, target: str, cache: Cache,
                        wish: str | None = None) -> CompiledKernel:
         """The `cubin`-stage specialization from the disk cache, or compiled and put there."""
-        from .cache import PTXAS_REPORT, STAGE_FILES, cache_key
-        from .cache import CacheCorruptError
+        from .cache import PTXAS_REPORT, STAGE_FILES, CacheCorruptError, cache_key
         key = cache_key(self, params, target, {"grid_wish": wish} if wish else None)
         entry = cache.get(key)
         if entry is not None:

@@ -85,17 +85,6 @@ def _arg_names(func: ir.Operation) -> list[str]:
     return [f"arg{i}" for i in range(len(func.regions[0].blocks[0].arguments))]
 
 
-def _warps_attr(func: ir.Operation, name: str) -> int:
-    """A warp count attribute of the kernel, checked: 0 to 32 (a power of two), as the
-    layout stage writes it; a located error for anything else (IR written by hand)."""
-    attr = func.attributes[name]
-    n = ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else -1
-    if n < 0 or n > 32 or n & (n - 1) or (n == 0 and name == NUM_WARPS_ATTR):
-        raise TileIRError(f"{name} must be a power of two from 1 to 32, got {attr}",
-                          func.location)
-    return n
-
-
 def lower_to_gpu(module: ir.Module) -> KernelMeta:
     """Rewrites `module` in place: the kernel function becomes a `gpu.func`; returns its metadata."""
     func = _kernel_func(module)
@@ -103,11 +92,12 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     if NUM_WARPS_ATTR not in func.attributes:
         raise TileIRError("the kernel has no layouts: run the 'layout' stage first",
                           func.location)
-    num_warps = _warps_attr(func, NUM_WARPS_ATTR)
+    # (range-checked by the dialect verifier, dialect/verifier.py)
+    num_warps = ir.IntegerAttr(func.attributes[NUM_WARPS_ATTR]).value
     # (again here: a hand-written layout-stage input skipped the layout stage's check,
     # and lowering a tile far past the register file unrolls it without bound)
     check_tile_registers(func, num_warps)
-    producer_warps = _warps_attr(func, "tile.producer_warps") \
+    producer_warps = ir.IntegerAttr(func.attributes["tile.producer_warps"]).value \
         if "tile.producer_warps" in func.attributes else 0
     threads = 32 * (num_warps + producer_warps)
     entry = func.regions[0].blocks[0]
