@@ -9,7 +9,7 @@ Precondition:  verified Tile IR.  A loop qualifies when two of its carried
                online softmax recurrence over a tile T of the iteration,
                    m' = maximumf(m, reduce_max(T, a))
                    s' = s * exp(m - m') + reduce_sum(exp(T - broadcast(m')), a)
-               (operands of maximumf, mulf and addf in either order; m' broadcast
+               (operands of maximumf (or maxnumf), mulf and addf in either order; m' broadcast
                back along `a` by a reshape that restores the unit dim), and no
                value of the recurrence but m and s' has a use outside it.
 
@@ -148,7 +148,7 @@ def match(loop: ir.Operation) -> Online | None:
 def _match_pair(loop, yields, args, i, m_arg) -> Online | None:
     """The recurrence whose m is carried value i, or None."""
     m_new = yields.operands[i]
-    mx = _named(m_new, "arith.maximumf")
+    mx = _named(m_new, "arith.maximumf") or _named(m_new, "arith.maxnumf")
     if mx is None or _other(mx, m_arg) is None:
         return None
     red = _named(_other(mx, m_arg), "tile.reduce")
@@ -249,6 +249,7 @@ def rewrite(o: Online) -> None:
     for v in (m_arg, s_arg, loop.results[i], loop.results[j]):
         v.set_type(t_type)
     loc = _op(yields.operands[i]).location
+    lane_max = arith.maxnumf if _op(yields.operands[i]).name == "arith.maxnumf" else arith.maximumf
     with ir.InsertionPoint(yields), loc:
         d = arith.subf(o.tile, m_arg)
         e = math.exp(arith.negf(math.absf(d)))
@@ -256,7 +257,7 @@ def rewrite(o: Online) -> None:
         kept = arith.addf(s_arg, e)
         up = arith.cmpf(arith.CmpFPredicate.OGT, d, _const(t_type, 0.0))
         s_new = arith.select(up, grown, kept)
-        m_new = arith.maximumf(m_arg, o.tile)
+        m_new = lane_max(m_arg, o.tile)
     yields.operands[i] = m_new
     yields.operands[j] = s_new
     for op in o.dead:

@@ -13,18 +13,28 @@ A kernel written for cuTile ports by changing `import cuda.tile as ct` to
     ct.launch(None, (ct.cdiv(n, 256),), vadd, (a, b, c, 256))
 """
 
-from .api import (PaddingMode, abs, arange, argmax, argmin, astype, bid, broadcast_to, cdiv,
-                  ceil, cos, exp, exp2, expand_dims, floor, full, load, log, log2, matmul, max,
-                  maximum, min, minimum, mma, num_blocks, num_tiles, ones, permute, pow, prod,
-                  reshape, rsqrt, sin, sqrt, static_assert, store, sum, tan, tanh, transpose,
-                  where, zeros)
-from .dtypes import (DType, bfloat16, bool_, float8_e4m3fn, float8_e5m2, float16, float32,
-                     float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
-from .errors import (TileCacheWarning, TileCompilerExecutionError, TileError, TileSyntaxError,
+from .api import (PaddingMode, abs, add, arange, argmax, argmin, astype, atan2, bid,
+                  bitwise_and, bitwise_lshift, bitwise_not, bitwise_or, bitwise_rshift,
+                  bitwise_xor, broadcast_to, cdiv, ceil, cos, cosh, divmod, equal, exp, exp2,
+                  expand_dims, floor, floordiv, full, greater, greater_equal, isnan, less,
+                  less_equal, load, log, log2, matmul, max, maximum, min, minimum, mma, mod,
+                  mul, negative, not_equal, num_blocks, num_tiles, ones, permute, pow, prod,
+                  reshape, rsqrt, sin, sinh, sqrt, static_assert, static_eval, static_exception,
+                  static_iter, store, sub, sum, tan, tanh, transpose, truediv, where, zeros,
+                  ensure_constant, assume_divisible_by)
+from .annotations import (Array, ArrayAnnotation, IndexedWithInt64, ListAnnotation, Scalar,
+                          ScalarInt64, Slice, Tile, TiledView)
+from .dtypes import (DType, bfloat16, bool_, float4_e2m1fn, float8_e4m3fn, float8_e5m2,
+                     float8_e5m3fnu, float8_e8m0fnu, float16, float32, float64, int8, int16,
+                     int32, int64, tfloat32, uint8, uint16, uint32, uint64)
+from .errors import (StaticException, TileCacheWarning, TileCompilerExecutionError,
+                     TileCompilerTimeoutError, TileError, TileInternalError, TileRecursionError,
+                     TileStaticAssertionError, TileStaticEvalError, TileSyntaxError,
                      TileTypeError, TileUnsupportedFeatureError, TileValueError)
 from .function import Function, function
 from .kernel import CompiledKernel, Kernel, kernel, launch
-from .specialization import ArraySpec, ConstBool, ConstInt, Constant
+from .semantics import ByTarget, MemoryOrder, MemoryScope, RoundingMode
+from .specialization import ArraySpec, ConstBool, ConstInt, Constant, ConstantAnnotation
 
 __version__ = "0.1.0"
 

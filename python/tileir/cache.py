@@ -52,6 +52,7 @@ import numpy as np
 from . import dtypes as dt
 from . import knobs
 from .errors import TileCacheWarning, TileError, TileTypeError, TileValueError
+from .semantics import UNSPECIFIED, ByTarget
 
 # Bump when the key's contents or the entry layout change: old entries then just miss.
 FORMAT = 1
@@ -203,6 +204,13 @@ def kernel_sources(kernel: Any) -> list[dict[str, Any]]:
         src = fn.source()
         refs = {}
         for expr, value in _references(src):
+            if _is_plain_helper(value):
+                helper = sys.modules["tileir.function"].plain_helper(value)
+                try:
+                    helper.source()
+                    value = helper
+                except TileError:          # no source: cannot be a helper; keyed by name
+                    pass
             if _is_function(value):
                 if id(value) not in order:
                     order[id(value)] = len(order)
@@ -264,6 +272,11 @@ def _is_function(value: Any) -> bool:
     return module is not None and isinstance(value, module.Function)
 
 
+def _is_plain_helper(value: Any) -> bool:
+    module = sys.modules.get("tileir.function")
+    return module is not None and module.is_plain_helper(value)
+
+
 def _encode(value: Any, strict: bool) -> Any:
     """A JSON form of `value` that is stable across processes and hosts.
 
@@ -286,6 +299,10 @@ def _encode(value: Any, strict: bool) -> Any:
             value.items(), key=lambda kv: str(kv[0]))]]
     if isinstance(value, dt.DType):
         return ["dtype", value.name]
+    if isinstance(value, ByTarget):
+        return ["by_target", _encode(value._by_target, strict),
+                _encode(None if value._default is UNSPECIFIED else value._default, strict),
+                value._default is UNSPECIFIED]
     if isinstance(value, np.generic):
         return ["numpy", str(value.dtype), repr(value.item())]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

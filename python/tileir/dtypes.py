@@ -18,6 +18,9 @@ class DType:
     mlir: str          # signless MLIR spelling used in tiles: "f16", "i32", "i1"
     kind: str          # "float", "int", "uint", "bool"
     bits: int
+    # cuTile's restricted floats: storage and tensor-core operands only (astype, bitcast,
+    # load/store, mma/mma_scaled); arithmetic and implicit promotion refuse them
+    restricted: bool = False
 
     @property
     def is_float(self) -> bool:
@@ -71,11 +74,20 @@ float64 = DType("float64", "f64", "float", 64)
 float8_e4m3fn = DType("float8_e4m3fn", "f8E4M3FN", "float", 8)
 float8_e5m2 = DType("float8_e5m2", "f8E5M2", "float", 8)
 
+# Microscaling formats (block-scaled `mma_scaled` operands and their scales)
+float4_e2m1fn = DType("float4_e2m1fn", "f4E2M1FN", "float", 4, restricted=True)
+float8_e8m0fnu = DType("float8_e8m0fnu", "f8E8M0FNU", "float", 8, restricted=True)
+# no MLIR type and no NumPy type for it yet: named, refused where used
+float8_e5m3fnu = DType("float8_e5m3fnu", "f8E5M3FNU", "float", 8, restricted=True)
+# TensorFloat-32: a float32 whose mantissa is rounded to 10 bits; tiles only (mma operands),
+# held as f32 in the IR (`astype` to it rounds)
+tfloat32 = DType("tfloat32", "f32", "float", 32, restricted=True)
+
 ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16,
-       float32, float64, float8_e4m3fn, float8_e5m2)
+       float32, float64, float8_e4m3fn, float8_e5m2, float4_e2m1fn, float8_e8m0fnu)
 # dtypes NumPy holds through ml_dtypes
-_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-BY_NAME = {d.name: d for d in ALL}
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float8_e8m0fnu")
+BY_NAME = {d.name: d for d in ALL + (tfloat32, float8_e5m3fnu)}
 BY_NAME["bool"] = bool_
 
 
@@ -111,7 +123,7 @@ def from_mlir(spelling: str) -> DType:
         return BY_NAME[f"uint{spelling[2:]}"]
     if spelling.startswith("si"):
         return BY_NAME[f"int{spelling[2:]}"]
-    for d in ALL:
+    for d in ALL:           # tfloat32 is held as f32: an f32 is a float32
         if d.mlir == spelling and d.kind != "uint":
             return d
     raise ValueError(f"no tileir dtype for MLIR type {spelling}")
@@ -121,6 +133,10 @@ def promote(a: DType, b: DType) -> DType:
     """The common type of two tile/scalar dtypes (NumPy-like, 16-bit floats meet at f32)."""
     if a == b:
         return a
+    for d in (a, b):
+        if d.restricted:
+            raise TypeError(f"{d.name} is a restricted float (storage and mma operands): "
+                            f"implicit promotion of it needs an explicit astype")
     if a.is_float or b.is_float:
         if a.is_float and b.is_float:
             if a.bits == b.bits or max(a.bits, b.bits) <= 16:

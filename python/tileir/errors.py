@@ -133,8 +133,33 @@ class TileUnsupportedFeatureError(TileError):
     """Valid Python the compiler does not support yet."""
 
 
-class TileCompilerExecutionError(TileError):
+class TileRecursionError(TileError):
+    """A helper function calls itself (directly or through others): kernels inline
+    every call, so recursion has no end."""
+
+
+class TileInternalError(TileError):
+    """Something inside the compiler went wrong rather than in the user's code."""
+
+
+class TileCompilerExecutionError(TileInternalError):
     """A compiler stage or external tool failed, or no compiler is there to run."""
+
+
+class TileCompilerTimeoutError(TileInternalError):
+    """Compiling took longer than `tileir.compiler_timeout` allows."""
+
+
+class TileStaticAssertionError(TileError):
+    """`static_assert` failed, or `ensure_constant` got a value known only at run time."""
+
+
+class TileStaticEvalError(TileError):
+    """A compile-time evaluation (`static_eval`, `static_iter`) broke its rules or raised."""
+
+
+class StaticException(TileStaticEvalError):
+    """An exception the kernel raised at compile time (`raise static_exception(e)`)."""
 
 
 class TileCacheWarning(UserWarning):
@@ -143,6 +168,7 @@ class TileCacheWarning(UserWarning):
 
 
 __all__ = ["Diagnostic", "SourceLocation", "TileIRError", "TileError", "TileSyntaxError",
-           "TileCacheWarning",
-           "TileTypeError", "TileValueError", "TileUnsupportedFeatureError",
-           "TileCompilerExecutionError", "describe_location", "file_line_col", "source_snippet"]
+           "TileCacheWarning", "TileTypeError", "TileValueError", "TileUnsupportedFeatureError",
+           "TileRecursionError", "TileInternalError", "TileCompilerExecutionError",
+           "TileCompilerTimeoutError", "TileStaticAssertionError", "TileStaticEvalError",
+           "StaticException", "describe_location", "file_line_col", "source_snippet"]

@@ -8,6 +8,8 @@ below both, is what keeps the two from importing each other.
 from __future__ import annotations
 
 import inspect
+import types
+import weakref
 from typing import Any, Callable
 
 from .errors import TileError
@@ -53,3 +55,21 @@ class Function:
 def function(fn: Callable) -> Function:
     """Marks a helper callable from kernels (`@tileir.function`)."""
     return Function(fn)
+
+
+_PLAIN_HELPERS: "weakref.WeakKeyDictionary[Callable, Function]" = weakref.WeakKeyDictionary()
+
+
+def is_plain_helper(fn: Any) -> bool:
+    """An undecorated Python function of the user's, which kernels call inline as cuTile
+    does (not a lambda, not tileir's own)."""
+    return isinstance(fn, types.FunctionType) and fn.__name__ != "<lambda>" and \
+        not (fn.__module__ or "").startswith("tileir")
+
+
+def plain_helper(fn: Callable) -> Function:
+    """The `Function` a plain helper is compiled as (one per Python function)."""
+    helper = _PLAIN_HELPERS.get(fn)
+    if helper is None:
+        helper = _PLAIN_HELPERS[fn] = Function(fn)
+    return helper

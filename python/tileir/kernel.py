@@ -33,6 +33,8 @@ from .errors import (TileCacheWarning, TileCompilerExecutionError, TileError,
                      TileValueError)
 from .frontend.source import SourceInfo
 from .function import KernelEntry
+from .annotations import param_annotation
+from .semantics import ByTarget, resolve_option
 from .specialization import ConstantAnnotation, Param, classify_arg, format_arg_specs
 
 if TYPE_CHECKING:
@@ -134,6 +136,7 @@ class Kernel(KernelEntry):
             raise TileTypeError(f"cannot evaluate the annotations of kernel '{self.name}': "
                                 f"{e}") from None
         self._source: SourceInfo | None = None
+        self._target: str | None = None              # what _apply_hints resolves ByTarget for
         self._cache: dict[tuple, CompiledKernel] = {}
         self._dispatchers: dict[str, Any] = {}    # argument kinds -> runtime.dispatch.Dispatcher
         self._fast = None                          # the latest dispatcher's fast path
@@ -141,13 +144,21 @@ class Kernel(KernelEntry):
         # (specialization, free grid axes) whose compile for a split wish split nothing
         self._no_split: set[tuple] = set()
         self._wishes: dict[tuple, str | None] = {}
-        self._const_mask = tuple(isinstance(self.annotations.get(p), ConstantAnnotation)
+        # what tileir acts on of each annotation (tileir.annotations.param_annotation)
+        self.param_annotations = {p: param_annotation(self.annotations.get(p))
+                                  for p in self.signature.parameters}
+        self._const_mask = tuple(isinstance(self.param_annotations[p], ConstantAnnotation)
                                  for p in self.signature.parameters)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
     def __repr__(self) -> str:
         return f"<tileir kernel {self.name}{self.signature}>"
+
+    def replace_hints(self, **hints) -> "Kernel":
+        """This kernel with some options replaced (cuTile's name; each value may be a
+        ByTarget): a new Kernel with its own compiled specializations."""
+        return kernel(self.fn, **{**self.options, **hints})
 
     def __call__(self, *args, **kwargs):
         raise TileError(f"kernel '{self.name}' is launched with tileir.launch(stream, grid, "
@@ -165,7 +176,7 @@ class Kernel(KernelEntry):
         if len(args) != len(names):
             raise TileTypeError(f"kernel '{self.name}' takes {len(names)} arguments "
                                 f"({', '.join(names)}), got {len(args)}")
-        return [(name, classify_arg(self.name, name, self.annotations.get(name), value, gpu))
+        return [(name, classify_arg(self.name, name, self.param_annotations[name], value, gpu))
                 for name, value in zip(names, args)]
 
     def compile(self, args: Sequence[Any], stage: str | None = None,
@@ -301,6 +312,7 @@ class Kernel(KernelEntry):
         with ctx:
             mb = ModuleBuilder(ctx)
             fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
+            self._target = target
             self._apply_hints(fn)
             if wish is not None:
                 from .backend.retile import WISH_ATTR
@@ -323,9 +335,10 @@ class Kernel(KernelEntry):
         """Kernel options that steer the GPU stages become function attributes."""
         from mlir import ir
         i32 = ir.IntegerType.get_signless(32)
+        target = self._target or ""
         for option, attr in (("num_warps", "tile.num_warps"), ("occupancy", "tile.occupancy"),
                              ("num_stages", "tile.num_stages")):
-            value = self.options.get(option)
+            value = resolve_option(self.options.get(option), target)
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise TileValueError(f"kernel '{self.name}': option {option} must be a "
@@ -573,9 +586,32 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
+    check_cutile_options(options)
     if fn is None:
         return lambda f: Kernel(f, options)
     return Kernel(fn, options)
+
+
+# cuTile's options, each a plain value or a ByTarget of values: (allowed, what).
+_CUTILE_OPTIONS = {
+    "num_ctas": (lambda v: v in (1, 2, 4, 8, 16), "a power of 2 in [1, 16]"),
+    "occupancy": (lambda v: 1 <= v <= 32, "an int in [1, 32]"),
+    "opt_level": (lambda v: 0 <= v <= 3, "an int in [0, 3]"),
+    "num_worker_warps": (lambda v: v in (4, 8), "4 or 8"),
+}
+
+
+def check_cutile_options(options: dict[str, Any]) -> None:
+    """cuTile's checks of `num_ctas`, `occupancy`, `opt_level`, `num_worker_warps`
+    (None is each one's default; a ByTarget's every value is checked)."""
+    for name, (ok, what) in _CUTILE_OPTIONS.items():
+        value = options.get(name)
+        for v in value.values() if isinstance(value, ByTarget) else [value]:
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or not ok(v):
+                raise TileValueError(f"kernel option {name} must be {what} (or a "
+                                     f"tileir.ByTarget of such), got {v!r}")
 
 
 # ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import dtypes as dt
-from .errors import TileTypeError, TileValueError
+from .errors import TileTypeError, TileUnsupportedFeatureError, TileValueError
 
 
 # ---------------------------------------------------------------------------
@@ -40,6 +40,10 @@ class ArrayParam(Param):
     # Many times the GPU's L2 cache (runtime.arrays.large): the array streams from
     # DRAM whatever the cache does, and the backend picks its L2 policy for that.
     large: bool = False
+    # (axis, value) of shape and stride entries compiled in (cuTile's ArrayAnnotation
+    # static_shape_dims / static_stride_dims)
+    static_shape: tuple[tuple[int, int], ...] = ()
+    static_strides: tuple[tuple[int, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,19 +54,22 @@ class ScalarParam(Param):
 
 @dataclasses.dataclass(frozen=True)
 class ConstantAnnotation:
-    type: type
+    """Marks a parameter compile-time: `Constant[int]`, or cuTile's
+    `Annotated[T, ConstantAnnotation()]` (any int, bool or float when `type` is None)."""
+
+    type: type | None = None
 
     def __repr__(self) -> str:
-        return f"Constant[{self.type.__name__}]"
+        return f"Constant[{self.type.__name__}]" if self.type else "Constant"
 
 
 class Constant:
     """`Constant[int]` / `Constant[bool]`: a parameter fixed at compile time (specialized)."""
 
     def __class_getitem__(cls, t):
-        if t not in (int, bool, float):
-            raise TypeError(f"Constant[...] takes int, bool or float, got {t!r}")
-        return ConstantAnnotation(t)
+        # Constant[int|bool|float] checks the value's type; any other T (a dtype, a
+        # tuple) takes any compile-time value
+        return ConstantAnnotation(t if t in (int, bool, float) else None)
 
 
 ConstInt = Constant[int]
@@ -99,18 +106,70 @@ def classify_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool)
     """
     if isinstance(annotation, ConstantAnnotation):
         return _constant_arg(kname, pname, annotation, value)
-    return _runtime_kind(kname, pname, value, gpu)
+    kind = _runtime_kind(kname, pname, value, gpu)
+    if annotation is None:
+        return kind
+    what = f"argument '{pname}' of kernel '{kname}'"
+    name = type(annotation).__name__
+    if name == "ScalarAnnotation":                  # ScalarInt64
+        if not (isinstance(kind, ScalarParam) and kind.dtype.is_int):
+            raise TileTypeError(f"{what} is annotated as an integer scalar "
+                                f"({annotation.dtype.name}) but is {type(value).__name__}")
+        return ScalarParam(annotation.dtype)
+    if name == "ArrayAnnotation":
+        if not isinstance(kind, ArrayParam):
+            raise TileTypeError(f"{what} is annotated as an array but is "
+                                f"{type(value).__name__}")
+        return _static_dims(what, kind, annotation, value)
+    raise TileUnsupportedFeatureError(f"{what}: lists of arrays (ListAnnotation) are not "
+                                      f"supported by tileir yet; pass the arrays as separate "
+                                      f"parameters")
+
+
+def _static_dims(what: str, kind: ArrayParam, ann: Any, value: Any) -> ArrayParam:
+    """An array parameter whose annotated shape and stride entries are compiled in."""
+    if not (ann.static_shape_dims or ann.static_stride_dims):
+        return kind
+    if isinstance(value, (ArraySpec, ArrayParam)):
+        raise TileValueError(f"{what}: static_shape_dims/static_stride_dims specialize on "
+                             f"the array's own shape and strides; give an array, not a "
+                             f"description")
+    from .runtime import arrays
+    info = arrays.describe(value)
+
+    def pick(dims, values, field):
+        out = {}
+        for d in dims:
+            if not -kind.ndim <= d < kind.ndim:
+                raise TileValueError(f"{what}: {field} names dim {d} of a {kind.ndim}-d array")
+            out[d % kind.ndim] = int(values[d])
+        return tuple(sorted(out.items()))
+
+    return dataclasses.replace(
+        kind, static_shape=pick(ann.static_shape_dims, info.shape, "static_shape_dims"),
+        static_strides=pick(ann.static_stride_dims, info.strides, "static_stride_dims"))
 
 
 def _constant_arg(kname: str, pname: str, ann: ConstantAnnotation, value: Any) -> Any:
     if isinstance(value, np.generic):
         value = value.item()
-    ok = isinstance(value, ann.type) and (ann.type is bool or not isinstance(value, bool)) \
-        or (ann.type is float and isinstance(value, int) and not isinstance(value, bool))
+    if ann.type is None:
+        ok = _compile_time_value(value)
+    else:
+        ok = isinstance(value, ann.type) and (ann.type is bool or not isinstance(value, bool)) \
+            or (ann.type is float and isinstance(value, int) and not isinstance(value, bool))
     if not ok:
         raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is {ann!r} but got "
                             f"{type(value).__name__} {value!r}")
     return value
+
+
+def _compile_time_value(value: Any) -> bool:
+    """What a Constant parameter without a type may be: numbers, strings, dtypes and
+    tuples of those (what kernels compute with at compile time)."""
+    if isinstance(value, tuple):
+        return all(_compile_time_value(v) for v in value)
+    return isinstance(value, (int, bool, float, str, dt.DType))
 
 
 def _runtime_kind(kname: str, pname: str, value: Any, gpu: bool) -> Any:

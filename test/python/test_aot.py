@@ -461,7 +461,8 @@ def helper():
 @pytest.mark.parametrize("argv, status, stderr", [
     (["tileir.examples.vector_add:vector_add", "--args", "f32[1],bf17[1]"], 2,
      "tile-compile: error: argument spec 2: unknown dtype 'bf17'; dtypes are bool, i8, i16, "
-     "i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, f8E4M3FN, f8E5M2 (or their long names, e.g. float32)\n"
+     "i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, f8E4M3FN, f8E5M2, f4E2M1FN, f8E8M0FNU (or "
+     "their long names, e.g. float32)\n"
      "    f32[1],bf17[1]\n"
      "           ^\n"),
     (["vector_add", "--args", "f32[1]"], 2,

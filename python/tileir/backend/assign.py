@@ -737,6 +737,32 @@ def _check_not_assigned(func: ir.Operation) -> None:
                           f"attribute tile.stage", found[0].location)
 
 
+# Element types with no GPU rule yet: microscaling operands (fp4, e8m0 scales), which
+# no tensor core before sm_100 takes and the interpreter runs (mma_scaled).
+UNLOWERED_ELEMENTS = {"f4E2M1FN": "float4_e2m1fn", "f8E8M0FNU": "float8_e8m0fnu"}
+
+
+def _check_lowered_types(func: ir.Operation, chip: str) -> None:
+    """Refuses, at the op, tiles of element types the GPU rules do not handle."""
+    found: list[tuple[ir.Operation, str]] = []
+
+    def visit(op):
+        for v in list(op.results) + list(op.operands):
+            t = v.type
+            elem = str(t.element_type) if isinstance(t, ir.ShapedType) else str(t)
+            if elem in UNLOWERED_ELEMENTS:
+                found.append((op, UNLOWERED_ELEMENTS[elem]))
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    if found:
+        op, name = found[0]
+        raise TileIRError(f"{name} tiles are not lowered to the GPU ({chip}) by tileir yet: "
+                          f"it has no fp4/e8m0 instructions before sm_100; the interpreter "
+                          f"runs them", op.location)
+
+
 def assign_layouts(module: ir.Module) -> None:
     """Runs layout assignment on every `tile.kernel` function of `module`."""
     attrs = module.operation.attributes
@@ -745,6 +771,7 @@ def assign_layouts(module: ir.Module) -> None:
         op = op.operation
         if op.name == "func.func" and "tile.kernel" in op.attributes:
             _check_not_assigned(op)
+            _check_lowered_types(op, chip)
             warps, occupancy = choose_schedule(op, chip)
             check_tile_registers(op, warps)
             LayoutAssigner(op, warps, chip).run()

@@ -28,12 +28,12 @@ from mlir.dialects import func, scf
 
 from .. import api
 from .. import dtypes as dt
-from ..errors import (TileError, TileSyntaxError, TileTypeError,
-                      TileUnsupportedFeatureError)
-from ..function import Function, KernelEntry
+from ..errors import (TileError, TileRecursionError, TileStaticAssertionError,
+                      TileSyntaxError, TileTypeError, TileUnsupportedFeatureError)
+from ..function import Function, KernelEntry, is_plain_helper, plain_helper
 from ..specialization import ArrayParam, Param, ScalarParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type
-from . import compute, emit, intrinsics
+from . import compute, emit, intrinsics, static
 from .source import SourceInfo
 from .values import ArrayValue, TileValue, describe
 
@@ -124,7 +124,8 @@ class FunctionCompiler:
         args = iter(block.arguments)
         for pname, kind in params:
             if isinstance(kind, ArrayParam):
-                self.vars[pname] = ArrayValue(next(args), kind.dtype, kind.ndim, pname)
+                self.vars[pname] = ArrayValue(next(args), kind.dtype, kind.ndim, pname,
+                                              kind.static_shape, kind.static_strides)
             elif isinstance(kind, ScalarParam):
                 self.vars[pname] = TileValue(next(args), kind.dtype, kind.shape)
             else:
@@ -231,12 +232,47 @@ class FunctionCompiler:
                              "tileir.static_assert for compile-time checks")
         if not cond:
             msg = self.expr(node.msg) if node.msg is not None else "assertion failed"
-            raise self.error(TileError, node, f"static assertion failed: {msg}")
+            raise self.error(TileStaticAssertionError, node, f"Static assertion failed: {msg}")
+
+    def stmt_Raise(self, node: ast.Raise) -> None:
+        exc = node.exc
+        if isinstance(exc, ast.Call) and self.expr(exc.func) is api.static_exception:
+            value = static.evaluate(self._one_arg(exc, "static_exception"), self.static_scope(),
+                                    self.src.globals, "static_exception", self.loc_of(exc))
+            static.raise_static(value, self.loc_of(node))
+        raise self.error(TileUnsupportedFeatureError, node,
+                         "'raise' in a kernel is only 'raise static_exception(exc)' (raised "
+                         "while compiling); use assert_ to stop at run time")
+
+    def static_scope(self) -> dict[str, Any]:
+        """What compile-time Python sees of the kernel's names (static_eval)."""
+        scope = dict(self.src.nonlocals)
+        scope.update((k, v) for k, v in self.vars.items() if not isinstance(v, _LoopLocal))
+        return scope
+
+    def _one_arg(self, node: ast.Call, name: str) -> ast.expr:
+        if len(node.args) != 1 or node.keywords or isinstance(node.args[0], ast.Starred):
+            raise self.error(TileSyntaxError, node, f"{name}() takes exactly one argument")
+        return node.args[0]
+
+    def static_for(self, node: ast.For) -> None:
+        """`for x in static_iter(...)`: the body compiled once per item."""
+        items = static.iterate(self._one_arg(node.iter, "static_iter"), self.static_scope(),
+                               self.src.globals, self.loc_of(node.iter))
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.Break, ast.Continue, ast.Return)):
+                raise self.error(TileSyntaxError, sub, f"'{type(sub).__name__.lower()}' is "
+                                 f"not allowed in a static_iter loop")
+        for item in items:
+            self.assign(node.target, item)
+            self.block(node.body)
 
     # -- for loops -----------------------------------------------------------
     def stmt_For(self, node: ast.For) -> None:
         if node.orelse:
             raise self.error(TileUnsupportedFeatureError, node, "for/else is not supported")
+        if isinstance(node.iter, ast.Call) and self.expr(node.iter.func) is api.static_iter:
+            return self.static_for(node)
         if not isinstance(node.target, ast.Name):
             raise self.error(TileUnsupportedFeatureError, node.target,
                              "the loop variable must be a single name")
@@ -554,6 +590,14 @@ class FunctionCompiler:
 
     def expr_Call(self, node: ast.Call) -> Any:
         fn = self.expr(node.func)
+        if fn is api.static_eval:
+            return static.evaluate(self._one_arg(node, "static_eval"), self.static_scope(),
+                                   self.src.globals, "static_eval", self.loc_of(node))
+        if fn is api.static_iter or fn is api.static_exception:
+            usage = ("for ... in static_iter(...)" if fn is api.static_iter else
+                     "raise static_exception(...)")
+            raise self.error(TileSyntaxError, node, f"{fn.__name__} is only allowed as "
+                             f"'{usage}'")
         args = []
         for a in node.args:
             if isinstance(a, ast.Starred):
@@ -582,6 +626,8 @@ class FunctionCompiler:
             return intrinsics.call("astype", (args[0], fn), {})
         if isinstance(fn, Function):
             return self.call_helper(fn, args, kwargs, node)
+        if is_plain_helper(fn):                  # cuTile inlines undecorated helpers too
+            return self.call_helper(plain_helper(fn), args, kwargs, node)
         if isinstance(fn, KernelEntry):
             raise self.error(TileUnsupportedFeatureError, node,
                              f"kernel '{fn.name}' cannot be called from a kernel; make the "
@@ -606,8 +652,9 @@ class FunctionCompiler:
             name, result_kinds = self.mb.helpers[key]
         else:
             if fn.name in self.mb.active:
-                raise self.error(TileUnsupportedFeatureError, node,
-                                 f"recursive call to @function '{fn.name}' is not supported")
+                raise self.error(TileRecursionError, node,
+                                 f"recursive call to helper '{fn.name}': kernels inline every "
+                                 f"call, so recursion cannot be compiled")
             name = self.mb.unique_name(fn.name)
             self.mb.active.append(fn.name)
             try:
@@ -723,7 +770,8 @@ def _arg_attrs(kind: "Param") -> ir.DictAttr:
 def classify_value(v: Any) -> Any:
     """How a traced value enters a helper: as an IR argument or as a compile-time value."""
     if isinstance(v, ArrayValue):
-        return ArrayParam(v.dtype, v.ndim)
+        return ArrayParam(v.dtype, v.ndim, static_shape=v.static_shape,
+                          static_strides=v.static_strides)
     if isinstance(v, TileValue):
         return ScalarParam(v.dtype, v.shape)
     return v

@@ -13,8 +13,8 @@ from mlir.dialects import arith, math
 from .. import dtypes as dt
 from ..dtypes import DType
 from tileir.dialect import tile
-from .emit import (broadcast_to, cast, constant, extract_scalar, is_number, reshape,
-                   tensor_type, type_error, unify, value_error, wrap)
+from .emit import (broadcast_to, cast, check_arithmetic, constant, extract_scalar, is_number,
+                   reshape, tensor_type, type_error, unify, value_error, wrap)
 from .values import TileValue, describe
 
 _FLOAT_BIN = {"+": arith.AddFOp, "-": arith.SubFOp, "*": arith.MulFOp, "/": arith.DivFOp,
@@ -116,6 +116,7 @@ def compare(op: str, a, b) -> TileValue:
 def negate(a):
     if is_number(a):
         return -a
+    check_arithmetic(a.dtype)
     if a.dtype.is_float:
         return wrap(arith.NegFOp(a.value).result, a.dtype)
     if a.dtype.is_bool:
@@ -151,6 +152,7 @@ _UNARY_FLOAT = {"exp": math.ExpOp, "exp2": math.Exp2Op, "log": math.LogOp, "log2
 
 def unary_math(name: str, a) -> TileValue:
     v = a if isinstance(a, TileValue) else constant(a, dt.float32)
+    check_arithmetic(v.dtype)
     if not v.dtype.is_float:
         if name in ("floor", "ceil"):
             return v
@@ -161,6 +163,7 @@ def unary_math(name: str, a) -> TileValue:
 def absolute(a):
     if is_number(a):
         return abs(a)
+    check_arithmetic(a.dtype)
     if a.dtype.is_float:
         return wrap(math.AbsFOp(a.value).result, a.dtype)
     if a.dtype.is_signed:
@@ -194,6 +197,7 @@ def normalize_axis(axis, ndim: int) -> int:
 def reduce(kind: str, v, axis=None, keepdims: bool = False) -> TileValue:
     if not isinstance(v, TileValue):
         raise type_error(f"{kind}() needs a tile, got {describe(v)}")
+    check_arithmetic(v.dtype)
     if v.is_scalar:
         return constant(0, dt.int32) if kind in ("argmax", "argmin") else v
     if v.dtype.is_bool:
@@ -255,7 +259,7 @@ def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
 
 def matmul(a, b) -> TileValue:
     a, b = _matmul_operands(a, b)
-    out = dt.int32 if a.dtype.is_int else a.dtype
+    out = dt.int32 if a.dtype.is_int else dt.float32 if a.dtype.restricted else a.dtype
     shape = (*a.shape[:-1], b.shape[-1])
     op = tile.MatmulOp(a.value, b.value, tensor_type(shape, out))
     return wrap(op.result, out)

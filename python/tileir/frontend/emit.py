@@ -20,7 +20,7 @@ from mlir.dialects import arith, math, tensor
 
 from .. import dtypes as dt
 from ..dtypes import DType
-from ..errors import TileTypeError, TileValueError
+from ..errors import TileTypeError, TileUnsupportedFeatureError, TileValueError
 from tileir.dialect import tile
 from .values import TileValue, describe
 
@@ -124,10 +124,25 @@ def weak_dtype(x, like: DType | None) -> DType:
 # ---------------------------------------------------------------------------
 # Casts and shapes
 # ---------------------------------------------------------------------------
+def check_arithmetic(d: DType) -> None:
+    """Restricted floats (tfloat32, fp4, e8m0) are storage and mma operands only."""
+    if d.restricted:
+        raise type_error(f"{d.name} is a restricted float: it can be loaded, stored, cast "
+                         f"(astype/bitcast) and fed to mma, not computed with; astype it to "
+                         f"float32 first")
+
+
 def cast(v: TileValue, to: DType) -> TileValue:
     src = v.dtype
     if src == to:
         return v
+    if to == dt.float8_e5m3fnu or src == dt.float8_e5m3fnu:
+        raise TileUnsupportedFeatureError("float8_e5m3fnu has no MLIR type in this build: "
+                                          "tileir cannot convert to or from it", loc())
+    if to == dt.tfloat32:                         # f32 rounded to 10 mantissa bits
+        return _round_to_tf32(cast(v, dt.float32))
+    if src == dt.tfloat32:                        # a tf32 is an f32: exact
+        return cast(TileValue(v.value, dt.float32, v.shape), to)
     if src.mlir == to.mlir:                       # int32 <-> uint32: only the view changes
         return TileValue(v.value, to, v.shape)
     out_t = tensor_type(v.shape, to)
@@ -154,6 +169,24 @@ def cast(v: TileValue, to: DType) -> TileValue:
         op = arith.ExtSIOp if src.is_signed else arith.ExtUIOp
         return wrap(op(out_t, x).result, to)
     return wrap(arith.TruncIOp(out_t, x).result, to)
+
+
+def _round_to_tf32(v: TileValue) -> TileValue:
+    """Rounds f32 to TensorFloat-32 (10 mantissa bits), to nearest even, by bits:
+    what cvt.rn.tf32.f32 does (NaN and infinity keep their class)."""
+    i32 = dt.int32
+    bits = wrap(arith.BitcastOp(tensor_type(v.shape, i32), v.value).result, i32)
+    c = lambda x: constant(x, i32, v.shape).value          # noqa: E731
+    lsb = arith.AndIOp(arith.ShRUIOp(bits.value, c(13)).result, c(1)).result
+    rounded = arith.AddIOp(bits.value, arith.AddIOp(c(0xFFF), lsb).result).result
+    kept = arith.AndIOp(rounded, c(-(1 << 13))).result
+    finite = arith.CmpFOp(arith.CmpFPredicate.ORD, v.value, v.value).result
+    inf = arith.CmpFOp(arith.CmpFPredicate.OEQ, math.AbsFOp(v.value).result,
+                       constant(float("inf"), dt.float32, v.shape).value).result
+    special = arith.OrIOp(arith.XOrIOp(finite, constant(True, dt.bool_, v.shape).value)
+                          .result, inf).result
+    out = arith.SelectOp(special, bits.value, kept).result
+    return wrap(arith.BitcastOp(tensor_type(v.shape, dt.tfloat32), out).result, dt.tfloat32)
 
 
 def splat(v: TileValue, shape) -> TileValue:
@@ -220,6 +253,7 @@ def unify(a, b, *, want: DType | None = None) -> tuple[TileValue, TileValue]:
     if not isinstance(b, TileValue):
         b = as_value(b, a.dtype)
     d = want or dt.promote(a.dtype, b.dtype)
+    check_arithmetic(d)
     a, b = cast(a, d), cast(b, d)
     shape = broadcast_shapes(a.shape, b.shape)
     return broadcast_to(a, shape), broadcast_to(b, shape)

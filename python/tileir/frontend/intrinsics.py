@@ -17,8 +17,9 @@ from ..api import PaddingMode
 from tileir.dialect import tile as tile_ops
 from tileir.dialect.types import is_power_of_two
 from . import compute
-from .emit import (as_value, broadcast_to, cast, constant, is_number, reshape, splat,
+from .emit import (as_value, broadcast_to, cast, constant, is_number, loc, reshape, splat,
                    tensor_type, type_error, value_error, wrap)
+from ..errors import TileStaticAssertionError, TileUnsupportedFeatureError
 from .values import ArrayValue, TileValue, describe
 
 RULES: dict[str, Callable] = {}
@@ -70,6 +71,9 @@ def dtype_arg(x, default: dt.DType | None = None) -> dt.DType:
     d = dt.from_any(x)
     if d is None:
         raise type_error(f"expected a dtype (e.g. tileir.float32), got {describe(x)}")
+    if d == dt.float8_e5m3fnu:
+        raise TileUnsupportedFeatureError("float8_e5m3fnu has no MLIR type in this build; "
+                                          "tileir cannot compile tiles of it", loc())
     return d
 
 
@@ -122,11 +126,18 @@ def _num_blocks(axis):
     return wrap(tile_ops.NumBlocksOp(_grid_axis(axis)).result, dt.int32)
 
 
-def array_dim(a: ArrayValue, axis: int) -> TileValue:
+def array_dim(a: ArrayValue, axis: int) -> TileValue | int:
+    """Dim `axis` of `a`: a Python int where the kernel's annotation compiles it in."""
+    static = dict(a.static_shape)
+    if axis in static:
+        return static[axis]
     return wrap(tile_ops.DimOp(a.value, axis).result, dt.int32)
 
 
-def array_stride(a: ArrayValue, axis: int) -> TileValue:
+def array_stride(a: ArrayValue, axis: int) -> TileValue | int:
+    static = dict(a.static_strides)
+    if axis in static:
+        return static[axis]
     return wrap(tile_ops.StrideOp(a.value, axis).result, dt.int32)
 
 
@@ -355,8 +366,32 @@ def _static_assert(cond, message):
     if not is_number(cond):
         raise type_error(f"static_assert needs a compile-time condition, got {describe(cond)}")
     if not cond:
-        raise value_error(f"static_assert failed{': ' + str(message) if message else ''}")
+        raise TileStaticAssertionError(
+            f"Static assertion failed{': ' + str(message) if message else ''}", loc())
     return None
+
+
+@rule("ensure_constant")
+def _ensure_constant(value):
+    if isinstance(value, (TileValue, ArrayValue)):
+        raise TileStaticAssertionError("Argument of ensure_constant() is not a compile-time "
+                                       f"constant ({describe(value)})", loc())
+    return value
+
+
+@rule("assume_divisible_by")
+def _assume_divisible_by(x, divisor):
+    divisor = const_int(divisor, "divisor")
+    if divisor < 1:
+        raise type_error(f"assume_divisible_by needs a divisor >= 1, got {divisor}")
+    if is_number(x) and not isinstance(x, (bool, float)):
+        if x % divisor:
+            raise value_error(f"assume_divisible_by: the constant {x} is not a multiple of "
+                              f"{divisor}")
+        return x
+    if not (isinstance(x, TileValue) and x.is_scalar and x.dtype.is_int):
+        raise type_error(f"assume_divisible_by needs an integer scalar, got {describe(x)}")
+    return x
 
 
 # Methods of traced tiles: `t.astype(d)`, `t.reshape(s)`, `t.sum(axis)`, ...
@@ -364,3 +399,6 @@ TILE_METHODS = {"astype": "astype", "reshape": "reshape", "permute": "permute",
                 "transpose": "transpose", "sum": "sum", "prod": "prod", "max": "max",
                 "min": "min", "argmax": "argmax", "argmin": "argmin", "expand_dims": "expand_dims",
                 "broadcast_to": "broadcast_to"}
+
+
+from . import functional  # noqa: E402,F401  (registers the functional forms)

@@ -43,6 +43,9 @@ class ArrayValue:
     dtype: DType
     ndim: int
     name: str
+    # (axis, value) of shape and stride entries known at compile time (ArrayAnnotation)
+    static_shape: tuple[tuple[int, int], ...] = ()
+    static_strides: tuple[tuple[int, int], ...] = ()
 
     def describe(self) -> str:
         return f"a {self.ndim}-d {self.dtype.name} array"

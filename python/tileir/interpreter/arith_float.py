@@ -50,7 +50,24 @@ ELEMENTWISE = {
 
 @rule(*ELEMENTWISE)
 def _elementwise(op, cx: CompileContext) -> Step:
-    return pure(op, cx, in_compute(elem_of(op.result.type), ELEMENTWISE[op.operation.name]))
+    fn = in_compute(elem_of(op.result.type), ELEMENTWISE[op.operation.name])
+    return pure(op, cx, flushing(op, fn))
+
+
+_F32_TINY = np.finfo(np.float32).tiny
+
+
+def flushing(op, fn):
+    """`fn` with f32 subnormal operands and results flushed to (signed) zero when the
+    op carries `tile.ftz` (cuTile's flush_to_zero)."""
+    if "tile.ftz" not in op.operation.attributes:
+        return fn
+
+    def flush(x):
+        x = np.asarray(x)
+        return np.where(np.abs(x) < _F32_TINY, np.copysign(np.zeros_like(x), x), x)[()]
+
+    return lambda *args: flush(fn(*(flush(a) for a in args)))
 
 
 def _unordered(a, b):

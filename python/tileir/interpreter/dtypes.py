@@ -82,6 +82,9 @@ ELEMS: dict[str, Elem] = {
     # fp8 like bf16: held in ml_dtypes, computed in f32, rounded back after each op
     "f8E4M3FN": _float("f8E4M3FN", ml_dtypes.float8_e4m3fn, np.float32),
     "f8E5M2": _float("f8E5M2", ml_dtypes.float8_e5m2, np.float32),
+    # microscaling formats: storage, casts and mma_scaled operands only
+    "f4E2M1FN": _float("f4E2M1FN", ml_dtypes.float4_e2m1fn, np.float32),
+    "f8E8M0FNU": _float("f8E8M0FNU", ml_dtypes.float8_e8m0fnu, np.float32),
     "f32": _float("f32", np.float32),
     "f64": _float("f64", np.float64),
     **{f"i{b}": _int(b) for b in (1, 8, 16, 32, 64)},
@@ -106,7 +109,7 @@ def elem_of(t: ir.Type) -> Elem:
         key = "f32"
     elif isinstance(t, ir.F64Type):
         key = "f64"
-    elif str(t) in ("f8E4M3FN", "f8E5M2"):
+    elif str(t) in ("f8E4M3FN", "f8E5M2", "f4E2M1FN", "f8E8M0FNU"):
         key = str(t)
     else:
         key = None

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from .compiler import CompileContext, Step, pure, rule
+from .arith_float import flushing
 from .dtypes import F64, as_signed, elem_of, f64_to, in_compute, signed_op
 
 
@@ -65,7 +66,8 @@ FLOAT_FUNCTIONS = {
 
 @rule(*FLOAT_FUNCTIONS)
 def _float_function(op, cx: CompileContext) -> Step:
-    return pure(op, cx, in_compute(elem_of(op.result.type), FLOAT_FUNCTIONS[op.operation.name]))
+    fn = in_compute(elem_of(op.result.type), FLOAT_FUNCTIONS[op.operation.name])
+    return pure(op, cx, flushing(op, fn))
 
 
 CLASSIFIERS = {"math.isnan": np.isnan, "math.isinf": np.isinf, "math.isfinite": np.isfinite}

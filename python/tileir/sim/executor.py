@@ -383,7 +383,8 @@ _MATH = {"math.exp": np.exp, "math.exp2": np.exp2, "math.log": np.log, "math.log
          "math.sqrt": np.sqrt, "math.rsqrt": lambda x: 1 / np.sqrt(x), "math.sin": np.sin,
          "math.cos": np.cos, "math.tan": np.tan, "math.tanh": np.tanh, "math.absf": np.abs,
          "math.floor": np.floor, "math.ceil": np.ceil, "math.erf": None,
-         "math.log1p": np.log1p, "math.expm1": np.expm1,
+         "math.log1p": np.log1p, "math.expm1": np.expm1, "math.sinh": np.sinh,
+         "math.cosh": np.cosh, "math.atan2": np.arctan2,
          "math.fma": lambda a, b, c: a * b + c}   # inputs widened to f64: one rounding
 
 
@@ -694,15 +695,33 @@ def _vbroadcast(sim, blk, o, mask):
 
 
 # -- inline PTX the lowering emits ----------------------------------------------------------
+_F32_INSTRUCTIONS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+                     "max": np.fmax, "min": np.fmin, "sqrt": np.sqrt, "ex2": np.exp2,
+                     "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh}
+
+
+def _flush(x):
+    """f32 subnormals to signed zero (the `.ftz` of an instruction)."""
+    return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.copysign(np.float32(0), x), x)
+
+
 @op("llvm.inline_asm")
 def _inline_asm(sim, blk, o, mask):
     asm = ir.StringAttr(o.attributes["asm_string"]).value
     args = _operands(sim, blk, o)
     if asm.startswith(("wgmma.fence", "wgmma.wait_group")):
         return tuple(args)                         # registers tied through the statement
-    if asm.startswith("div.full.f32"):
+    m = re.match(r"(\w+)\.(?:rn\.|full\.|approx\.)?(ftz\.)?(?:NaN\.)?f32 ", asm)
+    if m and m.group(1) in _F32_INSTRUCTIONS:   # f32 arithmetic with cuTile's float options
+        x = [np.asarray(a, np.float32) for a in args]
+        if m.group(2):
+            x = [_flush(v) for v in x]
         with np.errstate(all="ignore"):
-            return (np.asarray(args[0], np.float32) / np.asarray(args[1], np.float32))
+            fn = _F32_INSTRUCTIONS[m.group(1)]
+            if ".NaN." in asm:                    # max.NaN / min.NaN propagate NaN
+                fn = np.maximum if m.group(1) == "max" else np.minimum
+            out = fn(*x).astype(np.float32)
+        return _flush(out) if m.group(2) else out
     if asm.startswith("setmaxnreg"):
         return None                               # registers are not modelled
     if asm.startswith("createpolicy"):

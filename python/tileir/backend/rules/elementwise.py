@@ -62,9 +62,40 @@ def elementwise(cx: LoweringContext, op: ir.Operation) -> None:
 _FAST_EXP = ("math.exp", "math.exp2")
 
 
+# cuTile's float options (tileir.frontend.functional): `tile.rounding` (rn, full,
+# approx) and `tile.ftz` pick the f32 instruction; on other types RN is the default.
+_F32_OPTION_ASM = {"arith.addf": "add.rn", "arith.subf": "sub.rn", "arith.mulf": "mul.rn",
+                   "arith.maximumf": "max.NaN", "arith.minimumf": "min.NaN",
+                   "arith.maxnumf": "max", "arith.minnumf": "min", "math.exp2": "ex2.approx",
+                   "math.rsqrt": "rsqrt.approx"}
+_ROUNDED_ASM = {("arith.divf", None): "div.full", ("arith.divf", "full"): "div.full",
+                ("arith.divf", "rn"): "div.rn", ("arith.divf", "approx"): "div.approx",
+                ("math.sqrt", "rn"): "sqrt.rn", ("math.sqrt", None): "sqrt.rn",
+                ("math.sqrt", "approx"): "sqrt.approx", ("math.tanh", "approx"): "tanh.approx"}
+
+
+def _f32_option(name: str, args: list[ir.Value], rounding: str | None, ftz: bool):
+    """The PTX instruction for an f32 op with float options, or None for the default."""
+    inst = _ROUNDED_ASM.get((name, rounding)) or (_F32_OPTION_ASM.get(name) if ftz else None)
+    if inst is None:
+        return None
+    if ftz:                                     # max.ftz.NaN: .ftz follows the opcode
+        head, dot, tail = inst.partition(".")
+        inst = f"{head}.ftz{dot}{tail}" if head in ("max", "min") else f"{inst}.ftz"
+    operands = ", ".join(f"${i + 1}" for i in range(len(args)))
+    return llvm.inline_asm(ir.F32Type.get(), args, f"{inst}.f32 $0, {operands};",
+                           "=f," + ",".join("f" for _ in args))
+
+
 def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dict):
-    if name == "arith.divf" and isinstance(elems[0], ir.F32Type):
-        return [llvm.inline_asm(elems[0], args, "div.full.f32 $0, $1, $2;", "=f,f,f")]
+    attrs = dict(attrs)
+    rounding = attrs.pop("tile.rounding", None)
+    ftz = attrs.pop("tile.ftz", None) is not None
+    rounding = ir.StringAttr(rounding).value if rounding is not None else None
+    if isinstance(elems[0], ir.F32Type) and (rounding or ftz or name == "arith.divf"):
+        special = _f32_option(name, args, rounding, ftz)
+        if special is not None:
+            return [special]
     if name in _FAST_EXP:
         attrs = dict(attrs, fastmath=ir.Attribute.parse("#arith.fastmath<afn>"))
     # libdevice has no 16-bit transcendental functions: compute those in f32.

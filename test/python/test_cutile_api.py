@@ -1,0 +1,481 @@
+"""cuTile's public names in tileir: each one in the interpreter, in the GPU code the
+simulator runs (sm_90a and sm_80) and in a cubin, against NumPy references.
+
+GPU launches of the same kernels are in test_gpu.py's cuTile section.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tileir as ct
+from tileir.errors import (StaticException, TileError, TileInternalError, TileRecursionError,
+                           TileStaticAssertionError, TileStaticEvalError, TileTypeError,
+                           TileUnsupportedFeatureError, TileValueError)
+from tileir.sim import simulate
+from tileir.dialect import TileIRError
+
+TARGETS = ("sm_90a", "sm_80")
+
+# `cuda.tile.__all__` of cuTile Python 1.6 (NVIDIA/cutile-python, src/cuda/tile/__init__.py).
+CUTILE_ALL = """
+launch ByTarget MemoryOrder MemoryScope PaddingMode RoundingMode DType bfloat16 bool_
+float4_e2m1fn float8_e4m3fn float8_e5m2 float8_e8m0fnu float8_e5m3fnu float16 float32 float64
+int8 int16 int32 int64 tfloat32 uint8 uint16 uint32 uint64 TileCompilerExecutionError
+TileCompilerTimeoutError TileError TileInternalError TileRecursionError
+TileStaticAssertionError TileStaticEvalError TileSyntaxError TileTypeError
+TileUnsupportedFeatureError TileValueError StaticException Array ArrayAnnotation Constant
+ConstantAnnotation IndexedWithInt64 ListAnnotation Scalar ScalarInt64 Slice Tile TiledView abs
+add arange argmax argmin assert_ assume_divisible_by astile astype atan2 atomic_add atomic_and
+atomic_cas atomic_max atomic_min atomic_or atomic_xchg atomic_xor bitwise_and bitwise_lshift
+bitwise_not bitwise_or bitwise_rshift bitwise_xor bid bitcast broadcast_to cat cdiv ceil cos
+cosh cumprod cumsum divmod ensure_constant equal exp exp2 expand_dims extract floor floordiv full
+gather greater greater_equal insert less less_equal load load_advanced_indexing log log2 matmul
+max maximum min minimum mma mma_scaled mod mul negative isnan not_equal num_blocks num_tiles ones
+pack_to_bytes permute pow printf print prod reduce reshape rsqrt scan scatter sin sinh sqrt
+static_assert static_eval static_exception static_iter store store_advanced_indexing sub sum tan
+tanh transpose truediv unpack_from_bytes where zeros grid_dependency_control_wait
+grid_dependency_control_launch_dependents compiler_timeout tune function kernel compilation
+""".split()
+
+
+def test_the_cutile_names_tileir_has():
+    """The names still missing are exactly these (docs/frontend.md lists each one's status)."""
+    missing = {n for n in CUTILE_ALL if not hasattr(ct, n)}
+    assert missing == set(NOT_YET), sorted(missing ^ set(NOT_YET))
+    doc = open(__file__.replace("test/python/test_cutile_api.py", "docs/frontend.md")).read()
+    for name in CUTILE_ALL:
+        assert f"`{name}`" in doc, f"docs/frontend.md does not mention `{name}`"
+
+
+NOT_YET = """assert_ astile atomic_add atomic_and atomic_cas atomic_max atomic_min atomic_or
+atomic_xchg atomic_xor bitcast cat cumprod cumsum extract gather insert load_advanced_indexing
+mma_scaled pack_to_bytes printf print reduce scan scatter store_advanced_indexing
+unpack_from_bytes grid_dependency_control_wait grid_dependency_control_launch_dependents
+compiler_timeout tune compilation""".split()
+
+
+def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
+    """Runs `kernel` in the interpreter and, for each target, its gpu-stage code in the
+    simulator (and compiles a cubin); returns the outputs [interpreter, *targets]."""
+    outs = []
+    fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    ct.launch(None, grid, kernel, tuple(fresh))
+    outs.append(fresh[out_index])
+    for target in stages:
+        fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        ck = kernel.compile(tuple(fresh), stage="gpu", target=target)
+        simulate(ck, grid, tuple(fresh))
+        outs.append(fresh[out_index])
+        kernel.compile(tuple(fresh), stage="cubin", target=target)
+    return outs
+
+
+# ---------------------------------------------------------------------------
+# Functional operators
+# ---------------------------------------------------------------------------
+@ct.kernel
+def float_functions(x, y, out, T: ct.Constant[int]):
+    i = ct.bid(0)
+    a = ct.load(x, index=(i,), shape=(T,), padding_mode=ct.PaddingMode.ZERO)
+    b = ct.load(y, index=(i,), shape=(T,), padding_mode=ct.PaddingMode.ZERO)
+    r = ct.add(a, b) * 1.0
+    r = r + ct.sub(a, b) * 2.0 + ct.mul(a, b) * 3.0 + ct.truediv(a, b)
+    r = r + ct.floordiv(a, b) + ct.mod(a, b) + ct.negative(a)
+    r = r + ct.atan2(a, b) + ct.sinh(a) + ct.cosh(b)
+    r = r + ct.where(ct.equal(a, b), 1.0, 0.0) + ct.where(ct.not_equal(a, b), 2.0, 0.0)
+    r = r + ct.where(ct.less(a, b), 4.0, 0.0) + ct.where(ct.less_equal(a, b), 8.0, 0.0)
+    r = r + ct.where(ct.greater(a, b), 16.0, 0.0) + ct.where(ct.greater_equal(a, 0.0), 32.0, 0.0)
+    ct.store(out, index=(i,), tile=r)
+
+
+def test_functional_float_operators_run_correctly(rng):
+    n = 100
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32) + 3.0
+    b[:5] = a[:5]
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = ((a64 + b64) + (a64 - b64) * 2 + a64 * b64 * 3 + a64 / b64 + np.floor(a64 / b64)
+            + np.mod(a64, b64) - a64 + np.arctan2(a64, b64) + np.sinh(a64) + np.cosh(b64)
+            + (a == b) + 2 * (a != b) + 4 * (a < b) + 8 * (a <= b) + 16 * (a > b)
+            + 32 * (a >= 0))
+    out = np.full(n, np.nan, np.float32)
+    for got in run_everywhere(float_functions, (ct.cdiv(n, 32),), (a, b, out, 32), 2):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+@ct.kernel
+def int_functions(x, y, out, T: ct.Constant[int]):
+    i = ct.bid(0)
+    a = ct.load(x, index=(i,), shape=(T,), padding_mode=ct.PaddingMode.ZERO)
+    b = ct.load(y, index=(i,), shape=(T,), padding_mode=ct.PaddingMode.ZERO)
+    q, m = ct.divmod(a, b)
+    r = ct.bitwise_and(a, b) + ct.bitwise_or(a, 7) * 3 + ct.bitwise_xor(a, b) * 5
+    r = r + ct.bitwise_lshift(a, 2) + ct.bitwise_rshift(a, 1) + ct.bitwise_not(b) * 11
+    r = r + q * 13 + m * 17 + ct.floordiv(a, b) * 19 + ct.mod(a, b) * 23
+    flags = ct.bitwise_and(ct.greater(a, 0), ct.bitwise_not(ct.less(b, 0)))
+    r = r + ct.astype(flags, ct.int32) * 29
+    ct.store(out, index=(i,), tile=r)
+
+
+def test_functional_integer_operators_run_correctly(rng):
+    n = 100
+    a = rng.integers(-1000, 1000, n).astype(np.int32)
+    b = rng.integers(1, 50, n).astype(np.int32) * rng.choice([-1, 1], n).astype(np.int32)
+    want = ((a & b) + (a | 7) * 3 + (a ^ b) * 5 + (a << 2) + (a >> 1) + (~b) * 11
+            + (a // b) * 13 + (a % b) * 17 + (a // b) * 19 + (a % b) * 23
+            + ((a > 0) & ~(b < 0)) * 29)
+    out = np.zeros(n, np.int32)
+    for got in run_everywhere(int_functions, (ct.cdiv(n, 32),), (a, b, out, 32), 2):
+        np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
+@ct.kernel
+def nan_handling(x, y, out, T: ct.Constant[int]):
+    a = ct.load(x, index=(0,), shape=(T,))
+    b = ct.load(y, index=(0,), shape=(T,))
+    m = ct.maximum(a, b) + ct.minimum(a, b) * 2.0
+    p = ct.maximum(a, b, propagate_nan=True)
+    flag = ct.where(ct.isnan(a), 100.0, 0.0)
+    ct.store(out, index=(0,), tile=ct.where(ct.isnan(p), m + flag, 1000.0 + m + flag))
+
+
+def test_maximum_ignores_nan_unless_asked_and_isnan_finds_it():
+    a = np.array([1, np.nan, 3, -np.nan] * 8, np.float32)
+    b = np.array([2, 5, np.nan, -1] * 8, np.float32)
+    m = np.fmax(a, b) + np.fmin(a, b) * 2
+    want = np.where(np.isnan(a) | np.isnan(b), m + np.isnan(a) * 100, 1000 + m)
+    out = np.zeros(32, np.float32)
+    for got in run_everywhere(nan_handling, (1,), (a, b, out, 32), 2):
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+@ct.kernel
+def float_options(x, y, out, T: ct.Constant[int]):
+    a = ct.load(x, index=(0,), shape=(T,))
+    b = ct.load(y, index=(0,), shape=(T,))
+    r = ct.add(a, b, flush_to_zero=True)
+    r = r + ct.truediv(a, b, rounding_mode=ct.RoundingMode.RN)
+    r = r + ct.truediv(a, b, rounding_mode=ct.RoundingMode.APPROX)
+    r = r + ct.sqrt(ct.abs(a), rounding_mode=ct.RoundingMode.APPROX, flush_to_zero=True)
+    r = r + ct.tanh(a, rounding_mode=ct.RoundingMode.APPROX) + ct.exp2(b, flush_to_zero=True)
+    ct.store(out, index=(0,), tile=r)
+
+
+def test_rounding_modes_and_flush_to_zero_run_and_pick_the_instructions(rng):
+    a = rng.standard_normal(32).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32) + 4
+    want = a + b + 2 * (a / b) + np.sqrt(np.abs(a)) + np.tanh(a) + np.exp2(b)
+    out = np.zeros(32, np.float32)
+    for got in run_everywhere(float_options, (1,), (a, b, out, 32), 2):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    ptx = float_options.compile((a, b, out, 32), stage="ptx", target="sm_90a").artifacts["ptx"]
+    for inst in ("add.rn.ftz.f32", "div.rn.f32", "div.approx.f32", "sqrt.approx.ftz.f32",
+                 "tanh.approx.f32", "ex2.approx.ftz.f32"):
+        assert inst in ptx, inst
+
+
+@ct.kernel
+def flushes(x, out, T: ct.Constant[int]):
+    a = ct.load(x, index=(0,), shape=(T,))
+    ct.store(out, index=(0,), tile=ct.add(a, 0.0, flush_to_zero=True) + ct.mul(a, 1.0))
+
+
+def test_flush_to_zero_flushes_subnormals():
+    tiny = np.float32(1e-40)                         # subnormal in f32
+    a = np.array([tiny, -tiny, 1.0, 0.0] * 8, np.float32)
+    out = np.zeros(32, np.float32)
+    want = np.array([tiny, -tiny, 2.0, 0.0] * 8, np.float32)     # flushed + kept
+    for got in run_everywhere(flushes, (1,), (a, out, 32), 1):
+        np.testing.assert_array_equal(got, want)
+
+
+def _compile_error(body_kernel, args):
+    with pytest.raises(TileError) as info:
+        body_kernel.compile(args, stage="frontend")
+    return info
+
+
+@ct.kernel
+def bad_mode(x, MODE: ct.Constant[int]):
+    a = ct.load(x, index=(0,), shape=(16,))
+    if MODE == 0:
+        ct.store(x, index=(0,), tile=ct.add(a, a, rounding_mode=ct.RoundingMode.RZ))
+    elif MODE == 1:
+        ct.store(x, index=(0,), tile=ct.add(a, a, rounding_mode=ct.RoundingMode.FULL))
+    elif MODE == 2:
+        h = ct.astype(a, ct.float16)
+        ct.store(x, index=(0,), tile=ct.truediv(h, h, rounding_mode=ct.RoundingMode.APPROX))
+    elif MODE == 3:
+        ct.store(x, index=(0,), tile=ct.add(ct.astype(a, ct.float16), 1.0, flush_to_zero=True))
+    elif MODE == 4:
+        ct.store(x, index=(0,), tile=ct.bitwise_and(a, 1))
+    elif MODE == 5:
+        ct.store(x, index=(0,), tile=ct.divmod(a, a)[0])
+    else:
+        ct.store(x, index=(0,), tile=ct.isnan(ct.astype(a, ct.int32)))
+
+
+@pytest.mark.parametrize("mode,exc,message", [
+    (0, TileUnsupportedFeatureError, "rounding mode RZ of add is not supported by tileir yet"),
+    (1, TileTypeError, "Rounding mode FULL is not supported for add"),
+    (2, TileTypeError, "needs float32 operands"),
+    (3, TileTypeError, "flush_to_zero needs float32 operands"),
+    (4, TileTypeError, "bitwise_and needs integer or boolean operands"),
+    (5, TileTypeError, "divmod() is not implemented for floating point values"),
+    (6, TileTypeError, "isnan needs a float tile"),
+])
+def test_float_options_and_operand_kinds_are_checked_at_the_line(mode, exc, message):
+    x = np.zeros(16, np.float32)
+    with pytest.raises(exc) as info:
+        bad_mode.compile((x, mode), stage="frontend")
+    assert message in str(info.value)
+    assert "test_cutile_api.py" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# Options, exceptions, annotations
+# ---------------------------------------------------------------------------
+def test_by_target_resolves_per_architecture():
+    v = ct.ByTarget(sm_90=2, sm_80=4, default=1)
+    assert v.resolve("sm_90a") == 2 and v.resolve("sm_80") == 4 and v.resolve("sm_100") == 1
+    assert ct.ByTarget(sm_90=3).resolve("sm_80", "fallback") == "fallback"
+    assert repr(ct.ByTarget(sm_100=8, default=2)) == "ByTarget(sm_100=8, default=2)"
+    assert ct.ByTarget(sm_90=1) == ct.ByTarget(sm_90=1) != ct.ByTarget(sm_90=2)
+    with pytest.raises(ValueError, match="Invalid GPU architecture name"):
+        ct.ByTarget(hopper=1)
+
+
+@ct.kernel(occupancy=ct.ByTarget(sm_90=2, sm_80=3), num_ctas=ct.ByTarget(sm_100=2),
+           opt_level=3)
+def occupied(x, T: ct.Constant[int]):
+    ct.store(x, index=(0,), tile=ct.load(x, index=(0,), shape=(T,)) + 1.0)
+
+
+def test_by_target_kernel_options_are_checked_and_resolved_per_target():
+    x = np.zeros(64, np.float32)
+    for target, occupancy in (("sm_90a", 2), ("sm_80", 3)):
+        text = occupied.compile((x, 64), stage="frontend", target=target).ir()
+        assert f"tile.occupancy = {occupancy} : i32" in text
+    with pytest.raises(TileValueError, match="num_ctas must be a power of 2"):
+        ct.kernel(num_ctas=ct.ByTarget(sm_100=3))(occupied.fn)
+    with pytest.raises(TileValueError, match="occupancy must be an int in"):
+        ct.kernel(occupancy=33)(occupied.fn)
+    faster = occupied.replace_hints(occupancy=1)
+    assert faster is not occupied and faster.options["occupancy"] == 1
+    assert "tile.occupancy = 1 : i32" in faster.compile((x, 64), stage="frontend",
+                                                        target="sm_90a").ir()
+
+
+def test_exceptions_are_cutile_s_hierarchy():
+    assert issubclass(ct.TileCompilerExecutionError, TileInternalError)
+    assert issubclass(ct.TileCompilerTimeoutError, TileInternalError)
+    assert issubclass(TileInternalError, TileError)
+    assert issubclass(StaticException, TileStaticEvalError)
+    for cls in (TileRecursionError, TileStaticAssertionError, TileStaticEvalError):
+        assert issubclass(cls, TileError)
+    assert ct.MemoryOrder.ACQ_REL.value == "acq_rel" and ct.MemoryScope.DEVICE.value == "device"
+    assert ct.RoundingMode.RN.value == "nearest_even" and ct.RoundingMode.APPROX.value == "approx"
+
+
+@ct.kernel
+def annotated(x: ct.Array, out: typing.Annotated[ct.Array, ct.ArrayAnnotation(
+        static_shape_dims=(0,), static_stride_dims=(-1,))],
+        n: ct.ScalarInt64, T: typing.Annotated[int, ct.ConstantAnnotation()],
+        SCALE: ct.Constant):
+    ct.static_assert(out.shape[0] == 64 and out.strides[0] == 1)
+    ct.static_assert(n.dtype == ct.int64)
+    t = ct.load(x, index=(0,), shape=(T,)) * SCALE
+    ct.store(out, index=(0,), tile=t + ct.astype(n, ct.float32))
+
+
+def test_cutile_annotations_specialize_as_cutile_does():
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    ct.launch(None, (1,), annotated, (x, out, 5, 64, 2.0))
+    np.testing.assert_array_equal(out, x * 2 + 5)
+    text = annotated.compile((x, out, 5, 64, 2.0), stage="frontend").ir()
+    assert "i64" in text
+    with pytest.raises(TileStaticAssertionError, match="Static assertion failed"):
+        annotated.compile((x, np.zeros(32, np.float32), 5, 64, 2.0), stage="frontend")
+    with pytest.raises(TileTypeError, match="annotated as an integer scalar"):
+        annotated.compile((x, out, 1.5, 64, 2.0), stage="frontend")
+    with pytest.raises(ValueError, match="index_dtype must be int32 or int64"):
+        ct.ArrayAnnotation(index_dtype=ct.float32)
+    assert ct.ListAnnotation(element=ct.IndexedWithInt64).element.index_dtype == ct.int64
+
+
+@ct.kernel
+def listed(xs: typing.Annotated[list, ct.ListAnnotation(element=ct.ArrayAnnotation())]):
+    pass
+
+
+def test_lists_of_arrays_are_refused_by_name():
+    with pytest.raises(TileUnsupportedFeatureError, match="lists of arrays"):
+        listed.compile((np.zeros(4),), stage="frontend")
+
+
+# ---------------------------------------------------------------------------
+# Compile-time helpers, plain helpers
+# ---------------------------------------------------------------------------
+def scale_of(n):
+    return n * 2 + 1
+
+
+def twice(t, k):
+    return t * k + plain_const(k)
+
+
+def plain_const(k):
+    return k - 1
+
+
+def recurse(t):
+    return recurse(t)
+
+
+@ct.kernel
+def compile_time(x, out, T: ct.Constant[int], MODE: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(T,))
+    k = ct.static_eval(scale_of(T) if t.shape[0] == T else 0)
+    acc = ct.zeros((T,), ct.float32)
+    trips = ct.ensure_constant(T // 4 - 1)
+    for j in ct.static_iter(range(trips)):
+        acc = acc + t * j
+    for name, w in ct.static_iter((("a", 1.0), ("b", 10.0))):
+        acc = acc + w
+    n = ct.assume_divisible_by(ct.num_tiles(x, 0, (T,)) * 4, 4)
+    if MODE == 1:
+        raise ct.static_exception(ValueError(f"bad T {T}"))
+    if MODE == 2:
+        ct.ensure_constant(ct.bid(0))
+    if MODE == 3:
+        ct.static_eval(T // 0)
+    if MODE == 4:
+        acc = recurse(acc)
+    ct.store(out, index=(0,), tile=twice(acc, k) + ct.astype(n, ct.float32))
+
+
+def test_static_eval_iter_exception_and_plain_helpers():
+    x = np.arange(16, dtype=np.float32)
+    out = np.zeros(16, np.float32)
+    ct.launch(None, (1,), compile_time, (x, out, 16, 0))
+    acc = x * 3 + 11.0
+    np.testing.assert_array_equal(out, acc * 33 + 32 + 4)
+    with pytest.raises(StaticException, match=r"raised at compile time \(ValueError: bad T 16\)"):
+        compile_time.compile((x, out, 16, 1), stage="frontend")
+    with pytest.raises(TileStaticAssertionError, match="not a compile-time constant"):
+        compile_time.compile((x, out, 16, 2), stage="frontend")
+    with pytest.raises(TileStaticEvalError, match="ZeroDivisionError"):
+        compile_time.compile((x, out, 16, 3), stage="frontend")
+    with pytest.raises(TileRecursionError, match="recursive call to helper 'recurse'"):
+        compile_time.compile((x, out, 16, 4), stage="frontend")
+
+
+@ct.kernel
+def misused_static(x):
+    it = ct.static_iter(range(3))
+
+
+def test_static_iter_outside_a_for_is_a_syntax_error():
+    with pytest.raises(ct.TileSyntaxError, match="only allowed as 'for ... in static_iter"):
+        misused_static.compile((np.zeros(4),), stage="frontend")
+
+
+def test_a_plain_helper_s_source_enters_the_cache_key():
+    from tileir.cache import kernel_sources
+    texts = [s["text"] for s in kernel_sources(compile_time)]
+    assert any("def twice" in t for t in texts) and any("def plain_const" in t for t in texts)
+
+
+# ---------------------------------------------------------------------------
+# Restricted floats: tfloat32, fp4, e8m0
+# ---------------------------------------------------------------------------
+@ct.kernel
+def to_tf32(x, out, T: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(T,))
+    ct.store(out, index=(0,), tile=ct.astype(ct.astype(t, ct.tfloat32), ct.float32))
+
+
+def _tf32_reference(x: np.ndarray) -> np.ndarray:
+    bits = x.view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & ~np.uint64(0x1FFF)
+    out = (rounded & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+    return np.where(np.isfinite(x), out, x)
+
+
+def test_astype_tfloat32_rounds_to_ten_mantissa_bits(rng):
+    x = rng.standard_normal(64).astype(np.float32) * 1000
+    x[:4] = [np.inf, -np.inf, np.nan, np.float32(1 + 2**-11)]     # a tie rounds to even
+    out = np.zeros(64, np.float32)
+    want = _tf32_reference(x)
+    for got in run_everywhere(to_tf32, (1,), (x, out, 64), 1):
+        np.testing.assert_array_equal(got, want)
+    assert want[3] == 1.0
+
+
+@ct.kernel
+def tf32_product(a, b, c, M: ct.Constant[int]):
+    x = ct.astype(ct.load(a, index=(0, 0), shape=(M, M)), ct.tfloat32)
+    y = ct.astype(ct.load(b, index=(0, 0), shape=(M, M)), ct.tfloat32)
+    acc = ct.mma(x, y, ct.zeros((M, M), ct.float32))
+    ct.store(c, index=(0, 0), tile=acc)
+
+
+def test_tfloat32_operands_multiply_as_rounded_float32(rng):
+    a = rng.standard_normal((16, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 16)).astype(np.float32)
+    c = np.zeros((16, 16), np.float32)
+    ct.launch(None, (1,), tf32_product, (a, b, c, 16))
+    want = _tf32_reference(a).astype(np.float64) @ _tf32_reference(b).astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+@ct.kernel
+def restricted_math(x, MODE: ct.Constant[int]):
+    t = ct.astype(ct.load(x, index=(0,), shape=(16,)), ct.tfloat32)
+    if MODE == 0:
+        ct.store(x, index=(0,), tile=t + t)
+    elif MODE == 1:
+        ct.store(x, index=(0,), tile=ct.exp(t))
+    else:
+        ct.store(x, index=(0,), tile=ct.astype(t, ct.float8_e5m3fnu))
+
+
+def test_restricted_floats_refuse_arithmetic():
+    x = np.zeros(16, np.float32)
+    with pytest.raises(TileTypeError, match="tfloat32 is a restricted float"):
+        restricted_math.compile((x, 0), stage="frontend")
+    with pytest.raises(TileTypeError, match="tfloat32 is a restricted float"):
+        restricted_math.compile((x, 1), stage="frontend")
+    with pytest.raises(TileUnsupportedFeatureError, match="float8_e5m3fnu has no MLIR type"):
+        restricted_math.compile((x, 2), stage="frontend")
+
+
+@ct.kernel
+def microscaling_casts(x, f4, e8m0, back, T: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(T,))
+    a = ct.astype(t, ct.float4_e2m1fn)
+    s = ct.astype(ct.abs(t), ct.float8_e8m0fnu)
+    ct.store(f4, index=(0,), tile=a)
+    ct.store(e8m0, index=(0,), tile=s)
+    ct.store(back, index=(0,), tile=ct.astype(a, ct.float32) + ct.astype(s, ct.float32))
+
+
+def test_fp4_and_e8m0_cast_in_the_interpreter_and_are_refused_on_the_gpu(rng):
+    x = (rng.standard_normal(32) * 3).astype(np.float32)
+    f4 = np.zeros(32, ml_dtypes.float4_e2m1fn)
+    e8 = np.zeros(32, ml_dtypes.float8_e8m0fnu)
+    back = np.zeros(32, np.float32)
+    ct.launch(None, (1,), microscaling_casts, (x, f4, e8, back, 32))
+    want_f4 = x.astype(ml_dtypes.float4_e2m1fn)
+    want_e8 = np.abs(x).astype(ml_dtypes.float8_e8m0fnu)
+    np.testing.assert_array_equal(f4.astype(np.float32), want_f4.astype(np.float32))
+    np.testing.assert_array_equal(e8.astype(np.float32), want_e8.astype(np.float32))
+    np.testing.assert_array_equal(back, want_f4.astype(np.float32) + want_e8.astype(np.float32))
+    with pytest.raises(TileIRError, match="float4_e2m1fn tiles are not lowered to the GPU"):
+        microscaling_casts.compile((x, f4, e8, back, 32), stage="gpu", target="sm_90a")
