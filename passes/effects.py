@@ -34,7 +34,8 @@ WRITE_OPS = frozenset({"tile.store", "tile.ring_alloc", "tile.ring_acquire", "ti
                        "tile.is_producer", "tile.set_max_registers"})
 PURE_TILE_OPS = frozenset({
     "tile.bid", "tile.num_blocks", "tile.dim", "tile.stride", "tile.iota", "tile.broadcast",
-    "tile.reshape", "tile.permute", "tile.reduce", "tile.mma", "tile.matmul",
+    "tile.reshape", "tile.permute", "tile.extract_slice", "tile.insert_slice", "tile.concat",
+    "tile.reduce", "tile.mma", "tile.matmul",
     "tile.convert_layout",  # value semantics: a register shuffle, not a memory effect
     "tile.grid_size",
 })

@@ -13,7 +13,8 @@ A kernel written for cuTile ports by changing `import cuda.tile as ct` to
     ct.launch(None, (ct.cdiv(n, 256),), vadd, (a, b, c, 256))
 """
 
-from .api import (PaddingMode, abs, add, arange, argmax, argmin, astype, atan2, bid,
+from .api import (PaddingMode, abs, add, arange, argmax, argmin, astile, astype, atan2, bid,
+                  bitcast, cat, extract, insert, pack_to_bytes, unpack_from_bytes,
                   bitwise_and, bitwise_lshift, bitwise_not, bitwise_or, bitwise_rshift,
                   bitwise_xor, broadcast_to, cdiv, ceil, cos, cosh, divmod, equal, exp, exp2,
                   expand_dims, floor, floordiv, full, greater, greater_equal, isnan, less,

@@ -48,7 +48,7 @@ def full(shape, fill_value, dtype=None): """A tile of `shape` filled with `fill_
 def zeros(shape, dtype=None): """A tile of zeros (float32 unless `dtype`)."""
 def ones(shape, dtype=None): """A tile of ones (float32 unless `dtype`)."""
 def arange(size, dtype=None): """The 1-D tile [0, 1, ..., size-1] (int32 unless `dtype`)."""
-def astype(x, dtype): """`x` converted to `dtype`."""
+def astype(x, dtype, *, rounding_mode=None): """`x` converted to `dtype`."""
 def where(cond, x, y): """Element-wise `x if cond else y`, broadcasting."""
 def reshape(x, shape): """`x` with a new shape (row-major)."""
 def permute(x, axes): """`x` with dims permuted: result dim i is `x` dim axes[i]."""
@@ -90,6 +90,17 @@ def ensure_constant(value, /): """`value`, which must be known at compile time."
 def assume_divisible_by(x, divisor): """`x`, promised to be a multiple of `divisor`."""
 
 
+# Pieces of tiles and their bytes
+def cat(tiles, /, axis): """The two tiles of `tiles` side by side along `axis`."""
+def extract(x, /, index, shape): """The `shape`-sized sub-tile at sub-tile grid `index` of `x`."""
+def insert(x, /, index, value): """`x` with the sub-tile at grid `index` replaced by `value`."""
+def astile(value, /, *, dtype=None): """A scalar or nested tuple of scalars as a tile."""
+def bitcast(x, /, dtype): """`x`'s bits read as `dtype` (same width)."""
+def pack_to_bytes(x, /): """`x` flattened to its bytes: a 1-D uint8 tile (little-endian)."""
+def unpack_from_bytes(x, /, dtype): """A 1-D uint8 tile's bytes read as `dtype` elements."""
+def item(x, /): """A 1-element tile as a scalar (the tile method `t.item()`)."""
+
+
 # Functional forms of the operators (cuTile's names; `rounding_mode` takes a
 # tileir.RoundingMode, `flush_to_zero` flushes f32 subnormals).
 def add(x, y, /, *, rounding_mode=None, flush_to_zero=False): """`x + y`"""
@@ -125,7 +136,8 @@ INTRINSIC_NAMES = (
     "static_assert add sub mul truediv floordiv mod divmod negative equal not_equal less "
     "less_equal greater greater_equal bitwise_and bitwise_or bitwise_xor bitwise_lshift "
     "bitwise_rshift bitwise_not isnan atan2 sinh cosh static_eval static_iter static_exception "
-    "ensure_constant assume_divisible_by").split()
+    "ensure_constant assume_divisible_by cat extract insert astile bitcast pack_to_bytes "
+    "unpack_from_bytes item").split()
 
 # Keep the signatures (the frontend binds arguments against them) but make a
 # stray call outside a kernel fail loudly instead of returning None.

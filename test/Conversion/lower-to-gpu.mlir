@@ -455,3 +455,42 @@ func.func @table(%x: !tile.array<i32, 1 : i64>, %n: i32) attributes {tile.kernel
   "tile.store"(%x, %y, %c0) : (!tile.array<i32, 1 : i64>, tensor<8xi32, #l8>, i32) -> ()
   return
 }
+
+// -----
+
+// Sub-tiles go through a row-major scratch tile in shared memory: the source is
+// stored at its elements' row-major offsets, a barrier, and each thread loads its
+// result elements from there plus the run-time offset (row i times 16).  An
+// insert stores the destination, a barrier, then the value over it (the later
+// store wins), a barrier, the loads; a concat stores both halves with no barrier
+// between (they do not overlap).
+
+// CHECK-LABEL: gpu.func @slices(
+// CHECK:         memref.store
+// CHECK:         gpu.barrier
+// CHECK:         arith.muli %{{.*}}, %{{.*}} : i32
+// CHECK:         memref.load
+// CHECK:         memref.store
+// CHECK:         gpu.barrier
+// CHECK:         memref.store
+// CHECK:         gpu.barrier
+// CHECK:         memref.load
+// CHECK:         memref.store
+// CHECK-NOT:     gpu.barrier
+// CHECK:         memref.store
+// CHECK:         gpu.barrier
+// CHECK:         memref.load
+#s2 = #tile.blocked<array<i64: 1, 1>, array<i64: 4, 8>, array<i64: 1, 1>, array<i64: 1, 0>>
+#s1 = #tile.blocked<array<i64: 1, 1>, array<i64: 2, 16>, array<i64: 1, 1>, array<i64: 1, 0>>
+func.func @slices(%x: !tile.array<f32, 2 : i64>, %i: i32) attributes {tile.kernel, tile.num_warps = 1 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c2 = arith.constant 2 : i32
+  %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 4, 32>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<4x32xf32, #s2>
+  %o = arith.muli %i, %c2 : i32
+  %e = "tile.extract_slice"(%t, %o, %c0) : (tensor<4x32xf32, #s2>, i32, i32) -> tensor<2x16xf32, #s1>
+  %n = "tile.insert_slice"(%t, %e, %o, %c0) : (tensor<4x32xf32, #s2>, tensor<2x16xf32, #s1>, i32, i32) -> tensor<4x32xf32, #s2>
+  %h = "tile.concat"(%e, %e) {axis = 0 : i64} : (tensor<2x16xf32, #s1>, tensor<2x16xf32, #s1>) -> tensor<4x16xf32, #s2>
+  "tile.store"(%x, %n, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<4x32xf32, #s2>, i32, i32) -> ()
+  "tile.store"(%x, %h, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<4x16xf32, #s2>, i32, i32) -> ()
+  return
+}

@@ -52,11 +52,10 @@ def test_the_cutile_names_tileir_has():
         assert f"`{name}`" in doc, f"docs/frontend.md does not mention `{name}`"
 
 
-NOT_YET = """assert_ astile atomic_add atomic_and atomic_cas atomic_max atomic_min atomic_or
-atomic_xchg atomic_xor bitcast cat cumprod cumsum extract gather insert load_advanced_indexing
-mma_scaled pack_to_bytes printf print reduce scan scatter store_advanced_indexing
-unpack_from_bytes grid_dependency_control_wait grid_dependency_control_launch_dependents
-compiler_timeout tune compilation""".split()
+NOT_YET = """assert_ atomic_add atomic_and atomic_cas atomic_max atomic_min atomic_or
+atomic_xchg atomic_xor cumprod cumsum gather load_advanced_indexing mma_scaled printf print
+reduce scan scatter store_advanced_indexing grid_dependency_control_wait
+grid_dependency_control_launch_dependents compiler_timeout tune compilation""".split()
 
 
 def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
@@ -479,3 +478,94 @@ def test_fp4_and_e8m0_cast_in_the_interpreter_and_are_refused_on_the_gpu(rng):
     np.testing.assert_array_equal(back, want_f4.astype(np.float32) + want_e8.astype(np.float32))
     with pytest.raises(TileIRError, match="float4_e2m1fn tiles are not lowered to the GPU"):
         microscaling_casts.compile((x, f4, e8, back, 32), stage="gpu", target="sm_90a")
+
+
+# ---------------------------------------------------------------------------
+# Pieces of tiles and their bytes
+# ---------------------------------------------------------------------------
+@ct.kernel
+def pieces(x, y, out, raw, back, T: ct.Constant[int]):
+    i = ct.bid(0)
+    a = ct.load(x, index=(0, 0), shape=(T, T))
+    c = ct.load(y, index=(0, 0), shape=(T, T))
+    w = ct.cat((a, c), 1)                                  # (T, 2T)
+    e = ct.extract(w, (1, i), (T // 2, T))                 # lower half, block i's side
+    f = ct.insert(a, (0, 1), ct.extract(c, (0, 0), (T, T // 2)))
+    g = f + e.sum() + a.extract((0, 0), ()).item() + ct.astile(((1.0, 2.0), (3.0, 4.0))).sum()
+    g = g + ct.sum(ct.astile((ct.bid(0), 5, 7, 9), dtype=ct.float32))
+    g = ct.bitcast(ct.bitcast(g, ct.int32) ^ 0, ct.float32)
+    ct.store(out, index=(0, 0), tile=g)
+    packed = ct.pack_to_bytes(ct.reshape(g, (T * T,)))
+    ct.store(raw, index=(0,), tile=packed)
+    ct.store(back, index=(0,), tile=ct.unpack_from_bytes(packed, ct.float32))
+
+
+@pytest.mark.parametrize("block", [0, 1])
+def test_cat_extract_insert_astile_bitcast_and_bytes_run_correctly(block, rng):
+    t = 16
+    x = rng.standard_normal((t, t)).astype(np.float32)
+    y = rng.standard_normal((t, t)).astype(np.float32)
+    w = np.concatenate([x, y], 1)
+    f = x.copy()
+    f[:, t // 2:] = y[:, :t // 2]
+    want = f + w[t // 2:, block * t:(block + 1) * t].sum() + x[0, 0] + 10 + (block + 21)
+    args = (x, y, np.zeros((t, t), np.float32), np.zeros(t * t * 4, np.uint8),
+            np.zeros(t * t, np.float32), t)
+    outs = [run_everywhere(pieces, (block + 1,), args, k) for k in (2, 3, 4)]
+    for got, raw, back in zip(*outs):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(raw, np.frombuffer(got.tobytes(), np.uint8))
+        np.testing.assert_array_equal(back, got.ravel())
+
+
+@ct.kernel
+def byte_order(x, raw, back, T: ct.Constant[int]):
+    v = ct.load(x, index=(0,), shape=(T,))
+    p = ct.pack_to_bytes(v)
+    ct.store(raw, index=(0,), tile=p)
+    ct.store(back, index=(0,), tile=ct.unpack_from_bytes(p, ct.int64))
+
+
+def test_bytes_are_little_endian_for_every_width():
+    x = np.array([0x0807060504030201, -2] * 4, np.int64)
+    raw = np.zeros(64, np.uint8)
+    back = np.zeros(8, np.int64)
+    for k, got in enumerate(run_everywhere(byte_order, (1,), (x, raw, back, 8), 1)):
+        assert list(got[:8]) == [1, 2, 3, 4, 5, 6, 7, 8]
+        np.testing.assert_array_equal(got, np.frombuffer(x.tobytes(), np.uint8))
+    for got in run_everywhere(byte_order, (1,), (x, raw, back, 8), 2):
+        np.testing.assert_array_equal(got, x)
+
+
+@ct.kernel
+def bad_pieces(x, MODE: ct.Constant[int]):
+    a = ct.load(x, index=(0,), shape=(16,))
+    if MODE == 0:
+        ct.store(x, index=(0,), tile=ct.cat((a, a, a), 0))
+    elif MODE == 1:
+        ct.store(x, index=(0,), tile=ct.extract(a, (4,), (4,)))
+    elif MODE == 2:
+        ct.store(x, index=(0,), tile=ct.extract(a, (0,), (3,)))
+    elif MODE == 3:
+        ct.store(x, index=(0,), tile=ct.insert(a, (0,), ct.astype(a, ct.float16)))
+    elif MODE == 4:
+        ct.store(x, index=(0,), tile=ct.bitcast(a, ct.float16))
+    elif MODE == 5:
+        ct.store(x, index=(0,), tile=ct.cat((a, ct.reshape(a, (4, 4))), 0))
+    else:
+        ct.store(x, index=(0,), tile=ct.bitcast(a > 0, ct.int8))
+
+
+@pytest.mark.parametrize("mode,exc,message", [
+    (0, TileTypeError, "cat joins at most 2 tiles"),
+    (1, TileValueError, "index 4 is out of range for dim 0"),
+    (2, TileValueError, "must have power-of-two dims"),
+    (3, TileTypeError, "insert needs a value of the tile's dtype float32"),
+    (4, TileTypeError, "bitcast keeps the bit width"),
+    (5, TileTypeError, "cat needs tiles of one rank"),
+    (6, TileTypeError, "bitcast does not take booleans"),
+])
+def test_pieces_are_checked_at_the_line(mode, exc, message):
+    with pytest.raises(exc) as info:
+        bad_pieces.compile((np.zeros(16, np.float32), mode), stage="frontend")
+    assert message in str(info.value) and "test_cutile_api.py" in str(info.value)

@@ -359,6 +359,23 @@ class LayoutAssigner(MmaAssignment):
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
         self.set_layout(op.results[0], lay.permuted(perm))
 
+    def _registers(self, op, index: int) -> None:
+        """Operand `index` in registers (a blocked layout: its own, else the home one)."""
+        v = op.operands[index]
+        if not isinstance(self.layout_of(v), L.Blocked):
+            self.require(op, index, self.home_of(tuple(v.type.shape)))
+
+    def rule_tile_extract_slice(self, op):        # exchanges through shared memory
+        self._registers(op, 0)
+        self.produce_preferred(op)
+
+    def rule_tile_insert_slice(self, op):
+        self._registers(op, 0)
+        self._registers(op, 1)
+        self.produce_preferred(op)
+
+    rule_tile_concat = rule_tile_insert_slice
+
     def rule_tile_reduce(self, op):
         src = op.operands[0]
         lay = self.layout_of(src)

@@ -231,9 +231,20 @@ def _arange(size, dtype):
 
 
 @rule("astype")
-def _astype(x, dtype):
+def _astype(x, dtype, rounding_mode):
     d = dtype_arg(dtype)
-    return cast(as_value(x, d), d)
+    v = as_value(x, d)
+    if rounding_mode is not None:
+        from ..semantics import RoundingMode
+        if not isinstance(rounding_mode, RoundingMode):
+            raise type_error(f"rounding_mode must be a tileir.RoundingMode, got "
+                             f"{describe(rounding_mode)}")
+        if not (v.dtype.is_float and d.is_float):
+            raise type_error("astype takes a rounding_mode only between float dtypes")
+        if rounding_mode is not RoundingMode.RN:
+            raise TileUnsupportedFeatureError(f"astype with rounding mode {rounding_mode.name} "
+                                              f"is not supported by tileir yet (RN is)", loc())
+    return cast(v, d)
 
 
 @rule("where")
@@ -398,7 +409,8 @@ def _assume_divisible_by(x, divisor):
 TILE_METHODS = {"astype": "astype", "reshape": "reshape", "permute": "permute",
                 "transpose": "transpose", "sum": "sum", "prod": "prod", "max": "max",
                 "min": "min", "argmax": "argmax", "argmin": "argmin", "expand_dims": "expand_dims",
-                "broadcast_to": "broadcast_to"}
+                "broadcast_to": "broadcast_to", "item": "item", "extract": "extract",
+                "insert": "insert"}
 
 
-from . import functional  # noqa: E402,F401  (registers the functional forms)
+from . import functional, movement  # noqa: E402,F401  (register their rules)

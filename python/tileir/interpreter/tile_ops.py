@@ -170,6 +170,40 @@ def _permute(op, cx: CompileContext) -> Step:
     return pure(op, cx, lambda x: np.transpose(x, perm))
 
 
+def _window_of(offsets, shape, whole) -> tuple[slice, ...]:
+    window = []
+    for o, n, m in zip(offsets, shape, whole):
+        o = int(o)
+        if not 0 <= o <= m - n:
+            raise Fault(f"the slice at offsets {[int(x) for x in offsets]} of shape "
+                        f"{list(shape)} leaves the tile of shape {list(whole)}")
+        window.append(slice(o, o + n))
+    return tuple(window)
+
+
+@rule("tile.extract_slice")
+def _extract_slice(op, cx: CompileContext) -> Step:
+    shape, whole = shape_of(op.result.type), shape_of(op.source.type)
+    return pure(op, cx, lambda x, *offsets: np.array(x[_window_of(offsets, shape, whole)]))
+
+
+@rule("tile.insert_slice")
+def _insert_slice(op, cx: CompileContext) -> Step:
+    shape, whole = shape_of(op.value.type), shape_of(op.dest.type)
+
+    def insert(dest, value, *offsets):
+        out = np.array(dest)
+        out[_window_of(offsets, shape, whole)] = value
+        return out
+    return pure(op, cx, insert)
+
+
+@rule("tile.concat")
+def _concat(op, cx: CompileContext) -> Step:
+    axis = op.axis
+    return pure(op, cx, lambda a, b: np.concatenate([a, b], axis=axis))
+
+
 # ---------------------------------------------------------------------------
 # Reductions
 # ---------------------------------------------------------------------------

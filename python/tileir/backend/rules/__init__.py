@@ -8,13 +8,14 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 | `arrays`      | `tile.bid/num_blocks/dim/stride`, `tile.load/store` (global memory), `tile.iota` |
 | `shape`       | `tile.broadcast/reshape/permute/convert_layout` (shared-memory exchanges) |
 | `reduce`      | `tile.reduce` (registers, shuffles, shared memory across warps) |
+| `slices`      | `tile.extract_slice/insert_slice/concat` (shared-memory exchanges) |
 | `control`     | `scf.for`, `scf.if` (one scalar per register carried) |
 | `mma`         | `tile.mma/mma_async/mma_wait` (wgmma on sm_90a, mma.sync) |
 
 Importing this package registers every family.
 """
 
-from . import arrays, control, elementwise, mma, reduce, ring, shape  # noqa: F401  (registration)
+from . import arrays, control, elementwise, mma, reduce, ring, shape, slices  # noqa: F401
 from .registry import RULES, lower_block, lower_op
 
 __all__ = ["RULES", "lower_block", "lower_op"]
