@@ -14,7 +14,8 @@ A kernel written for cuTile ports by changing `import cuda.tile as ct` to
 """
 
 from .api import (PaddingMode, abs, add, arange, argmax, argmin, astile, astype, atan2, bid,
-                  bitcast, cat, extract, insert, pack_to_bytes, unpack_from_bytes,
+                  bitcast, cat, cumprod, cumsum, extract, insert, pack_to_bytes, reduce, scan,
+                  unpack_from_bytes,
                   bitwise_and, bitwise_lshift, bitwise_not, bitwise_or, bitwise_rshift,
                   bitwise_xor, broadcast_to, cdiv, ceil, cos, cosh, divmod, equal, exp, exp2,
                   expand_dims, floor, floordiv, full, greater, greater_equal, isnan, less,
@@ -35,7 +36,9 @@ from .errors import (StaticException, TileCacheWarning, TileCompilerExecutionErr
 from .function import Function, function
 from .kernel import CompiledKernel, Kernel, kernel, launch
 from .semantics import ByTarget, MemoryOrder, MemoryScope, RoundingMode
+from .deadline import compiler_timeout
 from .specialization import ArraySpec, ConstBool, ConstInt, Constant, ConstantAnnotation
+from . import tune  # cuTile's submodule: ct.tune.exhaustive_search
 
 __version__ = "0.1.0"
 

@@ -101,6 +101,17 @@ def unpack_from_bytes(x, /, dtype): """A 1-D uint8 tile's bytes read as `dtype` 
 def item(x, /): """A 1-element tile as a scalar (the tile method `t.item()`)."""
 
 
+# Reductions and scans with a combine function (a lambda, a helper, an operator)
+def reduce(x, /, axis, func, identity, *, keepdims=False):
+    """`func`-combination of `x` (a tile or tuple of tiles) along `axis`."""
+def scan(x, /, axis, func, identity, *, reverse=False):
+    """Inclusive prefix `func`-combination of `x` along `axis` (from the end if `reverse`)."""
+def cumsum(x, /, axis=0, *, reverse=False, rounding_mode=None, flush_to_zero=False):
+    """Inclusive running sum along `axis`."""
+def cumprod(x, /, axis=0, *, reverse=False, rounding_mode=None, flush_to_zero=False):
+    """Inclusive running product along `axis`."""
+
+
 # Functional forms of the operators (cuTile's names; `rounding_mode` takes a
 # tileir.RoundingMode, `flush_to_zero` flushes f32 subnormals).
 def add(x, y, /, *, rounding_mode=None, flush_to_zero=False): """`x + y`"""
@@ -137,7 +148,7 @@ INTRINSIC_NAMES = (
     "less_equal greater greater_equal bitwise_and bitwise_or bitwise_xor bitwise_lshift "
     "bitwise_rshift bitwise_not isnan atan2 sinh cosh static_eval static_iter static_exception "
     "ensure_constant assume_divisible_by cat extract insert astile bitcast pack_to_bytes "
-    "unpack_from_bytes item").split()
+    "unpack_from_bytes item reduce scan cumsum cumprod").split()
 
 # Keep the signatures (the frontend binds arguments against them) but make a
 # stray call outside a kernel fail loudly instead of returning None.

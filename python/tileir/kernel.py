@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import knobs
+from . import deadline, knobs
 from .errors import (TileCacheWarning, TileCompilerExecutionError, TileError,
                      TileIRError, TileTypeError, TileUnsupportedFeatureError,
                      TileValueError)
@@ -309,7 +309,7 @@ class Kernel(KernelEntry):
         if target is not None:
             _check_target(target)
         ctx = mlir_context()
-        with ctx:
+        with ctx, deadline.compiling(self.name):
             mb = ModuleBuilder(ctx)
             fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
             self._target = target
@@ -387,9 +387,12 @@ def run_stages(module: ir.Module, stop_after: str) -> dict[str, str | bytes]:
     if stop_after not in stages:
         raise TileValueError(f"unknown stage '{stop_after}'; stages are {', '.join(stages)}")
     artifacts: dict[str, str | bytes] = {}
+    clock = deadline.active()
     for name in stages[1:stages.index(stop_after) + 1]:
         passes.run_stage(module, name)
         _dump(module, name)
+        if clock is not None:
+            clock.check(f"after stage '{name}'")
         if name in ("ptx", "cubin"):
             from tileir.backend.target import binary_object
             data = binary_object(module)[1].object

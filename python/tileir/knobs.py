@@ -11,6 +11,7 @@
 | TILEIR_CACHE | bool | 1 | use the on-disk compile cache; 0 compiles every specialization afresh and writes nothing |
 | TILEIR_CACHE_DIR | str | ~/.cache/tileir | where the compile cache lives (one browsable directory per entry) |
 | TILEIR_CACHE_MAX_BYTES | int | (none) | cap on the cache's size; past it the least recently used entries are evicted after each write |
+| TILEIR_COMPILER_TIMEOUT_SEC | float | (none) | the longest one kernel's compile may take, in seconds, outside `tileir.compiler_timeout` (tileir.deadline) |
 """
 
 from __future__ import annotations
@@ -53,4 +54,7 @@ CACHE_MAX_BYTES = Knob("TILEIR_CACHE_MAX_BYTES", "", "compile cache size cap in 
 
 PY_LAUNCH = Knob("TILEIR_PY_LAUNCH", "0", "use the Python launch fast path, not the C one")
 
-ALL = ALL + (SYNC_LAUNCH, CACHE, CACHE_DIR, CACHE_MAX_BYTES, PY_LAUNCH)
+COMPILER_TIMEOUT = Knob("TILEIR_COMPILER_TIMEOUT_SEC", "",
+                        "longest compile of one kernel, seconds (empty: none)")
+
+ALL = ALL + (SYNC_LAUNCH, CACHE, CACHE_DIR, CACHE_MAX_BYTES, PY_LAUNCH, COMPILER_TIMEOUT)

@@ -6,6 +6,7 @@ GPU launches of the same kernels are in test_gpu.py's cuTile section.
 
 from __future__ import annotations
 
+import operator
 import typing
 
 import ml_dtypes
@@ -53,9 +54,9 @@ def test_the_cutile_names_tileir_has():
 
 
 NOT_YET = """assert_ atomic_add atomic_and atomic_cas atomic_max atomic_min atomic_or
-atomic_xchg atomic_xor cumprod cumsum gather load_advanced_indexing mma_scaled printf print
-reduce scan scatter store_advanced_indexing grid_dependency_control_wait
-grid_dependency_control_launch_dependents compiler_timeout tune compilation""".split()
+atomic_xchg atomic_xor gather load_advanced_indexing mma_scaled printf print scatter
+store_advanced_indexing grid_dependency_control_wait grid_dependency_control_launch_dependents
+compilation""".split()
 
 
 def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
@@ -569,3 +570,110 @@ def test_pieces_are_checked_at_the_line(mode, exc, message):
     with pytest.raises(exc) as info:
         bad_pieces.compile((np.zeros(16, np.float32), mode), stage="frontend")
     assert message in str(info.value) and "test_cutile_api.py" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# Reductions and scans with combine functions
+# ---------------------------------------------------------------------------
+def pick_first(a, b):
+    """The first non-zero: associative, not commutative."""
+    return ct.where(a != 0, a, b)
+
+
+@ct.kernel
+def scans(x, o1, o2, o3, o4, o5, o6, T: ct.Constant[int]):
+    t = ct.load(x, index=(0, 0), shape=(T, T))
+    ct.store(o1, index=(0, 0), tile=ct.cumsum(t, axis=1))
+    ct.store(o2, index=(0, 0), tile=ct.cumprod(t * 0.5 + 1.0, axis=0, reverse=True))
+    ct.store(o3, index=(0,), tile=ct.reduce(t, 1, lambda a, b: ct.maximum(a, b), -1e30))
+    s, i = ct.reduce((t, ct.broadcast_to(ct.arange(T)[None, :], (T, T))), 1,
+                     lambda a, ia, b, ib: (ct.where(b > a, b, a), ct.where(b > a, ib, ia)),
+                     (-1e30, 0))
+    ct.store(o4, index=(0,), tile=ct.astype(i, ct.float32) * 1000.0 + s)
+    ct.store(o5, index=(0, 0), tile=ct.scan(ct.where(t > 0.5, t, 0.0), 1, pick_first, 0.0))
+    ct.store(o6, index=(0,), tile=ct.reduce(t, 0, operator.add, 0.0)
+             + ct.reduce(t, 0, max, -1e30)
+             + ct.reshape(ct.reduce(t, 0, pick_first, 0.0, keepdims=True), (T,)))
+
+
+def _first_nonzero(row):
+    out, cur = np.zeros_like(row), 0.0
+    for j, v in enumerate(row):
+        cur = v if cur == 0 else cur
+        out[j] = cur
+    return out
+
+
+def test_reduce_scan_cumsum_cumprod_with_combine_functions(rng):
+    t = 16
+    x = rng.standard_normal((t, t)).astype(np.float32)
+    picked = np.where(x > 0.5, x, 0)
+    want = [np.cumsum(x, 1), np.flip(np.cumprod(np.flip(x * 0.5 + 1, 0), 0), 0), x.max(1),
+            x.argmax(1) * 1000.0 + x.max(1), np.stack([_first_nonzero(r) for r in picked]),
+            x.sum(0) + x.max(0) + np.array([_first_nonzero(c)[-1] for c in x.T])]
+    outs = [np.zeros(w.shape, np.float32) for w in want]
+    args = (x, *outs, t)
+    for k, w in enumerate(want):
+        for got in run_everywhere(scans, (1,), args, 1 + k):
+            np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5)
+
+
+@ct.kernel
+def int_scans(x, o, T: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(T,))
+    total = ct.reduce(t, 0, lambda a, b: a ^ b, 0)
+    ct.store(o, index=(0,), tile=ct.cumsum(t, reverse=True) + ct.scan(t, 0, max, -2**31) + total)
+
+
+def test_integer_scans_wrap_and_keep_their_dtype(rng):
+    x = rng.integers(-2**30, 2**30, 32).astype(np.int32)
+    want = (np.flip(np.cumsum(np.flip(x.astype(np.int64)))) + np.maximum.accumulate(x)
+            + np.bitwise_xor.reduce(x)).astype(np.int64)
+    want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)
+    for got in run_everywhere(int_scans, (1,), (x, np.zeros(32, np.int32), 32), 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@ct.kernel
+def bad_scan(x, MODE: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(16,))
+    if MODE == 0:
+        ct.store(x, index=(0,), tile=ct.reduce(t, 0, lambda a, b: a + b, (0.0, 1.0)))
+    elif MODE == 1:
+        ct.store(x, index=(0,), tile=ct.scan(t, 0, lambda a, b: ct.astype(a + b, ct.float16), 0))
+    else:
+        ct.store(x, index=(0,), tile=ct.scan(t, 0, lambda a: a, 0.0))
+
+
+@pytest.mark.parametrize("mode,message", [
+    (0, "identity must be one compile-time scalar"),
+    (1, "it must keep each operand's dtype"),
+    (2, "the lambda takes 1 arguments, got 2"),
+])
+def test_combine_functions_are_checked(mode, message):
+    with pytest.raises(TileTypeError, match=message):
+        bad_scan.compile((np.zeros(16, np.float32), mode), stage="frontend")
+
+
+# ---------------------------------------------------------------------------
+# compiler_timeout
+# ---------------------------------------------------------------------------
+@ct.kernel
+def timed(x, T: ct.Constant[int]):
+    ct.store(x, index=(0,), tile=ct.exp(ct.load(x, index=(0,), shape=(T,))))
+
+
+def test_compiler_timeout_stops_a_long_compile(monkeypatch):
+    x = np.zeros(64, np.float32)
+    with ct.compiler_timeout(1e-6):
+        with pytest.raises(ct.TileCompilerTimeoutError, match="past the compiler_timeout"):
+            timed.compile((x, 64), stage="cubin", target="sm_90a")
+    timed.compile((x, 64), stage="cubin", target="sm_90a")          # no limit outside
+    monkeypatch.setenv("TILEIR_COMPILER_TIMEOUT_SEC", "1e-6")
+    with pytest.raises(ct.TileCompilerTimeoutError):
+        timed.compile((x, 128), stage="ptx", target="sm_80")
+    with ct.compiler_timeout(600):                  # the context wins over the variable
+        timed.compile((x, 128), stage="ptx", target="sm_80")
+    with pytest.raises(ValueError, match="seconds > 0"):
+        with ct.compiler_timeout(0):
+            pass

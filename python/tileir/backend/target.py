@@ -19,6 +19,7 @@ from mlir import ir
 from mlir.dialects import gpu
 from mlir.passmanager import PassManager
 
+from tileir import deadline
 from tileir.dialect import TileIRError
 from tileir.dialect.diagnostics import from_mlir_error
 
@@ -233,7 +234,12 @@ def assemble(ptx: str, target: Target, *, verbose: bool = False) -> tuple[bytes,
         with open(src, "w") as f:
             f.write(ptx)
         cmd = [ptxas, f"-arch={target.chip}", f"-O{target.opt_level}", "-v", src, "-o", dst]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        clock = deadline.active()
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True,
+                               timeout=clock.remaining() if clock else None)
+        except subprocess.TimeoutExpired:
+            raise clock.expired("in ptxas") from None
         if r.returncode != 0:
             keep = os.path.join(tempfile.gettempdir(), "tileir-failed.ptx")
             with open(keep, "w") as f:

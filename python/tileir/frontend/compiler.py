@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import operator
 import types
 from typing import Any
 
@@ -614,12 +615,17 @@ class FunctionCompiler:
             kwargs[k.arg] = self.expr(k.value)
         return self.call(fn, args, kwargs, node)
 
-    def call(self, fn: Any, args: list, kwargs: dict, node: ast.Call) -> Any:
+    def call(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
         if isinstance(fn, BoundMethod):
             return intrinsics.call(fn.name, (fn.receiver, *args), kwargs)
         name = _api_name(fn)
+        if name in intrinsics.CALLBACK_RULES:
+            apply = lambda f, xs: self.apply_callable(f, xs, node)  # noqa: E731
+            return intrinsics.call(name, tuple(args), kwargs, {"_apply": apply})
         if name is not None:
             return intrinsics.call(name, tuple(args), kwargs)
+        if isinstance(fn, LambdaValue):
+            return self.apply_callable(fn, args, node, kwargs)
         if isinstance(fn, dt.DType):
             if len(args) != 1 or kwargs:
                 raise self.error(TileTypeError, node, f"{fn!r}(x) takes one argument")
@@ -642,6 +648,38 @@ class FunctionCompiler:
                          f"cannot call {getattr(fn, '__name__', describe(fn))!s} inside a "
                          f"kernel; only the tileir API and @tileir.function helpers can be "
                          f"called")
+
+    def apply_callable(self, fn: Any, args, node: ast.AST, kwargs: dict | None = None) -> Any:
+        """`fn(*args)` for a function value a rule was given (reduce's combine): a
+        lambda of the kernel, an `operator` function, or anything a call can name."""
+        if isinstance(fn, LambdaValue):
+            params = fn.node.args
+            if params.vararg or params.kwarg or params.kwonlyargs or params.defaults or \
+                    params.posonlyargs:
+                raise self.error(TileUnsupportedFeatureError, fn.node,
+                                 "lambdas in kernels take plain positional parameters only")
+            if kwargs or len(args) != len(params.args):
+                raise self.error(TileTypeError, node, f"the lambda takes {len(params.args)} "
+                                 f"arguments, got {len(args)}")
+            saved = self.vars
+            self.vars = dict(fn.scope)
+            self.vars.update((p.arg, a) for p, a in zip(params.args, args))
+            try:
+                with self.at(fn.node.body):
+                    return self.expr(fn.node.body)
+            finally:
+                self.vars = saved
+        op = _OPERATOR_FUNCTIONS.get(fn) if _hashable(fn) else None
+        if op is not None:
+            if len(args) != 2:
+                raise self.error(TileTypeError, node, f"operator.{fn.__name__} takes 2 "
+                                 f"arguments, got {len(args)}")
+            return self.binop(op, args[0], args[1], node)
+        return self.call(fn, list(args), dict(kwargs or {}), node)
+
+    def expr_Lambda(self, node: ast.Lambda) -> "LambdaValue":
+        return LambdaValue(node, {k: v for k, v in self.vars.items()
+                                  if not isinstance(v, _LoopLocal)})
 
     def call_helper(self, fn, args, kwargs, node) -> Any:
         bound = fn.bind_helper_args(args, kwargs, lambda msg: self.error(TileTypeError, node, msg))
@@ -675,6 +713,22 @@ class FunctionCompiler:
         if is_tuple:
             return tuple(outs)
         return outs[0] if outs else None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LambdaValue:
+    """A lambda written in a kernel: compiled where it is applied, in its scope."""
+
+    node: ast.Lambda
+    scope: dict
+
+
+_OPERATOR_FUNCTIONS = {operator.add: "+", operator.sub: "-", operator.mul: "*",
+                       operator.truediv: "/", operator.floordiv: "//", operator.mod: "%",
+                       operator.pow: "**", operator.and_: "&", operator.or_: "|",
+                       operator.xor: "^", operator.lshift: "<<", operator.rshift: ">>",
+                       operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
+                       operator.eq: "==", operator.ne: "!="}
 
 
 def _move_to_end(op: ir.Operation, block: ir.Block) -> None:

@@ -32,14 +32,20 @@ def rule(name: str):
     return deco
 
 
-def call(name: str, args: tuple, kwargs: dict):
+def call(name: str, args: tuple, kwargs: dict, extra: dict | None = None):
+    """Rule `name` on the call's arguments bound to the public signature; `extra`:
+    what the compiler adds for rules that call back into it (`_apply`)."""
     sig = inspect.signature(api.SIGNATURES[name])
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as e:
         raise type_error(f"bad arguments to {name}{sig}: {e}")
     bound.apply_defaults()
-    return RULES[name](**bound.arguments)
+    return RULES[name](**bound.arguments, **(extra or {}))
+
+
+# rules that apply a user's combine function: the compiler passes `_apply`
+CALLBACK_RULES = ("reduce", "scan")
 
 
 # ---------------------------------------------------------------------------
@@ -413,4 +419,4 @@ TILE_METHODS = {"astype": "astype", "reshape": "reshape", "permute": "permute",
                 "insert": "insert"}
 
 
-from . import functional, movement  # noqa: E402,F401  (register their rules)
+from . import functional, movement, scans  # noqa: E402,F401  (register their rules)
