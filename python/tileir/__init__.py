@@ -13,7 +13,9 @@ A kernel written for cuTile ports by changing `import cuda.tile as ct` to
     ct.launch(None, (ct.cdiv(n, 256),), vadd, (a, b, c, 256))
 """
 
-from .api import (PaddingMode, abs, add, arange, argmax, argmin, astile, astype, atan2, bid,
+from .api import (PaddingMode, abs, add, arange, argmax, argmin, astile, astype, atan2,
+                  atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
+                  atomic_xchg, atomic_xor, bid, gather, scatter,
                   bitcast, cat, cumprod, cumsum, extract, insert, pack_to_bytes, reduce, scan,
                   unpack_from_bytes,
                   bitwise_and, bitwise_lshift, bitwise_not, bitwise_or, bitwise_rshift,

@@ -112,6 +112,33 @@ def cumprod(x, /, axis=0, *, reverse=False, rounding_mode=None, flush_to_zero=Fa
     """Inclusive running product along `axis`."""
 
 
+# Element-indexed memory (`indices`: one integer tile or scalar per array dim)
+from .semantics import MemoryOrder as _Order, MemoryScope as _Scope  # noqa: E402
+
+
+def gather(array, indices, /, *, mask=None, padding_value=0, check_bounds=True, latency=None):
+    """array[indices] element-wise; masked-off or out-of-bounds elements read padding_value."""
+def scatter(array, indices, value, /, *, mask=None, check_bounds=True, latency=None):
+    """array[indices] = value element-wise, where mask holds and the indices are in bounds."""
+def atomic_add(array, indices, update, /, *, check_bounds=True, memory_order=_Order.ACQ_REL,
+               memory_scope=_Scope.DEVICE): """Atomic +=; returns the old values."""
+def atomic_and(array, indices, update, /, *, check_bounds=True, memory_order=_Order.ACQ_REL,
+               memory_scope=_Scope.DEVICE): """Atomic &=; returns the old values."""
+def atomic_or(array, indices, update, /, *, check_bounds=True, memory_order=_Order.ACQ_REL,
+              memory_scope=_Scope.DEVICE): """Atomic |=; returns the old values."""
+def atomic_xor(array, indices, update, /, *, check_bounds=True, memory_order=_Order.ACQ_REL,
+               memory_scope=_Scope.DEVICE): """Atomic ^=; returns the old values."""
+def atomic_min(array, indices, update, /, *, check_bounds=True, memory_order=_Order.ACQ_REL,
+               memory_scope=_Scope.DEVICE): """Atomic minimum; returns the old values."""
+def atomic_max(array, indices, update, /, *, check_bounds=True, memory_order=_Order.ACQ_REL,
+               memory_scope=_Scope.DEVICE): """Atomic maximum; returns the old values."""
+def atomic_xchg(array, indices, update, /, *, check_bounds=True, memory_order=_Order.ACQ_REL,
+                memory_scope=_Scope.DEVICE): """Atomic exchange; returns the old values."""
+def atomic_cas(array, indices, expected, desired, /, *, check_bounds=True,
+               memory_order=_Order.ACQ_REL, memory_scope=_Scope.DEVICE):
+    """Atomic compare-and-swap (bitwise compare); returns the old values."""
+
+
 # Functional forms of the operators (cuTile's names; `rounding_mode` takes a
 # tileir.RoundingMode, `flush_to_zero` flushes f32 subnormals).
 def add(x, y, /, *, rounding_mode=None, flush_to_zero=False): """`x + y`"""
@@ -148,7 +175,8 @@ INTRINSIC_NAMES = (
     "less_equal greater greater_equal bitwise_and bitwise_or bitwise_xor bitwise_lshift "
     "bitwise_rshift bitwise_not isnan atan2 sinh cosh static_eval static_iter static_exception "
     "ensure_constant assume_divisible_by cat extract insert astile bitcast pack_to_bytes "
-    "unpack_from_bytes item reduce scan cumsum cumprod").split()
+    "unpack_from_bytes item reduce scan cumsum cumprod gather scatter atomic_add atomic_and "
+    "atomic_or atomic_xor atomic_min atomic_max atomic_xchg atomic_cas").split()
 
 # Keep the signatures (the frontend binds arguments against them) but make a
 # stray call outside a kernel fail loudly instead of returning None.

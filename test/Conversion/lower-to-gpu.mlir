@@ -494,3 +494,36 @@ func.func @slices(%x: !tile.array<f32, 2 : i64>, %i: i32) attributes {tile.kerne
   "tile.store"(%x, %h, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<4x16xf32, #s2>, i32, i32) -> ()
   return
 }
+
+// -----
+
+// Element-indexed memory: each register's address is base + index * stride, it
+// acts where its mask holds and its index is in [0, dim); a gather is a guarded
+// load, an atomic one `atom` in PTX with the op's order and scope.  The 16
+// elements sit in 16 of 32 lanes, replicated in the other half: only the lanes
+// with bit 4 clear (the owners) do the atomic, and the old values reach the
+// replicas through shared memory.
+
+// CHECK-LABEL: gpu.func @indexed(
+// CHECK:         arith.cmpi sge
+// CHECK:         arith.cmpi slt
+// CHECK:         scf.if
+// CHECK:           llvm.load
+// CHECK:         arith.andi %{{.*}}, %{{.*}} : i32
+// CHECK:         scf.if
+// CHECK:           llvm.inline_asm has_side_effects "atom.relaxed.cta.global.add.s32 $0, [$1], $2;"
+// CHECK:         memref.store
+// CHECK:         gpu.barrier
+// CHECK:         memref.load
+#h = #tile.blocked<array<i64: 1>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @indexed(%x: !tile.array<f32, 1 : i64>, %c: !tile.array<i32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32} {
+  %c0 = arith.constant 0 : i32
+  %i = "tile.iota"() : () -> tensor<16xi32, #h>
+  %m = arith.constant dense<true> : tensor<16xi1, #h>
+  %p = arith.constant dense<0.0> : tensor<16xf32, #h>
+  %g = "tile.gather"(%x, %m, %p, %i) {check_bounds = 1 : i64} : (!tile.array<f32, 1 : i64>, tensor<16xi1, #h>, tensor<16xf32, #h>, tensor<16xi32, #h>) -> tensor<16xf32, #h>
+  %o = "tile.atomic_rmw"(%c, %i, %m, %i) {check_bounds = 1 : i64, kind = "add", memory_order = "relaxed", memory_scope = "block"} : (!tile.array<i32, 1 : i64>, tensor<16xi32, #h>, tensor<16xi1, #h>, tensor<16xi32, #h>) -> tensor<16xi32, #h>
+  "tile.store"(%x, %g, %c0) : (!tile.array<f32, 1 : i64>, tensor<16xf32, #h>, i32) -> ()
+  "tile.store"(%c, %o, %c0) : (!tile.array<i32, 1 : i64>, tensor<16xi32, #h>, i32) -> ()
+  return
+}

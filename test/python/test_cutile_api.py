@@ -53,10 +53,8 @@ def test_the_cutile_names_tileir_has():
         assert f"`{name}`" in doc, f"docs/frontend.md does not mention `{name}`"
 
 
-NOT_YET = """assert_ atomic_add atomic_and atomic_cas atomic_max atomic_min atomic_or
-atomic_xchg atomic_xor gather load_advanced_indexing mma_scaled printf print scatter
-store_advanced_indexing grid_dependency_control_wait grid_dependency_control_launch_dependents
-compilation""".split()
+NOT_YET = """assert_ load_advanced_indexing mma_scaled printf print store_advanced_indexing
+grid_dependency_control_wait grid_dependency_control_launch_dependents compilation""".split()
 
 
 def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
@@ -677,3 +675,103 @@ def test_compiler_timeout_stops_a_long_compile(monkeypatch):
     with pytest.raises(ValueError, match="seconds > 0"):
         with ct.compiler_timeout(0):
             pass
+
+
+# ---------------------------------------------------------------------------
+# gather, scatter, atomics
+# ---------------------------------------------------------------------------
+@ct.kernel
+def indexed(x, idx, out, hist, stats, olds, T: ct.Constant[int]):
+    i = ct.bid(0)
+    j = ct.load(idx, index=(i,), shape=(T,))
+    g = ct.gather(x, j, mask=j % 3 != 0, padding_value=-1.0)
+    ct.store(out, index=(i,), tile=g)
+    ct.scatter(out, j + 1000, g * 2.0)                  # every index out of bounds: dropped
+    old = ct.atomic_add(hist, j % 8, 1)
+    ct.atomic_max(stats, (0,), j)
+    ct.atomic_min(stats, 1, j, memory_order=ct.MemoryOrder.RELAXED,
+                  memory_scope=ct.MemoryScope.BLOCK)
+    ct.atomic_add(stats, 2, 1)
+    ct.atomic_or(stats, 3, ct.bitwise_lshift(1, i))
+    ct.atomic_xor(stats, 4, 1)
+    ct.atomic_and(stats, 5, ct.full((T,), -1, ct.int32) ^ i)
+    ct.atomic_xchg(stats, 6, i + 7)
+    swapped = ct.atomic_cas(stats, 7, 0, i + 1)            # only the first block swaps
+    ct.store(olds, index=(i,), tile=old * 0 + ct.where(swapped == 0, 1, 0))
+
+
+def test_gather_scatter_and_atomics_run_correctly(rng):
+    n, t, blocks = 100, 32, 2
+    x = rng.standard_normal(n).astype(np.float32)
+    idx = rng.integers(-5, n + 5, t * blocks).astype(np.int32)
+    ok = (idx >= 0) & (idx < n) & (idx % 3 != 0)
+    want_out = np.where(ok, x[np.clip(idx, 0, n - 1)], -1.0).astype(np.float32)
+    want_hist = np.bincount(idx % 8, minlength=8)
+    args = (x, idx, np.zeros(t * blocks, np.float32), np.zeros(8, np.int32),
+            np.array([-10**9, 10**9, 0, 0, 0, -1, 0, 0], np.int32),
+            np.zeros(t * blocks, np.int32), t)
+    outs = [run_everywhere(indexed, (blocks,), args, k) for k in (2, 3, 4, 5)]
+    for out, hist, stats, olds in zip(*outs):
+        np.testing.assert_array_equal(out, want_out)
+        np.testing.assert_array_equal(hist, want_hist)
+        assert stats[0] == idx.max() and stats[1] == idx.min()
+        assert stats[2] == blocks and stats[3] == 0b11 and stats[4] == 0   # a scalar: once a block
+        assert stats[5] == (-1 ^ 0) & (-1 ^ 1) and stats[6] in (7, 8) and stats[7] in (1, 2)
+        assert olds.sum() == t                  # one block's elements saw 0 (one swapped)
+
+
+@ct.kernel
+def atomic_floats(acc, out, T: ct.Constant[int]):
+    v = ct.arange(T, dtype=ct.float32) * 0.5
+    old = ct.atomic_add(acc, ct.arange(T) % 4, v)
+    prev = ct.atomic_cas(acc, T, 0.0, 3.0)                        # index T: out of bounds
+    ct.store(out, index=(0,), tile=old * 0.0 + prev)
+
+
+def test_float_atomics_and_an_out_of_bounds_cas_return_the_right_values():
+    t = 32
+    accs = run_everywhere(atomic_floats, (1,), (np.zeros(4, np.float32),
+                                                np.full(t, 9.0, np.float32), t), 0)
+    outs = run_everywhere(atomic_floats, (1,), (np.zeros(4, np.float32),
+                                                np.full(t, 9.0, np.float32), t), 1)
+    want = np.array([sum(0.5 * k for k in range(t) if k % 4 == r) for r in range(4)])
+    for acc, out in zip(accs, outs):
+        np.testing.assert_allclose(acc, want)
+        np.testing.assert_array_equal(out, np.zeros(t))     # inactive cas returns `expected`
+
+
+@ct.kernel
+def bad_indexed(x, i, MODE: ct.Constant[int]):
+    j = ct.load(i, index=(0,), shape=(16,))
+    if MODE == 0:
+        ct.gather(x, (j, j))
+    elif MODE == 1:
+        ct.gather(x, ct.astype(j, ct.float32))
+    elif MODE == 2:
+        ct.atomic_add(x, j, 1.0, memory_order=ct.MemoryOrder.WEAK)
+    elif MODE == 3:
+        ct.atomic_and(x, j, 1)
+    else:
+        ct.atomic_add(x, j, 1.0, memory_scope=ct.MemoryScope.NONE)
+
+
+@pytest.mark.parametrize("mode,message", [
+    (0, "indices has 2 entries but the array has 1 dims"),
+    (1, "index 0 must be an integer tile or scalar"),
+    (2, "atomics take memory_order RELAXED, ACQUIRE, RELEASE or ACQ_REL"),
+    (3, "atomic_and does not take arrays of float32"),
+    (4, "atomics take memory_scope BLOCK, DEVICE or SYS"),
+])
+def test_indexed_memory_is_checked_at_the_line(mode, message):
+    with pytest.raises(TileTypeError, match=message):
+        bad_indexed.compile((np.zeros(16, np.float32), np.zeros(16, np.int32), mode),
+                            stage="frontend")
+
+
+def test_atomics_keep_their_grid():
+    """Retiling or splitting would change how many blocks run the atomics."""
+    hist, idx = np.zeros(8, np.int32), np.zeros(64, np.int32)
+    ck = indexed.compile((np.zeros(100, np.float32), idx, np.zeros(64, np.float32), hist,
+                          np.zeros(8, np.int32), np.zeros(64, np.int32), 32),
+                         stage="cubin", target="sm_90a", grid=(2,), sm_count=132)
+    assert not ck.meta.get("grid_rewrites")

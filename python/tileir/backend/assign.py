@@ -376,6 +376,12 @@ class LayoutAssigner(MmaAssignment):
 
     rule_tile_concat = rule_tile_insert_slice
 
+    # element-indexed memory: every tile operand and the result in one layout
+    def rule_tile_gather(self, op):
+        self.elementwise(op)
+
+    rule_tile_scatter = rule_tile_atomic_rmw = rule_tile_atomic_cas = rule_tile_gather
+
     def rule_tile_reduce(self, op):
         src = op.operands[0]
         lay = self.layout_of(src)

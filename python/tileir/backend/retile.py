@@ -169,9 +169,24 @@ def _say(dim: int) -> str:
     return "none" if dim == _NONE else str(dim)
 
 
+# Ops whose effect counts once per block: a kernel with them must keep its grid.
+PER_BLOCK_EFFECTS = ("tile.scatter", "tile.atomic_rmw", "tile.atomic_cas")
+
+
+def refuse_per_block_effects(ops: list[ir.Operation]) -> None:
+    """Retiling and splitting change how many blocks run: refused for kernels that
+    write memory at element indices (an atomic add done by twice the blocks counts
+    twice)."""
+    for op in ops:
+        if op.name in PER_BLOCK_EFFECTS:
+            raise NotRetileable(f"'{op.name}' writes memory at element indices (the number "
+                                f"of blocks is part of what it does)", op.location)
+
+
 def analyze(func: ir.Operation, axis: int) -> Tied:
     """The tied dims of `func`'s tensors for grid axis `axis`, or NotRetileable."""
     ops = _ops(func)
+    refuse_per_block_effects(ops)
     bids = [op.results[0] for op in ops
             if op.name == "tile.bid" and _int_attr(op, "axis") == axis]
     if not bids:

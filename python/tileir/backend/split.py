@@ -41,7 +41,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .retile import (GRID_SCALE_ATTR, NotRetileable, Tied, _fixed, _NONE, _ops, _shape,
-                     _Tags, note_grid_rewrite, scale_dims, settle)
+                     _Tags, note_grid_rewrite, refuse_per_block_effects, scale_dims, settle)
 from .shared import tile_bytes
 
 # Measured on the H100 (bench/RESULTS.md, "Small grids split"): RoPE and SwiGLU at 1,
@@ -93,6 +93,7 @@ def analyze(func: ir.Operation, seed: ir.Operation, dim: int) -> Split:
     """The tensors of `func` that follow dim `dim` of the tile `seed` (a load or a
     store) loads or stores, or NotRetileable."""
     ops = _ops(func)
+    refuse_per_block_effects(ops)
     for op in ops:
         if op.name in ("tile.mma", "tile.matmul"):
             raise NotRetileable("the kernel multiplies tiles (retiling's, not splitting's)",

@@ -126,7 +126,8 @@ def reads(array: ir.Value) -> bool:
     for use in array.uses:
         owner = use.owner
         owner = owner.operation if isinstance(owner, ir.OpView) else owner
-        if owner.name in ("tile.load", "tile.ring_load"):
+        if owner.name in ("tile.load", "tile.ring_load", "tile.gather", "tile.atomic_rmw",
+                          "tile.atomic_cas"):
             return True
     return False
 

@@ -419,4 +419,4 @@ TILE_METHODS = {"astype": "astype", "reshape": "reshape", "permute": "permute",
                 "insert": "insert"}
 
 
-from . import functional, movement, scans  # noqa: E402,F401  (register their rules)
+from . import functional, indexed, movement, scans  # noqa: E402,F401  (register rules)

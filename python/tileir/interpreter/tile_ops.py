@@ -295,3 +295,102 @@ def _matmul(op, cx: CompileContext) -> Step:
     acc = _accumulator(elem_of(op.a.type))
     round_to = _round_result(elem_of(op.result.type))
     return pure(op, cx, lambda a, b: round_to(np.matmul(a.astype(acc), b.astype(acc))))
+
+
+# ---------------------------------------------------------------------------
+# Element-indexed memory: gather, scatter, atomics
+# ---------------------------------------------------------------------------
+def _element_positions(array, indices, mask, check_bounds: bool):
+    """(flat positions into `array`, and where each element acts): the element
+    indices as one tuple of index arrays, and the acting mask."""
+    idx = [np.asarray(i).astype(np.int64) for i in indices]
+    act = np.asarray(mask, dtype=bool).copy()
+    inside = np.ones(act.shape, dtype=bool)
+    for i, n in zip(idx, array.shape):
+        inside &= (i >= 0) & (i < n)
+    if check_bounds:
+        act &= inside
+    elif (act & ~inside).any():
+        raise Fault("an index lies outside the array and check_bounds is off")
+    return tuple(np.where(act, i, 0) for i in idx), act
+
+
+@rule("tile.gather")
+def _gather(op, cx: CompileContext) -> Step:
+    check = op.check_bounds
+
+    def gather(array, mask, padding, *indices):
+        where, act = _element_positions(array, indices, mask, check)
+        return np.where(act, array[where], padding).astype(array.dtype)
+    return pure(op, cx, gather)
+
+
+@rule("tile.scatter")
+def _scatter(op, cx: CompileContext) -> Step:
+    slots = cx.slots(op.operands)
+    check = op.check_bounds
+
+    def step(frame):
+        array, value, mask, *indices = (frame[s] for s in slots)
+        if not array.flags.writeable:
+            raise Fault("cannot store into a read-only array argument")
+        where, act = _element_positions(array, indices, mask, check)
+        array[tuple(i[act] for i in where)] = np.asarray(value)[act]
+    return step
+
+
+def _unsigned(x):
+    return x.view(f"uint{x.dtype.itemsize * 8}") if x.dtype.kind == "i" else x
+
+
+_RMW = {"add": lambda old, v: old + v, "and": lambda old, v: old & v,
+        "or": lambda old, v: old | v, "xor": lambda old, v: old ^ v,
+        "min": lambda old, v: min(old, v), "max": lambda old, v: max(old, v),
+        "xchg": lambda old, v: v}
+
+
+def _atomic(op, cx: CompileContext, n_values: int, apply) -> Step:
+    """Atomics run element by element in row-major order: each one sees the writes of
+    those before it (the GPU's order among threads is unspecified)."""
+    slots = cx.slots(op.operands)
+    out = cx.define(op.result)
+    check = op.check_bounds
+
+    def step(frame):
+        array, *rest = (frame[s] for s in slots)
+        values, mask, indices = rest[:n_values], rest[n_values], rest[n_values + 1:]
+        if not array.flags.writeable:
+            raise Fault("cannot update a read-only array argument")
+        where, act = _element_positions(array, indices, mask, check)
+        values = [np.asarray(v) for v in values]
+        old = np.array(values[0], dtype=array.dtype)
+        with np.errstate(over="ignore"):
+            for c in zip(*np.nonzero(act)) if act.ndim else ([()] if act else []):
+                at = tuple(w[c] for w in where)
+                before = array[at]
+                old[c] = before
+                array[at] = apply(before, *(v[c] for v in values))
+        frame[out] = old
+    return step
+
+
+@rule("tile.atomic_rmw")
+def _atomic_rmw(op, cx: CompileContext) -> Step:
+    kind = op.kind
+    if kind in ("umin", "umax"):
+        pick = min if kind == "umin" else max
+
+        def apply(old, v):
+            u = pick(_unsigned(np.asarray(old)), _unsigned(np.asarray(v)))
+            return np.asarray(u).view(np.asarray(old).dtype)
+    else:
+        apply = _RMW[kind]
+    return _atomic(op, cx, 1, apply)
+
+
+@rule("tile.atomic_cas")
+def _atomic_cas(op, cx: CompileContext) -> Step:
+    def cas(old, expected, desired):           # the hardware compares bits (-0 != +0)
+        same = np.asarray(old).tobytes() == np.asarray(expected, old.dtype).tobytes()
+        return desired if same else old
+    return _atomic(op, cx, 2, cas)

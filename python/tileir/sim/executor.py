@@ -700,6 +700,44 @@ _F32_INSTRUCTIONS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div
                      "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh}
 
 
+_ATOM_DTYPES = {("f", 32): np.float32, ("f", 64): np.float64, ("f", 16): np.float16,
+                ("s", 32): np.int32, ("s", 64): np.int64, ("u", 32): np.uint32,
+                ("u", 64): np.uint64, ("b", 32): np.uint32, ("b", 64): np.uint64}
+
+
+def _atom(sim, blk, o, mask, kind: str, cls: str, bits: int, args):
+    """`atom.<sem>.<scope>.global.<kind>.<type>`: one thread after another (lane order),
+    each reading the old value and writing the new; returns each thread's old value."""
+    result_t = o.results[0].type
+    if cls == "b" and bits == 16 or (cls == "f" and bits == 16 and
+                                     isinstance(result_t, ir.BF16Type)):
+        dt_ = ml_dtypes.bfloat16
+    else:
+        dt_ = _ATOM_DTYPES[(cls, bits)]
+    dt_ = np.dtype(dt_)
+    ptr = np.asarray(args[0], np.int64)
+    values = [np.asarray(a).view(dt_) if np.asarray(a).dtype.itemsize == dt_.itemsize
+              else np.asarray(a).astype(dt_) for a in args[1:]]
+    old = np.zeros(sim.threads, np_dtype(result_t))
+    ops = {"add": lambda a, b: a + b, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
+           "xor": lambda a, b: a ^ b, "min": min, "max": max, "exch": lambda a, b: b}
+    for t in np.nonzero(mask)[0]:
+        one = np.zeros(sim.threads, bool)
+        one[t] = True
+        before = _read(sim, blk, 1, ptr, dt_, one, None)[t]
+        if kind == "cas":
+            new = values[1][t] if before.tobytes() == values[0][t].tobytes() else before
+        else:
+            with np.errstate(over="ignore"):
+                new = dt_.type(ops[kind](before, values[0][t]))
+        cell = np.zeros(sim.threads, dt_)
+        cell[t] = new
+        _write(sim, blk, 1, ptr, cell, one)
+        old[t] = np.asarray(before).view(old.dtype) if old.dtype.itemsize == dt_.itemsize \
+            else before
+    return old
+
+
 def _flush(x):
     """f32 subnormals to signed zero (the `.ftz` of an instruction)."""
     return np.where(np.abs(x) < np.finfo(np.float32).tiny, np.copysign(np.float32(0), x), x)
@@ -722,6 +760,9 @@ def _inline_asm(sim, blk, o, mask):
                 fn = np.maximum if m.group(1) == "max" else np.minimum
             out = fn(*x).astype(np.float32)
         return _flush(out) if m.group(2) else out
+    m = re.match(r"atom\.\w+\.\w+\.global\.(\w+)\.(?:noftz\.)?(\w)(\d+) ", asm)
+    if m:
+        return _atom(sim, blk, o, mask, m.group(1), m.group(2), int(m.group(3)), args)
     if asm.startswith("setmaxnreg"):
         return None                               # registers are not modelled
     if asm.startswith("createpolicy"):

@@ -9,13 +9,15 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 | `shape`       | `tile.broadcast/reshape/permute/convert_layout` (shared-memory exchanges) |
 | `reduce`      | `tile.reduce` (registers, shuffles, shared memory across warps) |
 | `slices`      | `tile.extract_slice/insert_slice/concat` (shared-memory exchanges) |
+| `indexed`     | `tile.gather/scatter/atomic_rmw/atomic_cas` (per-element addresses, PTX `atom`) |
 | `control`     | `scf.for`, `scf.if` (one scalar per register carried) |
 | `mma`         | `tile.mma/mma_async/mma_wait` (wgmma on sm_90a, mma.sync) |
 
 Importing this package registers every family.
 """
 
-from . import arrays, control, elementwise, mma, reduce, ring, shape, slices  # noqa: F401
+from . import (arrays, control, elementwise, indexed, mma, reduce, ring, shape,  # noqa: F401
+               slices)
 from .registry import RULES, lower_block, lower_op
 
 __all__ = ["RULES", "lower_block", "lower_op"]
