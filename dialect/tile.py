@@ -489,8 +489,8 @@ ATOMIC_KINDS = ("add", "and", "or", "xor", "min", "max", "umin", "umax", "xchg")
 
 def _check_element_access(op, array: ir.Value, indices: list[ir.Value],
                           shaped: list[tuple[str, ir.Value]]) -> ir.RankedTensorType:
-    """Common checks: one integer index tile per array dim, every tile operand of one
-    shape; returns that shape's type (of the first index)."""
+    """Common checks: one integer index tile per array dim (all of one type: IRDL ties
+    a variadic group's types), every tile operand of one shape."""
     info = _array(array)
     if len(indices) != info.rank:
         raise VerifyError(f"expected {info.rank} index tiles (one per array dim), got "
@@ -694,6 +694,93 @@ class AtomicCasOp(_AtomicOp):
         for what in ("expected", "desired", "result"):
             _check_elem(getattr(self, what) if what != "result" else self.result, info, what)
         self._atomic_attrs()
+
+
+# --------------------------------------------------------------------------
+# Debugging: device printf and assert
+# --------------------------------------------------------------------------
+# One C conversion: flags, width, precision, length, specifier (tileir's printf subset)
+PRINTF_CONVERSION = r"%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?[diuoxXeEfFgGaA]"
+
+
+def printf_conversions(fmt: str) -> list[str]:
+    """The conversions of a printf format, in order ('%%' is a literal percent)."""
+    import re
+    out, i = [], 0
+    while True:
+        i = fmt.find("%", i)
+        if i < 0:
+            return out
+        if fmt.startswith("%%", i):
+            i += 2
+            continue
+        m = re.compile(PRINTF_CONVERSION).match(fmt, i)
+        if m is None:
+            raise VerifyError(f"format {fmt!r}: '%' at {i} starts no conversion tileir "
+                              f"prints (flags, width, precision, then one of diuoxXeEfFgGaA)")
+        out.append(m.group(0))
+        i = m.end()
+
+
+@DIALECT.op
+class PrintOp(TileOpView):
+    """Prints `format` once per block: its conversion (C printf, at most one) takes the
+    operand, a scalar as one value, a tile as `[v, v, ...]` (nested for higher ranks).
+    `more` = 1: the text continues in the next `tile.print` of the block, and the
+    line is printed as one piece when the last (`more` = 0) runs.  (One value per op:
+    IRDL ties the types of a variadic operand group.)"""
+
+    OPERATION_NAME = "tile.print"
+    SPEC = Spec(operands=(Arg("values", "any", variadic=True),),
+                attributes=(("format", "str_attr"), ("more", "int_attr")))
+
+    def __init__(self, fmt: str, values: Sequence[ir.Value], more: bool = False, *,
+                 loc=None, ip=None):
+        super().__init__(ir.Operation.create(
+            self.OPERATION_NAME, results=[], operands=list(values),
+            attributes={"format": ir.StringAttr.get(fmt), "more": _i64_attr(int(more))},
+            loc=loc, ip=ip))
+
+    format = property(lambda self: self.str_attr("format"))
+    values = property(lambda self: list(self.operands))
+    more = property(lambda self: bool(self.int_attr("more")))
+
+    def verify(self) -> None:
+        conv = printf_conversions(self.format)
+        if len(conv) != len(self.values) or len(conv) > 1:
+            raise VerifyError(f"format {self.format!r} has {len(conv)} conversions for "
+                              f"{len(self.values)} values (one value per tile.print at most)")
+        _check_flag(self, "more")
+        for c, v in zip(conv, self.values):
+            t = v.type
+            elem = t.element_type if isinstance(t, ir.RankedTensorType) else t
+            if c[-1] in "diuoxX" and not is_int(elem):
+                raise VerifyError(f"conversion {c} prints integers, got {t}")
+            if c[-1] in "eEfFgGaA" and not is_float(elem):
+                raise VerifyError(f"conversion {c} prints floats, got {t}")
+
+
+@DIALECT.op
+class AssertOp(TileOpView):
+    """Stops the kernel (a trap, after printing `message` with the failing block) unless
+    every element of `cond` is true."""
+
+    OPERATION_NAME = "tile.assert"
+    SPEC = Spec(operands=(Arg("cond", "any"),), attributes=(("message", "str_attr"),))
+
+    def __init__(self, cond: ir.Value, message: str, *, loc=None, ip=None):
+        super().__init__(ir.Operation.create(
+            self.OPERATION_NAME, results=[], operands=[cond],
+            attributes={"message": ir.StringAttr.get(message)}, loc=loc, ip=ip))
+
+    cond = property(lambda self: self.operands[0])
+    message = property(lambda self: self.str_attr("message"))
+
+    def verify(self) -> None:
+        t = self.cond.type
+        elem = t.element_type if isinstance(t, ir.RankedTensorType) else t
+        if str(elem) != "i1":
+            raise VerifyError(f"the condition must be i1 (a bool tile or scalar), got {t}")
 
 
 def _numel(shape: Sequence[int]) -> int:

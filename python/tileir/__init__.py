@@ -13,19 +13,17 @@ A kernel written for cuTile ports by changing `import cuda.tile as ct` to
     ct.launch(None, (ct.cdiv(n, 256),), vadd, (a, b, c, 256))
 """
 
-from .api import (PaddingMode, abs, add, arange, argmax, argmin, astile, astype, atan2,
-                  atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
-                  atomic_xchg, atomic_xor, bid, gather, scatter,
-                  bitcast, cat, cumprod, cumsum, extract, insert, pack_to_bytes, reduce, scan,
-                  unpack_from_bytes,
-                  bitwise_and, bitwise_lshift, bitwise_not, bitwise_or, bitwise_rshift,
-                  bitwise_xor, broadcast_to, cdiv, ceil, cos, cosh, divmod, equal, exp, exp2,
-                  expand_dims, floor, floordiv, full, greater, greater_equal, isnan, less,
-                  less_equal, load, log, log2, matmul, max, maximum, min, minimum, mma, mod,
-                  mul, negative, not_equal, num_blocks, num_tiles, ones, permute, pow, prod,
-                  reshape, rsqrt, sin, sinh, sqrt, static_assert, static_eval, static_exception,
-                  static_iter, store, sub, sum, tan, tanh, transpose, truediv, where, zeros,
-                  ensure_constant, assume_divisible_by)
+from .api import (abs, add, arange, argmax, argmin, assert_, assume_divisible_by, astile, astype,
+                  atan2, atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
+                  atomic_xchg, atomic_xor, bid, bitcast, bitwise_and, bitwise_lshift, bitwise_not,
+                  bitwise_or, bitwise_rshift, bitwise_xor, broadcast_to, cat, cdiv, ceil, cos, cosh,
+                  cumprod, cumsum, divmod, ensure_constant, equal, exp, exp2, expand_dims, extract,
+                  floor, floordiv, full, gather, greater, greater_equal, insert, isnan, less,
+                  less_equal, load, log, log2, matmul, max, maximum, min, minimum, mma, mod, mul,
+                  negative, not_equal, num_blocks, num_tiles, ones, pack_to_bytes, PaddingMode,
+                  permute, pow, print, printf, prod, reduce, reshape, rsqrt, scan, scatter, sin,
+                  sinh, sqrt, static_assert, static_eval, static_exception, static_iter, store, sub,
+                  sum, tan, tanh, transpose, truediv, unpack_from_bytes, where, zeros)
 from .annotations import (Array, ArrayAnnotation, IndexedWithInt64, ListAnnotation, Scalar,
                           ScalarInt64, Slice, Tile, TiledView)
 from .dtypes import (DType, bfloat16, bool_, float4_e2m1fn, float8_e4m3fn, float8_e5m2,
@@ -40,7 +38,7 @@ from .kernel import CompiledKernel, Kernel, kernel, launch
 from .semantics import ByTarget, MemoryOrder, MemoryScope, RoundingMode
 from .deadline import compiler_timeout
 from .specialization import ArraySpec, ConstBool, ConstInt, Constant, ConstantAnnotation
-from . import tune  # cuTile's submodule: ct.tune.exhaustive_search
+from . import compilation, tune  # cuTile's submodules (export_kernel; exhaustive_search)
 
 __version__ = "0.1.0"
 

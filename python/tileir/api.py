@@ -139,6 +139,12 @@ def atomic_cas(array, indices, expected, desired, /, *, check_bounds=True,
     """Atomic compare-and-swap (bitwise compare); returns the old values."""
 
 
+# Debugging
+def printf(format, *args): """Prints `format` (C conversions) with tiles, once per block."""
+def print(*args, sep=" ", end="\n"): """Python-style print of strings, f-strings and tiles."""
+def assert_(cond, /, message=None): """Stops the kernel unless every element of `cond` holds."""
+
+
 # Functional forms of the operators (cuTile's names; `rounding_mode` takes a
 # tileir.RoundingMode, `flush_to_zero` flushes f32 subnormals).
 def add(x, y, /, *, rounding_mode=None, flush_to_zero=False): """`x + y`"""
@@ -176,7 +182,8 @@ INTRINSIC_NAMES = (
     "bitwise_rshift bitwise_not isnan atan2 sinh cosh static_eval static_iter static_exception "
     "ensure_constant assume_divisible_by cat extract insert astile bitcast pack_to_bytes "
     "unpack_from_bytes item reduce scan cumsum cumprod gather scatter atomic_add atomic_and "
-    "atomic_or atomic_xor atomic_min atomic_max atomic_xchg atomic_cas").split()
+    "atomic_or atomic_xor atomic_min atomic_max atomic_xchg atomic_cas printf print "
+    "assert_").split()
 
 # Keep the signatures (the frontend binds arguments against them) but make a
 # stray call outside a kernel fail loudly instead of returning None.

@@ -527,3 +527,30 @@ func.func @indexed(%x: !tile.array<f32, 1 : i64>, %c: !tile.array<i32, 1 : i64>)
   "tile.store"(%c, %o, %c0) : (!tile.array<i32, 1 : i64>, tensor<16xi32, #h>, i32) -> ()
   return
 }
+
+// -----
+
+// A line printed by several tile.print ops (`more`) becomes one gpu.printf in
+// thread 0, the tile's conversion repeated per element in brackets; the tile's
+// elements reach thread 0 through shared memory.  A failed assert prints and traps.
+
+// CHECK-LABEL: gpu.func @debug(
+// CHECK:         memref.store
+// CHECK:         gpu.barrier
+// CHECK:         memref.load
+// CHECK:         scf.if
+// CHECK:           gpu.printf "x=%5.2f t=[%d, %d, %d, %d]\0A"
+// CHECK:         scf.if
+// CHECK:           gpu.printf "f.py:3: assertion failed (block [%d,%d,%d], thread %d)\0A"
+// CHECK:           llvm.inline_asm has_side_effects "trap;"
+#d = #tile.blocked<array<i64: 1>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @debug(%x: f32) attributes {tile.kernel, tile.num_warps = 1 : i32} {
+  %t = "tile.iota"() : () -> tensor<4xi32, #d>
+  %z = arith.constant dense<9> : tensor<4xi32, #d>
+  %c = arith.cmpi slt, %t, %z : tensor<4xi32, #d>
+  "tile.print"(%x) {format = "x=%5.2f", more = 1 : i64} : (f32) -> ()
+  "tile.print"(%t) {format = " t=%d", more = 1 : i64} : (tensor<4xi32, #d>) -> ()
+  "tile.print"() {format = "\0A", more = 0 : i64} : () -> ()
+  "tile.assert"(%c) {message = "f.py:3: assertion failed"} : (tensor<4xi1, #d>) -> ()
+  return
+}

@@ -7,6 +7,7 @@ GPU launches of the same kernels are in test_gpu.py's cuTile section.
 from __future__ import annotations
 
 import operator
+import re
 import typing
 
 import ml_dtypes
@@ -53,8 +54,8 @@ def test_the_cutile_names_tileir_has():
         assert f"`{name}`" in doc, f"docs/frontend.md does not mention `{name}`"
 
 
-NOT_YET = """assert_ load_advanced_indexing mma_scaled printf print store_advanced_indexing
-grid_dependency_control_wait grid_dependency_control_launch_dependents compilation""".split()
+NOT_YET = """load_advanced_indexing mma_scaled store_advanced_indexing
+grid_dependency_control_wait grid_dependency_control_launch_dependents""".split()
 
 
 def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
@@ -775,3 +776,69 @@ def test_atomics_keep_their_grid():
                           np.zeros(8, np.int32), np.zeros(64, np.int32), 32),
                          stage="cubin", target="sm_90a", grid=(2,), sm_count=132)
     assert not ck.meta.get("grid_rewrites")
+
+
+# ---------------------------------------------------------------------------
+# printf, print, assert_
+# ---------------------------------------------------------------------------
+@ct.kernel
+def debugged(x, T: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(T,))
+    i = ct.bid(0)
+    ct.printf("block %d: %5.2f %x %%\n", i, ct.sum(t), ct.astype(t, ct.int32))
+    print(f"T={T} t={t:.1f}", "sum", ct.sum(t), sep="|")
+    ct.print(ct.reshape(t > 1.0, (2, T // 2)), end="!\n")
+    ct.assert_(t < 100.0, "values are small")
+
+
+WANT_PRINTED = ("block {b}:  6.00 [0, 1, 2, 3] %\n"
+                "T=4 t=[0.0, 1.0, 2.0, 3.0]|sum|6.000000\n"
+                "[[0, 0], [1, 1]]!\n")
+
+
+def test_printf_and_print_print_once_per_block(capsys):
+    x = np.arange(4, dtype=np.float32)
+    ct.launch(None, (2,), debugged, (x, 4))
+    assert capsys.readouterr().out == WANT_PRINTED.format(b=0) + WANT_PRINTED.format(b=1)
+    for target in TARGETS:
+        ck = debugged.compile((x, 4), stage="gpu", target=target)
+        simulate(ck, (2,), (x, 4))
+        assert capsys.readouterr().out == WANT_PRINTED.format(b=0) + WANT_PRINTED.format(b=1)
+        ptx = debugged.compile((x, 4), stage="ptx", target=target).artifacts["ptx"]
+        assert "vprintf" in ptx and "trap;" in ptx
+
+
+def test_a_failed_assert_stops_with_the_user_s_line(capsys):
+    x = np.array([1, 2, 1000, 3], np.float32)
+    with pytest.raises(TileIRError, match=r"test_cutile_api.py:\d+: assertion failed: "
+                                          r"values are small \(block \(0, 0, 0\)\)"):
+        ct.launch(None, (1,), debugged, (x, 4))
+    ck = debugged.compile((x, 4), stage="gpu", target="sm_90a")
+    with pytest.raises(Exception, match="the kernel trapped"):
+        simulate(ck, (1,), (x, 4))
+    out = capsys.readouterr().out
+    assert out.count("assertion failed: values are small (block [0,0,0], thread") == 1
+
+
+@ct.kernel
+def bad_debug(x, MODE: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(4,))
+    if MODE == 0:
+        ct.printf("%d\n", t)
+    elif MODE == 1:
+        ct.printf("%f %f\n", t)
+    elif MODE == 2:
+        ct.assert_(t)
+    else:
+        print(f"{t:q}")
+
+
+@pytest.mark.parametrize("mode,message", [
+    (0, "conversion %d does not print a float32 tile"),
+    (1, "has 2 conversions for 1 values"),
+    (2, "assert_ needs a bool tile"),
+    (3, "format spec 'q' has no printf equivalent"),
+])
+def test_debug_calls_are_checked(mode, message):
+    with pytest.raises(TileTypeError, match=re.escape(message)):
+        bad_debug.compile((np.zeros(4, np.float32), mode), stage="frontend")

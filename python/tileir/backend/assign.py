@@ -382,6 +382,12 @@ class LayoutAssigner(MmaAssignment):
 
     rule_tile_scatter = rule_tile_atomic_rmw = rule_tile_atomic_cas = rule_tile_gather
 
+    def rule_tile_print(self, op):                 # any register layout prints
+        for i in self.tensor_operands(op):
+            self._registers(op, i)
+
+    rule_tile_assert = rule_tile_print
+
     def rule_tile_reduce(self, op):
         src = op.operands[0]
         lay = self.layout_of(src)

@@ -69,6 +69,8 @@ class LoweringContext:
         self.last_reads: tuple[ir.Block, int, int] | None = None
         self.loop_depth = 0       # > 0 while lowering a loop body
         self.stores_seen = False  # a global store was lowered (or a loop may repeat one)
+        # a tile.print line whose text continues in the next tile.print: (pieces, args)
+        self.print_pending: tuple[list, list] | None = None
         # the kernel stores by TMA (backend/tma_store.py): writers of shared memory
         # first wait until those stores have read their buffers
         self.bulk_stores = False

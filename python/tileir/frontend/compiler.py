@@ -34,7 +34,7 @@ from ..errors import (TileError, TileRecursionError, TileStaticAssertionError,
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
 from ..specialization import ArrayParam, Param, ScalarParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type
-from . import compute, emit, intrinsics, static
+from . import compute, debug, emit, intrinsics, static
 from .source import SourceInfo
 from .values import ArrayValue, TileValue, describe
 
@@ -591,6 +591,8 @@ class FunctionCompiler:
 
     def expr_Call(self, node: ast.Call) -> Any:
         fn = self.expr(node.func)
+        if fn is api.print or fn is builtins.print:      # f-strings: from the AST
+            return debug.compile_print(self, node)
         if fn is api.static_eval:
             return static.evaluate(self._one_arg(node, "static_eval"), self.static_scope(),
                                    self.src.globals, "static_eval", self.loc_of(node))

@@ -82,6 +82,8 @@ def _mask(mask, shape) -> TileValue:
 def _operands(a, indices, *extra):
     """Index tiles, the common shape (at least (1,)) and whether the result is a scalar."""
     idx = _index_tiles(a, indices)
+    if any(i.dtype.bits == 64 for i in idx):        # one index type (a variadic group)
+        idx = [cast(i, dt.int64) for i in idx]
     shape = _shape_of([*idx, *extra])
     scalar = shape == ()
     shape = shape or (1,)

@@ -56,6 +56,7 @@ class Launch:
     grid: tuple[int, int, int]
     bid: tuple = (0, 0, 0)
     depth: int = 0
+    print_pending: str = ""      # a tile.print line that continues (`more`)
 
 
 @dataclasses.dataclass(frozen=True)

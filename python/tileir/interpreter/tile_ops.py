@@ -7,13 +7,16 @@ stores move bits without conversion.
 
 from __future__ import annotations
 
+import re
+import sys
+
 import numpy as np
 from mlir import ir
 
 from tileir.dialect.types import array_info
 
 from .compiler import LAUNCH_SLOT, CompileContext, Step, constant, pure, rule
-from .dtypes import F32, F64, Elem, elem_of, shape_of
+from .dtypes import F32, F64, Elem, as_signed, as_unsigned, elem_of, shape_of
 from .errors import Fault
 
 
@@ -394,3 +397,65 @@ def _atomic_cas(op, cx: CompileContext) -> Step:
         same = np.asarray(old).tobytes() == np.asarray(expected, old.dtype).tobytes()
         return desired if same else old
     return _atomic(op, cx, 2, cas)
+
+
+# ---------------------------------------------------------------------------
+# Debugging: printf and assert
+# ---------------------------------------------------------------------------
+_LENGTH = re.compile(r"(hh|h|ll|l|z|j|t)(?=[diuoxXeEfFgGaA]$)")
+
+
+def format_values(fmt: str, values, elems) -> str:
+    """`fmt` with each conversion applied to its value: a tile as `[v, v, ...]`."""
+    from tileir.dialect.tile import printf_conversions
+    parts, pos = [], 0
+    for conv, value, e in zip(printf_conversions(fmt), values, elems):
+        at = fmt.index(conv, pos)
+        parts.append(fmt[pos:at].replace("%%", "%"))
+        py = _LENGTH.sub("", conv)
+        if conv[-1] in "diuoxX":
+            value = np.asarray(as_unsigned(e, np.asarray(value)) if conv[-1] in "uoxX"
+                               else as_signed(e, np.asarray(value)))
+        parts.append(_render(py, np.asarray(value)))
+        pos = at + len(conv)
+    parts.append(fmt[pos:].replace("%%", "%"))
+    return "".join(parts)
+
+
+def _render(conv: str, v: np.ndarray) -> str:
+    if v.ndim == 0:
+        x = v.item()
+        return conv % (float(x) if conv[-1] in "eEfFgGaA" else int(x))
+    return "[" + ", ".join(_render(conv, row) for row in v) + "]"
+
+
+@rule("tile.print")
+def _print(op, cx: CompileContext) -> Step:
+    slots = cx.slots(op.operands)
+    fmt = op.format
+    elems = [elem_of(v.type) for v in op.operands]
+
+    more = op.more
+
+    def step(frame):
+        launch = frame[LAUNCH_SLOT]
+        text = format_values(fmt, [frame[s] for s in slots], elems)
+        pending = launch.print_pending + text
+        if more:
+            launch.print_pending = pending
+            return
+        launch.print_pending = ""
+        sys.stdout.write(pending)
+        sys.stdout.flush()
+    return step
+
+
+@rule("tile.assert")
+def _assert(op, cx: CompileContext) -> Step:
+    slot = cx.slot(op.cond)
+    message = op.message
+
+    def step(frame):
+        if not np.all(frame[slot]):
+            raise Fault(f"{message} (block {tuple(int(b) for b in frame[LAUNCH_SLOT].bid)})")
+    return step

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 from typing import Any, Callable, Mapping, Sequence
 
 import ml_dtypes
@@ -82,6 +83,7 @@ class _Simulator:
         self.globals: dict[str, int] = {}      # constant globals' addresses (simulate)
         self.threads = meta["num_threads"]
         self.constants: dict[tuple[str, str], Any] = {}
+        self.stdout = sys.stdout               # where device printf writes
 
     # -- values ---------------------------------------------------------------------
     def full(self, value, t: ir.Type) -> Any:
@@ -763,6 +765,11 @@ def _inline_asm(sim, blk, o, mask):
     m = re.match(r"atom\.\w+\.\w+\.global\.(\w+)\.(?:noftz\.)?(\w)(\d+) ", asm)
     if m:
         return _atom(sim, blk, o, mask, m.group(1), m.group(2), int(m.group(3)), args)
+    if asm.startswith("trap;"):
+        if mask.any():
+            raise SimError(f"the kernel trapped (block {blk.bid}, threads "
+                           f"{np.nonzero(mask)[0].tolist()[:8]})")
+        return None
     if asm.startswith("setmaxnreg"):
         return None                               # registers are not modelled
     if asm.startswith("createpolicy"):
@@ -786,6 +793,19 @@ def _inline_asm(sim, blk, o, mask):
                       .view(np.uint8).astype(np.int16) for x in args[:2])
         return (hi << 8) | lo
     raise SimError(f"no model of the inline PTX {asm[:60]!r}")
+
+
+@op("gpu.printf")
+def _printf(sim, blk, o, mask):
+    """Device printf: each active thread's line, threads in order (C conversions, the
+    `ll` length dropped for Python)."""
+    from tileir.dialect.tile import PRINTF_CONVERSION
+    fmt = re.sub(PRINTF_CONVERSION, lambda m: re.sub(r"(hh|h|ll|l|z|j|t)(?=.$)", "", m.group(0)),
+                 ir.StringAttr(o.attributes["format"]).value)
+    args = [np.broadcast_to(np.asarray(a), (sim.threads,)) for a in _operands(sim, blk, o)]
+    for t in np.nonzero(mask)[0]:
+        values = tuple(float(a[t]) if a.dtype.kind == "f" else int(a[t]) for a in args)
+        sim.stdout.write(fmt % values)
 
 
 # -- tensor cores, copies, barriers ---------------------------------------------------------

@@ -10,14 +10,15 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 | `reduce`      | `tile.reduce` (registers, shuffles, shared memory across warps) |
 | `slices`      | `tile.extract_slice/insert_slice/concat` (shared-memory exchanges) |
 | `indexed`     | `tile.gather/scatter/atomic_rmw/atomic_cas` (per-element addresses, PTX `atom`) |
+| `debug`       | `tile.print` (vprintf from thread 0), `tile.assert` (printf and `trap`) |
 | `control`     | `scf.for`, `scf.if` (one scalar per register carried) |
 | `mma`         | `tile.mma/mma_async/mma_wait` (wgmma on sm_90a, mma.sync) |
 
 Importing this package registers every family.
 """
 
-from . import (arrays, control, elementwise, indexed, mma, reduce, ring, shape,  # noqa: F401
-               slices)
+from . import (arrays, control, debug, elementwise, indexed, mma, reduce, ring,  # noqa: F401
+               shape, slices)
 from .registry import RULES, lower_block, lower_op
 
 __all__ = ["RULES", "lower_block", "lower_op"]

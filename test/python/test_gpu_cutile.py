@@ -1,0 +1,160 @@
+"""GPU launches of cuTile's names (test_cutile_api's kernels) against the interpreter.
+
+Marked `gpu`.  Each kernel runs on the GPU over torch CUDA tensors and in the
+interpreter over NumPy copies of the same fresh random inputs; outputs are
+poisoned first.  Atomics run with real contention between blocks.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tileir as ct
+
+import test_cutile_api as api
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+
+def both(kernel, grid, args, poison=np.nan):
+    """(interpreter outputs, GPU outputs) of `kernel` over copies of `args` (NumPy):
+    every array argument, as NumPy arrays, in order."""
+    host = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    dev = [torch.from_numpy(a.copy()).cuda() if isinstance(a, np.ndarray) else a for a in args]
+    ct.launch(None, grid, kernel, tuple(host))
+    ct.launch(None, grid, kernel, tuple(dev))
+    torch.cuda.synchronize()
+    arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
+    return [host[i] for i in arrays], [dev[i].cpu().numpy() for i in arrays]
+
+
+def rng():
+    return np.random.default_rng()
+
+
+def test_functional_operators_on_the_gpu():
+    r = rng()
+    a = r.standard_normal(100).astype(np.float32)
+    b = r.standard_normal(100).astype(np.float32) + 3
+    host, dev = both(api.float_functions, (4,), (a, b, np.full(100, np.nan, np.float32), 32))
+    np.testing.assert_allclose(dev[2], host[2], rtol=1e-5, atol=1e-4)
+    i = r.integers(-1000, 1000, 100).astype(np.int32)
+    j = (r.integers(1, 50, 100) * r.choice([-1, 1], 100)).astype(np.int32)
+    host, dev = both(api.int_functions, (4,), (i, j, np.zeros(100, np.int32), 32))
+    np.testing.assert_array_equal(dev[2], host[2])
+
+
+def test_nan_handling_and_float_options_on_the_gpu():
+    a = np.array([1, np.nan, 3, -np.nan] * 8, np.float32)
+    b = np.array([2, 5, np.nan, -1] * 8, np.float32)
+    host, dev = both(api.nan_handling, (1,), (a, b, np.zeros(32, np.float32), 32))
+    np.testing.assert_array_equal(dev[2], host[2])
+    r = rng()
+    a = r.standard_normal(32).astype(np.float32)
+    b = r.standard_normal(32).astype(np.float32) + 4
+    host, dev = both(api.float_options, (1,), (a, b, np.zeros(32, np.float32), 32))
+    np.testing.assert_allclose(dev[2], host[2], rtol=1e-5, atol=1e-5)
+    tiny = np.float32(1e-40)
+    a = np.array([tiny, -tiny, 1.0, 0.0] * 8, np.float32)
+    host, dev = both(api.flushes, (1,), (a, np.zeros(32, np.float32), 32))
+    np.testing.assert_array_equal(dev[1], host[1])
+
+
+@pytest.mark.parametrize("block", [0, 1])
+def test_pieces_and_bytes_on_the_gpu(block):
+    r = rng()
+    t = 16
+    x = r.standard_normal((t, t)).astype(np.float32)
+    y = r.standard_normal((t, t)).astype(np.float32)
+    args = (x, y, np.full((t, t), np.nan, np.float32), np.zeros(t * t * 4, np.uint8),
+            np.zeros(t * t, np.float32), t)
+    host, dev = both(api.pieces, (block + 1,), args)
+    np.testing.assert_allclose(dev[2], host[2], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(dev[3], np.frombuffer(dev[2].tobytes(), np.uint8))
+    np.testing.assert_array_equal(dev[4], dev[2].ravel())
+
+
+def test_scans_and_reductions_with_combine_functions_on_the_gpu():
+    r = rng()
+    t = 16
+    x = r.standard_normal((t, t)).astype(np.float32)
+    outs = [np.zeros(s, np.float32) for s in [(t, t), (t, t), (t,), (t,), (t, t), (t,)]]
+    host, dev = both(api.scans, (1,), (x, *outs, t))
+    for h, d in zip(host[1:], dev[1:]):
+        np.testing.assert_allclose(d, h, rtol=1e-5, atol=1e-5)
+    x = r.integers(-2**30, 2**30, 32).astype(np.int32)
+    host, dev = both(api.int_scans, (1,), (x, np.zeros(32, np.int32), 32))
+    np.testing.assert_array_equal(dev[1], host[1])
+
+
+def test_gather_scatter_and_contended_atomics_on_the_gpu():
+    r = rng()
+    n, t, blocks = 1000, 128, 64
+    x = r.standard_normal(n).astype(np.float32)
+    idx = r.integers(-5, n + 5, t * blocks).astype(np.int32)
+    stats = np.array([-10**9, 10**9, 0, 0, 0, -1, 0, 0], np.int32)
+    args = (x, idx, np.full(t * blocks, np.nan, np.float32), np.zeros(8, np.int32), stats,
+            np.zeros(t * blocks, np.int32), t)
+    host, dev = both(api.indexed, (blocks,), args)
+    np.testing.assert_array_equal(dev[2], host[2])                     # gathered
+    np.testing.assert_array_equal(dev[3], host[3])                     # histogram
+    np.testing.assert_array_equal(dev[4][:6], host[4][:6])             # max, min, count, ...
+    assert 7 <= dev[4][6] < 7 + blocks and 1 <= dev[4][7] <= blocks    # some block's value
+    assert dev[5].sum() == t                                           # one block swapped
+    acc, out = np.zeros(4, np.float32), np.full(32, 9.0, np.float32)
+    host, dev = both(api.atomic_floats, (1,), (acc, out, 32))
+    np.testing.assert_array_equal(dev[0], host[0])
+    np.testing.assert_array_equal(dev[1], host[1])
+
+
+def test_tfloat32_on_the_gpu():
+    r = rng()
+    x = (r.standard_normal(64) * 1000).astype(np.float32)
+    host, dev = both(api.to_tf32, (1,), (x, np.zeros(64, np.float32), 64))
+    np.testing.assert_array_equal(dev[1], host[1])
+    a = r.standard_normal((16, 16)).astype(np.float32)
+    b = r.standard_normal((16, 16)).astype(np.float32)
+    host, dev = both(api.tf32_product, (1,), (a, b, np.zeros((16, 16), np.float32), 16))
+    np.testing.assert_allclose(dev[2], host[2], rtol=1e-4, atol=1e-4)
+
+
+def test_compile_time_helpers_and_annotations_on_the_gpu():
+    x = np.arange(16, dtype=np.float32)
+    host, dev = both(api.compile_time, (1,), (x, np.zeros(16, np.float32), 16, 0))
+    np.testing.assert_array_equal(dev[1], host[1])
+    x = np.arange(64, dtype=np.float32)
+    host, dev = both(api.annotated, (1,), (x, np.zeros(64, np.float32), 5, 64, 2.0))
+    np.testing.assert_array_equal(dev[1], host[1])
+
+
+def test_device_print_prints_once_per_block(capfd):
+    x = torch.arange(4, dtype=torch.float32, device="cuda")
+    ct.launch(None, (2,), api.debugged, (x, 4))
+    torch.cuda.synchronize()
+    out = capfd.readouterr().out
+    for b in (0, 1):
+        assert out.count(api.WANT_PRINTED.format(b=b)) == 1, out
+
+
+def test_a_failed_device_assert_traps_with_the_user_s_line(tmp_path):
+    """In a child process: a trap leaves the CUDA context unusable."""
+    script = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(__import__('os').path.dirname(__file__))!r})
+        import tileir as ct
+        import test_cutile_api as api
+        x = torch.tensor([1.0, 2.0, 1000.0, 3.0], device="cuda")
+        ct.launch(None, (1,), api.debugged, (x, 4))
+        torch.cuda.synchronize()
+        print("NOT REACHED")
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode != 0 and "NOT REACHED" not in r.stdout
+    assert "test_cutile_api.py" in r.stdout and "assertion failed: values are small" in r.stdout
