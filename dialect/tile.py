@@ -498,7 +498,8 @@ def _check_element_access(op, array: ir.Value, indices: list[ir.Value],
     shape = None
     for k, v in enumerate(indices):
         t = _tensor(v, f"index {k}")
-        if not isinstance(t.element_type, ir.IntegerType) or t.element_type.width not in (32, 64):
+        elem = t.element_type
+        if not isinstance(elem, ir.IntegerType) or elem.width not in (32, 64):
             raise VerifyError(f"index {k} must be a tile of i32 or i64, got {t}")
         shape = shape or _shape(t)
         if _shape(t) != shape:
@@ -783,6 +784,29 @@ class AssertOp(TileOpView):
             raise VerifyError(f"the condition must be i1 (a bool tile or scalar), got {t}")
 
 
+@DIALECT.op
+class GridDependencyOp(TileOpView):
+    """Programmatic dependent launch (sm_90+): `wait` blocks until the kernel this grid
+    depends on has finished and its writes are visible; `launch_dependents` lets the
+    grids that depend on this one begin launching.  Without such a launch both are
+    no-ops."""
+
+    OPERATION_NAME = "tile.grid_dependency"
+    SPEC = Spec(attributes=(("kind", "str_attr"),))
+    KINDS = ("wait", "launch_dependents")
+
+    def __init__(self, kind: str, *, loc=None, ip=None):
+        super().__init__(ir.Operation.create(self.OPERATION_NAME, results=[], operands=[],
+                                             attributes={"kind": ir.StringAttr.get(kind)},
+                                             loc=loc, ip=ip))
+
+    kind = property(lambda self: self.str_attr("kind"))
+
+    def verify(self) -> None:
+        if self.kind not in self.KINDS:
+            raise VerifyError(f"kind '{self.kind}' is not one of {', '.join(self.KINDS)}")
+
+
 def _numel(shape: Sequence[int]) -> int:
     n = 1
     for d in shape:
@@ -969,7 +993,9 @@ class MatmulOp(TileOpView):
                               f"{a.element_type} operands (allowed: {', '.join(sorted(ok))})")
 
 
-__all__ = ["DIALECT", "PADDING_MODES", "REDUCE_KINDS", "BidOp", "NumBlocksOp", "GridSizeOp", "DimOp",
-           "StrideOp", "LoadOp", "StoreOp", "IotaOp", "BroadcastOp", "ReshapeOp", "PermuteOp",
-           "ReduceOp", "MmaOp", "MatmulOp", "array_type", "element_type",
-           "mma_accumulator_types"]
+__all__ = ["DIALECT", "PADDING_MODES", "REDUCE_KINDS", "BidOp", "NumBlocksOp", "GridSizeOp",
+           "DimOp", "StrideOp", "LoadOp", "StoreOp", "IotaOp", "BroadcastOp", "ReshapeOp",
+           "PermuteOp", "ExtractSliceOp", "InsertSliceOp", "ConcatOp", "GatherOp", "ScatterOp",
+           "AtomicRMWOp", "AtomicCasOp", "PrintOp", "AssertOp", "GridDependencyOp", "ReduceOp",
+           "MmaOp", "MatmulOp", "array_type", "element_type", "mma_accumulator_types",
+           "printf_conversions"]

@@ -18,11 +18,13 @@ from .api import (abs, add, arange, argmax, argmin, assert_, assume_divisible_by
                   atomic_xchg, atomic_xor, bid, bitcast, bitwise_and, bitwise_lshift, bitwise_not,
                   bitwise_or, bitwise_rshift, bitwise_xor, broadcast_to, cat, cdiv, ceil, cos, cosh,
                   cumprod, cumsum, divmod, ensure_constant, equal, exp, exp2, expand_dims, extract,
-                  floor, floordiv, full, gather, greater, greater_equal, insert, isnan, less,
-                  less_equal, load, log, log2, matmul, max, maximum, min, minimum, mma, mod, mul,
-                  negative, not_equal, num_blocks, num_tiles, ones, pack_to_bytes, PaddingMode,
-                  permute, pow, print, printf, prod, reduce, reshape, rsqrt, scan, scatter, sin,
-                  sinh, sqrt, static_assert, static_eval, static_exception, static_iter, store, sub,
+                  floor, floordiv, full, gather, greater, greater_equal,
+                  grid_dependency_control_launch_dependents, grid_dependency_control_wait, insert,
+                  isnan, less, less_equal, load, load_advanced_indexing, log, log2, matmul, max,
+                  maximum, min, minimum, mma, mma_scaled, mod, mul, negative, not_equal, num_blocks,
+                  num_tiles, ones, pack_to_bytes, PaddingMode, permute, pow, print, printf, prod,
+                  reduce, reshape, rsqrt, scan, scatter, sin, sinh, sqrt, static_assert,
+                  static_eval, static_exception, static_iter, store, store_advanced_indexing, sub,
                   sum, tan, tanh, transpose, truediv, unpack_from_bytes, where, zeros)
 from .annotations import (Array, ArrayAnnotation, IndexedWithInt64, ListAnnotation, Scalar,
                           ScalarInt64, Slice, Tile, TiledView)

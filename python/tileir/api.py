@@ -138,6 +138,22 @@ def atomic_cas(array, indices, expected, desired, /, *, check_bounds=True,
                memory_order=_Order.ACQ_REL, memory_scope=_Scope.DEVICE):
     """Atomic compare-and-swap (bitwise compare); returns the old values."""
 
+def load_advanced_indexing(array, indices, /, *, padding_mode=PaddingMode.UNDETERMINED,
+                           latency=None, allow_tma=None):
+    """A tile from one 1-D integer index tile (the sparse dim) and `Slice(start, length)`s
+    (the dense dims); out-of-bounds elements read the padding."""
+def store_advanced_indexing(array, indices, tile, /, *, latency=None, allow_tma=None):
+    """Stores `tile` where `load_advanced_indexing` with the same indices reads."""
+
+
+# Block-scaled products and programmatic dependent launch
+def mma_scaled(x, x_scale, y, y_scale, /, acc):
+    """`(x * x_scale) @ (y * y_scale) + acc`, each scale covering a block of K."""
+def grid_dependency_control_wait():
+    """Waits until the kernel this one depends on (programmatic dependent launch) is done."""
+def grid_dependency_control_launch_dependents():
+    """Lets the kernels that depend on this one start launching."""
+
 
 # Debugging
 def printf(format, *args): """Prints `format` (C conversions) with tiles, once per block."""
@@ -183,7 +199,8 @@ INTRINSIC_NAMES = (
     "ensure_constant assume_divisible_by cat extract insert astile bitcast pack_to_bytes "
     "unpack_from_bytes item reduce scan cumsum cumprod gather scatter atomic_add atomic_and "
     "atomic_or atomic_xor atomic_min atomic_max atomic_xchg atomic_cas printf print "
-    "assert_").split()
+    "assert_ load_advanced_indexing store_advanced_indexing mma_scaled "
+    "grid_dependency_control_wait grid_dependency_control_launch_dependents").split()
 
 # Keep the signatures (the frontend binds arguments against them) but make a
 # stray call outside a kernel fail loudly instead of returning None.

@@ -21,3 +21,11 @@ func.func @assert_type(%c: tensor<4xi32>) {
   "tile.assert"(%c) {message = ""} : (tensor<4xi32>) -> ()
   return
 }
+
+// -----
+
+func.func @dependency_kind() {
+  // expected-error @+1 {{'tile.grid_dependency' op kind 'signal' is not one of wait, launch_dependents}}
+  "tile.grid_dependency"() {kind = "signal"} : () -> ()
+  return
+}

@@ -12,3 +12,12 @@ func.func @debug(%x: f32, %t: tensor<4xi32>, %c: tensor<4xi1>) attributes {tile.
   "tile.assert"(%c) {message = "f.py:3: assertion failed"} : (tensor<4xi1>) -> ()
   return
 }
+
+// CHECK-LABEL: func.func @dependency
+// CHECK:         "tile.grid_dependency"() {kind = "wait"} : () -> ()
+// CHECK-NEXT:    "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
+func.func @dependency() attributes {tile.function} {
+  "tile.grid_dependency"() {kind = "wait"} : () -> ()
+  "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
+  return
+}

@@ -54,8 +54,7 @@ def test_the_cutile_names_tileir_has():
         assert f"`{name}`" in doc, f"docs/frontend.md does not mention `{name}`"
 
 
-NOT_YET = """load_advanced_indexing mma_scaled store_advanced_indexing
-grid_dependency_control_wait grid_dependency_control_launch_dependents""".split()
+NOT_YET: list[str] = []
 
 
 def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
@@ -851,3 +850,104 @@ def bad_debug(x, MODE: ct.Constant[int]):
 def test_debug_calls_are_checked(mode, message):
     with pytest.raises(TileTypeError, match=re.escape(message)):
         bad_debug.compile((np.zeros(4, np.float32), mode), stage="frontend")
+
+
+# ---------------------------------------------------------------------------
+# Advanced indexing, block-scaled products, programmatic dependent launch
+# ---------------------------------------------------------------------------
+@ct.kernel
+def advanced(x, rows, out, out2, T: ct.Constant[int]):
+    i = ct.bid(0)
+    r = ct.load(rows, index=(0,), shape=(8,))
+    t = ct.load_advanced_indexing(x, (r, ct.Slice(i * T, T)), padding_mode=ct.PaddingMode.NEG_INF)
+    ct.store(out, index=(0, i), tile=t)
+    ct.store_advanced_indexing(out2, (r, ct.Slice(i * T, T)), t * 2.0)
+    ct.grid_dependency_control_wait()
+    ct.grid_dependency_control_launch_dependents()
+
+
+def test_advanced_indexing_reads_and_writes_rows_by_index():
+    x = np.arange(10 * 40, dtype=np.float32).reshape(10, 40)
+    rows = np.array([0, 3, 9, 12, -1, 5, 7, 2], np.int32)          # 12 and -1: outside
+    want = np.full((8, 48), -np.inf, np.float32)
+    want2 = np.zeros((10, 40), np.float32)
+    for k, r in enumerate(rows):
+        if 0 <= r < 10:
+            want[k, :40] = x[r]
+            want2[r] = 2 * x[r]
+    args = (x, rows, np.zeros((8, 48), np.float32), np.zeros((10, 40), np.float32), 16)
+    for got in run_everywhere(advanced, (3,), args, 2):
+        np.testing.assert_array_equal(got, want)
+    for got in run_everywhere(advanced, (3,), args, 3):
+        np.testing.assert_array_equal(got, want2)
+    ptx = advanced.compile(args, stage="ptx", target="sm_90a").artifacts["ptx"]
+    assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
+    assert "griddepcontrol" not in advanced.compile(args, stage="ptx",
+                                                    target="sm_80").artifacts["ptx"]
+
+
+@ct.kernel
+def bad_advanced(x, rows, MODE: ct.Constant[int]):
+    r = ct.load(rows, index=(0,), shape=(8,))
+    if MODE == 0:
+        ct.load_advanced_indexing(x, (ct.Slice(0, 8), ct.Slice(0, 8)))
+    elif MODE == 1:
+        ct.load_advanced_indexing(x, (r, ct.Slice(0, 6)))
+    else:
+        ct.store_advanced_indexing(x, (r, ct.Slice(0, 8)), ct.zeros((8, 4), ct.float32))
+
+
+@pytest.mark.parametrize("mode,message", [
+    (0, "needs exactly one 1-D integer index tile"),
+    (1, "a Slice's length must be a compile-time power of two"),
+    (2, "the indices give (8, 8)"),
+])
+def test_advanced_indexing_is_checked(mode, message):
+    with pytest.raises(TileTypeError, match=re.escape(message)):
+        bad_advanced.compile((np.zeros((8, 8), np.float32), np.zeros(8, np.int32), mode),
+                             stage="frontend")
+
+
+@ct.kernel
+def block_scaled(a, sa, b, sb, c, M: ct.Constant[int], K: ct.Constant[int], B: ct.Constant[int]):
+    x = ct.load(a, index=(0, 0), shape=(M, K))
+    xs = ct.load(sa, index=(0, 0), shape=(M, K // B))
+    y = ct.load(b, index=(0, 0), shape=(K, M))
+    ys = ct.load(sb, index=(0, 0), shape=(K // B, M))
+    ct.store(c, index=(0, 0), tile=ct.mma_scaled(x, xs, y, ys, ct.full((M, M), 1.0, ct.float32)))
+
+
+@pytest.mark.parametrize("operand,scale,block", [
+    (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e8m0fnu, 32),
+    (ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu, 32),
+    (ml_dtypes.float4_e2m1fn, ml_dtypes.float8_e8m0fnu, 16),
+    (ml_dtypes.float4_e2m1fn, ml_dtypes.float8_e4m3fn, 16),
+])
+def test_mma_scaled_is_the_exact_block_scaled_product(operand, scale, block, rng):
+    m, k = 16, 64
+    a = (rng.standard_normal((m, k)) * 2).astype(operand)
+    b = (rng.standard_normal((k, m)) * 2).astype(operand)
+    pick = lambda *s: (2.0 ** rng.integers(-3, 3, s) if scale == ml_dtypes.float8_e8m0fnu  # noqa
+                       else rng.choice([0.5, 0.75, 1.0, 1.5, 3.0], s)).astype(scale)
+    sa, sb = pick(m, k // block), pick(k // block, m)
+    c = np.zeros((m, m), np.float32)
+    ct.launch(None, (1,), block_scaled, (a, sa, b, sb, c, m, k, block))
+    f = lambda v: v.astype(np.float64)                                           # noqa: E731
+    want = (f(a) * np.repeat(f(sa), block, 1)) @ (f(b) * np.repeat(f(sb), block, 0)) + 1
+    np.testing.assert_allclose(c, want, rtol=1e-6, atol=1e-5)
+    with pytest.raises(TileIRError, match="tiles are not lowered to the GPU"):
+        block_scaled.compile((a, sa, b, sb, c, m, k, block), stage="gpu", target="sm_90a")
+
+
+def test_mma_scaled_checks_formats_and_blocks(rng):
+    m, k = 16, 64
+    a = np.zeros((m, k), ml_dtypes.float8_e4m3fn)
+    b = np.zeros((k, m), ml_dtypes.float8_e4m3fn)
+    sa = np.zeros((m, k // 16), ml_dtypes.float8_e8m0fnu)
+    sb = np.zeros((k // 16, m), ml_dtypes.float8_e8m0fnu)
+    c = np.zeros((m, m), np.float32)
+    with pytest.raises(TileTypeError, match="takes blocks of 32 K elements, got 16"):
+        block_scaled.compile((a, sa, b, sb, c, m, k, 16), stage="frontend")
+    with pytest.raises(TileTypeError, match="does not take float16 operands"):
+        block_scaled.compile((a.astype(np.float16), sa, b.astype(np.float16), sb, c, m, k, 16),
+                             stage="frontend")

@@ -158,3 +158,13 @@ def test_a_failed_device_assert_traps_with_the_user_s_line(tmp_path):
                        timeout=300)
     assert r.returncode != 0 and "NOT REACHED" not in r.stdout
     assert "test_cutile_api.py" in r.stdout and "assertion failed: values are small" in r.stdout
+
+
+def test_advanced_indexing_and_grid_dependency_on_the_gpu():
+    r = rng()
+    x = r.standard_normal((10, 40)).astype(np.float32)
+    rows = np.array([0, 3, 9, 12, -1, 5, 7, 2], np.int32)
+    args = (x, rows, np.zeros((8, 48), np.float32), np.zeros((10, 40), np.float32), 16)
+    host, dev = both(api.advanced, (3,), args)
+    np.testing.assert_array_equal(dev[2], host[2])
+    np.testing.assert_array_equal(dev[3], host[3])

@@ -31,6 +31,7 @@ from .. import api
 from .. import dtypes as dt
 from ..errors import (TileError, TileRecursionError, TileStaticAssertionError,
                       TileSyntaxError, TileTypeError, TileUnsupportedFeatureError)
+from ..annotations import Slice
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
 from ..specialization import ArrayParam, Param, ScalarParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type
@@ -634,6 +635,8 @@ class FunctionCompiler:
             return intrinsics.call("astype", (args[0], fn), {})
         if isinstance(fn, Function):
             return self.call_helper(fn, args, kwargs, node)
+        if fn is Slice:                          # a dense dim of advanced indexing
+            return self.make_slice(args, kwargs, node)
         if is_plain_helper(fn):                  # cuTile inlines undecorated helpers too
             return self.call_helper(plain_helper(fn), args, kwargs, node)
         if isinstance(fn, KernelEntry):
@@ -678,6 +681,21 @@ class FunctionCompiler:
                                  f"arguments, got {len(args)}")
             return self.binop(op, args[0], args[1], node)
         return self.call(fn, list(args), dict(kwargs or {}), node)
+
+    def make_slice(self, args, kwargs, node) -> Slice:
+        if kwargs or len(args) != 2:
+            raise self.error(TileTypeError, node, "Slice(start, length) takes two positional "
+                             "arguments")
+        start, length = args
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1 or \
+                length & (length - 1):
+            raise self.error(TileTypeError, node, f"a Slice's length must be a compile-time "
+                             f"power of two, got {describe(length)}")
+        if not (isinstance(start, int) and not isinstance(start, bool) or
+                isinstance(start, TileValue) and start.is_scalar and start.dtype.is_int):
+            raise self.error(TileTypeError, node, f"a Slice's start must be an integer scalar, "
+                             f"got {describe(start)}")
+        return Slice(start, length)
 
     def expr_Lambda(self, node: ast.Lambda) -> "LambdaValue":
         return LambdaValue(node, {k: v for k, v in self.vars.items()

@@ -146,3 +146,15 @@ def _assert(cond, message):
         prefix = f"{where.filename}:{where.start_line}: "
     tile_ops.AssertOp(c.value, f"{prefix}assertion failed{': ' + message if message else ''}")
     return None
+
+
+@rule("grid_dependency_control_wait")
+def _gdc_wait():
+    tile_ops.GridDependencyOp("wait")
+    return None
+
+
+@rule("grid_dependency_control_launch_dependents")
+def _gdc_launch():
+    tile_ops.GridDependencyOp("launch_dependents")
+    return None

@@ -13,10 +13,13 @@ strings (`tile.atomic_rmw` / `tile.atomic_cas`, docs/tile-ir.md).
 from __future__ import annotations
 
 from .. import dtypes as dt
+from ..annotations import Slice
+from ..api import PaddingMode
 from ..semantics import MemoryOrder, MemoryScope
 from tileir.dialect import tile as tile_ops
+from . import compute
 from .emit import (as_value, broadcast_shapes, broadcast_to, cast, constant, is_number,
-                   reshape, type_error, wrap)
+                   reshape, tensor_type, type_error, wrap)
 from .intrinsics import array_arg, rule
 from .values import TileValue, describe
 
@@ -180,3 +183,78 @@ def _atomic_cas(array, indices, expected, desired, check_bounds, memory_order, m
     op = tile_ops.AtomicCasOp(a.value, e.value, d.value, _mask(None, shape).value,
                               [i.value for i in idx], order, scope, check)
     return _result(wrap(op.result, a.dtype), scalar)
+
+
+# ---------------------------------------------------------------------------
+# Advanced indexing: one sparse dim, Slices elsewhere
+# ---------------------------------------------------------------------------
+_PADDING = {"zero": 0, "undetermined": 0, "neg_zero": -0.0, "nan": float("nan"),
+            "pos_inf": float("inf"), "neg_inf": float("-inf")}
+
+
+def _advanced(a, indices, what: str):
+    """(index tiles broadcast to the implied shape, that shape)."""
+    if not isinstance(indices, tuple) or len(indices) != a.ndim:
+        raise type_error(f"{what} takes a tuple of {a.ndim} indices (one per array dim), got "
+                         f"{describe(indices)}")
+    sparse = [d for d, i in enumerate(indices) if isinstance(i, TileValue)]
+    if len(sparse) != 1:
+        raise type_error(f"{what} needs exactly one 1-D integer index tile (the sparse dim) "
+                         f"and Slice(start, length) in every other dim, got {len(sparse)} "
+                         f"tiles")
+    shape = []
+    for d, i in enumerate(indices):
+        if isinstance(i, TileValue):
+            if i.ndim != 1 or not i.dtype.is_int:
+                raise type_error(f"the sparse index (dim {d}) must be a 1-D integer tile, got "
+                                 f"{i.describe()}")
+            shape.append(i.shape[0])
+        elif isinstance(i, Slice):
+            shape.append(i.length)
+        else:
+            raise type_error(f"index {d} must be a Slice(start, length) or the sparse index "
+                             f"tile, got {describe(i)}")
+    shape = tuple(shape)
+    tiles = []
+    for d, i in enumerate(indices):
+        along = tuple(shape[d] if k == d else 1 for k in range(a.ndim))
+        if isinstance(i, TileValue):
+            t = reshape(cast(i, dt.int32) if i.dtype.bits < 32 else i, along)
+        else:
+            iota = wrap(tile_ops.IotaOp(tensor_type((i.length,), dt.int32)).result, dt.int32)
+            start = i.start if isinstance(i.start, TileValue) else constant(i.start, dt.int32)
+            t = reshape(compute.binary("+", iota, cast(start, dt.int32)), along)
+        tiles.append(broadcast_to(t, shape))
+    if any(t.dtype.bits == 64 for t in tiles):
+        tiles = [cast(t, dt.int64) for t in tiles]
+    return tiles, shape
+
+
+@rule("load_advanced_indexing")
+def _load_advanced(array, indices, padding_mode, latency, allow_tma):
+    a = array_arg(array, "array")
+    _latency(latency)
+    if not isinstance(padding_mode, PaddingMode):
+        raise type_error(f"padding_mode must be a tileir.PaddingMode, got {describe(padding_mode)}")
+    if padding_mode.value not in ("zero", "undetermined") and not a.dtype.is_float:
+        raise type_error(f"padding_mode {padding_mode.name} needs a float array, got "
+                         f"{a.dtype.name}")
+    tiles, shape = _advanced(a, indices, "load_advanced_indexing")
+    pad = _full(_PADDING[padding_mode.value], a.dtype, shape)
+    op = tile_ops.GatherOp(a.value, _mask(None, shape).value, pad.value,
+                           [t.value for t in tiles], True)
+    return wrap(op.result, a.dtype)
+
+
+@rule("store_advanced_indexing")
+def _store_advanced(array, indices, tile, latency, allow_tma):
+    a = array_arg(array, "array")
+    _latency(latency)
+    tiles, shape = _advanced(a, indices, "store_advanced_indexing")
+    if isinstance(tile, TileValue) and not tile.is_scalar and tile.shape != shape:
+        raise type_error(f"store_advanced_indexing's tile has shape {tile.shape}; the indices "
+                         f"give {shape}")
+    v = _full(tile, a.dtype, shape)
+    tile_ops.ScatterOp(a.value, v.value, _mask(None, shape).value, [t.value for t in tiles],
+                       True)
+    return None

@@ -419,4 +419,4 @@ TILE_METHODS = {"astype": "astype", "reshape": "reshape", "permute": "permute",
                 "insert": "insert"}
 
 
-from . import debug, functional, indexed, movement, scans  # noqa: E402,F401  (their rules)
+from . import debug, functional, indexed, movement, scaled, scans  # noqa: E402,F401

@@ -765,6 +765,8 @@ def _inline_asm(sim, blk, o, mask):
     m = re.match(r"atom\.\w+\.\w+\.global\.(\w+)\.(?:noftz\.)?(\w)(\d+) ", asm)
     if m:
         return _atom(sim, blk, o, mask, m.group(1), m.group(2), int(m.group(3)), args)
+    if asm.startswith("griddepcontrol."):
+        return None                               # one grid at a time here
     if asm.startswith("trap;"):
         if mask.any():
             raise SimError(f"the kernel trapped (block {blk.bid}, threads "

@@ -10,7 +10,7 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 | `reduce`      | `tile.reduce` (registers, shuffles, shared memory across warps) |
 | `slices`      | `tile.extract_slice/insert_slice/concat` (shared-memory exchanges) |
 | `indexed`     | `tile.gather/scatter/atomic_rmw/atomic_cas` (per-element addresses, PTX `atom`) |
-| `debug`       | `tile.print` (vprintf from thread 0), `tile.assert` (printf and `trap`) |
+| `debug`       | `tile.print` (vprintf), `tile.assert` (`trap`), `tile.grid_dependency` |
 | `control`     | `scf.for`, `scf.if` (one scalar per register carried) |
 | `mma`         | `tile.mma/mma_async/mma_wait` (wgmma on sm_90a, mma.sync) |
 

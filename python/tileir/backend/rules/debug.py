@@ -1,5 +1,6 @@
-"""Debugging ops: `tile.print` (device printf, once per block) and `tile.assert`
-(a printed message and a trap).
+"""Debugging and launch-order ops: `tile.print` (device printf, once per block),
+`tile.assert` (a printed message and a trap), `tile.grid_dependency` (PTX
+`griddepcontrol`).
 
 A printed tile is gathered into thread 0 through shared memory (each element
 written by its owner thread, a barrier, thread 0 reads them all); thread 0 then
@@ -154,3 +155,13 @@ def _assert(cx, op):
         gpu.printf(f"{message} (block [%d,%d,%d], thread %d)\n", bx, by, bz, tid)
         llvm.inline_asm(ir.Type.parse("!llvm.void"), [], "trap;", "", has_side_effects=True)
         scf.YieldOp([])
+
+
+@rule("tile.grid_dependency")
+def _grid_dependency(cx, op):
+    """`griddepcontrol.wait` / `.launch_dependents` on sm_90+; sm_80 has no programmatic
+    dependent launch, so its kernels run strictly after each other: nothing to emit."""
+    if cx.chip == "sm_80":
+        return
+    llvm.inline_asm(ir.Type.parse("!llvm.void"), [], f"griddepcontrol.{op.kind};", "",
+                    has_side_effects=True)
