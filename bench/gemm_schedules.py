@@ -6,7 +6,9 @@ The plain cuTile-style source (`gemm_nt`: C = A @ W^T, bf16, W held as (N, K)) a
 the launcher compiles it, against ablations that rebuild what the compiler did
 before a change (compiled afresh in this process, the disk cache off):
 * `plain`: 128 x 128 tiles as written, retiled for the grid (today: 128 x 256,
-  persistent, ring across tiles, TMA-store epilogue);
+  persistent, ring across tiles, TMA-store epilogue by each warp);
+* `block-wide TMA store`: the epilogue's slabs stored by thread 0 after block
+  barriers (5 a tile), not by each warp for its own rows;
 * `ring per tile`: persistent, each tile's K loop pipelined in place (ring filled
   per tile) - `flatten_tile_loop` switched off;
 * `whole-tile epilogue`: the TMA store's buffers hold the whole tile (one barrier,
@@ -52,16 +54,20 @@ TILE = (128, 128, 64)
 _FLATTEN = persistent.flatten_tile_loop
 _BUFFERS = tma_store.BUFFERS
 _SLAB = tma_store.SLAB_ROW_BYTES
+_PER_WARP = tma_store.PER_WARP
 
 
-def _compiler(flatten: bool = True, buffers: int = _BUFFERS, slab: int = _SLAB) -> None:
+def _compiler(flatten: bool = True, buffers: int = _BUFFERS, slab: int = _SLAB,
+              per_warp: bool = _PER_WARP) -> None:
     persistent.flatten_tile_loop = _FLATTEN if flatten else (lambda *a: False)
     tma_store.BUFFERS = buffers
     tma_store.SLAB_ROW_BYTES = slab
+    tma_store.PER_WARP = per_warp
 
 
 VARIANTS = {                     # name: (kernel options, compiler state)
     "plain": ({}, {}),
+    "block-wide TMA store": ({}, {"per_warp": False}),
     "ring per tile": ({}, {"flatten": False}),
     "whole-tile epilogue": ({}, {"buffers": 4}),
     "64-byte slabs x4": ({}, {"buffers": 4, "slab": 64}),

@@ -41,9 +41,13 @@ def bid(axis): """Index of the executing block along `axis` (0, 1, 2)."""
 def num_blocks(axis): """Number of blocks of the grid along `axis`."""
 def num_tiles(array, axis, shape): """Number of tiles of `shape` covering `array` along `axis`."""
 def cdiv(a, b): """Ceiling division of integers."""
-def load(array, index, shape, padding_mode=PaddingMode.UNDETERMINED, latency=None,
-         allow_tma=None): """Load the tile at tile index `index` with `shape` from `array`."""
-def store(array, index, tile): """Store `tile` at tile index `index` of `array` (edges dropped)."""
+def load(array, index, shape, *, order="C", padding_mode=PaddingMode.UNDETERMINED,
+         check_bounds=True, latency=None, allow_tma=None, memory_order=None, memory_scope=None):
+    """Load the tile at tile index `index` with `shape` from `array` (`order`: the array's
+    axes permuted first; `shape=()` reads one element)."""
+def store(array, index, tile, *, order="C", check_bounds=True, latency=None, allow_tma=None,
+          memory_order=None, memory_scope=None):
+    """Store `tile` at tile index `index` of `array` (edges dropped)."""
 def full(shape, fill_value, dtype=None): """A tile of `shape` filled with `fill_value`."""
 def zeros(shape, dtype=None): """A tile of zeros (float32 unless `dtype`)."""
 def ones(shape, dtype=None): """A tile of ones (float32 unless `dtype`)."""

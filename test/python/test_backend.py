@@ -22,6 +22,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 from mlir import ir
 
@@ -229,14 +230,19 @@ def _batched_product(a, c):
     ct.store(c, index=(0, 0, 0), tile=ct.mma(t, t, acc))
 
 
-def test_a_batched_mma_is_refused_at_the_layout_stage_with_its_location():
-    """A 3-d (batched) product tile: the message says how to write it instead."""
-    args = (ct.ArraySpec("float16", 3), ct.ArraySpec("float32", 3))
-    with pytest.raises(TileIRError) as info:
-        _batched_product.compile(args, stage="layout", target="sm_90a")
-    message = str(info.value)
-    assert "a batched (3-d) mma is not lowered to the GPU" in message
-    assert "ct.mma(t, t, acc)" in message and "^" in message
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_a_product_of_several_batches_is_one_product_a_batch(target):
+    """The frontend splits a 3-d product of 2 batches into two 2-d products (the
+    tensor-core rules take one a block; a 3-d tile op is refused at the layout stage,
+    test/Transforms/assign-layouts-invalid.mlir) and stacks the results."""
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    a = rng.standard_normal((2, 16, 16)).astype(np.float16)
+    c = np.full((2, 16, 16), np.nan, np.float32)
+    ck = _batched_product.compile((a, c), stage="gpu", target=target)
+    simulate(ck, (1,), (a, c))
+    want = a.astype(np.float64) @ a.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-2, atol=1e-2)
 
 
 # --------------------------------------------------------------------------

@@ -951,3 +951,86 @@ def test_mma_scaled_checks_formats_and_blocks(rng):
     with pytest.raises(TileTypeError, match="does not take float16 operands"):
         block_scaled.compile((a.astype(np.float16), sa, b.astype(np.float16), sb, c, m, k, 16),
                              stage="frontend")
+
+
+# ---------------------------------------------------------------------------
+# What cuTile's own kernels use: load/store order, one-element loads, while loops,
+# batched matmul broadcasting
+# ---------------------------------------------------------------------------
+@ct.kernel
+def ordered(x, y, z, s):
+    t = ct.load(x, index=(0, 1), shape=(2, 2), order=(1, 0))      # a tile of x.T
+    ct.store(y, index=(0, 0), tile=t)
+    ct.store(z, index=(1, 0), tile=t, order="F", allow_tma=False, latency=1, check_bounds=True)
+    ct.store(s, index=(0,), tile=ct.load(x, index=(1, 2), shape=()))
+
+
+def test_load_and_store_orders_and_one_element_loads():
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    want_z = np.zeros((4, 4), np.float32)
+    want_z[0:2, 2:4] = [[8, 9], [12, 13]]
+    args = (x, np.zeros((2, 2), np.float32), np.zeros((4, 4), np.float32),
+            np.zeros(1, np.float32))
+    for y, z, s in zip(*(run_everywhere(ordered, (1,), args, k) for k in (1, 2, 3))):
+        np.testing.assert_array_equal(y, [[8, 12], [9, 13]])
+        np.testing.assert_array_equal(z, want_z)
+        assert s[0] == 6
+
+
+@ct.kernel
+def spin_lock(lock, hits, counter):
+    while ct.atomic_cas(lock, 0, 0, 1, memory_order=ct.MemoryOrder.ACQUIRE) == 1:
+        pass
+    c = ct.load(counter, index=(0,), shape=(1,))
+    ct.store(counter, index=(0,), tile=c + 1)                   # the critical section
+    ct.store(hits, index=(ct.bid(0),), tile=ct.full((1,), 1, dtype=ct.int32))
+    ct.atomic_xchg(lock, 0, 0, memory_order=ct.MemoryOrder.RELEASE)
+
+
+@ct.kernel
+def doubling(x, y, n, bound):
+    t = ct.load(x, index=(0,), shape=(64,))
+    i = 0
+    while ct.max(t) < bound:
+        t = t * 2.0
+        i = i + 1
+    ct.store(y, index=(0,), tile=t)
+    ct.store(n, index=(0,), tile=i)
+
+
+def test_while_loops_carry_values_and_spin_on_atomics():
+    args = (np.zeros(1, np.int32), np.zeros(4, np.int32), np.zeros(1, np.int32))
+    for lock, hits, counter in zip(*(run_everywhere(spin_lock, (4,), args, k)
+                                     for k in (0, 1, 2))):
+        assert lock[0] == 0 and hits.sum() == 4 and counter[0] == 4
+    x = np.ones(64, np.float32)
+    args = (x, np.zeros(64, np.float32), np.zeros(1, np.int32), 40.0)
+    for y, n in zip(*(run_everywhere(doubling, (1,), args, k) for k in (1, 2))):
+        assert n[0] == 6 and (y == 64).all()
+
+
+@ct.kernel
+def broadcast_batches(a, b, y, BS: ct.Constant[int], T: ct.Constant[int]):
+    s = ct.load(a, index=(0, 0, 0), shape=(1, T, T))
+    u = ct.load(b, index=(0, 0, 0), shape=(BS, T, T))
+    ct.store(y, index=(0, 0, 0), tile=ct.matmul(s, u) + ct.matmul(ct.reshape(s, (T, T)), u))
+
+
+def test_matmul_broadcasts_batch_dims(rng):
+    a = rng.standard_normal((1, 16, 16)).astype(np.float32)
+    b = rng.standard_normal((2, 16, 16)).astype(np.float32)
+    y = np.zeros((2, 16, 16), np.float32)
+    ct.launch(None, (1,), broadcast_batches, (a, b, y, 2, 16))
+    np.testing.assert_allclose(y, 2 * (a.astype(np.float64) @ b), rtol=1e-5, atol=1e-4)
+
+
+@ct.kernel
+def ragged_sum(x, y, T: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(T,))                    # default padding
+    ct.store(y, index=(0,), tile=ct.reshape(ct.sum(t), (1,)))
+
+
+def test_the_default_padding_reads_zero_as_on_the_gpu():
+    x = np.ones(5, np.float32)
+    for got in run_everywhere(ragged_sum, (1,), (x, np.zeros(1, np.float32), 8), 1):
+        assert got[0] == 5

@@ -168,3 +168,25 @@ def test_advanced_indexing_and_grid_dependency_on_the_gpu():
     host, dev = both(api.advanced, (3,), args)
     np.testing.assert_array_equal(dev[2], host[2])
     np.testing.assert_array_equal(dev[3], host[3])
+
+
+def test_while_loops_and_a_spin_lock_across_many_blocks_on_the_gpu():
+    blocks = 256
+    lock, hits, counter = (torch.zeros(n, dtype=torch.int32, device="cuda")
+                           for n in (1, blocks, 1))
+    ct.launch(None, (blocks,), api.spin_lock, (lock, hits, counter))
+    torch.cuda.synchronize()
+    assert lock.item() == 0 and hits.sum().item() == blocks and counter.item() == blocks
+    x = torch.ones(64, device="cuda")
+    y, n = torch.zeros(64, device="cuda"), torch.zeros(1, dtype=torch.int32, device="cuda")
+    ct.launch(None, (1,), api.doubling, (x, y, n, 40.0))
+    assert n.item() == 6 and (y == 64).all()
+
+
+def test_orders_and_one_element_loads_on_the_gpu():
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    args = (x, np.zeros((2, 2), np.float32), np.zeros((4, 4), np.float32),
+            np.zeros(1, np.float32))
+    host, dev = both(api.ordered, (1,), args)
+    for h, d in zip(host[1:], dev[1:]):
+        np.testing.assert_array_equal(d, h)

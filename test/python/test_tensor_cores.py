@@ -532,9 +532,9 @@ def test_tensor_maps_are_grid_constant_parameters_in_the_ptx():
     ck = gemm.compile((spec, spec, spec, 128, 128, 64), target="sm_90a")
     maps = ck.meta["tensor_maps"]
     # A in one 128 x 64 box; B (64 x 128) in two boxes of 64 columns, one map; C stored
-    # by TMA in slabs of 64 columns
+    # by TMA in slabs of 64 columns, each warp its own 16 rows of a slab
     assert [(m["param"], m["box"], m["swizzle"]) for m in maps] == \
-        [(0, [128, 64], 128), (1, [64, 64], 128), (2, [128, 64], 128)]
+        [(0, [128, 64], 128), (1, [64, 64], 128), (2, [16, 64], 128)]
     ptx = ck.artifacts["ptx"]
     for m in maps:
         assert f".param .align 64 .b8 gemm_param_{m['slot']}[128]" in ptx

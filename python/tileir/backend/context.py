@@ -74,6 +74,7 @@ class LoweringContext:
         # the kernel stores by TMA (backend/tma_store.py): writers of shared memory
         # first wait until those stores have read their buffers
         self.bulk_stores = False
+        self.bulk_by_warps = False  # lane 0 of every warp issues TMA stores (tma_store)
         self.tma_store = True     # the kernel option: accumulators may be stored by TMA
         self.globals_before: ir.Operation | None = None   # where constant tables go
         self._tables = 0
@@ -234,7 +235,12 @@ class LoweringContext:
         memory.  Placed before a barrier, it makes that memory writable for all."""
         if not self.bulk_stores:
             return
-        if_op = scf.IfOp(self.first_thread(), [], has_else=False)
+        if self.bulk_by_warps:          # bulk groups are per thread: every issuer waits
+            _, lane, _ = self.thread_ids()
+            issuer = arith.cmpi(arith.CmpIPredicate.eq, lane, self.const(0))
+        else:
+            issuer = self.first_thread()
+        if_op = scf.IfOp(issuer, [], has_else=False)
         with ir.InsertionPoint(if_op.then_block):
             nvvm.cp_async_bulk_wait_group(pending, read=ir.UnitAttr.get())
             scf.YieldOp([])

@@ -170,7 +170,9 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     if persistent:
         cx.grid_size = [body.arguments[grid_slot + a] for a in range(3)]
     cx.tma_store = tma_store.enabled(func)
-    cx.bulk_stores = bool(tma_store.stores(func, chip))
+    planned = tma_store.stores(func, chip)
+    cx.bulk_stores = bool(planned)
+    cx.bulk_by_warps = any(p.warp_rows for _, p in planned)   # then every warp issues
     with ir.InsertionPoint(body):
         lower_block(cx, entry)
         with func.location:

@@ -21,6 +21,11 @@ coalesced layout and storing from registers:
   read its buffer (`cp.async.bulk.wait_group.read 0`), so slab s + 1 can
   overwrite it.  Otherwise, or when the buffers hold every slab, the whole tile
   is written, then stored box by box after one barrier.
+* When moreover each warp holds rows of its own (`warp_rows`: the wgmma layout's
+  16 rows a warp), every warp stores its rows of a slab itself: its registers into
+  the buffer, a fence, `__syncwarp`, and its lane 0 issues a box of `warp_rows`
+  rows and commits it; before reusing a buffer, each lane 0 waits for its own
+  store from it.  No block barrier in the epilogue (`PER_WARP`).
 * The stores stay in flight after the epilogue: the next writer of that
   shared memory waits for them first (`LoweringContext.smem_barrier_before`,
   the ring's allocation, the kernel's end: `wait_bulk_reads`).  In a persistent
@@ -49,6 +54,7 @@ from .shared import SmemTile, fence_async_proxy, smem_tile_bytes, store_frag, ti
 ENABLE_ATTR = "tile.tma_store"
 SLAB_ROW_BYTES = 128         # one slab row: the widest swizzle
 BUFFERS = 2                  # slabs in flight when slabbed
+PER_WARP = True              # warps that hold their own rows store them (no block barrier)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +64,10 @@ class StorePlan:
     elem_bytes: int
     width: int               # columns of one slab (one TMA box)
     slabbed: bool            # a slab is chosen by register bits: double-buffered
+    # rows each warp holds alone (a block of them, `per_warp`): each warp then stores
+    # its own rows of a slab by TMA, ordered by __syncwarp, with no block barrier; 0
+    # when warps share rows
+    warp_rows: int = 0
 
     @property
     def slabs(self) -> int:
@@ -73,8 +83,8 @@ class StorePlan:
 
     @property
     def box(self) -> tuple[int, int]:
-        """The TMA box, in tile dim order."""
-        return (self.rows, self.width)
+        """The TMA box, in tile dim order: a warp's rows of a slab, or the slab."""
+        return (self.warp_rows or self.rows, self.width)
 
     @property
     def slab_bytes(self) -> int:
@@ -103,7 +113,24 @@ def plan(layout, shape, elem_bits: int, aligned: bool, chip: str,
         return None
     lin = layout.linear(shape)
     threads_in_slab = all(b[1] < width for b in lin.lanes + lin.warps)
-    return StorePlan(rows, cols, eb, width, threads_in_slab and cols > width)
+    slabbed = threads_in_slab and cols > width
+    return StorePlan(rows, cols, eb, width, slabbed,
+                     _warp_rows(lin) if slabbed and PER_WARP else 0)
+
+
+def _warp_rows(lin: L.Linear) -> int:
+    """R when warp w alone holds rows [w R, (w + 1) R) (its lanes and registers span
+    fewer than R rows, the warp bits add R, 2R, 4R, ...), R a multiple of 8 (one
+    128-byte swizzle atom: a box of R rows starts on an atom); else 0."""
+    within = max((b[0] for b in lin.regs + lin.lanes), default=0)
+    rows = 1
+    while rows <= within:
+        rows *= 2
+    warps = [b for b in lin.warps]
+    if rows % 8 or any(b[1] for b in warps) or \
+            sorted(b[0] for b in warps) != [rows << k for k in range(len(warps))]:
+        return 0
+    return rows
 
 
 def plan_for(func: ir.Operation, array: ir.Value, layout, tile_type: ir.Type,
@@ -199,6 +226,8 @@ def lower(cx: LoweringContext, op, p: StorePlan) -> None:
     row0, col0 = (arith.muli(cx.get(i), cx.const(n))
                   for i, n in zip(op.index, (p.rows, p.cols)))
     cx.smem_barrier_before()             # earlier readers (and stores) of the buffers are done
+    if p.warp_rows:
+        return _lower_per_warp(cx, frag, tmap, base, row0, col0, p)
     if p.buffers == p.slabs:             # room for the whole tile: one barrier
         store_frag(cx, frag, SmemTile(p.layout, (p.rows, p.cols), frag.elem, base))
         fence_async_proxy(cx)
@@ -214,6 +243,45 @@ def lower(cx: LoweringContext, op, p: StorePlan) -> None:
             cx.wait_bulk_reads(p.buffers - 2)
         cx.barrier()
         _issue(cx, tmap, [(buf, s)], row0, col0, p)
+
+
+def _lower_per_warp(cx: LoweringContext, frag: Frag, tmap: ir.Value, base: int,
+                    row0: ir.Value, col0: ir.Value, p: StorePlan) -> None:
+    """Each warp stores its own `warp_rows` rows of every slab: its registers into the
+    slab's buffer, a fence and __syncwarp, then its lane 0 issues the box and commits
+    it as a bulk group of its own.  Before a warp overwrites a buffer, its lane 0 waits
+    until its store from that buffer has read it.  No block barrier: warps never
+    touch each other's rows (`LoweringContext.bulk_by_warps`: every lane 0 waits for
+    its own stores where shared memory is reused)."""
+    _, lane, _ = cx.thread_ids()
+    lane0 = arith.cmpi(arith.CmpIPredicate.eq, lane, cx.const(0))
+    row = cx.thread_coords(frag.lin)[0]                # lane 0: the warp's first row
+    row_bytes = p.width * p.elem_bytes
+    full = cx.const(-1)
+    for s in range(p.slabs):
+        buf = base + (s % p.buffers) * p.slab_bytes
+        if s >= p.buffers:               # lane 0 of each warp, for its own stores
+            cx.wait_bulk_reads(p.buffers - 1)
+            nvvm.bar_warp_sync(full)
+        store_frag(cx, slab_frag(frag, s, p.width), SmemTile(p.layout, (p.rows, p.width),
+                                                              frag.elem, buf))
+        fence_async_proxy(cx)
+        nvvm.bar_warp_sync(full)
+
+        def issue(s=s, buf=buf):
+            col = arith.addi(col0, cx.const(s * p.width)) if s else col0
+            offset = arith.addi(cx.const(buf), arith.muli(row, cx.const(row_bytes)))
+            nvvm.cp_async_bulk_tensor_global_shared_cta(
+                tmap, cx.smem_ptr(offset), [col, arith.addi(row0, row)])
+            nvvm.cp_async_bulk_commit_group()
+        _on(lane0, issue)
+
+
+def _on(cond: ir.Value, body) -> None:
+    if_op = scf.IfOp(cond, [], has_else=False)
+    with ir.InsertionPoint(if_op.then_block):
+        body()
+        scf.YieldOp([])
 
 
 def _issue(cx: LoweringContext, tmap: ir.Value, boxes, row0: ir.Value, col0: ir.Value,

@@ -328,6 +328,65 @@ class FunctionCompiler:
         for n, res, init in zip(carried, loop.results, inits):
             self.vars[n] = TileValue(res, init.dtype, init.shape)
 
+    # -- while loops ---------------------------------------------------------
+    def stmt_While(self, node: ast.While) -> None:
+        """`while cond: body` -> scf.while: the names the body assigns that exist before
+        the loop are carried; the condition (which may have effects, an atomic spin
+        lock's compare-and-swap) runs before every trip."""
+        if node.orelse:
+            raise self.error(TileUnsupportedFeatureError, node, "while/else is not supported")
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.Break, ast.Continue, ast.Return)):
+                raise self.error(TileUnsupportedFeatureError, sub,
+                                 f"'{type(sub).__name__.lower()}' inside a while loop is not "
+                                 f"supported; fold it into the loop's condition")
+        carried = [n for n in _assigned_names(node.body)
+                   if n in self.vars and not isinstance(self.vars[n], _LoopLocal)]
+        for n in carried:
+            v = self.vars[n]
+            if isinstance(v, ArrayValue):
+                raise self.error(TileUnsupportedFeatureError, node,
+                                 f"array '{n}' cannot be reassigned inside a loop")
+            self.vars[n] = emit.as_value(v) if not isinstance(v, TileValue) else v
+            if not isinstance(self.vars[n], TileValue):
+                raise self.error(TileTypeError, node, f"'{n}' ({describe(v)}) cannot be "
+                                 f"carried through a loop")
+        inits = [self.vars[n] for n in carried]
+        types = [v.value.type for v in inits]
+        loop = scf.WhileOp(types, [v.value for v in inits])
+        before_block = loop.before.blocks.append(*types)
+        after_block = loop.after.blocks.append(*types)
+        outer = dict(self.vars)
+        with ir.InsertionPoint(before_block):
+            for n, arg, init in zip(carried, before_block.arguments, inits):
+                self.vars[n] = TileValue(arg, init.dtype, init.shape)
+            cond = self.expr(node.test)
+            with self.at(node.test):
+                if emit.is_number(cond):
+                    cond = emit.constant(bool(cond), dt.bool_)
+                if not isinstance(cond, TileValue) or not cond.is_scalar:
+                    raise self.error(TileTypeError, node.test, f"a while condition must be a "
+                                     f"scalar, got {describe(cond)}")
+                cond = emit.cast(cond, dt.bool_)
+                scf.ConditionOp(cond.value, list(before_block.arguments))
+        self.vars = dict(outer)
+        with ir.InsertionPoint(after_block):
+            for n, arg, init in zip(carried, after_block.arguments, inits):
+                self.vars[n] = TileValue(arg, init.dtype, init.shape)
+            self.block(node.body)
+            yields = [self.coerce_carried(n, self.vars[n], init, node)
+                      for n, init in zip(carried, inits)]
+            scf.YieldOp([y.value for y in yields])
+        inner = self.vars
+        self.vars = outer
+        for n in inner:
+            if n not in outer:
+                self.vars[n] = _LoopLocal(f"'{n}' is defined inside the while loop at line "
+                                          f"{self.src.position(node)[0]} and is not available "
+                                          f"after it; assign it before the loop")
+        for n, res, init in zip(carried, loop.results, inits):
+            self.vars[n] = TileValue(res, init.dtype, init.shape)
+
     def coerce_carried(self, name: str, v: Any, init: TileValue, node: ast.AST) -> TileValue:
         if emit.is_number(v):
             v = emit.constant(v, init.dtype, init.shape)

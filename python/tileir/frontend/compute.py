@@ -243,11 +243,14 @@ def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
         if not isinstance(x, TileValue) or x.ndim not in (2, 3):
             raise type_error(f"matmul operand {name} must be a 2-D or 3-D tile, got "
                              f"{describe(x)}")
-    if a.ndim != b.ndim:
-        raise type_error(f"matmul operands must have the same rank, got {a.shape} and {b.shape}")
     if a.shape[-1] != b.shape[-2]:
         raise type_error(f"matmul contraction dims differ: a has shape {a.shape}, b has "
                          f"shape {b.shape} (a.shape[-1] must equal b.shape[-2])")
+    if a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2]:     # batch dims broadcast
+        from .emit import broadcast_shapes
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a = broadcast_to(a, batch + a.shape[-2:])
+        b = broadcast_to(b, batch + b.shape[-2:])
     if a.dtype != b.dtype:
         d = dt.promote(a.dtype, b.dtype)
         a, b = cast(a, d), cast(b, d)
@@ -259,10 +262,29 @@ def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
 
 def matmul(a, b) -> TileValue:
     a, b = _matmul_operands(a, b)
+    if a.ndim == 3 and a.shape[0] > 1:
+        return _per_batch(lambda x, y, _: matmul(x, y), a, b, None)
     out = dt.int32 if a.dtype.is_int else dt.float32 if a.dtype.restricted else a.dtype
     shape = (*a.shape[:-1], b.shape[-1])
     op = tile.MatmulOp(a.value, b.value, tensor_type(shape, out))
     return wrap(op.result, out)
+
+
+def _per_batch(product, a: TileValue, b: TileValue, acc: TileValue | None) -> TileValue:
+    """A product of several batches as one 2-d product per batch, stacked again: the
+    tensor-core rules take one matrix product a block."""
+    from .movement import _cat, _extract
+    m, k, n = a.shape[1], a.shape[2], b.shape[2]
+    parts = []
+    for i in range(a.shape[0]):
+        x = reshape(_extract(a, (i, 0, 0), (1, m, k)), (m, k))
+        y = reshape(_extract(b, (i, 0, 0), (1, k, n)), (k, n))
+        c = None if acc is None else reshape(_extract(acc, (i, 0, 0), (1, m, n)), (m, n))
+        r = product(x, y, c)
+        parts.append(reshape(r, (1, m, n)))
+    while len(parts) > 1:
+        parts = [_cat((parts[j], parts[j + 1]), 0) for j in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def mma(a, b, acc) -> TileValue:
@@ -278,4 +300,6 @@ def mma(a, b, acc) -> TileValue:
         raise type_error(f"mma with {a.dtype.name} operands accumulates in "
                          f"{' or '.join(dt.from_mlir(x).name for x in allowed)}, got a "
                          f"{acc.dtype.name} accumulator")
+    if a.ndim == 3 and a.shape[0] > 1:
+        return _per_batch(mma, a, b, acc)
     return wrap(tile.MmaOp(a.value, b.value, acc.value).result, acc.dtype)

@@ -164,10 +164,41 @@ def _num_tiles(array, axis, shape):
     return _cdiv(array_dim(a, axis), shape[axis])
 
 
+def _order(order, ndim: int) -> list[int] | None:
+    """The axis permutation of `order` ("C", "F" or a tuple), None for none."""
+    if order == "C":
+        return None
+    if order == "F":
+        perm = list(reversed(range(ndim)))
+    elif isinstance(order, tuple) and sorted(
+            compute.normalize_axis(const_int(a, "order entry"), ndim) for a in order) == \
+            list(range(ndim)):
+        perm = [compute.normalize_axis(a, ndim) for a in order]
+    else:
+        raise type_error(f"order must be 'C', 'F' or a permutation of the {ndim} array axes, "
+                         f"got {describe(order)}")
+    return None if perm == list(range(ndim)) else perm
+
+
+def _plain_access(check_bounds, memory_order, memory_scope) -> None:
+    """Options of load/store tileir takes as cuTile's defaults only."""
+    if not isinstance(check_bounds, bool):
+        raise type_error(f"check_bounds must be a compile-time bool, got {describe(check_bounds)}")
+    from ..semantics import MemoryOrder, MemoryScope
+    if memory_order not in (None, MemoryOrder.WEAK) or \
+            memory_scope not in (None, MemoryScope.NONE):
+        raise TileUnsupportedFeatureError(
+            "ordered loads and stores (memory_order other than WEAK) are not supported by "
+            "tileir yet; use an atomic with that order", loc())
+
+
 @rule("load")
-def _load(array, index, shape, padding_mode, latency, allow_tma):
+def _load(array, index, shape, order, padding_mode, check_bounds, latency, allow_tma,
+          memory_order, memory_scope):
     a = array_arg(array, "array")
-    shape = const_shape(shape)
+    _plain_access(check_bounds, memory_order, memory_scope)
+    scalar = shape == ()
+    shape = (1,) * a.ndim if scalar else const_shape(shape)   # `()`: one element
     if len(shape) != a.ndim:
         raise type_error(f"shape {shape} has {len(shape)} dims but the array has {a.ndim}")
     idx = index_tuple(index, a.ndim)
@@ -178,13 +209,24 @@ def _load(array, index, shape, padding_mode, latency, allow_tma):
                          f"{a.dtype.name}")
     if latency is not None and not (isinstance(latency, int) and 1 <= latency <= 10):
         raise value_error(f"latency must be an int in 1..10, got {describe(latency)}")
+    perm = _order(order, a.ndim)
+    if perm is not None:             # the tile space of the permuted array: load, permute
+        shape = tuple(shape[perm.index(d)] for d in range(a.ndim))
+        idx = [idx[perm.index(d)] for d in range(a.ndim)]
     op = tile_ops.LoadOp(a.value, [i.value for i in idx], shape, padding_mode.value)
-    return wrap(op.result, a.dtype)
+    t = wrap(op.result, a.dtype)
+    if perm is not None:
+        t = wrap(tile_ops.PermuteOp(t.value, perm).result, a.dtype)
+    return reshape(t, ()) if scalar else t
 
 
 @rule("store")
-def _store(array, index, tile):
+def _store(array, index, tile, order, check_bounds, latency, allow_tma, memory_order,
+           memory_scope):
     a = array_arg(array, "array")
+    _plain_access(check_bounds, memory_order, memory_scope)
+    if latency is not None and not (isinstance(latency, int) and 1 <= latency <= 10):
+        raise value_error(f"latency must be an int in 1..10, got {describe(latency)}")
     idx = index_tuple(index, a.ndim)
     t = as_value(tile, a.dtype)
     if t.ndim > a.ndim:
@@ -192,6 +234,11 @@ def _store(array, index, tile):
     if t.ndim < a.ndim:                           # scalars and lower-rank tiles: leading 1s
         t = reshape(t, (1,) * (a.ndim - t.ndim) + t.shape)
     t = cast(t, a.dtype)
+    perm = _order(order, a.ndim)
+    if perm is not None:             # back to the array's axes
+        inverse = [perm.index(d) for d in range(a.ndim)]
+        t = wrap(tile_ops.PermuteOp(t.value, inverse).result, a.dtype)
+        idx = [idx[perm.index(d)] for d in range(a.ndim)]
     tile_ops.StoreOp(a.value, t.value, [i.value for i in idx])
     return None
 

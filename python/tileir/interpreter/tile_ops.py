@@ -62,13 +62,10 @@ def _stride(op, cx: CompileContext) -> Step:
 def padding_value(padding: str, e: Elem, array_elem: ir.Type) -> np.generic:
     """The value a load reads outside the array (docs/tile-ir.md, tile.load)."""
     if padding == "undetermined":
-        # Unspecified by the contract; pick values that make reading them show.
-        if e.is_float:
-            return e.scalar(np.nan)
-        if e.is_bool:
-            return e.scalar(True)
-        unsigned = isinstance(array_elem, ir.IntegerType) and array_elem.is_unsigned
-        return e.scalar(-1 if unsigned else e.int_range[1])  # -1: all ones, the uint max
+        # Unspecified by the contract; zero, what the GPU reads there (TMA's fill, the
+        # masked loads' padding) and what cuTile's own kernels count on (an attention
+        # tail's V rows multiplied by p = 0).
+        return e.scalar(0)
     values = {"zero": 0.0, "neg_zero": -0.0, "neg_inf": -np.inf, "pos_inf": np.inf,
               "nan": np.nan}
     if padding not in values:

@@ -506,6 +506,15 @@ def _named_barrier(sim, blk, o, mask):
                        f"would hang or pass early)")
 
 
+@op("nvvm.bar.warp.sync")
+def _warp_sync(sim, blk, o, mask):
+    """`bar.warp.sync 0xffffffff`: every lane of each warp running here (threads run in
+    lockstep in the simulator: only a warp reached by some of its lanes is wrong)."""
+    warps = mask.reshape(-1, 32)
+    if not (warps.all(axis=1) | ~warps.any(axis=1)).all():
+        raise SimError("__syncwarp of the full mask reached by only some lanes of a warp")
+
+
 @op("gpu.shuffle")
 def _shuffle(sim, blk, o, mask):
     value, offset, width = _operands(sim, blk, o)
