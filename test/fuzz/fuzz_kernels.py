@@ -204,6 +204,44 @@ def _check_one(seed: int, gpu: bool = False) -> Finding | None:
         return check(seed, Path(d), gpu)
 
 
+CHUNK = 200          # kernels a pool runs before the next: a crash costs one chunk's rerun
+
+
+def _pooled(seeds: list[int], jobs: int) -> list[Finding | None]:
+    """`_check_one` over `seeds` in pools of spawned workers, a chunk at a time.  A
+    worker that dies (an abort inside LLVM or MLIR takes the process with it) breaks
+    its pool: that chunk's seeds are then checked one process each, and the one that
+    kills its process is a finding with the process's last words."""
+    # spawned, not forked: a fork of a process whose MLIR and driver threads hold
+    # locks (pytest after other tests) can hang in the child
+    import multiprocessing
+    from concurrent.futures.process import BrokenProcessPool
+    results: list[Finding | None] = []
+    for i in range(0, len(seeds), CHUNK):
+        chunk = seeds[i:i + CHUNK]
+        try:
+            with ProcessPoolExecutor(max_workers=jobs,
+                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+                results.extend(pool.map(_check_one, chunk, chunksize=4))
+        except BrokenProcessPool:
+            results.extend(_isolated(s) for s in chunk)
+    return results
+
+
+def _isolated(seed: int) -> Finding | None:
+    """`check(seed)` in a process of its own: a crash is a finding, not the end."""
+    import subprocess
+    r = subprocess.run([sys.executable, __file__, "--one", str(seed)], capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode == 0:
+        return None
+    if r.returncode == 1 and r.stdout.startswith("FINDING"):
+        return Finding(seed, generate(seed)[0], r.stdout.split("\n", 1)[1])
+    last = (r.stderr.strip().splitlines() or ["(no output)"])[:3]
+    return Finding(seed, generate(seed)[0], f"the process died (exit {r.returncode}): "
+                   + " | ".join(last)[:2000])
+
+
 def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
         gpu: bool = False) -> list[Finding]:
     seeds = [seed * 1_000_003 + i for i in range(n)]
@@ -211,12 +249,7 @@ def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
     if gpu:
         results = [_check_one(s, True) for s in seeds]     # one process holds the GPU
     elif jobs > 1:
-        # spawned, not forked: a fork of a process whose MLIR and driver threads hold
-        # locks (pytest after other tests) can hang in the child
-        import multiprocessing
-        with ProcessPoolExecutor(max_workers=jobs,
-                                 mp_context=multiprocessing.get_context("spawn")) as pool:
-            results = list(pool.map(_check_one, seeds, chunksize=4))
+        results = _pooled(seeds, jobs)
     else:
         results = [_check_one(s) for s in seeds]
     findings = [f for f in results if f is not None]
@@ -237,7 +270,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path("fuzz-findings"))
     p.add_argument("--gpu", action="store_true",
                    help="also launch each valid kernel on the GPU (torch tensors)")
+    p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.one is not None:                 # _isolated's child: one case
+        found = _check_one(args.one)
+        if found is not None:
+            print("FINDING\n" + found.what)
+        return 1 if found else 0
     findings = run(args.fuzz_n, args.seed, args.jobs, args.out, args.gpu)
     print(f"{args.fuzz_n} kernels, seed {args.seed}: {len(findings)} findings"
           + (f" (reproducers in {args.out})" if findings else ""))

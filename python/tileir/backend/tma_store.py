@@ -263,8 +263,8 @@ def _lower_per_warp(cx: LoweringContext, frag: Frag, tmap: ir.Value, base: int,
         if s >= p.buffers:               # lane 0 of each warp, for its own stores
             cx.wait_bulk_reads(p.buffers - 1)
             nvvm.bar_warp_sync(full)
-        store_frag(cx, slab_frag(frag, s, p.width), SmemTile(p.layout, (p.rows, p.width),
-                                                              frag.elem, buf))
+        slab = SmemTile(p.layout, (p.rows, p.width), frag.elem, buf)
+        store_frag(cx, slab_frag(frag, s, p.width), slab)
         fence_async_proxy(cx)
         nvvm.bar_warp_sync(full)
 

@@ -292,19 +292,7 @@ class FunctionCompiler:
                              f"range step must be positive, got {step}")
         lb, ub, st = (self.index_value(x, a) for x, a in
                       zip((start, stop, step), (it, it, it)))
-        carried = [n for n in _assigned_names(node.body)
-                   if n in self.vars and not isinstance(self.vars[n], _LoopLocal)
-                   and n != node.target.id]
-        for n in carried:
-            v = self.vars[n]
-            if isinstance(v, ArrayValue):
-                raise self.error(TileUnsupportedFeatureError, node,
-                                 f"array '{n}' cannot be reassigned inside a loop")
-            self.vars[n] = emit.as_value(v) if not isinstance(v, TileValue) else v
-            if not isinstance(self.vars[n], TileValue):
-                raise self.error(TileTypeError, node, f"'{n}' ({describe(v)}) cannot be "
-                                 f"carried through a loop")
-        inits = [self.vars[n] for n in carried]
+        carried, inits = self.carried_values(node, exclude=node.target.id)
         loop = scf.ForOp(lb.value, ub.value, st.value, [v.value for v in inits])
         before = dict(self.vars)
         with ir.InsertionPoint(loop.body):
@@ -315,9 +303,35 @@ class FunctionCompiler:
             if self.has_return:
                 raise self.error(TileUnsupportedFeatureError, node,
                                  "'return' inside a loop is not supported")
-            yields = [self.coerce_carried(n, self.vars[n], init, node)
-                      for n, init in zip(carried, inits)]
-            scf.YieldOp([y.value for y in yields])
+            self.yield_carried(node, carried, inits)
+        self.close_loop(node, before, carried, inits, loop.results)
+
+    def carried_values(self, node: ast.AST, exclude: str | None = None):
+        """The names a loop body assigns that exist before it (the loop carries them),
+        and their values before the loop, as runtime values."""
+        body = node.body
+        carried = [n for n in _assigned_names(body)
+                   if n in self.vars and not isinstance(self.vars[n], _LoopLocal)
+                   and n != exclude]
+        for n in carried:
+            v = self.vars[n]
+            if isinstance(v, ArrayValue):
+                raise self.error(TileUnsupportedFeatureError, node,
+                                 f"array '{n}' cannot be reassigned inside a loop")
+            self.vars[n] = emit.as_value(v) if not isinstance(v, TileValue) else v
+            if not isinstance(self.vars[n], TileValue):
+                raise self.error(TileTypeError, node, f"'{n}' ({describe(v)}) cannot be "
+                                 f"carried through a loop")
+        return carried, [self.vars[n] for n in carried]
+
+    def yield_carried(self, node: ast.AST, carried, inits) -> None:
+        yields = [self.coerce_carried(n, self.vars[n], init, node)
+                  for n, init in zip(carried, inits)]
+        scf.YieldOp([y.value for y in yields])
+
+    def close_loop(self, node: ast.AST, before: dict, carried, inits, results) -> None:
+        """After a loop: names first defined inside it are out of scope, the carried ones
+        are the loop's results."""
         inner = self.vars
         self.vars = before
         for n in inner:
@@ -325,7 +339,7 @@ class FunctionCompiler:
                 self.vars[n] = _LoopLocal(f"'{n}' is defined inside the loop at line "
                                           f"{self.src.position(node)[0]} and is not available "
                                           f"after it; assign it before the loop")
-        for n, res, init in zip(carried, loop.results, inits):
+        for n, res, init in zip(carried, results, inits):
             self.vars[n] = TileValue(res, init.dtype, init.shape)
 
     # -- while loops ---------------------------------------------------------
@@ -340,18 +354,7 @@ class FunctionCompiler:
                 raise self.error(TileUnsupportedFeatureError, sub,
                                  f"'{type(sub).__name__.lower()}' inside a while loop is not "
                                  f"supported; fold it into the loop's condition")
-        carried = [n for n in _assigned_names(node.body)
-                   if n in self.vars and not isinstance(self.vars[n], _LoopLocal)]
-        for n in carried:
-            v = self.vars[n]
-            if isinstance(v, ArrayValue):
-                raise self.error(TileUnsupportedFeatureError, node,
-                                 f"array '{n}' cannot be reassigned inside a loop")
-            self.vars[n] = emit.as_value(v) if not isinstance(v, TileValue) else v
-            if not isinstance(self.vars[n], TileValue):
-                raise self.error(TileTypeError, node, f"'{n}' ({describe(v)}) cannot be "
-                                 f"carried through a loop")
-        inits = [self.vars[n] for n in carried]
+        carried, inits = self.carried_values(node)
         types = [v.value.type for v in inits]
         loop = scf.WhileOp(types, [v.value for v in inits])
         before_block = loop.before.blocks.append(*types)
@@ -374,18 +377,8 @@ class FunctionCompiler:
             for n, arg, init in zip(carried, after_block.arguments, inits):
                 self.vars[n] = TileValue(arg, init.dtype, init.shape)
             self.block(node.body)
-            yields = [self.coerce_carried(n, self.vars[n], init, node)
-                      for n, init in zip(carried, inits)]
-            scf.YieldOp([y.value for y in yields])
-        inner = self.vars
-        self.vars = outer
-        for n in inner:
-            if n not in outer:
-                self.vars[n] = _LoopLocal(f"'{n}' is defined inside the while loop at line "
-                                          f"{self.src.position(node)[0]} and is not available "
-                                          f"after it; assign it before the loop")
-        for n, res, init in zip(carried, loop.results, inits):
-            self.vars[n] = TileValue(res, init.dtype, init.shape)
+            self.yield_carried(node, carried, inits)
+        self.close_loop(node, outer, carried, inits, loop.results)
 
     def coerce_carried(self, name: str, v: Any, init: TileValue, node: ast.AST) -> TileValue:
         if emit.is_number(v):

@@ -16,8 +16,8 @@ import re
 
 from .. import dtypes as dt
 from ..errors import TileTypeError
-from tileir.dialect import tile as tile_ops
-from tileir.dialect.tile import PRINTF_CONVERSION
+from tileir.dialect import debug as debug_ops
+from tileir.dialect.debug import PRINTF_CONVERSION
 from .emit import as_value, cast, is_number, loc, type_error
 from .intrinsics import rule
 from .values import TileValue, describe
@@ -70,9 +70,9 @@ def emit_print(fmt: str, values: list[TileValue]) -> None:
         if v.dtype.is_bool:
             v = cast(v, dt.int32)
         last = k == len(pieces) - 1 and not tail
-        tile_ops.PrintOp(piece, [v.value], more=not last)
+        debug_ops.PrintOp(piece, [v.value], more=not last)
     if tail or not pieces:
-        tile_ops.PrintOp(tail, [], more=False)
+        debug_ops.PrintOp(tail, [], more=False)
 
 
 @rule("printf")
@@ -144,17 +144,17 @@ def _assert(cond, message):
     prefix = ""
     if where.is_a_file():
         prefix = f"{where.filename}:{where.start_line}: "
-    tile_ops.AssertOp(c.value, f"{prefix}assertion failed{': ' + message if message else ''}")
+    debug_ops.AssertOp(c.value, f"{prefix}assertion failed{': ' + message if message else ''}")
     return None
 
 
 @rule("grid_dependency_control_wait")
 def _gdc_wait():
-    tile_ops.GridDependencyOp("wait")
+    debug_ops.GridDependencyOp("wait")
     return None
 
 
 @rule("grid_dependency_control_launch_dependents")
 def _gdc_launch():
-    tile_ops.GridDependencyOp("launch_dependents")
+    debug_ops.GridDependencyOp("launch_dependents")
     return None

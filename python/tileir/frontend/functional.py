@@ -20,7 +20,7 @@ from .. import dtypes as dt
 from ..errors import TileUnsupportedFeatureError
 from ..semantics import RoundingMode
 from . import compute
-from .emit import as_value, cast, is_number, loc, type_error, unify, wrap
+from .emit import cast, is_number, loc, type_error, unify, wrap
 from .intrinsics import RULES, rule, tile_arg
 from .values import TileValue, describe
 

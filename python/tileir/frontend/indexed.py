@@ -16,7 +16,7 @@ from .. import dtypes as dt
 from ..annotations import Slice
 from ..api import PaddingMode
 from ..semantics import MemoryOrder, MemoryScope
-from tileir.dialect import tile as tile_ops
+from tileir.dialect import indexed as indexed_ops, tile as tile_ops
 from . import compute
 from .emit import (as_value, broadcast_shapes, broadcast_to, cast, constant, is_number,
                    reshape, tensor_type, type_error, wrap)
@@ -104,8 +104,8 @@ def _gather(array, indices, mask, padding_value, check_bounds, latency):
     check = _flag(check_bounds, "check_bounds")
     idx, shape, scalar = _operands(a, indices, mask, padding_value)
     pad = _full(padding_value, a.dtype, shape)
-    op = tile_ops.GatherOp(a.value, _mask(mask, shape).value, pad.value,
-                           [i.value for i in idx], check)
+    op = indexed_ops.GatherOp(a.value, _mask(mask, shape).value, pad.value,
+                              [i.value for i in idx], check)
     return _result(wrap(op.result, a.dtype), scalar)
 
 
@@ -116,8 +116,8 @@ def _scatter(array, indices, value, mask, check_bounds, latency):
     check = _flag(check_bounds, "check_bounds")
     idx, shape, _ = _operands(a, indices, mask, value)
     v = _full(value, a.dtype, shape)
-    tile_ops.ScatterOp(a.value, v.value, _mask(mask, shape).value, [i.value for i in idx],
-                       check)
+    indexed_ops.ScatterOp(a.value, v.value, _mask(mask, shape).value, [i.value for i in idx],
+                          check)
     return None
 
 
@@ -163,8 +163,8 @@ def _rmw(name: str):
         kind = name
         if name in ("min", "max") and not a.dtype.is_signed:
             kind = "u" + name
-        op = tile_ops.AtomicRMWOp(a.value, u.value, _mask(None, shape).value,
-                                  [i.value for i in idx], kind, order, scope, check)
+        op = indexed_ops.AtomicRMWOp(a.value, u.value, _mask(None, shape).value,
+                                     [i.value for i in idx], kind, order, scope, check)
         return _result(wrap(op.result, a.dtype), scalar)
     return fn
 
@@ -180,8 +180,8 @@ def _atomic_cas(array, indices, expected, desired, check_bounds, memory_order, m
     order, scope = _order_scope(memory_order, memory_scope)
     idx, shape, scalar = _operands(a, indices, expected, desired)
     e, d = _full(expected, a.dtype, shape), _full(desired, a.dtype, shape)
-    op = tile_ops.AtomicCasOp(a.value, e.value, d.value, _mask(None, shape).value,
-                              [i.value for i in idx], order, scope, check)
+    op = indexed_ops.AtomicCasOp(a.value, e.value, d.value, _mask(None, shape).value,
+                                 [i.value for i in idx], order, scope, check)
     return _result(wrap(op.result, a.dtype), scalar)
 
 
@@ -241,8 +241,8 @@ def _load_advanced(array, indices, padding_mode, latency, allow_tma):
                          f"{a.dtype.name}")
     tiles, shape = _advanced(a, indices, "load_advanced_indexing")
     pad = _full(_PADDING[padding_mode.value], a.dtype, shape)
-    op = tile_ops.GatherOp(a.value, _mask(None, shape).value, pad.value,
-                           [t.value for t in tiles], True)
+    op = indexed_ops.GatherOp(a.value, _mask(None, shape).value, pad.value,
+                              [t.value for t in tiles], True)
     return wrap(op.result, a.dtype)
 
 
@@ -255,6 +255,6 @@ def _store_advanced(array, indices, tile, latency, allow_tma):
         raise type_error(f"store_advanced_indexing's tile has shape {tile.shape}; the indices "
                          f"give {shape}")
     v = _full(tile, a.dtype, shape)
-    tile_ops.ScatterOp(a.value, v.value, _mask(None, shape).value, [t.value for t in tiles],
-                       True)
+    indexed_ops.ScatterOp(a.value, v.value, _mask(None, shape).value, [t.value for t in tiles],
+                          True)
     return None

@@ -16,7 +16,7 @@ from mlir.dialects import arith
 
 from .. import dtypes as dt
 from ..errors import TileUnsupportedFeatureError
-from tileir.dialect import tile as tile_ops
+from tileir.dialect import pieces, tile as tile_ops
 from . import compute
 from .emit import (cast, constant, is_number, loc, reshape, splat, tensor_type, type_error,
                    value_error, wrap)
@@ -60,7 +60,7 @@ def _cat(tiles, axis):
             raise type_error(f"cat along axis {axis}: dim {i} differs ({a.shape} and {b.shape})")
     const_shape(tuple(x + y if i == axis else x for i, (x, y) in
                       enumerate(zip(a.shape, b.shape))), "result shape")
-    return wrap(tile_ops.ConcatOp(a.value, b.value, axis).result, a.dtype)
+    return wrap(pieces.ConcatOp(a.value, b.value, axis).result, a.dtype)
 
 
 def _sub_shape(x: TileValue, shape, what: str) -> tuple[int, ...]:
@@ -102,8 +102,8 @@ def _extract(x, index, shape):
     t = _as_tile(x, "x")
     sub = _sub_shape(t, shape, "shape")
     offsets = _offsets(t, index, sub)
-    r = wrap(tile_ops.ExtractSliceOp(t.value, [o.value for o in offsets],
-                                     tensor_type(sub, t.dtype)).result, t.dtype)
+    r = wrap(pieces.ExtractSliceOp(t.value, [o.value for o in offsets],
+                                   tensor_type(sub, t.dtype)).result, t.dtype)
     return reshape(r, ()) if shape == () else r
 
 
@@ -123,7 +123,7 @@ def _insert(x, index, value):
                          f"scalar)")
     sub = _sub_shape(t, v.shape, "value shape")
     offsets = _offsets(t, index, sub)
-    return wrap(tile_ops.InsertSliceOp(t.value, v.value, [o.value for o in offsets]).result,
+    return wrap(pieces.InsertSliceOp(t.value, v.value, [o.value for o in offsets]).result,
                 t.dtype)
 
 

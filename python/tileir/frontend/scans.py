@@ -24,7 +24,7 @@ import operator
 from typing import Callable
 
 from .. import dtypes as dt
-from tileir.dialect import tile as tile_ops
+from tileir.dialect import pieces, tile as tile_ops
 from . import compute
 from .emit import (broadcast_shapes, broadcast_to, cast, constant, is_number, reshape,
                    tensor_type, type_error, wrap)
@@ -124,7 +124,7 @@ def _shifted(t: TileValue, axis: int, d: int, fill, reverse: bool) -> TileValue:
     start = d if reverse else n - d
     sub = t.shape
     offsets = [constant(start if k == axis else 0, dt.int32).value for k in range(t.ndim)]
-    return wrap(tile_ops.ExtractSliceOp(both.value, offsets, tensor_type(sub, t.dtype)).result,
+    return wrap(pieces.ExtractSliceOp(both.value, offsets, tensor_type(sub, t.dtype)).result,
                 t.dtype)
 
 

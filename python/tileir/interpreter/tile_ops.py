@@ -404,17 +404,16 @@ _LENGTH = re.compile(r"(hh|h|ll|l|z|j|t)(?=[diuoxXeEfFgGaA]$)")
 
 def format_values(fmt: str, values, elems) -> str:
     """`fmt` with each conversion applied to its value: a tile as `[v, v, ...]`."""
-    from tileir.dialect.tile import printf_conversions
+    from tileir.dialect.debug import printf_spans
     parts, pos = [], 0
-    for conv, value, e in zip(printf_conversions(fmt), values, elems):
-        at = fmt.index(conv, pos)
+    for (at, end, conv), value, e in zip(printf_spans(fmt), values, elems):
         parts.append(fmt[pos:at].replace("%%", "%"))
         py = _LENGTH.sub("", conv)
         if conv[-1] in "diuoxX":
             value = np.asarray(as_unsigned(e, np.asarray(value)) if conv[-1] in "uoxX"
                                else as_signed(e, np.asarray(value)))
         parts.append(_render(py, np.asarray(value)))
-        pos = at + len(conv)
+        pos = end
     parts.append(fmt[pos:].replace("%%", "%"))
     return "".join(parts)
 

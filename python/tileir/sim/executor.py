@@ -810,7 +810,7 @@ def _inline_asm(sim, blk, o, mask):
 def _printf(sim, blk, o, mask):
     """Device printf: each active thread's line, threads in order (C conversions, the
     `ll` length dropped for Python)."""
-    from tileir.dialect.tile import PRINTF_CONVERSION
+    from tileir.dialect.debug import PRINTF_CONVERSION
     fmt = re.sub(PRINTF_CONVERSION, lambda m: re.sub(r"(hh|h|ll|l|z|j|t)(?=.$)", "", m.group(0)),
                  ir.StringAttr(o.attributes["format"]).value)
     args = [np.broadcast_to(np.asarray(a), (sim.threads,)) for a in _operands(sim, blk, o)]

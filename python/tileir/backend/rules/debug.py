@@ -18,7 +18,7 @@ import re
 from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, scf
 
-from tileir.dialect.tile import PRINTF_CONVERSION
+from tileir.dialect.debug import printf_spans
 
 from ..context import Frag, LoweringContext, _bits, index, lin_of
 from .indexed import _owner
@@ -85,7 +85,7 @@ def _expanded(conv: str, shape: tuple[int, ...]) -> str:
 def _print(cx, op):
     fmt = op.format
     pieces, args, pos = [], [], 0
-    for conv_match, value in zip(_conversions(fmt), op.values):
+    for conv_match, value in zip(printf_spans(fmt), op.values):
         start, end, conv = conv_match
         pieces.append(fmt[pos:start])
         pos = end
@@ -114,21 +114,6 @@ def _print(cx, op):
     with ir.InsertionPoint(if_op.then_block):
         gpu.printf("".join(pieces), *args)
         scf.YieldOp([])
-
-
-def _conversions(fmt: str) -> list[tuple[int, int, str]]:
-    out, i = [], 0
-    pattern = re.compile(PRINTF_CONVERSION)
-    while True:
-        i = fmt.find("%", i)
-        if i < 0:
-            return out
-        if fmt.startswith("%%", i):
-            i += 2
-            continue
-        m = pattern.match(fmt, i)
-        out.append((i, m.end(), m.group(0)))
-        i = m.end()
 
 
 @rule("tile.assert")
