@@ -32,7 +32,6 @@ import re
 import sys
 import tempfile
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -204,42 +203,51 @@ def _check_one(seed: int, gpu: bool = False) -> Finding | None:
         return check(seed, Path(d), gpu)
 
 
-CHUNK = 200          # kernels a pool runs before the next: a crash costs one chunk's rerun
-
-
 def _pooled(seeds: list[int], jobs: int) -> list[Finding | None]:
-    """`_check_one` over `seeds` in pools of spawned workers, a chunk at a time.  A
-    worker that dies (an abort inside LLVM or MLIR takes the process with it) breaks
-    its pool: that chunk's seeds are then checked one process each, and the one that
-    kills its process is a finding with the process's last words."""
-    # spawned, not forked: a fork of a process whose MLIR and driver threads hold
-    # locks (pytest after other tests) can hang in the child
-    import multiprocessing
-    from concurrent.futures.process import BrokenProcessPool
-    results: list[Finding | None] = []
-    for i in range(0, len(seeds), CHUNK):
-        chunk = seeds[i:i + CHUNK]
-        try:
-            with ProcessPoolExecutor(max_workers=jobs,
-                                     mp_context=multiprocessing.get_context("spawn")) as pool:
-                results.extend(pool.map(_check_one, chunk, chunksize=4))
-        except BrokenProcessPool:
-            results.extend(_isolated(s) for s in chunk)
-    return results
+    """`check` over `seeds` in `jobs` child processes, each going through its share in
+    order and reporting every case as it ends.  A compile that kills its process (an
+    abort inside LLVM or MLIR) ends that child mid-share: the case it was on is a
+    finding with the child's last words, and a new child takes the rest."""
+    import threading
+    shares = [seeds[j::jobs] for j in range(jobs)]
+    results: dict[int, Finding | None] = {}
+
+    def work(share: list[int]) -> None:
+        while share:
+            done, last_words = _run_child(share, results)
+            share = share[done:]
+            if share:                        # the child died on share[0]
+                results[share[0]] = _died(share[0], last_words)
+                share = share[1:]
+
+    threads = [threading.Thread(target=work, args=(share,)) for share in shares]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [results.get(s) for s in seeds]
 
 
-def _isolated(seed: int) -> Finding | None:
-    """`check(seed)` in a process of its own: a crash is a finding, not the end."""
+def _run_child(share: list[int], results: dict) -> tuple[int, str]:
+    """Runs `share` in one child process: (how many cases it finished, its last words)."""
+    import json
     import subprocess
-    r = subprocess.run([sys.executable, __file__, "--one", str(seed)], capture_output=True,
-                       text=True, timeout=600)
-    if r.returncode == 0:
-        return None
-    if r.returncode == 1 and r.stdout.startswith("FINDING"):
-        return Finding(seed, generate(seed)[0], r.stdout.split("\n", 1)[1])
-    last = (r.stderr.strip().splitlines() or ["(no output)"])[:3]
-    return Finding(seed, generate(seed)[0], f"the process died (exit {r.returncode}): "
-                   + " | ".join(last)[:2000])
+    proc = subprocess.Popen([sys.executable, __file__, "--cases", ",".join(map(str, share))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = 0
+    for line in proc.stdout:
+        if not line.startswith("CASE "):
+            continue
+        seed, what = json.loads(line[5:])
+        results[seed] = None if what is None else Finding(seed, generate(seed)[0], what)
+        done += 1
+    err = proc.stderr.read()
+    proc.wait()
+    return done, f"exit {proc.returncode}: " + " | ".join(err.strip().splitlines()[-3:])[:2000]
+
+
+def _died(seed: int, last_words: str) -> Finding:
+    return Finding(seed, generate(seed)[0], f"the process died ({last_words})")
 
 
 def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
@@ -270,13 +278,15 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path("fuzz-findings"))
     p.add_argument("--gpu", action="store_true",
                    help="also launch each valid kernel on the GPU (torch tensors)")
-    p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--cases", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.one is not None:                 # _isolated's child: one case
-        found = _check_one(args.one)
-        if found is not None:
-            print("FINDING\n" + found.what)
-        return 1 if found else 0
+    if args.cases is not None:               # _run_child's child: report each case
+        import json
+        for seed in map(int, args.cases.split(",")):
+            found = _check_one(seed)
+            print("CASE " + json.dumps([seed, None if found is None else found.what]),
+                  flush=True)
+        return 0
     findings = run(args.fuzz_n, args.seed, args.jobs, args.out, args.gpu)
     print(f"{args.fuzz_n} kernels, seed {args.seed}: {len(findings)} findings"
           + (f" (reproducers in {args.out})" if findings else ""))
