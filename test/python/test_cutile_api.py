@@ -880,8 +880,13 @@ def test_advanced_indexing_reads_and_writes_rows_by_index():
         np.testing.assert_array_equal(got, want)
     for got in run_everywhere(advanced, (3,), args, 3):
         np.testing.assert_array_equal(got, want2)
-    ptx = advanced.compile(args, stage="ptx", target="sm_90a").artifacts["ptx"]
+    ck = advanced.compile(args, stage="ptx", target="sm_90a")
+    ptx = ck.artifacts["ptx"]
     assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
+    assert ck.meta["programmatic_launch"]            # launched by cuLaunchKernelEx
+    assert "programmatic_launch" not in ordered.compile(
+        (x, np.zeros((2, 2), np.float32), np.zeros((4, 4), np.float32),
+         np.zeros(1, np.float32)), stage="gpu", target="sm_90a").meta
     assert "griddepcontrol" not in advanced.compile(args, stage="ptx",
                                                     target="sm_80").artifacts["ptx"]
 

@@ -51,6 +51,9 @@ class KernelMeta:
     persistent: bool = False
     # the passes that rewrote the kernel for the launch's grid (tile.grid_rewrites)
     grid_rewrites: list[str] | None = None
+    # the kernel waits for / releases its neighbours in the stream (tile.grid_dependency):
+    # launched with programmatic stream serialization (runtime/launcher.py)
+    programmatic_launch: bool = False
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
@@ -62,6 +65,8 @@ class KernelMeta:
             del out["persistent"]
         if not out["grid_rewrites"]:
             del out["grid_rewrites"]
+        if not out["programmatic_launch"]:
+            del out["programmatic_launch"]
         return out
 
 
@@ -170,6 +175,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     if persistent:
         cx.grid_size = [body.arguments[grid_slot + a] for a in range(3)]
     cx.tma_store = tma_store.enabled(func)
+    programmatic = chip.startswith("sm_90") and _uses(func, "tile.grid_dependency")
     planned = tma_store.stores(func, chip)
     cx.bulk_stores = bool(planned)
     cx.bulk_by_warps = any(p.warp_rows for _, p in planned)   # then every warp issues
@@ -189,7 +195,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         if GRID_REWRITES_ATTR in func.attributes else None
     func.erase()
     return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale, persistent,
-                      rewrites)
+                      rewrites, programmatic)
 
 
 def _uses(func: ir.Operation, name: str) -> bool:

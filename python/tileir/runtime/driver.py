@@ -379,6 +379,28 @@ def launch_kernel(function, grid: tuple[int, int, int], block: tuple[int, int, i
           result)
 
 
+def launch_kernel_programmatic(function, grid: tuple[int, int, int],
+                               block: tuple[int, int, int], shared_bytes: int, stream: int,
+                               params_address: int, kernel: str) -> None:
+    """cuLaunchKernelEx with programmatic stream serialization: the kernel may start
+    before the one before it in the stream has finished (its `griddepcontrol.wait`
+    waits for that), and lets the next one start at its `launch_dependents`."""
+    driver = cuda()
+    attr = driver.CUlaunchAttribute()
+    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = shared_bytes
+    config.hStream = driver.CUstream(stream)
+    config.attrs = [attr]
+    config.numAttrs = 1
+    result = driver.cuLaunchKernelEx(config, function, params_address, 0)
+    check(f"cuLaunchKernelEx('{kernel}', grid={grid}, block={block}, shared={shared_bytes}, "
+          f"programmatic stream serialization)", result)
+
+
 def launch_entry() -> tuple[Any, Any, Any, Any]:
     """What the launch fast path (runtime/dispatch.py) calls per launch:
     `(cuLaunchKernel, CUfunction, CUstream, CUDA_SUCCESS)`, so that a plan builds its

@@ -352,8 +352,9 @@ def launch(cubin: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
     handle = stream_handle(stream, args, device)
     with driver.device_context(device):
         function = _function(cubin, meta, device, block[0], shared)
-        driver.launch_kernel(function, grid, block, shared, handle, bound.params.address,
-                             kernel)
+        launch_kernel = driver.launch_kernel_programmatic \
+            if meta.get("programmatic_launch") else driver.launch_kernel
+        launch_kernel(function, grid, block, shared, handle, bound.params.address, kernel)
         if knobs.SYNC_LAUNCH.as_bool():
             driver.synchronize(handle, kernel)
 
