@@ -300,9 +300,9 @@ def _encode(value: Any, strict: bool) -> Any:
     if isinstance(value, dt.DType):
         return ["dtype", value.name]
     if isinstance(value, ByTarget):
-        return ["by_target", _encode(value._by_target, strict),
-                _encode(None if value._default is UNSPECIFIED else value._default, strict),
-                value._default is UNSPECIFIED]
+        return ["by_target", _encode(value.by_target, strict),
+                _encode(None if value.default is UNSPECIFIED else value.default, strict),
+                value.default is UNSPECIFIED]
     if isinstance(value, np.generic):
         return ["numpy", str(value.dtype), repr(value.item())]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

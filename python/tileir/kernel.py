@@ -136,7 +136,6 @@ class Kernel(KernelEntry):
             raise TileTypeError(f"cannot evaluate the annotations of kernel '{self.name}': "
                                 f"{e}") from None
         self._source: SourceInfo | None = None
-        self._target: str | None = None              # what _apply_hints resolves ByTarget for
         self._cache: dict[tuple, CompiledKernel] = {}
         self._dispatchers: dict[str, Any] = {}    # argument kinds -> runtime.dispatch.Dispatcher
         self._fast = None                          # the latest dispatcher's fast path
@@ -312,8 +311,7 @@ class Kernel(KernelEntry):
         with ctx, deadline.compiling(self.name):
             mb = ModuleBuilder(ctx)
             fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
-            self._target = target
-            self._apply_hints(fn)
+            self._apply_hints(fn, target)
             if wish is not None:
                 from .backend.retile import WISH_ATTR
                 fn.attributes[WISH_ATTR] = ir.StringAttr.get(wish)
@@ -331,11 +329,11 @@ class Kernel(KernelEntry):
         return CompiledKernel(self, mb.module, self.name, params, stage, target, artifacts,
                               meta, report)
 
-    def _apply_hints(self, fn) -> None:
+    def _apply_hints(self, fn, target: str | None) -> None:
         """Kernel options that steer the GPU stages become function attributes."""
         from mlir import ir
         i32 = ir.IntegerType.get_signless(32)
-        target = self._target or ""
+        target = target or ""
         for option, attr in (("num_warps", "tile.num_warps"), ("occupancy", "tile.occupancy"),
                              ("num_stages", "tile.num_stages")):
             value = resolve_option(self.options.get(option), target)

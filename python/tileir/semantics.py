@@ -83,6 +83,15 @@ class ByTarget(Generic[T]):
                 return self._by_target[name]
         return fallback if self._default is UNSPECIFIED else self._default
 
+    @property
+    def by_target(self) -> dict[str, Any]:
+        return dict(self._by_target)
+
+    @property
+    def default(self) -> Any:
+        """The value for other targets (UNSPECIFIED: the option's own default)."""
+        return self._default
+
     def values(self) -> list[Any]:
         """Every value it holds (for checking each like a plain option value)."""
         vals = list(self._by_target.values())

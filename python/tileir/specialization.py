@@ -109,14 +109,14 @@ def classify_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool)
     kind = _runtime_kind(kname, pname, value, gpu)
     if annotation is None:
         return kind
+    from .annotations import ArrayAnnotation, ScalarAnnotation   # (they import this module)
     what = f"argument '{pname}' of kernel '{kname}'"
-    name = type(annotation).__name__
-    if name == "ScalarAnnotation":                  # ScalarInt64
+    if isinstance(annotation, ScalarAnnotation):     # ScalarInt64
         if not (isinstance(kind, ScalarParam) and kind.dtype.is_int):
             raise TileTypeError(f"{what} is annotated as an integer scalar "
                                 f"({annotation.dtype.name}) but is {type(value).__name__}")
         return ScalarParam(annotation.dtype)
-    if name == "ArrayAnnotation":
+    if isinstance(annotation, ArrayAnnotation):
         if not isinstance(kind, ArrayParam):
             raise TileTypeError(f"{what} is annotated as an array but is "
                                 f"{type(value).__name__}")

@@ -13,8 +13,9 @@ from mlir.dialects import arith, math
 from .. import dtypes as dt
 from ..dtypes import DType
 from tileir.dialect import tile
-from .emit import (broadcast_to, cast, check_arithmetic, constant, extract_scalar, is_number,
-                   reshape, tensor_type, type_error, unify, value_error, wrap)
+from .emit import (broadcast_shapes, broadcast_to, cast, check_arithmetic, constant,
+                   extract_scalar, is_number, reshape, tensor_type, type_error, unify,
+                   value_error, wrap)
 from .values import TileValue, describe
 
 _FLOAT_BIN = {"+": arith.AddFOp, "-": arith.SubFOp, "*": arith.MulFOp, "/": arith.DivFOp,
@@ -177,7 +178,6 @@ def select(cond, a, b) -> TileValue:
         return a if cond else b
     c = cond if cond.dtype.is_bool else cast(cond, dt.bool_)
     x, y = unify(a, b)
-    from .emit import broadcast_shapes
     shape = broadcast_shapes(c.shape, x.shape)
     c, x, y = broadcast_to(c, shape), broadcast_to(x, shape), broadcast_to(y, shape)
     return wrap(arith.SelectOp(c.value, x.value, y.value).result, x.dtype)
@@ -247,7 +247,6 @@ def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
         raise type_error(f"matmul contraction dims differ: a has shape {a.shape}, b has "
                          f"shape {b.shape} (a.shape[-1] must equal b.shape[-2])")
     if a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2]:     # batch dims broadcast
-        from .emit import broadcast_shapes
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
         a = broadcast_to(a, batch + a.shape[-2:])
         b = broadcast_to(b, batch + b.shape[-2:])

@@ -20,7 +20,7 @@ from .. import dtypes as dt
 from ..errors import TileUnsupportedFeatureError
 from ..semantics import RoundingMode
 from . import compute
-from .emit import cast, is_number, loc, type_error, unify, wrap
+from .emit import cast, is_number, loc, type_error, unify, weak_dtype, wrap
 from .intrinsics import RULES, rule, tile_arg
 from .values import TileValue, describe
 
@@ -75,10 +75,12 @@ def mark(v, attrs: dict[str, str]):
 
 
 def _result_dtype(name: str, x, y) -> dt.DType:
-    if is_number(x) and is_number(y):
-        return dt.float32
-    a, b = unify(x, y)
-    d = a.dtype
+    """The dtype `x op y` computes in (what `unify` picks), without emitting anything."""
+    if isinstance(x, TileValue) and isinstance(y, TileValue):
+        d = dt.promote(x.dtype, y.dtype)
+    else:
+        t, n = (x, y) if isinstance(x, TileValue) else (y, x)
+        d = dt.promote(t.dtype, weak_dtype(n, t.dtype))
     return dt.float32 if name == "truediv" and not d.is_float else d
 
 

@@ -20,6 +20,7 @@ from . import compute
 from .emit import (as_value, broadcast_to, cast, constant, is_number, loc, reshape, splat,
                    tensor_type, type_error, value_error, wrap)
 from ..errors import TileStaticAssertionError, TileUnsupportedFeatureError
+from ..semantics import MemoryOrder, MemoryScope, RoundingMode
 from .values import ArrayValue, TileValue, describe
 
 RULES: dict[str, Callable] = {}
@@ -184,7 +185,6 @@ def _plain_access(check_bounds, memory_order, memory_scope) -> None:
     """Options of load/store tileir takes as cuTile's defaults only."""
     if not isinstance(check_bounds, bool):
         raise type_error(f"check_bounds must be a compile-time bool, got {describe(check_bounds)}")
-    from ..semantics import MemoryOrder, MemoryScope
     if memory_order not in (None, MemoryOrder.WEAK) or \
             memory_scope not in (None, MemoryScope.NONE):
         raise TileUnsupportedFeatureError(
@@ -288,7 +288,6 @@ def _astype(x, dtype, rounding_mode):
     d = dtype_arg(dtype)
     v = as_value(x, d)
     if rounding_mode is not None:
-        from ..semantics import RoundingMode
         if not isinstance(rounding_mode, RoundingMode):
             raise type_error(f"rounding_mode must be a tileir.RoundingMode, got "
                              f"{describe(rounding_mode)}")

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 from mlir import ir
 
+from tileir.dialect.debug import printf_spans
 from tileir.dialect.types import array_info
 
 from .compiler import LAUNCH_SLOT, CompileContext, Step, constant, pure, rule
@@ -404,7 +405,6 @@ _LENGTH = re.compile(r"(hh|h|ll|l|z|j|t)(?=[diuoxXeEfFgGaA]$)")
 
 def format_values(fmt: str, values, elems) -> str:
     """`fmt` with each conversion applied to its value: a tile as `[v, v, ...]`."""
-    from tileir.dialect.debug import printf_spans
     parts, pos = [], 0
     for (at, end, conv), value, e in zip(printf_spans(fmt), values, elems):
         parts.append(fmt[pos:at].replace("%%", "%"))
