@@ -139,13 +139,13 @@ def match(loop: ir.Operation) -> Online | None:
     yields = list(body.operations)[-1]
     args = list(body.arguments)[1:]
     for i, m_arg in enumerate(args):
-        found = _match_pair(loop, yields, args, i, m_arg)
+        found = match_pair(loop, yields, args, i, m_arg)
         if found is not None:
             return found
     return None
 
 
-def _match_pair(loop, yields, args, i, m_arg) -> Online | None:
+def match_pair(loop, yields, args, i, m_arg) -> Online | None:
     """The recurrence whose m is carried value i, or None."""
     m_new = yields.operands[i]
     mx = _named(m_new, "arith.maximumf") or _named(m_new, "arith.maxnumf")

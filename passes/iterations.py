@@ -44,7 +44,7 @@ def map_dim(loop: ir.Operation, effects: Effects | None = None) -> int | None:
         if op.name in MEMORY_OPS:
             first = MEMORY_OPS[op.name]
             index = list(op.operands)[first:]
-            varying = [p for p, v in enumerate(index) if not _outside(v, loop)]
+            varying = [p for p, v in enumerate(index) if not defined_outside(v, loop)]
             if len(varying) != 1 or not follows_counter(index[varying[0]], iv, loop):
                 return None
             d = varying[0]
@@ -90,9 +90,9 @@ def follows_counter(v: ir.Value, iv: ir.Value, loop: ir.Operation) -> bool:
                 v = b
             else:
                 return False
-        elif _outside(b, loop):
+        elif defined_outside(b, loop):
             v = a
-        elif _outside(a, loop):
+        elif defined_outside(a, loop):
             v = b
         else:
             return False
@@ -111,7 +111,7 @@ def _nested(loop: ir.Operation) -> list[ir.Operation]:
     return out
 
 
-def _outside(v: ir.Value, loop: ir.Operation) -> bool:
+def defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
     """Whether `v` is defined outside `loop` (so the same in every iteration)."""
     owner = v.owner
     op = owner.owner if isinstance(owner, ir.Block) else owner

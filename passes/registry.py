@@ -16,7 +16,7 @@ from typing import Callable
 
 from mlir import ir
 
-from . import (assign_layouts, canonicalize, cse, dce, defer_online_reductions, emit_cubin,
+from . import (assign_layouts, canonicalize, cluster_rows, cse, dce, defer_online_reductions, emit_cubin,
                emit_ptx, group_blocks, hoist_loads, inline, licm, lower_to_gpu, lower_to_llvm,
                persistent_tiles, pipeline_loops, retile_blocks, reverse_rereads, split_blocks)
 
@@ -34,7 +34,8 @@ def _info(module: ModuleType) -> PassInfo:
 
 PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     inline, canonicalize, licm, cse, dce, reverse_rereads, hoist_loads,
-    retile_blocks, split_blocks, defer_online_reductions, assign_layouts, persistent_tiles, group_blocks, pipeline_loops,
+    retile_blocks, cluster_rows, split_blocks, defer_online_reductions, assign_layouts,
+    persistent_tiles, group_blocks, pipeline_loops,
     lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
 STAGES: dict[str, tuple[str, ...]] = {
@@ -62,11 +63,12 @@ STAGES: dict[str, tuple[str, ...]] = {
     # picks the tensor-core instructions in `layout` (wgmma on sm_90a, mma.sync
     # on sm_80), the copy engine in `pipeline` and `gpu` (TMA + mbarriers on
     # sm_90a, cp.async commit groups on sm_80), and the NVVM target in `llvm`.
-    # Retile (kernels with products) or split (element-wise kernels on a small grid)
+    # Retile (kernels with products), or on a small grid deal reducing loops to the
+    # blocks of a cluster (sm_90a) or split element-wise tiles across more blocks,
     # first: they set the tile shapes layouts, warps and MMA plans are chosen for; on
     # a small grid, online softmax loops then carry their max and sum per lane.
-    "layout": ("tile-retile-blocks", "tile-split-blocks", "tile-defer-online-reductions",
-               "tile-assign-layouts"),
+    "layout": ("tile-retile-blocks", "tile-cluster-rows", "tile-split-blocks",
+               "tile-defer-online-reductions", "tile-assign-layouts"),
     # After layouts: only then is it known which loads go to shared memory.
     # Persistent first: the tile loop it makes is what grouped order and the
     # pipeliner (which runs a warp-specialized producer across its tiles) see.

@@ -22,6 +22,7 @@ Example: (wish "split:8;free:6", grid (1, 1, 1); RoPE's heads)
 
 from mlir import ir
 
+from tileir.backend.retile import GRID_SCALE_ATTR
 from tileir.backend.split import small_grid_wish, split
 
 FLAG = "tile-split-blocks"
@@ -31,7 +32,8 @@ SUMMARY = "split a small grid's tiles across more blocks along an element-wise d
 def run(module: ir.Module) -> None:
     for op in module.body.operations:
         op = op.operation
-        if op.name != "func.func" or "tile.kernel" not in op.attributes:
+        if op.name != "func.func" or "tile.kernel" not in op.attributes or \
+                GRID_SCALE_ATTR in op.attributes:       # (tile-cluster-rows took the grid)
             continue
         wish = small_grid_wish(op)
         if wish is not None and "free" in wish:

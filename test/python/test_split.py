@@ -186,7 +186,7 @@ def test_online_softmax_loops_on_large_grids_stay_as_written(rng):
     args = (x, np.empty(4, np.float32), 1024)
     small = k.compile(args, target="sm_90a", grid=(4,), sm_count=132)
     large = k.compile(args, target="sm_90a", grid=(1000,), sm_count=132)
-    assert small.meta["grid_rewrites"] == ["tile-defer-online-reductions"]
+    assert small.meta["grid_rewrites"] == ["tile-cluster-rows", "tile-defer-online-reductions"]
     assert "grid_rewrites" not in large.meta
     assert k.compile(args, target="sm_90a", grid=(8,), sm_count=132) is not large
 
@@ -197,9 +197,10 @@ def _kernel_func(module):
 
 
 def test_split_map_loops_still_load_ahead():
-    """The softmax's second loop, split (its chunk index k * 4 + bid), is still a map
-    over slabs: the register prefetch rotates it, as it rotates the first loop
-    (passes/iterations.py follows k * s + bid as one-to-one in k)."""
+    """The softmax's loops on one row, dealt to a cluster's blocks (chunk index
+    bid + 8 k, the second loop's bid + 8 (last - k)), are still maps over slabs: the
+    register prefetch rotates both (passes/iterations.py follows those as one-to-one
+    in k)."""
     x = ct.ArraySpec("bfloat16", 2, aligned=True)
     ck = ct.kernel(llm_ops.vocab_softmax.fn).compile(
         (x, x, 8192), target="sm_90a", stage="pipeline", grid=(1,), sm_count=132)

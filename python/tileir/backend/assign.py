@@ -382,6 +382,12 @@ class LayoutAssigner(MmaAssignment):
 
     rule_tile_scatter = rule_tile_atomic_rmw = rule_tile_atomic_cas = rule_tile_gather
 
+    def rule_tile_cluster_gather(self, op):       # registers to registers, by element
+        for i in self.tensor_operands(op):
+            self._registers(op, i)
+        for r in op.results:
+            self.set_layout(r, self.home_of(tuple(r.type.shape)))
+
     def rule_tile_print(self, op):                 # any register layout prints
         for i in self.tensor_operands(op):
             self._registers(op, i)

@@ -69,6 +69,8 @@ class LoweringContext:
         self.last_reads: tuple[ir.Block, int, int] | None = None
         self.loop_depth = 0       # > 0 while lowering a loop body
         self.stores_seen = False  # a global store was lowered (or a loop may repeat one)
+        # a tile.cluster_gather's closing cluster barrier was arrived at, not waited on
+        self.cluster_wait_pending = False
         # a tile.print line whose text continues in the next tile.print: (pieces, args)
         self.print_pending: tuple[list, list] | None = None
         # the kernel stores by TMA (backend/tma_store.py): writers of shared memory
@@ -259,11 +261,25 @@ class LoweringContext:
         """
         offset += self.smem_top
         self._reach(offset + count * max(1, _bits(elem) // 8))
+        return self._view(count, elem, offset)
+
+    def _view(self, count: int, elem: ir.Type, offset: int) -> ir.Value:
         t = ir.MemRefType.get([count], elem, memory_space=ir.Attribute.parse(
             "#gpu.address_space<workgroup>"))
         start = arith.ConstantOp(ir.IndexType.get(),
                                  ir.IntegerAttr.get(ir.IndexType.get(), offset))
         return memref.view(t, self._dynamic_smem(), start, [])
+
+    def hold_fresh_smem(self, count: int, elem: ir.Type) -> tuple[int, ir.Value]:
+        """(offset, buffer) of `count` elements in bytes no exchange of the kernel has
+        touched so far (above the high-water mark), held to the kernel's end: memory
+        that other blocks of a cluster read while this block moves on
+        (rules/cluster.py), so no barrier of this block guards it."""
+        start = (max(self.smem_top, self.smem_bytes) + 15) // 16 * 16
+        self.smem_top = start + count * max(1, _bits(elem) // 8)
+        self._reach(self.smem_top)
+        self.last_reads = None          # the scratch area moved: offsets mean other bytes
+        return start, self._view(count, elem, start)
 
     def scratch(self, nbytes: int, align: int = 1) -> int:
         """The offset of `nbytes` of exchange scratch (see `smem`), reserved, aligned

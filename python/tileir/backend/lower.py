@@ -28,6 +28,9 @@ from . import tma_store
 from .context import I32, I64, ArrayABI, LoweringContext, arg_has
 from .retile import GRID_REWRITES_ATTR, GRID_SCALE_ATTR
 from .rules import lower_block
+from .rules.cluster import finish_cluster
+
+CLUSTER_ATTR = "tile.cluster"          # [x, y, z] blocks a cluster (passes/cluster_rows.py)
 
 GPU_MODULE = "tileir_kernels"
 
@@ -54,6 +57,8 @@ class KernelMeta:
     # the kernel waits for / releases its neighbours in the stream (tile.grid_dependency):
     # launched with programmatic stream serialization (runtime/launcher.py)
     programmatic_launch: bool = False
+    # the blocks of a cluster along each grid axis (tile-cluster-rows), when not 1 x 1 x 1
+    cluster: list[int] | None = None
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
@@ -67,6 +72,8 @@ class KernelMeta:
             del out["grid_rewrites"]
         if not out["programmatic_launch"]:
             del out["programmatic_launch"]
+        if out["cluster"] is None:
+            del out["cluster"]
         return out
 
 
@@ -153,6 +160,11 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
             elif producer_warps:
                 # setmaxnreg needs a register cap at entry: one block per SM
                 gfunc.operation.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(I32(), 1)
+            if CLUSTER_ATTR in func.attributes:
+                # tile-cluster-rows: the cluster's shape in the kernel (.reqnctapercluster),
+                # so a plain launch runs its blocks as clusters
+                dims = list(ir.DenseI64ArrayAttr(func.attributes[CLUSTER_ATTR]))
+                gfunc.operation.attributes["nvvm.cluster_dim"] = ir.DenseI32ArrayAttr.get(dims)
             body = gfunc.body.blocks.append(*types)
     hints = ir.BoolAttr(func.attributes["tile.cache_hints"]).value \
         if "tile.cache_hints" in func.attributes else None
@@ -183,6 +195,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         lower_block(cx, entry)
         with func.location:
             cx.wait_bulk_reads()          # the block's shared memory outlives its TMA stores
+            finish_cluster(cx)            # ... and the cluster's reads of it
             gpu.ReturnOp([])
     limit = SMEM_PER_BLOCK["sm_90a" if chip.startswith("sm_90") else "sm_80"]
     if cx.smem_bytes > limit:
@@ -193,9 +206,11 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         if GRID_SCALE_ATTR in func.attributes else None
     rewrites = [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes[GRID_REWRITES_ATTR])] \
         if GRID_REWRITES_ATTR in func.attributes else None
+    cluster = list(ir.DenseI64ArrayAttr(func.attributes[CLUSTER_ATTR])) \
+        if CLUSTER_ATTR in func.attributes else None
     func.erase()
     return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale, persistent,
-                      rewrites, programmatic)
+                      rewrites, programmatic, cluster)
 
 
 def _uses(func: ir.Operation, name: str) -> bool:

@@ -170,14 +170,17 @@ def _say(dim: int) -> str:
 
 
 # Ops whose effect counts once per block: a kernel with them must keep its grid.
-PER_BLOCK_EFFECTS = ("tile.scatter", "tile.atomic_rmw", "tile.atomic_cas")
+PER_BLOCK_EFFECTS = ("tile.scatter", "tile.atomic_rmw", "tile.atomic_cas", "tile.print")
 
 
 def refuse_per_block_effects(ops: list[ir.Operation]) -> None:
     """Retiling and splitting change how many blocks run: refused for kernels that
     write memory at element indices (an atomic add done by twice the blocks counts
-    twice)."""
+    twice) or print (each block prints its tiles: a split block would print pieces)."""
     for op in ops:
+        if op.name == "tile.print":
+            raise NotRetileable("'tile.print' prints what each block holds (the blocks are "
+                                "part of the output)", op.location)
         if op.name in PER_BLOCK_EFFECTS:
             raise NotRetileable(f"'{op.name}' writes memory at element indices (the number "
                                 f"of blocks is part of what it does)", op.location)

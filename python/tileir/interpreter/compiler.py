@@ -57,6 +57,7 @@ class Launch:
     bid: tuple = (0, 0, 0)
     depth: int = 0
     print_pending: str = ""      # a tile.print line that continues (`more`)
+    cluster: object = None       # the block's cluster (cluster_ops.ClusterExchange), if any
 
 
 @dataclasses.dataclass(frozen=True)

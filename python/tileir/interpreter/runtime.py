@@ -19,11 +19,13 @@ from mlir import ir
 from tileir.dialect import KERNEL_ATTR, verify
 from tileir.dialect.types import array_info
 
+from .cluster_ops import run_clusters
 from .compiler import LAUNCH_SLOT, CompileContext, CompiledFunction, Frame, Launch, execute
 from .dtypes import BF16, Elem, elem_of, f64_to, wrap_int
 from .errors import ArgumentError
 
 I32_MAX = 2**31 - 1
+CLUSTER_ATTR = "tile.cluster"       # [x, y, z] blocks a cluster (passes/cluster_rows.py)
 MAX_GRID_AXES = 3
 CACHE_SIZE = 64
 
@@ -150,6 +152,7 @@ class Kernel:
     location: ir.Location
     params: tuple[Param, ...]
     function: CompiledFunction
+    cluster: tuple[int, int, int] | None = None     # blocks a cluster ("tile.cluster")
 
     def error(self, message: str) -> ArgumentError:
         return ArgumentError.at(self.location, message)
@@ -185,6 +188,12 @@ class Kernel:
         gx, gy, gz = grid
         xs = [np.int32(i) for i in range(gx)]
         body = self.function.body
+        if self.cluster is not None:
+            if any(n % d for n, d in zip(grid, self.cluster)):
+                raise self.error(f"the grid {grid} is not a whole number of clusters "
+                                 f"{self.cluster}")
+            run_clusters(body, frame, launch, grid, self.cluster)
+            return
         # Wrapping integer math and IEEE specials are the semantics, not accidents.
         with np.errstate(all="ignore"):
             for bz in range(gz):
@@ -226,7 +235,9 @@ def compile_kernel(module: ir.Module, name: str) -> Kernel:
     ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
     names = _arg_names(func, len(ftype.inputs))
     params = tuple(_param(i, n, t) for i, (n, t) in enumerate(zip(names, ftype.inputs)))
-    return Kernel(name, func.location, params, function)
+    cluster = tuple(ir.DenseI64ArrayAttr(func.attributes[CLUSTER_ATTR])) \
+        if CLUSTER_ATTR in func.attributes else None
+    return Kernel(name, func.location, params, function, cluster)
 
 
 class KernelCache:

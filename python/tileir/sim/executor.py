@@ -70,6 +70,9 @@ class _Block:
         self.env: dict[ir.Value, Any] = {}
         self.version = 0          # bumped whenever an mbarrier changes
         self.waiting = ""         # what the last blocked wait waited for
+        self.cluster: list["_Block"] = [self]   # the blocks of its cluster, by rank
+        self.cluster_arrivals = 0  # barrier.cluster.arrive's so far
+        self.cluster_waits = 0     # barrier.cluster.wait's so far
 
 
 class _Simulator:
@@ -112,6 +115,33 @@ class _Simulator:
             raise SimError(f"block {blk.bid} exits while TMA stores may still read its "
                            f"shared memory (no cp.async.bulk.wait_group.read 0 at the end)")
 
+    def run_cluster(self, blks: list[_Block], args: list[Any]) -> None:
+        """Runs the blocks of one cluster side by side: each until it waits (on a
+        cluster barrier or an mbarrier) or ends, round after round; a round in which
+        no block moved on means the GPU would hang."""
+        body = self.func.regions[0].blocks[0]
+        for blk in blks:
+            blk.cluster = blks
+            for a, v in zip(body.arguments, args):
+                blk.env[a] = v
+        live = [(blk, self.run(blk, body, np.ones(self.threads, bool))) for blk in blks]
+        while live:
+            state = [(b.version, b.cluster_arrivals, b.cluster_waits) for b, _ in live]
+            still = []
+            for blk, gen in live:
+                try:
+                    next(gen)
+                    still.append((blk, gen))
+                except StopIteration:
+                    if any(blk.shared.bulk_reads()):
+                        raise SimError(f"block {blk.bid} exits while TMA stores may still "
+                                       f"read its shared memory") from None
+            if len(still) == len(live) and state == [
+                    (b.version, b.cluster_arrivals, b.cluster_waits) for b, _ in still]:
+                raise SimError(f"cluster of block {live[0][0].bid} would hang: "
+                               f"{live[0][0].waiting}")
+            live = still
+
     def run(self, blk: _Block, block: ir.Block, mask: np.ndarray):
         for op in block.operations:
             op = op.operation
@@ -119,6 +149,8 @@ class _Simulator:
             if name in ("scf.yield", "scf.condition", "gpu.return"):
                 return [blk.env[v] for v in op.operands]
             fn = OPS.get(name)
+            if name == "llvm.inline_asm" and _asm(op).startswith("barrier.cluster.wait"):
+                fn, name = _cluster_wait, "barrier.cluster.wait"
             if fn is None:
                 fn = next((f for p, f in PREFIX_OPS if name.startswith(p)), None)
             if fn is None:
@@ -183,7 +215,8 @@ def _where(cond: np.ndarray, a, b):
 OPS: dict[str, Callable] = {}
 PREFIX_OPS: list[tuple[str, Callable]] = []
 # ops whose rules are generators (they run regions or wait)
-SUSPENDING = frozenset({"scf.if", "scf.for", "scf.while", "nvvm.mbarrier.try_wait.parity"})
+SUSPENDING = frozenset({"scf.if", "scf.for", "scf.while", "nvvm.mbarrier.try_wait.parity",
+                        "barrier.cluster.wait"})
 
 
 def op(*names):
@@ -776,6 +809,16 @@ def _inline_asm(sim, blk, o, mask):
         return _atom(sim, blk, o, mask, m.group(1), m.group(2), int(m.group(3)), args)
     if asm.startswith("griddepcontrol."):
         return None                               # one grid at a time here
+    if asm.startswith("barrier.cluster.arrive"):
+        if not mask.all():
+            raise SimError("a cluster barrier reached by only some threads of a block")
+        blk.cluster_arrivals += 1
+        return None
+    if asm.startswith("mapa.shared::cluster.u32"):
+        return _mapa(blk, args)
+    m = re.match(r"ld\.shared::cluster\.b(\d+) ", asm)
+    if m:
+        return _load_cluster(sim, blk, args[0], int(m.group(1)), mask)
     if asm.startswith("trap;"):
         if mask.any():
             raise SimError(f"the kernel trapped (block {blk.bid}, threads "
@@ -804,6 +847,54 @@ def _inline_asm(sim, blk, o, mask):
                       .view(np.uint8).astype(np.int16) for x in args[:2])
         return (hi << 8) | lo
     raise SimError(f"no model of the inline PTX {asm[:60]!r}")
+
+
+# -- thread-block clusters -------------------------------------------------------------
+# A `mapa` address: the block's rank + 1 above bit 24, the shared offset below it.
+_RANK_SHIFT = 24
+
+
+def _asm(o) -> str:
+    return ir.StringAttr(o.attributes["asm_string"]).value
+
+
+def _mapa(blk, args):
+    addr, rank = (np.asarray(a, np.int64) for a in args)
+    if (rank < 0).any() or (rank >= len(blk.cluster)).any():
+        raise SimError(f"mapa to a block rank outside the cluster of {len(blk.cluster)}: "
+                       f"{np.unique(rank)[:4]}")
+    if (addr >= 1 << _RANK_SHIFT).any():
+        raise SimError("mapa of an address that is not a shared-memory offset of this block")
+    return ((rank + 1) << _RANK_SHIFT | addr).astype(np.int32)
+
+
+def _load_cluster(sim, blk, addr, bits: int, mask):
+    """`ld.shared::cluster`: each thread reads the block its address names."""
+    addr = np.asarray(addr, np.int64)
+    dtype = np.dtype(f"uint{bits}")
+    out = np.zeros(sim.threads, dtype)
+    for t in np.nonzero(mask)[0]:
+        rank = int(addr[t]) >> _RANK_SHIFT
+        if rank == 0:
+            raise SimError("ld.shared::cluster of an address mapa did not make")
+        owner = blk.cluster[rank - 1]
+        off = np.array([int(addr[t]) & ((1 << _RANK_SHIFT) - 1)], np.int64)
+        out[t] = owner.shared.read(off, bits // 8).view(dtype)[0, 0]
+    return out.view(f"int{bits}")
+
+
+def _cluster_wait(sim, blk, o, mask):
+    """`barrier.cluster.wait`: until every block of the cluster has arrived as often as
+    this one (a wait before this block's own arrive is an error)."""
+    if not mask.all():
+        raise SimError("a cluster barrier reached by only some threads of a block")
+    blk.cluster_waits += 1
+    if blk.cluster_waits > blk.cluster_arrivals:
+        raise SimError("barrier.cluster.wait without an arrive before it")
+    while any(b.cluster_arrivals < blk.cluster_waits for b in blk.cluster):
+        blk.waiting = f"a cluster barrier (phase {blk.cluster_waits}) some block never reaches"
+        yield BLOCKED
+    return None
 
 
 @op("gpu.printf")
@@ -1183,8 +1274,16 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
                           sim.full(int(v), arg.type))
         ids = blocks if blocks is not None else [
             (x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
-        for bid in ids:
-            sim.run_block(_Block(sim, bid), values)
+        dims = meta.get("cluster")
+        if dims:                        # whole clusters: those of the blocks asked for
+            origins = dict.fromkeys(tuple(b - b % d for b, d in zip(bid, dims)) for bid in ids)
+            for origin in origins:
+                members = [(origin[0] + x, origin[1] + y, origin[2] + z)
+                           for z in range(dims[2]) for y in range(dims[1]) for x in range(dims[0])]
+                sim.run_cluster([_Block(sim, bid) for bid in members], values)
+        else:
+            for bid in ids:
+                sim.run_block(_Block(sim, bid), values)
     memory.copy_out(arrays)
 
 

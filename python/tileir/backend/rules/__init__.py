@@ -10,6 +10,7 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 | `reduce`      | `tile.reduce` (registers, shuffles, shared memory across warps) |
 | `slices`      | `tile.extract_slice/insert_slice/concat` (shared-memory exchanges) |
 | `indexed`     | `tile.gather/scatter/atomic_rmw/atomic_cas` (per-element addresses, PTX `atom`) |
+| `cluster`     | `tile.cluster_gather` (distributed shared memory, cluster barriers) |
 | `debug`       | `tile.print` (vprintf), `tile.assert` (`trap`), `tile.grid_dependency` |
 | `control`     | `scf.for`, `scf.if` (one scalar per register carried) |
 | `mma`         | `tile.mma/mma_async/mma_wait` (wgmma on sm_90a, mma.sync) |
@@ -17,8 +18,8 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 Importing this package registers every family.
 """
 
-from . import (arrays, control, debug, elementwise, indexed, mma, reduce, ring,  # noqa: F401
-               shape, slices)
+from . import (arrays, cluster, control, debug, elementwise, indexed, mma, reduce,  # noqa: F401
+               ring, shape, slices)
 from .registry import RULES, lower_block, lower_op
 
 __all__ = ["RULES", "lower_block", "lower_op"]
