@@ -2,12 +2,14 @@
 
 Flag:          --tile-cluster-rows
 Input/output:  Tile IR -> Tile IR with `tile.cluster_gather` (dialect/cluster.py).
-               Applied on sm_90a to kernels the launcher compiles for a small grid
-               (`tile.grid_wish` "split:<s>;free:<mask>", tileir.backend.grid_wish):
-               a free grid axis u (extent 1 in the launch, not read by the kernel)
-               becomes a cluster of C = min(s, MAX_CLUSTER) blocks, and the kernel
-               attributes `tile.grid_scale = [u, 1, C]` (the launch's grid along u
-               times C) and `tile.cluster = [cx, cy, cz]` (the cluster's shape,
+               Applied on sm_90a to kernels the launcher compiles with a free grid
+               axis u (extent 1 in the launch, not read by the kernel; `tile.grid_wish`
+               "...free:<mask>", tileir.backend.grid_wish): for a small grid ("split:<s>"
+               in the wish) u becomes a cluster of C = min(s, MAX_CLUSTER) blocks; for
+               a larger grid, a cluster of LARGE_GRID_CLUSTER blocks, and only for a
+               kernel whose later loop re-reads an array an earlier loop read.  The
+               kernel attributes `tile.grid_scale = [u, 1, C]` (the launch's grid along
+               u times C) and `tile.cluster = [cx, cy, cz]` (the cluster's shape,
                `.reqnctapercluster` in the PTX) say so.
 Precondition:  verified Tile IR.  Every loop of the kernel's top level
                - counts 0, 1, ..., n - 1 (constant bounds 0 and step 1);
@@ -37,6 +39,13 @@ writes the same bytes from each block.  A loop that `tile-reverse-rereads` runs
 backwards (`k = n - 1 - i`) takes its block's chunks backwards too, so the chunk
 the block read last in the first loop is the first it re-reads.
 
+On a large grid the same rewrite shortens re-reads: a prefill softmax's block reads
+its whole 256 KB row, then reads it again, and with a few blocks on each of 132 SMs
+most of the row has left L2 by then (0.67x copy bandwidth).  Dealt to 4 blocks, a
+block re-reads 64 KB it read moments before.  Measured on the H100 (8192 x 128256
+bf16, bench/RESULTS.md): clusters of 2, 4 and 8 blocks ran 9 % and 18 % faster and
+10 % slower than one block a row; hence LARGE_GRID_CLUSTER.
+
 Example: (C = 8, u = 2)
   before:  %r:2 = scf.for %k = %c0 to %n step %c1 iter_args(%s = %z, %m = %lo) {
              ... load(%X, %row, %k) ... }
@@ -57,8 +66,8 @@ from mlir.dialects import arith, math
 
 from tileir.backend.lower import CLUSTER_ATTR
 from tileir.backend.retile import GRID_SCALE_ATTR, NotRetileable, note_grid_rewrite, \
-    refuse_per_block_effects
-from tileir.backend.split import free_axes, small_grid_wish
+    read_wish, refuse_per_block_effects
+from tileir.backend.split import free_axes
 from tileir.dialect import tile
 from tileir.dialect.cluster import ClusterGatherOp
 
@@ -71,6 +80,7 @@ FLAG = "tile-cluster-rows"
 SUMMARY = "split a small grid's reducing loops across the blocks of a cluster (sm_90a)"
 
 MAX_CLUSTER = 8               # the portable cluster size: any H100/H200 GPC runs 8 blocks
+LARGE_GRID_CLUSTER = 4        # blocks a row on a larger grid (measured: see above)
 
 _SUM = {"arith.addf", "arith.addi"}
 _MAX = {"arith.maximumf", "arith.maxnumf", "arith.maxsi"}
@@ -100,15 +110,16 @@ def run(module: ir.Module) -> None:
         if func.name != "func.func" or "tile.kernel" not in func.attributes or \
                 GRID_SCALE_ATTR in func.attributes:
             continue
-        wish = small_grid_wish(func)
-        if wish is None or "free" not in wish:
+        wish = read_wish(func)
+        if "free" not in wish or wish.keys() - {"split", "free"}:
             continue
-        size = min(MAX_CLUSTER, int(wish["split"]))
+        small = "split" in wish
+        size = min(MAX_CLUSTER, int(wish["split"])) if small else LARGE_GRID_CLUSTER
         axes = free_axes(func, int(wish["free"]))
         if size < 2 or not axes:
             continue
         loops = plan(func)
-        if loops:
+        if loops and (small or rereads(loops)):
             apply(func, loops, axes[0], size)
 
 
@@ -145,6 +156,22 @@ def plan(func: ir.Operation) -> list[Loop] | None:
     if not any(_used(lp.op, i) for lp in loops for c in lp.carried for i in c.indices):
         return None
     return loops
+
+
+def rereads(loops: list[Loop]) -> bool:
+    """Whether a loop loads an array an earlier loop loaded (a softmax's second pass)."""
+    seen: set = set()
+    for lp in loops:
+        mine = {_key(op.operands[0]) for op in _all_ops(lp.op) if op.name == "tile.load"}
+        if mine & seen:
+            return True
+        seen |= mine
+    return False
+
+
+def _key(v: ir.Value):
+    """A hashable name of a kernel argument (arrays are the entry block's arguments)."""
+    return v.arg_number if isinstance(v.owner, ir.Block) else id(v)
 
 
 def _loop(op: ir.Operation, effects: Effects) -> Loop | None:

@@ -11,17 +11,48 @@ Nothing here imports MLIR.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from typing import Annotated, Any, Protocol, TypeVar, Union
 
 from . import dtypes as dt
+from .api import PaddingMode
+from .errors import TileError
 from .specialization import Constant, ConstantAnnotation
 
 T = TypeVar("T")
 
 
+def _in_kernels(fn):
+    """A method of a kernel's value: its signature is what the frontend binds calls
+    against (`inspect.signature` follows `__wrapped__`); called by Python it raises."""
+    @functools.wraps(fn)
+    def outside(*args, **kwargs):
+        raise TileError(f"{fn.__qualname__}() can only be used inside a @kernel or @function "
+                        f"body (it is translated to Tile IR, not run by Python)")
+    return outside
+
+
 class Array:
-    """A global array parameter (any DLPack / CUDA Array Interface object): `a: ct.Array`."""
+    """A global array parameter (any DLPack / CUDA Array Interface object): `a: ct.Array`.
+
+    In a kernel an array has `shape`, `strides`, `dtype`, `ndim` and the methods below.
+    """
+
+    @_in_kernels
+    def slice(self, axis, start, stop):
+        """The view of elements `[start, stop)` along `axis` (compile-time; negative counts
+        from the end), the same memory, nothing copied: `a.slice(0, s, e)` is NumPy's
+        `a[s:e]`.  `start`, `stop`: signed integer scalars, `0 <= start <= stop <= dim`.
+        Loads past the slice read the padding, stores past it are dropped."""
+
+    @_in_kernels
+    def tiled_view(self, tile_shape, *, padding_mode=PaddingMode.UNDETERMINED,
+                   traversal_steps=None):
+        """The array as a grid of `tile_shape` tiles (a compile-time shape of the array's
+        rank, or `()` for one element), read with `padding_mode` past its edges; tile
+        `i` starts at element `i * traversal_steps` (default: the tile shape; smaller
+        steps overlap tiles, larger ones leave gaps)."""
 
 
 class Tile:
@@ -29,7 +60,60 @@ class Tile:
 
 
 class TiledView:
-    """An array seen as a grid of tiles (cuTile's `Array.tiled_view`)."""
+    """An array seen as a grid of equal tiles (`Array.tiled_view`), loaded and stored by
+    tile index as `load`/`store` with that shape and padding do."""
+
+    @property
+    @_in_kernels
+    def dtype(self):
+        """The array's dtype."""
+
+    @property
+    @_in_kernels
+    def tile_shape(self):
+        """The shape of every tile (a compile-time tuple)."""
+
+    @property
+    @_in_kernels
+    def traversal_steps(self):
+        """Elements between the origins of neighbouring tiles, per axis (compile-time)."""
+
+    @_in_kernels
+    def num_tiles(self, axis):
+        """The number of tiles along `axis` (compile-time): cdiv(dim, step)."""
+
+    @_in_kernels
+    def load(self, index, *, check_bounds=True, latency=None, allow_tma=None):
+        """The tile at tile index `index`; elements past the array read the padding."""
+
+    @_in_kernels
+    def store(self, index, tile, *, check_bounds=True, latency=None, allow_tma=None):
+        """Stores `tile` (broadcast to the tile shape, converted to the dtype) at `index`;
+        elements past the array are dropped."""
+
+    @_in_kernels
+    def atomic_store_add(self, index, update, /):
+        """Atomically adds `update` to the tile at `index` (relaxed, device scope)."""
+
+    @_in_kernels
+    def atomic_store_max(self, index, update, /):
+        """Atomically takes the maximum with `update` (integers)."""
+
+    @_in_kernels
+    def atomic_store_min(self, index, update, /):
+        """Atomically takes the minimum with `update` (integers)."""
+
+    @_in_kernels
+    def atomic_store_and(self, index, update, /):
+        """Atomically ANDs `update` in (integers of the view's dtype)."""
+
+    @_in_kernels
+    def atomic_store_or(self, index, update, /):
+        """Atomically ORs `update` in (integers of the view's dtype)."""
+
+    @_in_kernels
+    def atomic_store_xor(self, index, update, /):
+        """Atomically XORs `update` in (integers of the view's dtype)."""
 
 
 class Slice:

@@ -207,9 +207,9 @@ class Kernel(KernelEntry):
         wish = self.grid_wish(grid, sm_count or SM_COUNTS.get(target, 0), args) \
             if grid is not None and target is not None else None
         spec = (tuple((n, _key(k)) for n, k in params), target)
-        if wish is not None and wish.startswith("split:") and \
-                (spec, wish.partition("free:")[2]) in self._no_split:
-            wish = None           # this specialization splits along no dim on such grids
+        if wish is not None and _grid_rewrite_kind(wish) is not None and any(
+                (spec, k) in self._no_split for k in _no_rewrite_keys(wish)):
+            wish = None           # this specialization rewrites nothing on such grids
         # An explicit cache is part of the in-memory key: compiling into it must fill it.
         key = (spec[0], stage, target, None if cache is None else cache.root, wish)
         ck = self._cache.get(key)
@@ -220,14 +220,14 @@ class Kernel(KernelEntry):
             else:
                 ck = self._build(params, stage, target, wish)
             self._cache[key] = ck
-            if wish is not None and wish.startswith("split:") and ck.meta is not None and \
-                    not ck.meta.get("grid_rewrites"):
-                # Nothing rewritten for the small grid (tileir.backend.split: no dim
-                # splits, or none keeps 2 blocks' worth of bytes, whatever the wish's
-                # count; no online softmax loop): the kernel as written, which
-                # launches of this specialization on any grid with these free axes
-                # share.
-                self._no_split.add((spec, wish.partition("free:")[2]))
+            if wish is not None and _grid_rewrite_kind(wish) is not None and \
+                    ck.meta is not None and not ck.meta.get("grid_rewrites"):
+                # Nothing rewritten for the grid (tileir.backend.split: no dim splits,
+                # or none keeps 2 blocks' worth of bytes, whatever the wish's count; no
+                # online softmax loop; no loops to deal to a cluster): the kernel as
+                # written, which launches of this specialization on any grid of this
+                # kind with these free axes share.
+                self._no_split.add((spec, _grid_rewrite_kind(wish)))
                 self._cache.setdefault(key[:-1] + (None,), ck)
         return ck
 
@@ -749,6 +749,23 @@ def device_target(arrays) -> str:
         return "sm_80"
     raise TileUnsupportedFeatureError(f"GPU {ordinal} has compute capability {major}.{minor}; "
                                       f"tileir targets sm_80 (Ampere) and sm_90a (Hopper)")
+
+
+def _grid_rewrite_kind(wish: str) -> str | None:
+    """"split:<mask>" for a small grid's wish of an element-wise kernel, "free:<mask>"
+    for a larger grid's (backend/grid_wish.split_wish), None for a product kernel's."""
+    items = dict(item.partition(":")[::2] for item in wish.split(";"))
+    if set(items) - {"split", "free"} or "free" not in items:
+        return None
+    return ("split:" if "split" in items else "free:") + items["free"]
+
+
+def _no_rewrite_keys(wish: str) -> list[str]:
+    """The records that show a wish rewrites nothing: its own kind's, and for a larger
+    grid also the small grid's (every pass that may rewrite for a larger grid would
+    have for a small one)."""
+    kind = _grid_rewrite_kind(wish)
+    return [kind] if kind.startswith("split:") else [kind, "split:" + kind[5:]]
 
 
 def _is_array(a) -> bool:

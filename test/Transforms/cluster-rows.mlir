@@ -118,7 +118,54 @@ func.func @stats(%x: !tile.array<f32, 2 : i64>, %y: !tile.array<f32, 2 : i64>) a
 
 // -----
 
-// Left as written: a large grid (no split wish); a loop carrying something other than
+// A larger grid ("free:6" alone): clusters of 4 blocks, for a kernel whose second
+// loop re-reads what its first loop read; the log-sum-exp above, one loop, stays.
+
+// CHECK-LABEL: func.func @rereads_on_a_large_grid
+// CHECK-SAME:    tile.cluster = array<i64: 1, 1, 4>
+// CHECK:         "tile.cluster_gather"{{.*}}{axis = 2 : i64, size = 4 : i64}
+// CHECK-LABEL: func.func @one_pass_on_a_large_grid
+// CHECK-NOT:     tile.cluster
+func.func @rereads_on_a_large_grid(%x: !tile.array<f32, 2 : i64>, %y: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.grid_wish = "free:6"} {
+  %c1 = arith.constant 1 : i32
+  %c0 = arith.constant 0 : i32
+  %zero = arith.constant dense<0.000000e+00> : tensor<1xf32>
+  %row = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %n = "tile.dim"(%x) {axis = 1 : i64} : (!tile.array<f32, 2 : i64>) -> i32
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%s = %zero) -> (tensor<1xf32>) : i32 {
+    %t = "tile.load"(%x, %row, %k) {padding = "zero", tile_shape = array<i64: 1, 256>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x256xf32>
+    %ts = "tile.reduce"(%t) {axis = 1 : i64, kind = "sum"} : (tensor<1x256xf32>) -> tensor<1xf32>
+    %s2 = arith.addf %s, %ts : tensor<1xf32>
+    scf.yield %s2 : tensor<1xf32>
+  }
+  %br = "tile.reshape"(%r) : (tensor<1xf32>) -> tensor<1x1xf32>
+  %bb = "tile.broadcast"(%br) : (tensor<1x1xf32>) -> tensor<1x256xf32>
+  scf.for %k = %c0 to %n step %c1 : i32 {
+    %t = "tile.load"(%x, %row, %k) {padding = "zero", tile_shape = array<i64: 1, 256>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x256xf32>
+    %u = arith.divf %t, %bb : tensor<1x256xf32>
+    "tile.store"(%y, %u, %row, %k) : (!tile.array<f32, 2 : i64>, tensor<1x256xf32>, i32, i32) -> ()
+  }
+  return
+}
+func.func @one_pass_on_a_large_grid(%x: !tile.array<f32, 2 : i64>, %out: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.grid_wish = "free:6"} {
+  %c1 = arith.constant 1 : i32
+  %c0 = arith.constant 0 : i32
+  %zero = arith.constant dense<0.000000e+00> : tensor<1xf32>
+  %row = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %n = "tile.dim"(%x) {axis = 1 : i64} : (!tile.array<f32, 2 : i64>) -> i32
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%s = %zero) -> (tensor<1xf32>) : i32 {
+    %t = "tile.load"(%x, %row, %k) {padding = "zero", tile_shape = array<i64: 1, 256>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x256xf32>
+    %ts = "tile.reduce"(%t) {axis = 1 : i64, kind = "sum"} : (tensor<1x256xf32>) -> tensor<1xf32>
+    %s2 = arith.addf %s, %ts : tensor<1xf32>
+    scf.yield %s2 : tensor<1xf32>
+  }
+  "tile.store"(%out, %r, %row) : (!tile.array<f32, 1 : i64>, tensor<1xf32>, i32) -> ()
+  return
+}
+
+// -----
+
+// Left as written: a large grid (no wish); a loop carrying something other than
 // a reduction (s' = 2 s + x); a sum that starts from 1 (each block would add it);
 // a store after the loop into an array the kernel reads (one block's write would
 // reach another block's read); a loop storing a fixed tile every iteration.

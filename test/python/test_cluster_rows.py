@@ -93,6 +93,29 @@ def test_ptx_has_the_cluster_shape_dsmem_reads_and_cluster_barriers():
     assert ck.meta["cluster"] == [1, 1, 8] and ck.meta["grid_scale"] == [2, 1, 8]
 
 
+def test_a_large_grid_deals_a_softmax_row_to_four_blocks():
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((300, 700)) * 4).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    k = ct.kernel(llm_ops.vocab_softmax.fn)
+    assert k.grid_wish((300,), SM) == "free:6"
+    ck = k.compile((x, y, 128), target="sm_90a", grid=(300,), sm_count=SM)
+    assert ck.meta["cluster"] == [1, 1, 4] and ck.meta["grid_rewrites"] == ["tile-cluster-rows"]
+    assert _run_rewritten(k, (x, y, 128), 300) == 4
+    np.testing.assert_allclose(y, _softmax64(x), rtol=1e-5, atol=1e-7)
+
+
+def test_a_kernel_that_rewrites_nothing_shares_one_variant_across_grids():
+    x = np.zeros((300, 700), np.float32)
+    out = np.zeros((300,), np.float32)
+    k = ct.kernel(llm_ops.vocab_logsumexp.fn)
+    large = k.compile((x, out, 128), target="sm_90a", grid=(300,), sm_count=SM)
+    assert "grid_rewrites" not in large.meta
+    assert k.compile((x, out, 128), target="sm_90a", grid=(500,), sm_count=SM) is large
+    small = k.compile((x, out, 128), target="sm_90a", grid=(4,), sm_count=SM)
+    assert small is not large and "tile-cluster-rows" in small.meta["grid_rewrites"]
+
+
 @pytest.mark.parametrize("target,grid", [("sm_80", (1,)), ("sm_90a", (4096,))])
 def test_sm80_and_large_grids_keep_the_kernel(target, grid):
     x = np.zeros((grid[0], 4096), np.float32)

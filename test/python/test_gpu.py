@@ -259,7 +259,9 @@ def test_large_arrays_take_the_l2_policy(monkeypatch, example, offset):
         ct.launch(None, grid, k, args)
         torch.cuda.synchronize()
         close(out, ref)
-    (ck,) = k._cache.values()
+    # one compiled variant (a larger grid's wish that rewrote nothing is also filed
+    # under no wish)
+    (ck,) = {id(c): c for c in k._cache.values()}.values()
     assert {name: kind.large for name, kind in ck.params
             if isinstance(kind, ArrayParam)} == large
     assert ("L2::cache_hint" in ck.artifacts["ptx"]) is not offset

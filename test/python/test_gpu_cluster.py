@@ -57,7 +57,7 @@ def test_vocab_softmax_and_logsumexp_at_decode_sizes(dtype, rows, n):
     assert _clustered(llm_ops.vocab_softmax, (x, y, 1024), (rows,))
 
 
-def test_a_large_grid_keeps_one_block_a_row():
+def test_a_large_grid_keeps_one_block_a_row_for_one_pass():
     x = _rows(512, 4096, torch.float32)
     lse = torch.full((512,), float("nan"), device="cuda")
     ct.launch(None, (512,), llm_ops.vocab_logsumexp, (x, lse, 1024))
@@ -65,6 +65,22 @@ def test_a_large_grid_keeps_one_block_a_row():
     torch.testing.assert_close(lse.double(), torch.logsumexp(x.double(), 1),
                                rtol=1e-5, atol=1e-5)
     assert not _clustered(llm_ops.vocab_logsumexp, (x, lse, 1024), (512,))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows,n", [(300, 20000), (1000, 128256 // 4 + 3)])
+def test_a_large_grid_deals_a_rereading_softmax_to_clusters_of_four(dtype, rows, n):
+    d = DTYPES[dtype]
+    x = _rows(rows, n, d)
+    y = torch.full_like(x, float("nan"))
+    ct.launch(None, (rows,), llm_ops.vocab_softmax, (x, y, 2048))
+    torch.cuda.synchronize()
+    rtol, atol = TOL[d]
+    assert not y.isnan().any()
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), 1).to(d).double(),
+                               rtol=rtol, atol=atol)
+    meta = _compiled(llm_ops.vocab_softmax, (x, y, 2048), (rows,)).meta
+    assert meta["cluster"] == [1, 1, 4]
 
 
 @ct.kernel

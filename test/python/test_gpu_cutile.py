@@ -17,6 +17,7 @@ import pytest
 import tileir as ct
 
 import test_cutile_api as api
+import test_cutile_views as views
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -168,6 +169,44 @@ def test_advanced_indexing_and_grid_dependency_on_the_gpu():
     host, dev = both(api.advanced, (3,), args)
     np.testing.assert_array_equal(dev[2], host[2])
     np.testing.assert_array_equal(dev[3], host[3])
+
+
+def test_array_slices_and_tiled_views_on_the_gpu():
+    r = rng()
+    a = r.standard_normal((300, 70)).astype(np.float32)
+    indptr = np.array([0, 4, 7, 150, 151, 300], np.int32)
+    host, dev = both(views.ragged_rows, (5, 5), (a, np.zeros_like(a), indptr, 16, 16))
+    np.testing.assert_array_equal(dev[1], host[1])
+    x = r.standard_normal((19, 37)).astype(np.float32)
+    host, dev = both(views.tiled_copy, (3, 3), (x, np.zeros_like(x), np.zeros(2, np.int32),
+                                               8, 16))
+    np.testing.assert_array_equal(dev[1], host[1])
+    np.testing.assert_array_equal(dev[2], host[2])
+    x = r.standard_normal(1000).astype(np.float32)
+    host, dev = both(views.sliding, (1,), (x, np.zeros(1000, np.float32), 64, 37))
+    np.testing.assert_array_equal(dev[1], host[1])
+    x = np.arange(20, dtype=np.float32)
+    host, dev = both(views.through_helpers, (1,), (x, np.zeros(20, np.float32),
+                                                   np.zeros(20, np.float32), 3, 14, 8))
+    np.testing.assert_array_equal(dev[1], host[1])
+    np.testing.assert_array_equal(dev[2], host[2])
+    a = r.standard_normal((300, 128)).astype(np.float16)
+    b = r.standard_normal((128, 128)).astype(np.float16)
+    indptr = np.array([0, 10, 170, 171, 300], np.int32)
+    host, dev = both(views.grouped_gemm, (4, 2), (a, b, np.zeros((300, 128), np.float16),
+                                                  indptr, 64, 64, 32))
+    np.testing.assert_allclose(dev[2].astype(np.float32), host[2].astype(np.float32),
+                               rtol=2e-2, atol=5e-2)
+
+
+def test_tiled_view_atomic_stores_contend_across_blocks_on_the_gpu():
+    r = rng()
+    shape, tile, steps = (500, 600), (64, 64), (16, 48)        # tiles overlap four deep
+    x, y, b = (r.integers(-5, 5, shape).astype(np.int32) for _ in range(3))
+    grid = (-(-shape[0] // steps[0]), -(-shape[1] // steps[1]))
+    host, dev = both(views.atomic_tiles, grid, (x, y, b, *tile, *steps))
+    np.testing.assert_array_equal(dev[0], host[0])
+    np.testing.assert_array_equal(dev[2], host[2])
 
 
 def test_while_loops_and_a_spin_lock_across_many_blocks_on_the_gpu():

@@ -27,7 +27,7 @@ BF16 = ml_dtypes.bfloat16
     ((16, 1, 1), "split:8;free:6"),    # 16 x 8 = 128 blocks on 132 SMs
     ((64, 1, 1), "split:2;free:6"),
     ((4, 2, 1), "split:16;free:4"),    # only axis 2 is free
-    ((67, 1, 1), None),                # more than one block for every two SMs
+    ((67, 1, 1), "free:6"),            # more than one block for every two SMs: no split
     ((2, 3, 4), None),                 # no free axis
 ])
 def test_a_small_grid_asks_for_a_split(grid, wish):

@@ -23,7 +23,9 @@ is short.
 Kernels without products ask `split_wish` instead (tileir.backend.split):
 "split:<s>;free:<mask>" for a grid of at most one block for every two SMs, where
 `s` (a power of two, at most MAX_SPLIT) blocks per block keep the grid within the
-GPU and the mask has bit a set where grid axis a is 1 (an axis the split may use).
+GPU and the mask has bit a set where grid axis a is 1 (an axis the split may use);
+"free:<mask>" alone for a larger grid with such an axis (passes/cluster_rows.py may
+deal a re-reading kernel's rows to clusters along it).
 """
 
 from __future__ import annotations
@@ -55,8 +57,10 @@ def grid_wish(grid: Sequence[int], sm_count: int,
 def split_wish(grid: Sequence[int], sm_count: int) -> str | None:
     total = grid[0] * grid[1] * grid[2]
     free = sum(1 << a for a in range(3) if grid[a] == 1)
-    if sm_count < 1 or not free or 2 * total > sm_count:
+    if sm_count < 1 or not free:
         return None
+    if 2 * total > sm_count:
+        return f"free:{free}"
     s = 2
     while s < MAX_SPLIT and total * s * 2 <= sm_count:
         s *= 2

@@ -35,9 +35,9 @@ from ..annotations import Slice
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
 from ..specialization import ArrayParam, Param, ScalarParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type
-from . import compute, debug, emit, intrinsics, static
+from . import compute, debug, emit, intrinsics, static, views
 from .source import SourceInfo
-from .values import ArrayValue, TileValue, describe
+from .values import ArrayValue, TiledViewValue, TileValue, describe
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -106,13 +106,12 @@ class FunctionCompiler:
         fdef = self.src.tree
         arg_types, arg_names = [], []
         for pname, kind in params:
-            if isinstance(kind, ArrayParam):
-                arg_types.append(array_type(ir.Type.parse(kind.dtype.array_mlir), kind.ndim))
-            elif isinstance(kind, ScalarParam):
-                arg_types.append(emit.tensor_type(kind.shape, kind.dtype))
-            else:
-                continue
-            arg_names.append(pname)
+            for leaf in _leaves(kind):
+                if isinstance(leaf, ArrayParam):
+                    arg_types.append(array_type(ir.Type.parse(leaf.dtype.array_mlir), leaf.ndim))
+                else:
+                    arg_types.append(emit.tensor_type(leaf.shape, leaf.dtype))
+                arg_names.append(pname)
         with self.at(fdef), ir.InsertionPoint(self.mb.module.body):
             fn = func.FuncOp(name, ir.FunctionType.get(arg_types, []))
             fn.attributes[KERNEL_ATTR if kernel else FUNCTION_ATTR] = ir.UnitAttr.get()
@@ -120,18 +119,12 @@ class FunctionCompiler:
                 [ir.StringAttr.get(n) for n in arg_names])
             if not kernel:
                 fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
-            fn.arg_attrs = ir.ArrayAttr.get([_arg_attrs(k) for _, k in params
-                                             if isinstance(k, Param)])
+            fn.arg_attrs = ir.ArrayAttr.get([_arg_attrs(leaf) for _, k in params
+                                             for leaf in _leaves(k)])
             block = fn.add_entry_block()
         args = iter(block.arguments)
         for pname, kind in params:
-            if isinstance(kind, ArrayParam):
-                self.vars[pname] = ArrayValue(next(args), kind.dtype, kind.ndim, pname,
-                                              kind.static_shape, kind.static_strides)
-            elif isinstance(kind, ScalarParam):
-                self.vars[pname] = TileValue(next(args), kind.dtype, kind.shape)
-            else:
-                self.vars[pname] = kind
+            self.vars[pname] = _argument(kind, pname, args)
         with ir.InsertionPoint(block):
             self.block(fdef.body, top=True)
             with self.at(fdef.body[-1]):
@@ -152,9 +145,11 @@ class FunctionCompiler:
         items = list(r) if isinstance(r, tuple) else [r]
         out = []
         for x in items:
-            if isinstance(x, ArrayValue):
+            if isinstance(x, (ArrayValue, TiledViewValue)):
                 raise self.error(TileTypeError, self.return_node,
-                                 "a @function cannot return an array")
+                                 f"a @function cannot return an array, a slice or a tiled "
+                                 f"view (got {describe(x)}); make it in the caller and pass "
+                                 f"it in")
             out.append(emit.as_value(x))
         return out
 
@@ -315,9 +310,11 @@ class FunctionCompiler:
                    and n != exclude]
         for n in carried:
             v = self.vars[n]
-            if isinstance(v, ArrayValue):
+            if isinstance(v, (ArrayValue, TiledViewValue)):
                 raise self.error(TileUnsupportedFeatureError, node,
-                                 f"array '{n}' cannot be reassigned inside a loop")
+                                 f"'{n}' ({describe(v)}) cannot be reassigned inside a loop "
+                                 f"(arrays, slices and tiled views are not loop-carried); "
+                                 f"give the view a new name in the loop body")
             self.vars[n] = emit.as_value(v) if not isinstance(v, TileValue) else v
             if not isinstance(self.vars[n], TileValue):
                 raise self.error(TileTypeError, node, f"'{n}' ({describe(v)}) cannot be "
@@ -437,9 +434,12 @@ class FunctionCompiler:
             if all(emit.is_number(v) for v in vals) and vals[0] == vals[1]:
                 self.vars[n] = vals[0]
                 continue
-            if any(isinstance(v, ArrayValue) for v in vals):
+            if any(isinstance(v, (ArrayValue, TiledViewValue)) for v in vals):
                 raise self.error(TileUnsupportedFeatureError, node,
-                                 f"array '{n}' cannot be reassigned inside a runtime 'if'")
+                                 f"'{n}' cannot be (re)assigned an array, a slice or a tiled "
+                                 f"view inside a runtime 'if' (their choice must be known at "
+                                 f"compile time: branch on a Constant, or compute the slice "
+                                 f"bounds with where())")
             like = next((v for v in vals if isinstance(v, TileValue)), None)
             if like is None:
                 d = dt.promote(emit.python_dtype(vals[0]), emit.python_dtype(vals[1]))
@@ -505,6 +505,8 @@ class FunctionCompiler:
         attr = node.attr
         if isinstance(obj, ArrayValue):
             return self.array_attr(obj, attr, node)
+        if isinstance(obj, TiledViewValue):
+            return self.tiled_view_attr(obj, attr, node)
         if isinstance(obj, TileValue):
             if attr == "shape":
                 return obj.shape
@@ -539,8 +541,23 @@ class FunctionCompiler:
             return a.dtype
         if attr == "ndim":
             return a.ndim
+        if attr in ("slice", "tiled_view"):
+            return BoundMethod(f"Array.{attr}", a)
         raise self.error(TileTypeError, node, f"arrays have no attribute '{attr}' in kernels "
-                         f"(use shape, strides, dtype, ndim)")
+                         f"(use shape, strides, dtype, ndim, slice, tiled_view)")
+
+    def tiled_view_attr(self, tv: TiledViewValue, attr: str, node: ast.AST) -> Any:
+        if attr == "dtype":
+            return tv.dtype
+        if attr == "tile_shape":
+            return tv.tile_shape
+        if attr == "traversal_steps":
+            return tv.traversal_steps
+        if attr in _TILED_VIEW_METHODS:
+            return BoundMethod(f"TiledView.{attr}", tv)
+        raise self.error(TileTypeError, node, f"tiled views have no attribute '{attr}' (use "
+                         f"dtype, tile_shape, traversal_steps, "
+                         f"{', '.join(_TILED_VIEW_METHODS)})")
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         obj = self.expr(node.value)
@@ -640,7 +657,14 @@ class FunctionCompiler:
         cond = self.expr(node.test)
         if emit.is_number(cond):
             return self.expr(node.body if cond else node.orelse)
-        return compute.select(cond, self.expr(node.body), self.expr(node.orelse))
+        body, orelse = self.expr(node.body), self.expr(node.orelse)
+        if any(isinstance(v, (ArrayValue, TiledViewValue)) for v in (body, orelse)):
+            raise self.error(TileUnsupportedFeatureError, node,
+                             "a runtime condition cannot choose between arrays, slices or "
+                             "tiled views (the choice must be known at compile time: "
+                             "condition on a Constant, or compute the slice bounds with "
+                             "where())")
+        return compute.select(cond, body, orelse)
 
     def expr_Call(self, node: ast.Call) -> Any:
         fn = self.expr(node.func)
@@ -674,6 +698,8 @@ class FunctionCompiler:
         if isinstance(fn, BoundMethod):
             return intrinsics.call(fn.name, (fn.receiver, *args), kwargs)
         name = _api_name(fn)
+        if name is None and _hashable(fn):            # `tileir.TiledView.load(tv, ...)`
+            name = intrinsics.METHOD_NAMES.get(fn)
         if name in intrinsics.CALLBACK_RULES:
             apply = lambda f, xs: self.apply_callable(f, xs, node)  # noqa: E731
             return intrinsics.call(name, tuple(args), kwargs, {"_apply": apply})
@@ -777,8 +803,8 @@ class FunctionCompiler:
             result_kinds = (result_kinds, isinstance(sub.returned, tuple))
             self.mb.helpers[key] = (name, result_kinds)
         kinds, is_tuple = result_kinds
-        operands = [v.value for (p, k), v in zip(params, bound.values())
-                    if isinstance(k, (Param,))]
+        operands = [x for (p, k), v in zip(params, bound.values()) if _leaves(k)
+                    for x in views.leaf_values(v)]
         res_types = [emit.tensor_type(shape, d) for d, shape in kinds]
         call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(name), operands)
         outs = [TileValue(r, d, shape) for r, (d, shape) in zip(call.results, kinds)]
@@ -794,6 +820,10 @@ class LambdaValue:
     node: ast.Lambda
     scope: dict
 
+
+_TILED_VIEW_METHODS = ("num_tiles", "load", "store", "atomic_store_add", "atomic_store_max",
+                       "atomic_store_min", "atomic_store_and", "atomic_store_or",
+                       "atomic_store_xor")
 
 _OPERATOR_FUNCTIONS = {operator.add: "+", operator.sub: "-", operator.mul: "*",
                        operator.truediv: "/", operator.floordiv: "//", operator.mod: "%",
@@ -894,10 +924,40 @@ def _arg_attrs(kind: "Param") -> ir.DictAttr:
 
 
 def classify_value(v: Any) -> Any:
-    """How a traced value enters a helper: as an IR argument or as a compile-time value."""
+    """How a traced value enters a helper: as IR arguments (an array, a scalar, or a
+    view's parts) or as a compile-time value."""
+    view = views.param_kind(v, _array_kind)
+    if view is not None:
+        return view
     if isinstance(v, ArrayValue):
-        return ArrayParam(v.dtype, v.ndim, static_shape=v.static_shape,
-                          static_strides=v.static_strides)
+        return _array_kind(v)
     if isinstance(v, TileValue):
         return ScalarParam(v.dtype, v.shape)
     return v
+
+
+def _array_kind(a: ArrayValue) -> ArrayParam:
+    return ArrayParam(a.dtype, a.ndim, static_shape=a.static_shape,
+                      static_strides=a.static_strides)
+
+
+def _leaves(kind: Any) -> list[Param]:
+    """The IR arguments a parameter of `kind` takes (none for a compile-time value)."""
+    if isinstance(kind, Param):
+        return [kind]
+    if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
+        return views.leaves(kind)
+    return []
+
+
+def _argument(kind: Any, pname: str, args) -> Any:
+    """The value of a parameter of `kind` over the function's next arguments."""
+    def array(k: ArrayParam, value: ir.Value) -> ArrayValue:
+        return ArrayValue(value, k.dtype, k.ndim, pname, k.static_shape, k.static_strides)
+    if isinstance(kind, ArrayParam):
+        return array(kind, next(args))
+    if isinstance(kind, ScalarParam):
+        return TileValue(next(args), kind.dtype, kind.shape)
+    if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
+        return views.rebuild(kind, args, array)
+    return kind

@@ -7,7 +7,9 @@ With `check_bounds` (the default) an index outside its dim (negative ones too)
 makes the element inactive: a gather reads the padding, a scatter or atomic does
 nothing (an atomic then returns its update, `atomic_cas` its `expected`).
 Atomics return the old values; the memory order and scope go to the op as
-strings (`tile.atomic_rmw` / `tile.atomic_cas`, docs/tile-ir.md).
+strings (`tile.atomic_rmw` / `tile.atomic_cas`, docs/tile-ir.md).  On a slice
+(`Array.slice`) indices count from the slice's start and its extents are the
+bounds (`windows.element_indices`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..annotations import Slice
 from ..api import PaddingMode
 from ..semantics import MemoryOrder, MemoryScope
 from tileir.dialect import indexed as indexed_ops, tile as tile_ops
-from . import compute
+from . import compute, windows
 from .emit import (as_value, broadcast_shapes, broadcast_to, cast, constant, is_number,
                    reshape, tensor_type, type_error, wrap)
 from .intrinsics import array_arg, rule
@@ -104,8 +106,8 @@ def _gather(array, indices, mask, padding_value, check_bounds, latency):
     check = _flag(check_bounds, "check_bounds")
     idx, shape, scalar = _operands(a, indices, mask, padding_value)
     pad = _full(padding_value, a.dtype, shape)
-    op = indexed_ops.GatherOp(a.value, _mask(mask, shape).value, pad.value,
-                              [i.value for i in idx], check)
+    idx, m = windows.element_indices(a, idx, _mask(mask, shape), check)
+    op = indexed_ops.GatherOp(a.value, m.value, pad.value, [i.value for i in idx], check)
     return _result(wrap(op.result, a.dtype), scalar)
 
 
@@ -116,8 +118,8 @@ def _scatter(array, indices, value, mask, check_bounds, latency):
     check = _flag(check_bounds, "check_bounds")
     idx, shape, _ = _operands(a, indices, mask, value)
     v = _full(value, a.dtype, shape)
-    indexed_ops.ScatterOp(a.value, v.value, _mask(mask, shape).value, [i.value for i in idx],
-                          check)
+    idx, m = windows.element_indices(a, idx, _mask(mask, shape), check)
+    indexed_ops.ScatterOp(a.value, v.value, m.value, [i.value for i in idx], check)
     return None
 
 
@@ -133,16 +135,16 @@ def _order_scope(memory_order, memory_scope) -> tuple[str, str]:
 
 _INTS = ("int32", "int64", "uint32", "uint64")
 # Array dtypes each atomic takes (cuTile's table).
-_ATOMIC_DTYPES = {"add": _INTS + ("float32", "float64", "float16", "bfloat16"),
-                  "xchg": _INTS + ("float32", "float64"), "cas": _INTS + ("float32", "float64"),
-                  "min": _INTS, "max": _INTS, "and": _INTS, "or": _INTS, "xor": _INTS}
+ATOMIC_DTYPES = {"add": _INTS + ("float32", "float64", "float16", "bfloat16"),
+                 "xchg": _INTS + ("float32", "float64"), "cas": _INTS + ("float32", "float64"),
+                 "min": _INTS, "max": _INTS, "and": _INTS, "or": _INTS, "xor": _INTS}
 
 
 def _atomic_array(array, name: str):
     a = array_arg(array, "array")
-    if a.dtype.name not in _ATOMIC_DTYPES[name]:
+    if a.dtype.name not in ATOMIC_DTYPES[name]:
         raise type_error(f"atomic_{name} does not take arrays of {a.dtype.name} (it takes "
-                         f"{', '.join(_ATOMIC_DTYPES[name])})")
+                         f"{', '.join(ATOMIC_DTYPES[name])})")
     return a
 
 
@@ -163,8 +165,9 @@ def _rmw(name: str):
         kind = name
         if name in ("min", "max") and not a.dtype.is_signed:
             kind = "u" + name
-        op = indexed_ops.AtomicRMWOp(a.value, u.value, _mask(None, shape).value,
-                                     [i.value for i in idx], kind, order, scope, check)
+        idx, m = windows.element_indices(a, idx, _mask(None, shape), check)
+        op = indexed_ops.AtomicRMWOp(a.value, u.value, m.value, [i.value for i in idx], kind,
+                                     order, scope, check)
         return _result(wrap(op.result, a.dtype), scalar)
     return fn
 
@@ -180,18 +183,15 @@ def _atomic_cas(array, indices, expected, desired, check_bounds, memory_order, m
     order, scope = _order_scope(memory_order, memory_scope)
     idx, shape, scalar = _operands(a, indices, expected, desired)
     e, d = _full(expected, a.dtype, shape), _full(desired, a.dtype, shape)
-    op = indexed_ops.AtomicCasOp(a.value, e.value, d.value, _mask(None, shape).value,
-                                 [i.value for i in idx], order, scope, check)
+    idx, m = windows.element_indices(a, idx, _mask(None, shape), check)
+    op = indexed_ops.AtomicCasOp(a.value, e.value, d.value, m.value, [i.value for i in idx],
+                                 order, scope, check)
     return _result(wrap(op.result, a.dtype), scalar)
 
 
 # ---------------------------------------------------------------------------
 # Advanced indexing: one sparse dim, Slices elsewhere
 # ---------------------------------------------------------------------------
-_PADDING = {"zero": 0, "undetermined": 0, "neg_zero": -0.0, "nan": float("nan"),
-            "pos_inf": float("inf"), "neg_inf": float("-inf")}
-
-
 def _advanced(a, indices, what: str):
     """(index tiles broadcast to the implied shape, that shape)."""
     if not isinstance(indices, tuple) or len(indices) != a.ndim:
@@ -240,9 +240,9 @@ def _load_advanced(array, indices, padding_mode, latency, allow_tma):
         raise type_error(f"padding_mode {padding_mode.name} needs a float array, got "
                          f"{a.dtype.name}")
     tiles, shape = _advanced(a, indices, "load_advanced_indexing")
-    pad = _full(_PADDING[padding_mode.value], a.dtype, shape)
-    op = indexed_ops.GatherOp(a.value, _mask(None, shape).value, pad.value,
-                              [t.value for t in tiles], True)
+    pad = _full(windows.PADDING_VALUES[padding_mode.value], a.dtype, shape)
+    tiles, m = windows.element_indices(a, tiles, _mask(None, shape), True)
+    op = indexed_ops.GatherOp(a.value, m.value, pad.value, [t.value for t in tiles], True)
     return wrap(op.result, a.dtype)
 
 
@@ -255,6 +255,6 @@ def _store_advanced(array, indices, tile, latency, allow_tma):
         raise type_error(f"store_advanced_indexing's tile has shape {tile.shape}; the indices "
                          f"give {shape}")
     v = _full(tile, a.dtype, shape)
-    indexed_ops.ScatterOp(a.value, v.value, _mask(None, shape).value, [t.value for t in tiles],
-                          True)
+    tiles, m = windows.element_indices(a, tiles, _mask(None, shape), True)
+    indexed_ops.ScatterOp(a.value, v.value, m.value, [t.value for t in tiles], True)
     return None

@@ -16,7 +16,7 @@ from .. import dtypes as dt
 from ..api import PaddingMode
 from tileir.dialect import tile as tile_ops
 from tileir.dialect.types import is_power_of_two
-from . import compute
+from . import compute, windows
 from .emit import (as_value, broadcast_to, cast, constant, is_number, loc, reshape, splat,
                    tensor_type, type_error, value_error, wrap)
 from ..errors import TileStaticAssertionError, TileUnsupportedFeatureError
@@ -33,10 +33,24 @@ def rule(name: str):
     return deco
 
 
+# Methods of kernel values (`a.slice(...)`, `tv.load(...)`): rules named
+# "Class.method", bound against the stubs of `tileir.Array` / `tileir.TiledView`.
+# `tileir.TiledView.load(tv, ...)` names the same rule: METHOD_NAMES finds it.
+METHOD_SIGNATURES: dict[str, Callable] = {}
+METHOD_NAMES: dict[Callable, str] = {}
+
+
+def method(cls: type, name: str):
+    key = f"{cls.__name__}.{name}"
+    METHOD_SIGNATURES[key] = getattr(cls, name)
+    METHOD_NAMES[getattr(cls, name)] = key
+    return rule(key)
+
+
 def call(name: str, args: tuple, kwargs: dict, extra: dict | None = None):
     """Rule `name` on the call's arguments bound to the public signature; `extra`:
     what the compiler adds for rules that call back into it (`_apply`)."""
-    sig = inspect.signature(api.SIGNATURES[name])
+    sig = inspect.signature(api.SIGNATURES.get(name) or METHOD_SIGNATURES[name])
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as e:
@@ -134,7 +148,10 @@ def _num_blocks(axis):
 
 
 def array_dim(a: ArrayValue, axis: int) -> TileValue | int:
-    """Dim `axis` of `a`: a Python int where the kernel's annotation compiles it in."""
+    """Dim `axis` of `a`: a Python int where the kernel's annotation (or a slice's
+    compile-time bounds) compiles it in."""
+    if a.is_slice and a.extents[axis] is not None:
+        return a.extents[axis]
     static = dict(a.static_shape)
     if axis in static:
         return static[axis]
@@ -181,7 +198,7 @@ def _order(order, ndim: int) -> list[int] | None:
     return None if perm == list(range(ndim)) else perm
 
 
-def _plain_access(check_bounds, memory_order, memory_scope) -> None:
+def plain_access(check_bounds, memory_order, memory_scope) -> None:
     """Options of load/store tileir takes as cuTile's defaults only."""
     if not isinstance(check_bounds, bool):
         raise type_error(f"check_bounds must be a compile-time bool, got {describe(check_bounds)}")
@@ -192,29 +209,36 @@ def _plain_access(check_bounds, memory_order, memory_scope) -> None:
             "tileir yet; use an atomic with that order", loc())
 
 
-@rule("load")
-def _load(array, index, shape, order, padding_mode, check_bounds, latency, allow_tma,
-          memory_order, memory_scope):
-    a = array_arg(array, "array")
-    _plain_access(check_bounds, memory_order, memory_scope)
-    scalar = shape == ()
-    shape = (1,) * a.ndim if scalar else const_shape(shape)   # `()`: one element
-    if len(shape) != a.ndim:
-        raise type_error(f"shape {shape} has {len(shape)} dims but the array has {a.ndim}")
-    idx = index_tuple(index, a.ndim)
+def padding_arg(padding_mode, a: ArrayValue) -> None:
     if not isinstance(padding_mode, PaddingMode):
         raise type_error(f"padding_mode must be a tileir.PaddingMode, got {describe(padding_mode)}")
     if padding_mode not in (PaddingMode.ZERO, PaddingMode.UNDETERMINED) and not a.dtype.is_float:
         raise type_error(f"padding_mode {padding_mode.name} needs a float array, got "
                          f"{a.dtype.name}")
+
+
+def latency_arg(latency) -> None:
     if latency is not None and not (isinstance(latency, int) and 1 <= latency <= 10):
         raise value_error(f"latency must be an int in 1..10, got {describe(latency)}")
+
+
+@rule("load")
+def _load(array, index, shape, order, padding_mode, check_bounds, latency, allow_tma,
+          memory_order, memory_scope):
+    a = array_arg(array, "array")
+    plain_access(check_bounds, memory_order, memory_scope)
+    scalar = shape == ()
+    shape = (1,) * a.ndim if scalar else const_shape(shape)   # `()`: one element
+    if len(shape) != a.ndim:
+        raise type_error(f"shape {shape} has {len(shape)} dims but the array has {a.ndim}")
+    idx = index_tuple(index, a.ndim)
+    padding_arg(padding_mode, a)
+    latency_arg(latency)
     perm = _order(order, a.ndim)
     if perm is not None:             # the tile space of the permuted array: load, permute
         shape = tuple(shape[perm.index(d)] for d in range(a.ndim))
         idx = [idx[perm.index(d)] for d in range(a.ndim)]
-    op = tile_ops.LoadOp(a.value, [i.value for i in idx], shape, padding_mode.value)
-    t = wrap(op.result, a.dtype)
+    t = windows.load(a, idx, shape, padding_mode.value)
     if perm is not None:
         t = wrap(tile_ops.PermuteOp(t.value, perm).result, a.dtype)
     return reshape(t, ()) if scalar else t
@@ -224,9 +248,8 @@ def _load(array, index, shape, order, padding_mode, check_bounds, latency, allow
 def _store(array, index, tile, order, check_bounds, latency, allow_tma, memory_order,
            memory_scope):
     a = array_arg(array, "array")
-    _plain_access(check_bounds, memory_order, memory_scope)
-    if latency is not None and not (isinstance(latency, int) and 1 <= latency <= 10):
-        raise value_error(f"latency must be an int in 1..10, got {describe(latency)}")
+    plain_access(check_bounds, memory_order, memory_scope)
+    latency_arg(latency)
     idx = index_tuple(index, a.ndim)
     t = as_value(tile, a.dtype)
     if t.ndim > a.ndim:
@@ -239,7 +262,7 @@ def _store(array, index, tile, order, check_bounds, latency, allow_tma, memory_o
         inverse = [perm.index(d) for d in range(a.ndim)]
         t = wrap(tile_ops.PermuteOp(t.value, inverse).result, a.dtype)
         idx = [idx[perm.index(d)] for d in range(a.ndim)]
-    tile_ops.StoreOp(a.value, t.value, [i.value for i in idx])
+    windows.store(a, idx, t)
     return None
 
 
@@ -465,4 +488,4 @@ TILE_METHODS = {"astype": "astype", "reshape": "reshape", "permute": "permute",
                 "insert": "insert"}
 
 
-from . import debug, functional, indexed, movement, scaled, scans  # noqa: E402,F401
+from . import debug, functional, indexed, movement, scaled, scans, views  # noqa: E402,F401

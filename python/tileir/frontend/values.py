@@ -1,4 +1,5 @@
-"""What a traced kernel computes with: tiles/scalars and arrays, as IR values with a dtype.
+"""What a traced kernel computes with: tiles/scalars and arrays (and views of arrays),
+as IR values with a dtype.
 
 Compile-time values (Python ints, floats, bools, tuples, dtypes, `Constant`
 parameters) stay Python objects and fold in Python; only runtime values are
@@ -9,6 +10,7 @@ tensor), so reductions to rank 0 and `bid()` both give scalars.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from mlir import ir
 
@@ -37,7 +39,8 @@ class TileValue:
 
 @dataclasses.dataclass(frozen=True)
 class ArrayValue:
-    """A kernel's global array argument: an `!tile.array` value plus its dtype and rank."""
+    """A kernel's global array argument (or a slice of one): an `!tile.array` value plus
+    its dtype and rank."""
 
     value: ir.Value
     dtype: DType
@@ -46,14 +49,51 @@ class ArrayValue:
     # (axis, value) of shape and stride entries known at compile time (ArrayAnnotation)
     static_shape: tuple[tuple[int, int], ...] = ()
     static_strides: tuple[tuple[int, int], ...] = ()
+    # A slice's window of `value` (`Array.slice`), one entry per axis, empty for the
+    # whole array: the first element (an int or an int32 scalar TileValue) and the
+    # extent (None: the array's dim, an int or an int32 scalar TileValue).
+    offsets: tuple = ()
+    extents: tuple = ()
+
+    @property
+    def is_slice(self) -> bool:
+        return bool(self.offsets)
 
     def describe(self) -> str:
-        return f"a {self.ndim}-d {self.dtype.name} array"
+        what = "a slice of a" if self.is_slice else "a"
+        return f"{what} {self.ndim}-d {self.dtype.name} array"
+
+
+@dataclasses.dataclass(frozen=True)
+class TiledViewValue:
+    """`array.tiled_view(...)`: an array (or a slice) seen as a grid of tiles, all of it
+    known at compile time but the array itself."""
+
+    array: ArrayValue
+    tile_shape: tuple[int, ...]         # as given: () reads single elements
+    padding_mode: Any                   # a tileir.PaddingMode
+    traversal_steps: tuple[int, ...]    # one per axis
+
+    @property
+    def dtype(self) -> DType:
+        return self.array.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.array.ndim
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the tiles it moves: `tile_shape`, or all 1s for `()`."""
+        return self.tile_shape or (1,) * self.ndim
+
+    def describe(self) -> str:
+        return f"a tiled view of {self.array.describe()} in tiles of {self.tile_shape}"
 
 
 def describe(x) -> str:
     """How errors name a value the user passed."""
-    if isinstance(x, (TileValue, ArrayValue)):
+    if isinstance(x, (TileValue, ArrayValue, TiledViewValue)):
         return x.describe()
     if isinstance(x, bool):
         return f"the constant {x}"
