@@ -22,6 +22,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 from mlir import ir
@@ -204,7 +205,30 @@ def test_large_arrays_get_the_l2_policy_and_ptxas_takes_it(cuobjdump, target):
     # weight's loads are plain on both paths
     assert ptx.count("ld.global.L2::cache_hint.v4.b32") == vectors
     assert ptx.count("ld.global.v4.b32") == 3 * vectors
+    # the interior path stores y streaming; the edge path plainly
+    assert ptx.count("st.global.cs.v4.b32") == vectors
     assert ck.cubin[:4] == b"\x7fELF"
+
+
+def test_streaming_stores_of_a_large_array_write_what_plain_ones_do():
+    from tileir.sim import simulate
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 1000)).astype(ml_dtypes.bfloat16)
+    w = rng.standard_normal(1000).astype(ml_dtypes.bfloat16)
+    kernel = ct.kernel(rmsnorm.rmsnorm.__wrapped__)
+    outs = []
+    for large in (True, False):
+        spec = ct.ArraySpec("bfloat16", 2, large=large)
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("TILEIR_CACHE", "0")
+            ck = kernel.compile((spec, ct.ArraySpec("bfloat16", 1), spec, 1e-6, 1024),
+                                target="sm_90a", stage="gpu")
+        assert ("st.global.cs.v4.b32" in ck.artifacts["gpu"]) is large
+        y = np.full((3, 1000), np.nan, ml_dtypes.bfloat16)
+        simulate(ck, (3,), (x, w, y, 1e-6, 1024))
+        outs.append(y.astype(np.float32))
+    assert not np.isnan(outs[0]).any()
+    np.testing.assert_array_equal(outs[0], outs[1])
 
 
 # --------------------------------------------------------------------------

@@ -828,6 +828,10 @@ def _inline_asm(sim, blk, o, mask):
         return None                               # registers are not modelled
     if asm.startswith("createpolicy"):
         return np.zeros(sim.threads, np.int64)
+    if asm.startswith("st.global.cs.v4.b32"):
+        words = np.stack([np.asarray(w, np.int32) for w in args[1:5]], axis=1)
+        _write(sim, blk, 1, args[0], words, mask)
+        return None
     if asm.startswith("ld.global.L2::cache_hint.v4.b32"):
         words = _read(sim, blk, 1, args[0], np.dtype(np.int32), mask, 4)
         return tuple(words[:, j] for j in range(4))
