@@ -111,7 +111,7 @@ def run(module: ir.Module) -> None:
                 GRID_SCALE_ATTR in func.attributes:
             continue
         wish = read_wish(func)
-        if "free" not in wish or wish.keys() - {"split", "free"}:
+        if "free" not in wish or wish.keys() - {"split", "free", "swap"}:
             continue
         small = "split" in wish
         size = min(MAX_CLUSTER, int(wish["split"])) if small else LARGE_GRID_CLUSTER

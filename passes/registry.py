@@ -16,9 +16,10 @@ from typing import Callable
 
 from mlir import ir
 
-from . import (assign_layouts, canonicalize, cluster_rows, cse, dce, defer_online_reductions, emit_cubin,
-               emit_ptx, group_blocks, hoist_loads, inline, licm, lower_to_gpu, lower_to_llvm,
-               persistent_tiles, pipeline_loops, retile_blocks, reverse_rereads, split_blocks)
+from . import (assign_layouts, canonicalize, cluster_rows, cse, dce, defer_online_reductions,
+               emit_cubin, emit_ptx, group_blocks, hoist_loads, inline, launch_order, licm,
+               lower_to_gpu, lower_to_llvm, persistent_tiles, pipeline_loops, retile_blocks,
+               reverse_rereads, split_blocks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +35,8 @@ def _info(module: ModuleType) -> PassInfo:
 
 PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     inline, canonicalize, licm, cse, dce, reverse_rereads, hoist_loads,
-    retile_blocks, cluster_rows, split_blocks, defer_online_reductions, assign_layouts,
+    retile_blocks, cluster_rows, split_blocks, launch_order, defer_online_reductions,
+    assign_layouts,
     persistent_tiles, group_blocks, pipeline_loops,
     lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
@@ -67,8 +69,9 @@ STAGES: dict[str, tuple[str, ...]] = {
     # blocks of a cluster (sm_90a) or split element-wise tiles across more blocks,
     # first: they set the tile shapes layouts, warps and MMA plans are chosen for; on
     # a small grid, online softmax loops then carry their max and sum per lane.
+    # Then, on any grid, the axis that walks contiguous memory is launched fastest.
     "layout": ("tile-retile-blocks", "tile-cluster-rows", "tile-split-blocks",
-               "tile-defer-online-reductions", "tile-assign-layouts"),
+               "tile-launch-order", "tile-defer-online-reductions", "tile-assign-layouts"),
     # After layouts: only then is it known which loads go to shared memory.
     # Persistent first: the tile loop it makes is what grouped order and the
     # pipeliner (which runs a warp-specialized producer across its tiles) see.

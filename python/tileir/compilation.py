@@ -1155,7 +1155,8 @@ def kernel_launch_info(kernel: Kernel, signature: KernelSignature,
       tensor_map.  cuLaunchKernel's `kernelParams` takes one pointer per slot; a
       packed buffer (`extra`) of `param_bytes` puts each at its `offset`, read from
       the cubin's parameter table.
-    - The grid is the user's, but `grid_scale` `[axis, num, den]` multiplies that axis
+    - The grid is the user's, but `grid_perm` (when present) permutes its axes first,
+      `grid_scale` `[axis, num, den]` multiplies that axis
       by den/num, and a `persistent` kernel takes the user's grid in its three `grid`
       slots and runs (min(blocks, SMs), 1, 1) blocks.
     - `tensor_maps` (sm_90a): each `tensor_map` slot is a CUtensorMap of array `param`,
@@ -1184,6 +1185,7 @@ def kernel_launch_info(kernel: Kernel, signature: KernelSignature,
             "shared_bytes": meta["shared_bytes"], "slots": slots,
             "param_bytes": max((s["offset"] + s["size"] for s in slots), default=0),
             "persistent": bool(meta.get("persistent")), "grid_scale": meta.get("grid_scale"),
+            "grid_perm": meta.get("grid_perm"),
             "tensor_maps": meta.get("tensor_maps", []), "meta": {**meta, "name": symbol}}
 
 

@@ -693,10 +693,18 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
 
 
 def hardware_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[int, int, int]:
-    """The grid the hardware runs for a launch over `grid`: the same, or with the axis a
-    retiled kernel rescaled (`meta["grid_scale"] = [axis, num, den]`) times den / num."""
+    """The grid the hardware runs for a launch over `grid`: the same, or with its axes
+    permuted (`meta["grid_perm"]`, tile-launch-order), then the axis a retiled or split
+    kernel rescaled (`meta["grid_scale"] = [axis, num, den]`, an axis of the permuted
+    grid) times den / num."""
+    perm = meta.get("grid_perm")
+    if perm:                          # tile-launch-order: the kernel reads axes swapped
+        grid = tuple(grid[p] for p in perm)
     scale = meta.get("grid_scale")
     if not scale:
+        if perm:
+            _check_grid_limits(grid, "the hardware grid (the launch's, axes swapped)",
+                               meta["name"])
         return grid
     axis, num, den = scale
     if grid[axis] * den % num:
@@ -752,12 +760,14 @@ def device_target(arrays) -> str:
 
 
 def _grid_rewrite_kind(wish: str) -> str | None:
-    """"split:<mask>" for a small grid's wish of an element-wise kernel, "free:<mask>"
-    for a larger grid's (backend/grid_wish.split_wish), None for a product kernel's."""
+    """What an element-wise kernel's wish (backend/grid_wish.split_wish) says but for the
+    split count: "split;free:<mask>;swap:1" for a small grid, "free:<mask>;swap:1" for a
+    larger one (either item may be missing); None for a product kernel's wish."""
     items = dict(item.partition(":")[::2] for item in wish.split(";"))
-    if set(items) - {"split", "free"} or "free" not in items:
+    if set(items) - {"split", "free", "swap"} or not {"free", "swap"} & set(items):
         return None
-    return ("split:" if "split" in items else "free:") + items["free"]
+    rest = ";".join(f"{k}:{items[k]}" for k in ("free", "swap") if k in items)
+    return ("split;" if "split" in items else "") + rest
 
 
 def _no_rewrite_keys(wish: str) -> list[str]:
@@ -765,7 +775,7 @@ def _no_rewrite_keys(wish: str) -> list[str]:
     grid also the small grid's (every pass that may rewrite for a larger grid would
     have for a small one)."""
     kind = _grid_rewrite_kind(wish)
-    return [kind] if kind.startswith("split:") else [kind, "split:" + kind[5:]]
+    return [kind] if kind.startswith("split;") else [kind, "split;" + kind]
 
 
 def _is_array(a) -> bool:

@@ -56,7 +56,8 @@ def test_only_kernels_that_multiply_retile(rng):
     x = rng.standard_normal((4, 8)).astype(np.float32)
     # (element-wise kernels name their free grid axes: tile-cluster-rows may use one)
     assert softmax.softmax.grid_wish((1000, 1, 1), 132) == "free:6"
-    assert softmax.softmax.grid_wish((1000, 2, 3), 132) is None
+    assert softmax.softmax.grid_wish((1000, 2, 3), 132) == "swap:1"
+    assert softmax.softmax.grid_wish((1, 1, 1), 0) is None
     assert gemm.grid_wish((32, 32, 1), 132) == "wide:3"
     ck = softmax.softmax.compile((x, x, 8), target="sm_90a", stage="gpu", grid=(1000,))
     assert "grid_scale" not in ck.meta

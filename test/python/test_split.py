@@ -26,9 +26,10 @@ BF16 = ml_dtypes.bfloat16
     ((1, 1, 1), "split:64;free:7"),    # one block: at most 64 ways
     ((16, 1, 1), "split:8;free:6"),    # 16 x 8 = 128 blocks on 132 SMs
     ((64, 1, 1), "split:2;free:6"),
-    ((4, 2, 1), "split:16;free:4"),    # only axis 2 is free
+    ((4, 2, 1), "split:16;free:4;swap:1"),   # only axis 2 is free; 0 and 1 may swap
     ((67, 1, 1), "free:6"),            # more than one block for every two SMs: no split
-    ((2, 3, 4), None),                 # no free axis
+    ((2, 3, 4), "swap:1"),             # no free axis: only the launch order
+    ((70000, 3, 1), "free:4"),         # axis 0 does not fit axis 1's limit
 ])
 def test_a_small_grid_asks_for_a_split(grid, wish):
     assert split_wish(grid, 132) == wish
@@ -223,3 +224,31 @@ def test_small_grids_keep_all_warps_for_chained_reductions():
         occ = func.attributes["tile.occupancy"] if "tile.occupancy" in func.attributes else None
         assert (ir.IntegerAttr(func.attributes["tile.num_warps"]).value,
                 None if occ is None else ir.IntegerAttr(occ).value) == want
+
+
+# ---------------------------------------------------------------------------
+# Launch order (tile-launch-order)
+# ---------------------------------------------------------------------------
+def test_swiglu_launches_along_its_rows_and_computes_the_same(rng):
+    """Grid (rows, column tiles): the kernel reads its axes swapped and the launcher
+    swaps the grid (grid_perm); the simulator runs the hardware grid."""
+    g = rng.standard_normal((5, 3000)).astype(BF16)
+    u = rng.standard_normal((5, 3000)).astype(BF16)
+    out = np.full((5, 3000), np.nan, BF16)
+    k = ct.kernel(llm_ops.silu_mul.fn)
+    grid = (5, ct.cdiv(3000, 1024), 1)
+    ck = k.compile((g, u, out, 1024), target="sm_90a", stage="gpu", grid=grid[:2],
+                   sm_count=132)
+    assert ck.meta["grid_perm"] == [1, 0, 2]
+    assert hardware_grid(ck.meta, grid) == (3, 5, 1)
+    simulate(ck, hardware_grid(ck.meta, grid), (g, u, out, 1024))
+    g64, u64 = g.astype(np.float64), u.astype(np.float64)
+    ref = g64 / (1 + np.exp(-g64)) * u64
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_a_grid_whose_rows_exceed_axis_1_keeps_its_order():
+    x = ct.ArraySpec("bfloat16", 2, aligned=True)
+    k = ct.kernel(llm_ops.silu_mul.fn)
+    ck = k.compile((x, x, x, 1024), target="sm_90a", grid=(70000, 14), sm_count=132)
+    assert "grid_perm" not in ck.meta

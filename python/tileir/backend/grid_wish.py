@@ -25,7 +25,9 @@ Kernels without products ask `split_wish` instead (tileir.backend.split):
 `s` (a power of two, at most MAX_SPLIT) blocks per block keep the grid within the
 GPU and the mask has bit a set where grid axis a is 1 (an axis the split may use);
 "free:<mask>" alone for a larger grid with such an axis (passes/cluster_rows.py may
-deal a re-reading kernel's rows to clusters along it).
+deal a re-reading kernel's rows to clusters along it); and ";swap:1" where grid axes
+0 and 1 may trade places (passes/launch_order.py: both longer than 1, axis 0 within
+axis 1's limit).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Sequence
 
 SHORT = 64        # the rows of one warpgroup's wgmma: tiles shrink to this, not below
 MAX_SPLIT = 64    # blocks one block of an element-wise kernel may become
+MAX_GRID_Y = 65535    # the hardware's limit of grid axes 1 and 2
 
 
 def grid_wish(grid: Sequence[int], sm_count: int,
@@ -57,14 +60,18 @@ def grid_wish(grid: Sequence[int], sm_count: int,
 def split_wish(grid: Sequence[int], sm_count: int) -> str | None:
     total = grid[0] * grid[1] * grid[2]
     free = sum(1 << a for a in range(3) if grid[a] == 1)
-    if sm_count < 1 or not free:
+    # axes 0 and 1 may trade places (passes/launch_order.py): both longer than 1, and
+    # axis 0 within the limit of axis 1
+    swap = ";swap:1" if grid[0] > 1 and 1 < grid[1] and grid[0] <= MAX_GRID_Y else ""
+    if sm_count < 1 or not (free or swap):
         return None
-    if 2 * total > sm_count:
-        return f"free:{free}"
+    free_item = f";free:{free}" if free else ""
+    if 2 * total > sm_count or not free:
+        return (free_item + swap)[1:]
     s = 2
     while s < MAX_SPLIT and total * s * 2 <= sm_count:
         s *= 2
-    return f"split:{s};free:{free}"
+    return f"split:{s}{free_item}{swap}"
 
 
 def short_dims(names: Sequence[str], shapes: Sequence[Sequence[int] | None]) -> list[str]:
@@ -77,11 +84,11 @@ def short_dims(names: Sequence[str], shapes: Sequence[Sequence[int] | None]) -> 
     return out
 
 
-_INT_ITEMS = ("wide", "narrow", "split", "free")
+_INT_ITEMS = ("wide", "narrow", "split", "free", "swap")
 
 
 def parse(wish: str | None) -> dict[str, str]:
-    """{"wide" | "narrow" | "short" | "split" | "free": argument} of a wish string;
+    """{"wide" | "narrow" | "short" | "split" | "free" | "swap": argument} of a wish string;
     ValueError naming the item for one that is unknown or malformed (a wish written
     by hand into IR)."""
     out = {}

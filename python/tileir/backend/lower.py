@@ -31,6 +31,7 @@ from .rules import lower_block
 from .rules.cluster import finish_cluster
 
 CLUSTER_ATTR = "tile.cluster"          # [x, y, z] blocks a cluster (passes/cluster_rows.py)
+PERM_ATTR = "tile.grid_perm"           # launch axes as the kernel reads them (launch_order.py)
 
 GPU_MODULE = "tileir_kernels"
 
@@ -59,6 +60,8 @@ class KernelMeta:
     programmatic_launch: bool = False
     # the blocks of a cluster along each grid axis (tile-cluster-rows), when not 1 x 1 x 1
     cluster: list[int] | None = None
+    # the launch's grid axes in the order the kernel reads them (tile-launch-order)
+    grid_perm: list[int] | None = None
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
@@ -74,6 +77,8 @@ class KernelMeta:
             del out["programmatic_launch"]
         if out["cluster"] is None:
             del out["cluster"]
+        if out["grid_perm"] is None:
+            del out["grid_perm"]
         return out
 
 
@@ -208,9 +213,11 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         if GRID_REWRITES_ATTR in func.attributes else None
     cluster = list(ir.DenseI64ArrayAttr(func.attributes[CLUSTER_ATTR])) \
         if CLUSTER_ATTR in func.attributes else None
+    perm = list(ir.DenseI64ArrayAttr(func.attributes[PERM_ATTR])) \
+        if PERM_ATTR in func.attributes else None
     func.erase()
     return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale, persistent,
-                      rewrites, programmatic, cluster)
+                      rewrites, programmatic, cluster, perm)
 
 
 def _uses(func: ir.Operation, name: str) -> bool:
