@@ -20,6 +20,7 @@ from mlir.dialects import gpu
 from mlir.passmanager import PassManager
 
 from tileir import deadline
+from tileir.backend import llvm_options
 from tileir.dialect import TileIRError
 from tileir.dialect.diagnostics import from_mlir_error
 
@@ -173,6 +174,9 @@ def _mark_grid_constants(module: ir.Module, slots: list[int]) -> None:
 def emit_ptx(module: ir.Module) -> str:
     """Stage `ptx`: NVPTX code generation of the (LLVM-stage) gpu.module."""
     _check_translatable(module)
+    # Before LLVM optimizes: the SLP vectorizer's copyable lanes abort the process on
+    # some kernels (a warp-shuffle sum in an f16 store; llvm_options.py).
+    llvm_options.apply()
     _run(module, "builtin.module(gpu-module-to-binary{format=isa})")
     return binary_object(module)[1].object.decode()
 
