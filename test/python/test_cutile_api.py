@@ -750,6 +750,33 @@ def test_float_atomics_and_an_out_of_bounds_cas_return_the_right_values():
 
 
 @ct.kernel
+def atomic_bf16(acc, out, T: ct.Constant[int]):
+    v = ct.astype(ct.arange(T, dtype=ct.float32) * 0.25 + 0.25, ct.bfloat16)
+    old = ct.atomic_add(acc, ct.arange(T) % 6, v)          # neighbours share 32-bit words
+    ct.store(out, index=(0,), tile=old)
+
+
+def test_bfloat16_atomic_adds_on_both_targets():
+    """sm_90a adds with atom.add.noftz.bf16; sm_80 with a compare-and-swap loop on the
+    word holding the element (both halves of a word contended by the same warp)."""
+    import ml_dtypes
+    t = 32
+    args = (np.zeros(6, ml_dtypes.bfloat16), np.zeros(t, ml_dtypes.bfloat16), t)
+    accs = run_everywhere(atomic_bf16, (2,), args, 0)
+    olds = run_everywhere(atomic_bf16, (1,), args, 1)
+    want = np.array([2 * sum(0.25 * k + 0.25 for k in range(t) if k % 6 == r)
+                     for r in range(6)])
+    for acc in accs:
+        np.testing.assert_allclose(acc.astype(np.float64), want, rtol=1e-2)
+    for old in olds:                       # every element saw the sum of those before it
+        got = sorted(old.astype(np.float64)[k] for k in range(t) if k % 6 == 0)
+        assert got[0] == 0.0 and len(set(got)) == len(got)
+    ptx80 = atomic_bf16.compile(args, target="sm_80").artifacts["ptx"]
+    assert ".global.cas.b32" in ptx80 and "noftz.bf16" not in ptx80
+    assert ".global.add.noftz.bf16" in atomic_bf16.compile(args, target="sm_90a").artifacts["ptx"]
+
+
+@ct.kernel
 def bad_indexed(x, i, MODE: ct.Constant[int]):
     j = ct.load(i, index=(0,), shape=(16,))
     if MODE == 0:

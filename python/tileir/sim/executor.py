@@ -489,17 +489,25 @@ def _for(sim, blk, o, mask):
 
 @op("scf.while")
 def _while(sim, blk, o, mask):
+    """Threads leave the loop when their own condition fails (a compare-and-swap loop
+    diverges); the others run on, the leavers masked off, until none is left."""
     before, after = (r.blocks[0] for r in o.regions)
     carried = [blk.env[v] for v in o.operands]
+    active, results = mask.copy(), None
     while True:
         for a, v in zip(before.arguments, carried):
             blk.env[a] = v
-        out = yield from sim.run(blk, before, mask)        # scf.condition's operands
-        if not _uniform(out[0], mask, "a while loop's condition"):
-            return out[1:]
+        out = yield from sim.run(blk, before, active)      # scf.condition's operands
+        stay = np.asarray(out[0], bool) & active
+        leaving = active & ~stay
+        results = list(out[1:]) if results is None else \
+            [_where(leaving, new, old) for new, old in zip(out[1:], results)]
+        active = stay
+        if not active.any():
+            return results
         for a, v in zip(after.arguments, out[1:]):
             blk.env[a] = v
-        carried = yield from sim.run(blk, after, mask)
+        carried = yield from sim.run(blk, after, active)
 
 
 # -- gpu -------------------------------------------------------------------------------
@@ -753,8 +761,8 @@ def _atom(sim, blk, o, mask, kind: str, cls: str, bits: int, args):
     """`atom.<sem>.<scope>.global.<kind>.<type>`: one thread after another (lane order),
     each reading the old value and writing the new; returns each thread's old value."""
     result_t = o.results[0].type
-    if cls == "b" and bits == 16 or (cls == "f" and bits == 16 and
-                                     isinstance(result_t, ir.BF16Type)):
+    if cls in ("b", "bf") and bits == 16 or (cls == "f" and bits == 16 and
+                                             isinstance(result_t, ir.BF16Type)):
         dt_ = ml_dtypes.bfloat16
     else:
         dt_ = _ATOM_DTYPES[(cls, bits)]
@@ -804,7 +812,7 @@ def _inline_asm(sim, blk, o, mask):
                 fn = np.maximum if m.group(1) == "max" else np.minimum
             out = fn(*x).astype(np.float32)
         return _flush(out) if m.group(2) else out
-    m = re.match(r"atom\.\w+\.\w+\.global\.(\w+)\.(?:noftz\.)?(\w)(\d+) ", asm)
+    m = re.match(r"atom\.\w+\.\w+\.global\.(\w+)\.(?:noftz\.)?(bf|[a-z])(\d+) ", asm)
     if m:
         return _atom(sim, blk, o, mask, m.group(1), m.group(2), int(m.group(3)), args)
     if asm.startswith("griddepcontrol."):

@@ -10,8 +10,9 @@ Atomics are inline PTX, one `atom` per active element: PTX names the memory
 order (`.relaxed .acquire .release .acq_rel`) and scope (`.cta .gpu .sys`) of each
 cuTile order/scope pair directly, where LLVM's `atomicrmw` would leave the scope
 to syncscope names this MLIR's NVPTX backend does not all map.  16-bit float adds
-take `atom.add.noftz.f16` (sm_70+) and `.bf16` (sm_90+); bfloat16 atomics on
-sm_80 are refused.
+take `atom.add.noftz.f16` (sm_70+) and `.bf16` (sm_90+); a bfloat16 add on sm_80,
+which has no such instruction, is a compare-and-swap loop on the aligned 32-bit
+word holding the element (`_bf16_add_by_cas`).
 """
 
 from __future__ import annotations
@@ -162,10 +163,10 @@ def _atom(cx, op, kind: str, signed: bool, operands_of) -> None:
     cx.stores_seen = True
     arr = cx.arrays[op.array]
     elem = arr.elem
-    if isinstance(elem, ir.BF16Type) and cx.chip == "sm_80":
-        raise TileIRError("atomic_add on bfloat16 needs sm_90 (atom.add.noftz.bf16); sm_80 "
-                          "has none", op.location)
     sem, scope = _SEM[op.memory_order], _SCOPE[op.memory_scope]
+    by_cas = isinstance(elem, ir.BF16Type) and cx.chip == "sm_80"
+    if by_cas and kind != "add":
+        raise TileIRError(f"atomic {kind} on bfloat16 is not supported on sm_80", op.location)
     ptx_t = _ptx_type(kind, elem, signed)
     fallback = cx.frag(op.operands[1])            # update (rmw) or expected (cas)
     owner = _owner(cx, fallback.lin)
@@ -181,11 +182,44 @@ def _atom(cx, op, kind: str, signed: bool, operands_of) -> None:
         cons = f"={c},l," + ",".join(c for _ in values)
 
         def then(ptr=ptr, values=values, asm=asm, cons=cons):
+            if by_cas:
+                return _bf16_add_by_cas(ptr, values[0], sem, scope)
             return llvm.inline_asm(elem, [ptr, *values], asm, cons, has_side_effects=True)
         regs.append(_guarded(acts, elem, then, lambda r=r: fallback.regs[r]))
     if owner is not None:                 # the replicas learn the owners' old values
         regs = _from_owners(cx, fallback.lin, elem, regs, owner)
     cx.values[op.result] = Frag(fallback.lin, elem, regs)
+
+
+def _bf16_add_by_cas(ptr: ir.Value, update: ir.Value, sem: str, scope: str) -> ir.Value:
+    """`*ptr += update` for a bfloat16 element on sm_80, returning the old value: the
+    32-bit word holding it is read, the element's half replaced by the rounded sum,
+    and `atom.cas.b32` retried until no other thread changed the word in between."""
+    i32, i64, i16 = (ir.IntegerType.get_signless(w) for w in (32, 64, 16))
+    f32, bf16 = ir.F32Type.get(), ir.BF16Type.get()
+    c = lambda v, t=i32: arith.constant(t, v)       # noqa: E731
+    addr = llvm.ptrtoint(i64, ptr)
+    word = llvm.inttoptr(ptr.type, arith.andi(addr, c(-4, i64)))
+    shift = arith.trunci(i32, arith.shli(arith.andi(addr, c(2, i64)), c(3, i64)))
+    keep = arith.xori(arith.shli(c(0xFFFF), shift), c(-1))
+    first = llvm.load(i32, word, alignment=4)
+    loop = scf.WhileOp([i32, i32], [first, first])
+    before = loop.before.blocks.append(i32, i32)
+    with ir.InsertionPoint(before):
+        cur = before.arguments[0]
+        half = arith.trunci(i16, arith.shrui(cur, shift))
+        total = arith.addf(arith.extf(f32, arith.bitcast(bf16, half)), arith.extf(f32, update))
+        bits = arith.extui(i32, arith.bitcast(i16, arith.truncf(bf16, total)))
+        new = arith.ori(arith.andi(cur, keep), arith.shli(bits, shift))
+        got = llvm.inline_asm(i32, [word, cur, new],
+                              f"atom.{sem}.{scope}.global.cas.b32 $0, [$1], $2, $3;",
+                              "=r,l,r,r", has_side_effects=True)
+        scf.ConditionOp(arith.cmpi(arith.CmpIPredicate.ne, got, cur), [got, cur])
+    after = loop.after.blocks.append(i32, i32)
+    with ir.InsertionPoint(after):
+        scf.YieldOp([after.arguments[0], after.arguments[0]])
+    old = arith.trunci(i16, arith.shrui(loop.results[1], shift))
+    return arith.bitcast(bf16, old)
 
 
 def _from_owners(cx: LoweringContext, lin, elem: ir.Type, regs, owner: ir.Value) -> list:
