@@ -202,7 +202,7 @@ def _compile_error(body_kernel, args):
 def bad_mode(x, MODE: ct.Constant[int]):
     a = ct.load(x, index=(0,), shape=(16,))
     if MODE == 0:
-        ct.store(x, index=(0,), tile=ct.add(a, a, rounding_mode=ct.RoundingMode.RZ))
+        ct.store(x, index=(0,), tile=ct.add(a, a, rounding_mode=ct.RoundingMode.RA))
     elif MODE == 1:
         ct.store(x, index=(0,), tile=ct.add(a, a, rounding_mode=ct.RoundingMode.FULL))
     elif MODE == 2:
@@ -219,7 +219,7 @@ def bad_mode(x, MODE: ct.Constant[int]):
 
 
 @pytest.mark.parametrize("mode,exc,message", [
-    (0, TileUnsupportedFeatureError, "rounding mode RZ of add is not supported by tileir yet"),
+    (0, TileTypeError, "Rounding mode RA is not supported for add"),   # (as cuTile says)
     (1, TileTypeError, "Rounding mode FULL is not supported for add"),
     (2, TileTypeError, "needs float32 operands"),
     (3, TileTypeError, "flush_to_zero needs float32 operands"),
@@ -312,8 +312,11 @@ def listed(xs: typing.Annotated[list, ct.ListAnnotation(element=ct.ArrayAnnotati
     pass
 
 
-def test_lists_of_arrays_are_refused_by_name():
-    with pytest.raises(TileUnsupportedFeatureError, match="lists of arrays"):
+def test_list_annotated_parameters_take_lists_of_arrays():
+    """(test_cutile_lists.py runs them)"""
+    text = listed.compile(([np.zeros(4), np.zeros(4)],), stage="frontend").ir()
+    assert 'tile.arg_names = ["xs[0]", "xs[1]"]' in text
+    with pytest.raises(TileTypeError, match="annotated as a list of arrays"):
         listed.compile((np.zeros(4),), stage="frontend")
 
 

@@ -14,6 +14,8 @@ import pytest
 import tileir as ct
 from tileir.examples import llm_ops
 
+from test_cluster_rows import row_stats     # sum, max and min of each row, C at a time
+
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
@@ -81,24 +83,6 @@ def test_a_large_grid_deals_a_rereading_softmax_to_clusters_of_four(dtype, rows,
                                rtol=rtol, atol=atol)
     meta = _compiled(llm_ops.vocab_softmax, (x, y, 2048), (rows,)).meta
     assert meta["cluster"] == [1, 1, 4]
-
-
-@ct.kernel
-def row_stats(x, out, C: ct.Constant[int]):
-    """Sum, max and min of each row, C columns at a time, into out[row, 0:3]."""
-    row = ct.bid(0)
-    s = ct.zeros((1,), dtype=ct.float32)
-    hi = ct.full((1,), -3.0e38, dtype=ct.float32)
-    lo = ct.full((1,), 3.0e38, dtype=ct.float32)
-    for k in range(ct.num_tiles(x, axis=1, shape=(1, C))):
-        t = ct.astype(ct.load(x, index=(row, k), shape=(1, C),
-                              padding_mode=ct.PaddingMode.ZERO), ct.float32)
-        s = s + ct.sum(t, axis=1)
-        hi = ct.maximum(hi, ct.max(t, axis=1))
-        lo = ct.minimum(lo, ct.min(t, axis=1))
-    ct.store(out, index=(row, 0), tile=ct.reshape(s, (1, 1)))
-    ct.store(out, index=(row, 1), tile=ct.reshape(hi, (1, 1)))
-    ct.store(out, index=(row, 2), tile=ct.reshape(lo, (1, 1)))
 
 
 @pytest.mark.parametrize("rows,n", [(1, 100000), (5, 3000), (16, 640), (2, 1)])

@@ -5,8 +5,9 @@ They are the operators of `compute` under cuTile's names, plus what an operator
 cannot say: a rounding mode (`tileir.RoundingMode`) and `flush_to_zero`, which
 become the attributes `tile.rounding` / `tile.ftz` on the float op.  The GPU
 rules and the interpreter read them (docs/frontend.md, "Float options").
-Directed roundings (RZ, RM, RP, RA) are refused by name: tileir has no
-interpreter for them yet, and the interpreter is the oracle.
+The directed roundings RZ, RM and RP of add/sub/mul/truediv/sqrt round the exact
+result once (interpreter/directed.py is the oracle; PTX `add.rz` and the like on
+the GPU); RA, which cuTile takes on no arithmetic op, is refused as cuTile refuses it.
 """
 
 from __future__ import annotations
@@ -17,16 +18,15 @@ from mlir import ir
 from mlir.dialects import arith, math
 
 from .. import dtypes as dt
-from ..errors import TileUnsupportedFeatureError
 from ..semantics import RoundingMode
 from . import compute
-from .emit import cast, is_number, loc, type_error, unify, weak_dtype, wrap
+from .emit import cast, is_number, type_error, unify, weak_dtype, wrap
 from .intrinsics import RULES, rule, tile_arg
 from .values import TileValue, describe
 
 RN, FULL, APPROX = RoundingMode.RN, RoundingMode.FULL, RoundingMode.APPROX
 _IEEE = (RN, RoundingMode.RZ, RoundingMode.RM, RoundingMode.RP)
-# The modes each op accepts (cuTile's table); tileir implements RN, FULL, APPROX.
+# The modes each op accepts (cuTile's table).
 MODES = {"add": _IEEE, "sub": _IEEE, "mul": _IEEE, "truediv": _IEEE + (FULL, APPROX),
          "sqrt": _IEEE + (APPROX,), "tanh": (FULL, APPROX), "exp": (FULL, APPROX)}
 FTZ_OPS = ("add", "sub", "mul", "truediv", "maximum", "minimum", "exp2", "sqrt", "rsqrt")
@@ -48,10 +48,6 @@ def float_options(name: str, d: dt.DType, rounding_mode, flush_to_zero) -> dict[
         if rounding_mode in (FULL, APPROX) and d != dt.float32:
             raise type_error(f"rounding mode {rounding_mode.name} needs float32 operands, "
                              f"{name} got {d.name}")
-        if rounding_mode not in (RN, FULL, APPROX):
-            raise TileUnsupportedFeatureError(
-                f"rounding mode {rounding_mode.name} of {name} is not supported by tileir yet "
-                f"(RN, FULL and APPROX are)", loc())
         attrs["tile.rounding"] = rounding_mode.name.lower()
     if flush_to_zero:
         if not isinstance(flush_to_zero, bool):

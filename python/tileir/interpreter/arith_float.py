@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from mlir.dialects import arith
 
+from . import directed
 from .compiler import CompileContext, Step, pure, rule
 from .dtypes import elem_of, in_compute
 
@@ -50,7 +51,11 @@ ELEMENTWISE = {
 
 @rule(*ELEMENTWISE)
 def _elementwise(op, cx: CompileContext) -> Step:
-    fn = in_compute(elem_of(op.result.type), ELEMENTWISE[op.operation.name])
+    e = elem_of(op.result.type)
+    mode = directed.rounding_of(op)
+    if mode is not None:                    # cuTile's RZ / RM / RP (directed.py)
+        return pure(op, cx, flushing(op, directed.rounded(op.operation.name, mode, e.storage)))
+    fn = in_compute(e, ELEMENTWISE[op.operation.name])
     return pure(op, cx, flushing(op, fn))
 
 

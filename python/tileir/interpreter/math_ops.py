@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from .compiler import CompileContext, Step, pure, rule
+from . import directed
 from .arith_float import flushing
 from .dtypes import F64, as_signed, elem_of, f64_to, in_compute, signed_op
 
@@ -66,7 +67,11 @@ FLOAT_FUNCTIONS = {
 
 @rule(*FLOAT_FUNCTIONS)
 def _float_function(op, cx: CompileContext) -> Step:
-    fn = in_compute(elem_of(op.result.type), FLOAT_FUNCTIONS[op.operation.name])
+    e = elem_of(op.result.type)
+    mode = directed.rounding_of(op)
+    if mode is not None and op.operation.name == "math.sqrt":     # RZ / RM / RP
+        return pure(op, cx, flushing(op, directed.rounded("math.sqrt", mode, e.storage)))
+    fn = in_compute(e, FLOAT_FUNCTIONS[op.operation.name])
     return pure(op, cx, flushing(op, fn))
 
 

@@ -801,6 +801,20 @@ def _inline_asm(sim, blk, o, mask):
     args = _operands(sim, blk, o)
     if asm.startswith(("wgmma.fence", "wgmma.wait_group")):
         return tuple(args)                         # registers tied through the statement
+    m = re.match(r"(add|sub|mul|div|sqrt)\.(rz|rm|rp)\.(ftz\.)?(f32|f64) ", asm)
+    if m:                     # cuTile's directed roundings, exactly (interpreter.directed)
+        from tileir.interpreter import directed
+        t = np.float32 if m.group(4) == "f32" else np.float64
+        x = [np.asarray(a, t) for a in args]
+        if m.group(3):
+            x = [_flush(v) for v in x]
+        out = directed.sqrt(m.group(2), x[0], t) if m.group(1) == "sqrt" else \
+            directed.binary(m.group(1), m.group(2), x[0], x[1], t)
+        return _flush(out) if m.group(3) else out
+    m = re.match(r"cvt\.(rz|rm|rp)\.f16\.f32 ", asm)
+    if m:
+        from tileir.interpreter import directed
+        return directed.convert(m.group(1), np.asarray(args[0], np.float32), np.float16)
     m = re.match(r"(\w+)\.(?:rn\.|full\.|approx\.)?(ftz\.)?(?:NaN\.)?f32 ", asm)
     if m and m.group(1) in _F32_INSTRUCTIONS:   # f32 arithmetic with cuTile's float options
         x = [np.asarray(a, np.float32) for a in args]

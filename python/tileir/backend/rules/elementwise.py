@@ -63,7 +63,8 @@ _FAST_EXP = ("math.exp", "math.exp2")
 
 
 # cuTile's float options (tileir.frontend.functional): `tile.rounding` (rn, full,
-# approx) and `tile.ftz` pick the f32 instruction; on other types RN is the default.
+# approx; the directed rz, rm, rp below) and `tile.ftz` pick the f32 instruction; on
+# other types RN is the default.
 _F32_OPTION_ASM = {"arith.addf": "add.rn", "arith.subf": "sub.rn", "arith.mulf": "mul.rn",
                    "arith.maximumf": "max.NaN", "arith.minimumf": "min.NaN",
                    "arith.maxnumf": "max", "arith.minnumf": "min", "math.exp2": "ex2.approx",
@@ -87,11 +88,59 @@ def _f32_option(name: str, args: list[ir.Value], rounding: str | None, ftz: bool
                            "=f," + ",".join("f" for _ in args))
 
 
+# cuTile's directed roundings (RZ, RM, RP: `tile.rounding` rz/rm/rp) of these ops
+_DIRECTED_PTX = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul",
+                 "arith.divf": "div", "math.sqrt": "sqrt"}
+
+
+def _directed(name: str, elem: ir.Type, args: list[ir.Value], mode: str, ftz: bool):
+    """`name` rounded toward zero (rz), -inf (rm) or +inf (rp), once.  f32 and f64 have
+    the PTX instruction (`add.rz.f32`, `div.rm.f64`, `sqrt.rp.f32`).  float16 and
+    bfloat16 operands are exact in f32: the op runs there with the same direction, and
+    the f32 result is rounded to 16 bits in that direction again, which gives the
+    single directed rounding (the 16-bit numbers are f32 numbers, and the largest one
+    below a value is the largest one below its f32 rounding down; likewise up and
+    toward zero)."""
+    inst = f"{_DIRECTED_PTX[name]}.{mode}{'.ftz' if ftz else ''}"
+    if isinstance(elem, (ir.F32Type, ir.F64Type)):
+        t, c = ("f32", "f") if isinstance(elem, ir.F32Type) else ("f64", "d")
+        operands = ", ".join(f"${i + 1}" for i in range(len(args)))
+        return llvm.inline_asm(elem, args, f"{inst}.{t} $0, {operands};",
+                               f"={c}," + ",".join(c for _ in args))
+    f32 = ir.F32Type.get()
+    wide = _directed(name, f32, [arith.extf(f32, a) for a in args], mode, False)
+    if isinstance(elem, ir.F16Type):
+        return llvm.inline_asm(elem, [wide], f"cvt.{mode}.f16.f32 $0, $1;", "=h,f")
+    return _f32_to_bf16_directed(wide, mode)
+
+
+def _f32_to_bf16_directed(x: ir.Value, mode: str) -> ir.Value:
+    """f32 -> bfloat16 toward zero, -inf or +inf, in integer operations on the bits (PTX
+    has `cvt.rz.bf16.f32` but no rm/rp): the top half, plus one unit of magnitude when
+    the bits dropped are not zero and the direction is away from zero; a NaN stays a
+    (quiet) NaN, an infinity infinite."""
+    i32, i16 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(16)
+    c = lambda v: arith.constant(i32, v)          # noqa: E731
+    bits = arith.bitcast(i32, x)
+    top = arith.shrui(bits, c(16))
+    if mode != "rz":
+        lost = arith.cmpi(arith.CmpIPredicate.ne, arith.andi(bits, c(0xFFFF)), c(0))
+        negative = arith.cmpi(arith.CmpIPredicate.slt, bits, c(0))
+        away = negative if mode == "rm" else arith.xori(
+            negative, arith.constant(ir.IntegerType.get_signless(1), 1))
+        top = arith.addi(top, arith.extui(i32, arith.andi(lost, away)))
+    nan = arith.cmpi(arith.CmpIPredicate.ugt, arith.andi(bits, c(0x7FFFFFFF)), c(0x7F800000))
+    top = arith.select(nan, arith.ori(arith.shrui(bits, c(16)), c(0x40)), top)
+    return arith.bitcast(ir.BF16Type.get(), arith.trunci(i16, top))
+
+
 def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dict):
     attrs = dict(attrs)
     rounding = attrs.pop("tile.rounding", None)
     ftz = attrs.pop("tile.ftz", None) is not None
     rounding = ir.StringAttr(rounding).value if rounding is not None else None
+    if rounding in ("rz", "rm", "rp") and name in _DIRECTED_PTX:
+        return [_directed(name, elems[0], args, rounding, ftz)]
     if isinstance(elems[0], ir.F32Type) and (rounding or ftz or name == "arith.divf"):
         special = _f32_option(name, args, rounding, ftz)
         if special is not None:
@@ -286,5 +335,3 @@ def _from_elements(cx, op):
                           "GPU", op.location)
     lin = lin_of(t)
     cx.values[op.results[0]] = Frag(lin, t.element_type, [cx.get(op.operands[0])])
-
-
