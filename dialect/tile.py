@@ -208,6 +208,29 @@ class LoadOp(TileOpView):
         if self.padding not in ("zero", "undetermined") and not is_float(want):
             raise VerifyError(f"padding '{self.padding}' needs a float element type, "
                               f"got {want}")
+        check_access_scope(self)
+
+
+# Relaxed (strong) loads and stores: cuTile's memory_order RELAXED, and the accesses
+# of ACQUIRE / RELEASE around a `tile.fence` (dialect/ordering.py)
+SCOPE_ATTR = "tile.memory_scope"
+SCOPES = ("block", "device", "sys")
+
+
+def access_scope(op: ir.Operation) -> str | None:
+    """The scope of a relaxed `tile.load` / `tile.store` (None: a weak one)."""
+    attrs = op.attributes
+    return ir.StringAttr(attrs[SCOPE_ATTR]).value if SCOPE_ATTR in attrs else None
+
+
+def check_access_scope(op: TileOpView) -> None:
+    """The verifier's part for loads and stores that carry `tile.memory_scope`."""
+    attrs = op.operation.attributes
+    if SCOPE_ATTR not in attrs:
+        return
+    attr = attrs[SCOPE_ATTR]
+    if not isinstance(attr, ir.StringAttr) or attr.value not in SCOPES:
+        raise VerifyError(f"{SCOPE_ATTR} must be one of {', '.join(SCOPES)}, got {attr}")
 
 
 @DIALECT.op
@@ -246,6 +269,7 @@ class StoreOp(TileOpView):
         if t.element_type != want:
             raise VerifyError(f"stored tile element type {t.element_type} does not match the "
                               f"array element type {info.element_type} (convert it first)")
+        check_access_scope(self)
 
 
 # --------------------------------------------------------------------------

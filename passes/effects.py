@@ -14,6 +14,8 @@ from typing import Iterator
 
 from mlir import ir
 
+from tileir.dialect.tile import SCOPE_ATTR
+
 
 class Effect(enum.IntEnum):
     """Ordered from harmless to harmful, so effects combine with `max`."""
@@ -30,7 +32,7 @@ READ_OPS = frozenset({"tile.load", "tile.gather"})
 # tensor-core work in flight: none may be erased, merged or moved.
 WRITE_OPS = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.atomic_cas",
                        "tile.print", "tile.assert", "tile.grid_dependency",
-                       "tile.cluster_gather",
+                       "tile.cluster_gather", "tile.fence",
                        "tile.ring_alloc", "tile.ring_acquire", "tile.ring_load",
                        "tile.ring_commit", "tile.ring_wait", "tile.ring_view", "tile.ring_release",
                        "tile.ring_free", "tile.mma_async", "tile.mma_wait",
@@ -136,6 +138,8 @@ class Effects:
 
     def of(self, op: ir.Operation) -> Effect:
         name = op.name
+        if name == "tile.load" and SCOPE_ATTR in op.attributes:
+            return Effect.WRITE        # a relaxed load: each one reads afresh (a spin loop)
         if name in PURE_TILE_OPS or name in PURE_TENSOR_OPS or name in TERMINATORS or \
                 name.startswith(PURE_PREFIXES):
             return Effect.PURE

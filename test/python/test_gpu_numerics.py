@@ -71,3 +71,19 @@ def test_directed_rounding_on_the_gpu_matches_the_exact_oracle(target, dtype):
         got = got.view(torch.int16).numpy().view(t) if t in (ml_dtypes.bfloat16, np.float16) \
             else got.numpy()
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_a_release_acquire_hand_off_between_blocks_on_the_gpu():
+    """Block 0 writes 16 KB, then raises a flag with a release store; block 1 spins on
+    an acquire load of the flag and copies the data: it must see all of it, launch
+    after launch (fresh data each time)."""
+    import numpy as np
+    from test_memory_order import handoff
+    t = 4096
+    for k in range(20):
+        data = torch.zeros(t, dtype=torch.int32, device="cuda")
+        flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+        out = torch.full((t,), -1, dtype=torch.int32, device="cuda")
+        ct.launch(None, (2,), handoff, (data, flag, out, t))
+        torch.cuda.synchronize()
+        np.testing.assert_array_equal(out.cpu().numpy(), np.arange(t) * 3 + 1)

@@ -36,7 +36,7 @@ from mlir.dialects import arith
 
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
-from tileir.dialect.tile import MmaOp
+from tileir.dialect.tile import SCOPE_ATTR, MmaOp
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
@@ -87,7 +87,8 @@ class MmaAssignment:
                 _defining_name(v) == "tile.reshape" and _unit_dim_change(
                     list(v.owner.operands[0].type.shape), list(v.type.shape)) is not None)):
             v = v.owner.operands[0]          # transposes and unit dims (a batch index)
-        if _defining_name(v) != "tile.load" or not _single_use(v):
+        if _defining_name(v) != "tile.load" or not _single_use(v) or \
+                SCOPE_ATTR in v.owner.attributes:     # (relaxed loads: into registers)
             return
         t = v.type
         if t.rank < 2 or any(d != 1 for d in t.shape[:-2]):

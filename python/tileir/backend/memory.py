@@ -18,6 +18,8 @@ import math
 from mlir import ir
 from mlir.dialects import arith, llvm, scf, vector
 
+from tileir.dialect.tile import access_scope
+
 from . import layouts as L
 from .context import I64, ArrayABI, Frag, LoweringContext, _bits, lin_of, reg_type
 
@@ -142,8 +144,64 @@ def _wants_l2_policy(cx: LoweringContext, arr: ArrayABI) -> bool:
 
 def lower_load(cx: LoweringContext, op) -> None:
     lin = lin_of(op.result.type)
-    cx.values[op.result] = load_tile(cx, cx.arrays[op.array], [cx.get(i) for i in op.index],
-                                     lin, op.padding)
+    arr, index = cx.arrays[op.array], [cx.get(i) for i in op.index]
+    scope = access_scope(op.operation)
+    cx.values[op.result] = relaxed_load(cx, arr, index, lin, op.padding, scope) \
+        if scope else load_tile(cx, arr, index, lin, op.padding)
+
+
+# cuTile's memory scopes as PTX's (relaxed accesses, fences)
+PTX_SCOPE = {"block": "cta", "device": "gpu", "sys": "sys"}
+_REG = {8: ("h", "b8"), 16: ("h", "b16"), 32: ("r", "b32"), 64: ("l", "b64")}
+
+
+def relaxed_load(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin: L.Linear,
+                 padding: str, scope: str) -> Frag:
+    """A load whose every element is a relaxed (strong) read at `scope`
+    (`ld.relaxed.<scope>.global`: coherent at that scope, never served stale from L1),
+    one element at a time: cuTile's memory_order RELAXED and ACQUIRE (flags and
+    hand-offs between blocks, not bulk data)."""
+    addr = _Addressing(cx, arr, index, lin)
+    store_t = storage_type(arr.elem)
+    pad = padding_value(padding, store_t)
+    bits = max(8, _bits(store_t))
+    reg, width = _REG[bits]
+    word = ir.IntegerType.get_signless(16 if bits == 8 else bits)
+    regs = []
+    for r in range(lin.num_regs):
+        ok = addr.in_bounds(addr.coords(r), range(len(lin.shape)))
+        if_op = scf.IfOp(ok, [store_t], has_else=True)
+        with ir.InsertionPoint(if_op.then_block):
+            v = llvm.inline_asm(word, [addr.ptr(r)],
+                                f"ld.relaxed.{PTX_SCOPE[scope]}.global.{width} $0, [$1];",
+                                f"={reg},l", has_side_effects=True)
+            v = arith.trunci(store_t, v) if bits == 8 else v
+            scf.YieldOp([v if v.type == store_t else arith.bitcast(store_t, v)])
+        with ir.InsertionPoint(if_op.else_block):
+            scf.YieldOp([pad])
+        regs.append(if_op.results[0])
+    if _is_i1(arr.elem):
+        zero = cx.const(0, store_t)
+        regs = [arith.cmpi(arith.CmpIPredicate.ne, r, zero) for r in regs]
+    return Frag(lin, arr.elem, regs)
+
+
+def _relaxed_store(cx: LoweringContext, addr: "_Addressing", frag: Frag, regs: list,
+                   store_t: ir.Type, scope: str) -> None:
+    """Each element in bounds written by `st.relaxed.<scope>.global` (see relaxed_load)."""
+    bits = max(8, _bits(store_t))
+    reg, width = _REG[bits]
+    word = ir.IntegerType.get_signless(16 if bits == 8 else bits)
+    for r in range(frag.lin.num_regs):
+        ok = addr.in_bounds(addr.coords(r), range(len(frag.lin.shape)))
+        if_op = scf.IfOp(ok, [], has_else=False)
+        with ir.InsertionPoint(if_op.then_block):
+            v = regs[r] if regs[r].type == word or bits == 8 else arith.bitcast(word, regs[r])
+            v = arith.extui(word, v) if bits == 8 else v
+            llvm.inline_asm(ir.Type.parse("!llvm.void"), [addr.ptr(r), v],
+                            f"st.relaxed.{PTX_SCOPE[scope]}.global.{width} [$0], $1;",
+                            f"l,{reg}", has_side_effects=True)
+            scf.YieldOp([])
 
 
 def load_tile(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin: L.Linear,
@@ -230,6 +288,10 @@ def lower_store(cx: LoweringContext, op) -> None:
     regs = frag.regs
     if _is_i1(arr.elem):
         regs = [arith.extui(store_t, r) for r in regs]
+    scope = access_scope(op.operation)
+    if scope:
+        _relaxed_store(cx, addr, frag, regs, store_t, scope)
+        return
     v = addr.vector_width(store_t)
     vt = ir.VectorType.get([v], store_t)
     align = v * max(1, _bits(store_t) // 8)

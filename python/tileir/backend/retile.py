@@ -53,6 +53,7 @@ from fractions import Fraction
 from mlir import ir
 
 from tileir.dialect import TileIRError
+from tileir.dialect.tile import SCOPE_ATTR
 
 from .grid_wish import SHORT, parse as parse_wish
 from .shared import tile_bytes
@@ -176,11 +177,15 @@ PER_BLOCK_EFFECTS = ("tile.scatter", "tile.atomic_rmw", "tile.atomic_cas", "tile
 def refuse_per_block_effects(ops: list[ir.Operation]) -> None:
     """Retiling and splitting change how many blocks run: refused for kernels that
     write memory at element indices (an atomic add done by twice the blocks counts
-    twice) or print (each block prints its tiles: a split block would print pieces)."""
+    twice), print (each block prints its tiles: a split block would print pieces) or
+    order memory between blocks (relaxed accesses and fences)."""
     for op in ops:
         if op.name == "tile.print":
             raise NotRetileable("'tile.print' prints what each block holds (the blocks are "
                                 "part of the output)", op.location)
+        if op.name == "tile.fence" or SCOPE_ATTR in op.attributes:
+            raise NotRetileable(f"'{op.name}' orders memory between blocks (which accesses "
+                                f"a block makes is part of what it does)", op.location)
         if op.name in PER_BLOCK_EFFECTS:
             raise NotRetileable(f"'{op.name}' writes memory at element indices (the number "
                                 f"of blocks is part of what it does)", op.location)

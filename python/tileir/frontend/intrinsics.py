@@ -14,6 +14,9 @@ from typing import Callable
 from .. import api
 from .. import dtypes as dt
 from ..api import PaddingMode
+from mlir import ir
+
+from tileir.dialect import ordering as ordering_ops
 from tileir.dialect import tile as tile_ops
 from tileir.dialect.types import is_power_of_two
 from . import compute, windows
@@ -198,15 +201,48 @@ def _order(order, ndim: int) -> list[int] | None:
     return None if perm == list(range(ndim)) else perm
 
 
-def plain_access(check_bounds, memory_order, memory_scope) -> None:
-    """Options of load/store tileir takes as cuTile's defaults only."""
+_ACCESS_ORDERS = {"tile_load": (MemoryOrder.RELAXED, MemoryOrder.ACQUIRE, MemoryOrder.WEAK),
+                  "tile_store": (MemoryOrder.RELAXED, MemoryOrder.RELEASE, MemoryOrder.WEAK)}
+_ACCESS_SCOPES = {MemoryScope.BLOCK: "block", MemoryScope.DEVICE: "device",
+                  MemoryScope.SYS: "sys"}
+
+
+def access_order(check_bounds, memory_order, memory_scope, opcode: str) -> str | None:
+    """Checks load/store's `check_bounds`, `memory_order` and `memory_scope` as cuTile
+    does; the scope of a relaxed (strong) access (`tile.memory_scope`), None for a weak
+    one.  ACQUIRE and RELEASE add a `tile.fence` after the load / before the store."""
     if not isinstance(check_bounds, bool):
         raise type_error(f"check_bounds must be a compile-time bool, got {describe(check_bounds)}")
-    if memory_order not in (None, MemoryOrder.WEAK) or \
-            memory_scope not in (None, MemoryScope.NONE):
+    memory_order = MemoryOrder.WEAK if memory_order is None else memory_order
+    memory_scope = MemoryScope.NONE if memory_scope is None else memory_scope
+    valid = _ACCESS_ORDERS[opcode]
+    if memory_order not in valid:
+        raise type_error(f"Invalid memory order for {opcode}. Got {describe(memory_order)}, "
+                         f"expected one of {', '.join(str(o) for o in valid)}")
+    if not isinstance(memory_scope, MemoryScope):
+        raise type_error(f"Invalid memory scope for {opcode}. Got {describe(memory_scope)}")
+    if memory_order == MemoryOrder.WEAK:
+        if memory_scope != MemoryScope.NONE:
+            raise type_error(f"{opcode} with WEAK memory ordering cannot specify a memory scope")
+        return None
+    if memory_scope == MemoryScope.NONE:
+        raise type_error(f"{opcode} with {memory_order.name} memory ordering requires a "
+                         f"memory scope")
+    return _ACCESS_SCOPES[memory_scope]
+
+
+def ordered(op, scope: str | None, what: str) -> None:
+    """Marks the `tile.load` / `tile.store` that implements an access as relaxed at
+    `scope` (nothing for a weak access)."""
+    if scope is None:
+        return
+    op = op.operation
+    if op.name not in ("tile.load", "tile.store"):
         raise TileUnsupportedFeatureError(
-            "ordered loads and stores (memory_order other than WEAK) are not supported by "
-            "tileir yet; use an atomic with that order", loc())
+            f"{what} with a memory_order other than WEAK reads or writes an array slice or "
+            f"a tile with steps element by element; ordered accesses are supported on "
+            f"whole arrays only", loc())
+    op.attributes[tile_ops.SCOPE_ATTR] = ir.StringAttr.get(scope)
 
 
 def padding_arg(padding_mode, a: ArrayValue) -> None:
@@ -226,7 +262,7 @@ def latency_arg(latency) -> None:
 def _load(array, index, shape, order, padding_mode, check_bounds, latency, allow_tma,
           memory_order, memory_scope):
     a = array_arg(array, "array")
-    plain_access(check_bounds, memory_order, memory_scope)
+    scope = access_order(check_bounds, memory_order, memory_scope, "tile_load")
     scalar = shape == ()
     shape = (1,) * a.ndim if scalar else const_shape(shape)   # `()`: one element
     if len(shape) != a.ndim:
@@ -239,6 +275,9 @@ def _load(array, index, shape, order, padding_mode, check_bounds, latency, allow
         shape = tuple(shape[perm.index(d)] for d in range(a.ndim))
         idx = [idx[perm.index(d)] for d in range(a.ndim)]
     t = windows.load(a, idx, shape, padding_mode.value)
+    ordered(t.value.owner, scope, "load")
+    if memory_order == MemoryOrder.ACQUIRE:
+        ordering_ops.FenceOp("acquire", scope)
     if perm is not None:
         t = wrap(tile_ops.PermuteOp(t.value, perm).result, a.dtype)
     return reshape(t, ()) if scalar else t
@@ -248,7 +287,7 @@ def _load(array, index, shape, order, padding_mode, check_bounds, latency, allow
 def _store(array, index, tile, order, check_bounds, latency, allow_tma, memory_order,
            memory_scope):
     a = array_arg(array, "array")
-    plain_access(check_bounds, memory_order, memory_scope)
+    scope = access_order(check_bounds, memory_order, memory_scope, "tile_store")
     latency_arg(latency)
     idx = index_tuple(index, a.ndim)
     t = as_value(tile, a.dtype)
@@ -262,7 +301,9 @@ def _store(array, index, tile, order, check_bounds, latency, allow_tma, memory_o
         inverse = [perm.index(d) for d in range(a.ndim)]
         t = wrap(tile_ops.PermuteOp(t.value, inverse).result, a.dtype)
         idx = [idx[perm.index(d)] for d in range(a.ndim)]
-    windows.store(a, idx, t)
+    if memory_order == MemoryOrder.RELEASE:
+        ordering_ops.FenceOp("release", scope)
+    ordered(windows.store(a, idx, t), scope, "store")
     return None
 
 

@@ -23,8 +23,8 @@ from ..specialization import ArrayParam, ScalarParam
 from . import compute, windows
 from .emit import as_value, broadcast_to, cast, is_number, reshape, type_error, value_error
 from .indexed import ATOMIC_DTYPES
-from .intrinsics import (array_arg, array_dim, const_int, const_shape, latency_arg, method,
-                         padding_arg, plain_access, scalar_int)
+from .intrinsics import (access_order, array_arg, array_dim, const_int, const_shape,
+                         latency_arg, method, padding_arg, scalar_int)
 from .values import ArrayValue, TileValue, TiledViewValue, describe
 
 
@@ -145,7 +145,7 @@ def _num_tiles(self, axis):
 @method(TiledView, "load")
 def _load(self, index, check_bounds, latency, allow_tma):
     tv = _view(self)
-    plain_access(check_bounds, None, None)
+    access_order(check_bounds, None, None, "tile_load")
     latency_arg(latency)
     t = windows.load(tv.array, _tile_index(index, tv), tv.shape, tv.padding_mode.value,
                      tv.traversal_steps)
@@ -155,7 +155,7 @@ def _load(self, index, check_bounds, latency, allow_tma):
 @method(TiledView, "store")
 def _store(self, index, tile, check_bounds, latency, allow_tma):
     tv = _view(self)
-    plain_access(check_bounds, None, None)
+    access_order(check_bounds, None, None, "tile_store")
     latency_arg(latency)
     idx = _tile_index(index, tv)
     windows.store(tv.array, idx, _tile_for(tv, tile, "the stored tile"), tv.traversal_steps)

@@ -89,15 +89,14 @@ def load(a: ArrayValue, index: list[TileValue], shape: tuple[int, ...], padding:
 
 
 def store(a: ArrayValue, index: list[TileValue], tile: TileValue,
-          steps: tuple[int, ...] | None = None) -> None:
-    """Stores `tile` (the array's dtype and rank) at tile `index`."""
+          steps: tuple[int, ...] | None = None):
+    """Stores `tile` (the array's dtype and rank) at tile `index`; returns the op."""
     steps = steps or tile.shape
     if _direct(a, tile.shape, steps):
-        tile_ops.StoreOp(a.value, tile.value, [i.value for i in index])
-        return
+        return tile_ops.StoreOp(a.value, tile.value, [i.value for i in index])
     coords, mask = coordinates(a, index, tile.shape, steps)
-    indexed_ops.ScatterOp(a.value, tile.value, _all(mask, tile.shape).value,
-                          [c.value for c in coords], True)
+    return indexed_ops.ScatterOp(a.value, tile.value, _all(mask, tile.shape).value,
+                                 [c.value for c in coords], True)
 
 
 def atomic_update(a: ArrayValue, index: list[TileValue], update: TileValue, kind: str,

@@ -829,8 +829,19 @@ def _inline_asm(sim, blk, o, mask):
     m = re.match(r"atom\.\w+\.\w+\.global\.(\w+)\.(?:noftz\.)?(bf|[a-z])(\d+) ", asm)
     if m:
         return _atom(sim, blk, o, mask, m.group(1), m.group(2), int(m.group(3)), args)
-    if asm.startswith("griddepcontrol."):
-        return None                               # one grid at a time here
+    if asm.startswith("griddepcontrol.") or asm.startswith("fence.acq_rel."):
+        return None                               # one grid at a time, in program order
+    m = re.match(r"(ld|st)\.relaxed\.(?:cta|gpu|sys)\.global\.b(\d+) ", asm)
+    if m:                                         # relaxed accesses: plain ones here
+        bits = int(m.group(2))
+        if m.group(1) == "st":
+            value = np.asarray(args[1])
+            value = (value.astype(np.uint16) & 0xFF).astype(np.uint8) if bits == 8 else \
+                value.view(f"uint{bits}")
+            _write(sim, blk, 1, args[0], value, mask)
+            return None
+        got = _read(sim, blk, 1, args[0], np.dtype(f"uint{bits}"), mask, None)
+        return got.astype(np.int16) if bits == 8 else got.view(f"int{bits}")
     if asm.startswith("barrier.cluster.arrive"):
         if not mask.all():
             raise SimError("a cluster barrier reached by only some threads of a block")

@@ -11,6 +11,7 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 | `slices`      | `tile.extract_slice/insert_slice/concat` (shared-memory exchanges) |
 | `indexed`     | `tile.gather/scatter/atomic_rmw/atomic_cas` (per-element addresses, PTX `atom`) |
 | `cluster`     | `tile.cluster_gather` (distributed shared memory, cluster barriers) |
+| `ordering`    | `tile.fence` (block barrier + `fence.acq_rel.<scope>`) |
 | `debug`       | `tile.print` (vprintf), `tile.assert` (`trap`), `tile.grid_dependency` |
 | `control`     | `scf.for`, `scf.if` (one scalar per register carried) |
 | `mma`         | `tile.mma/mma_async/mma_wait` (wgmma on sm_90a, mma.sync) |
@@ -18,8 +19,8 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 Importing this package registers every family.
 """
 
-from . import (arrays, cluster, control, debug, elementwise, indexed, mma, reduce,  # noqa: F401
-               ring, shape, slices)
+from . import (arrays, cluster, control, debug, elementwise, indexed, mma,  # noqa: F401
+               ordering, reduce, ring, shape, slices)
 from .registry import RULES, lower_block, lower_op
 
 __all__ = ["RULES", "lower_block", "lower_op"]
