@@ -679,9 +679,7 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     ck = kernel.compile(args, target=device_target(on_device), grid=dims,
                         sm_count=_sm_count(on_device[0]))
     hw_grid = hardware_grid(ck.meta, dims)
-    # (programmatic launches take the checked path: the fast path knows cuLaunchKernel)
-    kinds = None if knobs.SYNC_LAUNCH.as_bool() or ck.meta.get("programmatic_launch") else \
-        dispatch.arg_kinds(args, kernel._const_mask)
+    kinds = None if knobs.SYNC_LAUNCH.as_bool() else dispatch.arg_kinds(args, kernel._const_mask)
     if kinds is not None:
         plan = dispatch.make_plan(ck.cubin, ck.meta, hw_grid, args, ck.runtime_params)
         kernel._remember(kinds, grid, args, plan)

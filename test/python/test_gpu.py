@@ -352,6 +352,39 @@ def _plans(kernel):
     return sum(len(d.plans) for d in kernel._dispatchers.values())
 
 
+@ct.kernel
+def pdl_producer(x, y, T: ct.Constant[int]):
+    t = ct.load(x, index=(ct.bid(0),), shape=(T,))
+    ct.grid_dependency_control_launch_dependents()        # the consumer may start
+    ct.store(y, index=(ct.bid(0),), tile=t * 2.0)
+
+
+@ct.kernel
+def pdl_consumer(y, z, T: ct.Constant[int]):
+    ct.grid_dependency_control_wait()                    # the producer is done
+    ct.store(z, index=(ct.bid(0),), tile=ct.load(y, index=(ct.bid(0),), shape=(T,)) + 1.0)
+
+
+@pytest.mark.parametrize("py_launch", [False, True])
+def test_programmatic_launches_take_the_fast_path(py_launch, monkeypatch):
+    """Kernels with grid_dependency_control_* launch by cuLaunchKernelEx with
+    programmatic stream serialization from the fast path too (C, or Python with
+    TILEIR_PY_LAUNCH=1): a producer/consumer pair, fresh data every round."""
+    monkeypatch.setenv("TILEIR_PY_LAUNCH", "1" if py_launch else "0")
+    producer, consumer = (ct.kernel(k.__wrapped__) for k in (pdl_producer, pdl_consumer))
+    n = 1 << 20
+    for _ in range(20):
+        x = torch.randn(n, device="cuda")
+        y, z = poisoned(n, dtype=torch.float32), poisoned(n, dtype=torch.float32)
+        ct.launch(None, (n // 1024,), producer, (x, y, 1024))
+        ct.launch(None, (n // 1024,), consumer, (y, z, 1024))
+        torch.cuda.synchronize()
+        torch.testing.assert_close(z, x * 2 + 1)
+    assert _plans(producer) == 1 and _plans(consumer) == 1
+    plan = next(iter(next(iter(consumer._dispatchers.values())).plans.values()))
+    assert plan.programmatic and (plan.native is None) == py_launch
+
+
 def test_fast_path_follows_pointers_shapes_and_scalars():
     k = ct.kernel(axpby.__wrapped__)
     seen = set()

@@ -12,7 +12,8 @@
  *   an int), so that hashing and comparing it is one pass over a few hundred bytes.
  * - `Plan(...)`: the C half of a LaunchPlan: the addresses of its parameter slots
  *   (the buffer is the LaunchPlan's own, kept alive here), how to write each value,
- *   the tensor maps' slots and encoders, and cuLaunchKernel's address.  A launch
+ *   the tensor maps' slots and encoders, and cuLaunchKernel's address (or
+ *   cuLaunchKernelEx's, for a programmatic launch).  A launch
  *   writes the slots and calls the driver with the GIL released.
  *
  * Anything out of the ordinary goes back to Python: a launch from another thread
@@ -27,12 +28,35 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 typedef int (*launch_fn)(void *function, unsigned gx, unsigned gy, unsigned gz,
                          unsigned bx, unsigned by, unsigned bz, unsigned shared,
                          void *stream, void **params, void **extra);
+
+/* cuLaunchKernelEx and its configuration, laid out as cuda.h's CUlaunchConfig and
+ * CUlaunchAttribute (an id padded to 8 bytes, then a 64-byte value union): a kernel
+ * that waits for / releases its neighbours in the stream (tile.grid_dependency)
+ * launches with programmatic stream serialization. */
+typedef struct {
+    int id;
+    char pad[4];
+    union { char bytes[64]; int allowed; } value;
+} LaunchAttribute;
+typedef struct {
+    unsigned grid[3], block[3], shared;
+    void *stream;
+    LaunchAttribute *attrs;
+    unsigned nattrs;
+} LaunchConfig;
+typedef int (*launch_ex_fn)(const LaunchConfig *config, void *function, void **params,
+                            void **extra);
+#define PROGRAMMATIC_STREAM_SERIALIZATION 6   /* CU_LAUNCH_ATTRIBUTE_... */
+_Static_assert(sizeof(LaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes");
+_Static_assert(offsetof(LaunchConfig, stream) == 32 && offsetof(LaunchConfig, attrs) == 40 &&
+               offsetof(LaunchConfig, nattrs) == 48, "CUlaunchConfig's layout");
 
 #define F32_OVERFLOW (340282356779733661637539395458142568448.0)  /* 2^128 - 2^103 */
 #define MAPS_PER_PLAN 256
@@ -134,6 +158,7 @@ typedef int (*ctx_set_fn)(void *ctx);       /* cuCtxSetCurrent */
 typedef struct {
     PyObject_HEAD
     launch_fn launch;
+    launch_ex_fn launch_ex;    /* cuLaunchKernelEx for programmatic launches, else NULL */
     ctx_get_fn ctx_get;
     ctx_set_fn ctx_set;
     void *context;             /* the device's primary context (the function's) */
@@ -185,17 +210,19 @@ static int unsigned3(PyObject *seq, unsigned out[3], const char *what) {
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"launch", "ctx_get", "ctx_set", "context", "function", "grid",
                             "block", "shared", "params", "slots", "maps", "owner", "device",
-                            "current_stream", "stream_of", "fallback", "keepalive", NULL};
-    unsigned long long launch, ctx_get, ctx_set, context, function, params;
+                            "current_stream", "stream_of", "fallback", "keepalive",
+                            "launch_ex", NULL};
+    unsigned long long launch, ctx_get, ctx_set, context, function, params, launch_ex = 0;
     unsigned long owner;
     PyObject *grid, *block, *slots, *maps;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "KKKKKOOIKO!O!kOOOOO", names, &launch,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KKKKKOOIKO!O!kOOOOO|K", names, &launch,
                                      &ctx_get, &ctx_set, &context, &function,
                                      &grid, &block, &self->shared, &params, &PyTuple_Type,
                                      &slots, &PyTuple_Type, &maps, &owner, &self->device,
                                      &self->current_stream, &self->stream_of,
-                                     &self->fallback, &self->keepalive))
+                                     &self->fallback, &self->keepalive, &launch_ex))
         return -1;
+    self->launch_ex = (launch_ex_fn)(uintptr_t)launch_ex;
     self->ctx_get = (ctx_get_fn)(uintptr_t)ctx_get;
     self->ctx_set = (ctx_set_fn)(uintptr_t)ctx_set;
     self->context = (void *)(uintptr_t)context;
@@ -417,7 +444,18 @@ static PyObject *plan_run(PlanObject *plan, PyObject *stream, PyObject *args,
     err = plan->ctx_get(&current);
     if (err == 0 && current != plan->context)
         err = plan->ctx_set(plan->context);
-    if (err == 0) {
+    if (err == 0 && plan->launch_ex != NULL) {
+        LaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.allowed = 1;
+        LaunchConfig config = {{plan->grid[0], plan->grid[1], plan->grid[2]},
+                               {plan->block[0], plan->block[1], plan->block[2]},
+                               plan->shared, handle, &attr, 1};
+        err = plan->launch_ex(&config, plan->function, plan->params, NULL);
+        if (current != NULL && current != plan->context)
+            plan->ctx_set(current);
+    } else if (err == 0) {
         err = plan->launch(plan->function, plan->grid[0], plan->grid[1], plan->grid[2],
                            plan->block[0], plan->block[1], plan->block[2], plan->shared,
                            handle, plan->params, NULL);

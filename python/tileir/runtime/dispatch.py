@@ -260,9 +260,13 @@ class LaunchPlan:
                  slots: Sequence[ctypes._SimpleCData | ctypes.Structure],
                  dynamic: Sequence[int], float_values: Sequence[int],
                  maps: Sequence[tuple[int, int, Callable[[Any], bytes]]],
-                 current_stream: Callable[[int], int], stream_of: Callable[[Any, Any], int]):
+                 current_stream: Callable[[int], int], stream_of: Callable[[Any, Any], int],
+                 programmatic: bool = False):
         from . import driver
         self.name = name
+        # the kernel waits for / releases its neighbours (tile.grid_dependency): launched
+        # by cuLaunchKernelEx with programmatic stream serialization
+        self.programmatic = programmatic
         self.device = device
         self.grid = grid
         self.block = block
@@ -296,7 +300,8 @@ class LaunchPlan:
             maps=tuple((j, address, encode, cache) for (j, encode, cache), address
                        in zip(self.encoders, params.map_addresses)),
             owner=self.owner, device=self.device, current_stream=self.current_stream,
-            stream_of=self.stream_of, fallback=self.launch, keepalive=params)
+            stream_of=self.stream_of, fallback=self.launch, keepalive=params,
+            launch_ex=driver.launch_ex_address() if self.programmatic else 0)
 
     def launch(self, stream, args: Sequence[Any], values: Sequence[Any]) -> bool:
         """Writes `values` into their slots and launches; False (nothing launched) when a
@@ -329,6 +334,12 @@ class LaunchPlan:
                 return False
         if self.encoders:
             self._write_maps(params, args, values)
+        if self.programmatic:
+            from . import driver
+            driver.launch_kernel_programmatic(self.function, self.grid, self.block,
+                                              self.shared, int(cu_stream), params.address,
+                                              self.name)
+            return True
         err, = self._launch(self.function, *self.grid, *self.block, self.shared, cu_stream,
                             params.address, 0)
         if err is not self._success and err != self._success:
@@ -396,7 +407,8 @@ def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
         shared=shared, slots=bound.params.values, dynamic=dynamic, float_values=float_values,
         maps=tensor_map_slots(meta, slot, positions, shapes),
         current_stream=torch_current_stream(),
-        stream_of=lambda stream, a: launcher.stream_handle(stream, a, device))
+        stream_of=lambda stream, a: launcher.stream_handle(stream, a, device),
+        programmatic=bool(meta.get("programmatic_launch")))
 
 
 def torch_current_stream() -> Callable[[int], int]:

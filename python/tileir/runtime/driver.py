@@ -423,6 +423,14 @@ def launch_address() -> int:
     return ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
 
 
+def launch_ex_address() -> int:
+    """The address of the driver's `cuLaunchKernelEx`, for programmatic launches on the C
+    fast path."""
+    import ctypes
+    cuda()
+    return ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx, ctypes.c_void_p).value
+
+
 def context_addresses() -> tuple[int, int]:
     """The addresses of the driver's `cuCtxGetCurrent` and `cuCtxSetCurrent`, for the C
     fast path (it makes the device's context current where another one is)."""
