@@ -11,6 +11,8 @@ Precondition:  verified IR.  IRDL ops have no folders or canonicalization
                  broadcast/reshape/permute of a splat       -> a splat of the result type
                  reduce over a size-1 axis                  -> reshape (argmax/argmin: zeros)
                  reduce max/min of a splat                  -> a splat (argmax/argmin: zeros)
+                 select_array at a constant index in range  -> that array
+                 select_array among one array               -> that array
                `tile.dim`/`tile.stride` are runtime values and stay.  Upstream
                `canonicalize` then folds arith/math/scf/tensor; it leaves tile
                ops alone (it neither erases nor merges ops without memory-effect
@@ -172,9 +174,24 @@ def fold_reduce(op: ir.OpView) -> ir.Value | None:
     return _zeros(op.result.type) if is_arg else _make_splat(element, op.result.type)
 
 
+def fold_select_array(op: ir.OpView) -> ir.Value | None:
+    """A list's element picked at a known index (a constant 0-d tile, a helper's
+    argument), or a choice among one array."""
+    arrays = op.arrays
+    if all(a == arrays[0] for a in arrays):
+        return arrays[0]
+    const = _producer(op.index, "arith.constant")
+    if const is None:
+        return None
+    i = ir.IntegerAttr(const.attributes["value"]).value
+    # (an index outside the list is undefined: left for the interpreter to report)
+    return arrays[i] if 0 <= i < len(arrays) else None
+
+
 FOLDERS: dict[str, tuple[Folder, ...]] = {
     "tile.broadcast": (fold_to_same_type, fold_broadcast_of_broadcast, fold_shape_op_of_splat),
     "tile.reshape": (fold_to_same_type, fold_reshape_of_reshape, fold_shape_op_of_splat),
     "tile.permute": (fold_permute, fold_shape_op_of_splat),
     "tile.reduce": (fold_reduce,),
+    "tile.select_array": (fold_select_array,),
 }

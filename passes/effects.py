@@ -43,6 +43,7 @@ PURE_TILE_OPS = frozenset({
     "tile.reduce", "tile.mma", "tile.matmul",
     "tile.convert_layout",  # value semantics: a register shuffle, not a memory effect
     "tile.grid_size",
+    "tile.select_array",   # picks one of its array operands: no memory access
 })
 
 # Every arith and math op is free of side effects.
@@ -68,6 +69,7 @@ NOT_SPECULATABLE = frozenset({
     "arith.divsi", "arith.divui", "arith.ceildivsi", "arith.ceildivui", "arith.floordivsi",
     "arith.remsi", "arith.remui", "tensor.extract", "tensor.insert", "tensor.extract_slice",
     "tensor.insert_slice", "tensor.dim", "tensor.cast", "tensor.reshape",
+    "tile.select_array",   # an index outside the list is undefined (the interpreter stops)
 })
 
 

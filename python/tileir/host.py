@@ -65,8 +65,7 @@ def run_interpreted(ck, grid: tuple[int, int, int], args) -> None:
     """Runs a compiled kernel specialization in the NumPy interpreter."""
     from tileir import interpreter
     host_args, write_backs = [], []
-    for i in ck.runtime_params:
-        a = args[i]
+    for a in ck.runtime_args(args):
         if hasattr(a, "dtype") and hasattr(a, "shape") and not isinstance(a, np.generic):
             arr, wb = to_host(a)
             host_args.append(arr)

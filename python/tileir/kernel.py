@@ -35,7 +35,8 @@ from .frontend.source import SourceInfo
 from .function import KernelEntry
 from .annotations import param_annotation
 from .semantics import ByTarget, resolve_option
-from .specialization import ConstantAnnotation, Param, classify_arg, format_arg_specs
+from .specialization import (ConstantAnnotation, ListParam, Param, classify_arg,
+                             format_arg_specs)
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -110,7 +111,20 @@ class CompiledKernel:
 
     @property
     def runtime_params(self) -> list[int]:
-        return [i for i, (_, k) in enumerate(self.params) if isinstance(k, Param)]
+        """The positions of the launch arguments that are kernel arguments (a list of
+        arrays is one position: `runtime_args` spreads it)."""
+        return [i for i, (_, k) in enumerate(self.params) if isinstance(k, (Param, ListParam))]
+
+    def runtime_args(self, args: Sequence[Any]) -> list[Any]:
+        """The kernel's arguments in ABI order: `Constant`s dropped, each list of
+        arrays spread into its elements (one array argument each)."""
+        out = []
+        for i in self.runtime_params:
+            if isinstance(self.params[i][1], ListParam):
+                out.extend(args[i])
+            else:
+                out.append(args[i])
+        return out
 
     def ir(self) -> str:
         if self.module is None:
@@ -665,7 +679,9 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
         raise TileTypeError(f"launch() takes the kernel arguments as a tuple, got "
                             f"{type(args).__name__}")
     dims = normalize_grid(grid)
-    arrays = [a for a in args if _is_array(a)]
+    # (the arrays of a list argument count as arrays: a list of host arrays runs in
+    # the interpreter, and one on the host in a GPU launch is reported by name)
+    arrays = [a for x in args for a in (x if isinstance(x, list) else [x]) if _is_array(a)]
     if knobs.INTERPRET.as_bool() or all(_host_array(a) for a in arrays):
         from .host import run_interpreted
         run_interpreted(kernel.compile(args, stage=knobs.LAUNCH_STAGE.raw()), dims, args)
@@ -686,8 +702,7 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
         first = plan.native.launch if plan.native is not None else plan.launch
         if first(stream, tuple(args), dispatch.dynamic_values(kinds, args)):
             return
-    runtime_args = [args[i] for i in ck.runtime_params]
-    launcher.launch(ck.cubin, ck.meta, hw_grid, runtime_args, stream)
+    launcher.launch(ck.cubin, ck.meta, hw_grid, ck.runtime_args(args), stream)
 
 
 def hardware_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[int, int, int]:

@@ -1,7 +1,8 @@
 """How a kernel's arguments become a specialization — without MLIR.
 
 A specialization is one `(name, kind)` per kernel parameter: an `ArrayParam`
-(dtype, rank, alignment), a `ScalarParam` (dtype), or the Python value of a
+(dtype, rank, alignment), a `ScalarParam` (dtype), a `ListParam` (a list of
+arrays: its length and each element's `ArrayParam`), or the Python value of a
 `Constant[...]` parameter, which is compiled in.  It names one compiled variant
 of a kernel, in memory and in the on-disk compile cache, so everything here
 must work on a GPU host that has no MLIR.
@@ -50,6 +51,23 @@ class ArrayParam(Param):
 class ScalarParam(Param):
     dtype: dt.DType
     shape: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ListParam:
+    """A list of arrays (cuTile's `ListAnnotation`, or a plain Python list): one IR
+    array argument per element, all of one dtype, rank and compiled-in shape and
+    stride entries; each keeps its own alignment.  The kernel specializes on the
+    length."""
+
+    elements: tuple[ArrayParam, ...]
+
+    @property
+    def element(self) -> ArrayParam:
+        return self.elements[0]
+
+    def __len__(self) -> int:
+        return len(self.elements)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,11 +124,13 @@ def classify_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool)
     """
     if isinstance(annotation, ConstantAnnotation):
         return _constant_arg(kname, pname, annotation, value)
+    from .annotations import ArrayAnnotation, ListAnnotation, ScalarAnnotation  # (cycle)
+    what = f"argument '{pname}' of kernel '{kname}'"
+    if isinstance(value, (list, ListParam)) or isinstance(annotation, ListAnnotation):
+        return _list_arg(kname, pname, annotation, value, gpu)
     kind = _runtime_kind(kname, pname, value, gpu)
     if annotation is None:
         return kind
-    from .annotations import ArrayAnnotation, ScalarAnnotation   # (they import this module)
-    what = f"argument '{pname}' of kernel '{kname}'"
     if isinstance(annotation, ScalarAnnotation):     # ScalarInt64
         if not (isinstance(kind, ScalarParam) and kind.dtype.is_int):
             raise TileTypeError(f"{what} is annotated as an integer scalar "
@@ -121,9 +141,58 @@ def classify_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool)
             raise TileTypeError(f"{what} is annotated as an array but is "
                                 f"{type(value).__name__}")
         return _static_dims(what, kind, annotation, value)
-    raise TileUnsupportedFeatureError(f"{what}: lists of arrays (ListAnnotation) are not "
-                                      f"supported by tileir yet; pass the arrays as separate "
-                                      f"parameters")
+    raise TileUnsupportedFeatureError(f"{what}: annotation {annotation!r} is not one tileir "
+                                      f"knows")
+
+
+def _list_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool) -> ListParam:
+    """A list of arrays: every element classified as an array parameter (annotated by the
+    ListAnnotation's element, if any), all of one dtype, rank and static entries."""
+    from .annotations import ListAnnotation
+    what = f"argument '{pname}' of kernel '{kname}'"
+    if isinstance(value, ListParam):             # a specialization given back (helpers)
+        return value
+    if annotation is not None and not isinstance(annotation, ListAnnotation):
+        raise TileTypeError(f"{what} is a list, but its annotation {annotation!r} is not a "
+                            f"ListAnnotation; lists of arrays are annotated "
+                            f"Annotated[list, ListAnnotation(element=ArrayAnnotation(...))] "
+                            f"or not at all")
+    if not isinstance(value, list):
+        raise TileTypeError(f"{what} is annotated as a list of arrays (ListAnnotation) but is "
+                            f"{type(value).__name__}; pass a Python list of arrays")
+    if not value:
+        raise TileValueError(f"{what} is an empty list; a list of arrays needs at least one "
+                             f"array (its dtype and rank specialize the kernel)")
+    element = annotation.element if annotation is not None else None
+    if element is not None and not (element.static_shape_dims or element.static_stride_dims):
+        element = None
+    kinds = []
+    for i, v in enumerate(value):
+        if isinstance(v, (list, tuple)) or not (
+                isinstance(v, (ArraySpec, ArrayParam))
+                or (hasattr(v, "dtype") and hasattr(v, "shape") and not isinstance(v, np.generic))):
+            raise TileTypeError(f"{what}: element {i} is {type(v).__name__}; a list argument "
+                                f"holds arrays only (NumPy, torch, cupy), all of one dtype "
+                                f"and rank")
+        kind = _runtime_kind(kname, f"{pname}[{i}]", v, gpu)
+        if element is not None:
+            kind = _static_dims(f"{what}, element {i}", kind, element, v)
+        kinds.append(kind)
+    first = kinds[0]
+    for i, k in enumerate(kinds[1:], 1):
+        if (k.dtype, k.ndim) != (first.dtype, first.ndim):
+            raise TileTypeError(f"{what}: element {i} is a {k.ndim}-d {k.dtype.name} array but "
+                                f"element 0 is a {first.ndim}-d {first.dtype.name} one; the "
+                                f"arrays of a list share one dtype and rank")
+        for field, name in (("static_shape", "shape"), ("static_strides", "stride")):
+            a, b = dict(getattr(first, field)), dict(getattr(k, field))
+            for axis in sorted(a):
+                if a[axis] != b.get(axis):
+                    raise TileValueError(f"{what}: the arrays vary in static {name} at axis "
+                                         f"{axis} (element 0: {a[axis]}, element {i}: "
+                                         f"{b.get(axis)}); static_{name}_dims entries are "
+                                         f"compiled in, once for the whole list")
+    return ListParam(tuple(kinds))
 
 
 def _static_dims(what: str, kind: ArrayParam, ann: Any, value: Any) -> ArrayParam:
@@ -207,8 +276,8 @@ def _runtime_kind(kname: str, pname: str, value: Any, gpu: bool) -> Any:
             aligned, large = arrays.aligned(info), arrays.large(info)
         return ArrayParam(d, len(value.shape), aligned, large)
     raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is {type(value).__name__}; "
-                        f"kernels take arrays (NumPy, torch, cupy), Python numbers and "
-                        f"Constant[...] values")
+                        f"kernels take arrays (NumPy, torch, cupy), Python lists of arrays, "
+                        f"Python numbers and Constant[...] values")
 
 
 def _described_array(kname: str, pname: str, spec: ArraySpec | ArrayParam,
@@ -241,6 +310,8 @@ argument specs, one per kernel parameter, separated by commas:
   f32[1]!u         an array that is not aligned (the kernel takes its scalar path)
   bf16[2]!L        an array many times the GPU's L2 cache (launch() says `!L` for
                    those: at least 4x the L2 size); flags combine: f32[1]!uL
+  [bf16[2]]*3      a list of 3 arrays (a list parameter); [f32[1];f32[1]!u] spells
+                   out each element
   i64              a runtime scalar of that dtype
   8192, 0.5, True  a Python literal: the value of a Constant[...] parameter, or a
                    runtime scalar typed as launch() types it (int: i32, or i64 if
@@ -250,6 +321,8 @@ dtypes: {', '.join(SPEC_DTYPES)}
 """
 _SPEC_NAMES = {**dt.BY_NAME, **SPEC_DTYPES}
 _ARRAY_SPEC = re.compile(r"(?P<dtype>\w+)\s*\[\s*(?P<ndim>\d+)\s*\]\s*(?:!(?P<flags>\w*))?")
+_LIST_SPEC = re.compile(r"\[(?P<items>[^\[\]]*(?:\[\s*\d+\s*\][^\[\];]*)"
+                        r"(?:;[^\[\]]*\[\s*\d+\s*\][^\[\];]*)*)\]\s*(?:\*\s*(?P<count>\d+))?")
 _NON_FINITE = {"inf": float("inf"), "+inf": float("inf"), "-inf": float("-inf"),
                "nan": float("nan")}
 
@@ -273,6 +346,11 @@ def _format_one(kind: Any) -> str:
         return f"{_short_name(kind.dtype)}[{kind.ndim}]{'!' + flags if flags else ''}"
     if isinstance(kind, ScalarParam):
         return _short_name(kind.dtype)
+    if isinstance(kind, ListParam):
+        specs = {_format_one(k) for k in kind.elements}
+        if len(specs) == 1:
+            return f"[{specs.pop()}]*{len(kind)}"
+        return "[" + ";".join(_format_one(k) for k in kind.elements) + "]"
     return repr(kind)                      # a Constant's value: True, 1024, 0.5, inf
 
 
@@ -295,6 +373,13 @@ def _parse_one(token: str, number: int, text: str, column: int) -> Any:
 
     if not token:
         raise error("empty (two commas in a row?)")
+    listed = _LIST_SPEC.fullmatch(token)
+    if listed:
+        items = [_parse_one(t.strip(), number, text, column)
+                 for t in listed["items"].split(";")]
+        if not all(isinstance(i, ArraySpec) for i in items):
+            raise error(f"'{token}': a list holds array specs only, e.g. [bf16[2]]*3")
+        return items * int(listed["count"] or 1)
     array = _ARRAY_SPEC.fullmatch(token)
     if array:
         d = _SPEC_NAMES.get(array["dtype"])

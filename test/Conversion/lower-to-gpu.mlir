@@ -554,3 +554,26 @@ func.func @debug(%x: f32) attributes {tile.kernel, tile.num_warps = 1 : i32} {
   "tile.assert"(%c) {message = "f.py:3: assertion failed"} : (tensor<4xi1, #d>) -> ()
   return
 }
+
+// -----
+
+// A list's element chosen at run time: every ABI value of the array (base, dims,
+// strides) through a chain of selects, array 0 where no other index matches.
+
+// CHECK-LABEL: gpu.func @select_array
+// CHECK-SAME:    (%[[I:[^:]*]]: i32, %[[P0:[^:]*]]: !llvm.ptr<1> {llvm.align = 16 : i64}, %[[D0:[^:]*]]: i32, %[[S0:[^:]*]]: i64, %[[P1:[^:]*]]: !llvm.ptr<1>, %[[D1:[^:]*]]: i32, %[[S1:[^:]*]]: i64, %[[P2:[^:]*]]: !llvm.ptr<1> {llvm.align = 16 : i64}, %[[D2:[^:]*]]: i32, %[[S2:[^:]*]]: i64)
+// CHECK:         %[[IS1:.*]] = arith.cmpi eq, %[[I]], %c1_i32
+// CHECK-NEXT:    %[[P:.*]] = arith.select %[[IS1]], %[[P1]], %[[P0]] : !llvm.ptr<1>
+// CHECK-NEXT:    %[[D:.*]] = arith.select %[[IS1]], %[[D1]], %[[D0]] : i32
+// CHECK-NEXT:    %[[S:.*]] = arith.select %[[IS1]], %[[S1]], %[[S0]] : i64
+// CHECK:         %[[IS2:.*]] = arith.cmpi eq, %[[I]], %c2_i32
+// CHECK-NEXT:    arith.select %[[IS2]], %[[P2]], %[[P]] : !llvm.ptr<1>
+// CHECK-NEXT:    arith.select %[[IS2]], %[[D2]], %[[D]] : i32
+// CHECK-NEXT:    %[[STRIDE:.*]] = arith.select %[[IS2]], %[[S2]], %[[S]] : i64
+// CHECK-NEXT:    arith.trunci %[[STRIDE]] : i64 to i32
+func.func @select_array(%i: i32, %a: !tile.array<f32, 1 : i64> {tile.aligned}, %b: !tile.array<f32, 1 : i64>, %c: !tile.array<f32, 1 : i64> {tile.aligned}) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.arg_names = ["i", "xs[0]", "xs[1]", "xs[2]"]} {
+  %s = "tile.select_array"(%i, %a, %b, %c) : (i32, !tile.array<f32, 1 : i64>, !tile.array<f32, 1 : i64>, !tile.array<f32, 1 : i64>) -> !tile.array<f32, 1 : i64>
+  %d = "tile.dim"(%s) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  %st = "tile.stride"(%s) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  return
+}

@@ -167,3 +167,31 @@ func.func @nothing_to_fold(%a: !tile.array<f32, 1 : i64>, %t: tensor<1x16xf32>, 
   "tile.store"(%a, %x, %d) : (!tile.array<f32, 1 : i64>, tensor<16xf32>, i32) -> ()
   return
 }
+
+// -----
+
+// A list's element at a constant index is that array; at an index outside the
+// list (undefined) or a run-time one the choice stays.
+
+// CHECK-LABEL: func.func @select_array
+// CHECK-SAME:    (%[[I:[^:]*]]: i32, %[[A:[^:]*]]: !tile.array<f32, 1 : i64>, %[[B:[^:]*]]: !tile.array<f32, 1 : i64>)
+// CHECK:         %[[C5:.*]] = arith.constant 5 : i32
+// CHECK-NEXT:    %[[OUT:.*]] = "tile.select_array"(%[[C5]], %[[A]], %[[B]])
+// CHECK-NEXT:    %[[RT:.*]] = "tile.select_array"(%[[I]], %[[A]], %[[B]])
+// CHECK-NEXT:    "tile.dim"(%[[B]])
+// CHECK-NEXT:    "tile.dim"(%[[OUT]])
+// CHECK-NEXT:    "tile.dim"(%[[RT]])
+// CHECK-NEXT:    "tile.dim"(%[[A]])
+func.func @select_array(%i: i32, %a: !tile.array<f32, 1 : i64>, %b: !tile.array<f32, 1 : i64>) -> (i32, i32, i32, i32) attributes {tile.function} {
+  %c1 = arith.constant 1 : i32
+  %c5 = arith.constant 5 : i32
+  %0 = "tile.select_array"(%c1, %a, %b) : (i32, !tile.array<f32, 1 : i64>, !tile.array<f32, 1 : i64>) -> !tile.array<f32, 1 : i64>
+  %1 = "tile.select_array"(%c5, %a, %b) : (i32, !tile.array<f32, 1 : i64>, !tile.array<f32, 1 : i64>) -> !tile.array<f32, 1 : i64>
+  %2 = "tile.select_array"(%i, %a, %b) : (i32, !tile.array<f32, 1 : i64>, !tile.array<f32, 1 : i64>) -> !tile.array<f32, 1 : i64>
+  %3 = "tile.select_array"(%i, %a, %a) : (i32, !tile.array<f32, 1 : i64>, !tile.array<f32, 1 : i64>) -> !tile.array<f32, 1 : i64>
+  %d0 = "tile.dim"(%0) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  %d1 = "tile.dim"(%1) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  %d2 = "tile.dim"(%2) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  %d3 = "tile.dim"(%3) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  return %d0, %d1, %d2, %d3 : i32, i32, i32, i32
+}

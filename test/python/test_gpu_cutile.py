@@ -265,3 +265,93 @@ def test_programmatic_dependent_launches_see_the_producer_s_writes():
         ct.launch(None, (n // 1024,), _consumer, (y, z, 1024))
         torch.cuda.synchronize()
         torch.testing.assert_close(z, x * 2 + 1)
+
+
+# ---------------------------------------------------------------------------
+# Lists of arrays (test_cutile_lists' kernels)
+# ---------------------------------------------------------------------------
+def both_lists(kernel, grid, args):
+    """(interpreter, GPU) values of every array and list-of-arrays argument of `kernel`
+    over copies of `args`: lists become lists of torch CUDA tensors on the GPU."""
+    def host(a):
+        return [x.copy() for x in a] if isinstance(a, list) else \
+            a.copy() if isinstance(a, np.ndarray) else a
+
+    def dev(a):
+        if isinstance(a, list):
+            return [torch.from_numpy(x.copy()).cuda() for x in a]
+        return torch.from_numpy(a.copy()).cuda() if isinstance(a, np.ndarray) else a
+
+    h, d = [host(a) for a in args], [dev(a) for a in args]
+    ct.launch(None, grid, kernel, tuple(h))
+    ct.launch(None, grid, kernel, tuple(d))
+    torch.cuda.synchronize()
+    back = [[x.cpu().numpy() for x in a] if isinstance(a, list) else
+            a.cpu().numpy() if hasattr(a, "cpu") else a for a in d]
+    return h, back
+
+
+def test_lists_of_arrays_on_the_gpu():
+    import test_cutile_lists as lists
+    r = rng()
+    for n in (1, 3, 8):
+        arrays = [r.integers(0, 100, (16, 16)).astype(np.int32) for _ in range(n)]
+        host, dev = both_lists(lists.sum_over_len, (1,), (arrays, np.zeros((16, 16), np.int32)))
+        np.testing.assert_array_equal(dev[1], sum(arrays))
+    arrays = [r.integers(0, 100, (16, 16)).astype(np.int32) for _ in range(3)]
+    for kernel in (lists.constant_indices, lists.tile_indices):
+        host, dev = both_lists(kernel, (1,), (arrays, np.zeros((16, 16), np.int32)))
+        np.testing.assert_array_equal(dev[1], host[1])
+    sizes = [5, 64, 33, 17]
+    xs = [r.standard_normal(n).astype(np.float32) for n in sizes]
+    host, dev = both_lists(lists.copy_block_s_array, (4, 4),
+                           (xs, [np.zeros(n, np.float32) for n in sizes], 16))
+    for h, d in zip(host[1], dev[1]):
+        np.testing.assert_array_equal(d, h)
+    arrays = [r.standard_normal(40).astype(np.float32) for _ in range(3)]
+    host, dev = both_lists(lists.helpers_take_lists, (3,),
+                           (arrays, np.zeros(40, np.float32), 2, 16))
+    np.testing.assert_allclose(dev[1], host[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("tiles", [(64, 64, 32), (128, 128, 64), (16, 8, 16)])
+def test_cutile_s_grouped_gemm_on_the_gpu(tiles):
+    """cuTile's test_group_gemm shapes and ours, ragged, fp16 on the tensor cores."""
+    import test_cutile_lists as lists
+    r = rng()
+    for groups in ([(4, 4, 4)], [(2, 4, 4), (8, 6, 6), (12, 16, 8)], lists.GROUPS,
+                   [(300, 200, 256), (1, 72, 64), (129, 64, 512)]):
+        args = lists.grouped_args(r, tiles, groups, num_sm=4)
+        host, dev = both_lists(lists.grouped_matmul_kernel, (4,), args)
+        for a, b, c in zip(args[0], args[1], dev[2]):
+            want = a.astype(np.float32) @ b.astype(np.float32)
+            np.testing.assert_allclose(c.astype(np.float32), want, rtol=2e-2,
+                                       atol=5e-2 * max(1.0, np.abs(want).max() / 16))
+
+
+@pytest.mark.parametrize("grid", [(2, 2, 3), (2, 1, 3), (16, 16, 2)])
+def test_a_gemm_per_grid_layer_selected_from_lists_on_the_gpu(grid):
+    """Retiled (and on sm_90a persistent for many waves) for the launch's grid."""
+    import test_cutile_lists as lists
+    args = lists.batched_args(rng(), g=grid[2], m=128 * grid[0], n=128 * grid[1], k=320)
+    host, dev = both_lists(lists.list_batched_gemm, grid, args)
+    for a, b, c in zip(args[0], args[1], dev[2]):
+        np.testing.assert_allclose(c.astype(np.float32),
+                                   a.astype(np.float32) @ b.astype(np.float32),
+                                   rtol=2e-2, atol=1e-1)
+
+
+def test_a_list_with_a_host_array_is_refused_on_a_gpu_launch():
+    import test_cutile_lists as lists
+    arrays = [torch.zeros((16, 16), dtype=torch.int32, device="cuda"),
+              torch.zeros((16, 16), dtype=torch.int32)]
+    out = torch.zeros((16, 16), dtype=torch.int32, device="cuda")
+    with pytest.raises(ct.TileValueError, match=r"argument 'arrays\[1\]' of kernel "
+                                                r"'sum_over_len' is in host memory"):
+        ct.launch(None, (1,), lists.sum_over_len, (arrays, out))
+    # a launch that works after one that failed, and again (the checked path each time)
+    arrays[1] = arrays[1].cuda() + 1
+    for _ in range(2):
+        ct.launch(None, (1,), lists.sum_over_len, (arrays, out))
+    torch.cuda.synchronize()
+    assert (out == 1).all()

@@ -52,7 +52,9 @@ def prefetch_loop(loop: ir.Operation, num_warps: int, index_slice, clone_slice) 
         op = op.operation
         if op.name != "tile.load" or isinstance(tile_layout(op.results[0].type), Shared):
             continue
-        sl = index_slice(loop, list(op.operands)[1:])
+        # the array too: one a list selects in the body (tile.select_array) is
+        # selected again for the iteration prefetched
+        sl = index_slice(loop, list(op.operands))
         if sl is None:
             continue
         t = op.results[0].type
@@ -95,10 +97,10 @@ def prefetch_loop(loop: ir.Operation, num_warps: int, index_slice, clone_slice) 
 
 
 def _load_at(op: ir.Operation, sl, loop: ir.Operation, k: ir.Value, clone_slice) -> ir.Value:
-    """The load `op` of iteration `k` at the insertion point: its index slice cloned
-    with the counter at `k`."""
-    index = clone_slice(sl, loop, k, list(op.operands)[1:])
+    """The load `op` of iteration `k` at the insertion point: the slice of its array
+    and indices cloned with the counter at `k`."""
+    operands = clone_slice(sl, loop, k, list(op.operands))
     new = op.clone()
-    for i, v in enumerate(index):
-        new.operands[1 + i] = v
+    for i, v in enumerate(operands):
+        new.operands[i] = v
     return new.results[0]

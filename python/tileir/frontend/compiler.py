@@ -30,14 +30,15 @@ from mlir.dialects import func, scf
 from .. import api
 from .. import dtypes as dt
 from ..errors import (TileError, TileRecursionError, TileStaticAssertionError,
-                      TileSyntaxError, TileTypeError, TileUnsupportedFeatureError)
+                      TileSyntaxError, TileTypeError, TileUnsupportedFeatureError,
+                      TileValueError)
 from ..annotations import Slice
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
-from ..specialization import ArrayParam, Param, ScalarParam
-from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type
+from ..specialization import ArrayParam, ListParam, Param, ScalarParam
+from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
 from . import compute, debug, emit, intrinsics, static, views
 from .source import SourceInfo
-from .values import ArrayValue, TiledViewValue, TileValue, describe
+from .values import ArrayValue, ListValue, TiledViewValue, TileValue, describe
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -106,12 +107,13 @@ class FunctionCompiler:
         fdef = self.src.tree
         arg_types, arg_names = [], []
         for pname, kind in params:
-            for leaf in _leaves(kind):
+            for i, leaf in enumerate(_leaves(kind)):
                 if isinstance(leaf, ArrayParam):
                     arg_types.append(array_type(ir.Type.parse(leaf.dtype.array_mlir), leaf.ndim))
                 else:
                     arg_types.append(emit.tensor_type(leaf.shape, leaf.dtype))
-                arg_names.append(pname)
+                # a list's elements are named as the launch's errors name them: xs[1]
+                arg_names.append(f"{pname}[{i}]" if isinstance(kind, ListParam) else pname)
         with self.at(fdef), ir.InsertionPoint(self.mb.module.body):
             fn = func.FuncOp(name, ir.FunctionType.get(arg_types, []))
             fn.attributes[KERNEL_ATTR if kernel else FUNCTION_ATTR] = ir.UnitAttr.get()
@@ -145,7 +147,7 @@ class FunctionCompiler:
         items = list(r) if isinstance(r, tuple) else [r]
         out = []
         for x in items:
-            if isinstance(x, (ArrayValue, TiledViewValue)):
+            if isinstance(x, (ArrayValue, TiledViewValue, ListValue)):
                 raise self.error(TileTypeError, self.return_node,
                                  f"a @function cannot return an array, a slice or a tiled "
                                  f"view (got {describe(x)}); make it in the caller and pass "
@@ -310,7 +312,7 @@ class FunctionCompiler:
                    and n != exclude]
         for n in carried:
             v = self.vars[n]
-            if isinstance(v, (ArrayValue, TiledViewValue)):
+            if isinstance(v, (ArrayValue, TiledViewValue, ListValue)):
                 raise self.error(TileUnsupportedFeatureError, node,
                                  f"'{n}' ({describe(v)}) cannot be reassigned inside a loop "
                                  f"(arrays, slices and tiled views are not loop-carried); "
@@ -434,7 +436,7 @@ class FunctionCompiler:
             if all(emit.is_number(v) for v in vals) and vals[0] == vals[1]:
                 self.vars[n] = vals[0]
                 continue
-            if any(isinstance(v, (ArrayValue, TiledViewValue)) for v in vals):
+            if any(isinstance(v, (ArrayValue, TiledViewValue, ListValue)) for v in vals):
                 raise self.error(TileUnsupportedFeatureError, node,
                                  f"'{n}' cannot be (re)assigned an array, a slice or a tiled "
                                  f"view inside a runtime 'if' (their choice must be known at "
@@ -569,7 +571,33 @@ class FunctionCompiler:
             return obj[idx]
         if isinstance(obj, TileValue):
             return self.tile_subscript(obj, node)
+        if isinstance(obj, ListValue):
+            return self.list_subscript(obj, node)
         raise self.error(TileTypeError, node, f"cannot subscript {describe(obj)}")
+
+    def list_subscript(self, xs: ListValue, node: ast.Subscript) -> ArrayValue:
+        """`arrays[i]`: a compile-time `i` picks the argument; a run-time integer scalar
+        (or 0-d tile) selects among them (`tile.select_array`)."""
+        idx = self.expr(node.slice)
+        n = len(xs.elements)
+        if isinstance(idx, int) and not isinstance(idx, bool):
+            if not -n <= idx < n:
+                raise self.error(TileValueError, node.slice,
+                                 f"index {idx} is out of range for {xs.describe()} "
+                                 f"('{xs.name}'): expected -{n} <= index < {n}")
+            return xs.elements[idx]
+        if not (isinstance(idx, TileValue) and idx.is_scalar and idx.dtype.is_int
+                and not idx.dtype.is_bool):
+            raise self.error(TileTypeError, node.slice,
+                             f"a list of arrays is indexed by an int, an integer scalar or a "
+                             f"0-d integer tile, got {describe(idx)}")
+        if n == 1:
+            return xs.elements[0]
+        first = xs.elements[0]
+        with self.at(node):
+            index = emit.cast(idx, dt.int32).value if idx.dtype != dt.int32 else idx.value
+            value = lists.SelectArrayOp(index, [a.value for a in xs.elements]).result
+        return dataclasses.replace(first, value=value, name=f"{xs.name}[...]")
 
     def tile_subscript(self, t: TileValue, node: ast.Subscript) -> TileValue:
         """`t[:, None]` / `t[None, :]`: insert size-1 dims (the only indexing of tiles)."""
@@ -658,7 +686,7 @@ class FunctionCompiler:
         if emit.is_number(cond):
             return self.expr(node.body if cond else node.orelse)
         body, orelse = self.expr(node.body), self.expr(node.orelse)
-        if any(isinstance(v, (ArrayValue, TiledViewValue)) for v in (body, orelse)):
+        if any(isinstance(v, (ArrayValue, TiledViewValue, ListValue)) for v in (body, orelse)):
             raise self.error(TileUnsupportedFeatureError, node,
                              "a runtime condition cannot choose between arrays, slices or "
                              "tiled views (the choice must be known at compile time: "
@@ -804,7 +832,7 @@ class FunctionCompiler:
             self.mb.helpers[key] = (name, result_kinds)
         kinds, is_tuple = result_kinds
         operands = [x for (p, k), v in zip(params, bound.values()) if _leaves(k)
-                    for x in views.leaf_values(v)]
+                    for x in _leaf_values(v)]
         res_types = [emit.tensor_type(shape, d) for d, shape in kinds]
         call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(name), operands)
         outs = [TileValue(r, d, shape) for r, (d, shape) in zip(call.results, kinds)]
@@ -901,9 +929,11 @@ def _builtin_abs(c, args, kwargs, node):
 def _builtin_len(c, args, kwargs, node):
     if len(args) == 1 and isinstance(args[0], tuple):
         return len(args[0])
+    if len(args) == 1 and isinstance(args[0], ListValue):
+        return len(args[0].elements)
     if len(args) == 1 and isinstance(args[0], TileValue) and args[0].ndim:
         return args[0].shape[0]
-    raise c.error(TileTypeError, node, f"len() needs a tuple or a tile, got "
+    raise c.error(TileTypeError, node, f"len() needs a tuple, a list of arrays or a tile, got "
                   f"{describe(args[0]) if args else 'nothing'}")
 
 
@@ -931,6 +961,8 @@ def classify_value(v: Any) -> Any:
         return view
     if isinstance(v, ArrayValue):
         return _array_kind(v)
+    if isinstance(v, ListValue):
+        return ListParam(tuple(_array_kind(a) for a in v.elements))
     if isinstance(v, TileValue):
         return ScalarParam(v.dtype, v.shape)
     return v
@@ -945,9 +977,18 @@ def _leaves(kind: Any) -> list[Param]:
     """The IR arguments a parameter of `kind` takes (none for a compile-time value)."""
     if isinstance(kind, Param):
         return [kind]
+    if isinstance(kind, ListParam):
+        return list(kind.elements)
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.leaves(kind)
     return []
+
+
+def _leaf_values(v: Any) -> list[ir.Value]:
+    """The IR values a helper's argument `v` passes (`_leaves` of its kind)."""
+    if isinstance(v, ListValue):
+        return [a.value for a in v.elements]
+    return views.leaf_values(v)
 
 
 def _argument(kind: Any, pname: str, args) -> Any:
@@ -958,6 +999,10 @@ def _argument(kind: Any, pname: str, args) -> Any:
         return array(kind, next(args))
     if isinstance(kind, ScalarParam):
         return TileValue(next(args), kind.dtype, kind.shape)
+    if isinstance(kind, ListParam):
+        return ListValue(tuple(ArrayValue(next(args), k.dtype, k.ndim, f"{pname}[{i}]",
+                                          k.static_shape, k.static_strides)
+                               for i, k in enumerate(kind.elements)), pname)
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.rebuild(kind, args, array)
     return kind

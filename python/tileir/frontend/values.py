@@ -91,9 +91,30 @@ class TiledViewValue:
         return f"a tiled view of {self.array.describe()} in tiles of {self.tile_shape}"
 
 
+@dataclasses.dataclass(frozen=True)
+class ListValue:
+    """A list-of-arrays parameter (cuTile's `ListAnnotation`): one array per element,
+    all of one dtype and rank.  `len()` and a constant index are compile time; a
+    run-time index selects with `tile.select_array`."""
+
+    elements: tuple[ArrayValue, ...]
+    name: str
+
+    @property
+    def dtype(self) -> DType:
+        return self.elements[0].dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.elements[0].ndim
+
+    def describe(self) -> str:
+        return f"a list of {len(self.elements)} {self.ndim}-d {self.dtype.name} arrays"
+
+
 def describe(x) -> str:
     """How errors name a value the user passed."""
-    if isinstance(x, (TileValue, ArrayValue, TiledViewValue)):
+    if isinstance(x, (TileValue, ArrayValue, TiledViewValue, ListValue)):
         return x.describe()
     if isinstance(x, bool):
         return f"the constant {x}"

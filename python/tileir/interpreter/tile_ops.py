@@ -57,6 +57,19 @@ def _stride(op, cx: CompileContext) -> Step:
     return pure(op, cx, lambda array: np.int32(array.strides[axis] // array.itemsize))
 
 
+@rule("tile.select_array")
+def _select_array(op, cx: CompileContext) -> Step:
+    index, *arrays = cx.slots(op.operands)
+    out, n = cx.define(op.result), len(arrays)
+
+    def step(frame):
+        i = int(frame[index])
+        if not 0 <= i < n:
+            raise Fault(f"index {i} is out of range for a list of {n} arrays")
+        frame[out] = frame[arrays[i]]
+    return step
+
+
 # ---------------------------------------------------------------------------
 # Loads and stores
 # ---------------------------------------------------------------------------

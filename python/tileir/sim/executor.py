@@ -1266,7 +1266,10 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
     from tileir.runtime.arrays import describe
     from tileir.runtime.tensor_maps import clipped_box, encode_args
     meta = compiled.meta
-    runtime = [args[i] for i in compiled.runtime_params]
+    # a CompiledKernel spreads list-of-arrays arguments; a stand-in with only
+    # `runtime_params` (the tests' hand-made modules) has none
+    runtime = compiled.runtime_args(args) if hasattr(compiled, "runtime_args") else \
+        [args[i] for i in compiled.runtime_params]
     arrays = [a for a in runtime if isinstance(a, np.ndarray)]
     grid = tuple(list(grid) + [1] * (3 - len(grid)))
     ctx = tile_context()

@@ -1,5 +1,6 @@
 """Grid queries, array queries and global memory: `tile.bid/num_blocks/grid_size/dim/stride`,
-`tile.load/store` (through `backend.memory`, or TMA: `backend.tma_store`) and `tile.iota`."""
+`tile.select_array`, `tile.load/store` (through `backend.memory`, or TMA:
+`backend.tma_store`) and `tile.iota`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from mlir.dialects import arith, gpu
 from tileir.dialect.layout import tile_layout
 
 from .. import tma_store
-from ..context import I32, Frag, _bits, lin_of
+from ..context import I32, ArrayABI, Frag, _bits, lin_of
 from ..memory import load_tile, lower_load, lower_store
 from ..mma_layouts import Shared
 from ..shared import fence_async_proxy, new_tile, staging_linear, store_frag
@@ -42,6 +43,25 @@ def _dim(cx, op):
 @rule("tile.stride")
 def _stride(cx, op):
     cx.values[op.result] = arith.trunci(I32(), cx.arrays[op.array].strides[op.axis])
+
+
+@rule("tile.select_array")
+def _select_array(cx, op):
+    # every ABI value of the chosen array (base, dims, strides) by a chain of selects,
+    # array 0 where no other matches: an index outside the list (undefined, but a
+    # prefetch one iteration past a loop over the list computes one) still names
+    # real memory, and the loads' bounds checks hold against its dims
+    arrays = [cx.arrays[a] for a in op.arrays]
+    index = cx.get(op.index)
+    ptr, dims, strides = arrays[0].ptr, list(arrays[0].dims), list(arrays[0].strides)
+    for j, arr in enumerate(arrays[1:], 1):
+        hit = arith.cmpi(arith.CmpIPredicate.eq, index, arith.constant(I32(), j))
+        ptr = arith.select(hit, arr.ptr, ptr)
+        dims = [arith.select(hit, d, o) for d, o in zip(arr.dims, dims)]
+        strides = [arith.select(hit, s, o) for s, o in zip(arr.strides, strides)]
+    cx.arrays[op.result] = ArrayABI(ptr, dims, strides, arrays[0].elem,
+                                    all(a.aligned for a in arrays),
+                                    any(a.large for a in arrays))
 
 
 @rule("tile.load")
