@@ -27,8 +27,8 @@ from tileir.compilation import (ArrayConstraint, CallingConvention, ConstantCons
                                 KernelSignature, ListConstraint, ScalarConstraint,
                                 TupleConstraint, demangle_kernel_name, export_kernel,
                                 kernel_launch_info, mangle_kernel_name)
-from tileir.compilation import (_aligned, _combined_ptx, _elf_functions, _specialize,
-                                _target)
+from tileir.compilation.elf import _elf_functions
+from tileir.compilation.export import _aligned, _combined_ptx, _specialize, _target
 from tileir.errors import TileTypeError, TileUnsupportedFeatureError, TileValueError
 from tileir.examples.matmul import matmul
 from tileir.examples.softmax import softmax
