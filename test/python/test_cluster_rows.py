@@ -141,3 +141,48 @@ def test_a_grid_that_is_not_whole_clusters_is_refused():
     module = _layout(llm_ops.vocab_logsumexp, (x, out, 1024), (1,)).module
     with pytest.raises(TileIRError, match="not a whole number of clusters"):
         interpreter.run(module, "vocab_logsumexp", (1, 1, 4), [x, out])
+
+
+@ct.kernel
+def chunked_layernorm(x, y, C: ct.Constant[int]):
+    """Three passes over a long row, C columns at a time: a mean, a variance about it,
+    the normalized row; two reductions to gather, one after the other."""
+    row = ct.bid(0)
+    n = x.shape[1]
+    chunks = ct.num_tiles(x, axis=1, shape=(1, C))
+    s = ct.zeros((1,), dtype=ct.float32)
+    for k in range(chunks):
+        s = s + ct.sum(ct.load(x, index=(row, k), shape=(1, C),
+                               padding_mode=ct.PaddingMode.ZERO), axis=1)
+    mean = ct.reshape(s / n, (1, 1))
+    v = ct.zeros((1,), dtype=ct.float32)
+    for k in range(chunks):
+        t = ct.load(x, index=(row, k), shape=(1, C), padding_mode=ct.PaddingMode.ZERO)
+        cols = ct.arange(C, dtype=ct.int32)[None, :] + k * C
+        d = ct.where(cols < n, t - mean, 0.0)
+        v = v + ct.sum(d * d, axis=1)
+    inv = ct.reshape(ct.rsqrt(v / n + 1e-5), (1, 1))
+    for k in range(chunks):
+        t = ct.load(x, index=(row, k), shape=(1, C), padding_mode=ct.PaddingMode.ZERO)
+        ct.store(y, index=(row, k), tile=(t - mean) * inv)
+
+
+def test_two_gathers_in_a_row_in_the_interpreter_and_the_simulator():
+    """Each of the first two loops ends in a gather; the simulator runs the cluster's
+    blocks side by side through both (the second gather waits on the first one's
+    closing barrier first)."""
+    from tileir.kernel import hardware_grid
+    from tileir.sim import simulate
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((2, 1000)) + 3).astype(np.float32)
+    ref = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    y = np.full_like(x, np.nan)
+    assert _run_rewritten(chunked_layernorm, (x, y, 128), 2) == 8
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    y = np.full_like(x, np.nan)
+    ck = chunked_layernorm.compile((x, y, 128), stage="gpu", target="sm_90a", grid=(2,),
+                                   sm_count=SM)
+    assert ck.meta["cluster"] == [1, 1, 8]
+    assert str(ck.module).count("mapa.shared::cluster") >= 2
+    simulate(ck, hardware_grid(ck.meta, (2, 1, 1)), (x, y, 128))
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
