@@ -186,3 +186,28 @@ def test_two_gathers_in_a_row_in_the_interpreter_and_the_simulator():
     assert str(ck.module).count("mapa.shared::cluster") >= 2
     simulate(ck, hardware_grid(ck.meta, (2, 1, 1)), (x, y, 128))
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+GATHER_IN_A_BRANCH = """
+func.func @k(%out: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.cluster = array<i64: 1, 1, 2>} {
+  %c0 = arith.constant 0 : i32
+  %b = "tile.bid"() {axis = 2 : i64} : () -> i32
+  %first = arith.cmpi eq, %b, %c0 : i32
+  scf.if %first {
+    %v = arith.constant dense<1.0> : tensor<1xf32>
+    %g = "tile.cluster_gather"(%v) {axis = 2 : i64, size = 2 : i64} : (tensor<1xf32>) -> tensor<2x1xf32>
+  }
+  return
+}
+"""
+
+
+def test_a_gather_some_blocks_never_reach_is_an_error_not_a_hang():
+    import time
+    from tileir.dialect import context, parse
+    with context():
+        module = parse(GATHER_IN_A_BRANCH)
+        start = time.monotonic()
+        with pytest.raises(TileIRError, match="ended without reaching this gather"):
+            interpreter.run(module, "k", (1, 1, 2), [np.zeros(1, np.float32)])
+        assert time.monotonic() - start < 30

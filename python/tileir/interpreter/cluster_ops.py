@@ -7,7 +7,8 @@ own (clusters still one after another), each with its own frame and `Launch`, an
 a gather is an exchange between them: every block posts its operands, waits for
 the others, reads all of them stacked by rank, and waits again so that no block
 posts the next round before all have read this one.  A block that fails breaks
-the barrier, so its cluster stops instead of hanging, and the failure is reported.
+the exchange, and so does a block that ends without reaching a gather the others
+wait at: the cluster stops with an error instead of hanging.
 """
 
 from __future__ import annotations
@@ -21,21 +22,24 @@ import numpy as np
 from .compiler import LAUNCH_SLOT, CompileContext, Step, execute, rule
 from .errors import Fault
 
-# A gather waits this long for the rest of its cluster: far longer than any block
-# takes to reach it, short enough that a kernel whose blocks cannot all get there
-# (a gather under control flow that differs between blocks) ends in an error.
-WAIT_SECONDS = 600.0
-
 _KEYS = itertools.count()          # one exchange slot per gather op compiled
 
 
 class ClusterExchange:
-    """What the blocks of one cluster share: a barrier and the posted operands."""
+    """What the blocks of one cluster share: a barrier and the posted operands.
+
+    The barrier counts the blocks that arrive; a block that waits while another has
+    already ended, or failed, can never be released (on the GPU: a hang), so its wait
+    ends in an error instead."""
 
     def __init__(self, size: int):
         self.size = size
-        self.barrier = threading.Barrier(size)
         self.posted: dict[int, list] = {}
+        self._cv = threading.Condition()
+        self._arrived = 0
+        self._round = 0
+        self._ended = 0
+        self._failed = False
 
     def exchange(self, key: int, rank: int, values: list[np.ndarray]) -> list[np.ndarray]:
         self.posted.setdefault(key, [None] * self.size)[rank] = values
@@ -45,12 +49,28 @@ class ClusterExchange:
         self._wait()
         return out
 
+    def end(self, failed: bool = False) -> None:
+        """A block of the cluster left the kernel (or stopped with an error)."""
+        with self._cv:
+            self._ended += 1
+            self._failed |= failed
+            self._cv.notify_all()
+
     def _wait(self) -> None:
-        try:
-            self.barrier.wait(WAIT_SECONDS)
-        except threading.BrokenBarrierError:
-            raise Fault("another block of the cluster stopped before this gather (or the "
-                        f"cluster's {self.size} blocks did not all reach it)") from None
+        with self._cv:
+            this = self._round
+            self._arrived += 1
+            if self._arrived == self.size:
+                self._arrived, self._round = 0, self._round + 1
+                self._cv.notify_all()
+                return
+            while self._round == this:
+                if self._failed:
+                    raise Fault("another block of the cluster stopped before this gather")
+                if self._ended:
+                    raise Fault(f"a block of the cluster of {self.size} ended without reaching "
+                                f"this gather (on the GPU the cluster would hang)")
+                self._cv.wait(0.05)
 
 
 @rule("tile.cluster_gather")
@@ -97,7 +117,9 @@ def _run_cluster(body, frame, launch, blocks) -> None:
                 execute(body, mine)
         except BaseException as e:          # reported below, after the others stop
             errors.append(e)
-            exchange.barrier.abort()
+            exchange.end(failed=True)
+        else:
+            exchange.end()
 
     threads = [threading.Thread(target=block, args=(bid,), daemon=True) for bid in blocks]
     for t in threads:
@@ -105,5 +127,7 @@ def _run_cluster(body, frame, launch, blocks) -> None:
     for t in threads:
         t.join()
     if errors:
-        first = [e for e in errors if "another block of the cluster" not in str(e)]
+        first = [e for e in errors if "another block of the cluster" not in str(e)
+                 and "ended without reaching" not in str(e)] or \
+            [e for e in errors if "ended without reaching" in str(e)]
         raise (first or errors)[0]
