@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tileir as ct
-from tileir.errors import TileTypeError, TileValueError
+from tileir.errors import TileSyntaxError, TileTypeError, TileValueError
 from tileir.sim import simulate
 from tileir.specialization import format_arg_specs, parse_arg_specs
 
@@ -61,11 +61,32 @@ def sum_over_len(arrays, out):
     ct.store(out, (0, 0), res)
 
 
+@ct.kernel
+def sum_over_elements(arrays, out):
+    res = ct.zeros((16, 16), dtype=out.dtype)
+    for a in arrays:                        # unrolled: the length is compile time
+        res += ct.load(a, (0, 0), (16, 16))
+    ct.store(out, (0, 0), res)
+
+
+@pytest.mark.parametrize("kernel", [sum_over_len, sum_over_elements])
 @pytest.mark.parametrize("n", [1, 3, 8])
-def test_a_loop_over_len_reads_every_array(n, rng):
+def test_a_loop_over_len_reads_every_array(kernel, n, rng):
     arrays = _lists(rng, n)
-    for got in run_everywhere(sum_over_len, (1,), (arrays, np.zeros((16, 16), np.int32)), 1):
+    for got in run_everywhere(kernel, (1,), (arrays, np.zeros((16, 16), np.int32)), 1):
         np.testing.assert_array_equal(got, sum(arrays))
+
+
+def test_a_loop_over_a_list_takes_no_break():
+    @ct.kernel
+    def stops(arrays, out):
+        for a in arrays:
+            ct.store(out, (0, 0), ct.load(a, (0, 0), (16, 16)))
+            break
+
+    with pytest.raises(TileSyntaxError, match="'break' is not allowed in a loop over a list"):
+        stops.compile(([np.zeros((16, 16), np.int32)], np.zeros((16, 16), np.int32)),
+                      stage="frontend")
 
 
 @ct.kernel

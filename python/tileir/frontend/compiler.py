@@ -266,12 +266,26 @@ class FunctionCompiler:
             self.assign(node.target, item)
             self.block(node.body)
 
+    def list_for(self, node: ast.For, xs: ListValue) -> None:
+        """`for a in xs` over a list of arrays: the body compiled once per element (the
+        list's length is part of the specialization)."""
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.Break, ast.Continue, ast.Return)):
+                raise self.error(TileSyntaxError, sub, f"'{type(sub).__name__.lower()}' is "
+                                 f"not allowed in a loop over a list of arrays")
+        for element in xs.elements:
+            self.assign(node.target, element)
+            self.block(node.body)
+
     # -- for loops -----------------------------------------------------------
     def stmt_For(self, node: ast.For) -> None:
         if node.orelse:
             raise self.error(TileUnsupportedFeatureError, node, "for/else is not supported")
         if isinstance(node.iter, ast.Call) and self.expr(node.iter.func) is api.static_iter:
             return self.static_for(node)
+        if isinstance(node.iter, ast.Name) and \
+                isinstance(self.vars.get(node.iter.id), ListValue):
+            return self.list_for(node, self.vars[node.iter.id])
         if not isinstance(node.target, ast.Name):
             raise self.error(TileUnsupportedFeatureError, node.target,
                              "the loop variable must be a single name")
