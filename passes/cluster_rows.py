@@ -72,7 +72,7 @@ from tileir.dialect import tile
 from tileir.dialect.cluster import ClusterGatherOp
 
 from .defer_online_reductions import match_pair
-from .effects import Effect, Effects, ops_of
+from .effects import Effect, Effects, defining_op, op_after, ops_of, ops_under, user
 from .iterations import constant_int, defined_outside, follows_counter, map_dim
 from .lower_to_llvm import module_target
 
@@ -130,7 +130,7 @@ def plan(func: ir.Operation) -> list[Loop] | None:
     """The kernel's top-level loops, each with its reductions, or None when the
     kernel does not qualify (see the precondition)."""
     entry = func.regions[0].blocks[0]
-    every = _all_ops(func)
+    every = ops_under(func)
     try:
         refuse_per_block_effects(every)
     except NotRetileable:
@@ -148,7 +148,7 @@ def plan(func: ir.Operation) -> list[Loop] | None:
             loops.append(loop)
         elif op.name in ("scf.while", "scf.if") and _has_loop(op):
             return None                      # a loop not at the top level
-    inside = [op for lp in loops for op in _all_ops(lp.op) if op.name == "tile.store"]
+    inside = [op for lp in loops for op in ops_under(lp.op) if op.name == "tile.store"]
     loaded = [op.operands[0] for op in every if op.name == "tile.load"]
     for op in every:
         if op.name == "tile.store" and op not in inside and op.operands[0] in loaded:
@@ -162,7 +162,7 @@ def rereads(loops: list[Loop]) -> bool:
     """Whether a loop loads an array an earlier loop loaded (a softmax's second pass)."""
     seen: set = set()
     for lp in loops:
-        mine = {_key(op.operands[0]) for op in _all_ops(lp.op) if op.name == "tile.load"}
+        mine = {_key(op.operands[0]) for op in ops_under(lp.op) if op.name == "tile.load"}
         if mine & seen:
             return True
         seen |= mine
@@ -179,7 +179,7 @@ def _loop(op: ir.Operation, effects: Effects) -> Loop | None:
         return None
     body = op.regions[0].blocks[0]
     iv = body.arguments[0]
-    inner = _all_ops(op)
+    inner = ops_under(op)
     stores = [o for o in inner if o.name == "tile.store"]
     for o in inner:
         if o.name in ("tile.load", "tile.store") or o.regions:
@@ -231,11 +231,11 @@ def _carried(loop: ir.Operation) -> list[Carried] | None:
 def _simple(loop: ir.Operation, yields: ir.Operation, i: int, arg: ir.Value) -> str | None:
     """"sum", "max" or "min" when carried value i is such a reduction, else None."""
     new = yields.operands[i]
-    op = _owner_op(new)
+    op = defining_op(new)
     uses = list(arg.uses)
-    if op is None or len(uses) != 1 or _use_owner(uses[0]) != op or arg not in op.operands:
+    if op is None or len(uses) != 1 or user(uses[0]) != op or arg not in op.operands:
         return None
-    if [_use_owner(u) for u in new.uses] != [yields] or \
+    if [user(u) for u in new.uses] != [yields] or \
             sum(1 for v in yields.operands if v == new) != 1:
         return None
     init = _splat(loop.operands[3 + i])
@@ -257,10 +257,10 @@ def _reversed_use(loop: ir.Operation) -> ir.Operation | None:
     uses = list(iv.uses)
     if len(uses) != 1:
         return None
-    sub = _use_owner(uses[0])
+    sub = user(uses[0])
     if sub.name != "arith.subi" or sub.operands[1] != iv:
         return None
-    last = _owner_op(sub.operands[0])
+    last = defining_op(sub.operands[0])
     if last is None or last.name != "arith.subi" or last.operands[0] != loop.operands[1] or \
             constant_int(last.operands[1]) != 1:
         return None
@@ -306,7 +306,7 @@ def _split(lp: Loop, rank: ir.Value, size: int) -> None:
         lp.reversed_use.results[0].replace_all_uses_with(k)
         lp.reversed_use.erase()
     else:
-        iv.replace_all_uses_except(k, _owner_op(_owner_op(k).operands[1]))
+        iv.replace_all_uses_except(k, defining_op(defining_op(k).operands[1]))
 
 
 def _combine(lp: Loop, axis: int, size: int) -> None:
@@ -317,9 +317,9 @@ def _combine(lp: Loop, axis: int, size: int) -> None:
     if not used:
         return
     indices = [i for c in used for i in c.indices]
-    uses = {i: [(_use_owner(u), u.operand_number) for u in loop.results[i].uses]
+    uses = {i: [(user(u), u.operand_number) for u in loop.results[i].uses]
             for i in indices}
-    with ir.InsertionPoint(_next(loop)), loop.location:
+    with ir.InsertionPoint(op_after(loop)), loop.location:
         gather = ClusterGatherOp([loop.results[i] for i in indices], axis, size)
         got = dict(zip(indices, gather.results))
         combined = {}
@@ -348,19 +348,8 @@ def _used(loop: ir.Operation, i: int) -> bool:
     return any(True for _ in loop.results[i].uses)
 
 
-def _owner_op(v) -> ir.Operation | None:
-    owner = v.owner if isinstance(v, ir.Value) else v
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    return owner if isinstance(owner, ir.Operation) else None
-
-
-def _use_owner(use) -> ir.Operation:
-    owner = use.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner
-
-
 def _splat(v: ir.Value) -> float | None:
-    op = _owner_op(v)
+    op = defining_op(v)
     if op is None or op.name != "arith.constant":
         return None
     attr = op.attributes["value"]
@@ -371,22 +360,5 @@ def _splat(v: ir.Value) -> float | None:
         else float(ir.IntegerAttr(value).value)
 
 
-def _all_ops(root: ir.Operation) -> list[ir.Operation]:
-    out: list[ir.Operation] = []
-
-    def visit(op):
-        if op != root:
-            out.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
-    return out
-
-
 def _has_loop(op: ir.Operation) -> bool:
-    return any(o.name in ("scf.for", "scf.while") for o in _all_ops(op))
-
-
-def _next(op: ir.Operation) -> ir.Operation:
-    ops = [o.operation for o in op.block.operations]
-    return ops[ops.index(op) + 1]
+    return any(o.name in ("scf.for", "scf.while") for o in ops_under(op))

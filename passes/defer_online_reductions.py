@@ -48,6 +48,8 @@ from tileir.backend.retile import note_grid_rewrite
 from tileir.backend.split import small_grid
 from tileir.dialect import tile
 
+from .effects import defining_op, op_after, user
+
 FLAG = "tile-defer-online-reductions"
 SUMMARY = "carry an online softmax's max and sum per lane, reduce after the loop (small grids)"
 
@@ -92,14 +94,8 @@ def loops(func: ir.Operation) -> list[ir.Operation]:
 # ---------------------------------------------------------------------------
 # Matching
 # ---------------------------------------------------------------------------
-def _op(v: ir.Value) -> ir.Operation | None:
-    owner = v.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    return owner if isinstance(owner, ir.Operation) else None
-
-
 def _named(v: ir.Value, name: str) -> ir.Operation | None:
-    op = _op(v)
+    op = defining_op(v)
     return op if op is not None and op.name == name else None
 
 
@@ -109,19 +105,8 @@ def _other(op: ir.Operation, v: ir.Value) -> ir.Value | None:
     return b if a == v else a if b == v else None
 
 
-def _owner(use) -> ir.Operation:
-    owner = use.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner
-
-
 def _only_used_by(v: ir.Value, users: list[ir.Operation]) -> bool:
-    return all(any(_owner(use) == u for u in users) for use in v.uses)
-
-
-def _next(op: ir.Operation) -> ir.Operation:
-    """The op after `op` in its block (a loop is never its block's terminator)."""
-    ops = [o.operation for o in op.block.operations]
-    return ops[ops.index(op) + 1]
+    return all(any(user(use) == u for u in users) for use in v.uses)
 
 
 def _splat(v: ir.Value) -> float | None:
@@ -220,8 +205,8 @@ def _private(dead, m_arg, s_arg, yields, m_new, s_new) -> bool:
             if not _only_used_by(r, inside):
                 return False
     return _only_used_by(m_arg, dead) and _only_used_by(s_arg, dead) and \
-        sum(1 for u in m_new.uses if _owner(u) == yields) == 1 and \
-        sum(1 for u in s_new.uses if _owner(u) == yields) == 1
+        sum(1 for u in m_new.uses if user(u) == yields) == 1 and \
+        sum(1 for u in s_new.uses if user(u) == yields) == 1
 
 
 # ---------------------------------------------------------------------------
@@ -240,16 +225,17 @@ def rewrite(o: Online) -> None:
     m0 = _splat(loop.operands[3 + i])
     if not np.isfinite(m0):
         m0 = float(np.finfo(np.float32).min) if m0 < 0 else float(np.finfo(np.float32).max)
-    m_uses = [(_owner(u), u.operand_number) for u in loop.results[i].uses]
-    s_uses = [(_owner(u), u.operand_number) for u in loop.results[j].uses]
+    m_uses = [(user(u), u.operand_number) for u in loop.results[i].uses]
+    s_uses = [(user(u), u.operand_number) for u in loop.results[j].uses]
     with ir.InsertionPoint(loop), loop.location:
         loop.operands[3 + i] = _const(t_type, m0)
         loop.operands[3 + j] = _const(t_type, 0.0)
     m_arg, s_arg = body.arguments[1 + i], body.arguments[1 + j]
     for v in (m_arg, s_arg, loop.results[i], loop.results[j]):
         v.set_type(t_type)
-    loc = _op(yields.operands[i]).location
-    lane_max = arith.maxnumf if _op(yields.operands[i]).name == "arith.maxnumf" else arith.maximumf
+    update = defining_op(yields.operands[i])
+    loc = update.location
+    lane_max = arith.maxnumf if update.name == "arith.maxnumf" else arith.maximumf
     with ir.InsertionPoint(yields), loc:
         d = arith.subf(o.tile, m_arg)
         e = math.exp(arith.negf(math.absf(d)))
@@ -263,7 +249,7 @@ def rewrite(o: Online) -> None:
     for op in o.dead:
         op.erase()
     # the row's m and s from the lanes, after the loop
-    with ir.InsertionPoint(_next(loop)), loc:
+    with ir.InsertionPoint(op_after(loop)), loc:
         big_m, big_s = loop.results[i], loop.results[j]
         m = tile.ReduceOp(big_m, "max", axis).result
         keep = list(t_type.shape)

@@ -89,6 +89,38 @@ def nested_ops(op: ir.Operation) -> Iterator[ir.Operation]:
             yield from ops_of(block)
 
 
+def ops_under(root: ir.Operation) -> list[ir.Operation]:
+    """Every op nested in `root`, at any depth (not `root` itself), in walk order."""
+    out: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op != root:
+            out.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return out
+
+
+def defining_op(v: ir.Value) -> ir.Operation | None:
+    """The op that defines `v` (None for a block argument)."""
+    owner = v.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    return owner if isinstance(owner, ir.Operation) else None
+
+
+def user(use) -> ir.Operation:
+    """The op of an operand use (`Value.uses` yields them)."""
+    owner = use.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
+def op_after(op: ir.Operation) -> ir.Operation:
+    """The op after `op` in its block (`op` is not its block's terminator)."""
+    ops = ops_of(op.block)
+    return ops[ops.index(op) + 1]
+
+
 def blocks_under(root: ir.Operation) -> list[ir.Block]:
     """Every block of every region nested in `root`, outer blocks first."""
     out: list[ir.Block] = []

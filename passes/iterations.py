@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .effects import Effect, Effects
+from .effects import Effect, Effects, ops_under
 
 MEMORY_OPS = {"tile.load": 1, "tile.store": 2}     # op -> position of its first index
 
@@ -40,7 +40,7 @@ def map_dim(loop: ir.Operation, effects: Effects | None = None) -> int | None:
     body = loop.regions[0].blocks[0]
     iv = body.arguments[0]
     dim, extent, slab = None, None, None
-    for op in _nested(loop):
+    for op in ops_under(loop):
         if op.name in MEMORY_OPS:
             first = MEMORY_OPS[op.name]
             index = list(op.operands)[first:]
@@ -97,18 +97,6 @@ def follows_counter(v: ir.Value, iv: ir.Value, loop: ir.Operation) -> bool:
         else:
             return False
     return True
-
-
-def _nested(loop: ir.Operation) -> list[ir.Operation]:
-    out: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op != loop:
-            out.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    loop.walk(visit)
-    return out
 
 
 def defined_outside(v: ir.Value, loop: ir.Operation) -> bool:

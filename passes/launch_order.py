@@ -35,6 +35,8 @@ from tileir.backend.lower import PERM_ATTR
 from tileir.backend.retile import note_grid_rewrite, read_wish
 from tileir.backend.shared import tile_bytes
 
+from .effects import ops_under
+
 FLAG = "tile-launch-order"
 SUMMARY = "launch the grid axis that walks contiguous memory fastest (swap axes 0 and 1)"
 
@@ -49,17 +51,6 @@ def run(module: ir.Module) -> None:
             continue
         if _prefers_axis_1(func):
             _swap(func)
-
-
-def _ops(func: ir.Operation) -> list[ir.Operation]:
-    out: list[ir.Operation] = []
-
-    def visit(op):
-        out.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit)
-    return out
 
 
 def _axis_of(v: ir.Value, depth: int = 0) -> int | None:
@@ -80,7 +71,7 @@ def _axis_of(v: ir.Value, depth: int = 0) -> int | None:
 def _prefers_axis_1(func: ir.Operation) -> bool:
     """Whether more bytes are accessed with bid(1) at the innermost dim and bid(0) at an
     outer one than the other way round."""
-    ops = _ops(func)
+    ops = ops_under(func)
     if any(op.name in ("tile.mma", "tile.matmul", "tile.grid_size") for op in ops):
         return False
     score = 0
@@ -104,7 +95,7 @@ def _prefers_axis_1(func: ir.Operation) -> bool:
 
 
 def _swap(func: ir.Operation) -> None:
-    for op in _ops(func):
+    for op in ops_under(func):
         if op.name in _AXIS_OPS:
             axis = ir.IntegerAttr(op.attributes["axis"]).value
             if axis in (0, 1):

@@ -776,7 +776,8 @@ def _grid_rewrite_kind(wish: str) -> str | None:
     """What an element-wise kernel's wish (backend/grid_wish.split_wish) says but for the
     split count: "split;free:<mask>;swap:1" for a small grid, "free:<mask>;swap:1" for a
     larger one (either item may be missing); None for a product kernel's wish."""
-    items = dict(item.partition(":")[::2] for item in wish.split(";"))
+    from .backend.grid_wish import parse
+    items = parse(wish)
     if set(items) - {"split", "free", "swap"} or not {"free", "swap"} & set(items):
         return None
     rest = ";".join(f"{k}:{items[k]}" for k in ("free", "swap") if k in items)

@@ -152,7 +152,8 @@ def lower_load(cx: LoweringContext, op) -> None:
 
 # cuTile's memory scopes as PTX's (relaxed accesses, fences)
 PTX_SCOPE = {"block": "cta", "device": "gpu", "sys": "sys"}
-_REG = {8: ("h", "b8"), 16: ("h", "b16"), 32: ("r", "b32"), 64: ("l", "b64")}
+# an element of this many bits in inline PTX: (register constraint, move type)
+PTX_REGISTER = {8: ("h", "b8"), 16: ("h", "b16"), 32: ("r", "b32"), 64: ("l", "b64")}
 
 
 def relaxed_load(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin: L.Linear,
@@ -165,7 +166,7 @@ def relaxed_load(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin:
     store_t = storage_type(arr.elem)
     pad = padding_value(padding, store_t)
     bits = max(8, _bits(store_t))
-    reg, width = _REG[bits]
+    reg, width = PTX_REGISTER[bits]
     word = ir.IntegerType.get_signless(16 if bits == 8 else bits)
     regs = []
     for r in range(lin.num_regs):
@@ -190,7 +191,7 @@ def _relaxed_store(cx: LoweringContext, addr: "_Addressing", frag: Frag, regs: l
                    store_t: ir.Type, scope: str) -> None:
     """Each element in bounds written by `st.relaxed.<scope>.global` (see relaxed_load)."""
     bits = max(8, _bits(store_t))
-    reg, width = _REG[bits]
+    reg, width = PTX_REGISTER[bits]
     word = ir.IntegerType.get_signless(16 if bits == 8 else bits)
     for r in range(frag.lin.num_regs):
         ok = addr.in_bounds(addr.coords(r), range(len(frag.lin.shape)))

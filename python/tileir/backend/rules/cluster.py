@@ -17,11 +17,9 @@ from mlir import ir
 from mlir.dialects import arith, llvm, memref
 
 from ..context import I32, Frag, LoweringContext, _bits, index, lin_of
+from ..memory import PTX_REGISTER
 from .registry import rule
 from .shape import _flat_index, _row_major
-
-# PTX register class and move width by element bits
-_REG = {16: ("h", "b16"), 32: ("r", "b32"), 64: ("l", "b64")}
 
 
 def cluster_arrive(cx: LoweringContext) -> None:
@@ -62,7 +60,7 @@ def _cluster_gather(cx, op):
         lin = lin_of(res.type)
         strides = _row_major(tuple(res.type.shape))
         width = _bits(elem)
-        reg, move = _REG[width]
+        reg, move = PTX_REGISTER[width]
         word = ir.IntegerType.get_signless(width)
         base = cx.smem_addr(start)
         regs = []

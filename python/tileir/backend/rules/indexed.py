@@ -23,7 +23,7 @@ from mlir.dialects import arith, llvm, memref, scf
 from tileir.dialect import TileIRError
 
 from ..context import I64, Frag, LoweringContext, _bits, index, lin_of, reg_type
-from ..memory import gep
+from ..memory import PTX_SCOPE, gep
 from .registry import rule
 from .shape import _flat_index, _row_major
 
@@ -129,7 +129,6 @@ def _scatter(cx, op):
 
 
 _SEM = {"relaxed": "relaxed", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
-_SCOPE = {"block": "cta", "device": "gpu", "sys": "sys"}
 
 
 def _ptx_type(kind: str, elem: ir.Type, signed: bool) -> str:
@@ -163,7 +162,7 @@ def _atom(cx, op, kind: str, signed: bool, operands_of) -> None:
     cx.stores_seen = True
     arr = cx.arrays[op.array]
     elem = arr.elem
-    sem, scope = _SEM[op.memory_order], _SCOPE[op.memory_scope]
+    sem, scope = _SEM[op.memory_order], PTX_SCOPE[op.memory_scope]
     by_cas = isinstance(elem, ir.BF16Type) and cx.chip == "sm_80"
     if by_cas and kind != "add":
         raise TileIRError(f"atomic {kind} on bfloat16 is not supported on sm_80", op.location)
