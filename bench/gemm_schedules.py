@@ -18,6 +18,8 @@ before a change (compiled afresh in this process, the disk cache off):
 * `no TMA store`: the accumulator converted through shared memory and stored from
   registers (`tma_store=False`);
 * `not persistent`: one block per tile (`persistent=False`);
+* `stream-K`: the last waves' tiles split along K between neighbouring blocks
+  (`stream_k=True`, opt-in);
 * Triton: its persistent TMA matmul (bench/gemm.py), 128 x 256 x 64, 3 stages;
 * cuBLAS: `torch.matmul`, the reference of every ratio.
 Each candidate is timed `--rounds` times (CUDA-graph replay medians), rounds in
@@ -73,6 +75,7 @@ VARIANTS = {                     # name: (kernel options, compiler state)
     "64-byte slabs x4": ({}, {"buffers": 4, "slab": 64}),
     "no TMA store": ({"tma_store": False}, {}),
     "not persistent": ({"persistent": False}, {}),
+    "stream-K": ({"stream_k": True}, {}),
 }
 
 

@@ -33,6 +33,7 @@ READ_OPS = frozenset({"tile.load", "tile.gather"})
 WRITE_OPS = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.atomic_cas",
                        "tile.print", "tile.assert", "tile.grid_dependency",
                        "tile.cluster_gather", "tile.fence",
+                       "tile.partial_store", "tile.partial_add",
                        "tile.ring_alloc", "tile.ring_acquire", "tile.ring_load",
                        "tile.ring_commit", "tile.ring_wait", "tile.ring_view", "tile.ring_release",
                        "tile.ring_free", "tile.mma_async", "tile.mma_wait",

@@ -360,7 +360,7 @@ class Kernel(KernelEntry):
                                          f"to 8 (shared-memory stages of a pipelined loop), "
                                          f"got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
-        for option in ("warp_specialize", "persistent", "tma_store"):
+        for option in ("warp_specialize", "persistent", "tma_store", "stream_k"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -584,7 +584,10 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     `persistent` (each block loops over tiles of the grid, as many blocks as fit
     the GPU, its pipelined loop running on from tile to tile; None, the default:
     on for a tensor-core kernel retiled wider for a grid of many waves on sm_90a
-    unless it asks for warp specialization, else off), `tma_store` (sm_90a: a tensor-core accumulator is
+    unless it asks for warp specialization, else off), `stream_k` (True: a persistent
+    tensor-core kernel whose last wave would be less than 90 % full splits its last
+    waves' tiles along K between neighbouring blocks, so all blocks end together;
+    off by default: measured slower on the H100, docs/tensor-cores.md), `tma_store` (sm_90a: a tensor-core accumulator is
     stored through shared memory by TMA, in slabs of 128-byte rows; on by
     default; False stores it from registers) and
     `cache_hints` (16-byte loads
@@ -597,7 +600,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
-             "persistent", "tma_store"}
+             "persistent", "tma_store", "stream_k"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

@@ -204,6 +204,63 @@ def test_persistent_gemm_matches_torch(ws, m, n, k):
     assert _rel_err(c, ref) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("m,n,k,options", [
+    (2000, 1800, 1000, {"persistent": True, "retile": False}),   # 240 tiles, all split
+    (1111, 3333, 777, {"persistent": True, "retile": False}),    # ragged everywhere
+    (4096, 4096, 4097, {}),          # the plain source as launched: 128 x 256, ragged K
+    (8192, 6144, 513, {}),           # 11 whole waves, the last 216 tiles split
+])
+def test_stream_k_gemm_matches_torch(m, n, k, options):
+    """stream_k=True: the last waves' tiles split along K between neighbouring blocks
+    (a partial sum handed over in the stream's workspace); fresh NaN-poisoned
+    outputs, and the same product without it."""
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    on = ct.kernel(gemm_nt.fn, stream_k=True, **options)
+    off = ct.kernel(gemm_nt.fn, **options) if options else gemm_nt
+    c, ref = _run(on, a, w, torch.bfloat16, (128, 128, 64), nt=True)
+    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    c2, _ = _run(off, a, w, torch.bfloat16, (128, 128, 64), nt=True)
+    assert _rel_err(c2, ref) < TOL[torch.bfloat16]
+    import numpy as np
+    from test_tensor_cores import BF16
+    grid = (ct.cdiv(m, 128), ct.cdiv(n, 128))
+    specs = [np.empty(t.shape, BF16) for t in (a, w, c)]
+    ck = on.compile((*specs, 128, 128, 64), target="sm_90a", grid=grid,
+                    sm_count=torch.cuda.get_device_properties(0).multi_processor_count)
+    assert ck.meta.get("workspace"), "stream-K did not apply"
+
+
+def test_stream_k_gemms_on_two_streams_and_in_a_graph():
+    """Two streams' launches overlap, each with its own workspace; a launch captured
+    in a CUDA graph on a stream not seen before (its workspace made during the
+    capture) replays correctly."""
+    kernel = ct.kernel(gemm_nt.fn, persistent=True, retile=False, stream_k=True)
+    m, n, k = 2000, 1800, 1000
+    a = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    w = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    c = [torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+         for _ in range(3)]
+    grid = (ct.cdiv(m, 128), ct.cdiv(n, 128))
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    torch.cuda.synchronize()
+    for _ in range(5):
+        for i, s in enumerate(streams):
+            with torch.cuda.stream(s):
+                ct.launch(None, grid, kernel, (a[i], w[i], c[i], 128, 128, 64))
+    torch.cuda.synchronize()
+    for i in range(2):
+        assert _rel_err(c[i], a[i].double() @ w[i].double().t()) < TOL[torch.bfloat16]
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ct.launch(None, grid, kernel, (a[2], w[2], c[2], 128, 128, 64))
+    for _ in range(3):
+        c[2].fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert _rel_err(c[2], a[2].double() @ w[2].double().t()) < TOL[torch.bfloat16]
+
+
 @pytest.mark.parametrize("tiles,warps", [((64, 64, 64), 4), ((128, 128, 128), 8)])
 def test_persistent_ring_across_tiles_of_different_lengths(tiles, warps):
     """Tile row i sums K tiles 0..i: blocks move between tiles of 1 to 12 trips while

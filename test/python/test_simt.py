@@ -260,6 +260,44 @@ def test_persistent_gemm_runs_correctly(target, ws, warps, tiles, nt, rng):
     assert _close(got, ref, 200)
 
 
+@pytest.mark.parametrize("target,m,n,k,sms", [
+    ("sm_90a", 200, 136, 200, 5),      # 12 tiles of 4 K trips on 5 blocks: 5 whole, 7 split
+    ("sm_90a", 200, 136, 330, 7),      # 6 trips; 7 blocks: all 12 tiles in the split runs
+    ("sm_90a", 100, 136, 130, 4),      # 6 tiles of 3 trips (a ragged K tile) on 4 blocks
+    ("sm_90a", 200, 136, 200, 3),      # 12 tiles on 3 blocks: whole waves, no split
+    ("sm_80", 200, 136, 200, 5),       # cp.async rings, mma.sync
+])
+def test_stream_k_gemm_runs_correctly(target, m, n, k, sms, rng):
+    """Stream-K: the tiles of the last waves are split along K between neighbouring
+    blocks; a block stores its tail's partial sum, the block before adds it to the
+    head it computed and stores the tile (blocks run last to first here, which is
+    what the GPU's waits allow in any order)."""
+    kernel = ct.kernel(gemm.fn, persistent=True, retile=False, num_warps=4, stream_k=True)
+    tiles = (64, 64, 64 if target == "sm_90a" else 32)
+    a = rng.standard_normal((m, k)).astype(BF16)
+    b = rng.standard_normal((k, n)).astype(BF16)
+    c = np.full((m, n), np.nan, BF16)
+    args = (a, b, c, *tiles)
+    ck = kernel.compile(args, stage="gpu", target=target)
+    assert ck.meta["workspace"] == 64 * 64 * 4 and "tile.partial_add" in ck.artifacts["pipeline"]
+    simulate(ck, (ct.cdiv(m, 64), ct.cdiv(n, 64)), args, sm_count=sms)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert _close(c.astype(np.float64), ref, k)
+
+
+def test_stream_k_is_asked_for():
+    """Off by default (contiguous K runs cost the last waves their L2 reuse on the H100:
+    docs/tensor-cores.md); `stream_k=True` turns it on for a qualifying kernel."""
+    a = np.zeros((200, 200), BF16)
+    args = (a, a, a, 64, 64, 64)
+    on = ct.kernel(gemm.fn, persistent=True, retile=False, num_warps=4, stream_k=True)
+    assert "workspace" in on.compile(args, stage="gpu", target="sm_90a").meta
+    for off in (ct.kernel(gemm.fn, persistent=True, retile=False, num_warps=4),
+                ct.kernel(gemm.fn, persistent=True, retile=False, num_warps=4, stream_k=False)):
+        ck = off.compile(args, stage="gpu", target="sm_90a")
+        assert "workspace" not in ck.meta and "tile.partial" not in ck.artifacts["pipeline"]
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("order", ["grouped", "linear"])
 def test_persistent_ring_runs_across_tiles_of_different_lengths(target, order, rng):

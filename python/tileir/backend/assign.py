@@ -389,6 +389,13 @@ class LayoutAssigner(MmaAssignment):
         for r in op.results:
             self.set_layout(r, self.home_of(tuple(r.type.shape)))
 
+    def rule_tile_partial_add(self, op):          # stream-K: register by register
+        self.elementwise(op)
+
+    def rule_tile_partial_store(self, op):        # any register layout; the reader's too
+        if not isinstance(self.layout_of(op.operands[0]), (L.Blocked, Mma)):
+            self.require(op, 0, self.home_of(tuple(op.operands[0].type.shape)))
+
     def rule_tile_print(self, op):                 # any register layout prints
         for i in self.tensor_operands(op):
             self._registers(op, i)

@@ -60,6 +60,9 @@ class LoweringContext:
         self.values: dict[ir.Value, object] = {}
         self.arrays: dict[ir.Value, ArrayABI] = {}
         self.grid_size: list[ir.Value] = []      # a persistent kernel's grid (i32 x 3)
+        # a stream-K kernel's workspace (`!llvm.ptr<1>`) and the bytes of one block's slot
+        self.workspace: ir.Value | None = None
+        self.workspace_bytes = 0
         self.entry = block_args_entry
         self.smem_bytes = 0       # the high-water mark: the kernel's dynamic shared memory
         self.smem_top = 0         # bytes held by live buffers (rings, shared tiles)

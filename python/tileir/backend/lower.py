@@ -9,7 +9,11 @@ parameter: a 128-byte CUtensorMap the runtime encodes, passed by value
 metadata's `tensor_maps`.  A persistent kernel (`tile.grid_size` in its body:
 backend/persistent.py) takes the grid it walks as three i32 parameters before
 the tensor maps, and its metadata says `"persistent": true`: the runtime passes
-the grid there and launches one block per SM.  The block is `32 *
+the grid there and launches one block per SM.  A stream-K kernel
+(`tile.partial_store` in its body: backend/stream_k.py) takes a workspace pointer
+after that grid; its metadata's `workspace` is the bytes of one block's slot (the
+runtime passes `WORKSPACE_FLAG_SLOTS` i32 flags, then one slot per block, zeroed
+once, one workspace per stream).  The block is `32 *
 tile.num_warps` threads; shared memory is one dynamic buffer whose size is
 returned in the metadata.
 """
@@ -62,6 +66,9 @@ class KernelMeta:
     cluster: list[int] | None = None
     # the launch's grid axes in the order the kernel reads them (tile-launch-order)
     grid_perm: list[int] | None = None
+    # stream-K: the bytes of one block's slot of partial sums in the workspace the
+    # runtime passes after the walked grid (backend/stream_k.py)
+    workspace: int | None = None
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
@@ -79,6 +86,8 @@ class KernelMeta:
             del out["cluster"]
         if out["grid_perm"] is None:
             del out["grid_perm"]
+        if out["workspace"] is None:
+            del out["workspace"]
         return out
 
 
@@ -141,6 +150,11 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     if persistent:
         types += [I32()] * 3
         arg_attrs += [ir.DictAttr.get({})] * 3
+    stream_k = _uses(func, "tile.partial_store")
+    workspace_slot = len(types)
+    if stream_k:
+        types.append(ptr_t)
+        arg_attrs.append(ir.DictAttr.get({"llvm.align": ir.IntegerAttr.get(I64(), 16)}))
     maps = _tensor_maps(func, chip) if chip.startswith("sm_90") else []
     tmap_t = ir.Type.parse("!llvm.ptr")
     tensor_maps = []
@@ -191,6 +205,8 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         cx.tensor_maps[(arg_index, box, swizzle)] = body.arguments[tm["slot"]]
     if persistent:
         cx.grid_size = [body.arguments[grid_slot + a] for a in range(3)]
+    if stream_k:
+        cx.workspace = body.arguments[workspace_slot]
     cx.tma_store = tma_store.enabled(func)
     programmatic = chip.startswith("sm_90") and _uses(func, "tile.grid_dependency")
     planned = tma_store.stores(func, chip)
@@ -217,7 +233,8 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         if PERM_ATTR in func.attributes else None
     func.erase()
     return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale, persistent,
-                      rewrites, programmatic, cluster, perm)
+                      rewrites, programmatic, cluster, perm,
+                      cx.workspace_bytes if stream_k else None)
 
 
 def _uses(func: ir.Operation, name: str) -> bool:

@@ -28,6 +28,7 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.tile import BidOp, GridSizeOp, NumBlocksOp
 
+from . import stream_k
 from .block_order import ORDER_ATTR, grouped
 
 PERSISTENT_ATTR = "tile.persistent"
@@ -49,28 +50,39 @@ def _wrap(func: ir.Operation) -> None:
     ret = list(entry.operations)[-1]
     linear = ORDER_ATTR in func.attributes and \
         ir.StringAttr(func.attributes[ORDER_ATTR]).value == "linear"
-    with ir.InsertionPoint(ret), func.location:
-        g = [GridSizeOp(a).result for a in range(3)]
-        hw = [BidOp(a).result for a in range(3)]
-        nb = [NumBlocksOp(a).result for a in range(3)]
-        pid = arith.addi(hw[0], arith.muli(arith.addi(hw[1], arith.muli(hw[2], nb[1])), nb[0]))
-        programs = arith.muli(arith.muli(nb[0], nb[1]), nb[2])
-        plane = arith.muli(g[0], g[1])
-        total = arith.muli(plane, g[2])
-        loop = scf.ForOp(pid, total, programs, [])
+
+    def c(v: int, bits: int = 32) -> ir.Value:
+        return arith.ConstantOp(ir.IntegerType.get_signless(bits), v).result
+
+    def decode(t, plane, g):
+        b2 = arith.divui(t, plane)
+        rest = arith.remui(t, plane)
+        if linear:
+            b0, b1 = arith.remui(rest, g[0]), arith.divui(rest, g[0])
+        else:
+            b0, b1 = grouped(rest, g[0], g[1])
+        return {0: b0, 1: b1, 2: b2}
+
+    sk = stream_k.plan(func, body)
+    if sk is not None:
+        decoded, g = stream_k.wrap(func, body, ret, sk, decode, c)
+    else:
+        with ir.InsertionPoint(ret), func.location:
+            g = [GridSizeOp(a).result for a in range(3)]
+            hw = [BidOp(a).result for a in range(3)]
+            nb = [NumBlocksOp(a).result for a in range(3)]
+            pid = arith.addi(hw[0], arith.muli(arith.addi(hw[1], arith.muli(hw[2], nb[1])),
+                                               nb[0]))
+            programs = arith.muli(arith.muli(nb[0], nb[1]), nb[2])
+            plane = arith.muli(g[0], g[1])
+            total = arith.muli(plane, g[2])
+            loop = scf.ForOp(pid, total, programs, [])
+            with ir.InsertionPoint(loop.body):
+                decoded = decode(loop.induction_variable, plane, g)
+                done = scf.YieldOp([])
+        for op in body:
+            op.move_before(done.operation)
         loop.operation.attributes[LOOP_ATTR] = ir.UnitAttr.get()
-        with ir.InsertionPoint(loop.body):
-            t = loop.induction_variable
-            b2 = arith.divui(t, plane)
-            rest = arith.remui(t, plane)
-            if linear:
-                b0, b1 = arith.remui(rest, g[0]), arith.divui(rest, g[0])
-            else:
-                b0, b1 = grouped(rest, g[0], g[1])
-            done = scf.YieldOp([])
-    decoded = {0: b0, 1: b1, 2: b2}
-    for op in body:
-        op.move_before(done.operation)
     grid_ops = []
 
     def visit(op):
@@ -204,11 +216,17 @@ def _reserve_epilogue(pl, outer: ir.Operation) -> None:
     """The epilogue's shared memory is taken while the ring is live: leave room for the
     tiles the tile loop stores."""
     from .tma_store import store_smem_bytes
-    stored = 0
-    for op in outer.regions[0].blocks[0].operations:
+    stored = [0]
+
+    def visit(op):            # (a stream-K epilogue sits in an scf.if)
         if op.name == "tile.store":
-            stored = max(stored, store_smem_bytes(pl.func, op.operation, pl.chip))
-    pl.held += stored
+            stored[0] = max(stored[0], store_smem_bytes(pl.func, op, pl.chip))
+        return ir.WalkResult.ADVANCE
+
+    for op in outer.regions[0].blocks[0].operations:
+        if op.name != "scf.for":
+            op.operation.walk(visit)
+    pl.held += stored[0]
 
 
 # ---------------------------------------------------------------------------

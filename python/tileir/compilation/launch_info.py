@@ -40,6 +40,10 @@ def kernel_launch_info(kernel: Kernel, signature: KernelSignature,
       `grid_scale` `[axis, num, den]` multiplies that axis
       by den/num, and a `persistent` kernel takes the user's grid in its three `grid`
       slots and runs (min(blocks, SMs), 1, 1) blocks.
+    - `workspace` (a stream-K kernel, backend/stream_k.py): its `workspace` slot is a
+      device buffer of `4 * WORKSPACE_FLAG_SLOTS` (4096) bytes of flags, zero before
+      its first launch, then `workspace` bytes for each block; one buffer per stream
+      (launches on one stream may share it: each launch leaves the flags zero).
     - `tensor_maps` (sm_90a): each `tensor_map` slot is a CUtensorMap of array `param`,
       encoded as tileir.runtime.tensor_maps does (`box`, `swizzle`, `clip`).
     - `meta`: the metadata tileir's launcher takes, named for the symbol:
@@ -66,7 +70,7 @@ def kernel_launch_info(kernel: Kernel, signature: KernelSignature,
             "shared_bytes": meta["shared_bytes"], "slots": slots,
             "param_bytes": max((s["offset"] + s["size"] for s in slots), default=0),
             "persistent": bool(meta.get("persistent")), "grid_scale": meta.get("grid_scale"),
-            "grid_perm": meta.get("grid_perm"),
+            "grid_perm": meta.get("grid_perm"), "workspace": meta.get("workspace"),
             "tensor_maps": meta.get("tensor_maps", []), "meta": {**meta, "name": symbol}}
 
 
@@ -94,6 +98,8 @@ def _abi_slots(params: list[tuple[str, Any]], meta: dict[str, Any]) -> list[dict
     if meta.get("persistent"):
         for axis in range(3):
             slot(None, "grid", "int32_t", 4, axis=axis)
+    if meta.get("workspace"):
+        slot(None, "workspace", "void*", 8)
     for tm in meta.get("tensor_maps", []):
         if tm["slot"] != len(slots):
             raise TileInternalError(f"kernel '{meta['name']}': tensor map slot {tm['slot']}, "

@@ -15,8 +15,8 @@ other modules hold the op rules, one function per op, grouped by dialect:
 """
 
 from . import (arith_cast, arith_float, arith_int, cluster_ops, constants,  # noqa: F401
-               control_flow, math_ops, ordering_ops, ring_ops, tensor_ops,
-               tile_ops)  # importing them registers rules
+               control_flow, math_ops, ordering_ops, ring_ops, stream_k_ops,
+               tensor_ops, tile_ops)  # importing them registers rules
 from .compiler import RULES
 from .errors import ArgumentError, InterpreterError, UnsupportedOpError
 from .runtime import CACHE, compile_kernel, run

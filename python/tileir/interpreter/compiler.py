@@ -58,6 +58,8 @@ class Launch:
     depth: int = 0
     print_pending: str = ""      # a tile.print line that continues (`more`)
     cluster: object = None       # the block's cluster (cluster_ops.ClusterExchange), if any
+    # stream-K partial sums posted by slot (stream_k_ops)
+    partials: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -216,7 +216,8 @@ class _Parameters:
     alignment (a tensor map's at 64), the `void*[]` the driver reads, and views of
     the slots a launch rewrites."""
 
-    def __init__(self, slots, dynamic: Sequence[int], map_slots: Sequence[int]):
+    def __init__(self, slots, dynamic: Sequence[int], map_slots: Sequence[int],
+                 workspace_slot: int | None = None):
         offsets, end = [], 0
         for v in slots:
             size = ctypes.sizeof(v)
@@ -236,6 +237,8 @@ class _Parameters:
         self.views = tuple(raw[spans[s][0]:spans[s][1]].cast(_FORMATS[type(slots[s])])
                            for s in dynamic)
         self.map_views = tuple(raw[spans[s][0]:spans[s][1]] for s in map_slots)
+        self.workspace_view = None if workspace_slot is None else \
+            raw[spans[workspace_slot][0]:spans[workspace_slot][1]].cast("Q")
         # For the C half (_fastlaunch.Plan): where each rewritten slot is, and its format.
         at = ctypes.addressof(self.buffer)
         self.slots = tuple((at + spans[s][0], _FORMATS[type(slots[s])]) for s in dynamic)
@@ -261,9 +264,11 @@ class LaunchPlan:
                  dynamic: Sequence[int], float_values: Sequence[int],
                  maps: Sequence[tuple[int, int, Callable[[Any], bytes]]],
                  current_stream: Callable[[int], int], stream_of: Callable[[Any, Any], int],
-                 programmatic: bool = False):
+                 programmatic: bool = False, workspace: tuple[int, int] | None = None):
         from . import driver
         self.name = name
+        # stream-K: (slot, bytes) of the workspace, one per stream (runtime/workspace.py)
+        self.workspace = workspace
         # the kernel waits for / releases its neighbours (tile.grid_dependency): launched
         # by cuLaunchKernelEx with programmatic stream serialization
         self.programmatic = programmatic
@@ -276,14 +281,17 @@ class LaunchPlan:
         self.float_values = tuple(float_values)    # value indices checked for f32 overflow
         map_slots = [s for _, s, _ in maps]
         self.encoders = tuple((j, encode, {}) for j, _, encode in maps)   # cache by pointer
-        self.own = _Parameters(slots, dynamic, map_slots)
-        self.others = _Parameters(slots, dynamic, map_slots)
+        ws_slot = workspace[0] if workspace else None
+        self.own = _Parameters(slots, dynamic, map_slots, ws_slot)
+        self.others = _Parameters(slots, dynamic, map_slots, ws_slot)
         self.owner = threading.get_ident()
         self.lock = threading.Lock()
         self._launch, self._function, self._stream, self._success = driver.launch_entry()
         self.function = self._function(function)
         self._streams: dict[int, Any] = {}
-        self.native = self._native_half(slots, dynamic, map_slots) if use_native() else None
+        # (the C half passes no workspace: a stream-K plan launches from here)
+        self.native = self._native_half(slots, dynamic, map_slots) \
+            if use_native() and workspace is None else None
 
     def _native_half(self, slots, dynamic: Sequence[int], map_slots: Sequence[int]):
         """The C half of this plan (`_fastlaunch.Plan`): a buffer of its own for the
@@ -318,12 +326,13 @@ class LaunchPlan:
                 self._streams.clear()
             cu_stream = self._streams[handle] = self._stream(handle)
         if _get_ident() == self.owner:
-            return self._write_and_launch(self.own, cu_stream, args, values)
+            return self._write_and_launch(self.own, cu_stream, args, values, handle)
         from . import driver          # another thread: its context is checked, not assumed
         with self.lock, driver.device_context(self.device):
-            return self._write_and_launch(self.others, cu_stream, args, values)
+            return self._write_and_launch(self.others, cu_stream, args, values, handle)
 
-    def _write_and_launch(self, params: _Parameters, cu_stream, args, values) -> bool:
+    def _write_and_launch(self, params: _Parameters, cu_stream, args, values,
+                          handle: int = 0) -> bool:
         try:
             for view, v in zip(params.views, values):
                 view[0] = v
@@ -334,6 +343,10 @@ class LaunchPlan:
                 return False
         if self.encoders:
             self._write_maps(params, args, values)
+        if self.workspace is not None:
+            from . import workspace
+            params.workspace_view[0] = workspace.pointer(self.device, handle,
+                                                         self.workspace[1])
         if self.programmatic:
             from . import driver
             driver.launch_kernel_programmatic(self.function, self.grid, self.block,
@@ -401,14 +414,20 @@ def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
             slot += 1
     if meta.get("persistent"):
         slot += 3                     # the walked grid: fixed by the key's grid
+    hw = launcher.persistent_grid(meta, logical, driver.sm_count(device))
+    space = None
+    if meta.get("workspace"):         # stream-K: the stream's workspace, at each launch
+        from . import workspace
+        space = (slot, workspace.size(int(meta["workspace"]), hw[0] * hw[1] * hw[2]))
+        slot += 1
     return LaunchPlan(
         name=name, function=function, device=device,
-        grid=launcher.persistent_grid(meta, logical, driver.sm_count(device)), block=block,
+        grid=hw, block=block,
         shared=shared, slots=bound.params.values, dynamic=dynamic, float_values=float_values,
         maps=tensor_map_slots(meta, slot, positions, shapes),
         current_stream=torch_current_stream(),
         stream_of=lambda stream, a: launcher.stream_handle(stream, a, device),
-        programmatic=bool(meta.get("programmatic_launch")))
+        programmatic=bool(meta.get("programmatic_launch")), workspace=space)
 
 
 def torch_current_stream() -> Callable[[int], int]:

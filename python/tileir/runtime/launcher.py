@@ -116,6 +116,8 @@ def bind_args(meta: Mapping[str, Any], args: Sequence[Any],
         if grid is None:
             raise TileValueError(f"kernel '{kernel}' is persistent: its launch needs the grid")
         values += [ctypes.c_int32(int(g)) for g in grid]
+    if meta.get("workspace"):                # stream-K: set per stream at launch
+        values.append(ctypes.c_uint64(0))
     if meta.get("tensor_maps"):              # TMA descriptors trail the parameters
         from .tensor_maps import pack_tensor_maps
         values += pack_tensor_maps(meta, infos)
@@ -350,6 +352,8 @@ def launch(cubin: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
     device = bound.device if bound.device is not None else driver.current_device()
     grid = persistent_grid(meta, grid, driver.sm_count(device))
     handle = stream_handle(stream, args, device)
+    if meta.get("workspace"):
+        set_workspace(meta, bound.params, grid, device, handle)
     with driver.device_context(device):
         function = _function(cubin, meta, device, block[0], shared)
         launch_kernel = driver.launch_kernel_programmatic \
@@ -357,6 +361,20 @@ def launch(cubin: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
         launch_kernel(function, grid, block, shared, handle, bound.params.address, kernel)
         if knobs.SYNC_LAUNCH.as_bool():
             driver.synchronize(handle, kernel)
+
+
+def workspace_slot(meta: Mapping[str, Any]) -> int:
+    """The ABI slot of a stream-K kernel's workspace pointer (after the walked grid)."""
+    slots = sum(1 + 2 * p["ndim"] if p["kind"] == "array" else 1 for p in meta["params"])
+    return slots + 3
+
+
+def set_workspace(meta: Mapping[str, Any], params: PackedParams, grid: tuple[int, int, int],
+                  device: int, stream: int) -> None:
+    """Writes the workspace of `stream` into a stream-K kernel's packed parameters."""
+    from . import workspace
+    nbytes = workspace.size(int(meta["workspace"]), grid[0] * grid[1] * grid[2])
+    params.values[workspace_slot(meta)].value = workspace.pointer(device, stream, nbytes)
 
 
 def _function(image: bytes, meta: Mapping[str, Any], device: int, threads: int,

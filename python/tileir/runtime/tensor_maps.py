@@ -28,6 +28,7 @@ from ..errors import TileValueError
 from .arrays import DeviceArrayInfo
 
 TENSOR_MAP_BYTES = 128
+L2_PROMOTION = "L2_256B"      # CUtensorMapL2promotion suffix: NONE, L2_64B, L2_128B, L2_256B
 MAX_BOX = 256
 CACHE_ENTRIES = 4096
 
@@ -104,7 +105,8 @@ def clipped_box(box: Sequence[int], clip: int | None, shape: Sequence[int]) -> l
 def tensor_map(info: DeviceArrayInfo, box: Sequence[int], swizzle: int, kernel: str = "?",
                param: str = "?") -> TensorMap:
     """The encoded tensor map (cached)."""
-    key = (info.ptr, info.shape, info.strides, info.dtype.name, tuple(box), swizzle)
+    key = (info.ptr, info.shape, info.strides, info.dtype.name, tuple(box), swizzle,
+           L2_PROMOTION)
     found = _cache.get(key)
     if found is not None:
         _cache.move_to_end(key)
@@ -128,7 +130,7 @@ def _encode(args: Mapping, kernel: str, param: str) -> TensorMap:
         [u32(e) for e in args["element_strides"]],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + args["swizzle"]),
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        getattr(cu.CUtensorMapL2promotion, "CU_TENSOR_MAP_L2_PROMOTION_" + L2_PROMOTION),
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
     encoded = driver.check(f"cuTensorMapEncodeTiled for argument '{param}' of kernel "
                            f"'{kernel}' ({args})", result)

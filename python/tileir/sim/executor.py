@@ -829,6 +829,23 @@ def _inline_asm(sim, blk, o, mask):
     m = re.match(r"atom\.\w+\.\w+\.global\.(\w+)\.(?:noftz\.)?(bf|[a-z])(\d+) ", asm)
     if m:
         return _atom(sim, blk, o, mask, m.group(1), m.group(2), int(m.group(3)), args)
+    if "SK_WAIT_" in asm:          # stream-K: thread 0 waits for a partial's flag, clears it
+        flag = _read(sim, blk, 1, args[0], np.dtype(np.int32), mask, None).view(np.int32)
+        if (flag[mask] != 1).any():
+            raise SimError(f"block {blk.bid} waits for a stream-K partial no block has "
+                           f"written (on the GPU it would wait forever)")
+        _write(sim, blk, 1, args[0], np.zeros(sim.threads, np.int32), mask)
+        return None
+    if asm.startswith("fence.acq_rel.gpu;\n\tst.relaxed.gpu.global.b32"):
+        _write(sim, blk, 1, args[0], np.asarray(args[1], np.int32), mask)
+        return None
+    if asm.startswith("st.global.v4.f32"):
+        words = np.stack([np.asarray(w, np.float32) for w in args[1:5]], axis=1)
+        _write(sim, blk, 1, args[0], words, mask)
+        return None
+    if asm.startswith("ld.global.cg.v4.f32"):
+        words = _read(sim, blk, 1, args[0], np.dtype(np.float32), mask, 4)
+        return tuple(words[:, j] for j in range(4))
     if asm.startswith("griddepcontrol.") or asm.startswith("fence.acq_rel."):
         return None                               # one grid at a time, in program order
     m = re.match(r"(ld|st)\.relaxed\.(?:cta|gpu|sys)\.global\.b(\d+) ", asm)
@@ -1277,7 +1294,13 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
         module = ir.Module.parse(compiled.artifacts["gpu"])
         func = _kernel(module)
         tables = _constant_tables(module)           # the module's constant globals
-        memory = hw.Memory(arrays + list(tables.values()))
+        extra = []
+        if meta.get("workspace"):       # stream-K: its workspace, last
+            from tileir.runtime.launcher import persistent_grid
+            from tileir.runtime.workspace import size
+            hw_grid = persistent_grid(meta, grid, sm_count)
+            extra.append(np.zeros(size(int(meta["workspace"]), hw_grid[0]), np.uint8))
+        memory = hw.Memory(arrays + list(tables.values()) + extra)
         globals_at = dict(zip(tables, memory.addresses[len(arrays):]))
         abi: list[Any] = []
         tensor_maps: dict[int, hw.TensorMap] = {}
@@ -1296,6 +1319,8 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
             from tileir.runtime.launcher import persistent_grid
             abi += list(grid)
             grid = persistent_grid(meta, grid, sm_count)
+        if meta.get("workspace"):       # stream-K: flags and one slot per block, zeroed
+            abi.append(memory.addresses[-1])
         for k, tm in enumerate(meta.get("tensor_maps", ())):
             box = clipped_box(tm["box"], tm.get("clip"), infos[tm["param"]].shape)
             e = encode_args(infos[tm["param"]], box, tm["swizzle"], meta["name"],
@@ -1314,6 +1339,10 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
                           sim.full(int(v), arg.type))
         ids = blocks if blocks is not None else [
             (x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+        if meta.get("workspace"):
+            # stream-K: block b waits for a partial of block b + 1 (never the other way),
+            # so running the blocks last to first meets every wait
+            ids = list(reversed(ids))
         dims = meta.get("cluster")
         if dims:                        # whole clusters: those of the blocks asked for
             origins = dict.fromkeys(tuple(b - b % d for b, d in zip(bid, dims)) for bid in ids)

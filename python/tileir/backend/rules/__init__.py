@@ -12,6 +12,7 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 | `indexed`     | `tile.gather/scatter/atomic_rmw/atomic_cas` (per-element addresses, PTX `atom`) |
 | `cluster`     | `tile.cluster_gather` (distributed shared memory, cluster barriers) |
 | `ordering`    | `tile.fence` (block barrier + `fence.acq_rel.<scope>`) |
+| `stream_k`    | `tile.partial_store/partial_add` (a workspace slot, a release/acquire flag) |
 | `debug`       | `tile.print` (vprintf), `tile.assert` (`trap`), `tile.grid_dependency` |
 | `control`     | `scf.for`, `scf.if` (one scalar per register carried) |
 | `mma`         | `tile.mma/mma_async/mma_wait` (wgmma on sm_90a, mma.sync) |
@@ -20,7 +21,7 @@ Importing this package registers every family.
 """
 
 from . import (arrays, cluster, control, debug, elementwise, indexed, mma,  # noqa: F401
-               ordering, reduce, ring, shape, slices)
+               ordering, reduce, ring, shape, slices, stream_k)
 from .registry import RULES, lower_block, lower_op
 
 __all__ = ["RULES", "lower_block", "lower_op"]
