@@ -700,10 +700,12 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     hw_grid = hardware_grid(ck.meta, dims)
     kinds = None if knobs.SYNC_LAUNCH.as_bool() else dispatch.arg_kinds(args, kernel._const_mask)
     if kinds is not None:
-        plan = dispatch.make_plan(ck.cubin, ck.meta, hw_grid, args, ck.runtime_params)
+        flat, positions = dispatch.spread(kinds, args, ck.runtime_params)
+        plan = dispatch.make_plan(ck.cubin, ck.meta, hw_grid, flat, positions,
+                                  native=dispatch.LIST not in kinds)
         kernel._remember(kinds, grid, args, plan)
         first = plan.native.launch if plan.native is not None else plan.launch
-        if first(stream, tuple(args), dispatch.dynamic_values(kinds, args)):
+        if first(stream, flat, dispatch.dynamic_values(kinds, args)):
             return
     launcher.launch(ck.cubin, ck.meta, hw_grid, ck.runtime_args(args), stream)
 

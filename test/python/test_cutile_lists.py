@@ -406,6 +406,7 @@ def test_a_gpu_launch_names_the_list_element_in_host_memory():
         launcher.bind_args(ck.meta, ck.runtime_args((a, a[0])))
 
 
-def test_list_arguments_take_the_checked_launch_path():
+def test_lists_of_host_arrays_take_the_checked_launch_path():
+    """(Lists of CUDA torch tensors take the fast path: test_dispatch.py.)"""
     from tileir.runtime import dispatch
     assert dispatch.arg_kinds(([np.zeros(4)], 3), (False, False)) is None

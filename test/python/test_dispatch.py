@@ -317,6 +317,44 @@ def test_dispatcher_launches_known_signatures_and_declines_the_rest(fast_path, f
     assert len(fake_driver.launches) == 3
 
 
+def test_lists_of_tensors_have_a_kind_a_key_and_spread_pointers(fast_path, fake_driver):
+    """A list of CUDA tensors (cuTile's list-of-arrays parameter) takes the fast path:
+    its length and every element's dtype, device, shape, strides and alignment are in
+    the key, and each element's pointer goes to its own slot.  Lists launch from the
+    generated Python (the C half keys no lists)."""
+    t = [Tensor(0x1000, (8,), (1,)), Tensor(0x2000, (8,), (1,))]
+    out = Tensor(0x3000, (8,), (1,))
+    assert dispatch.arg_kinds((t, out, 64), (False, False, True)) == "LTC"
+    assert dispatch.arg_kinds(([], out), (False, False)) is None            # empty
+    cpu = Tensor(0x1000, (8,), (1,))
+    cpu.is_cuda = False
+    assert dispatch.arg_kinds(([t[0], cpu], out), (False, False)) is None   # a host element
+    assert dispatch.arg_kinds(([t[0], 3], out), (False, False)) is None     # not a tensor
+    assert dispatch.spread("LTC", (t, out, 64), [0, 1]) == ((t[0], t[1], out, 64), [0, 1, 2])
+    d = dispatch.Dispatcher("k", "LTC")
+    assert not d.native
+    slots = [ctypes.c_uint64(0x1000), ctypes.c_int32(8), ctypes.c_int64(1),
+             ctypes.c_uint64(0x2000), ctypes.c_int32(8), ctypes.c_int64(1),
+             ctypes.c_uint64(0x3000), ctypes.c_int32(8), ctypes.c_int64(1)]
+    seen = []
+    plan = plan_for(slots, dynamic=[0, 3, 6],
+                    streams=lambda stream, args: seen.append(args) or 99)
+    d.remember((1,), (t, out, 64), plan)
+    assert plan.native is None or fast_path == "c"
+    moved = [Tensor(0x5000, (8,), (1,)), Tensor(0x6000, (8,), (1,))]
+    assert d.fast(object(), (1,), (moved, Tensor(0x7000, (8,), (1,)), 64))
+    got, _ = fake_driver.slot_bytes(9, [8, 4, 8] * 3)
+    assert [got[0], got[3], got[6]] == [struct.pack("<Q", p) for p in (0x5000, 0x6000, 0x7000)]
+    assert seen[-1][:2] == tuple(moved)                   # the plan reads the lists spread
+    for other in ([moved[0]], moved + moved[:1],                          # length
+                  [moved[0], Tensor(0x6000, (9,), (1,))],                 # an element's shape
+                  [moved[0], Tensor(0x6008, (8,), (1,))]):                # its alignment
+        assert not d.fast(None, (1,), (other, out, 64)), other
+    src = dispatch.dispatch_source("LTC")
+    assert "flat = (*a0, a1, a2, )" in src
+    assert "return plan.launch(stream, flat, (*[t.data_ptr() for t in a0], p1, ))" in src
+
+
 def test_plans_are_bounded(fast_path, fake_driver, monkeypatch):
     monkeypatch.setattr(dispatch, "PLANS_PER_DISPATCHER", 3)
     d = dispatch.Dispatcher("k", "T")

@@ -319,6 +319,34 @@ def test_a_gemm_per_grid_layer_selected_from_lists_on_the_gpu(grid):
                                    rtol=2e-2, atol=1e-1)
 
 
+def test_list_launches_take_the_fast_path():
+    """The second launch like the first (new tensors, same shapes) goes through the
+    kernel's dispatcher: one plan, filed under a kinds string with the list ("L"), its
+    tensor maps re-encoded for the new pointers of each list element (TMA GEMMs)."""
+    import test_cutile_lists as lists
+    r = rng()
+    for kernel, grid, make in (
+            (ct.kernel(lists.sum_over_len.fn), (1,),
+             lambda: ([torch.from_numpy(r.integers(0, 100, (16, 16)).astype(np.int32)).cuda()
+                       for _ in range(3)], torch.zeros((16, 16), dtype=torch.int32,
+                                                       device="cuda"))),
+            (ct.kernel(lists.list_batched_gemm.fn), (2, 2, 3),
+             lambda: tuple([torch.from_numpy(x).cuda() for x in a] if isinstance(a, list)
+                           else a for a in lists.batched_args(r, g=3, k=192)))):
+        for _ in range(3):
+            args = make()
+            ct.launch(None, grid, kernel, args)
+            torch.cuda.synchronize()
+            if grid == (1,):
+                assert torch.equal(args[1], sum(args[0]))
+            else:
+                for a, b, c in zip(*args[:3]):
+                    ref = a.float() @ b.float()
+                    assert ((c.float() - ref).norm() / ref.norm()).item() < 5e-3
+        plans = {k: len(d.plans) for k, d in kernel._dispatchers.items()}
+        assert len(plans) == 1 and "L" in next(iter(plans)) and sum(plans.values()) == 1
+
+
 def test_a_list_with_a_host_array_is_refused_on_a_gpu_launch():
     import test_cutile_lists as lists
     arrays = [torch.zeros((16, 16), dtype=torch.int32, device="cuda"),
@@ -327,7 +355,7 @@ def test_a_list_with_a_host_array_is_refused_on_a_gpu_launch():
     with pytest.raises(ct.TileValueError, match=r"argument 'arrays\[1\]' of kernel "
                                                 r"'sum_over_len' is in host memory"):
         ct.launch(None, (1,), lists.sum_over_len, (arrays, out))
-    # a launch that works after one that failed, and again (the checked path each time)
+    # a launch that works after one that failed, and again (the fast path the second time)
     arrays[1] = arrays[1].cuda() + 1
     for _ in range(2):
         ct.launch(None, (1,), lists.sum_over_len, (arrays, out))

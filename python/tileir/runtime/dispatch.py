@@ -14,7 +14,7 @@ compiles, and hands the dispatcher a `LaunchPlan` for next time.
   queried: a launch the driver refuses for want of the device's context (none
   current, or another device's) is made again in it (`LaunchPlan._retry`).
 - `Dispatcher`: one per kernel and *argument kinds* (which positions hold CUDA
-  torch tensors, ints, floats, bools or compile-time constants).  Its `fast`
+  torch tensors, lists of them, ints, floats, bools or compile-time constants).  Its `fast`
   function is generated for those kinds, so it unpacks the arguments and builds the
   key with no loop and no introspection beyond what packing needs: a tensor's
   `data_ptr()`, `shape`, `stride()`, `dtype` and `get_device()`.  The key holds the
@@ -83,7 +83,7 @@ def knobs_quiet() -> bool:
 # ---------------------------------------------------------------------------
 # Argument kinds and the generated dispatch function
 # ---------------------------------------------------------------------------
-TENSOR, INT, FLOAT, BOOL, CONST = "T", "I", "F", "B", "C"
+TENSOR, LIST, INT, FLOAT, BOOL, CONST = "T", "L", "I", "F", "B", "C"
 
 
 def arg_kinds(args: Sequence[Any], const_mask: Sequence[bool]) -> str | None:
@@ -99,6 +99,11 @@ def arg_kinds(args: Sequence[Any], const_mask: Sequence[bool]) -> str | None:
             if not a.is_cuda:
                 return None
             kinds.append(TENSOR)
+        elif type(a) is list:
+            if not a or not all(type(t).__module__ == "torch" and hasattr(t, "data_ptr") and
+                                t.is_cuda for t in a):
+                return None
+            kinds.append(LIST)
         elif type(a) is bool:
             kinds.append(BOOL)
         elif type(a) is int:
@@ -107,7 +112,7 @@ def arg_kinds(args: Sequence[Any], const_mask: Sequence[bool]) -> str | None:
             kinds.append(FLOAT)
         else:
             return None
-    return "".join(kinds) if TENSOR in kinds else None
+    return "".join(kinds) if TENSOR in kinds or LIST in kinds else None
 
 
 def _key_lines(kinds: str) -> tuple[list[str], str, str]:
@@ -128,8 +133,15 @@ def _key_lines(kinds: str) -> tuple[list[str], str, str]:
         elif k in (FLOAT, BOOL):
             parts.append(f"{a}.__class__")
             values.append(a)
+        elif k == LIST:       # a list of tensors: its length and each element's key
+            parts.append(f"len({a}), tuple((t.dtype, t.get_device(), t.shape, t.stride(), "
+                         f"t.data_ptr() & 15) for t in {a})")
+            values.append(f"*[t.data_ptr() for t in {a}]")
         else:
             parts.append(f"{a}.__class__, {a}")
+    if LIST in kinds:         # the plan reads the arguments with each list spread
+        lines.append("flat = (" + "".join(("*" if k == LIST else "") + a + ", "
+                                         for a, k in zip(names, kinds)) + ")")
     key = "(" + ", ".join(parts) + ",)"
     return lines, key, "(" + "".join(v + ", " for v in values) + ")"
 
@@ -149,7 +161,7 @@ def dispatch_source(kinds: str) -> str:
         "        return False\n"
         "    if not quiet():\n"
         "        return False\n"
-        f"    return plan.launch(stream, args, {values})\n"
+        f"    return plan.launch(stream, {'flat' if LIST in kinds else 'args'}, {values})\n"
         "\n"
         "def key_of(grid, args):\n"
         f"{body.replace('        ', '    ')}\n"
@@ -170,7 +182,8 @@ class Dispatcher:
     def __init__(self, kernel: str, kinds: str, native: bool | None = None):
         self.kinds = kinds
         self.plans: dict[Any, LaunchPlan] = {}
-        self.native = (use_native() and len(kinds) <= _native.MAX_ARGS
+        # (the C half keys no lists: those launch through the generated Python)
+        self.native = (use_native() and len(kinds) <= _native.MAX_ARGS and LIST not in kinds
                        if native is None else native)
         if self.native:
             c = _native.Dispatcher(kinds, self.plans, _ENV if isinstance(_ENV, dict) else None)
@@ -196,9 +209,27 @@ def dynamic_values(kinds: str, args: Sequence[Any]) -> tuple:
     for k, a in zip(kinds, args):
         if k == TENSOR:
             out.append(a.data_ptr())
+        elif k == LIST:
+            out.extend(t.data_ptr() for t in a)
         elif k != CONST:
             out.append(a)
     return tuple(out)
+
+
+def spread(kinds: str, args: Sequence[Any],
+           positions: Sequence[int]) -> tuple[tuple, list[int]]:
+    """`args` with each list argument spread into its elements, and `positions` (the
+    args index of each runtime parameter, a list one position) as indices into that:
+    what a plan for a launch with lists is made from and launched with."""
+    if LIST not in kinds:
+        return tuple(args), list(positions)
+    flat: list[Any] = []
+    where: dict[int, list[int]] = {}
+    for i, (k, a) in enumerate(zip(kinds, args)):
+        items = a if k == LIST else [a]
+        where[i] = list(range(len(flat), len(flat) + len(items)))
+        flat.extend(items)
+    return tuple(flat), [j for i in positions for j in where[i]]
 
 
 # ---------------------------------------------------------------------------
@@ -264,7 +295,8 @@ class LaunchPlan:
                  dynamic: Sequence[int], float_values: Sequence[int],
                  maps: Sequence[tuple[int, int, Callable[[Any], bytes]]],
                  current_stream: Callable[[int], int], stream_of: Callable[[Any, Any], int],
-                 programmatic: bool = False, workspace: tuple[int, int] | None = None):
+                 programmatic: bool = False, workspace: tuple[int, int] | None = None,
+                 native: bool = True):
         from . import driver
         self.name = name
         # stream-K: (slot, bytes) of the workspace, one per stream (runtime/workspace.py)
@@ -291,7 +323,7 @@ class LaunchPlan:
         self._streams: dict[int, Any] = {}
         # (the C half passes no workspace: a stream-K plan launches from here)
         self.native = self._native_half(slots, dynamic, map_slots) \
-            if use_native() and workspace is None else None
+            if use_native() and workspace is None and native else None
 
     def _native_half(self, slots, dynamic: Sequence[int], map_slots: Sequence[int]):
         """The C half of this plan (`_fastlaunch.Plan`): a buffer of its own for the
@@ -388,10 +420,11 @@ _WRONG_CONTEXT = (201, 400)     # CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID
 
 
 def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
-              args: Sequence[Any], positions: Sequence[int]) -> LaunchPlan:
-    """The plan for launching `image` over `grid` with `args` (torch tensors among them;
-    `positions`: the args index of each runtime parameter), after every check the
-    checked path makes (`launcher.bind_args`)."""
+              args: Sequence[Any], positions: Sequence[int], native: bool = True) -> LaunchPlan:
+    """The plan for launching `image` over `grid` with `args` (torch tensors among them,
+    lists spread: `spread`; `positions`: the args index of each runtime parameter),
+    after every check the checked path makes (`launcher.bind_args`); `native`: give it
+    a C half."""
     from . import driver, launcher
     name = meta["name"]
     runtime_args = [args[i] for i in positions]
@@ -427,7 +460,7 @@ def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
         maps=tensor_map_slots(meta, slot, positions, shapes),
         current_stream=torch_current_stream(),
         stream_of=lambda stream, a: launcher.stream_handle(stream, a, device),
-        programmatic=bool(meta.get("programmatic_launch")), workspace=space)
+        programmatic=bool(meta.get("programmatic_launch")), workspace=space, native=native)
 
 
 def torch_current_stream() -> Callable[[int], int]:
@@ -461,4 +494,4 @@ def tensor_map_slots(meta: Mapping[str, Any], first_map_slot: int, runtime_param
 
 
 __all__ = ["Dispatcher", "LaunchPlan", "arg_kinds", "dispatch_source", "dynamic_values",
-           "knobs_quiet", "make_plan", "tensor_map_slots", "torch_current_stream"]
+           "knobs_quiet", "make_plan", "spread", "tensor_map_slots", "torch_current_stream"]
