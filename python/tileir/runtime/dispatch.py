@@ -140,8 +140,8 @@ def _key_lines(kinds: str) -> tuple[list[str], str, str]:
         else:
             parts.append(f"{a}.__class__, {a}")
     if LIST in kinds:         # the plan reads the arguments with each list spread
-        lines.append("flat = (" + "".join(("*" if k == LIST else "") + a + ", "
-                                         for a, k in zip(names, kinds)) + ")")
+        spread_args = "".join(("*" if k == LIST else "") + a + ", " for a, k in zip(names, kinds))
+        lines.append(f"flat = ({spread_args})")
     key = "(" + ", ".join(parts) + ",)"
     return lines, key, "(" + "".join(v + ", " for v in values) + ")"
 
