@@ -1,0 +1,200 @@
+"""`tileir.jax`: cuTile's `cuda.tile.jax` — launch a kernel from a JAX program.
+
+    from tileir.jax import cutile_call, OutputPlaceholder, InputOutput
+
+    @jax.jit(static_argnums=[1])
+    def scaled(x, c):
+        y = cutile_call((cdiv(x.shape[0], 128),), scale,
+                        (x, OutputPlaceholder(x.shape, x.dtype), c, 128))
+        return cutile_call(grid, halve, (InputOutput(y), 128))
+
+`cutile_call(grid, kernel, args)` takes, for each kernel parameter: a JAX array (an
+input, read only), an `OutputPlaceholder(shape, dtype)` (an output JAX allocates
+and the call returns), an `InputOutput(array)` (an input the kernel updates in
+place, returned as an output), a Python `bool`/`int`/`float` (a scalar: static
+under `jax.jit`, `static_argnums`), or a tuple of these for a tuple parameter (a
+tuple of arrays reaches the kernel as a list of arrays, tileir's form of it).  It
+returns the one output, or a tuple of them in the order of the arguments.  The
+kernel is compiled when the call is traced, so one that does not compile for its
+arguments is reported there.
+
+Where it runs: on JAX's CPU backend the call is a host callback
+(`jax.pure_callback`) that runs the kernel in tileir's interpreter, the same
+semantics a GPU launch has (under `jax.vmap`, once per batch element).  JAX's GPU
+backends are refused with an error: launching there needs an XLA FFI handler
+that runs tileir's compiled kernel on XLA's stream, which tileir does not have yet.
+An array passed in several places is one array to the kernel (updated in place
+everywhere when one of them is an `InputOutput`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+try:
+    import jax
+    HAS_JAX = True
+except ImportError:          # tileir works without JAX; cutile_call then says so
+    jax = None
+    HAS_JAX = False
+
+from .errors import TileTypeError, TileUnsupportedFeatureError, TileValueError
+
+
+@dataclasses.dataclass
+class OutputPlaceholder:
+    """An output of `cutile_call`: JAX allocates an array of `shape` and `dtype`."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+
+@dataclasses.dataclass
+class InputOutput:
+    """An input array the kernel updates in place; `cutile_call` returns it updated."""
+
+    array: Any
+
+
+@dataclasses.dataclass
+class _Roles:
+    """What each leaf of the arguments is, collected in argument order."""
+
+    inputs: list = dataclasses.field(default_factory=list)        # JAX arrays, distinct
+    outputs: list = dataclasses.field(default_factory=list)       # (kind, source) per output
+    written: set = dataclasses.field(default_factory=set)         # inputs an io updates
+
+
+def cutile_call(grid, kernel, args: tuple):
+    """Runs `kernel` over `grid` on JAX arrays (see the module doc); returns the output,
+    or a tuple of the outputs in argument order."""
+    if not HAS_JAX:
+        raise TileUnsupportedFeatureError("tileir.jax needs JAX: pip install jax")
+    from .kernel import Kernel, normalize_grid
+    if not isinstance(kernel, Kernel):
+        raise TileTypeError(f"cutile_call needs a @tileir.kernel, got {type(kernel).__name__}")
+    grid = normalize_grid(grid)
+    names = list(kernel.signature.parameters)
+    if not isinstance(args, tuple):
+        raise TileTypeError(f"cutile_call takes the kernel's arguments as a tuple, got "
+                            f"{type(args).__name__}")
+    if len(args) != len(names):
+        raise TileTypeError(f"kernel '{kernel.name}' takes {len(names)} arguments "
+                            f"({', '.join(names)}), got {len(args)}")
+    backend = jax.default_backend()
+    if backend != "cpu":
+        raise TileUnsupportedFeatureError(
+            f"tileir.jax runs kernels on JAX's CPU backend (in tileir's interpreter); "
+            f"JAX's '{backend}' backend would need an XLA FFI handler that launches "
+            f"tileir's compiled kernel on XLA's stream, which tileir does not have yet. "
+            f"Run under JAX_PLATFORMS=cpu, or launch the kernel with tileir.launch on "
+            f"torch or cupy arrays")
+    from .specialization import ConstantAnnotation
+    roles = _Roles()
+    shapes = [_leaves(kernel, name, arg, roles,
+                      isinstance(kernel.param_annotations[name], ConstantAnnotation))
+              for name, arg in zip(names, args)]
+    outs = [jax.ShapeDtypeStruct(tuple(s), d) for s, d in
+            (_out_shape(kind, src, roles) for kind, src in roles.outputs)]
+    import numpy as np
+
+    def build(shape, own, results):
+        kind, value = shape
+        if kind == "in":
+            return own[value]
+        if kind == "io":
+            results.append(own[value])
+            return own[value]
+        if kind == "out":
+            out = np.empty(tuple(value.shape), np.dtype(value.dtype))
+            results.append(out)
+            return out
+        if kind == "tuple":      # a tuple of arrays is a list of arrays to a tileir kernel
+            items = [build(x, own, results) for x in value]
+            return items if all(x[0] in ("in", "io", "out") for x in value) else tuple(items)
+        return value                    # a scalar or a constant
+
+    # compiled now, on stand-ins of the arrays' shapes and dtypes: a kernel that does
+    # not compile for these arguments is reported here, not from inside JAX's callback
+    stand_ins = [np.empty(tuple(a.shape), np.dtype(a.dtype)) for a in roles.inputs]
+    kernel.compile(tuple(build(s, stand_ins, []) for s in shapes))
+
+    def host(*arrays):
+        own = [np.array(a) if i in roles.written else np.asarray(a)
+               for i, a in enumerate(arrays)]
+        results: list = []
+        launch_args = tuple(build(s, own, results) for s in shapes)
+        from .kernel import launch
+        launch(None, grid, kernel, launch_args)
+        return tuple(results)
+
+    got = jax.pure_callback(host, tuple(outs), *roles.inputs, vmap_method="sequential")
+    return got[0] if len(outs) == 1 else tuple(got)
+
+
+def _leaves(kernel, name: str, x, roles: _Roles, constant: bool, path: str | None = None):
+    """The argument `x` of parameter `name` as ("in" | "io", input index), ("out",
+    placeholder), ("tuple", items) or ("value", a static scalar)."""
+    what = f"argument {path or repr(name)} of kernel '{kernel.name}'"
+    if isinstance(x, tuple):
+        return ("tuple", tuple(_leaves(kernel, name, v, roles, constant, f"{path or name}[{i}]")
+                               for i, v in enumerate(x)))
+    if constant and not isinstance(x, (bool, int, float)):
+        raise TileTypeError(f"{what} is a ct.Constant parameter: it takes a static Python "
+                            f"value (under jax.jit, a static argument: static_argnums), got "
+                            f"{type(x).__name__}")
+    if isinstance(x, OutputPlaceholder):
+        try:
+            shape = tuple(int(d) for d in x.shape)
+            dtype = jax.numpy.dtype(x.dtype)
+        except (TypeError, ValueError) as e:
+            raise TileValueError(f"{what}: OutputPlaceholder({x.shape!r}, {x.dtype!r}) is "
+                                 f"not a shape and a dtype ({e})") from None
+        roles.outputs.append(("out", jax.ShapeDtypeStruct(shape, dtype)))
+        return ("out", jax.ShapeDtypeStruct(shape, dtype))
+    if isinstance(x, InputOutput):
+        if not isinstance(x.array, jax.Array):
+            raise TileTypeError(f"{what}: InputOutput wraps a JAX array, got "
+                                f"{type(x.array).__name__}")
+        k = _input(roles, x.array)
+        roles.written.add(k)
+        roles.outputs.append(("io", k))
+        return ("io", k)
+    if isinstance(x, jax.Array):
+        if x.ndim == 0 and name in kernel.param_annotations and \
+                _scalar_param(kernel, name):
+            raise TileTypeError(f"{what} is a scalar parameter: pass a static Python value "
+                                f"(under jax.jit, a static argument: static_argnums), not "
+                                f"a traced JAX value")
+        return ("in", _input(roles, x))
+    if isinstance(x, (bool, int, float)):
+        return ("value", x)
+    raise TileTypeError(f"{what} is a {type(x).__name__}; cutile_call takes JAX arrays, "
+                        f"OutputPlaceholder, InputOutput, bool, int, float or tuples of them")
+
+
+def _input(roles: _Roles, array) -> int:
+    """The callback operand index of `array` (one per distinct array)."""
+    for i, a in enumerate(roles.inputs):
+        if a is array:
+            return i
+    roles.inputs.append(array)
+    return len(roles.inputs) - 1
+
+
+def _out_shape(kind: str, src, roles: _Roles):
+    if kind == "out":
+        return src.shape, src.dtype
+    a = roles.inputs[src]
+    return a.shape, a.dtype
+
+
+def _scalar_param(kernel, name: str) -> bool:
+    """Whether parameter `name` is annotated as a scalar (`float`, `ct.Scalar[...]`)."""
+    from .annotations import ScalarAnnotation
+    return isinstance(kernel.param_annotations[name], ScalarAnnotation) or \
+        kernel.annotations.get(name) in (bool, int, float)
+
+
+__all__ = ["HAS_JAX", "InputOutput", "OutputPlaceholder", "cutile_call"]

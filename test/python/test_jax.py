@@ -1,0 +1,138 @@
+"""tileir.jax: cuTile's cutile_call from JAX programs (on JAX's CPU backend the kernel
+runs in tileir's interpreter through a host callback)."""
+
+import numpy as np
+import pytest
+
+import tileir as ct
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+from tileir.jax import InputOutput, OutputPlaceholder, cutile_call  # noqa: E402
+
+
+@ct.kernel
+def scale(x, y, c: ct.Constant[float], T: ct.Constant[int]):
+    b = ct.bid(0)
+    ct.store(y, (b,), ct.load(x, (b,), (T,)) * c)
+
+
+@ct.kernel
+def halve(x, T: ct.Constant[int]):
+    b = ct.bid(0)
+    ct.store(x, (b,), ct.load(x, (b,), (T,)) / 2)
+
+
+@ct.kernel
+def sincos(x, s, co, k: float, T: ct.Constant[int]):
+    b = ct.bid(0)
+    t = ct.load(x, (b,), (T,)) * k
+    ct.store(s, (b,), ct.sin(t))
+    ct.store(co, (b,), ct.cos(t))
+
+
+@ct.kernel
+def add_pair(xy, out, T: ct.Constant[int]):
+    b = ct.bid(0)
+    ct.store(out, (b,), ct.load(xy[0], (b,), (T,)) + ct.load(xy[1], (b,), (T,)))
+
+
+@ct.kernel
+def accumulate(x, acc, T: ct.Constant[int]):
+    b = ct.bid(0)
+    ct.store(acc, (b,), ct.load(acc, (b,), (T,)) + ct.load(x, (b,), (T,)))
+
+
+def test_a_jitted_graph_of_calls_outputs_in_place_updates_and_several_outputs():
+    @jax.jit
+    def graph(x):
+        grid = (ct.cdiv(x.shape[0], 4),)
+        y = cutile_call(grid, scale, (x, OutputPlaceholder(x.shape, x.dtype), 3.0, 4))
+        y = cutile_call(grid, halve, (InputOutput(y), 4))
+        s, c = cutile_call(grid, sincos, (y, OutputPlaceholder(x.shape, x.dtype),
+                                          OutputPlaceholder(x.shape, x.dtype), 2.0, 4))
+        return s, c
+
+    x = np.random.default_rng(0).standard_normal(10).astype(np.float32)   # ragged: 3 tiles
+    s, c = graph(jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(s), np.sin(x * 3.0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(c), np.cos(x * 3.0), rtol=1e-5, atol=1e-6)
+
+
+def test_one_output_is_returned_bare_and_inputs_stay_unchanged():
+    x = jnp.arange(8, dtype=jnp.float32)
+    acc = jnp.ones(8, jnp.float32)
+    got = cutile_call((2,), accumulate, (x, InputOutput(acc), 4))
+    np.testing.assert_array_equal(np.asarray(got), np.arange(8) + 1)
+    np.testing.assert_array_equal(np.asarray(acc), np.ones(8))        # JAX arrays are values
+
+
+def test_bf16_arrays_and_tuple_parameters():
+    r = np.random.default_rng(1)
+    a, b = (jnp.asarray(r.standard_normal(64), dtype=jnp.bfloat16) for _ in range(2))
+    out = cutile_call((4,), add_pair, ((a, b), OutputPlaceholder((64,), jnp.bfloat16), 16))
+    assert out.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(out, np.float32),
+                                  np.asarray((a.astype(jnp.float32) + b.astype(jnp.float32))
+                                             .astype(jnp.bfloat16), np.float32))
+
+
+def test_vmap_launches_once_per_batch_element():
+    xs = jnp.arange(24, dtype=jnp.float32).reshape(3, 8)
+    got = jax.vmap(lambda v: cutile_call((2,), scale, (v, OutputPlaceholder(v.shape, v.dtype),
+                                                       2.0, 4)))(xs)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(xs) * 2)
+
+
+def test_the_same_array_twice_is_one_array_updated_in_place():
+    x = jnp.arange(8, dtype=jnp.float32)
+    got = cutile_call((2,), accumulate, (x, InputOutput(x), 4))         # acc += acc
+    np.testing.assert_array_equal(np.asarray(got), np.arange(8) * 2)
+
+
+def test_bad_arguments_are_clear_errors():
+    x = jnp.arange(8, dtype=jnp.float32)
+    ph = OutputPlaceholder((8,), jnp.float32)
+    with pytest.raises(ct.TileTypeError, match=r"takes 4 arguments \(x, y, c, T\), got 3"):
+        cutile_call((2,), scale, (x, ph, 4))
+    with pytest.raises(ct.TileTypeError, match=r"'c' of kernel 'scale' is a ct.Constant "
+                                               r"parameter: it takes a static Python value"):
+        cutile_call((2,), scale, (x, ph, jnp.float32(2.0), 4))
+    with pytest.raises(ct.TileTypeError, match="is a str; cutile_call takes JAX arrays"):
+        cutile_call((2,), scale, (x, "y", 2.0, 4))
+    with pytest.raises(ct.TileTypeError, match="takes the kernel's arguments as a tuple"):
+        cutile_call((2,), scale, [x, ph, 2.0, 4])
+    with pytest.raises(ct.TileTypeError, match="needs a @tileir.kernel"):
+        cutile_call((2,), scale.fn, (x, ph, 2.0, 4))
+    with pytest.raises(ct.TileValueError, match="OutputPlaceholder"):
+        cutile_call((2,), scale, (x, OutputPlaceholder((8,), "no-such-dtype"), 2.0, 4))
+
+    def call(x, k):
+        return cutile_call((2,), sincos, (x, ph, ph, k, 4))
+
+    with pytest.raises(ct.TileTypeError, match=r"'k' of kernel 'sincos' is a scalar "
+                                               r"parameter: .*static_argnums"):
+        jax.jit(call)(x, 2.0)
+    np.testing.assert_allclose(np.asarray(jax.jit(call, static_argnums=1)(x, 2.0)[0]),
+                               np.sin(np.arange(8) * 2.0), rtol=1e-5, atol=1e-6)
+
+    @ct.kernel
+    def broken(x, y, T: ct.Constant[int]):
+        ct.store(y, (ct.bid(0),), ct.load(x, (ct.bid(0),), (T,)) @ 2)
+
+    with pytest.raises(ct.TileTypeError, match=r"test_jax.py:\d+"):   # at trace time, located
+        jax.jit(lambda x: cutile_call((2,), broken, (x, ph, 4)))(x)
+
+
+def test_a_gpu_backend_is_refused_with_the_reason(monkeypatch):
+    import tileir.jax as tj
+    monkeypatch.setattr(tj.jax, "default_backend", lambda: "gpu")
+    with pytest.raises(ct.TileUnsupportedFeatureError, match="XLA FFI handler"):
+        cutile_call((2,), halve, (InputOutput(jnp.zeros(8)), 4))
+
+
+def test_without_jax_the_call_says_what_is_missing(monkeypatch):
+    import tileir.jax as tj
+    monkeypatch.setattr(tj, "HAS_JAX", False)
+    with pytest.raises(ct.TileUnsupportedFeatureError, match="pip install jax"):
+        cutile_call((1,), halve, ())
