@@ -103,6 +103,20 @@ def ops_under(root: ir.Operation) -> list[ir.Operation]:
     return out
 
 
+def contains(root: ir.Operation, name: str) -> bool:
+    """Whether an op named `name` is `root` or nested in it (the walk stops at the first)."""
+    found = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == name:
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return bool(found)
+
+
 def defining_op(v: ir.Value) -> ir.Operation | None:
     """The op that defines `v` (None for a block argument)."""
     owner = v.owner

@@ -238,16 +238,8 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
 
 
 def _uses(func: ir.Operation, name: str) -> bool:
-    found = []
-
-    def visit(op):
-        if op.name == name:
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit)
-    return bool(found)
+    from tileir.passes.effects import contains
+    return contains(func, name)
 
 
 def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:

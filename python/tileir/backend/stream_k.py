@@ -81,7 +81,7 @@ def plan(func: ir.Operation, body: list[ir.Operation]) -> Plan | None:
     acc = loop.results[0]
     t = acc.type
     if not isinstance(t, ir.RankedTensorType) or t.rank != 2 or str(t.element_type) != "f32" \
-            or not _zero(list(loop.operands)[3]) or not _has(loop, "tile.mma"):
+            or not _zero(list(loop.operands)[3]) or not _effects()[0].contains(loop, "tile.mma"):
         return None
     effects, classify = _effects()
     for op in body[:body.index(loop)]:          # once per part: nothing but reads
@@ -107,19 +107,6 @@ def _zero(v: ir.Value) -> bool:
     if not isinstance(attr, ir.DenseElementsAttr) or not attr.is_splat:
         return False
     return ir.FloatAttr(attr.get_splat_value()).value == 0.0
-
-
-def _has(op: ir.Operation, name: str) -> bool:
-    found = []
-
-    def visit(o):
-        if o.name == name:
-            found.append(o)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return bool(found)
 
 
 _GRID_OPS = ("tile.bid", "tile.num_blocks", "tile.grid_size")

@@ -839,13 +839,6 @@ def _inline_asm(sim, blk, o, mask):
     if asm.startswith("fence.acq_rel.gpu;\n\tst.relaxed.gpu.global.b32"):
         _write(sim, blk, 1, args[0], np.asarray(args[1], np.int32), mask)
         return None
-    if asm.startswith("st.global.v4.f32"):
-        words = np.stack([np.asarray(w, np.float32) for w in args[1:5]], axis=1)
-        _write(sim, blk, 1, args[0], words, mask)
-        return None
-    if asm.startswith("ld.global.cg.v4.f32"):
-        words = _read(sim, blk, 1, args[0], np.dtype(np.float32), mask, 4)
-        return tuple(words[:, j] for j in range(4))
     if asm.startswith("griddepcontrol.") or asm.startswith("fence.acq_rel."):
         return None                               # one grid at a time, in program order
     m = re.match(r"(ld|st)\.relaxed\.(?:cta|gpu|sys)\.global\.b(\d+) ", asm)
@@ -878,12 +871,15 @@ def _inline_asm(sim, blk, o, mask):
         return None                               # registers are not modelled
     if asm.startswith("createpolicy"):
         return np.zeros(sim.threads, np.int64)
-    if asm.startswith("st.global.cs.v4.b32"):
-        words = np.stack([np.asarray(w, np.int32) for w in args[1:5]], axis=1)
-        _write(sim, blk, 1, args[0], words, mask)
-        return None
-    if asm.startswith("ld.global.L2::cache_hint.v4.b32"):
-        words = _read(sim, blk, 1, args[0], np.dtype(np.int32), mask, 4)
+    # 16-byte accesses: streaming stores, loads with an L2 policy, stream-K partials
+    m = re.match(r"(ld|st)\.global(?:\.cs|\.cg|\.L2::cache_hint)?\.v4\.(f32|b32) ", asm)
+    if m:
+        t = np.float32 if m.group(2) == "f32" else np.int32
+        if m.group(1) == "st":
+            _write(sim, blk, 1, args[0], np.stack([np.asarray(w, t) for w in args[1:5]], 1),
+                   mask)
+            return None
+        words = _read(sim, blk, 1, args[0], np.dtype(t), mask, 4)
         return tuple(words[:, j] for j in range(4))
     if "wgmma.mma_async" in asm:
         return _wgmma_register_a(sim, blk, o, asm, args, mask)
