@@ -373,10 +373,16 @@ def test_wide_wgmma_tile_runs_correctly(rng):
     ((64, 128, 64), BF16, {"num_warps": 8}),        # warpgroups split N: the tile, box by box
     ((128, 256, 64), BF16, {"persistent": True}),   # stores in flight as the next ring fills
     ((128, 256, 64), BF16, {"persistent": True, "warp_specialize": True}),
+    ((128, 256, 64), BF16, {"group": 4}),           # by warpgroups: 64-row boxes, bar.sync 2/3
+    ((128, 256, 64), BF16, {"group": 4, "persistent": True, "warp_specialize": True}),
 ])
-def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng):
+def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng, monkeypatch):
     """The accumulator stored by TMA from shared memory (stmatrix for 16-bit results):
     ragged M and N (TMA drops what lies outside C), several tiles a block."""
+    from tileir.backend import tma_store
+    options = dict(options)
+    if "group" in options:
+        monkeypatch.setattr(tma_store, "GROUP_WARPS", options.pop("group"))
     m, n, k = 200, 600, 128
     a = rng.standard_normal((m, k)).astype(BF16)
     w = rng.standard_normal((n, k)).astype(BF16)
@@ -386,6 +392,8 @@ def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng):
     ck = kernel.compile(args, stage="gpu", target="sm_90a")
     assert "nvvm.cp.async.bulk.tensor.global.shared.cta" in ck.artifacts["gpu"]
     assert ("nvvm.stmatrix" in ck.artifacts["gpu"]) == (out == BF16)
+    if tma_store.GROUP_WARPS == 4:
+        assert [64, 64] in [tm["box"] for tm in ck.meta["tensor_maps"] if tm["param"] == 2]
     simulate(ck, (ct.cdiv(m, tiles[0]), ct.cdiv(n, tiles[1])), args)
     ref = a.astype(np.float64) @ w.astype(np.float64).T
     assert _close(c.astype(np.float64), ref, k)

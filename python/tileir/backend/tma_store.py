@@ -55,6 +55,8 @@ ENABLE_ATTR = "tile.tma_store"
 SLAB_ROW_BYTES = 128         # one slab row: the widest swizzle
 BUFFERS = 2                  # slabs in flight when slabbed
 PER_WARP = True              # warps that hold their own rows store them (no block barrier)
+GROUP_WARPS = 1              # ... in groups of this many warps (4: a warpgroup), one box each
+GROUP_BARRIER_BASE = 2       # named barriers 2, 3, ...: one per group (1 is the consumers')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +70,9 @@ class StorePlan:
     # its own rows of a slab by TMA, ordered by __syncwarp, with no block barrier; 0
     # when warps share rows
     warp_rows: int = 0
+    # warps that store their rows together (consecutive warps: consecutive rows), one
+    # box a group ordered by a named barrier of the group; 1: each warp alone
+    group_warps: int = 1
 
     @property
     def slabs(self) -> int:
@@ -83,8 +88,8 @@ class StorePlan:
 
     @property
     def box(self) -> tuple[int, int]:
-        """The TMA box, in tile dim order: a warp's rows of a slab, or the slab."""
-        return (self.warp_rows or self.rows, self.width)
+        """The TMA box, in tile dim order: a group's rows of a slab, or the slab."""
+        return (self.warp_rows * self.group_warps or self.rows, self.width)
 
     @property
     def slab_bytes(self) -> int:
@@ -114,8 +119,10 @@ def plan(layout, shape, elem_bits: int, aligned: bool, chip: str,
     lin = layout.linear(shape)
     threads_in_slab = all(b[1] < width for b in lin.lanes + lin.warps)
     slabbed = threads_in_slab and cols > width
-    return StorePlan(rows, cols, eb, width, slabbed,
-                     _warp_rows(lin) if slabbed and PER_WARP else 0)
+    warp_rows = _warp_rows(lin) if slabbed and PER_WARP else 0
+    group = GROUP_WARPS if warp_rows and (1 << len(lin.warps)) % GROUP_WARPS == 0 and \
+        warp_rows * GROUP_WARPS <= TMA_MAX_BOX else 1
+    return StorePlan(rows, cols, eb, width, slabbed, warp_rows, group)
 
 
 def _warp_rows(lin: L.Linear) -> int:
@@ -253,20 +260,32 @@ def _lower_per_warp(cx: LoweringContext, frag: Frag, tmap: ir.Value, base: int,
     until its store from that buffer has read it.  No block barrier: warps never
     touch each other's rows (`LoweringContext.bulk_by_warps`: every lane 0 waits for
     its own stores where shared memory is reused)."""
-    _, lane, _ = cx.thread_ids()
+    _, lane, warp = cx.thread_ids()
     lane0 = arith.cmpi(arith.CmpIPredicate.eq, lane, cx.const(0))
     row = cx.thread_coords(frag.lin)[0]                # lane 0: the warp's first row
     row_bytes = p.width * p.elem_bytes
-    full = cx.const(-1)
+    g = p.group_warps
+    if g > 1:       # the group's first warp issues; the group meets at a barrier of its own
+        lane0 = arith.andi(lane0, arith.cmpi(arith.CmpIPredicate.eq,
+                                             arith.remui(warp, cx.const(g)), cx.const(0)))
+        bar_id = arith.addi(arith.divui(warp, cx.const(g)), cx.const(GROUP_BARRIER_BASE))
+
+        def sync():
+            nvvm.barrier(None, barrier_id=bar_id, number_of_threads=cx.const(32 * g))
+    else:
+        full = cx.const(-1)
+
+        def sync():
+            nvvm.bar_warp_sync(full)
     for s in range(p.slabs):
         buf = base + (s % p.buffers) * p.slab_bytes
-        if s >= p.buffers:               # lane 0 of each warp, for its own stores
+        if s >= p.buffers:               # each issuer, for its own stores
             cx.wait_bulk_reads(p.buffers - 1)
-            nvvm.bar_warp_sync(full)
+            sync()
         slab = SmemTile(p.layout, (p.rows, p.width), frag.elem, buf)
         store_frag(cx, slab_frag(frag, s, p.width), slab)
         fence_async_proxy(cx)
-        nvvm.bar_warp_sync(full)
+        sync()
 
         def issue(s=s, buf=buf):
             col = arith.addi(col0, cx.const(s * p.width)) if s else col0

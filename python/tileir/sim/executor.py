@@ -542,9 +542,12 @@ def _named_barrier(sim, blk, o, mask):
     vals = _operands(sim, blk, o)
     count = _uniform(vals[1], mask, "a barrier's thread count") if len(vals) > 1 else \
         sim.threads
-    if int(mask.sum()) != count:
-        raise SimError(f"a barrier of {count} threads reached by {int(mask.sum())} (the GPU "
-                       f"would hang or pass early)")
+    ids = np.asarray(vals[0]) if np.ndim(vals[0]) else np.full(sim.threads, vals[0])
+    for i in np.unique(ids[mask]):         # threads at different barriers: each its own
+        if int((mask & (ids == i)).sum()) != count:
+            raise SimError(f"barrier {int(i)} of {count} threads reached by "
+                           f"{int((mask & (ids == i)).sum())} (the GPU would hang or pass "
+                           f"early)")
 
 
 @op("nvvm.bar.warp.sync")
