@@ -11,6 +11,8 @@ before a change (compiled afresh in this process, the disk cache off):
   barriers (5 a tile), not by each warp for its own rows;
 * `per-warpgroup TMA store`: each warpgroup stores its 64 rows of a slab as one box
   after a named barrier of its own (`tma_store.GROUP_WARPS = 4`);
+* `gated TMA store`: the warps write their rows and signal mbarriers, thread 0 stores
+  whole slabs (`tma_store.GATED`);
 * `ring per tile`: persistent, each tile's K loop pipelined in place (ring filled
   per tile) - `flatten_tile_loop` switched off;
 * `whole-tile epilogue`: the TMA store's buffers hold the whole tile (one barrier,
@@ -60,21 +62,24 @@ _BUFFERS = tma_store.BUFFERS
 _SLAB = tma_store.SLAB_ROW_BYTES
 _PER_WARP = tma_store.PER_WARP
 _GROUP = tma_store.GROUP_WARPS
+_GATED = tma_store.GATED
 
 
 def _compiler(flatten: bool = True, buffers: int = _BUFFERS, slab: int = _SLAB,
-              per_warp: bool = _PER_WARP, group: int = _GROUP) -> None:
+              per_warp: bool = _PER_WARP, group: int = _GROUP, gated: bool = _GATED) -> None:
     persistent.flatten_tile_loop = _FLATTEN if flatten else (lambda *a: False)
     tma_store.BUFFERS = buffers
     tma_store.SLAB_ROW_BYTES = slab
     tma_store.PER_WARP = per_warp
     tma_store.GROUP_WARPS = group
+    tma_store.GATED = gated
 
 
 VARIANTS = {                     # name: (kernel options, compiler state)
     "plain": ({}, {}),
     "block-wide TMA store": ({}, {"per_warp": False}),
     "per-warpgroup TMA store": ({}, {"group": 4}),
+    "gated TMA store": ({}, {"gated": True}),
     "ring per tile": ({}, {"flatten": False}),
     "whole-tile epilogue": ({}, {"buffers": 4}),
     "64-byte slabs x4": ({}, {"buffers": 4, "slab": 64}),

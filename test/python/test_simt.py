@@ -375,6 +375,9 @@ def test_wide_wgmma_tile_runs_correctly(rng):
     ((128, 256, 64), BF16, {"persistent": True, "warp_specialize": True}),
     ((128, 256, 64), BF16, {"group": 4}),           # by warpgroups: 64-row boxes, bar.sync 2/3
     ((128, 256, 64), BF16, {"group": 4, "persistent": True, "warp_specialize": True}),
+    ((128, 256, 64), BF16, {"gated": True}),        # warps signal mbarriers, thread 0 stores
+    ((128, 256, 64), BF16, {"gated": True, "persistent": True}),
+    ((128, 256, 64), BF16, {"gated": True, "persistent": True, "warp_specialize": True}),
 ])
 def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng, monkeypatch):
     """The accumulator stored by TMA from shared memory (stmatrix for 16-bit results):
@@ -383,6 +386,8 @@ def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng, monkeypatch
     options = dict(options)
     if "group" in options:
         monkeypatch.setattr(tma_store, "GROUP_WARPS", options.pop("group"))
+    if "gated" in options:
+        monkeypatch.setattr(tma_store, "GATED", options.pop("gated"))
     m, n, k = 200, 600, 128
     a = rng.standard_normal((m, k)).astype(BF16)
     w = rng.standard_normal((n, k)).astype(BF16)
@@ -392,8 +397,11 @@ def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng, monkeypatch
     ck = kernel.compile(args, stage="gpu", target="sm_90a")
     assert "nvvm.cp.async.bulk.tensor.global.shared.cta" in ck.artifacts["gpu"]
     assert ("nvvm.stmatrix" in ck.artifacts["gpu"]) == (out == BF16)
+    boxes = [tm["box"] for tm in ck.meta["tensor_maps"] if tm["param"] == 2]
     if tma_store.GROUP_WARPS == 4:
-        assert [64, 64] in [tm["box"] for tm in ck.meta["tensor_maps"] if tm["param"] == 2]
+        assert [64, 64] in boxes
+    if tma_store.GATED:
+        assert boxes == [[128, 64]] and "nvvm.mbarrier.try_wait.parity" in ck.artifacts["gpu"]
     simulate(ck, (ct.cdiv(m, tiles[0]), ct.cdiv(n, tiles[1])), args)
     ref = a.astype(np.float64) @ w.astype(np.float64).T
     assert _close(c.astype(np.float64), ref, k)

@@ -87,6 +87,7 @@ class LoweringContext:
         self._tid = self._lane = self._warp = None
         self._smem_base = None
         self._smem_ptr = None
+        self._epilogue_barriers: int | None = None
 
     # -- value map -----------------------------------------------------------------
     def get(self, v: ir.Value):
@@ -194,6 +195,30 @@ class LoweringContext:
                               ir.Location.current)
         else:
             gpu.barrier()
+
+    def epilogue_barriers(self, count: int) -> int:
+        """The shared offset of the gated TMA-store epilogue's four mbarriers (full 0/1:
+        `count` arrivals, the warps'; free 0/1: one, the issuer's), made and initialized
+        once, at the kernel's entry, before a block barrier (backend/tma_store.py)."""
+        if self._epilogue_barriers is None:
+            # above everything lowered so far (initialized at the entry: no buffer of
+            # the kernel may ever have used these bytes), held to the kernel's end
+            off, _ = self.hold_fresh_smem(32, ir.IntegerType.get_signless(8))
+            self.thread_ids()
+            with ir.InsertionPoint.after(self._first_ops):
+                tid, _, _ = self.thread_ids()
+                if_op = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, tid, self.const(0)), [],
+                                 has_else=False)
+                with ir.InsertionPoint(if_op.then_block):
+                    for k in range(4):
+                        nvvm.mbarrier_init(self.smem_ptr(off + 8 * k),
+                                           self.const(count if k < 2 else 1))
+                    nvvm.fence_mbarrier_init()
+                    scf.YieldOp([])
+                done = gpu.barrier()
+            self._first_ops = done.operation
+            self._epilogue_barriers = off
+        return self._epilogue_barriers
 
     def first_thread(self) -> ir.Value:
         """i1: this thread issues the block's copies (thread 0, or the first producer)."""

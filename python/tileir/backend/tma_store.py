@@ -25,7 +25,13 @@ coalesced layout and storing from registers:
   16 rows a warp), every warp stores its rows of a slab itself: its registers into
   the buffer, a fence, `__syncwarp`, and its lane 0 issues a box of `warp_rows`
   rows and commits it; before reusing a buffer, each lane 0 waits for its own
-  store from it.  No block barrier in the epilogue (`PER_WARP`).
+  store from it.  No block barrier in the epilogue (`PER_WARP`).  With
+  `GROUP_WARPS` = 4 a warpgroup does this together: a named barrier of its 128
+  threads for `__syncwarp`, its first warp's lane 0 issuing one 64-row box.  With
+  `GATED` the warps write their rows and arrive on an mbarrier, and thread 0 stores
+  each whole slab once all have (two more mbarriers hand the buffers back).  Both are
+  measured variants, not defaults (bench/RESULTS.md: fewer, larger stores run at
+  higher clocks at the power cap; independent per-warp stores do more per clock).
 * The stores stay in flight after the epilogue: the next writer of that
   shared memory waits for them first (`LoweringContext.smem_barrier_before`,
   the ring's allocation, the kernel's end: `wait_bulk_reads`).  In a persistent
@@ -57,6 +63,9 @@ BUFFERS = 2                  # slabs in flight when slabbed
 PER_WARP = True              # warps that hold their own rows store them (no block barrier)
 GROUP_WARPS = 1              # ... in groups of this many warps (4: a warpgroup), one box each
 GROUP_BARRIER_BASE = 2       # named barriers 2, 3, ...: one per group (1 is the consumers')
+# the warps write their rows, thread 0 stores whole slabs when mbarriers say they are
+# done (few stores, no block barrier)
+GATED = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +82,10 @@ class StorePlan:
     # warps that store their rows together (consecutive warps: consecutive rows), one
     # box a group ordered by a named barrier of the group; 1: each warp alone
     group_warps: int = 1
+    # the warps write their rows and signal mbarriers; thread 0 stores each whole slab
+    # (`_lower_gated`: slabs a multiple of 4, so every mbarrier completes an even number
+    # of phases a tile and its parities are the same in every tile)
+    gated: bool = False
 
     @property
     def slabs(self) -> int:
@@ -89,6 +102,8 @@ class StorePlan:
     @property
     def box(self) -> tuple[int, int]:
         """The TMA box, in tile dim order: a group's rows of a slab, or the slab."""
+        if self.gated:
+            return (self.rows, self.width)
         return (self.warp_rows * self.group_warps or self.rows, self.width)
 
     @property
@@ -101,7 +116,8 @@ class StorePlan:
 
     @property
     def smem_bytes(self) -> int:
-        return self.buffers * self.slab_bytes
+        # (gated: its mbarriers, kept below the 1024-aligned buffers)
+        return self.buffers * self.slab_bytes + (1024 if self.gated else 0)
 
 
 def plan(layout, shape, elem_bits: int, aligned: bool, chip: str,
@@ -122,7 +138,8 @@ def plan(layout, shape, elem_bits: int, aligned: bool, chip: str,
     warp_rows = _warp_rows(lin) if slabbed and PER_WARP else 0
     group = GROUP_WARPS if warp_rows and (1 << len(lin.warps)) % GROUP_WARPS == 0 and \
         warp_rows * GROUP_WARPS <= TMA_MAX_BOX else 1
-    return StorePlan(rows, cols, eb, width, slabbed, warp_rows, group)
+    gated = GATED and bool(warp_rows) and (cols // width) % 4 == 0 and BUFFERS == 2
+    return StorePlan(rows, cols, eb, width, slabbed, warp_rows, group, gated)
 
 
 def _warp_rows(lin: L.Linear) -> int:
@@ -229,10 +246,13 @@ def lower(cx: LoweringContext, op, p: StorePlan) -> None:
     cx.stores_seen = True
     frag = cx.frag(op.tile)
     tmap = cx.tensor_map(op.array, p.box, p.swizzle)
-    base = cx.scratch(p.smem_bytes, align=1024)
+    bars = cx.epilogue_barriers(cx.num_warps) if p.gated else None   # (below the buffers)
+    base = cx.scratch(p.smem_bytes - (1024 if p.gated else 0), align=1024)
     row0, col0 = (arith.muli(cx.get(i), cx.const(n))
                   for i, n in zip(op.index, (p.rows, p.cols)))
     cx.smem_barrier_before()             # earlier readers (and stores) of the buffers are done
+    if p.gated:
+        return _lower_gated(cx, frag, tmap, base, bars, row0, col0, p)
     if p.warp_rows:
         return _lower_per_warp(cx, frag, tmap, base, row0, col0, p)
     if p.buffers == p.slabs:             # room for the whole tile: one barrier
@@ -294,6 +314,50 @@ def _lower_per_warp(cx: LoweringContext, frag: Frag, tmap: ir.Value, base: int,
                 tmap, cx.smem_ptr(offset), [col, arith.addi(row0, row)])
             nvvm.cp_async_bulk_commit_group()
         _on(lane0, issue)
+
+
+def _lower_gated(cx: LoweringContext, frag: Frag, tmap: ir.Value, base: int, bars: int,
+                 row0: ir.Value, col0: ir.Value, p: StorePlan) -> None:
+    """The warps write their rows of each slab as in `_lower_per_warp`, and thread 0
+    stores the whole slab: full[b] (one arrival a warp) says buffer b holds a slab,
+    free[b] (thread 0's arrival) that its last store has read it.  Buffer b's use u in
+    the tile waits for parity u % 2 of both: each completes S / 2 phases a tile (S a
+    multiple of 4), the free ones once at the start (after `smem_barrier_before` every
+    earlier store has read its buffer) and once for each reuse."""
+    _, lane, _ = cx.thread_ids()
+    lane0 = arith.cmpi(arith.CmpIPredicate.eq, lane, cx.const(0))
+    first = cx.first_thread()
+    full = [bars, bars + 8]
+    free = [bars + 16, bars + 24]
+    ticks = cx.const(0x989680)
+
+    def arrive(off):
+        nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64), cx.smem_ptr(off))
+
+    def wait(off, parity):
+        nvvm.mbarrier_try_wait_parity(cx.smem_ptr(off), cx.const(parity), ticks)
+
+    _on(first, lambda: (arrive(free[0]), arrive(free[1])))
+    every = cx.const(-1)
+    for s in range(p.slabs):
+        b, u = s % 2, s // 2
+        buf = base + b * p.slab_bytes
+        wait(free[b], u % 2)
+        store_frag(cx, slab_frag(frag, s, p.width),
+                   SmemTile(p.layout, (p.rows, p.width), frag.elem, buf))
+        fence_async_proxy(cx)
+        nvvm.bar_warp_sync(every)
+        _on(lane0, lambda b=b: arrive(full[b]))
+
+        def issue(s=s, b=b, u=u, buf=buf):
+            wait(full[b], u % 2)
+            col = arith.addi(col0, cx.const(s * p.width)) if s else col0
+            nvvm.cp_async_bulk_tensor_global_shared_cta(tmap, cx.smem_ptr(buf), [col, row0])
+            nvvm.cp_async_bulk_commit_group()
+            if 1 <= s and s + 1 < p.slabs:     # slab s + 1 reuses slab s - 1's buffer
+                nvvm.cp_async_bulk_wait_group(1, read=ir.UnitAttr.get())
+                arrive(free[(s - 1) % 2])
+        _on(first, issue)
 
 
 def _on(cond: ir.Value, body) -> None:
