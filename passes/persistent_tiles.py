@@ -7,6 +7,12 @@ Input/output:  Tile IR -> the same with the kernel body inside one `scf.for`
                blocks actually launched; `tile.bid` and `tile.num_blocks` inside
                become the tile's coordinates (grouped order on axes 0 and 1
                unless `tile.block_order` is "linear") and the user's grid.
+               With `tile.stream_k = true` (`@kernel(stream_k=True)`) and a K loop
+               that qualifies (backend/stream_k.py), the loop counts this block's
+               segments instead: whole tiles, then the tiles its run of K iterations
+               touches, the K loop bounded by the segment, `tile.partial_store` /
+               `tile.partial_add` after it and the epilogue only where the segment
+               is not a tail (test/Transforms/stream-k.mlir).
 Precondition:  verified Tile IR of a kernel with `tile.persistent = true`
                (`@kernel(persistent=True)`); kernels without it are untouched.
                The runtime launches such a kernel on a 1-d grid of as many blocks

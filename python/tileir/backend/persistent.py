@@ -18,7 +18,9 @@ tile, so the next tile's first copies are in flight during this tile's last
 products and epilogue (`flatten_tile_loop`; with warp specialization the
 producer warpgroup walks the tiles ahead instead: `specialize_tile_loop`), both
 called by the pipeliner (software_pipeline.py).  Retiling makes a tensor-core
-kernel persistent by default for a grid of many waves (retile.py).
+kernel persistent by default for a grid of many waves (retile.py).  A kernel
+that asks for stream-K gets the segment loop of `stream_k.wrap` instead of the
+plain tile loop (backend/stream_k.py).
 """
 
 from __future__ import annotations
