@@ -71,32 +71,26 @@ def plan(func: ir.Operation, body: list[ir.Operation]) -> Plan | None:
             "tile.warp_specialize" in func.attributes and \
             ir.BoolAttr(func.attributes["tile.warp_specialize"]).value:
         return None
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    from tileir.passes.iterations import constant_int
     loops = [op for op in body if op.name == "scf.for"]
     if len(loops) != 1:
         return None
     loop = loops[0]
     lb, ub, step = list(loop.operands)[:3]
-    if _constant(lb) != 0 or _constant(step) != 1 or len(loop.results) != 1:
+    if constant_int(lb) != 0 or constant_int(step) != 1 or len(loop.results) != 1:
         return None
     acc = loop.results[0]
     t = acc.type
     if not isinstance(t, ir.RankedTensorType) or t.rank != 2 or str(t.element_type) != "f32" \
-            or not _zero(list(loop.operands)[3]) or not _effects()[0].contains(loop, "tile.mma"):
+            or not _zero(list(loop.operands)[3]) or not effects.contains(loop, "tile.mma"):
         return None
-    effects, classify = _effects()
+    classify = effects.Effects()
     for op in body[:body.index(loop)]:          # once per part: nothing but reads
         if classify.of(op) > effects.Effect.READ:
             return None
     trips = _slice(ub, body)
     return None if trips is None else Plan(loop, trips)
-
-
-def _constant(v: ir.Value) -> int | None:
-    op = v.owner
-    if isinstance(op, ir.Block) or op.name != "arith.constant":
-        return None
-    attr = op.attributes["value"]
-    return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
 
 
 def _zero(v: ir.Value) -> bool:
@@ -112,16 +106,12 @@ def _zero(v: ir.Value) -> bool:
 _GRID_OPS = ("tile.bid", "tile.num_blocks", "tile.grid_size")
 
 
-def _effects():
-    from tileir.passes import effects      # (passes import the backend: not at load time)
-    return effects, effects.Effects()
-
-
 def _slice(value: ir.Value, body: list[ir.Operation]) -> list[ir.Operation] | None:
     """The region-free pure ops of `body` that compute `value` from the kernel's
     arguments and constants, in body order; None when it depends on a block index
     or on anything with effects."""
-    effects, classify = _effects()
+    from tileir.passes import effects
+    classify = effects.Effects()
     needed: set = set()
     ok = [True]
 
