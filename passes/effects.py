@@ -45,6 +45,7 @@ PURE_TILE_OPS = frozenset({
     "tile.convert_layout",  # value semantics: a register shuffle, not a memory effect
     "tile.grid_size",
     "tile.select_array",   # picks one of its array operands: no memory access
+    "tile.list_get",       # reads a list's table, which nothing writes while the kernel runs
 })
 
 # Every arith and math op is free of side effects.
@@ -71,6 +72,7 @@ NOT_SPECULATABLE = frozenset({
     "arith.remsi", "arith.remui", "tensor.extract", "tensor.insert", "tensor.extract_slice",
     "tensor.insert_slice", "tensor.dim", "tensor.cast", "tensor.reshape",
     "tile.select_array",   # an index outside the list is undefined (the interpreter stops)
+    "tile.list_get",       # ... and reads past the table
 })
 
 

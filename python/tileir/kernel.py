@@ -35,7 +35,7 @@ from .frontend.source import SourceInfo
 from .function import KernelEntry
 from .annotations import param_annotation
 from .semantics import ByTarget, resolve_option
-from .specialization import (ConstantAnnotation, ListParam, Param, classify_arg,
+from .specialization import (ConstantAnnotation, ListParam, Param, TableListParam, classify_arg,
                              format_arg_specs)
 
 if TYPE_CHECKING:
@@ -113,7 +113,8 @@ class CompiledKernel:
     def runtime_params(self) -> list[int]:
         """The positions of the launch arguments that are kernel arguments (a list of
         arrays is one position: `runtime_args` spreads it)."""
-        return [i for i, (_, k) in enumerate(self.params) if isinstance(k, (Param, ListParam))]
+        return [i for i, (_, k) in enumerate(self.params)
+                if isinstance(k, (Param, ListParam, TableListParam))]
 
     def runtime_args(self, args: Sequence[Any]) -> list[Any]:
         """The kernel's arguments in ABI order: `Constant`s dropped, each list of

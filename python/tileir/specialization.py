@@ -71,6 +71,25 @@ class ListParam:
 
 
 @dataclasses.dataclass(frozen=True)
+class TableListParam:
+    """A list of arrays whose length is not compiled in (an exported kernel's
+    `ListConstraint`): one IR argument, the list's *table*, an int64 array of shape
+    (length, 1 + 2 ndim) whose row i is element i's address, dims and strides (in
+    elements), as the kernel ABI passes an array (`tile.list_get`).  Every element
+    is described by `element` (its `aligned` promised of all of them)."""
+
+    element: ArrayParam
+
+    @property
+    def table(self) -> ArrayParam:
+        return ArrayParam(dt.int64, 2)
+
+    @property
+    def row_words(self) -> int:
+        return 1 + 2 * self.element.ndim
+
+
+@dataclasses.dataclass(frozen=True)
 class ConstantAnnotation:
     """Marks a parameter compile-time: `Constant[int]`, or cuTile's
     `Annotated[T, ConstantAnnotation()]` (any int, bool or float when `type` is None)."""

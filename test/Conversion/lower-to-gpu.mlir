@@ -577,3 +577,28 @@ func.func @select_array(%i: i32, %a: !tile.array<f32, 1 : i64> {tile.aligned}, %
   %st = "tile.stride"(%s) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
   return
 }
+
+// -----
+
+// An element of a list passed as a table: its row's words (address, dims, strides)
+// loaded at row * stride0 + word * stride1 when the row is inside the table, zeros
+// (an empty array: loads read padding, stores write nothing) when not.
+
+// CHECK-LABEL: gpu.func @list_get
+// CHECK-SAME:    (%[[P:[^:]*]]: !llvm.ptr<1>, %[[N:[^:]*]]: i32, %[[W:[^:]*]]: i32, %[[S0:[^:]*]]: i64, %[[S1:[^:]*]]: i64, %[[I:[^:]*]]: i32)
+// CHECK:         %[[I64:.*]] = arith.extsi %[[I]] : i32 to i64
+// CHECK:         %[[N64:.*]] = arith.extui %[[N]] : i32 to i64
+// CHECK:         %[[IN:.*]] = arith.cmpi ult, %[[I64]], %[[N64]] : i64
+// CHECK:         %[[WORDS:.*]]:3 = scf.if %[[IN]] -> (i64, i64, i64) {
+// CHECK:           %[[ROW:.*]] = arith.muli %[[I64]], %[[S0]] : i64
+// CHECK-COUNT-3:   llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> i64
+// CHECK:         } else {
+// CHECK:           scf.yield %c0_i64, %c0_i64, %c0_i64 : i64, i64, i64
+// CHECK:         llvm.inttoptr %[[WORDS]]#0 : i64 to !llvm.ptr<1>
+// CHECK:         arith.trunci %[[WORDS]]#1 : i64 to i32
+func.func @list_get(%t: !tile.array<i64, 2 : i64>, %i: i32) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.arg_names = ["xs", "i"]} {
+  %a = "tile.list_get"(%t, %i) {aligned = false} : (!tile.array<i64, 2 : i64>, i32) -> !tile.array<f32, 1 : i64>
+  %d = "tile.dim"(%a) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  %st = "tile.stride"(%a) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  return
+}

@@ -33,7 +33,7 @@ from tileir.errors import TileTypeError, TileUnsupportedFeatureError, TileValueE
 from tileir.examples.matmul import matmul
 from tileir.examples.softmax import softmax
 from tileir.examples.vector_add import vector_add
-from tileir.specialization import ArrayParam
+from tileir.specialization import ArrayParam, TableListParam
 
 TIR = CallingConvention.tileir_v1()
 ALIGNED_1D = dict(base_addr_divisible_by=16, stride_constant=(1,))
@@ -57,6 +57,39 @@ def row_scale(x: Annotated[ct.Array, ct.ArrayAnnotation(static_shape_dims=(1,))]
     row = ct.bid(0)
     t = ct.load(x, index=(row, 0), shape=(1, TILE), padding_mode=ct.PaddingMode.ZERO)
     ct.store(y, index=(row, 0), tile=t * x.shape[1])
+
+
+@ct.kernel
+def weighted_sum(xs, out, TM: ct.Constant[int], TN: ct.Constant[int]):
+    """out = sum over the list of (j + 1) * xs[j], plus len(xs) times its last array (tiles
+    past an array's edge read zeros)."""
+    i, j = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((TM, TN), dtype=ct.float32)
+    w = 1.0
+    for x in xs:
+        t = ct.load(x, index=(i, j), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+        acc = acc + ct.astype(t, ct.float32) * w
+        w = w + 1.0
+    last = ct.load(xs[-1], index=(i, j), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+    acc = acc + ct.astype(last, ct.float32) * ct.astype(len(xs), ct.float32)
+    ct.store(out, index=(i, j), tile=ct.astype(acc, out.dtype))
+
+
+def weighted_sum_reference(xs, shape):
+    """weighted_sum's result in float64 over an output of `shape`."""
+    out = np.zeros(shape)
+    for w, x in enumerate(list(xs) + [x * len(xs) for x in xs[-1:]], 1):
+        part = np.zeros(shape)
+        m, n = min(shape[0], x.shape[0]), min(shape[1], x.shape[1])
+        part[:m, :n] = np.asarray(x, np.float64)[:m, :n]
+        out += part * (w if w <= len(xs) else 1)
+    return out
+
+
+def list_signature(dtype, aligned: bool) -> KernelSignature:
+    element = array(dtype, 2, **(dict(base_addr_divisible_by=16, stride_constant=(None, 1),
+                                      stride_divisible_by=(8, 1)) if aligned else {}))
+    return KernelSignature([ListConstraint(element), array(ct.float32, 2), 32, 64], TIR)
 
 
 @ct.kernel
@@ -239,7 +272,8 @@ def test_exported_specializations_are_what_launch_compiles():
                             ScalarConstraint(ct.bfloat16), ScalarConstraint(ct.int8),
                             ScalarConstraint(ct.bool_), 256], TIR), "sm_80"),
     (matmul, matmul_signature(128, 128, 64), "sm_90a"),
-], ids=["vector_add", "axpb-f16-i64-bool", "axpb-bf16-i8-bool", "matmul-tma"])
+    (weighted_sum, list_signature(ct.float16, aligned=True), "sm_90a"),
+], ids=["vector_add", "axpb-f16-i64-bool", "axpb-bf16-i8-bool", "matmul-tma", "list-table"])
 def test_launch_info_matches_the_cubins_parameter_table(cuobjdump, kernel, signature,
                                                          gpu_code):
     info = kernel_launch_info(kernel, signature, gpu_code)
@@ -357,12 +391,65 @@ def test_from_kernel_args_keeps_annotated_static_dims():
 # --------------------------------------------------------------------------
 # Refusals, by name
 # --------------------------------------------------------------------------
-def test_list_parameters_are_refused_naming_the_parameter():
-    signature = KernelSignature([ListConstraint(array(ct.float32, 1)), array(ct.float32, 1),
-                                 array(ct.float32, 1), 1024], TIR)
-    with pytest.raises(TileUnsupportedFeatureError, match=r"parameter 'a' of kernel "
-                       r"'vector_add' is a list \(ListConstraint\)"):
-        export(vector_add, [signature], "sm_90a")
+def test_a_list_whose_length_is_the_launchs_compiles_as_a_table():
+    params = _specialize(weighted_sum, list_signature(ct.bfloat16, aligned=True))
+    assert params[0] == ("xs", TableListParam(ArrayParam(ct.bfloat16, 2, aligned=True)))
+    assert params[0][1].table == ArrayParam(ct.int64, 2) and params[0][1].row_words == 5
+    ir = weighted_sum._build(params, "tile", None).artifacts["frontend"]
+    # one table argument; the loop runs over its rows; xs[-1] is row len(xs) - 1
+    assert "%arg0: !tile.array<i64, 2 : i64>, %arg1: !tile.array<f32, 2 : i64>" in ir
+    assert re.search(r'%(\w+) = "tile.dim"\(%arg0\) \{axis = 0 : i64\}.*\n.*\n.*'
+                     r'scf.for %\w+ = %c0_i32 to %\1', ir)
+    assert ir.count('"tile.list_get"(%arg0, ') == 2 and "{aligned = true}" in ir
+    for gpu_code in ("sm_90a", "sm_80"):
+        info = kernel_launch_info(weighted_sum, list_signature(ct.bfloat16, True), gpu_code)
+        table = [s for s in info["slots"] if s["param"] == "xs"]
+        assert [(s["what"], s.get("axis")) for s in table] == [
+            ("pointer", None), ("dim", 0), ("dim", 1), ("stride", 0), ("stride", 1)]
+        assert table[0]["list"] == {"dtype": "bfloat16", "ndim": 2, "row": [
+            "pointer", "dim 0", "dim 1", "stride 0", "stride 1"]}
+
+
+def test_list_constraints_meet_list_parameters_only():
+    @ct.kernel
+    def annotated(xs: Annotated[list, ct.ListAnnotation(element=ct.ArrayAnnotation(
+            static_shape_dims=(0,)))], y, xa: Annotated[ct.Array, ct.ArrayAnnotation()]):
+        ct.store(y, index=(0,), tile=ct.load(xs[0], index=(0,), shape=(4,)))
+
+    element = array(ct.float32, 1)
+    fixed = array(ct.float32, 1, shape_constant=(4,))
+    y = array(ct.float32, 1)
+    with pytest.raises(TileTypeError, match="'xa' of kernel 'annotated' is annotated .* but the "
+                       "signature describes it with a ListConstraint"):
+        _specialize(annotated, KernelSignature([ListConstraint(fixed), y,
+                                                ListConstraint(element)], TIR))
+    with pytest.raises(TileTypeError, match="'xs' of kernel 'annotated' is annotated as a list "
+                       "of arrays .*: describe it with a ListConstraint, got ArrayConstraint"):
+        _specialize(annotated, KernelSignature([element, y, element], TIR))
+    # the element annotation compiles dim 0 in: the ListConstraint's element must give it
+    with pytest.raises(TileValueError, match=r"'xs' of kernel 'annotated' \(its elements\) is "
+                       r"annotated static_shape_dims=\(0,\)"):
+        _specialize(annotated, KernelSignature([ListConstraint(element), y, element], TIR))
+    params = _specialize(annotated, KernelSignature([ListConstraint(fixed), y, element], TIR))
+    assert params[0][1] == TableListParam(ArrayParam(ct.float32, 1, static_shape=((0, 4),)))
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_a_table_list_runs_on_the_simulator(target):
+    """The gpu stage's code of a table list on tileir.sim: ragged elements, one element,
+    and an empty list (xs[-1] is then outside the table: an empty array).  (The simulator
+    takes contiguous arrays; the GPU test passes strided ones.)"""
+    from tileir.sim import ListTable, simulate
+    params = _specialize(weighted_sum, list_signature(ct.float32, aligned=False))
+    compiled = weighted_sum._build(params, "gpu", target)
+    rng = np.random.default_rng(7)
+    for xs in ([rng.standard_normal(s).astype(np.float32)
+                for s in ((33, 70), (64, 128), (5, 1), (20, 147))],
+               [rng.standard_normal((9, 150)).astype(np.float32)], []):
+        out = np.full((40, 100), np.nan, np.float32)
+        simulate(compiled, (2, 2), [ListTable(xs), out, 32, 64])
+        np.testing.assert_allclose(out[:64], weighted_sum_reference(xs, (40, 100))[:64],
+                                   rtol=1e-5, atol=1e-5)
 
 
 def test_runtime_tuples_are_refused_naming_the_parameter():
@@ -710,3 +797,53 @@ def test_exported_symbols_launch_and_compute():
                                  ctypes.addressof(pointers), info["symbol"])
         torch.cuda.synchronize()
         torch.testing.assert_close(c, a + b)
+
+
+def list_table(torch, xs):
+    """The table of a list of CUDA tensors (kernel_launch_info's `list`): one int64 row of
+    address, dims and strides per tensor."""
+    rows = [[x.data_ptr(), *x.shape, *x.stride()] for x in xs]
+    ndim = xs[0].dim() if xs else 2
+    return torch.tensor(rows, dtype=torch.int64, device="cuda").reshape(len(xs), 1 + 2 * ndim)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, aligned", [("float16", True), ("bfloat16", False),
+                                            ("float32", False)])
+def test_exported_list_of_run_time_length_launches_and_computes(dtype, aligned):
+    """A ListConstraint parameter exported once runs on lists of any length, ragged and
+    strided elements, through tileir's launcher and the bare driver."""
+    torch = pytest.importorskip("torch")
+    from tileir.runtime import driver, launcher
+    major, _ = torch.cuda.get_device_capability()
+    if major not in (8, 9):
+        pytest.skip(f"tileir compiles for sm_80 and sm_90a, not compute capability {major}.x")
+    gpu_code = "sm_90a" if major == 9 else "sm_80"
+    signature = list_signature(getattr(ct, dtype), aligned)
+    cubin = export(weighted_sum, [signature], gpu_code)
+    info = kernel_launch_info(weighted_sum, signature, gpu_code)
+    tdt = getattr(torch, dtype)
+    base = torch.randn(300, 520, device="cuda").to(tdt)
+    lists = [[torch.randn(s, device="cuda").to(tdt) for s in ((70, 136), (1, 8), (100, 200))],
+             [base[7:90, 8:208]] + ([] if aligned else [base[1::3, 5:400]]),   # strided views
+             [torch.randn(64, 64, device="cuda").to(tdt)] * 3,                 # one array thrice
+             []]
+    device = torch.cuda.current_device()
+    function = driver.get_function(driver.load_module(cubin, device), info["symbol"], device)
+    for xs in lists:
+        table = list_table(torch, xs)
+        ref = torch.from_numpy(weighted_sum_reference(
+            [x.float().cpu().numpy() for x in xs], (90, 190)))
+        grid = (math.ceil(90 / 32), math.ceil(190 / 64), 1)
+        out = torch.full((90, 190), math.nan, device="cuda")
+        launcher.launch(cubin, info["meta"], grid, [table, out])
+        torch.testing.assert_close(out.cpu().double(), ref, rtol=2e-3, atol=2e-3)
+        out = torch.full((90, 190), math.nan, device="cuda")
+        buffer = _pack(info, [table, out])
+        pointers = (ctypes.c_void_p * len(info["slots"]))(
+            *(ctypes.addressof(buffer) + s["offset"] for s in info["slots"]))
+        with driver.device_context(device):
+            driver.launch_kernel(function, grid, tuple(info["block"]), info["shared_bytes"], 0,
+                                 ctypes.addressof(pointers), info["symbol"])
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out.cpu().double(), ref, rtol=2e-3, atol=2e-3)

@@ -32,10 +32,14 @@ are cuTile's; what tileir does differently:
   (passes/iterations.py), whatever the alias groups allow.  tileir indexes with
   32 bits, also for `index_dtype=int64`: a host must not pass an array with a dim
   above 2**31 - 1 (tileir's launcher refuses them).
-* **Not supported:** `ListConstraint` parameters and tuples passed at run time
-  (TileUnsupportedFeatureError naming the parameter; tuples of constants for a
-  `ct.Constant` parameter work), and `output_format="tileir_bytecode"` (NVIDIA's
-  Tile IR bytecode, which tileir does not produce).
+* **Lists.**  A `ListConstraint` parameter has a run-time length: the kernel takes
+  the list's *table*, an int64 array of shape (length, 1 + 2 ndim), row i holding
+  element i's address, dims and strides (`TableListParam`, `tile.list_get`;
+  docs/compilation.md).
+* **Not supported:** tuples passed at run time (TileUnsupportedFeatureError naming
+  the parameter; tuples of constants for a `ct.Constant` parameter work), and
+  `output_format="tileir_bytecode"` (NVIDIA's Tile IR bytecode, which tileir does not
+  produce).
 
 How one cubin holds several kernels: each signature compiles (through the compile
 cache) like a launch's specialization; the `llvm`-stage IR of each is parsed

@@ -9,10 +9,11 @@ import re
 import secrets
 from typing import (IO, TYPE_CHECKING, Any, Literal, Sequence)
 
-from ..annotations import ArrayAnnotation
+from ..annotations import ArrayAnnotation, ListAnnotation
 from ..errors import (TileInternalError, TileTypeError, TileUnsupportedFeatureError, TileValueError)
 from ..kernel import Kernel
-from ..specialization import (ArrayParam, ArraySpec, ConstantAnnotation, ScalarParam, classify_arg)
+from ..specialization import (ArrayParam, ArraySpec, ConstantAnnotation, ScalarParam,
+                              TableListParam, classify_arg)
 from .elf import _elf_functions
 from .mangling import mangle_kernel_name
 from .signatures import (_TILEIR, ArrayConstraint, ConstantConstraint, KernelSignature,
@@ -41,9 +42,15 @@ def _param_kind(kernel: Kernel, name: str, c: ParameterConstraint) -> Any:
     annotation = kernel.param_annotations[name]
     what = f"parameter '{name}' of kernel '{kernel.name}'"
     if isinstance(c, ListConstraint):
-        raise TileUnsupportedFeatureError(f"{what} is a list (ListConstraint): tileir does not "
-                                          f"compile list parameters yet; pass the arrays as "
-                                          f"separate parameters")
+        # the length is the launch's: the list is passed as a table (TableListParam)
+        if annotation is not None and not isinstance(annotation, ListAnnotation):
+            raise TileTypeError(f"{what} is annotated {annotation!r}, not as a list of arrays, "
+                                f"but the signature describes it with a ListConstraint")
+        element = annotation.element if annotation is not None else None
+        return TableListParam(_array_param(f"{what} (its elements)", element, c.element))
+    if isinstance(annotation, ListAnnotation):
+        raise TileTypeError(f"{what} is annotated as a list of arrays (ListAnnotation): "
+                            f"describe it with a ListConstraint, got {type(c).__name__}")
     value = _constant_value(c)
     if isinstance(annotation, ConstantAnnotation):
         if value is _RUNTIME:
@@ -68,6 +75,12 @@ def _param_kind(kernel: Kernel, name: str, c: ParameterConstraint) -> Any:
         return kind
     if not isinstance(annotation, ArrayAnnotation):      # None, or the error it is
         classify_arg(kernel.name, name, annotation, ArraySpec(c.dtype, c.ndim), True)
+    return _array_param(what, annotation, c)
+
+
+def _array_param(what: str, annotation: ArrayAnnotation | None,
+                 c: ArrayConstraint) -> ArrayParam:
+    """The ArrayParam an ArrayConstraint compiles to (the module docstring says how)."""
     aligned = _aligned(c)
     # an aligned array's unit last stride is part of `aligned`: compiling it in as well
     # would only make a variant apart from the one launches of such arrays compile

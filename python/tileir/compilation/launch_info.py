@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import TileInternalError
 from ..kernel import Kernel
-from ..specialization import (ArrayParam, Param)
+from ..specialization import ArrayParam, Param, TableListParam
 from .elf import _kernel_params
 from .export import _check_convention, _compile, _specialize, _symbol, _target
 from .signatures import KernelSignature, _check_kernel
@@ -44,6 +44,11 @@ def kernel_launch_info(kernel: Kernel, signature: KernelSignature,
       device buffer of `4 * WORKSPACE_FLAG_SLOTS` (4096) bytes of flags, zero before
       its first launch, then `workspace` bytes for each block; one buffer per stream
       (launches on one stream may share it: each launch leaves the flags zero).
+    - A list of arrays (a `ListConstraint`) is passed as its *table*: an int64 array
+      of shape (length, 1 + 2 ndim), row i holding element i's address, dims and
+      strides (in elements), whose slots are an array's; its `pointer` slot says so
+      (`list`: the elements' dtype and ndim, the row's words).  The table must stay
+      in device memory until the kernel has run.
     - `tensor_maps` (sm_90a): each `tensor_map` slot is a CUtensorMap of array `param`,
       encoded as tileir.runtime.tensor_maps does (`box`, `swizzle`, `clip`).
     - `meta`: the metadata tileir's launcher takes, named for the symbol:
@@ -76,7 +81,7 @@ def kernel_launch_info(kernel: Kernel, signature: KernelSignature,
 
 def _abi_slots(params: list[tuple[str, Any]], meta: dict[str, Any]) -> list[dict[str, Any]]:
     """The kernel's parameters per docs/gpu-backend.md's ABI, without offsets."""
-    runtime = [(name, kind) for name, kind in params if isinstance(kind, Param)]
+    runtime = [(name, kind) for name, kind in params if isinstance(kind, (Param, TableListParam))]
     if len(runtime) != len(meta["params"]):
         raise TileInternalError(f"kernel '{meta['name']}': {len(runtime)} runtime parameters "
                                 f"but its metadata lists {len(meta['params'])}")
@@ -86,8 +91,15 @@ def _abi_slots(params: list[tuple[str, Any]], meta: dict[str, Any]) -> list[dict
         slots.append({"param": param, "what": what, **extra, "ctype": ctype, "size": size})
 
     for name, kind in runtime:
+        table = {}
+        if isinstance(kind, TableListParam):      # the list's table, an int64 array
+            e = kind.element
+            row = ["pointer"] + [f"dim {a}" for a in range(e.ndim)] + \
+                [f"stride {a}" for a in range(e.ndim)]
+            table = {"list": {"dtype": e.dtype.name, "ndim": e.ndim, "row": row}}
+            kind = kind.table
         if isinstance(kind, ArrayParam):
-            slot(name, "pointer", "void*", 8)
+            slot(name, "pointer", "void*", 8, **table)
             for axis in range(kind.ndim):
                 slot(name, "dim", "int32_t", 4, axis=axis)
             for axis in range(kind.ndim):

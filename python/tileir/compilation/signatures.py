@@ -231,8 +231,8 @@ def _alias_groups(groups: Any) -> tuple[str, ...]:
 
 @dataclasses.dataclass(frozen=True, init=False)
 class ListConstraint:
-    """A parameter that is a list of arrays, each described by `element`.  Constructs,
-    mangles and demangles; tileir does not compile list parameters yet."""
+    """A parameter that is a list of arrays, each described by `element`, its length
+    the launch's: exported, the kernel takes the list's table (docs/compilation.md)."""
 
     element: ArrayConstraint
     alias_groups: tuple[str, ...]

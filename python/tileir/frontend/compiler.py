@@ -34,11 +34,12 @@ from ..errors import (TileError, TileRecursionError, TileStaticAssertionError,
                       TileValueError)
 from ..annotations import Slice
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
-from ..specialization import ArrayParam, ListParam, Param, ScalarParam
+from ..specialization import ArrayParam, ListParam, Param, ScalarParam, TableListParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
 from . import compute, debug, emit, intrinsics, static, views
 from .source import SourceInfo
-from .values import ArrayValue, ListValue, TiledViewValue, TileValue, describe
+from .values import (ArrayValue, ListValue, TableListValue, TiledViewValue, TileValue,
+                     describe)
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -268,7 +269,10 @@ class FunctionCompiler:
 
     def list_for(self, node: ast.For, xs: ListValue) -> None:
         """`for a in xs` over a list of arrays: the body compiled once per element (the
-        list's length is part of the specialization)."""
+        list's length is part of the specialization), or for a list whose length is
+        known at launch only, once in a loop over its table's rows."""
+        if isinstance(xs, TableListValue):
+            return self.table_for(node, xs)
         for sub in ast.walk(node):
             if isinstance(sub, (ast.Break, ast.Continue, ast.Return)):
                 raise self.error(TileSyntaxError, sub, f"'{type(sub).__name__.lower()}' is "
@@ -276,6 +280,29 @@ class FunctionCompiler:
         for element in xs.elements:
             self.assign(node.target, element)
             self.block(node.body)
+
+    def table_for(self, node: ast.For, xs: TableListValue) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise self.error(TileUnsupportedFeatureError, node.target,
+                             "the loop variable must be a single name")
+        with self.at(node):
+            lb, st = emit.constant(0, dt.int32), emit.constant(1, dt.int32)
+            ub = intrinsics.array_dim(xs.table, 0)
+        carried, inits = self.carried_values(node, exclude=node.target.id)
+        loop = scf.ForOp(lb.value, ub.value, st.value, [v.value for v in inits])
+        before = dict(self.vars)
+        with ir.InsertionPoint(loop.body):
+            with self.at(node):
+                self.vars[node.target.id] = self.table_element(
+                    xs, TileValue(loop.induction_variable, dt.int32, ()))
+            for n, arg, init in zip(carried, loop.inner_iter_args, inits):
+                self.vars[n] = TileValue(arg, init.dtype, init.shape)
+            self.block(node.body)
+            if self.has_return:
+                raise self.error(TileUnsupportedFeatureError, node,
+                                 "'return' inside a loop is not supported")
+            self.yield_carried(node, carried, inits)
+        self.close_loop(node, before, carried, inits, loop.results)
 
     # -- for loops -----------------------------------------------------------
     def stmt_For(self, node: ast.For) -> None:
@@ -591,8 +618,21 @@ class FunctionCompiler:
 
     def list_subscript(self, xs: ListValue, node: ast.Subscript) -> ArrayValue:
         """`arrays[i]`: a compile-time `i` picks the argument; a run-time integer scalar
-        (or 0-d tile) selects among them (`tile.select_array`)."""
+        (or 0-d tile) selects among them (`tile.select_array`); a list whose length is
+        known at launch only reads row `i` of its table (`tile.list_get`)."""
         idx = self.expr(node.slice)
+        if isinstance(xs, TableListValue):
+            if isinstance(idx, bool) or not (
+                    isinstance(idx, int) or isinstance(idx, TileValue) and idx.is_scalar
+                    and idx.dtype.is_int and not idx.dtype.is_bool):
+                raise self.error(TileTypeError, node.slice,
+                                 f"a list of arrays is indexed by an int, an integer scalar "
+                                 f"or a 0-d integer tile, got {describe(idx)}")
+            with self.at(node):
+                if isinstance(idx, int):        # from the end: len(xs) + idx
+                    idx = emit.constant(idx, dt.int32) if idx >= 0 else compute.binary(
+                        "+", intrinsics.array_dim(xs.table, 0), emit.constant(idx, dt.int32))
+                return self.table_element(xs, idx)
         n = len(xs.elements)
         if isinstance(idx, int) and not isinstance(idx, bool):
             if not -n <= idx < n:
@@ -612,6 +652,15 @@ class FunctionCompiler:
             index = emit.cast(idx, dt.int32).value if idx.dtype != dt.int32 else idx.value
             value = lists.SelectArrayOp(index, [a.value for a in xs.elements]).result
         return dataclasses.replace(first, value=value, name=f"{xs.name}[...]")
+
+    def table_element(self, xs: TableListValue, idx: TileValue) -> ArrayValue:
+        """Element `idx` of a list passed as a table (at the current location)."""
+        e = xs.element
+        index = emit.cast(idx, dt.int32).value if idx.dtype != dt.int32 else idx.value
+        result = array_type(ir.Type.parse(e.dtype.array_mlir), e.ndim)
+        value = lists.ListGetOp(result, xs.table.value, index, e.aligned).result
+        return ArrayValue(value, e.dtype, e.ndim, f"{xs.name}[...]", e.static_shape,
+                          e.static_strides)
 
     def tile_subscript(self, t: TileValue, node: ast.Subscript) -> TileValue:
         """`t[:, None]` / `t[None, :]`: insert size-1 dims (the only indexing of tiles)."""
@@ -943,6 +992,9 @@ def _builtin_abs(c, args, kwargs, node):
 def _builtin_len(c, args, kwargs, node):
     if len(args) == 1 and isinstance(args[0], tuple):
         return len(args[0])
+    if len(args) == 1 and isinstance(args[0], TableListValue):
+        with c.at(node):
+            return intrinsics.array_dim(args[0].table, 0)
     if len(args) == 1 and isinstance(args[0], ListValue):
         return len(args[0].elements)
     if len(args) == 1 and isinstance(args[0], TileValue) and args[0].ndim:
@@ -975,6 +1027,8 @@ def classify_value(v: Any) -> Any:
         return view
     if isinstance(v, ArrayValue):
         return _array_kind(v)
+    if isinstance(v, TableListValue):
+        return TableListParam(v.element)
     if isinstance(v, ListValue):
         return ListParam(tuple(_array_kind(a) for a in v.elements))
     if isinstance(v, TileValue):
@@ -993,6 +1047,8 @@ def _leaves(kind: Any) -> list[Param]:
         return [kind]
     if isinstance(kind, ListParam):
         return list(kind.elements)
+    if isinstance(kind, TableListParam):
+        return [kind.table]
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.leaves(kind)
     return []
@@ -1000,6 +1056,8 @@ def _leaves(kind: Any) -> list[Param]:
 
 def _leaf_values(v: Any) -> list[ir.Value]:
     """The IR values a helper's argument `v` passes (`_leaves` of its kind)."""
+    if isinstance(v, TableListValue):
+        return [v.table.value]
     if isinstance(v, ListValue):
         return [a.value for a in v.elements]
     return views.leaf_values(v)
@@ -1017,6 +1075,9 @@ def _argument(kind: Any, pname: str, args) -> Any:
         return ListValue(tuple(ArrayValue(next(args), k.dtype, k.ndim, f"{pname}[{i}]",
                                           k.static_shape, k.static_strides)
                                for i, k in enumerate(kind.elements)), pname)
+    if isinstance(kind, TableListParam):
+        return TableListValue((), pname, table=ArrayValue(next(args), dt.int64, 2, pname),
+                              element=kind.element)
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.rebuild(kind, args, array)
     return kind

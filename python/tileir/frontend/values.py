@@ -112,6 +112,27 @@ class ListValue:
         return f"a list of {len(self.elements)} {self.ndim}-d {self.dtype.name} arrays"
 
 
+@dataclasses.dataclass(frozen=True)
+class TableListValue(ListValue):
+    """A list of arrays whose length is known at launch only (`TableListParam`): its
+    table (an int64 array, one row per element) and what every element is.  `len()`
+    is the table's dim 0; `xs[i]` and `for a in xs` read rows (`tile.list_get`)."""
+
+    table: ArrayValue | None = None
+    element: Any = None                 # the specialization's ArrayParam of every element
+
+    @property
+    def dtype(self) -> DType:
+        return self.element.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.element.ndim
+
+    def describe(self) -> str:
+        return f"a list of {self.ndim}-d {self.dtype.name} arrays (its length known at launch)"
+
+
 def describe(x) -> str:
     """How errors name a value the user passed."""
     if isinstance(x, (TileValue, ArrayValue, TiledViewValue, ListValue)):

@@ -18,7 +18,7 @@ from tileir.dialect.types import array_info
 
 from .compiler import LAUNCH_SLOT, CompileContext, Step, constant, pure, rule
 from .dtypes import F32, F64, Elem, as_signed, as_unsigned, elem_of, shape_of
-from .errors import Fault
+from .errors import Fault, UnsupportedOpError
 
 
 # ---------------------------------------------------------------------------
@@ -68,6 +68,15 @@ def _select_array(op, cx: CompileContext) -> Step:
             raise Fault(f"index {i} is out of range for a list of {n} arrays")
         frame[out] = frame[arrays[i]]
     return step
+
+
+@rule("tile.list_get")
+def _list_get(op, cx: CompileContext) -> Step:
+    raise UnsupportedOpError.at(
+        op.location, "tile.list_get reads a list's table of device addresses, which the "
+        "interpreter cannot follow: a list whose length is known at launch only (an "
+        "exported kernel's ListConstraint) runs on the GPU; a launch compiles lists with "
+        "their length")
 
 
 # ---------------------------------------------------------------------------

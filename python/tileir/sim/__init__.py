@@ -19,6 +19,6 @@ This is a test tier (docs/tensor-cores.md), not a way to run kernels: a block
 of a GEMM takes a good fraction of a second.
 """
 
-from .executor import SimError, simulate
+from .executor import ListTable, SimError, simulate
 
-__all__ = ["SimError", "simulate"]
+__all__ = ["ListTable", "SimError", "simulate"]

@@ -59,6 +59,15 @@ class _SharedRef:
 BLOCKED = object()      # what `run` yields: every thread it runs is waiting
 
 
+@dataclasses.dataclass
+class ListTable:
+    """A list of arrays passed as a table (`TableListParam`, `tile.list_get`): give one
+    for such a parameter and `simulate` places the arrays in memory and the table, an
+    int64 array of one row (address, dims, strides) per array, beside them."""
+
+    arrays: Sequence[np.ndarray]
+
+
 class _Block:
     """One thread block being executed."""
 
@@ -1286,25 +1295,43 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
     # `runtime_params` (the tests' hand-made modules) has none
     runtime = compiled.runtime_args(args) if hasattr(compiled, "runtime_args") else \
         [args[i] for i in compiled.runtime_params]
-    arrays = [a for a in runtime if isinstance(a, np.ndarray)]
+    # a list passed as a table: its arrays, then the table (filled once they have
+    # addresses), stand for it
+    lists = {id(a): list(a.arrays) for a in runtime if isinstance(a, ListTable)}
+    for xs in lists.values():
+        for x in xs:
+            if not x.flags.c_contiguous:
+                raise SimError("the simulator places arrays in memory as they are laid out: "
+                               "give a ListTable C-contiguous arrays")
+    tables = {i: np.zeros((len(x), 1 + 2 * (x[0].ndim if x else 0)), np.int64)
+              for i, x in lists.items()}
+    runtime = [tables[id(a)] if isinstance(a, ListTable) else a for a in runtime]
+    arrays = [a for a in runtime if isinstance(a, np.ndarray)] + \
+        [x for xs in lists.values() for x in xs]
     grid = tuple(list(grid) + [1] * (3 - len(grid)))
     ctx = tile_context()
     with ctx:
         module = ir.Module.parse(compiled.artifacts["gpu"])
         func = _kernel(module)
-        tables = _constant_tables(module)           # the module's constant globals
+        consts = _constant_tables(module)           # the module's constant globals
         extra = []
         if meta.get("workspace"):       # stream-K: its workspace, last
             from tileir.runtime.launcher import persistent_grid
             from tileir.runtime.workspace import size
             hw_grid = persistent_grid(meta, grid, sm_count)
             extra.append(np.zeros(size(int(meta["workspace"]), hw_grid[0]), np.uint8))
-        memory = hw.Memory(arrays + list(tables.values()) + extra)
-        globals_at = dict(zip(tables, memory.addresses[len(arrays):]))
+        memory = hw.Memory(arrays + list(consts.values()) + extra)
+        globals_at = dict(zip(consts, memory.addresses[len(arrays):]))
         abi: list[Any] = []
         tensor_maps: dict[int, hw.TensorMap] = {}
         infos = {}
         addr_of = dict(zip(map(id, arrays), memory.addresses))
+        for key, xs in lists.items():
+            for row, x in zip(tables[key], xs):
+                info = describe(x)
+                row[:] = [addr_of[id(x)], *info.shape, *info.strides]
+            at = addr_of[id(tables[key])] - hw.BASE_ADDRESS
+            memory.bytes[at:at + tables[key].nbytes] = tables[key].view(np.uint8).reshape(-1)
         for i, (spec, a) in enumerate(zip(meta["params"], runtime)):
             if spec["kind"] == "array":
                 info = describe(a)
@@ -1386,4 +1413,4 @@ def _kernel(module: ir.Module) -> ir.Operation:
     raise SimError("no gpu.func in the module: compile to the 'gpu' stage first")
 
 
-__all__ = ["simulate", "SimError"]
+__all__ = ["ListTable", "simulate", "SimError"]

@@ -1,16 +1,18 @@
 """Grid queries, array queries and global memory: `tile.bid/num_blocks/grid_size/dim/stride`,
-`tile.select_array`, `tile.load/store` (through `backend.memory`, or TMA:
+`tile.select_array`, `tile.list_get`, `tile.load/store` (through `backend.memory`, or TMA:
 `backend.tma_store`) and `tile.iota`."""
 
 from __future__ import annotations
 
-from mlir.dialects import arith, gpu
+from mlir import ir
+from mlir.dialects import arith, gpu, llvm, scf
 
 from tileir.dialect.layout import tile_layout
+from tileir.dialect.types import array_info, signless
 
 from .. import tma_store
 from ..context import I32, ArrayABI, Frag, _bits, lin_of
-from ..memory import load_tile, lower_load, lower_store
+from ..memory import gep, load_tile, lower_load, lower_store
 from ..mma_layouts import Shared
 from ..shared import fence_async_proxy, new_tile, staging_linear, store_frag
 from .registry import rule
@@ -62,6 +64,37 @@ def _select_array(cx, op):
     cx.arrays[op.result] = ArrayABI(ptr, dims, strides, arrays[0].elem,
                                     all(a.aligned for a in arrays),
                                     any(a.large for a in arrays))
+
+
+@rule("tile.list_get")
+def _list_get(cx, op):
+    # row `index` of the table: the element's address, dims and strides as the kernel
+    # ABI passes an array, one int64 word each (every thread reads the same words).
+    # An index outside the table reads nothing and gives an empty array (dims 0), so
+    # loads of it read padding and stores write nothing: a prefetch one iteration past
+    # a loop over the list (register_prefetch.py), or before a loop over an empty one,
+    # computes such an index.
+    table = cx.arrays[op.table]
+    i64 = ir.IntegerType.get_signless(64)
+    index = arith.extsi(i64, cx.get(op.index))
+    rank = array_info(op.result.type).rank
+    inside = arith.cmpi(arith.CmpIPredicate.ult, index, arith.extui(i64, table.dims[0]))
+    fetch = scf.IfOp(inside, [i64] * (1 + 2 * rank), has_else=True)
+    with ir.InsertionPoint(fetch.then_block):
+        row = arith.muli(index, table.strides[0])
+        words = []
+        for k in range(1 + 2 * rank):
+            at = arith.addi(row, arith.muli(arith.constant(i64, k), table.strides[1]))
+            words.append(llvm.load(i64, gep(table.ptr, at, i64), alignment=8))
+        scf.YieldOp(words)
+    with ir.InsertionPoint(fetch.else_block):
+        scf.YieldOp([arith.constant(i64, 0)] * (1 + 2 * rank))
+    words = list(fetch.results)
+    ptr = llvm.inttoptr(table.ptr.type, words[0])
+    dims = [arith.trunci(I32(), w) for w in words[1:1 + rank]]
+    cx.arrays[op.result] = ArrayABI(ptr, dims, words[1 + rank:],
+                                    signless(array_info(op.result.type).element_type),
+                                    op.opview.aligned)
 
 
 @rule("tile.load")
@@ -136,5 +169,3 @@ def _iota(cx, op):
             v = arith.trunci(t.element_type, v)
         regs.append(v)
     cx.values[op.result] = Frag(lin, t.element_type, regs)
-
-
