@@ -21,8 +21,9 @@ func.func @abi(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %v: !tile.array<f32
 
 // Aligned arrays: one 16-byte access per group of 8 bf16.  A tile entirely in
 // bounds takes plain vector loads and stores (the address needs no stride:
-// aligned means a unit last-dim stride); a tile at the edge checks each group
-// and masks the one straddling the end.
+// aligned means a unit last-dim stride); a tile at the edge checks each group:
+// whole (a vector access), else masked per element; a load also skips the masks
+// of a group wholly outside (the padding).
 
 // CHECK-LABEL: gpu.func @aligned_bf16
 // CHECK-SAME:    (%[[X:[^:]*]]: !llvm.ptr<1> {llvm.align = 16 : i64}, %{{[^:]*}}: i32, %[[XS:[^:]*]]: i64, %[[Y:[^:]*]]: !llvm.ptr<1> {llvm.align = 16 : i64}, %{{[^:]*}}: i32, %[[YS:[^:]*]]: i64)
@@ -33,10 +34,21 @@ func.func @abi(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %v: !tile.array<f32
 // CHECK-NEXT:      %[[FULL:.*]] = llvm.load %[[P]] {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
 // CHECK-NEXT:      scf.yield %[[FULL]] : vector<8xbf16>
 // CHECK-NEXT:    } else {
-// CHECK:           llvm.load %[[P]] {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
-// CHECK:           %[[MASK:.*]] = vector.from_elements {{.*}} : vector<8xi1>
-// CHECK-NEXT:      %[[PAD:.*]] = vector.broadcast %{{.*}} : bf16 to vector<8xbf16>
-// CHECK-NEXT:      llvm.intr.masked.load %[[P]], %[[MASK]], %[[PAD]] {alignment = 16 : i32} : (!llvm.ptr<1>, vector<8xi1>, vector<8xbf16>) -> vector<8xbf16>
+// CHECK:           %[[FIRST:.*]] = arith.cmpi ult, %[[C:.*]], %{{.*}} : i64
+// CHECK:           %[[WHOLE:.*]] = arith.andi %[[FIRST]], %[[LAST:.*]] : i1
+// CHECK-NEXT:      scf.if %[[WHOLE]] -> (vector<8xbf16>) {
+// CHECK-NEXT:        llvm.load %[[P]] {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
+// CHECK:           } else {
+// CHECK:             %[[BELOW:.*]] = arith.cmpi slt, %[[C]], %c0_i64 : i64
+// CHECK-NEXT:        %[[ENDS:.*]] = arith.ori %[[FIRST]], %[[LAST]] : i1
+// CHECK-NEXT:        %[[TOUCH:.*]] = arith.ori %[[ENDS]], %[[BELOW]] : i1
+// CHECK-NEXT:        scf.if %[[TOUCH]] -> (vector<8xbf16>) {
+// CHECK-NEXT:          %[[MASK:.*]] = vector.from_elements %[[FIRST]], {{.*}}, %[[LAST]] : vector<8xi1>
+// CHECK-NEXT:          %[[PAD:.*]] = vector.broadcast %{{.*}} : bf16 to vector<8xbf16>
+// CHECK-NEXT:          llvm.intr.masked.load %[[P]], %[[MASK]], %[[PAD]] {alignment = 16 : i32} : (!llvm.ptr<1>, vector<8xi1>, vector<8xbf16>) -> vector<8xbf16>
+// CHECK:             } else {
+// CHECK-NEXT:          %[[NONE:.*]] = vector.broadcast %{{.*}} : bf16 to vector<8xbf16>
+// CHECK-NEXT:          scf.yield %[[NONE]] : vector<8xbf16>
 // CHECK:         vector.extract %[[V]][7] : bf16 from vector<8xbf16>
 // CHECK-NOT:     %[[YS]]
 // CHECK:         %[[Q:.*]] = llvm.getelementptr %[[Y]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, bf16

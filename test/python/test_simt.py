@@ -496,6 +496,33 @@ def test_memory_bound_examples_run_correctly(target, rng):
     assert (tt == t.T).all()
 
 
+@ct.kernel
+def shifted_copy(x, y, SHIFT: ct.Constant[int], TILE: ct.Constant[int]):
+    """y's tile i is x's tile i - SHIFT, -inf where x has none."""
+    i = ct.bid(0)
+    t = ct.load(x, index=(i - SHIFT,), shape=(TILE,), padding_mode=ct.PaddingMode.NEG_INF)
+    ct.store(y, index=(i,), tile=t)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype, n", [(np.float32, 1000), (np.float32, 1003),
+                                      (ml_dtypes.bfloat16, 7168), (ml_dtypes.bfloat16, 7170)])
+def test_loads_at_the_edge_pad_groups_partly_or_wholly_outside(target, dtype, n, rng):
+    """Groups (16-byte vectors) of a tile past the array's end: whole ones read the
+    padding without per-element masks, straddling ones are masked per element; a tile
+    index below 0 reads padding too."""
+    x = rng.standard_normal(n).astype(dtype)
+    tile = 1024 if n < 2000 else 8192
+    blocks = -(-n // tile) + 1
+    for shift in (0, 1):
+        y = np.zeros(blocks * tile, dtype)
+        args = (x, y, shift, tile)
+        simulate(shifted_copy.compile(args, stage="gpu", target=target), (blocks,), args)
+        ref = np.full(blocks * tile, -np.inf)
+        ref[shift * tile:shift * tile + n] = x.astype(np.float64)
+        np.testing.assert_array_equal(y.astype(np.float64), ref)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("n", [1000, 4096, 300])
 def test_a_chunked_row_reduction_loads_one_chunk_ahead(target, n, rng):

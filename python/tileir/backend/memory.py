@@ -116,17 +116,26 @@ class _Addressing:
         last = len(self.lin.shape) - 1
         return max(1, min(self.lin.contiguous_regs(last), 16 // max(1, _bits(elem) // 8)))
 
-    def group_masks(self, coords: list[ir.Value], v: int) -> tuple[ir.Value, list[ir.Value]]:
-        """(whole group in bounds, per-element in-bounds) for `v` elements along the last dim."""
+    def element_masks(self, coords: list[ir.Value], v: int, only=None) -> list[ir.Value]:
+        """Whether each of the `v` elements from `coords` along the last dim is in bounds
+        (`only`: those element offsets, in that order)."""
         last = len(coords) - 1
         other = self.in_bounds(coords, range(last))
         per = []
-        for j in range(v):
+        for j in (range(v) if only is None else only):
             c = arith.addi(coords[last], self.cx.const(j, I64())) if j else coords[last]
             ok = arith.cmpi(arith.CmpIPredicate.ult, c, self.dims64[last])
             per.append(arith.andi(other, ok) if other is not None else ok)
-        # first and last: a negative tile index can put the group's start below 0
-        return (arith.andi(per[0], per[-1]) if v > 1 else per[0]), per
+        return per
+
+    def group_touches(self, coords: list[ir.Value], per: list[ir.Value]) -> ir.Value:
+        """Whether an element of a group of `len(per)` along the last dim (per-element
+        masks `per`) may be in bounds: its first or last is, or it starts below 0 (a
+        negative tile index: the group may then span the array between its ends).
+        False only for a group wholly outside the array."""
+        below = arith.cmpi(arith.CmpIPredicate.slt, coords[len(coords) - 1],
+                           self.cx.const(0, I64()))
+        return arith.ori(arith.ori(per[0], per[-1]), below)
 
 
 # A 16-byte load with an L2 cache policy operand (`createpolicy`).
@@ -254,9 +263,14 @@ def _policy_load(vt: ir.VectorType, ptr: ir.Value, policy: ir.Value) -> ir.Value
 
 
 def _edge_load(addr: "_Addressing", coords, ptr, vt: ir.VectorType, pad: ir.Value) -> ir.Value:
-    """A group at the array's edge: the whole vector if it is in bounds, else per element."""
+    """A group at the array's edge: the whole vector if it is in bounds, the padding if
+    none of it is (one more check: a group wholly past the edge, as the last groups of
+    a 7168-wide row in an 8192-long tile are, skips the per-element masks), else per
+    element."""
     v = vt.shape[0]
-    full, per = addr.group_masks(coords, v)
+    per = addr.element_masks(coords, v)
+    # first and last: a negative tile index can put the group's start below 0
+    full = arith.andi(per[0], per[-1]) if v > 1 else per[0]
     i1v = ir.VectorType.get([v], ir.IntegerType.get_signless(1))
     if v == 1:
         return vector.from_elements(vt, [_guarded_scalar_load(ptr, full, pad, vt.element_type)])
@@ -264,10 +278,15 @@ def _edge_load(addr: "_Addressing", coords, ptr, vt: ir.VectorType, pad: ir.Valu
     with ir.InsertionPoint(if_op.then_block):
         scf.YieldOp([_plain_load(vt, ptr)])
     with ir.InsertionPoint(if_op.else_block):
-        mask = vector.from_elements(i1v, per)
-        align = v * max(1, _bits(vt.element_type) // 8)
-        scf.YieldOp([llvm.intr_masked_load(vt, ptr, mask, align,
-                                           pass_thru=vector.broadcast(vt, pad))])
+        part = scf.IfOp(addr.group_touches(coords, per), [vt], has_else=True)
+        with ir.InsertionPoint(part.then_block):
+            mask = vector.from_elements(i1v, per)
+            align = v * max(1, _bits(vt.element_type) // 8)
+            scf.YieldOp([llvm.intr_masked_load(vt, ptr, mask, align,
+                                               pass_thru=vector.broadcast(vt, pad))])
+        with ir.InsertionPoint(part.else_block):
+            scf.YieldOp([vector.broadcast(vt, pad)])
+        scf.YieldOp([part.results[0]])
     return if_op.results[0]
 
 
@@ -330,14 +349,15 @@ def _streaming_store(ptr: ir.Value, value: ir.Value) -> None:
 
 
 def _edge_store(addr: "_Addressing", coords, ptr, value, v: int, align: int) -> None:
-    full, per = addr.group_masks(coords, v)
+    per = addr.element_masks(coords, v)
+    full = arith.andi(per[0], per[-1]) if v > 1 else per[0]
     if_op = scf.IfOp(full, [], has_else=v > 1)
     with ir.InsertionPoint(if_op.then_block):
         llvm.store(value, ptr, alignment=align)
         scf.YieldOp([])
     if v > 1:
         with ir.InsertionPoint(if_op.else_block):
-            mask = vector.from_elements(ir.VectorType.get([v], ir.IntegerType.get_signless(1)),
-                                        per)
+            mask = vector.from_elements(
+                ir.VectorType.get([v], ir.IntegerType.get_signless(1)), per)
             llvm.intr_masked_store(value, ptr, mask, align)
             scf.YieldOp([])
