@@ -7,7 +7,8 @@ over a tensor small enough that one block does it, so the GPU finishes each kern
 sooner than the host can enqueue the next: back-to-back launches then measure the
 host path.  For each candidate, `--launches` back-to-back calls are timed twice:
 `enqueue` (the loop alone) and `wall` (the loop and the final synchronize).  Rounds
-are interleaved and the median is reported.  Candidates:
+are interleaved, every other one in reverse order (the first candidate of a round
+measured up to 1 µs slower), and the median is reported.  Candidates:
 
 - `tileir`: `ct.launch(None, grid, axpby, (x, y, out, alpha, beta, TILE))`, through
   the C fast path where it is built; `tileir (Python fast path)`: the same through
@@ -247,9 +248,10 @@ def main(argv=None) -> int:
         for _ in range(200):
             fn()
     samples = {name: [] for name in candidates}
-    for _ in range(args.rounds):              # interleaved rounds
-        for name, fn in candidates.items():
-            samples[name].append(timed(fn, args.launches))
+    for r in range(args.rounds):              # interleaved rounds, every other reversed:
+        names = list(candidates)              # the first of a round measured slower
+        for name in (names if r % 2 == 0 else reversed(names)):
+            samples[name].append(timed(candidates[name], args.launches))
     floor = c_floor(kargs, args.launches)
     if floor is not None:
         samples["driver (C)"] = [floor]
