@@ -66,15 +66,18 @@ def python(code: str, env: dict[str, str] | None = None, *args: str):
                           timeout=300, env={**os.environ, **(env or {})})
 
 
-def compile_without_mlir(kernel, root: Path, env: dict[str, str] | None = None):
-    """A host without MLIR compiles `kernel` for sm_90a: what it got, as JSON, or the error."""
+def compile_without_mlir(kernel, root: Path, env: dict[str, str] | None = None,
+                         grid: tuple[int, ...] | None = None):
+    """A host without MLIR compiles `kernel` for sm_90a (for a launch over `grid` on 132
+    SMs, if given): what it got, as JSON, or the error."""
     code = NO_MLIR + PIN + textwrap.dedent(f"""
         import hashlib, json, importlib
         import tileir as ct
         from tileir.specialization import parse_arg_specs
         kernel = getattr(importlib.import_module({kernel.fn.__module__!r}), {kernel.name!r})
         try:
-            ck = kernel.compile(parse_arg_specs({SPECS[kernel]!r}), target="sm_90a")
+            ck = kernel.compile(parse_arg_specs({SPECS[kernel]!r}), target="sm_90a",
+                                grid={grid!r}, sm_count=132)
         except ct.TileError as e:
             print(json.dumps({{"error": type(e).__name__, "message": str(e)}}))
             sys.exit(0)
@@ -134,6 +137,29 @@ def test_cached_cubins_are_served_without_mlir(cache, pinned):
         assert got["ir_error"].startswith(
             f"error: kernel '{kernel.name}' was loaded from the compile cache entry "
             f"{ck.entry.path}, which keeps each stage's IR as text but no MLIR module")
+
+
+def test_a_grid_without_its_variant_in_the_cache_takes_the_kernel_as_written(cache, pinned,
+                                                                              tmp_path):
+    """A launch over a small grid wishes its tiles split across more blocks
+    (tile-split-blocks); `tile-compile` knows no grid and caches the kernel as written.
+    Without MLIR that one serves the launch: the split only buys speed."""
+    specs = parse_arg_specs(SPECS[vector_add])
+    plain = vector_add.compile(specs, target="sm_90a", cache=cache)
+    wish = vector_add.grid_wish((10,), 132, specs)
+    assert wish is not None           # the launch's specialization is another cache key
+    params = vector_add.classify(specs, gpu=True)
+    assert cache_key(vector_add, params, "sm_90a", {"grid_wish": wish}) != \
+        cache_key(vector_add, params, "sm_90a")
+    got = compile_without_mlir(vector_add, cache.root, grid=(10,))
+    assert "error" not in got, got["message"]
+    assert got["cached"] and got["cubin_sha256"] == sha256(plain.cubin)
+    # (the launch's grid wish is computed by tileir.backend.grid_wish, plain Python)
+    assert got["meta"] == plain.meta and got["mlir"] == "None"
+    assert [m for m in got["compiler_loaded"] if not m.startswith("tileir.backend")] == []
+    # with nothing cached, the miss is still explained
+    assert compile_without_mlir(vector_add, tmp_path / "empty", grid=(10,))["error"] == \
+        "TileCompilerExecutionError"
 
 
 def test_a_miss_without_mlir_says_how_to_fill_the_cache(cache, pinned):
