@@ -288,21 +288,11 @@ class FunctionCompiler:
         with self.at(node):
             lb, st = emit.constant(0, dt.int32), emit.constant(1, dt.int32)
             ub = intrinsics.array_dim(xs.table, 0)
-        carried, inits = self.carried_values(node, exclude=node.target.id)
-        loop = scf.ForOp(lb.value, ub.value, st.value, [v.value for v in inits])
-        before = dict(self.vars)
-        with ir.InsertionPoint(loop.body):
+
+        def element(counter: TileValue) -> ArrayValue:
             with self.at(node):
-                self.vars[node.target.id] = self.table_element(
-                    xs, TileValue(loop.induction_variable, dt.int32, ()))
-            for n, arg, init in zip(carried, loop.inner_iter_args, inits):
-                self.vars[n] = TileValue(arg, init.dtype, init.shape)
-            self.block(node.body)
-            if self.has_return:
-                raise self.error(TileUnsupportedFeatureError, node,
-                                 "'return' inside a loop is not supported")
-            self.yield_carried(node, carried, inits)
-        self.close_loop(node, before, carried, inits, loop.results)
+                return self.table_element(xs, counter)
+        self.range_loop(node, lb, ub, st, element)
 
     # -- for loops -----------------------------------------------------------
     def stmt_For(self, node: ast.For) -> None:
@@ -330,11 +320,18 @@ class FunctionCompiler:
                              f"range step must be positive, got {step}")
         lb, ub, st = (self.index_value(x, a) for x, a in
                       zip((start, stop, step), (it, it, it)))
+        self.range_loop(node, lb, ub, st, lambda counter: counter)
+
+    def range_loop(self, node: ast.For, lb: TileValue, ub: TileValue, st: TileValue,
+                   bind) -> None:
+        """`node`'s body as an scf.for from lb to ub by st, its target bound to
+        `bind(counter)` in each trip; the names it assigns that exist before it are
+        carried."""
         carried, inits = self.carried_values(node, exclude=node.target.id)
         loop = scf.ForOp(lb.value, ub.value, st.value, [v.value for v in inits])
         before = dict(self.vars)
         with ir.InsertionPoint(loop.body):
-            self.vars[node.target.id] = TileValue(loop.induction_variable, dt.int32, ())
+            self.vars[node.target.id] = bind(TileValue(loop.induction_variable, dt.int32, ()))
             for n, arg, init in zip(carried, loop.inner_iter_args, inits):
                 self.vars[n] = TileValue(arg, init.dtype, init.shape)
             self.block(node.body)
