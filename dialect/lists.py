@@ -23,8 +23,9 @@ passes an array (its address, its n dims, its n strides in elements):
 
 `aligned` promises of every element what the `tile.aligned` argument attribute
 promises of an array.  The table is read-only: the op reads it but has no effect
-the passes must order.  An index outside `[0, length)` is undefined.  Both ops
-are registered with the tile dialect.
+the passes must order.  An index outside `[0, length)` (or a table whose rows are
+shorter than 1 + 2 n) gives an empty array, all dims 0: loads read padding,
+stores write nothing.  Both ops are registered with the tile dialect.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from mlir import ir
 
 from .ods import Arg, Spec, TileOpView, VerifyError
 from .tile import DIALECT, _array
-from .types import array_info
 
 
 @DIALECT.op
@@ -98,9 +98,4 @@ class ListGetOp(TileOpView):
             raise VerifyError(f"'aligned' is a bool (true or false), got {a}")
 
 
-def table_row_words(result: ir.Type) -> int:
-    """Words (int64) of a table row describing an array of type `result`."""
-    return 1 + 2 * array_info(result).rank
-
-
-__all__ = ["ListGetOp", "SelectArrayOp", "table_row_words"]
+__all__ = ["ListGetOp", "SelectArrayOp"]

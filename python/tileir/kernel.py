@@ -118,7 +118,8 @@ class CompiledKernel:
 
     def runtime_args(self, args: Sequence[Any]) -> list[Any]:
         """The kernel's arguments in ABI order: `Constant`s dropped, each list of
-        arrays spread into its elements (one array argument each)."""
+        arrays spread into its elements (one array argument each); a list passed as a
+        table (`TableListParam`: an exported kernel's) is its table, one argument."""
         out = []
         for i in self.runtime_params:
             if isinstance(self.params[i][1], ListParam):
@@ -310,14 +311,19 @@ class Kernel(KernelEntry):
             # The grid's wish only buys speed (the rewrites keep every result): without
             # MLIR to compile it, the kernel as written serves, if it is cached (as
             # `tile-compile`, which knows no grid, leaves it).
-            plain = cache.get(cache_key(self, params, target, None))
+            plain_key = cache_key(self, params, target, None)
+            plain = cache.get(plain_key)
             if plain is not None:
                 try:
                     loaded = CompiledKernel.from_entry(self, params, target, plain)
                 except CacheCorruptError:
+                    warnings.warn(f"the compile cache entry {plain.path} is damaged (an "
+                                  f"artifact does not match its manifest): it is dropped",
+                                  TileCacheWarning, stacklevel=4)
                     loaded = None
                 if loaded is not None and not _built_by_another_toolchain(plain.meta):
                     return loaded
+                cache.discard(plain_key)
         _require_mlir(self, params, target, key, cache)
         ck = self._build(params, "cubin", target, wish)
         files = {STAGE_FILES[stage]: data for stage, data in ck.artifacts.items()}

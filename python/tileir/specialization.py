@@ -84,10 +84,6 @@ class TableListParam:
     def table(self) -> ArrayParam:
         return ArrayParam(dt.int64, 2)
 
-    @property
-    def row_words(self) -> int:
-        return 1 + 2 * self.element.ndim
-
 
 @dataclasses.dataclass(frozen=True)
 class ConstantAnnotation:

@@ -35,15 +35,14 @@ func.func @abi(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %v: !tile.array<f32
 // CHECK-NEXT:      scf.yield %[[FULL]] : vector<8xbf16>
 // CHECK-NEXT:    } else {
 // CHECK:           %[[FIRST:.*]] = arith.cmpi ult, %[[C:.*]], %{{.*}} : i64
-// CHECK:           %[[WHOLE:.*]] = arith.andi %[[FIRST]], %[[LAST:.*]] : i1
+// CHECK:           %[[WHOLE:.*]] = arith.andi %[[FIRST]], %{{.*}} : i1
 // CHECK-NEXT:      scf.if %[[WHOLE]] -> (vector<8xbf16>) {
 // CHECK-NEXT:        llvm.load %[[P]] {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
 // CHECK:           } else {
 // CHECK:             %[[BELOW:.*]] = arith.cmpi slt, %[[C]], %c0_i64 : i64
-// CHECK-NEXT:        %[[ENDS:.*]] = arith.ori %[[FIRST]], %[[LAST]] : i1
-// CHECK-NEXT:        %[[TOUCH:.*]] = arith.ori %[[ENDS]], %[[BELOW]] : i1
+// CHECK-NEXT:        %[[TOUCH:.*]] = arith.ori %[[FIRST]], %[[BELOW]] : i1
 // CHECK-NEXT:        scf.if %[[TOUCH]] -> (vector<8xbf16>) {
-// CHECK-NEXT:          %[[MASK:.*]] = vector.from_elements %[[FIRST]], {{.*}}, %[[LAST]] : vector<8xi1>
+// CHECK-NEXT:          %[[MASK:.*]] = vector.from_elements %[[FIRST]], {{.*}} : vector<8xi1>
 // CHECK-NEXT:          %[[PAD:.*]] = vector.broadcast %{{.*}} : bf16 to vector<8xbf16>
 // CHECK-NEXT:          llvm.intr.masked.load %[[P]], %[[MASK]], %[[PAD]] {alignment = 16 : i32} : (!llvm.ptr<1>, vector<8xi1>, vector<8xbf16>) -> vector<8xbf16>
 // CHECK:             } else {
@@ -593,14 +592,17 @@ func.func @select_array(%i: i32, %a: !tile.array<f32, 1 : i64> {tile.aligned}, %
 // -----
 
 // An element of a list passed as a table: its row's words (address, dims, strides)
-// loaded at row * stride0 + word * stride1 when the row is inside the table, zeros
-// (an empty array: loads read padding, stores write nothing) when not.
+// loaded at row * stride0 + word * stride1 when the row is inside the table (and
+// its rows hold 1 + 2 * rank words), zeros (an empty array: loads read padding,
+// stores write nothing) when not.
 
 // CHECK-LABEL: gpu.func @list_get
 // CHECK-SAME:    (%[[P:[^:]*]]: !llvm.ptr<1>, %[[N:[^:]*]]: i32, %[[W:[^:]*]]: i32, %[[S0:[^:]*]]: i64, %[[S1:[^:]*]]: i64, %[[I:[^:]*]]: i32)
 // CHECK:         %[[I64:.*]] = arith.extsi %[[I]] : i32 to i64
 // CHECK:         %[[N64:.*]] = arith.extui %[[N]] : i32 to i64
-// CHECK:         %[[IN:.*]] = arith.cmpi ult, %[[I64]], %[[N64]] : i64
+// CHECK:         %[[ROWS:.*]] = arith.cmpi ult, %[[I64]], %[[N64]] : i64
+// CHECK:         %[[WIDE:.*]] = arith.cmpi sge, %[[W]], %c3_i32 : i32
+// CHECK:         %[[IN:.*]] = arith.andi %[[ROWS]], %[[WIDE]] : i1
 // CHECK:         %[[WORDS:.*]]:3 = scf.if %[[IN]] -> (i64, i64, i64) {
 // CHECK:           %[[ROW:.*]] = arith.muli %[[I64]], %[[S0]] : i64
 // CHECK-COUNT-3:   llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> i64

@@ -394,7 +394,7 @@ def test_from_kernel_args_keeps_annotated_static_dims():
 def test_a_list_whose_length_is_the_launchs_compiles_as_a_table():
     params = _specialize(weighted_sum, list_signature(ct.bfloat16, aligned=True))
     assert params[0] == ("xs", TableListParam(ArrayParam(ct.bfloat16, 2, aligned=True)))
-    assert params[0][1].table == ArrayParam(ct.int64, 2) and params[0][1].row_words == 5
+    assert params[0][1].table == ArrayParam(ct.int64, 2)
     ir = weighted_sum._build(params, "tile", None).artifacts["frontend"]
     # one table argument; the loop runs over its rows; xs[-1] is row len(xs) - 1
     assert "%arg0: !tile.array<i64, 2 : i64>, %arg1: !tile.array<f32, 2 : i64>" in ir
@@ -434,22 +434,38 @@ def test_list_constraints_meet_list_parameters_only():
     assert params[0][1] == TableListParam(ArrayParam(ct.float32, 1, static_shape=((0, 4),)))
 
 
+@pytest.mark.parametrize("aligned", [False, True])
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
-def test_a_table_list_runs_on_the_simulator(target):
+def test_a_table_list_runs_on_the_simulator(target, aligned):
     """The gpu stage's code of a table list on tileir.sim: ragged elements, one element,
     and an empty list (xs[-1] is then outside the table: an empty array).  (The simulator
     takes contiguous arrays; the GPU test passes strided ones.)"""
     from tileir.sim import ListTable, simulate
-    params = _specialize(weighted_sum, list_signature(ct.float32, aligned=False))
+    params = _specialize(weighted_sum, list_signature(ct.float32, aligned=aligned))
     compiled = weighted_sum._build(params, "gpu", target)
     rng = np.random.default_rng(7)
-    for xs in ([rng.standard_normal(s).astype(np.float32)
-                for s in ((33, 70), (64, 128), (5, 1), (20, 147))],
-               [rng.standard_normal((9, 150)).astype(np.float32)], []):
+    shapes = ((33, 72), (64, 128), (5, 8), (20, 152)) if aligned else \
+        ((33, 70), (64, 128), (5, 1), (20, 147))        # aligned: rows of 32-byte multiples
+    for xs in ([rng.standard_normal(s).astype(np.float32) for s in shapes],
+               [rng.standard_normal((9, 152)).astype(np.float32)], []):
         out = np.full((40, 100), np.nan, np.float32)
         simulate(compiled, (2, 2), [ListTable(xs), out, 32, 64])
         np.testing.assert_allclose(out[:64], weighted_sum_reference(xs, (40, 100))[:64],
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_a_list_table_the_kernel_does_not_take_is_refused_by_the_simulator():
+    from tileir.sim import ListTable, SimError, simulate
+    compiled = weighted_sum._build(_specialize(weighted_sum, list_signature(ct.float32, False)),
+                                   "gpu", "sm_90a")
+    out = np.zeros((40, 100), np.float32)
+    for xs, message in [([np.zeros((4, 4), np.float32), np.zeros(4, np.float32)],
+                         "element 1 of the ListTable for 'xs' is a 1-d float32 array; the "
+                         "kernel takes 2-d float32 arrays"),
+                        ([np.zeros((4, 4), np.float64)], "is a 2-d float64 array"),
+                        ([np.zeros((4, 8), np.float32)[:, ::2]], "is not C-contiguous")]:
+        with pytest.raises(SimError, match=re.escape(message)):
+            simulate(compiled, (1, 1), [ListTable(xs), out, 32, 64])
 
 
 def test_runtime_tuples_are_refused_naming_the_parameter():

@@ -215,6 +215,14 @@ def bad_loop_local(a, n):
 
 
 @ct.kernel
+def bad_loop_variable_after(a, n):
+    i = 7
+    for i in range(n):
+        ct.store(a, index=(i,), tile=ct.zeros((16,), dtype=ct.float32))
+    ct.store(a, index=(i + 1,), tile=ct.zeros((16,), dtype=ct.float32))
+
+
+@ct.kernel
 def bad_index_rank(a):
     ct.store(a, index=(0, 0), tile=ct.zeros((16,), dtype=ct.float32))
 
@@ -238,6 +246,9 @@ ERROR_CASES = [
     (bad_broadcast, (F32,), TileTypeError, "+ ct.zeros((32,)", "do not broadcast"),
     (bad_mma, (F32_2D,), TileTypeError, "acc = ct.mma", "accumulates in float32"),
     (bad_loop_local, (F32, 3), TileSyntaxError, "tile=inner", "not available after it"),
+    # Python would leave i at n - 1; an error, not the 7 from before the loop
+    (bad_loop_variable_after, (F32, 3), TileSyntaxError, "index=(i + 1,)",
+     "'i' is the variable of the loop at line"),
     (bad_index_rank, (F32,), TileTypeError, "index=(0, 0)", "index has 2 entries"),
     (bad_shape_param, (F32, 16), TileTypeError, "(n,)", "declare kernel parameters used "
      "here as Constant[int]"),

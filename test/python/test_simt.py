@@ -517,6 +517,7 @@ def test_loads_at_the_edge_pad_groups_partly_or_wholly_outside(target, dtype, n,
     for shift in (0, 1):
         y = np.zeros(blocks * tile, dtype)
         args = (x, y, shift, tile)
+        assert shifted_copy.classify(args, gpu=True)[0][1].aligned   # 16-byte groups
         simulate(shifted_copy.compile(args, stage="gpu", target=target), (blocks,), args)
         ref = np.full(blocks * tile, -np.inf)
         ref[shift * tile:shift * tile + n] = x.astype(np.float64)

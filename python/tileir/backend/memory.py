@@ -116,26 +116,25 @@ class _Addressing:
         last = len(self.lin.shape) - 1
         return max(1, min(self.lin.contiguous_regs(last), 16 // max(1, _bits(elem) // 8)))
 
-    def element_masks(self, coords: list[ir.Value], v: int, only=None) -> list[ir.Value]:
-        """Whether each of the `v` elements from `coords` along the last dim is in bounds
-        (`only`: those element offsets, in that order)."""
+    def element_masks(self, coords: list[ir.Value], v: int) -> list[ir.Value]:
+        """Whether each of the `v` elements from `coords` along the last dim is in bounds."""
         last = len(coords) - 1
         other = self.in_bounds(coords, range(last))
         per = []
-        for j in (range(v) if only is None else only):
+        for j in range(v):
             c = arith.addi(coords[last], self.cx.const(j, I64())) if j else coords[last]
             ok = arith.cmpi(arith.CmpIPredicate.ult, c, self.dims64[last])
             per.append(arith.andi(other, ok) if other is not None else ok)
         return per
 
     def group_touches(self, coords: list[ir.Value], per: list[ir.Value]) -> ir.Value:
-        """Whether an element of a group of `len(per)` along the last dim (per-element
-        masks `per`) may be in bounds: its first or last is, or it starts below 0 (a
-        negative tile index: the group may then span the array between its ends).
-        False only for a group wholly outside the array."""
+        """Whether an element of a group along the last dim (per-element masks `per`)
+        may be in bounds: its first is, or it starts below 0 (a negative tile index:
+        the group may then reach into the array).  A group that starts at or past the
+        end, or whose other coordinates are outside, lies wholly outside: False."""
         below = arith.cmpi(arith.CmpIPredicate.slt, coords[len(coords) - 1],
                            self.cx.const(0, I64()))
-        return arith.ori(arith.ori(per[0], per[-1]), below)
+        return arith.ori(per[0], below)
 
 
 # A 16-byte load with an L2 cache policy operand (`createpolicy`).

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..kernel import Kernel
-from ..specialization import (ArrayParam, ScalarParam)
+from ..specialization import ArrayParam, ListParam, ScalarParam
 
 
 # ---------------------------------------------------------------------------
@@ -453,6 +453,11 @@ def _constraint_of(kname: str, pname: str, kind: Any) -> ParameterConstraint:
             stride_divisible_by=divisors)
     if isinstance(kind, tuple):
         return TupleConstraint([_constraint_of(kname, pname, v) for v in kind])
+    if isinstance(kind, ListParam):     # every element as the least aligned one is
+        element = kind.element
+        if not all(e.aligned for e in kind.elements):
+            element = dataclasses.replace(element, aligned=False)
+        return ListConstraint(_constraint_of(kname, pname, element))
     if isinstance(kind, (bool, int, float)):
         return ConstantConstraint(kind)
     raise TypeError(f"argument '{pname}' of kernel '{kname}' is the Constant "

@@ -340,6 +340,11 @@ class FunctionCompiler:
                                  "'return' inside a loop is not supported")
             self.yield_carried(node, carried, inits)
         self.close_loop(node, before, carried, inits, loop.results)
+        # (Python leaves it at its last value: the loop's IR has no such value)
+        self.vars[node.target.id] = _LoopLocal(
+            f"'{node.target.id}' is the variable of the loop at line "
+            f"{self.src.position(node)[0]} and is not available after it; keep what you "
+            f"need of it in a name assigned before the loop")
 
     def carried_values(self, node: ast.AST, exclude: str | None = None):
         """The names a loop body assigns that exist before it (the loop carries them),
@@ -651,8 +656,14 @@ class FunctionCompiler:
         return dataclasses.replace(first, value=value, name=f"{xs.name}[...]")
 
     def table_element(self, xs: TableListValue, idx: TileValue) -> ArrayValue:
-        """Element `idx` of a list passed as a table (at the current location)."""
+        """Element `idx` of a list passed as a table (at the current location); an index
+        beyond int32 becomes -1, outside the list as it is (an empty array)."""
         e = xs.element
+        if idx.dtype.bits > 32 or (idx.dtype.bits == 32 and not idx.dtype.is_signed):
+            wide = emit.cast(idx, dt.int64)
+            fits = compute.binary("&", compute.compare(">=", wide, -2**31),
+                                  compute.compare("<", wide, 2**31))
+            idx = compute.select(fits, emit.cast(wide, dt.int32), emit.constant(-1, dt.int32))
         index = emit.cast(idx, dt.int32).value if idx.dtype != dt.int32 else idx.value
         result = array_type(ir.Type.parse(e.dtype.array_mlir), e.ndim)
         value = lists.ListGetOp(result, xs.table.value, index, e.aligned).result

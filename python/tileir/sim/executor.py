@@ -1298,11 +1298,9 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
     # a list passed as a table: its arrays, then the table (filled once they have
     # addresses), stand for it
     lists = {id(a): list(a.arrays) for a in runtime if isinstance(a, ListTable)}
-    for xs in lists.values():
-        for x in xs:
-            if not x.flags.c_contiguous:
-                raise SimError("the simulator places arrays in memory as they are laid out: "
-                               "give a ListTable C-contiguous arrays")
+    for spec, a in zip(meta["params"], runtime):
+        if isinstance(a, ListTable):
+            _check_list_table(compiled, spec["name"], a)
     tables = {i: np.zeros((len(x), 1 + 2 * (x[0].ndim if x else 0)), np.int64)
               for i, x in lists.items()}
     runtime = [tables[id(a)] if isinstance(a, ListTable) else a for a in runtime]
@@ -1380,6 +1378,23 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
             for bid in ids:
                 sim.run_block(_Block(sim, bid), values)
     memory.copy_out(arrays)
+
+
+def _check_list_table(compiled, name: str, table: ListTable) -> None:
+    """The arrays of a ListTable for parameter `name`: C-contiguous (the simulator lays
+    them out as they are), of the element dtype and rank the kernel was compiled for."""
+    from tileir.specialization import TableListParam
+    element = next((k.element for n, k in getattr(compiled, "params", ())
+                    if n == name and isinstance(k, TableListParam)), None)
+    for i, x in enumerate(table.arrays):
+        what = f"element {i} of the ListTable for '{name}'"
+        if not x.flags.c_contiguous:
+            raise SimError(f"{what} is not C-contiguous: the simulator places arrays in "
+                           f"memory as they are laid out")
+        if element is not None and (x.ndim != element.ndim or
+                                    np.dtype(x.dtype) != element.dtype.numpy):
+            raise SimError(f"{what} is a {x.ndim}-d {x.dtype} array; the kernel takes "
+                           f"{element.ndim}-d {element.dtype.name} arrays")
 
 
 def _constant_tables(module: ir.Module) -> dict[str, np.ndarray]:

@@ -73,12 +73,14 @@ def _list_get(cx, op):
     # An index outside the table reads nothing and gives an empty array (dims 0), so
     # loads of it read padding and stores write nothing: a prefetch one iteration past
     # a loop over the list (register_prefetch.py), or before a loop over an empty one,
-    # computes such an index.
+    # computes such an index.  So does a table whose rows are too short for the rank.
     table = cx.arrays[op.table]
     i64 = ir.IntegerType.get_signless(64)
     index = arith.extsi(i64, cx.get(op.index))
     rank = array_info(op.result.type).rank
-    inside = arith.cmpi(arith.CmpIPredicate.ult, index, arith.extui(i64, table.dims[0]))
+    inside = arith.andi(
+        arith.cmpi(arith.CmpIPredicate.ult, index, arith.extui(i64, table.dims[0])),
+        arith.cmpi(arith.CmpIPredicate.sge, table.dims[1], cx.const(1 + 2 * rank)))
     fetch = scf.IfOp(inside, [i64] * (1 + 2 * rank), has_else=True)
     with ir.InsertionPoint(fetch.then_block):
         row = arith.muli(index, table.strides[0])
