@@ -40,7 +40,8 @@ func.func @abi(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %v: !tile.array<f32
 // CHECK-NEXT:        llvm.load %[[P]] {alignment = 16 : i64} : !llvm.ptr<1> -> vector<8xbf16>
 // CHECK:           } else {
 // CHECK:             %[[BELOW:.*]] = arith.cmpi slt, %[[C]], %c0_i64 : i64
-// CHECK-NEXT:        %[[TOUCH:.*]] = arith.ori %[[FIRST]], %[[BELOW]] : i1
+// CHECK-NEXT:        %[[ENDS:.*]] = arith.ori %[[FIRST]], %{{.*}} : i1
+// CHECK-NEXT:        %[[TOUCH:.*]] = arith.ori %[[ENDS]], %[[BELOW]] : i1
 // CHECK-NEXT:        scf.if %[[TOUCH]] -> (vector<8xbf16>) {
 // CHECK-NEXT:          %[[MASK:.*]] = vector.from_elements %[[FIRST]], {{.*}} : vector<8xi1>
 // CHECK-NEXT:          %[[PAD:.*]] = vector.broadcast %{{.*}} : bf16 to vector<8xbf16>

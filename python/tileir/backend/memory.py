@@ -131,10 +131,12 @@ class _Addressing:
         """Whether an element of a group along the last dim (per-element masks `per`)
         may be in bounds: its first is, or it starts below 0 (a negative tile index:
         the group may then reach into the array).  A group that starts at or past the
-        end, or whose other coordinates are outside, lies wholly outside: False."""
+        end, or whose other coordinates are outside, lies wholly outside: False.
+        (`per[-1]` adds nothing to the answer but measured faster: with it LayerNorm at
+        7168 wide ran at 0.912x copy on the H100, without it 0.898; bench/RESULTS.md.)"""
         below = arith.cmpi(arith.CmpIPredicate.slt, coords[len(coords) - 1],
                            self.cx.const(0, I64()))
-        return arith.ori(per[0], below)
+        return arith.ori(arith.ori(per[0], per[-1]), below)
 
 
 # A 16-byte load with an L2 cache policy operand (`createpolicy`).
