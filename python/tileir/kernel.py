@@ -307,7 +307,7 @@ class Kernel(KernelEntry):
             if loaded is not None and not _built_by_another_toolchain(entry.meta):
                 return loaded
             cache.discard(key)
-        if wish is not None and not _mlir_importable():
+        if wish is not None and _mlir_import_error() is not None:
             # The grid's wish only buys speed (the rewrites keep every result): without
             # MLIR to compile it, the kernel as written serves, if it is cached (as
             # `tile-compile`, which knows no grid, leaves it).
@@ -542,21 +542,21 @@ def _top_level(dist: importlib.metadata.Distribution) -> set[str]:
     return {f.parts[0] for f in dist.files or () if f.parts}
 
 
-def _mlir_importable() -> bool:
+def _mlir_import_error() -> ImportError | None:
+    """Why the MLIR Python bindings cannot be imported here, or None."""
     try:
         import mlir.ir  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    except ImportError as e:
+        return e
+    return None
 
 
 def _require_mlir(kernel: "Kernel", params, target: str, key: str, cache: Cache) -> None:
     """A cache miss is compiled; without MLIR, say what is missing and how to fill the cache."""
-    try:
-        import mlir.ir  # noqa: F401
-    except ImportError as e:
+    error = _mlir_import_error()
+    if error is not None:
         raise TileCompilerExecutionError(_miss_message(kernel, params, target, key, cache,
-                                                       e)) from None
+                                                       error)) from None
 
 
 def _miss_message(kernel: "Kernel", params, target: str, key: str, cache: Cache,
