@@ -226,6 +226,36 @@ def test_small_grids_keep_all_warps_for_chained_reductions():
                 None if occ is None else ir.IntegerAttr(occ).value) == want
 
 
+def test_small_grids_give_32_kb_blocks_32_warps(rng):
+    """Fused add + RMSNorm streams 32 KB a block at 8192 columns: 32 warps on a small
+    grid (a grid rewrite of its own, so the large grid's kernel stays at 16), 16 at
+    4096 columns; the small grid's kernel computes the same (simulator)."""
+    b2, b1 = ct.ArraySpec("bfloat16", 2, aligned=True), ct.ArraySpec("bfloat16", 1, aligned=True)
+    k = ct.kernel(llm_ops.add_rmsnorm.fn)
+    small = k.compile((b2, b2, b1, b2, 1e-6, 8192), target="sm_90a", grid=(16,), sm_count=132)
+    large = k.compile((b2, b2, b1, b2, 1e-6, 8192), target="sm_90a", grid=(8192,),
+                      sm_count=132)
+    narrow = k.compile((b2, b2, b1, b2, 1e-6, 4096), target="sm_90a", grid=(16,),
+                       sm_count=132)
+    assert (small.meta["num_threads"], large.meta["num_threads"],
+            narrow.meta["num_threads"]) == (1024, 512, 512)
+    assert small.meta["grid_rewrites"] == ["small-grid-warps"]
+    assert "grid_rewrites" not in large.meta
+    m, n = 3, 8000
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    w = rng.standard_normal(n).astype(np.float32)
+    y, r2 = np.full_like(x, np.nan), r.copy()
+    args = (x, r2, w, y, 1e-6, 8192)
+    ck = k.compile(args, stage="gpu", target="sm_90a", grid=(m,), sm_count=132)
+    assert ck.meta["num_threads"] == 1024
+    simulate(ck, (m,), args)
+    h = x.astype(np.float64) + r
+    np.testing.assert_allclose(r2, h, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(y, h / np.sqrt((h * h).mean(1, keepdims=True) + 1e-6) * w,
+                               rtol=1e-4, atol=1e-4)
+
+
 # ---------------------------------------------------------------------------
 # Launch order (tile-launch-order)
 # ---------------------------------------------------------------------------

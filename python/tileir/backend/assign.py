@@ -46,6 +46,15 @@ from .mma_layouts import Mma, Shared, choose_swizzle
 
 NUM_WARPS_ATTR = "tile.num_warps"
 DEFAULT_MAX_WARPS = 16
+# On a small grid (at most one block for every two SMs: decode) a kernel without
+# loops whose block streams 32 KB or more takes up to 32 warps: nothing else runs on
+# its SM, and a shorter chain a thread is what shortens the kernel.  Fused add +
+# RMSNorm over 8192 columns at 64 / 16 / 1 rows ran 2.55 / 2.40 / 2.33 us on 32
+# warps against 2.89 / 2.59 / 2.46 on 16 (H100, bench/RESULTS.md); with 16 KB (4096
+# columns) 32 warps lost 30 %, which the floor keeps out.  Recorded as a grid
+# rewrite (`small-grid-warps`): the kernel then differs from the one for large grids.
+SMALL_GRID_MAX_WARPS = 32
+SMALL_GRID_WARPS_FLAG = "small-grid-warps"
 
 
 def element_bytes(t: ir.Type) -> int:
@@ -637,10 +646,15 @@ def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
     func.walk(visit)
     per_block = streamed or biggest
     vector_cap = largest_streamed or biggest      # 16 bytes of it per thread, at least
+    most = SMALL_GRID_MAX_WARPS if small_grid(func) and not _ops_named(func, "scf.for") \
+        else DEFAULT_MAX_WARPS
     warps = 1
-    while warps < DEFAULT_MAX_WARPS and warps * 32 * 32 < per_block and \
+    while warps < most and warps * 32 * 32 < per_block and \
             2 * warps * 32 * 16 <= vector_cap:
         warps *= 2
+    if warps > DEFAULT_MAX_WARPS:
+        from .retile import note_grid_rewrite
+        note_grid_rewrite(func, SMALL_GRID_WARPS_FLAG)
     return warps
 
 
