@@ -293,37 +293,21 @@ class Kernel(KernelEntry):
     def _load_or_build(self, params, target: str, cache: Cache,
                        wish: str | None = None) -> CompiledKernel:
         """The `cubin`-stage specialization from the disk cache, or compiled and put there."""
-        from .cache import PTXAS_REPORT, STAGE_FILES, CacheCorruptError, cache_key
+        from .cache import PTXAS_REPORT, STAGE_FILES, cache_key
         key = cache_key(self, params, target, {"grid_wish": wish} if wish else None)
-        entry = cache.get(key)
-        if entry is not None:
-            try:
-                loaded = CompiledKernel.from_entry(self, params, target, entry)
-            except CacheCorruptError:            # garbage of the right size
-                warnings.warn(f"the compile cache entry {entry.path} is damaged (an artifact "
-                              f"does not match its manifest): kernel '{self.name}' is compiled "
-                              f"again and the entry replaced", TileCacheWarning, stacklevel=4)
-                loaded = None
-            if loaded is not None and not _built_by_another_toolchain(entry.meta):
-                return loaded
-            cache.discard(key)
+        loaded = self._from_cache(params, target, cache, key,
+                                  f"kernel '{self.name}' is compiled again and the entry "
+                                  f"replaced")
+        if loaded is not None:
+            return loaded
         if wish is not None and _mlir_import_error() is not None:
             # The grid's wish only buys speed (the rewrites keep every result): without
             # MLIR to compile it, the kernel as written serves, if it is cached (as
             # `tile-compile`, which knows no grid, leaves it).
-            plain_key = cache_key(self, params, target, None)
-            plain = cache.get(plain_key)
-            if plain is not None:
-                try:
-                    loaded = CompiledKernel.from_entry(self, params, target, plain)
-                except CacheCorruptError:
-                    warnings.warn(f"the compile cache entry {plain.path} is damaged (an "
-                                  f"artifact does not match its manifest): it is dropped",
-                                  TileCacheWarning, stacklevel=4)
-                    loaded = None
-                if loaded is not None and not _built_by_another_toolchain(plain.meta):
-                    return loaded
-                cache.discard(plain_key)
+            loaded = self._from_cache(params, target, cache,
+                                      cache_key(self, params, target, None), "it is dropped")
+            if loaded is not None:
+                return loaded
         _require_mlir(self, params, target, key, cache)
         ck = self._build(params, "cubin", target, wish)
         files = {STAGE_FILES[stage]: data for stage, data in ck.artifacts.items()}
@@ -331,6 +315,27 @@ class Kernel(KernelEntry):
             files[PTXAS_REPORT] = ck.ptxas_report
         ck.entry = cache.put(key, self.name, files, ck.meta)
         return ck
+
+    def _from_cache(self, params, target: str, cache: Cache, key: str,
+                    damaged: str) -> CompiledKernel | None:
+        """The specialization the cache entry `key` holds, or None: no entry, or one
+        damaged (a warning ending in `damaged` says what happens next) or built by
+        another toolchain, which are discarded."""
+        from .cache import CacheCorruptError
+        entry = cache.get(key)
+        if entry is None:
+            return None
+        try:
+            loaded = CompiledKernel.from_entry(self, params, target, entry)
+        except CacheCorruptError:            # garbage of the right size
+            warnings.warn(f"the compile cache entry {entry.path} is damaged (an artifact "
+                          f"does not match its manifest): {damaged}", TileCacheWarning,
+                          stacklevel=5)
+            loaded = None
+        if loaded is not None and not _built_by_another_toolchain(entry.meta):
+            return loaded
+        cache.discard(key)
+        return None
 
     def _build(self, params, stage: str, target: str | None,
                wish: str | None = None) -> CompiledKernel:
