@@ -2,8 +2,10 @@
 
     python test/fuzz/fuzz_kernels.py [--fuzz-n 1000] [--seed 0] [--jobs 2] [--out DIR]
 
-Each case is the source of a small cuTile-style kernel: two (T0, T1) tiles loaded
-at a block's row of tiles, a random expression over them (element-wise math,
+Each case is the source of a small cuTile-style kernel: two (T0, T1) tiles (T1 from 1
+to 128) loaded at a block's row of tiles from float32, float16, float64 or int8 arrays,
+contiguous or views of wider rows that start on 16 bytes (so the groups a thread
+loads are vectors of 1 to 16 elements), a random expression over them (element-wise math,
 comparisons and `where`, reductions broadcast back, transposes, casts through
 bf16, a short loop), stored to a third array, launched over a ragged array.
 About one case in six is made invalid on purpose (a tile dim that is not a power
@@ -11,9 +13,10 @@ of two, a tile of the wrong rank, an unknown function, a dtype the array cannot
 take).
 
 A valid case runs in the interpreter (NumPy, the oracle), then is compiled for
-sm_90a and sm_80 and run in the simulator (tileir.sim: the cubin stage's IR,
-thread by thread), and with `--gpu` launched on the GPU; the outputs must agree.  An invalid case must raise a tileir
-error that names the kernel's source line or the argument.  A finding is
+sm_90a and sm_80 (to cubins: NVPTX and ptxas run) and run in the simulator
+(tileir.sim: the cubin stage's IR, thread by thread), and with `--gpu` launched on
+the GPU; the outputs must agree.  An invalid case must raise a tileir error that
+names the kernel's source line or the argument.  A finding is
 anything else: a mismatch, a crash, an error without a place.  Reproducers
 (`finding-<n>.py`) go to --out.
 
@@ -73,7 +76,8 @@ def _expr(rng: random.Random, names: list[str], depth: int) -> str:
 def generate(seed: int) -> tuple[str, dict]:
     """(kernel module source, case parameters) for `seed`."""
     rng = random.Random(seed)
-    t0, t1 = rng.choice([1, 2, 4, 8, 16]), rng.choice([8, 16, 32, 64, 128])
+    t0, t1 = rng.choice([1, 2, 4, 8, 16]), rng.choice([1, 2, 4, 8, 16, 32, 64, 128])
+    in_dtype = rng.choice(["float32"] * 3 + ["float16", "float64", "int8"])
     invalid = rng.choice([None] * 5 + ["shape", "rank", "name", "dtype"])
     body = []
     names = ["a", "b"]
@@ -98,9 +102,10 @@ def generate(seed: int) -> tuple[str, dict]:
         "@ct.kernel",
         "def k(x, y, out, T0: ct.Constant[int], T1: ct.Constant[int]):",
         "    i = ct.bid(0)",
-        f"    a = ct.load(x, index=(i, 0), shape={load_shape}, "
-        "padding_mode=ct.PaddingMode.ZERO)",
-        "    b = ct.load(y, index=(i, 0), shape=(T0, T1), padding_mode=ct.PaddingMode.ZERO)",
+        f"    a = ct.astype(ct.load(x, index=(i, 0), shape={load_shape}, "
+        "padding_mode=ct.PaddingMode.ZERO), ct.float32)",
+        "    b = ct.astype(ct.load(y, index=(i, 0), shape=(T0, T1), "
+        "padding_mode=ct.PaddingMode.ZERO), ct.float32)",
         *body,
         f"    ct.store(out, index=(i, 0), tile=ct.astype({result}, out.dtype))",
         "",
@@ -109,9 +114,11 @@ def generate(seed: int) -> tuple[str, dict]:
         t0 = rng.choice([3, 5, 12])
     rows = rng.randint(1, 3) * t0 - rng.randint(0, t0 - 1)
     cols = rng.randint(1, t1)
+    # the inputs: contiguous, or views whose rows start 16-byte aligned (the vector path)
     case = {"t0": t0, "t1": t1, "rows": rows, "cols": cols, "invalid": invalid,
-            "out_dtype": "complex64" if invalid == "dtype" else rng.choice(["float32",
-                                                                             "float16"])}
+            "in_dtype": in_dtype, "aligned_rows": rng.random() < 0.4,
+            "out_dtype": "complex64" if invalid == "dtype" else
+            rng.choice(["float32", "float16"])}
     return "\n".join(lines), case
 
 
@@ -145,8 +152,7 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
         return Finding(seed, source, f"the case does not import: {e!r}")
     rng = np.random.default_rng(seed)
     rows, cols, t0, t1 = case["rows"], case["cols"], case["t0"], case["t1"]
-    x = rng.standard_normal((rows, cols)).astype(np.float32)
-    y = rng.standard_normal((rows, cols)).astype(np.float32)
+    x, y = (_input(rng, case) for _ in range(2))
     out_dtype = np.dtype(case["out_dtype"])
     grid = (-(-rows // t0), 1, 1)
     args = lambda out: (x, y, out, t0, t1)  # noqa: E731
@@ -187,6 +193,18 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
         if mismatch:
             return Finding(seed, source, f"{target}: simulator {mismatch} (case {case})")
     return None
+
+
+def _input(rng: np.random.Generator, case: dict) -> np.ndarray:
+    """A (rows, cols) input of the case's dtype; a view of wider rows (each starting on
+    16 bytes) if the case says so."""
+    rows, cols, dtype = case["rows"], case["cols"], np.dtype(case["in_dtype"])
+    width = cols
+    if case["aligned_rows"]:
+        per = 16 // dtype.itemsize
+        width = -(-cols // per) * per + per
+    data = rng.standard_normal((rows, width)) * (20 if dtype.kind == "i" else 1)
+    return data.astype(dtype)[:, :cols]
 
 
 def _mismatch(got: np.ndarray, ref: np.ndarray, dtype) -> str | None:
@@ -256,16 +274,14 @@ def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
     os.environ.setdefault("TILEIR_CACHE", "0")
     if gpu:
         results = [_check_one(s, True) for s in seeds]     # one process holds the GPU
-    elif jobs > 1:
-        results = _pooled(seeds, jobs)
-    else:
-        results = [_check_one(s) for s in seeds]
+    else:                   # in children, so that a compile that aborts is a finding
+        results = _pooled(seeds, max(1, jobs))
     findings = [f for f in results if f is not None]
     if out is not None and findings:
         out.mkdir(parents=True, exist_ok=True)
         for i, f in enumerate(findings):
             (out / f"finding-{i}.py").write_text(
-                f"# seed {f.seed}\n" + "".join(f"# {l}\n" for l in f.what.splitlines())
+                f"# seed {f.seed}\n" + "".join(f"# {line}\n" for line in f.what.splitlines())
                 + f.source)
     return findings
 

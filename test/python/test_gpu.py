@@ -593,3 +593,29 @@ def test_strided_views_are_read_and_written_through_their_strides(step):
     ct.launch(None, (7,), rmsnorm.rmsnorm, (x, w, y, 1e-6, 1024))
     x64 = x.double()
     close(y, x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double())
+
+
+# ---------------------------------------------------------------------------
+# Tiles two columns wide: a thread's group is a two-element vector, read element by
+# element where it straddles the array's edge (LLVM's two-element masked load aborted)
+# ---------------------------------------------------------------------------
+@ct.kernel
+def _pair_copy(x, y, TM: ct.Constant[int]):
+    i, j = ct.bid(0), ct.bid(1)
+    t = ct.load(x, index=(i, j), shape=(TM, 2), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(y, index=(i, j), tile=t)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int8])
+@pytest.mark.parametrize("cols", [1, 5])
+def test_two_element_groups_at_the_edge(dtype, cols):
+    # views of rows that start on 16 bytes: the aligned (vector) path
+    base = (torch.randn(37, 16, device="cuda") * 10 + 20).to(dtype)
+    x = base[:, :cols]
+    out = torch.full((37, 16), 7, device="cuda", dtype=dtype)
+    y = out[:, :cols + 1]
+    ct.launch(None, (2, ct.cdiv(cols + 1, 2)), _pair_copy, (x, y, 32))
+    ref = torch.full((37, 16), 7, device="cuda", dtype=dtype)
+    ref[:, :cols] = x
+    ref[:, cols] = 0                      # the padding of the straddling group
+    assert torch.equal(out, ref)

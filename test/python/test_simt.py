@@ -524,6 +524,46 @@ def test_loads_at_the_edge_pad_groups_partly_or_wholly_outside(target, dtype, n,
         np.testing.assert_array_equal(y.astype(np.float64), ref)
 
 
+@ct.kernel
+def pair_copy(x, y, TM: ct.Constant[int]):
+    """Tiles two columns wide: a thread's group is a vector of two elements."""
+    i, j = ct.bid(0), ct.bid(1)
+    t = ct.load(x, index=(i, j), shape=(TM, 2), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(y, index=(i, j), tile=t)
+
+
+@ct.kernel
+def pair_copy_unpadded(x, y):
+    i = ct.bid(0)
+    ct.store(y, index=(i, 0), tile=ct.load(x, index=(i, 0), shape=(64, 2)))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int8, np.float64])
+def test_two_element_groups_at_the_edge_compile_and_pad(target, dtype, rng):
+    """A two-element group straddling the array's end is read element by element:
+    LLVM 22's NVPTX aborted the process on some two-element masked loads with a
+    passthru (here: the unpadded copy of a one-column array).  Both kernels reach
+    PTX on both targets, and the simulator gives the padding and the elements."""
+    # rows of 16 elements: 16-byte aligned, so the groups are two-element vectors
+    x = (rng.standard_normal((37, 16)) * 10 + 20).astype(dtype)       # no zeros
+    # y one column wider than x takes the padding; as wide, the store is masked too
+    for kernel, cols, ycols, grid, args in [
+            (pair_copy, 5, 6, (2, 3), lambda x, y: (x, y, 32)),
+            (pair_copy_unpadded, 1, 1, (1,), lambda x, y: (x, y))]:
+        xv = x[:, :cols]
+        y = np.full((37, 16), 7, dtype)
+        a = args(xv, y[:, :ycols])
+        assert kernel.classify(a, gpu=True)[0][1].aligned
+        ck = kernel.compile(a, stage="ptx", target=target)
+        assert ".entry" in ck.artifacts["ptx"]
+        simulate(ck, grid, a)
+        ref = np.full((37, 16), 7.0)
+        ref[:, :cols] = xv.astype(np.float64)
+        ref[:, cols:ycols] = 0                  # the padding of the straddling group
+        np.testing.assert_array_equal(y.astype(np.float64), ref)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("n", [1000, 4096, 300])
 def test_a_chunked_row_reduction_loads_one_chunk_ahead(target, n, rng):

@@ -281,14 +281,29 @@ def _edge_load(addr: "_Addressing", coords, ptr, vt: ir.VectorType, pad: ir.Valu
     with ir.InsertionPoint(if_op.else_block):
         part = scf.IfOp(addr.group_touches(coords, per), [vt], has_else=True)
         with ir.InsertionPoint(part.then_block):
-            mask = vector.from_elements(i1v, per)
-            align = v * max(1, _bits(vt.element_type) // 8)
-            scf.YieldOp([llvm.intr_masked_load(vt, ptr, mask, align,
-                                               pass_thru=vector.broadcast(vt, pad))])
+            if v == 2:
+                # LLVM 22's NVPTX aborts on a 2-element masked load with a passthru
+                # (it lowers those to one load with a used-bytes mask, which takes no
+                # passthru): two guarded element loads instead
+                scf.YieldOp([_element_loads(vt, ptr, per, pad)])
+            else:
+                mask = vector.from_elements(i1v, per)
+                align = v * max(1, _bits(vt.element_type) // 8)
+                scf.YieldOp([llvm.intr_masked_load(vt, ptr, mask, align,
+                                                   pass_thru=vector.broadcast(vt, pad))])
         with ir.InsertionPoint(part.else_block):
             scf.YieldOp([vector.broadcast(vt, pad)])
         scf.YieldOp([part.results[0]])
     return if_op.results[0]
+
+
+def _element_loads(vt: ir.VectorType, ptr, masks, pad) -> ir.Value:
+    """A vector of `vt` at `ptr` read element by element, each where its mask holds,
+    else `pad`."""
+    t, i64 = vt.element_type, ir.IntegerType.get_signless(64)
+    elems = [_guarded_scalar_load(ptr if j == 0 else gep(ptr, arith.constant(i64, j), t),
+                                  m, pad, t) for j, m in enumerate(masks)]
+    return vector.from_elements(vt, elems)
 
 
 def _guarded_scalar_load(ptr, cond, pad, t) -> ir.Value:

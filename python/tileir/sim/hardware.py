@@ -19,6 +19,16 @@ BASE_ADDRESS = 1 << 32        # global addresses start here (0 stays invalid)
 GUARD = 1024                  # invalid bytes between arrays
 
 
+def _span(a: np.ndarray) -> tuple[int, int]:
+    """(bytes from the lowest to the highest byte the array's elements occupy, the
+    first element's offset from the lowest)."""
+    if a.size == 0:
+        return 0, 0
+    low = sum((n - 1) * st for n, st in zip(a.shape, a.strides) if st < 0)
+    high = sum((n - 1) * st for n, st in zip(a.shape, a.strides) if st > 0)
+    return high - low + a.itemsize, -low
+
+
 class SimError(Exception):
     """The simulated kernel did something the GPU would fault or hang on."""
 
@@ -27,24 +37,44 @@ class SimError(Exception):
 # Memory
 # ---------------------------------------------------------------------------
 class Memory:
-    """The global arrays of one launch, side by side in one byte buffer."""
+    """The global arrays of one launch, side by side in one byte buffer.
+
+    A strided view keeps its strides: its elements sit at their byte offsets from
+    its first one, and only their bytes are valid (a kernel that reads the gaps
+    between a view's rows reads what its array does not hold).  Negative strides
+    are laid out from the lowest address the view touches.
+    """
 
     def __init__(self, arrays: list[np.ndarray]):
-        sizes = [a.nbytes for a in arrays]
-        total = sum((s + GUARD + 255) // 256 * 256 for s in sizes) + GUARD
+        spans = [_span(a) for a in arrays]
+        total = sum((s + GUARD + 255) // 256 * 256 for s, _ in spans) + GUARD
         self.bytes = np.zeros(total, np.uint8)
         self.valid = np.zeros(total, bool)
         self.addresses = []
+        self._views = []
         at = GUARD
-        for a in arrays:
-            flat = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
-            self.bytes[at:at + flat.size] = flat
-            self.valid[at:at + flat.size] = True
-            self.addresses.append(BASE_ADDRESS + at)
-            at += (a.nbytes + GUARD + 255) // 256 * 256
+        for a, (span, first) in zip(arrays, spans):
+            if a.flags.c_contiguous:
+                flat = a.view(np.uint8).reshape(-1)
+                self.bytes[at:at + flat.size] = flat
+                self.valid[at:at + flat.size] = True
+                self._views.append(None)
+            else:
+                view = np.ndarray(a.shape, a.dtype, buffer=self.bytes.data,
+                                  offset=at + first, strides=a.strides)
+                view[...] = a
+                ok = np.ndarray(a.shape + (a.itemsize,), bool, buffer=self.valid.data,
+                                offset=at + first, strides=a.strides + (1,))
+                ok[...] = True
+                self._views.append(view)
+            self.addresses.append(BASE_ADDRESS + at + first)
+            at += (span + GUARD + 255) // 256 * 256
 
     def copy_out(self, arrays: list[np.ndarray]) -> None:
-        for a, addr in zip(arrays, self.addresses):
+        for a, addr, view in zip(arrays, self.addresses, self._views):
+            if view is not None:
+                a[...] = view
+                continue
             off = addr - BASE_ADDRESS
             flat = a.view(np.uint8).reshape(-1)
             flat[:] = self.bytes[off:off + flat.size]
@@ -142,6 +172,8 @@ class Shared:
 # mbarriers
 # ---------------------------------------------------------------------------
 BARRIER_BYTES = 8
+
+
 @dataclasses.dataclass
 class Barrier:
     count: int
