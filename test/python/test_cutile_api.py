@@ -419,6 +419,52 @@ def test_astype_tfloat32_rounds_to_ten_mantissa_bits(rng):
     assert want[3] == 1.0
 
 
+def _nearest(x: np.ndarray, dtype) -> np.ndarray:
+    """Each finite in-range value of `x` rounded once to nearest `dtype` (an 8-bit
+    float), ties to the even bit pattern: by search over all its values (ml_dtypes
+    converts f64 through f32, rounding twice)."""
+    bits = np.arange(256, dtype=np.uint8)
+    vals = bits.view(dtype).astype(np.float64)
+    ok = np.isfinite(vals)
+    bits, vals = bits[ok], vals[ok]
+    out = []
+    for v in x:
+        dist = np.abs(vals - v)
+        best = np.flatnonzero(dist == dist.min())
+        pick = [b for b in best if bits[b] % 2 == 0] or list(best)
+        out.append(bits[pick[0]])
+    return np.array(out, np.uint8).view(dtype)
+
+
+@ct.kernel
+def float_casts(x, y, T: ct.Constant[int]):
+    ct.store(y, index=(0,), tile=ct.astype(ct.load(x, index=(0,), shape=(T,)), y.dtype))
+
+
+@pytest.mark.parametrize("src,dst", [
+    ("float16", "bfloat16"), ("bfloat16", "float16"),               # same width: via f32
+    ("float8_e4m3fn", "float8_e5m2"), ("float8_e5m2", "float8_e4m3fn"),
+    ("float64", "float8_e4m3fn"), ("float64", "float8_e5m2")])      # f64: rounded once
+def test_float_casts_between_any_two_widths(src, dst, rng):
+    """Casts that once built invalid IR (a truncf between types of one width; f64 to
+    fp8, which the GPU rounds from f32 only).  f64 goes through f32 rounded to odd, so
+    a value just past an fp8 tie rounds away from it, as one rounding does (to nearest
+    f32 first, it would land on the tie and round to even)."""
+    s, d = (getattr(ml_dtypes, n, None) or np.dtype(n) for n in (src, dst))
+    x = (rng.standard_normal(32) * 4).astype(s)
+    if src == "float64":           # around the tie between 1 and the next value up
+        up = float(np.nextafter(np.array(1.0, d), np.array(2.0, d)))
+        tie = (1.0 + up) / 2
+        x[:4] = [tie + 2**-30, -(tie + 2**-30), tie - 2**-30, tie]
+    want = _nearest(x.astype(np.float64), d) if src == "float64" else \
+        x.astype(np.float32).astype(d)
+    if src == "float64":
+        assert want[0] == up and want[1] == -up and want[2] == 1.0 and want[3] == 1.0
+    outs = run_everywhere(float_casts, (1,), (x, np.zeros(32, d), 32), 1, stages=("sm_90a",))
+    for got in outs:
+        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
 @ct.kernel
 def tf32_product(a, b, c, M: ct.Constant[int]):
     x = ct.astype(ct.load(a, index=(0, 0), shape=(M, M)), ct.tfloat32)
@@ -645,6 +691,26 @@ def test_integer_scans_wrap_and_keep_their_dtype(rng):
 
 
 @ct.kernel
+def fp8_scan(x, o, T: ct.Constant[int]):
+    ct.store(o, index=(0,), tile=ct.cumsum(ct.load(x, index=(0,), shape=(T,)), axis=0))
+
+
+def test_fp8_scans_move_their_bits_through_shared_memory():
+    """An fp8 tile's steps go through shared memory as its bits (a buffer typed fp8
+    once failed to verify).  Small integers, exact in e4m3 at every step; sm_90a
+    rounds to fp8 (sm_80 cannot: a clear error)."""
+    import ml_dtypes
+    x = np.array([1, 0, 2, 1, 0, 1, 1, 2] * 2, ml_dtypes.float8_e4m3fn)
+    outs = run_everywhere(fp8_scan, (1,), (x, np.zeros(16, ml_dtypes.float8_e4m3fn), 16), 1,
+                          stages=("sm_90a",))
+    want = np.cumsum(x.astype(np.float64))
+    for got in outs:
+        np.testing.assert_array_equal(got.astype(np.float64), want)
+    with pytest.raises(TileIRError, match="needs sm_89 or later"):
+        fp8_scan.compile((x, x.copy(), 16), target="sm_80")
+
+
+@ct.kernel
 def bad_scan(x, MODE: ct.Constant[int]):
     t = ct.load(x, index=(0,), shape=(16,))
     if MODE == 0:
@@ -777,6 +843,64 @@ def test_bfloat16_atomic_adds_on_both_targets():
     ptx80 = atomic_bf16.compile(args, target="sm_80").artifacts["ptx"]
     assert ".global.cas.b32" in ptx80 and "noftz.bf16" not in ptx80
     assert ".global.add.noftz.bf16" in atomic_bf16.compile(args, target="sm_90a").artifacts["ptx"]
+
+
+@ct.kernel
+def atomic_every_kind(acc, vals, T: ct.Constant[int], KIND: ct.Constant[int]):
+    """Kind KIND of the commutative atomics into acc[0..3]; xchg and cas into acc[4]."""
+    v = ct.load(vals, index=(0,), shape=(T,))
+    slot = ct.arange(T, dtype=ct.int32) % 4
+    if KIND == 0:
+        ct.atomic_add(acc, slot, v)
+    elif KIND == 1:
+        ct.atomic_min(acc, slot, v)
+    elif KIND == 2:
+        ct.atomic_max(acc, slot, v)
+    elif KIND == 3:
+        ct.atomic_and(acc, slot, v)
+    elif KIND == 4:
+        ct.atomic_or(acc, slot, v)
+    elif KIND == 5:
+        ct.atomic_xor(acc, slot, v)
+    elif KIND == 6:
+        ct.atomic_xchg(acc, 4, v)
+    else:
+        ct.atomic_cas(acc, 4, v * 0, v)
+
+
+_KINDS = ("add", "min", "max", "and", "or", "xor", "xchg", "cas")
+_ATOMIC_INTS = ("int32", "int64", "uint32", "uint64")
+_ATOMIC_DTYPES = {"add": _ATOMIC_INTS + ("float32", "float64", "float16", "bfloat16"),
+                  "xchg": _ATOMIC_INTS + ("float32", "float64"),
+                  "cas": _ATOMIC_INTS + ("float32", "float64"), "min": _ATOMIC_INTS,
+                  "max": _ATOMIC_INTS, "and": _ATOMIC_INTS, "or": _ATOMIC_INTS,
+                  "xor": _ATOMIC_INTS}        # cuTile's table
+
+
+@pytest.mark.parametrize("kind", range(len(_KINDS)), ids=_KINDS)
+def test_every_atomic_on_every_dtype_it_takes_compiles_and_runs(kind, rng):
+    """Each atomic on each array dtype cuTile allows it: the cubin builds for both
+    targets (ptxas has no atom.add.s64: a signed 64-bit add once failed there) and the
+    simulator of both targets' code ends where the interpreter does (negative values
+    for the signed types; floats with integer values, so any order sums exactly)."""
+    import ml_dtypes
+    t = 32
+    for name in _ATOMIC_DTYPES[_KINDS[kind]]:
+        dtype = ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
+        # sums stay exact in any order: 16-bit floats hold integers to 256 (bfloat16)
+        low, high = (-1, 2) if name in ("float16", "bfloat16") else \
+            (0 if name.startswith("uint") else -40, 40)
+        vals = rng.integers(low, high, t).astype(dtype)
+        acc = np.array([3, 5, 7, 9, 11, 0], dtype)
+        args = (acc, vals, t, kind)
+        outs = run_everywhere(atomic_every_kind, (2,), args, 0, stages=TARGETS)
+        if _KINDS[kind] in ("xchg", "cas"):
+            for out in outs:            # one of the values (xchg), or the first swap's
+                assert out[4] in vals or out[4] == 11, (name, out)
+            continue
+        for out in outs[1:]:
+            np.testing.assert_array_equal(out.astype(np.float64), outs[0].astype(np.float64),
+                                          err_msg=f"{_KINDS[kind]} on {name}")
 
 
 @ct.kernel

@@ -112,6 +112,66 @@ def test_gather_scatter_and_contended_atomics_on_the_gpu():
     np.testing.assert_array_equal(dev[1], host[1])
 
 
+@pytest.mark.parametrize("kind", range(6), ids=api._KINDS[:6])
+def test_every_commutative_atomic_on_every_dtype_on_the_gpu(kind):
+    """Contended by two blocks of 256 elements on 4 slots; signed types with negative
+    values (a 64-bit add is `atom.add.u64`), floats with integer values (exact in any
+    order).  xchg and cas: test_gather_scatter_and_contended_atomics_on_the_gpu."""
+    import ml_dtypes
+    r, t = rng(), 256
+    for name in api._ATOMIC_DTYPES[api._KINDS[kind]]:
+        if name == "bfloat16":
+            dtype, tdtype = ml_dtypes.bfloat16, torch.bfloat16
+        else:
+            dtype, tdtype = np.dtype(name), getattr(torch, name)
+        # sums stay exact in any order: 16-bit floats hold integers to 256 (bfloat16)
+        low, high = (-1, 2) if name in ("float16", "bfloat16") else \
+            (0 if name.startswith("uint") else -40, 40)
+        vals = r.integers(low, high, t).astype(dtype)
+        acc = np.array([3, 5, 7, 9, 11, 0], dtype)
+        ct.launch(None, (2,), api.atomic_every_kind, (acc, vals, t, kind))
+
+        def dev(a):
+            x = torch.from_numpy(a.view(np.int16) if name == "bfloat16" else a).cuda()
+            return x.view(tdtype) if name == "bfloat16" else x
+        dacc = dev(np.array([3, 5, 7, 9, 11, 0], dtype))
+        ct.launch(None, (2,), api.atomic_every_kind, (dacc, dev(vals), t, kind))
+        got = dacc.view(torch.int16).cpu().numpy().view(dtype) if name == "bfloat16" \
+            else dacc.cpu().numpy()
+        np.testing.assert_array_equal(got.astype(np.float64), acc.astype(np.float64),
+                                      err_msg=f"{api._KINDS[kind]} on {name}")
+
+
+def test_fp8_scan_on_the_gpu():
+    import ml_dtypes
+    x = np.array([1, 0, 2, 1, 0, 1, 1, 2] * 2, ml_dtypes.float8_e4m3fn)
+    host = np.zeros(16, ml_dtypes.float8_e4m3fn)
+    ct.launch(None, (1,), api.fp8_scan, (x, host, 16))
+    f8 = lambda a: torch.from_numpy(a.view(np.uint8)).cuda().view(torch.float8_e4m3fn)  # noqa
+    out = f8(np.zeros(16, ml_dtypes.float8_e4m3fn))
+    ct.launch(None, (1,), api.fp8_scan, (f8(x), out, 16))
+    got = out.view(torch.uint8).cpu().numpy().view(ml_dtypes.float8_e4m3fn)
+    np.testing.assert_array_equal(got.astype(np.float64), host.astype(np.float64))
+    np.testing.assert_array_equal(got.astype(np.float64), np.cumsum(x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("dst", ["float8_e4m3fn", "float8_e5m2"])
+def test_f64_to_fp8_rounds_once_on_the_gpu(dst):
+    """Just past, just before and on the tie between 1 and the next fp8 value up."""
+    import ml_dtypes
+    d = getattr(ml_dtypes, dst)
+    up = float(np.nextafter(np.array(1.0, d), np.array(2.0, d)))
+    tie = (1.0 + up) / 2
+    x = rng().standard_normal(32) * 4
+    x[:4] = [tie + 2**-30, -(tie + 2**-30), tie - 2**-30, tie]
+    want = api._nearest(x, d)
+    out = torch.zeros(32, dtype=getattr(torch, dst), device="cuda")
+    ct.launch(None, (1,), api.float_casts, (torch.from_numpy(x).cuda(), out, 32))
+    got = out.view(torch.uint8).cpu().numpy().view(d)
+    np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+    assert got[0] == up and got[1] == -up and got[2] == 1.0 and got[3] == 1.0
+
+
 def test_tfloat32_on_the_gpu():
     r = rng()
     x = (r.standard_normal(64) * 1000).astype(np.float32)

@@ -292,7 +292,8 @@ class LoweringContext:
         return self._view(count, elem, offset)
 
     def _view(self, count: int, elem: ir.Type, offset: int) -> ir.Value:
-        t = ir.MemRefType.get([count], elem, memory_space=ir.Attribute.parse(
+        # registers hold fp8 elements as their bits (reg_type), and so does the buffer
+        t = ir.MemRefType.get([count], reg_type(elem), memory_space=ir.Attribute.parse(
             "#gpu.address_space<workgroup>"))
         start = arith.ConstantOp(ir.IndexType.get(),
                                  ir.IntegerAttr.get(ir.IndexType.get(), offset))

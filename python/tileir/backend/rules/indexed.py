@@ -145,6 +145,8 @@ def _ptx_type(kind: str, elem: ir.Type, signed: bool) -> str:
         return "noftz.bf16"
     if kind in ("and", "or", "xor"):
         return f"b{bits}"
+    if kind == "add":          # two's complement: PTX has no atom.add.s64, and needs none
+        return f"u{bits}"
     return f"{'s' if signed else 'u'}{bits}"
 
 
