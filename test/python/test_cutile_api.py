@@ -691,6 +691,60 @@ def test_integer_scans_wrap_and_keep_their_dtype(rng):
 
 
 @ct.kernel
+def int_abs_pow(x, n, a, p, T: ct.Constant[int]):
+    v = ct.load(x, index=(0,), shape=(T,))
+    ct.store(a, index=(0,), tile=ct.abs(v))
+    ct.store(p, index=(0,), tile=v ** ct.load(n, index=(0,), shape=(T,)))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_integer_abs_and_power_of_every_width(dtype, rng):
+    """`abs` and `**` of ints lower for every width (math.absi reached LLVM only for
+    i32, math.ipowi for none): wrapping, INT_MIN's abs, negative and zero exponents."""
+    info = np.iinfo(dtype)
+    x = rng.integers(-9, 10, 64).astype(dtype)
+    n = rng.integers(-3, 12, 64).astype(dtype)
+    x[:6] = [info.min, 0, 1, -1, -1, 0]
+    n[:6] = [1, -2, -5, -3, -4, 0]
+    want_p = np.array([_int_pow(int(a), int(k), info) for a, k in zip(x, n)], dtype)
+    args = (x, n, np.zeros(64, dtype), np.zeros(64, dtype), 64)
+    for got_a, got_p in zip(run_everywhere(int_abs_pow, (1,), args, 2),
+                            run_everywhere(int_abs_pow, (1,), args, 3)):
+        np.testing.assert_array_equal(got_a, np.abs(x))          # abs(min) wraps to min
+        np.testing.assert_array_equal(got_p, want_p)
+
+
+def _int_pow(a: int, k: int, info) -> int:
+    if k < 0:
+        return 1 if a == 1 else (1 if k % 2 == 0 else -1) if a == -1 else -1 if a == 0 else 0
+    r = pow(a, k, 1 << info.bits)
+    return r - (1 << info.bits) if r > info.max else r
+
+
+@ct.kernel
+def fp8_reductions(x, s, m, i, T: ct.Constant[int]):
+    t = ct.load(x, index=(0, 0), shape=(4, T))
+    ct.store(s, index=(0,), tile=ct.astype(ct.sum(t, axis=1), ct.float32))
+    ct.store(m, index=(0,), tile=ct.astype(ct.max(t, axis=1), ct.float32))
+    ct.store(i, index=(0,), tile=ct.argmin(t, axis=1))
+    ct.store(s, index=(4,), tile=ct.reshape(ct.astype(ct.sum(t), ct.float32), (1,)))
+
+
+def test_fp8_reductions_run_in_f32():
+    """fp8 tiles reduce in f32 (their registers hold the bits: widening them as ints
+    once built invalid IR); a sum rounds once to fp8.  Small integers: exact."""
+    x = np.tile(np.array([1, 0, 2, 1, 3, 1, 0, 2] * 4, ml_dtypes.float8_e4m3fn), (4, 1))
+    x[1] *= np.array(-1, ml_dtypes.float8_e4m3fn)
+    args = (x, np.zeros(5, np.float32), np.zeros(4, np.float32), np.zeros(4, np.int32), 32)
+    xf = x.astype(np.float64)
+    for s, m, i in zip(*(run_everywhere(fp8_reductions, (1,), args, k, stages=("sm_90a",))
+                         for k in (1, 2, 3))):
+        np.testing.assert_array_equal(s, np.append(xf.sum(1), xf.sum()))
+        np.testing.assert_array_equal(m, xf.max(1))
+        np.testing.assert_array_equal(i, xf.argmin(1))
+
+
+@ct.kernel
 def fp8_scan(x, o, T: ct.Constant[int]):
     ct.store(o, index=(0,), tile=ct.cumsum(ct.load(x, index=(0,), shape=(T,)), axis=0))
 

@@ -172,6 +172,32 @@ def test_f64_to_fp8_rounds_once_on_the_gpu(dst):
     assert got[0] == up and got[1] == -up and got[2] == 1.0 and got[3] == 1.0
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_integer_abs_and_power_on_the_gpu(dtype):
+    r, info = rng(), np.iinfo(dtype)
+    x = r.integers(-9, 10, 256).astype(dtype)
+    n = r.integers(-3, 12, 256).astype(dtype)
+    x[:6], n[:6] = [info.min, 0, 1, -1, -1, 0], [1, -2, -5, -3, -4, 0]
+    host, dev = both(api.int_abs_pow, (1,), (x, n, np.zeros(256, dtype), np.zeros(256, dtype),
+                                             256))
+    np.testing.assert_array_equal(dev[2], host[2])
+    np.testing.assert_array_equal(dev[3], host[3])
+
+
+def test_fp8_reductions_on_the_gpu():
+    import ml_dtypes
+    x = np.tile(np.array([1, 0, 2, 1, 3, 1, 0, 2] * 4, ml_dtypes.float8_e4m3fn), (4, 1))
+    x[1] *= np.array(-1, ml_dtypes.float8_e4m3fn)
+    xd = torch.from_numpy(x.view(np.uint8)).cuda().view(torch.float8_e4m3fn)
+    s, m, i = (torch.zeros(5, device="cuda"), torch.zeros(4, device="cuda"),
+               torch.zeros(4, dtype=torch.int32, device="cuda"))
+    ct.launch(None, (1,), api.fp8_reductions, (xd, s, m, i, 32))
+    xf = x.astype(np.float64)
+    np.testing.assert_array_equal(s.cpu().numpy(), np.append(xf.sum(1), xf.sum()))
+    np.testing.assert_array_equal(m.cpu().numpy(), xf.max(1))
+    np.testing.assert_array_equal(i.cpu().numpy(), xf.argmin(1))
+
+
 def test_tfloat32_on_the_gpu():
     r = rng()
     x = (r.standard_normal(64) * 1000).astype(np.float32)

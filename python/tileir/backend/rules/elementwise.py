@@ -30,22 +30,26 @@ def elementwise(cx: LoweringContext, op: ir.Operation) -> None:
         return splat_constant(cx, op)
     operands = [cx.get(v) for v in op.operands]
     frags = [f for f in operands if isinstance(f, Frag)]
+    elems = [r.type.element_type if isinstance(r.type, ir.RankedTensorType) else r.type
+             for r in op.results]
+    in_elems = [v.type.element_type if isinstance(v.type, ir.RankedTensorType) else v.type
+                for v in op.operands]
+    fp8 = any(is_fp8(e) for e in elems + in_elems)
     if not frags:
-        new = ir.Operation.create(name, results=[r.type for r in op.results],
-                                  operands=operands, attributes=_attrs(op))
-        for old, res in zip(op.results, new.results):
+        if fp8:                   # a scalar (a 0-d tile's value): its bits, as in a tile
+            results = _fp8_op(cx, name, in_elems, elems, operands, _attrs(op))
+        else:
+            results = ir.Operation.create(name, results=[r.type for r in op.results],
+                                          operands=operands, attributes=_attrs(op)).results
+        for old, res in zip(op.results, results):
             cx.values[old] = res
         return
     lin = frags[0].lin
     if any(f.lin != lin for f in frags):
         raise TileIRError(f"internal error: operands of '{name}' have different layouts",
                           op.location)
-    elems = [r.type.element_type for r in op.results]
     out: list[list[ir.Value]] = [[] for _ in elems]
     attrs = _attrs(op)
-    in_elems = [v.type.element_type if isinstance(v.type, ir.RankedTensorType) else v.type
-                for v in op.operands]
-    fp8 = any(is_fp8(e) for e in elems + in_elems)
     for r in range(lin.num_regs):
         args = [f.regs[r] if isinstance(f, Frag) else f for f in operands]
         results = _fp8_op(cx, name, in_elems, elems, args, attrs) if fp8 else \
@@ -145,6 +149,10 @@ def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dic
         special = _f32_option(name, args, rounding, ftz)
         if special is not None:
             return [special]
+    if name == "math.absi":        # the NVVM lowering knows i32 only (__nv_abs)
+        return [_absi(args[0])]
+    if name == "math.ipowi":       # no lowering to LLVM upstream
+        return [_ipowi(args[0], args[1])]
     if name in _FAST_EXP:
         attrs = dict(attrs, fastmath=ir.Attribute.parse("#arith.fastmath<afn>"))
     # libdevice has no 16-bit transcendental functions: compute those in f32.
@@ -155,6 +163,38 @@ def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dic
         return [arith.truncf(elems[0], r)]
     return list(ir.Operation.create(name, results=elems, operands=args,
                                     attributes=attrs).results)
+
+
+def _absi(a: ir.Value) -> ir.Value:
+    """|a| of a signed integer, wrapping (abs(INT_MIN) is INT_MIN)."""
+    zero = arith.constant(a.type, 0)
+    return arith.select(arith.cmpi(arith.CmpIPredicate.slt, a, zero), arith.subi(zero, a), a)
+
+
+def _ipowi(a: ir.Value, n: ir.Value) -> ir.Value:
+    """a ** n of signed integers, wrapping, as the interpreter computes it: by squaring
+    over the bits of n >= 0 (a loop of as many steps as n has bits); for n < 0, 1 / a
+    ** |n| truncated: 1 for a == 1, +-1 for a == -1, 0 for |a| > 1, -1 for a == 0."""
+    t = a.type
+    c = lambda v: arith.constant(t, v)                  # noqa: E731
+    negative = arith.cmpi(arith.CmpIPredicate.slt, n, c(0))
+    loop = scf.WhileOp([t, t, t], [c(1), a, arith.select(negative, c(0), n)])
+    before = loop.before.blocks.append(t, t, t)
+    with ir.InsertionPoint(before):
+        more = arith.cmpi(arith.CmpIPredicate.ne, before.arguments[2], c(0))
+        scf.ConditionOp(more, list(before.arguments))
+    after = loop.after.blocks.append(t, t, t)
+    with ir.InsertionPoint(after):
+        acc, base, e = after.arguments
+        odd = arith.cmpi(arith.CmpIPredicate.ne, arith.andi(e, c(1)), c(0))
+        scf.YieldOp([arith.select(odd, arith.muli(acc, base), acc), arith.muli(base, base),
+                     arith.shrui(e, c(1))])
+    power = loop.results[0]
+    eq = lambda v: arith.cmpi(arith.CmpIPredicate.eq, a, c(v))     # noqa: E731
+    even = arith.cmpi(arith.CmpIPredicate.eq, arith.andi(n, c(1)), c(0))
+    inverse = arith.select(eq(1), c(1), arith.select(
+        eq(-1), arith.select(even, c(1), c(-1)), arith.select(eq(0), c(-1), c(0))))
+    return arith.select(negative, inverse, power)
 
 
 # fp8 on the GPU: registers hold the bits (i8); arithmetic runs in f32 between two
@@ -186,7 +226,7 @@ def fp8_to_f32(cx: LoweringContext, bits: ir.Value, fp8: ir.Type) -> ir.Value:
     return arith.select(nan, c(float("nan"), f32), value)
 
 
-def _f32_to_fp8(cx: LoweringContext, x: ir.Value, fp8: ir.Type) -> ir.Value:
+def f32_to_fp8(cx: LoweringContext, x: ir.Value, fp8: ir.Type) -> ir.Value:
     if not cx.chip.startswith("sm_90"):
         raise TileIRError(f"rounding to {fp8} needs sm_89 or later (cvt ... e4m3x2/e5m2x2); "
                           f"on {cx.chip} fp8 tiles can be loaded, multiplied and widened, "
@@ -210,13 +250,13 @@ def _fp8_op(cx: LoweringContext, name: str, in_elems: list[ir.Type | None],
     if name in ("arith.extf", "arith.truncf"):
         x, out = wide[0], elems[0]
         if is_fp8(out):
-            return [_f32_to_fp8(cx, x if isinstance(x.type, ir.F32Type) else arith.extf(f32, x),
+            return [f32_to_fp8(cx, x if isinstance(x.type, ir.F32Type) else arith.extf(f32, x),
                                 out)]
         if out == f32:
             return [x]
         return [arith.truncf(out, x) if _bits(out) < 32 else arith.extf(out, x)]
     outs = _scalar_op(name, [f32 if is_fp8(e) else e for e in elems], wide, attrs)
-    return [_f32_to_fp8(cx, r, e) if is_fp8(e) else r for r, e in zip(outs, elems)]
+    return [f32_to_fp8(cx, r, e) if is_fp8(e) else r for r, e in zip(outs, elems)]
 
 
 def _fp8_pattern(value: float, spelling: str) -> int:

@@ -8,7 +8,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu, memref
 
-from ..context import I32, Frag, _bits, index, lin_of
+from ..context import I32, Frag, _bits, index, is_fp8, lin_of
 from .registry import rule
 
 
@@ -83,11 +83,13 @@ def _narrow(v: ir.Value, t: ir.Type) -> ir.Value:
 
 @rule("tile.reduce")
 def _reduce(cx, op):
+    from .elementwise import f32_to_fp8, fp8_to_f32
     kind, axis = op.kind, op.axis
     src = cx.frag(op.source)
     res_t = op.result.type
     res_lin = lin_of(res_t)
-    work = _work_type(src.elem)
+    fp8 = is_fp8(src.elem)          # registers hold the bits: reduced in f32
+    work = ir.F32Type.get() if fp8 else _work_type(src.elem)
     comb = _combine(kind, work)
     arg = kind in ("argmax", "argmin")
     along = cx.thread_coords(src.lin)[axis] if arg else None
@@ -95,7 +97,7 @@ def _reduce(cx, op):
     groups: dict[tuple, tuple] = {}
     for r in range(src.lin.num_regs):       # 1. within the thread
         coord = src.lin.reg_coord(r)
-        v = (_widen(src.regs[r], work),)
+        v = (fp8_to_f32(cx, src.regs[r], src.elem) if fp8 else _widen(src.regs[r], work),)
         if arg:                             # the element's index along the axis
             v += (arith.addi(along, cx.const(coord[axis])) if coord[axis] else along,)
         key = drop(coord)
@@ -112,8 +114,9 @@ def _reduce(cx, op):
             groups = _cross_warp_by_lanes(cx, groups, warp_bits, comb)
         else:
             groups = _cross_warp(cx, groups, warp_bits, comb)
-    regs = [_narrow(groups[res_lin.reg_coord(j)][-1], res_t.element_type)
-            for j in range(res_lin.num_regs)]
+    out = res_t.element_type
+    regs = [f32_to_fp8(cx, groups[res_lin.reg_coord(j)][-1], out) if is_fp8(out) else
+            _narrow(groups[res_lin.reg_coord(j)][-1], out) for j in range(res_lin.num_regs)]
     cx.values[op.result] = Frag(res_lin, res_t.element_type, regs)
 
 
