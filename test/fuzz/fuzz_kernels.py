@@ -53,24 +53,48 @@ class Finding:
 # ---------------------------------------------------------------------------
 # Generation
 # ---------------------------------------------------------------------------
-def _expr(rng: random.Random, names: list[str], depth: int) -> str:
-    """A random f32 expression of the tiles' shape over `names`."""
+def _expr(rng: random.Random, names: list[str], depth: int, kind: str = "float") -> str:
+    """A random expression of the tiles' shape over `names`, all of the case's compute
+    dtype: `kind` "float" (f32, f64), "float16" (f16, bf16: no transcendentals) or
+    "int" (i8 to i64, u32).  Integer
+    forms keep clear of undefined behaviour (divisors 1 to 7, shifts below 8,
+    exponents below 4) and wrap as both sides do."""
     if depth <= 0 or rng.random() < 0.25:
         return rng.choice(names)
-    a = _expr(rng, names, depth - 1)
-    b = _expr(rng, names, depth - 1)
-    forms = [
-        f"({a} + {b})", f"({a} - {b})", f"({a} * {b})", f"({a} / (ct.abs({b}) + 1.0))",
-        f"ct.maximum({a}, {b})", f"ct.minimum({a}, {b})", f"ct.exp(ct.minimum({a}, 8.0))",
-        f"ct.sqrt(ct.abs({a}))", f"ct.tanh({a})", f"ct.sin({a})", f"(-{a})",
-        f"ct.where({a} > {b}, {a}, {b})",
+    a = _expr(rng, names, depth - 1, kind)
+    b = _expr(rng, names, depth - 1, kind)
+    common = [
+        f"({a} + {b})", f"({a} - {b})", f"({a} * {b})",
+        f"ct.maximum({a}, {b})", f"ct.minimum({a}, {b})", f"ct.where({a} > {b}, {a}, {b})",
         f"(ct.sum({a}, axis=1, keepdims=True) + {b})",
         f"(ct.max({a}, axis=0, keepdims=True) - {b})",
-        f"ct.transpose(ct.transpose({a}))",
-        f"ct.astype(ct.astype({a}, ct.bfloat16), ct.float32)",
-        f"({a} * 0.5 + 1.25)",
+        f"ct.transpose(ct.transpose({a}))", f"ct.cumsum({a}, axis=1)",
     ]
+    if kind == "int":
+        forms = common + [
+            f"({a} // (({b} & 7) | 1))", f"({a} % (({b} & 7) | 1))", f"({a} ** ({b} & 3))",
+            f"({a} & {b})", f"({a} | {b})", f"({a} ^ {b})", f"({a} << ({b} & 7))",
+            f"({a} >> ({b} & 7))", f"ct.abs({a})", f"(~{a})",
+            f"ct.astype(ct.astype({a}, ct.int16), {a}.dtype)",
+            f"ct.min({a}, axis=1, keepdims=True)",
+        ]
+    else:
+        forms = common + [
+            f"({a} / (ct.abs({b}) + 1.0))", f"(-{a})", f"({a} * 0.5 + 1.25)",
+            f"ct.astype(ct.astype({a}, ct.bfloat16), {a}.dtype)",
+        ]
+        if kind == "float":      # 16-bit floats round approximate results differently
+            forms += [f"ct.exp(ct.minimum({a}, 8.0))", f"ct.sqrt(ct.abs({a}))",
+                      f"ct.tanh({a})", f"ct.sin({a})"]
     return rng.choice(forms)
+
+
+# compute dtypes: (name, kind); float32 most often
+COMPUTE = [("float32", "float")] * 4 + [("float16", "float16"), ("bfloat16", "float16"),
+                                         ("float64", "float"), ("int32", "int"),
+                                         ("int8", "int"), ("int64", "int"), ("uint32", "int")]
+# relative and absolute tolerance by compute dtype (else RTOL)
+COMPUTE_TOL = {"float16": 5e-3, "bfloat16": 3e-2}
 
 
 def generate(seed: int) -> tuple[str, dict]:
@@ -78,18 +102,19 @@ def generate(seed: int) -> tuple[str, dict]:
     rng = random.Random(seed)
     t0, t1 = rng.choice([1, 2, 4, 8, 16]), rng.choice([1, 2, 4, 8, 16, 32, 64, 128])
     in_dtype = rng.choice(["float32"] * 3 + ["float16", "float64", "int8"])
+    compute, kind = rng.choice(COMPUTE)
     invalid = rng.choice([None] * 5 + ["shape", "rank", "name", "dtype"])
     body = []
     names = ["a", "b"]
     for j in range(rng.randint(0, 3)):
-        body.append(f"    v{j} = {_expr(rng, names, rng.randint(1, 3))}")
+        body.append(f"    v{j} = {_expr(rng, names, rng.randint(1, 3), kind)}")
         names.append(f"v{j}")
     if rng.random() < 0.3:
-        body.append("    acc = ct.zeros((T0, T1), dtype=ct.float32)")
+        body.append(f"    acc = ct.zeros((T0, T1), dtype=ct.{compute})")
         body.append(f"    for _ in range({rng.randint(1, 3)}):")
-        body.append(f"        acc = acc + {_expr(rng, names, 1)}")
+        body.append(f"        acc = acc + {_expr(rng, names, 1, kind)}")
         names.append("acc")
-    result = _expr(rng, names, 2)
+    result = _expr(rng, names, 2, kind)
     load_shape = "(T0, T1)"
     if invalid == "rank":
         load_shape = "(T0, T1, 2)"
@@ -103,9 +128,9 @@ def generate(seed: int) -> tuple[str, dict]:
         "def k(x, y, out, T0: ct.Constant[int], T1: ct.Constant[int]):",
         "    i = ct.bid(0)",
         f"    a = ct.astype(ct.load(x, index=(i, 0), shape={load_shape}, "
-        "padding_mode=ct.PaddingMode.ZERO), ct.float32)",
+        f"padding_mode=ct.PaddingMode.ZERO), ct.{compute})",
         "    b = ct.astype(ct.load(y, index=(i, 0), shape=(T0, T1), "
-        "padding_mode=ct.PaddingMode.ZERO), ct.float32)",
+        f"padding_mode=ct.PaddingMode.ZERO), ct.{compute})",
         *body,
         f"    ct.store(out, index=(i, 0), tile=ct.astype({result}, out.dtype))",
         "",
@@ -114,11 +139,11 @@ def generate(seed: int) -> tuple[str, dict]:
         t0 = rng.choice([3, 5, 12])
     rows = rng.randint(1, 3) * t0 - rng.randint(0, t0 - 1)
     cols = rng.randint(1, t1)
+    outs = [compute, "int32", "float64"] if kind == "int" else ["float32", "float16"]
     # the inputs: contiguous, or views whose rows start 16-byte aligned (the vector path)
     case = {"t0": t0, "t1": t1, "rows": rows, "cols": cols, "invalid": invalid,
-            "in_dtype": in_dtype, "aligned_rows": rng.random() < 0.4,
-            "out_dtype": "complex64" if invalid == "dtype" else
-            rng.choice(["float32", "float16"])}
+            "in_dtype": in_dtype, "aligned_rows": rng.random() < 0.4, "compute": compute,
+            "out_dtype": "complex64" if invalid == "dtype" else rng.choice(outs)}
     return "\n".join(lines), case
 
 
@@ -156,7 +181,7 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
     out_dtype = np.dtype(case["out_dtype"])
     grid = (-(-rows // t0), 1, 1)
     args = lambda out: (x, y, out, t0, t1)  # noqa: E731
-    ref = np.full((rows, cols), np.nan, out_dtype)
+    ref = np.full((rows, cols), _poison(out_dtype), out_dtype)
     try:
         ct.launch(None, grid, kernel, args(ref))
     except (TileIRError, ct.TileError) as e:
@@ -170,18 +195,17 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
     if gpu:
         import torch
         tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
-        tout = torch.full((rows, cols), float("nan"), dtype=getattr(torch, out_dtype.name),
-                          device="cuda")
+        tout = torch.from_numpy(np.full((rows, cols), _poison(out_dtype), out_dtype)).cuda()
         try:
             ct.launch(None, grid, kernel, (tx, ty, tout, t0, t1))
             torch.cuda.synchronize()
         except Exception:
             return Finding(seed, source, "GPU launch failed:\n" + traceback.format_exc()[-2000:])
-        mismatch = _mismatch(tout.cpu().numpy(), ref, out_dtype)
+        mismatch = _mismatch(tout.cpu().numpy(), ref, out_dtype, case["compute"])
         if mismatch:
             return Finding(seed, source, f"GPU: {mismatch} (case {case})")
     for target in TARGETS:
-        got = np.full((rows, cols), np.nan, out_dtype)
+        got = np.full((rows, cols), _poison(out_dtype), out_dtype)
         try:
             ck = kernel.compile(args(got), target=target)
             simulate(ck, hardware_grid(ck.meta, grid), args(got))
@@ -189,7 +213,7 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
             return Finding(seed, source, f"{target}: {type(e).__name__}: {e}"[:2000])
         except Exception:
             return Finding(seed, source, f"{target} crashed:\n" + traceback.format_exc()[-2000:])
-        mismatch = _mismatch(got, ref, out_dtype)
+        mismatch = _mismatch(got, ref, out_dtype, case["compute"])
         if mismatch:
             return Finding(seed, source, f"{target}: simulator {mismatch} (case {case})")
     return None
@@ -207,9 +231,17 @@ def _input(rng: np.random.Generator, case: dict) -> np.ndarray:
     return data.astype(dtype)[:, :cols]
 
 
-def _mismatch(got: np.ndarray, ref: np.ndarray, dtype) -> str | None:
+def _poison(dtype: np.dtype):
+    """What an output holds before the kernel writes it: NaN, or -3 (wrapped) for ints."""
+    return np.nan if dtype.kind in "fc" else np.array(-3).astype(dtype)
+
+
+def _mismatch(got: np.ndarray, ref: np.ndarray, dtype, compute: str) -> str | None:
     g, r = got.astype(np.float64), ref.astype(np.float64)
-    tol = 2e-2 if dtype == np.float16 else RTOL
+    if np.dtype(compute).kind in "iu" if compute != "bfloat16" else False:
+        tol = 0.0                         # integer arithmetic: exact, whatever the output
+    else:
+        tol = max(2e-2 if dtype == np.float16 else RTOL, COMPUTE_TOL.get(compute, 0.0))
     if np.allclose(g, r, rtol=tol, atol=tol, equal_nan=True):
         return None
     bad = tuple(np.argwhere(~np.isclose(g, r, rtol=tol, atol=tol, equal_nan=True))[0])

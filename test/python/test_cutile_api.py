@@ -744,6 +744,27 @@ def test_fp8_reductions_run_in_f32():
         np.testing.assert_array_equal(i, xf.argmin(1))
 
 
+@pytest.mark.parametrize("src", ["float32", "float16", "bfloat16", "float64"])
+def test_float_to_int_saturates_everywhere(src):
+    """Truncation toward zero, saturating, NaN to 0 (docs/interpreter.md) on the GPU
+    too: the lowering clamps before LLVM's fptosi/fptoui, whose out-of-range results
+    are poison (the simulator refuses those)."""
+    s = getattr(ml_dtypes, src, None) or np.dtype(src)
+    vals = [np.nan, np.inf, -np.inf, 1e30, -1e30, -0.5, -1.0, -1.5, 0.9, 127.9, 128.0,
+            -128.5, 255.9, 256.0, 65504.0, -65504.0, 3e9, -3e9, 2.0**31, -2.0**31, 2.0**63,
+            2.0**64, 7.0, -7.0] + [0.0] * 8
+    with np.errstate(over="ignore"):           # 1e30 and the like: inf in float16
+        x = np.array(vals, np.float64).astype(s)
+    for dst in ("int8", "uint8", "int32", "uint32", "int64", "uint64"):
+        d = np.dtype(dst)
+        info = np.iinfo(d)
+        want = np.array([0 if np.isnan(v) else info.max if v >= info.max else
+                         info.min if v <= info.min else int(v)
+                         for v in x.astype(np.float64)], d)
+        for got in run_everywhere(float_casts, (1,), (x, np.zeros(32, d), 32), 1):
+            np.testing.assert_array_equal(got, want, err_msg=f"{src} -> {dst}")
+
+
 @ct.kernel
 def fp8_scan(x, o, T: ct.Constant[int]):
     ct.store(o, index=(0,), tile=ct.cumsum(ct.load(x, index=(0,), shape=(T,)), axis=0))

@@ -198,6 +198,18 @@ def test_fp8_reductions_on_the_gpu():
     np.testing.assert_array_equal(i.cpu().numpy(), xf.argmin(1))
 
 
+@pytest.mark.parametrize("src", [np.float32, np.float16, np.float64])
+def test_float_to_int_saturates_on_the_gpu(src):
+    vals = [np.nan, np.inf, -np.inf, 1e30, -1e30, -0.5, -1.0, -1.5, 0.9, 127.9, 128.0,
+            -128.5, 255.9, 256.0, 65504.0, -65504.0, 3e9, -3e9, 2.0**31, -2.0**31, 2.0**63,
+            2.0**64, 7.0, -7.0] + [0.0] * 8
+    with np.errstate(over="ignore"):
+        x = np.array(vals, np.float64).astype(src)
+    for dst in (np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64):
+        host, dev = both(api.float_casts, (1,), (x, np.zeros(32, dst), 32))
+        np.testing.assert_array_equal(dev[1], host[1], err_msg=f"{src} -> {dst}")
+
+
 def test_tfloat32_on_the_gpu():
     r = rng()
     x = (r.standard_normal(64) * 1000).astype(np.float32)

@@ -402,8 +402,26 @@ OPS["arith.extui"] = OPS["arith.index_castui"] = OPS["arith.uitofp"] = \
 OPS["arith.extf"] = OPS["arith.truncf"] = \
     _convert(lambda a, dt: a.astype(np.float32).astype(dt) if a.dtype.itemsize < 4 <= dt.itemsize
              or dt.itemsize < 4 else a.astype(dt))
-OPS["arith.fptosi"] = _convert(lambda a, dt: np.trunc(a.astype(np.float64)).astype(dt))
-OPS["arith.fptoui"] = _convert(lambda a, dt: np.trunc(a.astype(np.float64)).astype(dt))
+def _float_to_int(signed: bool):
+    """fptosi / fptoui: a value whose truncation does not fit (as a signed, resp.
+    unsigned, integer) is poison in LLVM (the lowering clamps first, elementwise.py),
+    so the simulator refuses it."""
+    def fn(a: np.ndarray, dt: np.dtype) -> np.ndarray:
+        if dt == np.bool_:
+            return fn(a, np.dtype(np.uint8)).astype(bool)
+        t = np.trunc(a.astype(np.float64))
+        as_int = np.dtype(f"{'i' if signed else 'u'}{dt.itemsize}")
+        info = np.iinfo(as_int)
+        bad = np.isnan(t) | (t < info.min) | (t > info.max)
+        if bad.any():
+            raise SimError(f"a float-to-int conversion of {a[bad].flat[0]!r} to "
+                           f"{as_int} is out of range (poison)")
+        return t.astype(as_int).view(dt)
+    return fn
+
+
+OPS["arith.fptosi"] = _convert(_float_to_int(True))
+OPS["arith.fptoui"] = _convert(_float_to_int(False))
 
 
 @op("arith.bitcast", "llvm.bitcast", "vector.bitcast")

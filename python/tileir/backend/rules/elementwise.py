@@ -149,6 +149,8 @@ def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dic
         special = _f32_option(name, args, rounding, ftz)
         if special is not None:
             return [special]
+    if name in ("arith.fptosi", "arith.fptoui"):
+        return [_float_to_int(name == "arith.fptosi", elems[0], args[0])]
     if name == "math.absi":        # the NVVM lowering knows i32 only (__nv_abs)
         return [_absi(args[0])]
     if name == "math.ipowi":       # no lowering to LLVM upstream
@@ -163,6 +165,36 @@ def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dic
         return [arith.truncf(elems[0], r)]
     return list(ir.Operation.create(name, results=elems, operands=args,
                                     attributes=attrs).results)
+
+
+def _float_to_int(signed: bool, t: ir.Type, x: ir.Value) -> ir.Value:
+    """x truncated toward zero to the integer type `t`, saturating, NaN to 0: the
+    interpreter's semantics and what PTX's cvt does, written out, since LLVM's
+    fptosi/fptoui make out-of-range values poison.  The conversion itself only sees
+    values in range."""
+    import numpy as np
+    bits = t.width
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    ft = x.type
+    big = float(np.finfo(_NP_FLOAT[str(ft)]).max) if str(ft) in _NP_FLOAT else float("inf")
+    fc = lambda v: arith.constant(ft, v)                                # noqa: E731
+    ic = lambda v: arith.constant(t, v - (1 << bits) if v > (1 << (bits - 1)) - 1 else v)  # noqa
+    inf = float("inf")
+    # at or past the bound saturates (float(hi) is exact or rounds up to a power of two
+    # no float below it reaches); a float type whose range ends first, only at infinity;
+    # unsigned: (-1, 0] truncates to 0, so only -1 and below saturate low
+    top = float(hi) if float(hi) <= big else inf
+    bottom = -1.0 if not signed else float(lo) if -float(lo) <= big else -inf
+    above = arith.cmpf(arith.CmpFPredicate.OGE, x, fc(top))
+    below = arith.cmpf(arith.CmpFPredicate.OLE, x, fc(bottom))
+    nan = arith.cmpf(arith.CmpFPredicate.UNO, x, x)
+    bad = arith.ori(arith.ori(above, below), nan)
+    inner = (arith.fptosi if signed else arith.fptoui)(t, arith.select(bad, fc(0.0), x))
+    return arith.select(above, ic(hi), arith.select(below, ic(lo), arith.select(
+        nan, ic(0), inner)))
+
+
+_NP_FLOAT = {"f16": "float16", "f32": "float32", "f64": "float64"}
 
 
 def _absi(a: ir.Value) -> ir.Value:
