@@ -13,7 +13,8 @@ Input/output:  Tile IR -> Tile IR with `tile.cluster_gather` (dialect/cluster.py
                `.reqnctapercluster` in the PTX) say so.
 Precondition:  verified Tile IR.  Every loop of the kernel's top level
                - counts 0, 1, ..., n - 1 (constant bounds 0 and step 1);
-               - carries only reductions: a sum (`s' = s + x`, init a splat 0), a max or
+               - carries only reductions of 16-, 32- or 64-bit elements (what
+                 `tile.cluster_gather` moves): a sum (`s' = s + x`, init a splat 0), a max or
                  min (`m' = max(m, x)`, any splat init but NaN for maxnumf/minnumf),
                  or an online softmax's (m, s) pair (tile-defer-online-reductions'
                  recurrence), each carried value used by its update alone, each
@@ -211,6 +212,8 @@ def _carried(loop: ir.Operation) -> list[Carried] | None:
     body = loop.regions[0].blocks[0]
     yields = list(body.operations)[-1]
     args = list(body.arguments)[1:]
+    if any(_gather_bits(a.type) not in GATHER_BITS for a in args):
+        return None                  # tile.cluster_gather moves 16-, 32- and 64-bit elements
     out: list[Carried] = []
     done: set[int] = set()
     for i, m_arg in enumerate(args):
@@ -226,6 +229,17 @@ def _carried(loop: ir.Operation) -> list[Carried] | None:
             return None
         out.append(Carried(kind, (i,)))
     return out
+
+
+GATHER_BITS = (16, 32, 64)
+
+
+def _gather_bits(t: ir.Type) -> int | None:
+    if not isinstance(t, ir.RankedTensorType):
+        return None
+    e = t.element_type
+    return e.width if isinstance(e, ir.IntegerType) else \
+        ir.FloatType(e).width if isinstance(e, ir.FloatType) else None
 
 
 def _simple(loop: ir.Operation, yields: ir.Operation, i: int, arg: ir.Value) -> str | None:

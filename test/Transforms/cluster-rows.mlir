@@ -282,3 +282,26 @@ module attributes {tile.target = "sm_80"} {
     return
   }
 }
+
+// -----
+
+// A sum of i8 elements: tile.cluster_gather moves 16-, 32- and 64-bit elements
+// only, so as written (the kernel fuzzer's case 1126003652 failed to verify).
+
+// CHECK-LABEL: func.func @bytes
+// CHECK-NOT:     tile.cluster
+func.func @bytes(%x: !tile.array<i8, 2 : i64>, %out: !tile.array<i8, 1 : i64>) attributes {tile.kernel, tile.grid_wish = "split:64;free:6"} {
+  %c1 = arith.constant 1 : i32
+  %c0 = arith.constant 0 : i32
+  %zero = arith.constant dense<0> : tensor<1xi8>
+  %row = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %n = "tile.dim"(%x) {axis = 1 : i64} : (!tile.array<i8, 2 : i64>) -> i32
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%s = %zero) -> (tensor<1xi8>) : i32 {
+    %t = "tile.load"(%x, %row, %k) {padding = "zero", tile_shape = array<i64: 1, 256>} : (!tile.array<i8, 2 : i64>, i32, i32) -> tensor<1x256xi8>
+    %ts = "tile.reduce"(%t) {axis = 1 : i64, kind = "sum"} : (tensor<1x256xi8>) -> tensor<1xi8>
+    %s2 = arith.addi %s, %ts : tensor<1xi8>
+    scf.yield %s2 : tensor<1xi8>
+  }
+  "tile.store"(%out, %r, %row) : (!tile.array<i8, 1 : i64>, tensor<1xi8>, i32) -> ()
+  return
+}

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 TARGETS = ("sm_90a", "sm_80")
+SM_COUNTS = {"sm_90a": 132, "sm_80": 108}      # an H100 SXM, an A100
 RTOL = ATOL = 2e-3            # tanh and exp run approximate instructions on the GPU
 
 
@@ -207,7 +208,10 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
     for target in TARGETS:
         got = np.full((rows, cols), _poison(out_dtype), out_dtype)
         try:
-            ck = kernel.compile(args(got), target=target)
+            # as a launch compiles it: for its grid on a GPU of that target (the grid's
+            # rewrites: split blocks, rows dealt to clusters, small-grid warps)
+            ck = kernel.compile(args(got), target=target, grid=grid,
+                                sm_count=SM_COUNTS[target])
             simulate(ck, hardware_grid(ck.meta, grid), args(got))
         except (TileIRError, ct.TileError) as e:
             return Finding(seed, source, f"{target}: {type(e).__name__}: {e}"[:2000])
