@@ -91,9 +91,9 @@ def _expr(rng: random.Random, names: list[str], depth: int, kind: str = "float")
 
 
 # compute dtypes: (name, kind); float32 most often
-COMPUTE = [("float32", "float")] * 4 + [("float16", "float16"), ("bfloat16", "float16"),
-                                         ("float64", "float"), ("int32", "int"),
-                                         ("int8", "int"), ("int64", "int"), ("uint32", "int")]
+COMPUTE = [("float32", "float")] * 4 + [
+    ("float16", "float16"), ("bfloat16", "float16"), ("float64", "float"), ("int32", "int"),
+    ("int8", "int"), ("int64", "int"), ("uint32", "int")]
 # relative and absolute tolerance by compute dtype (else RTOL)
 COMPUTE_TOL = {"float16": 5e-3, "bfloat16": 3e-2}
 

@@ -402,6 +402,8 @@ OPS["arith.extui"] = OPS["arith.index_castui"] = OPS["arith.uitofp"] = \
 OPS["arith.extf"] = OPS["arith.truncf"] = \
     _convert(lambda a, dt: a.astype(np.float32).astype(dt) if a.dtype.itemsize < 4 <= dt.itemsize
              or dt.itemsize < 4 else a.astype(dt))
+
+
 def _float_to_int(signed: bool):
     """fptosi / fptoui: a value whose truncation does not fit (as a signed, resp.
     unsigned, integer) is poison in LLVM (the lowering clamps first, elementwise.py),
