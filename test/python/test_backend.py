@@ -247,6 +247,32 @@ def test_an_mma_no_tensor_core_fits_runs_on_the_fma_units(target, tmp_path):
     assert not _opcodes(sass, "LDL") and not _opcodes(sass, "STL")
 
 
+def test_too_many_parameters_is_a_located_error_not_a_ptxas_failure(tmp_path):
+    """90 three-d arrays (4320 bytes of parameters: 48 an array, its i64 strides
+    aligned) build; 91 (4368 bytes, past ptxas' 4352 at PTX ISA 8.0) are refused by
+    name, pointing at lists, before ptxas."""
+    import importlib.util
+
+    def kernel(n):
+        path = tmp_path / f"many_{n}.py"
+        names = ", ".join(f"a{i}" for i in range(n))
+        body = "".join(f"    ct.store(a{i}, index=(0, 0, 0), tile=ct.load(a{i}, index=(0, 0, 0), "
+                       f"shape=(1, 1, 4)) + 1.0)\n" for i in range(n))
+        path.write_text(f"import tileir as ct\n\n\n@ct.kernel\ndef many({names}):\n{body}")
+        spec = importlib.util.spec_from_file_location(f"many_{n}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.many, [ct.ArraySpec(ct.float32, 3)] * n, path
+
+    k, args, _ = kernel(90)
+    assert k.compile(args, target="sm_90a").cubin
+    k, args, path = kernel(91)
+    with pytest.raises(TileIRError, match=r"kernel 'many' takes 4368 bytes of parameters "
+                                          r"\(91 arrays and 0 scalars\).*4352.*as a list") as e:
+        k.compile(args, target="sm_80")
+    assert f"{path.name}:5:1" in str(e.value)
+
+
 @ct.kernel
 def _batched_product(a, c):
     t = ct.load(a, index=(0, 0, 0), shape=(2, 16, 16))

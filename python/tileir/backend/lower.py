@@ -94,6 +94,9 @@ class KernelMeta:
 # The most dynamic shared memory one block may opt in to (CUDA's
 # cudaDevAttrMaxSharedMemoryPerBlockOptin on H100/H200 and A100).
 SMEM_PER_BLOCK = {"sm_90a": 227 * 1024, "sm_80": 163 * 1024}
+# Kernel parameter bytes ptxas takes at PTX ISA 8.0 (what the ptx stage emits; 8.1
+# and a CUDA 12.1 driver would allow 32764)
+MAX_PARAM_BYTES = 4352
 
 
 def _kernel_func(module: ir.Module) -> ir.Operation:
@@ -165,6 +168,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         tensor_maps.append(tm)
         types.append(tmap_t)
         arg_attrs.append(ir.DictAttr.get({}))
+    _check_param_bytes(name, types, params, func.location)
     module.operation.attributes["gpu.container_module"] = ir.UnitAttr.get()
     with ir.InsertionPoint(module.body), func.location:
         gmod = gpu.GPUModuleOp(GPU_MODULE)
@@ -235,6 +239,23 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale, persistent,
                       rewrites, programmatic, cluster, perm,
                       cx.workspace_bytes if stream_k else None)
+
+
+def _check_param_bytes(name: str, types: list[ir.Type], params: list[dict], loc) -> None:
+    """A located error for a kernel whose parameters outgrow what ptxas takes (each
+    array is a pointer, its dims and strides: 44 bytes for 3 dims)."""
+    at = 0
+    for t in types:
+        size = 128 if str(t) == "!llvm.ptr" else 8 if str(t).startswith("!llvm.ptr") \
+            else max(1, bitwidth(t) // 8)
+        align = 64 if size == 128 else size
+        at = -(-at // align) * align + size
+    if at > MAX_PARAM_BYTES:
+        arrays = sum(1 for p in params if p["kind"] == "array")
+        raise TileIRError(f"kernel '{name}' takes {at} bytes of parameters ({arrays} arrays "
+                          f"and {len(params) - arrays} scalars); the GPU takes at most "
+                          f"{MAX_PARAM_BYTES}: pass the arrays as a list (one table, "
+                          f"whatever its length)", loc)
 
 
 def _uses(func: ir.Operation, name: str) -> bool:
