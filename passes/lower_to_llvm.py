@@ -9,7 +9,9 @@ Input/output:  gpu-stage IR -> the gpu.module with the target attribute
 Precondition:  verified IR with a `gpu.module` (the `gpu` stage ran).  The chip
                is the module attribute `tile.target`, one of
                tileir.backend.target.TARGETS (`sm_80`, `sm_90a`); sm_90a when
-               absent (`tile-opt --target` sets it).  The work is upstream
+               absent (`tile-opt --target` sets it).  An id op's `upper_bound`
+               outside 1 .. 2^31 - 1 is a located error (the conversion aborts
+               the process on some).  The work is upstream
                conversions (tileir.backend.target.LLVM_PIPELINE):
                convert-nvgpu-to-nvvm; in the gpu.module convert-vector-to-scf,
                convert-scf-to-cf, convert-nvvm-to-llvm, expand-strided-metadata,

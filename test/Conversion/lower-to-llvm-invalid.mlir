@@ -20,3 +20,31 @@ module attributes {gpu.container_module, tile.stage = "gpu", tile.target = "sm_7
   gpu.module @tileir_kernels {
   }
 }
+
+// -----
+
+// An id's bound outside 1 .. 2^31 - 1 is refused at the op (convert-gpu-to-nvvm
+// builds a 32-bit range from it and aborted the process on -1 and 2^32 - 1; found
+// by test/fuzz/fuzz_mlir.py).
+
+module attributes {gpu.container_module, tile.stage = "gpu"} {
+  gpu.module @tileir_kernels {
+    gpu.func @k() kernel attributes {known_block_size = array<i32: 64, 1, 1>} {
+      // expected-error @+1 {{'gpu.thread_id' has upper_bound -1; an id's bound is 1 to 2147483647}}
+      %tid = gpu.thread_id x upper_bound -1
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+module attributes {gpu.container_module, tile.stage = "gpu"} {
+  gpu.module @tileir_kernels {
+    gpu.func @k() kernel attributes {known_block_size = array<i32: 64, 1, 1>} {
+      // expected-error @+1 {{'gpu.block_id' has upper_bound 4294967295; an id's bound is 1 to 2147483647}}
+      %bid = gpu.block_id y upper_bound 4294967295
+      gpu.return
+    }
+  }
+}

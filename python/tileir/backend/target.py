@@ -77,6 +77,7 @@ def lower_to_llvm(module: ir.Module, target: Target, grid_constants: list[int] =
     from `gpu.func` arguments, and the NVVM verifier rejects `nvvm.grid_constant`
     anywhere but on an `llvm.func` kernel, so both are set here, after the conversion.
     """
+    _check_id_bounds(module)
     tgt = ir.Attribute.parse(target.attr(), module.context)
     for op in module.body.operations:
         if op.operation.name == "gpu.module":
@@ -84,6 +85,31 @@ def lower_to_llvm(module: ir.Module, target: Target, grid_constants: list[int] =
     _run(module, LLVM_PIPELINE)
     if grid_constants:
         _mark_grid_constants(module, list(grid_constants))
+
+
+MAX_ID_BOUND = (1 << 31) - 1      # a grid's or block's extent along an axis, at most
+
+
+def _check_id_bounds(module: ir.Module) -> None:
+    """A located error for an id op (`gpu.thread_id x upper_bound N` and its kin)
+    whose bound is not 1 to 2^31 - 1: convert-gpu-to-nvvm builds a 32-bit range from it
+    and aborts the process on some (2^32 - 1, -1; found by test/fuzz/fuzz_mlir.py)."""
+    bad = []
+
+    def visit(op):
+        if "upper_bound" in op.attributes:
+            attr = op.attributes["upper_bound"]
+            if isinstance(attr, ir.IntegerAttr) and \
+                    not 1 <= ir.IntegerAttr(attr).value <= MAX_ID_BOUND:
+                bad.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if bad:
+        op = bad[0]
+        raise TileIRError(f"'{op.name}' has upper_bound "
+                          f"{ir.IntegerAttr(op.attributes['upper_bound']).value}; an id's "
+                          f"bound is 1 to {MAX_ID_BOUND}", op.location)
 
 
 def _llvm_compatible(t: ir.Type) -> bool:
