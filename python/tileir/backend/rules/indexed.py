@@ -145,8 +145,8 @@ def _ptx_type(kind: str, elem: ir.Type, signed: bool) -> str:
         return "noftz.bf16"
     if kind in ("and", "or", "xor"):
         return f"b{bits}"
-    if kind == "add":          # two's complement: PTX has no atom.add.s64, and needs none
-        return f"u{bits}"
+    if kind == "add" and bits == 64:   # PTX has no atom.add.s64; two's complement: .u64
+        return "u64"
     return f"{'s' if signed else 'u'}{bits}"
 
 
