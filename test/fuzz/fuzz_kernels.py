@@ -3,11 +3,14 @@
     python test/fuzz/fuzz_kernels.py [--fuzz-n 1000] [--seed 0] [--jobs 2] [--out DIR]
 
 Each case is the source of a small cuTile-style kernel: two (T0, T1) tiles (T1 from 1
-to 128) loaded at a block's row of tiles from float32, float16, float64 or int8 arrays,
-contiguous or views of wider rows that start on 16 bytes (so the groups a thread
-loads are vectors of 1 to 16 elements), a random expression over them (element-wise math,
-comparisons and `where`, reductions broadcast back, transposes, casts through
-bf16, a short loop), stored to a third array, launched over a ragged array.
+to 128) loaded at a block's row of tiles from float32, float16, bfloat16,
+float8_e4m3fn, float64 or int8 arrays, contiguous or views of wider rows that start
+on 16 bytes (so the groups a thread loads are vectors of 1 to 16 elements), cast to
+the case's compute dtype (f32, f16, bf16, f64, i8, i32, i64, u32), a random
+expression over them (element-wise math, comparisons and `where`, reductions
+broadcast back, scans, transposes, casts, a short loop), stored to a third array
+(of the compute dtype, i32, f64, f32, f16, bf16 or e4m3), launched over a ragged
+array.
 About one case in six is made invalid on purpose (a tile dim that is not a power
 of two, a tile of the wrong rank, an unknown function, a dtype the array cannot
 take).
@@ -96,13 +99,15 @@ COMPUTE = [("float32", "float")] * 4 + [
     ("int8", "int"), ("int64", "int"), ("uint32", "int")]
 # relative and absolute tolerance by compute dtype (else RTOL)
 COMPUTE_TOL = {"float16": 5e-3, "bfloat16": 3e-2}
+OUT_TOL = {"float16": 2e-2, "bfloat16": 2e-2, "float8_e4m3fn": 0.13}
 
 
 def generate(seed: int) -> tuple[str, dict]:
     """(kernel module source, case parameters) for `seed`."""
     rng = random.Random(seed)
     t0, t1 = rng.choice([1, 2, 4, 8, 16]), rng.choice([1, 2, 4, 8, 16, 32, 64, 128])
-    in_dtype = rng.choice(["float32"] * 3 + ["float16", "float64", "int8"])
+    in_dtype = rng.choice(["float32"] * 3 + ["float16", "float64", "int8", "bfloat16",
+                                             "float8_e4m3fn"])
     compute, kind = rng.choice(COMPUTE)
     invalid = rng.choice([None] * 5 + ["shape", "rank", "name", "dtype"])
     body = []
@@ -140,7 +145,8 @@ def generate(seed: int) -> tuple[str, dict]:
         t0 = rng.choice([3, 5, 12])
     rows = rng.randint(1, 3) * t0 - rng.randint(0, t0 - 1)
     cols = rng.randint(1, t1)
-    outs = [compute, "int32", "float64"] if kind == "int" else ["float32", "float16"]
+    outs = [compute, "int32", "float64"] if kind == "int" else \
+        ["float32"] * 3 + ["float16", "bfloat16", "float8_e4m3fn"]
     # the inputs: contiguous, or views whose rows start 16-byte aligned (the vector path)
     case = {"t0": t0, "t1": t1, "rows": rows, "cols": cols, "invalid": invalid,
             "in_dtype": in_dtype, "aligned_rows": rng.random() < 0.4, "compute": compute,
@@ -179,7 +185,7 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
     rng = np.random.default_rng(seed)
     rows, cols, t0, t1 = case["rows"], case["cols"], case["t0"], case["t1"]
     x, y = (_input(rng, case) for _ in range(2))
-    out_dtype = np.dtype(case["out_dtype"])
+    out_dtype = _np_dtype(case["out_dtype"])
     grid = (-(-rows // t0), 1, 1)
     args = lambda out: (x, y, out, t0, t1)  # noqa: E731
     ref = np.full((rows, cols), _poison(out_dtype), out_dtype)
@@ -195,17 +201,18 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
         return Finding(seed, source, f"the invalid case ({case['invalid']}) ran")
     if gpu:
         import torch
-        tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
-        tout = torch.from_numpy(np.full((rows, cols), _poison(out_dtype), out_dtype)).cuda()
+        tx, ty = _to_torch(x), _to_torch(y)
+        tout = _to_torch(np.full((rows, cols), _poison(out_dtype), out_dtype))
         try:
             ct.launch(None, grid, kernel, (tx, ty, tout, t0, t1))
             torch.cuda.synchronize()
         except Exception:
             return Finding(seed, source, "GPU launch failed:\n" + traceback.format_exc()[-2000:])
-        mismatch = _mismatch(tout.cpu().numpy(), ref, out_dtype, case["compute"])
+        mismatch = _mismatch(_from_torch(tout, out_dtype), ref, out_dtype, case["compute"])
         if mismatch:
             return Finding(seed, source, f"GPU: {mismatch} (case {case})")
-    for target in TARGETS:
+    # sm_80 has no instruction that rounds to fp8: such a store is refused there by name
+    for target in TARGETS if case["out_dtype"] != "float8_e4m3fn" else ("sm_90a",):
         got = np.full((rows, cols), _poison(out_dtype), out_dtype)
         try:
             # as a launch compiles it: for its grid on a GPU of that target (the grid's
@@ -223,10 +230,33 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
     return None
 
 
+def _np_dtype(name: str) -> np.dtype:
+    import ml_dtypes
+    return np.dtype(getattr(ml_dtypes, name)) if name in ("bfloat16", "float8_e4m3fn") \
+        else np.dtype(name)
+
+
+def _to_torch(a: np.ndarray):
+    """A CUDA tensor with `a`'s values (ml_dtypes arrays through their bits)."""
+    import torch
+    if a.dtype.name in ("bfloat16", "float8_e4m3fn"):
+        bits = np.ascontiguousarray(a).view(np.int16 if a.itemsize == 2 else np.uint8)
+        return torch.from_numpy(bits).cuda().view(getattr(torch, a.dtype.name))
+    return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+
+
+def _from_torch(t, dtype: np.dtype) -> np.ndarray:
+    import torch
+    if dtype.name in ("bfloat16", "float8_e4m3fn"):
+        bits = t.view(torch.int16 if dtype.itemsize == 2 else torch.uint8)
+        return bits.cpu().numpy().view(dtype)
+    return t.cpu().numpy()
+
+
 def _input(rng: np.random.Generator, case: dict) -> np.ndarray:
     """A (rows, cols) input of the case's dtype; a view of wider rows (each starting on
     16 bytes) if the case says so."""
-    rows, cols, dtype = case["rows"], case["cols"], np.dtype(case["in_dtype"])
+    rows, cols, dtype = case["rows"], case["cols"], _np_dtype(case["in_dtype"])
     width = cols
     if case["aligned_rows"]:
         per = 16 // dtype.itemsize
@@ -244,8 +274,8 @@ def _mismatch(got: np.ndarray, ref: np.ndarray, dtype, compute: str) -> str | No
     g, r = got.astype(np.float64), ref.astype(np.float64)
     if np.dtype(compute).kind in "iu" if compute != "bfloat16" else False:
         tol = 0.0                         # integer arithmetic: exact, whatever the output
-    else:
-        tol = max(2e-2 if dtype == np.float16 else RTOL, COMPUTE_TOL.get(compute, 0.0))
+    else:                                 # one rounding to the output: up to one of its ulps
+        tol = max(OUT_TOL.get(dtype.name, RTOL), COMPUTE_TOL.get(compute, 0.0))
     if np.allclose(g, r, rtol=tol, atol=tol, equal_nan=True):
         return None
     bad = tuple(np.argwhere(~np.isclose(g, r, rtol=tol, atol=tol, equal_nan=True))[0])

@@ -744,6 +744,25 @@ def test_fp8_reductions_run_in_f32():
         np.testing.assert_array_equal(i, xf.argmin(1))
 
 
+@pytest.mark.parametrize("dst", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("src", ["float32", "float64", "bfloat16"])
+def test_rounding_to_fp8_saturates_as_the_gpu_does(src, dst):
+    """Past the largest finite fp8 value, infinities included, a cast gives that value
+    with its sign (the GPU's cvt.rn.satfinite, the only rounding to fp8 PTX has; the
+    kernel fuzzer found the interpreter giving NaN, as ml_dtypes does); NaN stays NaN."""
+    s = getattr(ml_dtypes, src, None) or np.dtype(src)
+    d = getattr(ml_dtypes, dst)
+    top = float(ml_dtypes.finfo(d).max)
+    vals = [np.inf, -np.inf, np.nan, 1000.0, -1000.0, 449.0, 464.0, 470.0, 1e5, -7e4,
+            top, -top, 1.5, -0.0] + [0.25] * 18
+    x = np.array(vals, np.float64).astype(s)
+    want = np.clip(x.astype(np.float32), -top, top).astype(d)
+    for got in run_everywhere(float_casts, (1,), (x, np.zeros(32, d), 32), 1,
+                              stages=("sm_90a",)):
+        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+    assert want[0] == top and want[1] == -top and np.isnan(want[2].astype(np.float32))
+
+
 @pytest.mark.parametrize("src", ["float32", "float16", "bfloat16", "float64"])
 def test_float_to_int_saturates_everywhere(src):
     """Truncation toward zero, saturating, NaN to 0 (docs/interpreter.md) on the GPU

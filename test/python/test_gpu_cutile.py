@@ -210,6 +210,21 @@ def test_float_to_int_saturates_on_the_gpu(src):
         np.testing.assert_array_equal(dev[1], host[1], err_msg=f"{src} -> {dst}")
 
 
+@pytest.mark.parametrize("dst", ["float8_e4m3fn", "float8_e5m2"])
+def test_rounding_to_fp8_saturates_on_the_gpu(dst):
+    import ml_dtypes
+    d = getattr(ml_dtypes, dst)
+    top = float(ml_dtypes.finfo(d).max)
+    x = np.array([np.inf, -np.inf, np.nan, 1000.0, -1000.0, 449.0, 464.0, 470.0, 1e5, -7e4,
+                  top, -top, 1.5, -0.0] + [0.25] * 18, np.float32)
+    host = np.zeros(32, d)
+    ct.launch(None, (1,), api.float_casts, (x, host, 32))
+    out = torch.zeros(32, dtype=getattr(torch, dst), device="cuda")
+    ct.launch(None, (1,), api.float_casts, (torch.from_numpy(x).cuda(), out, 32))
+    got = out.view(torch.uint8).cpu().numpy().view(d)
+    np.testing.assert_array_equal(got.astype(np.float64), host.astype(np.float64))
+
+
 def test_tfloat32_on_the_gpu():
     r = rng()
     x = (r.standard_normal(64) * 1000).astype(np.float32)

@@ -3,7 +3,9 @@
 Float -> int conversions truncate toward zero (docs/tile-ir.md).  Where MLIR
 leaves them undefined (NaN, out of range) the interpreter saturates like the
 GPU's `cvt.rzi`: NaN -> 0, too large -> the max, too small -> the min.
-Float -> float narrowing rounds to nearest even in a single rounding.
+Float -> float narrowing rounds to nearest even in a single rounding; to fp8 it
+saturates as the GPU's `cvt.rn.satfinite` does (beyond the largest finite value,
+infinities included: that value with the sign; NaN stays NaN).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .compiler import CompileContext, Step, pure, rule
-from .dtypes import F64, Elem, as_signed, as_unsigned, elem_of, f64_to, from_int
+from .dtypes import F64, FP8, Elem, as_signed, as_unsigned, elem_of, f64_to, from_int, to_fp8
 from .errors import Fault
 
 
@@ -64,6 +66,8 @@ def _truncf(op, cx: CompileContext) -> Step:
                     f"not supported; the interpreter rounds to nearest even")
     if src.name == "f64":
         return pure(op, cx, lambda x: f64_to(dst, x))  # NumPy would round f64 -> bf16 twice
+    if dst.storage in FP8:
+        return pure(op, cx, lambda x: to_fp8(x, dst.storage))
     return pure(op, cx, lambda x: x.astype(dst.storage))
 
 

@@ -183,15 +183,29 @@ def unsigned_op(e: Elem, fn: Fn) -> Fn:
 # ---------------------------------------------------------------------------
 # Correct rounding where NumPy double-rounds
 # ---------------------------------------------------------------------------
-def f64_to(e: Elem, x):
-    """Rounds float64 `x` to float type `e`, to nearest even, in one rounding.
+FP8 = (np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2))
 
-    NumPy and ml_dtypes convert f64 -> bf16 through f32, which rounds twice and
-    is off by one ulp in rare ties.  Rounding to f32 *toward odd* first keeps
-    the information the second rounding needs (f32 has far more than the two
+
+def to_fp8(x, storage: np.dtype):
+    """f32 (or narrower) `x` rounded to an fp8 type to nearest even, saturating as the
+    GPU's `cvt.rn.satfinite` does (PTX has no other rounding to fp8): beyond the
+    largest finite value, infinities included, the result is that value with the
+    sign; NaN stays NaN.  (ml_dtypes gives NaN, or inf for e5m2, instead.)"""
+    top = float(ml_dtypes.finfo(storage).max)
+    with np.errstate(invalid="ignore"):
+        return np.clip(np.asarray(x), -top, top).astype(storage)
+
+
+def f64_to(e: Elem, x):
+    """Rounds float64 `x` to float type `e`, to nearest even, in one rounding (to fp8
+    saturating, as `to_fp8` says).
+
+    NumPy and ml_dtypes convert f64 -> bf16 (and fp8) through f32, which rounds
+    twice and is off by one ulp in rare ties.  Rounding to f32 *toward odd* first
+    keeps the information the second rounding needs (f32 has far more than the two
     extra bits that requires), so the f32 -> bf16 step is then exact RNE.
     """
-    if e.storage != BF16:
+    if e.storage != BF16 and e.storage not in FP8:
         with np.errstate(over="ignore"):  # overflow to inf is the IEEE result
             return np.asarray(x, dtype=F64).astype(e.storage)[()]
     x = np.asarray(x, dtype=F64)
@@ -201,4 +215,7 @@ def f64_to(e: Elem, x):
     t = np.where(np.abs(t.astype(F64)) > np.abs(x), np.nextafter(t, F32.type(0)), t)
     sticky = (t.astype(F64) != x) & np.isfinite(x)
     bits = t.view(np.uint32) | sticky.astype(np.uint32)
-    return bits.view(F32).astype(BF16)[()]
+    odd = bits.view(F32)
+    if e.storage in FP8:
+        return to_fp8(odd, e.storage)[()]
+    return odd.astype(BF16)[()]
