@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
 import fuzz_kernels  # noqa: E402
 import fuzz_mlir  # noqa: E402
+import sweep_dtypes  # noqa: E402
 
 
 def test_the_corpus_covers_every_stage():
@@ -62,3 +63,15 @@ def test_random_kernels_agree_with_the_interpreter_or_fail_located(tmp_path):
 def test_the_kernel_generator_makes_invalid_cases_too():
     kinds = {fuzz_kernels.generate(s)[1]["invalid"] for s in range(200)}
     assert kinds == {None, "shape", "rank", "name", "dtype"}
+
+
+def test_every_40th_op_and_dtype_compiles_or_fails_located():
+    """A slice of test/fuzz/sweep_dtypes.py's matrix (ops x dtypes x both targets); the
+    whole matrix is documented in test/fuzz/README.md."""
+    findings = sweep_dtypes.run(every=40, jobs=2)
+    assert not findings, "\n".join(f"[{n}] {w}" for n, w in findings[:5])
+
+
+def test_the_sweep_reports_a_process_that_dies(tmp_path):
+    what = sweep_dtypes.check("abort", "    pass", "__import__('os').abort()", tmp_path)
+    assert what is not None and what.startswith("exit -6")
