@@ -243,7 +243,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
 
 def _check_param_bytes(name: str, types: list[ir.Type], params: list[dict], loc) -> None:
     """A located error for a kernel whose parameters outgrow what ptxas takes (each
-    array is a pointer, its dims and strides: 44 bytes for 3 dims)."""
+    at its natural alignment: a 3-d array's pointer, dims and strides take 48 bytes)."""
     at = 0
     for t in types:
         size = 128 if str(t) == "!llvm.ptr" else 8 if str(t).startswith("!llvm.ptr") \

@@ -157,8 +157,6 @@ def cast(v: TileValue, to: DType) -> TileValue:
     if src.is_float and to.is_float:
         if to.bits == src.bits:   # f16 <-> bf16, e4m3 <-> e5m2: through f32 (exact there)
             return cast(cast(v, dt.float32), to)
-        if to.bits == 8 and src.bits == 64:   # the GPU rounds to fp8 from f32 only
-            return cast(_f32_rounded_to_odd(v), to)
         r = arith.ExtFOp(out_t, x) if to.bits > src.bits else arith.TruncFOp(out_t, x)
         return wrap(r.result, to)
     if to.is_float:
@@ -171,31 +169,6 @@ def cast(v: TileValue, to: DType) -> TileValue:
         op = arith.ExtSIOp if src.is_signed else arith.ExtUIOp
         return wrap(op(out_t, x).result, to)
     return wrap(arith.TruncIOp(out_t, x).result, to)
-
-
-def _f32_rounded_to_odd(v: TileValue) -> TileValue:
-    """An f64 tile as f32 rounded to odd: exact values as they are, others the odd one
-    of their two f32 neighbours.  Rounding that to nearest fp8 rounds the f64 value
-    once, correctly (f32 has more than two bits beyond fp8's); rounding it to nearest
-    f32 first could land on an fp8 tie and round twice.  NaN and infinities keep
-    their class; an f64 beyond f32's range becomes the largest f32, beyond fp8's."""
-    f32, i32 = dt.float32, dt.int32
-    near = arith.TruncFOp(tensor_type(v.shape, f32), v.value).result
-    back = arith.ExtFOp(tensor_type(v.shape, dt.float64), near).result
-    inexact = arith.CmpFOp(arith.CmpFPredicate.ONE, back, v.value).result
-    bits = arith.BitcastOp(tensor_type(v.shape, i32), near).result
-    c = lambda k: constant(k, i32, v.shape).value          # noqa: E731
-    even = arith.CmpIOp(arith.CmpIPredicate.eq, arith.AndIOp(bits, c(1)).result,
-                        c(0)).result
-    # the other neighbour lies toward v: one unit of magnitude down if |near| > |v|
-    zero = constant(0.0, dt.float64, v.shape).value
-    above = arith.CmpFOp(arith.CmpFPredicate.OGT, back, v.value).result
-    negative = arith.CmpFOp(arith.CmpFPredicate.OLT, v.value, zero).result
-    larger = arith.XOrIOp(above, negative).result
-    step = arith.SelectOp(larger, c(-1), c(1)).result
-    fix = arith.AndIOp(inexact, even).result
-    odd = arith.SelectOp(fix, arith.AddIOp(bits, step).result, bits).result
-    return wrap(arith.BitcastOp(tensor_type(v.shape, f32), odd).result, f32)
 
 
 def _round_to_tf32(v: TileValue) -> TileValue:

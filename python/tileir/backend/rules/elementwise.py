@@ -281,14 +281,36 @@ def _fp8_op(cx: LoweringContext, name: str, in_elems: list[ir.Type | None],
             for a, e in zip(args, in_elems)]
     if name in ("arith.extf", "arith.truncf"):
         x, out = wide[0], elems[0]
-        if is_fp8(out):
-            return [f32_to_fp8(cx, x if isinstance(x.type, ir.F32Type) else arith.extf(f32, x),
-                                out)]
+        if is_fp8(out):            # the GPU rounds to fp8 from f32 only
+            wide32 = x if isinstance(x.type, ir.F32Type) else _f32_rounded_to_odd(x) \
+                if isinstance(x.type, ir.F64Type) else arith.extf(f32, x)
+            return [f32_to_fp8(cx, wide32, out)]
         if out == f32:
             return [x]
         return [arith.truncf(out, x) if _bits(out) < 32 else arith.extf(out, x)]
     outs = _scalar_op(name, [f32 if is_fp8(e) else e for e in elems], wide, attrs)
     return [f32_to_fp8(cx, r, e) if is_fp8(e) else r for r, e in zip(outs, elems)]
+
+
+def _f32_rounded_to_odd(x: ir.Value) -> ir.Value:
+    """An f64 value as f32 rounded to odd: exact values as they are, others the odd
+    one of their two f32 neighbours.  Rounding that to nearest fp8 rounds the f64
+    value once, correctly (f32 has more than two bits beyond fp8's); rounding to
+    nearest f32 first could land on an fp8 tie and round twice.  NaN and infinities
+    keep their class; an f64 past f32's range becomes the largest f32, past fp8's."""
+    f32, f64, i32 = ir.F32Type.get(), ir.F64Type.get(), ir.IntegerType.get_signless(32)
+    c = lambda v: arith.constant(i32, v)                   # noqa: E731
+    near = arith.truncf(f32, x)
+    back = arith.extf(f64, near)
+    inexact = arith.cmpf(arith.CmpFPredicate.ONE, back, x)
+    bits = arith.bitcast(i32, near)
+    even = arith.cmpi(arith.CmpIPredicate.eq, arith.andi(bits, c(1)), c(0))
+    # the other neighbour lies toward x: one unit of magnitude down if |near| > |x|
+    larger = arith.xori(arith.cmpf(arith.CmpFPredicate.OGT, back, x),
+                        arith.cmpf(arith.CmpFPredicate.OLT, x, arith.constant(f64, 0.0)))
+    odd = arith.select(arith.andi(inexact, even),
+                       arith.addi(bits, arith.select(larger, c(-1), c(1))), bits)
+    return arith.bitcast(f32, odd)
 
 
 def _fp8_pattern(value: float, spelling: str) -> int:
