@@ -6,7 +6,10 @@ The plain cuTile-style source (`gemm_nt`: C = A @ W^T, bf16, W held as (N, K)) a
 the launcher compiles it, against ablations that rebuild what the compiler did
 before a change (compiled afresh in this process, the disk cache off):
 * `plain`: 128 x 128 tiles as written, retiled for the grid (today: 128 x 256,
-  persistent, ring across tiles, TMA-store epilogue by each warp);
+  persistent, ring across tiles, TMA-store epilogue by each warp, neighbouring
+  tiles in cluster pairs sharing B by TMA multicast);
+* `no cluster pairs`: each block loads its own B tiles (`cluster_pairs.ENABLED`
+  off);
 * `block-wide TMA store`: the epilogue's slabs stored by thread 0 after block
   barriers (5 a tile), not by each warp for its own rows;
 * `per-warpgroup TMA store`: each warpgroup stores its 64 rows of a slab as one box
@@ -50,7 +53,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "python"))
 sys.path.insert(0, HERE)
 import tileir as ct                          # noqa: E402
-from tileir.backend import persistent, tma_store   # noqa: E402
+from tileir.backend import cluster_pairs, persistent, tma_store   # noqa: E402
 from test_tensor_cores import gemm_nt        # noqa: E402
 import gemm as gemm_bench                    # noqa: E402
 
@@ -63,10 +66,13 @@ _SLAB = tma_store.SLAB_ROW_BYTES
 _PER_WARP = tma_store.PER_WARP
 _GROUP = tma_store.GROUP_WARPS
 _GATED = tma_store.GATED
+_PAIRS = cluster_pairs.ENABLED
 
 
 def _compiler(flatten: bool = True, buffers: int = _BUFFERS, slab: int = _SLAB,
-              per_warp: bool = _PER_WARP, group: int = _GROUP, gated: bool = _GATED) -> None:
+              per_warp: bool = _PER_WARP, group: int = _GROUP, gated: bool = _GATED,
+              pairs: bool = _PAIRS) -> None:
+    cluster_pairs.ENABLED = pairs
     persistent.flatten_tile_loop = _FLATTEN if flatten else (lambda *a: False)
     tma_store.BUFFERS = buffers
     tma_store.SLAB_ROW_BYTES = slab
@@ -77,6 +83,7 @@ def _compiler(flatten: bool = True, buffers: int = _BUFFERS, slab: int = _SLAB,
 
 VARIANTS = {                     # name: (kernel options, compiler state)
     "plain": ({}, {}),
+    "no cluster pairs": ({}, {"pairs": False}),
     "block-wide TMA store": ({}, {"per_warp": False}),
     "per-warpgroup TMA store": ({}, {"group": 4}),
     "gated TMA store": ({}, {"gated": True}),

@@ -95,6 +95,28 @@ class RingAllocOp(TileOpView):
                     not isinstance(tile_layout(t), Shared):
                 raise VerifyError(f"ring tiles live in shared memory (#tile.shared); got {t}")
             check_layout(t, "a ring tile")
+        self._verify_multicast()
+
+    def _verify_multicast(self) -> None:
+        """`tile.multicast` (optional): the buffers a cluster pair shares, each a tile
+        the two blocks copy half each of (backend/cluster_pairs.split)."""
+        from tileir.backend.cluster_pairs import MULTICAST_ATTR, halves
+        if MULTICAST_ATTR not in self.operation.attributes:
+            return
+        attr = self.operation.attributes[MULTICAST_ATTR]
+        if not isinstance(attr, ir.DenseI64ArrayAttr):
+            raise VerifyError(f"'{MULTICAST_ATTR}' must be an array<i64> of buffers, got {attr}")
+        buffers = list(attr)
+        tiles = self.tiles
+        if len(set(buffers)) != len(buffers) or \
+                not all(0 <= b < len(tiles) for b in buffers):
+            raise VerifyError(f"'{MULTICAST_ATTR}' lists buffers {buffers}: each once, "
+                              f"among the ring's {len(tiles)}")
+        for b in buffers:
+            if not halves(tiles[b]):
+                raise VerifyError(f"buffer {b} ({tiles[b]}) cannot be multicast in two "
+                                  f"halves: it needs an even number of TMA boxes, or rows "
+                                  f"that split evenly on 1024-byte boundaries")
 
 
 class _RingOp(TileOpView):

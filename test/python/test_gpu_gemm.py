@@ -193,6 +193,41 @@ def test_retiled_gemm_matches_torch(m, n, retile):
     assert _rel_err(c, ref) < TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("nt", [True, False])
+@pytest.mark.parametrize("m,n,k", [(4096, 2296, 1000), (2048, 8192, 4104), (4096, 4096, 64)])
+def test_cluster_pair_gemm_matches_torch(dtype, nt, m, n, k):
+    """The plain source on a grid even along M and 4+ blocks an SM: retiled 128 x 256,
+    persistent, neighbouring row tiles in (2, 1, 1) clusters that multicast the B tile
+    they share (its halves, one from each block); ragged N and K (rows of 16-byte
+    multiples: TMA copies them)."""
+    from tileir.runtime import driver
+    kernel = gemm_nt if nt else gemm
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(*((n, k) if nt else (k, n)), device="cuda", dtype=dtype)
+    grid = (ct.cdiv(m, 128), ct.cdiv(n, 128))
+    ck = kernel.compile((a, b, torch.empty(m, n, device="cuda", dtype=dtype), 128, 128, 64),
+                        target="sm_90a", grid=grid,
+                        sm_count=driver.sm_count(driver.current_device()))
+    assert ck.meta["cluster"] == [2, 1, 1] and "multicast" in ck.artifacts["gpu"]
+    c, ref = _run(kernel, a, b, dtype, (128, 128, 64), nt=nt)
+    assert _rel_err(c, ref) < TOL[dtype]
+
+
+def test_cluster_pair_gemm_with_a_fused_epilogue():
+    """silu(alpha * x @ w^T + bias) in cluster pairs: the epilogue after a shared ring."""
+    m, n, k = 4096, 3072, 1000
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    y = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    ct.launch(None, (ct.cdiv(m, 128), ct.cdiv(n, 128)), linear_silu,
+              (x, w, bias, y, 0.5, 128, 128, 64))
+    torch.cuda.synchronize()
+    h = 0.5 * (x.double() @ w.double().t()) + bias.double()
+    assert _rel_err(y, h * torch.sigmoid(h)) < TOL[torch.bfloat16]
+
+
 @pytest.mark.parametrize("ws", [False, True])
 @pytest.mark.parametrize("m,n,k", [(4096, 2300, 1000), (1000, 777, 4097), (300, 8192, 256)])
 def test_persistent_gemm_matches_torch(ws, m, n, k):

@@ -260,6 +260,32 @@ def test_persistent_gemm_runs_correctly(target, ws, warps, tiles, nt, rng):
     assert _close(got, ref, 200)
 
 
+@pytest.mark.parametrize("nt,m,n,k,sms", [
+    (True, 500, 1000, 328, 2),       # 4 x 4 tiles of 128 x 256 (2 x 4 pairs) on one cluster
+    (False, 500, 1000, 328, 2),      # B (K, N): four 64-column boxes, each halved
+    (True, 1000, 504, 200, 4),       # two clusters; ragged M, N and K
+])
+def test_cluster_pair_gemm_runs_correctly(nt, m, n, k, sms, rng):
+    """The plain GEMM as launched on a grid even along M with 4+ blocks an SM: retiled
+    128 x 256, persistent, row tiles in pairs of a (2, 1, 1) cluster, each block
+    multicasting its half of the B tile into both; the simulator checks the barrier
+    protocol (a release missing in the peer hangs, an extra one is an error)."""
+    from tileir.runtime.launcher import persistent_grid
+    kernel = gemm_nt if nt else gemm
+    a = rng.standard_normal((m, k)).astype(BF16)
+    b = (rng.standard_normal((n, k)) if nt else rng.standard_normal((k, n))).astype(BF16)
+    c = np.full((m, n), np.nan, BF16)
+    args = (a, b, c, 128, 128, 64)
+    grid = (ct.cdiv(m, 128), ct.cdiv(n, 128), 1)
+    ck = kernel.compile(args, stage="gpu", target="sm_90a", grid=grid, sm_count=sms)
+    assert ck.meta["cluster"] == [2, 1, 1] and ck.meta["persistent"]
+    assert "multicast_mask" in ck.artifacts["gpu"]
+    assert persistent_grid(ck.meta, hardware_grid(ck.meta, grid), sms) == (sms // 2 * 2, 1, 1)
+    simulate(ck, hardware_grid(ck.meta, grid), args, sm_count=sms)
+    ref = a.astype(np.float64) @ (b.astype(np.float64).T if nt else b.astype(np.float64))
+    assert _close(c.astype(np.float64), ref, k)
+
+
 @pytest.mark.parametrize("target,m,n,k,sms", [
     ("sm_90a", 200, 136, 200, 5),      # 12 tiles of 4 K trips on 5 blocks: 5 whole, 7 split
     ("sm_90a", 200, 136, 330, 7),      # 6 trips; 7 blocks: all 12 tiles in the split runs

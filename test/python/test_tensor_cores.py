@@ -503,6 +503,42 @@ def test_gemms_as_launched_use_tensor_cores_and_no_local_memory(target, m, n, k,
     assert "C7520" not in ck.ptxas_report and "C7519" not in ck.ptxas_report
 
 
+@pytest.mark.parametrize("dtype,grid,paired", [
+    (BF16, (32, 32), True),                        # 4096^2: pairs of row tiles share B
+    (np.float16, (32, 32), True),
+    (ml_dtypes.float8_e4m3fn, (32, 32), False),    # a 16 KB fp8 B tile: pairing loses
+    (BF16, (31, 32), False),                       # an odd number of row tiles
+])
+def test_cluster_pairs_where_they_pay(dtype, grid, paired, tmp_path):
+    """The plain GEMM as launched for a many-wave grid: in (2, 1, 1) clusters sharing B
+    by TMA multicast (cluster_pairs.py) where the grid is even along M and the shared
+    tile saves 32 KB a stage; HGMMA, multicast TMA loads and cluster barriers in the
+    SASS; as written otherwise."""
+    m, n, k = grid[0] * 128, grid[1] * 128, 4096
+    a, w, c = np.empty((m, k), dtype), np.empty((n, k), dtype), np.empty((m, n), BF16)
+    ck = gemm_nt.compile((a, w, c, 128, 128, 64), target="sm_90a", grid=grid, sm_count=132)
+    assert (ck.meta.get("cluster") == [2, 1, 1]) == paired
+    assert ("multicast_mask" in ck.artifacts["gpu"]) == paired
+    assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report
+    text = _sass_text(ck.cubin, tmp_path)
+    assert "GMMA" in text                      # HGMMA (16-bit), QGMMA (fp8)
+    assert ("UTMALDG.2D.MULTICAST" in text) == paired and ("UCGABAR_ARV" in text) == paired
+
+
+def test_a_fused_epilogue_converts_its_scalars_for_free():
+    """`alpha * acc + bias` then silu on a 128 x 256 accumulator as launched (retiled,
+    persistent): the splats of alpha and 1.0 take the accumulator's layout without a
+    trip through shared memory (each once needed 128 KB, more than the GPU has beside
+    the ring)."""
+    m, n, k = 4096, 3072, 1000
+    x, w = np.empty((m, k), BF16), np.empty((n, k), BF16)
+    bias, y = np.empty((n,), BF16), np.empty((m, n), BF16)
+    ck = linear_silu.compile((x, w, bias, y, 0.5, 128, 128, 64), stage="gpu", target="sm_90a",
+                             grid=(32, 24), sm_count=132)
+    assert ck.meta["shared_bytes"] <= 232448
+    assert "tile.convert_layout" in ck.artifacts["layout"]      # converted, and for free
+
+
 @pytest.mark.parametrize("kernel", [gemm, gemm_nt])
 def test_sm80_f32_gemm_runs_on_tf32_tensor_cores(kernel, tmp_path):
     """f32 operands on sm_80: mma.sync.m16n8k8 as tf32 (HMMA.1688.F32.TF32), fed by a

@@ -267,7 +267,7 @@ def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:
     """(array argument index, box, swizzle, clip dim) of every distinct TMA copy in the
     kernel (distinct by the first three): the rings' loads, then the TMA stores."""
     from tileir.dialect.layout import tile_layout
-    from .rules.ring import tma_box, tma_clip_dim
+    from .rules.ring import copy_box, multicast_buffers
     found: list[tuple] = []
 
     def visit(op):
@@ -276,8 +276,9 @@ def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:
             t = view.tile_type()
             lay = tile_layout(t)
             eb = max(1, bitwidth(t.element_type) // 8)
-            key = (view.array.arg_number, tma_box(lay, tuple(t.shape), eb), lay.swizzle)
-            clip = tma_clip_dim(lay, tuple(t.shape))
+            shared = view.buffer in multicast_buffers(view.ring.owner)
+            box, clip = copy_box(lay, tuple(t.shape), eb, shared)
+            key = (view.array.arg_number, box, lay.swizzle)
             same = [f for f in found if f[:3] == key]
             if not same:
                 found.append(key + (clip,))

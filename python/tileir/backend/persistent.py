@@ -4,7 +4,10 @@
 1-d grid); each runs the kernel body for tiles `t = pid, pid + P, pid + 2P, ...`
 of the grid the user asked for (`tile.grid_size`), with `bid(0..2)` decoded from
 `t` (axes 0 and 1 in grouped order unless the kernel's `block_order` is
-"linear", see `block_order`) and `num_blocks(a)` the user's grid:
+"linear", see `block_order`) and `num_blocks(a)` the user's grid.  A kernel whose
+tiles run in cluster pairs along axis a (`cluster_pairs.py`) walks the grid halved
+along a with clusters instead of blocks, and the block of rank r in its cluster
+takes tile `2 bid(a) + r` of the pair:
 
     %g0, %g1, %g2 = tile.grid_size 0, 1, 2
     %pid = bid(0) + bid(1) * num_blocks(0) + bid(2) * num_blocks(0) * num_blocks(1)
@@ -32,6 +35,7 @@ from tileir.dialect.tile import BidOp, GridSizeOp, NumBlocksOp
 
 from . import stream_k
 from .block_order import ORDER_ATTR, grouped
+from .cluster_pairs import pair_axis
 
 PERSISTENT_ATTR = "tile.persistent"
 LOOP_ATTR = "tile.persistent_loop"
@@ -69,18 +73,28 @@ def _wrap(func: ir.Operation) -> None:
     if sk is not None:
         decoded, g = stream_k.wrap(func, body, ret, sk, decode, c)
     else:
+        pair = pair_axis(func)
         with ir.InsertionPoint(ret), func.location:
             g = [GridSizeOp(a).result for a in range(3)]
             hw = [BidOp(a).result for a in range(3)]
             nb = [NumBlocksOp(a).result for a in range(3)]
+            walked = list(g)
+            if pair is not None:
+                # (2, 1, 1) clusters of a 1-d grid walk the pairs of tiles along axis
+                # `pair`; a block's rank in its cluster picks the tile of the pair
+                rank = arith.remui(hw[0], c(2))
+                hw[0], nb[0] = arith.divui(hw[0], c(2)), arith.divui(nb[0], c(2))
+                walked[pair] = arith.divui(g[pair], c(2))
             pid = arith.addi(hw[0], arith.muli(arith.addi(hw[1], arith.muli(hw[2], nb[1])),
                                                nb[0]))
             programs = arith.muli(arith.muli(nb[0], nb[1]), nb[2])
-            plane = arith.muli(g[0], g[1])
-            total = arith.muli(plane, g[2])
+            plane = arith.muli(walked[0], walked[1])
+            total = arith.muli(plane, walked[2])
             loop = scf.ForOp(pid, total, programs, [])
             with ir.InsertionPoint(loop.body):
-                decoded = decode(loop.induction_variable, plane, g)
+                decoded = decode(loop.induction_variable, plane, walked)
+                if pair is not None:
+                    decoded[pair] = arith.addi(arith.muli(decoded[pair], c(2)), rank)
                 done = scf.YieldOp([])
         for op in body:
             op.move_before(done.operation)
@@ -119,7 +133,7 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     The producer recomputes what the loads' indices and the K loop's bounds need
     from the tile index (pure ops of the tile loop's body, cloned); where that is
     not possible, returns False and the loop is pipelined in place."""
-    from tileir.dialect.ring import IsProducerOp, RingAllocOp, RingFreeOp, SetMaxRegistersOp
+    from tileir.dialect.ring import IsProducerOp, RingFreeOp, SetMaxRegistersOp
     from .software_pipeline import (MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
                                     PRODUCER_WARPS_ATTR, clone_ops)
     outer = loop.parent
@@ -144,7 +158,7 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     after = entry_ops[entry_ops.index(outer) + 1:-1]            # up to the return
     lb, ub, step = list(loop.operands)[:3]
     with ir.InsertionPoint(outer), loc:
-        ring = RingAllocOp(stages, tiles).result
+        ring = pl.ring_alloc(stages, loads)
         branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
     # -- producer: the tile loop's index math and the copies only
     with ir.InsertionPoint(branch.then_block), loc:
@@ -256,7 +270,7 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     load indices come from the tile index by the same pure ops (`_tile_prefix`,
     cloned for t2 once per tile); where that is not possible, returns False and the
     loop is pipelined in place."""
-    from tileir.dialect.ring import RingAllocOp, RingFreeOp
+    from tileir.dialect.ring import RingFreeOp
     from .software_pipeline import MAX_DEFAULT_STAGES, clone_ops
     outer = loop.parent
     body = outer.regions[0].blocks[0]
@@ -273,7 +287,7 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     loc = loop.location
     t_step, t_end = outer.operands[2], outer.operands[1]
     with ir.InsertionPoint(outer), loc:
-        ring = RingAllocOp(stages, tiles).result
+        ring = pl.ring_alloc(stages, loads)
         tiles_loop, next_yield = _rebuild(outer, [c(0), c(0)])
     with ir.InsertionPoint.after(tiles_loop), loc:
         RingFreeOp(ring)

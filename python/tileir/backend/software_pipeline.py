@@ -43,6 +43,7 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquir
 from tileir.dialect.types import bitwidth
 from tileir.passes import effects
 
+from .cluster_pairs import MULTICAST_ATTR
 from .context import arg_has
 from .mma_layouts import TMA_MAX_BOX, Mma, Shared
 from .shared import smem_tile_bytes
@@ -79,6 +80,7 @@ class _Load:
     array: ir.Value
     index: list[ir.Value]
     slice: list[ir.Operation]        # body ops computing the index from the counter
+    multicast: bool = False          # shared by a cluster pair (backend/cluster_pairs.py)
 
 
 class _Pipeliner:
@@ -117,28 +119,7 @@ class _Pipeliner:
 
     # -- candidates ------------------------------------------------------------------
     def async_capable(self, load: ir.Operation) -> bool:
-        """Whether the target can copy this load's tile asynchronously."""
-        t = load.results[0].type
-        lay = tile_layout(t)
-        if not isinstance(lay, Shared):
-            return False
-        if ir.StringAttr(load.attributes["padding"]).value not in ASYNC_PADDINGS:
-            return False
-        array = load.operands[0]
-        if not isinstance(array.owner, ir.Block) or array.owner != self.entry:
-            return False
-        if not arg_has(self.func, array.arg_number, "tile.aligned"):
-            return False
-        eb = max(1, bitwidth(t.element_type) // 8)
-        inner = t.shape[-1] * eb
-        if lay.order[0] != t.rank - 1 or inner < 16:
-            return False
-        if self.chip.startswith("sm_90"):
-            # TMA: boxes of at most 256 per dim, the fastest dim one swizzle row (or <=
-            # 256 elements unswizzled), elements of 1, 2, 4 or 8 bytes
-            box_inner = lay.box_elems(tuple(t.shape), eb)
-            return all(d <= TMA_MAX_BOX for d in t.shape[:-1]) and box_inner <= TMA_MAX_BOX
-        return inner % 16 == 0           # cp.async: 16-byte chunks
+        return async_capable(self.func, self.chip, load)
 
     def index_slice(self, loop: ir.Operation, values) -> list[ir.Operation] | None:
         """The body ops computing `values` from the counter and invariants (in body
@@ -155,7 +136,8 @@ class _Pipeliner:
             if op.name == "tile.load" and self.async_capable(op):
                 sl = self.index_slice(loop, list(op.operands)[1:])
                 if sl is not None:
-                    loads.append(_Load(op, op.operands[0], list(op.operands)[1:], sl))
+                    loads.append(_Load(op, op.operands[0], list(op.operands)[1:], sl,
+                                       MULTICAST_ATTR in op.attributes))
         if not loads:
             # no copies to shared memory: loads into registers one iteration ahead
             from .register_prefetch import prefetch_loop
@@ -192,7 +174,7 @@ class _Pipeliner:
         c = self.const
 
         with ir.InsertionPoint(loop), loc:
-            ring = RingAllocOp(stages, tiles).result
+            ring = self.ring_alloc(stages, loads)
             for p in range(stages - 1):                       # the prologue
                 k = arith.addi(lb, arith.muli(c(p), step)) if p else lb
                 pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
@@ -207,6 +189,15 @@ class _Pipeliner:
                        pred, k, loop)
         with ir.InsertionPoint.after(waits), loc:          # after the products' waits
             RingFreeOp(ring)
+
+    def ring_alloc(self, stages: int, loads) -> ir.Value:
+        """A ring of `stages` slots for `loads`' tiles; the buffers of loads a cluster pair
+        shares are listed in its `tile.multicast`."""
+        alloc = RingAllocOp(stages, [ld.op.results[0].type for ld in loads])
+        shared = [b for b, ld in enumerate(loads) if ld.multicast]
+        if shared:
+            alloc.operation.attributes[MULTICAST_ATTR] = ir.DenseI64ArrayAttr.get(shared)
+        return alloc.result
 
     def consume_and_release(self, loop: ir.Operation, ring: ir.Value, loads, stages: int,
                             base: ir.Value | None = None):
@@ -274,7 +265,7 @@ class _Pipeliner:
         entry_ops = [op.operation for op in self.entry.operations]
         after = entry_ops[entry_ops.index(loop) + 1:-1]        # up to the return
         with ir.InsertionPoint(loop), loc:
-            ring = RingAllocOp(stages, tiles).result
+            ring = self.ring_alloc(stages, loads)
             branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
         shuffle = warps >= 8          # registers move between warpgroups (see below)
         with ir.InsertionPoint(branch.then_block), loc:
@@ -434,6 +425,32 @@ class _Pipeliner:
                 acc += n // threads
         regs = acc + OTHER_REGS
         return max(1, min(2, REGS_PER_SM // (regs * threads)))
+
+
+def async_capable(func: ir.Operation, chip: str, load: ir.Operation) -> bool:
+    """Whether `chip` can copy `load`'s tile asynchronously (TMA on sm_90a, cp.async on
+    sm_80): a shared-memory tile of an aligned kernel argument, zero padding."""
+    t = load.results[0].type
+    lay = tile_layout(t)
+    if not isinstance(lay, Shared):
+        return False
+    if ir.StringAttr(load.attributes["padding"]).value not in ASYNC_PADDINGS:
+        return False
+    array = load.operands[0]
+    if not isinstance(array.owner, ir.Block) or array.owner != func.regions[0].blocks[0]:
+        return False
+    if not arg_has(func, array.arg_number, "tile.aligned"):
+        return False
+    eb = max(1, bitwidth(t.element_type) // 8)
+    inner = t.shape[-1] * eb
+    if lay.order[0] != t.rank - 1 or inner < 16:
+        return False
+    if chip.startswith("sm_90"):
+        # TMA: boxes of at most 256 per dim, the fastest dim one swizzle row (or <=
+        # 256 elements unswizzled), elements of 1, 2, 4 or 8 bytes
+        box_inner = lay.box_elems(tuple(t.shape), eb)
+        return all(d <= TMA_MAX_BOX for d in t.shape[:-1]) and box_inner <= TMA_MAX_BOX
+    return inner % 16 == 0           # cp.async: 16-byte chunks
 
 
 def pure_slice(owner: ir.Operation, values, given, before: ir.Operation | None = None):

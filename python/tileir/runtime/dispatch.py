@@ -447,7 +447,7 @@ def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
             slot += 1
     if meta.get("persistent"):
         slot += 3                     # the walked grid: fixed by the key's grid
-    hw = launcher.persistent_grid(meta, logical, driver.sm_count(device))
+    hw = launcher.launch_grid(meta, logical, device, function)
     space = None
     if meta.get("workspace"):         # stream-K: the stream's workspace, at each launch
         from . import workspace

@@ -177,6 +177,27 @@ def l2_cache_bytes(ordinal: int) -> int:
     return _attribute(ordinal, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
 
 
+_active_clusters: dict[int, int] = {}
+
+
+def max_active_clusters(function, grid_x: int, threads: int, shared: int) -> int | None:
+    """How many clusters of a kernel compiled with a cluster shape (`.reqnctapercluster`)
+    fit the GPU at once (cuOccupancyMaxActiveClusters); None when the driver cannot
+    say.  Cached per function: its shape and shared memory do not change."""
+    key = int(function) if not isinstance(function, int) else function
+    if key not in _active_clusters:
+        cu = cuda()
+        cfg = cu.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid_x, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
+        cfg.sharedMemBytes = shared
+        cfg.numAttrs = 0
+        err, n = cu.cuOccupancyMaxActiveClusters(function, cfg)
+        _active_clusters[key] = int(n) if int(err) == 0 and int(n) > 0 else -1
+    n = _active_clusters[key]
+    return n if n > 0 else None
+
+
 def max_shared_bytes(ordinal: int) -> int:
     """The most shared memory one block may opt into on this device."""
     return _attribute(ordinal, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")

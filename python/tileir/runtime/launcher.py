@@ -125,12 +125,40 @@ def bind_args(meta: Mapping[str, Any], args: Sequence[Any],
 
 
 def persistent_grid(meta: Mapping[str, Any], grid: tuple[int, int, int],
-                    sm_count: int) -> tuple[int, int, int]:
+                    sm_count: int, active_clusters: int | None = None) -> tuple[int, int, int]:
     """The grid a kernel runs on: `grid`, or for a persistent kernel (which walks the
-    tiles of `grid` itself) one block per SM, at most one per tile."""
+    tiles of `grid` itself) one block per SM, at most one per tile; whole clusters for
+    a kernel of clusters (a cluster pair walks pairs of tiles), as many as fit the GPU
+    at once (`active_clusters`, the driver's count, else one per `size` SMs)."""
     if not meta.get("persistent"):
         return grid
-    return (max(1, min(grid[0] * grid[1] * grid[2], sm_count)), 1, 1)
+    tiles = grid[0] * grid[1] * grid[2]
+    size = cluster_size(meta)
+    fit = active_clusters if active_clusters is not None else sm_count // size
+    clusters = max(1, min(-(-tiles // size), fit))
+    return (clusters * size, 1, 1)
+
+
+def cluster_size(meta: Mapping[str, Any]) -> int:
+    size = 1
+    for d in meta.get("cluster") or (1,):
+        size *= int(d)
+    return size
+
+
+def launch_grid(meta: Mapping[str, Any], grid: tuple[int, int, int], device: int,
+                function) -> tuple[int, int, int]:
+    """`persistent_grid` on `device`, asking the driver how many clusters of `function`
+    fit when the kernel is a persistent kernel of clusters."""
+    from . import driver
+    sms = driver.sm_count(device)
+    active = None
+    if meta.get("persistent") and cluster_size(meta) > 1:
+        with driver.device_context(device):
+            active = driver.max_active_clusters(function, sms // cluster_size(meta) *
+                                                cluster_size(meta), block_of(meta)[0],
+                                                int(_field(meta, "shared_bytes")))
+    return persistent_grid(meta, grid, sms, active)
 
 
 def check_array(kernel: str, spec: Mapping[str, Any], arg: Any) -> DeviceArrayInfo:
@@ -350,12 +378,13 @@ def launch(cubin: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
     shared = int(_field(meta, "shared_bytes"))
     from . import driver
     device = bound.device if bound.device is not None else driver.current_device()
-    grid = persistent_grid(meta, grid, driver.sm_count(device))
+    with driver.device_context(device):
+        function = _function(cubin, meta, device, block[0], shared)
+    grid = launch_grid(meta, grid, device, function)
     handle = stream_handle(stream, args, device)
     if meta.get("workspace"):
         set_workspace(meta, bound.params, grid, device, handle)
     with driver.device_context(device):
-        function = _function(cubin, meta, device, block[0], shared)
         launch_kernel = driver.launch_kernel_programmatic \
             if meta.get("programmatic_launch") else driver.launch_kernel
         launch_kernel(function, grid, block, shared, handle, bound.params.address, kernel)

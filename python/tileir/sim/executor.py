@@ -891,6 +891,11 @@ def _inline_asm(sim, blk, o, mask):
         return None
     if asm.startswith("mapa.shared::cluster.u32"):
         return _mapa(blk, args)
+    if asm.startswith("mbarrier.arrive.shared::cluster.b64 _,"):
+        for t in np.nonzero(mask)[0]:
+            owner, off = _cluster_address(blk, int(np.asarray(args[0])[t]), "mbarrier.arrive")
+            _barrier_at(owner, off).arrive()
+        return None
     m = re.match(r"ld\.shared::cluster\.b(\d+) ", asm)
     if m:
         return _load_cluster(sim, blk, args[0], int(m.group(1)), mask)
@@ -948,6 +953,14 @@ def _mapa(blk, args):
     if (addr >= 1 << _RANK_SHIFT).any():
         raise SimError("mapa of an address that is not a shared-memory offset of this block")
     return ((rank + 1) << _RANK_SHIFT | addr).astype(np.int32)
+
+
+def _cluster_address(blk, addr: int, what: str):
+    """(the block, its shared offset) a `mapa` address names."""
+    rank = addr >> _RANK_SHIFT
+    if rank == 0:
+        raise SimError(f"{what} of a shared::cluster address mapa did not make")
+    return blk.cluster[rank - 1], addr & ((1 << _RANK_SHIFT) - 1)
 
 
 def _load_cluster(sim, blk, addr, bits: int, mask):
@@ -1054,16 +1067,34 @@ def _mb_wait(sim, blk, o, mask):
 
 @op("nvvm.cp.async.bulk.tensor.shared.cluster.global")
 def _tma(sim, blk, o, mask):
+    """A TMA load into this block's shared memory, or with a multicast mask into that of
+    each block of the cluster the mask names (the same offset, completing bytes on the
+    mbarrier at the same offset in each)."""
     vals = _operands(sim, blk, o)
+    # operands: dst, tensor map, coords..., mbar, im2col offsets..., [multicast mask],
+    # [L2 hint], [predicate]
+    sizes = list(ir.DenseI32ArrayAttr(o.attributes["operandSegmentSizes"]))
+    if sizes[4] or any(sizes[6:]):
+        raise SimError("only TMA loads without im2col offsets, L2 hint or predicate are "
+                       "modelled")
     dst, tmap = vals[0], vals[1]
-    coords, mbar = vals[2:-1], vals[-1]
+    coords, mbar = vals[2:2 + sizes[2]], vals[2 + sizes[2]]
+    multicast = vals[3 + sizes[2]] if sizes[5] else None
     for t in np.nonzero(mask)[0]:
         tm = sim.tensor_maps.get(int(tmap[t]))
         if tm is None:
             raise SimError(f"no tensor map behind parameter value {int(tmap[t])}")
-        n = hw.tma_load(sim.memory, blk.shared, tm, int(dst[t]),
-                        [int(c[t]) for c in coords])
-        _barrier_at(blk, int(mbar[t])).complete_tx(n)
+        targets = [blk]
+        if multicast is not None:
+            bits = int(multicast[t]) & 0xFFFF
+            if bits >> len(blk.cluster):
+                raise SimError(f"TMA multicast mask {bits:#x} names blocks outside the "
+                               f"cluster of {len(blk.cluster)}")
+            targets = [b for r, b in enumerate(blk.cluster) if bits >> r & 1]
+        for b in targets:
+            n = hw.tma_load(sim.memory, b.shared, tm, int(dst[t]),
+                            [int(c[t]) for c in coords])
+            _barrier_at(b, int(mbar[t])).complete_tx(n)
 
 
 @op("nvvm.cp.async.bulk.tensor.global.shared.cta")

@@ -112,8 +112,9 @@ def _dyn_offset(cx: LoweringContext, tile: SmemTile, dim: int, value: ir.Value,
 class _Desc:
     """wgmma shared-memory descriptors of one operand tile.
 
-    Bits 0-13: start address >> 4; 16-29: leading byte offset >> 4; 32-45: stride
-    byte offset >> 4; 62-63: swizzle (1: 128 B, 2: 64 B, 3: 32 B).  For a K-major
+    Bits 0-13: start address >> 4 (its low 18 bits); 16-29: leading byte offset
+    >> 4; 32-45: stride byte offset >> 4; 62-63: swizzle (1: 128 B, 2: 64 B, 3:
+    32 B).  For a K-major
     operand the leading offset is unused and the stride offset is 8 rows; for an
     M/N-major one the leading offset steps from one box (`swizzle` bytes of M/N)
     to the next.  Sub-matrix starts are pattern-aligned (8-row multiples), so the
@@ -133,8 +134,10 @@ class _Desc:
         base = tile.base if not isinstance(tile.base, int) else cx.const(tile.base)
         if dyn_value is not None:
             base = arith.addi(base, _dyn_offset(cx, tile, dyn_dim, dyn_value, *dyn_range))
-        addr = arith.extui(I64(), arith.shrui(cx.smem_addr(base), cx.const(4)))
-        self.desc0 = arith.ori(addr, cx.const(_signed64(const), I64()))
+        # 14 bits of address: in a cluster launch a block's shared addresses carry its
+        # rank above bit 17, which would otherwise spill into the leading offset
+        addr = arith.andi(arith.shrui(cx.smem_addr(base), cx.const(4)), cx.const(0x3FFF))
+        self.desc0 = arith.ori(arith.extui(I64(), addr), cx.const(_signed64(const), I64()))
 
     def at(self, cx: LoweringContext, coord) -> ir.Value:
         off = self.tile.offset(coord)

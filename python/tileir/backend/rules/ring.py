@@ -20,6 +20,19 @@ slot's transaction bytes count the box as cut.
 `ring_wait` is every thread waiting on *full*; `ring_release` is lane 0 of
 each warp arriving on *empty*.
 
+A ring whose `tile.multicast` lists buffers belongs to a cluster pair
+(`backend/cluster_pairs.py`): the two blocks of a (2, 1, 1) cluster load those
+tiles alike, so block r copies half r of each (`cluster_pairs.split`: boxes r,
+r + 2, ..., or rows [r h, (r + 1) h) of a tile's one box) with
+`.multicast::cluster` into both blocks' slots, completing bytes on the full
+barrier at the same offset in each.  Each block's full barrier still expects the
+whole slot.  A slot may be refilled only when both blocks are done with it (the
+peer's copy writes into this block's slot too): empty barriers count the warps of
+both blocks, and `ring_release` arrives on the peer's as well (`mapa`).  A
+cluster barrier after the barriers' initialization (the peer's copies and
+arrivals may come at once) and before they are invalidated (the peer's last
+arrivals land in this block's shared memory) closes the ring.
+
 sm_80 (cp.async): every thread copies its 16-byte chunks of the tile with
 `cp.async.cg` (a chunk past the array's edge copies its in-bounds bytes and
 zero-fills the rest); `ring_commit` closes a commit group; `ring_wait` waits
@@ -33,14 +46,16 @@ from __future__ import annotations
 import dataclasses
 
 from mlir import ir
-from mlir.dialects import arith, llvm, nvvm, scf
+from mlir.dialects import arith, gpu, llvm, nvvm, scf
 
 from tileir.dialect import TileIRError
+from ..cluster_pairs import MULTICAST_ATTR, half_bytes, split
 from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
 from ..mma_layouts import Shared
 from ..shared import (SmemTile, _groups, fence_async_proxy, smem_tile_bytes, staging_linear,
                       thread_offset, tile_bytes)
+from .cluster import cluster_arrive, cluster_wait
 from .registry import rule
 
 BARRIER_BYTES = 8
@@ -59,6 +74,7 @@ class Ring:
     full: int = 0              # byte offset of the full barriers (one per slot)
     empty: int = 0
     tx: ir.Value | None = None  # i32 bytes per slot when a box may be clipped (runtime)
+    multicast: frozenset = frozenset()   # buffers a cluster pair shares (copied in halves)
 
     def slot_base(self, cx: LoweringContext, slot: ir.Value) -> ir.Value:
         return arith.addi(cx.const(self.base), arith.muli(slot, cx.const(self.stage_bytes)))
@@ -74,6 +90,27 @@ class Ring:
 
     def tx_value(self, cx: LoweringContext) -> ir.Value:
         return self.tx if self.tx is not None else cx.const(self.tx_bytes())
+
+
+def copy_box(lay: Shared, shape, eb: int, multicast: bool) -> tuple[tuple[int, ...], int | None]:
+    """(the TMA box of one copy of a ring tile, the dim the runtime may clip it along):
+    a multicast tile is copied in halves along its clip dim and never clipped."""
+    box = tma_box(lay, shape, eb)
+    clip = tma_clip_dim(lay, shape)
+    if not multicast:
+        return box, clip
+    if split(lay, shape, eb) == "boxes":
+        return box, None
+    half = list(box)
+    half[clip] //= 2
+    return tuple(half), None
+
+
+def multicast_buffers(alloc: ir.Operation) -> frozenset:
+    """The buffers of ring `alloc` (a tile.ring_alloc) a cluster pair shares."""
+    if MULTICAST_ATTR not in alloc.attributes:
+        return frozenset()
+    return frozenset(ir.DenseI64ArrayAttr(alloc.attributes[MULTICAST_ATTR]))
 
 
 def tma_clip_dim(lay: Shared, shape) -> int | None:
@@ -106,23 +143,29 @@ def _ring_alloc(cx, op):
     # before its barriers are initialized and clipped rows zeroed
     cx.smem_barrier_before()
     base = cx.alloc_smem(size)
-    ring = Ring(stages, tiles, offsets, stage_bytes, base, size, tma)
+    ring = Ring(stages, tiles, offsets, stage_bytes, base, size, tma,
+                multicast=multicast_buffers(op.operation) if tma else frozenset())
     if tma:
         ring.full = base + stages * stage_bytes
         ring.empty = ring.full + stages * BARRIER_BYTES
+        releasers = cx.num_warps * (2 if ring.multicast else 1)
         if_op = scf.IfOp(cx.first_thread(), [], has_else=False)
         with ir.InsertionPoint(if_op.then_block):
             for s in range(stages):
                 nvvm.mbarrier_init(cx.smem_ptr(ring.full + s * BARRIER_BYTES), cx.const(1))
                 nvvm.mbarrier_init(cx.smem_ptr(ring.empty + s * BARRIER_BYTES),
-                                   cx.const(cx.num_warps))
+                                   cx.const(releasers))
             nvvm.fence_mbarrier_init()
             scf.YieldOp([])
         clips = _clipped_buffers(cx, op, ring)
         if clips:
             ring.tx = _clipped_tx(cx, ring, clips)
             _zero_clipped_rows(cx, ring, clips)
-    cx.barrier()                 # the barriers are initialized for all
+    if ring.multicast:           # both blocks' barriers are initialized for both
+        cluster_arrive(cx)
+        cluster_wait(cx)
+    else:
+        cx.barrier()             # the barriers are initialized for all
     cx.values[op.result] = ring
 
 
@@ -140,7 +183,7 @@ def _clipped_buffers(cx, op, ring: Ring) -> list[tuple[int, int, ir.Value]]:
     for b, found in sorted(arrays.items()):
         lay, shape, _ = ring.tiles[b]
         clip = tma_clip_dim(lay, shape)
-        if clip is None:
+        if clip is None or b in ring.multicast:
             continue
         if len(found) != 1:
             raise TileIRError(f"internal error: ring buffer {b} is loaded from "
@@ -254,21 +297,47 @@ def _ring_load(cx, op):
 def _tma_load(cx, op, ring, lay, shape, elem, slot, dst, index) -> None:
     eb = max(1, _bits(elem) // 8)
     box_inner = lay.box_elems(shape, eb)
-    tmap = cx.tensor_map(op.array, tma_box(lay, shape, eb), lay.swizzle)
+    shared = op.buffer in ring.multicast
+    box, _ = copy_box(lay, shape, eb, shared)
+    tmap = cx.tensor_map(op.array, box, lay.swizzle)
     if_op = _if(_first_thread_and(cx, cx.get(op.pred)))
     with ir.InsertionPoint(if_op.then_block):
         bar = ring.barrier(cx, ring.full, slot)
         # element coordinates, innermost dim first
         origin = [arith.muli(i, cx.const(s)) for i, s in zip(index, shape)]
+        mask = None
         box_bytes = lay.box_bytes(shape, eb)
-        for b in range(lay.num_boxes(shape, eb)):
+        boxes = lay.num_boxes(shape, eb)
+        step = 1
+        if shared:
+            rank = _cluster_rank(cx)
+            mask = arith.ConstantOp(ir.IntegerType.get_signless(16), 0b11).result
+            if split(lay, shape, eb) == "boxes":       # boxes r, r + 2, ...
+                step = 2
+                inner = lay.order[0]
+                origin[inner] = arith.addi(origin[inner],
+                                           arith.muli(rank, cx.const(box_inner)))
+                dst = arith.addi(dst, arith.muli(rank, cx.const(box_bytes)))
+            else:                # rows [r h, (r + 1) h) of its box
+                clip = tma_clip_dim(lay, shape)
+                origin[clip] = arith.addi(origin[clip], arith.muli(rank, cx.const(box[clip])))
+                dst = arith.addi(dst, arith.muli(rank,
+                                                 cx.const(half_bytes(lay, shape, eb, clip))))
+        for b in range(0, boxes, step):
             coords = list(reversed(origin))
             if b:
                 coords[0] = arith.addi(coords[0], cx.const(b * box_inner))
             to = cx.smem_ptr(arith.addi(dst, cx.const(b * box_bytes)))
             cluster = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<7>"), to)
-            nvvm.cp_async_bulk_tensor_shared_cluster_global(cluster, tmap, coords, bar, [])
+            nvvm.cp_async_bulk_tensor_shared_cluster_global(cluster, tmap, coords, bar, [],
+                                                            multicast_mask=mask)
         scf.YieldOp([])
+
+
+def _cluster_rank(cx: LoweringContext) -> ir.Value:
+    """This block's rank in its (2, 1, 1) cluster of a 1-d grid: bid(0) mod 2."""
+    bid = arith.index_castui(I32(), gpu.block_id(gpu.Dimension.x))
+    return arith.remui(bid, cx.const(2))
 
 
 def tma_box(lay: Shared, shape, eb: int) -> tuple[int, ...]:
@@ -350,7 +419,20 @@ def _ring_release(cx, op):
                       cx.get(op.operands[2]))
     if_op = _if(cond)
     with ir.InsertionPoint(if_op.then_block):
-        nvvm.mbarrier_arrive(I64(), ring.barrier(cx, ring.empty, cx.get(op.slot)))
+        slot = cx.get(op.slot)
+        nvvm.mbarrier_arrive(I64(), ring.barrier(cx, ring.empty, slot))
+        if ring.multicast:       # the peer copies into this slot too: free it there
+            at = cx.smem_addr(arith.addi(cx.const(ring.empty),
+                                         arith.muli(slot, cx.const(BARRIER_BYTES))))
+            peer = arith.xori(_cluster_rank(cx), cx.const(1))
+            remote = llvm.inline_asm(I32(), [at, peer], "mapa.shared::cluster.u32 $0, $1, $2;",
+                                     "=r,r,r")
+            # the default .release.cta: what matters is that this block's wgmma reads
+            # of the slot are done (they are: waited for), not that its writes reach
+            # the peer; .release.cluster would fence the GPU at every arrival
+            llvm.inline_asm(ir.Type.parse("!llvm.void"), [remote],
+                            "mbarrier.arrive.shared::cluster.b64 _, [$0];",
+                            "r", has_side_effects=True)
         scf.YieldOp([])
 
 
@@ -358,7 +440,11 @@ def _ring_release(cx, op):
 def _ring_free(cx, op):
     ring: Ring = cx.get(op.operands[0])
     if ring.tma:
-        cx.barrier()            # every wait on the barriers is over
+        if ring.multicast:      # ... and the peer's arrivals on this block's barriers
+            cluster_arrive(cx)
+            cluster_wait(cx)
+        else:
+            cx.barrier()        # every wait on the barriers is over
         if_op = _if(cx.first_thread())
         with ir.InsertionPoint(if_op.then_block):
             for s in range(ring.stages):

@@ -124,8 +124,9 @@ def _is_splat(value: ir.Value) -> bool:
     """Whether every element of the tile `value` is the same block-uniform scalar (a
     splat constant or `tensor.splat`: scalars are uniform across a block).  Equal
     registers within one thread say nothing about the other threads."""
-    owner = value.owner
-    if not isinstance(owner, ir.Operation):
+    from tileir.passes.effects import defining_op
+    owner = defining_op(value)          # (an OpView's op: `value.owner` is the view)
+    if owner is None:
         return False
     if owner.name == "tensor.splat":
         return True

@@ -1,0 +1,193 @@
+"""Cluster pairs: two blocks of a cluster share the operand tiles they both load (sm_90a).
+
+A persistent GEMM's neighbouring tiles (i, j) and (i + 1, j) read the same B tiles.
+Run as the two blocks of a (2, 1, 1) cluster, each copies *half* of such a tile
+(every other TMA box, or half the rows of its one box) with TMA multicast into
+the shared memory of both, so L2 serves each B tile once per pair instead of once
+per block (a third fewer lookups for 128 x 256 tiles).  The decision is made
+here, before the kernel becomes persistent:
+
+* `choose(func, target)` picks grid axis `a` whose neighbouring tiles pair: the
+  launch's grid is even along it (the wish's "wide" mask, an axis retiling did not
+  coarsen), the kernel is a persistent, not warp-specialized, not stream-K kernel on
+  sm_90a, every loop's bounds are the same for both tiles of a pair (they do not
+  depend on `bid(a)`: both blocks run the same ring iterations), and some load in a
+  loop that TMA can copy reads a tile of at least `MIN_SHARED_BYTES` whose index
+  does not depend on `bid(a)` and which the two blocks can copy half each of
+  (`split`: whole boxes, or rows on swizzle-atom boundaries).
+* `mark` records it: `tile.cluster_pairs = a` and a (2, 1, 1) `tile.cluster` on the
+  kernel, `tile.multicast` on each such load.
+
+Then `persistent.py` walks pairs of tiles (block rank r of cluster c takes tile
+`2 p + r` along `a` of the pair tile p it decodes from c), the pipeliner turns the
+marked loads into ring buffers listed in the ring's `tile.multicast`, and the ring
+rules (`rules/ring.py`) issue each half with `.multicast::cluster`, count both
+blocks' warps on every empty barrier and release each slot in both blocks.
+`ENABLED = False` switches pairing off (bench/gemm_schedules.py's A/B).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+PAIRS_ATTR = "tile.cluster_pairs"     # i64: the grid axis whose neighbouring tiles pair
+MULTICAST_ATTR = "tile.multicast"     # unit on a tile.load; dense i64 array on a ring
+ENABLED = True
+SPLIT = "auto"                        # "rows": halve rows even where boxes would do (A/B)
+ATOM_BYTES = 1024                     # a half must start on a swizzle atom (8 x 128 B)
+# The least a shared tile saves per ring stage for pairing to pay: the two blocks of
+# a pair wait on each other's releases every stage.  H100, 2026-11-26: a bf16
+# 256 x 64 B tile (32 KB) gains 1.5-4 %, an fp8 one (16 KB, twice the K steps per
+# byte) loses 13 % (bench/RESULTS.md, "Cluster pairs").
+MIN_SHARED_BYTES = 32 * 1024
+
+
+def plan(module: ir.Module) -> None:
+    target = ir.StringAttr(module.operation.attributes["tile.target"]).value \
+        if "tile.target" in module.operation.attributes else ""
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and "tile.kernel" in op.attributes:
+            found = choose(op, target)
+            if found is not None:
+                mark(op, *found)
+
+
+def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | None:
+    """(axis, loads to multicast) for a kernel whose tiles may run in pairs, else None."""
+    from .lower import CLUSTER_ATTR
+    from .retile import GRID_SCALE_ATTR, PERSISTENT_ATTR, WARP_SPECIALIZE_ATTR, read_wish
+    from .software_pipeline import async_capable
+    if not (ENABLED and target.startswith("sm_90") and _flag(func, PERSISTENT_ATTR)) or \
+            _flag(func, WARP_SPECIALIZE_ATTR) or _flag(func, "tile.stream_k") or \
+            CLUSTER_ATTR in func.attributes or PAIRS_ATTR in func.attributes:
+        return None
+    wish = read_wish(func)
+    if "wide" not in wish:
+        return None
+    even = int(wish["wide"])
+    scale = list(ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])) \
+        if GRID_SCALE_ATTR in func.attributes else [1, 1, 1]
+    loops, loads = [], []
+
+    def visit(op):
+        if op.name == "scf.for":
+            loops.append(op.operation)
+        elif op.name == "tile.load" and _in_loop(op.operation):
+            loads.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    for axis in (0, 1):
+        if not (even >> axis) & 1 or scale[axis] != 1:
+            continue
+        if any(_depends_on_bid(v, axis) for lp in loops for v in list(lp.operands)[:3]):
+            continue
+        shared = [ld for ld in loads if halves(ld.results[0].type) and
+                  _tile_bytes(ld.results[0].type) >= MIN_SHARED_BYTES and
+                  async_capable(func, target, ld) and
+                  not any(_depends_on_bid(v, axis) for v in list(ld.operands)[1:])]
+        if shared:
+            return axis, shared
+    return None
+
+
+def mark(func: ir.Operation, axis: int, loads: list[ir.Operation]) -> None:
+    from .lower import CLUSTER_ATTR
+    i64 = ir.IntegerType.get_signless(64)
+    func.attributes[PAIRS_ATTR] = ir.IntegerAttr.get(i64, axis)
+    func.attributes[CLUSTER_ATTR] = ir.DenseI64ArrayAttr.get([2, 1, 1])
+    for ld in loads:
+        ld.attributes[MULTICAST_ATTR] = ir.UnitAttr.get()
+
+
+def pair_axis(func: ir.Operation) -> int | None:
+    return ir.IntegerAttr(func.attributes[PAIRS_ATTR]).value \
+        if PAIRS_ATTR in func.attributes else None
+
+
+def halves(t: ir.Type) -> bool:
+    """Whether a tile in shared memory may be copied as two halves along the dim its TMA
+    box is cut along (its rows: `rules/ring.tma_clip_dim`), each half starting on a
+    swizzle atom of every box."""
+    from tileir.dialect.layout import tile_layout
+    from .mma_layouts import Shared
+    from .context import _bits
+    if not isinstance(t, ir.RankedTensorType):
+        return False
+    lay = tile_layout(t)
+    if not isinstance(lay, Shared):
+        return False
+    shape = tuple(t.shape)
+    return split(lay, shape, max(1, _bits(t.element_type) // 8)) is not None
+
+
+def split(lay, shape, eb: int) -> str | None:
+    """How the two blocks of a pair share the copies of a tile: "boxes" (block r copies
+    boxes r, r + 2, ... whole: the tile has an even number of TMA boxes), "rows"
+    (block r copies half r of the rows of its one box), None (neither applies)."""
+    from .rules.ring import tma_clip_dim
+    if lay.num_boxes(shape, eb) % 2 == 0 and SPLIT != "rows":
+        return "boxes"
+    clip = tma_clip_dim(lay, shape)
+    if clip is None or shape[clip] % 2 or half_bytes(lay, shape, eb, clip) % ATOM_BYTES:
+        return None
+    return "rows"
+
+
+def half_bytes(lay, shape, eb: int, clip: int) -> int:
+    """Bytes, inside one TMA box of the tile, of the first half along dim `clip`."""
+    rows = 1                                  # box rows: every dim but the fastest
+    for d in lay.order[1:]:
+        rows *= shape[d]
+    return rows // 2 * lay.row_bytes(shape, eb)
+
+
+def _tile_bytes(t: ir.RankedTensorType) -> int:
+    from .context import _bits
+    n = max(1, _bits(t.element_type) // 8)
+    for d in t.shape:
+        n *= d
+    return n
+
+
+def _flag(func: ir.Operation, name: str) -> bool:
+    return name in func.attributes and ir.BoolAttr(func.attributes[name]).value
+
+
+def _in_loop(op: ir.Operation) -> bool:
+    p = op.parent
+    while p is not None and p.name != "func.func":
+        if p.name == "scf.for":
+            return True
+        p = p.parent
+    return False
+
+
+def _depends_on_bid(v: ir.Value, axis: int) -> bool:
+    """Whether `v` may depend on `tile.bid(axis)`: a loop's iteration arguments (what
+    the loop carries, not its counter) count as depending."""
+    seen: set = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        owner = x.owner
+        if isinstance(owner, ir.Block):
+            parent = owner.owner.operation.name if owner.owner is not None else ""
+            if x.arg_number == 0 and parent == "scf.for":
+                continue                              # a loop counter
+            if parent != "func.func":
+                return True                           # carried: unknown
+            continue                                  # a kernel argument
+        owner = owner.operation
+        if owner.name == "tile.bid":
+            if ir.IntegerAttr(owner.attributes["axis"]).value == axis:
+                return True
+            continue
+        if x in seen:
+            continue
+        seen.add(x)
+        if owner.regions and len(owner.regions[0].blocks):
+            return True                               # a region's result: unknown
+        stack.extend(owner.operands)
+    return False
