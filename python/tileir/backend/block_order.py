@@ -61,7 +61,7 @@ def _wanted(func: ir.Operation) -> bool:
         nonlocal products
         if op.name == "tile.bid":
             axes.add(ir.IntegerAttr(op.attributes["axis"]).value)
-        elif op.name in ("tile.mma", "tile.mma_async") and _in_loop(op):
+        elif op.name in ("tile.mma", "tile.mma_async") and in_loop(op):
             products = True
         return ir.WalkResult.ADVANCE
 
@@ -69,7 +69,8 @@ def _wanted(func: ir.Operation) -> bool:
     return products and {0, 1} <= axes
 
 
-def _in_loop(op: ir.Operation) -> bool:
+def in_loop(op: ir.Operation) -> bool:
+    """Whether `op` sits inside an `scf.for` of its function."""
     p = op.parent
     while p is not None and p.name != "func.func":
         if p.name == "scf.for":

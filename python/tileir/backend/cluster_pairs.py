@@ -55,6 +55,7 @@ def plan(module: ir.Module) -> None:
 
 def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | None:
     """(axis, loads to multicast) for a kernel whose tiles may run in pairs, else None."""
+    from .block_order import in_loop
     from .lower import CLUSTER_ATTR
     from .retile import GRID_SCALE_ATTR, PERSISTENT_ATTR, WARP_SPECIALIZE_ATTR, read_wish
     from .software_pipeline import async_capable
@@ -73,7 +74,7 @@ def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | 
     def visit(op):
         if op.name == "scf.for":
             loops.append(op.operation)
-        elif op.name == "tile.load" and _in_loop(op.operation):
+        elif op.name == "tile.load" and in_loop(op.operation):
             loads.append(op.operation)
         return ir.WalkResult.ADVANCE
 
@@ -153,15 +154,6 @@ def _tile_bytes(t: ir.RankedTensorType) -> int:
 
 def _flag(func: ir.Operation, name: str) -> bool:
     return name in func.attributes and ir.BoolAttr(func.attributes[name]).value
-
-
-def _in_loop(op: ir.Operation) -> bool:
-    p = op.parent
-    while p is not None and p.name != "func.func":
-        if p.name == "scf.for":
-            return True
-        p = p.parent
-    return False
 
 
 def _depends_on_bid(v: ir.Value, axis: int) -> bool:
