@@ -455,7 +455,8 @@ class ReduceOp(TileOpView):
 def mma_accumulator_types(elem: ir.Type) -> tuple[str, ...]:
     """Accumulator (and matmul result) element types allowed for operand type `elem`."""
     return {"f16": ("f16", "f32"), "bf16": ("f32",), "f32": ("f32",), "f64": ("f64",),
-            "i8": ("i32",), "f8E4M3FN": ("f32",), "f8E5M2": ("f32",)}.get(str(elem), ())
+            "i8": ("i32",), "f8E4M3FN": ("f16", "f32"), "f8E5M2": ("f16", "f32")}.get(
+                str(elem), ())
 
 
 def _check_matmul_shapes(a: ir.RankedTensorType, b: ir.RankedTensorType,

@@ -17,7 +17,8 @@ import pytest
 import tileir as ct
 from tileir.runtime import launcher
 
-from test_tensor_cores import attention, bgemm, gemm, gemm_nt, linear_silu, lower_gemm
+from test_tensor_cores import (attention, bgemm, gemm, gemm_f16_acc, gemm_nt, linear_silu,
+                               lower_gemm)
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -88,6 +89,16 @@ def test_fp8_gemm():
     w = torch.randn(777, 512, device="cuda").to(torch.float8_e4m3fn)
     c, ref = _run(gemm_nt, a, w, torch.bfloat16, (128, 128, 64), nt=True)
     assert _rel_err(c, ref) < TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float8_e4m3fn])
+def test_f16_accumulator_gemm(dtype):
+    """mma into a float16 accumulator (cuTile allows it for f16 and fp8 operands): f32
+    sums on the tensor cores, one rounding to f16 per K tile; ragged M, N and K."""
+    a = (torch.randn(1000, 520, device="cuda") * 0.5).to(dtype)
+    b = (torch.randn(520, 776, device="cuda") * 0.5).to(dtype)
+    c, ref = _run(gemm_f16_acc, a, b, torch.float16, (128, 128, 64))
+    assert _rel_err(c, ref) < 4e-3
 
 
 @pytest.mark.parametrize("nt", [False, True])

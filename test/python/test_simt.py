@@ -20,7 +20,8 @@ from tileir.dialect import TileIRError
 from tileir.sim import SimError, simulate
 
 from mlir_kernels import GROW, PICK, compile_mlir, table_kernel
-from test_tensor_cores import (accumulate_ab, attention, bgemm, gemm, gemm_accumulate, gemm_nt,
+from test_tensor_cores import (accumulate_ab, attention, bgemm, gemm, gemm_accumulate, gemm_f16_acc,
+                               gemm_nt,
                                lower_gemm, row_logsumexp, scaled_gemm)
 
 BF16 = ml_dtypes.bfloat16
@@ -258,6 +259,28 @@ def test_persistent_gemm_runs_correctly(target, ws, warps, tiles, nt, rng):
                        warp_specialize=ws, num_warps=warps)
     got, ref = _gemm(kernel, target, 200, 136, 200, tiles, BF16, rng, nt=nt)
     assert _close(got, ref, 200)
+
+
+@pytest.mark.parametrize("target,dtype", [("sm_90a", np.float16), ("sm_80", np.float16),
+                                          ("sm_90a", ml_dtypes.float8_e4m3fn),
+                                          ("sm_80", ml_dtypes.float8_e4m3fn)])
+def test_f16_accumulator_gemm_matches_the_interpreter(target, dtype, rng):
+    """mma into a float16 accumulator (f16 and fp8 operands: cuTile allows both): the
+    simulator's run of the compiled code against the interpreter, which rounds to f16
+    once per mma call as the GPU code does (within one f16 rounding: f32 sums in
+    another order)."""
+    m, n, k = 200, 136, 200
+    a = (rng.standard_normal((m, k)) * 0.5).astype(dtype)
+    b = (rng.standard_normal((k, n)) * 0.5).astype(dtype)
+    c = np.full((m, n), np.nan, np.float16)
+    args = (a, b, c, 64, 64, 64)
+    ck = gemm_f16_acc.compile(args, stage="gpu", target=target)
+    grid = (ct.cdiv(m, 64), ct.cdiv(n, 64))
+    simulate(ck, grid, args)
+    want = np.full((m, n), np.nan, np.float16)
+    ct.launch(None, grid, gemm_f16_acc, (a, b, want, 64, 64, 64))    # NumPy: the interpreter
+    assert not np.isnan(c).any()
+    assert np.abs(c.astype(np.float64) - want).max() <= 2 ** -10 * (np.abs(want).max() + 1)
 
 
 @pytest.mark.parametrize("nt,m,n,k,sms", [

@@ -56,6 +56,19 @@ def gemm_nt(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
+@ct.kernel
+def gemm_f16_acc(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """The plain GEMM into a float16 accumulator (f16 or fp8 operands, as cuTile allows)."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float16)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(i, j), tile=acc)
+
+
 @ct.function
 def accumulate_ab(a, b, acc, i, j, trips, BM, BN, BK):
     """acc + A[i, :trips] @ B[:trips, j] in (BM, BK) x (BK, BN) tiles: the K loop of the
@@ -523,6 +536,26 @@ def test_cluster_pairs_where_they_pay(dtype, grid, paired, tmp_path):
     text = _sass_text(ck.cubin, tmp_path)
     assert "GMMA" in text                      # HGMMA (16-bit), QGMMA (fp8)
     assert ("UTMALDG.2D.MULTICAST" in text) == paired and ("UCGABAR_ARV" in text) == paired
+
+
+@pytest.mark.parametrize("target,dtype", [("sm_90a", np.float16), ("sm_80", np.float16),
+                                          ("sm_90a", ml_dtypes.float8_e4m3fn)])
+def test_an_f16_accumulator_runs_on_tensor_cores_in_f32(target, dtype, tmp_path):
+    """An f16 accumulator is widened for the tensor cores (f32 sums, one rounding to
+    f16 per mma): the K loop carries it in the accumulator layout, so the casts need
+    no exchange, and the code has no local memory."""
+    spec = ct.ArraySpec(dtype, 2)
+    ck = gemm_f16_acc.compile((spec, spec, ct.ArraySpec(np.float16, 2), 64, 64, 64),
+                              target=target)
+    layout = ck.artifacts["layout"]
+    loop = layout[layout.index("scf.for"):layout.index("scf.yield")]
+    # no conversion of the accumulator (fp8 B is re-laid K-major, sm_80 converts to store)
+    assert not [line for line in loop.splitlines() if "tile.convert_layout" in line and
+                ("xf16" in line or "xf32" in line)], loop
+    assert "arith.extf" in loop and "arith.truncf" in loop
+    text = _sass_text(ck.cubin, tmp_path)
+    assert "GMMA" in text if target == "sm_90a" else "HMMA" in text
+    assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report
 
 
 def test_a_fused_epilogue_converts_its_scalars_for_free():

@@ -70,6 +70,8 @@ class MmaAssignment:
         for op in _ops_named(self.func, "tile.matmul"):
             decompose_matmul(op)
         for op in _ops_named(self.func, "tile.mma"):
+            widen_accumulator(op)
+        for op in _ops_named(self.func, "tile.mma"):
             a, b, acc = op.operands
             k = a.type.shape[-1]
             p = mma_plan.plan(tuple(acc.type.shape), str(acc.type.element_type),
@@ -84,6 +86,13 @@ class MmaAssignment:
             # operands read from row-major shared tiles
             lay = p.acc if p is not None else self.home_of(tuple(acc.type.shape))
             self.preferred[acc] = self.preferred[op.results[0]] = lay
+            # a widened f16 accumulator (`widen_accumulator`): its f16 value too, so a
+            # loop carries it in the accumulator's layout and the casts are free
+            if _defining_name(acc) == "arith.extf":
+                self.preferred[acc.owner.operands[0]] = lay
+            for use in op.results[0].uses:
+                if use.owner.name == "arith.truncf":
+                    self.preferred[use.owner.results[0]] = lay
             for index in (0, 1):
                 self.operand_source(op.operands[index], swizzled=p is not None)
         self.propagate_through_loops()
@@ -491,6 +500,22 @@ def decompose_matmul(op: ir.Operation) -> None:
         r = MmaOp(a, b, init).result
         if acc_t.element_type != res_t.element_type:
             r = arith.truncf(res_t, r)
+    op.results[0].replace_all_uses_with(r)
+    op.erase()
+
+
+def widen_accumulator(op: ir.Operation) -> None:
+    """`mma(a, b, acc)` with an f16 accumulator -> `truncf(mma(a, b, extf(acc)))`: the
+    tensor cores accumulate in f32 here, and each mma rounds once to f16, as the
+    interpreter does (cuTile allows f16 accumulators for f16 and fp8 operands)."""
+    a, b, acc = op.operands
+    if str(acc.type.element_type) != "f16":
+        return
+    with ir.InsertionPoint(op), op.location:
+        wide_t = ir.RankedTensorType.get(list(acc.type.shape), ir.F32Type.get(),
+                                         acc.type.encoding)
+        r = MmaOp(a, b, arith.extf(wide_t, acc)).result
+        r = arith.truncf(acc.type, r)
     op.results[0].replace_all_uses_with(r)
     op.erase()
 
