@@ -452,6 +452,9 @@ class ReduceOp(TileOpView):
 # --------------------------------------------------------------------------
 # Matrix multiply
 # --------------------------------------------------------------------------
+FP8_TYPES = ("f8E4M3FN", "f8E5M2")    # mma operands of these two types may mix (e4m3 x e5m2)
+
+
 def mma_accumulator_types(elem: ir.Type) -> tuple[str, ...]:
     """Accumulator (and matmul result) element types allowed for operand type `elem`."""
     return {"f16": ("f16", "f32"), "bf16": ("f32",), "f32": ("f32",), "f64": ("f64",),
@@ -464,9 +467,11 @@ def _check_matmul_shapes(a: ir.RankedTensorType, b: ir.RankedTensorType,
     if a.rank not in (2, 3) or b.rank != a.rank:
         raise VerifyError(f"operands must both be 2-D (M x K, K x N) or 3-D (batched); got "
                           f"ranks {a.rank} and {b.rank}")
-    if a.element_type != b.element_type:
+    if a.element_type != b.element_type and not (
+            str(a.element_type) in FP8_TYPES and str(b.element_type) in FP8_TYPES):
         raise VerifyError(f"operand element types differ: {a.element_type} and "
-                          f"{b.element_type} (convert one first)")
+                          f"{b.element_type} (convert one first; only the two fp8 types "
+                          f"mix)")
     if a.rank == 3 and a.shape[0] != b.shape[0]:
         raise VerifyError(f"batch dims differ: {a.shape[0]} and {b.shape[0]}")
     m, k = a.shape[-2:]

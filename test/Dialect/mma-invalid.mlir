@@ -25,7 +25,7 @@ func.func @contraction_mismatch(%a: tensor<16x8xf32>, %b: tensor<16x16xf32>, %c:
 // -----
 
 func.func @operand_types_differ(%a: tensor<16x16xf16>, %b: tensor<16x16xbf16>, %c: tensor<16x16xf32>) {
-  // expected-error @+1 {{'tile.mma' op operand element types differ: f16 and bf16 (convert one first)}}
+  // expected-error @+1 {{'tile.mma' op operand element types differ: f16 and bf16 (convert one first; only the two fp8 types mix)}}
   %0 = "tile.mma"(%a, %b, %c) : (tensor<16x16xf16>, tensor<16x16xbf16>, tensor<16x16xf32>) -> tensor<16x16xf32>
   return
 }

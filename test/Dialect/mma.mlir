@@ -1,7 +1,8 @@
 // RUN: tile-opt %s | tile-opt | FileCheck %s
 
 // tile.mma: a @ b + acc, result type = acc type.  tile.matmul: a @ b.
-// Allowed: f16 x f16 -> f16|f32, bf16 x bf16 -> f32, f32 -> f32, f64 -> f64, i8 -> i32.
+// Allowed: f16 x f16 -> f16|f32, bf16 x bf16 -> f32, f32 -> f32, f64 -> f64, i8 -> i32,
+// fp8 x fp8 (either type each) -> f16|f32.
 
 // CHECK-LABEL: func.func @mma_dtypes
 // CHECK:         "tile.mma"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<64x16xf16>, tensor<16x32xf16>, tensor<64x32xf32>) -> tensor<64x32xf32>
@@ -21,6 +22,16 @@ func.func @mma_dtypes(%a16: tensor<64x16xf16>, %b16: tensor<16x32xf16>, %c32: te
   %3 = "tile.mma"(%a32, %b32, %acc32) : (tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
   %4 = "tile.mma"(%a64, %b64, %acc64) : (tensor<16x8xf64>, tensor<8x16xf64>, tensor<16x16xf64>) -> tensor<16x16xf64>
   %5 = "tile.mma"(%a8, %b8, %acc8) : (tensor<16x32xi8>, tensor<32x16xi8>, tensor<16x16xi32>) -> tensor<16x16xi32>
+  return
+}
+
+// The two fp8 types mix (e4m3 x e5m2, as the tensor cores take them), into f32 or f16.
+// CHECK-LABEL: func.func @mma_fp8_mix
+// CHECK:         "tile.mma"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<64x32xf8E4M3FN>, tensor<32x64xf8E5M2>, tensor<64x64xf32>) -> tensor<64x64xf32>
+// CHECK-NEXT:    "tile.mma"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<64x32xf8E5M2>, tensor<32x64xf8E5M2>, tensor<64x64xf16>) -> tensor<64x64xf16>
+func.func @mma_fp8_mix(%a: tensor<64x32xf8E4M3FN>, %b: tensor<32x64xf8E5M2>, %a5: tensor<64x32xf8E5M2>, %c: tensor<64x64xf32>, %h: tensor<64x64xf16>) attributes {tile.function} {
+  %0 = "tile.mma"(%a, %b, %c) : (tensor<64x32xf8E4M3FN>, tensor<32x64xf8E5M2>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %1 = "tile.mma"(%a5, %b, %h) : (tensor<64x32xf8E5M2>, tensor<32x64xf8E5M2>, tensor<64x64xf16>) -> tensor<64x64xf16>
   return
 }
 

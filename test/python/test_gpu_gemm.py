@@ -101,6 +101,14 @@ def test_f16_accumulator_gemm(dtype):
     assert _rel_err(c, ref) < 4e-3
 
 
+def test_e4m3_times_e5m2_gemm():
+    """Mixed fp8 operands, not promoted: one QGMMA of the two types."""
+    a = torch.randn(1000, 512, device="cuda").to(torch.float8_e4m3fn)
+    w = (torch.randn(777, 512, device="cuda") * 4).to(torch.float8_e5m2)
+    c, ref = _run(gemm_nt, a, w, torch.float32, (128, 128, 64), nt=True)
+    assert _rel_err(c, ref) < 1e-5
+
+
 @pytest.mark.parametrize("nt", [False, True])
 def test_tf32_gemm(nt):
     a = torch.randn(500, 300, device="cuda")

@@ -283,6 +283,27 @@ def test_f16_accumulator_gemm_matches_the_interpreter(target, dtype, rng):
     assert np.abs(c.astype(np.float64) - want).max() <= 2 ** -10 * (np.abs(want).max() + 1)
 
 
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_e4m3_times_e5m2_is_one_product(target, rng):
+    """An e4m3 x e5m2 mma is not promoted (as in cuTile): one wgmma of the two types on
+    sm_90a (QGMMA.*.E4M3.E5M2), the FMA units on sm_80; exact against the interpreter
+    up to f32 sums."""
+    m, n, k = 200, 136, 256
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.float8_e4m3fn)
+    w = (rng.standard_normal((n, k)) * 4).astype(ml_dtypes.float8_e5m2)
+    c = np.full((m, n), np.nan, np.float32)
+    args = (a, w, c, 64, 64, 64)
+    ck = gemm_nt.compile(args, stage="gpu", target=target)
+    assert "f8E5M2" in ck.artifacts["layout"] and "arith.extf" not in ck.artifacts["layout"]
+    grid = (ct.cdiv(m, 64), ct.cdiv(n, 64))
+    simulate(ck, grid, args)
+    want = np.full((m, n), np.nan, np.float32)
+    ct.launch(None, grid, gemm_nt, (a, w, want, 64, 64, 64))       # NumPy: the interpreter
+    ref = a.astype(np.float64) @ w.astype(np.float64).T
+    assert np.abs(c - ref).max() <= 1e-6 * np.abs(ref).max()
+    assert np.abs(want - ref).max() <= 1e-6 * np.abs(ref).max()
+
+
 @pytest.mark.parametrize("nt,m,n,k,sms", [
     (True, 500, 1000, 328, 2),       # 4 x 4 tiles of 128 x 256 (2 x 4 pairs) on one cluster
     (False, 500, 1000, 328, 2),      # B (K, N): four 64-column boxes, each halved

@@ -250,8 +250,9 @@ def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
         a = broadcast_to(a, batch + a.shape[-2:])
         b = broadcast_to(b, batch + b.shape[-2:])
-    if a.dtype != b.dtype:
-        d = dt.promote(a.dtype, b.dtype)
+    fp8 = {dt.float8_e4m3fn, dt.float8_e5m2}
+    if a.dtype != b.dtype and not (a.dtype in fp8 and b.dtype in fp8):
+        d = dt.promote(a.dtype, b.dtype)      # (e4m3 x e5m2 mix: the tensor cores take it)
         a, b = cast(a, d), cast(b, d)
     if a.dtype.is_bool or (a.dtype.is_int and a.dtype.bits != 8) or a.dtype == dt.uint8:
         raise type_error(f"matmul does not take {a.dtype.name} operands; use float16, "

@@ -1204,6 +1204,7 @@ def _wgmma(sim, blk, o, mask):
     shape = str(o.attributes["shape"])
     m, n, k = (int(x) for x in re.findall(r"= (\d+)", shape))
     ta = re.search(r"<(\w+)>", str(o.attributes["typeA"])).group(1)
+    tb = re.search(r"<(\w+)>", str(o.attributes["typeB"])).group(1)     # (e4m3 x e5m2)
     a_kmajor = "row" in str(o.attributes["layoutA"])
     b_kmajor = "col" in str(o.attributes["layoutB"])
     out = np.stack([np.asarray(x, np.float32) for x in acc])      # (regs, threads)
@@ -1211,7 +1212,7 @@ def _wgmma(sim, blk, o, mask):
         da = _uniform(np.asarray(desc_a)[sel], np.ones(128, bool), "wgmma descriptor A")
         db = _uniform(np.asarray(desc_b)[sel], np.ones(128, bool), "wgmma descriptor B")
         A = hw.to_float(hw.read_operand(blk.shared, da, 64, k, a_kmajor, ta), ta)
-        B = hw.to_float(hw.read_operand(blk.shared, db, n, k, b_kmajor, ta), ta)   # n x k
+        B = hw.to_float(hw.read_operand(blk.shared, db, n, k, b_kmajor, tb), tb)   # n x k
         _accumulate(out, 128 * g, n, A @ B.T)
     return tuple(out[i] for i in range(out.shape[0]))
 

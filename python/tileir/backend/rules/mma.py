@@ -74,7 +74,7 @@ def _issue(cx: LoweringContext, op) -> Frag:
         raise TileIRError(f"tensor-core accumulators are f32 on the GPU; got "
                           f"{acc.elem}", op.location)
     if lay.version == 3:
-        return _wgmma(cx, lay, a, b, acc, elem)
+        return _wgmma(cx, lay, a, b, acc, elem, str(op.b.type.element_type))
     return _mma_sync(cx, lay, a, b, acc, elem, op)
 
 
@@ -166,7 +166,8 @@ def _unpack(s: ir.Value, n: int, t: ir.Type) -> list[ir.Value]:
     return [llvm.extractvalue(t, s, ir.DenseI64ArrayAttr.get([i])) for i in range(n)]
 
 
-def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str) -> Frag:
+def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
+           elem_b: str | None = None) -> Frag:
     shape = acc.shape
     m, n = shape
     k = (a.shape if isinstance(a, SmemTile) else a.shape)[1]
@@ -199,7 +200,7 @@ def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str) -> Frag:
                 if da is not None:
                     desc_a = da.at(cx, (mi * im, kk * step))
                     out = _wgmma_ss(regs[base:base + per], desc_a, desc_b, inn, elem,
-                                    da.k_major, db.k_major, f32)
+                                    da.k_major, db.k_major, f32, elem_b or elem)
                 else:
                     frag_a = _a_fragment(a, mi, kk, k, step)
                     out = _wgmma_rs(regs[base:base + per], frag_a, desc_b, inn, elem,
@@ -210,16 +211,19 @@ def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str) -> Frag:
 
 
 def _wgmma_ss(d: list[ir.Value], desc_a, desc_b, n: int, elem: str, a_k_major: bool,
-              b_k_major: bool, f32) -> list[ir.Value]:
+              b_k_major: bool, f32, elem_b: str) -> list[ir.Value]:
+    """wgmma with both operands in shared memory; B's type may differ from A's (e4m3 x
+    e5m2)."""
     st = _struct(len(d))
     t = ir.Attribute.parse(f"#nvvm.wgmma_type<{_WGMMA_TYPE[elem]}>")
+    tb = ir.Attribute.parse(f"#nvvm.wgmma_type<{_WGMMA_TYPE[elem_b]}>")
     one_in = ir.Attribute.parse("#nvvm.wgmma_scale_in<one>")
     # K-major A is "row", K-major B is "col" (BLAS's non-transposed operands)
     lay_a = ir.Attribute.parse(f"#nvvm.mma_layout<{'row' if a_k_major else 'col'}>")
     lay_b = ir.Attribute.parse(f"#nvvm.mma_layout<{'col' if b_k_major else 'row'}>")
     r = nvvm.WgmmaMmaAsyncOp(
         st, _pack(d, st), desc_a, desc_b,
-        ir.Attribute.parse(f"#nvvm.shape<m = 64, n = {n}, k = {K_STEP[elem]}>"), t, t,
+        ir.Attribute.parse(f"#nvvm.shape<m = 64, n = {n}, k = {K_STEP[elem]}>"), t, tb,
         ir.Attribute.parse("#nvvm.wgmma_type<f32>"),
         ir.Attribute.parse("#nvvm.wgmma_scale_out<one>"), one_in, one_in, lay_a, lay_b).result
     return _unpack(r, len(d), f32)
