@@ -287,21 +287,26 @@ def _check_one(seed: int, gpu: bool = False) -> Finding | None:
         return check(seed, Path(d), gpu)
 
 
-def _pooled(seeds: list[int], jobs: int) -> list[Finding | None]:
+def _pooled(seeds: list[int], jobs: int, script: str | None = None,
+            gen=None) -> list[Finding | None]:
     """`check` over `seeds` in `jobs` child processes, each going through its share in
     order and reporting every case as it ends.  A compile that kills its process (an
     abort inside LLVM or MLIR) ends that child mid-share: the case it was on is a
-    finding with the child's last words, and a new child takes the rest."""
+    finding with the child's last words, and a new child takes the rest.  `script`
+    and `gen`: another fuzzer's file (run with `--cases`) and generator
+    (fuzz_gemm.py); this one's by default."""
     import threading
+    script, gen = script or __file__, gen or generate
     shares = [seeds[j::jobs] for j in range(jobs)]
     results: dict[int, Finding | None] = {}
 
     def work(share: list[int]) -> None:
         while share:
-            done, last_words = _run_child(share, results)
+            done, last_words = _run_child(share, results, script, gen)
             share = share[done:]
             if share:                        # the child died on share[0]
-                results[share[0]] = _died(share[0], last_words)
+                results[share[0]] = Finding(share[0], gen(share[0])[0],
+                                            f"the process died ({last_words})")
                 share = share[1:]
 
     threads = [threading.Thread(target=work, args=(share,)) for share in shares]
@@ -312,26 +317,22 @@ def _pooled(seeds: list[int], jobs: int) -> list[Finding | None]:
     return [results.get(s) for s in seeds]
 
 
-def _run_child(share: list[int], results: dict) -> tuple[int, str]:
+def _run_child(share: list[int], results: dict, script: str, gen) -> tuple[int, str]:
     """Runs `share` in one child process: (how many cases it finished, its last words)."""
     import json
     import subprocess
-    proc = subprocess.Popen([sys.executable, __file__, "--cases", ",".join(map(str, share))],
+    proc = subprocess.Popen([sys.executable, script, "--cases", ",".join(map(str, share))],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = 0
     for line in proc.stdout:
         if not line.startswith("CASE "):
             continue
         seed, what = json.loads(line[5:])
-        results[seed] = None if what is None else Finding(seed, generate(seed)[0], what)
+        results[seed] = None if what is None else Finding(seed, gen(seed)[0], what)
         done += 1
     err = proc.stderr.read()
     proc.wait()
     return done, f"exit {proc.returncode}: " + " | ".join(err.strip().splitlines()[-3:])[:2000]
-
-
-def _died(seed: int, last_words: str) -> Finding:
-    return Finding(seed, generate(seed)[0], f"the process died ({last_words})")
 
 
 def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
@@ -343,13 +344,20 @@ def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
     else:                   # in children, so that a compile that aborts is a finding
         results = _pooled(seeds, max(1, jobs))
     findings = [f for f in results if f is not None]
-    if out is not None and findings:
-        out.mkdir(parents=True, exist_ok=True)
-        for i, f in enumerate(findings):
-            (out / f"finding-{i}.py").write_text(
-                f"# seed {f.seed}\n" + "".join(f"# {line}\n" for line in f.what.splitlines())
-                + f.source)
+    write_findings(out, findings)
     return findings
+
+
+def write_findings(out: Path | None, findings: list[Finding]) -> None:
+    """Each finding as a reproducer `finding-<i>.py` in `out`: its source, what went
+    wrong as comments."""
+    if out is None or not findings:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for i, f in enumerate(findings):
+        (out / f"finding-{i}.py").write_text(
+            f"# seed {f.seed}\n" + "".join(f"# {line}\n" for line in f.what.splitlines())
+            + f.source)
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+import fuzz_gemm  # noqa: E402
 import fuzz_kernels  # noqa: E402
 import fuzz_mlir  # noqa: E402
 import sweep_dtypes  # noqa: E402
@@ -63,6 +64,21 @@ def test_random_kernels_agree_with_the_interpreter_or_fail_located(tmp_path):
 def test_the_kernel_generator_makes_invalid_cases_too():
     kinds = {fuzz_kernels.generate(s)[1]["invalid"] for s in range(200)}
     assert kinds == {None, "shape", "rank", "name", "dtype"}
+
+
+def test_random_gemms_match_the_interpreter_or_fail_located(tmp_path):
+    """A few random GEMMs (test/fuzz/fuzz_gemm.py): every dtype, accumulator, tile and
+    option the generator draws, simulated for both targets, bit for bit."""
+    findings = fuzz_gemm.run(12, seed=3, jobs=2, out=tmp_path)
+    assert not findings, "\n".join(f"[seed {f.seed}] {f.what}" for f in findings[:5])
+
+
+def test_the_gemm_generator_covers_the_dtypes_and_invalid_cases():
+    cases = [fuzz_gemm.generate(s)[1] for s in range(300)]
+    assert {c["invalid"] for c in cases} == {None, "tile", "operands", "accumulator"}
+    assert {(c["a"], c["b"]) for c in cases if c["invalid"] is None} == \
+        {(a, b) for a, b, _ in fuzz_gemm.OPERANDS}
+    assert {c["acc"] for c in cases} >= {"float32", "float16", "float64", "int32"}
 
 
 def test_every_40th_op_and_dtype_compiles_or_fails_located():

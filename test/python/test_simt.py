@@ -283,6 +283,34 @@ def test_f16_accumulator_gemm_matches_the_interpreter(target, dtype, rng):
     assert np.abs(c.astype(np.float64) - want).max() <= 2 ** -10 * (np.abs(want).max() + 1)
 
 
+@ct.kernel
+def batched_tiles(a, b, c, NB: ct.Constant[int], BM: ct.Constant[int], BN: ct.Constant[int],
+                  BK: ct.Constant[int]):
+    """A 3-d (batched) mma of (NB, BM, BK) x (NB, BK, BN) tiles."""
+    i = ct.bid(0)
+    acc = ct.zeros((NB, BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=2, shape=(NB, BM, BK))):
+        ta = ct.load(a, index=(0, i, k), shape=(NB, BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(0, k, 0), shape=(NB, BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(0, i, 0), tile=ct.astype(acc, c.dtype))
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_batched_mma_of_tiles_runs_on_the_gpu_path(target, batch, rng):
+    """3-d product tiles (a batch of 1 too) become one 2-d product a batch in the
+    frontend, so the GPU path takes them; exact with small-integer operands."""
+    a = rng.integers(-2, 3, (batch, 100, 96)).astype(BF16)
+    b = rng.integers(-2, 3, (batch, 96, 64)).astype(BF16)
+    c = np.full((batch, 100, 64), np.nan, np.float32)
+    args = (a, b, c, batch, 64, 64, 32)
+    ck = batched_tiles.compile(args, stage="gpu", target=target)
+    simulate(ck, (2, 1, 1), args)
+    ref = np.einsum("zmk,zkn->zmn", a.astype(np.float64), b.astype(np.float64))
+    assert np.array_equal(c, ref)
+
+
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 def test_e4m3_times_e5m2_is_one_product(target, rng):
     """An e4m3 x e5m2 mma is not promoted (as in cuTile): one wgmma of the two types on

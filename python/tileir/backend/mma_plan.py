@@ -12,8 +12,8 @@ product then runs on the FMA units: tiles too small, f64, i8, and fp8 on sm_80).
 Operand element types and the K step of one instruction:
 f16, bf16 -> k16 (v2, v3); f32 as tf32 -> k8 (v2: mma.sync.m16n8k8, register
 fragments of one f32 per K element, `DotOperand.kwidth` 1; v3: wgmma reads tf32
-only K-major); f8E4M3FN, f8E5M2 -> k32 (v3, K-major only).  The accumulator is f32
-(f16 allowed for f16 operands).
+only K-major); f8E4M3FN, f8E5M2 -> k32 (v3, K-major only; the two may mix).  The
+accumulator is f32 (an f16 one is widened before planning: `assign.widen_accumulator`).
 """
 
 from __future__ import annotations

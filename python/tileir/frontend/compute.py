@@ -262,7 +262,7 @@ def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
 
 def matmul(a, b) -> TileValue:
     a, b = _matmul_operands(a, b)
-    if a.ndim == 3 and a.shape[0] > 1:
+    if a.ndim == 3:          # one 2-d product a batch (a batch of 1 too)
         return _per_batch(lambda x, y, _: matmul(x, y), a, b, None)
     out = dt.int32 if a.dtype.is_int else dt.float32 if a.dtype.restricted else a.dtype
     shape = (*a.shape[:-1], b.shape[-1])
@@ -300,6 +300,6 @@ def mma(a, b, acc) -> TileValue:
         raise type_error(f"mma with {a.dtype.name} operands accumulates in "
                          f"{' or '.join(dt.from_mlir(x).name for x in allowed)}, got a "
                          f"{acc.dtype.name} accumulator")
-    if a.ndim == 3 and a.shape[0] > 1:
+    if a.ndim == 3:          # one 2-d product a batch (a batch of 1 too)
         return _per_batch(mma, a, b, acc)
     return wrap(tile.MmaOp(a.value, b.value, acc.value).result, acc.dtype)
