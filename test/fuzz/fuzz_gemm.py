@@ -16,7 +16,8 @@ a power of two, operands mma does not take, an accumulator the operands do not
 allow), and must fail with an error naming the kernel's line.
 
 A valid case runs in the interpreter (the oracle), then is compiled for sm_90a and
-sm_80 down to cubins (ptxas runs) and simulated (tileir.sim).  A located tileir
+sm_80 down to cubins (ptxas runs) and simulated (tileir.sim); with `--gpu` it is
+launched on the GPU instead (compiled as the launch compiles it for that GPU).  A located tileir
 error from a target (a combination the GPU path refuses, such as a 3-d product) is
 counted, not a finding; a crash, an unlocated error or a mismatch is.  Cases run in
 child processes (fuzz_kernels._pooled), so an abort inside LLVM is a finding too.
@@ -113,8 +114,9 @@ def _operand(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
     return rng.integers(lo, 3, shape).astype(fk._np_dtype(dtype))
 
 
-def check(seed: int, workdir: Path) -> tuple[fk.Finding | None, str | None]:
-    """(a finding or None, the located refusal a target gave, if any)."""
+def check(seed: int, workdir: Path, gpu: bool = False) -> tuple[fk.Finding | None, str | None]:
+    """(a finding or None, the located refusal a target gave, if any).  With `gpu`, the
+    case is also launched on the GPU (torch tensors) and compared the same way."""
     import tileir as ct
     from tileir.errors import TileIRError
     from tileir.kernel import hardware_grid
@@ -144,6 +146,24 @@ def check(seed: int, workdir: Path) -> tuple[fk.Finding | None, str | None]:
     if case["invalid"]:
         return fk.Finding(seed, source, f"the invalid case ({case['invalid']}) ran"), None
     refused = None
+    if gpu:
+        import torch
+        tout = fk._to_torch(np.full((m, n), fk._poison(out_dtype), out_dtype))
+        try:
+            ct.launch(None, grid, kernel, (fk._to_torch(a), fk._to_torch(b), tout, bm, bn, bk))
+            torch.cuda.synchronize()
+        except (TileIRError, ct.TileError) as e:
+            if not fk._located(e, path):
+                return fk.Finding(seed, source, f"GPU: unlocated {e}"[:2000]), None
+            refused = f"GPU: {str(e).splitlines()[0]}"
+        except Exception:
+            return fk.Finding(seed, source, "GPU launch failed:\n" +
+                              traceback.format_exc()[-2000:]), None
+        else:
+            bad = _mismatch(fk._from_torch(tout, out_dtype), ref, case)
+            if bad:
+                return fk.Finding(seed, source, f"GPU: {bad} (case {case})"), None
+        return None, refused                 # (the GPU is the check: no simulation)
     for target in TARGETS:
         got = np.full((m, n), fk._poison(out_dtype), out_dtype)
         try:
@@ -176,15 +196,19 @@ def _mismatch(got: np.ndarray, ref: np.ndarray, case: dict) -> str | None:
     return f"{g[at]} vs the interpreter's {r[at]} at {at}"
 
 
-def _check_one(seed: int) -> tuple[fk.Finding | None, str | None]:
+def _check_one(seed: int, gpu: bool = False) -> tuple[fk.Finding | None, str | None]:
     with tempfile.TemporaryDirectory(prefix="tileir-gfuzz-") as d:
-        return check(seed, Path(d))
+        return check(seed, Path(d), gpu)
 
 
-def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None) -> list[fk.Finding]:
+def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
+        gpu: bool = False) -> list[fk.Finding]:
     seeds = [seed * 1_000_003 + i for i in range(n)]
     os.environ.setdefault("TILEIR_CACHE", "0")
-    results = fk._pooled(seeds, max(1, jobs), script=__file__, gen=generate)
+    if gpu:                                  # one process holds the GPU
+        results = [_check_one(s, True)[0] for s in seeds]
+    else:
+        results = fk._pooled(seeds, max(1, jobs), script=__file__, gen=generate)
     findings = [f for f in results if f is not None]
     fk.write_findings(out, findings)
     return findings
@@ -196,6 +220,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", type=Path, default=Path("fuzz-findings"))
+    p.add_argument("--gpu", action="store_true",
+                   help="also launch each valid GEMM on the GPU (torch tensors)")
     p.add_argument("--cases", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cases is not None:               # fk._run_child's child: report each case
@@ -207,7 +233,7 @@ def main(argv=None) -> int:
             print("CASE " + json.dumps([s, None if found is None else found.what]),
                   flush=True)
         return 0
-    findings = run(args.fuzz_n, args.seed, args.jobs, args.out)
+    findings = run(args.fuzz_n, args.seed, args.jobs, args.out, args.gpu)
     print(f"{args.fuzz_n} GEMMs, seed {args.seed}: {len(findings)} findings"
           + (f" (reproducers in {args.out})" if findings else ""))
     for f in findings[:20]:

@@ -236,10 +236,13 @@ def _np_dtype(name: str) -> np.dtype:
         else np.dtype(name)
 
 
+_BITS_ONLY = ("bfloat16", "float8_e4m3fn", "float8_e5m2")   # torch takes them as bits
+
+
 def _to_torch(a: np.ndarray):
     """A CUDA tensor with `a`'s values (ml_dtypes arrays through their bits)."""
     import torch
-    if a.dtype.name in ("bfloat16", "float8_e4m3fn"):
+    if a.dtype.name in _BITS_ONLY:
         bits = np.ascontiguousarray(a).view(np.int16 if a.itemsize == 2 else np.uint8)
         return torch.from_numpy(bits).cuda().view(getattr(torch, a.dtype.name))
     return torch.from_numpy(np.ascontiguousarray(a)).cuda()
@@ -247,7 +250,7 @@ def _to_torch(a: np.ndarray):
 
 def _from_torch(t, dtype: np.dtype) -> np.ndarray:
     import torch
-    if dtype.name in ("bfloat16", "float8_e4m3fn"):
+    if dtype.name in _BITS_ONLY:
         bits = t.view(torch.int16 if dtype.itemsize == 2 else torch.uint8)
         return bits.cpu().numpy().view(dtype)
     return t.cpu().numpy()
