@@ -102,11 +102,13 @@ def test_f16_accumulator_gemm(dtype):
 
 
 def test_e4m3_times_e5m2_gemm():
-    """Mixed fp8 operands, not promoted: one QGMMA of the two types."""
+    """Mixed fp8 operands, not promoted: one QGMMA of the two types.  The fp8 tensor
+    cores sum with fewer bits than f32 (H100, 2026-11-26: 2.7e-4 relative here), so
+    the bound is not f32's."""
     a = torch.randn(1000, 512, device="cuda").to(torch.float8_e4m3fn)
     w = (torch.randn(777, 512, device="cuda") * 4).to(torch.float8_e5m2)
     c, ref = _run(gemm_nt, a, w, torch.float32, (128, 128, 64), nt=True)
-    assert _rel_err(c, ref) < 1e-5
+    assert _rel_err(c, ref) < 1e-3
 
 
 @pytest.mark.parametrize("nt", [False, True])
