@@ -225,20 +225,9 @@ def main(argv=None) -> int:
     p.add_argument("--cases", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cases is not None:               # fk._run_child's child: report each case
-        import json
-        for s in map(int, args.cases.split(",")):
-            found, refused = _check_one(s)
-            if refused:
-                print(f"REFUSED {s} {refused}", flush=True)
-            print("CASE " + json.dumps([s, None if found is None else found.what]),
-                  flush=True)
-        return 0
+        return fk.serve_cases(args.cases, lambda s: _check_one(s)[0])
     findings = run(args.fuzz_n, args.seed, args.jobs, args.out, args.gpu)
-    print(f"{args.fuzz_n} GEMMs, seed {args.seed}: {len(findings)} findings"
-          + (f" (reproducers in {args.out})" if findings else ""))
-    for f in findings[:20]:
-        print(f"  [seed {f.seed}] {f.what.splitlines()[0][:200]}")
-    return 1 if findings else 0
+    return fk.report(findings, f"{args.fuzz_n} GEMMs, seed {args.seed}", args.out)
 
 
 if __name__ == "__main__":

@@ -374,15 +374,24 @@ def main(argv=None) -> int:
     p.add_argument("--cases", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cases is not None:               # _run_child's child: report each case
-        import json
-        for seed in map(int, args.cases.split(",")):
-            found = _check_one(seed)
-            print("CASE " + json.dumps([seed, None if found is None else found.what]),
-                  flush=True)
-        return 0
+        return serve_cases(args.cases, _check_one)
     findings = run(args.fuzz_n, args.seed, args.jobs, args.out, args.gpu)
-    print(f"{args.fuzz_n} kernels, seed {args.seed}: {len(findings)} findings"
-          + (f" (reproducers in {args.out})" if findings else ""))
+    return report(findings, f"{args.fuzz_n} kernels, seed {args.seed}", args.out)
+
+
+def serve_cases(cases: str, check_one) -> int:
+    """A pool child (`--cases`): runs each seed and prints its outcome as it ends."""
+    import json
+    for seed in map(int, cases.split(",")):
+        found = check_one(seed)
+        print("CASE " + json.dumps([seed, None if found is None else found.what]), flush=True)
+    return 0
+
+
+def report(findings: list[Finding], what: str, out: Path) -> int:
+    """Prints a run's summary and its first findings; the exit status."""
+    print(f"{what}: {len(findings)} findings"
+          + (f" (reproducers in {out})" if findings else ""))
     for f in findings[:20]:
         print(f"  [seed {f.seed}] {f.what.splitlines()[0][:200]}")
     return 1 if findings else 0
