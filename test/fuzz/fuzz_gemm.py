@@ -4,8 +4,8 @@
 
 Each case is a cuTile-style GEMM: a K loop of two `ct.load`s and `acc = ct.mma(a, b,
 acc)` (B as (K, N), or as (N, K) through `ct.transpose`), an epilogue, a store.  It
-draws the operand dtypes (f16, bf16, f32 as tf32, f64, i8, e4m3, e5m2, the two fp8
-types mixed) and an accumulator they allow (f16 for f16 and fp8), tiles of 16 to
+draws the operand dtypes (f16, bf16, f32 as tf32, f64, i8, u8, e4m3, e5m2, the two
+fp8 types mixed) and an accumulator they allow (f16 for f16 and fp8), tiles of 16 to
 128 (K tiles 16 to 64), ragged M, N and K from 1, kernel options (persistent, warp
 specialization, stages), and the grid's SM count the launch is compiled for (1 to
 132: retiling, persistent tiles, cluster pairs, decode shrinking).  Operands hold
@@ -44,6 +44,7 @@ OPERANDS = [("float16", "float16", ("float32", "float16")),
             ("float32", "float32", ("float32",)),
             ("float64", "float64", ("float64",)),
             ("int8", "int8", ("int32",)),
+            ("uint8", "uint8", ("int32",)),
             ("float8_e4m3fn", "float8_e4m3fn", ("float32", "float16")),
             ("float8_e5m2", "float8_e5m2", ("float32",)),
             ("float8_e4m3fn", "float8_e5m2", ("float32", "float16"))]
@@ -62,7 +63,7 @@ def generate(seed: int) -> tuple[str, dict]:
     acc = rng.choice(accs)
     invalid = rng.choice([None] * 7 + ["tile", "operands", "accumulator"])
     if invalid == "operands":
-        a_dt, b_dt = rng.choice([("uint8", "uint8"), ("int16", "int16"), ("bool", "bool")])
+        a_dt, b_dt = rng.choice([("int16", "int16"), ("int32", "int32"), ("bool", "bool")])
         acc = "int32"
     if invalid == "accumulator":
         a_dt, b_dt, acc = rng.choice([("bfloat16", "bfloat16", "float16"),

@@ -311,6 +311,37 @@ def test_a_batched_mma_of_tiles_runs_on_the_gpu_path(target, batch, rng):
     assert np.array_equal(c, ref)
 
 
+@ct.kernel
+def gemm_i32(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """An integer GEMM into an int32 accumulator (int8 or uint8 operands)."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.int32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(i, j), tile=acc)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_uint8_mma_is_exact(target, rng):
+    """uint8 x uint8 -> int32 (cuTile's form) through the signed int8 product and row
+    and column sums: exact over the whole 0..255 range, in the interpreter and in the
+    simulator; ragged M, N and K (the zero padding is a uint8 0)."""
+    m, n, k = 100, 70, 150
+    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    b = rng.integers(0, 256, (k, n)).astype(np.uint8)
+    ref = a.astype(np.int64) @ b.astype(np.int64)
+    want = np.full((m, n), -3, np.int32)
+    ct.launch(None, (2, 2), gemm_i32, (a, b, want, 64, 64, 32))    # NumPy: the interpreter
+    assert np.array_equal(want, ref)
+    got = np.full((m, n), -3, np.int32)
+    ck = gemm_i32.compile((a, b, got, 64, 64, 32), stage="gpu", target=target)
+    simulate(ck, (2, 2), (a, b, got, 64, 64, 32))
+    assert np.array_equal(got, ref)
+
+
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 def test_e4m3_times_e5m2_is_one_product(target, rng):
     """An e4m3 x e5m2 mma is not promoted (as in cuTile): one wgmma of the two types on

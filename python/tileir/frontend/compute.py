@@ -254,16 +254,33 @@ def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
     if a.dtype != b.dtype and not (a.dtype in fp8 and b.dtype in fp8):
         d = dt.promote(a.dtype, b.dtype)      # (e4m3 x e5m2 mix: the tensor cores take it)
         a, b = cast(a, d), cast(b, d)
-    if a.dtype.is_bool or (a.dtype.is_int and a.dtype.bits != 8) or a.dtype == dt.uint8:
+    if a.dtype.is_bool or (a.dtype.is_int and a.dtype.bits != 8):
         raise type_error(f"matmul does not take {a.dtype.name} operands; use float16, "
-                         f"bfloat16, float32, float64 or int8")
+                         f"bfloat16, float32, float64, int8 or uint8")
     return a, b
+
+
+def _unsigned_product(a: TileValue, b: TileValue, acc: TileValue) -> TileValue:
+    """`a @ b + acc` of uint8 (M, K) x (K, N) tiles into int32, through the signed int8
+    product (Tile IR's i8 is signed): with a' = a - 128 and b' = b - 128 (exact in
+    int8), sum_k a b = sum_k a' b' + 128 sum_k a + 128 sum_k b - 128^2 K.  Exact, in
+    the interpreter and on the GPU (int32 wrapping as the product would)."""
+    def signed(t):
+        return cast(binary("-", cast(t, dt.int16), 128), dt.int8)
+    r = wrap(tile.MmaOp(signed(a).value, signed(b).value, acc.value).result, dt.int32)
+    rows = reduce("sum", cast(a, dt.int32), axis=1, keepdims=True)       # (M, 1)
+    cols = reduce("sum", cast(b, dt.int32), axis=0, keepdims=True)       # (1, N)
+    r = binary("+", r, binary("*", rows, 128))
+    r = binary("+", r, binary("*", cols, 128))
+    return binary("-", r, 128 * 128 * a.shape[-1])
 
 
 def matmul(a, b) -> TileValue:
     a, b = _matmul_operands(a, b)
     if a.ndim == 3:          # one 2-d product a batch (a batch of 1 too)
         return _per_batch(lambda x, y, _: matmul(x, y), a, b, None)
+    if a.dtype == dt.uint8:
+        return _unsigned_product(a, b, constant(0, dt.int32, (a.shape[0], b.shape[-1])))
     out = dt.int32 if a.dtype.is_int else dt.float32 if a.dtype.restricted else a.dtype
     shape = (*a.shape[:-1], b.shape[-1])
     op = tile.MatmulOp(a.value, b.value, tensor_type(shape, out))
@@ -295,11 +312,14 @@ def mma(a, b, acc) -> TileValue:
     if acc.shape != want:
         raise type_error(f"mma accumulator has shape {acc.shape}, expected {want} for a of "
                          f"shape {a.shape} and b of shape {b.shape}")
-    allowed = tile.mma_accumulator_types(ir.Type.parse(a.dtype.mlir))
+    allowed = ("i32",) if a.dtype == dt.uint8 else \
+        tile.mma_accumulator_types(ir.Type.parse(a.dtype.mlir))
     if acc.dtype.mlir not in allowed:
         raise type_error(f"mma with {a.dtype.name} operands accumulates in "
                          f"{' or '.join(dt.from_mlir(x).name for x in allowed)}, got a "
                          f"{acc.dtype.name} accumulator")
     if a.ndim == 3:          # one 2-d product a batch (a batch of 1 too)
         return _per_batch(mma, a, b, acc)
+    if a.dtype == dt.uint8:
+        return _unsigned_product(a, b, acc)
     return wrap(tile.MmaOp(a.value, b.value, acc.value).result, acc.dtype)
