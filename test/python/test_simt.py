@@ -184,13 +184,22 @@ def test_f32_products_run_on_tf32_mma_sync(kernel, nt, m, n, k, tiles, target, r
     assert err > 1e-6                      # and not f32 products: the operands were cut
 
 
-def test_a_computed_f32_operand_of_wgmma_is_refused_at_its_line():
-    """wgmma takes a register operand A in 16-bit types only: an f32 one is a located
-    error, not an invalid layout."""
-    a, b, c = (np.zeros(s, np.float32) for s in ((128, 64), (64, 64), (128, 64)))
-    with pytest.raises(TileIRError, match="wgmma with operand A in registers takes "
-                                          "f16/bf16, not f32"):
-        scaled_gemm.compile((a, b, c, 64, 64, 32), stage="gpu", target="sm_90a")
+def test_a_computed_f32_operand_of_wgmma_goes_through_shared_memory(rng):
+    """wgmma takes a register operand A in 16-bit types only: an f32 A computed in
+    registers (2 * A) is written to K-major shared memory and read from there as tf32
+    (this was a located error before)."""
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 64)).astype(np.float32)
+    c = np.full((128, 64), np.nan, np.float32)
+    args = (a, b, c, 64, 64, 32)
+    ck = scaled_gemm.compile(args, stage="gpu", target="sm_90a")
+    assert "#tile.shared" in ck.artifacts["layout"] and "tile.convert_layout" in \
+        ck.artifacts["layout"]
+    assert "<tf32>" in ck.artifacts["gpu"]
+    simulate(ck, (2, 1), args)
+    ref = 2 * a.astype(np.float64) @ b.astype(np.float64)
+    err = np.abs(c - ref).max() / np.abs(ref).max()
+    assert 1e-6 < err < 3e-3, err          # tf32: operands cut to 10 mantissa bits
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -322,6 +331,21 @@ def gemm_i32(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constan
         tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
         acc = ct.mma(ta, tb, acc)
     ct.store(c, index=(i, j), tile=acc)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_a_promoted_operand_made_in_registers_feeds_the_tensor_cores(target, rng):
+    """f16 x f32 operands are promoted to f32 (A converted in registers): on sm_90a
+    wgmma cannot take a tf32 A from registers, so A goes through K-major shared
+    memory; exact with small-integer operands."""
+    m, n, k = 100, 70, 96
+    a = rng.integers(-2, 3, (m, k)).astype(np.float16)
+    b = rng.integers(-2, 3, (k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    args = (a, b, c, 64, 64, 32)
+    ck = gemm.compile(args, stage="gpu", target=target)
+    simulate(ck, (2, 2), args)
+    assert np.array_equal(c, a.astype(np.float64) @ b.astype(np.float64))
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])

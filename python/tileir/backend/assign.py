@@ -159,6 +159,10 @@ class MmaAssignment:
                 continue                                   # read one k step at a time
             if p.version == 3 and index == 1:
                 self.require(op, 1, p.smem_for_b(shape, eb))
+            elif p.version == 3 and eb != 2:
+                # wgmma's register A takes 16-bit types: a computed tf32 or fp8 A (a
+                # promoted f16 x f32 product) goes to shared memory, K-major
+                self.require(op, 0, p.smem_for_a(shape, eb))
             else:
                 self.require(op, index, p.operand_a() if index == 0 else p.operand_b())
 
