@@ -413,6 +413,109 @@ def test_cluster_pair_gemm_runs_correctly(nt, m, n, k, sms, rng):
     assert _close(c.astype(np.float64), ref, k)
 
 
+@ct.kernel(persistent=True, num_warps=4)
+def syrk(x, c, BM: ct.Constant[int], BK: ct.Constant[int]):
+    """C = X @ X^T: both operands from one array."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BM, BM), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
+        ta = ct.load(x, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(x, index=(j, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, ct.transpose(tb), acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
+def gemm_n_first(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """bid(0) walks N, bid(1) walks M: retiling widens axis 0, so pairs form along 1."""
+    j = ct.bid(0)
+    i = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, ct.transpose(tw), acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel(persistent=True, num_warps=8)
+def guarded_gemm(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """A product only where i * BM >= j * 64: the two row tiles of a pair may differ."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    if i * BM >= j * 64:
+        acc = ct.zeros((BM, BN), dtype=ct.float32)
+        for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+            ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+            tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
+            acc = ct.mma(ta, ct.transpose(tw), acc)
+        ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel(persistent=True, num_warps=8)
+def stolen_gemm(a, w, c, counter, NN: ct.Constant[int], BM: ct.Constant[int],
+                BN: ct.Constant[int], BK: ct.Constant[int]):
+    """Tiles taken from an atomic counter: the blocks of a pair would take others."""
+    t = ct.atomic_add(counter, (0,), 1)
+    i = t // NN
+    j = t % NN
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, ct.transpose(tw), acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+def test_cluster_pairs_cover_one_array_twice_and_pairs_along_axis_1(rng):
+    """X @ X^T pairs (B split by whole boxes keeps the same tensor map and clip as A);
+    a grid whose axis 0 retiling widened pairs along axis 1; both exact in the
+    simulator (small-integer operands)."""
+    from tileir.kernel import hardware_grid
+    x = rng.integers(-2, 3, (512, 256)).astype(BF16)
+    c = np.full((512, 512), np.nan, np.float32)
+    ck = syrk.compile((x, c, 128, 128), stage="gpu", target="sm_90a", grid=(4, 4, 1),
+                      sm_count=2)
+    assert ck.meta["cluster"] == [2, 1, 1]
+    simulate(ck, hardware_grid(ck.meta, (4, 4, 1)), (x, c, 128, 128), sm_count=2)
+    assert np.array_equal(c, x.astype(np.float64) @ x.astype(np.float64).T)
+    a = rng.integers(-2, 3, (500, 136)).astype(BF16)
+    w = rng.integers(-2, 3, (1000, 136)).astype(BF16)
+    c = np.full((500, 1000), np.nan, np.float32)
+    grid = (8, 4, 1)                                        # (N tiles, M tiles)
+    args = (a, w, c, 128, 128, 64)
+    ck = gemm_n_first.compile(args, stage="gpu", target="sm_90a", grid=grid, sm_count=2)
+    assert ck.meta["cluster"] == [2, 1, 1] and ck.meta["grid_scale"] == [0, 2, 1]
+    assert "tile.cluster_pairs = 1" in ck.artifacts["pipeline"]
+    simulate(ck, hardware_grid(ck.meta, grid), args, sm_count=2)
+    assert np.array_equal(c, a.astype(np.float64) @ w.astype(np.float64).T)
+
+
+def test_no_cluster_pairs_where_the_two_blocks_could_differ(rng):
+    """A branch around the K loop that depends on the row tile, and tiles taken from an
+    atomic counter, are not paired (found by review: the first hung, the second mixed
+    the blocks' tiles); both still run correctly."""
+    from tileir.kernel import hardware_grid
+    a = rng.integers(-2, 3, (512, 128)).astype(BF16)
+    w = rng.integers(-2, 3, (1024, 128)).astype(BF16)
+    ref = a.astype(np.float64) @ w.astype(np.float64).T
+    c = np.zeros((512, 1024), np.float32)
+    args = (a, w, c, 128, 256, 64)
+    ck = guarded_gemm.compile(args, stage="gpu", target="sm_90a", grid=(4, 4, 1), sm_count=2)
+    assert "cluster" not in ck.meta
+    simulate(ck, hardware_grid(ck.meta, (4, 4, 1)), args, sm_count=2)
+    rows = np.arange(512)[:, None] // 128 * 128 >= np.arange(1024)[None, :] // 256 * 64
+    assert np.array_equal(c, np.where(rows, ref, 0))
+    c = np.zeros((512, 1024), np.float32)
+    counter = np.zeros((1,), np.int32)
+    args = (a, w, c, counter, 4, 128, 256, 64)
+    ck = stolen_gemm.compile(args, stage="gpu", target="sm_90a", grid=(4, 4, 1), sm_count=2)
+    assert "cluster" not in ck.meta
+    simulate(ck, hardware_grid(ck.meta, (4, 4, 1)), args, sm_count=2)
+    assert np.array_equal(c, ref) and counter[0] == 16
+
+
 @pytest.mark.parametrize("target,m,n,k,sms", [
     ("sm_90a", 200, 136, 200, 5),      # 12 tiles of 4 K trips on 5 blocks: 5 whole, 7 split
     ("sm_90a", 200, 136, 330, 7),      # 6 trips; 7 blocks: all 12 tiles in the split runs

@@ -67,30 +67,93 @@ def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | 
     if "wide" not in wish:
         return None
     even = int(wish["wide"])
-    scale = list(ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])) \
-        if GRID_SCALE_ATTR in func.attributes else [1, 1, 1]
-    loops, loads = [], []
+    scaled = set()                   # [axis, num, den]: the axis retiling coarsened
+    if GRID_SCALE_ATTR in func.attributes:
+        axis_, num, den = ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])
+        if num != den:
+            scaled.add(axis_)
+    loops, guards, loads = [], [], []
+    written = _written_arrays(func)
 
     def visit(op):
         if op.name == "scf.for":
             loops.append(op.operation)
+        elif op.name in ("scf.if", "scf.while"):
+            guards.append(op.operation)
         elif op.name == "tile.load" and in_loop(op.operation):
             loads.append(op.operation)
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
     for axis in (0, 1):
-        if not (even >> axis) & 1 or scale[axis] != 1:
+        if not (even >> axis) & 1 or axis in scaled:
             continue
-        if any(_depends_on_bid(v, axis) for lp in loops for v in list(lp.operands)[:3]):
+        # both blocks of a pair must run the same ring iterations: loop bounds, and
+        # any branch or while loop around a loop, the same for both tiles
+        if any(_depends_on_bid(v, axis, written) for lp in loops
+               for v in list(lp.operands)[:3]):
+            continue
+        if any(_encloses_loop(g) and _guard_depends(g, axis, written) for g in guards):
             continue
         shared = [ld for ld in loads if halves(ld.results[0].type) and
                   _tile_bytes(ld.results[0].type) >= MIN_SHARED_BYTES and
                   async_capable(func, target, ld) and
-                  not any(_depends_on_bid(v, axis) for v in list(ld.operands)[1:])]
+                  not any(_depends_on_bid(v, axis, written) for v in list(ld.operands)[1:])
+                  and _own_tensor_map(ld, loads)]
         if shared:
             return axis, shared
     return None
+
+
+def _encloses_loop(op: ir.Operation) -> bool:
+    found = []
+
+    def visit(inner):
+        if inner.name == "scf.for":
+            found.append(True)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner.operation.walk(visit)
+    return bool(found)
+
+
+def _guard_depends(op: ir.Operation, axis: int, written) -> bool:
+    """Whether an `scf.if`'s condition or an `scf.while`'s trip count may depend on
+    `bid(axis)` (a while loop: its operands and whatever its condition region reads)."""
+    if op.name == "scf.if":
+        return _depends_on_bid(op.operands[0], axis, written)
+    return True                          # a while loop around a K loop: not paired
+
+
+def _own_tensor_map(ld: ir.Operation, loads: list[ir.Operation]) -> bool:
+    """A load copied in half rows needs a tensor map of its own: no other load of the
+    kernel reads its array (the maps are keyed by array, box and swizzle)."""
+    from tileir.dialect.layout import tile_layout
+    from .context import _bits
+    t = ld.results[0].type
+    if split(tile_layout(t), tuple(t.shape), max(1, _bits(t.element_type) // 8)) != "rows":
+        return True
+    return not any(o != ld and o.operands[0] == ld.operands[0] for o in loads)
+
+
+def _written_arrays(func: ir.Operation) -> set:
+    """The kernel's array arguments some op of it may write (stores, scatters, atomics):
+    a load from one of them may read different values in the two blocks of a pair."""
+    from tileir.passes.effects import WRITE_OPS
+    out = set()
+
+    def visit(op):
+        if op.name in WRITE_OPS and len(op.operands) and \
+                isinstance(op.operands[0].owner, ir.Block):
+            out.add(op.operands[0])
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return out
 
 
 def mark(func: ir.Operation, axis: int, loads: list[ir.Operation]) -> None:
@@ -156,9 +219,11 @@ def _flag(func: ir.Operation, name: str) -> bool:
     return name in func.attributes and ir.BoolAttr(func.attributes[name]).value
 
 
-def _depends_on_bid(v: ir.Value, axis: int) -> bool:
-    """Whether `v` may depend on `tile.bid(axis)`: a loop's iteration arguments (what
-    the loop carries, not its counter) count as depending."""
+def _depends_on_bid(v: ir.Value, axis: int, written=frozenset()) -> bool:
+    """Whether `v` may differ between the two blocks of a pair along `axis`: it depends
+    on `tile.bid(axis)`, or on something the blocks may see differently (a loop's
+    iteration arguments, an atomic's result, a load of an array the kernel writes)."""
+    from tileir.passes.effects import READ_OPS, WRITE_OPS
     seen: set = set()
     stack = [v]
     while stack:
@@ -172,6 +237,9 @@ def _depends_on_bid(v: ir.Value, axis: int) -> bool:
                 return True                           # carried: unknown
             continue                                  # a kernel argument
         owner = owner.operation
+        if owner.name in WRITE_OPS or (owner.name in READ_OPS and
+                                       owner.operands[0] in written):
+            return True                               # the blocks may see other values
         if owner.name == "tile.bid":
             if ir.IntegerAttr(owner.attributes["axis"]).value == axis:
                 return True

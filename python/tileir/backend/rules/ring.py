@@ -94,13 +94,12 @@ class Ring:
 
 def copy_box(lay: Shared, shape, eb: int, multicast: bool) -> tuple[tuple[int, ...], int | None]:
     """(the TMA box of one copy of a ring tile, the dim the runtime may clip it along):
-    a multicast tile is copied in halves along its clip dim and never clipped."""
+    a multicast tile split by rows is copied in halves along its clip dim and never
+    clipped; one split by whole boxes keeps its boxes and their clip."""
     box = tma_box(lay, shape, eb)
     clip = tma_clip_dim(lay, shape)
-    if not multicast:
-        return box, clip
-    if split(lay, shape, eb) == "boxes":
-        return box, None
+    if not multicast or split(lay, shape, eb) == "boxes":
+        return box, clip          # (whole boxes: clipped alike in both blocks)
     half = list(box)
     half[clip] //= 2
     return tuple(half), None
@@ -183,7 +182,8 @@ def _clipped_buffers(cx, op, ring: Ring) -> list[tuple[int, int, ir.Value]]:
     for b, found in sorted(arrays.items()):
         lay, shape, _ = ring.tiles[b]
         clip = tma_clip_dim(lay, shape)
-        if clip is None or b in ring.multicast:
+        if clip is None or (b in ring.multicast and split(
+                lay, shape, max(1, _bits(ring.tiles[b][2]) // 8)) == "rows"):
             continue
         if len(found) != 1:
             raise TileIRError(f"internal error: ring buffer {b} is loaded from "
