@@ -391,6 +391,7 @@ def test_e4m3_times_e5m2_is_one_product(target, rng):
     (True, 500, 1000, 328, 2),       # 4 x 4 tiles of 128 x 256 (2 x 4 pairs) on one cluster
     (False, 500, 1000, 328, 2),      # B (K, N): four 64-column boxes, each halved
     (True, 1000, 504, 200, 4),       # two clusters; ragged M, N and K
+    (False, 500, 1000, 40, 2),       # K under a tile: B's whole boxes clipped alike
 ])
 def test_cluster_pair_gemm_runs_correctly(nt, m, n, k, sms, rng):
     """The plain GEMM as launched on a grid even along M with 4+ blocks an SM: retiled
