@@ -20,8 +20,8 @@ from tileir.dialect import TileIRError
 from tileir.sim import SimError, simulate
 
 from mlir_kernels import GROW, PICK, compile_mlir, table_kernel
-from test_tensor_cores import (accumulate_ab, attention, bgemm, gemm, gemm_accumulate, gemm_f16_acc,
-                               gemm_nt,
+from test_tensor_cores import (accumulate_ab, accumulate_awt, attention, bgemm, gemm,
+                               gemm_accumulate, gemm_f16_acc, gemm_nt,
                                lower_gemm, row_logsumexp, scaled_gemm)
 
 BF16 = ml_dtypes.bfloat16
@@ -323,14 +323,9 @@ def test_a_batched_mma_of_tiles_runs_on_the_gpu_path(target, batch, rng):
 @ct.kernel
 def gemm_i32(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
     """An integer GEMM into an int32 accumulator (int8 or uint8 operands)."""
-    i = ct.bid(0)
-    j = ct.bid(1)
-    acc = ct.zeros((BM, BN), dtype=ct.int32)
-    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
-        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, tb, acc)
-    ct.store(c, index=(i, j), tile=acc)
+    acc = accumulate_ab(a, b, ct.zeros((BM, BN), dtype=ct.int32), ct.bid(0), ct.bid(1),
+                        ct.num_tiles(a, axis=1, shape=(BM, BK)), BM, BN, BK)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc)
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
@@ -417,14 +412,9 @@ def test_cluster_pair_gemm_runs_correctly(nt, m, n, k, sms, rng):
 @ct.kernel(persistent=True, num_warps=4)
 def syrk(x, c, BM: ct.Constant[int], BK: ct.Constant[int]):
     """C = X @ X^T: both operands from one array."""
-    i = ct.bid(0)
-    j = ct.bid(1)
-    acc = ct.zeros((BM, BM), dtype=ct.float32)
-    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
-        ta = ct.load(x, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tb = ct.load(x, index=(j, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, ct.transpose(tb), acc)
-    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+    acc = accumulate_awt(x, x, ct.zeros((BM, BM), dtype=ct.float32), ct.bid(0), ct.bid(1),
+                         BM, BM, BK)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=ct.astype(acc, c.dtype))
 
 
 @ct.kernel
@@ -432,11 +422,7 @@ def gemm_n_first(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Con
     """bid(0) walks N, bid(1) walks M: retiling widens axis 0, so pairs form along 1."""
     j = ct.bid(0)
     i = ct.bid(1)
-    acc = ct.zeros((BM, BN), dtype=ct.float32)
-    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
-        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, ct.transpose(tw), acc)
+    acc = accumulate_awt(a, w, ct.zeros((BM, BN), dtype=ct.float32), i, j, BM, BN, BK)
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
@@ -446,11 +432,7 @@ def guarded_gemm(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Con
     i = ct.bid(0)
     j = ct.bid(1)
     if i * BM >= j * 64:
-        acc = ct.zeros((BM, BN), dtype=ct.float32)
-        for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
-            ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-            tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
-            acc = ct.mma(ta, ct.transpose(tw), acc)
+        acc = accumulate_awt(a, w, ct.zeros((BM, BN), dtype=ct.float32), i, j, BM, BN, BK)
         ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
@@ -461,11 +443,7 @@ def stolen_gemm(a, w, c, counter, NN: ct.Constant[int], BM: ct.Constant[int],
     t = ct.atomic_add(counter, (0,), 1)
     i = t // NN
     j = t % NN
-    acc = ct.zeros((BM, BN), dtype=ct.float32)
-    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
-        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, ct.transpose(tw), acc)
+    acc = accumulate_awt(a, w, ct.zeros((BM, BN), dtype=ct.float32), i, j, BM, BN, BK)
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 

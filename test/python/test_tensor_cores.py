@@ -56,19 +56,6 @@ def gemm_nt(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
-@ct.kernel
-def gemm_f16_acc(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
-    """The plain GEMM into a float16 accumulator (f16 or fp8 operands, as cuTile allows)."""
-    i = ct.bid(0)
-    j = ct.bid(1)
-    acc = ct.zeros((BM, BN), dtype=ct.float16)
-    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
-        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, tb, acc)
-    ct.store(c, index=(i, j), tile=acc)
-
-
 @ct.function
 def accumulate_ab(a, b, acc, i, j, trips, BM, BN, BK):
     """acc + A[i, :trips] @ B[:trips, j] in (BM, BK) x (BK, BN) tiles: the K loop of the
@@ -78,6 +65,25 @@ def accumulate_ab(a, b, acc, i, j, trips, BM, BN, BK):
         tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
         acc = ct.mma(ta, tb, acc)
     return acc
+
+
+@ct.function
+def accumulate_awt(a, w, acc, i, j, BM, BN, BK):
+    """acc + A[i] @ W[j]^T over all of K, in (BM, BK) x (BN, BK) tiles (W held as (N, K))."""
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, ct.transpose(tw), acc)
+    return acc
+
+
+@ct.kernel
+def gemm_f16_acc(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """The plain GEMM into a float16 accumulator (f16 or fp8 operands, as cuTile allows)."""
+    acc = ct.zeros((BM, BN), dtype=ct.float16)
+    acc = accumulate_ab(a, b, acc, ct.bid(0), ct.bid(1),
+                        ct.num_tiles(a, axis=1, shape=(BM, BK)), BM, BN, BK)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc)
 
 
 @ct.kernel
