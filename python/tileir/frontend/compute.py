@@ -250,8 +250,8 @@ def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
         a = broadcast_to(a, batch + a.shape[-2:])
         b = broadcast_to(b, batch + b.shape[-2:])
-    fp8 = {dt.float8_e4m3fn, dt.float8_e5m2}
-    if a.dtype != b.dtype and not (a.dtype in fp8 and b.dtype in fp8):
+    if a.dtype != b.dtype and not (a.dtype.mlir in tile.FP8_TYPES and
+                                   b.dtype.mlir in tile.FP8_TYPES):
         d = dt.promote(a.dtype, b.dtype)      # (e4m3 x e5m2 mix: the tensor cores take it)
         a, b = cast(a, d), cast(b, d)
     if a.dtype.is_bool or (a.dtype.is_int and a.dtype.bits != 8):
@@ -312,8 +312,7 @@ def mma(a, b, acc) -> TileValue:
     if acc.shape != want:
         raise type_error(f"mma accumulator has shape {acc.shape}, expected {want} for a of "
                          f"shape {a.shape} and b of shape {b.shape}")
-    allowed = ("i32",) if a.dtype == dt.uint8 else \
-        tile.mma_accumulator_types(ir.Type.parse(a.dtype.mlir))
+    allowed = tile.mma_accumulator_types(ir.Type.parse(a.dtype.mlir))   # (u8 is i8 here)
     if acc.dtype.mlir not in allowed:
         raise type_error(f"mma with {a.dtype.name} operands accumulates in "
                          f"{' or '.join(dt.from_mlir(x).name for x in allowed)}, got a "

@@ -969,11 +969,8 @@ def _load_cluster(sim, blk, addr, bits: int, mask):
     dtype = np.dtype(f"uint{bits}")
     out = np.zeros(sim.threads, dtype)
     for t in np.nonzero(mask)[0]:
-        rank = int(addr[t]) >> _RANK_SHIFT
-        if rank == 0:
-            raise SimError("ld.shared::cluster of an address mapa did not make")
-        owner = blk.cluster[rank - 1]
-        off = np.array([int(addr[t]) & ((1 << _RANK_SHIFT) - 1)], np.int64)
+        owner, at = _cluster_address(blk, int(addr[t]), "ld.shared::cluster")
+        off = np.array([at], np.int64)
         out[t] = owner.shared.read(off, bits // 8).view(dtype)[0, 0]
     return out.view(f"int{bits}")
 

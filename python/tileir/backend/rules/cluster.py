@@ -33,6 +33,19 @@ def cluster_wait(cx: LoweringContext) -> None:
     cx.cluster_wait_pending = False
 
 
+def cluster_sync(cx: LoweringContext) -> None:
+    """Every thread of the cluster arrives (release) and waits (acquire)."""
+    cluster_arrive(cx)
+    cluster_wait(cx)
+
+
+def mapa(addr: ir.Value, rank: ir.Value) -> ir.Value:
+    """The shared::cluster address of this block's shared address `addr` (i32) in the
+    block of rank `rank`."""
+    return llvm.inline_asm(I32(), [addr, rank], "mapa.shared::cluster.u32 $0, $1, $2;",
+                           "=r,r,r")
+
+
 def finish_cluster(cx: LoweringContext) -> None:
     """Before the kernel returns: the wait of the last gather's closing barrier."""
     if cx.cluster_wait_pending:
@@ -54,8 +67,7 @@ def _cluster_gather(cx, op):
         for r in range(src.lin.num_regs):
             memref.store(src.regs[r], buf, [index(_flat_index(cx, src.lin, r, strides))])
         published.append((start, n, src.elem))
-    cluster_arrive(cx)
-    cluster_wait(cx)
+    cluster_sync(cx)
     for res, (start, n, elem) in zip(op.gathered, published):
         lin = lin_of(res.type)
         strides = _row_major(tuple(res.type.shape))
@@ -69,8 +81,7 @@ def _cluster_gather(cx, op):
             rank = arith.divui(flat, cx.const(n))
             at = arith.addi(base, arith.muli(arith.remui(flat, cx.const(n)),
                                              cx.const(width // 8)))
-            remote = llvm.inline_asm(I32(), [at, rank], "mapa.shared::cluster.u32 $0, $1, $2;",
-                                     "=r,r,r")
+            remote = mapa(at, rank)
             bits = llvm.inline_asm(word, [remote], f"ld.shared::cluster.{move} $0, [$1];",
                                    f"={reg},r", has_side_effects=True)
             regs.append(bits if elem == word else arith.bitcast(elem, bits))

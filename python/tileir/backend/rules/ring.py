@@ -55,7 +55,7 @@ from ..memory import _Addressing
 from ..mma_layouts import Shared
 from ..shared import (SmemTile, _groups, fence_async_proxy, smem_tile_bytes, staging_linear,
                       thread_offset, tile_bytes)
-from .cluster import cluster_arrive, cluster_wait
+from .cluster import cluster_sync, mapa
 from .registry import rule
 
 BARRIER_BYTES = 8
@@ -161,8 +161,7 @@ def _ring_alloc(cx, op):
             ring.tx = _clipped_tx(cx, ring, clips)
             _zero_clipped_rows(cx, ring, clips)
     if ring.multicast:           # both blocks' barriers are initialized for both
-        cluster_arrive(cx)
-        cluster_wait(cx)
+        cluster_sync(cx)
     else:
         cx.barrier()             # the barriers are initialized for all
     cx.values[op.result] = ring
@@ -419,14 +418,11 @@ def _ring_release(cx, op):
                       cx.get(op.operands[2]))
     if_op = _if(cond)
     with ir.InsertionPoint(if_op.then_block):
-        slot = cx.get(op.slot)
-        nvvm.mbarrier_arrive(I64(), ring.barrier(cx, ring.empty, slot))
+        empty = ring.barrier(cx, ring.empty, cx.get(op.slot))
+        nvvm.mbarrier_arrive(I64(), empty)
         if ring.multicast:       # the peer copies into this slot too: free it there
-            at = cx.smem_addr(arith.addi(cx.const(ring.empty),
-                                         arith.muli(slot, cx.const(BARRIER_BYTES))))
             peer = arith.xori(_cluster_rank(cx), cx.const(1))
-            remote = llvm.inline_asm(I32(), [at, peer], "mapa.shared::cluster.u32 $0, $1, $2;",
-                                     "=r,r,r")
+            remote = mapa(llvm.ptrtoint(I32(), empty), peer)
             # the default .release.cta: what matters is that this block's wgmma reads
             # of the slot are done (they are: waited for), not that its writes reach
             # the peer; .release.cluster would fence the GPU at every arrival
@@ -441,8 +437,7 @@ def _ring_free(cx, op):
     ring: Ring = cx.get(op.operands[0])
     if ring.tma:
         if ring.multicast:      # ... and the peer's arrivals on this block's barriers
-            cluster_arrive(cx)
-            cluster_wait(cx)
+            cluster_sync(cx)
         else:
             cx.barrier()        # every wait on the barriers is over
         if_op = _if(cx.first_thread())
