@@ -215,6 +215,10 @@ class LoadOp(TileOpView):
 # of ACQUIRE / RELEASE around a `tile.fence` (dialect/ordering.py)
 SCOPE_ATTR = "tile.memory_scope"
 SCOPES = ("block", "device", "sys")
+# A weak load or store whose whole tile lies inside its array: a promise (made by
+# tile-version-bounds, backend/version_bounds.py), not checked at run time.  It lowers
+# to plain vector accesses without per-thread bounds checks.
+IN_BOUNDS_ATTR = "tile.in_bounds"
 
 
 def access_scope(op: ir.Operation) -> str | None:
@@ -224,8 +228,16 @@ def access_scope(op: ir.Operation) -> str | None:
 
 
 def check_access_scope(op: TileOpView) -> None:
-    """The verifier's part for loads and stores that carry `tile.memory_scope`."""
+    """The verifier's part for loads and stores that carry `tile.memory_scope` or
+    `tile.in_bounds`."""
     attrs = op.operation.attributes
+    if IN_BOUNDS_ATTR in attrs:
+        if not isinstance(attrs[IN_BOUNDS_ATTR], ir.UnitAttr):
+            raise VerifyError(f"{IN_BOUNDS_ATTR} must be a unit attribute, got "
+                              f"{attrs[IN_BOUNDS_ATTR]}")
+        if SCOPE_ATTR in attrs:
+            raise VerifyError(f"{IN_BOUNDS_ATTR} applies to weak accesses, not to one with "
+                              f"{SCOPE_ATTR}")
     if SCOPE_ATTR not in attrs:
         return
     attr = attrs[SCOPE_ATTR]

@@ -19,7 +19,7 @@ from mlir import ir
 from . import (assign_layouts, canonicalize, cluster_pairs, cluster_rows, cse, dce,
                defer_online_reductions, emit_cubin, emit_ptx, group_blocks, hoist_loads, inline,
                launch_order, licm, lower_to_gpu, lower_to_llvm, persistent_tiles, pipeline_loops,
-               retile_blocks, reverse_rereads, split_blocks)
+               retile_blocks, reverse_rereads, split_blocks, version_bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,7 @@ PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     inline, canonicalize, licm, cse, dce, reverse_rereads, hoist_loads,
     retile_blocks, cluster_rows, split_blocks, launch_order, defer_online_reductions,
     assign_layouts,
-    cluster_pairs, persistent_tiles, group_blocks, pipeline_loops,
+    cluster_pairs, persistent_tiles, group_blocks, pipeline_loops, version_bounds,
     lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
 STAGES: dict[str, tuple[str, ...]] = {
@@ -77,9 +77,10 @@ STAGES: dict[str, tuple[str, ...]] = {
     # Persistent first: the tile loop it makes is what grouped order and the
     # pipeliner (which runs a warp-specialized producer across its tiles) see.
     # Register loads go up to where their operands are ready first: a schedule for
-    # the target, before the loops that follow are wrapped or rotated.
+    # the target, before the loops that follow are wrapped or rotated.  Last, a kernel
+    # without loops gets a version for blocks whose tiles lie inside their arrays.
     "pipeline": ("tile-hoist-loads", "tile-cluster-pairs", "tile-persistent-tiles",
-                 "tile-group-blocks", "tile-pipeline-loops"),
+                 "tile-group-blocks", "tile-pipeline-loops", "tile-version-bounds"),
     "gpu": ("tile-lower-to-gpu",),
     "llvm": ("tile-lower-to-llvm",),
     "ptx": ("tile-emit-ptx",),

@@ -111,3 +111,19 @@ func.func @non_power_of_two_tile(%a: !A, %i: i32) attributes {tile.kernel} {
   %t = "tile.load"(%a, %i) {tile_shape = array<i64: 12>, padding = "zero"} : (!A, i32) -> tensor<12xf32>
   return
 }
+
+// -----
+
+func.func @in_bounds_not_unit(%a: !tile.array<f32, 1 : i64>, %i: i32) {
+  // expected-error @+1 {{'tile.load' op tile.in_bounds must be a unit attribute, got true}}
+  %t = "tile.load"(%a, %i) {padding = "zero", tile_shape = array<i64: 16>, tile.in_bounds = true} : (!tile.array<f32, 1 : i64>, i32) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @in_bounds_relaxed(%a: !tile.array<f32, 1 : i64>, %t: tensor<16xf32>, %i: i32) {
+  // expected-error @+1 {{'tile.store' op tile.in_bounds applies to weak accesses, not to one with tile.memory_scope}}
+  "tile.store"(%a, %t, %i) {tile.in_bounds, tile.memory_scope = "device"} : (!tile.array<f32, 1 : i64>, tensor<16xf32>, i32) -> ()
+  return
+}

@@ -392,6 +392,70 @@ def test_c_keys_hold_constants_of_any_kind_and_keep_dtypes_alive(fast_path):
     assert ref() is not None          # its address is in a filed key: it must not be reused
 
 
+def test_a_plan_filed_again_under_the_last_key_is_the_one_launched(fast_path, fake_driver):
+    """The C dispatcher remembers the last launch's key and plan; a plan filed anew under
+    that key, or the plans cleared, must be seen at the next launch."""
+    d = dispatch.Dispatcher("k", "T")
+    t = Tensor(0x4000, (8,), (1,))
+    slots = [ctypes.c_uint64(0), ctypes.c_int32(1), ctypes.c_int64(1)]
+
+    def plan(function):
+        return dispatch.LaunchPlan(
+            name="k", function=function, device=0, grid=(4, 1, 1), block=(128, 1, 1),
+            shared=0, slots=slots, dynamic=[0], float_values=(), maps=(),
+            current_stream=lambda device: 77, stream_of=lambda stream, args: 99)
+
+    d.remember((1,), (t,), plan(0xA00))
+    for _ in range(2):
+        assert d.fast(None, (1,), (t,))
+        assert fake_driver.launches[-1]["function"] == 0xA00
+    d.remember((1,), (t,), plan(0xB00))
+    assert d.fast(None, (1,), (Tensor(0x5000, (8,), (1,)),))
+    assert fake_driver.launches[-1]["function"] == 0xB00
+    d.plans.clear()
+    assert not d.fast(None, (1,), (t,))
+    assert len(fake_driver.launches) == 3
+
+
+def test_c_keys_read_tensors_through_lookups_unless_their_type_has_c_accessors(fast_path):
+    """`use_tensor_type` takes a type whose five accessors are C descriptors (torch.Tensor);
+    a Python class's are not, and its tensors keep being read through lookups."""
+    if fast_path != "c":
+        pytest.skip("the C key's accessors")
+    assert NATIVE.use_tensor_type(Tensor) is False
+    with pytest.raises(TypeError):
+        NATIVE.use_tensor_type(Tensor(0, (1,), (1,)))
+    d = dispatch.Dispatcher("k", "T")
+    assert d.key_of(1, (Tensor(64, (4,), (1,)),)) == d.key_of(1, (Tensor(128, (4,), (1,)),))
+    assert d.key_of(1, (Tensor(64, (4,), (1,)),)) != d.key_of(1, (Tensor(64, (5,), (1,)),))
+
+
+def test_torch_tensors_key_as_their_lookups_say(fast_path):
+    """torch.Tensor's accessors are read through the C functions behind its descriptors
+    (`use_tensor_type`); the key is the one the lookups give (a stand-in with the same
+    values), and a subclass that overrides one of them is read through its override."""
+    torch = pytest.importorskip("torch")
+    d = dispatch.Dispatcher("k", "T")
+    for t in (torch.empty(6, 8, dtype=torch.bfloat16), torch.empty(8, 6).t(),
+              torch.empty(4, 4, 3)[:, 1:3]):
+        stand_in = Tensor(t.data_ptr(), t.shape, t.stride(), dtype=t.dtype,
+                          device=t.get_device())
+        assert d.key_of(1, (t,)) == d.key_of(1, (stand_in,))
+    if fast_path == "c":
+        assert NATIVE.use_tensor_type(torch.Tensor) is True
+
+    class Narrow(torch.Tensor):
+        def stride(self, *args):
+            return tuple(2 * s for s in super().stride(*args))
+
+    t = torch.empty(4, 4)
+    n = t.as_subclass(Narrow)
+    assert d.key_of(1, (n,)) == d.key_of(1, (Tensor(t.data_ptr(), (4, 4), (8, 2),
+                                                     dtype=t.dtype, device=-1),))
+    p = torch.nn.Parameter(t)                   # a subclass that overrides none of them
+    assert d.key_of(1, (p,)) == d.key_of(1, (t,))
+
+
 class Stream:
     """Enough of a torch.cuda.Stream: its device and handle."""
 

@@ -54,9 +54,9 @@ def _rope_ref(q, cos, sin):
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("tokens,heads,dim,scale", [
-    (1, 64, 128, [2, 1, 4]),       # Llama-3-70B queries at one token: 32 KB, 4 x 8 KB
-    (16, 32, 128, None),           # 8B: 16 KB a token, as written
-    (3, 128, 64, [2, 1, 4]),       # DeepSeek-V3's rope dims; 3 tokens, ragged grid
+    (1, 64, 128, [2, 1, 8]),       # Llama-3-70B queries at one token: 32 KB, 8 x 4 KB
+    (16, 32, 128, [2, 1, 4]),      # 8B: 16 KB a token, 4 x 4 KB
+    (3, 128, 64, [2, 1, 8]),       # DeepSeek-V3's rope dims; 3 tokens, ragged grid
     (64, 64, 128, [2, 1, 2]),      # the wish's 2 (64 x 2 blocks on 132 SMs)
     (1, 8, 128, None),             # 4 KB: as written
 ])
@@ -77,7 +77,7 @@ def test_a_vector_add_on_few_blocks_splits_its_tile(n, rng):
     args = (a, b, c, 4096)
     ck = vector_add.vector_add.compile(args, target="sm_90a", grid=grid, sm_count=132)
     scale = ck.meta["grid_scale"]
-    assert scale[:2] == [2, 1] and scale[2] == 4                 # 48 KB: 8 KB a block or more
+    assert scale[:2] == [2, 1] and scale[2] == 8                 # 48 KB: 4 KB a block or more
     simulate(ck, hardware_grid(ck.meta, grid), args)
     np.testing.assert_allclose(c, a.astype(np.float64) + b, rtol=1e-6)
 
@@ -112,7 +112,7 @@ def test_a_map_loop_splits_its_chunks(rng):
     y = np.full_like(x, np.nan)
     args, grid = (x, y, 4096), (2, 1, 1)
     ck = exp_chunks.compile(args, target="sm_80", grid=grid, sm_count=108)
-    assert ck.meta["grid_scale"] == [2, 1, 4]                  # 32 KB a chunk, 8 KB a block
+    assert ck.meta["grid_scale"] == [2, 1, 8]                  # 32 KB a chunk, 4 KB a block
     simulate(ck, hardware_grid(ck.meta, grid), args)
     np.testing.assert_allclose(y, np.exp(x.astype(np.float64)) * 0.5, rtol=1e-5)
 
@@ -149,7 +149,7 @@ def test_the_chosen_dim_is_an_outer_one_with_the_most_bytes(rng):
         loads = [op for op, _ in cands[0].memory if op.name == "tile.load"]
         assert {d for op, d in cands[0].memory} == {1} and len(loads) == 2
         assert cands[0].nbytes() == 32768                     # 2 loads, 2 stores of 8 KB
-        assert split_mod.factor(cands[0], 64) == 4           # 8 KB a block
+        assert split_mod.factor(cands[0], 64) == 8           # 4 KB a block
         assert split_mod.factor(cands[0], 2) == 2
         assert split_mod.factor(cands[0], 1) == 1
 

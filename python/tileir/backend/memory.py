@@ -6,8 +6,9 @@ one 16-byte (or narrower) vector access: a fully in-bounds group takes the
 plain vector path; a group straddling the array edge takes a masked access
 (NVPTX predicates it per element).  Unaligned arrays use predicated scalar
 accesses.  Out-of-range loads read the padding value; out-of-range stores are
-dropped.  `i1` tiles live in memory as bytes.  16-byte loads from arrays many
-times the L2 cache carry an L2 evict_last policy (`_wants_l2_policy`); 16-byte
+dropped.  An access marked `tile.in_bounds` (tile-version-bounds: its whole tile
+lies inside the array) takes the plain path alone, with no bounds checks.  `i1`
+tiles live in memory as bytes.  16-byte loads from arrays many times the L2 cache carry an L2 evict_last policy (`_wants_l2_policy`); 16-byte
 stores to such arrays are streaming (`st.global.cs`).
 """
 
@@ -18,7 +19,7 @@ import math
 from mlir import ir
 from mlir.dialects import arith, llvm, scf, vector
 
-from tileir.dialect.tile import access_scope
+from tileir.dialect.tile import IN_BOUNDS_ATTR, access_scope
 
 from . import layouts as L
 from .context import I64, ArrayABI, Frag, LoweringContext, _bits, lin_of, reg_type
@@ -66,7 +67,9 @@ class _Addressing:
                   for i, s in zip(index, lin.shape)]
         self.base = [arith.addi(o, arith.extsi(I64(), t)) for o, t in zip(origin, thread)]
         self.dims64 = [arith.extsi(I64(), d) for d in arr.dims]
-        self.base_ptr = gep(arr.ptr, self.offset(self.base), storage_type(arr.elem))
+        # (a rank-0 array: its one element, at the pointer)
+        self.base_ptr = gep(arr.ptr, self.offset(self.base), storage_type(arr.elem)) \
+            if self.base else arr.ptr
 
     def coords(self, r: int) -> list[ir.Value]:
         return [arith.addi(b, self.cx.const(s, I64())) if s else b
@@ -97,6 +100,12 @@ class _Addressing:
             ok = arith.cmpi(arith.CmpIPredicate.ult, coords[d], self.dims64[d])
             cond = ok if cond is None else arith.andi(cond, ok)
         return cond
+
+    def element_in_bounds(self, r: int) -> ir.Value:
+        """Whether register `r`'s element is inside the array (always, at rank 0)."""
+        ok = self.in_bounds(self.coords(r), range(len(self.lin.shape)))
+        return ok if ok is not None else \
+            arith.constant(ir.IntegerType.get_signless(1), 1)
 
     def thread_in_bounds(self) -> ir.Value:
         """Whether every element this thread touches is inside the array: its largest
@@ -157,7 +166,8 @@ def lower_load(cx: LoweringContext, op) -> None:
     arr, index = cx.arrays[op.array], [cx.get(i) for i in op.index]
     scope = access_scope(op.operation)
     cx.values[op.result] = relaxed_load(cx, arr, index, lin, op.padding, scope) \
-        if scope else load_tile(cx, arr, index, lin, op.padding)
+        if scope else load_tile(cx, arr, index, lin, op.padding,
+                                checked=IN_BOUNDS_ATTR not in op.operation.attributes)
 
 
 # cuTile's memory scopes as PTX's (relaxed accesses, fences)
@@ -180,8 +190,7 @@ def relaxed_load(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin:
     word = ir.IntegerType.get_signless(16 if bits == 8 else bits)
     regs = []
     for r in range(lin.num_regs):
-        ok = addr.in_bounds(addr.coords(r), range(len(lin.shape)))
-        if_op = scf.IfOp(ok, [store_t], has_else=True)
+        if_op = scf.IfOp(addr.element_in_bounds(r), [store_t], has_else=True)
         with ir.InsertionPoint(if_op.then_block):
             v = llvm.inline_asm(word, [addr.ptr(r)],
                                 f"ld.relaxed.{PTX_SCOPE[scope]}.global.{width} $0, [$1];",
@@ -204,8 +213,7 @@ def _relaxed_store(cx: LoweringContext, addr: "_Addressing", frag: Frag, regs: l
     reg, width = PTX_REGISTER[bits]
     word = ir.IntegerType.get_signless(16 if bits == 8 else bits)
     for r in range(frag.lin.num_regs):
-        ok = addr.in_bounds(addr.coords(r), range(len(frag.lin.shape)))
-        if_op = scf.IfOp(ok, [], has_else=False)
+        if_op = scf.IfOp(addr.element_in_bounds(r), [], has_else=False)
         with ir.InsertionPoint(if_op.then_block):
             v = regs[r] if regs[r].type == word or bits == 8 else arith.bitcast(word, regs[r])
             v = arith.extui(word, v) if bits == 8 else v
@@ -216,8 +224,9 @@ def _relaxed_store(cx: LoweringContext, addr: "_Addressing", frag: Frag, regs: l
 
 
 def load_tile(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin: L.Linear,
-              padding: str) -> Frag:
-    """The tile at tile index `index` of `arr`, in registers laid out as `lin`."""
+              padding: str, checked: bool = True) -> Frag:
+    """The tile at tile index `index` of `arr`, in registers laid out as `lin`
+    (`checked=False`: the caller knows the whole tile lies inside the array)."""
     addr = _Addressing(cx, arr, index, lin)
     store_t = storage_type(arr.elem)
     pad = padding_value(padding, store_t)
@@ -231,17 +240,24 @@ def load_tile(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin: L.
     if _wants_l2_policy(cx, arr) and not cx.stores_seen and \
             v * max(1, _bits(store_t) // 8) == 16:
         policy = cx.l2_evict_last()
-    # One branch per tile, not per group: interior tiles (the common case) run
-    # straight-line 16-byte loads that the scheduler can issue back to back.
-    if_op = scf.IfOp(addr.thread_in_bounds(), [vt] * len(ptrs), has_else=True)
-    with ir.InsertionPoint(if_op.then_block):
-        scf.YieldOp([_policy_load(vt, p, policy) if policy else _plain_load(vt, p)
-                     for p in ptrs])
-    with ir.InsertionPoint(if_op.else_block):
-        scf.YieldOp([_edge_load(addr, addr.coords(r0), p, vt, pad)
-                     for r0, p in zip(starts, ptrs)])
+
+    def plain() -> list[ir.Value]:
+        return [_policy_load(vt, p, policy) if policy else _plain_load(vt, p) for p in ptrs]
+
+    if checked and lin.shape:        # (a rank-0 array's one element is always there)
+        # One branch per tile, not per group: interior tiles (the common case) run
+        # straight-line 16-byte loads that the scheduler can issue back to back.
+        if_op = scf.IfOp(addr.thread_in_bounds(), [vt] * len(ptrs), has_else=True)
+        with ir.InsertionPoint(if_op.then_block):
+            scf.YieldOp(plain())
+        with ir.InsertionPoint(if_op.else_block):
+            scf.YieldOp([_edge_load(addr, addr.coords(r0), p, vt, pad)
+                         for r0, p in zip(starts, ptrs)])
+        vectors = list(if_op.results)
+    else:
+        vectors = plain()
     regs: list[ir.Value] = []
-    for res in if_op.results:
+    for res in vectors:
         regs.extend(vector.extract(res, [], [j]) for j in range(v))
     if _is_i1(arr.elem):
         zero = cx.const(0, store_t)
@@ -334,13 +350,20 @@ def lower_store(cx: LoweringContext, op) -> None:
     groups = [(r0, addr.ptr(r0), vector.from_elements(vt, regs[r0:r0 + v]))
               for r0 in range(0, frag.lin.num_regs, v)]
     streaming = align == 16 and _wants_l2_policy(cx, arr)
-    if_op = scf.IfOp(addr.thread_in_bounds(), [], has_else=True)
-    with ir.InsertionPoint(if_op.then_block):        # interior: straight-line stores
+
+    def plain() -> None:
         for _, ptr, value in groups:
             if streaming:
                 _streaming_store(ptr, value)
             else:
                 llvm.store(value, ptr, alignment=align)
+
+    if IN_BOUNDS_ATTR in op.operation.attributes or not frag.lin.shape:   # all inside
+        plain()
+        return
+    if_op = scf.IfOp(addr.thread_in_bounds(), [], has_else=True)
+    with ir.InsertionPoint(if_op.then_block):        # interior: straight-line stores
+        plain()
         scf.YieldOp([])
     with ir.InsertionPoint(if_op.else_block):        # edge: each group checked
         for r0, ptr, value in groups:

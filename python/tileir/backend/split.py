@@ -45,12 +45,14 @@ from .retile import (GRID_SCALE_ATTR, NotRetileable, Tied, _fixed, _NONE, _ops, 
 from .shared import tile_bytes
 
 # Measured on the H100 (bench/RESULTS.md, "Small grids split"): RoPE and SwiGLU at 1,
-# 16 and 64 tokens, blocks keeping 512 B to 32 KB.  A block moving 16 KB or less ran
-# as fast whole as split (8B's RoPE, SwiGLU's 6 KB tiles: up to 10 % slower split);
-# one moving 32 KB gained 8-16 % from slices of 8 KB, and lost a little from smaller
-# ones.
-SPLIT_ABOVE = 16384           # a block moving at most this many bytes stays whole
-MIN_BLOCK_BYTES = 8192        # bytes of loaded and stored tiles a split block keeps at least
+# 16 and 64 tokens, blocks keeping 512 B to 32 KB.  With bounds-checked accesses a
+# block moving 16 KB or less ran as fast whole as split, one moving 32 KB gained 8-16 %
+# from slices of 8 KB.  Once tile-version-bounds took the checks off the blocks whose
+# tiles fit (bench/RESULTS.md, "Two versions"), 8B's RoPE (16 KB a token) gained 10 %
+# at 1 token and 7 % at 16 from slices of 4 KB, lost 3.5 % at 64; SwiGLU's 6 KB tiles
+# still ran best whole.
+SPLIT_ABOVE = 8192            # a block moving at most this many bytes stays whole
+MIN_BLOCK_BYTES = 4096        # bytes of loaded and stored tiles a split block keeps at least
 MIN_ROW_BYTES = 128           # a split innermost dim keeps rows of one 128-byte line
 
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 from typing import Any, Callable, Mapping, Sequence
 
@@ -174,6 +175,21 @@ def use_native() -> bool:
     return _native is not None and not knobs.PY_LAUNCH.as_bool()
 
 
+def _use_torch_tensors() -> None:
+    """Lets the C keys read torch.Tensor's accessors through the C functions behind
+    its descriptors (`_fastlaunch.use_tensor_type`), once torch is imported (a launch
+    of torch tensors has imported it)."""
+    global _torch_tensor_type
+    torch = sys.modules.get("torch")
+    tensor = getattr(torch, "Tensor", None)
+    if tensor is not None and tensor is not _torch_tensor_type:
+        _native.use_tensor_type(tensor)
+        _torch_tensor_type = tensor
+
+
+_torch_tensor_type = None
+
+
 class Dispatcher:
     """The fast path of one kernel for one kinds string, and its plans: the C one
     (`_fastlaunch.Dispatcher`) when the extension is built, else generated Python.
@@ -186,6 +202,7 @@ class Dispatcher:
         self.native = (use_native() and len(kinds) <= _native.MAX_ARGS and LIST not in kinds
                        if native is None else native)
         if self.native:
+            _use_torch_tensors()
             c = _native.Dispatcher(kinds, self.plans, _ENV if isinstance(_ENV, dict) else None)
             self.fast: Callable[[Any, Any, Sequence[Any]], bool] = c.fast
             self.key_of: Callable[[Any, Sequence[Any]], Any] = c.key_of

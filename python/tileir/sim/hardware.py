@@ -55,7 +55,7 @@ class Memory:
         at = GUARD
         for a, (span, first) in zip(arrays, spans):
             if a.flags.c_contiguous:
-                flat = a.view(np.uint8).reshape(-1)
+                flat = a.reshape(-1).view(np.uint8)      # (reshape first: 0-d arrays)
                 self.bytes[at:at + flat.size] = flat
                 self.valid[at:at + flat.size] = True
                 self._views.append(None)
@@ -76,7 +76,7 @@ class Memory:
                 a[...] = view
                 continue
             off = addr - BASE_ADDRESS
-            flat = a.view(np.uint8).reshape(-1)
+            flat = a.reshape(-1).view(np.uint8)
             flat[:] = self.bytes[off:off + flat.size]
 
     def _offsets(self, addr: np.ndarray, nbytes: int, what: str) -> np.ndarray:
