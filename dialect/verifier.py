@@ -77,6 +77,13 @@ def _verify_function(func: ir.Operation, diags: list[Diagnostic]) -> None:
                 diags.append(Diagnostic(func.location, f"{name} must be "
                                         f"{'a power of two' if power else 'an int'} from "
                                         f"{low} to {high}, got {attr}"))
+    # [axis, num, den]: the launch grid along `axis` times den / num (tileir.backend.retile)
+    if "tile.grid_scale" in func.attributes:
+        attr = func.attributes["tile.grid_scale"]
+        v = list(ir.DenseI64ArrayAttr(attr)) if isinstance(attr, ir.DenseI64ArrayAttr) else []
+        if len(v) != 3 or not 0 <= v[0] <= 2 or v[1] < 1 or v[2] < 1:
+            diags.append(Diagnostic(func.location, f"tile.grid_scale must be array<i64: axis, "
+                                    f"num, den> with axis 0 to 2 and num, den >= 1, got {attr}"))
     for i, t in enumerate(ftype.inputs):
         info = array_info(t)
         if info is not None and info.rank > MAX_ARRAY_RANK:

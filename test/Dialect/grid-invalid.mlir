@@ -71,3 +71,18 @@ func.func @two_results() attributes {tile.kernel} {
   %b:2 = "tile.bid"() {axis = 0 : i64} : () -> (i32, i32)
   return
 }
+
+// -----
+
+// (found by fuzz_mlir.py: tile-cluster-pairs read a malformed grid scale and crashed)
+// expected-error @+1 {{tile.grid_scale must be array<i64: axis, num, den> with axis 0 to 2 and num, den >= 1, got tensor<8x64xf32>}}
+func.func @grid_scale_not_an_array() attributes {tile.kernel, tile.grid_scale = tensor<8x64xf32>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{tile.grid_scale must be array<i64: axis, num, den> with axis 0 to 2 and num, den >= 1, got array<i64: 3, 1, 2>}}
+func.func @grid_scale_axis() attributes {tile.kernel, tile.grid_scale = array<i64: 3, 1, 2>} {
+  return
+}
