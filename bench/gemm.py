@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "python"))
 
 import tileir as ct  # noqa: E402
-from test_tensor_cores import gemm, gemm_nt  # noqa: E402
+from test_tensor_cores import gemm, gemm_nt, gemm_nt_fast_acc  # noqa: E402
 
 PREFILL = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]
 DECODE_M = [1, 16, 64]
@@ -128,8 +128,8 @@ def _prepare_triton(a, w, c):
 # ---------------------------------------------------------------------------
 # Candidates
 # ---------------------------------------------------------------------------
-def tileir_mm(a, b, c, nt: bool, tile=(128, 128, 64), **options):
-    kernel = gemm_nt if nt else gemm
+def tileir_mm(a, b, c, nt: bool, tile=(128, 128, 64), fast_acc: bool = False, **options):
+    kernel = gemm_nt_fast_acc if fast_acc else gemm_nt if nt else gemm
     if options:
         kernel = ct.kernel(kernel.fn, **options)
     m, n = c.shape
@@ -160,9 +160,19 @@ def measure(m, n, k, dtype, nt: bool, hints: bool = True) -> dict:
     row["rel_err"] = rel_err(c, ref)
     t = {"tileir": ms(ours)}
     if fp8:
+        # f32 sums (cuTile's and cuBLAS's default) and sums kept on the tensor cores
+        # (`use_fast_acc=True`, cuBLAS's use_fast_accum), each against its own kind
         one = torch.ones((), device="cuda")
         t["cuBLAS"] = ms(lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one,
                                                   out_dtype=torch.bfloat16))
+        fast = tileir_mm(a, w, c, True, fast_acc=True)
+        fast()
+        torch.cuda.synchronize()
+        row["rel_err (fast acc)"] = rel_err(c, ref)
+        t["tileir (fast acc)"] = ms(fast)
+        t["cuBLAS (fast accum)"] = ms(lambda: torch._scaled_mm(
+            a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True))
+        row["fast acc x cuBLAS fast accum"] = t["cuBLAS (fast accum)"] / t["tileir (fast acc)"]
     else:
         t["cuBLAS"] = ms(lambda: torch.matmul(a, b.t() if nt else b))
     if not fp8 and m >= 64:

@@ -516,12 +516,33 @@ class ProductOp(TileOpView):
         return self.operands[2]
 
 
+# On an fp8 `tile.mma`: its products may be summed on the tensor cores across a whole
+# loop, in the fewer bits their fp8 sums keep (cuTile's `mma(..., use_fast_acc=True)`).
+# Without it an fp8 product into an f32 accumulator is summed in f32 (docs/tensor-cores.md).
+FAST_ACC_ATTR = "tile.fast_acc"
+
+
+def fast_acc(op: ir.Operation) -> bool:
+    return FAST_ACC_ATTR in op.attributes
+
+
+def promotes_sums(op: ir.Operation) -> bool:
+    """Whether an fp8 `tile.mma` sums into f32 in full precision: its products from zero
+    on the tensor cores, then added to the accumulator (no `tile.fast_acc`)."""
+    if op.name != "tile.mma":      # (tile.mma_async: made only of products that do not)
+        return False
+    a, acc = op.operands[0].type, op.operands[2].type
+    return (str(a.element_type) in FP8_TYPES and str(acc.element_type) == "f32" and
+            not fast_acc(op))
+
+
 @DIALECT.op
 class MmaOp(ProductOp):
     """`a @ b + acc` with the accumulator's precision; the result has acc's type.
 
     Operand/accumulator element types: f16 x f16 -> f16|f32, bf16 x bf16 -> f32,
-    f32 x f32 -> f32, f64 x f64 -> f64, i8 x i8 -> i32.
+    f32 x f32 -> f32, f64 x f64 -> f64, i8 x i8 -> i32, fp8 x fp8 -> f16|f32 (e4m3
+    and e5m2 may mix; `tile.fast_acc`, fp8 only, see FAST_ACC_ATTR).
     """
 
     OPERATION_NAME = "tile.mma"
@@ -541,6 +562,14 @@ class MmaOp(ProductOp):
                               f"{a.element_type} operands (allowed: {', '.join(allowed)})")
         if res != acc:
             raise VerifyError(f"result type {res} must equal the accumulator type {acc}")
+        attrs = self.operation.attributes
+        if FAST_ACC_ATTR in attrs:
+            if not isinstance(attrs[FAST_ACC_ATTR], ir.UnitAttr):
+                raise VerifyError(f"{FAST_ACC_ATTR} must be a unit attribute, got "
+                                  f"{attrs[FAST_ACC_ATTR]}")
+            if str(a.element_type) not in FP8_TYPES:
+                raise VerifyError(f"{FAST_ACC_ATTR} is only for fp8 operands (f8E4M3FN, "
+                                  f"f8E5M2), got {a.element_type}")
 
 
 @DIALECT.op

@@ -83,7 +83,9 @@ def maximum(x, y, /, *, flush_to_zero=False, propagate_nan=False):
 def minimum(x, y, /, *, flush_to_zero=False, propagate_nan=False):
     """Element-wise minimum (a NaN operand is ignored unless `propagate_nan`)."""
 def pow(x, y): """x ** y."""
-def mma(a, b, acc): """`a @ b + acc` in the accumulator's precision."""
+def mma(a, b, /, acc, *, use_fast_acc=False):
+    """`a @ b + acc` in the accumulator's precision (`use_fast_acc`: fp8 products summed
+    on the tensor cores across the whole loop, in fewer bits than f32)."""
 def matmul(a, b): """`a @ b` (f16/bf16 accumulate in f32, result in the operand type)."""
 def static_assert(cond, message=None): """Fail compilation unless `cond` holds (compile-time)."""
 def static_eval(expr, /): """`expr` evaluated as Python while compiling (runtime values as

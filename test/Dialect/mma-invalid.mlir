@@ -117,3 +117,19 @@ func.func @matmul_unsupported(%a: tensor<16x16xi16>) {
   %0 = "tile.matmul"(%a, %a) : (tensor<16x16xi16>, tensor<16x16xi16>) -> tensor<16x16xi32>
   return
 }
+
+// -----
+
+func.func @fast_acc_not_fp8(%a: tensor<16x16xf16>, %c: tensor<16x16xf32>) {
+  // expected-error @+1 {{'tile.mma' op tile.fast_acc is only for fp8 operands (f8E4M3FN, f8E5M2), got f16}}
+  %0 = "tile.mma"(%a, %a, %c) {tile.fast_acc} : (tensor<16x16xf16>, tensor<16x16xf16>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  return
+}
+
+// -----
+
+func.func @fast_acc_not_unit(%a: tensor<16x32xf8E4M3FN>, %b: tensor<32x16xf8E4M3FN>, %c: tensor<16x16xf32>) {
+  // expected-error @+1 {{'tile.mma' op tile.fast_acc must be a unit attribute, got 1 : i64}}
+  %0 = "tile.mma"(%a, %b, %c) {tile.fast_acc = 1} : (tensor<16x32xf8E4M3FN>, tensor<32x16xf8E4M3FN>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  return
+}

@@ -35,6 +35,15 @@ func.func @mma_fp8_mix(%a: tensor<64x32xf8E4M3FN>, %b: tensor<32x64xf8E5M2>, %a5
   return
 }
 
+// `tile.fast_acc` (fp8 only): the products may be summed on the tensor cores across
+// a whole loop (cuTile's use_fast_acc=True).
+// CHECK-LABEL: func.func @mma_fast_acc
+// CHECK:         "tile.mma"(%{{.*}}, %{{.*}}, %{{.*}}) {tile.fast_acc} : (tensor<64x32xf8E4M3FN>, tensor<32x64xf8E5M2>, tensor<64x64xf32>) -> tensor<64x64xf32>
+func.func @mma_fast_acc(%a: tensor<64x32xf8E4M3FN>, %b: tensor<32x64xf8E5M2>, %c: tensor<64x64xf32>) attributes {tile.function} {
+  %0 = "tile.mma"(%a, %b, %c) {tile.fast_acc} : (tensor<64x32xf8E4M3FN>, tensor<32x64xf8E5M2>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @batched_mma
 // CHECK:         "tile.mma"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<4x64x16xf16>, tensor<4x16x32xf16>, tensor<4x64x32xf32>) -> tensor<4x64x32xf32>
 func.func @batched_mma(%a: tensor<4x64x16xf16>, %b: tensor<4x16x32xf16>, %c: tensor<4x64x32xf32>) attributes {tile.function} {

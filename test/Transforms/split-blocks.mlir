@@ -2,13 +2,13 @@
 
 // RoPE on one token ("split:8;free:6": a grid of 1 block on 132 SMs, axes 1 and 2
 // of extent 1).  The heads (dim 1, not the innermost of any array) split across
-// grid axis 2, 4 ways (the block loads and stores 32 KB; a block keeps at least
-// 8 KB): the x load and the out store take head tile bid(2) of extent 32 (index
-// 0 * 4 + bid(2)); the cos row, broadcast over the heads, stays whole; the grid's
-// axis 2 becomes 4 (tile.grid_scale).
+// grid axis 2, 8 ways (the block loads and stores 32 KB; a block keeps at least
+// 4 KB): the x load and the out store take head tile bid(2) of extent 16 (index
+// 0 * 8 + bid(2)); the cos row, broadcast over the heads, stays whole; the grid's
+// axis 2 becomes 8 (tile.grid_scale).
 
 // CHECK-LABEL: func.func @rope
-// CHECK-SAME:    tile.grid_scale = array<i64: 2, 1, 4>
+// CHECK-SAME:    tile.grid_scale = array<i64: 2, 1, 8>
 // The new index is made right after the old one (the constant 0), once for both
 // accesses that shared it.
 // CHECK:         %[[U:.*]] = "tile.bid"() {axis = 2 : i64}
@@ -16,10 +16,10 @@
 // CHECK:         %[[S:.*]] = arith.muli %[[Z]], %{{.*}} : i32
 // CHECK:         %[[H:.*]] = arith.addi %[[S]], %[[U]] : i32
 // CHECK:         %[[T:.*]] = "tile.bid"() {axis = 0 : i64}
-// CHECK:         "tile.load"(%arg0, %[[T]], %[[H]], %[[Z]]) {{.*}}tile_shape = array<i64: 1, 32, 64>{{.*}} -> tensor<1x32x64xbf16>
+// CHECK:         "tile.load"(%arg0, %[[T]], %[[H]], %[[Z]]) {{.*}}tile_shape = array<i64: 1, 16, 64>{{.*}} -> tensor<1x16x64xbf16>
 // CHECK:         "tile.load"(%arg1, %[[T]], %{{.*}}) {{.*}}tile_shape = array<i64: 1, 64>{{.*}} -> tensor<1x64xbf16>
-// CHECK:         "tile.broadcast"{{.*}} -> tensor<1x32x64xf32>
-// CHECK:         "tile.store"(%arg2, %{{.*}}, %[[T]], %[[H]], %[[Z]]) : ({{.*}}, tensor<1x32x64xbf16>, i32, i32, i32)
+// CHECK:         "tile.broadcast"{{.*}} -> tensor<1x16x64xf32>
+// CHECK:         "tile.store"(%arg2, %{{.*}}, %[[T]], %[[H]], %[[Z]]) : ({{.*}}, tensor<1x16x64xbf16>, i32, i32, i32)
 func.func @rope(%x: !tile.array<bf16, 3 : i64>, %cos: !tile.array<bf16, 2 : i64>, %out: !tile.array<bf16, 3 : i64>) attributes {tile.kernel, tile.grid_wish = "split:8;free:6"} {
   %c0 = arith.constant 0 : i32
   %t = "tile.bid"() {axis = 0 : i64} : () -> i32
@@ -37,19 +37,19 @@ func.func @rope(%x: !tile.array<bf16, 3 : i64>, %cos: !tile.array<bf16, 2 : i64>
 
 // -----
 
-// A 1-D map whose only dim is innermost: it splits too, 4 ways (32 KB moved, 8 KB
-// a block, rows of 4 KB), along grid axis 2 (the last free axis first), the index
-// bid(0) * 4 + bid(2); the splat constant takes the slice's shape.
+// A 1-D map whose only dim is innermost: it splits too, 8 ways (32 KB moved, 4 KB
+// a block, rows of 2 KB), along grid axis 2 (the last free axis first), the index
+// bid(0) * 8 + bid(2); the splat constant takes the slice's shape.
 
 // CHECK-LABEL: func.func @scale
-// CHECK-SAME:    tile.grid_scale = array<i64: 2, 1, 4>
+// CHECK-SAME:    tile.grid_scale = array<i64: 2, 1, 8>
 // CHECK:         %[[U:.*]] = "tile.bid"() {axis = 2 : i64}
 // CHECK:         %[[I:.*]] = "tile.bid"() {axis = 0 : i64}
 // CHECK:         %[[S:.*]] = arith.muli %[[I]], %{{.*}} : i32
 // CHECK:         %[[J:.*]] = arith.addi %[[S]], %[[U]] : i32
-// CHECK:         "tile.load"(%arg0, %[[J]]) {{.*}} -> tensor<1024xf32>
-// CHECK:         arith.constant dense<2.000000e+00> : tensor<1024xf32>
-// CHECK:         "tile.store"(%arg1, %{{.*}}, %{{.*}}) : ({{.*}}, tensor<1024xf32>, i32)
+// CHECK:         "tile.load"(%arg0, %[[J]]) {{.*}} -> tensor<512xf32>
+// CHECK:         arith.constant dense<2.000000e+00> : tensor<512xf32>
+// CHECK:         "tile.store"(%arg1, %{{.*}}, %{{.*}}) : ({{.*}}, tensor<512xf32>, i32)
 func.func @scale(%x: !tile.array<f32, 1 : i64>, %y: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.grid_wish = "split:8;free:6"} {
   %i = "tile.bid"() {axis = 0 : i64} : () -> i32
   %a = "tile.load"(%x, %i) {padding = "zero", tile_shape = array<i64: 4096>} : (!tile.array<f32, 1 : i64>, i32) -> tensor<4096xf32>
@@ -62,18 +62,18 @@ func.func @scale(%x: !tile.array<f32, 1 : i64>, %y: !tile.array<f32, 1 : i64>) a
 // -----
 
 // A loop over a row's chunks that maps each: the chunk's columns split, its counter
-// k becoming the index k * 4 + bid(2); the loop is unchanged.  Each block keeps
-// at least 8 KB of the 32 KB a chunk loads and stores: 4 blocks, though the wish
+// k becoming the index k * 8 + bid(2); the loop is unchanged.  Each block keeps
+// at least 4 KB of the 32 KB a chunk loads and stores: 8 blocks, though the wish
 // allows 16.
 
 // CHECK-LABEL: func.func @chunks
-// CHECK-SAME:    tile.grid_scale = array<i64: 2, 1, 4>
+// CHECK-SAME:    tile.grid_scale = array<i64: 2, 1, 8>
 // CHECK:         %[[U:.*]] = "tile.bid"() {axis = 2 : i64}
 // CHECK:         scf.for %[[K:.*]] =
 // CHECK:           %[[S:.*]] = arith.muli %[[K]], %{{.*}} : i32
 // CHECK:           %[[J:.*]] = arith.addi %[[S]], %[[U]] : i32
-// CHECK:           "tile.load"(%arg0, %{{.*}}, %[[J]]) {{.*}} -> tensor<1x1024xf32>
-// CHECK:           "tile.store"(%arg1, %{{.*}}, %{{.*}}, %{{.*}}) : ({{.*}}, tensor<1x1024xf32>, i32, i32)
+// CHECK:           "tile.load"(%arg0, %{{.*}}, %[[J]]) {{.*}} -> tensor<1x512xf32>
+// CHECK:           "tile.store"(%arg1, %{{.*}}, %{{.*}}, %{{.*}}) : ({{.*}}, tensor<1x512xf32>, i32, i32)
 func.func @chunks(%x: !tile.array<f32, 2 : i64>, %y: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.grid_wish = "split:16;free:6"} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32

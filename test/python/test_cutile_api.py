@@ -1192,6 +1192,48 @@ def test_mma_scaled_is_the_exact_block_scaled_product(operand, scale, block, rng
         block_scaled.compile((a, sa, b, sb, c, m, k, block), stage="gpu", target="sm_90a")
 
 
+@ct.kernel
+def one_mma(a, b, c, FAST: ct.Constant[int]):
+    x = ct.load(a, index=(0, 0), shape=(16, 16))
+    y = ct.load(b, index=(0, 0), shape=(16, 16))
+    ct.store(c, index=(0, 0), tile=ct.mma(x, y, ct.load(c, index=(0, 0), shape=(16, 16)),
+                                          use_fast_acc=FAST == 1))
+
+
+@ct.kernel
+def mma_fast_acc_of(a, c, flag):
+    x = ct.load(a, index=(0, 0), shape=(16, 16))
+    ct.store(c, index=(0, 0), tile=ct.mma(x, x, ct.zeros((16, 16), ct.float32),
+                                          use_fast_acc=flag))
+
+
+def test_mma_takes_cutiles_dtypes_and_use_fast_acc(rng):
+    """cuTile's mma does not promote: one dtype, but for int8 / uint8 pairs (and, here,
+    the two fp8 types); `use_fast_acc` only for fp8, a compile-time bool, marking the
+    product `tile.fast_acc`; the interpreter sums in f32 either way."""
+    z = np.zeros((16, 16), np.float32)
+    f16, bf16 = np.zeros((16, 16), np.float16), np.zeros((16, 16), ml_dtypes.bfloat16)
+    with pytest.raises(TileTypeError, match="mma operands must have one dtype.*got float16 "
+                       "and bfloat16"):
+        one_mma.compile((f16, bf16, z, 0), stage="frontend")
+    with pytest.raises(TileTypeError, match="got float32 and float16"):
+        one_mma.compile((z, f16, z, 0), stage="frontend")
+    with pytest.raises(TileTypeError, match="use_fast_acc is only supported for fp8 input "
+                       "dtypes"):
+        one_mma.compile((f16, f16, z, 1), stage="frontend")
+    f8 = np.zeros((16, 16), ml_dtypes.float8_e4m3fn)
+    with pytest.raises(TileTypeError, match="use_fast_acc must be a compile-time bool"):
+        mma_fast_acc_of.compile((f8, z, True), stage="frontend")
+    assert "tile.fast_acc" in str(one_mma.compile((f8, f8, z, 1), stage="frontend").module)
+    assert "tile.fast_acc" not in str(one_mma.compile((f8, f8, z, 0), stage="frontend").module)
+    a = rng.integers(-4, 5, (16, 16)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.integers(-4, 5, (16, 16)).astype(ml_dtypes.float8_e5m2)
+    for fast in (0, 1):
+        c = np.ones((16, 16), np.float32)
+        ct.launch(None, (1,), one_mma, (a, b, c, fast))
+        np.testing.assert_array_equal(c, a.astype(np.float64) @ b.astype(np.float64) + 1)
+
+
 def test_mma_scaled_checks_formats_and_blocks(rng):
     m, k = 16, 64
     a = np.zeros((m, k), ml_dtypes.float8_e4m3fn)

@@ -20,9 +20,9 @@ from tileir.dialect import TileIRError
 from tileir.sim import SimError, simulate
 
 from mlir_kernels import GROW, PICK, compile_mlir, table_kernel
-from test_tensor_cores import (accumulate_ab, accumulate_awt, attention, bgemm, gemm,
-                               gemm_accumulate, gemm_f16_acc, gemm_nt,
-                               lower_gemm, row_logsumexp, scaled_gemm)
+from test_tensor_cores import (accumulate_ab, accumulate_awt, attention, batched_tiles, bgemm,
+                               gemm, gemm_accumulate, gemm_f16_acc, gemm_i32, gemm_nt,
+                               gemm_widened_a, lower_gemm, row_logsumexp, scaled_gemm)
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = ("sm_90a", "sm_80")
@@ -292,19 +292,6 @@ def test_f16_accumulator_gemm_matches_the_interpreter(target, dtype, rng):
     assert np.abs(c.astype(np.float64) - want).max() <= 2 ** -10 * (np.abs(want).max() + 1)
 
 
-@ct.kernel
-def batched_tiles(a, b, c, NB: ct.Constant[int], BM: ct.Constant[int], BN: ct.Constant[int],
-                  BK: ct.Constant[int]):
-    """A 3-d (batched) mma of (NB, BM, BK) x (NB, BK, BN) tiles."""
-    i = ct.bid(0)
-    acc = ct.zeros((NB, BM, BN), dtype=ct.float32)
-    for k in range(ct.num_tiles(a, axis=2, shape=(NB, BM, BK))):
-        ta = ct.load(a, index=(0, i, k), shape=(NB, BM, BK), padding_mode=ct.PaddingMode.ZERO)
-        tb = ct.load(b, index=(0, k, 0), shape=(NB, BK, BN), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, tb, acc)
-    ct.store(c, index=(0, i, 0), tile=ct.astype(acc, c.dtype))
-
-
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("batch", [1, 2])
 def test_a_batched_mma_of_tiles_runs_on_the_gpu_path(target, batch, rng):
@@ -320,37 +307,35 @@ def test_a_batched_mma_of_tiles_runs_on_the_gpu_path(target, batch, rng):
     assert np.array_equal(c, ref)
 
 
-@ct.kernel
-def gemm_i32(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
-    """An integer GEMM into an int32 accumulator (int8 or uint8 operands)."""
-    acc = accumulate_ab(a, b, ct.zeros((BM, BN), dtype=ct.int32), ct.bid(0), ct.bid(1),
-                        ct.num_tiles(a, axis=1, shape=(BM, BK)), BM, BN, BK)
-    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc)
-
-
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 def test_a_promoted_operand_made_in_registers_feeds_the_tensor_cores(target, rng):
-    """f16 x f32 operands are promoted to f32 (A converted in registers): on sm_90a
-    wgmma cannot take a tf32 A from registers, so A goes through K-major shared
-    memory; exact with small-integer operands."""
+    """An f16 A converted to f32 in registers times f32 B: on sm_90a wgmma cannot take
+    a tf32 A from registers, so A goes through K-major shared memory; exact with
+    small-integer operands."""
     m, n, k = 100, 70, 96
     a = rng.integers(-2, 3, (m, k)).astype(np.float16)
     b = rng.integers(-2, 3, (k, n)).astype(np.float32)
     c = np.full((m, n), np.nan, np.float32)
     args = (a, b, c, 64, 64, 32)
-    ck = gemm.compile(args, stage="gpu", target=target)
+    ck = gemm_widened_a.compile(args, stage="gpu", target=target)
     simulate(ck, (2, 2), args)
     assert np.array_equal(c, a.astype(np.float64) @ b.astype(np.float64))
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
-def test_uint8_mma_is_exact(target, rng):
-    """uint8 x uint8 -> int32 (cuTile's form) through the signed int8 product and row
-    and column sums: exact over the whole 0..255 range, in the interpreter and in the
-    simulator; ragged M, N and K (the zero padding is a uint8 0)."""
+@pytest.mark.parametrize("da,db", [(np.uint8, np.uint8), (np.int8, np.uint8),
+                                   (np.uint8, np.int8)])
+def test_uint8_mma_is_exact(target, da, db, rng):
+    """uint8 x uint8, int8 x uint8 and uint8 x int8 -> int32 (cuTile's forms; it mixes
+    only these) through the signed int8 product and row or column sums: exact over the
+    whole range, in the interpreter and in the simulator; ragged M, N and K (the zero
+    padding is a 0 of either type)."""
     m, n, k = 100, 70, 150
-    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
-    b = rng.integers(0, 256, (k, n)).astype(np.uint8)
+
+    def draw(shape, d):
+        info = np.iinfo(d)
+        return rng.integers(info.min, info.max + 1, shape).astype(d)
+    a, b = draw((m, k), da), draw((k, n), db)
     ref = a.astype(np.int64) @ b.astype(np.int64)
     want = np.full((m, n), -3, np.int32)
     ct.launch(None, (2, 2), gemm_i32, (a, b, want, 64, 64, 32))    # NumPy: the interpreter

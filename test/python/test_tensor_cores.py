@@ -56,6 +56,16 @@ def gemm_nt(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
+@ct.kernel
+def gemm_nt_fast_acc(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int],
+                     BK: ct.Constant[int]):
+    """gemm_nt with fp8 products summed on the tensor cores across the K loop (cuTile's
+    `use_fast_acc=True`)."""
+    acc = accumulate_awt(a, w, ct.zeros((BM, BN), dtype=ct.float32), ct.bid(0), ct.bid(1),
+                         BM, BN, BK, True)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=ct.astype(acc, c.dtype))
+
+
 @ct.function
 def accumulate_ab(a, b, acc, i, j, trips, BM, BN, BK):
     """acc + A[i, :trips] @ B[:trips, j] in (BM, BK) x (BK, BN) tiles: the K loop of the
@@ -68,12 +78,13 @@ def accumulate_ab(a, b, acc, i, j, trips, BM, BN, BK):
 
 
 @ct.function
-def accumulate_awt(a, w, acc, i, j, BM, BN, BK):
-    """acc + A[i] @ W[j]^T over all of K, in (BM, BK) x (BN, BK) tiles (W held as (N, K))."""
+def accumulate_awt(a, w, acc, i, j, BM, BN, BK, fast=False):
+    """acc + A[i] @ W[j]^T over all of K, in (BM, BK) x (BN, BK) tiles (W held as (N, K));
+    `fast`: mma's use_fast_acc."""
     for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
         ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
         tw = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, ct.transpose(tw), acc)
+        acc = ct.mma(ta, ct.transpose(tw), acc, use_fast_acc=fast)
     return acc
 
 
@@ -234,6 +245,39 @@ def _ptx_accumulator(m: Mma, shape) -> dict:
                         r = (ni + mi * rn) * per + i
                         out[(w, lane, r)] = (gi * bm + mi * im + row, gj * bn + ni * inn + col)
     return out
+
+
+@ct.kernel
+def batched_tiles(a, b, c, NB: ct.Constant[int], BM: ct.Constant[int], BN: ct.Constant[int],
+                  BK: ct.Constant[int]):
+    """A 3-d (batched) mma of (NB, BM, BK) x (NB, BK, BN) tiles."""
+    i = ct.bid(0)
+    acc = ct.zeros((NB, BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=2, shape=(NB, BM, BK))):
+        ta = ct.load(a, index=(0, i, k), shape=(NB, BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(0, k, 0), shape=(NB, BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(0, i, 0), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
+def gemm_i32(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """An integer GEMM into an int32 accumulator (int8 or uint8 operands)."""
+    acc = accumulate_ab(a, b, ct.zeros((BM, BN), dtype=ct.int32), ct.bid(0), ct.bid(1),
+                        ct.num_tiles(a, axis=1, shape=(BM, BK)), BM, BN, BK)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc)
+
+
+@ct.kernel
+def gemm_widened_a(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    """f16 A widened to f32 in registers, times f32 B (mma does not promote: cuTile's)."""
+    i, j = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ct.astype(ta, ct.float32), tb, acc)
+    ct.store(c, index=(i, j), tile=acc)
 
 
 @pytest.mark.parametrize("m,shape", [
@@ -842,3 +886,23 @@ def test_grouped_block_order_is_a_bijection(g0, g1):
             size = min(g0 - first, GROUP)
             seen.add((first + pid % per_group % size, pid % per_group // size))
     assert seen == {(i, j) for i in range(g0) for j in range(g1)}
+
+
+def test_fp8_products_sum_in_f32_unless_fast_acc():
+    """cuTile's default: fp8 products into f32 are summed in f32.  Each chunk of 64
+    columns sums one tile's K on the tensor cores from zero (wgmma scale-d 0), is waited
+    for and added to the accumulator; the loop's product stays synchronous, and the
+    tile is not widened past 128 x 128 (spills).  `use_fast_acc=True`: the async wgmma
+    chain across the loop, as for 16-bit operands."""
+    f8 = ml_dtypes.float8_e4m3fn
+    a, w, c = np.empty((4096, 512), f8), np.empty((4096, 512), f8), np.empty((4096, 4096), BF16)
+    args = (a, w, c, 128, 128, 64)
+    precise = gemm_nt.compile(args, target="sm_90a", grid=(32, 32), sm_count=132)
+    fast = gemm_nt_fast_acc.compile(args, target="sm_90a", grid=(32, 32), sm_count=132)
+    assert "D[<f32>, <zero>]" in precise.artifacts["gpu"]              # scale-d 0
+    assert "tile.mma_async" not in precise.artifacts["pipeline"]
+    assert "grid_scale" not in precise.meta
+    assert "D[<f32>, <zero>]" not in fast.artifacts["gpu"]
+    assert "tile.mma_async" in fast.artifacts["pipeline"]
+    for ck in (precise, fast):
+        assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report, ck.ptxas_report

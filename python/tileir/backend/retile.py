@@ -53,7 +53,7 @@ from fractions import Fraction
 from mlir import ir
 
 from tileir.dialect import TileIRError
-from tileir.dialect.tile import SCOPE_ATTR
+from tileir.dialect.tile import SCOPE_ATTR, promotes_sums
 
 from .grid_wish import SHORT, parse as parse_wish
 from .shared import tile_bytes
@@ -601,6 +601,10 @@ def refused(func: ir.Operation, err: NotRetileable, what: str) -> TileIRError:
 MAX_BOX = 256                 # a TMA box and a wgmma N are at most 256 along a dim
 ACC_PER_THREAD = 128          # accumulator registers a thread may hold (128 x 256 tiles
                               # on 8 warps; more spills)
+# ... and when the product sums fp8 into f32 in full precision (its partial sums live
+# beside the accumulator, rules/mma.py): 128 x 256 fp8 tiles spilled at 255 registers,
+# 128 x 128 ones fit
+PROMOTED_ACC_PER_THREAD = 64
 DEFAULT_WIDE_WARPS = 8        # the warps of a 128-row wgmma accumulator (mma_plan)
 
 
@@ -742,7 +746,8 @@ def _factor(tied: Tied, kind: str, arg: int, target: str,
         if target != "sm_90a" or not arg >> tied.axis & 1:
             return None                            # mma.sync tiles this wide spill
         threads = 32 * (warps or DEFAULT_WIDE_WARPS)
-        if max(sizes) * 2 <= MAX_BOX and acc * 2 <= ACC_PER_THREAD * threads:
+        budget = PROMOTED_ACC_PER_THREAD if _promotes(tied) else ACC_PER_THREAD
+        if max(sizes) * 2 <= MAX_BOX and acc * 2 <= budget * threads:
             return Fraction(2)
         return None
     if kind == "narrow":
@@ -753,6 +758,16 @@ def _factor(tied: Tied, kind: str, arg: int, target: str,
                 return Fraction(1, s)
             s //= 2
     return None
+
+
+def _promotes(tied: Tied) -> bool:
+    """Whether a product among the tied tensors sums fp8 into f32 in full precision."""
+    for v in tied.dims:
+        owner = v.owner
+        if not isinstance(owner, ir.Block) and owner.operation.name == "tile.mma" and \
+                promotes_sums(owner.operation):
+            return True
+    return False
 
 
 def _elements(v: ir.Value) -> int:

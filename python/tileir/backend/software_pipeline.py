@@ -37,6 +37,7 @@ from mlir import ir
 from mlir.dialects import arith, scf
 
 from tileir.dialect.layout import tile_layout
+from tileir.dialect.tile import promotes_sums
 from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquireOp,
                                  RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
@@ -350,8 +351,8 @@ class _Pipeliner:
         for op in list(body.operations):
             op = op.operation
             if op.name != "tile.mma" or not isinstance(tile_layout(op.results[0].type), Mma) \
-                    or tile_layout(op.results[0].type).version != 3:
-                continue
+                    or tile_layout(op.results[0].type).version != 3 or promotes_sums(op):
+                continue            # (fp8 sums into f32 wait for each chunk: rules/mma.py)
             acc, res = op.operands[2], op.results[0]
             uses = list(res.uses)
             if not (isinstance(acc.owner, ir.Block) and acc.owner == body

@@ -238,7 +238,14 @@ def _numel(shape) -> int:
 # ---------------------------------------------------------------------------
 # Matrix multiply
 # ---------------------------------------------------------------------------
-def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
+_INT8 = (dt.int8, dt.uint8)
+
+
+def _matmul_operands(a, b, promote: bool = True) -> tuple[TileValue, TileValue]:
+    """`a` and `b` checked as product operands, batch dims broadcast.  `promote`
+    (matmul): operands of different dtypes go to their common dtype.  Without it
+    (mma, as cuTile's): they must have one dtype, but for an int8 / uint8 pair and
+    the two fp8 types, which the tensor cores multiply as they are."""
     for name, x in (("a", a), ("b", b)):
         if not isinstance(x, TileValue) or x.ndim not in (2, 3):
             raise type_error(f"matmul operand {name} must be a 2-D or 3-D tile, got "
@@ -250,29 +257,40 @@ def _matmul_operands(a, b) -> tuple[TileValue, TileValue]:
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
         a = broadcast_to(a, batch + a.shape[-2:])
         b = broadcast_to(b, batch + b.shape[-2:])
-    if a.dtype != b.dtype and not (a.dtype.mlir in tile.FP8_TYPES and
-                                   b.dtype.mlir in tile.FP8_TYPES):
+    mix = a.dtype != b.dtype and not (a.dtype.mlir in tile.FP8_TYPES and
+                                      b.dtype.mlir in tile.FP8_TYPES)
+    if mix and promote:
         d = dt.promote(a.dtype, b.dtype)      # (e4m3 x e5m2 mix: the tensor cores take it)
         a, b = cast(a, d), cast(b, d)
+    elif mix and not (a.dtype in _INT8 and b.dtype in _INT8):
+        raise type_error(f"mma operands must have one dtype, but for int8 / uint8 and "
+                         f"float8_e4m3fn / float8_e5m2 pairs; got {a.dtype.name} and "
+                         f"{b.dtype.name} (mma does not promote: cast one, or use matmul)")
     if a.dtype.is_bool or (a.dtype.is_int and a.dtype.bits != 8):
         raise type_error(f"matmul does not take {a.dtype.name} operands; use float16, "
                          f"bfloat16, float32, float64, int8 or uint8")
     return a, b
 
 
-def _unsigned_product(a: TileValue, b: TileValue, acc: TileValue) -> TileValue:
-    """`a @ b + acc` of uint8 (M, K) x (K, N) tiles into int32, through the signed int8
-    product (Tile IR's i8 is signed): with a' = a - 128 and b' = b - 128 (exact in
-    int8), sum_k a b = sum_k a' b' + 128 sum_k a + 128 sum_k b - 128^2 K.  Exact, in
-    the interpreter and on the GPU (int32 wrapping as the product would)."""
+def _int8_product(a: TileValue, b: TileValue, acc: TileValue) -> TileValue:
+    """`a @ b + acc` of int8 / uint8 (M, K) x (K, N) tiles into int32, through the signed
+    int8 product (Tile IR's i8 is signed): a uint8 operand enters as x' = x - 128 (exact
+    in int8), and sum_k a b = sum_k a' b' + 128 [a unsigned] sum_k b' + 128 [b unsigned]
+    sum_k a' + 128^2 K [both].  Exact, in the interpreter and on the GPU (int32
+    wrapping as the product would)."""
+    ua, ub = a.dtype == dt.uint8, b.dtype == dt.uint8
+
     def signed(t):
-        return cast(binary("-", cast(t, dt.int16), 128), dt.int8)
-    r = wrap(tile.MmaOp(signed(a).value, signed(b).value, acc.value).result, dt.int32)
-    rows = reduce("sum", cast(a, dt.int32), axis=1, keepdims=True)       # (M, 1)
-    cols = reduce("sum", cast(b, dt.int32), axis=0, keepdims=True)       # (1, N)
-    r = binary("+", r, binary("*", rows, 128))
-    r = binary("+", r, binary("*", cols, 128))
-    return binary("-", r, 128 * 128 * a.shape[-1])
+        return cast(binary("-", cast(t, dt.int16), 128), dt.int8) if t.dtype == dt.uint8 else t
+    a2, b2 = signed(a), signed(b)
+    r = wrap(tile.MmaOp(a2.value, b2.value, acc.value).result, dt.int32)
+    if ub:
+        rows = reduce("sum", cast(a2, dt.int32), axis=1, keepdims=True)      # (M, 1)
+        r = binary("+", r, binary("*", rows, 128))
+    if ua:
+        cols = reduce("sum", cast(b2, dt.int32), axis=0, keepdims=True)      # (1, N)
+        r = binary("+", r, binary("*", cols, 128))
+    return binary("+", r, 128 * 128 * a.shape[-1]) if ua and ub else r
 
 
 def matmul(a, b) -> TileValue:
@@ -280,7 +298,7 @@ def matmul(a, b) -> TileValue:
     if a.ndim == 3:          # one 2-d product a batch (a batch of 1 too)
         return _per_batch(lambda x, y, _: matmul(x, y), a, b, None)
     if a.dtype == dt.uint8:
-        return _unsigned_product(a, b, constant(0, dt.int32, (a.shape[0], b.shape[-1])))
+        return _int8_product(a, b, constant(0, dt.int32, (a.shape[0], b.shape[-1])))
     out = dt.int32 if a.dtype.is_int else dt.float32 if a.dtype.restricted else a.dtype
     shape = (*a.shape[:-1], b.shape[-1])
     op = tile.MatmulOp(a.value, b.value, tensor_type(shape, out))
@@ -304,8 +322,11 @@ def _per_batch(product, a: TileValue, b: TileValue, acc: TileValue | None) -> Ti
     return parts[0]
 
 
-def mma(a, b, acc) -> TileValue:
-    a, b = _matmul_operands(a, b)
+def mma(a, b, acc, fast_acc: bool = False) -> TileValue:
+    """`a @ b + acc` (cuTile's `mma(x, y, acc, use_fast_acc=)`).  fp8 products into an
+    f32 accumulator are summed in f32 unless `fast_acc` (`tile.fast_acc`: summed on the
+    tensor cores across the loop, in fewer bits; docs/tensor-cores.md)."""
+    a, b = _matmul_operands(a, b, promote=False)
     if not isinstance(acc, TileValue):
         raise type_error(f"mma accumulator must be a tile, got {describe(acc)}")
     want = (*a.shape[:-1], b.shape[-1])
@@ -317,8 +338,15 @@ def mma(a, b, acc) -> TileValue:
         raise type_error(f"mma with {a.dtype.name} operands accumulates in "
                          f"{' or '.join(dt.from_mlir(x).name for x in allowed)}, got a "
                          f"{acc.dtype.name} accumulator")
+    fp8 = a.dtype.mlir in tile.FP8_TYPES
+    if fast_acc and not fp8:
+        raise type_error(f"use_fast_acc is only supported for fp8 input dtypes "
+                         f"(float8_e4m3fn, float8_e5m2), got {a.dtype.name}")
     if a.ndim == 3:          # one 2-d product a batch (a batch of 1 too)
-        return _per_batch(mma, a, b, acc)
-    if a.dtype == dt.uint8:
-        return _unsigned_product(a, b, acc)
-    return wrap(tile.MmaOp(a.value, b.value, acc.value).result, acc.dtype)
+        return _per_batch(lambda x, y, c: mma(x, y, c, fast_acc), a, b, acc)
+    if a.dtype in _INT8 and (a.dtype == dt.uint8 or b.dtype == dt.uint8):
+        return _int8_product(a, b, acc)
+    op = tile.MmaOp(a.value, b.value, acc.value)
+    if fast_acc:
+        op.operation.attributes[tile.FAST_ACC_ATTR] = ir.UnitAttr.get()
+    return wrap(op.result, acc.dtype)

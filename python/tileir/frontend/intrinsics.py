@@ -479,8 +479,11 @@ def _pow(x, y):
 
 
 @rule("mma")
-def _mma(a, b, acc):
-    return compute.mma(a, b, acc)
+def _mma(a, b, acc, use_fast_acc):
+    if not isinstance(use_fast_acc, bool):
+        raise type_error(f"mma's use_fast_acc must be a compile-time bool, got "
+                         f"{describe(use_fast_acc)}")
+    return compute.mma(a, b, acc, use_fast_acc)
 
 
 @rule("matmul")

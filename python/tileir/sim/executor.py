@@ -1205,6 +1205,8 @@ def _wgmma(sim, blk, o, mask):
     a_kmajor = "row" in str(o.attributes["layoutA"])
     b_kmajor = "col" in str(o.attributes["layoutB"])
     out = np.stack([np.asarray(x, np.float32) for x in acc])      # (regs, threads)
+    if "zero" in str(o.attributes["scaleD"]):                     # D = A * B
+        out = np.zeros_like(out)
     for g, sel in _warpgroups(sim, mask):
         da = _uniform(np.asarray(desc_a)[sel], np.ones(128, bool), "wgmma descriptor A")
         db = _uniform(np.asarray(desc_b)[sel], np.ones(128, bool), "wgmma descriptor B")
