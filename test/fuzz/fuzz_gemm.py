@@ -5,15 +5,16 @@
 Each case is a cuTile-style GEMM: a K loop of two `ct.load`s and `acc = ct.mma(a, b,
 acc)` (B as (K, N), or as (N, K) through `ct.transpose`), an epilogue, a store.  It
 draws the operand dtypes (f16, bf16, f32 as tf32, f64, i8, u8, e4m3, e5m2, the two
-fp8 types mixed) and an accumulator they allow (f16 for f16 and fp8), tiles of 16 to
+fp8 types mixed, int8 with uint8; fp8 with and without use_fast_acc) and an accumulator they allow (f16 for f16 and fp8), tiles of 16 to
 128 (K tiles 16 to 64), ragged M, N and K from 1, kernel options (persistent, warp
 specialization, stages), and the grid's SM count the launch is compiled for (1 to
 132: retiling, persistent tiles, cluster pairs, decode shrinking).  Operands hold
 small integers, so every product and sum is exact in every accumulator and the
 simulator must match the interpreter bit for bit (f16 accumulators: within their
-per-mma rounding).  About one case in eight is invalid on purpose (a tile that is not
-a power of two, operands mma does not take, an accumulator the operands do not
-allow), and must fail with an error naming the kernel's line.
+per-mma rounding).  About one case in three is invalid on purpose (a tile that is not
+a power of two, operands mma does not take, two operand dtypes it does not mix, an
+accumulator the operands do not allow), and must fail with an error naming the
+kernel's line.
 
 A valid case runs in the interpreter (the oracle), then is compiled for sm_90a and
 sm_80 down to cubins (ptxas runs) and simulated (tileir.sim); with `--gpu` it is
@@ -45,6 +46,8 @@ OPERANDS = [("float16", "float16", ("float32", "float16")),
             ("float64", "float64", ("float64",)),
             ("int8", "int8", ("int32",)),
             ("uint8", "uint8", ("int32",)),
+            ("int8", "uint8", ("int32",)),
+            ("uint8", "int8", ("int32",)),
             ("float8_e4m3fn", "float8_e4m3fn", ("float32", "float16")),
             ("float8_e5m2", "float8_e5m2", ("float32",)),
             ("float8_e4m3fn", "float8_e5m2", ("float32", "float16"))]
@@ -61,10 +64,14 @@ def generate(seed: int) -> tuple[str, dict]:
     rng = random.Random(seed)
     a_dt, b_dt, accs = rng.choice(OPERANDS)
     acc = rng.choice(accs)
-    invalid = rng.choice([None] * 7 + ["tile", "operands", "accumulator"])
+    invalid = rng.choice([None] * 7 + ["tile", "operands", "accumulator", "mix"])
     if invalid == "operands":
         a_dt, b_dt = rng.choice([("int16", "int16"), ("int32", "int32"), ("bool", "bool")])
         acc = "int32"
+    if invalid == "mix":                      # mma does not promote (cuTile's rule)
+        a_dt, b_dt, acc = rng.choice([("float16", "bfloat16", "float32"),
+                                      ("float32", "float16", "float32"),
+                                      ("int8", "float16", "float32")])
     if invalid == "accumulator":
         a_dt, b_dt, acc = rng.choice([("bfloat16", "bfloat16", "float16"),
                                       ("int8", "int8", "float32"),
@@ -84,6 +91,8 @@ def generate(seed: int) -> tuple[str, dict]:
               "padding_mode=ct.PaddingMode.ZERO))") if nt else \
         "ct.load(b, index=(kk, j), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)"
     opts = ", ".join(f"{key}={value!r}" for key, value in options.items())
+    # fp8: the tensor cores' sums across the loop, or (default) each tile's K there
+    fast = a_dt.startswith("float8") and rng.random() < 0.5
     lines = [
         "import tileir as ct",
         "",
@@ -97,12 +106,12 @@ def generate(seed: int) -> tuple[str, dict]:
         "        ta = ct.load(a, index=(i, kk), shape=(BM, BK), "
         "padding_mode=ct.PaddingMode.ZERO)",
         f"        tb = {b_load}",
-        "        acc = ct.mma(ta, tb, acc)",
+        f"        acc = ct.mma(ta, tb, acc{', use_fast_acc=True' if fast else ''})",
         f"    ct.store(c, index=(i, j), tile=ct.astype({epilogue}, c.dtype))",
         "",
     ]
     case = {"a": a_dt, "b": b_dt, "acc": acc, "out": out, "nt": nt, "tiles": (bm, bn, bk),
-            "shape": (m, n, k), "options": options, "invalid": invalid,
+            "shape": (m, n, k), "options": options, "invalid": invalid, "fast_acc": fast,
             "sm_count": rng.choice(SM_COUNTS)}
     return "\n".join(lines), case
 
