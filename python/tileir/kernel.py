@@ -694,7 +694,7 @@ def _check_grid_limits(grid: tuple[int, int, int], what: str, kernel: str | None
                                  f"{axis}; CUDA allows at most {limit} there")
 
 
-def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
+def _launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     """Runs `kernel` over `grid` with `args` (cuTile's `launch(stream, grid, kernel, args)`).
 
     NumPy arrays run in the interpreter; so does everything when the knob
@@ -703,11 +703,18 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     A launch like an earlier one (torch tensors of the same dtypes, shapes, strides
     and alignment, scalars of the same kinds, the same grid) takes the kernel's fast
     path (runtime/dispatch.py); the first one of its kind is checked here in full,
-    compiled, and prepared for the fast path.
+    compiled, and prepared for the fast path.  Where the C extension is built,
+    `tileir.launch` is its `launch`, which calls the fast path itself and comes here
+    (`launch_checked`) for the rest.
     """
     fast = getattr(kernel, "_fast", None)
     if fast is not None and fast(stream, grid, args):
         return
+    launch_checked(stream, grid, kernel, args)
+
+
+def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
+    """`launch` without the fast path: every check, the compile, a new plan."""
     if not isinstance(kernel, Kernel):
         raise TileTypeError(f"launch() needs a @tileir.kernel, got {type(kernel).__name__}")
     if not isinstance(args, (tuple, list)):
@@ -740,6 +747,14 @@ def launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
         if first(stream, flat, dispatch.dynamic_values(kinds, args)):
             return
     launcher.launch(ck.cubin, ck.meta, hw_grid, ck.runtime_args(args), stream)
+
+
+try:        # the launch in C (runtime/_fastlaunch.c), where setup.py built it
+    from .runtime import _fastlaunch as _c_launch
+    _c_launch.set_checked_launch(launch_checked)
+    launch = _c_launch.launch
+except ImportError:
+    launch = _launch
 
 
 def hardware_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[int, int, int]:

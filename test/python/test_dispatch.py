@@ -456,6 +456,61 @@ def test_torch_tensors_key_as_their_lookups_say(fast_path):
     assert d.key_of(1, (p,)) == d.key_of(1, (t,))
 
 
+def test_launch_takes_the_kernels_fast_path_and_checks_the_rest(monkeypatch):
+    """`tileir.launch` (C where built): a kernel's `_fast` that launched is the whole
+    launch; one that declines, keywords, another arity or an object without a fast
+    path go to the checked path, which raises for what is not a launch."""
+    import importlib
+
+    import tileir as ct
+    kernel_module = importlib.import_module("tileir.kernel")
+    checked, original = [], kernel_module.launch_checked
+    monkeypatch.setattr(kernel_module, "launch_checked", lambda *a, **k: checked.append((a, k)))
+    if NATIVE is not None:
+        NATIVE.set_checked_launch(kernel_module.launch_checked)
+
+    class K:
+        def __init__(self, answer):
+            self.answer, self.calls = answer, []
+
+        def _fast(self, stream, grid, args):
+            self.calls.append((stream, grid, args))
+            return self.answer
+
+    class Raises(K):
+        def _fast(self, stream, grid, args):
+            raise ValueError("from the fast path")
+
+    try:
+        # the C launch, and the Python one it stands in for where no compiler built it
+        for launch in (ct.launch, kernel_module._launch):
+            checked.clear()
+            k = K(True)
+            assert launch(5, (2,), k, (1,)) is None
+            assert k.calls == [(5, (2,), (1,))] and checked == []
+            k = K(False)
+            launch(None, (1,), k, ())
+            assert len(k.calls) == 1 and checked[-1][0] == (None, (1,), k, ())
+            launch(None, (1,), object(), ())                        # no fast path
+            assert checked[-1][0][2].__class__ is object
+            with pytest.raises(ValueError, match="from the fast path"):
+                launch(None, (1,), Raises(True), ())
+        ct.launch(None, (1,), K(True), (), extra=1)                 # keywords: as given
+        assert checked[-1][1] == {"extra": 1}
+    finally:
+        if NATIVE is not None:
+            NATIVE.set_checked_launch(original)
+
+
+def test_launch_of_a_kernel_not_launched_before_is_checked():
+    import tileir as ct
+    from tileir.errors import TileTypeError
+    with pytest.raises(TileTypeError, match="launch\\(\\) needs a @tileir.kernel"):
+        ct.launch(None, (1,), object(), ())
+    with pytest.raises(TypeError):
+        ct.launch(None, (1,), object())
+
+
 class Stream:
     """Enough of a torch.cuda.Stream: its device and handle."""
 

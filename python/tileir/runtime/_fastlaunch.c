@@ -1046,7 +1046,69 @@ static PyTypeObject DispatcherType = {
 };
 
 /* ------------------------------------------------------------------------- */
+/* ------------------------------------------------------------------------- */
+/* tileir.launch                                                              */
+/* ------------------------------------------------------------------------- */
+static PyObject *checked_launch;     /* kernel.py's launch: the checked path */
+static PyObject *s_fast_attr;        /* "_fast" */
+
+/* `launch(stream, grid, kernel, args)`: the kernel's fast path (`kernel._fast`, its
+ * latest dispatcher's `fast`, called here directly when it is the C one), else the
+ * checked path, which explains anything the fast path declines; keywords and other
+ * arities go to the checked path as given. */
+static PyObject *module_launch(PyObject *module, PyObject *const *argv, size_t nargsf,
+                               PyObject *kwnames) {
+    (void)module;
+    Py_ssize_t argc = PyVectorcall_NARGS(nargsf);
+    if (!checked_launch) {
+        PyErr_SetString(PyExc_RuntimeError, "tileir's launch is not set up");
+        return NULL;
+    }
+    if (argc == 4 && kwnames == NULL) {
+        PyObject *fast = PyObject_GetAttr(argv[2], s_fast_attr);
+        if (fast && fast != Py_None) {
+            PyObject *call[3] = {argv[0], argv[1], argv[3]}, *r;
+            PyObject *self = PyCFunction_Check(fast) ? PyCFunction_GET_SELF(fast) : NULL;
+            if (self && Py_IS_TYPE(self, &DispatcherType))
+                r = dispatcher_fast((DispatcherObject *)self, call, 3);
+            else
+                r = PyObject_Vectorcall(fast, call, 3, NULL);
+            Py_DECREF(fast);
+            if (!r)
+                return NULL;
+            int done = PyObject_IsTrue(r);
+            Py_DECREF(r);
+            if (done < 0)
+                return NULL;
+            if (done)
+                Py_RETURN_NONE;
+        } else {
+            Py_XDECREF(fast);
+            PyErr_Clear();
+        }
+    }
+    return PyObject_Vectorcall(checked_launch, argv, nargsf, kwnames);
+}
+
+static PyObject *set_checked_launch(PyObject *module, PyObject *fn) {
+    (void)module;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "set_checked_launch takes a callable");
+        return NULL;
+    }
+    Py_INCREF(fn);
+    Py_XSETREF(checked_launch, fn);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))module_launch, METH_FASTCALL | METH_KEYWORDS,
+     "launch(stream, grid, kernel, args)\n--\n\n"
+     "Runs `kernel` over `grid` with `args` (cuTile's `launch`): through the kernel's "
+     "fast path when an earlier launch prepared one for these arguments, else checked "
+     "in full (tileir.kernel.launch_checked)."},
+    {"set_checked_launch", set_checked_launch, METH_O,
+     "set_checked_launch(fn): what `launch` calls for everything the fast path declines."},
     {"use_tensor_type", use_tensor_type, METH_O,
      "use_tensor_type(torch.Tensor): keys read its tensors' data_ptr, dtype, get_device, "
      "shape and stride through the C functions behind its descriptors; whether they can."},
@@ -1062,6 +1124,9 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&DispatcherType) < 0)
         return NULL;
     empty_tuple = PyTuple_New(0);
+    s_fast_attr = PyUnicode_InternFromString("_fast");
+    if (!s_fast_attr)
+        return NULL;
     acc_name[A_DATA_PTR] = PyUnicode_InternFromString("data_ptr");
     acc_name[A_DTYPE] = PyUnicode_InternFromString("dtype");
     acc_name[A_GET_DEVICE] = PyUnicode_InternFromString("get_device");
