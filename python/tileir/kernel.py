@@ -753,7 +753,7 @@ try:        # the launch in C (runtime/_fastlaunch.c), where setup.py built it
     from .runtime import _fastlaunch as _c_launch
     _c_launch.set_checked_launch(launch_checked)
     launch = _c_launch.launch
-except ImportError:
+except (ImportError, AttributeError):       # (or an older build of it: reinstall)
     launch = _launch
 
 

@@ -156,3 +156,31 @@ func.func @scalar(%s: !S, %o: !S) attributes {tile.kernel} {
   "tile.store"(%o, %t) : (!S, tensor<f64>) -> ()
   return
 }
+
+// -----
+
+!V = !tile.array<f32, 1 : i64>
+
+// A kernel that waits for the previous one in the stream: what comes before the wait
+// stays before it; the condition is computed after the wait (the dims it reads may be
+// that kernel's output) and only what follows is versioned (releasing the next kernel
+// is part of it).
+// CHECK-LABEL: func.func @after_the_wait
+// CHECK:         %[[B:.*]] = "tile.bid"() {axis = 0 : i64}
+// CHECK-NEXT:    "tile.grid_dependency"() {kind = "wait"}
+// CHECK-NEXT:    "tile.dim"(%arg0)
+// CHECK:         scf.if
+// CHECK:           "tile.load"(%arg0, %[[B]]) {padding = "zero", tile.in_bounds, tile_shape = array<i64: 64>}
+// CHECK:         } else {
+// CHECK:           "tile.load"(%arg0, %[[B]]) {padding = "zero", tile_shape = array<i64: 64>}
+// CHECK:           "tile.grid_dependency"() {kind = "launch_dependents"}
+// CHECK:         }
+// CHECK-NEXT:    return
+func.func @after_the_wait(%x: !V, %y: !V) attributes {tile.kernel} {
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  "tile.grid_dependency"() {kind = "wait"} : () -> ()
+  %t = "tile.load"(%x, %b) {padding = "zero", tile_shape = array<i64: 64>} : (!V, i32) -> tensor<64xf32>
+  "tile.store"(%y, %t, %b) : (!V, tensor<64xf32>, i32) -> ()
+  "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
+  return
+}

@@ -906,3 +906,24 @@ def test_fp8_products_sum_in_f32_unless_fast_acc():
     assert "tile.mma_async" in fast.artifacts["pipeline"]
     for ck in (precise, fast):
         assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report, ck.ptxas_report
+
+
+@ct.kernel
+def f16_acc_fp8(a, b, c, FAST: ct.Constant[int]):
+    acc = ct.zeros((64, 64), dtype=ct.float16)
+    for k in range(ct.num_tiles(a, axis=1, shape=(64, 64))):
+        ta = ct.load(a, index=(ct.bid(0), k), shape=(64, 64), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(ct.bid(1), k), shape=(64, 64), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, ct.transpose(tb), acc, use_fast_acc=FAST == 1)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc)
+
+
+def test_an_f16_accumulator_keeps_use_fast_acc():
+    """The layout stage widens an f16 accumulator to f32 for the tensor cores (a new
+    product op): `use_fast_acc=True` stays on it (found by review: it was dropped, so
+    the product took the promoted path)."""
+    f8 = ml_dtypes.float8_e4m3fn
+    a, c = np.empty((128, 256), f8), np.empty((128, 128), np.float16)
+    for fast, promoted in ((1, False), (0, True)):
+        gpu = f16_acc_fp8.compile((a, a, c, fast), stage="gpu", target="sm_90a").artifacts["gpu"]
+        assert ("D[<f32>, <zero>]" in gpu) == promoted

@@ -36,7 +36,7 @@ from mlir.dialects import arith
 
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
-from tileir.dialect.tile import SCOPE_ATTR, MmaOp
+from tileir.dialect.tile import FAST_ACC_ATTR, SCOPE_ATTR, MmaOp
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
@@ -518,8 +518,10 @@ def widen_accumulator(op: ir.Operation) -> None:
     with ir.InsertionPoint(op), op.location:
         wide_t = ir.RankedTensorType.get(list(acc.type.shape), ir.F32Type.get(),
                                          acc.type.encoding)
-        r = MmaOp(a, b, arith.extf(wide_t, acc)).result
-        r = arith.truncf(acc.type, r)
+        wide = MmaOp(a, b, arith.extf(wide_t, acc))
+        if FAST_ACC_ATTR in op.attributes:       # (use_fast_acc=True stays asked for)
+            wide.operation.attributes[FAST_ACC_ATTR] = op.attributes[FAST_ACC_ATTR]
+        r = arith.truncf(acc.type, wide.result)
     op.results[0].replace_all_uses_with(r)
     op.erase()
 

@@ -20,7 +20,10 @@ that issues all its loads back to back (backend/memory.py).
 
 Accesses left out of the condition (an index loaded from memory, a relaxed
 access, an access inside a branch) stay checked in both versions.  Kernels with
-no access to mark are left unchanged.
+no access to mark are left unchanged.  Where the kernel waits for the previous
+kernel in the stream (`tile.grid_dependency`) or fences, only the ops after the last
+such op are versioned, the condition computed after it: the dims and list tables it
+reads may be that kernel's output.
 
 Why: a kernel that runs as one block per token at decode is as long as its
 instruction path.  RoPE at one token spent ~200 instructions a warp, most of them
@@ -43,6 +46,7 @@ from .persistent import PERSISTENT_ATTR
 from .software_pipeline import clone_ops
 
 ACCESSES = ("tile.load", "tile.store")
+
 # Ops whose kernels are not versioned: loops (whose accesses move with the loop
 # counter), what only kernels with loops carry, and block-wide reductions.  Kernels
 # that reduce hold whole rows in registers across the reduction's barriers; their
@@ -67,15 +71,22 @@ def version(func: ir.Operation) -> bool:
     if _refused(func):
         return False
     entry = func.regions[0].blocks[0]
-    body = effects.ops_of(entry)[:-1]           # all but the return
+    ops = effects.ops_of(entry)[:-1]            # all but the return
+    # Only what follows the last wait for the previous kernel (or fence) is versioned:
+    # the condition reads dims (and lists' tables) that kernel may have written.
+    start = 1 + max((k for k, op in enumerate(ops) if _orders_reads(op)), default=-1)
+    before, body = ops[:start], ops[start:]
+    if not body:
+        return False
     position = {op: k for k, op in enumerate(body)}
+    earlier = set(before)
     marked, slice_ops = [], set()
     for k, op in enumerate(body):
         if op.name not in ACCESSES or SCOPE_ATTR in op.attributes:
             continue
         if op.name == "tile.load" and isinstance(tile_layout(op.results[0].type), Shared):
             continue
-        needed = _slice(_operands(op), position)
+        needed = _slice(_operands(op), position, earlier)
         if needed is None:
             continue
         marked.append(k)
@@ -87,7 +98,13 @@ def version(func: ir.Operation) -> bool:
     copy_entry = copy.regions[0].blocks[0]
     for copied, argument in zip(copy_entry.arguments, entry.arguments):
         copied.replace_all_uses_with(argument)
-    fast = effects.ops_of(copy_entry)[:-1]
+    copied = effects.ops_of(copy_entry)[:-1]
+    for original, duplicate in zip(before, copied[:start]):
+        for r, d in zip(original.results, duplicate.results):
+            d.replace_all_uses_with(r)          # the copy uses what comes before as is
+    for duplicate in reversed(copied[:start]):
+        duplicate.erase()
+    fast = copied[start:]
     for k in marked:
         fast[k].attributes[IN_BOUNDS_ATTR] = ir.UnitAttr.get()
     first = body[0]
@@ -106,6 +123,15 @@ def version(func: ir.Operation) -> bool:
         op.move_before(else_end)
     copy.erase()
     return True
+
+
+def _orders_reads(op: ir.Operation) -> bool:
+    """Whether memory read after `op` may differ from memory read before it: a wait for
+    the previous kernel in the stream, or a fence.  Versioning starts after it."""
+    if op.name == "tile.fence":
+        return True
+    return op.name == "tile.grid_dependency" and \
+        ir.StringAttr(op.attributes["kind"]).value == "wait"
 
 
 def _refused(func: ir.Operation) -> bool:
@@ -131,9 +157,10 @@ def _operands(access: ir.Operation) -> list[ir.Value]:
     return [operands[0]] + operands[(2 if access.name == "tile.store" else 1):]
 
 
-def _slice(values: list[ir.Value], position: dict) -> set | None:
-    """The top-level ops `values` are computed by, when all are pure and region-free
-    and reach back only to the kernel's arguments; else None."""
+def _slice(values: list[ir.Value], position: dict, earlier: set) -> set | None:
+    """The versioned top-level ops `values` are computed by, when all are pure and
+    region-free and reach back only to the kernel's arguments and to the ops before
+    the versioned part (`earlier`, computed once before the branch); else None."""
     needed: set = set()
     work = list(values)
     effect_of = effects.Effects()
@@ -145,7 +172,7 @@ def _slice(values: list[ir.Value], position: dict) -> set | None:
                 return None               # a block argument of a nested region
             continue
         op = owner.operation if hasattr(owner, "operation") else owner
-        if op in needed:
+        if op in needed or op in earlier:
             continue
         if op not in position or len(op.regions) or effect_of.of(op) != effects.Effect.PURE:
             return None

@@ -135,7 +135,10 @@ static int key_ints(KeyBuf *k, PyObject *seq) {
  * those descriptors are called directly: what the attribute lookup would end up
  * running, without the lookup (on the H100 host, 320 against 420 ns a tensor).
  * Other objects, and an accessor of a calling convention not handled here, go
- * through the ordinary lookup. */
+ * through the ordinary lookup.  A type is classified at its first launch: an
+ * accessor patched onto the class later, or set on one tensor object (the three
+ * methods are not data descriptors, so an instance attribute would shadow them), is
+ * not seen. */
 enum { A_DATA_PTR, A_DTYPE, A_GET_DEVICE, A_SHAPE, A_STRIDE, N_ACCESSORS };
 static PyObject *acc_name[N_ACCESSORS];
 static PyObject *acc_descr[N_ACCESSORS];      /* torch.Tensor's descriptors (owned) */
@@ -196,6 +199,12 @@ static int direct_type(PyTypeObject *tp) {
         Py_XDECREF(d);
     }
     PyErr_Clear();
+    /* (the lookups may have run Python code, and another thread classified types) */
+    for (int i = 0; i < ntensor_types; i++)
+        if (tensor_type[i] == tp)
+            return tensor_type_direct[i];
+    if (ntensor_types == TENSOR_TYPES)
+        return direct;
     Py_INCREF(tp);
     tensor_type[ntensor_types] = tp;
     tensor_type_direct[ntensor_types++] = (char)direct;

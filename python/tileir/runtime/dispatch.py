@@ -182,8 +182,9 @@ def _use_torch_tensors() -> None:
     global _torch_tensor_type
     torch = sys.modules.get("torch")
     tensor = getattr(torch, "Tensor", None)
-    if tensor is not None and tensor is not _torch_tensor_type:
-        _native.use_tensor_type(tensor)
+    use = getattr(_native, "use_tensor_type", None)      # (absent from older builds)
+    if tensor is not None and tensor is not _torch_tensor_type and use is not None:
+        use(tensor)
         _torch_tensor_type = tensor
 
 
