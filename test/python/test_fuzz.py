@@ -75,10 +75,12 @@ def test_random_gemms_match_the_interpreter_or_fail_located(tmp_path):
 
 def test_the_gemm_generator_covers_the_dtypes_and_invalid_cases():
     cases = [fuzz_gemm.generate(s)[1] for s in range(300)]
-    assert {c["invalid"] for c in cases} == {None, "tile", "operands", "accumulator"}
+    assert {c["invalid"] for c in cases} == {None, "tile", "operands", "accumulator", "mix"}
     assert {(c["a"], c["b"]) for c in cases if c["invalid"] is None} == \
         {(a, b) for a, b, _ in fuzz_gemm.OPERANDS}
     assert {c["acc"] for c in cases} >= {"float32", "float16", "float64", "int32"}
+    fp8 = [c for c in cases if c["invalid"] is None and c["a"].startswith("float8")]
+    assert {c["fast_acc"] for c in fp8} == {True, False}
 
 
 def test_every_40th_op_and_dtype_compiles_or_fails_located():
