@@ -29,6 +29,12 @@ ALLOWED_OPS = frozenset({
 })
 
 
+def kernel_functions(module: ir.Module) -> list[ir.Operation]:
+    """The module's `tile.kernel` functions (a list: passes may add ops as they go)."""
+    return [op.operation for op in module.body.operations
+            if op.operation.name == "func.func" and KERNEL_ATTR in op.operation.attributes]
+
+
 def is_tile_function(op: ir.Operation) -> bool:
     attrs = op.attributes
     return op.name == "func.func" and (KERNEL_ATTR in attrs or FUNCTION_ATTR in attrs)

@@ -34,6 +34,7 @@ Example: (wish "wide:2", grid (32, 32) -> (32, 16))
 from mlir import ir
 
 from tileir.backend.retile import retile
+from tileir.dialect.verifier import kernel_functions
 
 FLAG = "tile-retile-blocks"
 SUMMARY = "rescale the tiles of a grid axis (wider for large grids, narrower for small ones)"
@@ -42,8 +43,6 @@ SUMMARY = "rescale the tiles of a grid axis (wider for large grids, narrower for
 def run(module: ir.Module) -> None:
     target = ir.StringAttr(module.operation.attributes["tile.target"]).value \
         if "tile.target" in module.operation.attributes else "sm_90a"
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "func.func" and "tile.kernel" in op.attributes:
-            with op.location:
-                retile(op, target)
+    for op in kernel_functions(module):
+        with op.location:
+            retile(op, target)

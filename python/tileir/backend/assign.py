@@ -37,6 +37,7 @@ from mlir.dialects import arith
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
 from tileir.dialect.tile import FAST_ACC_ATTR, SCOPE_ATTR, MmaOp
+from tileir.dialect.verifier import kernel_functions
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
@@ -855,14 +856,12 @@ def assign_layouts(module: ir.Module) -> None:
     """Runs layout assignment on every `tile.kernel` function of `module`."""
     attrs = module.operation.attributes
     chip = ir.StringAttr(attrs[TARGET_ATTR]).value if TARGET_ATTR in attrs else DEFAULT_CHIP
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "func.func" and "tile.kernel" in op.attributes:
-            _check_not_assigned(op)
-            _check_lowered_types(op, chip)
-            warps, occupancy = choose_schedule(op, chip)
-            check_tile_registers(op, warps)
-            LayoutAssigner(op, warps, chip).run()
-            if occupancy is not None:
-                op.attributes["tile.occupancy"] = ir.IntegerAttr.get(
-                    ir.IntegerType.get_signless(32), occupancy)
+    for op in kernel_functions(module):
+        _check_not_assigned(op)
+        _check_lowered_types(op, chip)
+        warps, occupancy = choose_schedule(op, chip)
+        check_tile_registers(op, warps)
+        LayoutAssigner(op, warps, chip).run()
+        if occupancy is not None:
+            op.attributes["tile.occupancy"] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(32), occupancy)

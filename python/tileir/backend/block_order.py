@@ -24,15 +24,15 @@ from mlir import ir
 from mlir.dialects import arith
 
 from tileir.dialect.tile import BidOp, NumBlocksOp
+from tileir.dialect.verifier import kernel_functions
 
 GROUP = 8
 ORDER_ATTR = "tile.block_order"      # "grouped" or "linear" (the kernel's block_order)
 
 
 def group_blocks(module: ir.Module) -> None:
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "func.func" and "tile.kernel" in op.attributes and _wanted(op):
+    for op in kernel_functions(module):
+        if _wanted(op):
             _regroup(op)
 
 

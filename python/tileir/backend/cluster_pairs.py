@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from mlir import ir
 
+from tileir.dialect.verifier import kernel_functions
+
 PAIRS_ATTR = "tile.cluster_pairs"     # i64: the grid axis whose neighbouring tiles pair
 MULTICAST_ATTR = "tile.multicast"     # unit on a tile.load; dense i64 array on a ring
 ENABLED = True
@@ -45,12 +47,10 @@ MIN_SHARED_BYTES = 32 * 1024
 def plan(module: ir.Module) -> None:
     target = ir.StringAttr(module.operation.attributes["tile.target"]).value \
         if "tile.target" in module.operation.attributes else ""
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "func.func" and "tile.kernel" in op.attributes:
-            found = choose(op, target)
-            if found is not None:
-                mark(op, *found)
+    for op in kernel_functions(module):
+        found = choose(op, target)
+        if found is not None:
+            mark(op, *found)
 
 
 def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | None:

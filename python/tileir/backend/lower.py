@@ -27,6 +27,7 @@ from mlir.dialects import gpu
 
 from tileir.dialect import TileIRError
 from tileir.dialect.types import array_info, bitwidth, signless
+from tileir.dialect.verifier import kernel_functions
 from .assign import NUM_WARPS_ATTR, check_tile_registers
 from . import tma_store
 from .context import I32, I64, ArrayABI, LoweringContext, arg_has
@@ -100,8 +101,7 @@ MAX_PARAM_BYTES = 4352
 
 
 def _kernel_func(module: ir.Module) -> ir.Operation:
-    kernels = [op.operation for op in module.body.operations
-               if op.operation.name == "func.func" and "tile.kernel" in op.operation.attributes]
+    kernels = kernel_functions(module)
     if len(kernels) != 1:
         raise TileIRError(f"the gpu stage needs exactly one tile.kernel function, found "
                           f"{len(kernels)}", module.operation.location)

@@ -32,6 +32,7 @@ from mlir import ir
 from mlir.dialects import arith, scf
 
 from tileir.dialect.tile import BidOp, GridSizeOp, NumBlocksOp
+from tileir.dialect.verifier import kernel_functions
 
 from . import stream_k
 from .block_order import ORDER_ATTR, grouped
@@ -42,11 +43,8 @@ LOOP_ATTR = "tile.persistent_loop"
 
 
 def make_persistent(module: ir.Module) -> None:
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "func.func" and "tile.kernel" in op.attributes and \
-                PERSISTENT_ATTR in op.attributes and \
-                ir.BoolAttr(op.attributes[PERSISTENT_ATTR]).value:
+    for op in kernel_functions(module):
+        if PERSISTENT_ATTR in op.attributes and ir.BoolAttr(op.attributes[PERSISTENT_ATTR]).value:
             _wrap(op)
 
 

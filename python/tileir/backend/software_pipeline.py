@@ -38,6 +38,7 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import promotes_sums
+from tileir.dialect.verifier import kernel_functions
 from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquireOp,
                                  RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
@@ -69,10 +70,8 @@ ASYNC_PADDINGS = ("zero", "undetermined")
 
 
 def pipeline_loops(module: ir.Module, chip: str) -> None:
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "func.func" and "tile.kernel" in op.attributes:
-            _Pipeliner(op, chip).run()
+    for op in kernel_functions(module):
+        _Pipeliner(op, chip).run()
 
 
 @dataclasses.dataclass

@@ -39,6 +39,7 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import IN_BOUNDS_ATTR, SCOPE_ATTR, DimOp
+from tileir.dialect.verifier import kernel_functions
 from tileir.passes import effects
 
 from .mma_layouts import Shared
@@ -60,10 +61,8 @@ REFUSED = frozenset({"scf.for", "scf.while", "scf.parallel", "tile.cluster_gathe
 
 
 def version_kernels(module: ir.Module) -> None:
-    for op in module.body.operations:
-        op = op.operation
-        if op.name == "func.func" and "tile.kernel" in op.attributes:
-            version(op)
+    for op in kernel_functions(module):
+        version(op)
 
 
 def version(func: ir.Operation) -> bool:
