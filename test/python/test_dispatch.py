@@ -430,17 +430,158 @@ def test_c_keys_read_tensors_through_lookups_unless_their_type_has_c_accessors(f
     assert d.key_of(1, (Tensor(64, (4,), (1,)),)) != d.key_of(1, (Tensor(64, (5,), (1,)),))
 
 
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+DESCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(DLTensor))
+
+
+class ExchangeAPI(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("prev_api", ctypes.c_void_p), ("allocator", ctypes.c_void_p),
+                ("managed_from", ctypes.c_void_p), ("managed_to", ctypes.c_void_p),
+                ("describe", DESCRIBE), ("current_work_stream", ctypes.c_void_p)]
+
+
+def exchange_capsule(api, name=b"dlpack_exchange_api"):
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                   ctypes.c_void_p]
+    return new(ctypes.addressof(api), name, None)
+
+
+class DLPackTensor(Tensor):
+    """A stand-in tensor that also describes itself through DLPack's C exchange API (as
+    torch.Tensor does since torch 2.10); `refuse` makes the table decline it."""
+
+    DTYPES = {"bf16": (4, 16), "f16": (2, 16), "f32": (2, 32)}    # DLPack (code, bits)
+
+    def __init__(self, ptr, shape, strides, dtype="bf16", device=0, byte_offset=0,
+                 refuse=False):
+        super().__init__(ptr + byte_offset, shape, strides, dtype, device)
+        self.base, self.byte_offset, self.refuse = ptr, byte_offset, refuse
+        self.c_shape = (ctypes.c_int64 * len(shape))(*shape)
+        self.c_strides = (ctypes.c_int64 * len(strides))(*strides)
+
+
+def describe(py_object, out):
+    t = ctypes.cast(py_object, ctypes.py_object).value
+    if t.refuse:
+        return -1
+    code, bits = DLPackTensor.DTYPES[t.dtype]
+    out[0] = DLTensor(t.base, DLDevice(1 if t.device == -1 else 2, max(t.device, 0)),
+                      len(t.shape), DLDataType(code, bits, 1),
+                      ctypes.cast(t.c_shape, ctypes.POINTER(ctypes.c_int64)),
+                      ctypes.cast(t.c_strides, ctypes.POINTER(ctypes.c_int64)), t.byte_offset)
+    return 0
+
+
+@pytest.fixture
+def dlpack_exchange(fast_path):
+    """DLPackTensor's table, in use by the C keys (the C path only)."""
+    if fast_path != "c":
+        pytest.skip("the C key's DLPack exchange")
+    api = ExchangeAPI(1, 3, None, None, None, None, DESCRIBE(describe), None)
+    DLPackTensor.__dlpack_c_exchange_api__ = exchange_capsule(api)
+    assert NATIVE.use_dlpack_exchange(DLPackTensor) is True
+    yield api
+    NATIVE.use_dlpack_exchange(None)
+    del DLPackTensor.__dlpack_c_exchange_api__
+
+
+def test_c_keys_describe_tensors_through_a_dlpack_exchange_table(dlpack_exchange, fake_driver):
+    """Tensors of exactly the table's type are keyed from the DLTensor it fills: the key
+    settles dtype, device, shape, strides and alignment as the accessors' key does, and
+    the pointer launched is data + byte_offset."""
+    d = dispatch.Dispatcher("k", "T")
+
+    def key(*a, **k):
+        return d.key_of(1, (DLPackTensor(*a, **k),))
+
+    base = key(4096, (8, 16), (16, 1))
+    assert key(8192, (8, 16), (16, 1)) == base
+    assert key(4096 - 64, (8, 16), (16, 1), byte_offset=64) == base
+    for other in [key(4096, (8, 16), (16, 1), byte_offset=2),          # misaligned
+                  key(4096, (8, 17), (17, 1)), key(4096, (16, 8), (8, 1)),
+                  key(4096, (8, 16), (1, 8)), key(4096, (8, 16), (16, 1), dtype="f16"),
+                  key(4096, (8, 16), (16, 1), device=1),
+                  key(4096, (8, 16), (16, 1), device=-1), key(4096, (128,), (1,))]:
+        assert other != base
+    # the accessors' key, for a tensor the table declines and for a subclass
+    t = DLPackTensor(4096, (8, 16), (16, 1), refuse=True)
+    assert d.key_of(1, (t,)) == d.key_of(1, (Tensor(4096, (8, 16), (16, 1)),)) != base
+
+    class Sub(DLPackTensor):
+        pass
+    assert d.key_of(1, (Sub(4096, (8, 16), (16, 1)),)) == d.key_of(1, (t,))
+
+    slots = [ctypes.c_uint64(0), ctypes.c_int32(1), ctypes.c_int64(1)]
+    plan = dispatch.LaunchPlan(
+        name="k", function=0xA00, device=0, grid=(4, 1, 1), block=(128, 1, 1), shared=0,
+        slots=slots, dynamic=[0], float_values=(), maps=(),
+        current_stream=lambda device: 77, stream_of=lambda stream, args: 99)
+    d.remember((1,), (DLPackTensor(0x4000, (8,), (1,)),), plan)
+    assert d.fast(None, (1,), (DLPackTensor(0x8000, (8,), (1,), byte_offset=0x40),))
+    got, _ = fake_driver.slot_bytes(1, [8])
+    assert got[0] == struct.pack("<Q", 0x8040)
+    NATIVE.use_dlpack_exchange(None)            # forgotten: keyed through the accessors
+    assert key(4096, (8, 16), (16, 1)) == d.key_of(1, (t,))
+
+
+@pytest.mark.parametrize("table", ["old", "no function", "misnamed", "not a capsule"])
+def test_c_keys_take_only_a_dlpack_exchange_table_they_can_read(fast_path, table):
+    if fast_path != "c":
+        pytest.skip("the C key's DLPack exchange")
+    api = ExchangeAPI(1, 2 if table == "old" else 3, None, None, None, None,
+                      DESCRIBE(describe) if table != "no function" else DESCRIBE(), None)
+
+    class Typed(DLPackTensor):
+        __dlpack_c_exchange_api__ = (exchange_capsule(api, b"other") if table == "misnamed"
+                                     else 7 if table == "not a capsule"
+                                     else exchange_capsule(api))
+    assert NATIVE.use_dlpack_exchange(Typed) is False
+    assert NATIVE.use_dlpack_exchange(int) is False
+    with pytest.raises(TypeError):
+        NATIVE.use_dlpack_exchange(Typed(0, (1,), (1,)))
+
+
 def test_torch_tensors_key_as_their_lookups_say(fast_path):
     """torch.Tensor's accessors are read through the C functions behind its descriptors
     (`use_tensor_type`); the key is the one the lookups give (a stand-in with the same
     values), and a subclass that overrides one of them is read through its override."""
     torch = pytest.importorskip("torch")
     d = dispatch.Dispatcher("k", "T")
-    for t in (torch.empty(6, 8, dtype=torch.bfloat16), torch.empty(8, 6).t(),
-              torch.empty(4, 4, 3)[:, 1:3]):
-        stand_in = Tensor(t.data_ptr(), t.shape, t.stride(), dtype=t.dtype,
-                          device=t.get_device())
-        assert d.key_of(1, (t,)) == d.key_of(1, (stand_in,))
+    makers = (lambda: torch.empty(6, 8, dtype=torch.bfloat16), lambda: torch.empty(8, 6).t(),
+              lambda: torch.empty(4, 4, 3)[:, 1:3], lambda: torch.empty(4, 4, 3)[:, 2:3])
+    # torch.Tensor itself is described through torch's DLPack exchange table where
+    # torch has one: a key per layout, the same for the same layout elsewhere
+    exchange = fast_path == "c" and NATIVE.use_dlpack_exchange(torch.Tensor)
+    assert exchange == (fast_path == "c" and hasattr(torch.Tensor, "__dlpack_c_exchange_api__"))
+    if exchange:
+        keys = [d.key_of(1, (make(),)) for make in makers]
+        assert keys == [d.key_of(1, (make(),)) for make in makers]
+        assert len(set(keys)) == len(keys)
+        NATIVE.use_dlpack_exchange(None)
+    try:
+        for make in makers:
+            t = make()
+            stand_in = Tensor(t.data_ptr(), t.shape, t.stride(), dtype=t.dtype,
+                              device=t.get_device())
+            assert d.key_of(1, (t,)) == d.key_of(1, (stand_in,))
+    finally:
+        if exchange:
+            NATIVE.use_dlpack_exchange(torch.Tensor)
     if fast_path == "c":
         assert NATIVE.use_tensor_type(torch.Tensor) is True
 
@@ -453,7 +594,8 @@ def test_torch_tensors_key_as_their_lookups_say(fast_path):
     assert d.key_of(1, (n,)) == d.key_of(1, (Tensor(t.data_ptr(), (4, 4), (8, 2),
                                                      dtype=t.dtype, device=-1),))
     p = torch.nn.Parameter(t)                   # a subclass that overrides none of them
-    assert d.key_of(1, (p,)) == d.key_of(1, (t,))
+    plain = Tensor(t.data_ptr(), (4, 4), (4, 1), dtype=t.dtype, device=-1)
+    assert d.key_of(1, (p,)) == d.key_of(1, (plain,))
 
 
 def test_launch_takes_the_kernels_fast_path_and_checks_the_rest(monkeypatch):

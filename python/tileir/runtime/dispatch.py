@@ -176,16 +176,22 @@ def use_native() -> bool:
 
 
 def _use_torch_tensors() -> None:
-    """Lets the C keys read torch.Tensor's accessors through the C functions behind
-    its descriptors (`_fastlaunch.use_tensor_type`), once torch is imported (a launch
-    of torch tensors has imported it)."""
+    """Lets the C keys describe torch.Tensor objects through torch's DLPack C exchange
+    API where torch has one (`_fastlaunch.use_dlpack_exchange`), and read the
+    accessors of its subclasses through the C functions behind its descriptors
+    (`_fastlaunch.use_tensor_type`), once torch is imported (a launch of torch
+    tensors has imported it)."""
     global _torch_tensor_type
     torch = sys.modules.get("torch")
     tensor = getattr(torch, "Tensor", None)
-    use = getattr(_native, "use_tensor_type", None)      # (absent from older builds)
-    if tensor is not None and tensor is not _torch_tensor_type and use is not None:
-        use(tensor)
-        _torch_tensor_type = tensor
+    if tensor is None or tensor is _torch_tensor_type:
+        return
+    # (both absent from older builds of the extension)
+    for use in (getattr(_native, "use_tensor_type", None),
+                getattr(_native, "use_dlpack_exchange", None)):
+        if use is not None:
+            use(tensor)
+    _torch_tensor_type = tensor
 
 
 _torch_tensor_type = None
