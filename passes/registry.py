@@ -19,7 +19,7 @@ from mlir import ir
 from . import (assign_layouts, canonicalize, cluster_pairs, cluster_rows, cse, dce,
                defer_online_reductions, emit_cubin, emit_ptx, group_blocks, hoist_loads, inline,
                launch_order, licm, lower_to_gpu, lower_to_llvm, persistent_tiles, pipeline_loops,
-               retile_blocks, reverse_rereads, split_blocks, version_bounds)
+               programmatic_launch, retile_blocks, reverse_rereads, split_blocks, version_bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +38,7 @@ PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     retile_blocks, cluster_rows, split_blocks, launch_order, defer_online_reductions,
     assign_layouts,
     cluster_pairs, persistent_tiles, group_blocks, pipeline_loops, version_bounds,
-    lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
+    programmatic_launch, lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
 STAGES: dict[str, tuple[str, ...]] = {
     # What @kernel produces: nothing to run.
@@ -79,8 +79,11 @@ STAGES: dict[str, tuple[str, ...]] = {
     # Register loads go up to where their operands are ready first: a schedule for
     # the target, before the loops that follow are wrapped or rotated.  Last, a kernel
     # without loops gets a version for blocks whose tiles lie inside their arrays.
+    # Then an sm_90a kernel opens with a wait for the previous kernel in the stream
+    # and lets the next one launch: launches overlap runs, the stream's order kept.
     "pipeline": ("tile-hoist-loads", "tile-cluster-pairs", "tile-persistent-tiles",
-                 "tile-group-blocks", "tile-pipeline-loops", "tile-version-bounds"),
+                 "tile-group-blocks", "tile-pipeline-loops", "tile-version-bounds",
+                 "tile-programmatic-launch"),
     "gpu": ("tile-lower-to-gpu",),
     "llvm": ("tile-lower-to-llvm",),
     "ptx": ("tile-emit-ptx",),

@@ -384,7 +384,8 @@ class Kernel(KernelEntry):
                                          f"to 8 (shared-memory stages of a pipelined loop), "
                                          f"got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
-        for option in ("warp_specialize", "persistent", "tma_store", "stream_k"):
+        for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
+                       "programmatic_launch"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -621,7 +622,11 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     waves' tiles along K between neighbouring blocks, so all blocks end together;
     off by default: measured slower on the H100, docs/tensor-cores.md), `tma_store` (sm_90a: a tensor-core accumulator is
     stored through shared memory by TMA, in slabs of 128-byte rows; on by
-    default; False stores it from registers) and
+    default; False stores it from registers), `programmatic_launch` (sm_90a: the
+    kernel waits for the previous kernel in the stream at its top and lets the next
+    one launch, so launches overlap runs; on by default for kernels that place no
+    `grid_dependency_control_*` themselves, False launches it strictly after the
+    previous kernel ends, docs/gpu-backend.md) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -632,7 +637,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
-             "persistent", "tma_store", "stream_k"}
+             "persistent", "tma_store", "stream_k", "programmatic_launch"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

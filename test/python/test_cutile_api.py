@@ -1132,9 +1132,15 @@ def test_advanced_indexing_reads_and_writes_rows_by_index():
     ptx = ck.artifacts["ptx"]
     assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
     assert ck.meta["programmatic_launch"]            # launched by cuLaunchKernelEx
-    assert "programmatic_launch" not in ordered.compile(
-        (x, np.zeros((2, 2), np.float32), np.zeros((4, 4), np.float32),
-         np.zeros(1, np.float32)), stage="gpu", target="sm_90a").meta
+    # a kernel without them gets both at its top (tile-programmatic-launch), unless
+    # its option says not to
+    ordered_args = (x, np.zeros((2, 2), np.float32), np.zeros((4, 4), np.float32),
+                    np.zeros(1, np.float32))
+    assert ordered.compile(ordered_args, stage="gpu", target="sm_90a").meta[
+        "programmatic_launch"]
+    in_order = ct.kernel(programmatic_launch=False)(ordered.__wrapped__)
+    assert "programmatic_launch" not in in_order.compile(ordered_args, stage="gpu",
+                                                         target="sm_90a").meta
     assert "griddepcontrol" not in advanced.compile(args, stage="ptx",
                                                     target="sm_80").artifacts["ptx"]
 

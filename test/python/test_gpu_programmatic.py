@@ -1,0 +1,71 @@
+"""GPU: kernels launched programmatically (tile-programmatic-launch, the default on
+sm_90a) keep the stream's order: each waits for the previous kernel before touching
+memory, so chains of kernels that read what the last one wrote, and write what it
+read, give exact results, between torch's kernels, across streams and in graphs."""
+
+import pytest
+
+import tileir as ct
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+
+def _bump(x, y, T: ct.Constant[int]):
+    i = ct.bid(0)
+    ct.store(y, index=(i,), tile=ct.load(x, index=(i,), shape=(T,)) + 1)
+
+
+bump = ct.kernel(_bump)
+bump_in_order = ct.kernel(programmatic_launch=False)(_bump)
+T = 1024
+
+
+def _case(n):
+    a = torch.randint(-1000, 1000, (n,), dtype=torch.int32, device="cuda")
+    return a, a.clone(), torch.full_like(a, -7)
+
+
+@pytest.mark.parametrize("n", [4096 * T + 5, 3000])       # many waves (ragged), a few blocks
+def test_chains_of_launches_keep_the_order(n):
+    a, start, b = _case(n)
+    grid = (ct.cdiv(n, T),)
+    for i in range(100):
+        ct.launch(None, grid, bump, (a, b, T))     # b = a + 1
+        ct.launch(None, grid, bump, (b, a, T))     # a = b + 1: writes what the last one read
+        if i % 10 == 0:
+            a.add_(1)                              # torch's kernel, in between
+            ct.launch(None, grid, bump_in_order, (a, b, T))
+            ct.launch(None, grid, bump, (b, a, T))
+    torch.cuda.synchronize()
+    assert torch.equal(a, start + 230)
+
+
+def test_chains_across_streams_and_in_a_graph():
+    n = 512 * T + 3
+    a, start, b = _case(n)
+    grid = (ct.cdiv(n, T),)
+    c = torch.full_like(a, -7)
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    s1.wait_stream(torch.cuda.current_stream())
+    for _ in range(20):
+        ct.launch(s1, grid, bump, (a, b, T))        # b = a + 1
+        e = torch.cuda.Event()
+        e.record(s1)
+        s2.wait_event(e)
+        ct.launch(s2, grid, bump, (b, c, T))        # c = b + 1, on the other stream
+        e2 = torch.cuda.Event()
+        e2.record(s2)
+        s1.wait_event(e2)
+        ct.launch(s1, grid, bump, (c, a, T))        # a = c + 1
+    torch.cuda.synchronize()
+    assert torch.equal(a, start + 60)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(20):
+            ct.launch(None, grid, bump, (a, b, T))
+            ct.launch(None, grid, bump, (b, a, T))
+    for r in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(a, start + 60 + 3 * 40)

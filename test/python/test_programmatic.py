@@ -1,0 +1,69 @@
+"""tile-programmatic-launch from the frontend: which kernels launch programmatically,
+and that the waits change no result (docs/gpu-backend.md, "Programmatic launch")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tileir as ct
+from tileir.sim import simulate
+
+
+def _bump(x, y, T: ct.Constant[int]):
+    i = ct.bid(0)
+    ct.store(y, index=(i,), tile=ct.load(x, index=(i,), shape=(T,)) + 1)
+
+
+bump = ct.kernel(_bump)
+bump_in_order = ct.kernel(programmatic_launch=False)(_bump)
+
+
+@ct.kernel
+def waits_itself(x, y, T: ct.Constant[int]):
+    i = ct.bid(0)
+    t = ct.load(x, index=(i,), shape=(T,))
+    ct.grid_dependency_control_wait()
+    ct.store(y, index=(i,), tile=t)
+
+
+def _args(n=1000):
+    return (np.arange(n, dtype=np.int32), np.full(n, -7, np.int32), 256)
+
+
+def _waits(kernel, target) -> list[str]:
+    text = str(kernel.compile(_args(), stage="pipeline", target=target).module)
+    return [k for k in ("launch_dependents", "wait") for _ in range(text.count(f'"{k}"'))]
+
+
+def test_sm90a_kernels_open_with_the_release_and_the_wait():
+    ck = bump.compile(_args(), target="sm_90a")
+    assert ck.meta.get("programmatic_launch") is True
+    assert _waits(bump, "sm_90a") == ["launch_dependents", "wait"]
+    text = str(bump.compile(_args(), stage="pipeline", target="sm_90a").module)
+    body = text[text.index("tile.kernel"):]
+    assert body.index('"launch_dependents"') < body.index('"wait"') < body.index("tile.load")
+
+
+@pytest.mark.parametrize("kernel,target", [(bump, "sm_80"), (bump_in_order, "sm_90a")])
+def test_sm80_and_the_option_off_launch_in_order(kernel, target):
+    assert _waits(kernel, target) == []
+    assert "programmatic_launch" not in kernel.compile(_args(), target=target).meta
+
+
+def test_a_kernel_that_places_its_own_wait_keeps_it():
+    assert _waits(waits_itself, "sm_90a") == ["wait"]
+    assert waits_itself.compile(_args(), target="sm_90a").meta.get("programmatic_launch") is True
+
+
+def test_the_option_is_a_bool():
+    with pytest.raises(ct.TileValueError, match="option programmatic_launch must be True or"):
+        ct.kernel(programmatic_launch=1)(_bump).compile(_args(), target="sm_90a")
+
+
+@pytest.mark.parametrize("n", [1000, 256])
+def test_the_waits_change_no_result(n):
+    x, y, t = _args(n)
+    ck = bump.compile((x, y, t), stage="gpu", target="sm_90a")
+    simulate(ck, (ct.cdiv(n, t), 1, 1), (x, y, t))
+    np.testing.assert_array_equal(y, x + 1)
