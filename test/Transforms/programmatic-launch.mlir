@@ -2,12 +2,12 @@
 
 !V = !tile.array<f32, 1 : i64>
 
-// An sm_90a kernel (the default target) opens with the release of the next kernel
-// and the wait for the previous one, before anything else: its first access to
-// memory comes after the wait.
+// An sm_90a kernel (the default target) opens with the wait for the previous kernel
+// and then the release of the next one, before anything else: its first access to
+// memory comes after the wait, and it releases the next kernel only once it runs.
 // CHECK-LABEL: func.func @copy
-// CHECK-NEXT:    "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
 // CHECK-NEXT:    "tile.grid_dependency"() {kind = "wait"} : () -> ()
+// CHECK-NEXT:    "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
 // CHECK-NEXT:    "tile.bid"()
 // CHECK:         "tile.load"
 // CHECK-NOT:     "tile.grid_dependency"

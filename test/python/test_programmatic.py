@@ -33,16 +33,16 @@ def _args(n=1000):
 
 def _waits(kernel, target) -> list[str]:
     text = str(kernel.compile(_args(), stage="pipeline", target=target).module)
-    return [k for k in ("launch_dependents", "wait") for _ in range(text.count(f'"{k}"'))]
+    return sorted(k for k in ("launch_dependents", "wait") for _ in range(text.count(f'"{k}"')))
 
 
-def test_sm90a_kernels_open_with_the_release_and_the_wait():
+def test_sm90a_kernels_open_with_the_wait_and_the_release():
     ck = bump.compile(_args(), target="sm_90a")
     assert ck.meta.get("programmatic_launch") is True
-    assert _waits(bump, "sm_90a") == ["launch_dependents", "wait"]
+    assert _waits(bump, "sm_90a") == ["launch_dependents", "wait"]      # (sorted)
     text = str(bump.compile(_args(), stage="pipeline", target="sm_90a").module)
     body = text[text.index("tile.kernel"):]
-    assert body.index('"launch_dependents"') < body.index('"wait"') < body.index("tile.load")
+    assert body.index('"wait"') < body.index('"launch_dependents"') < body.index("tile.load")
 
 
 @pytest.mark.parametrize("kernel,target", [(bump, "sm_80"), (bump_in_order, "sm_90a")])
