@@ -250,6 +250,51 @@ def test_plan_retries_in_the_devices_context_when_the_driver_refuses(fast_path, 
     assert entered == [0] and len(fake_driver.launches) == 2 + attempts(fast_path, 1)
 
 
+def test_programmatic_plans_launch_through_their_config(fake_driver, monkeypatch):
+    """A programmatic plan's Python launch calls cuLaunchKernelEx with a config made once
+    per buffer, only its stream set per launch; a refusal retries in the device's
+    context, and an error names the call."""
+    import contextlib
+    import types
+    calls, made, results = [], [], []
+
+    def make_config(grid, block, shared):
+        made.append((grid, block, shared))
+        return types.SimpleNamespace(hStream=None)
+
+    def launch_ex(config, function, params, extra):
+        calls.append((config, config.hStream, function, params))
+        return (results.pop(0) if results else 0,)
+
+    monkeypatch.setattr(driver, "programmatic_entry", lambda: (launch_ex, make_config))
+    entered = []
+
+    @contextlib.contextmanager
+    def device_context(ordinal):
+        entered.append(ordinal)
+        yield
+
+    monkeypatch.setattr(driver, "device_context", device_context)
+    monkeypatch.setattr(driver, "error", lambda call, err: driver.CudaError(call, f"E{err}", ""))
+    plan = dispatch.LaunchPlan(
+        name="k", function=0xF00, device=0, grid=(4, 1, 1), block=(128, 1, 1), shared=64,
+        slots=ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1], maps=(),
+        current_stream=lambda device: 77, stream_of=lambda stream, args: 99,
+        programmatic=True, native=False)
+    assert made == [((4, 1, 1), (128, 1, 1), 64)] * 2          # the owner's and the others'
+    assert plan.launch(None, (), (0x2000, 1.0, 1, False))
+    assert plan.launch(5, (), (0x2000, 1.0, 1, False))
+    (c1, s1, f1, p1), (c2, s2, _, _) = calls
+    assert c1 is c2 and (s1, s2, f1) == (77, 5, 0xF00) and p1 == plan.own.address
+    assert not fake_driver.launches                            # never cuLaunchKernel
+    results[:] = [201]                                         # no context current
+    assert plan.launch(None, (), (0x2000, 1.0, 1, False))
+    assert entered == [0] and len(calls) == 4
+    results[:] = [1, 1]
+    with pytest.raises(driver.CudaError, match=r"cuLaunchKernelEx\('k'.*programmatic"):
+        plan.launch(None, (), (0x2000, 1.0, 1, False))
+
+
 def test_plan_reports_driver_errors_with_the_kernel(fast_path, fake_driver, monkeypatch):
     monkeypatch.setattr(driver, "error", lambda call, err: driver.CudaError(
         call, f"CUDA_ERROR_{err}", "refused"))

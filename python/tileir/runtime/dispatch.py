@@ -298,6 +298,9 @@ class _Parameters:
         at = ctypes.addressof(self.buffer)
         self.slots = tuple((at + spans[s][0], _FORMATS[type(slots[s])]) for s in dynamic)
         self.map_addresses = tuple(at + spans[s][0] for s in map_slots)
+        # a programmatic plan's CUlaunchConfig for launches with this buffer (its stream
+        # set per launch: one per buffer, as the buffers are per thread)
+        self.config: Any = None
 
 
 class LaunchPlan:
@@ -344,6 +347,10 @@ class LaunchPlan:
         self.lock = threading.Lock()
         self._launch, self._function, self._stream, self._success = driver.launch_entry()
         self.function = self._function(function)
+        if programmatic:
+            self._launch_ex, make_config = driver.programmatic_entry()
+            for params in (self.own, self.others):
+                params.config = make_config(grid, block, shared)
         self._streams: dict[int, Any] = {}
         # (the C half passes no workspace: a stream-K plan launches from here)
         self.native = self._native_half(slots, dynamic, map_slots) \
@@ -403,17 +410,22 @@ class LaunchPlan:
             from . import workspace
             params.workspace_view[0] = workspace.pointer(self.device, handle,
                                                          self.workspace[1])
-        if self.programmatic:
-            from . import driver
-            driver.launch_kernel_programmatic(self.function, self.grid, self.block,
-                                              self.shared, int(cu_stream), params.address,
-                                              self.name)
-            return True
-        err, = self._launch(self.function, *self.grid, *self.block, self.shared, cu_stream,
-                            params.address, 0)
+        err = self._enqueue(params, cu_stream)
         if err is not self._success and err != self._success:
             self._retry(err, params, cu_stream)
         return True
+
+    def _enqueue(self, params: _Parameters, cu_stream):
+        """The driver call (cuLaunchKernelEx with the buffer's config for a programmatic
+        plan): its result."""
+        if self.programmatic:
+            config = params.config
+            config.hStream = cu_stream
+            err, = self._launch_ex(config, self.function, params.address, 0)
+            return err
+        err, = self._launch(self.function, *self.grid, *self.block, self.shared, cu_stream,
+                            params.address, 0)
+        return err
 
     def _write_maps(self, params: _Parameters, args, values) -> None:
         for (j, encode, cache), view in zip(self.encoders, params.map_views):
@@ -431,12 +443,13 @@ class LaunchPlan:
         from . import driver
         if int(err) in _WRONG_CONTEXT:
             with driver.device_context(self.device):
-                err, = self._launch(self.function, *self.grid, *self.block, self.shared,
-                                    cu_stream, params.address, 0)
+                err = self._enqueue(params, cu_stream)
             if err == self._success:
                 return
-        raise driver.error(f"cuLaunchKernel('{self.name}', grid={self.grid}, "
-                           f"block={self.block}, shared={self.shared})", err)
+        call = "cuLaunchKernelEx" if self.programmatic else "cuLaunchKernel"
+        raise driver.error(f"{call}('{self.name}', grid={self.grid}, "
+                           f"block={self.block}, shared={self.shared}"
+                           f"{', programmatic' if self.programmatic else ''})", err)
 
 
 _get_ident = threading.get_ident

@@ -400,12 +400,10 @@ def launch_kernel(function, grid: tuple[int, int, int], block: tuple[int, int, i
           result)
 
 
-def launch_kernel_programmatic(function, grid: tuple[int, int, int],
-                               block: tuple[int, int, int], shared_bytes: int, stream: int,
-                               params_address: int, kernel: str) -> None:
-    """cuLaunchKernelEx with programmatic stream serialization: the kernel may start
-    before the one before it in the stream has finished (its `griddepcontrol.wait`
-    waits for that), and lets the next one start at its `launch_dependents`."""
+def programmatic_config(grid: tuple[int, int, int], block: tuple[int, int, int],
+                        shared_bytes: int) -> Any:
+    """A CUlaunchConfig for cuLaunchKernelEx with programmatic stream serialization, its
+    stream left for the caller to set (a plan keeps one and sets only the stream)."""
     driver = cuda()
     attr = driver.CUlaunchAttribute()
     attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
@@ -414,9 +412,26 @@ def launch_kernel_programmatic(function, grid: tuple[int, int, int],
     config.gridDimX, config.gridDimY, config.gridDimZ = grid
     config.blockDimX, config.blockDimY, config.blockDimZ = block
     config.sharedMemBytes = shared_bytes
-    config.hStream = driver.CUstream(stream)
     config.attrs = [attr]
     config.numAttrs = 1
+    return config
+
+
+def programmatic_entry() -> tuple[Any, Any]:
+    """What a programmatic plan's Python launch calls: `(cuLaunchKernelEx,
+    programmatic_config)`."""
+    return cuda().cuLaunchKernelEx, programmatic_config
+
+
+def launch_kernel_programmatic(function, grid: tuple[int, int, int],
+                               block: tuple[int, int, int], shared_bytes: int, stream: int,
+                               params_address: int, kernel: str) -> None:
+    """cuLaunchKernelEx with programmatic stream serialization: the kernel may start
+    before the one before it in the stream has finished (its `griddepcontrol.wait`
+    waits for that), and lets the next one start at its `launch_dependents`."""
+    driver = cuda()
+    config = programmatic_config(grid, block, shared_bytes)
+    config.hStream = driver.CUstream(stream)
     result = driver.cuLaunchKernelEx(config, function, params_address, 0)
     check(f"cuLaunchKernelEx('{kernel}', grid={grid}, block={block}, shared={shared_bytes}, "
           f"programmatic stream serialization)", result)
