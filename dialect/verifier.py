@@ -29,6 +29,16 @@ ALLOWED_OPS = frozenset({
 })
 
 
+TARGET_ATTR = "tile.target"     # on the module: the chip the GPU stages compile for
+DEFAULT_CHIP = "sm_90a"
+
+
+def module_chip(module: ir.Module, default: str = DEFAULT_CHIP) -> str:
+    """The module's `tile.target` chip ("sm_90a", "sm_80"), else `default`."""
+    attrs = module.operation.attributes
+    return ir.StringAttr(attrs[TARGET_ATTR]).value if TARGET_ATTR in attrs else default
+
+
 def kernel_functions(module: ir.Module) -> list[ir.Operation]:
     """The module's `tile.kernel` functions (a list: passes may add ops as they go)."""
     return [op.operation for op in module.body.operations

@@ -31,16 +31,15 @@ Example:
 from mlir import ir
 
 from tileir.dialect import TileIRError
+from tileir.dialect.verifier import module_chip
 from tileir.backend.target import Target, lower_to_llvm
 
 FLAG = "tile-lower-to-llvm"
 SUMMARY = "convert the gpu.module to NVVM/LLVM for the module's tile.target"
-TARGET_ATTR = "tile.target"
 
 
 def module_target(module: ir.Module) -> Target:
-    attrs = module.operation.attributes
-    chip = ir.StringAttr(attrs[TARGET_ATTR]).value if TARGET_ATTR in attrs else "sm_90a"
+    chip = module_chip(module)
     try:
         return Target(chip)
     except ValueError as e:

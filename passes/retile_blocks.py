@@ -34,15 +34,14 @@ Example: (wish "wide:2", grid (32, 32) -> (32, 16))
 from mlir import ir
 
 from tileir.backend.retile import retile
-from tileir.dialect.verifier import kernel_functions
+from tileir.dialect.verifier import kernel_functions, module_chip
 
 FLAG = "tile-retile-blocks"
 SUMMARY = "rescale the tiles of a grid axis (wider for large grids, narrower for small ones)"
 
 
 def run(module: ir.Module) -> None:
-    target = ir.StringAttr(module.operation.attributes["tile.target"]).value \
-        if "tile.target" in module.operation.attributes else "sm_90a"
+    target = module_chip(module)
     for op in kernel_functions(module):
         with op.location:
             retile(op, target)

@@ -31,7 +31,8 @@ from tileir.backend.target import TARGETS
 from tileir.dialect import Diagnostic, TileIRError
 from tileir.passes import (PASSES, STAGES, InternalError, current_stage, ir_printer,
                            parse_pipeline, run_passes, run_stage, run_stages, validate_pipeline)
-from tileir.passes.lower_to_llvm import TARGET_ATTR, module_target
+from tileir.dialect.verifier import TARGET_ATTR
+from tileir.passes.lower_to_llvm import module_target
 
 from . import expected, source
 

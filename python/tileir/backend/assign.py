@@ -37,7 +37,7 @@ from mlir.dialects import arith
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
 from tileir.dialect.tile import FAST_ACC_ATTR, SCOPE_ATTR, MmaOp
-from tileir.dialect.verifier import kernel_functions
+from tileir.dialect.verifier import DEFAULT_CHIP, kernel_functions, module_chip
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
@@ -166,10 +166,6 @@ class MmaAssignment:
                 self.require(op, 0, p.smem_for_a(shape, eb))
             else:
                 self.require(op, index, p.operand_a() if index == 0 else p.operand_b())
-
-
-TARGET_ATTR = "tile.target"
-DEFAULT_CHIP = "sm_90a"
 
 
 class LayoutAssigner(MmaAssignment):
@@ -854,8 +850,7 @@ def _check_lowered_types(func: ir.Operation, chip: str) -> None:
 
 def assign_layouts(module: ir.Module) -> None:
     """Runs layout assignment on every `tile.kernel` function of `module`."""
-    attrs = module.operation.attributes
-    chip = ir.StringAttr(attrs[TARGET_ATTR]).value if TARGET_ATTR in attrs else DEFAULT_CHIP
+    chip = module_chip(module)
     for op in kernel_functions(module):
         _check_not_assigned(op)
         _check_lowered_types(op, chip)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from tileir.dialect.verifier import kernel_functions
+from tileir.dialect.verifier import kernel_functions, module_chip
 
 PAIRS_ATTR = "tile.cluster_pairs"     # i64: the grid axis whose neighbouring tiles pair
 MULTICAST_ATTR = "tile.multicast"     # unit on a tile.load; dense i64 array on a ring
@@ -45,8 +45,7 @@ MIN_SHARED_BYTES = 32 * 1024
 
 
 def plan(module: ir.Module) -> None:
-    target = ir.StringAttr(module.operation.attributes["tile.target"]).value \
-        if "tile.target" in module.operation.attributes else ""
+    target = module_chip(module, default="")
     for op in kernel_functions(module):
         found = choose(op, target)
         if found is not None:

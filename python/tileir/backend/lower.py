@@ -27,7 +27,7 @@ from mlir.dialects import gpu
 
 from tileir.dialect import TileIRError
 from tileir.dialect.types import array_info, bitwidth, signless
-from tileir.dialect.verifier import kernel_functions
+from tileir.dialect.verifier import kernel_functions, module_chip
 from .assign import NUM_WARPS_ATTR, check_tile_registers
 from . import tma_store
 from .context import I32, I64, ArrayABI, LoweringContext, arg_has
@@ -146,8 +146,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
             params.append({"kind": "scalar", "name": names[i], "dtype": str(a.type)})
             types.append(a.type)
             arg_attrs.append(ir.DictAttr.get({}))
-    chip = ir.StringAttr(module.operation.attributes["tile.target"]).value \
-        if "tile.target" in module.operation.attributes else "sm_90a"
+    chip = module_chip(module)
     persistent = _uses(func, "tile.grid_size")
     grid_slot = len(types)
     if persistent:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from mlir import ir
 
 from tileir.dialect.debug import GridDependencyOp
-from tileir.dialect.verifier import kernel_functions
+from tileir.dialect.verifier import kernel_functions, module_chip
 
 # The kernel option (kernel.py): False keeps the kernel's launches strictly ordered.
 OPTION_ATTR = "tile.programmatic_launch"
@@ -42,9 +42,7 @@ KINDS = ("wait", "launch_dependents")
 
 
 def overlap_launches(module: ir.Module) -> None:
-    attrs = module.operation.attributes
-    chip = ir.StringAttr(attrs["tile.target"]).value if "tile.target" in attrs else "sm_90a"
-    if not chip.startswith("sm_90"):
+    if not module_chip(module).startswith("sm_90"):
         return
     for func in kernel_functions(module):
         if OPTION_ATTR in func.attributes and not ir.BoolAttr(func.attributes[OPTION_ATTR]).value:
