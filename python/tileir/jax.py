@@ -18,13 +18,16 @@ returns the one output, or a tuple of them in the order of the arguments.  The
 kernel is compiled when the call is traced, so one that does not compile for its
 arguments is reported there.
 
-Where it runs: on JAX's CPU backend the call is a host callback
+Where it runs: on JAX's GPU backend the call is a buffer callback
+(`jax.experimental.buffer_callback`): XLA hands over its device buffers (the
+outputs allocated, each `InputOutput` aliased to its input) and its stream, and
+tileir launches the compiled kernel on that stream, in order with XLA's own work
+and without a copy.  On JAX's CPU backend the call is a host callback
 (`jax.pure_callback`) that runs the kernel in tileir's interpreter, the same
-semantics a GPU launch has (under `jax.vmap`, once per batch element).  JAX's GPU
-backends are refused with an error: launching there needs an XLA FFI handler
-that runs tileir's compiled kernel on XLA's stream, which tileir does not have yet.
-An array passed in several places is one array to the kernel (updated in place
-everywhere when one of them is an `InputOutput`).
+semantics a GPU launch has.  Under `jax.vmap` the kernel runs once per batch
+element.  Other backends are refused with an error.  An array passed in several
+places is one array to the kernel (updated in place everywhere when one of them is
+an `InputOutput`).
 """
 
 from __future__ import annotations
@@ -83,13 +86,11 @@ def cutile_call(grid, kernel, args: tuple):
         raise TileTypeError(f"kernel '{kernel.name}' takes {len(names)} arguments "
                             f"({', '.join(names)}), got {len(args)}")
     backend = jax.default_backend()
-    if backend != "cpu":
+    if backend not in ("cpu", "gpu", "cuda"):
         raise TileUnsupportedFeatureError(
-            f"tileir.jax runs kernels on JAX's CPU backend (in tileir's interpreter); "
-            f"JAX's '{backend}' backend would need an XLA FFI handler that launches "
-            f"tileir's compiled kernel on XLA's stream, which tileir does not have yet. "
-            f"Run under JAX_PLATFORMS=cpu, or launch the kernel with tileir.launch on "
-            f"torch or cupy arrays")
+            f"tileir.jax runs kernels on JAX's CUDA GPU backend (launched on XLA's "
+            f"stream) and on its CPU backend (in tileir's interpreter), not on "
+            f"'{backend}'")
     from .specialization import ConstantAnnotation
     roles = _Roles()
     shapes = [_leaves(kernel, name, arg, roles,
@@ -99,38 +100,73 @@ def cutile_call(grid, kernel, args: tuple):
             (_out_shape(kind, src, roles) for kind, src in roles.outputs)]
     import numpy as np
 
-    def build(shape, own, results):
-        kind, value = shape
-        if kind == "in":
-            return own[value]
-        if kind == "io":
-            results.append(own[value])
-            return own[value]
-        if kind == "out":
-            out = np.empty(tuple(value.shape), np.dtype(value.dtype))
-            results.append(out)
-            return out
-        if kind == "tuple":      # a tuple of arrays is a list of arrays to a tileir kernel
-            items = [build(x, own, results) for x in value]
-            return items if all(x[0] in ("in", "io", "out") for x in value) else tuple(items)
-        return value                    # a scalar or a constant
+    def fresh(placeholder):
+        return np.empty(tuple(placeholder.shape), np.dtype(placeholder.dtype))
 
     # compiled now, on stand-ins of the arrays' shapes and dtypes: a kernel that does
     # not compile for these arguments is reported here, not from inside JAX's callback
     stand_ins = [np.empty(tuple(a.shape), np.dtype(a.dtype)) for a in roles.inputs]
-    kernel.compile(tuple(build(s, stand_ins, []) for s in shapes))
+    kernel.compile(tuple(_build(s, stand_ins, fresh, []) for s in shapes))
 
-    def host(*arrays):
-        own = [np.array(a) if i in roles.written else np.asarray(a)
-               for i, a in enumerate(arrays)]
-        results: list = []
-        launch_args = tuple(build(s, own, results) for s in shapes)
-        from .kernel import launch
-        launch(None, grid, kernel, launch_args)
-        return tuple(results)
+    if backend == "cpu":
+        def host(*arrays):
+            own = [np.array(a) if i in roles.written else np.asarray(a)
+                   for i, a in enumerate(arrays)]
+            results: list = []
+            launch_args = tuple(_build(s, own, fresh, results) for s in shapes)
+            from .kernel import launch
+            launch(None, grid, kernel, launch_args)
+            return tuple(results)
 
-    got = jax.pure_callback(host, tuple(outs), *roles.inputs, vmap_method="sequential")
+        got = jax.pure_callback(host, tuple(outs), *roles.inputs, vmap_method="sequential")
+    else:
+        from jax.experimental.buffer_callback import buffer_callback
+        aliases = {k: j for j, (kind, k) in enumerate(roles.outputs) if kind == "io"}
+        got = buffer_callback(_on_stream(kernel, grid, shapes, roles), tuple(outs),
+                              input_output_aliases=aliases,
+                              vmap_method="sequential")(*roles.inputs)
     return got[0] if len(outs) == 1 else tuple(got)
+
+
+def _build(shape, own: list, fresh, results: list):
+    """The kernel argument for one `_leaves` shape: inputs from `own` (by index), outputs
+    from `fresh(placeholder)`, each output also appended to `results` in argument order."""
+    kind, value = shape
+    if kind == "in":
+        return own[value]
+    if kind == "io":
+        results.append(own[value])
+        return own[value]
+    if kind == "out":
+        out = fresh(value)
+        results.append(out)
+        return out
+    if kind == "tuple":      # a tuple of arrays is a list of arrays to a tileir kernel
+        items = [_build(x, own, fresh, results) for x in value]
+        return items if all(x[0] in ("in", "io", "out") for x in value) else tuple(items)
+    return value                    # a scalar or a constant
+
+
+def _on_stream(kernel, grid, shapes: list, roles: _Roles):
+    """The buffer callback of a GPU `cutile_call`: the kernel launched on XLA's stream
+    with XLA's buffers.  An `InputOutput` is its output buffer (aliased to the input,
+    so holding the input's values), everywhere its array is passed."""
+
+    def call(ctx, outs, *ins):
+        from jax.experimental.buffer_callback import ExecutionStage
+        if ctx.stage != ExecutionStage.EXECUTE:
+            return
+        own = list(ins)
+        for j, (kind, k) in enumerate(roles.outputs):
+            if kind == "io":
+                own[k] = outs[j]
+        placeholders = iter(outs[j] for j, (kind, _) in enumerate(roles.outputs)
+                            if kind == "out")
+        launch_args = tuple(_build(s, own, lambda _: next(placeholders), []) for s in shapes)
+        from .kernel import launch
+        launch(int(ctx.stream), grid, kernel, launch_args)
+
+    return call
 
 
 def _leaves(kernel, name: str, x, roles: _Roles, constant: bool, path: str | None = None):

@@ -1,5 +1,6 @@
 """tileir.jax: cuTile's cutile_call from JAX programs (on JAX's CPU backend the kernel
-runs in tileir's interpreter through a host callback)."""
+runs in tileir's interpreter through a host callback; the GPU backend's buffer
+callback with stand-ins here, for real in test_gpu_jax.py)."""
 
 import numpy as np
 import pytest
@@ -124,11 +125,54 @@ def test_bad_arguments_are_clear_errors():
         jax.jit(lambda x: cutile_call((2,), broken, (x, ph, 4)))(x)
 
 
-def test_a_gpu_backend_is_refused_with_the_reason(monkeypatch):
+def test_other_backends_are_refused_with_the_reason(monkeypatch):
     import tileir.jax as tj
-    monkeypatch.setattr(tj.jax, "default_backend", lambda: "gpu")
-    with pytest.raises(ct.TileUnsupportedFeatureError, match="XLA FFI handler"):
+    monkeypatch.setattr(tj.jax, "default_backend", lambda: "tpu")
+    with pytest.raises(ct.TileUnsupportedFeatureError, match="CUDA GPU backend.*'tpu'"):
         cutile_call((2,), halve, (InputOutput(jnp.zeros(8)), 4))
+
+
+def test_on_the_gpu_backend_the_kernel_launches_on_xlas_stream_with_its_buffers(monkeypatch):
+    """The GPU path (run for real by test_gpu_jax.py): a buffer callback whose inputs
+    are XLA's buffers, outputs allocated by XLA, each InputOutput aliased to its input
+    and passed as that output buffer everywhere its array appears; the launch goes on
+    XLA's stream, at the callback's execute stage only."""
+    import types
+
+    import tileir.jax as tj
+    from jax.experimental import buffer_callback as bc
+    monkeypatch.setattr(tj.jax, "default_backend", lambda: "gpu")
+    launched, seen = [], {}
+
+    def fake_buffer_callback(callback, result_shape_dtypes, *, input_output_aliases,
+                             vmap_method):
+        seen.update(aliases=input_output_aliases, vmap=vmap_method)
+
+        def run(*inputs):
+            ins = [np.asarray(a) for a in inputs]
+            outs = [np.full(o.shape, -1.0, o.dtype) for o in result_shape_dtypes]
+            for k, j in input_output_aliases.items():
+                outs[j] = ins[k].copy()
+            for stage in (bc.ExecutionStage.PREPARE, bc.ExecutionStage.EXECUTE):
+                callback(types.SimpleNamespace(stage=stage, stream=1234), tuple(outs), *ins)
+            seen.update(ins=ins, outs=outs)
+            return tuple(outs)
+        return run
+
+    monkeypatch.setattr(bc, "buffer_callback", fake_buffer_callback)
+    import importlib
+    monkeypatch.setattr(importlib.import_module("tileir.kernel"), "launch",
+                        lambda *a: launched.append(a))
+    x, io = jnp.arange(8.0), jnp.ones(8)
+    cutile_call((2,), sincos, (x, OutputPlaceholder((8,), jnp.float32), InputOutput(io),
+                               0.5, 4))
+    assert seen["aliases"] == {1: 1} and seen["vmap"] == "sequential"
+    (stream, grid, kernel, args), = launched                 # once: at the execute stage
+    assert (stream, grid, kernel) == (1234, (2, 1, 1), sincos)
+    assert args[0] is seen["ins"][0]                         # XLA's input buffer
+    assert args[1] is seen["outs"][0] and args[2] is seen["outs"][1]   # its outputs
+    np.testing.assert_array_equal(args[2], np.ones(8))       # the aliased input's values
+    assert args[3:] == (0.5, 4)
 
 
 def test_without_jax_the_call_says_what_is_missing(monkeypatch):
