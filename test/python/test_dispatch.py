@@ -510,7 +510,8 @@ class DLPackTensor(Tensor):
     """A stand-in tensor that also describes itself through DLPack's C exchange API (as
     torch.Tensor does since torch 2.10); `refuse` makes the table decline it."""
 
-    DTYPES = {"bf16": (4, 16), "f16": (2, 16), "f32": (2, 32)}    # DLPack (code, bits)
+    DTYPES = {"bf16": (4, 16), "f16": (2, 16), "f32": (2, 32),     # DLPack (code, bits)
+              "i8": (0, 8), "u8": (1, 8)}
 
     def __init__(self, ptr, shape, strides, dtype="bf16", device=0, byte_offset=0,
                  refuse=False):
@@ -570,6 +571,10 @@ def test_c_keys_describe_tensors_through_a_dlpack_exchange_table(dlpack_exchange
     class Sub(DLPackTensor):
         pass
     assert d.key_of(1, (Sub(4096, (8, 16), (16, 1)),)) == d.key_of(1, (t,))
+    # 8-bit integers too: torch describes its sub-byte integers as 8-bit ones
+    for dtype in ("i8", "u8"):
+        assert key(4096, (8, 16), (16, 1), dtype=dtype) == \
+            d.key_of(1, (Tensor(4096, (8, 16), (16, 1), dtype=dtype),))
 
     slots = [ctypes.c_uint64(0), ctypes.c_int32(1), ctypes.c_int64(1)]
     plan = dispatch.LaunchPlan(
@@ -612,11 +617,15 @@ def test_torch_tensors_key_as_their_lookups_say(fast_path):
     # torch.Tensor itself is described through torch's DLPack exchange table where
     # torch has one: a key per layout, the same for the same layout elsewhere
     exchange = fast_path == "c" and NATIVE.use_dlpack_exchange(torch.Tensor)
-    assert exchange == (fast_path == "c" and hasattr(torch.Tensor, "__dlpack_c_exchange_api__"))
+    if fast_path == "c" and tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 10):
+        assert exchange                     # torch 2.10+ publishes a DLPack 1.3 table
     if exchange:
         keys = [d.key_of(1, (make(),)) for make in makers]
         assert keys == [d.key_of(1, (make(),)) for make in makers]
         assert len(set(keys)) == len(keys)
+        if hasattr(torch, "uint4"):         # described as uint8 by the table: told apart
+            u8 = torch.empty(4, 4, dtype=torch.uint8)
+            assert d.key_of(1, (u8,)) != d.key_of(1, (u8.view(torch.uint4),))
         NATIVE.use_dlpack_exchange(None)
     try:
         for make in makers:

@@ -21,6 +21,22 @@ bump_in_order = ct.kernel(programmatic_launch=False)(_bump)
 T = 1024
 
 
+@ct.kernel
+def copy_releasing(x, y, T: ct.Constant[int]):
+    ct.grid_dependency_control_launch_dependents()     # the author's: no wait
+    i = ct.bid(0)
+    ct.store(y, index=(i,), tile=ct.load(x, index=(i,), shape=(T,)))
+
+
+@ct.kernel
+def slow_bump(x, y, R: ct.Constant[int], T: ct.Constant[int]):
+    i = ct.bid(0)
+    t = ct.load(x, index=(i,), shape=(T,))
+    for _ in range(R):              # long enough that a reader started early sees old data
+        t = t * 1 + 1
+    ct.store(y, index=(i,), tile=t - R + 1)
+
+
 def _case(n):
     a = torch.randint(-1000, 1000, (n,), dtype=torch.int32, device="cuda")
     return a, a.clone(), torch.full_like(a, -7)
@@ -39,6 +55,21 @@ def test_chains_of_launches_keep_the_order(n):
             ct.launch(None, grid, bump, (b, a, T))
     torch.cuda.synchronize()
     assert torch.equal(a, start + 230)
+
+
+def test_a_kernel_that_only_releases_waits_for_the_one_before():
+    """The author's launch_dependents without a wait: such a kernel is launched as any
+    other, so it starts after the previous (programmatic) kernel has finished."""
+    n = 16 * T
+    a, start, b = _case(n)
+    c = torch.full_like(a, -7)
+    grid = (ct.cdiv(n, T),)
+    for _ in range(5):
+        ct.launch(None, grid, slow_bump, (a, b, 20000, T))    # b = a + 1, slowly
+        ct.launch(None, grid, copy_releasing, (b, c, T))      # c = b
+        ct.launch(None, grid, bump, (c, a, T))                # a = c + 1
+    torch.cuda.synchronize()
+    assert torch.equal(a, start + 10)
 
 
 def test_chains_across_streams_and_in_a_graph():

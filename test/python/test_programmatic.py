@@ -27,6 +27,13 @@ def waits_itself(x, y, T: ct.Constant[int]):
     ct.store(y, index=(i,), tile=t)
 
 
+@ct.kernel
+def releases_only(x, y, T: ct.Constant[int]):
+    ct.grid_dependency_control_launch_dependents()
+    i = ct.bid(0)
+    ct.store(y, index=(i,), tile=ct.load(x, index=(i,), shape=(T,)))
+
+
 def _args(n=1000):
     return (np.arange(n, dtype=np.int32), np.full(n, -7, np.int32), 256)
 
@@ -54,6 +61,19 @@ def test_sm80_and_the_option_off_launch_in_order(kernel, target):
 def test_a_kernel_that_places_its_own_wait_keeps_it():
     assert _waits(waits_itself, "sm_90a") == ["wait"]
     assert waits_itself.compile(_args(), target="sm_90a").meta.get("programmatic_launch") is True
+
+
+def test_a_kernel_that_only_releases_starts_after_the_previous_one():
+    """Launched programmatically it would start once the previous kernel released it,
+    with no wait for that kernel's writes: so it is launched as any other."""
+    assert set(_waits(releases_only, "sm_90a")) == {"launch_dependents"}    # (2 versions)
+    assert "programmatic_launch" not in releases_only.compile(_args(), target="sm_90a").meta
+
+
+def test_the_option_off_also_drops_the_authors_placement_from_the_launch():
+    in_order = ct.kernel(programmatic_launch=False)(waits_itself.__wrapped__)
+    assert _waits(in_order, "sm_90a") == ["wait"]            # (a no-op without it)
+    assert "programmatic_launch" not in in_order.compile(_args(), target="sm_90a").meta
 
 
 def test_the_option_is_a_bool():

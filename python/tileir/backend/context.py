@@ -72,6 +72,9 @@ class LoweringContext:
         self.last_reads: tuple[ir.Block, int, int] | None = None
         self.loop_depth = 0       # > 0 while lowering a loop body
         self.stores_seen = False  # a global store was lowered (or a loop may repeat one)
+        # the i32 the kernel's top-level `griddepcontrol.wait` yields: pure policy loads
+        # take it as an operand, so LLVM cannot hoist them above the wait
+        self.wait_token: ir.Value | None = None
         # a tile.cluster_gather's closing cluster barrier was arrived at, not waited on
         self.cluster_wait_pending = False
         # a tile.print line whose text continues in the next tile.print: (pieces, args)

@@ -235,14 +235,16 @@ def load_tile(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin: L.
     starts = range(0, lin.num_regs, v)
     ptrs = [addr.ptr(r0) for r0 in starts]
     # Policy loads are inline PTX that LLVM may reorder like pure code: only safe
-    # while no store can come before them in program order (stores stay in order).
+    # while no store can come before them in program order (stores stay in order), and
+    # after a wait for the previous kernel only through the wait's token (an operand).
     policy = None
     if _wants_l2_policy(cx, arr) and not cx.stores_seen and \
             v * max(1, _bits(store_t) // 8) == 16:
         policy = cx.l2_evict_last()
 
     def plain() -> list[ir.Value]:
-        return [_policy_load(vt, p, policy) if policy else _plain_load(vt, p) for p in ptrs]
+        return [_policy_load(vt, p, policy, cx.wait_token) if policy else _plain_load(vt, p)
+                for p in ptrs]
 
     if checked and lin.shape:        # (a rank-0 array's one element is always there)
         # One branch per tile, not per group: interior tiles (the common case) run
@@ -269,12 +271,17 @@ def _plain_load(vt: ir.VectorType, ptr: ir.Value) -> ir.Value:
     return llvm.load(vt, ptr, alignment=vt.shape[0] * max(1, _bits(vt.element_type) // 8))
 
 
-def _policy_load(vt: ir.VectorType, ptr: ir.Value, policy: ir.Value) -> ir.Value:
+def _policy_load(vt: ir.VectorType, ptr: ir.Value, policy: ir.Value,
+                 after: ir.Value | None = None) -> ir.Value:
+    """`after`: a value the load must follow (the wait's token), an unused operand."""
     i32 = ir.IntegerType.get_signless(32)
     st = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
     # pure: the scheduler batches these loads like ordinary ones (callers ensure no
     # store precedes them)
-    r = llvm.inline_asm(st, [ptr, policy], _POLICY_LOAD, "=r,=r,=r,=r,l,l")
+    if after is not None:
+        r = llvm.inline_asm(st, [ptr, policy, after], _POLICY_LOAD, "=r,=r,=r,=r,l,l,r")
+    else:
+        r = llvm.inline_asm(st, [ptr, policy], _POLICY_LOAD, "=r,=r,=r,=r,l,l")
     words = [llvm.extractvalue(i32, r, ir.DenseI64ArrayAttr.get([i])) for i in range(4)]
     return vector.bitcast(vt, vector.from_elements(ir.VectorType.get([4], i32), words))
 

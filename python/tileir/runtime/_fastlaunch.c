@@ -313,10 +313,14 @@ static PyObject *s_dlpack_api;           /* "__dlpack_c_exchange_api__" */
  * minor 3 or later, with dltensor_from_py_object_no_sync); records it when it does. */
 static PyObject *use_dlpack_exchange(PyObject *module, PyObject *tp) {
     (void)module;
-    if (tp == Py_None) {    /* forget the table */
-        Py_CLEAR(dlpack_type);
-        Py_CLEAR(dlpack_capsule);
+    if (tp == Py_None) {    /* forget the table (the function first: the clears may
+                               run Python code, which may launch) */
         dlpack_describe = NULL;
+        PyObject *type = (PyObject *)dlpack_type, *capsule = dlpack_capsule;
+        dlpack_type = NULL;
+        dlpack_capsule = NULL;
+        Py_XDECREF(type);
+        Py_XDECREF(capsule);
         Py_RETURN_FALSE;
     }
     if (!PyType_Check(tp)) {
@@ -325,6 +329,8 @@ static PyObject *use_dlpack_exchange(PyObject *module, PyObject *tp) {
     }
     PyObject *capsule = PyObject_GetAttr(tp, s_dlpack_api);
     if (!capsule) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
         PyErr_Clear();
         Py_RETURN_FALSE;
     }
@@ -336,22 +342,33 @@ static PyObject *use_dlpack_exchange(PyObject *module, PyObject *tp) {
         Py_DECREF(capsule);
         Py_RETURN_FALSE;
     }
+    /* the new table in place before the old one's references go (their release may
+     * run Python code, which may launch) */
+    PyObject *old_type = (PyObject *)dlpack_type, *old_capsule = dlpack_capsule;
     Py_INCREF(tp);
-    Py_XSETREF(dlpack_type, (PyTypeObject *)tp);
-    Py_XSETREF(dlpack_capsule, capsule);
+    dlpack_type = (PyTypeObject *)tp;
+    dlpack_capsule = capsule;
     dlpack_describe = api->dltensor_from_py_object_no_sync;
+    Py_XDECREF(old_type);
+    Py_XDECREF(old_capsule);
     Py_RETURN_TRUE;
 }
 
 /* The key of a tensor described through the table: 'D', dtype, device, shape,
- * strides, pointer alignment.  0 when keyed, 1 when the table refused the tensor (no
- * exception left), -1 with an exception. */
+ * strides, pointer alignment.  0 when keyed, 1 when the table refused the tensor or
+ * its DLPack dtype does not name one dtype (no exception left), -1 with an exception.
+ * torch describes its sub-byte integers (uint1..uint7, int1..int7) as 8-bit ones, so
+ * 8-bit integers are read through the accessors, whose dtype object tells them apart. */
+#define DL_INT 0
+#define DL_UINT 1
 static int key_dlpack(KeyBuf *k, PyObject *a, Value *v) {
     DLTensor_ t;
     if (dlpack_describe(a, &t) != 0) {
         PyErr_Clear();
         return 1;
     }
+    if ((t.dtype.code == DL_INT || t.dtype.code == DL_UINT) && t.dtype.bits == 8)
+        return 1;
     unsigned long long p = (unsigned long long)(uintptr_t)t.data + t.byte_offset;
     /* the device as get_device() numbers it: -1 for the host; other kinds apart */
     long long device = t.device.device_type == DL_CPU

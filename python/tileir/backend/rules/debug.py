@@ -148,5 +148,17 @@ def _grid_dependency(cx, op):
     dependent launch, so its kernels run strictly after each other: nothing to emit."""
     if cx.chip == "sm_80":
         return
-    llvm.inline_asm(ir.Type.parse("!llvm.void"), [], f"griddepcontrol.{op.kind};", "",
-                    has_side_effects=True)
+    if op.kind != "wait":
+        llvm.inline_asm(ir.Type.parse("!llvm.void"), [], f"griddepcontrol.{op.kind};", "",
+                        has_side_effects=True)
+        return
+    # The wait yields a token: pure policy loads after it take it as an operand, so LLVM
+    # cannot hoist them above it.  A wait inside a branch or a loop has no token that
+    # dominates what follows: pure loads stop there (as after a store).
+    i32 = ir.IntegerType.get_signless(32)
+    token = llvm.inline_asm(i32, [], "griddepcontrol.wait;\n\tmov.u32 $0, 0;", "=r",
+                            has_side_effects=True)
+    if op.operation.parent.name == "func.func":
+        cx.wait_token = token
+    else:
+        cx.stores_seen = True
