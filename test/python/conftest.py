@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 
-def _have_gpu() -> bool:
+def _probe_gpu() -> bool:
     try:
         from cuda.bindings import driver
     except ImportError:
@@ -17,6 +17,17 @@ def _have_gpu() -> bool:
         return err == driver.CUresult.CUDA_SUCCESS and n > 0
     except Exception:   # the driver library itself is missing
         return False
+
+
+# Asked once, as pytest loads this file, before any test module imports torch or JAX:
+# cuda.bindings set up after another library has initialized CUDA looks up 34 driver
+# entry points that the driver refuses (cuGetProcAddress_v2: invalid argument), which
+# compute-sanitizer reports as API errors of the run (bench/RESULTS.md, 2026-11-26).
+_HAVE_GPU = _probe_gpu()
+
+
+def _have_gpu() -> bool:
+    return _HAVE_GPU
 
 
 def pytest_collection_modifyitems(config, items):
