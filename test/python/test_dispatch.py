@@ -229,18 +229,24 @@ def test_plan_tensor_maps_are_encoded_once_per_pointer(fast_path, fake_driver):
     assert got[3] == b"\x01" * 128 and addresses[3] % 64 == 0
 
 
-@pytest.mark.parametrize("refusal", [201, 400])   # INVALID_CONTEXT, INVALID_HANDLE
-def test_plan_retries_in_the_devices_context_when_the_driver_refuses(fast_path, fake_driver,
-                                                                      monkeypatch, refusal):
+@pytest.fixture
+def entered(monkeypatch):
+    """The ordinals whose context `driver.device_context` was entered for, in order."""
     import contextlib
-    entered = []
+    ordinals = []
 
     @contextlib.contextmanager
     def device_context(ordinal):
-        entered.append(ordinal)
+        ordinals.append(ordinal)
         yield
 
     monkeypatch.setattr(driver, "device_context", device_context)
+    return ordinals
+
+
+@pytest.mark.parametrize("refusal", [201, 400])   # INVALID_CONTEXT, INVALID_HANDLE
+def test_plan_retries_in_the_devices_context_when_the_driver_refuses(fast_path, fake_driver,
+                                                                      entered, refusal):
     plan = plan_for(ARRAY_AND_SCALARS, dynamic=[0, 5, 6, 7], float_values=[1])
     launch = launch_of(plan)
     launch(None, (), (0x2000, 1.0, 1, False))
@@ -250,11 +256,10 @@ def test_plan_retries_in_the_devices_context_when_the_driver_refuses(fast_path, 
     assert entered == [0] and len(fake_driver.launches) == 2 + attempts(fast_path, 1)
 
 
-def test_programmatic_plans_launch_through_their_config(fake_driver, monkeypatch):
+def test_programmatic_plans_launch_through_their_config(fake_driver, monkeypatch, entered):
     """A programmatic plan's Python launch calls cuLaunchKernelEx with a config made once
     per buffer, only its stream set per launch; a refusal retries in the device's
     context, and an error names the call."""
-    import contextlib
     import types
     calls, made, results = [], [], []
 
@@ -267,14 +272,6 @@ def test_programmatic_plans_launch_through_their_config(fake_driver, monkeypatch
         return (results.pop(0) if results else 0,)
 
     monkeypatch.setattr(driver, "programmatic_entry", lambda: (launch_ex, make_config))
-    entered = []
-
-    @contextlib.contextmanager
-    def device_context(ordinal):
-        entered.append(ordinal)
-        yield
-
-    monkeypatch.setattr(driver, "device_context", device_context)
     monkeypatch.setattr(driver, "error", lambda call, err: driver.CudaError(call, f"E{err}", ""))
     plan = dispatch.LaunchPlan(
         name="k", function=0xF00, device=0, grid=(4, 1, 1), block=(128, 1, 1), shared=64,
@@ -475,19 +472,10 @@ def test_c_keys_read_tensors_through_lookups_unless_their_type_has_c_accessors(f
     assert d.key_of(1, (Tensor(64, (4,), (1,)),)) != d.key_of(1, (Tensor(64, (5,), (1,)),))
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
+# DLPack's structs, as the runtime reads a capsule's
+from tileir.runtime.arrays import _DLDataType as DLDataType  # noqa: E402
+from tileir.runtime.arrays import _DLDevice as DLDevice  # noqa: E402
+from tileir.runtime.arrays import _DLTensor as DLTensor  # noqa: E402
 
 DESCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(DLTensor))
 

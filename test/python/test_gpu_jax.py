@@ -15,6 +15,8 @@ jax = pytest.importorskip("jax")
 jnp = jax.numpy
 from tileir.jax import InputOutput, OutputPlaceholder, cutile_call  # noqa: E402
 
+from test_jax import add_pair, halve, scale, sincos  # noqa: E402  (the CPU tests' kernels)
+
 
 def _gpu():
     try:
@@ -25,32 +27,6 @@ def _gpu():
 
 if _gpu() is None or jax.default_backend() != "gpu":
     pytest.skip("JAX has no GPU backend here", allow_module_level=True)
-
-
-@ct.kernel
-def scale(x, y, c: ct.Constant[float], T: ct.Constant[int]):
-    b = ct.bid(0)
-    ct.store(y, (b,), ct.load(x, (b,), (T,)) * c)
-
-
-@ct.kernel
-def halve(x, T: ct.Constant[int]):
-    b = ct.bid(0)
-    ct.store(x, (b,), ct.load(x, (b,), (T,)) / 2)
-
-
-@ct.kernel
-def sincos(x, s, co, k: float, T: ct.Constant[int]):
-    b = ct.bid(0)
-    t = ct.astype(ct.load(x, (b,), (T,)), ct.float32) * k
-    ct.store(s, (b,), ct.astype(ct.sin(t), s.dtype))
-    ct.store(co, (b,), ct.astype(ct.cos(t), co.dtype))
-
-
-@ct.kernel
-def add_pair(xy, out, T: ct.Constant[int]):
-    b = ct.bid(0)
-    ct.store(out, (b,), ct.load(xy[0], (b,), (T,)) + ct.load(xy[1], (b,), (T,)))
 
 
 def _rand(n, dtype=jnp.float32, seed=None):

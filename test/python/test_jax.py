@@ -27,9 +27,9 @@ def halve(x, T: ct.Constant[int]):
 @ct.kernel
 def sincos(x, s, co, k: float, T: ct.Constant[int]):
     b = ct.bid(0)
-    t = ct.load(x, (b,), (T,)) * k
-    ct.store(s, (b,), ct.sin(t))
-    ct.store(co, (b,), ct.cos(t))
+    t = ct.astype(ct.load(x, (b,), (T,)), ct.float32) * k
+    ct.store(s, (b,), ct.astype(ct.sin(t), s.dtype))
+    ct.store(co, (b,), ct.astype(ct.cos(t), co.dtype))
 
 
 @ct.kernel
