@@ -872,7 +872,9 @@ def _inline_asm(sim, blk, o, mask):
         _write(sim, blk, 1, args[0], np.asarray(args[1], np.int32), mask)
         return None
     if asm.startswith("griddepcontrol.") or asm.startswith("fence.acq_rel."):
-        return None                               # one grid at a time, in program order
+        # one grid at a time, in program order; the wait's token (an i32 the policy
+        # loads after it take as an operand) is 0
+        return np.zeros(sim.threads, np.int32) if len(o.results) else None
     m = re.match(r"(ld|st)\.relaxed\.(?:cta|gpu|sys)\.global\.b(\d+) ", asm)
     if m:                                         # relaxed accesses: plain ones here
         bits = int(m.group(2))
