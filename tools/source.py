@@ -120,11 +120,14 @@ _OPENING, _CLOSING = frozenset("({[<"), frozenset(")}]>")
 # Unranked tensors and memrefs: not Tile IR, and some of MLIR's own verifiers assert
 # (abort the process) on them, e.g. arith.sitofp to tensor<*xf32> (found by the fuzzer).
 _UNRANKED = re.compile(r"\b(?:tensor|memref)<\s*\*")
+# A dense array attribute of anything but integers or floats: MLIR's parser asserts on
+# it (`array<index>`, found by the fuzzer), where it should report an error.
+_ARRAY_ATTR = re.compile(r"(?<![\w.!])array<\s*(?!(?:[su]?i\d+|bf16|tf32|f\d+\w*)\s*[:>])")
 
 
 def check(chunk: Chunk, context: ir.Context) -> None:
-    """Rejects chunks MLIR's parser must not see: empty ones, too-deep nesting, and
-    unranked shaped types."""
+    """Rejects chunks MLIR's parser must not see: empty ones, too-deep nesting,
+    unranked shaped types and dense arrays of other element types."""
     if all(not line.strip() or line.lstrip().startswith("//") for line in lines(chunk.text)):
         raise _error(chunk.name, chunk.first_line, 1,
                      "nothing to parse: expected operations (e.g. a func.func), found only "
@@ -148,6 +151,11 @@ def check(chunk: Chunk, context: ir.Context) -> None:
             raise _error(chunk.name, number + 1, m.start() + 1,
                          "unranked tensor and memref types are not Tile IR (tiles have "
                          "static shapes)", context)
+        m = _ARRAY_ATTR.search(code)
+        if m:
+            raise _error(chunk.name, number + 1, m.start() + 1,
+                         "a dense array attribute holds integers or floats (array<i64: 1, "
+                         "2>, array<f32: ...>)", context)
 
 
 # --------------------------------------------------------------------------

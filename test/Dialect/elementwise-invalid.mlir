@@ -72,3 +72,16 @@ func.func @cast_to_unranked(%a: tensor<16xi32>) attributes {tile.function} {
   %0 = "arith.sitofp"(%a) : (tensor<16xi32>) -> tensor<*xf32>
   return
 }
+
+// -----
+
+// Refused before MLIR parses it: its parser asserts on a dense array of index
+// elements (found by the fuzzer in a mutated tile_shape).
+
+!S = !tile.array<f64, 0 : i64>
+func.func @index_array(%s: !S, %o: !S) attributes {tile.kernel} {
+  // expected-error @+1 {{a dense array attribute holds integers or floats (array<i64: 1, 2>, array<f32: ...>)}}
+  %t = "tile.load"(%s) {padding = "zero", tile_shape = array<index>} : (!S) -> tensor<f64>
+  "tile.store"(%o, %t) : (!S, tensor<f64>) -> ()
+  return
+}
