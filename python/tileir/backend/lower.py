@@ -30,6 +30,7 @@ from tileir.dialect.types import array_info, bitwidth, signless
 from tileir.dialect.verifier import kernel_functions, module_chip
 from .assign import NUM_WARPS_ATTR, check_tile_registers
 from . import tma_store
+from .programmatic import launched_programmatically
 from .context import I32, I64, ArrayABI, LoweringContext, arg_has
 from .retile import GRID_REWRITES_ATTR, GRID_SCALE_ATTR
 from .rules import lower_block
@@ -211,7 +212,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     if stream_k:
         cx.workspace = body.arguments[workspace_slot]
     cx.tma_store = tma_store.enabled(func)
-    programmatic = chip.startswith("sm_90") and programmatic_launch(func)
+    programmatic = chip.startswith("sm_90") and launched_programmatically(func)
     planned = tma_store.stores(func, chip)
     cx.bulk_stores = bool(planned)
     cx.bulk_by_warps = any(p.warp_rows for _, p in planned)   # then every warp issues
@@ -255,30 +256,6 @@ def _check_param_bytes(name: str, types: list[ir.Type], params: list[dict], loc)
                           f"and {len(params) - arrays} scalars); the GPU takes at most "
                           f"{MAX_PARAM_BYTES}: pass the arrays as a list (one table, "
                           f"whatever its length)", loc)
-
-
-def programmatic_launch(func: ir.Operation) -> bool:
-    """Whether the kernel is launched with programmatic stream serialization: it waits
-    for the previous kernel (`tile.grid_dependency wait`, placed by its author or by
-    tile-programmatic-launch) and its `programmatic_launch` option is not False.  A
-    kernel that only releases its dependents is launched as any other, so it starts
-    after the previous kernel ends: launched programmatically, it would start as soon
-    as that kernel released it, with nothing to wait for that kernel's writes."""
-    from .programmatic import OPTION_ATTR
-    if OPTION_ATTR in func.attributes and not ir.BoolAttr(func.attributes[OPTION_ATTR]).value:
-        return False
-    found = False
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal found
-        if op.name == "tile.grid_dependency" and \
-                ir.StringAttr(op.attributes["kind"]).value == "wait":
-            found = True
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit)
-    return found
 
 
 def _uses(func: ir.Operation, name: str) -> bool:

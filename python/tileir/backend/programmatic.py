@@ -45,9 +45,7 @@ def overlap_launches(module: ir.Module) -> None:
     if not module_chip(module).startswith("sm_90"):
         return
     for func in kernel_functions(module):
-        if OPTION_ATTR in func.attributes and not ir.BoolAttr(func.attributes[OPTION_ATTR]).value:
-            continue
-        if _places_its_own(func):
+        if _turned_off(func) or _placed(func):
             continue
         entry = func.regions[0].blocks[0]
         first = entry.operations[0]
@@ -56,15 +54,28 @@ def overlap_launches(module: ir.Module) -> None:
                 GridDependencyOp(kind)
 
 
-def _places_its_own(func: ir.Operation) -> bool:
-    found = False
+def launched_programmatically(func: ir.Operation) -> bool:
+    """Whether the kernel is launched with programmatic stream serialization
+    (backend/lower.py's meta): it waits for the previous kernel (a wait placed by its
+    author or by this pass) and its option is not False.  A kernel that only releases
+    its dependents is launched as any other, so it starts after the previous kernel
+    ends: launched programmatically, it would start as soon as that kernel released
+    it, with nothing to wait for that kernel's writes."""
+    return not _turned_off(func) and "wait" in _placed(func)
+
+
+def _turned_off(func: ir.Operation) -> bool:
+    return OPTION_ATTR in func.attributes and not ir.BoolAttr(func.attributes[OPTION_ATTR]).value
+
+
+def _placed(func: ir.Operation) -> set[str]:
+    """The kinds of the kernel's `tile.grid_dependency` ops."""
+    kinds: set[str] = set()
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal found
         if op.name == GridDependencyOp.OPERATION_NAME:
-            found = True
-            return ir.WalkResult.INTERRUPT
+            kinds.add(ir.StringAttr(op.attributes["kind"]).value)
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
-    return found
+    return kinds
