@@ -575,7 +575,10 @@ def test_a_cached_kernel_launches_without_mlir(cache, pinned):
     vector_add.compile(parse_arg_specs(SPECS[vector_add]), target=device_target(torch),
                        cache=cache)
     code = NO_MLIR + PIN + textwrap.dedent("""
-        import torch, tileir as ct
+        import tileir as ct
+        from tileir.runtime import driver
+        driver.has_gpu()     # cuda.bindings set up before torch (conftest.py says why)
+        import torch
         from tileir.examples.vector_add import vector_add
         n = 10_007
         a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")

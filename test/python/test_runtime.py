@@ -837,8 +837,9 @@ def test_gpu_sync_launch_reports_a_trap_at_its_launch():
     code = textwrap.dedent(f"""
         import os
         os.environ["TILEIR_SYNC_LAUNCH"] = "1"
+        from tileir.runtime import CudaError, driver, launcher
+        driver.has_gpu()     # cuda.bindings set up before torch (conftest.py says why)
         import torch
-        from tileir.runtime import CudaError, launcher
         torch.zeros(1, device="cuda")
         meta = {{"name": "trap_now", "target": "sm_80", "num_threads": 32,
                  "shared_bytes": 0, "params": []}}
