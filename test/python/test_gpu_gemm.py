@@ -228,7 +228,7 @@ def test_attention_with_p_in_registers():
 def test_cached_launch_does_no_compile_work(monkeypatch):
     a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
-    c = torch.empty(256, 256, device="cuda", dtype=torch.bfloat16)
+    c = torch.full((256, 256), float("nan"), device="cuda", dtype=torch.bfloat16)
     k = ct.kernel(gemm.fn)
     ct.launch(None, (2, 2), k, (a, b, c, 128, 128, 64))
     kernel_module = importlib.import_module("tileir.kernel")   # the module, not ct.kernel
