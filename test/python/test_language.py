@@ -130,12 +130,25 @@ def test_str_enum_none_and_dtype_constants_fold(act, bias, dtype):
         np.testing.assert_array_equal(got, want)
 
 
+class TorchDType:
+    """What a torch dtype (`torch.int32`) looks like to tileir: a `torch.dtype`."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+TorchDType.__module__, TorchDType.__name__ = "torch", "dtype"
+
+
 def test_constants_key_the_specialization():
     x, y = np.zeros(8, np.float32), np.zeros(8, np.int32)
     spec = activation.classify((x, y, "relu", ct.RoundingMode.RN, None, np.int32))
     assert [k for _, k in spec[2:]] == ["relu", ct.RoundingMode.RN, None, ct.int32]
     # foreign dtypes are ours once classified: one specialization for all spellings
-    for d in (np.int32, np.dtype("int32"), ct.int32):
+    for d in (np.int32, np.dtype("int32"), ct.int32, TorchDType("int32")):
         assert activation.classify((x, y, "relu", ct.RoundingMode.RN, None, d))[-1][1] \
             is ct.int32
     # every value compiles its own kernel, keyed in the compile cache too

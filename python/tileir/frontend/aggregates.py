@@ -247,7 +247,8 @@ def from_python(x: Any) -> Any:
         return DataclassValue(type(x), tuple(from_python(getattr(x, f.name))
                                              for f in dataclasses.fields(x)))
     if type(x) is tuple:
-        return tuple(from_python(i) for i in x)
+        items = tuple(from_python(i) for i in x)
+        return x if all(a is b for a, b in zip(items, x)) else items   # (`is` keeps working)
     return x
 
 
