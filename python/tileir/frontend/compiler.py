@@ -22,7 +22,6 @@ import builtins
 import dataclasses
 import enum
 import inspect
-import itertools
 import operator
 import types
 from typing import Any
@@ -39,7 +38,8 @@ from ..annotations import Slice
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
 from ..specialization import ArrayParam, ListParam, Param, ScalarParam, TableListParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
-from . import aggregates, compare, compute, debug, emit, intrinsics, static, views
+from . import (aggregates, compare, comprehensions, compute, debug, emit, intrinsics, static,
+               views)
 from .aggregates import AggregateParam
 from .source import SourceInfo
 from .values import (ArrayValue, DataclassValue, ListValue, TableListValue, TiledViewValue,
@@ -1043,75 +1043,7 @@ class FunctionCompiler:
         return self.comprehension(node)          # (lists in kernels are tuples)
 
     def comprehension(self, node: ast.GeneratorExp | ast.ListComp) -> tuple:
-        """`tuple(elt for x in it if cond ...)`, unrolled while compiling: each iterable
-        is compile-time (static_iter(...), a range of constants, a tuple, enumerate or
-        zip of those), each condition too; the loop variables stay local to it."""
-        saved = dict(self.vars)
-        out: list = []
-
-        def generate(k: int) -> None:
-            if k == len(node.generators):
-                out.append(self.expr(node.elt))
-                if len(out) > static.MAX_ITEMS:
-                    raise self.error(TileValueError, node, f"a comprehension in a kernel "
-                                     f"makes at most {static.MAX_ITEMS} items")
-                return
-            gen = node.generators[k]
-            if gen.is_async:
-                raise self.error(TileSyntaxError, gen, "async comprehensions are not "
-                                 "supported in kernels")
-            for item in self.compile_time_items(gen.iter):
-                self.assign(gen.target, item)
-                if all(self.compile_time_condition(c) for c in gen.ifs):
-                    generate(k + 1)
-        try:
-            generate(0)
-        finally:
-            self.vars = saved
-        return tuple(out)
-
-    def compile_time_items(self, node: ast.expr) -> list:
-        """The items of a comprehension's iterable (all known while compiling)."""
-        if isinstance(node, ast.Call) and self.expr(node.func) is api.static_iter:
-            return static.iterate(self._one_arg(node, "static_iter"), self.static_scope(),
-                                  self.src.globals, self.loc_of(node))
-        if isinstance(node, ast.Call) and self.expr(node.func) in _ITERATORS:
-            fn = self.expr(node.func)
-            if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-                raise self.error(TileSyntaxError, node, f"{fn.__name__}() in a comprehension "
-                                 f"takes positional arguments only")
-            args = [self.expr(a) for a in node.args]
-            if fn is builtins.range:
-                for a, arg in zip(node.args, args):
-                    if isinstance(arg, bool) or not isinstance(arg, int):
-                        raise self.error(TileTypeError, a, f"range() in a comprehension "
-                                         f"needs compile-time ints, got {describe(arg)}")
-            else:
-                args = [self.compile_time_iterable(a, arg) for a, arg in zip(node.args, args)]
-            items = fn(*args)
-        else:
-            items = self.compile_time_iterable(node, self.expr(node))
-        items = list(itertools.islice(items, static.MAX_ITEMS + 1))
-        if len(items) > static.MAX_ITEMS:
-            raise self.error(TileValueError, node, f"a comprehension in a kernel iterates "
-                             f"over at most {static.MAX_ITEMS} items")
-        return items
-
-    def compile_time_iterable(self, node: ast.expr, value: Any) -> Any:
-        if isinstance(value, (tuple, range, str)):
-            return value
-        if isinstance(value, ListValue) and not isinstance(value, TableListValue):
-            return value.elements
-        raise self.error(TileTypeError, node, f"a comprehension iterates over compile-time "
-                         f"values (static_iter(...), a range of constants, a tuple, enumerate "
-                         f"or zip of those), got {describe(value)}")
-
-    def compile_time_condition(self, node: ast.expr) -> bool:
-        cond = self.expr(node)
-        if compare.is_runtime(cond):
-            raise self.error(TileTypeError, node, f"a comprehension's condition must be "
-                             f"known at compile time, got {describe(cond)}")
-        return bool(cond)
+        return comprehensions.unroll(self, node)
 
     def expr_Lambda(self, node: ast.Lambda) -> "LambdaValue":
         return LambdaValue(node, {k: v for k, v in self.vars.items()
@@ -1159,8 +1091,6 @@ class LambdaValue:
 _TILED_VIEW_METHODS = ("num_tiles", "load", "store", "atomic_store_add", "atomic_store_max",
                        "atomic_store_min", "atomic_store_and", "atomic_store_or",
                        "atomic_store_xor")
-
-_ITERATORS = (builtins.range, builtins.enumerate, builtins.zip, builtins.reversed)
 
 _OPERATOR_FUNCTIONS = {operator.add: "+", operator.sub: "-", operator.mul: "*",
                        operator.truediv: "/", operator.floordiv: "//", operator.mod: "%",
