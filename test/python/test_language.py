@@ -392,6 +392,12 @@ def bad_tuples(x, n, MODE: ct.Constant[int]):
         u = t in (1, 2)
     elif MODE == 5:
         u = (t for k in range(4))
+    elif MODE == 7:
+        if ct.bid(0) == 0:
+            st = (t, t)
+        else:
+            st = (t,)
+        u = st
     else:
         u = st[2]
     print(u)                            # (every mode fails before)
@@ -412,6 +418,10 @@ def bad_tuples(x, n, MODE: ct.Constant[int]):
     (5, TileUnsupportedFeatureError, "a generator expression in a kernel must build a tuple: "
      "tuple(... for ... in ...)", "(t for k in range(4))"),
     (6, TileValueError, "tuple index 2 is out of range for a tuple of 2", "st[2]"),
+    (7, TileTypeError, "'st' is a tuple of 2 after one branch of a runtime 'if' and a tuple "
+     "of 1 after the other; what a runtime 'if' assigns must be tiles or numbers (or tuples "
+     "and dataclasses of them) in both branches, or the same compile-time value",
+     "if ct.bid(0) == 0:"),
 ])
 def test_tuple_errors(mode, cls, message, text):
     with raises_at(cls, message, bad_tuples, text):
@@ -635,6 +645,38 @@ def test_dataclasses_holding_arrays_are_carried_by_their_runtime_fields():
                    "of the loop replaces; arrays, slices and tiled views are not loop-carried, "
                    "so what holds one must keep it", state_in_loop, "for i in range(3):"):
         state_in_loop.compile(args[:3] + (1,), stage="frontend")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    k: int = 3
+
+    @ct.function
+    def times(self, t):
+        return t * self.k
+
+    @staticmethod
+    def plus(t):
+        return t + 100
+
+
+FIVE = Scale(5)
+
+
+def scaled_sum(t, cfg=FIVE):              # a frozen default, as a compile-time value
+    return cfg.times(t) + Scale.plus(t) + cfg.plus(t) + Scale().times(t)
+
+
+@ct.kernel
+def dataclass_defaults(x, y):
+    t = ct.load(x, (0,), shape=(4,))
+    ct.store(y, (0,), scaled_sum(t))
+
+
+def test_dataclass_defaults_methods_and_static_methods():
+    x = np.arange(4, dtype=np.int32)
+    for got in run_everywhere(dataclass_defaults, (1,), (x, np.zeros(4, np.int32)), 1):
+        np.testing.assert_array_equal(got, 5 * x + 2 * (x + 100) + 3 * x)
 
 
 @dataclasses.dataclass

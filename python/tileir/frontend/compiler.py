@@ -1051,6 +1051,7 @@ class FunctionCompiler:
 
     def call_helper(self, fn, args, kwargs, node) -> Any:
         bound = fn.bind_helper_args(args, kwargs, lambda msg: self.error(TileTypeError, node, msg))
+        bound = {p: aggregates.from_python(v) for p, v in bound.items()}     # (defaults)
         params = [(pname, classify_value(v)) for pname, v in bound.items()]
         key = (id(fn), tuple((p, k if not isinstance(k, (int, float, bool, str)) else
                               ("const", type(k).__name__, k)) for p, k in params))
