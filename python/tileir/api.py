@@ -7,6 +7,7 @@ kernel's AST and emits Tile IR.  Called outside a kernel they raise.
 
 from __future__ import annotations
 
+import contextvars
 import enum
 
 from .errors import TileError
@@ -23,6 +24,11 @@ class PaddingMode(enum.Enum):
     NEG_INF = "neg_inf"
 
 
+# While a static_eval runs, what calls to these functions do (frontend/static.py): some
+# build expressions of runtime values, as cuTile's static_eval allows.
+STATIC_CALL: contextvars.ContextVar = contextvars.ContextVar("STATIC_CALL", default=None)
+
+
 def _outside(name: str):
     if name == "cdiv":                 # cuTile's cdiv also works on the host
         def cdiv(a, b):
@@ -30,6 +36,9 @@ def _outside(name: str):
         return cdiv
 
     def fn(*args, **kwargs):
+        static_call = STATIC_CALL.get()
+        if static_call is not None:
+            return static_call(name, args, kwargs)
         raise TileError(f"tileir.{name}() can only be used inside a @kernel or @function "
                         f"body (it is translated to Tile IR, not run by Python)")
     fn.__name__ = fn.__qualname__ = name

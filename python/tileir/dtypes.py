@@ -53,6 +53,9 @@ class DType:
     def __repr__(self) -> str:
         return f"tileir.{self.name}"
 
+    def __str__(self) -> str:            # as cuTile's: print(x.dtype) shows float32
+        return self.name
+
     def __call__(self, value):  # allow `ct.float32(x)` inside kernels like a cast
         raise TypeError(f"{self!r} can only be called inside a @kernel or @function")
 
@@ -111,6 +114,16 @@ def from_any(x) -> DType | None:
     except TypeError:
         return None
     return from_numpy(dt)
+
+
+def is_foreign(x) -> bool:
+    """Whether `x` is another library's dtype: a NumPy dtype or scalar type, a torch dtype
+    (cuTile's "foreign dtype" constants, which kernels see as ours)."""
+    if isinstance(x, np.dtype):
+        return True
+    if isinstance(x, type) and issubclass(x, np.generic):
+        return True
+    return type(x).__module__.startswith("torch") and type(x).__name__ == "dtype"
 
 
 def from_numpy(dt: np.dtype) -> DType | None:

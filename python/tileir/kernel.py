@@ -850,7 +850,8 @@ def _no_rewrite_keys(wish: str) -> list[str]:
 
 
 def _is_array(a) -> bool:
-    return hasattr(a, "dtype") and hasattr(a, "shape") and not isinstance(a, np.generic)
+    return hasattr(a, "dtype") and hasattr(a, "shape") and \
+        not isinstance(a, (np.generic, type))        # (np.int32, a Constant, is a type)
 
 
 def _host_array(a) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import enum
 import re
 from typing import Any, Sequence
 
@@ -235,9 +236,14 @@ def _static_dims(what: str, kind: ArrayParam, ann: Any, value: Any) -> ArrayPara
 
 
 def _constant_arg(kname: str, pname: str, ann: ConstantAnnotation, value: Any) -> Any:
+    """The compile-time value of a Constant parameter, as the kernel sees it (and as it
+    keys the specialization): NumPy scalars become Python numbers, foreign dtypes
+    (`np.int32`, `np.dtype("f2")`, `torch.float16`) become ours."""
     if isinstance(value, np.generic):
         value = value.item()
+    _refuse_dataclass(kname, pname, value)
     if ann.type is None:
+        value = _native_dtypes(kname, pname, value)
         ok = _compile_time_value(value)
     else:
         ok = isinstance(value, ann.type) and (ann.type is bool or not isinstance(value, bool)) \
@@ -249,11 +255,34 @@ def _constant_arg(kname: str, pname: str, ann: ConstantAnnotation, value: Any) -
 
 
 def _compile_time_value(value: Any) -> bool:
-    """What a Constant parameter without a type may be: numbers, strings, dtypes and
-    tuples of those (what kernels compute with at compile time)."""
+    """What a Constant parameter without a type may be (cuTile's `classify_constant`):
+    numbers, strings, None, enum members, dtypes and tuples of those (what kernels
+    compute with at compile time)."""
     if isinstance(value, tuple):
         return all(_compile_time_value(v) for v in value)
-    return isinstance(value, (int, bool, float, str, dt.DType))
+    return value is None or isinstance(value, (int, bool, float, str, enum.Enum, dt.DType))
+
+
+def _native_dtypes(kname: str, pname: str, value: Any) -> Any:
+    """`value` with each foreign dtype in it replaced by ours."""
+    if isinstance(value, tuple):
+        return tuple(_native_dtypes(kname, pname, v) for v in value)
+    if not dt.is_foreign(value):
+        return value
+    d = dt.from_any(value)
+    if d is None:
+        raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is the dtype {value!r}, "
+                            f"which has no tileir dtype")
+    return d
+
+
+def _refuse_dataclass(kname: str, pname: str, value: Any) -> None:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and \
+            not type(value).__module__.startswith("tileir"):      # (a DType is one)
+        raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is a "
+                            f"{type(value).__qualname__} dataclass instance; kernels do not "
+                            f"take dataclass arguments (cuTile 1.7 refuses them too): pass "
+                            f"its fields as separate arguments, or build it in the kernel")
 
 
 def _runtime_kind(kname: str, pname: str, value: Any, gpu: bool) -> Any:
@@ -271,9 +300,10 @@ def _runtime_kind(kname: str, pname: str, value: Any, gpu: bool) -> Any:
         return ScalarParam(d)
     if isinstance(value, ScalarParam) and value.shape == ():
         return value
+    _refuse_dataclass(kname, pname, value)
     if isinstance(value, (ArraySpec, ArrayParam)):
         return _described_array(kname, pname, value, gpu)
-    if hasattr(value, "dtype") and hasattr(value, "shape"):
+    if hasattr(value, "dtype") and hasattr(value, "shape") and not isinstance(value, type):
         d = dt.from_any(value.dtype)
         if d is None:
             raise TileTypeError(f"argument '{pname}' of kernel '{kname}': arrays of "

@@ -406,6 +406,38 @@ def test_plans_are_bounded(fast_path, fake_driver, monkeypatch):
         assert 1 <= len(d.plans) <= 3
 
 
+def test_keys_hold_compile_time_constants_of_every_kind(fast_path):
+    """Constant parameters may be strings, enum members, None and dtypes (ours or NumPy's):
+    each value and type keys its own plan, as each compiles its own kernel."""
+    import enum
+
+    import numpy as np
+
+    import tileir as ct
+
+    class Level(enum.IntEnum):
+        ONE = 1
+
+    d = dispatch.Dispatcher("k", "TCCCC")
+    t = Tensor(64, (4,), (1,))
+    args = (t, "relu", ct.RoundingMode.RN, None, np.int32)
+    key = d.key_of(1, args)
+    assert d.key_of(1, (Tensor(128, (4,), (1,)), "relu", ct.RoundingMode.RN, None,
+                        np.int32)) == key
+    for other in [(t, "gelu", ct.RoundingMode.RN, None, np.int32),
+                  (t, "relu", ct.RoundingMode.RZ, None, np.int32),
+                  (t, "relu", ct.RoundingMode.RN, 0, np.int32),
+                  (t, "relu", ct.RoundingMode.RN, None, np.float16),
+                  (t, "relu", ct.RoundingMode.RN, None, np.dtype("int32")),
+                  (t, "relu", ct.RoundingMode.RN, None, ct.int32),
+                  (t, "relu", "nearest_even", None, np.int32)]:
+        assert d.key_of(1, other) != key, other
+    # an IntEnum member equals its value but is a constant of another type
+    assert d.key_of(1, (t, "relu", Level.ONE, None, np.int32)) != \
+        d.key_of(1, (t, "relu", 1, None, np.int32))
+    assert dispatch.arg_kinds(args, (False, True, True, True, True)) == "TCCCC"
+
+
 def test_c_keys_hold_constants_of_any_kind_and_keep_dtypes_alive(fast_path):
     if fast_path != "c":
         pytest.skip("the C key's own representation")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import enum
+import inspect
 import operator
 import types
 from typing import Any
@@ -36,16 +38,16 @@ from ..annotations import Slice
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
 from ..specialization import ArrayParam, ListParam, Param, ScalarParam, TableListParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
-from . import compute, debug, emit, intrinsics, static, views
+from . import (aggregates, compare, comprehensions, compute, debug, emit, intrinsics, static,
+               views)
+from .aggregates import AggregateParam
 from .source import SourceInfo
-from .values import (ArrayValue, ListValue, TableListValue, TiledViewValue, TileValue,
-                     describe)
+from .values import (ArrayValue, DataclassValue, ListValue, TableListValue, TiledViewValue,
+                     TileValue, describe)
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
            ast.LShift: "<<", ast.RShift: ">>"}
-_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
-           ast.NotEq: "!="}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +55,14 @@ class BoundMethod:
     """`tile.astype` etc.: an intrinsic with its first argument bound."""
 
     name: str
+    receiver: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodValue:
+    """`obj.method` of a dataclass instance: the method's function and its receiver."""
+
+    function: Any
     receiver: Any
 
 
@@ -140,21 +150,22 @@ class FunctionCompiler:
 
     def _return_values(self, kernel: bool) -> list[TileValue]:
         r = self.returned
+        self.result_template = None
         if r is None:
             return []
         if kernel:
             raise self.error(TileSyntaxError, self.return_node,
                              "a kernel cannot return a value; store results into an array")
-        items = list(r) if isinstance(r, tuple) else [r]
-        out = []
-        for x in items:
+
+        def leaf(x):          # numbers become results; other compile-time values stay so
             if isinstance(x, (ArrayValue, TiledViewValue, ListValue)):
                 raise self.error(TileTypeError, self.return_node,
                                  f"a @function cannot return an array, a slice or a tiled "
                                  f"view (got {describe(x)}); make it in the caller and pass "
                                  f"it in")
-            out.append(emit.as_value(x))
-        return out
+            return emit.as_value(x) if emit.is_number(x) else x
+        self.result_template = aggregates.transform(r, leaf)
+        return aggregates.tile_leaves(self.result_template)
 
     # -- statements ----------------------------------------------------------
     def block(self, stmts: list[ast.stmt], top: bool = False) -> None:
@@ -328,12 +339,11 @@ class FunctionCompiler:
         `bind(counter)` in each trip; the names it assigns that exist before it are
         carried."""
         carried, inits = self.carried_values(node, exclude=node.target.id)
-        loop = scf.ForOp(lb.value, ub.value, st.value, [v.value for v in inits])
+        loop = scf.ForOp(lb.value, ub.value, st.value, aggregates.ir_values(inits))
         before = dict(self.vars)
         with ir.InsertionPoint(loop.body):
             self.vars[node.target.id] = bind(TileValue(loop.induction_variable, dt.int32, ()))
-            for n, arg, init in zip(carried, loop.inner_iter_args, inits):
-                self.vars[n] = TileValue(arg, init.dtype, init.shape)
+            self.vars.update(zip(carried, aggregates.rebind(inits, loop.inner_iter_args)))
             self.block(node.body)
             if self.has_return:
                 raise self.error(TileUnsupportedFeatureError, node,
@@ -348,28 +358,52 @@ class FunctionCompiler:
 
     def carried_values(self, node: ast.AST, exclude: str | None = None):
         """The names a loop body assigns that exist before it (the loop carries them),
-        and their values before the loop, as runtime values."""
+        and their values before the loop with numbers made runtime values.  A tuple or
+        dataclass instance is carried by its runtime leaves (aggregates.py); arrays in
+        it are not carried, they must stay the same."""
         body = node.body
         carried = [n for n in _assigned_names(body)
                    if n in self.vars and not isinstance(self.vars[n], _LoopLocal)
                    and n != exclude]
         for n in carried:
             v = self.vars[n]
-            if isinstance(v, (ArrayValue, TiledViewValue, ListValue)):
-                raise self.error(TileUnsupportedFeatureError, node,
-                                 f"'{n}' ({describe(v)}) cannot be reassigned inside a loop "
-                                 f"(arrays, slices and tiled views are not loop-carried); "
-                                 f"give the view a new name in the loop body")
-            self.vars[n] = emit.as_value(v) if not isinstance(v, TileValue) else v
-            if not isinstance(self.vars[n], TileValue):
+
+            def runtime(x, n=n, v=v):
+                if isinstance(x, (ArrayValue, TiledViewValue, ListValue)) and x is v:
+                    raise self.error(TileUnsupportedFeatureError, node,
+                                     f"'{n}' ({describe(v)}) cannot be reassigned inside a "
+                                     f"loop (arrays, slices and tiled views are not "
+                                     f"loop-carried); give the view a new name in the loop "
+                                     f"body")
+                return emit.as_value(x) if emit.is_number(x) else x
+            self.vars[n] = aggregates.transform(v, runtime)
+            if not isinstance(self.vars[n], TileValue) and not aggregates.is_aggregate(v):
                 raise self.error(TileTypeError, node, f"'{n}' ({describe(v)}) cannot be "
                                  f"carried through a loop")
         return carried, [self.vars[n] for n in carried]
 
     def yield_carried(self, node: ast.AST, carried, inits) -> None:
-        yields = [self.coerce_carried(n, self.vars[n], init, node)
-                  for n, init in zip(carried, inits)]
-        scf.YieldOp([y.value for y in yields])
+        yields = [self.carried_now(n, init, node) for n, init in zip(carried, inits)]
+        scf.YieldOp(aggregates.ir_values(yields))
+
+    def carried_now(self, name: str, init: Any, node: ast.AST) -> Any:
+        """The value of carried `name` at the end of a trip, made to match its value
+        before the loop `init` (the same structure, runtime leaves of the same types)."""
+        def leaf(t: TileValue, v: Any, path: tuple) -> TileValue:
+            return self.coerce_carried(aggregates.path_name(name, path), v, t, node)
+        try:
+            return aggregates.match(init, self.vars[name], leaf)
+        except aggregates.StructureError as e:
+            where = aggregates.path_name(name, e.path)
+            if isinstance(e.template, (ArrayValue, TiledViewValue, ListValue)):
+                raise self.error(TileUnsupportedFeatureError, node, f"'{where}' is "
+                                 f"{describe(e.template)} that a trip of the loop replaces; "
+                                 f"arrays, slices and tiled views are not loop-carried, "
+                                 f"so what holds one must keep it") from None
+            raise self.error(TileTypeError, node, f"'{where}' is {describe(e.template)} before "
+                             f"the loop but {describe(e.value)} after a trip; a loop-carried "
+                             f"tuple or dataclass keeps its structure and its compile-time "
+                             f"items") from None
 
     def close_loop(self, node: ast.AST, before: dict, carried, inits, results) -> None:
         """After a loop: names first defined inside it are out of scope, the carried ones
@@ -381,8 +415,7 @@ class FunctionCompiler:
                 self.vars[n] = _LoopLocal(f"'{n}' is defined inside the loop at line "
                                           f"{self.src.position(node)[0]} and is not available "
                                           f"after it; assign it before the loop")
-        for n, res, init in zip(carried, results, inits):
-            self.vars[n] = TileValue(res, init.dtype, init.shape)
+        self.vars.update(zip(carried, aggregates.rebind(inits, results)))
 
     # -- while loops ---------------------------------------------------------
     def stmt_While(self, node: ast.While) -> None:
@@ -397,14 +430,13 @@ class FunctionCompiler:
                                  f"'{type(sub).__name__.lower()}' inside a while loop is not "
                                  f"supported; fold it into the loop's condition")
         carried, inits = self.carried_values(node)
-        types = [v.value.type for v in inits]
-        loop = scf.WhileOp(types, [v.value for v in inits])
+        types = [v.type for v in aggregates.ir_values(inits)]
+        loop = scf.WhileOp(types, aggregates.ir_values(inits))
         before_block = loop.before.blocks.append(*types)
         after_block = loop.after.blocks.append(*types)
         outer = dict(self.vars)
         with ir.InsertionPoint(before_block):
-            for n, arg, init in zip(carried, before_block.arguments, inits):
-                self.vars[n] = TileValue(arg, init.dtype, init.shape)
+            self.vars.update(zip(carried, aggregates.rebind(inits, before_block.arguments)))
             cond = self.expr(node.test)
             with self.at(node.test):
                 if emit.is_number(cond):
@@ -416,8 +448,7 @@ class FunctionCompiler:
                 scf.ConditionOp(cond.value, list(before_block.arguments))
         self.vars = dict(outer)
         with ir.InsertionPoint(after_block):
-            for n, arg, init in zip(carried, after_block.arguments, inits):
-                self.vars[n] = TileValue(arg, init.dtype, init.shape)
+            self.vars.update(zip(carried, aggregates.rebind(inits, after_block.arguments)))
             self.block(node.body)
             self.yield_carried(node, carried, inits)
         self.close_loop(node, outer, carried, inits, loop.results)
@@ -444,7 +475,7 @@ class FunctionCompiler:
     # -- if/else -------------------------------------------------------------
     def stmt_If(self, node: ast.If) -> None:
         cond = self.expr(node.test)
-        if emit.is_number(cond) or cond is None or isinstance(cond, (tuple, dt.DType)):
+        if isinstance(cond, tuple) or not compare.is_runtime(cond):
             self.block(node.body if cond else node.orelse)     # compile-time branch
             return
         if not isinstance(cond, TileValue) or not cond.is_scalar:
@@ -476,33 +507,63 @@ class FunctionCompiler:
                                           f"at line {self.src.position(node)[0]}; assign it "
                                           f"before the 'if' or in both branches")
                 continue
-            if all(emit.is_number(v) for v in vals) and vals[0] == vals[1]:
-                self.vars[n] = vals[0]
+            template = self.branch_template(n, vals, node)
+            if not aggregates.tile_leaves(template):
+                self.vars[n] = template                 # the same compile-time value
                 continue
-            if any(isinstance(v, (ArrayValue, TiledViewValue, ListValue)) for v in vals):
-                raise self.error(TileUnsupportedFeatureError, node,
-                                 f"'{n}' cannot be (re)assigned an array, a slice or a tiled "
-                                 f"view inside a runtime 'if' (their choice must be known at "
-                                 f"compile time: branch on a Constant, or compute the slice "
-                                 f"bounds with where())")
-            like = next((v for v in vals if isinstance(v, TileValue)), None)
-            if like is None:
-                d = dt.promote(emit.python_dtype(vals[0]), emit.python_dtype(vals[1]))
-                like = TileValue(None, d, ())
-            yielded.append((n, like))
-            types_.append(emit.tensor_type(like.shape, like.dtype))
+            yielded.append((n, template))
+            types_.extend(emit.tensor_type(v.shape, v.dtype)
+                          for v in aggregates.tile_leaves(template))
         real = scf.IfOp(c.value, types_, has_else=True)
         for k, blk in enumerate((real.then_block, real.else_block)):
             src_blk = (tmp.then_block, tmp.else_block)[k]
             for op in list(src_blk.operations):
                 _move_to_end(op, blk)
             with ir.InsertionPoint(blk), self.at(node):
-                vals = [self.coerce_carried(n, branch_vars[k][n], like, node)
-                        for n, like in yielded]
-                scf.YieldOp([v.value for v in vals])
+                vals = [aggregates.match(t, branch_vars[k][n], lambda like, v, path, n=n:
+                                         self.coerce_carried(aggregates.path_name(n, path), v,
+                                                             like, node))
+                        for n, t in yielded]
+                scf.YieldOp(aggregates.ir_values(vals))
         tmp.operation.erase()
-        for (n, like), res in zip(yielded, real.results):
-            self.vars[n] = TileValue(res, like.dtype, like.shape)
+        self.vars.update(zip([n for n, _ in yielded],
+                             aggregates.rebind([t for _, t in yielded], real.results)))
+
+    def branch_template(self, name: str, vals: list, node: ast.If, path: tuple = ()) -> Any:
+        """What `name` is after a runtime 'if' whose branches leave it `vals`: what both
+        agree on stays (a value from before the 'if', a compile-time value); tuples
+        and dataclass instances merge item by item; the rest is yielded, typed by a
+        TileValue like the branches' (numbers made runtime, their dtypes promoted)."""
+        a, b = vals
+        if a is b or emit.is_number(a) and emit.is_number(b) and a == b:
+            return a
+        if not compare.is_runtime(a) and not compare.is_runtime(b) and type(a) is type(b) \
+                and not aggregates.is_aggregate(a) and aggregates.equal(a, b):
+            return a
+        if aggregates.is_aggregate(a) and aggregates.is_aggregate(b):
+            try:
+                return aggregates.like(a, (
+                    self.branch_template(name, [x, y], node, path + (p,)) for x, y, p in
+                    zip(*aggregates.match_items(a, b))))
+            except aggregates.StructureError:
+                pass
+        where = aggregates.path_name(name, path)
+        if any(isinstance(v, (ArrayValue, TiledViewValue, ListValue)) for v in vals):
+            raise self.error(TileUnsupportedFeatureError, node,
+                             f"'{where}' cannot be (re)assigned an array, a slice or a tiled "
+                             f"view inside a runtime 'if' (their choice must be known at "
+                             f"compile time: branch on a Constant, or compute the slice "
+                             f"bounds with where())")
+        like = next((v for v in vals if isinstance(v, TileValue)), None)
+        if like is None and all(emit.is_number(v) for v in vals):
+            like = TileValue(None, dt.promote(emit.python_dtype(a), emit.python_dtype(b)), ())
+        if like is None:
+            raise self.error(TileTypeError, node, f"'{where}' is {describe(a)} after one "
+                             f"branch of a runtime 'if' and {describe(b)} after the other; "
+                             f"what a runtime 'if' assigns must be tiles or numbers (or "
+                             f"tuples and dataclasses of them) in both branches, or the same "
+                             f"compile-time value")
+        return like
 
     # -- expressions ---------------------------------------------------------
     def expr(self, node: ast.expr) -> Any:
@@ -522,7 +583,7 @@ class FunctionCompiler:
                 raise self.error(TileTypeError, node, f"{type(e).__name__}: {e}") from None
 
     def expr_Constant(self, node: ast.Constant) -> Any:
-        if isinstance(node.value, (bool, int, float, str)) or node.value is None:
+        if isinstance(node.value, (bool, int, float, str)) or node.value in (None, Ellipsis):
             return node.value
         raise self.error(TileTypeError, node, f"constant {node.value!r} is not supported")
 
@@ -538,7 +599,7 @@ class FunctionCompiler:
         found, v = self.src.resolve_global(name)
         if not found:
             raise self.error(TileSyntaxError, node, f"name '{name}' is not defined")
-        return v
+        return aggregates.from_python(v)
 
     def expr_Tuple(self, node: ast.Tuple) -> tuple:
         return tuple(self.expr(e) for e in node.elts)
@@ -574,8 +635,35 @@ class FunctionCompiler:
                                  f"'{attr}'") from None
         if isinstance(obj, tuple) and attr in ("index", "count"):
             return getattr(obj, attr)
+        if isinstance(obj, enum.Enum) and attr in ("name", "value"):
+            return getattr(obj, attr)
+        if isinstance(obj, str) and attr == "join":         # cuTile's one string method
+            return obj.join
+        if isinstance(obj, DataclassValue):
+            return self.dataclass_attr(obj, attr, node)
         raise self.error(TileTypeError, node, f"{describe(obj)} has no attribute '{attr}' "
                          f"usable in a kernel")
+
+    def dataclass_attr(self, obj: DataclassValue, attr: str, node: ast.AST) -> Any:
+        """A field of a dataclass instance, or what its class gives: a method bound to
+        it (compiled as a helper), a property's value, a class constant."""
+        names = [f.name for f in dataclasses.fields(obj.cls)]
+        if attr in names:
+            return obj.fields[names.index(attr)]
+        try:
+            raw = inspect.getattr_static(obj.cls, attr)
+        except AttributeError:
+            raise self.error(TileTypeError, node, f"{obj.describe()} has no attribute "
+                             f"'{attr}' (its fields: {', '.join(names)})") from None
+        if isinstance(raw, property):
+            return self.call(raw.fget, [obj], {}, node)
+        if isinstance(raw, staticmethod):
+            return raw.__func__
+        if isinstance(raw, classmethod):
+            return MethodValue(raw.__func__, obj.cls)
+        if isinstance(raw, (types.FunctionType, Function)):
+            return MethodValue(raw, obj)
+        return aggregates.from_python(getattr(obj.cls, attr))
 
     def array_attr(self, a: ArrayValue, attr: str, node: ast.AST) -> Any:
         if attr == "shape":
@@ -608,9 +696,16 @@ class FunctionCompiler:
         obj = self.expr(node.value)
         if isinstance(obj, tuple):
             idx = self.expr(node.slice)
-            if not isinstance(idx, int):
+            if isinstance(idx, slice):
+                return obj[idx]
+            if isinstance(idx, bool) or not isinstance(idx, int):
                 raise self.error(TileTypeError, node.slice,
-                                 f"tuple index must be a compile-time int, got {describe(idx)}")
+                                 f"tuple index must be a compile-time int or slice, got "
+                                 f"{describe(idx)}")
+            if not -len(obj) <= idx < len(obj):
+                raise self.error(TileValueError, node.slice,
+                                 f"tuple index {idx} is out of range for a tuple of "
+                                 f"{len(obj)}")
             return obj[idx]
         if isinstance(obj, TileValue):
             return self.tile_subscript(obj, node)
@@ -671,23 +766,50 @@ class FunctionCompiler:
                           e.static_strides)
 
     def tile_subscript(self, t: TileValue, node: ast.Subscript) -> TileValue:
-        """`t[:, None]` / `t[None, :]`: insert size-1 dims (the only indexing of tiles)."""
+        """`t[:, None]`, `t[None]`, `t[..., None]`, `t[:, np.newaxis]`: insert size-1 dims
+        (the only indexing of tiles).  `...` stands for as many ':' as the tile has dims
+        the other items do not name."""
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        kinds = [self.tile_index_item(it) for it in items]
+        if kinds.count(Ellipsis) > 1:
+            raise self.error(TileTypeError, node.slice, "an index can have only one "
+                             "ellipsis ('...')")
+        named = kinds.count(slice)
+        if named > t.ndim:
+            raise self.error(TileTypeError, node, f"too many indices for {t.describe()}: "
+                             f"{named} ':' for {t.ndim} dims")
         shape, dim = [], 0
-        for it in items:
-            if isinstance(it, ast.Constant) and it.value is None:
-                shape.append(1)
-            elif isinstance(it, ast.Slice) and it.lower is it.upper is it.step is None:
-                if dim >= t.ndim:
-                    raise self.error(TileTypeError, node, f"too many indices for {t.describe()}")
-                shape.append(t.shape[dim])
-                dim += 1
-            else:
-                raise self.error(TileUnsupportedFeatureError, it,
-                                 "tiles can only be indexed with ':' and None (to add dims); "
-                                 "use load/extract patterns for elements")
+        for kind in kinds:
+            count = {None: 0, slice: 1, Ellipsis: t.ndim - named}[kind]
+            shape.extend([1] if kind is None else t.shape[dim:dim + count])
+            dim += count
         shape.extend(t.shape[dim:])
         return emit.reshape(t, tuple(shape))
+
+    def tile_index_item(self, it: ast.expr) -> Any:
+        """What one item of a tile's index is: None (a new dim), `slice` (a whole dim,
+        ':') or Ellipsis."""
+        if isinstance(it, ast.Slice) and it.lower is it.upper is it.step is None:
+            return slice
+        value = None if isinstance(it, ast.Slice) else self.expr(it)
+        if value is None and not isinstance(it, ast.Slice) or value is Ellipsis:
+            return value
+        raise self.error(TileUnsupportedFeatureError, it,
+                         "tiles can only be indexed with ':', None (np.newaxis) and '...' "
+                         "(to add dims); use load/extract patterns for elements")
+
+    def expr_Slice(self, node: ast.Slice) -> slice:
+        """`a:b:c` in a tuple's index: compile-time ints or None."""
+        parts = []
+        for part in (node.lower, node.upper, node.step):
+            v = None if part is None else self.expr(part)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise self.error(TileTypeError, part, f"slice bounds must be compile-time "
+                                 f"ints or None, got {describe(v)}")
+            parts.append(v)
+        if parts[2] == 0:
+            raise self.error(TileValueError, node.step, "slice step cannot be zero")
+        return slice(*parts)
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
         lhs, rhs = self.expr(node.left), self.expr(node.right)
@@ -717,44 +839,41 @@ class FunctionCompiler:
         return compute.logical_not(v)
 
     def expr_Compare(self, node: ast.Compare) -> Any:
-        if len(node.ops) != 1:
-            raise self.error(TileUnsupportedFeatureError, node,
-                             "chained comparisons are not supported; combine with '&'")
-        lhs, rhs = self.expr(node.left), self.expr(node.comparators[0])
-        op = node.ops[0]
-        if isinstance(op, (ast.Is, ast.IsNot)):
-            same = lhs is rhs
-            return same if isinstance(op, ast.Is) else not same
-        if type(op) not in _CMPOPS:
-            raise self.error(TileUnsupportedFeatureError, node,
-                             f"comparison '{type(op).__name__}' is not supported")
-        if isinstance(lhs, dt.DType) or isinstance(rhs, dt.DType):
-            if type(op) not in (ast.Eq, ast.NotEq):
-                raise self.error(TileTypeError, node, "dtypes only compare with == and !=")
-            eq = dt.from_any(lhs) == dt.from_any(rhs)
-            return eq if isinstance(op, ast.Eq) else not eq
-        if isinstance(lhs, tuple) and isinstance(rhs, tuple):      # compile-time shapes
-            return compute._PY_FOLD[_CMPOPS[type(op)]](lhs, rhs)
-        return self.binop(_CMPOPS[type(op)], lhs, rhs, node)
+        """`a < b`, and chains `a < b < c` as `a < b and b < c` with each operand
+        evaluated once; a compile-time False ends the chain (compare.py)."""
+        lhs = self.expr(node.left)
+        result: Any = True
+        for op, right in zip(node.ops, node.comparators):
+            rhs = self.expr(right)
+            with self.at(node):
+                result = compare.logical_and(result, compare.compare(op, lhs, rhs))
+            if result is False:
+                break
+            lhs = rhs
+        return result
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Any:
-        vals = [self.expr(v) for v in node.values]
+        """`a and b` / `a or b`: compile-time operands decide as in Python, so the rest
+        is not compiled (`x is not None and x.dtype == ...`); runtime ones are cast to
+        bool and and-ed / or-ed (element-wise on tiles)."""
         is_and = isinstance(node.op, ast.And)
-        if all(emit.is_number(v) for v in vals):
-            out = vals[0]
-            for v in vals[1:]:
-                out = (out and v) if is_and else (out or v)
-            return out
-        acc = None
-        for v in vals:
-            b = emit.cast(emit.as_value(v, dt.bool_), dt.bool_) if not emit.is_number(v) \
-                else bool(v)
-            acc = b if acc is None else compute.binary("&" if is_and else "|", acc, b)
-        return acc
+        acc, v = None, None
+        for sub in node.values:
+            v = self.expr(sub)
+            if compare.is_runtime(v):
+                with self.at(sub):
+                    b = emit.cast(emit.as_value(v, dt.bool_), dt.bool_)
+                acc = b if acc is None else compute.binary("&" if is_and else "|", acc, b)
+            elif (not v) if is_and else v:      # decides the whole expression
+                if acc is None:
+                    return v
+                with self.at(node):
+                    return compute.binary("&" if is_and else "|", acc, bool(v))
+        return v if acc is None else acc
 
     def expr_IfExp(self, node: ast.IfExp) -> Any:
         cond = self.expr(node.test)
-        if emit.is_number(cond):
+        if isinstance(cond, tuple) or not compare.is_runtime(cond):
             return self.expr(node.body if cond else node.orelse)
         body, orelse = self.expr(node.body), self.expr(node.orelse)
         if any(isinstance(v, (ArrayValue, TiledViewValue, ListValue)) for v in (body, orelse)):
@@ -772,6 +891,12 @@ class FunctionCompiler:
         if fn is api.static_eval:
             return static.evaluate(self._one_arg(node, "static_eval"), self.static_scope(),
                                    self.src.globals, "static_eval", self.loc_of(node))
+        if fn is api.static_assert and not node.keywords and 1 <= len(node.args) <= 2 and \
+                not any(isinstance(a, ast.Starred) for a in node.args):
+            return self.static_assert(node)
+        if fn is builtins.tuple and len(node.args) == 1 and not node.keywords and \
+                isinstance(node.args[0], ast.GeneratorExp):
+            return self.comprehension(node.args[0])
         if fn is api.static_iter or fn is api.static_exception:
             usage = ("for ... in static_iter(...)" if fn is api.static_iter else
                      "raise static_exception(...)")
@@ -812,6 +937,17 @@ class FunctionCompiler:
             return intrinsics.call("astype", (args[0], fn), {})
         if isinstance(fn, Function):
             return self.call_helper(fn, args, kwargs, node)
+        if isinstance(fn, MethodValue):
+            return self.call(fn.function, [fn.receiver, *args], kwargs, node)
+        if aggregates.is_dataclass_type(fn):
+            return self.build_dataclass(fn, args, kwargs, node)
+        if fn is dataclasses.replace:
+            if len(args) != 1:
+                raise self.error(TileTypeError, node, "dataclasses.replace(obj, /, **changes) "
+                                 "takes one positional argument")
+            return self.run_post_init(aggregates.replace(args[0], kwargs), node)
+        if _is_str_join(fn):
+            return fn(*args, **kwargs)
         if fn is Slice:                          # a dense dim of advanced indexing
             return self.make_slice(args, kwargs, node)
         if is_plain_helper(fn):                  # cuTile inlines undecorated helpers too
@@ -830,6 +966,31 @@ class FunctionCompiler:
                          f"cannot call {getattr(fn, '__name__', describe(fn))!s} inside a "
                          f"kernel; only the tileir API and @tileir.function helpers can be "
                          f"called")
+
+    def static_assert(self, node: ast.Call) -> None:
+        """`static_assert(cond, message)`: the message is evaluated only when `cond` is
+        False, by static_eval's rules (so an f-string may show any name), then str()."""
+        cond = self.expr(node.args[0])
+        if emit.is_number(cond) and cond:
+            return None
+        message = None
+        if emit.is_number(cond) and len(node.args) == 2:
+            value = static.evaluate(node.args[1], self.static_scope(), self.src.globals,
+                                    "static_assert's message", self.loc_of(node.args[1]),
+                                    python=True)
+            message = "" if value is None else str(value)
+        with self.at(node):
+            return intrinsics.call("static_assert", (cond, message), {})  # checks, fails
+
+    def build_dataclass(self, cls: type, args: list, kwargs: dict, node: ast.AST) -> Any:
+        return self.run_post_init(aggregates.construct(cls, args, kwargs), node)
+
+    def run_post_init(self, obj: DataclassValue, node: ast.AST) -> DataclassValue:
+        """Runs the class's `__post_init__` (static checks, prints) as tile code."""
+        post_init = getattr(obj.cls, "__post_init__", None)
+        if post_init is not None:
+            self.call(post_init, [obj], {}, node)
+        return obj
 
     def apply_callable(self, fn: Any, args, node: ast.AST, kwargs: dict | None = None) -> Any:
         """`fn(*args)` for a function value a rule was given (reduce's combine): a
@@ -874,12 +1035,23 @@ class FunctionCompiler:
                              f"got {describe(start)}")
         return Slice(start, length)
 
+    def expr_GeneratorExp(self, node: ast.GeneratorExp) -> Any:
+        raise self.error(TileUnsupportedFeatureError, node, "a generator expression in a "
+                         "kernel must build a tuple: tuple(... for ... in ...)")
+
+    def expr_ListComp(self, node: ast.ListComp) -> tuple:
+        return self.comprehension(node)          # (lists in kernels are tuples)
+
+    def comprehension(self, node: ast.GeneratorExp | ast.ListComp) -> tuple:
+        return comprehensions.unroll(self, node)
+
     def expr_Lambda(self, node: ast.Lambda) -> "LambdaValue":
         return LambdaValue(node, {k: v for k, v in self.vars.items()
                                   if not isinstance(v, _LoopLocal)})
 
     def call_helper(self, fn, args, kwargs, node) -> Any:
         bound = fn.bind_helper_args(args, kwargs, lambda msg: self.error(TileTypeError, node, msg))
+        bound = {p: aggregates.from_python(v) for p, v in bound.items()}     # (defaults)
         params = [(pname, classify_value(v)) for pname, v in bound.items()]
         key = (id(fn), tuple((p, k if not isinstance(k, (int, float, bool, str)) else
                               ("const", type(k).__name__, k)) for p, k in params))
@@ -898,18 +1070,15 @@ class FunctionCompiler:
                     sub.build(name, params, kernel=False)
             finally:
                 self.mb.active.pop()
-            result_kinds = [(r.dtype, r.shape) for r in sub.result_values]
-            result_kinds = (result_kinds, isinstance(sub.returned, tuple))
+            result_kinds = ([(r.dtype, r.shape) for r in sub.result_values],
+                            sub.result_template)
             self.mb.helpers[key] = (name, result_kinds)
-        kinds, is_tuple = result_kinds
+        kinds, template = result_kinds
         operands = [x for (p, k), v in zip(params, bound.values()) if _leaves(k)
                     for x in _leaf_values(v)]
         res_types = [emit.tensor_type(shape, d) for d, shape in kinds]
         call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(name), operands)
-        outs = [TileValue(r, d, shape) for r, (d, shape) in zip(call.results, kinds)]
-        if is_tuple:
-            return tuple(outs)
-        return outs[0] if outs else None
+        return aggregates.with_values(template, iter(call.results))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -955,6 +1124,12 @@ def _hashable(x) -> bool:
         return True
     except TypeError:
         return False
+
+
+def _is_str_join(fn) -> bool:
+    """`",".join` of a compile-time string (folded in Python)."""
+    return isinstance(getattr(fn, "__self__", None), str) and \
+        getattr(fn, "__name__", None) == "join"
 
 
 def _api_name(fn) -> str | None:
@@ -1011,8 +1186,36 @@ def _builtin_len(c, args, kwargs, node):
                   f"{describe(args[0]) if args else 'nothing'}")
 
 
+def _builtin_divmod(c, args, kwargs, node):
+    if kwargs or len(args) != 2:
+        raise c.error(TileTypeError, node, "divmod() takes two arguments")
+    return intrinsics.call("divmod", tuple(args), {})
+
+
+def _builtin_pow(c, args, kwargs, node):
+    if kwargs or len(args) != 2:
+        raise c.error(TileTypeError, node, "pow() in a kernel takes two arguments (base, "
+                      "exp); the three-argument modular form is not supported")
+    return c.binop("**", args[0], args[1], node)
+
+
+def _builtin_tuple(c, args, kwargs, node):
+    if kwargs or len(args) > 1:
+        raise c.error(TileTypeError, node, "tuple() takes at most one argument")
+    if not args:
+        return ()
+    if isinstance(args[0], tuple):
+        return args[0]
+    if isinstance(args[0], ListValue) and not isinstance(args[0], TableListValue):
+        return args[0].elements
+    raise c.error(TileTypeError, node, f"tuple() in a kernel takes a tuple or a generator "
+                  f"expression, got {describe(args[0])}")
+
+
 _BUILTINS = {builtins.min: _builtin_minmax("min"), builtins.max: _builtin_minmax("max"),
              builtins.abs: _builtin_abs, builtins.len: _builtin_len,
+             builtins.divmod: _builtin_divmod, builtins.pow: _builtin_pow,
+             builtins.tuple: _builtin_tuple,
              builtins.int: _builtin_cast(dt.int32, int),
              builtins.float: _builtin_cast(dt.float32, float),
              builtins.bool: _builtin_cast(dt.bool_, bool)}
@@ -1041,6 +1244,9 @@ def classify_value(v: Any) -> Any:
         return ListParam(tuple(_array_kind(a) for a in v.elements))
     if isinstance(v, TileValue):
         return ScalarParam(v.dtype, v.shape)
+    if isinstance(v, DataclassValue) or isinstance(v, tuple) and aggregates.is_runtime(v):
+        return AggregateParam(tuple if isinstance(v, tuple) else v.cls,
+                              tuple(classify_value(i) for i in aggregates.items_of(v)))
     return v
 
 
@@ -1059,6 +1265,8 @@ def _leaves(kind: Any) -> list[Param]:
         return [kind.table]
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.leaves(kind)
+    if isinstance(kind, AggregateParam):
+        return [leaf for k in kind.items for leaf in _leaves(k)]
     return []
 
 
@@ -1068,6 +1276,9 @@ def _leaf_values(v: Any) -> list[ir.Value]:
         return [v.table.value]
     if isinstance(v, ListValue):
         return [a.value for a in v.elements]
+    if aggregates.is_aggregate(v):
+        return [x for i in aggregates.items_of(v) if aggregates.is_runtime(i)
+                for x in _leaf_values(i)]
     return views.leaf_values(v)
 
 
@@ -1088,4 +1299,7 @@ def _argument(kind: Any, pname: str, args) -> Any:
                               element=kind.element)
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.rebuild(kind, args, array)
+    if isinstance(kind, AggregateParam):
+        items = tuple(_argument(k, pname, args) for k in kind.items)
+        return items if kind.type is tuple else DataclassValue(kind.type, items)
     return kind

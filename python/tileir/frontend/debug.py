@@ -2,8 +2,18 @@
 `print` in kernels), `assert_` — cuTile's names and semantics.
 
 `printf(format, *args)` keeps the user's C conversions; `print(*args, sep, end)`
-builds one: a tile or scalar prints with `%d` (ints, bools) or `%f` (floats), an
-f-string's `{t:.3f}` with `%.3f`, and compile-time values as their Python text.
+builds one as cuTile does, by `str()` of each argument:
+
+* a tile or scalar prints with `%d` (ints, bools) or `%f` (floats); in an f-string
+  `{t:>6.3f}` maps the Python spec to printf (`[<>^][+- ][#][0][width][.prec][type]`:
+  `<` is printf's `-`, `>` and `^` right-align, as cuTile maps them);
+* a tuple prints as Python shows one, `(a, b)`, its items by `repr()` (runtime
+  ones formatted), a dataclass instance as its generated repr `Cfg(a=..., b=...)`,
+  a dtype as `float32`;
+* other compile-time values print their Python `str()`, except that in an f-string
+  a number is formatted as printf would (cuTile's constants are scalars there:
+  `{0.5}` shows `0.500000`, `{True}` shows `1`).
+
 Both become one `tile.print`: once per block, a tile as `[v, v, ...]`.
 `assert_(cond, message)` becomes `tile.assert` with the message prefixed by the
 user's file:line, which the GPU prints before it traps.
@@ -12,17 +22,20 @@ user's file:line, which the GPU prints before it traps.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 
 from .. import dtypes as dt
 from ..errors import TileTypeError
 from tileir.dialect import debug as debug_ops
 from tileir.dialect.debug import PRINTF_CONVERSION
-from .emit import as_value, cast, is_number, loc, type_error
+from .emit import as_value, cast, is_number, loc, python_dtype, type_error
 from .intrinsics import rule
-from .values import TileValue, describe
+from .values import ArrayValue, DataclassValue, ListValue, TiledViewValue, TileValue, describe
 
-_SPEC = re.compile(r"^([-+ #0]*)(\d*)(?:\.(\d+))?([diuoxXeEfFgGaA]?)$")
+# A Python format spec printf can follow (cuTile's PrintfValidator._py_spec_pattern)
+_SPEC = re.compile(r"(?P<align>[<>^])?(?P<sign>[+ -])?(?P<alt>#)?(?P<zero>0)?(?P<width>\d+)?"
+                   r"(?:\.(?P<precision>\d+))?(?P<kind>[diouxXeEfFgGaA])?")
 
 
 def _printable(v) -> TileValue:
@@ -37,17 +50,24 @@ def _printable(v) -> TileValue:
 
 def conversion_for(v: TileValue, spec: str = "") -> str:
     """The C conversion printing `v` for a Python format spec ('' -> %d / %f)."""
-    m = _SPEC.match(spec)
+    return _conversion(v.dtype, spec, v.describe())
+
+
+def _conversion(d: dt.DType, spec: str, what: str) -> str:
+    m = _SPEC.fullmatch(spec)
     if m is None:
-        raise type_error(f"format spec {spec!r} has no printf equivalent (use flags, width, "
-                         f".precision and one of diuoxXeEfFgGaA)")
-    flags, width, precision, kind = m.groups()
-    kind = kind or ("f" if v.dtype.is_float else "d")
-    if kind in "diuoxX" and v.dtype.is_float:
-        raise type_error(f"format spec {spec!r} prints integers, got {v.describe()}")
-    if kind in "eEfFgGaA" and not v.dtype.is_float:
-        raise type_error(f"format spec {spec!r} prints floats, got {v.describe()}")
-    return f"%{flags}{width}{'.' + precision if precision else ''}{kind}"
+        raise type_error(f"format spec {spec!r} has no printf equivalent (use "
+                         f"[<>^][+- ][#][0][width][.precision][type], type one of "
+                         f"diouxXeEfFgGaA)")
+    flags = ("-" if m["align"] == "<" else "") + (m["sign"] if m["sign"] in ("+", " ") else "")
+    flags += (m["alt"] or "") + ("0" if m["zero"] and m["align"] != "<" else "")
+    precision = f".{m['precision']}" if m["precision"] is not None else ""
+    kind = m["kind"] or ("f" if d.is_float else "d")
+    if kind in "diuoxX" and d.is_float:
+        raise type_error(f"format spec {spec!r} prints integers, got {what}")
+    if kind in "eEfFgGaA" and not d.is_float:
+        raise type_error(f"format spec {spec!r} prints floats, got {what}")
+    return f"%{flags}{m['width'] or ''}{precision}{kind}"
 
 
 def _literal(text: str) -> str:
@@ -92,6 +112,110 @@ def _printf(format, args):
     return None
 
 
+class Text:
+    """A printed text being built: a printf format (literal text escaped) and the
+    runtime values its conversions print."""
+
+    def __init__(self):
+        self.format: list[str] = []
+        self.values: list[TileValue] = []
+
+    def literal(self, text: str) -> None:
+        self.format.append(_literal(text))
+
+    def value(self, v: TileValue, spec: str = "") -> None:
+        self.values.append(_printable(v))
+        self.format.append(conversion_for(v, spec))
+
+    def put_str(self, v) -> None:
+        """`str(v)`, as cuTile's print shows each argument."""
+        if isinstance(v, str):
+            self.literal(v)
+        elif isinstance(v, (tuple, DataclassValue, TileValue)):
+            self.put_repr(v)
+        else:
+            self.literal(str(_compile_time(v)))
+
+    def put_repr(self, v) -> None:
+        """`repr(v)`: how a tuple shows its items (runtime values formatted)."""
+        if isinstance(v, TileValue):
+            self.value(v)
+        elif isinstance(v, tuple):
+            self.literal("(")
+            for i, item in enumerate(v):
+                self.literal(", " if i else "")
+                self.put_repr(item)
+            self.literal(",)" if len(v) == 1 else ")")
+        elif isinstance(v, DataclassValue):
+            self.put_dataclass(v)
+        elif isinstance(v, (bool, int, float)):
+            self.literal(str(v))                  # cuTile shows constants' str() here
+        elif isinstance(v, dt.DType):
+            self.literal(f"<DType '{v.name}'>")   # (cuTile's repr of a dtype)
+        else:
+            self.literal(repr(_compile_time(v)))
+
+    def put_dataclass(self, v: DataclassValue) -> None:
+        cls = v.cls
+        custom = [m for m in ("__repr__", "__str__") if m in cls.__dict__ and
+                  not (m == "__repr__" and cls.__dataclass_params__.repr)]
+        if custom:
+            raise type_error(f"{cls.__qualname__} defines {custom[0]}, which print cannot run "
+                             f"in a kernel; it shows dataclass instances as their generated "
+                             f"repr")
+        if not cls.__dataclass_params__.repr:
+            return self.literal(f"<{cls.__qualname__} object>")
+        self.literal(f"{cls.__qualname__}(")
+        shown = [(f, x) for f, x in zip(dataclasses.fields(cls), v.fields) if f.repr]
+        for i, (f, x) in enumerate(shown):
+            self.literal(f"{', ' if i else ''}{f.name}=")
+            self.put_repr(x)
+        self.literal(")")
+
+    def put_format(self, v, spec: str, conversion: int) -> None:
+        """An f-string's `{v!c:spec}`."""
+        if conversion in (ord("s"), ord("r")) and isinstance(v, TileValue) and spec:
+            raise type_error(f"an f-string cannot apply both !{chr(conversion)} and a format "
+                             f"spec to {v.describe()}")
+        if conversion == ord("r"):
+            return self.put_repr(v) if not spec else self.literal(
+                _python_format(repr(_compile_time(v)), spec))
+        if conversion == ord("a"):
+            raise type_error("f-string conversion !a is not supported in kernels")
+        if isinstance(v, TileValue):
+            return self.value(v, spec) if conversion != ord("s") else self.put_str(v)
+        if conversion != ord("s") and isinstance(v, (bool, int, float)):
+            return self.literal(_printf_constant(v, spec))
+        if not spec:
+            return self.put_str(v)
+        self.literal(_python_format(str(v) if conversion == ord("s") else _compile_time(v),
+                                    spec))
+
+    def emit(self) -> None:
+        emit_print("".join(self.format), self.values)
+
+
+def _compile_time(v):
+    if isinstance(v, (ArrayValue, TiledViewValue, ListValue)):
+        raise type_error(f"only tiles, scalars and compile-time values print, got "
+                         f"{describe(v)}")
+    return v
+
+
+def _python_format(v, spec: str) -> str:
+    try:
+        return format(v, spec)
+    except (TypeError, ValueError) as e:
+        raise type_error(f"cannot format {describe(v)} with spec {spec!r}: {e}") from None
+
+
+def _printf_constant(v, spec: str) -> str:
+    """A compile-time number in an f-string, as printf shows it (cuTile prints such a
+    constant as a scalar): `{n:>4d}` -> `%4d` applied to n."""
+    conversion = _conversion(python_dtype(v), spec, describe(v))
+    return conversion % (int(v) if isinstance(v, bool) else v)
+
+
 def compile_print(compiler, node: ast.Call) -> None:
     """`print(*args, sep=' ', end='\\n')` in a kernel (builtin or tileir's)."""
     options = {"sep": " ", "end": "\n"}
@@ -103,30 +227,34 @@ def compile_print(compiler, node: ast.Call) -> None:
             raise compiler.error(TileTypeError, k, f"print's {k.arg} must be a compile-time "
                                  f"string, got {describe(value)}")
         options[k.arg] = value
-    pieces: list[str] = []
-    values: list[TileValue] = []
-    for arg in node.args:
-        text = []
-        parts = arg.values if isinstance(arg, ast.JoinedStr) else [arg]
-        for part in parts:
-            if isinstance(part, ast.Constant) and isinstance(part.value, str):
-                text.append(_literal(part.value))
-                continue
-            expr = part.value if isinstance(part, ast.FormattedValue) else part
-            spec = ""
-            if isinstance(part, ast.FormattedValue) and part.format_spec is not None:
-                spec = "".join(str(compiler.expr(s.value)) if isinstance(s, ast.FormattedValue)
-                               else s.value for s in part.format_spec.values)
-            with compiler.at(expr):
-                v = compiler.expr(expr)
-                if isinstance(v, TileValue):
-                    values.append(_printable(v))
-                    text.append(conversion_for(v, spec))
-                else:                                  # compile-time: its Python text
-                    text.append(_literal(format(v, spec) if spec else str(v)))
-        pieces.append("".join(text))
+    text = Text()
+    for i, arg in enumerate(node.args):
+        if isinstance(arg, ast.Starred):
+            raise compiler.error(TileTypeError, arg, "print(*args) is not supported in kernels")
+        text.literal(options["sep"] if i else "")
+        if isinstance(arg, ast.JoinedStr):
+            put_fstring(compiler, text, arg)
+        else:
+            value = compiler.expr(arg)
+            with compiler.at(arg):
+                text.put_str(value)
+    text.literal(options["end"])
     with compiler.at(node):
-        emit_print(_literal(options["sep"]).join(pieces) + _literal(options["end"]), values)
+        text.emit()
+
+
+def put_fstring(compiler, text: Text, node: ast.JoinedStr) -> None:
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            text.literal(str(part.value))
+            continue
+        spec = ""
+        if part.format_spec is not None:
+            spec = "".join(str(compiler.expr(s.value)) if isinstance(s, ast.FormattedValue)
+                           else s.value for s in part.format_spec.values)
+        value = compiler.expr(part.value)
+        with compiler.at(part.value):
+            text.put_format(value, spec, part.conversion)
 
 
 @rule("assert_")

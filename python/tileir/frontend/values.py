@@ -133,9 +133,26 @@ class TableListValue(ListValue):
         return f"a list of {self.ndim}-d {self.dtype.name} arrays (its length known at launch)"
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class DataclassValue:
+    """An instance of a frozen dataclass built in kernel code (cuTile's aggregate): its
+    class and its fields' values, in `dataclasses.fields` order; each is anything a
+    kernel computes with (tiles, arrays, constants, tuples, other instances)."""
+
+    cls: type
+    fields: tuple
+
+    def field(self, name: str) -> Any:
+        names = [f.name for f in dataclasses.fields(self.cls)]
+        return self.fields[names.index(name)]
+
+    def describe(self) -> str:
+        return f"a {self.cls.__qualname__} instance"
+
+
 def describe(x) -> str:
     """How errors name a value the user passed."""
-    if isinstance(x, (TileValue, ArrayValue, TiledViewValue, ListValue)):
+    if isinstance(x, (TileValue, ArrayValue, TiledViewValue, ListValue, DataclassValue)):
         return x.describe()
     if isinstance(x, bool):
         return f"the constant {x}"

@@ -1,0 +1,88 @@
+"""GPU launches of test_language's kernels (the Python constructs cuTile kernels use)
+against the interpreter, and the launch fast path with compile-time constants of
+every kind.
+
+Marked `gpu`.  Each kernel runs on the GPU over torch CUDA tensors and in the
+interpreter over NumPy copies of the same inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tileir as ct
+
+import test_language as lang
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+
+def both(kernel, grid, args):
+    """(interpreter outputs, GPU outputs) of `kernel` over copies of `args` (NumPy):
+    every array argument, in order."""
+    host = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    dev = [torch.from_numpy(a.copy()).cuda() if isinstance(a, np.ndarray) else a for a in args]
+    ct.launch(None, grid, kernel, tuple(host))
+    ct.launch(None, grid, kernel, tuple(dev))
+    torch.cuda.synchronize()
+    arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
+    return [host[i] for i in arrays], [dev[i].cpu().numpy() for i in arrays]
+
+
+@pytest.mark.parametrize("kernel,grid,args", [
+    (lang.chained, (3,), (np.arange(8, dtype=np.int32) - 4, np.zeros(1, np.int32),
+                          np.zeros((3, 8), np.int32), 4)),
+    (lang.new_axes, (1,), (np.arange(8, dtype=np.float32), np.zeros((8, 8), np.float32),
+                           np.zeros((2, 1, 4, 1), np.float32))),
+    (lang.builtin_math, (1,), (np.arange(8, dtype=np.int32) - 4,
+                               np.array([3, -3, 2, 5, 7, -2, 4, 1], np.int32),
+                               *(np.zeros(8, np.int32) for _ in range(3)))),
+    (lang.tuples, (3,), (np.arange(16, dtype=np.int32), np.zeros((2, 5), np.float32),
+                         np.zeros((3, 4), np.int32), 4)),
+    (lang.carried, (1,), (np.zeros(4, np.int32), np.zeros(4, np.int32),
+                          np.zeros(4, np.float32), 2)),
+    (lang.static_arith, (1,), (np.arange(4, dtype=np.int32), np.zeros(4, np.int32), 5)),
+    (lang.dataclasses_in_kernels, (1,), (np.arange(4, dtype=np.int32), np.zeros(4, np.int32),
+                                         np.zeros(4, np.float32))),
+    (lang.state_in_loop, (1,), (np.arange(12, dtype=np.float32),
+                                np.arange(12, dtype=np.float32), np.zeros(4, np.float32), 0)),
+])
+def test_language_kernels_on_the_gpu(kernel, grid, args):
+    host, dev = both(kernel, grid, args)
+    for h, d in zip(host, dev):
+        np.testing.assert_array_equal(d, h)
+
+
+def test_constants_of_every_kind_take_the_fast_path():
+    """Launches alike but for a string, enum, None or dtype constant compile and file
+    one plan each; launching them again (new tensors) takes those plans."""
+    x = np.arange(8, dtype=np.float32) - 4
+    kinds = [("relu", ct.RoundingMode.RN, None, np.int32),
+             ("neg", ct.RoundingMode.RN, 0.5, np.float16),
+             ("neg", ct.RoundingMode.RZ, 0.5, np.float16),
+             ("gelu", ct.RoundingMode.RN, None, ct.float32),
+             ("gelu", ct.RoundingMode.RN, None, np.dtype("float32"))]
+    kernel = ct.kernel(lang.activation.fn)
+    for _ in range(2):
+        for consts in kinds:
+            ref = np.zeros(8, np.dtype(consts[3]) if consts[3] is not ct.float32
+                           else np.float32)
+            ct.launch(None, (1,), kernel, (x, ref, *consts))         # the interpreter
+            y = torch.zeros(8, dtype=getattr(torch, ref.dtype.name), device="cuda")
+            ct.launch(None, (1,), kernel, (torch.from_numpy(x).cuda(), y, *consts))
+            torch.cuda.synchronize()
+            np.testing.assert_array_equal(y.cpu().numpy(), ref)
+    plans = sum(len(d.plans) for d in kernel._dispatchers.values())
+    assert plans == len(kinds), plans
+
+
+def test_print_shows_values_as_cutile_does_on_the_gpu(capfd):
+    x = torch.arange(4, dtype=torch.float32, device="cuda")
+    ct.launch(None, (2,), lang.printed, (x, torch.zeros(4, device="cuda")))
+    torch.cuda.synchronize()
+    out = capfd.readouterr().out
+    # each statement's line whole, once per block (blocks may interleave by statement)
+    lines = [line for b in (0, 1) for line in lang.WANT.format(b=b).splitlines()]
+    assert sorted(out.splitlines()) == sorted(lines), out
