@@ -59,12 +59,18 @@ def permute(x, axes): """`x` with dims permuted: result dim i is `x` dim axes[i]
 def transpose(x, axis0=None, axis1=None): """Swap two dims (the last two by default)."""
 def broadcast_to(x, shape): """`x` broadcast to `shape` (NumPy rules)."""
 def expand_dims(x, axis): """`x` with a new size-1 dim at `axis`."""
-def sum(x, axis=None, keepdims=False): """Sum over `axis` (all axes if None)."""
-def prod(x, axis=None, keepdims=False): """Product over `axis`."""
-def max(x, axis=None, keepdims=False): """Maximum over `axis` (NaN propagates)."""
-def min(x, axis=None, keepdims=False): """Minimum over `axis` (NaN propagates)."""
-def argmax(x, axis=None, keepdims=False): """int32 index of the first maximum."""
-def argmin(x, axis=None, keepdims=False): """int32 index of the first minimum."""
+def sum(x, /, axis=None, *, keepdims=False, rounding_mode=None, flush_to_zero=False):
+    """Sum over `axis` (an int, a tuple of them, or None: all axes)."""
+def prod(x, /, axis=None, *, keepdims=False, rounding_mode=None, flush_to_zero=False):
+    """Product over `axis`."""
+def max(x, /, axis=None, *, keepdims=False, flush_to_zero=False, propagate_nan=False):
+    """Maximum over `axis` (NaN elements are ignored unless `propagate_nan`)."""
+def min(x, /, axis=None, *, keepdims=False, flush_to_zero=False, propagate_nan=False):
+    """Minimum over `axis` (NaN elements are ignored unless `propagate_nan`)."""
+def argmax(x, /, axis=None, *, keepdims=False, propagate_nan=False):
+    """int32 index of the first maximum (of the first NaN if `propagate_nan`)."""
+def argmin(x, /, axis=None, *, keepdims=False, propagate_nan=False):
+    """int32 index of the first minimum (of the first NaN if `propagate_nan`)."""
 def exp(x, /, *, rounding_mode=None): """e**x"""
 def exp2(x, /, *, flush_to_zero=False): """2**x"""
 def log(x): """Natural logarithm."""

@@ -1,8 +1,9 @@
 """Arithmetic, comparisons, math functions, selection, reductions and matmul on traced values.
 
 Python semantics where the tile language follows Python: `//` floors, `%`
-takes the divisor's sign, `/` on integers gives float32.  Float max/min
-propagate NaN (`maximumf`), like NumPy's `maximum`.
+takes the divisor's sign, `/` on integers gives float32.  The binary float
+max/min here propagate NaN (`maximumf`), like NumPy's `maximum`; reductions
+ignore NaN unless asked to propagate it (cuTile's `propagate_nan`).
 """
 
 from __future__ import annotations
@@ -194,19 +195,32 @@ def normalize_axis(axis, ndim: int) -> int:
     return axis % ndim
 
 
-def reduce(kind: str, v, axis=None, keepdims: bool = False) -> TileValue:
+_ARG = ("argmax", "argmin")
+
+
+def reduce(kind: str, v, axis=None, keepdims: bool = False, *, propagate_nan: bool = True,
+           options: dict[str, str] | None = None) -> TileValue:
+    """`kind` (sum prod max min argmax argmin) of tile `v` over `axis` (an int, a tuple,
+    None for all).  Float max/min/argmax/argmin ignore NaN elements unless
+    `propagate_nan` (`tile.reduce` kinds maxnum... / max...); integers have one kind.
+    `options`: the float options (`tile.rounding`, `tile.ftz`) every step carries."""
     if not isinstance(v, TileValue):
         raise type_error(f"{kind}() needs a tile, got {describe(v)}")
     check_arithmetic(v.dtype)
     if v.is_scalar:
-        return constant(0, dt.int32) if kind in ("argmax", "argmin") else v
+        return constant(0, dt.int32) if kind in _ARG else v
     if v.dtype.is_bool:
         v = cast(v, dt.int32)
-    if kind in ("argmax", "argmin"):
+    if kind in ("max", "min", *_ARG) and v.dtype.is_float and not propagate_nan:
+        kind += "num"                  # the tile.reduce kind that ignores NaN
+    if kind.startswith("arg"):
         if axis is None:
             flat = reshape(v, (_numel(v.shape),))
-            r = _reduce_axis(kind, flat, 0)
+            r = _reduce_axis(kind, flat, 0, options)
             return reshape(r, (1,) * v.ndim) if keepdims else r
+        if isinstance(axis, tuple):
+            raise type_error(f"{kind[:6]} takes one axis or None, not a tuple of axes "
+                             f"{axis!r}")
         axes = [normalize_axis(axis, v.ndim)]
     elif axis is None:
         axes = list(range(v.ndim))
@@ -217,13 +231,14 @@ def reduce(kind: str, v, axis=None, keepdims: bool = False) -> TileValue:
     out_shape = tuple(1 if i in axes else s for i, s in enumerate(v.shape))
     r = v
     for ax in reversed(axes):          # highest axis first keeps the others' numbering
-        r = _reduce_axis(kind, r, ax)
+        r = _reduce_axis(kind, r, ax, options)
     return reshape(r, out_shape) if keepdims else r
 
 
-def _reduce_axis(kind: str, v: TileValue, axis: int) -> TileValue:
-    op = tile.ReduceOp(v.value, kind, axis)
-    d = dt.int32 if kind in ("argmax", "argmin") else v.dtype
+def _reduce_axis(kind: str, v: TileValue, axis: int,
+                 options: dict[str, str] | None = None) -> TileValue:
+    op = tile.ReduceOp(v.value, kind, axis, options=options)
+    d = dt.int32 if kind.startswith("arg") else v.dtype
     r = wrap(op.result, d)
     return extract_scalar(r) if r.shape == () else r
 

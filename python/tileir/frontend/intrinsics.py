@@ -428,11 +428,34 @@ def _expand_dims(x, axis):
 # ---------------------------------------------------------------------------
 # Reductions, math, matmul
 # ---------------------------------------------------------------------------
+def const_bool(x, what: str) -> bool:
+    if not isinstance(x, (bool, int)):
+        raise type_error(f"{what} must be a compile-time bool, got {describe(x)}")
+    return bool(x)
+
+
+# cuTile's options of each reduction, and the float op whose options they are
+_REDUCTION_OPTIONS = {"sum": ("add", True), "prod": ("mul", True), "max": ("maximum", False),
+                      "min": ("minimum", False)}
+
+
 def _reduction(kind):
-    def fn(x, axis, keepdims):
-        if isinstance(keepdims, TileValue):
-            raise type_error("keepdims must be a compile-time bool")
-        return compute.reduce(kind, x, axis, bool(keepdims))
+    def fn(x, axis, keepdims, rounding_mode=None, flush_to_zero=False, propagate_nan=False):
+        from .functional import float_options
+        keepdims = const_bool(keepdims, "keepdims")
+        propagate_nan = const_bool(propagate_nan, "propagate_nan")
+        flush_to_zero = const_bool(flush_to_zero, "flush_to_zero")
+        options: dict[str, str] = {}
+        if kind in _REDUCTION_OPTIONS and (rounding_mode is not None or flush_to_zero):
+            t = tile_arg(x, "x")
+            d = dt.int32 if t.dtype.is_bool else t.dtype
+            name, rounds = _REDUCTION_OPTIONS[kind]
+            options = float_options(name, d, rounding_mode if rounds else None, flush_to_zero,
+                                    what=kind)
+            if options.get("tile.rounding") == "rn":     # the default
+                del options["tile.rounding"]
+        return compute.reduce(kind, x, axis, keepdims, propagate_nan=propagate_nan,
+                              options=options)
     return fn
 
 

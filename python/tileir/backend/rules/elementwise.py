@@ -113,9 +113,16 @@ def _directed(name: str, elem: ir.Type, args: list[ir.Value], mode: str, ftz: bo
                                f"={c}," + ",".join(c for _ in args))
     f32 = ir.F32Type.get()
     wide = _directed(name, f32, [arith.extf(f32, a) for a in args], mode, False)
+    return narrow_directed(wide, elem, mode)
+
+
+def narrow_directed(x: ir.Value, elem: ir.Type, mode: str) -> ir.Value:
+    """f32 `x` rounded once to float16 or bfloat16 toward zero (rz), -inf (rm) or +inf
+    (rp): PTX `cvt.rz.f16.f32` and the like for f16, integer operations on the bits
+    for bf16 (`_f32_to_bf16_directed`)."""
     if isinstance(elem, ir.F16Type):
-        return llvm.inline_asm(elem, [wide], f"cvt.{mode}.f16.f32 $0, $1;", "=h,f")
-    return _f32_to_bf16_directed(wide, mode)
+        return llvm.inline_asm(elem, [x], f"cvt.{mode}.f16.f32 $0, $1;", "=h,f")
+    return _f32_to_bf16_directed(x, mode)
 
 
 def _f32_to_bf16_directed(x: ir.Value, mode: str) -> ir.Value:
