@@ -39,7 +39,9 @@ def _outside(name: str):
 # Signatures are the documentation; bodies never run.
 def bid(axis): """Index of the executing block along `axis` (0, 1, 2)."""
 def num_blocks(axis): """Number of blocks of the grid along `axis`."""
-def num_tiles(array, axis, shape): """Number of tiles of `shape` covering `array` along `axis`."""
+def num_tiles(array, /, axis, shape, order="C"):
+    """Number of tiles of `shape` covering `array` along `axis` of its tile space (the
+    array's axes permuted by `order`, as `load` takes it)."""
 def cdiv(a, b): """Ceiling division of integers."""
 def load(array, index, shape, *, order="C", padding_mode=PaddingMode.UNDETERMINED,
          check_bounds=True, latency=None, allow_tma=None, memory_order=None, memory_scope=None):
@@ -51,8 +53,11 @@ def store(array, index, tile, *, order="C", check_bounds=True, latency=None, all
 def full(shape, fill_value, dtype=None): """A tile of `shape` filled with `fill_value`."""
 def zeros(shape, dtype=None): """A tile of zeros (float32 unless `dtype`)."""
 def ones(shape, dtype=None): """A tile of ones (float32 unless `dtype`)."""
-def arange(size, dtype=None): """The 1-D tile [0, 1, ..., size-1] (int32 unless `dtype`)."""
-def astype(x, dtype, *, rounding_mode=None): """`x` converted to `dtype`."""
+def arange(size, /, *, dtype=None, start=0, step=1):
+    """The 1-D tile [start, start + step, ..., start + (size-1) * step] of `dtype` (int32
+    if None)."""
+def astype(x, dtype, /, *, rounding_mode=None):
+    """`x` converted to `dtype` (float to float: rounded by `rounding_mode`, RN if None)."""
 def where(cond, x, y): """Element-wise `x if cond else y`, broadcasting."""
 def reshape(x, shape): """`x` with a new shape (row-major)."""
 def permute(x, axes): """`x` with dims permuted: result dim i is `x` dim axes[i]."""

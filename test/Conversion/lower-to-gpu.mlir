@@ -318,6 +318,33 @@ func.func @reduce_options_in_warp(%x: !tile.array<f32, 2 : i64> {tile.aligned}, 
 
 // -----
 
+// arith.truncf with a directed roundingmode (cuTile's astype RZ, RM, RP) rounds once:
+// f64 -> f32 by cvt.rm.f32.f64, then to f16 by cvt.rm.f16.f32 in the same direction
+// (the f16 numbers are f32 numbers: two roundings one way are one); to bf16 toward
+// zero by bits (the f32's top half; a NaN kept quiet).
+
+// CHECK-LABEL: gpu.func @directed_truncf
+// CHECK:         %[[W:.*]] = llvm.inline_asm "cvt.rm.f32.f64 $0, $1;", "=f,d" %{{.*}} : (f64) -> f32
+// CHECK-NEXT:    llvm.inline_asm "cvt.rm.f16.f32 $0, $1;", "=h,f" %[[W]] : (f32) -> f16
+// CHECK:         %[[F:.*]] = arith.truncf %{{.*}} : f64 to f32
+// CHECK-NEXT:    %[[BITS:.*]] = arith.bitcast %[[F]] : f32 to i32
+// CHECK:         arith.shrui %[[BITS]], %{{.*}} : i32
+// CHECK-NOT:     arith.truncf
+// CHECK:         arith.bitcast %{{.*}} : i16 to bf16
+#row = #tile.blocked<array<i64: 1>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @directed_truncf(%x: !tile.array<f64, 1 : i64> {tile.aligned}, %h: !tile.array<f16, 1 : i64>, %b: !tile.array<bf16, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%x, %c0) {padding = "zero", tile_shape = array<i64: 32>} : (!tile.array<f64, 1 : i64>, i32) -> tensor<32xf64, #row>
+  %d = arith.truncf %t downward : tensor<32xf64, #row> to tensor<32xf16, #row>
+  "tile.store"(%h, %d, %c0) : (!tile.array<f16, 1 : i64>, tensor<32xf16, #row>, i32) -> ()
+  %f = arith.truncf %t : tensor<32xf64, #row> to tensor<32xf32, #row>
+  %z = arith.truncf %f toward_zero : tensor<32xf32, #row> to tensor<32xbf16, #row>
+  "tile.store"(%b, %z, %c0) : (!tile.array<bf16, 1 : i64>, tensor<32xbf16, #row>, i32) -> ()
+  return
+}
+
+// -----
+
 // Across 16 warps whose lanes all hold the same partial: each warp writes its
 // partial once (a 16-float buffer, 64 bytes), then lane l of every warp loads
 // warp (l mod 16)'s and four xor shuffles (1, 2, 4, 8) combine them: one

@@ -1565,14 +1565,37 @@ func.func @k(%x: {arr('i32')}) attributes {{tile.kernel}} {{
 
 
 def test_unsupported_rounding_mode(ctx):
+    """Directed truncf rounds (cuTile's astype RZ/RM/RP); ties away from zero does not."""
     text = """
 func.func @k(%x: f32) attributes {tile.kernel} {
-  %y = arith.truncf %x upward : f32 to f16
+  %y = arith.truncf %x to_nearest_away : f32 to f16
   return
 }"""
-    with pytest.raises(UnsupportedOpError, match=r"'arith.truncf': rounding mode upward is not "
-                                                 r"supported"):
+    with pytest.raises(UnsupportedOpError, match=r"'arith.truncf': rounding mode "
+                                                 r"to_nearest_away of a conversion to f16 is "
+                                                 r"not supported"):
         run(text, (1,), [1.0])
+
+
+def test_directed_truncf_rounds_once_its_way(ctx):
+    text = f"""
+func.func @k(%x: {arr('f64')}, %y: {arr('f16')}, %z: {arr('f16')}) attributes {{tile.kernel}} {{
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%x, %c0) {{padding = "zero", tile_shape = array<i64: 4>}}
+      : ({arr('f64')}, i32) -> tensor<4xf64>
+  %u = arith.truncf %t upward : tensor<4xf64> to tensor<4xf16>
+  %d = arith.truncf %t toward_zero : tensor<4xf64> to tensor<4xf16>
+  "tile.store"(%y, %u, %c0) : ({arr('f16')}, tensor<4xf16>, i32) -> ()
+  "tile.store"(%z, %d, %c0) : ({arr('f16')}, tensor<4xf16>, i32) -> ()
+  return
+}}"""
+    x = np.array([1.0 + 2.0 ** -30, -(1.0 + 2.0 ** -30), 1e6, -1e-12])
+    y, z = np.zeros(4, np.float16), np.zeros(4, np.float16)
+    run(text, (1,), [x, y, z])
+    np.testing.assert_array_equal(y, np.array([1.0 + 2.0 ** -10, -1.0, np.inf, -0.0],
+                                              np.float16))
+    np.testing.assert_array_equal(z, np.array([1.0, -1.0, 65504.0, -0.0], np.float16))
+    assert np.signbit(y[3]) and np.signbit(z[3])
 
 
 def test_zero_step_loop_is_a_located_fault(ctx):

@@ -261,10 +261,8 @@ def _matmul_operands(a, b, promote: bool = True) -> tuple[TileValue, TileValue]:
     (matmul): operands of different dtypes go to their common dtype.  Without it
     (mma, as cuTile's): they must have one dtype, but for an int8 / uint8 pair and
     the two fp8 types, which the tensor cores multiply as they are."""
-    for name, x in (("a", a), ("b", b)):
-        if not isinstance(x, TileValue) or x.ndim not in (2, 3):
-            raise type_error(f"matmul operand {name} must be a 2-D or 3-D tile, got "
-                             f"{describe(x)}")
+    # (matmul turns its 1-D operands 2-D before this; its message still names them)
+    _operand_ranks(a, b, (1, 2, 3) if promote else (2, 3))
     if a.shape[-1] != b.shape[-2]:
         raise type_error(f"matmul contraction dims differ: a has shape {a.shape}, b has "
                          f"shape {b.shape} (a.shape[-1] must equal b.shape[-2])")
@@ -285,6 +283,14 @@ def _matmul_operands(a, b, promote: bool = True) -> tuple[TileValue, TileValue]:
         raise type_error(f"matmul does not take {a.dtype.name} operands; use float16, "
                          f"bfloat16, float32, float64, int8 or uint8")
     return a, b
+
+
+def _operand_ranks(a, b, ranks=(1, 2, 3)) -> None:
+    what = "1-D, 2-D or 3-D" if 1 in ranks else "2-D or 3-D"
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, TileValue) or x.ndim not in ranks:
+            raise type_error(f"matmul operand {name} must be a {what} tile, got "
+                             f"{describe(x)}")
 
 
 def _int8_product(a: TileValue, b: TileValue, acc: TileValue) -> TileValue:
@@ -309,6 +315,21 @@ def _int8_product(a: TileValue, b: TileValue, acc: TileValue) -> TileValue:
 
 
 def matmul(a, b) -> TileValue:
+    """`a @ b` as NumPy and cuTile define it: 2-D or 3-D (batched, batch dims broadcast)
+    operands, or 1-D ones: a 1-D `a` is a row (1, K) and a 1-D `b` a column (K, 1), the
+    unit dim dropped from the result again (1-D @ 1-D: a 0-d dot product)."""
+    if isinstance(a, TileValue) and isinstance(b, TileValue) and 1 in (a.ndim, b.ndim):
+        _operand_ranks(a, b)
+        row, col = a.ndim == 1, b.ndim == 1
+        k = b.shape[0] if col else b.shape[-2]
+        if a.shape[-1] != k:
+            raise type_error(f"matmul contraction dims differ: a has shape {a.shape}, b has "
+                             f"shape {b.shape} (a.shape[-1] must equal "
+                             f"b.shape[{0 if col else -2}])")
+        r = matmul(reshape(a, (1, a.shape[0])) if row else a,
+                   reshape(b, (b.shape[0], 1)) if col else b)
+        shape = r.shape[:-2] + r.shape[-2:-1] * (not row) + r.shape[-1:] * (not col)
+        return reshape(r, shape)
     a, b = _matmul_operands(a, b)
     if a.ndim == 3:          # one 2-d product a batch (a batch of 1 too)
         return _per_batch(lambda x, y, _: matmul(x, y), a, b, None)

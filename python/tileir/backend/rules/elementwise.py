@@ -145,8 +145,30 @@ def _f32_to_bf16_directed(x: ir.Value, mode: str) -> ir.Value:
     return arith.bitcast(ir.BF16Type.get(), arith.trunci(i16, top))
 
 
+_CVT_MODE = {arith.RoundingMode.toward_zero: "rz", arith.RoundingMode.downward: "rm",
+             arith.RoundingMode.upward: "rp"}
+
+
+def _directed_truncf(elem: ir.Type, x: ir.Value, mode: str) -> ir.Value:
+    """`x` (f32 or f64) rounded to float type `elem` toward zero, -inf or +inf, once: f64
+    to f32 by `cvt.rz.f32.f64` and kin, then to 16 bits by `narrow_directed` (two
+    roundings in one direction through f32 are one: the 16-bit numbers are f32
+    numbers)."""
+    if isinstance(x.type, ir.F64Type):
+        x = llvm.inline_asm(ir.F32Type.get(), [x], f"cvt.{mode}.f32.f64 $0, $1;", "=f,d")
+    return x if isinstance(elem, ir.F32Type) else narrow_directed(x, elem, mode)
+
+
 def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dict):
     attrs = dict(attrs)
+    if name == "arith.truncf" and "roundingmode" in attrs:
+        mode = arith.RoundingMode(ir.IntegerAttr(attrs["roundingmode"]).value)
+        if mode in _CVT_MODE:               # cuTile's astype RZ, RM, RP
+            return [_directed_truncf(elems[0], args[0], _CVT_MODE[mode])]
+        if mode != arith.RoundingMode.to_nearest_even:
+            raise TileIRError(f"no lowering for arith.truncf rounding {mode.name}",
+                              ir.Location.current)
+        del attrs["roundingmode"]
     rounding = attrs.pop("tile.rounding", None)
     ftz = attrs.pop("tile.ftz", None) is not None
     rounding = ir.StringAttr(rounding).value if rounding is not None else None
