@@ -175,24 +175,34 @@ def test_directed_sums_and_products_round_every_step_their_way(dtype, prod, rng)
     """Every step rounds toward zero, -inf or +inf, so (monotonic rounding, whatever
     the order of the steps) the RM result <= the exact value <= the RP one; RZ is RM
     for positive rows and RP for negative ones (each partial has the row's sign), bit
-    for bit; RN lies between.  Random values carry more bits than the results keep,
+    for bit; RN is near the exact value.  Random values carry more bits than the results keep,
     so some step is inexact."""
-    t = DTYPES[dtype]
-    n = 16
-    if prod:                      # positive factors: every partial has the row's sign
-        x = rng.uniform(0.9, 1.1, (4, n)).astype(t)
-    else:
-        x = (rng.uniform(1.0, 2.0, (4, n)) * np.array([1, -1, 1, -1])[:, None]).astype(t)
-        x[2, :8] *= t(3e-3)                                # mixed magnitudes
-    args = (x, np.zeros((4, 4), t), n, prod)
+    x = directed_rows(dtype, prod, rng)
+    args = (x, np.zeros((4, 4), DTYPES[dtype]), 16, prod)
     for got in run_everywhere(rounded_sums, (1,), args, 1):
-        rn, rz, rm, rp = (got[k].astype(np.float64) for k in range(4))
-        for r in range(4):
-            exact = _exact(x[r], bool(prod))
-            assert Fraction(rm[r]) <= exact <= Fraction(rp[r]), (r, rm[r], exact, rp[r])
-            assert rm[r] < rp[r]                           # some step was inexact
-            assert rz[r] == (rm[r] if exact > 0 else rp[r])
-            assert rm[r] <= rn[r] <= rp[r]
+        check_directed(got, x, prod)
+
+
+def directed_rows(dtype: str, prod: int, rng) -> np.ndarray:
+    t = DTYPES[dtype]
+    if prod:                      # positive factors: every partial has the row's sign
+        return rng.uniform(0.9, 1.1, (4, 16)).astype(t)
+    x = (rng.uniform(1.0, 2.0, (4, 16)) * np.array([1, -1, 1, -1])[:, None]).astype(t)
+    x[2, :8] *= t(3e-3)                                    # mixed magnitudes
+    return x
+
+
+def check_directed(got: np.ndarray, x: np.ndarray, prod: int) -> None:
+    """rounded_sums' rows (RN, RZ, RM, RP) bracket the exact sums/products of x's rows."""
+    rn, rz, rm, rp = (got[k].astype(np.float64) for k in range(4))
+    eps = float(ml_dtypes.finfo(got.dtype).eps)
+    for r in range(4):
+        exact = _exact(x[r], bool(prod))
+        assert Fraction(rm[r]) <= exact <= Fraction(rp[r]), (r, rm[r], exact, rp[r])
+        assert rm[r] < rp[r]                               # some step was inexact
+        assert rz[r] == (rm[r] if exact > 0 else rp[r])
+        # (RN, the default, may add in another order: near the exact value, not between)
+        assert abs(rn[r] - float(exact)) <= 16 * eps * abs(float(exact))
 
 
 @ct.kernel
@@ -210,21 +220,28 @@ def test_flush_to_zero_flushes_every_step_of_a_reduction():
     """Subnormal elements count as zeros (of their sign) and a subnormal partial result
     is flushed: a row of subnormals sums to 0 (to 16 of them without flushing), its
     max with ftz is a zero; products of normals that underflow flush to zero."""
-    tiny = np.float32(1e-40)                                # subnormal in f32
-    x = np.zeros((4, 16), np.float32)
-    x[0] = tiny
-    x[1] = -tiny
-    x[1, 0] = -1.0
-    x[2] = 1e-20                                            # products underflow
-    x[3] = [1.5, -2.0] * 8
-    got_all = run_everywhere(flushing, (1,), (x, np.zeros((5, 4), np.float32), 16), 1)
-    for got in got_all:
-        assert got[0][0] == 0 and got[0][1] == -1.0 and got[0][3] == -4.0
-        np.testing.assert_allclose(got[0][2], 16 * np.float32(1e-20), rtol=1e-6)
-        np.testing.assert_allclose(got[1][:2], [16 * tiny, -1.0], rtol=1e-6)
-        assert got[1][0] > 0                               # not flushed without ftz
-        assert got[2][0] == 0 and got[2][1] == 0 and got[3][0] == 0 and got[3][1] == -1.0
-        assert got[4][2] == 0 and got[4][3] == np.float32(1.5 ** 8 * 2.0 ** 8)
+    for got in run_everywhere(flushing, (1,), (FLUSH_ROWS, np.zeros((5, 4), np.float32), 16),
+                              1):
+        check_flushed(got)
+
+
+TINY = np.float32(1e-40)                                    # subnormal in f32
+FLUSH_ROWS = np.zeros((4, 16), np.float32)
+FLUSH_ROWS[0] = TINY
+FLUSH_ROWS[1] = -TINY
+FLUSH_ROWS[1, 0] = -1.0
+FLUSH_ROWS[2] = 1e-20                                       # products underflow
+FLUSH_ROWS[3] = [1.5, -2.0] * 8
+
+
+def check_flushed(got: np.ndarray) -> None:
+    """flushing's outputs over FLUSH_ROWS."""
+    assert got[0][0] == 0 and got[0][1] == -1.0 and got[0][3] == -4.0
+    np.testing.assert_allclose(got[0][2], 16 * np.float32(1e-20), rtol=1e-6)
+    np.testing.assert_allclose(got[1][:2], [16 * TINY, -1.0], rtol=1e-6)
+    assert got[1][0] > 0                                    # not flushed without ftz
+    assert got[2][0] == 0 and got[2][1] == 0 and got[3][0] == 0 and got[3][1] == -1.0
+    assert got[4][2] == 0 and got[4][3] == np.float32(1.5 ** 8 * 2.0 ** 8)
 
 
 # ---------------------------------------------------------------------------
@@ -234,8 +251,8 @@ def test_flush_to_zero_flushes_every_step_of_a_reduction():
 def bad_reduction(x, MODE: ct.Constant[int]):
     t = ct.load(x, index=(0, 0), shape=(4, 16))
     if MODE == 0:
-        ct.store(x, index=(0, 0), tile=ct.reshape(ct.sum(ct.astype(t, ct.int32), 1,
-                                                          rounding_mode=RZ), (4, 1)))
+        r = ct.sum(ct.astype(t, ct.int32), 1, rounding_mode=RZ)
+        ct.store(x, index=(0, 0), tile=ct.reshape(ct.astype(r, ct.float32), (4, 1)))
     elif MODE == 1:
         r = ct.sum(t, 1, rounding_mode=ct.RoundingMode.APPROX)
         ct.store(x, index=(0, 0), tile=ct.reshape(r, (4, 1)))
