@@ -131,20 +131,33 @@ def test_integer_extremes_do_not_depend_on_propagate_nan(rng):
 
 
 @ct.kernel
-def combine_extremes(x, v, T: ct.Constant[int]):
+def combine_extremes(x, v, w, T: ct.Constant[int]):
     t = ct.load(x, index=(0, 0), shape=(4, T))
     ct.store(v, index=(0, 0), tile=ct.reshape(ct.reduce(t, 1, ct.maximum, -np.inf), (1, 4)))
     ct.store(v, index=(1, 0), tile=ct.reshape(ct.reduce(t, 1, ct.minimum, np.inf), (1, 4)))
+    ct.store(v, index=(2, 0), tile=ct.reshape(ct.reduce(t, 1, max, -np.inf), (1, 4)))
+    ct.store(v, index=(3, 0), tile=ct.reshape(ct.reduce(t, 1, min, np.inf), (1, 4)))
+    s = ct.load(x, index=(0, 1), shape=(4, T))
+    ct.store(w, index=(0, 0), tile=max(t, s))
+    ct.store(w, index=(1, 0), tile=min(t, s, 0.5))
+    ct.store(w, index=(2, 0), tile=ct.maximum(t, s, propagate_nan=True))
 
 
-def test_reduce_with_ct_maximum_ignores_nan_as_ct_maximum_does(rng):
-    """`ct.reduce(t, axis, ct.maximum, ...)` is the built-in reduction, with
-    ct.maximum's default: NaN ignored."""
-    x = rng.standard_normal((4, 16)).astype(np.float32)
-    x[0, 3] = x[2] = np.nan
-    want = np.stack([np.fmax.reduce(x, 1), np.fmin.reduce(x, 1)])
-    for got in run_everywhere(combine_extremes, (1,), (x, np.zeros((2, 4), np.float32), 16), 1):
-        np.testing.assert_array_equal(got, want)
+def test_python_max_and_ct_maximum_ignore_nan_in_reduce_and_element_wise(rng):
+    """cuTile's `max(a, b)` on tiles is ct.maximum with its default (NaN ignored), and
+    `ct.reduce(t, axis, max or ct.maximum, ...)` the built-in reduction with the same
+    rule; `propagate_nan=True` propagates."""
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    x[0, 3] = x[2, :16] = x[1, 20] = np.nan
+    t, s = x[:, :16], x[:, 16:]
+    want = np.stack([np.fmax.reduce(t, 1), np.fmin.reduce(t, 1)] * 2)
+    elementwise = np.stack([np.fmax(t, s), np.fmin(np.fmin(t, s), np.float32(0.5)),
+                            np.maximum(t, s)])
+    args = (x, np.zeros((4, 4), np.float32), np.zeros((12, 16), np.float32), 16)
+    for v, w in zip(run_everywhere(combine_extremes, (1,), args, 1),
+                    run_everywhere(combine_extremes, (1,), args, 2)):
+        np.testing.assert_array_equal(v, want)
+        np.testing.assert_array_equal(w.reshape(3, 4, 16), elementwise)
 
 
 # ---------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """Arithmetic, comparisons, math functions, selection, reductions and matmul on traced values.
 
 Python semantics where the tile language follows Python: `//` floors, `%`
-takes the divisor's sign, `/` on integers gives float32.  The binary float
-max/min here propagate NaN (`maximumf`), like NumPy's `maximum`; reductions
-ignore NaN unless asked to propagate it (cuTile's `propagate_nan`).
+takes the divisor's sign, `/` on integers gives float32.  Float max/min, binary
+(Python's `max(a, b)`: `maxnumf`) and reductions alike, ignore NaN unless asked
+to propagate it (cuTile's `propagate_nan` default).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from .emit import (broadcast_shapes, broadcast_to, cast, check_arithmetic, const
                    value_error, wrap)
 from .values import TileValue, describe
 
+# max/min: cuTile's `max(a, b)` is `ct.maximum` with its default, NaN ignored
 _FLOAT_BIN = {"+": arith.AddFOp, "-": arith.SubFOp, "*": arith.MulFOp, "/": arith.DivFOp,
-              "max": arith.MaximumFOp, "min": arith.MinimumFOp}
+              "max": arith.MaxNumFOp, "min": arith.MinNumFOp}
 _INT_BIN = {"+": arith.AddIOp, "-": arith.SubIOp, "*": arith.MulIOp, "&": arith.AndIOp,
             "|": arith.OrIOp, "^": arith.XOrIOp, "<<": arith.ShLIOp}
 _SIGNED_BIN = {"max": arith.MaxSIOp, "min": arith.MinSIOp, ">>": arith.ShRSIOp,

@@ -234,9 +234,9 @@ def _extremum(name: str):
             return compute.binary(name[:3], x, y)
         a, b = unify(x, y)
         attrs = float_options(name, a.dtype, None, flush_to_zero)
-        if not a.dtype.is_float or propagate_nan:
-            return mark(compute.binary(name[:3], a, b), attrs)
-        opclass = arith.MaxNumFOp if name == "maximum" else arith.MinNumFOp
+        if not a.dtype.is_float or not propagate_nan:
+            return mark(compute.binary(name[:3], a, b), attrs)      # maxnumf for floats
+        opclass = arith.MaximumFOp if name == "maximum" else arith.MinimumFOp
         return mark(wrap(opclass(a.value, b.value).result, a.dtype), attrs)
     return fn
 

@@ -33,9 +33,9 @@ from .movement import _cat, _extract
 from .values import TileValue, describe
 
 # combine functions that are a built-in reduction of one tile, and whether they
-# propagate NaN: Python's max/min are the binary op of compute (maximumf)
-_BUILTIN = {operator.add: ("sum", True), operator.mul: ("prod", True), max: ("max", True),
-            min: ("min", True)}
+# propagate NaN: Python's max/min, as ct.maximum/ct.minimum, ignore it
+_BUILTIN = {operator.add: ("sum", True), operator.mul: ("prod", True), max: ("max", False),
+            min: ("min", False)}
 
 
 def _builtin_kind(func) -> tuple[str, bool] | None:
