@@ -25,7 +25,16 @@ DIALECT.type("array", "a view of a global array: base, dynamic shape and strides
               elem="any", rank="int_attr")
 
 PADDING_MODES = ("zero", "neg_zero", "neg_inf", "pos_inf", "nan", "undetermined")
-REDUCE_KINDS = ("sum", "prod", "max", "min", "argmax", "argmin")
+REDUCE_KINDS = ("sum", "prod", "max", "min", "argmax", "argmin", "maxnum", "minnum",
+                "argmaxnum", "argminnum")
+ARG_KINDS = ("argmax", "argmin", "argmaxnum", "argminnum")    # give i32 indices
+NAN_IGNORING_KINDS = ("maxnum", "minnum", "argmaxnum", "argminnum")   # floats only
+# cuTile's float options on a reduction, as on the arith op its combine is
+# (tileir.frontend.functional): `tile.rounding` (a directed mode: rz, rm, rp) on
+# float sum/prod, `tile.ftz` (flush f32 subnormals) on f32 sum/prod/max/min kinds
+ROUNDING_ATTR = "tile.rounding"
+FTZ_ATTR = "tile.ftz"
+DIRECTED_MODES = ("rz", "rm", "rp")
 MAX_GRID_AXES = 3
 
 
@@ -409,7 +418,12 @@ class ReduceOp(TileOpView):
     """Reduces a tile along `axis` with `kind`; the axis is removed from the shape.
 
     sum/prod/max/min keep the element type; argmax/argmin return i32 indices
-    (the first occurrence wins).  Float max/min propagate NaN.
+    (the first occurrence wins).  Float max/min propagate NaN (a NaN is the
+    extreme: argmax/argmin give the first NaN), as `arith.maximumf` does; the
+    `...num` kinds ignore NaN elements, as `arith.maxnumf` does: maxnum/minnum
+    of an all-NaN slice is NaN, argmaxnum/argminnum give the first index of the
+    extreme of the non-NaN elements (0 for an all-NaN slice).  Float options
+    (`tile.rounding`, `tile.ftz`) apply to every combining step.
     """
 
     OPERATION_NAME = "tile.reduce"
@@ -417,14 +431,17 @@ class ReduceOp(TileOpView):
                 attributes=(("kind", "str_attr"), ("axis", "int_attr")),
                 results=(Arg("result", "tensor"),))
 
-    def __init__(self, source: ir.Value, kind: str, axis: int, *, loc=None, ip=None):
+    def __init__(self, source: ir.Value, kind: str, axis: int, *,
+                 options: dict[str, str] | None = None, loc=None, ip=None):
+        """`options`: the float options (`tile.rounding` / `tile.ftz` to their values)."""
         src = source.type
         shape = [d for i, d in enumerate(src.shape) if i != axis]
-        elem = _i32() if kind in ("argmax", "argmin") else src.element_type
+        elem = _i32() if kind in ARG_KINDS else src.element_type
+        attrs = {"kind": ir.StringAttr.get(kind), "axis": _i64_attr(axis)}
+        attrs.update({k: ir.StringAttr.get(v) for k, v in (options or {}).items()})
         op = ir.Operation.create(
             self.OPERATION_NAME, results=[tile_type(shape, elem)], operands=[source],
-            attributes={"kind": ir.StringAttr.get(kind), "axis": _i64_attr(axis)},
-            loc=loc, ip=ip)
+            attributes=attrs, loc=loc, ip=ip)
         super().__init__(op)
 
     @property
@@ -438,6 +455,11 @@ class ReduceOp(TileOpView):
     @property
     def axis(self) -> int:
         return self.int_attr("axis")
+
+    @property
+    def options(self) -> dict[str, str]:
+        """The float options the op carries (`tile.rounding`, `tile.ftz`)."""
+        return float_options_of(self.operation)
 
     def verify(self) -> None:
         src = _tensor(self.source, "source")
@@ -455,10 +477,46 @@ class ReduceOp(TileOpView):
         if list(res.shape) != want_shape:
             raise VerifyError(f"result shape {list(res.shape)} should be {want_shape} "
                               f"(source shape without axis {self.axis})")
-        want = _i32() if self.kind in ("argmax", "argmin") else elem
+        want = _i32() if self.kind in ARG_KINDS else elem
         if res.element_type != want:
             raise VerifyError(f"'{self.kind}' of {elem} gives {want}, but the result is "
                               f"{res.element_type}")
+        if self.kind in NAN_IGNORING_KINDS and not is_float(elem):
+            raise VerifyError(f"'{self.kind}' ignores NaN and needs a float source, got {elem} "
+                              f"(use '{self.kind[:-3]}')")
+        self._verify_float_options(elem)
+
+    def _verify_float_options(self, elem: ir.Type) -> None:
+        attrs = self.operation.attributes
+        if ROUNDING_ATTR in attrs:
+            mode = attrs[ROUNDING_ATTR]
+            mode = ir.StringAttr(mode).value if isinstance(mode, ir.StringAttr) else str(mode)
+            if mode not in DIRECTED_MODES:
+                raise VerifyError(f"{ROUNDING_ATTR} must be one of {', '.join(DIRECTED_MODES)} "
+                                  f"(round to nearest is the default), got {mode!r}")
+            if self.kind not in ("sum", "prod") or not is_float(elem) or \
+                    _float_bits(elem) < 16:
+                raise VerifyError(f"{ROUNDING_ATTR} applies to sums and products of "
+                                  f"f16/bf16/f32/f64, not '{self.kind}' of {elem}")
+        if FTZ_ATTR in attrs:
+            if self.kind in ARG_KINDS or not isinstance(elem, ir.F32Type):
+                raise VerifyError(f"{FTZ_ATTR} applies to sum/prod/max/min kinds of f32, not "
+                                  f"'{self.kind}' of {elem}")
+
+
+def float_options_of(op: ir.Operation) -> dict[str, str]:
+    """`tile.rounding` / `tile.ftz` of `op` (a reduction, or the arith op of a combine)
+    as strings: what a pass that rebuilds the reduction must carry over."""
+    out = {}
+    for name in (ROUNDING_ATTR, FTZ_ATTR):
+        if name in op.attributes:
+            a = op.attributes[name]
+            out[name] = ir.StringAttr(a).value if isinstance(a, ir.StringAttr) else str(a)
+    return out
+
+
+def _float_bits(t: ir.Type) -> int:
+    return ir.FloatType(t).width
 
 
 # --------------------------------------------------------------------------
@@ -615,7 +673,8 @@ class MatmulOp(TileOpView):
                               f"{a.element_type} operands (allowed: {', '.join(sorted(ok))})")
 
 
-__all__ = ["DIALECT", "PADDING_MODES", "REDUCE_KINDS", "BidOp", "NumBlocksOp", "GridSizeOp",
-           "DimOp", "StrideOp", "LoadOp", "StoreOp", "IotaOp", "BroadcastOp", "ReshapeOp",
-           "PermuteOp", "ReduceOp", "MmaOp", "MatmulOp", "array_type", "element_type",
-           "mma_accumulator_types"]
+__all__ = ["DIALECT", "PADDING_MODES", "REDUCE_KINDS", "ARG_KINDS", "NAN_IGNORING_KINDS",
+           "ROUNDING_ATTR", "FTZ_ATTR", "DIRECTED_MODES", "float_options_of", "BidOp",
+           "NumBlocksOp", "GridSizeOp", "DimOp", "StrideOp", "LoadOp", "StoreOp", "IotaOp",
+           "BroadcastOp", "ReshapeOp", "PermuteOp", "ReduceOp", "MmaOp", "MatmulOp",
+           "array_type", "element_type", "mma_accumulator_types"]

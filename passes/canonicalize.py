@@ -161,8 +161,12 @@ def fold_shape_op_of_splat(op: ir.OpView) -> ir.Value | None:
 
 
 def fold_reduce(op: ir.OpView) -> ir.Value | None:
-    """Reductions with nothing to combine: a size-1 axis, or max/min/arg* of a splat."""
-    is_arg = op.kind in ("argmax", "argmin")
+    """Reductions with nothing to combine: a size-1 axis, or max/min/arg* of a splat
+    (of any kind: a NaN splat is NaN, its index 0, whether NaN propagates or not).
+    A flushing one (`tile.ftz`) stays: it flushes its one element."""
+    is_arg = op.kind in tile.ARG_KINDS
+    if tile.FTZ_ATTR in op.operation.attributes:
+        return None
     if ir.RankedTensorType(op.source.type).shape[op.axis] == 1:
         # One element per output: it is the result, and its index is 0.
         return _zeros(op.result.type) if is_arg else \

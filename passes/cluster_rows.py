@@ -18,7 +18,8 @@ Precondition:  verified Tile IR.  Every loop of the kernel's top level
                  min (`m' = max(m, x)`, any splat init but NaN for maxnumf/minnumf),
                  or an online softmax's (m, s) pair (tile-defer-online-reductions'
                  recurrence), each carried value used by its update alone, each
-                 update only yielded;
+                 update only yielded; the partials combine by the update's kind
+                 (maxnumf: `tile.reduce` maxnum, NaN ignored) with its float options;
                - writes only slabs of the counter (a store in it is indexed by the
                  counter at one position and loop-invariant values elsewhere, as a
                  map's is: passes/iterations.py) and has no other effect;
@@ -92,8 +93,10 @@ _MIN = {"arith.minimumf", "arith.minnumf", "arith.minsi"}
 class Carried:
     """How one loop's carried values combine across blocks."""
 
-    kind: str                 # "sum", "max", "min" or "online"
+    kind: str                 # a tile.reduce kind (sum, max, maxnum...) or "online"
     indices: tuple[int, ...]  # the carried value(s): (i,), or (m, s) for "online"
+    options: dict[str, str] = dataclasses.field(default_factory=dict)   # of the update op
+    max_kind: str = "max"     # "online": the reduce kind of its m (max or maxnum)
 
 
 @dataclasses.dataclass
@@ -219,7 +222,8 @@ def _carried(loop: ir.Operation) -> list[Carried] | None:
     for i, m_arg in enumerate(args):
         found = match_pair(loop, yields, args, i, m_arg)
         if found is not None and not {found.m_index, found.s_index} & done:
-            out.append(Carried("online", (found.m_index, found.s_index)))
+            out.append(Carried("online", (found.m_index, found.s_index),
+                               max_kind=found.max_kind))
             done |= {found.m_index, found.s_index}
     for i, arg in enumerate(args):
         if i in done:
@@ -227,7 +231,10 @@ def _carried(loop: ir.Operation) -> list[Carried] | None:
         kind = _simple(loop, yields, i, arg)
         if kind is None:
             return None
-        out.append(Carried(kind, (i,)))
+        options = tile.float_options_of(defining_op(yields.operands[i]))
+        if options.get(tile.ROUNDING_ATTR) not in (None, *tile.DIRECTED_MODES):
+            del options[tile.ROUNDING_ATTR]      # rn: a reduction's default
+        out.append(Carried(kind, (i,), options))
     return out
 
 
@@ -243,7 +250,8 @@ def _gather_bits(t: ir.Type) -> int | None:
 
 
 def _simple(loop: ir.Operation, yields: ir.Operation, i: int, arg: ir.Value) -> str | None:
-    """"sum", "max" or "min" when carried value i is such a reduction, else None."""
+    """The tile.reduce kind that combines carried value i across blocks when it is a
+    sum, max or min (maxnum/minnum: NaN ignored, as by maxnumf/minnumf), else None."""
     new = yields.operands[i]
     op = defining_op(new)
     uses = list(arg.uses)
@@ -258,8 +266,9 @@ def _simple(loop: ir.Operation, yields: ir.Operation, i: int, arg: ir.Value) -> 
     if op.name in _SUM:
         return "sum" if init == 0 else None
     if op.name in _MAX | _MIN:
-        if op.name in ("arith.maxnumf", "arith.minnumf") and pymath.isnan(init):
-            return None
+        if op.name in ("arith.maxnumf", "arith.minnumf"):
+            return None if pymath.isnan(init) else \
+                "maxnum" if op.name == "arith.maxnumf" else "minnum"
         return "max" if op.name in _MAX else "min"
     return None
 
@@ -340,7 +349,7 @@ def _combine(lp: Loop, axis: int, size: int) -> None:
         for c in used:
             if c.kind == "online":
                 mi, si = c.indices
-                m = tile.ReduceOp(got[mi], "max", 0).result
+                m = tile.ReduceOp(got[mi], c.max_kind, 0).result
                 mt = ir.RankedTensorType(got[mi].type)
                 ones = ir.RankedTensorType.get([1] + list(mt.shape)[1:], mt.element_type)
                 mb = tile.BroadcastOp(tile.ReshapeOp(m, ones).result, mt).result
@@ -349,7 +358,7 @@ def _combine(lp: Loop, axis: int, size: int) -> None:
                 combined[si] = tile.ReduceOp(arith.mulf(got[si], w), "sum", 0).result
             else:
                 i = c.indices[0]
-                combined[i] = tile.ReduceOp(got[i], c.kind, 0).result
+                combined[i] = tile.ReduceOp(got[i], c.kind, 0, options=c.options).result
     for i, targets in uses.items():
         for owner, n in targets:
             owner.operands[n] = combined[i]

@@ -9,9 +9,12 @@ Precondition:  verified Tile IR.  A loop qualifies when two of its carried
                online softmax recurrence over a tile T of the iteration,
                    m' = maximumf(m, reduce_max(T, a))
                    s' = s * exp(m - m') + reduce_sum(exp(T - broadcast(m')), a)
-               (operands of maximumf (or maxnumf), mulf and addf in either order; m' broadcast
-               back along `a` by a reshape that restores the unit dim), and no
-               value of the recurrence but m and s' has a use outside it.
+               (operands of maximumf, mulf and addf in either order; m' broadcast
+               back along `a` by a reshape that restores the unit dim), or the same
+               with NaN ignored in both maxima: maxnumf and reduce kind maxnum
+               (cuTile's default `ct.maximum(m, ct.max(T, a))`); no op of it carries
+               a float option (`tile.rounding`, `tile.ftz`), and no value of the
+               recurrence but m and s' has a use outside it.
 
 A block that streams one long row (a vocabulary's log-sum-exp or softmax at
 decode sizes: 1 to 64 rows, one block each) runs two block-wide reductions per
@@ -23,7 +26,9 @@ its own column of chunks), the loop body is element-wise:
 (one exp per element, as before: the larger of T and M is the new maximum, the
 other is scaled by e), and the row's m and s come from two reductions after the
 loop: m = reduce_max(M, a), s = reduce_sum(S * exp(M - broadcast(m)), a).  This is
-the same sum, associated differently.  An m init of -inf becomes the most
+the same sum, associated differently, and the same NaN behaviour: the lanes' max
+and the final reduction propagate NaN, or ignore it, as the row's max did (a NaN
+element makes s NaN either way, through exp(T - m)).  An m init of -inf becomes the most
 negative finite float (a lane of only -inf then gives S = 0, not a NaN).
 
 Large grids keep the loop as written: there every SM holds several blocks, the
@@ -64,6 +69,7 @@ class Online:
     tile: ir.Value                  # T
     axis: int                       # a
     dead: list[ir.Operation]        # the recurrence's ops, users first
+    max_kind: str = "max"           # the tile.reduce kind of m: "max" or "maxnum"
 
 
 def run(module: ir.Module) -> None:
@@ -137,7 +143,10 @@ def match_pair(loop, yields, args, i, m_arg) -> Online | None:
     if mx is None or _other(mx, m_arg) is None:
         return None
     red = _named(_other(mx, m_arg), "tile.reduce")
-    if red is None or ir.StringAttr(red.attributes["kind"]).value != "max":
+    # the lanes' maximum must treat NaN as the row's did: propagated by both
+    # (maximumf, max) or ignored by both (maxnumf, maxnum)
+    max_kind = "maxnum" if mx.name == "arith.maxnumf" else "max"
+    if red is None or ir.StringAttr(red.attributes["kind"]).value != max_kind:
         return None
     t = red.operands[0]
     axis = ir.IntegerAttr(red.attributes["axis"]).value
@@ -174,7 +183,9 @@ def match_pair(loop, yields, args, i, m_arg) -> Online | None:
                 continue
             if _splat(loop.operands[3 + i]) is None or _splat(loop.operands[3 + j]) != 0.0:
                 continue
-            return Online(loop, i, j, t, axis, dead)
+            if any(tile.float_options_of(op) for op in dead):
+                continue             # a rounding mode or ftz: the per-lane form has neither
+            return Online(loop, i, j, t, axis, dead, max_kind)
     return None
 
 
@@ -251,7 +262,7 @@ def rewrite(o: Online) -> None:
     # the row's m and s from the lanes, after the loop
     with ir.InsertionPoint(op_after(loop)), loc:
         big_m, big_s = loop.results[i], loop.results[j]
-        m = tile.ReduceOp(big_m, "max", axis).result
+        m = tile.ReduceOp(big_m, o.max_kind, axis).result
         keep = list(t_type.shape)
         keep[axis] = 1
         mb = tile.BroadcastOp(tile.ReshapeOp(m, ir.RankedTensorType.get(

@@ -48,7 +48,9 @@ def _outside(name: str):
 # Signatures are the documentation; bodies never run.
 def bid(axis): """Index of the executing block along `axis` (0, 1, 2)."""
 def num_blocks(axis): """Number of blocks of the grid along `axis`."""
-def num_tiles(array, axis, shape): """Number of tiles of `shape` covering `array` along `axis`."""
+def num_tiles(array, /, axis, shape, order="C"):
+    """Number of tiles of `shape` covering `array` along `axis` of its tile space (the
+    array's axes permuted by `order`, as `load` takes it)."""
 def cdiv(a, b): """Ceiling division of integers."""
 def load(array, index, shape, *, order="C", padding_mode=PaddingMode.UNDETERMINED,
          check_bounds=True, latency=None, allow_tma=None, memory_order=None, memory_scope=None):
@@ -60,20 +62,29 @@ def store(array, index, tile, *, order="C", check_bounds=True, latency=None, all
 def full(shape, fill_value, dtype=None): """A tile of `shape` filled with `fill_value`."""
 def zeros(shape, dtype=None): """A tile of zeros (float32 unless `dtype`)."""
 def ones(shape, dtype=None): """A tile of ones (float32 unless `dtype`)."""
-def arange(size, dtype=None): """The 1-D tile [0, 1, ..., size-1] (int32 unless `dtype`)."""
-def astype(x, dtype, *, rounding_mode=None): """`x` converted to `dtype`."""
+def arange(size, /, *, dtype=None, start=0, step=1):
+    """The 1-D tile [start, start + step, ..., start + (size-1) * step] of `dtype` (int32
+    if None)."""
+def astype(x, dtype, /, *, rounding_mode=None):
+    """`x` converted to `dtype` (float to float: rounded by `rounding_mode`, RN if None)."""
 def where(cond, x, y): """Element-wise `x if cond else y`, broadcasting."""
 def reshape(x, shape): """`x` with a new shape (row-major)."""
 def permute(x, axes): """`x` with dims permuted: result dim i is `x` dim axes[i]."""
 def transpose(x, axis0=None, axis1=None): """Swap two dims (the last two by default)."""
 def broadcast_to(x, shape): """`x` broadcast to `shape` (NumPy rules)."""
 def expand_dims(x, axis): """`x` with a new size-1 dim at `axis`."""
-def sum(x, axis=None, keepdims=False): """Sum over `axis` (all axes if None)."""
-def prod(x, axis=None, keepdims=False): """Product over `axis`."""
-def max(x, axis=None, keepdims=False): """Maximum over `axis` (NaN propagates)."""
-def min(x, axis=None, keepdims=False): """Minimum over `axis` (NaN propagates)."""
-def argmax(x, axis=None, keepdims=False): """int32 index of the first maximum."""
-def argmin(x, axis=None, keepdims=False): """int32 index of the first minimum."""
+def sum(x, /, axis=None, *, keepdims=False, rounding_mode=None, flush_to_zero=False):
+    """Sum over `axis` (an int, a tuple of them, or None: all axes)."""
+def prod(x, /, axis=None, *, keepdims=False, rounding_mode=None, flush_to_zero=False):
+    """Product over `axis`."""
+def max(x, /, axis=None, *, keepdims=False, flush_to_zero=False, propagate_nan=False):
+    """Maximum over `axis` (NaN elements are ignored unless `propagate_nan`)."""
+def min(x, /, axis=None, *, keepdims=False, flush_to_zero=False, propagate_nan=False):
+    """Minimum over `axis` (NaN elements are ignored unless `propagate_nan`)."""
+def argmax(x, /, axis=None, *, keepdims=False, propagate_nan=False):
+    """int32 index of the first maximum (of the first NaN if `propagate_nan`)."""
+def argmin(x, /, axis=None, *, keepdims=False, propagate_nan=False):
+    """int32 index of the first minimum (of the first NaN if `propagate_nan`)."""
 def exp(x, /, *, rounding_mode=None): """e**x"""
 def exp2(x, /, *, flush_to_zero=False): """2**x"""
 def log(x): """Natural logarithm."""

@@ -280,6 +280,71 @@ func.func @argmin_across_warps(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %ou
 
 // -----
 
+// The NaN-ignoring kinds and the float options: maxnum combines with maxnumf
+// (PTX max.f32, which returns the operand that is not NaN); a sum with rz and ftz
+// combines with add.rz.ftz.f32; an f16 sum with rm adds in f32 and rounds each step
+// back to f16 downward (cvt.rm.f16.f32), one rounding of the exact sum; argminnum's
+// b wins when a is NaN and b is not (a NaN is the worst value, not the extreme).
+
+// CHECK-LABEL: gpu.func @reduce_options_in_warp
+// CHECK-COUNT-3: arith.maxnumf %{{.*}} : f32
+// CHECK:         llvm.inline_asm "add.rz.ftz.f32 $0, $1, $2;", "=f,f,f"
+// CHECK:         %[[W:.*]] = llvm.inline_asm "add.rm.f32 $0, $1, $2;", "=f,f,f"
+// CHECK-NEXT:    %[[H:.*]] = llvm.inline_asm "cvt.rm.f16.f32 $0, $1;", "=h,f" %[[W]] : (f32) -> f16
+// CHECK-NEXT:    arith.extf %[[H]] : f16 to f32
+// CHECK:         %[[NA:.*]] = arith.cmpf uno, %[[VA:.*]], %[[VA]] : f32
+// CHECK-NEXT:    %[[NB:.*]] = arith.cmpf uno, %[[VB:.*]], %[[VB]] : f32
+// CHECK:         %[[NOTB:.*]] = arith.xori %[[NB]], %{{.*}} : i1
+// CHECK-NEXT:    %[[LONE:.*]] = arith.andi %[[NA]], %[[NOTB]] : i1
+// CHECK-NEXT:    %[[LT:.*]] = arith.cmpf olt, %[[VB]], %[[VA]] : f32
+// CHECK-NEXT:    arith.ori %[[LONE]], %[[LT]] : i1
+// CHECK:         gpu.return
+#row = #tile.blocked<array<i64: 1, 4>, array<i64: 1, 32>, array<i64: 1, 1>, array<i64: 1, 0>>
+func.func @reduce_options_in_warp(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %h: !tile.array<f16, 2 : i64> {tile.aligned}, %out: !tile.array<f32, 1 : i64>, %hout: !tile.array<f16, 1 : i64>, %iout: !tile.array<i32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %c0 = arith.constant 0 : i32
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b, %c0) {padding = "zero", tile_shape = array<i64: 1, 128>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x128xf32, #row>
+  %m = "tile.reduce"(%t) {axis = 1 : i64, kind = "maxnum"} : (tensor<1x128xf32, #row>) -> tensor<1xf32, #tile.slice<1 : i64, #row>>
+  "tile.store"(%out, %m, %b) : (!tile.array<f32, 1 : i64>, tensor<1xf32, #tile.slice<1 : i64, #row>>, i32) -> ()
+  %s = "tile.reduce"(%t) {axis = 1 : i64, kind = "sum", tile.rounding = "rz", tile.ftz = "true"} : (tensor<1x128xf32, #row>) -> tensor<1xf32, #tile.slice<1 : i64, #row>>
+  "tile.store"(%out, %s, %b) : (!tile.array<f32, 1 : i64>, tensor<1xf32, #tile.slice<1 : i64, #row>>, i32) -> ()
+  %th = "tile.load"(%h, %b, %c0) {padding = "zero", tile_shape = array<i64: 1, 128>} : (!tile.array<f16, 2 : i64>, i32, i32) -> tensor<1x128xf16, #row>
+  %sh = "tile.reduce"(%th) {axis = 1 : i64, kind = "sum", tile.rounding = "rm"} : (tensor<1x128xf16, #row>) -> tensor<1xf16, #tile.slice<1 : i64, #row>>
+  "tile.store"(%hout, %sh, %b) : (!tile.array<f16, 1 : i64>, tensor<1xf16, #tile.slice<1 : i64, #row>>, i32) -> ()
+  %a = "tile.reduce"(%t) {axis = 1 : i64, kind = "argminnum"} : (tensor<1x128xf32, #row>) -> tensor<1xi32, #tile.slice<1 : i64, #row>>
+  "tile.store"(%iout, %a, %b) : (!tile.array<i32, 1 : i64>, tensor<1xi32, #tile.slice<1 : i64, #row>>, i32) -> ()
+  return
+}
+
+// -----
+
+// arith.truncf with a directed roundingmode (cuTile's astype RZ, RM, RP) rounds once:
+// f64 -> f32 by cvt.rm.f32.f64, then to f16 by cvt.rm.f16.f32 in the same direction
+// (the f16 numbers are f32 numbers: two roundings one way are one); to bf16 toward
+// zero by bits (the f32's top half; a NaN kept quiet).
+
+// CHECK-LABEL: gpu.func @directed_truncf
+// CHECK:         %[[W:.*]] = llvm.inline_asm "cvt.rm.f32.f64 $0, $1;", "=f,d" %{{.*}} : (f64) -> f32
+// CHECK-NEXT:    llvm.inline_asm "cvt.rm.f16.f32 $0, $1;", "=h,f" %[[W]] : (f32) -> f16
+// CHECK:         %[[F:.*]] = arith.truncf %{{.*}} : f64 to f32
+// CHECK-NEXT:    %[[BITS:.*]] = arith.bitcast %[[F]] : f32 to i32
+// CHECK:         arith.shrui %[[BITS]], %{{.*}} : i32
+// CHECK-NOT:     arith.truncf
+// CHECK:         arith.bitcast %{{.*}} : i16 to bf16
+#row = #tile.blocked<array<i64: 1>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @directed_truncf(%x: !tile.array<f64, 1 : i64> {tile.aligned}, %h: !tile.array<f16, 1 : i64>, %b: !tile.array<bf16, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%x, %c0) {padding = "zero", tile_shape = array<i64: 32>} : (!tile.array<f64, 1 : i64>, i32) -> tensor<32xf64, #row>
+  %d = arith.truncf %t downward : tensor<32xf64, #row> to tensor<32xf16, #row>
+  "tile.store"(%h, %d, %c0) : (!tile.array<f16, 1 : i64>, tensor<32xf16, #row>, i32) -> ()
+  %f = arith.truncf %t : tensor<32xf64, #row> to tensor<32xf32, #row>
+  %z = arith.truncf %f toward_zero : tensor<32xf32, #row> to tensor<32xbf16, #row>
+  "tile.store"(%b, %z, %c0) : (!tile.array<bf16, 1 : i64>, tensor<32xbf16, #row>, i32) -> ()
+  return
+}
+
+// -----
+
 // Across 16 warps whose lanes all hold the same partial: each warp writes its
 // partial once (a 16-float buffer, 64 bytes), then lane l of every warp loads
 // warp (l mod 16)'s and four xor shuffles (1, 2, 4, 8) combine them: one

@@ -123,6 +123,28 @@ func.func @reduce_splat(%s: f16) -> (tensor<16xf16>, tensor<16xi32>, tensor<16xf
 
 // -----
 
+// The NaN-ignoring kinds fold alike (a NaN splat is NaN, its argmaxnum 0), and so
+// does a directed sum of one element (nothing is rounded); a flushing reduction
+// (tile.ftz) stays, since it flushes its one element.
+
+// CHECK-LABEL: func.func @reduce_nan_ignoring_and_options
+// CHECK-SAME:    (%[[T:.*]]: tensor<1x64xf32>, %[[S:.*]]: f32)
+// CHECK-DAG:     %[[Z:.*]] = arith.constant dense<0> : tensor<16xi32>
+// CHECK-DAG:     %[[M:.*]] = tensor.splat %[[S]] : tensor<16xf32>
+// CHECK-DAG:     %[[SUM:.*]] = "tile.reshape"(%[[T]]) : (tensor<1x64xf32>) -> tensor<64xf32>
+// CHECK-DAG:     %[[FTZ:.*]] = "tile.reduce"(%[[T]]) {axis = 0 : i64, kind = "maxnum", tile.ftz = "true"}
+// CHECK:         return %[[M]], %[[Z]], %[[SUM]], %[[FTZ]]
+func.func @reduce_nan_ignoring_and_options(%t: tensor<1x64xf32>, %s: f32) -> (tensor<16xf32>, tensor<16xi32>, tensor<64xf32>, tensor<64xf32>) attributes {tile.function} {
+  %splat = tensor.splat %s : tensor<16x32xf32>
+  %max = "tile.reduce"(%splat) {kind = "maxnum", axis = 1 : i64} : (tensor<16x32xf32>) -> tensor<16xf32>
+  %arg = "tile.reduce"(%splat) {kind = "argmaxnum", axis = 1 : i64} : (tensor<16x32xf32>) -> tensor<16xi32>
+  %sum = "tile.reduce"(%t) {kind = "sum", axis = 0 : i64, tile.rounding = "rz"} : (tensor<1x64xf32>) -> tensor<64xf32>
+  %ftz = "tile.reduce"(%t) {kind = "maxnum", axis = 0 : i64, tile.ftz = "true"} : (tensor<1x64xf32>) -> tensor<64xf32>
+  return %max, %arg, %sum, %ftz : tensor<16xf32>, tensor<16xi32>, tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
 // Upstream canonicalization runs too (arith folding, scf.if on a constant),
 // and the tile ops left dead by folding are erased; stores stay.
 

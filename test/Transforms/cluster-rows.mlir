@@ -4,7 +4,8 @@
 // a cluster of 8 blocks (grid_scale, cluster); block b = bid(2) takes chunks b,
 // b + 8, ... of the loop (ceil((n - b) / 8) iterations), and after the loop one
 // gather hands every block the 8 partial (s, m) pairs, combined as an online
-// softmax combines them, where the loop's results were used.
+// softmax combines them, where the loop's results were used.  The maxima ignore
+// NaN (cuTile's default ct.maximum(m, ct.max(t))), and so does the partials' one.
 
 // CHECK-LABEL: func.func @lse
 // CHECK-SAME:    tile.cluster = array<i64: 1, 1, 8>
@@ -19,9 +20,9 @@
 // CHECK:           %[[JC:.*]] = arith.muli %[[J]], %[[C8]]
 // CHECK:           %[[K:.*]] = arith.addi %[[B]], %[[JC]]
 // CHECK:           "tile.load"(%{{.*}}, %{{.*}}, %[[K]])
-// CHECK:           "tile.reduce"{{.*}}kind = "max"
+// CHECK:           "tile.reduce"{{.*}}kind = "maxnum"
 // CHECK:         %[[G:.*]]:2 = "tile.cluster_gather"(%[[L]]#1, %[[L]]#0) {axis = 2 : i64, size = 8 : i64} : (tensor<1xf32>, tensor<1xf32>) -> (tensor<8x1xf32>, tensor<8x1xf32>)
-// CHECK:         %[[M:.*]] = "tile.reduce"(%[[G]]#0) {axis = 0 : i64, kind = "max"}
+// CHECK:         %[[M:.*]] = "tile.reduce"(%[[G]]#0) {axis = 0 : i64, kind = "maxnum"}
 // CHECK:         %[[MR:.*]] = "tile.reshape"(%[[M]])
 // CHECK:         %[[MB:.*]] = "tile.broadcast"(%[[MR]]) : (tensor<1x1xf32>) -> tensor<8x1xf32>
 // CHECK:         %[[D:.*]] = arith.subf %[[G]]#0, %[[MB]]
@@ -44,7 +45,7 @@ func.func @lse(%x: !tile.array<bf16, 2 : i64>, %out: !tile.array<f32, 1 : i64>) 
   %r:2 = scf.for %k = %c0 to %chunks step %c1 iter_args(%s = %zero, %m = %low) -> (tensor<1xf32>, tensor<1xf32>) : i32 {
     %l = "tile.load"(%x, %row, %k) {padding = "neg_inf", tile_shape = array<i64: 1, 8192>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<1x8192xbf16>
     %t = arith.extf %l : tensor<1x8192xbf16> to tensor<1x8192xf32>
-    %mx = "tile.reduce"(%t) {axis = 1 : i64, kind = "max"} : (tensor<1x8192xf32>) -> tensor<1xf32>
+    %mx = "tile.reduce"(%t) {axis = 1 : i64, kind = "maxnum"} : (tensor<1x8192xf32>) -> tensor<1xf32>
     %m2 = arith.maxnumf %m, %mx : tensor<1xf32>
     %dm = arith.subf %m, %m2 : tensor<1xf32>
     %alpha = math.exp %dm : tensor<1xf32>
@@ -67,14 +68,15 @@ func.func @lse(%x: !tile.array<bf16, 2 : i64>, %out: !tile.array<f32, 1 : i64>) 
 
 // A loop that tile-reverse-rereads turned around (its counter used as n - 1 - k):
 // block b takes its own chunks, last first: k = b + 8 * (cnt - 1 - j).  Sum, max
-// and min partials each gather and reduce with their own kind.
+// and min partials each gather and reduce with their own kind (maxnumf's partials
+// with maxnum: NaN ignored as the loop ignored it).
 
 // CHECK-LABEL: func.func @stats
 // CHECK:         %[[B:.*]] = "tile.bid"() {axis = 1 : i64}
 // CHECK:         %[[L:.*]]:3 = scf.for
 // CHECK:         %[[G:.*]]:3 = "tile.cluster_gather"(%[[L]]#0, %[[L]]#1, %[[L]]#2) {axis = 1 : i64, size = 4 : i64}
 // CHECK:         "tile.reduce"(%[[G]]#0) {axis = 0 : i64, kind = "sum"}
-// CHECK:         "tile.reduce"(%[[G]]#1) {axis = 0 : i64, kind = "max"}
+// CHECK:         "tile.reduce"(%[[G]]#1) {axis = 0 : i64, kind = "maxnum"}
 // CHECK:         "tile.reduce"(%[[G]]#2) {axis = 0 : i64, kind = "min"}
 // CHECK:         %[[CNT:.*]] = arith.divsi
 // CHECK:         %[[LAST:.*]] = arith.subi %[[CNT]], %{{.*}}

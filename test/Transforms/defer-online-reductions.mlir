@@ -170,3 +170,75 @@ func.func @max_also_stored(%x: !tile.array<f32, 2 : i64>, %out: !tile.array<f32,
   "tile.store"(%out, %o, %row) : (!tile.array<f32, 1 : i64>, tensor<1xf32>, i32) -> ()
   return
 }
+
+// -----
+
+// cuTile's default, ct.maximum(m, ct.max(t)): both maxima ignore NaN (maxnumf, reduce
+// kind maxnum), and so do the lanes' maximum and the reduction after the loop.  A
+// loop that mixes the two (maxnumf of a NaN-propagating reduce max) has no per-lane
+// form with the same NaN behaviour: as written.
+
+// CHECK-LABEL: func.func @lse_ignoring_nan
+// CHECK:         scf.for
+// CHECK-NOT:       tile.reduce
+// CHECK:           arith.maxnumf %{{.*}} : tensor<1x1024xf32>
+// CHECK:           scf.yield
+// CHECK:         "tile.reduce"(%{{.*}}) {axis = 1 : i64, kind = "maxnum"} : (tensor<1x1024xf32>) -> tensor<1xf32>
+// CHECK-LABEL: func.func @lse_mixed_nan
+// CHECK:         scf.for
+// CHECK:           "tile.reduce"{{.*}}kind = "max"
+// CHECK:           arith.maxnumf
+func.func @lse_ignoring_nan(%x: !tile.array<f32, 2 : i64>, %out: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.grid_wish = "split:8;free:6"} {
+  %c1 = arith.constant 1 : i32
+  %c0 = arith.constant 0 : i32
+  %c4 = arith.constant 4 : i32
+  %zero = arith.constant dense<0.000000e+00> : tensor<1xf32>
+  %low = arith.constant dense<-1.0e30> : tensor<1xf32>
+  %row = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %r:2 = scf.for %k = %c0 to %c4 step %c1 iter_args(%m = %low, %s = %zero) -> (tensor<1xf32>, tensor<1xf32>) : i32 {
+    %t = "tile.load"(%x, %row, %k) {padding = "neg_inf", tile_shape = array<i64: 1, 1024>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x1024xf32>
+    %mx = "tile.reduce"(%t) {axis = 1 : i64, kind = "maxnum"} : (tensor<1x1024xf32>) -> tensor<1xf32>
+    %m2 = arith.maxnumf %m, %mx : tensor<1xf32>
+    %dm = arith.subf %m, %m2 : tensor<1xf32>
+    %alpha = math.exp %dm : tensor<1xf32>
+    %sa = arith.mulf %s, %alpha : tensor<1xf32>
+    %m2r = "tile.reshape"(%m2) : (tensor<1xf32>) -> tensor<1x1xf32>
+    %m2b = "tile.broadcast"(%m2r) : (tensor<1x1xf32>) -> tensor<1x1024xf32>
+    %ts = arith.subf %t, %m2b : tensor<1x1024xf32>
+    %e = math.exp %ts : tensor<1x1024xf32>
+    %se = "tile.reduce"(%e) {axis = 1 : i64, kind = "sum"} : (tensor<1x1024xf32>) -> tensor<1xf32>
+    %s2 = arith.addf %sa, %se : tensor<1xf32>
+    scf.yield %m2, %s2 : tensor<1xf32>, tensor<1xf32>
+  }
+  %lg = math.log %r#1 : tensor<1xf32>
+  %o = arith.addf %r#0, %lg : tensor<1xf32>
+  "tile.store"(%out, %o, %row) : (!tile.array<f32, 1 : i64>, tensor<1xf32>, i32) -> ()
+  return
+}
+func.func @lse_mixed_nan(%x: !tile.array<f32, 2 : i64>, %out: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.grid_wish = "split:8;free:6"} {
+  %c1 = arith.constant 1 : i32
+  %c0 = arith.constant 0 : i32
+  %c4 = arith.constant 4 : i32
+  %zero = arith.constant dense<0.000000e+00> : tensor<1xf32>
+  %low = arith.constant dense<-1.0e30> : tensor<1xf32>
+  %row = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %r:2 = scf.for %k = %c0 to %c4 step %c1 iter_args(%m = %low, %s = %zero) -> (tensor<1xf32>, tensor<1xf32>) : i32 {
+    %t = "tile.load"(%x, %row, %k) {padding = "neg_inf", tile_shape = array<i64: 1, 1024>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x1024xf32>
+    %mx = "tile.reduce"(%t) {axis = 1 : i64, kind = "max"} : (tensor<1x1024xf32>) -> tensor<1xf32>
+    %m2 = arith.maxnumf %m, %mx : tensor<1xf32>
+    %dm = arith.subf %m, %m2 : tensor<1xf32>
+    %alpha = math.exp %dm : tensor<1xf32>
+    %sa = arith.mulf %s, %alpha : tensor<1xf32>
+    %m2r = "tile.reshape"(%m2) : (tensor<1xf32>) -> tensor<1x1xf32>
+    %m2b = "tile.broadcast"(%m2r) : (tensor<1x1xf32>) -> tensor<1x1024xf32>
+    %ts = arith.subf %t, %m2b : tensor<1x1024xf32>
+    %e = math.exp %ts : tensor<1x1024xf32>
+    %se = "tile.reduce"(%e) {axis = 1 : i64, kind = "sum"} : (tensor<1x1024xf32>) -> tensor<1xf32>
+    %s2 = arith.addf %sa, %se : tensor<1xf32>
+    scf.yield %m2, %s2 : tensor<1xf32>, tensor<1xf32>
+  }
+  %lg = math.log %r#1 : tensor<1xf32>
+  %o = arith.addf %r#0, %lg : tensor<1xf32>
+  "tile.store"(%out, %o, %row) : (!tile.array<f32, 1 : i64>, tensor<1xf32>, i32) -> ()
+  return
+}

@@ -477,3 +477,103 @@ def test_a_list_with_a_host_array_is_refused_on_a_gpu_launch():
         ct.launch(None, (1,), lists.sum_over_len, (arrays, out))
     torch.cuda.synchronize()
     assert (out == 1).all()
+
+
+# ---------------------------------------------------------------------------
+# cuTile 1.7's options and signatures (test_reduction_options, test_cutile_functions)
+# ---------------------------------------------------------------------------
+def _on_gpu(kernel, grid, args):
+    """The array outputs of `kernel` launched on the GPU over copies of `args` (NumPy;
+    bfloat16 arrays travel as their bits)."""
+    import ml_dtypes
+
+    def dev(a):
+        if a.dtype == ml_dtypes.bfloat16:
+            return torch.from_numpy(a.view(np.int16).copy()).cuda().view(torch.bfloat16)
+        return torch.from_numpy(a.copy()).cuda()
+
+    def host(a, like):
+        if like.dtype == ml_dtypes.bfloat16:
+            return a.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+        return a.cpu().numpy()
+    moved = [dev(a) if isinstance(a, np.ndarray) else a for a in args]
+    ct.launch(None, grid, kernel, tuple(moved))
+    torch.cuda.synchronize()
+    return [host(m, a) for m, a in zip(moved, args) if isinstance(a, np.ndarray)]
+
+
+@pytest.mark.parametrize("prop", [0, 1])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_reductions_ignore_nan_unless_asked_on_the_gpu(dtype, prop):
+    """PTX max.f32 (maxnumf) returns the operand that is not NaN; argmax's pairs treat
+    NaN as the worst value (or the extreme, with propagate_nan): the GPU gives the
+    interpreter's results."""
+    import test_reduction_options as red
+    t = red.DTYPES[dtype]
+    x = red._rows(rng(), 16).astype(t)
+    args = (x, np.zeros((3, 8), t), np.zeros((3, 8), np.int32), 16, prop)
+    host = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    ct.launch(None, (1,), red.extremes, tuple(host))
+    _, v, i = _on_gpu(red.extremes, (1,), args)
+    np.testing.assert_array_equal(v.astype(np.float32), host[1].astype(np.float32))
+    np.testing.assert_array_equal(i, host[2])
+
+
+@pytest.mark.parametrize("prod", [0, 1])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_directed_and_flushing_reductions_on_the_gpu(dtype, prod):
+    """add.rz.f32 and kin, cvt.rm.f16.f32 after each 16-bit step, .ftz: the GPU's
+    results bracket the exact values as the interpreter's do (its order of steps is
+    its own)."""
+    import test_reduction_options as red
+    x = red.directed_rows(dtype, prod, rng())
+    args = (x, np.zeros((4, 4), red.DTYPES[dtype]), 16, prod)
+    _, got = _on_gpu(red.rounded_sums, (1,), args)
+    red.check_directed(got, x, prod)
+    _, got = _on_gpu(red.flushing, (1,), (red.FLUSH_ROWS, np.zeros((5, 4), np.float32), 16))
+    red.check_flushed(got)
+
+
+@pytest.mark.parametrize("src,dst,modes", [
+    (np.float32, np.float16, "rz"), (np.float64, np.float32, "rz rm rp"),
+    (np.float64, np.float16, "rz"), ("float32", "bfloat16", "rz"),
+    ("bfloat16", "float16", "rz rm rp"), (np.float16, "bfloat16", "rz")])
+def test_directed_astype_on_the_gpu(src, dst, modes):
+    """The hardware's cvt.rz/rm/rp (and bf16 by bits) agree with the exact oracle, bit
+    for bit, on random and edge values."""
+    import ml_dtypes
+    import test_cutile_functions as fns
+    from tileir.interpreter import directed
+    src, dst = (getattr(ml_dtypes, d) if d == "bfloat16" else np.dtype(d).type
+                for d in (src, dst))
+    x = fns._edge_values(src, dst, rng())
+    bits = {2: np.uint16, 4: np.uint32}[np.dtype(dst).itemsize]
+    for m, mode in enumerate(("rz", "rm", "rp")):
+        if mode in modes.split():
+            want = directed.convert(mode, x.astype(np.float64), dst)
+            _, got = _on_gpu(fns.converted, (1,), (x, np.zeros(64, dst), m, 0, 64))
+            same = (got.view(bits) == want.view(bits)) | (np.isnan(got) & np.isnan(want))
+            assert same.all(), (mode, x[~same], got[~same], want[~same])
+
+
+def test_arange_num_tiles_vector_products_and_scalar_bits_on_the_gpu():
+    import test_cutile_functions as fns
+    args = (np.zeros((5, 8), np.int32), np.zeros(8, np.float32), np.zeros(8, np.int8), -5, 3)
+    host = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    ct.launch(None, (1,), fns.ranges, tuple(host))
+    for g, h in zip(_on_gpu(fns.ranges, (1,), args), host[:3]):
+        np.testing.assert_array_equal(g, h)
+    x = np.arange(6 * 20, dtype=np.float32).reshape(6, 20)
+    _, y = _on_gpu(fns.transposed_copy, (1,), (x, np.zeros((20, 6), np.float32), 8, 4))
+    np.testing.assert_array_equal(y, x.T)
+    r = rng()
+    a, b = r.standard_normal(16).astype(np.float32), r.standard_normal((16, 32)).astype(np.float32)
+    c = r.standard_normal((2, 16, 32)).astype(np.float32)
+    outs = [np.zeros(1, np.float32), np.zeros(32, np.float32), np.zeros(32, np.float32),
+            np.zeros((2, 32), np.float32), np.zeros((2, 32), np.float32)]
+    got = _on_gpu(fns.vector_products, (1,), (a, b, c, *outs))[3:]
+    want = [np.array([a @ a]), a @ b, b.T @ a, a @ c, np.transpose(c, (0, 2, 1)) @ a]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    o, f = _on_gpu(fns.scalar_bits, (1,), (np.zeros(2, np.uint32), np.zeros(1, np.float32), 0))
+    assert list(o) == [0x3F800000, 0xFFFFFFFF] and f[0] == np.float32(np.pi)

@@ -487,7 +487,8 @@ func.func @k(%x: {arr('f32')}, %o: {arr('f32')}) attributes {{tile.kernel}} {{
 # ---------------------------------------------------------------------------
 # Reductions
 # ---------------------------------------------------------------------------
-def reduce_2d(kind: str, axis: int, x: np.ndarray) -> np.ndarray:
+def reduce_2d(kind: str, axis: int, x: np.ndarray, options: str = "") -> np.ndarray:
+    """`tile.reduce` of `kind` along `axis` of x; `options`: more attributes (", a = b")."""
     t = IR_TYPES[x.dtype]
     shape = list(x.shape)
     out_shape = [d for i, d in enumerate(shape) if i != axis]
@@ -497,7 +498,7 @@ def reduce_2d(kind: str, axis: int, x: np.ndarray) -> np.ndarray:
 func.func @k(%x: {arr(t, 2)}, %o: {arr(rt)}) attributes {{tile.kernel}} {{
   %c0 = arith.constant 0 : i32
   {load('v', 'x', t, shape, '%c0, %c0')}
-  %r = "tile.reduce"(%v) {{kind = "{kind}", axis = {axis} : i64}}
+  %r = "tile.reduce"(%v) {{kind = "{kind}", axis = {axis} : i64{options}}}
       : ({src}) -> tensor<{out_shape[0]}x{rt}>
   {store('o', rt, 'r', out_shape, '%c0')}
   return
@@ -532,6 +533,44 @@ def test_ordering_reductions_nan_and_ties(ctx, rng, kind, axis):
                 line.max() if kind == "argmax" else line.min())
             first = np.flatnonzero(np.isnan(line) if np.isnan(extreme) else line == extreme)[0]
             assert idx == first
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("kind", ["maxnum", "minnum", "argmaxnum", "argminnum"])
+def test_nan_ignoring_reductions(ctx, rng, kind, axis):
+    """The ...num kinds skip NaN elements: the extreme of the rest (NaN if there is
+    none), the first index holding it (0 if none)."""
+    x = _with_nan_and_ties(rng, (4, 8))
+    x[:, 6] = np.nan                                   # a column of NaN
+    out = reduce_2d(kind, axis, x)
+    largest = "max" in kind
+    moved = np.moveaxis(x, axis, 0)
+    extreme = (np.fmax if largest else np.fmin).reduce(moved, axis=0)
+    if kind.startswith("arg"):
+        want = [np.flatnonzero(moved[:, c] == extreme[c])[:1] for c in range(moved.shape[1])]
+        np.testing.assert_array_equal(out, [w[0] if len(w) else 0 for w in want])
+    else:
+        np.testing.assert_array_equal(out, extreme)
+    if axis == 0:
+        assert (np.isnan(out[6]) if not kind.startswith("arg") else out[6] == 0)
+
+
+def test_reduction_float_options(ctx):
+    """tile.ftz flushes f32 subnormal elements and partial results; a directed
+    tile.rounding rounds every step (bracketing the exact sum)."""
+    tiny = np.float32(1e-40)
+    x = np.full((2, 8), tiny, np.float32)
+    x[1] = [1.0 + 2.0 ** -20] * 8
+    flushed = reduce_2d("sum", 1, x, ', tile.ftz = "true"')
+    assert flushed[0] == 0 and reduce_2d("sum", 1, x)[0] == np.float32(8 * tiny)
+    assert reduce_2d("maxnum", 1, x, ', tile.ftz = "true"')[0] == 0
+    y = np.array([[1.0 + 2.0 ** -23, 1.0] * 4] * 2, np.float32)   # 1 + 1 + u: inexact
+    y[1] *= -1
+    down = reduce_2d("sum", 1, y, ', tile.rounding = "rm"').astype(np.float64)
+    up = reduce_2d("sum", 1, y, ', tile.rounding = "rp"').astype(np.float64)
+    exact = 8 + 4 * 2.0 ** -23
+    assert down[0] < exact < up[0] and down[1] < -exact < up[1]
+    assert reduce_2d("sum", 1, y, ', tile.rounding = "rz"').tolist() == [down[0], up[1]]
 
 
 @pytest.mark.parametrize("axis", [0, 1])
@@ -1565,14 +1604,37 @@ func.func @k(%x: {arr('i32')}) attributes {{tile.kernel}} {{
 
 
 def test_unsupported_rounding_mode(ctx):
+    """Directed truncf rounds (cuTile's astype RZ/RM/RP); ties away from zero does not."""
     text = """
 func.func @k(%x: f32) attributes {tile.kernel} {
-  %y = arith.truncf %x upward : f32 to f16
+  %y = arith.truncf %x to_nearest_away : f32 to f16
   return
 }"""
-    with pytest.raises(UnsupportedOpError, match=r"'arith.truncf': rounding mode upward is not "
-                                                 r"supported"):
+    with pytest.raises(UnsupportedOpError, match=r"'arith.truncf': rounding mode "
+                                                 r"to_nearest_away of a conversion to f16 is "
+                                                 r"not supported"):
         run(text, (1,), [1.0])
+
+
+def test_directed_truncf_rounds_once_its_way(ctx):
+    text = f"""
+func.func @k(%x: {arr('f64')}, %y: {arr('f16')}, %z: {arr('f16')}) attributes {{tile.kernel}} {{
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%x, %c0) {{padding = "zero", tile_shape = array<i64: 4>}}
+      : ({arr('f64')}, i32) -> tensor<4xf64>
+  %u = arith.truncf %t upward : tensor<4xf64> to tensor<4xf16>
+  %d = arith.truncf %t toward_zero : tensor<4xf64> to tensor<4xf16>
+  "tile.store"(%y, %u, %c0) : ({arr('f16')}, tensor<4xf16>, i32) -> ()
+  "tile.store"(%z, %d, %c0) : ({arr('f16')}, tensor<4xf16>, i32) -> ()
+  return
+}}"""
+    x = np.array([1.0 + 2.0 ** -30, -(1.0 + 2.0 ** -30), 1e6, -1e-12])
+    y, z = np.zeros(4, np.float16), np.zeros(4, np.float16)
+    run(text, (1,), [x, y, z])
+    np.testing.assert_array_equal(y, np.array([1.0 + 2.0 ** -10, -1.0, np.inf, -0.0],
+                                              np.float16))
+    np.testing.assert_array_equal(z, np.array([1.0, -1.0, 65504.0, -0.0], np.float16))
+    assert np.signbit(y[3]) and np.signbit(z[3])
 
 
 def test_zero_step_loop_is_a_located_fault(ctx):

@@ -1,8 +1,9 @@
 """Arithmetic, comparisons, math functions, selection, reductions and matmul on traced values.
 
 Python semantics where the tile language follows Python: `//` floors, `%`
-takes the divisor's sign, `/` on integers gives float32.  Float max/min
-propagate NaN (`maximumf`), like NumPy's `maximum`.
+takes the divisor's sign, `/` on integers gives float32.  Float max/min, binary
+(Python's `max(a, b)`: `maxnumf`) and reductions alike, ignore NaN unless asked
+to propagate it (cuTile's `propagate_nan` default).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from .emit import (broadcast_shapes, broadcast_to, cast, check_arithmetic, const
                    value_error, wrap)
 from .values import TileValue, describe
 
+# max/min: cuTile's `max(a, b)` is `ct.maximum` with its default, NaN ignored
 _FLOAT_BIN = {"+": arith.AddFOp, "-": arith.SubFOp, "*": arith.MulFOp, "/": arith.DivFOp,
-              "max": arith.MaximumFOp, "min": arith.MinimumFOp}
+              "max": arith.MaxNumFOp, "min": arith.MinNumFOp}
 _INT_BIN = {"+": arith.AddIOp, "-": arith.SubIOp, "*": arith.MulIOp, "&": arith.AndIOp,
             "|": arith.OrIOp, "^": arith.XOrIOp, "<<": arith.ShLIOp}
 _SIGNED_BIN = {"max": arith.MaxSIOp, "min": arith.MinSIOp, ">>": arith.ShRSIOp,
@@ -194,19 +196,32 @@ def normalize_axis(axis, ndim: int) -> int:
     return axis % ndim
 
 
-def reduce(kind: str, v, axis=None, keepdims: bool = False) -> TileValue:
+_ARG = ("argmax", "argmin")
+
+
+def reduce(kind: str, v, axis=None, keepdims: bool = False, *, propagate_nan: bool = True,
+           options: dict[str, str] | None = None) -> TileValue:
+    """`kind` (sum prod max min argmax argmin) of tile `v` over `axis` (an int, a tuple,
+    None for all).  Float max/min/argmax/argmin ignore NaN elements unless
+    `propagate_nan` (`tile.reduce` kinds maxnum... / max...); integers have one kind.
+    `options`: the float options (`tile.rounding`, `tile.ftz`) every step carries."""
     if not isinstance(v, TileValue):
         raise type_error(f"{kind}() needs a tile, got {describe(v)}")
     check_arithmetic(v.dtype)
     if v.is_scalar:
-        return constant(0, dt.int32) if kind in ("argmax", "argmin") else v
+        return constant(0, dt.int32) if kind in _ARG else v
     if v.dtype.is_bool:
         v = cast(v, dt.int32)
-    if kind in ("argmax", "argmin"):
+    if kind in ("max", "min", *_ARG) and v.dtype.is_float and not propagate_nan:
+        kind += "num"                  # the tile.reduce kind that ignores NaN
+    if kind.startswith("arg"):
         if axis is None:
             flat = reshape(v, (_numel(v.shape),))
-            r = _reduce_axis(kind, flat, 0)
+            r = _reduce_axis(kind, flat, 0, options)
             return reshape(r, (1,) * v.ndim) if keepdims else r
+        if isinstance(axis, tuple):
+            raise type_error(f"{kind[:6]} takes one axis or None, not a tuple of axes "
+                             f"{axis!r}")
         axes = [normalize_axis(axis, v.ndim)]
     elif axis is None:
         axes = list(range(v.ndim))
@@ -217,13 +232,14 @@ def reduce(kind: str, v, axis=None, keepdims: bool = False) -> TileValue:
     out_shape = tuple(1 if i in axes else s for i, s in enumerate(v.shape))
     r = v
     for ax in reversed(axes):          # highest axis first keeps the others' numbering
-        r = _reduce_axis(kind, r, ax)
+        r = _reduce_axis(kind, r, ax, options)
     return reshape(r, out_shape) if keepdims else r
 
 
-def _reduce_axis(kind: str, v: TileValue, axis: int) -> TileValue:
-    op = tile.ReduceOp(v.value, kind, axis)
-    d = dt.int32 if kind in ("argmax", "argmin") else v.dtype
+def _reduce_axis(kind: str, v: TileValue, axis: int,
+                 options: dict[str, str] | None = None) -> TileValue:
+    op = tile.ReduceOp(v.value, kind, axis, options=options)
+    d = dt.int32 if kind.startswith("arg") else v.dtype
     r = wrap(op.result, d)
     return extract_scalar(r) if r.shape == () else r
 
@@ -246,10 +262,8 @@ def _matmul_operands(a, b, promote: bool = True) -> tuple[TileValue, TileValue]:
     (matmul): operands of different dtypes go to their common dtype.  Without it
     (mma, as cuTile's): they must have one dtype, but for an int8 / uint8 pair and
     the two fp8 types, which the tensor cores multiply as they are."""
-    for name, x in (("a", a), ("b", b)):
-        if not isinstance(x, TileValue) or x.ndim not in (2, 3):
-            raise type_error(f"matmul operand {name} must be a 2-D or 3-D tile, got "
-                             f"{describe(x)}")
+    # (matmul turns its 1-D operands 2-D before this; its message still names them)
+    _operand_ranks(a, b, (1, 2, 3) if promote else (2, 3))
     if a.shape[-1] != b.shape[-2]:
         raise type_error(f"matmul contraction dims differ: a has shape {a.shape}, b has "
                          f"shape {b.shape} (a.shape[-1] must equal b.shape[-2])")
@@ -270,6 +284,14 @@ def _matmul_operands(a, b, promote: bool = True) -> tuple[TileValue, TileValue]:
         raise type_error(f"matmul does not take {a.dtype.name} operands; use float16, "
                          f"bfloat16, float32, float64, int8 or uint8")
     return a, b
+
+
+def _operand_ranks(a, b, ranks=(1, 2, 3)) -> None:
+    what = "1-D, 2-D or 3-D" if 1 in ranks else "2-D or 3-D"
+    for name, x in (("a", a), ("b", b)):
+        if not isinstance(x, TileValue) or x.ndim not in ranks:
+            raise type_error(f"matmul operand {name} must be a {what} tile, got "
+                             f"{describe(x)}")
 
 
 def _int8_product(a: TileValue, b: TileValue, acc: TileValue) -> TileValue:
@@ -294,6 +316,21 @@ def _int8_product(a: TileValue, b: TileValue, acc: TileValue) -> TileValue:
 
 
 def matmul(a, b) -> TileValue:
+    """`a @ b` as NumPy and cuTile define it: 2-D or 3-D (batched, batch dims broadcast)
+    operands, or 1-D ones: a 1-D `a` is a row (1, K) and a 1-D `b` a column (K, 1), the
+    unit dim dropped from the result again (1-D @ 1-D: a 0-d dot product)."""
+    if isinstance(a, TileValue) and isinstance(b, TileValue) and 1 in (a.ndim, b.ndim):
+        _operand_ranks(a, b)
+        row, col = a.ndim == 1, b.ndim == 1
+        k = b.shape[0] if col else b.shape[-2]
+        if a.shape[-1] != k:
+            raise type_error(f"matmul contraction dims differ: a has shape {a.shape}, b has "
+                             f"shape {b.shape} (a.shape[-1] must equal "
+                             f"b.shape[{0 if col else -2}])")
+        r = matmul(reshape(a, (1, a.shape[0])) if row else a,
+                   reshape(b, (b.shape[0], 1)) if col else b)
+        shape = r.shape[:-2] + r.shape[-2:-1] * (not row) + r.shape[-1:] * (not col)
+        return reshape(r, shape)
     a, b = _matmul_operands(a, b)
     if a.ndim == 3:          # one 2-d product a batch (a batch of 1 too)
         return _per_batch(lambda x, y, _: matmul(x, y), a, b, None)

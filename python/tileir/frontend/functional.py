@@ -32,31 +32,34 @@ MODES = {"add": _IEEE, "sub": _IEEE, "mul": _IEEE, "truediv": _IEEE + (FULL, APP
 FTZ_OPS = ("add", "sub", "mul", "truediv", "maximum", "minimum", "exp2", "sqrt", "rsqrt")
 
 
-def float_options(name: str, d: dt.DType, rounding_mode, flush_to_zero) -> dict[str, str]:
+def float_options(name: str, d: dt.DType, rounding_mode, flush_to_zero,
+                  what: str | None = None) -> dict[str, str]:
     """The `tile.rounding` / `tile.ftz` attributes for op `name` on dtype `d`, after
-    cuTile's checks: which modes an op takes, FULL/APPROX and ftz only on float32."""
+    cuTile's checks: which modes an op takes, FULL/APPROX and ftz only on float32.
+    `what`: the function the messages name (a reduction of op `name`), `name` if None."""
     attrs: dict[str, str] = {}
+    shown = what or name
     if rounding_mode is not None:
         if not isinstance(rounding_mode, RoundingMode):
             raise type_error(f"rounding_mode must be a tileir.RoundingMode, got "
                              f"{describe(rounding_mode)}")
         if rounding_mode not in MODES.get(name, ()):
-            raise type_error(f"Rounding mode {rounding_mode.name} is not supported for {name}")
+            raise type_error(f"Rounding mode {rounding_mode.name} is not supported for {shown}")
         if not d.is_float or d.bits < 16:
             raise type_error(f"rounding_mode applies to float16/bfloat16/float32/float64 "
-                             f"operands, {name} got {d.name}")
+                             f"operands, {shown} got {d.name}")
         if rounding_mode in (FULL, APPROX) and d != dt.float32:
             raise type_error(f"rounding mode {rounding_mode.name} needs float32 operands, "
-                             f"{name} got {d.name}")
+                             f"{shown} got {d.name}")
         attrs["tile.rounding"] = rounding_mode.name.lower()
     if flush_to_zero:
         if not isinstance(flush_to_zero, bool):
             raise type_error(f"flush_to_zero must be a compile-time bool, got "
                              f"{describe(flush_to_zero)}")
         if name not in FTZ_OPS:
-            raise type_error(f"flush_to_zero is not supported for {name}")
+            raise type_error(f"flush_to_zero is not supported for {shown}")
         if d != dt.float32:
-            raise type_error(f"flush_to_zero needs float32 operands, {name} got {d.name}")
+            raise type_error(f"flush_to_zero needs float32 operands, {shown} got {d.name}")
         attrs["tile.ftz"] = "true"
     return attrs
 
@@ -231,9 +234,9 @@ def _extremum(name: str):
             return compute.binary(name[:3], x, y)
         a, b = unify(x, y)
         attrs = float_options(name, a.dtype, None, flush_to_zero)
-        if not a.dtype.is_float or propagate_nan:
-            return mark(compute.binary(name[:3], a, b), attrs)
-        opclass = arith.MaxNumFOp if name == "maximum" else arith.MinNumFOp
+        if not a.dtype.is_float or not propagate_nan:
+            return mark(compute.binary(name[:3], a, b), attrs)      # maxnumf for floats
+        opclass = arith.MaximumFOp if name == "maximum" else arith.MinimumFOp
         return mark(wrap(opclass(a.value, b.value).result, a.dtype), attrs)
     return fn
 

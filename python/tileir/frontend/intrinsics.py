@@ -23,7 +23,7 @@ from . import compute, windows
 from .emit import (as_value, broadcast_to, cast, constant, is_number, loc, reshape, splat,
                    tensor_type, type_error, value_error, wrap)
 from ..errors import TileStaticAssertionError, TileUnsupportedFeatureError
-from ..semantics import MemoryOrder, MemoryScope, RoundingMode
+from ..semantics import MemoryOrder, MemoryScope
 from .values import ArrayValue, TileValue, describe
 
 RULES: dict[str, Callable] = {}
@@ -176,13 +176,16 @@ def _cdiv(a, b):
 
 
 @rule("num_tiles")
-def _num_tiles(array, axis, shape):
+def _num_tiles(array, axis, shape, order):
+    """Tiles of `shape` along `axis` of the tile space of the array, its axes permuted by
+    `order` as `load` permutes them: tile-space axis i is array axis order[i]."""
     a = array_arg(array, "array")
     axis = compute.normalize_axis(const_int(axis, "axis"), a.ndim)
-    shape = const_shape(shape)
+    shape = (1,) * a.ndim if shape == () else const_shape(shape)
     if len(shape) != a.ndim:
         raise type_error(f"shape {shape} has {len(shape)} dims, the array has {a.ndim}")
-    return _cdiv(array_dim(a, axis), shape[axis])
+    perm = _order(order, a.ndim)
+    return _cdiv(array_dim(a, axis if perm is None else perm[axis]), shape[axis])
 
 
 def _order(order, ndim: int) -> list[int] | None:
@@ -339,28 +342,34 @@ def _ones(shape, dtype):
 
 
 @rule("arange")
-def _arange(size, dtype):
+def _arange(size, dtype, start, step):
+    """[start, start + step, ..., start + (size - 1) * step] in `dtype`, as cuTile
+    computes it: the iota in `dtype`, times `step`, plus `start`, each converted to
+    `dtype` first (`start`/`step`: compile-time numbers or run-time scalars)."""
     (n,) = const_shape(size, "size")
     d = dtype_arg(dtype, dt.int32)
     it = dt.int64 if (d.is_int and d.bits == 64) else dt.int32
-    iota = wrap(tile_ops.IotaOp(tensor_type((n,), it)).result, it)
-    return cast(iota, d)
+    r = cast(wrap(tile_ops.IotaOp(tensor_type((n,), it)).result, it), d)
+    if not (is_number(step) and not isinstance(step, bool) and step == 1):
+        r = compute.binary("*", r, _scalar_in(step, d, "step"))
+    if not (is_number(start) and not isinstance(start, bool) and start == 0):
+        r = compute.binary("+", r, _scalar_in(start, d, "start"))
+    return r
 
 
-@rule("astype")
-def _astype(x, dtype, rounding_mode):
-    d = dtype_arg(dtype)
-    v = as_value(x, d)
-    if rounding_mode is not None:
-        if not isinstance(rounding_mode, RoundingMode):
-            raise type_error(f"rounding_mode must be a tileir.RoundingMode, got "
-                             f"{describe(rounding_mode)}")
-        if not (v.dtype.is_float and d.is_float):
-            raise type_error("astype takes a rounding_mode only between float dtypes")
-        if rounding_mode is not RoundingMode.RN:
-            raise TileUnsupportedFeatureError(f"astype with rounding mode {rounding_mode.name} "
-                                              f"is not supported by tileir yet (RN is)", loc())
-    return cast(v, d)
+def _scalar_in(x, d: dt.DType, what: str) -> TileValue:
+    """A scalar argument converted to `d` (a Python number as a constant of `d`)."""
+    if is_number(x):
+        if d.is_int and not isinstance(x, bool):
+            x = int(x)                    # toward zero, as a float's astype to int
+            lo, hi = (-(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1) if d.is_signed else \
+                (0, (1 << d.bits) - 1)
+            if not lo <= x <= hi:
+                raise value_error(f"arange {what} {x} is out of range of {d.name}")
+        return constant(x, d)
+    if not (isinstance(x, TileValue) and x.is_scalar):
+        raise type_error(f"arange {what} must be a scalar, got {describe(x)}")
+    return cast(x, d)
 
 
 @rule("where")
@@ -428,11 +437,34 @@ def _expand_dims(x, axis):
 # ---------------------------------------------------------------------------
 # Reductions, math, matmul
 # ---------------------------------------------------------------------------
+def const_bool(x, what: str) -> bool:
+    if not isinstance(x, (bool, int)):
+        raise type_error(f"{what} must be a compile-time bool, got {describe(x)}")
+    return bool(x)
+
+
+# cuTile's options of each reduction, and the float op whose options they are
+_REDUCTION_OPTIONS = {"sum": ("add", True), "prod": ("mul", True), "max": ("maximum", False),
+                      "min": ("minimum", False)}
+
+
 def _reduction(kind):
-    def fn(x, axis, keepdims):
-        if isinstance(keepdims, TileValue):
-            raise type_error("keepdims must be a compile-time bool")
-        return compute.reduce(kind, x, axis, bool(keepdims))
+    def fn(x, axis, keepdims, rounding_mode=None, flush_to_zero=False, propagate_nan=False):
+        from .functional import float_options
+        keepdims = const_bool(keepdims, "keepdims")
+        propagate_nan = const_bool(propagate_nan, "propagate_nan")
+        flush_to_zero = const_bool(flush_to_zero, "flush_to_zero")
+        options: dict[str, str] = {}
+        if kind in _REDUCTION_OPTIONS and (rounding_mode is not None or flush_to_zero):
+            t = tile_arg(x, "x")
+            d = dt.int32 if t.dtype.is_bool else t.dtype
+            name, rounds = _REDUCTION_OPTIONS[kind]
+            options = float_options(name, d, rounding_mode if rounds else None, flush_to_zero,
+                                    what=kind)
+            if options.get("tile.rounding") == "rn":     # the default
+                del options["tile.rounding"]
+        return compute.reduce(kind, x, axis, keepdims, propagate_nan=propagate_nan,
+                              options=options)
     return fn
 
 
@@ -532,4 +564,5 @@ TILE_METHODS = {"astype": "astype", "reshape": "reshape", "permute": "permute",
                 "insert": "insert"}
 
 
-from . import debug, functional, indexed, movement, scaled, scans, views  # noqa: E402,F401
+from . import (conversions, debug, functional, indexed, movement, scaled, scans,  # noqa: E402,F401
+               views)

@@ -18,8 +18,8 @@ from .. import dtypes as dt
 from ..errors import TileUnsupportedFeatureError
 from tileir.dialect import pieces, tile as tile_ops
 from . import compute
-from .emit import (cast, constant, is_number, loc, reshape, splat, tensor_type, type_error,
-                   value_error, wrap)
+from .emit import (cast, constant, is_number, loc, python_dtype, reshape, splat, tensor_type,
+                   type_error, value_error, wrap)
 from .intrinsics import const_int, const_shape, dtype_arg, rule, scalar_int, tile_arg
 from .values import TileValue, describe
 
@@ -226,7 +226,8 @@ def _check_bits(d: dt.DType, what: str) -> None:
 
 @rule("bitcast")
 def _bitcast(x, dtype):
-    t = tile_arg(x, "x")
+    # a Python number is a 0-d tile of its default dtype (1.0: float32, 1: int32)
+    t = constant(x, python_dtype(x)) if is_number(x) else tile_arg(x, "x")
     d = dtype_arg(dtype)
     for e in (t.dtype, d):
         _check_bits(e, "bitcast")

@@ -32,13 +32,16 @@ from .intrinsics import RULES, const_int, rule, tile_arg
 from .movement import _cat, _extract
 from .values import TileValue, describe
 
-# combine functions that are a built-in reduction of one tile
-_BUILTIN = {operator.add: "sum", operator.mul: "prod", max: "max", min: "min"}
+# combine functions that are a built-in reduction of one tile, and whether they
+# propagate NaN: Python's max/min, as ct.maximum/ct.minimum, ignore it
+_BUILTIN = {operator.add: ("sum", True), operator.mul: ("prod", True), max: ("max", False),
+            min: ("min", False)}
 
 
-def _builtin_kind(func) -> str | None:
+def _builtin_kind(func) -> tuple[str, bool] | None:
     from .. import api
-    named = {api.add: "sum", api.mul: "prod"}    # (ct.maximum ignores NaN; tile.reduce not)
+    named = {api.add: ("sum", True), api.mul: ("prod", True),
+             api.maximum: ("max", False), api.minimum: ("min", False)}   # ignore NaN
     try:
         return _BUILTIN.get(func) or named.get(func)
     except TypeError:                       # unhashable: a traced lambda
@@ -104,9 +107,10 @@ def _reduce(x, axis, func, identity, keepdims, _apply):
     tiles, many = _members(x, "x")
     axis = compute.normalize_axis(const_int(axis, "axis"), tiles[0].ndim)
     _identities(identity, tiles, many)
-    kind = None if many else _builtin_kind(func)
-    if kind is not None:
-        return compute.reduce(kind, tiles[0], axis, bool(keepdims))
+    builtin = None if many else _builtin_kind(func)
+    if builtin is not None:
+        kind, propagate_nan = builtin
+        return compute.reduce(kind, tiles[0], axis, bool(keepdims), propagate_nan=propagate_nan)
     while tiles[0].shape[axis] > 1:
         pairs = [_halves(t, axis) for t in tiles]
         tiles = _combine(_apply, func, [p[0] for p in pairs], [p[1] for p in pairs], many)

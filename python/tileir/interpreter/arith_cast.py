@@ -3,9 +3,10 @@
 Float -> int conversions truncate toward zero (docs/tile-ir.md).  Where MLIR
 leaves them undefined (NaN, out of range) the interpreter saturates like the
 GPU's `cvt.rzi`: NaN -> 0, too large -> the max, too small -> the min.
-Float -> float narrowing rounds to nearest even in a single rounding; to fp8 it
-saturates as the GPU's `cvt.rn.satfinite` does (beyond the largest finite value,
-infinities included: that value with the sign; NaN stays NaN).
+Float -> float narrowing rounds to nearest even in a single rounding (or by its
+directed `roundingmode`, exactly: directed.py); to fp8 it saturates as the GPU's
+`cvt.rn.satfinite` does (beyond the largest finite value, infinities included:
+that value with the sign; NaN stays NaN).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith
 
+from . import directed
 from .compiler import CompileContext, Step, pure, rule
 from .dtypes import F64, FP8, Elem, as_signed, as_unsigned, elem_of, f64_to, from_int, to_fp8
 from .errors import Fault
@@ -57,13 +59,23 @@ def _extf(op, cx: CompileContext) -> Step:
     return pure(op, cx, lambda x: x.astype(dst.storage))  # exact
 
 
+# arith's directed rounding modes (cuTile's astype RZ, RM, RP), as directed.py names them
+_DIRECTED = {arith.RoundingMode.toward_zero: "rz", arith.RoundingMode.downward: "rm",
+             arith.RoundingMode.upward: "rp"}
+
+
 @rule("arith.truncf")
 def _truncf(op, cx: CompileContext) -> Step:
     src, dst = _io(op)
     mode = op.attributes["roundingmode"] if "roundingmode" in op.attributes else None
-    if mode is not None and ir.IntegerAttr(mode).value != arith.RoundingMode.to_nearest_even:
-        raise Fault(f"rounding mode {arith.RoundingMode(ir.IntegerAttr(mode).value).name} is "
-                    f"not supported; the interpreter rounds to nearest even")
+    mode = None if mode is None else arith.RoundingMode(ir.IntegerAttr(mode).value)
+    if mode in _DIRECTED and dst.storage not in FP8:
+        # one directed rounding of the exact value (every float is exact in float64)
+        return pure(op, cx, lambda x: directed.convert(_DIRECTED[mode], x, dst.storage)[()])
+    if mode not in (None, arith.RoundingMode.to_nearest_even):
+        raise Fault(f"rounding mode {mode.name} of a conversion to {dst.name} is not "
+                    f"supported; the interpreter rounds to nearest even, and toward zero, "
+                    f"-inf or +inf into f16, bf16, f32 and f64")
     if src.name == "f64":
         return pure(op, cx, lambda x: f64_to(dst, x))  # NumPy would round f64 -> bf16 twice
     if dst.storage in FP8:

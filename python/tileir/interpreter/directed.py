@@ -171,7 +171,12 @@ def rounding_of(op) -> str | None:
     attrs = op.operation.attributes
     if "tile.rounding" not in attrs:
         return None
-    mode = str(attrs["tile.rounding"]).strip('"')
+    return rounding_of_options({"tile.rounding": str(attrs["tile.rounding"]).strip('"')})
+
+
+def rounding_of_options(options: dict[str, str]) -> str | None:
+    """The directed mode of float options {`tile.rounding`: mode, ...}, or None."""
+    mode = options.get("tile.rounding")
     return mode if mode in MODES else None
 
 

@@ -228,52 +228,6 @@ def _concat(op, cx: CompileContext) -> Step:
 
 
 # ---------------------------------------------------------------------------
-# Reductions
-# ---------------------------------------------------------------------------
-def _accumulating(e: Elem, reduce_fn):
-    """sum/prod: ints wrap in their own width; 16-bit floats accumulate in f32."""
-    if e.is_int:
-        return lambda x, axis: reduce_fn(x, axis=axis, dtype=e.storage)
-    acc = F32 if e.bits == 16 else e.storage
-    return lambda x, axis: np.asarray(reduce_fn(x.astype(acc), axis=axis, dtype=acc)
-                                      ).astype(e.storage)
-
-
-def _ordering(e: Elem, reduce_fn):
-    """max/min: exact in any dtype; bf16 goes through f32, where NumPy can order it."""
-    if e.compute == e.storage:
-        return lambda x, axis: reduce_fn(x, axis=axis)
-    return lambda x, axis: np.asarray(reduce_fn(x.astype(e.compute), axis=axis)).astype(
-        e.storage)
-
-
-def reduction(kind: str, e: Elem):
-    """The NumPy function `f(x, axis)` for `tile.reduce` of `kind` over `e` values.
-
-    NumPy's max/min propagate NaN and its argmax/argmin return the first
-    occurrence of the extreme (the first NaN, if any), as the contract says.
-    Integer max/min are signed.
-    """
-    if kind == "sum":
-        return _accumulating(e, np.sum)
-    if kind == "prod":
-        return _accumulating(e, np.prod)
-    if kind in ("max", "min"):
-        return _ordering(e, np.max if kind == "max" else np.min)
-    if kind in ("argmax", "argmin"):
-        arg = np.argmax if kind == "argmax" else np.argmin
-        compute = e.compute if e.is_float else e.storage
-        return lambda x, axis: arg(x.astype(compute), axis=axis).astype(np.int32)
-    raise Fault(f"unknown reduction kind '{kind}'")
-
-
-@rule("tile.reduce")
-def _reduce(op, cx: CompileContext) -> Step:
-    fn, axis = reduction(op.kind, elem_of(op.source.type)), op.axis
-    return pure(op, cx, lambda x: fn(x, axis))
-
-
-# ---------------------------------------------------------------------------
 # Matrix multiply
 # ---------------------------------------------------------------------------
 def _accumulator(operand: Elem) -> np.dtype:

@@ -843,10 +843,11 @@ def _inline_asm(sim, blk, o, mask):
         out = directed.sqrt(m.group(2), x[0], t) if m.group(1) == "sqrt" else \
             directed.binary(m.group(1), m.group(2), x[0], x[1], t)
         return _flush(out) if m.group(3) else out
-    m = re.match(r"cvt\.(rz|rm|rp)\.f16\.f32 ", asm)
-    if m:
+    m = re.match(r"cvt\.(rz|rm|rp)\.(f16|f32)\.(f32|f64) ", asm)
+    if m:                     # directed conversions (cvt.rm.f16.f32, cvt.rz.f32.f64)
         from tileir.interpreter import directed
-        return directed.convert(m.group(1), np.asarray(args[0], np.float32), np.float16)
+        return directed.convert(m.group(1), np.asarray(args[0], m.group(3).replace("f", "float")),
+                                m.group(2).replace("f", "float"))
     m = re.match(r"(\w+)\.(?:rn\.|full\.|approx\.)?(ftz\.)?(?:NaN\.)?f32 ", asm)
     if m and m.group(1) in _F32_INSTRUCTIONS:   # f32 arithmetic with cuTile's float options
         x = [np.asarray(a, np.float32) for a in args]

@@ -113,9 +113,16 @@ def _directed(name: str, elem: ir.Type, args: list[ir.Value], mode: str, ftz: bo
                                f"={c}," + ",".join(c for _ in args))
     f32 = ir.F32Type.get()
     wide = _directed(name, f32, [arith.extf(f32, a) for a in args], mode, False)
+    return narrow_directed(wide, elem, mode)
+
+
+def narrow_directed(x: ir.Value, elem: ir.Type, mode: str) -> ir.Value:
+    """f32 `x` rounded once to float16 or bfloat16 toward zero (rz), -inf (rm) or +inf
+    (rp): PTX `cvt.rz.f16.f32` and the like for f16, integer operations on the bits
+    for bf16 (`_f32_to_bf16_directed`)."""
     if isinstance(elem, ir.F16Type):
-        return llvm.inline_asm(elem, [wide], f"cvt.{mode}.f16.f32 $0, $1;", "=h,f")
-    return _f32_to_bf16_directed(wide, mode)
+        return llvm.inline_asm(elem, [x], f"cvt.{mode}.f16.f32 $0, $1;", "=h,f")
+    return _f32_to_bf16_directed(x, mode)
 
 
 def _f32_to_bf16_directed(x: ir.Value, mode: str) -> ir.Value:
@@ -138,8 +145,30 @@ def _f32_to_bf16_directed(x: ir.Value, mode: str) -> ir.Value:
     return arith.bitcast(ir.BF16Type.get(), arith.trunci(i16, top))
 
 
+_CVT_MODE = {arith.RoundingMode.toward_zero: "rz", arith.RoundingMode.downward: "rm",
+             arith.RoundingMode.upward: "rp"}
+
+
+def _directed_truncf(elem: ir.Type, x: ir.Value, mode: str) -> ir.Value:
+    """`x` (f32 or f64) rounded to float type `elem` toward zero, -inf or +inf, once: f64
+    to f32 by `cvt.rz.f32.f64` and kin, then to 16 bits by `narrow_directed` (two
+    roundings in one direction through f32 are one: the 16-bit numbers are f32
+    numbers)."""
+    if isinstance(x.type, ir.F64Type):
+        x = llvm.inline_asm(ir.F32Type.get(), [x], f"cvt.{mode}.f32.f64 $0, $1;", "=f,d")
+    return x if isinstance(elem, ir.F32Type) else narrow_directed(x, elem, mode)
+
+
 def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dict):
     attrs = dict(attrs)
+    if name == "arith.truncf" and "roundingmode" in attrs:
+        mode = arith.RoundingMode(ir.IntegerAttr(attrs["roundingmode"]).value)
+        if mode in _CVT_MODE:               # cuTile's astype RZ, RM, RP
+            return [_directed_truncf(elems[0], args[0], _CVT_MODE[mode])]
+        if mode != arith.RoundingMode.to_nearest_even:
+            raise TileIRError(f"no lowering for arith.truncf rounding {mode.name}",
+                              ir.Location.current)
+        del attrs["roundingmode"]
     rounding = attrs.pop("tile.rounding", None)
     ftz = attrs.pop("tile.ftz", None) is not None
     rounding = ir.StringAttr(rounding).value if rounding is not None else None

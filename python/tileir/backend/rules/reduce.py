@@ -8,32 +8,54 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu, memref
 
+from tileir.dialect.tile import ARG_KINDS, ROUNDING_ATTR
+
 from ..context import I32, Frag, _bits, index, is_fp8, lin_of
+from .elementwise import _scalar_op, narrow_directed
 from .registry import rule
 
 
-def _combine(kind: str, t: ir.Type) -> Callable:
-    """How two partials combine.  A partial is a tuple: `(value,)`, or for argmax and
-    argmin `(value, index)`."""
-    if kind in ("argmax", "argmin"):
+_FLOAT_COMBINE = {"sum": "arith.addf", "prod": "arith.mulf", "max": "arith.maximumf",
+                  "min": "arith.minimumf", "maxnum": "arith.maxnumf", "minnum": "arith.minnumf"}
+_INT_COMBINE = {"sum": arith.addi, "prod": arith.muli, "max": arith.maxsi, "min": arith.minsi}
+
+
+def _combine(kind: str, t: ir.Type, source: ir.Type, options: dict[str, str]) -> Callable:
+    """How two partials of work type `t` combine.  A partial is a tuple: `(value,)`, or
+    for the arg kinds `(value, index)`.  A float combine is the element-wise rule's op
+    with the reduction's float options (`options`), so `tile.ftz` and a directed
+    `tile.rounding` pick the same instructions as on `add`/`max`; a 16-bit `source`
+    reduced in f32 with a directed rounding rounds every step back to 16 bits in that
+    direction (one rounding of the exact result: see elementwise._directed)."""
+    if kind in ARG_KINDS:
         return _arg_combine(kind, t)
-    is_f = not isinstance(t, ir.IntegerType)
-    table = {"sum": (arith.addf, arith.addi), "prod": (arith.mulf, arith.muli),
-             "max": (arith.maximumf, arith.maxsi), "min": (arith.minimumf, arith.minsi)}
-    f = table[kind][0 if is_f else 1]
-    return lambda a, b: (f(a[0], b[0]),)
+    if isinstance(t, ir.IntegerType):
+        f = _INT_COMBINE[kind]
+        return lambda a, b: (f(a[0], b[0]),)
+    name = _FLOAT_COMBINE[kind]
+    attrs = {k: ir.StringAttr.get(v) for k, v in options.items()}
+    mode = options.get(ROUNDING_ATTR)
+    if mode is not None and source != t:
+        def step(a, b):
+            wide = _scalar_op(name, [t], [a[0], b[0]], attrs)[0]
+            return (arith.extf(t, narrow_directed(wide, source, mode)),)
+        return step
+    return lambda a, b: (_scalar_op(name, [t], [a[0], b[0]], attrs)[0],)
 
 
 def _arg_combine(kind: str, t: ir.Type) -> Callable:
     """The winner of two (value, index) partials, as the interpreter decides it: the
-    extreme value (a NaN counts as the extreme), on a tie the lower index.  Indices
-    are distinct, so the winner does not depend on the order of combination and
-    every replica of a result agrees."""
+    extreme value, on a tie the lower index.  For argmax/argmin a NaN counts as the
+    extreme; for argmaxnum/argminnum as the worst value (two NaNs tie), so a NaN wins
+    only over NaNs.  Indices are distinct, so the winner does not depend on the order
+    of combination and every replica of a result agrees."""
     is_f = not isinstance(t, ir.IntegerType)
+    high = kind in ("argmax", "argmaxnum")
     if is_f:
-        better = arith.CmpFPredicate.OGT if kind == "argmax" else arith.CmpFPredicate.OLT
+        better = arith.CmpFPredicate.OGT if high else arith.CmpFPredicate.OLT
     else:
-        better = arith.CmpIPredicate.sgt if kind == "argmax" else arith.CmpIPredicate.slt
+        better = arith.CmpIPredicate.sgt if high else arith.CmpIPredicate.slt
+    nan_wins = kind in ("argmax", "argmin")
 
     def comb(a, b):
         (va, ia), (vb, ib) = a, b
@@ -41,12 +63,14 @@ def _arg_combine(kind: str, t: ir.Type) -> Callable:
         if is_f:
             nan_a = arith.cmpf(arith.CmpFPredicate.UNO, va, va)
             nan_b = arith.cmpf(arith.CmpFPredicate.UNO, vb, vb)
-            # b wins: b is NaN and a is not, or b is better, or the two tie
-            # (equal, or both NaN) and b comes first
+            # b wins: b is better, or the two tie (equal, or both NaN) and b comes
+            # first, or b is NaN and a is not (NaN the extreme) / a is NaN and b is
+            # not (NaN the worst)
             tie = arith.ori(arith.cmpf(arith.CmpFPredicate.OEQ, va, vb),
                             arith.andi(nan_a, nan_b))
-            take = arith.ori(arith.ori(arith.andi(nan_b, _not(nan_a)),
-                                       arith.cmpf(better, vb, va)),
+            lone_nan = arith.andi(nan_b, _not(nan_a)) if nan_wins else \
+                arith.andi(nan_a, _not(nan_b))
+            take = arith.ori(arith.ori(lone_nan, arith.cmpf(better, vb, va)),
                              arith.andi(tie, lower))
         else:
             tie = arith.cmpi(arith.CmpIPredicate.eq, va, vb)
@@ -90,8 +114,8 @@ def _reduce(cx, op):
     res_lin = lin_of(res_t)
     fp8 = is_fp8(src.elem)          # registers hold the bits: reduced in f32
     work = ir.F32Type.get() if fp8 else _work_type(src.elem)
-    comb = _combine(kind, work)
-    arg = kind in ("argmax", "argmin")
+    comb = _combine(kind, work, src.elem, op.options)
+    arg = kind in ARG_KINDS
     along = cx.thread_coords(src.lin)[axis] if arg else None
     drop = lambda c: c[:axis] + c[axis + 1:]  # noqa: E731
     groups: dict[tuple, tuple] = {}
