@@ -18,7 +18,7 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".py"]
 config.test_source_root = os.path.dirname(__file__)
 # test/python holds pytest suites; Inputs/ holds files that RUN lines read.
-config.excludes = ["python", "fuzz", "Inputs", "lit.cfg.py", "conftest.py", "__pycache__"]
+config.excludes = ["python", "fuzz", "parity", "Inputs", "lit.cfg.py", "conftest.py", "__pycache__"]
 
 
 def _llvm_bin() -> str:
