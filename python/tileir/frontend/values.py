@@ -18,6 +18,14 @@ from ..dtypes import DType
 
 
 @dataclasses.dataclass(frozen=True)
+class BoundMethod:
+    """`tile.astype` etc.: an intrinsic with its first argument bound."""
+
+    name: str
+    receiver: Any
+
+
+@dataclasses.dataclass(frozen=True)
 class TileValue:
     value: ir.Value
     dtype: DType
