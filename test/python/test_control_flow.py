@@ -109,6 +109,32 @@ def test_a_for_loop_with_a_break_stops_iterating():
 
 
 @ct.kernel
+def maybe_early(x, out, n, EARLY: ct.Constant[bool]):
+    acc = ct.zeros((4,), ct.int32)
+    for i in range(n):
+        t = ct.load(x, (i,), shape=(4,))
+        if EARLY:
+            if ct.sum(t) > 50:
+                break
+        acc = acc + t
+    ct.store(out, (0,), acc)
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_a_break_compiled_away_leaves_a_counted_loop(early):
+    """A break under a compile-time false condition keeps the loop an scf.for (loop
+    passes see a counted loop); a live one makes it an scf.while."""
+    x = np.arange(40, dtype=np.int32)
+    args = (x, np.zeros(4, np.int32), 10, early)
+    text = frontend_ir(maybe_early, args)
+    assert ("scf.while" in text) == early and ("scf.for" in text) != early, text
+    tiles = x.reshape(10, 4)
+    want = tiles[:3].sum(0) if early else tiles.sum(0)      # tile 3 sums to 54 > 50
+    for got in run_everywhere(maybe_early, (1,), args, 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@ct.kernel
 def nested_loops(out, n, m):
     tot = 0
     for i in range(n):

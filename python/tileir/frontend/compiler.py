@@ -335,13 +335,45 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
                 self.vars[n] = TileValue(arg, v.dtype, v.shape)
             self.enter_iteration()
             self.block(node.body)
-            with self.at(node):
-                step = compute.binary("+", counter, st)
-            yields = [self.coerce_carried(n, self.vars[n], v, node)
-                      for n, v in zip(names, values[1:])]
-            scf.YieldOp([step.value] + [y.value for y in yields])
-        self.close_loop(node, outer, names, values[1:], list(loop.results)[1:])
+            # no break or return compiled (they were under compile-time false ifs)
+            counted = all(self.vars.get(f, False) is False for f in stops
+                          if f in control.FLAGS)
+            if not counted:
+                with self.at(node):
+                    step = compute.binary("+", counter, st)
+                yields = [self.coerce_carried(n, self.vars[n], v, node)
+                          for n, v in zip(names, values[1:])]
+                scf.YieldOp([step.value] + [y.value for y in yields])
+        if counted:
+            results = self.as_for_loop(node, loop, lb, ub, st, carried, values[1:])
+            names, values = carried, [lb, *inits]
+        else:
+            results = list(loop.results)[1:]
+        self.close_loop(node, outer, names, values[1:], results)
         self.leave_loop()
+
+    def as_for_loop(self, node: ast.For, loop: scf.WhileOp, lb: TileValue, ub: TileValue,
+                    st: TileValue, carried: list[str], inits: list[TileValue]) -> list:
+        """`range_while`'s loop, whose body turned out to exit nowhere, as the scf.for
+        a loop without exits is (what loop passes expect); returns its results.  The
+        stop flags' block arguments were never read as flags (the body starts with
+        every flag False); any other use takes their initial value."""
+        body = loop.after.blocks[0]
+        with self.at(node):
+            new = scf.ForOp(lb.value, ub.value, st.value,
+                            [v.value for v in inits[:len(carried)]])
+        args = list(body.arguments)
+        news = [new.induction_variable, *new.inner_iter_args,
+                *(v.value for v in inits[len(carried):])]
+        for old, value in zip(args, news):
+            old.replace_all_uses_with(value)
+        for op in list(body.operations):
+            op.detach_from_parent()
+            ir.InsertionPoint(new.body).insert(op)
+        with ir.InsertionPoint(new.body):
+            self.yield_carried(node, carried, inits[:len(carried)])
+        loop.operation.erase()
+        return list(new.results)
 
     def carried_values(self, node: ast.AST, exclude: str | None = None):
         """The names a loop body assigns that exist before it (the loop carries them),

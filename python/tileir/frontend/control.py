@@ -25,6 +25,8 @@ carry them like any other name.  Three rules follow:
           acc = acc + 1                 of a `while` is not evaluated after a break)
                                       body: %b = (%i == %k); %a = scf.if !%b {%acc+1}
                                             yield %i + 1, %a, %b
+  A `for` whose exits all fold away at compile time (`if DEBUG: break`) is rebuilt
+  as the scf.for it would otherwise be (`FunctionCompiler.as_for_loop`).
 * At a merge, a branch that has left the loop or the function does not constrain
   the names only the code after it would read (`ControlFlow.merge_names`).
 
