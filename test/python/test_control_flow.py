@@ -236,9 +236,11 @@ def test_while_loops_break_and_continue_as_python_does(limit):
 # ---------------------------------------------------------------------------
 @ct.function
 def first_above(x, n, thr):
-    """(index, value) of the first of x[:n] above thr, else (-1, 0)."""
+    """(index, value) of the first of x[:n] but 12 above thr, else (-1, 0)."""
     for i in range(n):
         v = ct.load(x, (i,), shape=())
+        if v == 12:
+            continue
         if v > thr:
             return i, v
     return -1, 0
@@ -285,7 +287,8 @@ def test_returns_end_helpers_and_kernel_blocks_early():
     grid, blocks = 7, 5
     want = np.full((grid, 4, 4), -7, np.int64)
     for b in range(blocks):
-        idx, val = next(((i, int(v)) for i, v in enumerate(x) if v > b * 10), (-1, 0))
+        idx, val = next(((i, int(v)) for i, v in enumerate(x) if v > b * 10 and v != 12),
+                        (-1, 0))
         tot, done = 0, False
         for i in range(b):
             for j in range(3):
@@ -389,6 +392,9 @@ def nested_defs(x, out):
     def larger(a, b):
         return ct.maximum(a, b)
 
+    def plus(a, b):
+        return a + b
+
     s = 5
     ct.store(out, (0, 0), scale(t))
     ct.store(out, (1, 0), scale(t, 2, off=1))
@@ -396,13 +402,14 @@ def nested_defs(x, out):
     ct.store(out, (3, 0), apply_twice(scale, t))
     ct.store(out, (4, 0), clip(scale(t)))
     ct.store(out, (5, 0), ct.full((8,), ct.reduce(t, 0, larger, -1), ct.int32))
+    ct.store(out, (6, 0), ct.scan(t, 0, plus, 0))
 
 
 def test_nested_functions_close_over_the_kernels_names():
     x = np.arange(3, 11, dtype=np.int32)
     want = np.stack([x * 15, x * 10 + 1, 3 * x, x * 225, np.minimum(x * 15, 100),
-                     np.full(8, x.max())])
-    for got in run_everywhere(nested_defs, (1,), (x, np.zeros((6, 8), np.int32)), 1):
+                     np.full(8, x.max()), np.cumsum(x)])
+    for got in run_everywhere(nested_defs, (1,), (x, np.zeros((7, 8), np.int32)), 1):
         np.testing.assert_array_equal(got, want)
 
 
