@@ -7,6 +7,7 @@ errors, at the user's line.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import numpy as np
@@ -447,6 +448,270 @@ def test_helpers_take_star_args_and_star_star_kwargs():
     want = np.stack([t + u, (2 * t + u) * 2, (t + u) * 3 + u, t + 7])
     for got in run_everywhere(star_args, (1,), (x, np.zeros((4, 8), np.int32)), 1):
         np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------
+# Exits with tuples and dataclasses (aggregates), structured helper arguments
+# ---------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Tally:
+    total: object
+    count: object
+    label: str = "tally"            # a compile-time field: the loop keeps it as it is
+
+
+@ct.kernel
+def aggregates_that_break(x, out, stop):
+    st = (ct.zeros((4,), ct.int32), 0)          # (sum, trips): carried by its leaves
+    for i in range(8):
+        t = ct.load(x, (i,), shape=(4,))
+        if ct.sum(t) > stop:
+            break
+        st = (st[0] + t, st[1] + 1)
+    tally = Tally(ct.zeros((4,), ct.int32), 0)
+    j = 0
+    while j < 8:
+        t = ct.load(x, (j,), shape=(4,))
+        j += 1
+        if j % 2 == 0:
+            continue
+        if ct.sum(t) > stop:
+            break
+        tally = Tally(tally.total + t, tally.count + 1, tally.label)
+    ct.store(out, (0, 0), st[0])
+    ct.store(out, (1, 0), ct.full((4,), st[1], ct.int32))
+    ct.store(out, (2, 0), tally.total)
+    five = 5 if tally.label == "tally" else 0      # (the label folds)
+    ct.store(out, (3, 0), ct.full((4,), tally.count + five, ct.int32))
+
+
+def aggregates_that_break_reference(x, stop):
+    rows = x.reshape(8, 4)
+    acc, trips = np.zeros(4, np.int64), 0
+    for i in range(8):
+        if rows[i].sum() > stop:
+            break
+        acc, trips = acc + rows[i], trips + 1
+    total, count, j = np.zeros(4, np.int64), 0, 0
+    while j < 8:
+        t = rows[j]
+        j += 1
+        if j % 2 == 0:
+            continue
+        if t.sum() > stop:
+            break
+        total, count = total + t, count + 1
+    return np.stack([acc, [trips] * 4, total, [count + 5] * 4])
+
+
+@pytest.mark.parametrize("stop", [30, 70, 10**6])
+def test_loops_carrying_tuples_and_dataclasses_break_and_continue(stop):
+    x = np.arange(32, dtype=np.int32)
+    want = aggregates_that_break_reference(x, stop)
+    args = (x, np.zeros((4, 4), np.int32), stop)
+    for got in run_everywhere(aggregates_that_break, (1,), args, 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    tile: object
+    index: object
+    how: str
+
+
+@ct.function
+def first_row_above(x, limit):
+    for i in range(8):
+        t = ct.load(x, (i,), shape=(4,))
+        if ct.sum(t) > limit:
+            return t, i                             # a tuple, from inside the loop
+    return ct.zeros((4,), ct.int32), -1
+
+
+@ct.function
+def search(x, limit):
+    for i in range(8):
+        t = ct.load(x, (i,), shape=(4,))
+        if ct.sum(t) > limit:
+            return Found(t, i, "scan")              # a dataclass, from inside the loop
+    return Found(ct.full((4,), -1, ct.int32), 8, "scan")
+
+
+@ct.kernel
+def early_aggregate_returns(x, out, limit):
+    t, i = first_row_above(x, limit)
+    ct.store(out, (0, 0), t)
+    ct.store(out, (1, 0), ct.full((4,), i, ct.int32))
+    f = search(x, limit)
+    ct.store(out, (2, 0), f.tile + (4 if f.how == "scan" else 0))
+
+    def pick(a):                                    # inline: a runtime early return
+        if ct.sum(a) > limit:
+            return Found(a, 1, "inline")
+        return Found(a * 0, 0, "inline")
+    g = pick(ct.load(x, (1,), shape=(4,)))
+    ct.store(out, (3, 0), g.tile + ct.full((4,), g.index * 100, ct.int32))
+
+
+def early_aggregate_returns_reference(x, limit):
+    rows = x.reshape(8, 4)
+    hit = next((i for i in range(8) if rows[i].sum() > limit), None)
+    first = rows[hit] if hit is not None else np.zeros(4, np.int64)
+    index = hit if hit is not None else -1
+    found = rows[hit] + 4 if hit is not None else np.full(4, -1 + 4)
+    g = rows[1] + 100 if rows[1].sum() > limit else np.zeros(4, np.int64)
+    return np.stack([first, [index] * 4, found, g])
+
+
+@pytest.mark.parametrize("limit", [10, 60, 10**6])
+def test_helpers_return_tuples_and_dataclasses_early(limit):
+    x = np.arange(32, dtype=np.int32)
+    want = early_aggregate_returns_reference(x, limit)
+    args = (x, np.zeros((4, 4), np.int32), limit)
+    for got in run_everywhere(early_aggregate_returns, (1,), args, 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@ct.function
+def find_row(x, lim):
+    for i in range(8):
+        t = ct.load(x, (i,), shape=(4,))
+        if ct.sum(t) > lim:
+            return t, None, i, ct.float32           # compile-time items: not carried
+    return ct.zeros((4,), ct.int32), None, -1, ct.float32
+
+
+@ct.kernel
+def compile_time_items_leave_loops(x, out, lim):
+    t, nothing, i, d = find_row(x, lim)
+
+    def source():                                   # an array from before the loop
+        for j in range(3):
+            if ct.sum(ct.load(x, (j,), shape=(4,))) > lim:
+                return x, j
+        return x, 7
+    arr, j = source()
+    u = ct.load(arr, (0,), shape=(4,))
+    ct.store(out, (0,), (t + i + j + u + (0 if nothing is None else 1000)).astype(d))
+
+
+@pytest.mark.parametrize("lim", [10, 30, 10**6])
+def test_returns_from_loops_keep_their_compile_time_items(lim):
+    x = np.arange(32, dtype=np.int32)
+    rows = x.reshape(8, 4)
+    i = next((k for k in range(8) if rows[k].sum() > lim), -1)
+    j = next((k for k in range(3) if rows[k].sum() > lim), 7)
+    t = rows[i] if i >= 0 else np.zeros(4)
+    want = (t + i + j + rows[0]).astype(np.float32)
+    args = (x, np.zeros(4, np.float32), lim)
+    for got in run_everywhere(compile_time_items_leave_loops, (1,), args, 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@dataclasses.dataclass(frozen=True)
+class Affine:
+    scale: object
+    shift: object
+
+    def apply(self, t):
+        return t * self.scale + self.shift
+
+
+@ct.function
+def with_options(t, **kw):
+    if "bias" in kw:                                # a **kwargs dict's keys
+        t = t + kw["bias"]
+    if "scale" not in kw:
+        return t
+    return t * kw["scale"]
+
+
+@ct.kernel
+def closures_over_aggregates(x, out):
+    t = ct.load(x, (0,), shape=(4,))
+    pair = (t, 3)
+    aff = Affine(t, 1)
+
+    def mix(a):                                     # captures a tuple and a dataclass
+        return a * pair[1] + pair[0] + aff.shift
+
+    ct.store(out, (0, 0), mix(t))
+    ct.store(out, (1, 0), apply_twice(mix, t))      # the captures go along as arguments
+    ct.store(out, (2, 0), apply_twice(aff.apply, t))   # a dataclass's bound method
+    ct.store(out, (3, 0), with_options(t, bias=2) + with_options(t, bias=t, scale=3))
+
+
+def test_nested_functions_capture_tuples_and_dataclasses():
+    x = np.arange(4, dtype=np.int32) + 1
+    mix = x * 3 + x + 1
+    want = np.stack([mix, mix * 3 + x + 1, (x * x + 1) * x + 1,
+                     x + 2 + (x + x) * 3])
+    for got in run_everywhere(closures_over_aggregates, (1,), (x, np.zeros((4, 4), np.int32)),
+                              1):
+        np.testing.assert_array_equal(got, want)
+
+
+@ct.function
+def labels_differ(t, c):
+    if c:
+        return Found(t, 0, "hit")
+    return Found(t, 1, "miss")
+
+
+@ct.function
+def returns_a_closure(t):
+    def g(a):
+        return a + t
+    return g, t
+
+
+@ct.kernel
+def bad_aggregates(x, MODE: ct.Constant[int]):
+    t = ct.load(x, (0,), shape=(4,))
+    c = ct.bid(0) > 0
+    if MODE == 0:
+        ct.store(x, (0,), labels_differ(t, c).tile)
+    elif MODE == 1:
+        ct.store(x, (0,), returns_a_closure(t)[1])
+    elif MODE == 2:
+        def has(**kw):
+            return c in kw
+        has(a=t)
+    else:
+        def view_in_loop():
+            for i in range(4):
+                v = x.slice(0, i, 4)
+                if c:
+                    return v
+            return x
+        ct.store(view_in_loop(), (0,), t)
+
+
+@pytest.mark.parametrize("mode,exc,where,message", [
+    (0, TileTypeError, (labels_differ, 'return Found(t, 1, "miss")'),
+     "this return gives str 'miss' where the return at line {first} gives str 'hit'; every "
+     "return of 'labels_differ' must give the same compile-time items"),
+    (1, TileTypeError, (returns_a_closure, "return g, t"),
+     "a @function returns tiles, scalars, numbers and compile-time values such as strings "
+     "and dtypes (or tuples and dataclass instances of them), got the nested function 'g'"),
+    (2, TileTypeError, (bad_aggregates, "return c in kw"),
+     "a dict's keys are compile-time: 'in' needs a compile-time key, got a bool_ scalar"),
+    (3, TileUnsupportedFeatureError, (bad_aggregates, "for i in range(4):"),
+     "a loop cannot carry the returned value a slice of a 1-d int32 array it makes; an "
+     "array, a slice or a tiled view returned from inside a loop must exist before the loop"),
+])
+def test_errors_of_exits_with_aggregates(mode, exc, where, message):
+    with pytest.raises(exc) as info:
+        bad_aggregates.compile((np.zeros(4, np.int32), mode), stage="frontend")
+    text = str(info.value)
+    fn, needle = where
+    fn = getattr(fn, "fn", fn)
+    line = line_of(fn, needle)
+    message = message.format(first=line_of(fn, 'return Found(t, 0, "hit")') if mode == 0
+                             else 0)
+    assert f"{__file__}:{line}:" in text, text
+    assert message in text, text
 
 
 # ---------------------------------------------------------------------------
