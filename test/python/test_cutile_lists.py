@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tileir as ct
-from tileir.errors import TileSyntaxError, TileTypeError, TileValueError
+from tileir.errors import TileTypeError, TileValueError
 from tileir.sim import simulate
 from tileir.specialization import format_arg_specs, parse_arg_specs
 
@@ -77,16 +77,25 @@ def test_a_loop_over_len_reads_every_array(kernel, n, rng):
         np.testing.assert_array_equal(got, sum(arrays))
 
 
-def test_a_loop_over_a_list_takes_no_break():
-    @ct.kernel
-    def stops(arrays, out):
-        for a in arrays:
-            ct.store(out, (0, 0), ct.load(a, (0, 0), (16, 16)))
+@ct.kernel
+def sum_until(arrays, out, limit):
+    res = ct.zeros((16, 16), dtype=out.dtype)
+    for a in arrays:                        # unrolled: a break guards the copies after it
+        t = ct.load(a, (0, 0), (16, 16))
+        if ct.sum(t) > limit:
             break
+        res += t
+    ct.store(out, (0, 0), res)
 
-    with pytest.raises(TileSyntaxError, match="'break' is not allowed in a loop over a list"):
-        stops.compile(([np.zeros((16, 16), np.int32)], np.zeros((16, 16), np.int32)),
-                      stage="frontend")
+
+def test_a_loop_over_a_list_breaks(rng):
+    arrays = _lists(rng, 4)
+    arrays[2] += 100                        # the third stops the loop, the fourth is skipped
+    limit = int(max(arrays[0].sum(), arrays[1].sum(), arrays[3].sum()))
+    want = arrays[0] + arrays[1]
+    for got in run_everywhere(sum_until, (1,), (arrays, np.zeros((16, 16), np.int32), limit),
+                              1):
+        np.testing.assert_array_equal(got, want)
 
 
 @ct.kernel

@@ -157,8 +157,8 @@ def bad_while(a):
     i = 0
     while i < 3:
         i = i + 1
-        if i == 2:
-            break
+    else:
+        i = 0
 
 
 @ct.kernel
@@ -235,7 +235,8 @@ def bad_shape_param(a, n):
 
 ERROR_CASES = [
     (bad_shape, (F32,), TileValueError, "shape=(100,)", "must have power-of-two dims; got 100"),
-    (bad_while, (F32,), TileUnsupportedFeatureError, "break", "'break' inside a while loop"),
+    (bad_while, (F32,), TileUnsupportedFeatureError, "while i < 3", "while/else is not "
+     "supported"),
     (bad_name, (F32,), TileSyntaxError, "undefined_thing", "name 'undefined_thing' is not "
      "defined"),
     (bad_carry, (F32, 4), TileTypeError, "for i in range(n)", "must keep its dtype and shape"),

@@ -5,13 +5,16 @@ computes with: tiles and scalars, arrays and views, compile-time values, other
 aggregates.  They are never IR values themselves; what crosses an IR boundary are
 their runtime *leaves*:
 
-* a helper's parameter holding runtime values is an `AggregateParam` (its type and
-  each item's kind), its leaves passed as IR arguments and the aggregate rebuilt in
-  the helper;
+* a helper's parameter holding runtime values is a `structured.TupleKind` or
+  `DataclassKind` (each item's kind), its leaves passed as IR arguments and the
+  aggregate rebuilt in the helper;
 * a helper's result is flattened the same way, numbers made runtime scalars as for
   any result, other compile-time items (None, strings, dtypes) kept in the template;
 * a loop carries an aggregate's runtime leaves (numbers made runtime first); its
-  compile-time items must come out of each trip as they went in.
+  compile-time items must come out of each trip as they went in;
+* a runtime `if` (and the guard after a runtime `break`/`return`, control.py) yields
+  the runtime leaves that differ between its paths; a returned aggregate's leaves
+  are the names `$retval.i` (`control.flatten`).
 
 Dataclasses follow cuTile (`typing_support.get_dataclass_info`): frozen, with the
 `__init__` the dataclasses module generates, no `default_factory` and no `init=False`
@@ -32,16 +35,6 @@ from .values import (ArrayValue, DataclassValue, ListValue, TiledViewValue, Tile
                      describe)
 
 RUNTIME = (TileValue, ArrayValue, TiledViewValue, ListValue)
-
-
-@dataclasses.dataclass(frozen=True)
-class AggregateParam:
-    """A tuple or dataclass instance holding runtime values, as a helper's parameter:
-    its type (`tuple` or the dataclass) and each item's kind (a parameter kind, or the
-    compile-time item itself)."""
-
-    type: type
-    items: tuple
 
 
 def is_aggregate(x: Any) -> bool:

@@ -7,7 +7,8 @@
 * Tuples compare `==`/`!=` item by item; items that are runtime scalars give a runtime
   bool (the items' comparisons and-ed), as cuTile does.
 * `x in tup` is `x == item` or-ed over the items (a compile-time True stops it); the
-  comparisons must be compile-time or scalar.  `not in` is its negation.
+  comparisons must be compile-time or scalar.  `k in kw` of a dict (a helper's
+  `**kwargs`) looks a compile-time key up.  `not in` is their negation.
 * `a < b < c` is `a < b and b < c` with `b` evaluated once; a compile-time False ends
   the chain (the rest is not compiled), runtime results are and-ed (element-wise for
   tiles, where cuTile asks for scalars).
@@ -103,11 +104,20 @@ def _scalar_result(result: Any, what: str, a: Any, b: Any) -> Any:
 
 
 def contains(x: Any, container: Any) -> Any:
-    """`x in container`: a tuple's items compared with `==`, or a substring test."""
+    """`x in container`: a tuple's items compared with `==`, a dict's keys (a helper's
+    `**kwargs`: `"k" in kw`), or a substring test."""
     if isinstance(container, str) and isinstance(x, str):
         return x in container
+    if isinstance(container, dict):
+        if is_runtime(x) or isinstance(x, DataclassValue):
+            raise type_error(f"a dict's keys are compile-time: 'in' needs a compile-time "
+                             f"key, got {describe(x)}")
+        try:
+            return x in container
+        except TypeError:           # unhashable
+            raise type_error(f"{describe(x)} cannot be a dict key") from None
     if not isinstance(container, tuple):
-        raise type_error(f"'in' needs a tuple (or a string) on its right, got "
+        raise type_error(f"'in' needs a tuple, a dict or a string on its right, got "
                          f"{describe(container)}")
     found: Any = False
     for item in container:

@@ -11,8 +11,16 @@ Control flow:
 * `if` on a compile-time condition compiles only the taken branch (this is how
   `Constant[bool]` specializes); on a runtime scalar it becomes `scf.if`
   yielding every name either branch assigns.
+* `while cond` -> `scf.while`.  `break`, `continue` and `return` are flags among the
+  names (`control.py`): the statements after them run under a guard, and a loop
+  that may break or return becomes an `scf.while` that stops on them.
 * `@function` helpers become private `func.func`s called with `func.call`
-  (inlined later by `tile-inline`), specialized per argument types/constants.
+  (inlined later by `tile-inline`), specialized per argument types/constants;
+  tuples, dicts and nested functions passed to them are `structured.py`'s.
+* Nested `def`s and lambdas are compiled inline where called (`closures.py`).
+* Tuples and frozen dataclass instances (`aggregates.py`) are carried by loops,
+  merged by runtime `if`s, returned (early too) and passed to helpers by their
+  runtime leaves; their compile-time items stay Python values.
 """
 
 from __future__ import annotations
@@ -38,39 +46,17 @@ from ..annotations import Slice
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
 from ..specialization import ArrayParam, ListParam, Param, ScalarParam, TableListParam
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
-from . import (aggregates, compare, comprehensions, compute, debug, emit, intrinsics, static,
-               views)
-from .aggregates import AggregateParam
+from . import (aggregates, compare, comprehensions, compute, control, debug, emit,
+               intrinsics, static, structured, views)
+from .closures import Closure, Frame, NestedFunctions
+from .control import ControlFlow, Unbound, assigned_names
 from .source import SourceInfo
-from .values import (ArrayValue, DataclassValue, ListValue, TableListValue, TiledViewValue,
-                     TileValue, describe)
+from .values import (ArrayValue, BoundMethod, DataclassValue, ListValue, MethodValue,
+                     TableListValue, TiledViewValue, TileValue, describe)
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
            ast.LShift: "<<", ast.RShift: ">>"}
-
-
-@dataclasses.dataclass(frozen=True)
-class BoundMethod:
-    """`tile.astype` etc.: an intrinsic with its first argument bound."""
-
-    name: str
-    receiver: Any
-
-
-@dataclasses.dataclass(frozen=True)
-class MethodValue:
-    """`obj.method` of a dataclass instance: the method's function and its receiver."""
-
-    function: Any
-    receiver: Any
-
-
-class _LoopLocal:
-    """Marks a name defined only inside a loop or one branch: unusable afterwards."""
-
-    def __init__(self, why: str):
-        self.why = why
 
 
 class ModuleBuilder:
@@ -81,6 +67,7 @@ class ModuleBuilder:
         self.module = ir.Module.create(ir.Location.unknown(ctx))
         self.helpers: dict[tuple, tuple[str, list]] = {}
         self.active: list[str] = []
+        self.active_closures: list[ast.AST] = []     # nested functions being inlined
 
     def unique_name(self, base: str) -> str:
         names = {str(ir.StringAttr(op.attributes["sym_name"]).value)
@@ -92,13 +79,24 @@ class ModuleBuilder:
         return name
 
 
-class FunctionCompiler:
+class FunctionCompiler(ControlFlow, NestedFunctions):
     def __init__(self, mb: ModuleBuilder, source: SourceInfo):
         self.mb = mb
-        self.src = source
-        self.vars: dict[str, Any] = {}
-        self.returned: Any = None
-        self.has_return = False
+        # the function being compiled: a nested function's call replaces it for a while
+        self.frame = Frame(source)
+
+    @property
+    def vars(self) -> dict[str, Any]:
+        """The names of the frame being compiled (reassigned at branches and loops)."""
+        return self.frame.vars
+
+    @vars.setter
+    def vars(self, value: dict[str, Any]) -> None:
+        self.frame.vars = value
+
+    @property
+    def src(self) -> SourceInfo:
+        return self.frame.src
 
     # -- locations and errors ------------------------------------------------
     def loc_of(self, node: ast.AST) -> ir.Location:
@@ -136,55 +134,32 @@ class FunctionCompiler:
                                              for leaf in _leaves(k)])
             block = fn.add_entry_block()
         args = iter(block.arguments)
+        self.frame.name, self.frame.kernel = fdef.name, kernel
         for pname, kind in params:
             self.vars[pname] = _argument(kind, pname, args)
         with ir.InsertionPoint(block):
-            self.block(fdef.body, top=True)
+            self.block(fdef.body)
             with self.at(fdef.body[-1]):
-                results = self._return_values(kernel)
+                # numbers become results; other compile-time values stay in the template
+                self.result_template = aggregates.transform(
+                    self.function_result(fdef.body[-1]),
+                    lambda x: emit.as_value(x) if emit.is_number(x) else x)
+                results = aggregates.tile_leaves(self.result_template)
                 func.ReturnOp([r.value for r in results])
         fn.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(arg_types, [r.value.type for r in results]))
         self.result_values = results
         return fn
 
-    def _return_values(self, kernel: bool) -> list[TileValue]:
-        r = self.returned
-        self.result_template = None
-        if r is None:
-            return []
-        if kernel:
-            raise self.error(TileSyntaxError, self.return_node,
-                             "a kernel cannot return a value; store results into an array")
-
-        def leaf(x):          # numbers become results; other compile-time values stay so
-            if isinstance(x, (ArrayValue, TiledViewValue, ListValue)):
-                raise self.error(TileTypeError, self.return_node,
-                                 f"a @function cannot return an array, a slice or a tiled "
-                                 f"view (got {describe(x)}); make it in the caller and pass "
-                                 f"it in")
-            return emit.as_value(x) if emit.is_number(x) else x
-        self.result_template = aggregates.transform(r, leaf)
-        return aggregates.tile_leaves(self.result_template)
-
     # -- statements ----------------------------------------------------------
-    def block(self, stmts: list[ast.stmt], top: bool = False) -> None:
-        for i, s in enumerate(stmts):
-            if self.has_return:
-                raise self.error(TileSyntaxError, s, "code after 'return' is not allowed")
-            self.stmt(s, last=top and i == len(stmts) - 1)
-
-    def stmt(self, node: ast.stmt, last: bool = False) -> None:
+    def stmt(self, node: ast.stmt) -> None:
         method = getattr(self, f"stmt_{type(node).__name__}", None)
         if method is None:
             raise self.error(TileUnsupportedFeatureError, node,
                              f"'{type(node).__name__}' statements are not supported in tile "
                              f"kernels; use assignments, for-range loops, if/else and calls")
         with self.at(node):
-            if isinstance(node, ast.Return):
-                method(node, last)
-            else:
-                method(node)
+            method(node)
 
     def stmt_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -227,14 +202,6 @@ class FunctionCompiler:
                              "only names and tuples of names can be assigned (tiles are "
                              "immutable: build a new tile with where/full instead)")
 
-    def stmt_Return(self, node: ast.Return, last: bool) -> None:
-        if not last:
-            raise self.error(TileUnsupportedFeatureError, node,
-                             "'return' is only supported as the last statement of a function")
-        self.returned = self.expr(node.value) if node.value is not None else None
-        self.return_node = node
-        self.has_return = True
-
     def stmt_Assert(self, node: ast.Assert) -> None:
         cond = self.expr(node.test)
         if not emit.is_number(cond):
@@ -258,7 +225,7 @@ class FunctionCompiler:
     def static_scope(self) -> dict[str, Any]:
         """What compile-time Python sees of the kernel's names (static_eval)."""
         scope = dict(self.src.nonlocals)
-        scope.update((k, v) for k, v in self.vars.items() if not isinstance(v, _LoopLocal))
+        scope.update(self.frame.visible())
         return scope
 
     def _one_arg(self, node: ast.Call, name: str) -> ast.expr:
@@ -270,13 +237,7 @@ class FunctionCompiler:
         """`for x in static_iter(...)`: the body compiled once per item."""
         items = static.iterate(self._one_arg(node.iter, "static_iter"), self.static_scope(),
                                self.src.globals, self.loc_of(node.iter))
-        for sub in ast.walk(node):
-            if isinstance(sub, (ast.Break, ast.Continue, ast.Return)):
-                raise self.error(TileSyntaxError, sub, f"'{type(sub).__name__.lower()}' is "
-                                 f"not allowed in a static_iter loop")
-        for item in items:
-            self.assign(node.target, item)
-            self.block(node.body)
+        self.unrolled_loop(node, items, lambda item: self.assign(node.target, item))
 
     def list_for(self, node: ast.For, xs: ListValue) -> None:
         """`for a in xs` over a list of arrays: the body compiled once per element (the
@@ -284,13 +245,7 @@ class FunctionCompiler:
         known at launch only, once in a loop over its table's rows."""
         if isinstance(xs, TableListValue):
             return self.table_for(node, xs)
-        for sub in ast.walk(node):
-            if isinstance(sub, (ast.Break, ast.Continue, ast.Return)):
-                raise self.error(TileSyntaxError, sub, f"'{type(sub).__name__.lower()}' is "
-                                 f"not allowed in a loop over a list of arrays")
-        for element in xs.elements:
-            self.assign(node.target, element)
-            self.block(node.body)
+        self.unrolled_loop(node, xs.elements, lambda a: self.assign(node.target, a))
 
     def table_for(self, node: ast.For, xs: TableListValue) -> None:
         if not isinstance(node.target, ast.Name):
@@ -337,24 +292,91 @@ class FunctionCompiler:
                    bind) -> None:
         """`node`'s body as an scf.for from lb to ub by st, its target bound to
         `bind(counter)` in each trip; the names it assigns that exist before it are
-        carried."""
-        carried, inits = self.carried_values(node, exclude=node.target.id)
-        loop = scf.ForOp(lb.value, ub.value, st.value, aggregates.ir_values(inits))
-        before = dict(self.vars)
-        with ir.InsertionPoint(loop.body):
-            self.vars[node.target.id] = bind(TileValue(loop.induction_variable, dt.int32, ()))
-            self.vars.update(zip(carried, aggregates.rebind(inits, loop.inner_iter_args)))
-            self.block(node.body)
-            if self.has_return:
-                raise self.error(TileUnsupportedFeatureError, node,
-                                 "'return' inside a loop is not supported")
-            self.yield_carried(node, carried, inits)
-        self.close_loop(node, before, carried, inits, loop.results)
+        carried.  A body that may break or return makes it an scf.while
+        (`range_while`)."""
+        stops = self.loop_stops(node)
+        if stops:
+            self.range_while(node, lb, ub, st, bind, stops)
+        else:
+            carried, inits = self.carried_values(node, exclude=node.target.id)
+            loop = scf.ForOp(lb.value, ub.value, st.value, aggregates.ir_values(inits))
+            before = dict(self.vars)
+            with ir.InsertionPoint(loop.body):
+                self.vars[node.target.id] = bind(TileValue(loop.induction_variable, dt.int32,
+                                                           ()))
+                self.vars.update(zip(carried, aggregates.rebind(inits, loop.inner_iter_args)))
+                self.block(node.body)
+                self.yield_carried(node, carried, inits)
+            self.close_loop(node, before, carried, inits, loop.results)
+            self.leave_loop()
         # (Python leaves it at its last value: the loop's IR has no such value)
-        self.vars[node.target.id] = _LoopLocal(
+        self.vars[node.target.id] = Unbound(
             f"'{node.target.id}' is the variable of the loop at line "
             f"{self.src.position(node)[0]} and is not available after it; keep what you "
             f"need of it in a name assigned before the loop")
+
+    def range_while(self, node: ast.For, lb: TileValue, ub: TileValue, st: TileValue, bind,
+                    stops: list[str]) -> None:
+        """`range_loop` as an scf.while carrying the counter, the names and `stops`
+        (control.loop_stops): it runs while counter < ub and no stop flag is set."""
+        carried, inits = self.carried_values(node, exclude=node.target.id)
+        names = carried + stops
+        values = [lb, *inits, *self.stop_inits(stops, node)]
+        flat = aggregates.ir_values(values)
+        types = [v.type for v in flat]
+        loop = scf.WhileOp(types, flat)
+        before_block = loop.before.blocks.append(*types)
+        after_block = loop.after.blocks.append(*types)
+        with ir.InsertionPoint(before_block), self.at(node):
+            args = aggregates.rebind(values, before_block.arguments)
+            go = compute.binary("&", compute.compare("<", args[0], ub),
+                                self.stop_condition(names, args[1:]))
+            scf.ConditionOp(go.value, list(before_block.arguments))
+        outer = dict(self.vars)
+        with ir.InsertionPoint(after_block):
+            counter, *rebound = aggregates.rebind(values, after_block.arguments)
+            self.vars[node.target.id] = bind(counter)
+            self.vars.update(zip(names, rebound))
+            self.enter_iteration()
+            self.block(node.body)
+            # no break or return compiled (they were under compile-time false ifs)
+            counted = all(self.vars.get(f, False) is False for f in stops
+                          if f in control.FLAGS)
+            if not counted:
+                with self.at(node):
+                    step = compute.binary("+", counter, st)
+                yields = [self.carried_now(n, v, node) for n, v in zip(names, values[1:])]
+                scf.YieldOp([step.value] + aggregates.ir_values(yields))
+        if counted:
+            results = self.as_for_loop(node, loop, lb, ub, st, carried, values[1:])
+            names, values = carried, [lb, *inits]
+        else:
+            results = list(loop.results)[1:]
+        self.close_loop(node, outer, names, values[1:], results)
+        self.leave_loop()
+
+    def as_for_loop(self, node: ast.For, loop: scf.WhileOp, lb: TileValue, ub: TileValue,
+                    st: TileValue, carried: list[str], inits: list) -> list:
+        """`range_while`'s loop, whose body turned out to exit nowhere, as the scf.for
+        a loop without exits is (what loop passes expect); returns its results.  The
+        stop flags' block arguments were never read as flags (the body starts with
+        every flag False); any other use takes their initial value."""
+        body = loop.after.blocks[0]
+        with self.at(node):
+            new = scf.ForOp(lb.value, ub.value, st.value,
+                            aggregates.ir_values(inits[:len(carried)]))
+        args = list(body.arguments)
+        news = [new.induction_variable, *new.inner_iter_args,
+                *aggregates.ir_values(inits[len(carried):])]
+        for old, value in zip(args, news):
+            old.replace_all_uses_with(value)
+        for op in list(body.operations):
+            op.detach_from_parent()
+            ir.InsertionPoint(new.body).insert(op)
+        with ir.InsertionPoint(new.body):
+            self.yield_carried(node, carried, inits[:len(carried)])
+        loop.operation.erase()
+        return list(new.results)
 
     def carried_values(self, node: ast.AST, exclude: str | None = None):
         """The names a loop body assigns that exist before it (the loop carries them),
@@ -362,8 +384,8 @@ class FunctionCompiler:
         dataclass instance is carried by its runtime leaves (aggregates.py); arrays in
         it are not carried, they must stay the same."""
         body = node.body
-        carried = [n for n in _assigned_names(body)
-                   if n in self.vars and not isinstance(self.vars[n], _LoopLocal)
+        carried = [n for n in assigned_names(body)
+                   if n in self.vars and not isinstance(self.vars[n], Unbound)
                    and n != exclude]
         for n in carried:
             v = self.vars[n]
@@ -411,10 +433,10 @@ class FunctionCompiler:
         inner = self.vars
         self.vars = before
         for n in inner:
-            if n not in before:
-                self.vars[n] = _LoopLocal(f"'{n}' is defined inside the loop at line "
-                                          f"{self.src.position(node)[0]} and is not available "
-                                          f"after it; assign it before the loop")
+            if n not in before and not control.is_hidden(n):
+                self.vars[n] = Unbound(f"'{n}' is defined inside the loop at line "
+                                       f"{self.src.position(node)[0]} and is not available "
+                                       f"after it; assign it before the loop")
         self.vars.update(zip(carried, aggregates.rebind(inits, results)))
 
     # -- while loops ---------------------------------------------------------
@@ -424,41 +446,64 @@ class FunctionCompiler:
         lock's compare-and-swap) runs before every trip."""
         if node.orelse:
             raise self.error(TileUnsupportedFeatureError, node, "while/else is not supported")
-        for sub in ast.walk(node):
-            if isinstance(sub, (ast.Break, ast.Continue, ast.Return)):
-                raise self.error(TileUnsupportedFeatureError, sub,
-                                 f"'{type(sub).__name__.lower()}' inside a while loop is not "
-                                 f"supported; fold it into the loop's condition")
+        stops = self.loop_stops(node)
         carried, inits = self.carried_values(node)
-        types = [v.type for v in aggregates.ir_values(inits)]
-        loop = scf.WhileOp(types, aggregates.ir_values(inits))
+        names, values = carried + stops, inits + self.stop_inits(stops, node)
+        flat = aggregates.ir_values(values)
+        types = [v.type for v in flat]
+        loop = scf.WhileOp(types, flat)
         before_block = loop.before.blocks.append(*types)
         after_block = loop.after.blocks.append(*types)
         outer = dict(self.vars)
         with ir.InsertionPoint(before_block):
-            self.vars.update(zip(carried, aggregates.rebind(inits, before_block.arguments)))
-            cond = self.expr(node.test)
+            self.vars.update(zip(names, aggregates.rebind(values, before_block.arguments)))
             with self.at(node.test):
-                if emit.is_number(cond):
-                    cond = emit.constant(bool(cond), dt.bool_)
-                if not isinstance(cond, TileValue) or not cond.is_scalar:
-                    raise self.error(TileTypeError, node.test, f"a while condition must be a "
-                                     f"scalar, got {describe(cond)}")
-                cond = emit.cast(cond, dt.bool_)
+                stop = control.flag_not(self.stop_condition(names,
+                                                            [self.vars[n] for n in names]))
+            if stop is False:
+                cond = self.while_condition(node)
+            else:
+                # after a break or return the condition is not evaluated (it may have
+                # effects: an atomic spin lock's compare-and-swap)
+                with self.at(node.test):
+                    check = scf.IfOp(stop.value, [emit.mlir_type(dt.bool_)], has_else=True)
+                    with ir.InsertionPoint(check.then_block):
+                        scf.YieldOp([emit.constant(False, dt.bool_).value])
+                    with ir.InsertionPoint(check.else_block):
+                        scf.YieldOp([self.while_condition(node).value])
+                cond = TileValue(check.result, dt.bool_, ())
+            with self.at(node.test):
                 scf.ConditionOp(cond.value, list(before_block.arguments))
         self.vars = dict(outer)
         with ir.InsertionPoint(after_block):
-            self.vars.update(zip(carried, aggregates.rebind(inits, after_block.arguments)))
+            self.vars.update(zip(names, aggregates.rebind(values, after_block.arguments)))
+            self.enter_iteration()
             self.block(node.body)
-            self.yield_carried(node, carried, inits)
-        self.close_loop(node, outer, carried, inits, loop.results)
+            self.yield_carried(node, names, values)
+        self.close_loop(node, outer, names, values, loop.results)
+        forever = isinstance(node.test, ast.Constant) and bool(node.test.value)
+        # `while True` left without a break can only have returned
+        self.leave_loop(returned=True if forever and control.RETURN in stops and
+                        control.BREAK not in stops else None)
+
+    def while_condition(self, node: ast.While) -> TileValue:
+        """The condition of while loop `node` as an i1 scalar."""
+        cond = self.expr(node.test)
+        with self.at(node.test):
+            if emit.is_number(cond):
+                cond = emit.constant(bool(cond), dt.bool_)
+            if not isinstance(cond, TileValue) or not cond.is_scalar:
+                raise self.error(TileTypeError, node.test, f"a while condition must be a "
+                                 f"scalar, got {describe(cond)}")
+            return emit.cast(cond, dt.bool_)
 
     def coerce_carried(self, name: str, v: Any, init: TileValue, node: ast.AST) -> TileValue:
         if emit.is_number(v):
             v = emit.constant(v, init.dtype, init.shape)
         if not isinstance(v, TileValue) or v.dtype != init.dtype or v.shape != init.shape:
+            what = "the returned value" if control.is_hidden(name) else f"'{name}'"
             raise self.error(TileTypeError, node,
-                             f"'{name}' is {init.describe()} before the loop/branch but "
+                             f"{what} is {init.describe()} before the loop/branch but "
                              f"{describe(v)} after it; a loop-carried or branch-assigned "
                              f"value must keep its dtype and shape (convert with astype, or "
                              f"give it its final type first, e.g. with zeros(..., dtype=...))")
@@ -475,95 +520,15 @@ class FunctionCompiler:
     # -- if/else -------------------------------------------------------------
     def stmt_If(self, node: ast.If) -> None:
         cond = self.expr(node.test)
-        if isinstance(cond, tuple) or not compare.is_runtime(cond):
+        if isinstance(cond, (tuple, dict)) or not compare.is_runtime(cond):
             self.block(node.body if cond else node.orelse)     # compile-time branch
             return
         if not isinstance(cond, TileValue) or not cond.is_scalar:
             raise self.error(TileTypeError, node.test,
                              f"an 'if' condition must be a scalar, got {describe(cond)}; use "
                              f"where(cond, x, y) to select element-wise")
-        c = emit.cast(cond, dt.bool_)
-        before = dict(self.vars)
-        # Branch result types are unknown until both are compiled: compile into a
-        # result-less scf.if, then move the ops into the real one.
-        tmp = scf.IfOp(c.value, [], has_else=True)
-        branch_vars = []
-        for blk, body in ((tmp.then_block, node.body), (tmp.else_block, node.orelse)):
-            self.vars = dict(before)
-            with ir.InsertionPoint(blk):
-                self.block(body)
-            if self.has_return:
-                raise self.error(TileUnsupportedFeatureError, node,
-                                 "'return' inside a runtime 'if' is not supported")
-            branch_vars.append(self.vars)
-        self.vars = before
-        names = [n for n in dict.fromkeys([*branch_vars[0], *branch_vars[1]])
-                 if any(n not in before or bv.get(n) is not before.get(n) for bv in branch_vars)]
-        yielded, types_ = [], []
-        for n in names:
-            vals = [bv.get(n) for bv in branch_vars]
-            if any(v is None or isinstance(v, _LoopLocal) for v in vals):
-                self.vars[n] = _LoopLocal(f"'{n}' is assigned in only one branch of the 'if' "
-                                          f"at line {self.src.position(node)[0]}; assign it "
-                                          f"before the 'if' or in both branches")
-                continue
-            template = self.branch_template(n, vals, node)
-            if not aggregates.tile_leaves(template):
-                self.vars[n] = template                 # the same compile-time value
-                continue
-            yielded.append((n, template))
-            types_.extend(emit.tensor_type(v.shape, v.dtype)
-                          for v in aggregates.tile_leaves(template))
-        real = scf.IfOp(c.value, types_, has_else=True)
-        for k, blk in enumerate((real.then_block, real.else_block)):
-            src_blk = (tmp.then_block, tmp.else_block)[k]
-            for op in list(src_blk.operations):
-                _move_to_end(op, blk)
-            with ir.InsertionPoint(blk), self.at(node):
-                vals = [aggregates.match(t, branch_vars[k][n], lambda like, v, path, n=n:
-                                         self.coerce_carried(aggregates.path_name(n, path), v,
-                                                             like, node))
-                        for n, t in yielded]
-                scf.YieldOp(aggregates.ir_values(vals))
-        tmp.operation.erase()
-        self.vars.update(zip([n for n, _ in yielded],
-                             aggregates.rebind([t for _, t in yielded], real.results)))
-
-    def branch_template(self, name: str, vals: list, node: ast.If, path: tuple = ()) -> Any:
-        """What `name` is after a runtime 'if' whose branches leave it `vals`: what both
-        agree on stays (a value from before the 'if', a compile-time value); tuples
-        and dataclass instances merge item by item; the rest is yielded, typed by a
-        TileValue like the branches' (numbers made runtime, their dtypes promoted)."""
-        a, b = vals
-        if a is b or emit.is_number(a) and emit.is_number(b) and a == b:
-            return a
-        if not compare.is_runtime(a) and not compare.is_runtime(b) and type(a) is type(b) \
-                and not aggregates.is_aggregate(a) and aggregates.equal(a, b):
-            return a
-        if aggregates.is_aggregate(a) and aggregates.is_aggregate(b):
-            try:
-                return aggregates.like(a, (
-                    self.branch_template(name, [x, y], node, path + (p,)) for x, y, p in
-                    zip(*aggregates.match_items(a, b))))
-            except aggregates.StructureError:
-                pass
-        where = aggregates.path_name(name, path)
-        if any(isinstance(v, (ArrayValue, TiledViewValue, ListValue)) for v in vals):
-            raise self.error(TileUnsupportedFeatureError, node,
-                             f"'{where}' cannot be (re)assigned an array, a slice or a tiled "
-                             f"view inside a runtime 'if' (their choice must be known at "
-                             f"compile time: branch on a Constant, or compute the slice "
-                             f"bounds with where())")
-        like = next((v for v in vals if isinstance(v, TileValue)), None)
-        if like is None and all(emit.is_number(v) for v in vals):
-            like = TileValue(None, dt.promote(emit.python_dtype(a), emit.python_dtype(b)), ())
-        if like is None:
-            raise self.error(TileTypeError, node, f"'{where}' is {describe(a)} after one "
-                             f"branch of a runtime 'if' and {describe(b)} after the other; "
-                             f"what a runtime 'if' assigns must be tiles or numbers (or "
-                             f"tuples and dataclasses of them) in both branches, or the same "
-                             f"compile-time value")
-        return like
+        self.runtime_if(emit.cast(cond, dt.bool_), node, lambda: self.block(node.body),
+                        lambda: self.block(node.orelse))
 
     # -- expressions ---------------------------------------------------------
     def expr(self, node: ast.expr) -> Any:
@@ -591,9 +556,9 @@ class FunctionCompiler:
         return self.lookup(node.id, node)
 
     def lookup(self, name: str, node: ast.AST) -> Any:
-        if name in self.vars:
-            v = self.vars[name]
-            if isinstance(v, _LoopLocal):
+        found, v = self.frame.find(name)
+        if found:
+            if isinstance(v, Unbound):
                 raise self.error(TileSyntaxError, node, v.why)
             return v
         found, v = self.src.resolve_global(name)
@@ -641,6 +606,8 @@ class FunctionCompiler:
             return obj.join
         if isinstance(obj, DataclassValue):
             return self.dataclass_attr(obj, attr, node)
+        if isinstance(obj, dict) and attr in _DICT_METHODS:
+            return BoundMethod(f"dict.{attr}", obj)
         raise self.error(TileTypeError, node, f"{describe(obj)} has no attribute '{attr}' "
                          f"usable in a kernel")
 
@@ -709,6 +676,12 @@ class FunctionCompiler:
             return obj[idx]
         if isinstance(obj, TileValue):
             return self.tile_subscript(obj, node)
+        if isinstance(obj, dict):                   # **kwargs
+            key = self.expr(node.slice)
+            if not _hashable(key) or key not in obj:
+                raise self.error(TileTypeError, node.slice, f"{describe(key)} is not a key of "
+                                 f"the dict (its keys: {', '.join(map(repr, obj))})")
+            return obj[key]
         if isinstance(obj, ListValue):
             return self.list_subscript(obj, node)
         raise self.error(TileTypeError, node, f"cannot subscript {describe(obj)}")
@@ -913,12 +886,20 @@ class FunctionCompiler:
                 args.append(self.expr(a))
         kwargs = {}
         for k in node.keywords:
-            if k.arg is None:
-                raise self.error(TileUnsupportedFeatureError, k, "'**kwargs' is not supported")
-            kwargs[k.arg] = self.expr(k.value)
+            more = {k.arg: self.expr(k.value)} if k.arg is not None else self.expr(k.value)
+            if not isinstance(more, dict) or not all(isinstance(n, str) for n in more):
+                raise self.error(TileTypeError, k.value, f"the argument after ** must be a "
+                                 f"dict with str keys, got {describe(more)}")
+            for n in more:
+                if n in kwargs:
+                    raise self.error(TileTypeError, k, f"got multiple values for keyword "
+                                     f"argument '{n}'")
+            kwargs.update(more)
         return self.call(fn, args, kwargs, node)
 
     def call(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> Any:
+        if isinstance(fn, BoundMethod) and isinstance(fn.receiver, dict):
+            return _dict_method(fn, args, kwargs)
         if isinstance(fn, BoundMethod):
             return intrinsics.call(fn.name, (fn.receiver, *args), kwargs)
         name = _api_name(fn)
@@ -929,8 +910,8 @@ class FunctionCompiler:
             return intrinsics.call(name, tuple(args), kwargs, {"_apply": apply})
         if name is not None:
             return intrinsics.call(name, tuple(args), kwargs)
-        if isinstance(fn, LambdaValue):
-            return self.apply_callable(fn, args, node, kwargs)
+        if isinstance(fn, Closure):
+            return self.call_closure(fn, args, kwargs, node)
         if isinstance(fn, dt.DType):
             if len(args) != 1 or kwargs:
                 raise self.error(TileTypeError, node, f"{fn!r}(x) takes one argument")
@@ -995,23 +976,8 @@ class FunctionCompiler:
     def apply_callable(self, fn: Any, args, node: ast.AST, kwargs: dict | None = None) -> Any:
         """`fn(*args)` for a function value a rule was given (reduce's combine): a
         lambda of the kernel, an `operator` function, or anything a call can name."""
-        if isinstance(fn, LambdaValue):
-            params = fn.node.args
-            if params.vararg or params.kwarg or params.kwonlyargs or params.defaults or \
-                    params.posonlyargs:
-                raise self.error(TileUnsupportedFeatureError, fn.node,
-                                 "lambdas in kernels take plain positional parameters only")
-            if kwargs or len(args) != len(params.args):
-                raise self.error(TileTypeError, node, f"the lambda takes {len(params.args)} "
-                                 f"arguments, got {len(args)}")
-            saved = self.vars
-            self.vars = dict(fn.scope)
-            self.vars.update((p.arg, a) for p, a in zip(params.args, args))
-            try:
-                with self.at(fn.node.body):
-                    return self.expr(fn.node.body)
-            finally:
-                self.vars = saved
+        if isinstance(fn, Closure):
+            return self.call_closure(fn, list(args), dict(kwargs or {}), node)
         op = _OPERATOR_FUNCTIONS.get(fn) if _hashable(fn) else None
         if op is not None:
             if len(args) != 2:
@@ -1045,16 +1011,14 @@ class FunctionCompiler:
     def comprehension(self, node: ast.GeneratorExp | ast.ListComp) -> tuple:
         return comprehensions.unroll(self, node)
 
-    def expr_Lambda(self, node: ast.Lambda) -> "LambdaValue":
-        return LambdaValue(node, {k: v for k, v in self.vars.items()
-                                  if not isinstance(v, _LoopLocal)})
-
     def call_helper(self, fn, args, kwargs, node) -> Any:
+        """`fn(*args, **kwargs)` as a `func.call` of its specialization for the arguments'
+        kinds (built on first use); its result rebuilt from the helper's template."""
         bound = fn.bind_helper_args(args, kwargs, lambda msg: self.error(TileTypeError, node, msg))
         bound = {p: aggregates.from_python(v) for p, v in bound.items()}     # (defaults)
-        params = [(pname, classify_value(v)) for pname, v in bound.items()]
-        key = (id(fn), tuple((p, k if not isinstance(k, (int, float, bool, str)) else
-                              ("const", type(k).__name__, k)) for p, k in params))
+        with self.at(node):
+            params = [(pname, classify_value(v)) for pname, v in bound.items()]
+        key = (id(fn), tuple((p, structured.spec_key(k)) for p, k in params))
         if key in self.mb.helpers:
             name, result_kinds = self.mb.helpers[key]
         else:
@@ -1074,24 +1038,29 @@ class FunctionCompiler:
                             sub.result_template)
             self.mb.helpers[key] = (name, result_kinds)
         kinds, template = result_kinds
-        operands = [x for (p, k), v in zip(params, bound.values()) if _leaves(k)
-                    for x in _leaf_values(v)]
+        operands = [x for (p, k), v in zip(params, bound.values()) for x in _leaf_values(v, k)]
         res_types = [emit.tensor_type(shape, d) for d, shape in kinds]
         call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(name), operands)
         return aggregates.with_values(template, iter(call.results))
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class LambdaValue:
-    """A lambda written in a kernel: compiled where it is applied, in its scope."""
-
-    node: ast.Lambda
-    scope: dict
-
-
 _TILED_VIEW_METHODS = ("num_tiles", "load", "store", "atomic_store_add", "atomic_store_max",
                        "atomic_store_min", "atomic_store_and", "atomic_store_or",
                        "atomic_store_xor")
+
+# a dict (a helper's **kwargs) in kernel code: compile-time, like a tuple
+_DICT_METHODS = ("get", "keys", "values", "items")
+
+
+def _dict_method(m: BoundMethod, args, kwargs) -> Any:
+    """`kw.get(k, default)`; `keys()`/`values()`/`items()` as tuples."""
+    name = m.name.split(".")[1]
+    try:
+        result = getattr(m.receiver, name)(*args, **kwargs)
+    except TypeError as e:
+        raise emit.type_error(f"dict.{name}: {e}") from None
+    return tuple(result) if name != "get" else result
+
 
 _OPERATOR_FUNCTIONS = {operator.add: "+", operator.sub: "-", operator.mul: "*",
                        operator.truediv: "/", operator.floordiv: "//", operator.mod: "%",
@@ -1099,23 +1068,6 @@ _OPERATOR_FUNCTIONS = {operator.add: "+", operator.sub: "-", operator.mul: "*",
                        operator.xor: "^", operator.lshift: "<<", operator.rshift: ">>",
                        operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
                        operator.eq: "==", operator.ne: "!="}
-
-
-def _move_to_end(op: ir.Operation, block: ir.Block) -> None:
-    """Moves `op` to the end of `block`."""
-    op.detach_from_parent()
-    ir.InsertionPoint(block).insert(op)
-
-
-def _assigned_names(stmts: list[ast.stmt]) -> list[str]:
-    names: list[str] = []
-    for s in stmts:
-        for n in ast.walk(s):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                names.append(n.id)
-            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                names.append(n.target.id)
-    return list(dict.fromkeys(names))
 
 
 def _hashable(x) -> bool:
@@ -1173,7 +1125,7 @@ def _builtin_abs(c, args, kwargs, node):
 
 
 def _builtin_len(c, args, kwargs, node):
-    if len(args) == 1 and isinstance(args[0], tuple):
+    if len(args) == 1 and isinstance(args[0], (tuple, dict)):
         return len(args[0])
     if len(args) == 1 and isinstance(args[0], TableListValue):
         with c.at(node):
@@ -1244,9 +1196,11 @@ def classify_value(v: Any) -> Any:
         return ListParam(tuple(_array_kind(a) for a in v.elements))
     if isinstance(v, TileValue):
         return ScalarParam(v.dtype, v.shape)
-    if isinstance(v, DataclassValue) or isinstance(v, tuple) and aggregates.is_runtime(v):
-        return AggregateParam(tuple if isinstance(v, tuple) else v.cls,
-                              tuple(classify_value(i) for i in aggregates.items_of(v)))
+    kind = structured.lift(v, classify_value)
+    if kind is not None:
+        return kind
+    if not _hashable(v):
+        raise emit.type_error(f"{describe(v)} cannot be passed to a helper")
     return v
 
 
@@ -1265,20 +1219,20 @@ def _leaves(kind: Any) -> list[Param]:
         return [kind.table]
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.leaves(kind)
-    if isinstance(kind, AggregateParam):
-        return [leaf for k in kind.items for leaf in _leaves(k)]
-    return []
+    return [x for k in structured.part_kinds(kind) for x in _leaves(k)]
 
 
-def _leaf_values(v: Any) -> list[ir.Value]:
-    """The IR values a helper's argument `v` passes (`_leaves` of its kind)."""
+def _leaf_values(v: Any, kind: Any) -> list[ir.Value]:
+    """The IR values a helper's argument `v` of `kind` passes (`_leaves(kind)`)."""
+    if not _leaves(kind):
+        return []
+    if isinstance(kind, structured.KINDS):
+        return [x for sv, sk in zip(structured.parts(v), structured.part_kinds(kind))
+                for x in _leaf_values(sv, sk)]
     if isinstance(v, TableListValue):
         return [v.table.value]
     if isinstance(v, ListValue):
         return [a.value for a in v.elements]
-    if aggregates.is_aggregate(v):
-        return [x for i in aggregates.items_of(v) if aggregates.is_runtime(i)
-                for x in _leaf_values(i)]
     return views.leaf_values(v)
 
 
@@ -1299,7 +1253,6 @@ def _argument(kind: Any, pname: str, args) -> Any:
                               element=kind.element)
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.rebuild(kind, args, array)
-    if isinstance(kind, AggregateParam):
-        items = tuple(_argument(k, pname, args) for k in kind.items)
-        return items if kind.type is tuple else DataclassValue(kind.type, items)
+    if isinstance(kind, structured.KINDS):
+        return structured.rebuild(kind, lambda k: _argument(k, pname, args))
     return kind

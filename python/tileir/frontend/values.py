@@ -18,6 +18,23 @@ from ..dtypes import DType
 
 
 @dataclasses.dataclass(frozen=True)
+class BoundMethod:
+    """`tile.astype` etc.: an intrinsic with its first argument bound."""
+
+    name: str
+    receiver: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodValue:
+    """`obj.method` of a dataclass instance: the method's function and its receiver
+    (compiled as a call of the function with the receiver first)."""
+
+    function: Any
+    receiver: Any
+
+
+@dataclasses.dataclass(frozen=True)
 class TileValue:
     value: ir.Value
     dtype: DType

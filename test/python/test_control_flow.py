@@ -1,0 +1,832 @@
+"""Control flow of cuTile kernels: `break` and `continue` in `for` and `while` loops,
+early `return` in helpers and kernels, nested `def`s (closures), and helpers with
+`*args` / `**kwargs`; each in the interpreter, in the GPU code the simulator runs
+(sm_90a and sm_80) and in a cubin, against the same code run by Python; then the
+errors, at the user's line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import numpy as np
+import pytest
+
+import tileir as ct
+from tileir.errors import (TileRecursionError, TileSyntaxError, TileTypeError,
+                           TileUnsupportedFeatureError)
+from tileir.sim import simulate
+
+TARGETS = ("sm_90a", "sm_80")
+
+
+def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
+    """Runs `kernel` in the interpreter and, for each target, its gpu-stage code in the
+    simulator (and compiles a cubin); returns the outputs [interpreter, *targets]."""
+    outs = []
+    fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    ct.launch(None, grid, kernel, tuple(fresh))
+    outs.append(fresh[out_index])
+    for target in stages:
+        fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        ck = kernel.compile(tuple(fresh), stage="gpu", target=target)
+        simulate(ck, grid, tuple(fresh))
+        outs.append(fresh[out_index])
+        kernel.compile(tuple(fresh), stage="cubin", target=target)
+    return outs
+
+
+def frontend_ir(kernel, args) -> str:
+    return str(kernel.compile(args, stage="frontend").module)
+
+
+def line_of(fn, needle: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    for i, text in enumerate(lines):
+        if needle in text:
+            return first + i
+    raise AssertionError(needle)
+
+
+# ---------------------------------------------------------------------------
+# break / continue in for loops
+# ---------------------------------------------------------------------------
+@ct.kernel
+def for_exits(x, out, trace, n, stop):
+    acc = ct.zeros((4,), ct.int32)
+    last = -1
+    for i in range(n):
+        t = ct.load(x, (i,), shape=(4,))
+        if i % 3 == 1:
+            continue
+        ct.store(trace, (i,), t)            # not after a continue, nor after the break
+        if ct.sum(t) > stop:
+            if i > 0:
+                break
+        acc = acc + t
+        last = i
+    ct.store(out, (0,), acc)
+    ct.store(out, (1,), ct.full((4,), last, ct.int32))
+
+
+def for_exits_reference(x, n, stop):
+    trace = np.zeros_like(x)
+    acc, last = np.zeros(4, np.int64), -1
+    for i in range(n):
+        t = x[4 * i:4 * i + 4]
+        if i % 3 == 1:
+            continue
+        trace[4 * i:4 * i + 4] = t
+        if t.sum() > stop:
+            if i > 0:
+                break
+        acc = acc + t
+        last = i
+    return np.concatenate([acc, [last] * 4]), trace
+
+
+@pytest.mark.parametrize("stop", [40, 150, 10**6])
+def test_for_loops_break_and_continue_as_python_does(stop):
+    x = np.arange(48, dtype=np.int32)
+    n = 12
+    want_out, want_trace = for_exits_reference(x, n, stop)
+    args = (x, np.zeros(8, np.int32), np.zeros(48, np.int32), n, stop)
+    for got in run_everywhere(for_exits, (1,), args, 1):
+        np.testing.assert_array_equal(got, want_out)
+    for got in run_everywhere(for_exits, (1,), args, 2):
+        np.testing.assert_array_equal(got, want_trace)
+
+
+def test_a_for_loop_with_a_break_stops_iterating():
+    """It becomes an scf.while whose condition reads the carried break flag; a loop
+    with only `continue` stays an scf.for."""
+    text = frontend_ir(for_exits, (np.zeros(48, np.int32), np.zeros(8, np.int32),
+                                   np.zeros(48, np.int32), 12, 0))
+    assert "scf.while" in text and "scf.for" not in text, text
+    text = frontend_ir(while_exits, (np.zeros(8, np.int32), np.zeros(4, np.int32),
+                                     np.zeros(2, np.int32), 9, 4))
+    assert text.count("scf.while") == 2
+
+
+@ct.kernel
+def maybe_early(x, out, n, EARLY: ct.Constant[bool]):
+    acc = ct.zeros((4,), ct.int32)
+    for i in range(n):
+        t = ct.load(x, (i,), shape=(4,))
+        if EARLY:
+            if ct.sum(t) > 50:
+                break
+        acc = acc + t
+    ct.store(out, (0,), acc)
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_a_break_compiled_away_leaves_a_counted_loop(early):
+    """A break under a compile-time false condition keeps the loop an scf.for (loop
+    passes see a counted loop); a live one makes it an scf.while."""
+    x = np.arange(40, dtype=np.int32)
+    args = (x, np.zeros(4, np.int32), 10, early)
+    text = frontend_ir(maybe_early, args)
+    assert ("scf.while" in text) == early and ("scf.for" in text) != early, text
+    tiles = x.reshape(10, 4)
+    want = tiles[:3].sum(0) if early else tiles.sum(0)      # tile 3 sums to 54 > 50
+    for got in run_everywhere(maybe_early, (1,), args, 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@ct.kernel
+def nested_loops(out, n, m):
+    tot = 0
+    for i in range(n):
+        for j in range(m):
+            if j <= i:
+                w = i * 10 + j              # defined where the loop goes on
+            else:
+                break                       # the inner loop only
+            if (i + j) % 3 == 0:
+                continue
+            tot += w
+        if i == 5:
+            continue
+        tot += 1000
+    ct.store(out, (0,), tot)
+
+
+def test_break_and_continue_belong_to_the_innermost_loop():
+    def reference(n, m):
+        tot = 0
+        for i in range(n):
+            for j in range(m):
+                if j > i:
+                    break
+                if (i + j) % 3 == 0:
+                    continue
+                tot += i * 10 + j
+            if i == 5:
+                continue
+            tot += 1000
+        return tot
+    for got in run_everywhere(nested_loops, (1,), (np.zeros(1, np.int32), 8, 6), 0):
+        assert got[0] == reference(8, 6)
+
+
+# ---------------------------------------------------------------------------
+# break / continue in while loops
+# ---------------------------------------------------------------------------
+@ct.kernel
+def while_exits(x, out, cnt, n, limit):
+    i = 0
+    s = 0
+    # the condition runs before every trip, and not after the break
+    while ct.atomic_add(cnt, (0,), 1) < limit:
+        v = ct.load(x, (i,), shape=())
+        i += 1
+        if v % 2 == 0:
+            continue
+        ct.atomic_add(cnt, (1,), 1)         # odd values seen: not after a continue
+        if v > 20:
+            break
+        s += v
+    j = 0
+    while True:
+        j += 1
+        if j * j > n:
+            break
+    ct.store(out, (0,), s)
+    ct.store(out, (1,), i)
+    ct.store(out, (2,), j)
+
+
+def while_exits_reference(x, n, limit):
+    cnt = [0, 0]
+    i = s = 0
+    while True:
+        cnt[0] += 1
+        if not cnt[0] - 1 < limit:
+            break
+        v = x[i]
+        i += 1
+        if v % 2 == 0:
+            continue
+        cnt[1] += 1
+        if v > 20:
+            break
+        s += v
+    j = 0
+    while True:
+        j += 1
+        if j * j > n:
+            break
+    return [s, i, j, 0], cnt
+
+
+@pytest.mark.parametrize("limit", [3, 8])
+def test_while_loops_break_and_continue_as_python_does(limit):
+    x = np.array([1, 4, 7, 31, 9, 2, 5, 3], np.int32)
+    want_out, want_cnt = while_exits_reference(x, 19, limit)
+    args = (x, np.zeros(4, np.int32), np.zeros(2, np.int32), 19, limit)
+    for got in run_everywhere(while_exits, (1,), args, 1):
+        np.testing.assert_array_equal(got, want_out)
+    for got in run_everywhere(while_exits, (1,), args, 2):
+        np.testing.assert_array_equal(got, want_cnt)
+
+
+# ---------------------------------------------------------------------------
+# early return
+# ---------------------------------------------------------------------------
+@ct.function
+def first_above(x, n, thr):
+    """(index, value) of the first of x[:n] but 12 above thr, else (-1, 0)."""
+    for i in range(n):
+        v = ct.load(x, (i,), shape=())
+        if v == 12:
+            continue
+        if v > thr:
+            return i, v
+    return -1, 0
+
+
+@ct.function
+def scaled(t, bias=None, flag=False):
+    if bias is None:                        # compile time: no branch in the IR
+        return t
+    if flag:
+        return t * 2 + bias
+    return t + bias
+
+
+def pairs(n, m):                            # a plain helper, loops exited early
+    tot = 0
+    for i in range(n):
+        j = 0
+        while True:
+            if j >= m:
+                break
+            if j > i:
+                return tot + 100000
+            tot += i * 10 + j
+            j += 1
+    return tot
+
+
+@ct.kernel
+def early_returns(x, out, n, blocks):
+    b = ct.bid(0)
+    if b >= blocks:
+        return                              # the blocks past `blocks` store nothing
+    idx, val = first_above(x, n, b * 10)
+    t = ct.full((4,), b, ct.int32)
+    ct.store(out, (b, 0), ct.full((4,), idx, ct.int32))
+    ct.store(out, (b, 1), ct.full((4,), val, ct.int32))
+    ct.store(out, (b, 2), scaled(t) + scaled(t, 100) + scaled(t, 7, b > 1))
+    ct.store(out, (b, 3), ct.full((4,), pairs(b, 3), ct.int32))
+
+
+def test_returns_end_helpers_and_kernel_blocks_early():
+    x = np.array([1, 5, 12, 7, 30, 2, 45, 3], np.int32)
+    grid, blocks = 7, 5
+    want = np.full((grid, 4, 4), -7, np.int64)
+    for b in range(blocks):
+        idx, val = next(((i, int(v)) for i, v in enumerate(x) if v > b * 10 and v != 12),
+                        (-1, 0))
+        tot, done = 0, False
+        for i in range(b):
+            for j in range(3):
+                if j > i:
+                    tot, done = tot + 100000, True
+                    break
+                tot += i * 10 + j
+            if done:
+                break
+        want[b] = [[idx] * 4, [val] * 4,
+                   [b + (b + 100) + (b * 2 + 7 if b > 1 else b + 7)] * 4, [tot] * 4]
+    args = (x, np.full((grid, 16), -7, np.int32), 8, blocks)
+    for got in run_everywhere(early_returns, (grid,), args, 1):
+        np.testing.assert_array_equal(got.reshape(grid, 4, 4), want)
+
+
+def test_a_compile_time_return_costs_nothing():
+    text = frontend_ir(early_returns, (np.zeros(8, np.int32), np.zeros((7, 16), np.int32), 8,
+                                       5))
+    helpers = text.split("func.func private @scaled")[1:]
+    assert len(helpers) == 3
+    assert "scf.if" not in helpers[0] and "scf.if" not in helpers[1], text
+
+
+@ct.kernel
+def return_in_kernel_loop(x, out, n):
+    for i in range(n):
+        v = ct.load(x, (i,), shape=())
+        if v < 0:
+            return                          # the loop stops, nothing after it runs
+        ct.store(out, (i,), v * 2)
+    ct.store(out, (n,), 1)
+
+
+@pytest.mark.parametrize("neg", [None, 3])
+def test_a_return_inside_a_kernel_loop_ends_the_block(neg):
+    x = np.arange(1, 9, dtype=np.int32)
+    if neg is not None:
+        x[neg] = -1
+    want = np.full(9, -5, np.int32)
+    stop = 8 if neg is None else neg
+    want[:stop] = x[:stop] * 2
+    if neg is None:
+        want[8] = 1
+    for got in run_everywhere(return_in_kernel_loop, (1,), (x, np.full(9, -5, np.int32), 8),
+                              1):
+        np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------
+# static_iter and lists: unrolled loops
+# ---------------------------------------------------------------------------
+@ct.kernel
+def static_exits(x, out, limit):
+    acc = 0
+    for k in ct.static_iter(range(6)):
+        if k == 1:
+            continue                        # compile time: nothing after it in copy 1
+        v = ct.load(x, (k,), shape=())
+        if v > limit:
+            break                           # run time: guards the copies after it
+        acc += v
+    ct.store(out, (0,), acc)
+
+
+@pytest.mark.parametrize("limit", [4, 100])
+def test_static_iter_loops_break_and_continue(limit):
+    x = np.array([1, 2, 3, 9, 4, 5], np.int32)
+    acc = 0
+    for k in range(6):
+        if k == 1:
+            continue
+        if x[k] > limit:
+            break
+        acc += x[k]
+    for got in run_everywhere(static_exits, (1,), (x, np.zeros(1, np.int32), limit), 1):
+        assert got[0] == acc
+
+
+# ---------------------------------------------------------------------------
+# nested functions
+# ---------------------------------------------------------------------------
+@ct.function
+def apply_twice(f, t):
+    return f(f(t))
+
+
+@ct.kernel
+def nested_defs(x, out):
+    t = ct.load(x, (0,), shape=(8,))
+    s = 2
+
+    def scale(a, k=3, *, off=0):
+        return a * k * s + off              # `s` as it is at the call
+
+    def clip(a):                            # runtime control flow, an early return
+        if ct.max(a) < 100:
+            return a
+        return ct.minimum(a, 100)
+
+    def larger(a, b):
+        return ct.maximum(a, b)
+
+    def plus(a, b):
+        return a + b
+
+    s = 5
+    ct.store(out, (0, 0), scale(t))
+    ct.store(out, (1, 0), scale(t, 2, off=1))
+    ct.store(out, (2, 0), apply_twice(lambda a: a + t, t))     # t goes along as an argument
+    ct.store(out, (3, 0), apply_twice(scale, t))
+    ct.store(out, (4, 0), clip(scale(t)))
+    ct.store(out, (5, 0), ct.full((8,), ct.reduce(t, 0, larger, -1), ct.int32))
+    ct.store(out, (6, 0), ct.scan(t, 0, plus, 0))
+
+
+def test_nested_functions_close_over_the_kernels_names():
+    x = np.arange(3, 11, dtype=np.int32)
+    want = np.stack([x * 15, x * 10 + 1, 3 * x, x * 225, np.minimum(x * 15, 100),
+                     np.full(8, x.max()), np.cumsum(x)])
+    for got in run_everywhere(nested_defs, (1,), (x, np.zeros((7, 8), np.int32)), 1):
+        np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------
+# *args and **kwargs
+# ---------------------------------------------------------------------------
+@ct.function
+def combine(*args, scale=1, **kw):
+    total = args[0]
+    for k in ct.static_iter(range(1, len(args))):
+        total = total + args[k]
+    total = total * scale
+    if kw.get("bias") is not None:
+        total = total + kw["bias"]
+    return total
+
+
+def forward(*args, **kw):                   # a plain helper passing both on
+    return combine(*args, **kw)
+
+
+@ct.kernel
+def star_args(x, out):
+    t = ct.load(x, (0,), shape=(8,))
+    u = ct.load(x, (1,), shape=(8,))
+    ct.store(out, (0, 0), combine(t, u))
+    ct.store(out, (1, 0), combine(t, u, t, scale=2))
+    ct.store(out, (2, 0), forward(t, u, scale=3, bias=u))
+    ct.store(out, (3, 0), combine(t, bias=7))
+
+
+def test_helpers_take_star_args_and_star_star_kwargs():
+    x = np.arange(16, dtype=np.int32)
+    t, u = x[:8], x[8:]
+    want = np.stack([t + u, (2 * t + u) * 2, (t + u) * 3 + u, t + 7])
+    for got in run_everywhere(star_args, (1,), (x, np.zeros((4, 8), np.int32)), 1):
+        np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------
+# Exits with tuples and dataclasses (aggregates), structured helper arguments
+# ---------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Tally:
+    total: object
+    count: object
+    label: str = "tally"            # a compile-time field: the loop keeps it as it is
+
+
+@ct.kernel
+def aggregates_that_break(x, out, stop):
+    st = (ct.zeros((4,), ct.int32), 0)          # (sum, trips): carried by its leaves
+    for i in range(8):
+        t = ct.load(x, (i,), shape=(4,))
+        if ct.sum(t) > stop:
+            break
+        st = (st[0] + t, st[1] + 1)
+    tally = Tally(ct.zeros((4,), ct.int32), 0)
+    j = 0
+    while j < 8:
+        t = ct.load(x, (j,), shape=(4,))
+        j += 1
+        if j % 2 == 0:
+            continue
+        if ct.sum(t) > stop:
+            break
+        tally = Tally(tally.total + t, tally.count + 1, tally.label)
+    ct.store(out, (0, 0), st[0])
+    ct.store(out, (1, 0), ct.full((4,), st[1], ct.int32))
+    ct.store(out, (2, 0), tally.total)
+    five = 5 if tally.label == "tally" else 0      # (the label folds)
+    ct.store(out, (3, 0), ct.full((4,), tally.count + five, ct.int32))
+
+
+def aggregates_that_break_reference(x, stop):
+    rows = x.reshape(8, 4)
+    acc, trips = np.zeros(4, np.int64), 0
+    for i in range(8):
+        if rows[i].sum() > stop:
+            break
+        acc, trips = acc + rows[i], trips + 1
+    total, count, j = np.zeros(4, np.int64), 0, 0
+    while j < 8:
+        t = rows[j]
+        j += 1
+        if j % 2 == 0:
+            continue
+        if t.sum() > stop:
+            break
+        total, count = total + t, count + 1
+    return np.stack([acc, [trips] * 4, total, [count + 5] * 4])
+
+
+@pytest.mark.parametrize("stop", [30, 70, 10**6])
+def test_loops_carrying_tuples_and_dataclasses_break_and_continue(stop):
+    x = np.arange(32, dtype=np.int32)
+    want = aggregates_that_break_reference(x, stop)
+    args = (x, np.zeros((4, 4), np.int32), stop)
+    for got in run_everywhere(aggregates_that_break, (1,), args, 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    tile: object
+    index: object
+    how: str
+
+
+@ct.function
+def first_row_above(x, limit):
+    for i in range(8):
+        t = ct.load(x, (i,), shape=(4,))
+        if ct.sum(t) > limit:
+            return t, i                             # a tuple, from inside the loop
+    return ct.zeros((4,), ct.int32), -1
+
+
+@ct.function
+def search(x, limit):
+    for i in range(8):
+        t = ct.load(x, (i,), shape=(4,))
+        if ct.sum(t) > limit:
+            return Found(t, i, "scan")              # a dataclass, from inside the loop
+    return Found(ct.full((4,), -1, ct.int32), 8, "scan")
+
+
+@ct.kernel
+def early_aggregate_returns(x, out, limit):
+    t, i = first_row_above(x, limit)
+    ct.store(out, (0, 0), t)
+    ct.store(out, (1, 0), ct.full((4,), i, ct.int32))
+    f = search(x, limit)
+    ct.store(out, (2, 0), f.tile + (4 if f.how == "scan" else 0))
+
+    def pick(a):                                    # inline: a runtime early return
+        if ct.sum(a) > limit:
+            return Found(a, 1, "inline")
+        return Found(a * 0, 0, "inline")
+    g = pick(ct.load(x, (1,), shape=(4,)))
+    ct.store(out, (3, 0), g.tile + ct.full((4,), g.index * 100, ct.int32))
+
+
+def early_aggregate_returns_reference(x, limit):
+    rows = x.reshape(8, 4)
+    hit = next((i for i in range(8) if rows[i].sum() > limit), None)
+    first = rows[hit] if hit is not None else np.zeros(4, np.int64)
+    index = hit if hit is not None else -1
+    found = rows[hit] + 4 if hit is not None else np.full(4, -1 + 4)
+    g = rows[1] + 100 if rows[1].sum() > limit else np.zeros(4, np.int64)
+    return np.stack([first, [index] * 4, found, g])
+
+
+@pytest.mark.parametrize("limit", [10, 60, 10**6])
+def test_helpers_return_tuples_and_dataclasses_early(limit):
+    x = np.arange(32, dtype=np.int32)
+    want = early_aggregate_returns_reference(x, limit)
+    args = (x, np.zeros((4, 4), np.int32), limit)
+    for got in run_everywhere(early_aggregate_returns, (1,), args, 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@ct.function
+def find_row(x, lim):
+    for i in range(8):
+        t = ct.load(x, (i,), shape=(4,))
+        if ct.sum(t) > lim:
+            return t, None, i, ct.float32           # compile-time items: not carried
+    return ct.zeros((4,), ct.int32), None, -1, ct.float32
+
+
+@ct.kernel
+def compile_time_items_leave_loops(x, out, lim):
+    t, nothing, i, d = find_row(x, lim)
+
+    def source():                                   # an array from before the loop
+        for j in range(3):
+            if ct.sum(ct.load(x, (j,), shape=(4,))) > lim:
+                return x, j
+        return x, 7
+    arr, j = source()
+    u = ct.load(arr, (0,), shape=(4,))
+    ct.store(out, (0,), (t + i + j + u + (0 if nothing is None else 1000)).astype(d))
+
+
+@pytest.mark.parametrize("lim", [10, 30, 10**6])
+def test_returns_from_loops_keep_their_compile_time_items(lim):
+    x = np.arange(32, dtype=np.int32)
+    rows = x.reshape(8, 4)
+    i = next((k for k in range(8) if rows[k].sum() > lim), -1)
+    j = next((k for k in range(3) if rows[k].sum() > lim), 7)
+    t = rows[i] if i >= 0 else np.zeros(4)
+    want = (t + i + j + rows[0]).astype(np.float32)
+    args = (x, np.zeros(4, np.float32), lim)
+    for got in run_everywhere(compile_time_items_leave_loops, (1,), args, 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@dataclasses.dataclass(frozen=True)
+class Affine:
+    scale: object
+    shift: object
+
+    def apply(self, t):
+        return t * self.scale + self.shift
+
+
+@ct.function
+def with_options(t, **kw):
+    if "bias" in kw:                                # a **kwargs dict's keys
+        t = t + kw["bias"]
+    if "scale" not in kw:
+        return t
+    return t * kw["scale"]
+
+
+@ct.kernel
+def closures_over_aggregates(x, out):
+    t = ct.load(x, (0,), shape=(4,))
+    pair = (t, 3)
+    aff = Affine(t, 1)
+
+    def mix(a):                                     # captures a tuple and a dataclass
+        return a * pair[1] + pair[0] + aff.shift
+
+    ct.store(out, (0, 0), mix(t))
+    ct.store(out, (1, 0), apply_twice(mix, t))      # the captures go along as arguments
+    ct.store(out, (2, 0), apply_twice(aff.apply, t))   # a dataclass's bound method
+    ct.store(out, (3, 0), with_options(t, bias=2) + with_options(t, bias=t, scale=3))
+
+
+def test_nested_functions_capture_tuples_and_dataclasses():
+    x = np.arange(4, dtype=np.int32) + 1
+    mix = x * 3 + x + 1
+    want = np.stack([mix, mix * 3 + x + 1, (x * x + 1) * x + 1,
+                     x + 2 + (x + x) * 3])
+    for got in run_everywhere(closures_over_aggregates, (1,), (x, np.zeros((4, 4), np.int32)),
+                              1):
+        np.testing.assert_array_equal(got, want)
+
+
+@ct.function
+def labels_differ(t, c):
+    if c:
+        return Found(t, 0, "hit")
+    return Found(t, 1, "miss")
+
+
+@ct.function
+def returns_a_closure(t):
+    def g(a):
+        return a + t
+    return g, t
+
+
+@ct.kernel
+def bad_aggregates(x, MODE: ct.Constant[int]):
+    t = ct.load(x, (0,), shape=(4,))
+    c = ct.bid(0) > 0
+    if MODE == 0:
+        ct.store(x, (0,), labels_differ(t, c).tile)
+    elif MODE == 1:
+        ct.store(x, (0,), returns_a_closure(t)[1])
+    elif MODE == 2:
+        def has(**kw):
+            return c in kw
+        has(a=t)
+    else:
+        def view_in_loop():
+            for i in range(4):
+                v = x.slice(0, i, 4)
+                if c:
+                    return v
+            return x
+        ct.store(view_in_loop(), (0,), t)
+
+
+@pytest.mark.parametrize("mode,exc,where,message", [
+    (0, TileTypeError, (labels_differ, 'return Found(t, 1, "miss")'),
+     "this return gives str 'miss' where the return at line {first} gives str 'hit'; every "
+     "return of 'labels_differ' must give the same compile-time items"),
+    (1, TileTypeError, (returns_a_closure, "return g, t"),
+     "a @function returns tiles, scalars, numbers and compile-time values such as strings "
+     "and dtypes (or tuples and dataclass instances of them), got the nested function 'g'"),
+    (2, TileTypeError, (bad_aggregates, "return c in kw"),
+     "a dict's keys are compile-time: 'in' needs a compile-time key, got a bool_ scalar"),
+    (3, TileUnsupportedFeatureError, (bad_aggregates, "for i in range(4):"),
+     "a loop cannot carry the returned value a slice of a 1-d int32 array it makes; an "
+     "array, a slice or a tiled view returned from inside a loop must exist before the loop"),
+])
+def test_errors_of_exits_with_aggregates(mode, exc, where, message):
+    with pytest.raises(exc) as info:
+        bad_aggregates.compile((np.zeros(4, np.int32), mode), stage="frontend")
+    text = str(info.value)
+    fn, needle = where
+    fn = getattr(fn, "fn", fn)
+    line = line_of(fn, needle)
+    message = message.format(first=line_of(fn, 'return Found(t, 0, "hit")') if mode == 0
+                             else 0)
+    assert f"{__file__}:{line}:" in text, text
+    assert message in text, text
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+@ct.function
+def returns_two_dtypes(t, c):
+    if c:
+        return t
+    return ct.astype(t, ct.float16)
+
+
+@ct.function
+def returns_two_shapes(t, c):
+    for i in range(4):
+        if c > i:
+            return t
+    return ct.full((8,), 0.0, ct.float32)
+
+
+@ct.function
+def returns_tuple_or_not(t, c):
+    if c:
+        return t, t
+    return t
+
+
+@ct.function
+def may_fall_off(t, c):
+    if c:
+        return t
+
+
+@ct.kernel
+def bad_control(x, MODE: ct.Constant[int]):
+    t = ct.load(x, (0,), shape=(4,))
+    c = ct.bid(0) > 0
+    if MODE == 0:
+        ct.store(x, (0,), returns_two_dtypes(t, c))
+    elif MODE == 1:
+        ct.store(x, (0,), returns_two_shapes(t, c))
+    elif MODE == 2:
+        ct.store(x, (0,), returns_tuple_or_not(t, c))
+    elif MODE == 3:
+        ct.store(x, (0,), may_fall_off(t, c))
+    elif MODE == 4:
+        return t
+    elif MODE == 5:
+        @ct.function
+        def decorated(a):
+            return a
+    elif MODE == 6:
+        def forever(a):
+            return forever(a)
+        forever(t)
+    elif MODE == 7:
+        def early(a):
+            b = a + later   # noqa: F821
+            later = 1   # noqa: F841
+            return b
+        early(t)
+    elif MODE == 8:
+        def one(a):
+            return a
+        one(t, t)
+    elif MODE == 9:
+        def pick(**kw):
+            return kw["b"]
+        pick(a=t)
+    else:
+        if c:
+            u = t
+        else:
+            w = t   # noqa: F841
+        ct.store(x, (0,), u)
+
+
+@pytest.mark.parametrize("mode,exc,where,message", [
+    (0, TileTypeError, (returns_two_dtypes, "return ct.astype"),
+     "this return gives a float16 tile of shape (4,) but the return at line {line0} gives a "
+     "float32 tile of shape (4,); every return of 'returns_two_dtypes' must give the same "
+     "dtypes and shapes"),
+    (1, TileTypeError, (returns_two_shapes, "return ct.full"),
+     "this return gives a float32 tile of shape (8,) but the return at line {line0} gives a "
+     "float32 tile of shape (4,)"),
+    (2, TileTypeError, (returns_tuple_or_not, "    return t\n"),
+     "this return gives a float32 tile of shape (4,) but the return at line {line0} gives a "
+     "tuple of 2"),
+    (3, TileTypeError, (may_fall_off, "if c:"),
+     "'may_fall_off' returns a float32 tile of shape (4,) (line {line}) but can also reach its "
+     "end, which returns None; return a value on every path"),
+    (4, TileSyntaxError, (bad_control, "return t"),
+     "a kernel cannot return a value; store results into an array"),
+    (5, TileUnsupportedFeatureError, (bad_control, "@ct.function"),
+     "a nested function takes no decorator"),
+    (6, TileRecursionError, (bad_control, "return forever(a)"),
+     "recursive call to the nested function 'forever' at line {line_m1}"),
+    (7, TileSyntaxError, (bad_control, "b = a + later"),
+     "'later' is used before it is assigned in 'early'"),
+    (8, TileTypeError, (bad_control, "one(t, t)"),
+     "the nested function 'one' takes 1 arguments, got 2"),
+    (9, TileTypeError, (bad_control, '["b"]'),
+     "str 'b' is not a key of the dict (its keys: 'a')"),
+    (10, TileSyntaxError, (bad_control, "(0,), u)"),
+     "'u' is assigned in only one branch of the 'if' at line"),
+])
+def test_control_flow_errors_point_at_the_source(mode, exc, where, message):
+    with pytest.raises(exc) as info:
+        bad_control.compile((np.zeros(4, np.float32), mode), stage="frontend")
+    text = str(info.value)
+    fn, needle = where
+    fn = getattr(fn, "fn", fn)
+    line = line_of(fn, needle)
+    first_return = line_of(fn, "return t")
+    message = message.format(line0=first_return, line=first_return, line_m1=line - 1)
+    assert f"{__file__}:{line}:" in text, text
+    assert message in text, text
+    assert "Traceback" not in text
