@@ -8,7 +8,9 @@ float8_e4m3fn, float64 or int8 arrays, contiguous or views of wider rows that st
 on 16 bytes (so the groups a thread loads are vectors of 1 to 16 elements), cast to
 the case's compute dtype (f32, f16, bf16, f64, i8, i32, i64, u32), a random
 expression over them (element-wise math, comparisons and `where`, reductions
-broadcast back, scans, transposes, casts, a short loop), stored to a third array
+broadcast back, scans, transposes, casts, a short loop; control flow: `break` and
+`continue`, helpers that return early, nested functions, chained comparisons, blocks
+that return before storing), stored to a third array
 (of the compute dtype, i32, f64, f32, f16, bf16 or e4m3), launched over a ragged
 array.
 About one case in six is made invalid on purpose (a tile dim that is not a power
@@ -93,6 +95,48 @@ def _expr(rng: random.Random, names: list[str], depth: int, kind: str = "float")
     return rng.choice(forms)
 
 
+def _control_flow(rng: random.Random, body: list[str], names: list[str], kind: str,
+                  compute: str) -> list[str]:
+    """Adds Python control flow to the kernel `body` (a name it defines joins `names`):
+    a loop leaving early by `break`/`continue` on its index, a helper returning early on
+    a run-time condition, a nested function, a chained comparison, a block that returns
+    before its store.  Conditions are on integers (the loop index, the block id), so the
+    interpreter and the GPU take the same paths.  Returns module-level helper lines."""
+    helpers: list[str] = []
+    if rng.random() < 0.25:          # a for loop with break and continue
+        trips, stop, skip = rng.randint(1, 4), rng.randint(0, 4), rng.randint(0, 1)
+        body += [f"    cf = ct.zeros((T0, T1), dtype=ct.{compute})",
+                 f"    for it in range({trips}):",
+                 f"        if it == {stop}:",
+                 "            break",
+                 f"        if it % 2 == {skip}:",
+                 "            continue",
+                 f"        cf = cf + {_expr(rng, names, 1, kind)}"]
+        names.append("cf")
+    if rng.random() < 0.25:          # a helper that returns early
+        helpers += ["def pick(t, u, flag):",
+                    "    if flag:",
+                    f"        return {_expr(rng, ['t', 'u'], 1, kind)}",
+                    "    return t",
+                    "", ""]
+        body.append(f"    pk = pick({rng.choice(names)}, {rng.choice(names)}, "
+                    f"i % 2 == {rng.randint(0, 1)})")
+        names.append("pk")
+    if rng.random() < 0.2:           # a nested function closing over a tile
+        body += ["    def nest(t):",
+                 f"        return {_expr(rng, ['t', 'a'], 1, kind)}",
+                 f"    nd = nest({rng.choice(names)})"]
+        names.append("nd")
+    if rng.random() < 0.2:           # a chained comparison of run-time scalars
+        body += [f"    ch = {rng.choice(names)}",
+                 f"    if 0 <= i < {rng.randint(1, 3)}:",
+                 f"        ch = {_expr(rng, names, 1, kind)}"]
+        names.append("ch")
+    if rng.random() < 0.15:          # a block that ends before its store
+        body += [f"    if i == {rng.randint(0, 2)}:", "        return"]
+    return helpers
+
+
 # compute dtypes: (name, kind); float32 most often
 COMPUTE = [("float32", "float")] * 4 + [
     ("float16", "float16"), ("bfloat16", "float16"), ("float64", "float"), ("int32", "int"),
@@ -120,6 +164,7 @@ def generate(seed: int) -> tuple[str, dict]:
         body.append(f"    for _ in range({rng.randint(1, 3)}):")
         body.append(f"        acc = acc + {_expr(rng, names, 1, kind)}")
         names.append("acc")
+    helpers = _control_flow(rng, body, names, kind, compute)
     result = _expr(rng, names, 2, kind)
     load_shape = "(T0, T1)"
     if invalid == "rank":
@@ -130,6 +175,7 @@ def generate(seed: int) -> tuple[str, dict]:
         "import tileir as ct",
         "",
         "",
+        *helpers,
         "@ct.kernel",
         "def k(x, y, out, T0: ct.Constant[int], T1: ct.Constant[int]):",
         "    i = ct.bid(0)",
