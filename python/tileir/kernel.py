@@ -22,14 +22,15 @@ import os
 import pathlib
 import re
 import sys
+import types
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import deadline, knobs
-from .errors import (TileCacheWarning, TileCompilerExecutionError, TileError,
-                     TileIRError, TileTypeError, TileUnsupportedFeatureError,
+from .errors import (KernelOptionError, TileCacheWarning, TileCompilerExecutionError,
+                     TileError, TileIRError, TileTypeError, TileUnsupportedFeatureError,
                      TileValueError)
 from .frontend.source import SourceInfo
 from .function import KernelEntry
@@ -176,8 +177,9 @@ class Kernel(KernelEntry):
         return kernel(self.fn, **{**self.options, **hints})
 
     def __call__(self, *args, **kwargs):
-        raise TileError(f"kernel '{self.name}' is launched with tileir.launch(stream, grid, "
-                        f"{self.name}, args), not called directly")
+        # a TypeError, as cuTile's: a kernel is not a Python callable
+        raise TypeError(f"tile kernels cannot be called directly: kernel '{self.name}' is "
+                        f"launched with tileir.launch(stream, grid, {self.name}, args)")
 
     def source(self) -> SourceInfo:
         if self._source is None:
@@ -377,26 +379,26 @@ class Kernel(KernelEntry):
             value = resolve_option(self.options.get(option), target)
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise TileValueError(f"kernel '{self.name}': option {option} must be a "
-                                         f"positive int, got {value!r}")
+                    raise KernelOptionError(f"kernel '{self.name}': option {option} must be a "
+                                            f"positive int, got {value!r}")
                 if option == "num_stages" and not 2 <= value <= 8:
-                    raise TileValueError(f"kernel '{self.name}': option num_stages must be 2 "
-                                         f"to 8 (shared-memory stages of a pipelined loop), "
-                                         f"got {value}")
+                    raise KernelOptionError(f"kernel '{self.name}': option num_stages must be "
+                                            f"2 to 8 (shared-memory stages of a pipelined "
+                                            f"loop), got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
-                    raise TileValueError(f"kernel '{self.name}': option {option} must be "
-                                         f"True or False, got {flag!r}")
+                    raise KernelOptionError(f"kernel '{self.name}': option {option} must be "
+                                            f"True or False, got {flag!r}")
                 fn.attributes[f"tile.{option}"] = ir.BoolAttr.get(flag)
         order = self.options.get("block_order")
         if order is not None:
             if order not in ("grouped", "linear"):
-                raise TileValueError(f"kernel '{self.name}': option block_order must be "
-                                     f"'grouped' or 'linear', got {order!r}")
+                raise KernelOptionError(f"kernel '{self.name}': option block_order must be "
+                                        f"'grouped' or 'linear', got {order!r}")
             fn.attributes["tile.block_order"] = ir.StringAttr.get(order)
         retile = self.options.get("retile")
         if retile is not None and retile is not False:
@@ -404,8 +406,8 @@ class Kernel(KernelEntry):
                 _retile_option(self.name, retile))
         hints = self.options.get("cache_hints")
         if hints is not None and not isinstance(hints, bool):
-            raise TileValueError(f"kernel '{self.name}': option cache_hints must be True, "
-                                 f"False or None (automatic), got {hints!r}")
+            raise KernelOptionError(f"kernel '{self.name}': option cache_hints must be True, "
+                                    f"False or None (automatic), got {hints!r}")
         if hints is not None:
             fn.attributes["tile.cache_hints"] = ir.BoolAttr.get(hints)
 
@@ -440,7 +442,7 @@ def run_stages(module: ir.Module, stop_after: str) -> dict[str, str | bytes]:
 
 
 def _dump(module: ir.Module, stage: str) -> None:
-    if knobs.DUMP_IR.as_bool():
+    if knobs.dump_ir():
         print(f"// -----// Tile IR after stage '{stage}' //----- //\n{module}", file=sys.stderr)
 
 
@@ -461,10 +463,10 @@ def _retile_option(kernel: str, value: Any) -> list[int]:
         ok = f != 1 and f == value[1] and Fraction(1, 8) <= f <= 8 and \
             (f.numerator & (f.numerator - 1)) == 0 and (f.denominator & (f.denominator - 1)) == 0
     if not ok:
-        raise TileValueError(f"kernel '{kernel}': option retile must be False, None "
-                             f"(automatic) or (axis, factor) with axis 0, 1 or 2 and factor a "
-                             f"power of two from 1/8 to 8 other than 1, e.g. (1, 2) or "
-                             f"(1, 0.5); got {value!r}")
+        raise KernelOptionError(f"kernel '{kernel}': option retile must be False, None "
+                                f"(automatic) or (axis, factor) with axis 0, 1 or 2 and factor "
+                                f"a power of two from 1/8 to 8 other than 1, e.g. (1, 2) or "
+                                f"(1, 0.5); got {value!r}")
     return [value[0], f.numerator, f.denominator]
 
 
@@ -642,9 +644,13 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
     check_cutile_options(options)
-    if fn is None:
-        return lambda f: Kernel(f, options)
-    return Kernel(fn, options)
+
+    def decorate(f: Callable) -> Kernel:
+        if not isinstance(f, types.FunctionType):       # cuTile's check and message
+            raise TypeError("`kernel` decorator must be applied to a Python function")
+        return Kernel(f, options)
+
+    return decorate if fn is None else decorate(fn)
 
 
 # cuTile's options, each a plain value or a ByTarget of values: (allowed, what).
@@ -652,7 +658,8 @@ _CUTILE_OPTIONS = {
     "num_ctas": (lambda v: v in (1, 2, 4, 8, 16), "a power of 2 in [1, 16]"),
     "occupancy": (lambda v: 1 <= v <= 32, "an int in [1, 32]"),
     "opt_level": (lambda v: 0 <= v <= 3, "an int in [0, 3]"),
-    "num_worker_warps": (lambda v: v in (4, 8), "4 or 8"),
+    # (values other than 4 and 8 need CTK 13.5 in cuTile; tileir records the value)
+    "num_worker_warps": (lambda v: v in (1, 2, 4, 8, 16, 32), "a power of 2 in [1, 32]"),
 }
 
 
@@ -665,8 +672,8 @@ def check_cutile_options(options: dict[str, Any]) -> None:
             if v is None:
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or not ok(v):
-                raise TileValueError(f"kernel option {name} must be {what} (or a "
-                                     f"tileir.ByTarget of such), got {v!r}")
+                raise KernelOptionError(f"kernel option {name} must be {what} (or a "
+                                        f"tileir.ByTarget of such), got {v!r}")
 
 
 # ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ GPU launches of the same kernels are in test_gpu.py's cuTile section.
 from __future__ import annotations
 
 import operator
+import os
 import re
 import typing
 
@@ -23,7 +24,8 @@ from tileir.dialect import TileIRError
 
 TARGETS = ("sm_90a", "sm_80")
 
-# `cuda.tile.__all__` of cuTile Python 1.6 (NVIDIA/cutile-python, src/cuda/tile/__init__.py).
+# `cuda.tile.__all__` of cuTile Python 1.7.0 (NVIDIA/cutile-python, src/cuda/tile/__init__.py):
+# its 155 names.
 CUTILE_ALL = """
 launch ByTarget MemoryOrder MemoryScope PaddingMode RoundingMode DType bfloat16 bool_
 float4_e2m1fn float8_e4m3fn float8_e5m2 float8_e8m0fnu float8_e5m3fnu float16 float32 float64
@@ -42,11 +44,13 @@ pack_to_bytes permute pow printf print prod reduce reshape rsqrt scan scatter si
 static_assert static_eval static_exception static_iter store store_advanced_indexing sub sum tan
 tanh transpose truediv unpack_from_bytes where zeros grid_dependency_control_wait
 grid_dependency_control_launch_dependents compiler_timeout tune function kernel compilation
+foreign_pointer_dtype
 """.split()
 
 
 def test_the_cutile_names_tileir_has():
     """The names still missing are exactly these (docs/frontend.md lists each one's status)."""
+    assert len(CUTILE_ALL) == len(set(CUTILE_ALL)) == 155
     missing = {n for n in CUTILE_ALL if not hasattr(ct, n)}
     assert missing == set(NOT_YET), sorted(missing ^ set(NOT_YET))
     doc = open(__file__.replace("test/python/test_cutile_api.py", "docs/frontend.md")).read()
@@ -269,6 +273,62 @@ def test_by_target_kernel_options_are_checked_and_resolved_per_target():
                                                         target="sm_90a").ir()
 
 
+def test_kernel_option_errors_are_value_errors_as_in_cutile():
+    """cuTile checks its options when the kernel is made and raises ValueError; tileir's
+    KernelOptionError is one, and a TileValueError."""
+    for bad in ({"num_ctas": 3}, {"occupancy": 0}, {"opt_level": 4}, {"num_worker_warps": 3},
+                {"num_worker_warps": 64}, {"num_worker_warps": ct.ByTarget(sm_100=12)}):
+        with pytest.raises(ValueError, match="kernel option") as caught:
+            ct.kernel(**bad)(occupied.fn)
+        assert isinstance(caught.value, TileValueError)
+    for n in (1, 2, 4, 8, 16, 32):              # cuTile 1.7: a power of 2 in [1, 32]
+        ct.kernel(num_worker_warps=n)(occupied.fn)
+    k = ct.kernel(num_worker_warps=ct.ByTarget(sm_100=16, sm_120=2, default=1))(occupied.fn)
+    assert k.options["num_worker_warps"].resolve("sm_100") == 16
+    with pytest.raises(ValueError, match=r"num_worker_warps must be a power of 2 in \[1, 32\] "
+                       r"\(or a tileir.ByTarget of such\), got 3"):
+        ct.kernel(num_worker_warps=3)(occupied.fn)
+    with pytest.raises(ValueError, match="option num_stages must be 2 to 8"):   # tileir's
+        ct.kernel(num_stages=9)(occupied.fn).compile((np.zeros(64, np.float32), 64),
+                                                     stage="frontend", target="sm_90a")
+
+
+def test_kernels_are_made_from_functions_and_launched_not_called():
+    """cuTile's TypeErrors: `kernel` on something that is not a function, and a kernel
+    called like a function."""
+    with pytest.raises(TypeError) as caught:
+        ct.kernel(42)
+    assert str(caught.value) == "`kernel` decorator must be applied to a Python function"
+    with pytest.raises(TypeError, match="must be applied to a Python function"):
+        ct.kernel(num_ctas=2)(occupied)            # a Kernel, not a function
+    with pytest.raises(TypeError, match=r"^tile kernels cannot be called directly: kernel "
+                       r"'occupied' is launched with tileir.launch\(stream, grid, occupied, "
+                       r"args\)$"):
+        occupied(np.zeros(64, np.float32), 64)
+
+
+@ct.kernel
+def cluster_scoped(x, KIND: ct.Constant[int]):
+    if KIND == 0:
+        t = ct.load(x, (0,), shape=(4,), memory_order=ct.MemoryOrder.ACQUIRE,
+                    memory_scope=ct.MemoryScope.CLUSTER)
+        ct.store(x, (0,), t)
+    else:
+        ct.atomic_add(x, 0, 1, memory_scope=ct.MemoryScope.CLUSTER)
+
+
+def test_memory_scope_cluster_is_refused_by_name():
+    """`MemoryScope.CLUSTER` exists (cuda.lang's) but no cuTile operation takes it."""
+    x = np.zeros(4, np.int32)
+    with pytest.raises(TileTypeError, match=r"Invalid memory scope for tile_load. Got "
+                       r"MemoryScope.CLUSTER, expected one of MemoryScope.NONE, "
+                       r"MemoryScope.BLOCK, MemoryScope.DEVICE, MemoryScope.SYS"):
+        cluster_scoped.compile((x, 0), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"atomics take memory_scope BLOCK, DEVICE or SYS, "
+                       r"got .*CLUSTER.* \(CLUSTER is cuda.lang's, not cuTile's\)"):
+        cluster_scoped.compile((x, 1), stage="frontend")
+
+
 def test_exceptions_are_cutile_s_hierarchy():
     assert issubclass(ct.TileCompilerExecutionError, TileInternalError)
     assert issubclass(ct.TileCompilerTimeoutError, TileInternalError)
@@ -377,6 +437,57 @@ def test_static_eval_iter_exception_and_plain_helpers():
         compile_time.compile((x, out, 16, 4), stage="frontend")
 
 
+@ct.function
+def fn_bare(t):
+    return t + 1
+
+
+@ct.function()
+def fn_called(t):
+    return t * 2
+
+
+@ct.function(host=True)
+def fn_host(t, k=3):
+    return t * k
+
+
+@ct.function(host=True, tile=False)
+def fn_host_only(t):
+    return t - 1
+
+
+@ct.kernel
+def function_forms(x, out, USE_HOST_ONLY: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(8,))
+    t = fn_host(fn_called(fn_bare(t)), k=fn_host(2))    # host functions fold constants too
+    if USE_HOST_ONLY == 1:
+        t = fn_host_only(t)
+    ct.store(out, index=(0,), tile=t)
+
+
+def test_function_decorator_forms_and_execution_spaces():
+    """cuTile's `function(func=None, /, *, host=False, tile=True)`."""
+    x = np.arange(8, dtype=np.float32)
+    for got in run_everywhere(function_forms, (1,), (x, np.zeros(8, np.float32), 0), 1):
+        np.testing.assert_array_equal(got, (x + 1) * 2 * 6)
+    assert fn_host(5) == 15 and fn_host(2, k=4) == 8 and fn_host_only(7) == 6   # from Python
+    assert fn_host.__name__ == "fn_host" and fn_host.__wrapped__(1) == 3
+    with pytest.raises(TileError, match="@function 'fn_called' can only be called from a "
+                       r"@kernel or another @function \(mark it @function\(host=True\)"):
+        fn_called(1)
+    with pytest.raises(TileUnsupportedFeatureError,
+                       match=r"fn_host_only\(\) is a host function \(@function\(tile=False\)\): "
+                       "kernels and @functions cannot call it") as caught:
+        function_forms.compile((x, np.zeros(8, np.float32), 1), stage="frontend")
+    assert "t = fn_host_only(t)" in str(caught.value)          # located at the call
+    with pytest.raises(TypeError, match="host must be True or False, got 1"):
+        ct.function(host=1)
+    with pytest.raises(TypeError, match="`function` decorator must be applied to a Python "
+                       "function, got int 3"):
+        ct.function(3)
+
+
 @ct.kernel
 def misused_static(x):
     it = ct.static_iter(range(3))
@@ -391,6 +502,37 @@ def test_a_plain_helper_s_source_enters_the_cache_key():
     from tileir.cache import kernel_sources
     texts = [s["text"] for s in kernel_sources(compile_time)]
     assert any("def twice" in t for t in texts) and any("def plain_const" in t for t in texts)
+
+
+# ---------------------------------------------------------------------------
+# DType's bitwidth and name, foreign pointer dtypes
+# ---------------------------------------------------------------------------
+# (dtype, bitwidth, name) as cuTile 1.7 gives them: a bool is a byte
+CUTILE_DTYPES = [("bool_", 8), ("uint8", 8), ("uint16", 16), ("uint32", 32), ("uint64", 64),
+                 ("int8", 8), ("int16", 16), ("int32", 32), ("int64", 64), ("float16", 16),
+                 ("float32", 32), ("float64", 64), ("bfloat16", 16), ("tfloat32", 32),
+                 ("float8_e4m3fn", 8), ("float8_e5m2", 8), ("float8_e8m0fnu", 8),
+                 ("float8_e5m3fnu", 8), ("float4_e2m1fn", 4)]
+
+
+def test_dtype_bitwidth_and_name_are_cutile_s():
+    for name, bits in CUTILE_DTYPES:
+        d = getattr(ct, name)
+        assert (d.bitwidth, d.name) == (bits, name)
+    assert ct.float16.bitwidth == 16 and ct.bfloat16.name == "bfloat16"
+
+
+def test_foreign_pointer_dtype_on_the_host():
+    p = ct.foreign_pointer_dtype(ct.float32)
+    assert isinstance(p, ct.DType) and p is ct.foreign_pointer_dtype(ct.float32)
+    assert (p.name, p.bitwidth, p.pointee) == ("foreign_pointer[float32]", 64, ct.float32)
+    assert p != ct.foreign_pointer_dtype(ct.int32) and p != ct.int64
+    for name, _ in CUTILE_DTYPES:                  # any pointee, as in cuTile
+        assert ct.foreign_pointer_dtype(getattr(ct, name)).name == f"foreign_pointer[{name}]"
+    with pytest.raises(TypeError, match="pointee_dtype must be a tileir dtype, got type"):
+        ct.foreign_pointer_dtype(np.float32)
+    with pytest.raises(TypeError, match="^nested foreign pointer dtypes are not supported$"):
+        ct.foreign_pointer_dtype(p)
 
 
 # ---------------------------------------------------------------------------
@@ -847,6 +989,56 @@ def test_compiler_timeout_stops_a_long_compile(monkeypatch):
     with pytest.raises(ValueError, match="seconds > 0"):
         with ct.compiler_timeout(0):
             pass
+    # cuTile's variable is an alias; tileir's wins where both are set
+    monkeypatch.delenv("TILEIR_COMPILER_TIMEOUT_SEC")
+    monkeypatch.setenv("CUDA_TILE_COMPILER_TIMEOUT_SEC", "1e-6")
+    with pytest.raises(ct.TileCompilerTimeoutError):
+        timed.compile((x, 256), stage="ptx", target="sm_80")
+    monkeypatch.setenv("TILEIR_COMPILER_TIMEOUT_SEC", "600")
+    timed.compile((x, 256), stage="ptx", target="sm_80")
+    monkeypatch.delenv("TILEIR_COMPILER_TIMEOUT_SEC")
+    monkeypatch.setenv("CUDA_TILE_COMPILER_TIMEOUT_SEC", "-1")
+    with pytest.raises(ValueError, match="CUDA_TILE_COMPILER_TIMEOUT_SEC must be a number of "
+                       "seconds > 0, got '-1'"):
+        timed.compile((x, 512), stage="ptx", target="sm_80")
+
+
+def test_cutile_s_logs_and_temp_dir_variables(monkeypatch, capsys, tmp_path):
+    """CUDA_TILE_LOGS=TILEIR (or CUTILEIR) prints the IR as TILEIR_DUMP_IR=1 does;
+    CUDA_TILE_TEMP_DIR is TILEIR_TEMP_DIR, where ptxas' scratch files go."""
+    from tileir import knobs
+    x = np.zeros(64, np.float32)
+    monkeypatch.delenv("TILEIR_DUMP_IR", raising=False)
+    monkeypatch.setenv("CUDA_TILE_LOGS", "cutileir, TILEIR")
+    assert knobs.dump_ir()
+    timed.compile((x, 1024), stage="tile")
+    assert "Tile IR after stage 'frontend'" in capsys.readouterr().err
+    monkeypatch.setenv("TILEIR_DUMP_IR", "0")          # tileir's knob wins
+    assert not knobs.dump_ir()
+    monkeypatch.delenv("TILEIR_DUMP_IR")
+    monkeypatch.setenv("CUDA_TILE_LOGS", "TILEIR,BYTECODE")
+    with pytest.raises(ValueError, match="CUDA_TILE_LOGS='TILEIR,BYTECODE': unexpected value "
+                       "'BYTECODE'; supported values are CUTILEIR, TILEIR"):
+        knobs.dump_ir()
+    monkeypatch.delenv("CUDA_TILE_LOGS")
+    assert not knobs.dump_ir()
+    scratch = tmp_path / "made" / "here"
+    monkeypatch.setenv("CUDA_TILE_TEMP_DIR", str(scratch))
+    assert knobs.temp_dir() == str(scratch) and scratch.is_dir()
+    monkeypatch.setenv("TILEIR_TEMP_DIR", str(tmp_path / "tileir"))
+    assert knobs.temp_dir() == str(tmp_path / "tileir")
+    monkeypatch.setenv("TILEIR_CACHE", "0")
+    import tempfile
+    made = []
+
+    class Recorded(tempfile.TemporaryDirectory):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self.name)
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", Recorded)
+    timed.compile((x, 2048), stage="cubin", target="sm_80")      # ptxas ran in there
+    assert [os.path.dirname(d) for d in made] == [str(tmp_path / "tileir")]
+    assert not list((tmp_path / "tileir").iterdir())             # and cleaned up
 
 
 # ---------------------------------------------------------------------------

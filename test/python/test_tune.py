@@ -14,7 +14,7 @@ import pytest
 
 import tileir as ct
 from tileir import tune
-from tileir.errors import TileTypeError, TileValueError
+from tileir.errors import KernelOptionError, TileTypeError, TileValueError
 
 
 @ct.kernel
@@ -93,7 +93,7 @@ def test_hints_fn_replaces_hints(few_samples, monkeypatch):
     assert kernels[16] is kernels[32]            # equal hints share one replaced kernel
     assert kernels[16] is not double and double.options == {}
     assert [cfg for cfg, _, _ in result.failures] == [(64, 64)]
-    assert result.failures[0][1] is TileValueError
+    assert result.failures[0][1] is KernelOptionError     # a TileValueError and a ValueError
     assert "occupancy" in result.failures[0][2]
 
 
@@ -188,10 +188,12 @@ class FakeTimes:
     def __init__(self, monkeypatch, times):
         self.times = times
         self.calls = {c: 0 for c in times}
+        self.flush_l2 = []                  # what each config's timer was asked to do
         monkeypatch.setattr(tune, "_choose_timer", self.choose)
 
-    def choose(self, stream, args):
+    def choose(self, stream, args, *, flush_l2):
         cfg = args[0]
+        self.flush_l2.append(flush_l2)
 
         def timer(run):
             i = self.calls[cfg] - tune.WARMUP_RUNS
@@ -219,6 +221,28 @@ def test_constant_time_converges_after_one_batch(monkeypatch):
     assert by["a"] == m("a", 7.0, n=5, err=0.0)
     assert result.best == m("b", 3.0, n=5, err=0.0)
     assert fake.calls == {"a": 8, "b": 8}           # 3 warmups + 5 samples each
+
+
+def test_flush_l2_reaches_every_config_s_timer(monkeypatch):
+    """cuTile's `flush_l2`: True by default; the timer of each config flushes as asked."""
+    fake = FakeTimes(monkeypatch, {"a": constant(7.0), "b": constant(3.0)})
+    fake.run()
+    assert fake.flush_l2 == [True, True]
+    fake = FakeTimes(monkeypatch, {"a": constant(7.0), "b": constant(3.0)})
+    fake.run(flush_l2=False)
+    assert fake.flush_l2 == [False, False]
+    with pytest.raises(TypeError, match="flush_l2 must be True or False, got 1"):
+        fake.run(flush_l2=1)
+
+
+def test_flush_l2_is_accepted_by_interpreted_searches(few_samples):
+    """The interpreter has no L2: both settings measure, and choose the wall clock."""
+    o = np.zeros(1, np.float32)
+    for flush in (True, False):
+        assert tune._choose_timer(None, (o, 3), flush_l2=flush) is tune._wall_time
+        result = search([2, 4], lambda n: (1,), spin, lambda n: (o, n), flush_l2=flush)
+        assert {meas.config for meas in result.successes} == {2, 4}
+    assert o[0] == 4
 
 
 def margin(samples, n):
@@ -365,3 +389,28 @@ def test_gpu_search_with_driver_events():
     assert {meas.config for meas in result.successes} == {256, 1024}
     assert all(0 < meas.mean_us < 10_000 for meas in result.successes)
     torch.testing.assert_close(y, 2 * x)
+
+
+@pytest.mark.gpu
+def test_gpu_flush_l2_makes_reads_come_from_dram():
+    """A copy of 16 MiB (a third of an H100's L2) launched again and again reads L2 when
+    warm; with flush_l2 the scratch writes evict it first, so each timed launch reads
+    DRAM and takes longer (the flush itself is not timed: it precedes the start event)."""
+    torch = pytest.importorskip("torch")
+    from tileir.runtime import driver
+    n = 4 << 20
+    x = torch.randn(n, device="cuda")
+    y = torch.empty_like(x)
+    assert 4 * n * 2 < driver.l2_cache_bytes(x.device.index)
+    times = {}
+    for flush in (False, True):
+        result = tune.exhaustive_search([4096], None, lambda t: (n // t,), double,
+                                        lambda t: (x, y, t), quiet=True, flush_l2=flush)
+        times[flush] = result.best.mean_us
+    torch.testing.assert_close(y, 2 * x)
+    assert times[True] > 1.2 * times[False], times
+    flush = tune._L2Flush(x.device.index)
+    assert flush.nbytes >= 2 * driver.l2_cache_bytes(x.device.index) - 3
+    flush(0)
+    torch.cuda.synchronize()
+    flush.close()
