@@ -156,6 +156,10 @@ class Kernel(KernelEntry):
         self._cache: dict[tuple, CompiledKernel] = {}
         self._dispatchers: dict[str, Any] = {}    # argument kinds -> runtime.dispatch.Dispatcher
         self._fast = None                          # the latest dispatcher's fast path
+        # the same for launches with programmatic_dependent_launch=True (their plans
+        # launch with programmatic stream serialization where the kernel's meta allows)
+        self._pdl_dispatchers: dict[str, Any] = {}
+        self._fast_pdl = None
         self._may_retile: bool | None = None
         # (specialization, free grid axes) whose compile for a split wish split nothing
         self._no_split: set[tuple] = set()
@@ -280,17 +284,23 @@ class Kernel(KernelEntry):
             self._wishes[key] = wish
         return wish
 
-    def _remember(self, kinds: str, grid, args: Sequence[Any], plan) -> None:
-        """Files `plan` for the fast path of launches like this one (`launch`)."""
+    def _remember(self, kinds: str, grid, args: Sequence[Any], plan,
+                  programmatic_dependent_launch: bool = False) -> None:
+        """Files `plan` for the fast path of launches like this one (`launch`), those
+        with `programmatic_dependent_launch` apart."""
         from .runtime.dispatch import Dispatcher
-        d = self._dispatchers.get(kinds)
+        table = self._pdl_dispatchers if programmatic_dependent_launch else self._dispatchers
+        d = table.get(kinds)
         if d is None:
-            d = self._dispatchers[kinds] = Dispatcher(self.name, kinds)
+            d = table[kinds] = Dispatcher(self.name, kinds)
         try:
             d.remember(grid, args, plan)
         except TypeError:            # an unhashable grid: such launches stay on the checked path
             return
-        self._fast = d.fast
+        if programmatic_dependent_launch:
+            self._fast_pdl = d.fast
+        else:
+            self._fast = d.fast
 
     def _load_or_build(self, params, target: str, cache: Cache,
                        wish: str | None = None) -> CompiledKernel:
@@ -627,8 +637,10 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     default; False stores it from registers), `programmatic_launch` (sm_90a: the
     kernel waits for the previous kernel in the stream at its top and lets the next
     one launch, so launches overlap runs; on by default for kernels that place no
-    `grid_dependency_control_*` themselves, False launches it strictly after the
-    previous kernel ends, docs/gpu-backend.md) and
+    `grid_dependency_control_*` themselves (those are launched so where the launch
+    passes `programmatic_dependent_launch=True`, or always with True here), False
+    launches it strictly after the previous kernel ends whatever the launch asks,
+    docs/gpu-backend.md) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -706,11 +718,22 @@ def _check_grid_limits(grid: tuple[int, int, int], what: str, kernel: str | None
                                  f"{axis}; CUDA allows at most {limit} there")
 
 
-def _launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
-    """Runs `kernel` over `grid` with `args` (cuTile's `launch(stream, grid, kernel, args)`).
+def _launch(stream, grid, kernel: Kernel, args: Sequence[Any], *,
+            programmatic_dependent_launch: bool = False) -> None:
+    """Runs `kernel` over `grid` with `args` (cuTile's `launch(stream, grid, kernel,
+    kernel_args, /, *, programmatic_dependent_launch=False)`).
 
     NumPy arrays run in the interpreter; so does everything when the knob
     TILEIR_INTERPRET=1 is set (device arrays are copied to the host and back).
+
+    `programmatic_dependent_launch=True` lets the kernel begin before the previous
+    kernel in the stream has ended, as in cuTile: a kernel whose author placed
+    `grid_dependency_control_wait` is launched with programmatic stream serialization
+    then (its wait orders what follows it), and plainly without the flag; tileir's own
+    wait at the top of every other sm_90a kernel makes their launches programmatic
+    either way, and `@kernel(programmatic_launch=False)` makes them plain either way
+    (docs/gpu-backend.md, "Programmatic launch").  The interpreter runs kernels one
+    after another: it accepts the flag.
 
     A launch like an earlier one (torch tensors of the same dtypes, shapes, strides
     and alignment, scalars of the same kinds, the same grid) takes the kernel's fast
@@ -719,14 +742,22 @@ def _launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     `tileir.launch` is its `launch`, which calls the fast path itself and comes here
     (`launch_checked`) for the rest.
     """
-    fast = getattr(kernel, "_fast", None)
+    pdl = programmatic_dependent_launch
+    fast = getattr(kernel, "_fast_pdl" if pdl is True else "_fast", None) \
+        if pdl is True or pdl is False else None          # else: the checked path refuses
     if fast is not None and fast(stream, grid, args):
         return
-    launch_checked(stream, grid, kernel, args)
+    launch_checked(stream, grid, kernel, args,
+                   programmatic_dependent_launch=programmatic_dependent_launch)
 
 
-def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
+def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any], *,
+                   programmatic_dependent_launch: bool = False) -> None:
     """`launch` without the fast path: every check, the compile, a new plan."""
+    pdl = programmatic_dependent_launch
+    if not isinstance(pdl, bool):
+        raise TypeError(f"launch(): programmatic_dependent_launch must be True or False, got "
+                        f"{pdl!r}")
     if not isinstance(kernel, Kernel):
         raise TileTypeError(f"launch() needs a @tileir.kernel, got {type(kernel).__name__}")
     if not isinstance(args, (tuple, list)):
@@ -753,12 +784,14 @@ def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     if kinds is not None:
         flat, positions = dispatch.spread(kinds, args, ck.runtime_params)
         plan = dispatch.make_plan(ck.cubin, ck.meta, hw_grid, flat, positions,
-                                  native=dispatch.LIST not in kinds)
-        kernel._remember(kinds, grid, args, plan)
+                                  native=dispatch.LIST not in kinds,
+                                  programmatic_dependent_launch=pdl)
+        kernel._remember(kinds, grid, args, plan, pdl)
         first = plan.native.launch if plan.native is not None else plan.launch
         if first(stream, flat, dispatch.dynamic_values(kinds, args)):
             return
-    launcher.launch(ck.cubin, ck.meta, hw_grid, ck.runtime_args(args), stream)
+    launcher.launch(ck.cubin, ck.meta, hw_grid, ck.runtime_args(args), stream,
+                    programmatic_dependent_launch=pdl)
 
 
 try:        # the launch in C (runtime/_fastlaunch.c), where setup.py built it

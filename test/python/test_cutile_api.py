@@ -1323,7 +1323,8 @@ def test_advanced_indexing_reads_and_writes_rows_by_index():
     ck = advanced.compile(args, stage="ptx", target="sm_90a")
     ptx = ck.artifacts["ptx"]
     assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
-    assert ck.meta["programmatic_launch"]            # launched by cuLaunchKernelEx
+    assert ck.meta["programmatic_on_request"]       # by cuLaunchKernelEx where asked
+    assert "programmatic_launch" not in ck.meta
     # a kernel without them gets both at its top (tile-programmatic-launch), unless
     # its option says not to
     ordered_args = (x, np.zeros((2, 2), np.float32), np.zeros((4, 4), np.float32),

@@ -686,6 +686,76 @@ def test_launch_takes_the_kernels_fast_path_and_checks_the_rest(monkeypatch):
             NATIVE.set_checked_launch(original)
 
 
+def test_programmatic_dependent_launches_have_a_fast_path_of_their_own(monkeypatch):
+    """`launch(..., programmatic_dependent_launch=True)` (cuTile's keyword) takes the
+    kernel's `_fast_pdl`, False or no keyword `_fast`, in C and in Python; anything but a
+    bool there goes to the checked path, which refuses it."""
+    import importlib
+
+    import tileir as ct
+    kernel_module = importlib.import_module("tileir.kernel")
+    checked, original = [], kernel_module.launch_checked
+    monkeypatch.setattr(kernel_module, "launch_checked", lambda *a, **k: checked.append((a, k)))
+    if NATIVE is not None:
+        NATIVE.set_checked_launch(kernel_module.launch_checked)
+
+    class K:
+        def __init__(self):
+            self.calls = []
+            self._fast = lambda stream, grid, args: self.calls.append("plain") or True
+            self._fast_pdl = lambda stream, grid, args: self.calls.append("pdl") or True
+
+    try:
+        for launch in (ct.launch, kernel_module._launch):
+            k = K()
+            launch(None, (1,), k, (), programmatic_dependent_launch=True)
+            launch(None, (1,), k, (), programmatic_dependent_launch=False)
+            launch(None, (1,), k, ())
+            assert k.calls == ["pdl", "plain", "plain"]
+            checked.clear()
+            launch(None, (1,), k, (), programmatic_dependent_launch=1)
+            assert k.calls == ["pdl", "plain", "plain"] and \
+                checked == [((None, (1,), k, ()), {"programmatic_dependent_launch": 1})]
+    finally:
+        if NATIVE is not None:
+            NATIVE.set_checked_launch(original)
+    with pytest.raises(TypeError, match="programmatic_dependent_launch must be True or False, "
+                       "got 1"):
+        original(None, (1,), object(), (), programmatic_dependent_launch=1)
+
+
+def test_kernels_file_programmatic_dependent_plans_apart(fast_path):
+    """The checked path files a flagged launch's plan with the kernel's dispatchers for
+    flagged launches: a launch without the flag never finds it."""
+    import tileir as ct
+
+    @ct.kernel
+    def k(x):
+        pass
+
+    t = Tensor(4096, (8,), (1,))
+    flagged, plain = object(), object()
+    k._remember("T", (1,), (t,), flagged, True)
+    assert k._fast is None and k._dispatchers == {}
+    assert list(k._pdl_dispatchers["T"].plans.values()) == [flagged]
+    k._remember("T", (1,), (t,), plain)
+    assert list(k._dispatchers["T"].plans.values()) == [plain]
+    assert list(k._pdl_dispatchers["T"].plans.values()) == [flagged]
+    assert k._fast_pdl is not None and k._fast is not None and k._fast is not k._fast_pdl
+
+
+@pytest.mark.parametrize("meta,requested,programmatic", [
+    ({}, False, False), ({}, True, False),                                # no ops, sm_80, off
+    ({"programmatic_launch": True}, False, True),                         # tileir's wait
+    ({"programmatic_launch": True}, True, True),
+    ({"programmatic_on_request": True}, False, False),                    # the author's ops
+    ({"programmatic_on_request": True}, True, True)])
+def test_a_launch_is_programmatic_as_the_meta_and_the_launch_say(meta, requested,
+                                                                 programmatic):
+    from tileir.runtime import launcher
+    assert launcher.programmatic(meta, requested) is programmatic
+
+
 def test_launch_of_a_kernel_not_launched_before_is_checked():
     import tileir as ct
     from tileir.errors import TileTypeError

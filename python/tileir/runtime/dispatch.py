@@ -457,11 +457,13 @@ _WRONG_CONTEXT = (201, 400)     # CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID
 
 
 def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
-              args: Sequence[Any], positions: Sequence[int], native: bool = True) -> LaunchPlan:
+              args: Sequence[Any], positions: Sequence[int], native: bool = True,
+              programmatic_dependent_launch: bool = False) -> LaunchPlan:
     """The plan for launching `image` over `grid` with `args` (torch tensors among them,
     lists spread: `spread`; `positions`: the args index of each runtime parameter),
     after every check the checked path makes (`launcher.bind_args`); `native`: give it
-    a C half."""
+    a C half; `programmatic_dependent_launch`: the launches ask for programmatic stream
+    serialization (`launcher.programmatic`)."""
     from . import driver, launcher
     name = meta["name"]
     runtime_args = [args[i] for i in positions]
@@ -497,7 +499,8 @@ def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
         maps=tensor_map_slots(meta, slot, positions, shapes),
         current_stream=torch_current_stream(),
         stream_of=lambda stream, a: launcher.stream_handle(stream, a, device),
-        programmatic=bool(meta.get("programmatic_launch")), workspace=space, native=native)
+        programmatic=launcher.programmatic(meta, programmatic_dependent_launch),
+        workspace=space, native=native)
 
 
 def torch_current_stream() -> Callable[[int], int]:
