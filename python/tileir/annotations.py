@@ -186,6 +186,21 @@ class ListAnnotation:
             object.__setattr__(self, "element", found[0])
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TupleAnnotation:
+    """A tuple parameter's annotation, `tuple[...]` (cuTile 1.7): each item's own
+    (`items`: `tuple[int, Constant[int]]`), or one for every item (`each`:
+    `tuple[Array, ...]`); what tileir acts on of each, as `param_annotation` reads it."""
+
+    items: tuple | None = None
+    each: Any = None
+
+    def __repr__(self) -> str:
+        if self.items is None:
+            return f"tuple[{self.each!r}, ...]"
+        return f"tuple[{', '.join(repr(i) for i in self.items)}]"
+
+
 IndexedWithInt64 = Annotated[T, ArrayAnnotation(index_dtype=dt.int64)]
 ScalarInt64 = Annotated[T, ScalarAnnotation(dtype=dt.int64)]
 
@@ -194,12 +209,18 @@ _CONSTANT_TYPES = (int, bool, float)
 
 def param_annotation(ann: Any) -> Any:
     """The annotation of a kernel parameter that matters to tileir: a
-    ConstantAnnotation, ArrayAnnotation, ScalarAnnotation or ListAnnotation, or None."""
+    ConstantAnnotation, ArrayAnnotation, ScalarAnnotation, ListAnnotation or
+    TupleAnnotation, or None."""
     if ann is Constant:
         return ConstantAnnotation()
     if isinstance(ann, (ConstantAnnotation, ArrayAnnotation, ScalarAnnotation,
-                        ListAnnotation)):
+                        ListAnnotation, TupleAnnotation)):
         return ann
+    if typing.get_origin(ann) is tuple:
+        args = typing.get_args(ann)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return TupleAnnotation(each=param_annotation(args[0]))
+        return TupleAnnotation(items=tuple(param_annotation(a) for a in args))
     if typing.get_origin(ann) is Annotated:
         base, *meta = typing.get_args(ann)
         for m in meta:
@@ -211,3 +232,26 @@ def param_annotation(ann: Any) -> Any:
                 return m
         return param_annotation(base)
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class EachConstant:
+    """`tuple_constness` of a `tuple[X, ...]`: every item's is `constness`."""
+
+    constness: Any
+
+
+def tuple_constness(ann: Any) -> Any:
+    """Which leaves of a tuple parameter are compile-time, by its annotation (as
+    `param_annotation` reads it), for the launch fast path's key: True (a Constant:
+    all of it), None (none of it), a tuple of the items' (`tuple[int, Constant[int]]`)
+    or an `EachConstant` (`tuple[Constant[int], ...]`)."""
+    if isinstance(ann, ConstantAnnotation):
+        return True
+    if not isinstance(ann, TupleAnnotation):
+        return None
+    if ann.items is None:
+        each = tuple_constness(ann.each)
+        return None if each is None else EachConstant(each)
+    items = tuple(tuple_constness(a) for a in ann.items)
+    return None if all(c is None for c in items) else items

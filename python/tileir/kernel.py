@@ -34,10 +34,10 @@ from .errors import (KernelOptionError, TileCacheWarning, TileCompilerExecutionE
                      TileValueError)
 from .frontend.source import SourceInfo
 from .function import KernelEntry
-from .annotations import param_annotation
+from .annotations import param_annotation, tuple_constness
 from .semantics import ByTarget, resolve_option
-from .specialization import (ConstantAnnotation, ListParam, Param, TableListParam, classify_arg,
-                             format_arg_specs)
+from .specialization import (RUNTIME_KINDS, ConstantAnnotation, classify_arg, format_arg_specs,
+                             leaf_values)
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -113,21 +113,16 @@ class CompiledKernel:
     @property
     def runtime_params(self) -> list[int]:
         """The positions of the launch arguments that are kernel arguments (a list of
-        arrays is one position: `runtime_args` spreads it)."""
-        return [i for i, (_, k) in enumerate(self.params)
-                if isinstance(k, (Param, ListParam, TableListParam))]
+        arrays or a tuple is one position: `runtime_args` spreads it)."""
+        return [i for i, (_, k) in enumerate(self.params) if isinstance(k, RUNTIME_KINDS)]
 
     def runtime_args(self, args: Sequence[Any]) -> list[Any]:
         """The kernel's arguments in ABI order: `Constant`s dropped, each list of
-        arrays spread into its elements (one array argument each); a list passed as a
+        arrays spread into its elements (one array argument each), each tuple into its
+        runtime items (recursively; its Constant items dropped); a list passed as a
         table (`TableListParam`: an exported kernel's) is its table, one argument."""
-        out = []
-        for i in self.runtime_params:
-            if isinstance(self.params[i][1], ListParam):
-                out.extend(args[i])
-            else:
-                out.append(args[i])
-        return out
+        return [leaf for i in self.runtime_params
+                for leaf in leaf_values(self.params[i][1], args[i])]
 
     def ir(self) -> str:
         if self.module is None:
@@ -169,6 +164,9 @@ class Kernel(KernelEntry):
                                   for p in self.signature.parameters}
         self._const_mask = tuple(isinstance(self.param_annotations[p], ConstantAnnotation)
                                  for p in self.signature.parameters)
+        # which items of each tuple parameter are Constants (the fast path's keys)
+        self._tuple_consts = tuple(tuple_constness(self.param_annotations[p])
+                                   for p in self.signature.parameters)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -292,7 +290,7 @@ class Kernel(KernelEntry):
         table = self._pdl_dispatchers if programmatic_dependent_launch else self._dispatchers
         d = table.get(kinds)
         if d is None:
-            d = table[kinds] = Dispatcher(self.name, kinds)
+            d = table[kinds] = Dispatcher(self.name, kinds, tuple_consts=self._tuple_consts)
         try:
             d.remember(grid, args, plan)
         except TypeError:            # an unhashable grid: such launches stay on the checked path
@@ -481,8 +479,12 @@ def _retile_option(kernel: str, value: Any) -> list[int]:
 
 
 def _key(k: Any) -> Any:
+    """A specialization entry as a key: constants typed (1, True and 1.0 differ, in a
+    Constant tuple too; a TupleParam compares its items so itself)."""
     if isinstance(k, (bool, int, float)):
         return (type(k).__name__, k)
+    if isinstance(k, tuple):
+        return ("tuple", tuple(_key(i) for i in k))
     return k
 
 
@@ -764,9 +766,9 @@ def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any], *,
         raise TileTypeError(f"launch() takes the kernel arguments as a tuple, got "
                             f"{type(args).__name__}")
     dims = normalize_grid(grid)
-    # (the arrays of a list argument count as arrays: a list of host arrays runs in
-    # the interpreter, and one on the host in a GPU launch is reported by name)
-    arrays = [a for x in args for a in (x if isinstance(x, list) else [x]) if _is_array(a)]
+    # (the arrays of a list or tuple argument count as arrays: a list of host arrays runs
+    # in the interpreter, and one on the host in a GPU launch is reported by name)
+    arrays = [a for a in _flat(args) if _is_array(a)]
     if knobs.INTERPRET.as_bool() or all(_host_array(a) for a in arrays):
         from .host import run_interpreted
         run_interpreted(kernel.compile(args, stage=knobs.LAUNCH_STAGE.raw()), dims, args)
@@ -780,15 +782,17 @@ def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any], *,
     ck = kernel.compile(args, target=device_target(on_device), grid=dims,
                         sm_count=_sm_count(on_device[0]))
     hw_grid = hardware_grid(ck.meta, dims)
-    kinds = None if knobs.SYNC_LAUNCH.as_bool() else dispatch.arg_kinds(args, kernel._const_mask)
+    consts = kernel._tuple_consts
+    kinds = None if knobs.SYNC_LAUNCH.as_bool() else \
+        dispatch.arg_kinds(args, kernel._const_mask, consts)
     if kinds is not None:
-        flat, positions = dispatch.spread(kinds, args, ck.runtime_params)
+        flat, positions = dispatch.spread(kinds, args, ck.runtime_params, consts)
         plan = dispatch.make_plan(ck.cubin, ck.meta, hw_grid, flat, positions,
-                                  native=dispatch.LIST not in kinds,
+                                  native=dispatch.LIST not in kinds and dispatch.TUPLE not in kinds,
                                   programmatic_dependent_launch=pdl)
         kernel._remember(kinds, grid, args, plan, pdl)
         first = plan.native.launch if plan.native is not None else plan.launch
-        if first(stream, flat, dispatch.dynamic_values(kinds, args)):
+        if first(stream, flat, dispatch.dynamic_values(kinds, args, consts)):
             return
     launcher.launch(ck.cubin, ck.meta, hw_grid, ck.runtime_args(args), stream,
                     programmatic_dependent_launch=pdl)
@@ -887,6 +891,15 @@ def _no_rewrite_keys(wish: str) -> list[str]:
     have for a small one)."""
     kind = _grid_rewrite_kind(wish)
     return [kind] if kind.startswith("split;") else [kind, "split;" + kind]
+
+
+def _flat(args: Sequence[Any]):
+    """The items of `args` with lists and tuples (nested ones too) spread."""
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flat(a)
+        else:
+            yield a
 
 
 def _is_array(a) -> bool:

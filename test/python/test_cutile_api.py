@@ -381,6 +381,79 @@ def test_list_annotated_parameters_take_lists_of_arrays():
 
 
 # ---------------------------------------------------------------------------
+# Tuples as kernel arguments
+# ---------------------------------------------------------------------------
+@ct.function
+def tuple_sum(arrs, i):
+    """A tuple parameter passed on to a helper: its arrays enter as arguments of it."""
+    return ct.load(arrs[0], (i,), shape=(8,)) + ct.load(arrs[1][1], (i,), shape=(8,))
+
+
+@ct.kernel
+def tupled(out, arrs: tuple[ct.Array, ...], t: tuple[int, ct.Constant[int]], plain):
+    x, (w, z) = arrs
+    a, B = t
+    ct.static_assert(B == 3 and len(plain) == 3)
+    s, flag, nested = plain
+    i = ct.bid(0)
+    acc = ct.load(x, (i,), shape=(8,)) * a + ct.load(w, (i,), shape=(8,)) * B
+    acc = acc + tuple_sum(arrs, i) * nested[0] + ct.where(flag, s, 0.0)
+    ct.store(out, (i,), acc + ct.astype(nested[1], ct.float32))
+
+
+def test_tuples_are_kernel_arguments_everywhere(rng):
+    """cuTile 1.7: tuples (nested too) of arrays, scalars and constants, annotated
+    `tuple[Array, ...]`, `tuple[int, Constant[int]]` or not at all; each runtime leaf is
+    an argument (`arrs[1][0]`), the kernel rebuilds the tuple."""
+    x, w, z = (rng.standard_normal(16).astype(np.float32) for _ in range(3))
+    args = (np.zeros(16, np.float32), (x, (w, z)), (2, 3), (0.5, True, (1.5, 7)))
+    want = x * 2 + w * 3 + (x + z) * 1.5 + 0.5 + 7
+    for got in run_everywhere(tupled, (2,), args, 0):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    text = tupled.compile(args, stage="frontend").ir()
+    assert 'tile.arg_names = ["out", "arrs[0]", "arrs[1][0]", "arrs[1][1]", "t[0]", ' \
+           '"plain[0]", "plain[1]", "plain[2][0]", "plain[2][1]"]' in text
+    params = dict(tupled.classify(args))
+    assert params["t"] == ct.specialization.TupleParam((ct.specialization.ScalarParam(ct.int32),
+                                                         3))
+    # the Constant item specializes: another value compiles another kernel; 1, True and
+    # 1.0 differ, as they do for a Constant parameter
+    assert tupled.classify((*args[:2], (2, 5), args[3]))[2][1] != params["t"]
+    TP = ct.specialization.TupleParam
+    assert len({TP((1,)), TP((True,)), TP((1.0,)), TP((TP((1,)),))}) == 4
+    assert TP((1, (2,))) == TP((1, (2,))) and hash(TP((1,))) == hash(TP((1,)))
+    with pytest.raises(TileStaticAssertionError):
+        tupled.compile((*args[:2], (2, 4), args[3]), stage="frontend")
+
+
+@ct.kernel
+def bad_tuples(out, t: tuple[int, ct.Constant[int]], u: tuple[ct.Array, ...]):
+    pass
+
+
+def test_tuple_arguments_are_checked_against_their_annotations():
+    out = np.zeros(4, np.float32)
+    with pytest.raises(TileTypeError, match=r"argument 't' of kernel 'bad_tuples' is a tuple "
+                       r"of 3 items, but its annotation tuple\[None, Constant\[int\]\] has 2"):
+        bad_tuples.compile((out, (1, 2, 3), (out,)), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"argument 't\[1\]' of kernel 'bad_tuples' is "
+                       r"Constant\[int\] but got float 2.5"):
+        bad_tuples.compile((out, (1, 2.5), (out,)), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"argument 't' of kernel 'bad_tuples' is annotated "
+                       r"as a tuple \(tuple\[None, Constant\[int\]\]\) but is int"):
+        bad_tuples.compile((out, 1, (out,)), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"argument 'u\[1\]' of kernel 'bad_tuples' is str"):
+        bad_tuples.compile((out, (1, 2), (out, "x")), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"argument 'out' of kernel 'array_annotated' is a "
+                       r"tuple, but its annotation ArrayAnnotation\(.*\) is not a tuple type"):
+        ct.kernel(array_annotated).compile(((out,),), stage="frontend")
+
+
+def array_annotated(out: typing.Annotated[ct.Array, ct.ArrayAnnotation()]):
+    pass
+
+
+# ---------------------------------------------------------------------------
 # Compile-time helpers, plain helpers
 # ---------------------------------------------------------------------------
 def scale_of(n):

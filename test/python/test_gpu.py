@@ -392,6 +392,33 @@ def test_programmatic_launches_take_the_fast_path(py_launch, monkeypatch):
     assert not plain.programmatic
 
 
+@ct.kernel
+def tuple_axpby(out, xs: tuple[ct.Array, ct.Array], ab: tuple[float, ct.Constant[float]],
+                T: ct.Constant[int]):
+    i = ct.bid(0)
+    a, B = ab
+    t = ct.load(xs[0], (i,), shape=(T,)) * a + ct.load(xs[1], (i,), shape=(T,)) * B
+    ct.store(out, (i,), t)
+
+
+@pytest.mark.parametrize("py_launch", [False, True])
+def test_tuple_arguments_launch_and_take_the_fast_path(py_launch, monkeypatch):
+    """Tuples of tensors and scalars (cuTile 1.7): fresh pointers and scalars each launch
+    go through one plan (the generated Python's: the C half keys no tuples); a new
+    value of the Constant item compiles and files another."""
+    monkeypatch.setenv("TILEIR_PY_LAUNCH", "1" if py_launch else "0")
+    k = ct.kernel(tuple_axpby.__wrapped__)
+    n = 5000
+    for i, (a, b) in enumerate([(0.5, 2.0), (3.0, 2.0), (-1.0, 2.0), (1.0, 4.0)]):
+        x, y = rand(n, dtype=torch.float32), rand(n, dtype=torch.float32)
+        out = poisoned(n, dtype=torch.float32)
+        ct.launch(None, (ct.cdiv(n, 1024),), k, (out, (x, y), (a, b), 1024))
+        torch.cuda.synchronize()
+        close(out, a * x.double() + b * y.double())
+        assert _plans(k) == (1 if i < 3 else 2)
+    assert all(not d.native for d in k._dispatchers.values())
+
+
 def test_fast_path_follows_pointers_shapes_and_scalars():
     k = ct.kernel(axpby.__wrapped__)
     seen = set()

@@ -34,7 +34,8 @@ from ..errors import (TileError, TileRecursionError, TileStaticAssertionError,
                       TileValueError)
 from ..annotations import Slice
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
-from ..specialization import ArrayParam, ListParam, Param, ScalarParam, TableListParam
+from ..specialization import (ArrayParam, ListParam, Param, ScalarParam, TableListParam,
+                              TupleParam)
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
 from . import compute, debug, emit, intrinsics, static, views
 from .source import SourceInfo
@@ -108,13 +109,14 @@ class FunctionCompiler:
         fdef = self.src.tree
         arg_types, arg_names = [], []
         for pname, kind in params:
-            for i, leaf in enumerate(_leaves(kind)):
+            # a list's elements and a tuple's items are named as the launch's errors name
+            # them: xs[1], t[0][1]
+            for leaf, leaf_name in zip(_leaves(kind), _leaf_names(kind, pname)):
                 if isinstance(leaf, ArrayParam):
                     arg_types.append(array_type(ir.Type.parse(leaf.dtype.array_mlir), leaf.ndim))
                 else:
                     arg_types.append(emit.tensor_type(leaf.shape, leaf.dtype))
-                # a list's elements are named as the launch's errors name them: xs[1]
-                arg_names.append(f"{pname}[{i}]" if isinstance(kind, ListParam) else pname)
+                arg_names.append(leaf_name)
         with self.at(fdef), ir.InsertionPoint(self.mb.module.body):
             fn = func.FuncOp(name, ir.FunctionType.get(arg_types, []))
             fn.attributes[KERNEL_ATTR if kernel else FUNCTION_ATTR] = ir.UnitAttr.get()
@@ -1041,6 +1043,10 @@ def classify_value(v: Any) -> Any:
         return ListParam(tuple(_array_kind(a) for a in v.elements))
     if isinstance(v, TileValue):
         return ScalarParam(v.dtype, v.shape)
+    if isinstance(v, tuple):            # runtime items (a tuple parameter's) enter as such
+        items = tuple(classify_value(x) for x in v)
+        if any(_leaves(k) for k in items):
+            return TupleParam(items)
     return v
 
 
@@ -1059,7 +1065,18 @@ def _leaves(kind: Any) -> list[Param]:
         return [kind.table]
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.leaves(kind)
+    if isinstance(kind, TupleParam):
+        return [leaf for k in kind.items for leaf in _leaves(k)]
     return []
+
+
+def _leaf_names(kind: Any, pname: str) -> list[str]:
+    """The names of the IR arguments `_leaves(kind)` (`xs[1]`, `t[0][1]`, else `pname`)."""
+    if isinstance(kind, ListParam):
+        return [f"{pname}[{i}]" for i in range(len(kind.elements))]
+    if isinstance(kind, TupleParam):
+        return [n for i, k in enumerate(kind.items) for n in _leaf_names(k, f"{pname}[{i}]")]
+    return [pname] * len(_leaves(kind))
 
 
 def _leaf_values(v: Any) -> list[ir.Value]:
@@ -1068,6 +1085,8 @@ def _leaf_values(v: Any) -> list[ir.Value]:
         return [v.table.value]
     if isinstance(v, ListValue):
         return [a.value for a in v.elements]
+    if isinstance(v, tuple):
+        return [x for item in v if _leaves(classify_value(item)) for x in _leaf_values(item)]
     return views.leaf_values(v)
 
 
@@ -1088,4 +1107,6 @@ def _argument(kind: Any, pname: str, args) -> Any:
                               element=kind.element)
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.rebuild(kind, args, array)
+    if isinstance(kind, TupleParam):    # a tuple of the items' values (constants as such)
+        return tuple(_argument(k, f"{pname}[{i}]", args) for i, k in enumerate(kind.items))
     return kind
