@@ -18,6 +18,7 @@ from typing import Annotated, Any, Protocol, TypeVar, Union
 from . import dtypes as dt
 from .api import PaddingMode
 from .errors import TileError
+from .semantics import MemoryOrder, MemoryScope
 from .specialization import Constant, ConstantAnnotation
 
 T = TypeVar("T")
@@ -53,6 +54,88 @@ class Array:
         rank, or `()` for one element), read with `padding_mode` past its edges; tile
         `i` starts at element `i * traversal_steps` (default: the tile shape; smaller
         steps overlap tiles, larger ones leave gaps)."""
+
+    @_in_kernels
+    def get_raw_memory(self):
+        """The array's memory addressed by element offset from its base (its first
+        element; a slice's first element), with no shape, strides or bounds: a
+        `RawArrayMemory`."""
+
+    @property
+    @_in_kernels
+    def foreign_pointer(self):
+        """The base pointer (the first element's address) as a foreign pointer, of dtype
+        `foreign_pointer_dtype(dtype)`: no arithmetic; `Array.from_foreign` makes an
+        array of it."""
+
+    @staticmethod
+    @_in_kernels
+    def from_foreign(pointer, shape, strides):
+        """The array at a foreign pointer, of its pointee dtype, with `shape` and `strides`
+        (in elements): equal-length tuples of non-negative signed integers, compile-time
+        or scalars."""
+
+
+class RawArrayMemory:
+    """An array's memory by element offset from its base (`Array.get_raw_memory`).
+
+    Offsets are integer scalars or tiles; the result has the offset's shape, which the
+    mask and the value, update, expected and desired operands broadcast to.  There are
+    no bounds checks: an offset outside the array's memory is undefined (the
+    interpreter stops)."""
+
+    @property
+    @_in_kernels
+    def dtype(self):
+        """The array's dtype."""
+
+    @_in_kernels
+    def load_offset(self, offset, /, *, mask=None, padding_value=0, latency=None):
+        """The elements at `offset`; `padding_value` where `mask` is False."""
+
+    @_in_kernels
+    def store_offset(self, offset, value, /, *, mask=None, latency=None):
+        """Stores `value` (converted to the dtype) at `offset` where `mask` holds."""
+
+    @_in_kernels
+    def atomic_cas_offset(self, offset, expected, desired, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Compare-and-swap per element; the old values (`expected` where masked off)."""
+
+    @_in_kernels
+    def atomic_xchg_offset(self, offset, update, /, *, mask=None,
+                           memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Exchange per element; the old values."""
+
+    @_in_kernels
+    def atomic_add_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic add per element; the old values."""
+
+    @_in_kernels
+    def atomic_max_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic maximum per element (integers); the old values."""
+
+    @_in_kernels
+    def atomic_min_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic minimum per element (integers); the old values."""
+
+    @_in_kernels
+    def atomic_and_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic AND per element (integers of the dtype); the old values."""
+
+    @_in_kernels
+    def atomic_or_offset(self, offset, update, /, *, mask=None,
+                         memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic OR per element (integers of the dtype); the old values."""
+
+    @_in_kernels
+    def atomic_xor_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic XOR per element (integers of the dtype); the old values."""
 
 
 class Tile:

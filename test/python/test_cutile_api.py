@@ -414,12 +414,11 @@ def test_tuples_are_kernel_arguments_everywhere(rng):
     assert 'tile.arg_names = ["out", "arrs[0]", "arrs[1][0]", "arrs[1][1]", "t[0]", ' \
            '"plain[0]", "plain[1]", "plain[2][0]", "plain[2][1]"]' in text
     params = dict(tupled.classify(args))
-    assert params["t"] == ct.specialization.TupleParam((ct.specialization.ScalarParam(ct.int32),
-                                                         3))
+    TP, SP = ct.specialization.TupleParam, ct.specialization.ScalarParam
+    assert params["t"] == TP((SP(ct.int32), 3))
     # the Constant item specializes: another value compiles another kernel; 1, True and
     # 1.0 differ, as they do for a Constant parameter
     assert tupled.classify((*args[:2], (2, 5), args[3]))[2][1] != params["t"]
-    TP = ct.specialization.TupleParam
     assert len({TP((1,)), TP((True,)), TP((1.0,)), TP((TP((1,)),))}) == 4
     assert TP((1, (2,))) == TP((1, (2,))) and hash(TP((1,))) == hash(TP((1,)))
     with pytest.raises(TileStaticAssertionError):
@@ -1288,6 +1287,219 @@ def test_indexed_memory_is_checked_at_the_line(mode, message):
     with pytest.raises(TileTypeError, match=message):
         bad_indexed.compile((np.zeros(16, np.float32), np.zeros(16, np.int32), mode),
                             stage="frontend")
+
+
+# ---------------------------------------------------------------------------
+# Raw array memory and foreign pointers
+# ---------------------------------------------------------------------------
+@ct.kernel
+def raw_memory(x, hist, out, stats, T: ct.Constant[int]):
+    """x: a 2-d float32 array read by flat offset; hist/stats: int32 updated by offset."""
+    i = ct.bid(0)
+    mem = x.get_raw_memory()
+    ct.static_assert(mem.dtype == ct.float32)
+    off = ct.arange(T, dtype=ct.int32) * 3 + i * T
+    t = mem.load_offset(off, mask=off % 2 == 0, padding_value=-1.0)      # every 3rd element
+    two_d = mem.load_offset(ct.reshape(off, (2, T // 2)), latency=2)      # the offset's shape
+    ct.store(out, (i, 0), ct.reshape(t + ct.sum(two_d), (1, T)))
+    h = hist.get_raw_memory()
+    old = h.atomic_add_offset(ct.arange(T, dtype=ct.int32) % 4, 1)        # old values back
+    h.store_offset(ct.full((T,), 4 + i, ct.int32), ct.sum(old), mask=ct.arange(T) == 0)
+    st = stats.slice(0, 1, 9).get_raw_memory()                           # from the slice's start
+    st.atomic_max_offset(0, ct.max(off))
+    st.atomic_min_offset(1, ct.min(off), memory_order=ct.MemoryOrder.RELAXED,
+                         memory_scope=ct.MemoryScope.BLOCK)
+    st.atomic_or_offset(2, ct.bitwise_lshift(1, i))
+    st.atomic_xor_offset(3, 1)
+    st.atomic_and_offset(4, ct.bitwise_not(i))
+    st.atomic_xchg_offset(ct.full((2,), 5, ct.int64), i + 7)
+    prev = st.atomic_cas_offset(6, 0, i + 1)                            # one block swaps
+    st.atomic_add_offset(7, ct.where(prev == 0, 1, 0))
+
+
+def test_raw_memory_loads_stores_and_atomics_by_offset(rng):
+    """cuTile 1.7's RawArrayMemory: offsets in elements from the base (a slice's first
+    element for a slice), results of the offset's shape, masks and padding, every
+    atomic returning the old values; interpreter, simulator (sm_90a, sm_80), cubins."""
+    t, blocks = 16, 2
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    flat = x.reshape(-1)
+    stats = np.array([99, -10**9, 10**9, 0, 0, -1, 0, 0, 0, 99], np.int32)
+    args = (x, np.zeros(8, np.int32), np.zeros((blocks, t), np.float32), stats, t)
+    outs = [run_everywhere(raw_memory, (blocks,), args, k) for k in (1, 2, 3)]
+    for hist, out, st in zip(*outs):
+        np.testing.assert_array_equal(hist[:4], [2 * t // 4] * 4)
+        # each block stored the sum of the old values it saw: 0..3 or 4..7 in each slot
+        assert sorted(hist[4:6].tolist()) == [4 * sum(range(4)), 4 * sum(range(4, 8))]
+        for i in range(blocks):
+            off = np.arange(t) * 3 + i * t
+            want = np.where(off % 2 == 0, flat[off], -1.0) + flat[off].sum(dtype=np.float32)
+            np.testing.assert_allclose(out[i], want, rtol=1e-5)
+        every = np.arange(t) * 3 + np.arange(blocks)[:, None] * t
+        assert st[0] == 99 and st[9] == 99                       # outside the slice: kept
+        assert st[1] == every.max() and st[2] == every.min() and st[3] == 0b11
+        assert st[4] == 0 and st[5] == (-1 ^ 0) & (-1 ^ 1) and st[6] in (7, 8)
+        assert st[7] in (1, 2) and st[8] == 1                      # one cas saw 0
+
+
+@ct.kernel
+def raw_scalar_and_unsigned(u, f, out):
+    m = u.get_raw_memory()
+    old = m.atomic_max_offset(ct.astype(1, ct.uint32), ct.astype(4000000000, ct.uint32))
+    fm = f.get_raw_memory()
+    prev = fm.atomic_cas_offset(ct.arange(4, dtype=ct.int64), 1.5, -2.0,
+                                mask=ct.arange(4, dtype=ct.int32) < 3)
+    added = fm.atomic_add_offset(3, 0.25)
+    first = fm.load_offset(0)                                   # a scalar offset: a scalar
+    ct.store(out, (0,), ct.astype(prev, ct.float32) + first + added +
+             ct.astype(old, ct.float32) * 0.0)
+
+
+def test_raw_memory_scalar_offsets_unsigned_and_float_atomics():
+    u = np.array([1, 3000000000, 5], np.uint32)
+    f = np.array([1.5, 0.5, 1.5, 8.0], np.float32)
+    args = (u, f, np.zeros(4, np.float32))
+    us = run_everywhere(raw_scalar_and_unsigned, (1,), args, 0)
+    fs = run_everywhere(raw_scalar_and_unsigned, (1,), args, 1)
+    outs = run_everywhere(raw_scalar_and_unsigned, (1,), args, 2)
+    for uu, ff, out in zip(us, fs, outs):
+        np.testing.assert_array_equal(uu, [1, 4000000000, 5])     # unsigned max
+        np.testing.assert_array_equal(ff, [-2.0, 0.5, -2.0, 8.25])
+        # cas's old values (masked off: expected), + f[0] after the cas, + add's old value
+        np.testing.assert_array_equal(out, np.array([1.5, 0.5, 1.5, 1.5]) - 2.0 + 8.0)
+
+
+@ct.function
+def sum_of_view(p, n, step):
+    v = ct.Array.from_foreign(p, (n,), (step,))
+    return ct.sum(ct.load(v, (0,), shape=(8,), padding_mode=ct.PaddingMode.ZERO))
+
+
+@ct.kernel
+def foreign(x, out, n):
+    p = x.foreign_pointer
+    ct.static_assert(p.dtype == ct.foreign_pointer_dtype(x.dtype))
+    same = ct.Array.from_foreign(p, x.shape, x.strides)                 # run-time metadata
+    ct.store(out, (0, 0), ct.load(same, (0, 0), shape=(1, 8)))
+    transposed = ct.Array.from_foreign(p, (x.shape[1], x.shape[0]), (1, x.strides[0]))
+    ct.store(out, (1, 0), ct.load(transposed, (0, 0), shape=(1, 8),
+                                  padding_mode=ct.PaddingMode.ZERO))
+    fixed = ct.Array.from_foreign(p, (2, 4), (8, 2))                    # compile-time
+    ct.static_assert(fixed.shape == (2, 4) and fixed.strides == (8, 2))
+    ct.store(out, (2, 0), ct.reshape(ct.load(fixed, (0, 0), shape=(2, 4)), (1, 8)))
+    row = x.slice(0, 1, 2).foreign_pointer                              # a slice's first
+    ct.store(out, (3, 0), ct.full((1, 8), sum_of_view(row, n, 1), ct.float32))
+
+
+def test_foreign_pointers_make_arrays_of_memory():
+    """`foreign_pointer` and `Array.from_foreign`: the same array, a transposed view,
+    compile-time shape and strides (compiled in), a slice's pointer, a pointer passed
+    to a helper with a run-time length."""
+    x = np.arange(4 * 8, dtype=np.float32).reshape(4, 8)
+    args = (x, np.zeros((4, 8), np.float32), 5)
+    for out in run_everywhere(foreign, (1,), args, 1):
+        np.testing.assert_array_equal(out[0], x[0])
+        np.testing.assert_array_equal(out[1, :4], x[:, 0])
+        np.testing.assert_array_equal(out[1, 4:], 0)          # past the transposed dim
+        np.testing.assert_array_equal(out[2], x.reshape(-1)[[0, 2, 4, 6, 8, 10, 12, 14]])
+        np.testing.assert_array_equal(out[3], x[1, :5].sum())
+    text = foreign.compile(args, stage="frontend").ir()
+    assert '"tile.array_address"' in text and '"tile.make_array"' in text
+
+
+@ct.kernel
+def bad_pointers(x, n, MODE: ct.Constant[int]):
+    p = x.foreign_pointer
+    if MODE == 0:
+        ct.Array.from_foreign(x, x.shape, x.strides)
+    elif MODE == 1:
+        ct.Array.from_foreign(p, (4, 4), (1,))
+    elif MODE == 2:
+        ct.Array.from_foreign(p, (-1,), (1,))
+    elif MODE == 3:
+        ct.Array.from_foreign(p, (4.0,), (1,))
+    elif MODE == 4:
+        ct.Array.from_foreign(p, (ct.astype(n, ct.uint32),), (1,))
+    elif MODE == 5:
+        p + 1
+    elif MODE == 6:
+        p.shape
+    elif MODE == 7:
+        x.get_raw_memory().atomic_max_offset(0, 1.0)
+    elif MODE == 8:
+        x.get_raw_memory().load_offset(ct.arange(4, dtype=ct.int32),
+                                       mask=ct.full((8,), True, ct.bool_))
+    elif MODE == 9:
+        x.get_raw_memory().load_offset(1.5)
+    elif MODE == 10:
+        x.get_raw_memory().store_offset(0, 1.0, latency=11)
+    elif MODE == 11:
+        x.get_raw_memory().gather(0)
+    elif MODE == 12:
+        x.get_raw_memory().atomic_add_offset(0, 1.0, memory_scope=ct.MemoryScope.CLUSTER)
+    elif MODE == 13:
+        for i in range(n):
+            p = x.foreign_pointer
+    else:
+        ct.Array.from_foreign(p, (1 << 31,), (1,))
+
+
+@pytest.mark.parametrize("mode,cls,message", [
+    (0, TileTypeError, r"Array.from_foreign needs a scalar foreign pointer \(an array's "
+                       r"foreign_pointer\), got a 1-d float32 array"),
+    (1, TileTypeError, "shape and strides must have the same rank, got 2 dims and 1 strides"),
+    (2, TileValueError, r"shape\[0\] must be non-negative, got -1"),
+    (3, TileTypeError, r"shape\[0\] must be an integer, got the constant 4.0"),
+    (4, TileTypeError, r"shape\[0\] must be a signed integer, got a uint32 scalar"),
+    (5, TileTypeError, r"operator '\+' does not apply to a foreign pointer "
+                       r"\(foreign_pointer\[float32\]\)"),
+    (6, TileTypeError, "a foreign pointer has no attribute 'shape': it has its dtype"),
+    (7, TileTypeError, "atomic_max_offset does not take the raw memory of a float32 array"),
+    (8, TileTypeError, r"the mask shape \(8,\) is not broadcastable to the offset shape "
+                       r"\(4,\)"),
+    (9, TileTypeError, "the offset must be an integer scalar or tile, got the constant 1.5"),
+    (10, TileTypeError, "latency must be an int in 1..10, got the constant 11"),
+    (11, TileTypeError, r"RawArrayMemory has no attribute 'gather' \(it has dtype, "
+                        r"load_offset, store_offset, atomic_cas_offset"),
+    (12, TileTypeError, r"atomics take memory_scope BLOCK, DEVICE or SYS, got .*CLUSTER"),
+    (13, TileUnsupportedFeatureError, r"'p' \(a foreign pointer \(foreign_pointer"
+                                      r"\[float32\]\)\) cannot be reassigned inside a loop "
+                                      r"\(arrays, slices, tiled views, raw memory and foreign "
+                                      r"pointers are not loop-carried\)"),
+    (14, TileValueError, r"shape\[0\] is 2147483648: tileir indexes an array dim with 32 "
+                         r"bits"),
+])
+def test_foreign_pointers_and_raw_memory_are_checked_at_the_line(mode, cls, message):
+    with pytest.raises(cls, match=message) as caught:
+        bad_pointers.compile((np.zeros(16, np.float32), 4, mode), stage="frontend")
+    assert "test_cutile_api.py" in str(caught.value)
+
+
+@ct.kernel
+def raw_out_of_bounds(x, off, n):
+    v = ct.Array.from_foreign(x.foreign_pointer, (n,), (1,))
+    ct.store(x, (0,), ct.load(v, (0,), shape=(4,)) +
+             x.get_raw_memory().load_offset(ct.full((4,), off, ct.int32)))
+
+
+def test_the_interpreter_stops_at_memory_outside_the_arrays():
+    """Undefined on the GPU; a located error in the interpreter: an offset or a
+    from_foreign array outside the memory the kernel's arrays are in."""
+    from tileir.interpreter import InterpreterError
+    base = np.zeros(32, np.float32)
+    x = base[8:16]                        # a view: its allocation is all of `base`
+    ct.launch(None, (1,), raw_out_of_bounds, (x, 23, 8))     # inside base: fine
+    with pytest.raises(InterpreterError, match="an index lies outside the array and "
+                       "check_bounds is off") as caught:
+        ct.launch(None, (1,), raw_out_of_bounds, (x, 24, 8))
+    assert "load_offset" in str(caught.value)
+    with pytest.raises(InterpreterError, match=r"the array at address 0x[0-9a-f]+ with dims "
+                       r"\(25,\) and strides \(1,\) \(elements\) reaches outside the "
+                       r"memory of the array the address came from"):
+        ct.launch(None, (1,), raw_out_of_bounds, (x, 0, 25))
+    with pytest.raises(InterpreterError, match="'tile.gather': an index lies outside the "
+                       "array and check_bounds is off"):     # before the base: refused here
+        ct.launch(None, (1,), raw_out_of_bounds, (x, -1, 8))
 
 
 def test_atomics_keep_their_grid():

@@ -37,10 +37,10 @@ from ..function import Function, KernelEntry, is_plain_helper, plain_helper
 from ..specialization import (ArrayParam, ListParam, Param, ScalarParam, TableListParam,
                               TupleParam)
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
-from . import compute, debug, emit, intrinsics, static, views
+from . import compute, debug, emit, intrinsics, pointers, static, views
 from .source import SourceInfo
-from .values import (ArrayValue, ListValue, TableListValue, TiledViewValue, TileValue,
-                     describe)
+from .values import (ArrayValue, ForeignPointerValue, ListValue, RawMemoryValue,
+                     TableListValue, TiledViewValue, TileValue, describe)
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
@@ -150,11 +150,14 @@ class FunctionCompiler:
         items = list(r) if isinstance(r, tuple) else [r]
         out = []
         for x in items:
-            if isinstance(x, (ArrayValue, TiledViewValue, ListValue)):
+            if isinstance(x, (ArrayValue, TiledViewValue, ListValue, RawMemoryValue)):
                 raise self.error(TileTypeError, self.return_node,
                                  f"a @function cannot return an array, a slice or a tiled "
                                  f"view (got {describe(x)}); make it in the caller and pass "
                                  f"it in")
+            if isinstance(x, ForeignPointerValue):      # its i64, the caller rewraps it
+                out.append(TileValue(x.value, x.dtype, ()))
+                continue
             out.append(emit.as_value(x))
         return out
 
@@ -357,11 +360,13 @@ class FunctionCompiler:
                    and n != exclude]
         for n in carried:
             v = self.vars[n]
-            if isinstance(v, (ArrayValue, TiledViewValue, ListValue)):
+            if isinstance(v, (ArrayValue, TiledViewValue, ListValue, RawMemoryValue,
+                              ForeignPointerValue)):
                 raise self.error(TileUnsupportedFeatureError, node,
                                  f"'{n}' ({describe(v)}) cannot be reassigned inside a loop "
-                                 f"(arrays, slices and tiled views are not loop-carried); "
-                                 f"give the view a new name in the loop body")
+                                 f"(arrays, slices, tiled views, raw memory and foreign "
+                                 f"pointers are not loop-carried); give the value a new name "
+                                 f"in the loop body")
             self.vars[n] = emit.as_value(v) if not isinstance(v, TileValue) else v
             if not isinstance(self.vars[n], TileValue):
                 raise self.error(TileTypeError, node, f"'{n}' ({describe(v)}) cannot be "
@@ -481,12 +486,14 @@ class FunctionCompiler:
             if all(emit.is_number(v) for v in vals) and vals[0] == vals[1]:
                 self.vars[n] = vals[0]
                 continue
-            if any(isinstance(v, (ArrayValue, TiledViewValue, ListValue)) for v in vals):
+            if any(isinstance(v, (ArrayValue, TiledViewValue, ListValue, RawMemoryValue,
+                                  ForeignPointerValue)) for v in vals):
                 raise self.error(TileUnsupportedFeatureError, node,
                                  f"'{n}' cannot be (re)assigned an array, a slice or a tiled "
-                                 f"view inside a runtime 'if' (their choice must be known at "
-                                 f"compile time: branch on a Constant, or compute the slice "
-                                 f"bounds with where())")
+                                 f"view inside a runtime 'if', nor raw memory or a foreign "
+                                 f"pointer (their choice must be known at compile time: "
+                                 f"branch on a Constant, or compute the slice bounds with "
+                                 f"where())")
             like = next((v for v in vals if isinstance(v, TileValue)), None)
             if like is None:
                 d = dt.promote(emit.python_dtype(vals[0]), emit.python_dtype(vals[1]))
@@ -554,6 +561,9 @@ class FunctionCompiler:
             return self.array_attr(obj, attr, node)
         if isinstance(obj, TiledViewValue):
             return self.tiled_view_attr(obj, attr, node)
+        if isinstance(obj, (RawMemoryValue, ForeignPointerValue)):
+            found = pointers.attribute(obj, attr)      # a value, or a method's rule name
+            return BoundMethod(found, obj) if isinstance(found, str) else found
         if isinstance(obj, TileValue):
             if attr == "shape":
                 return obj.shape
@@ -588,10 +598,13 @@ class FunctionCompiler:
             return a.dtype
         if attr == "ndim":
             return a.ndim
-        if attr in ("slice", "tiled_view"):
+        if attr in ("slice", "tiled_view", "get_raw_memory"):
             return BoundMethod(f"Array.{attr}", a)
+        if attr == "foreign_pointer":
+            return intrinsics.call("Array.foreign_pointer", (a,), {})
         raise self.error(TileTypeError, node, f"arrays have no attribute '{attr}' in kernels "
-                         f"(use shape, strides, dtype, ndim, slice, tiled_view)")
+                         f"(use shape, strides, dtype, ndim, slice, tiled_view, "
+                         f"get_raw_memory, foreign_pointer)")
 
     def tiled_view_attr(self, tv: TiledViewValue, attr: str, node: ast.AST) -> Any:
         if attr == "dtype":
@@ -908,7 +921,8 @@ class FunctionCompiler:
                     for x in _leaf_values(v)]
         res_types = [emit.tensor_type(shape, d) for d, shape in kinds]
         call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(name), operands)
-        outs = [TileValue(r, d, shape) for r, (d, shape) in zip(call.results, kinds)]
+        outs = [ForeignPointerValue(r, d) if d.is_foreign_pointer else TileValue(r, d, shape)
+                for r, (d, shape) in zip(call.results, kinds)]
         if is_tuple:
             return tuple(outs)
         return outs[0] if outs else None
@@ -1043,6 +1057,10 @@ def classify_value(v: Any) -> Any:
         return ListParam(tuple(_array_kind(a) for a in v.elements))
     if isinstance(v, TileValue):
         return ScalarParam(v.dtype, v.shape)
+    if isinstance(v, ForeignPointerValue):      # an i64 argument of its pointer dtype
+        return ScalarParam(v.dtype)
+    if isinstance(v, RawMemoryValue):
+        return pointers.RawMemoryParam(_array_kind(v.array))
     if isinstance(v, tuple):            # runtime items (a tuple parameter's) enter as such
         items = tuple(classify_value(x) for x in v)
         if any(_leaves(k) for k in items):
@@ -1067,6 +1085,8 @@ def _leaves(kind: Any) -> list[Param]:
         return views.leaves(kind)
     if isinstance(kind, TupleParam):
         return [leaf for k in kind.items for leaf in _leaves(k)]
+    if isinstance(kind, pointers.RawMemoryParam):
+        return [kind.array]
     return []
 
 
@@ -1087,6 +1107,8 @@ def _leaf_values(v: Any) -> list[ir.Value]:
         return [a.value for a in v.elements]
     if isinstance(v, tuple):
         return [x for item in v if _leaves(classify_value(item)) for x in _leaf_values(item)]
+    if isinstance(v, RawMemoryValue):
+        return [v.array.value]
     return views.leaf_values(v)
 
 
@@ -1097,7 +1119,11 @@ def _argument(kind: Any, pname: str, args) -> Any:
     if isinstance(kind, ArrayParam):
         return array(kind, next(args))
     if isinstance(kind, ScalarParam):
+        if kind.dtype.is_foreign_pointer:
+            return ForeignPointerValue(next(args), kind.dtype)
         return TileValue(next(args), kind.dtype, kind.shape)
+    if isinstance(kind, pointers.RawMemoryParam):
+        return RawMemoryValue(array(kind.array, next(args)))
     if isinstance(kind, ListParam):
         return ListValue(tuple(ArrayValue(next(args), k.dtype, k.ndim, f"{pname}[{i}]",
                                           k.static_shape, k.static_strides)

@@ -11,11 +11,12 @@ How it works: `runtime` checks arguments and runs the grid; `compiler` turns
 each function into Python closures once (cached per module content); the
 other modules hold the op rules, one function per op, grouped by dialect:
 `tile_ops`, `arith_int`, `arith_float`, `arith_cast`, `constants`,
-`math_ops`, `tensor_ops`, `control_flow`, `ring_ops`, `cluster_ops`, `ordering_ops`.
+`math_ops`, `tensor_ops`, `control_flow`, `ring_ops`, `cluster_ops`, `ordering_ops`,
+`pointer_ops`.
 """
 
 from . import (arith_cast, arith_float, arith_int, cluster_ops, constants,  # noqa: F401
-               control_flow, math_ops, ordering_ops, ring_ops, stream_k_ops,
+               control_flow, math_ops, ordering_ops, pointer_ops, ring_ops, stream_k_ops,
                tensor_ops, tile_ops)  # importing them registers rules
 from .compiler import RULES
 from .errors import ArgumentError, InterpreterError, UnsupportedOpError
