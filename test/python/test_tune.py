@@ -242,7 +242,7 @@ def test_flush_l2_is_accepted_by_interpreted_searches(few_samples):
         assert tune._choose_timer(None, (o, 3), flush_l2=flush) is tune._wall_time
         result = search([2, 4], lambda n: (1,), spin, lambda n: (o, n), flush_l2=flush)
         assert {meas.config for meas in result.successes} == {2, 4}
-    assert o[0] == 4
+    assert o[0] in (2, 4)                # the config that ran last
 
 
 def margin(samples, n):
