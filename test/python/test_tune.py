@@ -399,23 +399,26 @@ def row_sums(x, out, TILE: ct.Constant[int]):
 
 @pytest.mark.gpu
 def test_gpu_flush_l2_makes_reads_come_from_dram():
-    """A read of 8 MiB (a sixth of an H100's L2; the kernel writes 2 KiB) launched again
-    and again finds its data in L2 when warm; with flush_l2 the scratch writes evict
-    it first, so each timed launch reads DRAM and takes longer (the flush itself is not
-    timed: it precedes the start event)."""
+    """A read of 32 MiB (two thirds of an H100's L2, half an H200's; the kernel writes
+    32 KiB) launched again and again finds its data in L2 when warm; with flush_l2 the
+    scratch writes evict it first, so each timed launch reads DRAM and takes longer (the
+    flush itself is not timed: it precedes the start event).  H100, 2026-11-26: 13.7 us
+    warm, 18.7 flushed.  (Smaller reads show the opposite: launched back to back, a
+    kernel shorter than the launch latency is timed with the GPU's wait for its launch,
+    which the memset, running meanwhile, hides.)"""
     torch = pytest.importorskip("torch")
     from tileir.runtime import driver
-    n, tile = 2 << 20, 4096
+    n, tile = 8 << 20, 4096
     x = torch.randn(n, device="cuda")
     out = torch.empty(n // tile, device="cuda")
-    assert 4 * n * 4 < driver.l2_cache_bytes(x.device.index)
+    assert 4 * n < driver.l2_cache_bytes(x.device.index)
     times = {}
     for flush in (False, True):
         result = tune.exhaustive_search([tile], None, lambda t: (n // t,), row_sums,
                                         lambda t: (x, out, t), quiet=True, flush_l2=flush)
         times[flush] = result.best.mean_us
     torch.testing.assert_close(out, x.view(-1, tile).sum(1), rtol=1e-4, atol=1e-3)
-    assert times[True] > 1.2 * times[False], times
+    assert times[True] > 1.15 * times[False], times
     flush = tune._L2Flush(x.device.index)
     assert flush.nbytes >= 2 * driver.l2_cache_bytes(x.device.index) - 3
     flush(0)
