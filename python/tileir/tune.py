@@ -83,7 +83,7 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from . import knobs
-from .kernel import Kernel, _host_array, _is_array, kernel as make_kernel, launch
+from .kernel import Kernel, _flat, _host_array, _is_array, kernel as make_kernel, launch
 
 __all__ = ["exhaustive_search", "TuningResult", "Measurement"]
 
@@ -450,7 +450,7 @@ def _choose_timer(stream, args: Sequence[Any], *,
     replace this function to inject times."""
     if _interpreted(args):
         return _wall_time                # no L2 to flush
-    device_arrays = [a for a in args if _is_array(a) and not _host_array(a)]
+    device_arrays = [a for a in _flat(args) if _is_array(a) and not _host_array(a)]
     torch = sys.modules.get("torch")     # imported wherever torch tensors exist
     device = _device_of(device_arrays[0])
     flush = _L2Flush(device) if flush_l2 else None
@@ -461,7 +461,8 @@ def _choose_timer(stream, args: Sequence[Any], *,
 
 def _interpreted(args: Sequence[Any]) -> bool:
     """Whether `launch` runs these arguments in the interpreter (its own rule)."""
-    return knobs.INTERPRET.as_bool() or all(_host_array(a) for a in args if _is_array(a))
+    return knobs.INTERPRET.as_bool() or all(_host_array(a) for a in _flat(args)
+                                            if _is_array(a))
 
 
 def _wall_time(run: Callable[[], None]) -> float:
@@ -749,7 +750,7 @@ def _synchronize(args) -> None:
     if _interpreted(args):
         return
     from .runtime import driver
-    device = _device_of(next(a for a in args if _is_array(a) and not _host_array(a)))
+    device = _device_of(next(a for a in _flat(args) if _is_array(a) and not _host_array(a)))
     with driver.device_context(device):
         driver.check("cuCtxSynchronize", driver.cuda().cuCtxSynchronize())
 

@@ -245,6 +245,23 @@ def test_flush_l2_is_accepted_by_interpreted_searches(few_samples):
     assert o[0] in (2, 4)                # the config that ran last
 
 
+@ct.kernel
+def pair_double(xy, TILE: ct.Constant[int]):
+    i = ct.bid(0)
+    x, y = xy
+    ct.store(y, index=(i,), tile=ct.load(x, index=(i,), shape=(TILE,)) * 2.0)
+
+
+def test_arrays_inside_tuples_choose_the_timer(few_samples):
+    """Arrays reached through a tuple argument decide where a launch runs (and so the
+    timer), as launch decides."""
+    x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    assert tune._interpreted(((x, y), 16))
+    result = search([16, 32], lambda t: (64 // t,), pair_double, lambda t: ((x, y), t))
+    assert {meas.config for meas in result.successes} == {16, 32}
+    np.testing.assert_array_equal(y, 2 * x)
+
+
 def margin(samples, n):
     """The half-width of the 95% confidence interval of the mean of samples[:n]."""
     return 1.96 * math.sqrt(np.var(samples[:n], ddof=1) / n)

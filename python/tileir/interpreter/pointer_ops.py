@@ -77,6 +77,9 @@ class Memory:
         for alloc in self.allocations:
             if alloc.low <= address < alloc.high:
                 return alloc
+        for alloc in self.allocations:      # one past the end: an empty array's address
+            if address == alloc.high:
+                return alloc
         raise Fault(f"address {address:#x} is not in the memory of any array the kernel was "
                     f"given")
 
