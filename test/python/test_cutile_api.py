@@ -1502,6 +1502,19 @@ def test_the_interpreter_stops_at_memory_outside_the_arrays():
         ct.launch(None, (1,), raw_out_of_bounds, (x, -1, 8))
 
 
+@ct.kernel
+def empty_view(x, y):
+    v = ct.Array.from_foreign(x.foreign_pointer, x.shape, x.strides)
+    ct.store(y, (0,), ct.load(v, (0,), shape=(4,), padding_mode=ct.PaddingMode.ZERO) + 1.0)
+
+
+def test_an_empty_array_s_pointer_makes_an_empty_array():
+    """(In the interpreter its address is one past its allocation's end.)"""
+    for got in run_everywhere(empty_view, (1,), (np.zeros(0, np.float32),
+                                                 np.zeros(4, np.float32)), 1):
+        np.testing.assert_array_equal(got, np.ones(4))
+
+
 def test_atomics_keep_their_grid():
     """Retiling or splitting would change how many blocks run the atomics."""
     hist, idx = np.zeros(8, np.int32), np.zeros(64, np.int32)
