@@ -830,3 +830,44 @@ def test_control_flow_errors_point_at_the_source(mode, exc, where, message):
     assert f"{__file__}:{line}:" in text, text
     assert message in text, text
     assert "Traceback" not in text
+
+
+@ct.kernel
+def loop_over_tuples(xs, ys, out, limit):
+    x0, x1, x2 = xs
+    total = ct.zeros((4,), ct.float32)
+    for x, (y, w) in ((x0, (ys[0], 1.0)), (x1, (ys[1], 2.0)), (x2, (ys[0], 3.0))):
+        if ct.sum(total) > limit:
+            break
+        t = ct.load(x, (0,), shape=(4,)) * w
+        ct.store(y, (0,), t)
+        total = total + t
+    ct.store(out, (0,), total)
+
+
+@pytest.mark.parametrize("limit", [1e9, 10.0])
+def test_a_for_loop_over_a_tuple_unrolls_and_breaks(limit):
+    """`for x, (y, w) in (...)` over a tuple holding a tuple argument's arrays: one copy
+    of the body per item, unpacked; a runtime break guards the later copies.  (cuTile
+    1.7 refuses loops over tuples; tileir unrolls them as it does `static_iter`.)"""
+    xs = tuple(np.full(4, v, np.float32) for v in (1.0, 2.0, 3.0))
+    args = (xs, [np.zeros(4, np.float32), np.zeros(4, np.float32)], np.zeros(4, np.float32),
+            limit)
+    total, ys = np.zeros(4, np.float32), [np.zeros(4, np.float32), np.zeros(4, np.float32)]
+    for x, (y, w) in ((xs[0], (0, 1.0)), (xs[1], (1, 2.0)), (xs[2], (0, 3.0))):
+        if total.sum() > limit:
+            break
+        ys[y][:] = x * w
+        total = total + x * w
+    for got in run_everywhere(loop_over_tuples, (1,), args, 2):
+        np.testing.assert_array_equal(got, total)
+    for got, want in zip(args[1], ys):          # (each run wrote the same list's arrays)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(TileUnsupportedFeatureError, match="a for loop runs over range"
+                       r"\(...\), a tuple or a list of arrays, got a 1-d float32 array"):
+        ct.kernel(_loop_over_an_array).compile((xs[0],), stage="frontend")
+
+
+def _loop_over_an_array(x):
+    for a in x:
+        pass

@@ -241,6 +241,20 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
                                self.src.globals, self.loc_of(node.iter))
         self.unrolled_loop(node, items, lambda item: self.assign(node.target, item))
 
+    def unrolled_for(self, node: ast.For) -> None:
+        """`for x in xs` over what is not a range: a list of arrays (`list_for`) or a
+        tuple, whose items are known at compile time, so the body is compiled once per
+        item (`for x, y in ((a, b), (c, d))` unpacks each).  (cuTile 1.7 loops over
+        ranges only; tileir unrolls these as it does `static_iter`.)"""
+        xs = self.expr(node.iter)
+        if isinstance(xs, ListValue):
+            return self.list_for(node, xs)
+        if isinstance(xs, tuple):
+            return self.unrolled_loop(node, xs, lambda item: self.assign(node.target, item))
+        raise self.error(TileUnsupportedFeatureError, node.iter,
+                         f"a for loop runs over range(...), a tuple or a list of arrays, got "
+                         f"{describe(xs)}")
+
     def list_for(self, node: ast.For, xs: ListValue) -> None:
         """`for a in xs` over a list of arrays: the body compiled once per element (the
         list's length is part of the specialization), or for a list whose length is
@@ -268,16 +282,12 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             raise self.error(TileUnsupportedFeatureError, node, "for/else is not supported")
         if isinstance(node.iter, ast.Call) and self.expr(node.iter.func) is api.static_iter:
             return self.static_for(node)
-        if isinstance(node.iter, ast.Name) and \
-                isinstance(self.vars.get(node.iter.id), ListValue):
-            return self.list_for(node, self.vars[node.iter.id])
+        it = node.iter
+        if not (isinstance(it, ast.Call) and self.expr(it.func) is builtins.range):
+            return self.unrolled_for(node)
         if not isinstance(node.target, ast.Name):
             raise self.error(TileUnsupportedFeatureError, node.target,
                              "the loop variable must be a single name")
-        it = node.iter
-        if not (isinstance(it, ast.Call) and self.expr(it.func) is builtins.range):
-            raise self.error(TileUnsupportedFeatureError, it,
-                             "only 'for ... in range(...)' loops are supported")
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise self.error(TileSyntaxError, it, "range() takes 1 to 3 positional arguments")
         bounds = [self.expr(a) for a in it.args]
