@@ -10,7 +10,7 @@ from mlir import ir
 from mlir._mlir_libs import _mlir
 
 from . import (cluster, debug, indexed, layout, lists, ordering, pieces,  # noqa: F401
-               ring, stream_k, tile)  # (registration)
+               pointers, ring, stream_k, tile)  # (registration)
 from .diagnostics import Diagnostic, TileIRError, describe_location, from_mlir_error
 from .tile import DIALECT
 from .types import array_info, array_type

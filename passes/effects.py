@@ -46,6 +46,9 @@ PURE_TILE_OPS = frozenset({
     "tile.grid_size",
     "tile.select_array",   # picks one of its array operands: no memory access
     "tile.list_get",       # reads a list's table, which nothing writes while the kernel runs
+    "tile.array_address",  # an array's address, as a value
+    "tile.make_array",     # an array from an address: no memory access
+    "tile.raw_memory",
 })
 
 # Every arith and math op is free of side effects.

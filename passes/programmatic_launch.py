@@ -3,12 +3,13 @@
 Flag:          --tile-programmatic-launch
 Input/output:  pipeline-stage Tile IR -> the same, each sm_90a kernel's body opening
                with `tile.grid_dependency wait` and then
-               `tile.grid_dependency launch_dependents` (stage `pipeline`, last); the launcher
-               then launches it with programmatic stream serialization
-               (meta `programmatic_launch`).
+               `tile.grid_dependency launch_dependents` (stage `pipeline`, last), the
+               kernel marked `tile.overlapped`; the launcher then launches it with
+               programmatic stream serialization (meta `programmatic_launch`).
 Precondition:  verified IR.  Unchanged: modules for another target (`tile.target`
-               not sm_90*), kernels that use `tile.grid_dependency` themselves, and
-               kernels with `tile.programmatic_launch = false` (the kernel option
+               not sm_90*), kernels that use `tile.grid_dependency` themselves (launched
+               programmatically where the launch asks: meta `programmatic_on_request`),
+               and kernels with `tile.programmatic_launch = false` (the kernel option
                `programmatic_launch=False`).  tileir.backend.programmatic.
 
 Why: the kernel's launch (blocks placed, parameters read) overlaps the previous
@@ -20,7 +21,7 @@ one kernel waits ahead of the running one.
 
 Example:
   before:  func.func @k(...) attributes {tile.kernel} { %t = "tile.bid"() ... }
-  after:   func.func @k(...) attributes {tile.kernel} {
+  after:   func.func @k(...) attributes {tile.kernel, tile.overlapped} {
              "tile.grid_dependency"() {kind = "wait"} : () -> ()
              "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
              %t = "tile.bid"() ... }

@@ -26,11 +26,12 @@ from .api import (abs, add, arange, argmax, argmin, assert_, assume_divisible_by
                   reduce, reshape, rsqrt, scan, scatter, sin, sinh, sqrt, static_assert,
                   static_eval, static_exception, static_iter, store, store_advanced_indexing, sub,
                   sum, tan, tanh, transpose, truediv, unpack_from_bytes, where, zeros)
-from .annotations import (Array, ArrayAnnotation, IndexedWithInt64, ListAnnotation, Scalar,
-                          ScalarInt64, Slice, Tile, TiledView)
+from .annotations import (Array, ArrayAnnotation, IndexedWithInt64, ListAnnotation,
+                          RawArrayMemory, Scalar, ScalarInt64, Slice, Tile, TiledView)
 from .dtypes import (DType, bfloat16, bool_, float4_e2m1fn, float8_e4m3fn, float8_e5m2,
-                     float8_e5m3fnu, float8_e8m0fnu, float16, float32, float64, int8, int16,
-                     int32, int64, tfloat32, uint8, uint16, uint32, uint64)
+                     float8_e5m3fnu, float8_e8m0fnu, float16, float32, float64,
+                     foreign_pointer_dtype, int8, int16, int32, int64, tfloat32, uint8, uint16,
+                     uint32, uint64)
 from .errors import (StaticException, TileCacheWarning, TileCompilerExecutionError,
                      TileCompilerTimeoutError, TileError, TileInternalError, TileRecursionError,
                      TileStaticAssertionError, TileStaticEvalError, TileSyntaxError,

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Protocol, TypeVar, Union
 from . import dtypes as dt
 from .api import PaddingMode
 from .errors import TileError
+from .semantics import MemoryOrder, MemoryScope
 from .specialization import Constant, ConstantAnnotation
 
 T = TypeVar("T")
@@ -53,6 +54,88 @@ class Array:
         rank, or `()` for one element), read with `padding_mode` past its edges; tile
         `i` starts at element `i * traversal_steps` (default: the tile shape; smaller
         steps overlap tiles, larger ones leave gaps)."""
+
+    @_in_kernels
+    def get_raw_memory(self):
+        """The array's memory addressed by element offset from its base (its first
+        element; a slice's first element), with no shape, strides or bounds: a
+        `RawArrayMemory`."""
+
+    @property
+    @_in_kernels
+    def foreign_pointer(self):
+        """The base pointer (the first element's address) as a foreign pointer, of dtype
+        `foreign_pointer_dtype(dtype)`: no arithmetic; `Array.from_foreign` makes an
+        array of it."""
+
+    @staticmethod
+    @_in_kernels
+    def from_foreign(pointer, shape, strides):
+        """The array at a foreign pointer, of its pointee dtype, with `shape` and `strides`
+        (in elements): equal-length tuples of non-negative signed integers, compile-time
+        or scalars."""
+
+
+class RawArrayMemory:
+    """An array's memory by element offset from its base (`Array.get_raw_memory`).
+
+    Offsets are integer scalars or tiles; the result has the offset's shape, which the
+    mask and the value, update, expected and desired operands broadcast to.  There are
+    no bounds checks: an offset outside the array's memory is undefined (the
+    interpreter stops)."""
+
+    @property
+    @_in_kernels
+    def dtype(self):
+        """The array's dtype."""
+
+    @_in_kernels
+    def load_offset(self, offset, /, *, mask=None, padding_value=0, latency=None):
+        """The elements at `offset`; `padding_value` where `mask` is False."""
+
+    @_in_kernels
+    def store_offset(self, offset, value, /, *, mask=None, latency=None):
+        """Stores `value` (converted to the dtype) at `offset` where `mask` holds."""
+
+    @_in_kernels
+    def atomic_cas_offset(self, offset, expected, desired, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Compare-and-swap per element; the old values (`expected` where masked off)."""
+
+    @_in_kernels
+    def atomic_xchg_offset(self, offset, update, /, *, mask=None,
+                           memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Exchange per element; the old values."""
+
+    @_in_kernels
+    def atomic_add_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic add per element; the old values."""
+
+    @_in_kernels
+    def atomic_max_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic maximum per element (integers); the old values."""
+
+    @_in_kernels
+    def atomic_min_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic minimum per element (integers); the old values."""
+
+    @_in_kernels
+    def atomic_and_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic AND per element (integers of the dtype); the old values."""
+
+    @_in_kernels
+    def atomic_or_offset(self, offset, update, /, *, mask=None,
+                         memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic OR per element (integers of the dtype); the old values."""
+
+    @_in_kernels
+    def atomic_xor_offset(self, offset, update, /, *, mask=None,
+                          memory_order=MemoryOrder.ACQ_REL, memory_scope=MemoryScope.DEVICE):
+        """Atomic XOR per element (integers of the dtype); the old values."""
 
 
 class Tile:
@@ -186,6 +269,21 @@ class ListAnnotation:
             object.__setattr__(self, "element", found[0])
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TupleAnnotation:
+    """A tuple parameter's annotation, `tuple[...]` (cuTile 1.7): each item's own
+    (`items`: `tuple[int, Constant[int]]`), or one for every item (`each`:
+    `tuple[Array, ...]`); what tileir acts on of each, as `param_annotation` reads it."""
+
+    items: tuple | None = None
+    each: Any = None
+
+    def __repr__(self) -> str:
+        if self.items is None:
+            return f"tuple[{self.each!r}, ...]"
+        return f"tuple[{', '.join(repr(i) for i in self.items)}]"
+
+
 IndexedWithInt64 = Annotated[T, ArrayAnnotation(index_dtype=dt.int64)]
 ScalarInt64 = Annotated[T, ScalarAnnotation(dtype=dt.int64)]
 
@@ -194,12 +292,18 @@ _CONSTANT_TYPES = (int, bool, float)
 
 def param_annotation(ann: Any) -> Any:
     """The annotation of a kernel parameter that matters to tileir: a
-    ConstantAnnotation, ArrayAnnotation, ScalarAnnotation or ListAnnotation, or None."""
+    ConstantAnnotation, ArrayAnnotation, ScalarAnnotation, ListAnnotation or
+    TupleAnnotation, or None."""
     if ann is Constant:
         return ConstantAnnotation()
     if isinstance(ann, (ConstantAnnotation, ArrayAnnotation, ScalarAnnotation,
-                        ListAnnotation)):
+                        ListAnnotation, TupleAnnotation)):
         return ann
+    if typing.get_origin(ann) is tuple:
+        args = typing.get_args(ann)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return TupleAnnotation(each=param_annotation(args[0]))
+        return TupleAnnotation(items=tuple(param_annotation(a) for a in args))
     if typing.get_origin(ann) is Annotated:
         base, *meta = typing.get_args(ann)
         for m in meta:
@@ -211,3 +315,26 @@ def param_annotation(ann: Any) -> Any:
                 return m
         return param_annotation(base)
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class EachConstant:
+    """`tuple_constness` of a `tuple[X, ...]`: every item's is `constness`."""
+
+    constness: Any
+
+
+def tuple_constness(ann: Any) -> Any:
+    """Which leaves of a tuple parameter are compile-time, by its annotation (as
+    `param_annotation` reads it), for the launch fast path's key: True (a Constant:
+    all of it), None (none of it), a tuple of the items' (`tuple[int, Constant[int]]`)
+    or an `EachConstant` (`tuple[Constant[int], ...]`)."""
+    if isinstance(ann, ConstantAnnotation):
+        return True
+    if not isinstance(ann, TupleAnnotation):
+        return None
+    if ann.items is None:
+        each = tuple_constness(ann.each)
+        return None if each is None else EachConstant(each)
+    items = tuple(tuple_constness(a) for a in ann.items)
+    return None if all(c is None for c in items) else items

@@ -19,7 +19,8 @@ recently used entries are evicted after each write.
 
 `cache_key` needs no MLIR, so a GPU host without it finds entries compiled
 elsewhere.  The key covers everything that decides the compiled code: see
-`cache_key`.  Knobs: TILEIR_CACHE, TILEIR_CACHE_DIR, TILEIR_CACHE_MAX_BYTES.
+`cache_key`.  Knobs: TILEIR_CACHE, TILEIR_CACHE_DIR, TILEIR_CACHE_MAX_BYTES (and
+cuTile's CUDA_TILE_CACHE_DIR, CUDA_TILE_CACHE_SIZE: tileir/knobs.py).
 
 `python -m tileir.cache [--dir DIR] [--clear]` lists the entries or removes them.
 """
@@ -462,11 +463,11 @@ class Cache:
     @property
     def root(self) -> Path:
         return Path(os.path.expanduser(self._root if self._root is not None
-                                       else knobs.CACHE_DIR.raw()))
+                                       else knobs.cache_dir()))
 
     @property
     def enabled(self) -> bool:
-        return knobs.CACHE.as_bool()
+        return knobs.cache_enabled()
 
     def get(self, key: str) -> Entry | None:
         """The complete entry for `key`, or None."""
@@ -571,8 +572,8 @@ def max_bytes() -> int | None:
     except ValueError:
         value = -1
     if value < 0:
-        raise ValueError(f"environment variable {knobs.CACHE_MAX_BYTES.name}={raw!r} is not a "
-                         f"number of bytes (e.g. 2_000_000_000, or unset for no cap)")
+        raise ValueError(f"environment variable {knobs.CACHE_MAX_BYTES.source()}={raw!r} is "
+                         f"not a number of bytes (e.g. 2_000_000_000, or unset for no cap)")
     return value
 
 

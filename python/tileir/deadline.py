@@ -6,7 +6,8 @@
 A compile past the limit raises `TileCompilerTimeoutError`: the pipeline checks
 the clock after every stage, and ptxas (an external process) is stopped when the
 time left runs out.  The limit applies to compiles that start inside the `with`;
-outside any, TILEIR_COMPILER_TIMEOUT_SEC (seconds; empty: none) applies.  Like
+outside any, TILEIR_COMPILER_TIMEOUT_SEC (seconds; empty: none; cuTile's
+CUDA_TILE_COMPILER_TIMEOUT_SEC where tileir's is not set) applies.  Like
 cuTile's, the setting is per thread of control only in that it is a context
 variable: threads and asyncio tasks each see their own.
 """
@@ -52,7 +53,7 @@ def current_limit() -> float | None:
     if limit is not None:
         return limit
     raw = COMPILER_TIMEOUT.raw().strip()
-    return _check_seconds(raw, COMPILER_TIMEOUT.name) if raw else None
+    return _check_seconds(raw, COMPILER_TIMEOUT.source()) if raw else None
 
 
 class Deadline:

@@ -8,6 +8,7 @@ element types, and the frontend picks signed or unsigned ops from it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -21,6 +22,18 @@ class DType:
     # cuTile's restricted floats: storage and tensor-core operands only (astype, bitcast,
     # load/store, mma/mma_scaled); arithmetic and implicit promotion refuse them
     restricted: bool = False
+    # a foreign pointer's (`foreign_pointer_dtype`): the dtype of what it points to
+    pointee: "DType | None" = None
+
+    @property
+    def bitwidth(self) -> int:
+        """Bits of one element as cuTile counts them: a bool takes a byte (8), a foreign
+        pointer 64; `bits` is the IR's width (1 for bool)."""
+        return 8 if self.kind == "bool" else self.bits
+
+    @property
+    def is_foreign_pointer(self) -> bool:
+        return self.kind == "foreign_pointer"
 
     @property
     def is_float(self) -> bool:
@@ -92,6 +105,24 @@ ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16,
 _ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float8_e8m0fnu")
 BY_NAME = {d.name: d for d in ALL + (tfloat32, float8_e5m3fnu)}
 BY_NAME["bool"] = bool_
+
+
+def foreign_pointer_dtype(pointee_dtype: DType) -> DType:
+    """The dtype of a foreign pointer to `pointee_dtype` elements (cuTile's
+    `foreign_pointer_dtype`): a 64-bit value named `foreign_pointer[<pointee>]`, what
+    `Array.foreign_pointer` gives in a kernel.  One object per pointee."""
+    if not isinstance(pointee_dtype, DType):
+        raise TypeError(f"pointee_dtype must be a tileir dtype, got "
+                        f"{type(pointee_dtype).__name__} {pointee_dtype!r}")
+    if pointee_dtype.is_foreign_pointer:
+        raise TypeError("nested foreign pointer dtypes are not supported")
+    return _foreign_pointer(pointee_dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _foreign_pointer(pointee: DType) -> DType:
+    return DType(f"foreign_pointer[{pointee.name}]", "i64", "foreign_pointer", 64,
+                 pointee=pointee)
 
 
 def from_any(x) -> DType | None:

@@ -129,6 +129,13 @@ class TileValueError(TileError):
     """A value out of its allowed range (axis, shape, padding mode, ...)."""
 
 
+class KernelOptionError(TileValueError, ValueError):
+    """A kernel option out of its range.  cuTile raises a plain `ValueError` for its
+    options (`num_ctas`, `occupancy`, `opt_level`, `num_worker_warps`): this is one
+    too, so `except ValueError` catches it as ported code expects, and a
+    `TileValueError` as tileir's other errors."""
+
+
 class TileUnsupportedFeatureError(TileError):
     """Valid Python the compiler does not support yet."""
 
@@ -167,7 +174,8 @@ class TileCacheWarning(UserWarning):
     damaged entries): tileir compiled in memory or again, and says so."""
 
 
-__all__ = ["Diagnostic", "SourceLocation", "TileIRError", "TileError", "TileSyntaxError",
+__all__ = ["Diagnostic", "KernelOptionError", "SourceLocation", "TileIRError", "TileError",
+           "TileSyntaxError",
            "TileCacheWarning", "TileTypeError", "TileValueError", "TileUnsupportedFeatureError",
            "TileRecursionError", "TileInternalError", "TileCompilerExecutionError",
            "TileCompilerTimeoutError", "TileStaticAssertionError", "TileStaticEvalError",

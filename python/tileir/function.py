@@ -24,14 +24,21 @@ class KernelEntry:
 
 
 class Function:
-    """A `@function` helper: compiled per call-site specialization, inlined by tile-inline."""
+    """A `@function` helper: compiled per call-site specialization, inlined by tile-inline.
 
-    def __init__(self, fn: Callable):
+    `host` (cuTile's execution spaces): Python may call it too, and gets the plain
+    function's result; `tile=False`: kernels may not call it (a host-only function)."""
+
+    def __init__(self, fn: Callable, *, host: bool = False, tile: bool = True):
         self.fn = fn
         self.name = fn.__name__
+        self.host, self.tile = host, tile
         self.signature = inspect.signature(fn)
         self._source: SourceInfo | None = None
         self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+        self.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
+        self.__module__ = getattr(fn, "__module__", None)
         self.__wrapped__ = fn
 
     def source(self) -> SourceInfo:
@@ -40,6 +47,12 @@ class Function:
         return self._source
 
     def bind_helper_args(self, args, kwargs, make_error) -> dict[str, Any]:
+        if not self.tile:
+            from .errors import TileUnsupportedFeatureError
+            from .frontend.emit import loc          # (compiling: MLIR is there)
+            raise TileUnsupportedFeatureError(
+                f"{self.name}() is a host function (@function(tile=False)): kernels and "
+                f"@functions cannot call it; drop tile=False to compile it into kernels", loc())
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -48,13 +61,31 @@ class Function:
         return dict(bound.arguments)
 
     def __call__(self, *args, **kwargs):
+        if self.host:
+            return self.fn(*args, **kwargs)
         raise TileError(f"@function '{self.name}' can only be called from a @kernel or "
-                        f"another @function")
+                        f"another @function (mark it @function(host=True) to call it from "
+                        f"Python too)")
 
 
-def function(fn: Callable) -> Function:
-    """Marks a helper callable from kernels (`@tileir.function`)."""
-    return Function(fn)
+def function(func: Callable | None = None, /, *, host: bool = False,
+             tile: bool = True) -> Function | Callable[[Callable], Function]:
+    """Marks a helper callable from kernels (cuTile's `function(func=None, /, *,
+    host=False, tile=True)`): `@tileir.function`, `@tileir.function()`, or with the
+    execution spaces it may be called from: `host=True` lets Python call it as well
+    (the plain function runs), `tile=False` keeps it out of kernels."""
+    for name, flag in (("host", host), ("tile", tile)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"function(): {name} must be True or False, got {flag!r}")
+
+    def decorate(fn: Callable) -> Function:
+        if not callable(fn) or isinstance(fn, (Function, KernelEntry)) or \
+                not hasattr(fn, "__name__"):
+            raise TypeError(f"`function` decorator must be applied to a Python function, got "
+                            f"{type(fn).__name__} {fn!r}")
+        return Function(fn, host=host, tile=tile)
+
+    return decorate if func is None else decorate(func)
 
 
 _PLAIN_HELPERS: "weakref.WeakKeyDictionary[Callable, Function]" = weakref.WeakKeyDictionary()

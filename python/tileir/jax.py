@@ -12,8 +12,11 @@
 input, read only), an `OutputPlaceholder(shape, dtype)` (an output JAX allocates
 and the call returns), an `InputOutput(array)` (an input the kernel updates in
 place, returned as an output), a Python `bool`/`int`/`float` (a scalar: static
-under `jax.jit`, `static_argnums`), or a tuple of these for a tuple parameter (a
-tuple of arrays reaches the kernel as a list of arrays, tileir's form of it).  It
+under `jax.jit`, `static_argnums`), or a tuple of these (nested too) for a tuple
+parameter, which reaches the kernel as that tuple (a parameter annotated
+`tuple[...]` checks its length and which items are `ct.Constant`s; a tuple of only
+arrays for a parameter not annotated as a tuple reaches it as a list of arrays,
+tileir's form of a list parameter).  It
 returns the one output, or a tuple of them in the order of the arguments.  The
 kernel is compiled when the call is traced, so one that does not compile for its
 arguments is reported there.
@@ -91,10 +94,8 @@ def cutile_call(grid, kernel, args: tuple):
             f"tileir.jax runs kernels on JAX's CUDA GPU backend (launched on XLA's "
             f"stream) and on its CPU backend (in tileir's interpreter), not on "
             f"'{backend}'")
-    from .specialization import ConstantAnnotation
     roles = _Roles()
-    shapes = [_leaves(kernel, name, arg, roles,
-                      isinstance(kernel.param_annotations[name], ConstantAnnotation))
+    shapes = [_leaves(kernel, name, arg, roles, kernel.param_annotations[name])
               for name, arg in zip(names, args)]
     outs = [jax.ShapeDtypeStruct(tuple(s), d) for s, d in
             (_out_shape(kind, src, roles) for kind, src in roles.outputs)]
@@ -141,9 +142,9 @@ def _build(shape, own: list, fresh, results: list):
         out = fresh(value)
         results.append(out)
         return out
-    if kind == "tuple":      # a tuple of arrays is a list of arrays to a tileir kernel
+    if kind in ("tuple", "list"):   # ("list": arrays for a parameter not annotated tuple)
         items = [_build(x, own, fresh, results) for x in value]
-        return items if all(x[0] in ("in", "io", "out") for x in value) else tuple(items)
+        return items if kind == "list" else tuple(items)
     return value                    # a scalar or a constant
 
 
@@ -169,13 +170,24 @@ def _on_stream(kernel, grid, shapes: list, roles: _Roles):
     return call
 
 
-def _leaves(kernel, name: str, x, roles: _Roles, constant: bool, path: str | None = None):
-    """The argument `x` of parameter `name` as ("in" | "io", input index), ("out",
-    placeholder), ("tuple", items) or ("value", a static scalar)."""
+def _leaves(kernel, name: str, x, roles: _Roles, ann, path: str | None = None):
+    """The argument `x` of parameter `name` (or of its tuple item `path`), annotated `ann`
+    (as `annotations.param_annotation` reads it), as ("in" | "io", input index), ("out",
+    placeholder), ("tuple" | "list", items) or ("value", a static scalar)."""
+    from .annotations import TupleAnnotation
+    from .specialization import ConstantAnnotation
     what = f"argument {path or repr(name)} of kernel '{kernel.name}'"
+    constant = isinstance(ann, ConstantAnnotation)
     if isinstance(x, tuple):
-        return ("tuple", tuple(_leaves(kernel, name, v, roles, constant, f"{path or name}[{i}]")
-                               for i, v in enumerate(x)))
+        items = _item_annotations(ann, len(x), what)
+        shapes = tuple(_leaves(kernel, name, v, roles, a, f"{path or name}[{i}]")
+                       for i, (v, a) in enumerate(zip(x, items)))
+        as_list = path is None and not isinstance(ann, TupleAnnotation) and not constant \
+            and bool(shapes) and all(s[0] in ("in", "io", "out") for s in shapes)
+        return ("list" if as_list else "tuple", shapes)
+    if isinstance(ann, TupleAnnotation):
+        raise TileTypeError(f"{what} is a tuple parameter ({ann!r}): pass a tuple, got "
+                            f"{type(x).__name__}")
     if constant and not isinstance(x, (bool, int, float)):
         raise TileTypeError(f"{what} is a ct.Constant parameter: it takes a static Python "
                             f"value (under jax.jit, a static argument: static_argnums), got "
@@ -208,6 +220,22 @@ def _leaves(kernel, name: str, x, roles: _Roles, constant: bool, path: str | Non
         return ("value", x)
     raise TileTypeError(f"{what} is a {type(x).__name__}; cutile_call takes JAX arrays, "
                         f"OutputPlaceholder, InputOutput, bool, int, float or tuples of them")
+
+
+def _item_annotations(ann, n: int, what: str) -> list:
+    """The annotations of the `n` items of a tuple passed for `ann`."""
+    from .annotations import TupleAnnotation
+    from .specialization import ConstantAnnotation
+    if isinstance(ann, ConstantAnnotation):
+        return [ann] * n                   # a Constant tuple: every item static
+    if not isinstance(ann, TupleAnnotation):
+        return [None] * n
+    if ann.items is None:
+        return [ann.each] * n
+    if len(ann.items) != n:
+        raise TileTypeError(f"{what} is annotated {ann!r}, a tuple of {len(ann.items)}, got "
+                            f"a tuple of {n}")
+    return list(ann.items)
 
 
 def _input(roles: _Roles, array) -> int:

@@ -22,21 +22,22 @@ import os
 import pathlib
 import re
 import sys
+import types
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import deadline, knobs
-from .errors import (TileCacheWarning, TileCompilerExecutionError, TileError,
-                     TileIRError, TileTypeError, TileUnsupportedFeatureError,
+from .errors import (KernelOptionError, TileCacheWarning, TileCompilerExecutionError,
+                     TileError, TileIRError, TileTypeError, TileUnsupportedFeatureError,
                      TileValueError)
 from .frontend.source import SourceInfo
 from .function import KernelEntry
-from .annotations import param_annotation
+from .annotations import param_annotation, tuple_constness
 from .semantics import ByTarget, resolve_option
-from .specialization import (ConstantAnnotation, ListParam, Param, TableListParam, classify_arg,
-                             format_arg_specs)
+from .specialization import (RUNTIME_KINDS, ConstantAnnotation, classify_arg, format_arg_specs,
+                             leaf_values)
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -112,21 +113,16 @@ class CompiledKernel:
     @property
     def runtime_params(self) -> list[int]:
         """The positions of the launch arguments that are kernel arguments (a list of
-        arrays is one position: `runtime_args` spreads it)."""
-        return [i for i, (_, k) in enumerate(self.params)
-                if isinstance(k, (Param, ListParam, TableListParam))]
+        arrays or a tuple is one position: `runtime_args` spreads it)."""
+        return [i for i, (_, k) in enumerate(self.params) if isinstance(k, RUNTIME_KINDS)]
 
     def runtime_args(self, args: Sequence[Any]) -> list[Any]:
         """The kernel's arguments in ABI order: `Constant`s dropped, each list of
-        arrays spread into its elements (one array argument each); a list passed as a
+        arrays spread into its elements (one array argument each), each tuple into its
+        runtime items (recursively; its Constant items dropped); a list passed as a
         table (`TableListParam`: an exported kernel's) is its table, one argument."""
-        out = []
-        for i in self.runtime_params:
-            if isinstance(self.params[i][1], ListParam):
-                out.extend(args[i])
-            else:
-                out.append(args[i])
-        return out
+        return [leaf for i in self.runtime_params
+                for leaf in leaf_values(self.params[i][1], args[i])]
 
     def ir(self) -> str:
         if self.module is None:
@@ -155,6 +151,10 @@ class Kernel(KernelEntry):
         self._cache: dict[tuple, CompiledKernel] = {}
         self._dispatchers: dict[str, Any] = {}    # argument kinds -> runtime.dispatch.Dispatcher
         self._fast = None                          # the latest dispatcher's fast path
+        # the same for launches with programmatic_dependent_launch=True (their plans
+        # launch with programmatic stream serialization where the kernel's meta allows)
+        self._pdl_dispatchers: dict[str, Any] = {}
+        self._fast_pdl = None
         self._may_retile: bool | None = None
         # (specialization, free grid axes) whose compile for a split wish split nothing
         self._no_split: set[tuple] = set()
@@ -164,6 +164,9 @@ class Kernel(KernelEntry):
                                   for p in self.signature.parameters}
         self._const_mask = tuple(isinstance(self.param_annotations[p], ConstantAnnotation)
                                  for p in self.signature.parameters)
+        # which items of each tuple parameter are Constants (the fast path's keys)
+        self._tuple_consts = tuple(tuple_constness(self.param_annotations[p])
+                                   for p in self.signature.parameters)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -176,8 +179,9 @@ class Kernel(KernelEntry):
         return kernel(self.fn, **{**self.options, **hints})
 
     def __call__(self, *args, **kwargs):
-        raise TileError(f"kernel '{self.name}' is launched with tileir.launch(stream, grid, "
-                        f"{self.name}, args), not called directly")
+        # a TypeError, as cuTile's: a kernel is not a Python callable
+        raise TypeError(f"tile kernels cannot be called directly: kernel '{self.name}' is "
+                        f"launched with tileir.launch(stream, grid, {self.name}, args)")
 
     def source(self) -> SourceInfo:
         if self._source is None:
@@ -278,17 +282,23 @@ class Kernel(KernelEntry):
             self._wishes[key] = wish
         return wish
 
-    def _remember(self, kinds: str, grid, args: Sequence[Any], plan) -> None:
-        """Files `plan` for the fast path of launches like this one (`launch`)."""
+    def _remember(self, kinds: str, grid, args: Sequence[Any], plan,
+                  programmatic_dependent_launch: bool = False) -> None:
+        """Files `plan` for the fast path of launches like this one (`launch`), those
+        with `programmatic_dependent_launch` apart."""
         from .runtime.dispatch import Dispatcher
-        d = self._dispatchers.get(kinds)
+        table = self._pdl_dispatchers if programmatic_dependent_launch else self._dispatchers
+        d = table.get(kinds)
         if d is None:
-            d = self._dispatchers[kinds] = Dispatcher(self.name, kinds)
+            d = table[kinds] = Dispatcher(self.name, kinds, tuple_consts=self._tuple_consts)
         try:
             d.remember(grid, args, plan)
         except TypeError:            # an unhashable grid: such launches stay on the checked path
             return
-        self._fast = d.fast
+        if programmatic_dependent_launch:
+            self._fast_pdl = d.fast
+        else:
+            self._fast = d.fast
 
     def _load_or_build(self, params, target: str, cache: Cache,
                        wish: str | None = None) -> CompiledKernel:
@@ -377,26 +387,26 @@ class Kernel(KernelEntry):
             value = resolve_option(self.options.get(option), target)
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise TileValueError(f"kernel '{self.name}': option {option} must be a "
-                                         f"positive int, got {value!r}")
+                    raise KernelOptionError(f"kernel '{self.name}': option {option} must be a "
+                                            f"positive int, got {value!r}")
                 if option == "num_stages" and not 2 <= value <= 8:
-                    raise TileValueError(f"kernel '{self.name}': option num_stages must be 2 "
-                                         f"to 8 (shared-memory stages of a pipelined loop), "
-                                         f"got {value}")
+                    raise KernelOptionError(f"kernel '{self.name}': option num_stages must be "
+                                            f"2 to 8 (shared-memory stages of a pipelined "
+                                            f"loop), got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
-                    raise TileValueError(f"kernel '{self.name}': option {option} must be "
-                                         f"True or False, got {flag!r}")
+                    raise KernelOptionError(f"kernel '{self.name}': option {option} must be "
+                                            f"True or False, got {flag!r}")
                 fn.attributes[f"tile.{option}"] = ir.BoolAttr.get(flag)
         order = self.options.get("block_order")
         if order is not None:
             if order not in ("grouped", "linear"):
-                raise TileValueError(f"kernel '{self.name}': option block_order must be "
-                                     f"'grouped' or 'linear', got {order!r}")
+                raise KernelOptionError(f"kernel '{self.name}': option block_order must be "
+                                        f"'grouped' or 'linear', got {order!r}")
             fn.attributes["tile.block_order"] = ir.StringAttr.get(order)
         retile = self.options.get("retile")
         if retile is not None and retile is not False:
@@ -404,8 +414,8 @@ class Kernel(KernelEntry):
                 _retile_option(self.name, retile))
         hints = self.options.get("cache_hints")
         if hints is not None and not isinstance(hints, bool):
-            raise TileValueError(f"kernel '{self.name}': option cache_hints must be True, "
-                                 f"False or None (automatic), got {hints!r}")
+            raise KernelOptionError(f"kernel '{self.name}': option cache_hints must be True, "
+                                    f"False or None (automatic), got {hints!r}")
         if hints is not None:
             fn.attributes["tile.cache_hints"] = ir.BoolAttr.get(hints)
 
@@ -440,7 +450,7 @@ def run_stages(module: ir.Module, stop_after: str) -> dict[str, str | bytes]:
 
 
 def _dump(module: ir.Module, stage: str) -> None:
-    if knobs.DUMP_IR.as_bool():
+    if knobs.dump_ir():
         print(f"// -----// Tile IR after stage '{stage}' //----- //\n{module}", file=sys.stderr)
 
 
@@ -461,16 +471,20 @@ def _retile_option(kernel: str, value: Any) -> list[int]:
         ok = f != 1 and f == value[1] and Fraction(1, 8) <= f <= 8 and \
             (f.numerator & (f.numerator - 1)) == 0 and (f.denominator & (f.denominator - 1)) == 0
     if not ok:
-        raise TileValueError(f"kernel '{kernel}': option retile must be False, None "
-                             f"(automatic) or (axis, factor) with axis 0, 1 or 2 and factor a "
-                             f"power of two from 1/8 to 8 other than 1, e.g. (1, 2) or "
-                             f"(1, 0.5); got {value!r}")
+        raise KernelOptionError(f"kernel '{kernel}': option retile must be False, None "
+                                f"(automatic) or (axis, factor) with axis 0, 1 or 2 and factor "
+                                f"a power of two from 1/8 to 8 other than 1, e.g. (1, 2) or "
+                                f"(1, 0.5); got {value!r}")
     return [value[0], f.numerator, f.denominator]
 
 
 def _key(k: Any) -> Any:
+    """A specialization entry as a key: constants typed (1, True and 1.0 differ, in a
+    Constant tuple too; a TupleParam compares its items so itself)."""
     if isinstance(k, (bool, int, float)):
         return (type(k).__name__, k)
+    if isinstance(k, tuple):
+        return ("tuple", tuple(_key(i) for i in k))
     return k
 
 
@@ -625,8 +639,10 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     default; False stores it from registers), `programmatic_launch` (sm_90a: the
     kernel waits for the previous kernel in the stream at its top and lets the next
     one launch, so launches overlap runs; on by default for kernels that place no
-    `grid_dependency_control_*` themselves, False launches it strictly after the
-    previous kernel ends, docs/gpu-backend.md) and
+    `grid_dependency_control_*` themselves (those are launched so where the launch
+    passes `programmatic_dependent_launch=True`, or always with True here), False
+    launches it strictly after the previous kernel ends whatever the launch asks,
+    docs/gpu-backend.md) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -642,9 +658,13 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
     check_cutile_options(options)
-    if fn is None:
-        return lambda f: Kernel(f, options)
-    return Kernel(fn, options)
+
+    def decorate(f: Callable) -> Kernel:
+        if not isinstance(f, types.FunctionType):       # cuTile's check and message
+            raise TypeError("`kernel` decorator must be applied to a Python function")
+        return Kernel(f, options)
+
+    return decorate if fn is None else decorate(fn)
 
 
 # cuTile's options, each a plain value or a ByTarget of values: (allowed, what).
@@ -652,7 +672,8 @@ _CUTILE_OPTIONS = {
     "num_ctas": (lambda v: v in (1, 2, 4, 8, 16), "a power of 2 in [1, 16]"),
     "occupancy": (lambda v: 1 <= v <= 32, "an int in [1, 32]"),
     "opt_level": (lambda v: 0 <= v <= 3, "an int in [0, 3]"),
-    "num_worker_warps": (lambda v: v in (4, 8), "4 or 8"),
+    # (values other than 4 and 8 need CTK 13.5 in cuTile; tileir records the value)
+    "num_worker_warps": (lambda v: v in (1, 2, 4, 8, 16, 32), "a power of 2 in [1, 32]"),
 }
 
 
@@ -665,8 +686,8 @@ def check_cutile_options(options: dict[str, Any]) -> None:
             if v is None:
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or not ok(v):
-                raise TileValueError(f"kernel option {name} must be {what} (or a "
-                                     f"tileir.ByTarget of such), got {v!r}")
+                raise KernelOptionError(f"kernel option {name} must be {what} (or a "
+                                        f"tileir.ByTarget of such), got {v!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -699,11 +720,22 @@ def _check_grid_limits(grid: tuple[int, int, int], what: str, kernel: str | None
                                  f"{axis}; CUDA allows at most {limit} there")
 
 
-def _launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
-    """Runs `kernel` over `grid` with `args` (cuTile's `launch(stream, grid, kernel, args)`).
+def _launch(stream, grid, kernel: Kernel, args: Sequence[Any], *,
+            programmatic_dependent_launch: bool = False) -> None:
+    """Runs `kernel` over `grid` with `args` (cuTile's `launch(stream, grid, kernel,
+    kernel_args, /, *, programmatic_dependent_launch=False)`).
 
     NumPy arrays run in the interpreter; so does everything when the knob
     TILEIR_INTERPRET=1 is set (device arrays are copied to the host and back).
+
+    `programmatic_dependent_launch=True` lets the kernel begin before the previous
+    kernel in the stream has ended, as in cuTile: a kernel whose author placed
+    `grid_dependency_control_wait` is launched with programmatic stream serialization
+    then (its wait orders what follows it), and plainly without the flag; tileir's own
+    wait at the top of every other sm_90a kernel makes their launches programmatic
+    either way, and `@kernel(programmatic_launch=False)` makes them plain either way
+    (docs/gpu-backend.md, "Programmatic launch").  The interpreter runs kernels one
+    after another: it accepts the flag.
 
     A launch like an earlier one (torch tensors of the same dtypes, shapes, strides
     and alignment, scalars of the same kinds, the same grid) takes the kernel's fast
@@ -712,23 +744,31 @@ def _launch(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     `tileir.launch` is its `launch`, which calls the fast path itself and comes here
     (`launch_checked`) for the rest.
     """
-    fast = getattr(kernel, "_fast", None)
+    pdl = programmatic_dependent_launch
+    fast = getattr(kernel, "_fast_pdl" if pdl is True else "_fast", None) \
+        if pdl is True or pdl is False else None          # else: the checked path refuses
     if fast is not None and fast(stream, grid, args):
         return
-    launch_checked(stream, grid, kernel, args)
+    launch_checked(stream, grid, kernel, args,
+                   programmatic_dependent_launch=programmatic_dependent_launch)
 
 
-def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
+def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any], *,
+                   programmatic_dependent_launch: bool = False) -> None:
     """`launch` without the fast path: every check, the compile, a new plan."""
+    pdl = programmatic_dependent_launch
+    if not isinstance(pdl, bool):
+        raise TypeError(f"launch(): programmatic_dependent_launch must be True or False, got "
+                        f"{pdl!r}")
     if not isinstance(kernel, Kernel):
         raise TileTypeError(f"launch() needs a @tileir.kernel, got {type(kernel).__name__}")
     if not isinstance(args, (tuple, list)):
         raise TileTypeError(f"launch() takes the kernel arguments as a tuple, got "
                             f"{type(args).__name__}")
     dims = normalize_grid(grid)
-    # (the arrays of a list argument count as arrays: a list of host arrays runs in
-    # the interpreter, and one on the host in a GPU launch is reported by name)
-    arrays = [a for x in args for a in (x if isinstance(x, list) else [x]) if _is_array(a)]
+    # (the arrays of a list or tuple argument count as arrays: a list of host arrays runs
+    # in the interpreter, and one on the host in a GPU launch is reported by name)
+    arrays = [a for a in _flat(args) if _is_array(a)]
     if knobs.INTERPRET.as_bool() or all(_host_array(a) for a in arrays):
         from .host import run_interpreted
         run_interpreted(kernel.compile(args, stage=knobs.LAUNCH_STAGE.raw()), dims, args)
@@ -742,16 +782,20 @@ def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any]) -> None:
     ck = kernel.compile(args, target=device_target(on_device), grid=dims,
                         sm_count=_sm_count(on_device[0]))
     hw_grid = hardware_grid(ck.meta, dims)
-    kinds = None if knobs.SYNC_LAUNCH.as_bool() else dispatch.arg_kinds(args, kernel._const_mask)
+    consts = kernel._tuple_consts
+    kinds = None if knobs.SYNC_LAUNCH.as_bool() else \
+        dispatch.arg_kinds(args, kernel._const_mask, consts)
     if kinds is not None:
-        flat, positions = dispatch.spread(kinds, args, ck.runtime_params)
+        flat, positions = dispatch.spread(kinds, args, ck.runtime_params, consts)
         plan = dispatch.make_plan(ck.cubin, ck.meta, hw_grid, flat, positions,
-                                  native=dispatch.LIST not in kinds)
-        kernel._remember(kinds, grid, args, plan)
+                                  native=dispatch.LIST not in kinds and dispatch.TUPLE not in kinds,
+                                  programmatic_dependent_launch=pdl)
+        kernel._remember(kinds, grid, args, plan, pdl)
         first = plan.native.launch if plan.native is not None else plan.launch
-        if first(stream, flat, dispatch.dynamic_values(kinds, args)):
+        if first(stream, flat, dispatch.dynamic_values(kinds, args, consts)):
             return
-    launcher.launch(ck.cubin, ck.meta, hw_grid, ck.runtime_args(args), stream)
+    launcher.launch(ck.cubin, ck.meta, hw_grid, ck.runtime_args(args), stream,
+                    programmatic_dependent_launch=pdl)
 
 
 try:        # the launch in C (runtime/_fastlaunch.c), where setup.py built it
@@ -847,6 +891,15 @@ def _no_rewrite_keys(wish: str) -> list[str]:
     have for a small one)."""
     kind = _grid_rewrite_kind(wish)
     return [kind] if kind.startswith("split;") else [kind, "split;" + kind]
+
+
+def _flat(args: Sequence[Any]):
+    """The items of `args` with lists and tuples (nested ones too) spread."""
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flat(a)
+        else:
+            yield a
 
 
 def _is_array(a) -> bool:

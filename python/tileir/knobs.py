@@ -12,6 +12,21 @@
 | TILEIR_CACHE_DIR | str | ~/.cache/tileir | where the compile cache lives (one browsable directory per entry) |
 | TILEIR_CACHE_MAX_BYTES | int | (none) | cap on the cache's size; past it the least recently used entries are evicted after each write |
 | TILEIR_COMPILER_TIMEOUT_SEC | float | (none) | the longest one kernel's compile may take, in seconds, outside `tileir.compiler_timeout` (tileir.deadline) |
+| TILEIR_TEMP_DIR | path | (the system's) | where compiles keep their scratch files (ptxas' input and output; a failed compile's PTX, kept for reproducing it); made if missing |
+
+cuTile's variables are read as aliases of the knobs that do the same (`Knob.alias`);
+where both are set, tileir's name wins:
+
+| cuTile's variable | tileir's knob | notes |
+|---|---|---|
+| CUDA_TILE_COMPILER_TIMEOUT_SEC | TILEIR_COMPILER_TIMEOUT_SEC | |
+| CUDA_TILE_CACHE_DIR | TILEIR_CACHE_DIR | `0`, `off`, `none` or empty turn the cache off (as TILEIR_CACHE=0), unless TILEIR_CACHE or TILEIR_CACHE_DIR is set |
+| CUDA_TILE_CACHE_SIZE | TILEIR_CACHE_MAX_BYTES | (cuTile caps at 2 GB by default; tileir does not cap unless asked) |
+| CUDA_TILE_TEMP_DIR | TILEIR_TEMP_DIR | |
+| CUDA_TILE_LOGS | TILEIR_DUMP_IR | a comma-separated list of `CUTILEIR` and `TILEIR` (cuTile's IR, Tile IR): either prints tileir's IR after every stage; another word is an error |
+
+CUDA_TILE_ENABLE_CRASH_DUMP has no counterpart (it dumps cuTile's own compiler,
+tileiras, when that crashes) and is ignored.
 """
 
 from __future__ import annotations
@@ -25,9 +40,23 @@ class Knob:
     name: str
     default: str
     doc: str
+    # cuTile's variable for the same knob, read when `name` is not set
+    alias: str | None = None
 
     def raw(self) -> str:
-        return os.environ.get(self.name, self.default)
+        given = self.source()
+        return os.environ[given] if given is not None else self.default
+
+    def source(self) -> str | None:
+        """The variable the value comes from: `name`, else `alias`, where set; None for
+        the default."""
+        for var in (self.name, self.alias):
+            if var is not None and var in os.environ:
+                return var
+        return None
+
+    def is_set(self) -> bool:
+        return self.source() is not None
 
     def as_bool(self) -> bool:
         v = self.raw().strip().lower()
@@ -35,12 +64,30 @@ class Knob:
             return True
         if v in ("", "0", "false", "no", "off"):
             return False
-        raise ValueError(f"environment variable {self.name}={self.raw()!r} is not a boolean "
-                         f"(use 1 or 0)")
+        raise ValueError(f"environment variable {self.source()}={self.raw()!r} is not a "
+                         f"boolean (use 1 or 0)")
 
 
 INTERPRET = Knob("TILEIR_INTERPRET", "0", "run launches in the NumPy interpreter")
 DUMP_IR = Knob("TILEIR_DUMP_IR", "0", "print Tile IR to stderr after every stage")
+# cuTile's logging switch: read by `dump_ir` where TILEIR_DUMP_IR is not set
+CUTILE_LOGS = Knob("CUDA_TILE_LOGS", "", "cuTile's IR logs (CUTILEIR, TILEIR): dump the IR")
+_LOG_WORDS = ("CUTILEIR", "TILEIR")
+
+
+def dump_ir() -> bool:
+    """Whether to print the IR after every stage: TILEIR_DUMP_IR, else whether
+    CUDA_TILE_LOGS names one of cuTile's IR logs."""
+    if DUMP_IR.is_set():
+        return DUMP_IR.as_bool()
+    words = [w.strip().upper() for w in CUTILE_LOGS.raw().split(",") if w.strip()]
+    for w in words:
+        if w not in _LOG_WORDS:
+            raise ValueError(f"environment variable CUDA_TILE_LOGS={CUTILE_LOGS.raw()!r}: "
+                             f"unexpected value {w!r}; supported values are "
+                             f"{', '.join(_LOG_WORDS)} (or set TILEIR_DUMP_IR=1)")
+    return bool(words)
+
 
 PTXAS = Knob("TILEIR_PTXAS", "", "path of ptxas (default: looked up)")
 LAUNCH_STAGE = Knob("TILEIR_LAUNCH_STAGE", "tile", "last stage run before launch executes")
@@ -49,12 +96,49 @@ ALL = (INTERPRET, DUMP_IR, PTXAS, LAUNCH_STAGE)
 
 SYNC_LAUNCH = Knob("TILEIR_SYNC_LAUNCH", "0", "synchronize after every GPU launch")
 CACHE = Knob("TILEIR_CACHE", "1", "use the on-disk compile cache")
-CACHE_DIR = Knob("TILEIR_CACHE_DIR", "~/.cache/tileir", "compile cache directory")
-CACHE_MAX_BYTES = Knob("TILEIR_CACHE_MAX_BYTES", "", "compile cache size cap in bytes (empty: none)")
+CACHE_DIR = Knob("TILEIR_CACHE_DIR", "~/.cache/tileir", "compile cache directory",
+                 alias="CUDA_TILE_CACHE_DIR")
+CACHE_MAX_BYTES = Knob("TILEIR_CACHE_MAX_BYTES", "",
+                       "compile cache size cap in bytes (empty: none)",
+                       alias="CUDA_TILE_CACHE_SIZE")
+# what turns cuTile's cache off when given as CUDA_TILE_CACHE_DIR
+_CACHE_DIR_OFF = ("0", "off", "none", "")
+
+
+def cache_enabled() -> bool:
+    """TILEIR_CACHE; where it is not set, cuTile's CUDA_TILE_CACHE_DIR=off (0, none,
+    empty) turns the cache off, unless TILEIR_CACHE_DIR names a directory."""
+    if CACHE.is_set() or CACHE_DIR.source() != CACHE_DIR.alias:
+        return CACHE.as_bool()
+    return CACHE_DIR.raw().strip().lower() not in _CACHE_DIR_OFF
+
+
+def cache_dir() -> str:
+    """TILEIR_CACHE_DIR, else CUDA_TILE_CACHE_DIR (unless it says off), else the default."""
+    if CACHE_DIR.source() == CACHE_DIR.alias and \
+            CACHE_DIR.raw().strip().lower() in _CACHE_DIR_OFF:
+        return CACHE_DIR.default
+    return CACHE_DIR.raw()
+
 
 PY_LAUNCH = Knob("TILEIR_PY_LAUNCH", "0", "use the Python launch fast path, not the C one")
 
 COMPILER_TIMEOUT = Knob("TILEIR_COMPILER_TIMEOUT_SEC", "",
-                        "longest compile of one kernel, seconds (empty: none)")
+                        "longest compile of one kernel, seconds (empty: none)",
+                        alias="CUDA_TILE_COMPILER_TIMEOUT_SEC")
+TEMP_DIR = Knob("TILEIR_TEMP_DIR", "", "where compiles keep scratch files (empty: the system's)",
+                alias="CUDA_TILE_TEMP_DIR")
 
-ALL = ALL + (SYNC_LAUNCH, CACHE, CACHE_DIR, CACHE_MAX_BYTES, PY_LAUNCH, COMPILER_TIMEOUT)
+
+def temp_dir() -> str | None:
+    """TILEIR_TEMP_DIR (or CUDA_TILE_TEMP_DIR), made if missing; None: the system's."""
+    path = TEMP_DIR.raw().strip()
+    if not path:
+        return None
+    path = os.path.expanduser(path)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+ALL = ALL + (SYNC_LAUNCH, CACHE, CACHE_DIR, CACHE_MAX_BYTES, PY_LAUNCH, COMPILER_TIMEOUT,
+             TEMP_DIR, CUTILE_LOGS)

@@ -2,8 +2,9 @@
 
 A specialization is one `(name, kind)` per kernel parameter: an `ArrayParam`
 (dtype, rank, alignment), a `ScalarParam` (dtype), a `ListParam` (a list of
-arrays: its length and each element's `ArrayParam`), or the Python value of a
-`Constant[...]` parameter, which is compiled in.  It names one compiled variant
+arrays: its length and each element's `ArrayParam`), a `TupleParam` (a tuple: each
+item's kind), or the Python value of a `Constant[...]` parameter, which is compiled
+in.  It names one compiled variant
 of a kernel, in memory and in the on-disk compile cache, so everything here
 must work on a GPU host that has no MLIR.
 
@@ -86,6 +87,59 @@ class TableListParam:
         return ArrayParam(dt.int64, 2)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class TupleParam:
+    """A tuple passed at launch (cuTile 1.7's tuple arguments, nested ones too): one kind
+    per item, an `ArrayParam`, a `ScalarParam`, a `ListParam`, a `TupleParam`, or the
+    value of a `Constant` item, compiled in.  Its runtime leaves become IR arguments
+    (named `t[0]`, `t[1][0]`, ...: `leaf_params`), and the kernel sees a Python tuple of
+    their values.  Equal when the items are, constants by type too (1, True and 1.0
+    differ, as at the top level)."""
+
+    items: tuple
+
+    def _key(self) -> tuple:
+        return tuple(i._key() if isinstance(i, TupleParam) else
+                     (type(i).__name__, i) if isinstance(i, (bool, int, float)) else i
+                     for i in self.items)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TupleParam) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(("TupleParam", self._key()))
+
+
+RUNTIME_KINDS = (Param, ListParam, TableListParam, TupleParam)
+
+
+def leaf_params(kind: Any, name: str) -> list[tuple[str, Param]]:
+    """The IR arguments a launch argument of `kind` named `name` becomes, with their
+    names: an array or scalar one; a list one per element (`xs[1]`); a list passed as
+    a table its table; a tuple its items' (`t[0]`, `t[1][0]`); a constant none."""
+    if isinstance(kind, Param):
+        return [(name, kind)]
+    if isinstance(kind, ListParam):
+        return [(f"{name}[{i}]", k) for i, k in enumerate(kind.elements)]
+    if isinstance(kind, TableListParam):
+        return [(name, kind.table)]
+    if isinstance(kind, TupleParam):
+        return [leaf for i, k in enumerate(kind.items) for leaf in leaf_params(k, f"{name}[{i}]")]
+    return []
+
+
+def leaf_values(kind: Any, value: Any) -> list[Any]:
+    """The launch's values of `leaf_params(kind, ...)`, in order: `value` itself, a list's
+    elements, a tuple's items' leaves (its constants dropped)."""
+    if isinstance(kind, ListParam):
+        return list(value)
+    if isinstance(kind, TupleParam):
+        return [leaf for k, v in zip(kind.items, value) for leaf in leaf_values(k, v)]
+    if isinstance(kind, (Param, TableListParam)):
+        return [value]
+    return []
+
+
 @dataclasses.dataclass(frozen=True)
 class ConstantAnnotation:
     """Marks a parameter compile-time: `Constant[int]`, or cuTile's
@@ -140,8 +194,11 @@ def classify_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool)
     """
     if isinstance(annotation, ConstantAnnotation):
         return _constant_arg(kname, pname, annotation, value)
-    from .annotations import ArrayAnnotation, ListAnnotation, ScalarAnnotation  # (cycle)
+    from .annotations import (ArrayAnnotation, ListAnnotation, ScalarAnnotation,  # (cycle)
+                              TupleAnnotation)
     what = f"argument '{pname}' of kernel '{kname}'"
+    if isinstance(value, (tuple, TupleParam)) or isinstance(annotation, TupleAnnotation):
+        return _tuple_arg(kname, pname, annotation, value, gpu)
     if isinstance(value, (list, ListParam)) or isinstance(annotation, ListAnnotation):
         return _list_arg(kname, pname, annotation, value, gpu)
     kind = _runtime_kind(kname, pname, value, gpu)
@@ -159,6 +216,33 @@ def classify_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool)
         return _static_dims(what, kind, annotation, value)
     raise TileUnsupportedFeatureError(f"{what}: annotation {annotation!r} is not one tileir "
                                       f"knows")
+
+
+def _tuple_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool) -> TupleParam:
+    """A tuple: each item classified as an argument of its own, named `t[i]`, under its
+    item annotation (`tuple[int, Constant[int]]`, `tuple[Array, ...]`, or none)."""
+    from .annotations import TupleAnnotation
+    what = f"argument '{pname}' of kernel '{kname}'"
+    if isinstance(value, TupleParam):            # a specialization given back
+        return value
+    if annotation is not None and not isinstance(annotation, TupleAnnotation):
+        raise TileTypeError(f"{what} is a tuple, but its annotation {annotation!r} is not a "
+                            f"tuple type; annotate it tuple[...] (or Constant[tuple[...]] "
+                            f"to compile its values in), or not at all")
+    if not isinstance(value, tuple):
+        raise TileTypeError(f"{what} is annotated as a tuple ({annotation!r}) but is "
+                            f"{type(value).__name__}; pass a Python tuple")
+    if annotation is None:
+        items = [None] * len(value)
+    elif annotation.each is not None or annotation.items is None:
+        items = [annotation.each] * len(value)
+    else:
+        items = list(annotation.items)
+        if len(items) != len(value):
+            raise TileTypeError(f"{what} is a tuple of {len(value)} items, but its annotation "
+                                f"{annotation!r} has {len(items)}")
+    return TupleParam(tuple(classify_arg(kname, f"{pname}[{i}]", a, v, gpu)
+                            for i, (a, v) in enumerate(zip(items, value))))
 
 
 def _list_arg(kname: str, pname: str, annotation: Any, value: Any, gpu: bool) -> ListParam:
@@ -322,7 +406,7 @@ def _runtime_kind(kname: str, pname: str, value: Any, gpu: bool) -> Any:
         return ArrayParam(d, len(value.shape), aligned, large)
     raise TileTypeError(f"argument '{pname}' of kernel '{kname}' is {type(value).__name__}; "
                         f"kernels take arrays (NumPy, torch, cupy), Python lists of arrays, "
-                        f"Python numbers and Constant[...] values")
+                        f"Python numbers, tuples of those and Constant[...] values")
 
 
 def _described_array(kname: str, pname: str, spec: ArraySpec | ArrayParam,
@@ -357,6 +441,8 @@ argument specs, one per kernel parameter, separated by commas:
                    those: at least 4x the L2 size); flags combine: f32[1]!uL
   [bf16[2]]*3      a list of 3 arrays (a list parameter); [f32[1];f32[1]!u] spells
                    out each element
+  (i32;f32[1];8)   a tuple (a tuple parameter): its items' specs, separated by ';'
+                   (nested tuples too: (i32;(f32[1];f32[1])))
   i64              a runtime scalar of that dtype
   8192, 0.5, True  a Python literal: the value of a Constant[...] parameter, or a
                    runtime scalar typed as launch() types it (int: i32, or i64 if
@@ -396,6 +482,10 @@ def _format_one(kind: Any) -> str:
         if len(specs) == 1:
             return f"[{specs.pop()}]*{len(kind)}"
         return "[" + ";".join(_format_one(k) for k in kind.elements) + "]"
+    if isinstance(kind, TupleParam):
+        return "(" + ";".join(_format_one(k) for k in kind.items) + ")"
+    if isinstance(kind, tuple):            # a Constant tuple
+        return "(" + ";".join(_format_one(k) for k in kind) + ")"
     return repr(kind)                      # a Constant's value: True, 1024, 0.5, inf
 
 
@@ -412,12 +502,34 @@ def parse_arg_specs(text: str) -> list[Any]:
     return out
 
 
+def _split_items(inner: str, error) -> list[str]:
+    """A tuple spec's items: split at the ';' outside brackets and parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(inner):
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+            if depth < 0:
+                raise error(f"'({inner})': a ')' or ']' without its opening one")
+        elif c == ";" and depth == 0:
+            parts.append(inner[start:i])
+            start = i + 1
+    if depth:
+        raise error(f"'({inner})': a '(' or '[' without its closing one")
+    return parts + [inner[start:]]
+
+
 def _parse_one(token: str, number: int, text: str, column: int) -> Any:
     def error(message: str) -> ArgSpecError:
         return ArgSpecError(f"argument spec {number}: {message}", text, column)
 
     if not token:
         raise error("empty (two commas in a row?)")
+    if token.startswith("(") and token.endswith(")"):
+        inner = token[1:-1].strip()
+        parts = _split_items(inner, error) if inner else []
+        return tuple(_parse_one(t.strip(), number, text, column) for t in parts)
     listed = _LIST_SPEC.fullmatch(token)
     if listed:
         items = [_parse_one(t.strip(), number, text, column)

@@ -682,3 +682,27 @@ func.func @list_get(%t: !tile.array<i64, 2 : i64>, %i: i32) attributes {tile.ker
   %st = "tile.stride"(%a) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
   return
 }
+
+// -----
+
+// An array's address is a GEP to the indexed element (index * stride, in i64) and a
+// ptrtoint; an array made of an address is an inttoptr with the dims truncated to
+// the ABI's i32; raw memory is one unchecked dim and a unit stride.
+
+// CHECK-LABEL: gpu.func @addresses
+// CHECK-SAME:    (%[[P:[^:]*]]: !llvm.ptr<1>, %[[D0:[^:]*]]: i32, %[[D1:[^:]*]]: i32, %[[S0:[^:]*]]: i64, %[[S1:[^:]*]]: i64, %[[I:[^:]*]]: i32, %[[N:[^:]*]]: i64)
+// CHECK:         %[[I64:.*]] = arith.extsi %[[I]] : i32 to i64
+// CHECK:         %[[OFF:.*]] = arith.muli %[[I64]], %[[S0]] : i64
+// CHECK:         %[[AT:.*]] = llvm.getelementptr %[[P]][%{{.*}}] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+// CHECK:         %[[ADDR:.*]] = llvm.ptrtoint %[[AT]] : !llvm.ptr<1> to i64
+// CHECK:         llvm.inttoptr %[[ADDR]] : i64 to !llvm.ptr<1>
+// CHECK:         arith.trunci %[[N]] : i64 to i32
+// CHECK:         llvm.inttoptr %[[ADDR]] : i64 to !llvm.ptr<1>
+func.func @addresses(%a: !tile.array<f32, 2 : i64>, %i: i32, %n: i64) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.arg_names = ["a", "i", "n"]} {
+  %p = "tile.array_address"(%a, %i, %i) : (!tile.array<f32, 2 : i64>, i32, i32) -> i64
+  %v = "tile.make_array"(%p, %n, %n) : (i64, i64, i64) -> !tile.array<f32, 1 : i64>
+  %d = "tile.dim"(%v) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  %m = "tile.raw_memory"(%p) : (i64) -> !tile.array<f32, 1 : i64>
+  %e = "tile.dim"(%m) {axis = 0 : i64} : (!tile.array<f32, 1 : i64>) -> i32
+  return
+}

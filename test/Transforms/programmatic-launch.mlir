@@ -6,6 +6,7 @@
 // and then the release of the next one, before anything else: its first access to
 // memory comes after the wait, and it releases the next kernel only once it runs.
 // CHECK-LABEL: func.func @copy
+// CHECK-SAME:    tile.overlapped
 // CHECK-NEXT:    "tile.grid_dependency"() {kind = "wait"} : () -> ()
 // CHECK-NEXT:    "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
 // CHECK-NEXT:    "tile.bid"()
@@ -34,6 +35,7 @@ func.func @helper(%x: !V) attributes {tile.function} {
 // A kernel that places the waits itself keeps the author's placement; one whose
 // option turned it off is launched as written.
 // CHECK-LABEL: func.func @placed
+// CHECK-NOT:     tile.overlapped
 // CHECK-NEXT:    "tile.bid"()
 // CHECK-NEXT:    "tile.grid_dependency"() {kind = "wait"}
 // CHECK-NOT:     "tile.grid_dependency"() {kind = "wait"}

@@ -407,6 +407,27 @@ def test_bad_arg_specs_point_at_the_argument(text, message, column):
     assert isinstance(info.value, ct.TileValueError)
 
 
+@ct.kernel
+def tuple_spec(x, t: tuple[int, tuple[ct.Array, ct.Array], ct.Constant[int]], u):
+    pass
+
+
+def test_tuple_args_have_specs():
+    """A tuple parameter's spec is its items' specs in parentheses, separated by ';'
+    (nested too); a Constant item is its value."""
+    from tileir.specialization import TupleParam
+    text = "f32[1],(i32;(f32[1];bf16[2]!u);8),()"
+    params = tuple_spec.classify(parse_arg_specs(text), gpu=True)
+    assert params[1][1] == TupleParam((ScalarParam(ct.int32), TupleParam(
+        (ArrayParam(ct.float32, 1, True), ArrayParam(ct.bfloat16, 2, False))), 8))
+    assert params[2][1] == TupleParam(())
+    assert format_arg_specs(params) == text
+    assert tuple_spec.classify(parse_arg_specs(format_arg_specs(params)), gpu=True) == params
+    with pytest.raises(ArgSpecError, match=r"argument spec 2: '\(i32;\(f32\[1\]\)': a '\(' or "
+                       r"'\[' without its closing one"):
+        parse_arg_specs("f32[1],(i32;(f32[1])")
+
+
 def test_no_args_is_an_empty_spec():
     assert parse_arg_specs("") == [] and format_arg_specs([]) == ""
 

@@ -398,6 +398,41 @@ def test_cache_dir_knob_is_read_when_used(tmp_path, monkeypatch):
     assert Cache().root == Path.home() / ".cache" / "tileir"
 
 
+def test_cutile_s_cache_variables_are_aliases(tmp_path, monkeypatch):
+    """CUDA_TILE_CACHE_DIR and CUDA_TILE_CACHE_SIZE mean TILEIR_CACHE_DIR and
+    TILEIR_CACHE_MAX_BYTES where tileir's are not set; CUDA_TILE_CACHE_DIR=off (0, none,
+    empty) turns the cache off as TILEIR_CACHE=0 does; tileir's names win."""
+    for var in ("TILEIR_CACHE", "TILEIR_CACHE_DIR", "TILEIR_CACHE_MAX_BYTES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_TILE_CACHE_DIR", str(tmp_path / "cutile"))
+    assert Cache().root == tmp_path / "cutile" and Cache().enabled
+    monkeypatch.setenv("TILEIR_CACHE_DIR", str(tmp_path / "tileir"))
+    assert Cache().root == tmp_path / "tileir"
+    monkeypatch.delenv("TILEIR_CACHE_DIR")
+    for off in ("0", "off", "None", ""):
+        monkeypatch.setenv("CUDA_TILE_CACHE_DIR", off)
+        assert not Cache().enabled and Cache().root == Path.home() / ".cache" / "tileir"
+    assert Cache().get(a_key()) is None and Cache().put(a_key(), "scale_add", ARTIFACTS,
+                                                        META).path is None
+    monkeypatch.setenv("TILEIR_CACHE", "1")            # tileir's knob wins
+    assert Cache().enabled
+    monkeypatch.delenv("TILEIR_CACHE")
+    monkeypatch.setenv("TILEIR_CACHE_DIR", str(tmp_path / "tileir"))
+    assert Cache().enabled                             # ... and so does a directory named
+    cache = Cache()
+    size = sum(len(v) for v in ARTIFACTS.values())
+    monkeypatch.setenv("CUDA_TILE_CACHE_SIZE", str(size))          # room for one entry
+    cache.put(a_key(0), "scale_add", ARTIFACTS, META)
+    cache.put(a_key(1), "scale_add", ARTIFACTS, META)
+    assert [e.key for e in cache.entries()] == [a_key(1)]
+    monkeypatch.setenv("CUDA_TILE_CACHE_SIZE", "2GB")
+    with pytest.raises(ValueError, match=r"CUDA_TILE_CACHE_SIZE='2GB' is not a number of "):
+        cache.put(a_key(2), "scale_add", ARTIFACTS, META)
+    monkeypatch.setenv("TILEIR_CACHE_MAX_BYTES", str(10 * size))   # tileir's wins
+    cache.put(a_key(2), "scale_add", ARTIFACTS, META)
+    assert len(cache.entries()) == 2
+
+
 # ---------------------------------------------------------------------------
 # Damage and concurrency
 # ---------------------------------------------------------------------------

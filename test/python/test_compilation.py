@@ -468,14 +468,66 @@ def test_a_list_table_the_kernel_does_not_take_is_refused_by_the_simulator():
             simulate(compiled, (1, 1), [ListTable(xs), out, 32, 64])
 
 
-def test_runtime_tuples_are_refused_naming_the_parameter():
+@ct.kernel
+def tuple_axpy(out, xs: tuple[ct.Array, ct.Array], coef: tuple[float, ct.Constant[int]],
+               T: ct.Constant[int]):
+    """out = xs[0] * coef[0] + xs[1] * coef[1] (a Constant), tiles of T."""
+    i = ct.bid(0)
+    a, b = xs
+    c, K = coef
+    ct.store(out, (i,), ct.load(a, (i,), shape=(T,), padding_mode=ct.PaddingMode.ZERO) * c +
+             ct.load(b, (i,), shape=(T,), padding_mode=ct.PaddingMode.ZERO) * K)
+
+
+def test_runtime_tuples_export_and_compute():
+    """cuTile 1.7's tuples passed at launch: `from_kernel_args` gives a TupleConstraint
+    of the items' constraints, `export_kernel` compiles it (each runtime item one
+    argument, `kernel_launch_info` naming them `xs[0]`...), and the exported code (run
+    by the simulator) computes as the launch does."""
+    from tileir.sim import simulate
+    n = 100
+    x, y = (np.arange(n, dtype=np.float32) * k for k in (1, 0.5))
+    out = np.zeros(n, np.float32)
+    sig = KernelSignature.from_kernel_args(tuple_axpy, (out, (x, y), (2.0, 3), 64), TIR)
+    assert sig.parameters[2] == TupleConstraint([ScalarConstraint(ct.float32),
+                                                 ConstantConstraint(3)])
+    assert isinstance(sig.parameters[1], TupleConstraint) and \
+        all(isinstance(c, ArrayConstraint) for c in sig.parameters[1].items)
+    assert "_T2_" in sig.symbol and demangle_kernel_name(sig.symbol)[1] == sig
+    for gpu_code in ("sm_80", "sm_90a"):
+        assert _elf_functions(export(tuple_axpy, [sig], gpu_code)) == {sig.symbol}
+    info = kernel_launch_info(tuple_axpy, sig, "sm_80")
+    assert [s["param"] for s in info["slots"] if s["what"] in ("pointer", "scalar")] == \
+        ["out", "xs[0]", "xs[1]", "coef[0]"]
+    compiled = tuple_axpy._build(_specialize(tuple_axpy, sig), "gpu", "sm_90a")
+    simulate(compiled, (2, 1, 1), (out, (x, y), (2.0, 3), 64))
+    np.testing.assert_array_equal(out, x * 2 + y * 3)
+
+
+def test_runtime_tuples_are_checked_against_the_annotation():
     a = array(ct.float32, 1)
     signature = KernelSignature([a, a, a, (ScalarConstraint(ct.int32), 1)], TIR)
     with pytest.raises(TileTypeError, match="'TILE' of kernel 'vector_add' is a ct.Constant"):
         export(vector_add, [signature], "sm_90a")
-    runtime = KernelSignature([(a, a), a, 1.0, 2, False, 256], TIR)
-    with pytest.raises(TileUnsupportedFeatureError, match="parameter 'x' .* is a tuple passed"):
-        export(axpb, [runtime], "sm_90a")
+    three = KernelSignature([a, (a, a, a), (ScalarConstraint(ct.float32), 3), 64], TIR)
+    with pytest.raises(TileTypeError, match=r"parameter 'xs' of kernel 'tuple_axpy' is "
+                       r"annotated tuple\[None, None\], a tuple of 2, but its TupleConstraint "
+                       r"has 3 items"):
+        export(tuple_axpy, [three], "sm_80")
+    runtime_k = KernelSignature([a, (a, a), (ScalarConstraint(ct.float32),
+                                             ScalarConstraint(ct.int32)), 64], TIR)
+    with pytest.raises(TileTypeError, match=r"parameter 'coef\[1\]' of kernel 'tuple_axpy' is "
+                       r"a ct.Constant parameter"):
+        export(tuple_axpy, [runtime_k], "sm_80")
+    not_tuple = KernelSignature([a, a, (ScalarConstraint(ct.float32), 3), 64], TIR)
+    with pytest.raises(TileTypeError, match=r"parameter 'xs' of kernel 'tuple_axpy' is "
+                       r"annotated as a tuple .*: describe it with a TupleConstraint, got "
+                       r"ArrayConstraint"):
+        export(tuple_axpy, [not_tuple], "sm_80")
+    listed = KernelSignature([(ListConstraint(a),), a, 1.0, 2, False, 256], TIR)
+    with pytest.raises(TileUnsupportedFeatureError, match=r"item 0 of parameter 'x' of kernel "
+                       r"'axpb' is a ListConstraint: a list inside a tuple is not exported"):
+        export(axpb, [listed], "sm_90a")
 
 
 @pytest.mark.parametrize("version", ["tileir_bytecode", "13.1"])

@@ -830,3 +830,299 @@ def test_control_flow_errors_point_at_the_source(mode, exc, where, message):
     assert f"{__file__}:{line}:" in text, text
     assert message in text, text
     assert "Traceback" not in text
+
+
+# ---------------------------------------------------------------------------
+# Kernel tuple arguments, raw memory and foreign pointers with exits and helpers
+# ---------------------------------------------------------------------------
+@ct.function
+def scaled_tile(t, i):
+    """A kernel's tuple argument (or a tuple rebuilt from one) passed to a helper."""
+    x, (scale, n) = t
+    return ct.load(x, (i,), shape=(4,)) * scale + ct.astype(n, ct.float32)
+
+
+@ct.function
+def next_state(t):
+    x, (scale, n) = t
+    return scale * 2.0, n + 1
+
+
+@ct.kernel
+def tuple_argument_loop(out, t: tuple[ct.Array, tuple[float, int]], limit):
+    acc = ct.zeros((4,), ct.float32)
+    state = t
+    for i in range(8):
+        if ct.sum(acc) > limit:
+            break
+        acc = acc + scaled_tile(state, i)
+        x, (scale, n) = state
+        if n == 2:
+            continue
+        if i % 2:
+            state = (x, (scale, n + 1))
+        else:
+            state = (x, next_state(state))
+    x, (scale, n) = state
+    ct.store(out, (0, 0), ct.reshape(acc, (1, 4)))
+    ct.store(out, (1, 0), ct.full((1, 4), scale, ct.float32))
+    ct.store(out, (2, 0), ct.full((1, 4), n, ct.float32))
+    ct.store(out, (3, 0), ct.reshape(scaled_tile(t, 0), (1, 4)))
+
+
+def _tuple_argument_loop(x, scale, n, limit):
+    acc = np.zeros(4, np.float32)
+    for i in range(8):
+        if acc.sum() > limit:
+            break
+        acc = acc + x[4 * i:4 * i + 4] * scale + n
+        if n == 2:
+            continue
+        if i % 2:
+            n += 1
+        else:
+            scale, n = scale * 2.0, n + 1
+    return acc, scale, n
+
+
+@pytest.mark.parametrize("limit", [1e9, 60.0])
+def test_a_tuple_argument_is_carried_through_a_breaking_loop_and_passed_to_helpers(limit):
+    """A kernel's tuple argument (host's TupleParam) is the tuple kernel code builds:
+    a loop that breaks and continues carries its run-time leaves (its array stays),
+    helpers take it through structured.py, a runtime `if` merges it."""
+    x = np.arange(32, dtype=np.float32) / 4
+    args = (np.zeros((4, 4), np.float32), (x, (0.5, 0)), limit)
+    acc, scale, n = _tuple_argument_loop(x, 0.5, 0, limit)
+    for got in run_everywhere(tuple_argument_loop, (1,), args, 0):
+        np.testing.assert_allclose(got[0], acc, rtol=1e-6)
+        np.testing.assert_array_equal(got[1], scale)
+        np.testing.assert_array_equal(got[2], n)
+        np.testing.assert_allclose(got[3], x[:4] * 0.5, rtol=1e-6)
+    assert "scf.while" in frontend_ir(tuple_argument_loop, args)
+
+
+@ct.function
+def raw_sum(mem, offsets):
+    """Raw memory as a helper's argument."""
+    return ct.sum(mem.load_offset(offsets))
+
+
+@ct.function
+def apply_to(fn, offsets):
+    """A nested function capturing raw memory, passed to a helper."""
+    return fn(offsets)
+
+
+@ct.kernel
+def raw_in_nested_defs(x, out, limit):
+    raw = x.get_raw_memory()
+    offsets = ct.arange(4, dtype=ct.int32)
+
+    def window(start, mem=raw):             # raw memory as a default and a capture
+        return mem.load_offset(offsets + start) + raw.load_offset(offsets + start)
+
+    def bump(start):
+        raw.atomic_add_offset(offsets + start, 1.0)
+
+    total = ct.zeros((4,), ct.float32)
+    for i in range(4):
+        if raw_sum(raw, offsets + 4 * i) > limit:
+            break
+        total = total + window(4 * i)
+        bump(4 * i)
+    ct.store(out, (0, 0), ct.reshape(total, (1, 4)))
+    ct.store(out, (1, 0), ct.reshape(apply_to(lambda o: raw.load_offset(o) * 2.0,
+                                              offsets), (1, 4)))
+
+
+@pytest.mark.parametrize("limit", [1e9, 30.0])
+def test_raw_memory_enters_nested_defs_and_helpers(limit):
+    """Raw memory (host's RawMemoryValue, a structured kind here) captured by nested
+    defs (also as a default), used in a loop that breaks, passed to a helper directly
+    and inside a lambda's captures."""
+    x = np.arange(16, dtype=np.float32)
+    args = (x, np.zeros((2, 4), np.float32), limit)
+    want_x, total = x.copy(), np.zeros(4, np.float32)
+    for i in range(4):
+        if want_x[4 * i:4 * i + 4].sum() > limit:
+            break
+        total += 2 * want_x[4 * i:4 * i + 4]
+        want_x[4 * i:4 * i + 4] += 1
+    for got in run_everywhere(raw_in_nested_defs, (1,), args, 1):
+        np.testing.assert_array_equal(got[0], total)
+        np.testing.assert_array_equal(got[1], want_x[:4] * 2)
+    for got in run_everywhere(raw_in_nested_defs, (1,), args, 0):
+        np.testing.assert_array_equal(got, want_x)
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    pointer: object
+    length: object
+
+
+@ct.function
+def pointer_and_length(a, k):
+    """A foreign pointer inside a tuple and a dataclass instance, returned."""
+    p = a.foreign_pointer
+    if k > 0:
+        return (p, a.shape[0] - k), View(p, k)
+    return (p, a.shape[0]), View(p, 1)
+
+
+@ct.function
+def load_view(v, pair):
+    """The returned values passed on to a helper: a dataclass and a tuple holding
+    pointers."""
+    p, n = pair
+    whole = ct.Array.from_foreign(p, (n,), (1,))
+    head = ct.Array.from_foreign(v.pointer, (v.length,), (1,))
+    return (ct.load(whole, (0,), shape=(8,), padding_mode=ct.PaddingMode.ZERO) +
+            ct.load(head, (0,), shape=(8,), padding_mode=ct.PaddingMode.ZERO))
+
+
+@ct.kernel
+def pointers_through_helpers(x, out, k):
+    pair, v = pointer_and_length(x, k)
+    ct.static_assert(pair[0].dtype == ct.foreign_pointer_dtype(ct.float32))
+    ct.store(out, (0,), load_view(v, pair))
+
+
+@pytest.mark.parametrize("k", [3, 0])
+def test_foreign_pointers_return_from_helpers_inside_tuples_and_dataclasses(k):
+    x = np.arange(1, 9, dtype=np.float32)
+    args = (x, np.zeros(8, np.float32), k)
+    n, m = (8 - k, k) if k > 0 else (8, 1)
+    want = np.where(np.arange(8) < n, x, 0) + np.where(np.arange(8) < m, x, 0)
+    for got in run_everywhere(pointers_through_helpers, (1,), args, 1):
+        np.testing.assert_array_equal(got, want)
+
+
+@ct.function
+def raw_of(a):
+    return a.get_raw_memory()
+
+
+@ct.function
+def either_pointer(a, b, c):
+    if c > 0:
+        return a.foreign_pointer
+    return b.foreign_pointer
+
+
+@ct.function
+def pointer_from_loop(a, n):
+    for i in range(n):
+        return a.slice(0, i, 8).foreign_pointer
+    return a.foreign_pointer
+
+
+@ct.kernel
+def bad_host_values(x, n, MODE: ct.Constant[int]):
+    p = x.foreign_pointer
+    if MODE == 0:
+        raw_of(x)
+    elif MODE == 1:
+        either_pointer(x, x, n)
+    elif MODE == 2:
+        pointer_from_loop(x, n)
+    elif MODE == 3:
+        st = (p, n)
+        for i in range(n):
+            st = (x.slice(0, i, 8).foreign_pointer, st[1])
+    elif MODE == 4:
+        if n > 0:
+            p = x.slice(0, 1, 8).foreign_pointer
+        ct.Array.from_foreign(p, (4,), (1,))
+    elif MODE == 5:
+        raw = x.get_raw_memory()
+        for j in range(n):
+            if j == 1:
+                break
+            raw = x.slice(0, j, 8).get_raw_memory()
+        raw.load_offset(0)
+    elif MODE == 6:
+        q = p if n > 0 else x.slice(0, 1, 8).foreign_pointer
+        ct.Array.from_foreign(q, (4,), (1,))
+    else:
+        t = (p, n)
+        if t == (p, n):
+            pass
+
+
+@pytest.mark.parametrize("mode,exc,needle,message", [
+    (0, TileTypeError, "return a.get_raw_memory()",
+     "a @function cannot return an array, a slice or a tiled view, nor raw memory (got the "
+     "raw memory of a float32 array)"),
+    (1, TileUnsupportedFeatureError, "if c > 0:",
+     "the returned value cannot be (re)assigned an array, a slice or a tiled view inside a "
+     "runtime 'if', nor raw memory or a foreign pointer"),
+    (2, TileUnsupportedFeatureError, "for i in range(n):",
+     "a loop cannot carry the returned value a foreign pointer (foreign_pointer[float32]) it "
+     "makes; raw memory or a foreign pointer returned from inside a loop must exist before "
+     "the loop"),
+    (3, TileUnsupportedFeatureError, "for i in range(n):",
+     "'st[0]' is a foreign pointer (foreign_pointer[float32]) that a trip of the loop "
+     "replaces; raw memory and foreign pointers are not loop-carried"),
+    (4, TileUnsupportedFeatureError, "if n > 0:",
+     "'p' cannot be (re)assigned an array, a slice or a tiled view inside a runtime 'if', "
+     "nor raw memory or a foreign pointer"),
+    (5, TileUnsupportedFeatureError, "for j in range(n):",
+     "'raw' (the raw memory of a float32 array) cannot be reassigned inside a loop (arrays, "
+     "slices, tiled views, raw memory and foreign pointers are not loop-carried)"),
+    (6, TileUnsupportedFeatureError, "q = p if n > 0",
+     "a runtime condition cannot choose between arrays, slices or tiled views, nor raw "
+     "memory or foreign pointers"),
+    (7, TileTypeError, "if t == (p, n):",
+     "operator '==' does not apply to a foreign pointer"),
+])
+def test_host_values_with_exits_and_helpers_are_refused_by_name(mode, exc, needle, message):
+    """What cannot be done with raw memory and foreign pointers across helpers, loops and
+    runtime ifs: a located error naming it."""
+    with pytest.raises(exc) as info:
+        bad_host_values.compile((np.zeros(16, np.float32), 4, mode), stage="frontend")
+    text = str(info.value)
+    fn = {0: raw_of, 1: either_pointer, 2: pointer_from_loop}.get(mode, bad_host_values)
+    assert f"{__file__}:{line_of(getattr(fn, 'fn', fn), needle)}:" in text, text
+    assert message in text, text
+
+
+@ct.kernel
+def loop_over_tuples(xs, ys, out, limit):
+    x0, x1, x2 = xs
+    total = ct.zeros((4,), ct.float32)
+    for x, (y, w) in ((x0, (ys[0], 1.0)), (x1, (ys[1], 2.0)), (x2, (ys[0], 3.0))):
+        if ct.sum(total) > limit:
+            break
+        t = ct.load(x, (0,), shape=(4,)) * w
+        ct.store(y, (0,), t)
+        total = total + t
+    ct.store(out, (0,), total)
+
+
+@pytest.mark.parametrize("limit", [1e9, 10.0])
+def test_a_for_loop_over_a_tuple_unrolls_and_breaks(limit):
+    """`for x, (y, w) in (...)` over a tuple holding a tuple argument's arrays: one copy
+    of the body per item, unpacked; a runtime break guards the later copies.  (cuTile
+    1.7 refuses loops over tuples; tileir unrolls them as it does `static_iter`.)"""
+    xs = tuple(np.full(4, v, np.float32) for v in (1.0, 2.0, 3.0))
+    args = (xs, [np.zeros(4, np.float32), np.zeros(4, np.float32)], np.zeros(4, np.float32),
+            limit)
+    total, ys = np.zeros(4, np.float32), [np.zeros(4, np.float32), np.zeros(4, np.float32)]
+    for x, (y, w) in ((xs[0], (0, 1.0)), (xs[1], (1, 2.0)), (xs[2], (0, 3.0))):
+        if total.sum() > limit:
+            break
+        ys[y][:] = x * w
+        total = total + x * w
+    for got in run_everywhere(loop_over_tuples, (1,), args, 2):
+        np.testing.assert_array_equal(got, total)
+    for got, want in zip(args[1], ys):          # (each run wrote the same list's arrays)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(TileUnsupportedFeatureError, match="a for loop runs over range"
+                       r"\(...\), a tuple or a list of arrays, got a 1-d float32 array"):
+        ct.kernel(_loop_over_an_array).compile((xs[0],), stage="frontend")
+
+
+def _loop_over_an_array(x):
+    for a in x:
+        pass

@@ -7,6 +7,7 @@ GPU launches of the same kernels are in test_gpu.py's cuTile section.
 from __future__ import annotations
 
 import operator
+import os
 import re
 import typing
 
@@ -23,7 +24,8 @@ from tileir.dialect import TileIRError
 
 TARGETS = ("sm_90a", "sm_80")
 
-# `cuda.tile.__all__` of cuTile Python 1.6 (NVIDIA/cutile-python, src/cuda/tile/__init__.py).
+# `cuda.tile.__all__` of cuTile Python 1.7.0 (NVIDIA/cutile-python, src/cuda/tile/__init__.py):
+# its 155 names.
 CUTILE_ALL = """
 launch ByTarget MemoryOrder MemoryScope PaddingMode RoundingMode DType bfloat16 bool_
 float4_e2m1fn float8_e4m3fn float8_e5m2 float8_e8m0fnu float8_e5m3fnu float16 float32 float64
@@ -42,11 +44,13 @@ pack_to_bytes permute pow printf print prod reduce reshape rsqrt scan scatter si
 static_assert static_eval static_exception static_iter store store_advanced_indexing sub sum tan
 tanh transpose truediv unpack_from_bytes where zeros grid_dependency_control_wait
 grid_dependency_control_launch_dependents compiler_timeout tune function kernel compilation
+foreign_pointer_dtype
 """.split()
 
 
 def test_the_cutile_names_tileir_has():
     """The names still missing are exactly these (docs/frontend.md lists each one's status)."""
+    assert len(CUTILE_ALL) == len(set(CUTILE_ALL)) == 155
     missing = {n for n in CUTILE_ALL if not hasattr(ct, n)}
     assert missing == set(NOT_YET), sorted(missing ^ set(NOT_YET))
     doc = open(__file__.replace("test/python/test_cutile_api.py", "docs/frontend.md")).read()
@@ -269,6 +273,62 @@ def test_by_target_kernel_options_are_checked_and_resolved_per_target():
                                                         target="sm_90a").ir()
 
 
+def test_kernel_option_errors_are_value_errors_as_in_cutile():
+    """cuTile checks its options when the kernel is made and raises ValueError; tileir's
+    KernelOptionError is one, and a TileValueError."""
+    for bad in ({"num_ctas": 3}, {"occupancy": 0}, {"opt_level": 4}, {"num_worker_warps": 3},
+                {"num_worker_warps": 64}, {"num_worker_warps": ct.ByTarget(sm_100=12)}):
+        with pytest.raises(ValueError, match="kernel option") as caught:
+            ct.kernel(**bad)(occupied.fn)
+        assert isinstance(caught.value, TileValueError)
+    for n in (1, 2, 4, 8, 16, 32):              # cuTile 1.7: a power of 2 in [1, 32]
+        ct.kernel(num_worker_warps=n)(occupied.fn)
+    k = ct.kernel(num_worker_warps=ct.ByTarget(sm_100=16, sm_120=2, default=1))(occupied.fn)
+    assert k.options["num_worker_warps"].resolve("sm_100") == 16
+    with pytest.raises(ValueError, match=r"num_worker_warps must be a power of 2 in \[1, 32\] "
+                       r"\(or a tileir.ByTarget of such\), got 3"):
+        ct.kernel(num_worker_warps=3)(occupied.fn)
+    with pytest.raises(ValueError, match="option num_stages must be 2 to 8"):   # tileir's
+        ct.kernel(num_stages=9)(occupied.fn).compile((np.zeros(64, np.float32), 64),
+                                                     stage="frontend", target="sm_90a")
+
+
+def test_kernels_are_made_from_functions_and_launched_not_called():
+    """cuTile's TypeErrors: `kernel` on something that is not a function, and a kernel
+    called like a function."""
+    with pytest.raises(TypeError) as caught:
+        ct.kernel(42)
+    assert str(caught.value) == "`kernel` decorator must be applied to a Python function"
+    with pytest.raises(TypeError, match="must be applied to a Python function"):
+        ct.kernel(num_ctas=2)(occupied)            # a Kernel, not a function
+    with pytest.raises(TypeError, match=r"^tile kernels cannot be called directly: kernel "
+                       r"'occupied' is launched with tileir.launch\(stream, grid, occupied, "
+                       r"args\)$"):
+        occupied(np.zeros(64, np.float32), 64)
+
+
+@ct.kernel
+def cluster_scoped(x, KIND: ct.Constant[int]):
+    if KIND == 0:
+        t = ct.load(x, (0,), shape=(4,), memory_order=ct.MemoryOrder.ACQUIRE,
+                    memory_scope=ct.MemoryScope.CLUSTER)
+        ct.store(x, (0,), t)
+    else:
+        ct.atomic_add(x, 0, 1, memory_scope=ct.MemoryScope.CLUSTER)
+
+
+def test_memory_scope_cluster_is_refused_by_name():
+    """`MemoryScope.CLUSTER` exists (cuda.lang's) but no cuTile operation takes it."""
+    x = np.zeros(4, np.int32)
+    with pytest.raises(TileTypeError, match=r"Invalid memory scope for tile_load. Got "
+                       r"MemoryScope.CLUSTER, expected one of MemoryScope.NONE, "
+                       r"MemoryScope.BLOCK, MemoryScope.DEVICE, MemoryScope.SYS"):
+        cluster_scoped.compile((x, 0), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"atomics take memory_scope BLOCK, DEVICE or SYS, "
+                       r"got .*CLUSTER.* \(CLUSTER is cuda.lang's, not cuTile's\)"):
+        cluster_scoped.compile((x, 1), stage="frontend")
+
+
 def test_exceptions_are_cutile_s_hierarchy():
     assert issubclass(ct.TileCompilerExecutionError, TileInternalError)
     assert issubclass(ct.TileCompilerTimeoutError, TileInternalError)
@@ -318,6 +378,78 @@ def test_list_annotated_parameters_take_lists_of_arrays():
     assert 'tile.arg_names = ["xs[0]", "xs[1]"]' in text
     with pytest.raises(TileTypeError, match="annotated as a list of arrays"):
         listed.compile((np.zeros(4),), stage="frontend")
+
+
+# ---------------------------------------------------------------------------
+# Tuples as kernel arguments
+# ---------------------------------------------------------------------------
+@ct.function
+def tuple_sum(arrs, i):
+    """A tuple parameter passed on to a helper: its arrays enter as arguments of it."""
+    return ct.load(arrs[0], (i,), shape=(8,)) + ct.load(arrs[1][1], (i,), shape=(8,))
+
+
+@ct.kernel
+def tupled(out, arrs: tuple[ct.Array, ...], t: tuple[int, ct.Constant[int]], plain):
+    x, (w, z) = arrs
+    a, B = t
+    ct.static_assert(B == 3 and len(plain) == 3)
+    s, flag, nested = plain
+    i = ct.bid(0)
+    acc = ct.load(x, (i,), shape=(8,)) * a + ct.load(w, (i,), shape=(8,)) * B
+    acc = acc + tuple_sum(arrs, i) * nested[0] + ct.where(flag, s, 0.0)
+    ct.store(out, (i,), acc + ct.astype(nested[1], ct.float32))
+
+
+def test_tuples_are_kernel_arguments_everywhere(rng):
+    """cuTile 1.7: tuples (nested too) of arrays, scalars and constants, annotated
+    `tuple[Array, ...]`, `tuple[int, Constant[int]]` or not at all; each runtime leaf is
+    an argument (`arrs[1][0]`), the kernel rebuilds the tuple."""
+    x, w, z = (rng.standard_normal(16).astype(np.float32) for _ in range(3))
+    args = (np.zeros(16, np.float32), (x, (w, z)), (2, 3), (0.5, True, (1.5, 7)))
+    want = x * 2 + w * 3 + (x + z) * 1.5 + 0.5 + 7
+    for got in run_everywhere(tupled, (2,), args, 0):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    text = tupled.compile(args, stage="frontend").ir()
+    assert 'tile.arg_names = ["out", "arrs[0]", "arrs[1][0]", "arrs[1][1]", "t[0]", ' \
+           '"plain[0]", "plain[1]", "plain[2][0]", "plain[2][1]"]' in text
+    params = dict(tupled.classify(args))
+    TP, SP = ct.specialization.TupleParam, ct.specialization.ScalarParam
+    assert params["t"] == TP((SP(ct.int32), 3))
+    # the Constant item specializes: another value compiles another kernel; 1, True and
+    # 1.0 differ, as they do for a Constant parameter
+    assert tupled.classify((*args[:2], (2, 5), args[3]))[2][1] != params["t"]
+    assert len({TP((1,)), TP((True,)), TP((1.0,)), TP((TP((1,)),))}) == 4
+    assert TP((1, (2,))) == TP((1, (2,))) and hash(TP((1,))) == hash(TP((1,)))
+    with pytest.raises(TileStaticAssertionError):
+        tupled.compile((*args[:2], (2, 4), args[3]), stage="frontend")
+
+
+@ct.kernel
+def bad_tuples(out, t: tuple[int, ct.Constant[int]], u: tuple[ct.Array, ...]):
+    pass
+
+
+def test_tuple_arguments_are_checked_against_their_annotations():
+    out = np.zeros(4, np.float32)
+    with pytest.raises(TileTypeError, match=r"argument 't' of kernel 'bad_tuples' is a tuple "
+                       r"of 3 items, but its annotation tuple\[None, Constant\[int\]\] has 2"):
+        bad_tuples.compile((out, (1, 2, 3), (out,)), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"argument 't\[1\]' of kernel 'bad_tuples' is "
+                       r"Constant\[int\] but got float 2.5"):
+        bad_tuples.compile((out, (1, 2.5), (out,)), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"argument 't' of kernel 'bad_tuples' is annotated "
+                       r"as a tuple \(tuple\[None, Constant\[int\]\]\) but is int"):
+        bad_tuples.compile((out, 1, (out,)), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"argument 'u\[1\]' of kernel 'bad_tuples' is str"):
+        bad_tuples.compile((out, (1, 2), (out, "x")), stage="frontend")
+    with pytest.raises(TileTypeError, match=r"argument 'out' of kernel 'array_annotated' is a "
+                       r"tuple, but its annotation ArrayAnnotation\(.*\) is not a tuple type"):
+        ct.kernel(array_annotated).compile(((out,),), stage="frontend")
+
+
+def array_annotated(out: typing.Annotated[ct.Array, ct.ArrayAnnotation()]):
+    pass
 
 
 # ---------------------------------------------------------------------------
@@ -377,6 +509,57 @@ def test_static_eval_iter_exception_and_plain_helpers():
         compile_time.compile((x, out, 16, 4), stage="frontend")
 
 
+@ct.function
+def fn_bare(t):
+    return t + 1
+
+
+@ct.function()
+def fn_called(t):
+    return t * 2
+
+
+@ct.function(host=True)
+def fn_host(t, k=3):
+    return t * k
+
+
+@ct.function(host=True, tile=False)
+def fn_host_only(t):
+    return t - 1
+
+
+@ct.kernel
+def function_forms(x, out, USE_HOST_ONLY: ct.Constant[int]):
+    t = ct.load(x, index=(0,), shape=(8,))
+    t = fn_host(fn_called(fn_bare(t)), k=fn_host(2))    # host functions fold constants too
+    if USE_HOST_ONLY == 1:
+        t = fn_host_only(t)
+    ct.store(out, index=(0,), tile=t)
+
+
+def test_function_decorator_forms_and_execution_spaces():
+    """cuTile's `function(func=None, /, *, host=False, tile=True)`."""
+    x = np.arange(8, dtype=np.float32)
+    for got in run_everywhere(function_forms, (1,), (x, np.zeros(8, np.float32), 0), 1):
+        np.testing.assert_array_equal(got, (x + 1) * 2 * 6)
+    assert fn_host(5) == 15 and fn_host(2, k=4) == 8 and fn_host_only(7) == 6   # from Python
+    assert fn_host.__name__ == "fn_host" and fn_host.__wrapped__(1) == 3
+    with pytest.raises(TileError, match="@function 'fn_called' can only be called from a "
+                       r"@kernel or another @function \(mark it @function\(host=True\)"):
+        fn_called(1)
+    with pytest.raises(TileUnsupportedFeatureError,
+                       match=r"fn_host_only\(\) is a host function \(@function\(tile=False\)\): "
+                       "kernels and @functions cannot call it") as caught:
+        function_forms.compile((x, np.zeros(8, np.float32), 1), stage="frontend")
+    assert "t = fn_host_only(t)" in str(caught.value)          # located at the call
+    with pytest.raises(TypeError, match="host must be True or False, got 1"):
+        ct.function(host=1)
+    with pytest.raises(TypeError, match="`function` decorator must be applied to a Python "
+                       "function, got int 3"):
+        ct.function(3)
+
+
 @ct.kernel
 def misused_static(x):
     it = ct.static_iter(range(3))
@@ -391,6 +574,37 @@ def test_a_plain_helper_s_source_enters_the_cache_key():
     from tileir.cache import kernel_sources
     texts = [s["text"] for s in kernel_sources(compile_time)]
     assert any("def twice" in t for t in texts) and any("def plain_const" in t for t in texts)
+
+
+# ---------------------------------------------------------------------------
+# DType's bitwidth and name, foreign pointer dtypes
+# ---------------------------------------------------------------------------
+# (dtype, bitwidth, name) as cuTile 1.7 gives them: a bool is a byte
+CUTILE_DTYPES = [("bool_", 8), ("uint8", 8), ("uint16", 16), ("uint32", 32), ("uint64", 64),
+                 ("int8", 8), ("int16", 16), ("int32", 32), ("int64", 64), ("float16", 16),
+                 ("float32", 32), ("float64", 64), ("bfloat16", 16), ("tfloat32", 32),
+                 ("float8_e4m3fn", 8), ("float8_e5m2", 8), ("float8_e8m0fnu", 8),
+                 ("float8_e5m3fnu", 8), ("float4_e2m1fn", 4)]
+
+
+def test_dtype_bitwidth_and_name_are_cutile_s():
+    for name, bits in CUTILE_DTYPES:
+        d = getattr(ct, name)
+        assert (d.bitwidth, d.name) == (bits, name)
+    assert ct.float16.bitwidth == 16 and ct.bfloat16.name == "bfloat16"
+
+
+def test_foreign_pointer_dtype_on_the_host():
+    p = ct.foreign_pointer_dtype(ct.float32)
+    assert isinstance(p, ct.DType) and p is ct.foreign_pointer_dtype(ct.float32)
+    assert (p.name, p.bitwidth, p.pointee) == ("foreign_pointer[float32]", 64, ct.float32)
+    assert p != ct.foreign_pointer_dtype(ct.int32) and p != ct.int64
+    for name, _ in CUTILE_DTYPES:                  # any pointee, as in cuTile
+        assert ct.foreign_pointer_dtype(getattr(ct, name)).name == f"foreign_pointer[{name}]"
+    with pytest.raises(TypeError, match="pointee_dtype must be a tileir dtype, got type"):
+        ct.foreign_pointer_dtype(np.float32)
+    with pytest.raises(TypeError, match="^nested foreign pointer dtypes are not supported$"):
+        ct.foreign_pointer_dtype(p)
 
 
 # ---------------------------------------------------------------------------
@@ -847,6 +1061,56 @@ def test_compiler_timeout_stops_a_long_compile(monkeypatch):
     with pytest.raises(ValueError, match="seconds > 0"):
         with ct.compiler_timeout(0):
             pass
+    # cuTile's variable is an alias; tileir's wins where both are set
+    monkeypatch.delenv("TILEIR_COMPILER_TIMEOUT_SEC")
+    monkeypatch.setenv("CUDA_TILE_COMPILER_TIMEOUT_SEC", "1e-6")
+    with pytest.raises(ct.TileCompilerTimeoutError):
+        timed.compile((x, 256), stage="ptx", target="sm_80")
+    monkeypatch.setenv("TILEIR_COMPILER_TIMEOUT_SEC", "600")
+    timed.compile((x, 256), stage="ptx", target="sm_80")
+    monkeypatch.delenv("TILEIR_COMPILER_TIMEOUT_SEC")
+    monkeypatch.setenv("CUDA_TILE_COMPILER_TIMEOUT_SEC", "-1")
+    with pytest.raises(ValueError, match="CUDA_TILE_COMPILER_TIMEOUT_SEC must be a number of "
+                       "seconds > 0, got '-1'"):
+        timed.compile((x, 512), stage="ptx", target="sm_80")
+
+
+def test_cutile_s_logs_and_temp_dir_variables(monkeypatch, capsys, tmp_path):
+    """CUDA_TILE_LOGS=TILEIR (or CUTILEIR) prints the IR as TILEIR_DUMP_IR=1 does;
+    CUDA_TILE_TEMP_DIR is TILEIR_TEMP_DIR, where ptxas' scratch files go."""
+    from tileir import knobs
+    x = np.zeros(64, np.float32)
+    monkeypatch.delenv("TILEIR_DUMP_IR", raising=False)
+    monkeypatch.setenv("CUDA_TILE_LOGS", "cutileir, TILEIR")
+    assert knobs.dump_ir()
+    timed.compile((x, 1024), stage="tile")
+    assert "Tile IR after stage 'frontend'" in capsys.readouterr().err
+    monkeypatch.setenv("TILEIR_DUMP_IR", "0")          # tileir's knob wins
+    assert not knobs.dump_ir()
+    monkeypatch.delenv("TILEIR_DUMP_IR")
+    monkeypatch.setenv("CUDA_TILE_LOGS", "TILEIR,BYTECODE")
+    with pytest.raises(ValueError, match="CUDA_TILE_LOGS='TILEIR,BYTECODE': unexpected value "
+                       "'BYTECODE'; supported values are CUTILEIR, TILEIR"):
+        knobs.dump_ir()
+    monkeypatch.delenv("CUDA_TILE_LOGS")
+    assert not knobs.dump_ir()
+    scratch = tmp_path / "made" / "here"
+    monkeypatch.setenv("CUDA_TILE_TEMP_DIR", str(scratch))
+    assert knobs.temp_dir() == str(scratch) and scratch.is_dir()
+    monkeypatch.setenv("TILEIR_TEMP_DIR", str(tmp_path / "tileir"))
+    assert knobs.temp_dir() == str(tmp_path / "tileir")
+    monkeypatch.setenv("TILEIR_CACHE", "0")
+    import tempfile
+    made = []
+
+    class Recorded(tempfile.TemporaryDirectory):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self.name)
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", Recorded)
+    timed.compile((x, 2048), stage="cubin", target="sm_80")      # ptxas ran in there
+    assert [os.path.dirname(d) for d in made] == [str(tmp_path / "tileir")]
+    assert not list((tmp_path / "tileir").iterdir())             # and cleaned up
 
 
 # ---------------------------------------------------------------------------
@@ -1025,6 +1289,232 @@ def test_indexed_memory_is_checked_at_the_line(mode, message):
                             stage="frontend")
 
 
+# ---------------------------------------------------------------------------
+# Raw array memory and foreign pointers
+# ---------------------------------------------------------------------------
+@ct.kernel
+def raw_memory(x, hist, out, stats, T: ct.Constant[int]):
+    """x: a 2-d float32 array read by flat offset; hist/stats: int32 updated by offset."""
+    i = ct.bid(0)
+    mem = x.get_raw_memory()
+    ct.static_assert(mem.dtype == ct.float32)
+    off = ct.arange(T, dtype=ct.int32) * 3 + i * T
+    t = mem.load_offset(off, mask=off % 2 == 0, padding_value=-1.0)      # every 3rd element
+    two_d = mem.load_offset(ct.reshape(off, (2, T // 2)), latency=2)      # the offset's shape
+    ct.store(out, (i, 0), ct.reshape(t + ct.sum(two_d), (1, T)))
+    h = hist.get_raw_memory()
+    old = h.atomic_add_offset(ct.arange(T, dtype=ct.int32) % 4, 1)        # old values back
+    h.store_offset(ct.full((T,), 4 + i, ct.int32), ct.sum(old), mask=ct.arange(T) == 0)
+    st = stats.slice(0, 1, 9).get_raw_memory()                           # from the slice's start
+    st.atomic_max_offset(0, ct.max(off))
+    st.atomic_min_offset(1, ct.min(off), memory_order=ct.MemoryOrder.RELAXED,
+                         memory_scope=ct.MemoryScope.BLOCK)
+    st.atomic_or_offset(2, ct.bitwise_lshift(1, i))
+    st.atomic_xor_offset(3, 1)
+    st.atomic_and_offset(4, ct.bitwise_not(i))
+    st.atomic_xchg_offset(ct.full((2,), 5, ct.int64), i + 7)
+    prev = st.atomic_cas_offset(6, 0, i + 1)                            # one block swaps
+    st.atomic_add_offset(7, ct.where(prev == 0, 1, 0))
+
+
+def test_raw_memory_loads_stores_and_atomics_by_offset(rng):
+    """cuTile 1.7's RawArrayMemory: offsets in elements from the base (a slice's first
+    element for a slice), results of the offset's shape, masks and padding, every
+    atomic returning the old values; interpreter, simulator (sm_90a, sm_80), cubins."""
+    t, blocks = 16, 2
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    flat = x.reshape(-1)
+    stats = np.array([99, -10**9, 10**9, 0, 0, -1, 0, 0, 0, 99], np.int32)
+    args = (x, np.zeros(8, np.int32), np.zeros((blocks, t), np.float32), stats, t)
+    outs = [run_everywhere(raw_memory, (blocks,), args, k) for k in (1, 2, 3)]
+    for hist, out, st in zip(*outs):
+        np.testing.assert_array_equal(hist[:4], [2 * t // 4] * 4)
+        # each block stored the sum of the old values it saw: 0..3 or 4..7 in each slot
+        assert sorted(hist[4:6].tolist()) == [4 * sum(range(4)), 4 * sum(range(4, 8))]
+        for i in range(blocks):
+            off = np.arange(t) * 3 + i * t
+            want = np.where(off % 2 == 0, flat[off], -1.0) + flat[off].sum(dtype=np.float32)
+            np.testing.assert_allclose(out[i], want, rtol=1e-5)
+        every = np.arange(t) * 3 + np.arange(blocks)[:, None] * t
+        assert st[0] == 99 and st[9] == 99                       # outside the slice: kept
+        assert st[1] == every.max() and st[2] == every.min() and st[3] == 0b11
+        assert st[4] == 0 and st[5] == (-1 ^ 0) & (-1 ^ 1) and st[6] in (7, 8)
+        assert st[7] in (1, 2) and st[8] == 1                      # one cas saw 0
+
+
+@ct.kernel
+def raw_scalar_and_unsigned(u, f, out):
+    m = u.get_raw_memory()
+    old = m.atomic_max_offset(ct.astype(1, ct.uint32), ct.astype(4000000000, ct.uint32))
+    fm = f.get_raw_memory()
+    prev = fm.atomic_cas_offset(ct.arange(4, dtype=ct.int64), 1.5, -2.0,
+                                mask=ct.arange(4, dtype=ct.int32) < 3)
+    added = fm.atomic_add_offset(3, 0.25)
+    first = fm.load_offset(0)                                   # a scalar offset: a scalar
+    ct.store(out, (0,), ct.astype(prev, ct.float32) + first + added +
+             ct.astype(old, ct.float32) * 0.0)
+
+
+def test_raw_memory_scalar_offsets_unsigned_and_float_atomics():
+    u = np.array([1, 3000000000, 5], np.uint32)
+    f = np.array([1.5, 0.5, 1.5, 8.0], np.float32)
+    args = (u, f, np.zeros(4, np.float32))
+    us = run_everywhere(raw_scalar_and_unsigned, (1,), args, 0)
+    fs = run_everywhere(raw_scalar_and_unsigned, (1,), args, 1)
+    outs = run_everywhere(raw_scalar_and_unsigned, (1,), args, 2)
+    for uu, ff, out in zip(us, fs, outs):
+        np.testing.assert_array_equal(uu, [1, 4000000000, 5])     # unsigned max
+        np.testing.assert_array_equal(ff, [-2.0, 0.5, -2.0, 8.25])
+        # cas's old values (masked off: expected), + f[0] after the cas, + add's old value
+        np.testing.assert_array_equal(out, np.array([1.5, 0.5, 1.5, 1.5]) - 2.0 + 8.0)
+
+
+@ct.function
+def sum_of_view(p, n, step):
+    v = ct.Array.from_foreign(p, (n,), (step,))
+    return ct.sum(ct.load(v, (0,), shape=(8,), padding_mode=ct.PaddingMode.ZERO))
+
+
+@ct.kernel
+def foreign(x, out, n):
+    p = x.foreign_pointer
+    ct.static_assert(p.dtype == ct.foreign_pointer_dtype(x.dtype))
+    same = ct.Array.from_foreign(p, x.shape, x.strides)                 # run-time metadata
+    ct.store(out, (0, 0), ct.load(same, (0, 0), shape=(1, 8)))
+    transposed = ct.Array.from_foreign(p, (x.shape[1], x.shape[0]), (1, x.strides[0]))
+    ct.store(out, (1, 0), ct.load(transposed, (0, 0), shape=(1, 8),
+                                  padding_mode=ct.PaddingMode.ZERO))
+    fixed = ct.Array.from_foreign(p, (2, 4), (8, 2))                    # compile-time
+    ct.static_assert(fixed.shape == (2, 4) and fixed.strides == (8, 2))
+    ct.store(out, (2, 0), ct.reshape(ct.load(fixed, (0, 0), shape=(2, 4)), (1, 8)))
+    row = x.slice(0, 1, 2).foreign_pointer                              # a slice's first
+    ct.store(out, (3, 0), ct.full((1, 8), sum_of_view(row, n, 1), ct.float32))
+
+
+def test_foreign_pointers_make_arrays_of_memory():
+    """`foreign_pointer` and `Array.from_foreign`: the same array, a transposed view,
+    compile-time shape and strides (compiled in), a slice's pointer, a pointer passed
+    to a helper with a run-time length."""
+    x = np.arange(4 * 8, dtype=np.float32).reshape(4, 8)
+    args = (x, np.zeros((4, 8), np.float32), 5)
+    for out in run_everywhere(foreign, (1,), args, 1):
+        np.testing.assert_array_equal(out[0], x[0])
+        np.testing.assert_array_equal(out[1, :4], x[:, 0])
+        np.testing.assert_array_equal(out[1, 4:], 0)          # past the transposed dim
+        np.testing.assert_array_equal(out[2], x.reshape(-1)[[0, 2, 4, 6, 8, 10, 12, 14]])
+        np.testing.assert_array_equal(out[3], x[1, :5].sum())
+    text = foreign.compile(args, stage="frontend").ir()
+    assert '"tile.array_address"' in text and '"tile.make_array"' in text
+
+
+@ct.kernel
+def bad_pointers(x, n, MODE: ct.Constant[int]):
+    p = x.foreign_pointer
+    if MODE == 0:
+        ct.Array.from_foreign(x, x.shape, x.strides)
+    elif MODE == 1:
+        ct.Array.from_foreign(p, (4, 4), (1,))
+    elif MODE == 2:
+        ct.Array.from_foreign(p, (-1,), (1,))
+    elif MODE == 3:
+        ct.Array.from_foreign(p, (4.0,), (1,))
+    elif MODE == 4:
+        ct.Array.from_foreign(p, (ct.astype(n, ct.uint32),), (1,))
+    elif MODE == 5:
+        p + 1
+    elif MODE == 6:
+        p.shape
+    elif MODE == 7:
+        x.get_raw_memory().atomic_max_offset(0, 1.0)
+    elif MODE == 8:
+        x.get_raw_memory().load_offset(ct.arange(4, dtype=ct.int32),
+                                       mask=ct.full((8,), True, ct.bool_))
+    elif MODE == 9:
+        x.get_raw_memory().load_offset(1.5)
+    elif MODE == 10:
+        x.get_raw_memory().store_offset(0, 1.0, latency=11)
+    elif MODE == 11:
+        x.get_raw_memory().gather(0)
+    elif MODE == 12:
+        x.get_raw_memory().atomic_add_offset(0, 1.0, memory_scope=ct.MemoryScope.CLUSTER)
+    elif MODE == 13:
+        for i in range(n):
+            p = x.foreign_pointer
+    else:
+        ct.Array.from_foreign(p, (1 << 31,), (1,))
+
+
+@pytest.mark.parametrize("mode,cls,message", [
+    (0, TileTypeError, r"Array.from_foreign needs a scalar foreign pointer \(an array's "
+                       r"foreign_pointer\), got a 1-d float32 array"),
+    (1, TileTypeError, "shape and strides must have the same rank, got 2 dims and 1 strides"),
+    (2, TileValueError, r"shape\[0\] must be non-negative, got -1"),
+    (3, TileTypeError, r"shape\[0\] must be an integer, got the constant 4.0"),
+    (4, TileTypeError, r"shape\[0\] must be a signed integer, got a uint32 scalar"),
+    (5, TileTypeError, r"operator '\+' does not apply to a foreign pointer "
+                       r"\(foreign_pointer\[float32\]\)"),
+    (6, TileTypeError, "a foreign pointer has no attribute 'shape': it has its dtype"),
+    (7, TileTypeError, "atomic_max_offset does not take the raw memory of a float32 array"),
+    (8, TileTypeError, r"the mask shape \(8,\) is not broadcastable to the offset shape "
+                       r"\(4,\)"),
+    (9, TileTypeError, "the offset must be an integer scalar or tile, got the constant 1.5"),
+    (10, TileTypeError, "latency must be an int in 1..10, got the constant 11"),
+    (11, TileTypeError, r"RawArrayMemory has no attribute 'gather' \(it has dtype, "
+                        r"load_offset, store_offset, atomic_cas_offset"),
+    (12, TileTypeError, r"atomics take memory_scope BLOCK, DEVICE or SYS, got .*CLUSTER"),
+    (13, TileUnsupportedFeatureError, r"'p' \(a foreign pointer \(foreign_pointer"
+                                      r"\[float32\]\)\) cannot be reassigned inside a loop "
+                                      r"\(arrays, slices, tiled views, raw memory and foreign "
+                                      r"pointers are not loop-carried\)"),
+    (14, TileValueError, r"shape\[0\] is 2147483648: tileir indexes an array dim with 32 "
+                         r"bits"),
+])
+def test_foreign_pointers_and_raw_memory_are_checked_at_the_line(mode, cls, message):
+    with pytest.raises(cls, match=message) as caught:
+        bad_pointers.compile((np.zeros(16, np.float32), 4, mode), stage="frontend")
+    assert "test_cutile_api.py" in str(caught.value)
+
+
+@ct.kernel
+def raw_out_of_bounds(x, off, n):
+    v = ct.Array.from_foreign(x.foreign_pointer, (n,), (1,))
+    ct.store(x, (0,), ct.load(v, (0,), shape=(4,)) +
+             x.get_raw_memory().load_offset(ct.full((4,), off, ct.int32)))
+
+
+def test_the_interpreter_stops_at_memory_outside_the_arrays():
+    """Undefined on the GPU; a located error in the interpreter: an offset or a
+    from_foreign array outside the memory the kernel's arrays are in."""
+    from tileir.interpreter import InterpreterError
+    base = np.zeros(32, np.float32)
+    x = base[8:16]                        # a view: its allocation is all of `base`
+    ct.launch(None, (1,), raw_out_of_bounds, (x, 23, 8))     # inside base: fine
+    with pytest.raises(InterpreterError, match="an index lies outside the array and "
+                       "check_bounds is off") as caught:
+        ct.launch(None, (1,), raw_out_of_bounds, (x, 24, 8))
+    assert "load_offset" in str(caught.value)
+    with pytest.raises(InterpreterError, match=r"the array at address 0x[0-9a-f]+ with dims "
+                       r"\(25,\) and strides \(1,\) \(elements\) reaches outside the "
+                       r"memory of the array the address came from"):
+        ct.launch(None, (1,), raw_out_of_bounds, (x, 0, 25))
+    with pytest.raises(InterpreterError, match="'tile.gather': an index lies outside the "
+                       "array and check_bounds is off"):     # before the base: refused here
+        ct.launch(None, (1,), raw_out_of_bounds, (x, -1, 8))
+
+
+@ct.kernel
+def empty_view(x, y):
+    v = ct.Array.from_foreign(x.foreign_pointer, x.shape, x.strides)
+    ct.store(y, (0,), ct.load(v, (0,), shape=(4,), padding_mode=ct.PaddingMode.ZERO) + 1.0)
+
+
+def test_an_empty_array_s_pointer_makes_an_empty_array():
+    """(In the interpreter its address is one past its allocation's end.)"""
+    for got in run_everywhere(empty_view, (1,), (np.zeros(0, np.float32),
+                                                 np.zeros(4, np.float32)), 1):
+        np.testing.assert_array_equal(got, np.ones(4))
+
+
 def test_atomics_keep_their_grid():
     """Retiling or splitting would change how many blocks run the atomics."""
     hist, idx = np.zeros(8, np.int32), np.zeros(64, np.int32)
@@ -1131,7 +1621,8 @@ def test_advanced_indexing_reads_and_writes_rows_by_index():
     ck = advanced.compile(args, stage="ptx", target="sm_90a")
     ptx = ck.artifacts["ptx"]
     assert "griddepcontrol.wait;" in ptx and "griddepcontrol.launch_dependents;" in ptx
-    assert ck.meta["programmatic_launch"]            # launched by cuLaunchKernelEx
+    assert ck.meta["programmatic_on_request"]       # by cuLaunchKernelEx where asked
+    assert "programmatic_launch" not in ck.meta
     # a kernel without them gets both at its top (tile-programmatic-launch), unless
     # its option says not to
     ordered_args = (x, np.zeros((2, 2), np.float32), np.zeros((4, 4), np.float32),

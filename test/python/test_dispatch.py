@@ -397,6 +397,58 @@ def test_lists_of_tensors_have_a_kind_a_key_and_spread_pointers(fast_path, fake_
     assert "return plan.launch(stream, flat, (*[t.data_ptr() for t in a0], p1, ))" in src
 
 
+def test_tuples_have_a_kind_a_key_and_spread_their_runtime_leaves(fast_path, fake_driver):
+    """A tuple of CUDA tensors and numbers (nested too; cuTile 1.7's tuple arguments)
+    takes the fast path: its structure, each leaf's key and its Constant items' values
+    (by the annotation: `tuple_consts`) are in the key; its tensors' pointers and its
+    scalars go to their slots.  Tuples launch from the generated Python."""
+    from tileir.annotations import EachConstant
+    t0, t1, out = (Tensor(p, (8,), (1,)) for p in (0x1000, 0x2000, 0x3000))
+    consts = (None, (None, True), None)            # t: tuple[tuple[Array, int], Constant]
+    args = (((t0, 5), 64), (t1, 2.5), out)
+    assert dispatch.arg_kinds(args, (False,) * 3, (consts[1], None, None)) == "UUT"
+    assert dispatch.arg_kinds(((3, 4), out), (False, False)) == "UT"
+    assert dispatch.arg_kinds(((3, 4),), (False,)) is None                # no tensor
+    assert dispatch.arg_kinds(((t0, [t1]), out), (False, False)) is None   # a list inside
+    cpu = Tensor(0x1000, (8,), (1,))
+    cpu.is_cuda = False
+    assert dispatch.arg_kinds(((cpu,), out), (False, False)) is None
+    assert dispatch.arg_kinds(((t0, "relu"), out), (False, False)) is None
+    assert dispatch.arg_kinds(((t0, "relu"), out), (False, False), ((None, True), None)) == "UT"
+    tc = ((None, True), None, None)
+    assert dispatch.spread("UUT", args, [0, 1, 2], tc) == \
+        ((t0, 5, t1, 2.5, out), [0, 1, 2, 3, 4])
+    assert dispatch.dynamic_values("UUT", args, tc) == (0x1000, 5, 0x2000, 2.5, 0x3000)
+    d = dispatch.Dispatcher("k", "UUT", tuple_consts=tc)
+    assert not d.native
+    slots = [ctypes.c_uint64(0x1000), ctypes.c_int32(8), ctypes.c_int64(1), ctypes.c_int32(5),
+             ctypes.c_uint64(0x2000), ctypes.c_int32(8), ctypes.c_int64(1), ctypes.c_float(2.5),
+             ctypes.c_uint64(0x3000), ctypes.c_int32(8), ctypes.c_int64(1)]
+    seen = []
+    plan = plan_for(slots, dynamic=[0, 3, 4, 7, 8], float_values=[3],
+                    streams=lambda stream, a: seen.append(a) or 99)
+    d.remember((1,), args, plan)
+    moved = (((Tensor(0x5000, (8,), (1,)), -7), 64), (Tensor(0x6000, (8,), (1,)), -1.5),
+             Tensor(0x7000, (8,), (1,)))
+    assert d.fast(object(), (1,), moved)
+    got, _ = fake_driver.slot_bytes(11, [8, 4, 8, 4, 8, 4, 8, 4, 8, 4, 8])
+    assert [got[i] for i in (0, 3, 4, 7, 8)] == [
+        struct.pack("<Q", 0x5000), struct.pack("<i", -7), struct.pack("<Q", 0x6000),
+        struct.pack("<f", -1.5), struct.pack("<Q", 0x7000)]
+    assert seen[-1] == (moved[0][0][0], -7, moved[1][0], -1.5, moved[2])   # spread
+    for other in [(((t0, 5), 32), (t1, 2.5), out),                  # the Constant item
+                  (((t0, 5.0), 64), (t1, 2.5), out),                 # a leaf's type
+                  (((t0, 2**31), 64), (t1, 2.5), out),               # an int's range
+                  (((t0, 5, 1), 64), (t1, 2.5), out),                # a tuple's length
+                  (((Tensor(0x1000, (9,), (1,)), 5), 64), (t1, 2.5), out),   # a shape
+                  ((t0, 64), (t1, 2.5), out)]:                       # the structure
+        assert not d.fast(None, (1,), other), other
+    each = dispatch.Dispatcher("k", "UT", tuple_consts=(EachConstant(True), None))
+    assert each.key_of((1,), ((1, 2), out)) != each.key_of((1,), ((1, 3), out))
+    plain = dispatch.Dispatcher("k", "UT")
+    assert plain.key_of((1,), ((1, 2), out)) == plain.key_of((1,), ((1, 3), out))
+
+
 def test_plans_are_bounded(fast_path, fake_driver, monkeypatch):
     monkeypatch.setattr(dispatch, "PLANS_PER_DISPATCHER", 3)
     d = dispatch.Dispatcher("k", "T")
@@ -716,6 +768,76 @@ def test_launch_takes_the_kernels_fast_path_and_checks_the_rest(monkeypatch):
     finally:
         if NATIVE is not None:
             NATIVE.set_checked_launch(original)
+
+
+def test_programmatic_dependent_launches_have_a_fast_path_of_their_own(monkeypatch):
+    """`launch(..., programmatic_dependent_launch=True)` (cuTile's keyword) takes the
+    kernel's `_fast_pdl`, False or no keyword `_fast`, in C and in Python; anything but a
+    bool there goes to the checked path, which refuses it."""
+    import importlib
+
+    import tileir as ct
+    kernel_module = importlib.import_module("tileir.kernel")
+    checked, original = [], kernel_module.launch_checked
+    monkeypatch.setattr(kernel_module, "launch_checked", lambda *a, **k: checked.append((a, k)))
+    if NATIVE is not None:
+        NATIVE.set_checked_launch(kernel_module.launch_checked)
+
+    class K:
+        def __init__(self):
+            self.calls = []
+            self._fast = lambda stream, grid, args: self.calls.append("plain") or True
+            self._fast_pdl = lambda stream, grid, args: self.calls.append("pdl") or True
+
+    try:
+        for launch in (ct.launch, kernel_module._launch):
+            k = K()
+            launch(None, (1,), k, (), programmatic_dependent_launch=True)
+            launch(None, (1,), k, (), programmatic_dependent_launch=False)
+            launch(None, (1,), k, ())
+            assert k.calls == ["pdl", "plain", "plain"]
+            checked.clear()
+            launch(None, (1,), k, (), programmatic_dependent_launch=1)
+            assert k.calls == ["pdl", "plain", "plain"] and \
+                checked == [((None, (1,), k, ()), {"programmatic_dependent_launch": 1})]
+    finally:
+        if NATIVE is not None:
+            NATIVE.set_checked_launch(original)
+    with pytest.raises(TypeError, match="programmatic_dependent_launch must be True or False, "
+                       "got 1"):
+        original(None, (1,), object(), (), programmatic_dependent_launch=1)
+
+
+def test_kernels_file_programmatic_dependent_plans_apart(fast_path):
+    """The checked path files a flagged launch's plan with the kernel's dispatchers for
+    flagged launches: a launch without the flag never finds it."""
+    import tileir as ct
+
+    @ct.kernel
+    def k(x):
+        pass
+
+    t = Tensor(4096, (8,), (1,))
+    flagged, plain = object(), object()
+    k._remember("T", (1,), (t,), flagged, True)
+    assert k._fast is None and k._dispatchers == {}
+    assert list(k._pdl_dispatchers["T"].plans.values()) == [flagged]
+    k._remember("T", (1,), (t,), plain)
+    assert list(k._dispatchers["T"].plans.values()) == [plain]
+    assert list(k._pdl_dispatchers["T"].plans.values()) == [flagged]
+    assert k._fast_pdl is not None and k._fast is not None and k._fast is not k._fast_pdl
+
+
+@pytest.mark.parametrize("meta,requested,programmatic", [
+    ({}, False, False), ({}, True, False),                                # no ops, sm_80, off
+    ({"programmatic_launch": True}, False, True),                         # tileir's wait
+    ({"programmatic_launch": True}, True, True),
+    ({"programmatic_on_request": True}, False, False),                    # the author's ops
+    ({"programmatic_on_request": True}, True, True)])
+def test_a_launch_is_programmatic_as_the_meta_and_the_launch_say(meta, requested,
+                                                                 programmatic):
+    from tileir.runtime import launcher
+    assert launcher.programmatic(meta, requested) is programmatic
 
 
 def test_launch_of_a_kernel_not_launched_before_is_checked():

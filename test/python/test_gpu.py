@@ -349,7 +349,8 @@ def _axpby_case(n, offset=False, d=torch.float32):
 
 
 def _plans(kernel):
-    return sum(len(d.plans) for d in kernel._dispatchers.values())
+    return sum(len(d.plans) for table in (kernel._dispatchers, kernel._pdl_dispatchers)
+               for d in table.values())
 
 
 @ct.kernel
@@ -367,22 +368,55 @@ def pdl_consumer(y, z, T: ct.Constant[int]):
 
 @pytest.mark.parametrize("py_launch", [False, True])
 def test_programmatic_launches_take_the_fast_path(py_launch, monkeypatch):
-    """Kernels with grid_dependency_control_* launch by cuLaunchKernelEx with
-    programmatic stream serialization from the fast path too (C, or Python with
-    TILEIR_PY_LAUNCH=1): a producer/consumer pair, fresh data every round."""
+    """Kernels with grid_dependency_control_* launched with cuTile's
+    programmatic_dependent_launch=True go by cuLaunchKernelEx with programmatic stream
+    serialization from the fast path too (C, or Python with TILEIR_PY_LAUNCH=1): a
+    producer/consumer pair, fresh data every round; without the flag, plainly."""
     monkeypatch.setenv("TILEIR_PY_LAUNCH", "1" if py_launch else "0")
     producer, consumer = (ct.kernel(k.__wrapped__) for k in (pdl_producer, pdl_consumer))
     n = 1 << 20
-    for _ in range(20):
+    for i in range(20):
         x = torch.randn(n, device="cuda")
         y, z = poisoned(n, dtype=torch.float32), poisoned(n, dtype=torch.float32)
+        # (the producer has no wait: launched programmatically, its stores to y could
+        # land before the poisoning fill's)
         ct.launch(None, (n // 1024,), producer, (x, y, 1024))
-        ct.launch(None, (n // 1024,), consumer, (y, z, 1024))
+        ct.launch(None, (n // 1024,), consumer, (y, z, 1024),
+                  programmatic_dependent_launch=i % 4 != 3)
         torch.cuda.synchronize()
         torch.testing.assert_close(z, x * 2 + 1)
-    assert _plans(producer) == 1 and _plans(consumer) == 1
-    plan = next(iter(next(iter(consumer._dispatchers.values())).plans.values()))
-    assert plan.programmatic and (plan.native is None) == py_launch
+    assert _plans(producer) == 1 and _plans(consumer) == 2
+    flagged = next(iter(next(iter(consumer._pdl_dispatchers.values())).plans.values()))
+    assert flagged.programmatic and (flagged.native is None) == py_launch
+    plain = next(iter(next(iter(consumer._dispatchers.values())).plans.values()))
+    assert not plain.programmatic
+
+
+@ct.kernel
+def tuple_axpby(out, xs: tuple[ct.Array, ct.Array], ab: tuple[float, ct.Constant[float]],
+                T: ct.Constant[int]):
+    i = ct.bid(0)
+    a, B = ab
+    t = ct.load(xs[0], (i,), shape=(T,)) * a + ct.load(xs[1], (i,), shape=(T,)) * B
+    ct.store(out, (i,), t)
+
+
+@pytest.mark.parametrize("py_launch", [False, True])
+def test_tuple_arguments_launch_and_take_the_fast_path(py_launch, monkeypatch):
+    """Tuples of tensors and scalars (cuTile 1.7): fresh pointers and scalars each launch
+    go through one plan (the generated Python's: the C half keys no tuples); a new
+    value of the Constant item compiles and files another."""
+    monkeypatch.setenv("TILEIR_PY_LAUNCH", "1" if py_launch else "0")
+    k = ct.kernel(tuple_axpby.__wrapped__)
+    n = 5000
+    for i, (a, b) in enumerate([(0.5, 2.0), (3.0, 2.0), (-1.0, 2.0), (1.0, 4.0)]):
+        x, y = rand(n, dtype=torch.float32), rand(n, dtype=torch.float32)
+        out = poisoned(n, dtype=torch.float32)
+        ct.launch(None, (ct.cdiv(n, 1024),), k, (out, (x, y), (a, b), 1024))
+        torch.cuda.synchronize()
+        close(out, a * x.double() + b * y.double())
+        assert _plans(k) == (1 if i < 3 else 2)
+    assert all(not d.native for d in k._dispatchers.values())
 
 
 def test_fast_path_follows_pointers_shapes_and_scalars():

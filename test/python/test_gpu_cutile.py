@@ -113,6 +113,31 @@ def test_gather_scatter_and_contended_atomics_on_the_gpu():
     np.testing.assert_array_equal(dev[1], host[1])
 
 
+def test_raw_memory_and_foreign_pointers_on_the_gpu():
+    """cuTile 1.7's RawArrayMemory (every method, atomics contended by the blocks) and
+    foreign pointers (from_foreign views: the same array, transposed, compile-time
+    metadata, a slice's pointer through a helper) on torch CUDA tensors."""
+    r = rng()
+    t, blocks = 16, 2
+    x = r.standard_normal((8, 16)).astype(np.float32)
+    stats = np.array([99, -10**9, 10**9, 0, 0, -1, 0, 0, 0, 99], np.int32)
+    args = (x, np.zeros(8, np.int32), np.full((blocks, t), np.nan, np.float32), stats, t)
+    host, dev = both(api.raw_memory, (blocks,), args)
+    np.testing.assert_allclose(dev[2], host[2], rtol=1e-5)                # loads by offset
+    np.testing.assert_array_equal(dev[1][:4], host[1][:4])                # contended adds
+    assert sorted(dev[1][4:6]) == sorted(host[1][4:6])                    # the old values
+    np.testing.assert_array_equal(dev[3][:6], host[3][:6])
+    assert dev[3][6] in (7, 8) and dev[3][7] in (1, 2) and dev[3][8] == 1 and dev[3][9] == 99
+    u = np.array([1, 3000000000, 5], np.uint32)
+    f = np.array([1.5, 0.5, 1.5, 8.0], np.float32)
+    host, dev = both(api.raw_scalar_and_unsigned, (1,), (u, f, np.zeros(4, np.float32)))
+    for h, d in zip(host, dev):
+        np.testing.assert_array_equal(d, h)
+    x = np.arange(4 * 8, dtype=np.float32).reshape(4, 8)
+    host, dev = both(api.foreign, (1,), (x, np.full((4, 8), np.nan, np.float32), 5))
+    np.testing.assert_array_equal(dev[1], host[1])
+
+
 @pytest.mark.parametrize("kind", range(6), ids=api._KINDS[:6])
 def test_every_commutative_atomic_on_every_dtype_on_the_gpu(kind):
     """Contended by two blocks of 256 elements on 4 slots; signed types with negative

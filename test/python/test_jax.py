@@ -78,6 +78,39 @@ def test_bf16_arrays_and_tuple_parameters():
                                              .astype(jnp.bfloat16), np.float32))
 
 
+@ct.kernel
+def affine(x, y, ab: tuple[float, ct.Constant[int]], parts: tuple[ct.Array, ...],
+           T: ct.Constant[int]):
+    b = ct.bid(0)
+    a, K = ab
+    t = ct.load(x, (b,), (T,)) * a + K
+    ct.store(y, (b,), t + ct.load(parts[0], (b,), (T,)) * ct.load(parts[1], (b,), (T,)))
+
+
+def test_tuple_parameters_take_scalars_constants_and_arrays():
+    """cuTile 1.7: a `tuple[...]` parameter takes a tuple, its runtime scalars static
+    under jit as top-level ones, its Constant items compiled in, its arrays inputs."""
+    x = jnp.arange(8, dtype=jnp.float32)
+    p, q = jnp.full(8, 2.0, jnp.float32), jnp.full(8, 3.0, jnp.float32)
+
+    @jax.jit
+    def graph(x):
+        return cutile_call((2,), affine, (x, OutputPlaceholder((8,), jnp.float32), (0.5, 4),
+                                          (p, q), 4))
+
+    np.testing.assert_array_equal(np.asarray(graph(x)), np.arange(8) * 0.5 + 4 + 6)
+    ph = OutputPlaceholder((8,), jnp.float32)
+    with pytest.raises(ct.TileTypeError, match=r"argument 'ab' of kernel 'affine' is annotated "
+                       r"tuple\[None, Constant\[int\]\], a tuple of 2, got a tuple of 3"):
+        cutile_call((2,), affine, (x, ph, (0.5, 4, 1), (p, q), 4))
+    with pytest.raises(ct.TileTypeError, match=r"argument ab\[1\] of kernel 'affine' is a "
+                       r"ct.Constant parameter: it takes a static Python value"):
+        cutile_call((2,), affine, (x, ph, (0.5, x), (p, q), 4))
+    with pytest.raises(ct.TileTypeError, match=r"argument 'parts' of kernel 'affine' is a tuple "
+                       r"parameter \(tuple\[None, ...\]\): pass a tuple, got ArrayImpl"):
+        cutile_call((2,), affine, (x, ph, (0.5, 4), p, 4))
+
+
 def test_vmap_launches_once_per_batch_element():
     xs = jnp.arange(24, dtype=jnp.float32).reshape(3, 8)
     got = jax.vmap(lambda v: cutile_call((2,), scale, (v, OutputPlaceholder(v.shape, v.dtype),

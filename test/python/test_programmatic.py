@@ -59,21 +59,37 @@ def test_sm80_and_the_option_off_launch_in_order(kernel, target):
 
 
 def test_a_kernel_that_places_its_own_wait_keeps_it():
+    """... and is launched programmatically where the launch asks, as cuTile launches it
+    (`programmatic_dependent_launch=True`: meta `programmatic_on_request`)."""
     assert _waits(waits_itself, "sm_90a") == ["wait"]
-    assert waits_itself.compile(_args(), target="sm_90a").meta.get("programmatic_launch") is True
+    meta = waits_itself.compile(_args(), target="sm_90a").meta
+    assert meta.get("programmatic_on_request") is True and "programmatic_launch" not in meta
+    assert "programmatic_on_request" not in bump.compile(_args(), target="sm_90a").meta
+
+
+def test_the_option_on_launches_the_authors_wait_programmatically_always():
+    always = ct.kernel(programmatic_launch=True)(waits_itself.__wrapped__)
+    meta = always.compile(_args(), target="sm_90a").meta
+    assert meta.get("programmatic_launch") is True and "programmatic_on_request" not in meta
+    releasing = ct.kernel(programmatic_launch=True)(releases_only.__wrapped__)
+    meta = releasing.compile(_args(), target="sm_90a").meta     # no wait: on request only
+    assert meta.get("programmatic_on_request") is True and "programmatic_launch" not in meta
 
 
 def test_a_kernel_that_only_releases_starts_after_the_previous_one():
     """Launched programmatically it would start once the previous kernel released it,
-    with no wait for that kernel's writes: so it is launched as any other."""
+    with no wait for that kernel's writes: so it is launched as any other, unless the
+    launch asks (cuTile's programmatic_dependent_launch: the author's choice)."""
     assert set(_waits(releases_only, "sm_90a")) == {"launch_dependents"}    # (2 versions)
-    assert "programmatic_launch" not in releases_only.compile(_args(), target="sm_90a").meta
+    meta = releases_only.compile(_args(), target="sm_90a").meta
+    assert "programmatic_launch" not in meta and meta.get("programmatic_on_request") is True
 
 
 def test_the_option_off_also_drops_the_authors_placement_from_the_launch():
     in_order = ct.kernel(programmatic_launch=False)(waits_itself.__wrapped__)
     assert _waits(in_order, "sm_90a") == ["wait"]            # (a no-op without it)
-    assert "programmatic_launch" not in in_order.compile(_args(), target="sm_90a").meta
+    meta = in_order.compile(_args(), target="sm_90a").meta
+    assert "programmatic_launch" not in meta and "programmatic_on_request" not in meta
 
 
 def test_the_option_is_a_bool():
@@ -87,3 +103,11 @@ def test_the_waits_change_no_result(n):
     ck = bump.compile((x, y, t), stage="gpu", target="sm_90a")
     simulate(ck, (ct.cdiv(n, t), 1, 1), (x, y, t))
     np.testing.assert_array_equal(y, x + 1)
+
+
+def test_the_interpreter_accepts_the_launch_flag():
+    """The interpreter runs launches one after another: the flag changes nothing."""
+    for kernel in (bump, waits_itself, releases_only):
+        x, y, t = _args()
+        ct.launch(None, (ct.cdiv(1000, t),), kernel, (x, y, t), programmatic_dependent_launch=True)
+        np.testing.assert_array_equal(y, x + (kernel is bump))

@@ -30,7 +30,7 @@ from tileir.dialect.types import array_info, bitwidth, signless
 from tileir.dialect.verifier import kernel_functions, module_chip
 from .assign import NUM_WARPS_ATTR, check_tile_registers
 from . import tma_store
-from .programmatic import launched_programmatically
+from .programmatic import ALWAYS, ON_REQUEST, launch_mode
 from .context import I32, I64, ArrayABI, LoweringContext, arg_has
 from .retile import GRID_REWRITES_ATTR, GRID_SCALE_ATTR
 from .rules import lower_block
@@ -62,8 +62,10 @@ class KernelMeta:
     # the passes that rewrote the kernel for the launch's grid (tile.grid_rewrites)
     grid_rewrites: list[str] | None = None
     # the kernel waits for / releases its neighbours in the stream (tile.grid_dependency):
-    # launched with programmatic stream serialization (runtime/launcher.py)
+    # launched with programmatic stream serialization (runtime/launcher.py), always, or
+    # (its author's ops: backend/programmatic.py) where the launch asks
     programmatic_launch: bool = False
+    programmatic_on_request: bool = False
     # the blocks of a cluster along each grid axis (tile-cluster-rows), when not 1 x 1 x 1
     cluster: list[int] | None = None
     # the launch's grid axes in the order the kernel reads them (tile-launch-order)
@@ -82,8 +84,9 @@ class KernelMeta:
             del out["persistent"]
         if not out["grid_rewrites"]:
             del out["grid_rewrites"]
-        if not out["programmatic_launch"]:
-            del out["programmatic_launch"]
+        for flag in ("programmatic_launch", "programmatic_on_request"):
+            if not out[flag]:
+                del out[flag]
         if out["cluster"] is None:
             del out["cluster"]
         if out["grid_perm"] is None:
@@ -212,7 +215,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     if stream_k:
         cx.workspace = body.arguments[workspace_slot]
     cx.tma_store = tma_store.enabled(func)
-    programmatic = chip.startswith("sm_90") and launched_programmatically(func)
+    mode = launch_mode(func) if chip.startswith("sm_90") else None
     planned = tma_store.stores(func, chip)
     cx.bulk_stores = bool(planned)
     cx.bulk_by_warps = any(p.warp_rows for _, p in planned)   # then every warp issues
@@ -237,7 +240,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
         if PERM_ATTR in func.attributes else None
     func.erase()
     return KernelMeta(name, threads, cx.smem_bytes, params, tensor_maps, scale, persistent,
-                      rewrites, programmatic, cluster, perm,
+                      rewrites, mode == ALWAYS, mode == ON_REQUEST, cluster, perm,
                       cx.workspace_bytes if stream_k else None)
 
 

@@ -23,6 +23,13 @@ that place `grid_dependency_control_*` themselves (the author's placement stands
 and kernels whose `programmatic_launch` option is False.  The launcher takes the
 kernel's `programmatic_launch` meta (backend/lower.py) and launches through
 cuLaunchKernelEx with the attribute.
+
+A kernel whose author placed the ops is launched as cuTile launches it: with the
+attribute only where the launch asks (`launch(..., programmatic_dependent_launch=True)`,
+meta `programmatic_on_request`), since its ops say what may run early only then (a
+read before its wait is safe in a plain launch, and races in a programmatic one);
+its `programmatic_launch=True` option asks for every launch of it (if it waits).
+`launch_mode` decides, once, for the pass's placement and for the author's.
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ from tileir.dialect.verifier import kernel_functions, module_chip
 
 # The kernel option (kernel.py): False keeps the kernel's launches strictly ordered.
 OPTION_ATTR = "tile.programmatic_launch"
+# Set by this pass on a kernel it gave the ops: its wait opens the body, so every launch
+# of it may be programmatic.
+PLACED_HERE_ATTR = "tile.overlapped"
 # Wait first: a kernel releases its dependents only once it runs, so at most one
 # kernel's blocks wait ahead.  Released before its own wait, each waiting kernel would
 # let the next one launch, a cascade of waiting blocks that took the SM slots of the
@@ -52,20 +62,44 @@ def overlap_launches(module: ir.Module) -> None:
         with func.location, ir.InsertionPoint(first):
             for kind in KINDS:
                 GridDependencyOp(kind)
+        func.attributes[PLACED_HERE_ATTR] = ir.UnitAttr.get()
 
 
-def launched_programmatically(func: ir.Operation) -> bool:
-    """Whether the kernel is launched with programmatic stream serialization
-    (backend/lower.py's meta): it waits for the previous kernel (a wait placed by its
-    author or by this pass) and its option is not False.  A kernel that only releases
-    its dependents is launched as any other, so it starts after the previous kernel
-    ends: launched programmatically, it would start as soon as that kernel released
-    it, with nothing to wait for that kernel's writes."""
-    return not _turned_off(func) and "wait" in _placed(func)
+ALWAYS, ON_REQUEST = "always", "on_request"
+
+
+def launch_mode(func: ir.Operation) -> str | None:
+    """How the kernel is launched (backend/lower.py's meta; runtime/launcher.py):
+
+    - ALWAYS with programmatic stream serialization: the wait this pass put at its top
+      orders everything it does, or its author placed a wait and set the
+      `programmatic_launch=True` option;
+    - ON_REQUEST: its author placed `grid_dependency_control_*` (and left the option
+      unset): programmatically where the launch passes
+      `programmatic_dependent_launch=True`, as cuTile does, else plainly (its ops then
+      wait for nothing), so its reads before the wait are safe unless asked for;
+    - None, plainly: the option is False, or the kernel has none of the ops.  A kernel
+      that only releases its dependents is never launched programmatically unasked:
+      it would start as soon as the previous kernel released it, with nothing to
+      wait for that kernel's writes."""
+    if _option(func) is False:
+        return None
+    if PLACED_HERE_ATTR in func.attributes:
+        return ALWAYS
+    kinds = _placed(func)
+    if not kinds:
+        return None
+    return ALWAYS if _option(func) is True and "wait" in kinds else ON_REQUEST
+
+
+def _option(func: ir.Operation) -> bool | None:
+    if OPTION_ATTR not in func.attributes:
+        return None
+    return ir.BoolAttr(func.attributes[OPTION_ATTR]).value
 
 
 def _turned_off(func: ir.Operation) -> bool:
-    return OPTION_ATTR in func.attributes and not ir.BoolAttr(func.attributes[OPTION_ATTR]).value
+    return _option(func) is False
 
 
 def _placed(func: ir.Operation) -> set[str]:

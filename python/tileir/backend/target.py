@@ -259,7 +259,9 @@ def ptxas_version(ptxas: str | None = None) -> str:
 def assemble(ptx: str, target: Target, *, verbose: bool = False) -> tuple[bytes, str]:
     """Stage `cubin`: ptxas on the PTX; returns (cubin bytes, ptxas' resource report)."""
     ptxas = find_ptxas()
-    with tempfile.TemporaryDirectory(prefix="tileir-ptxas-") as d:
+    from tileir import knobs
+    scratch = knobs.temp_dir()
+    with tempfile.TemporaryDirectory(prefix="tileir-ptxas-", dir=scratch) as d:
         src, dst = os.path.join(d, "kernel.ptx"), os.path.join(d, "kernel.cubin")
         with open(src, "w") as f:
             f.write(ptx)
@@ -271,7 +273,7 @@ def assemble(ptx: str, target: Target, *, verbose: bool = False) -> tuple[bytes,
         except subprocess.TimeoutExpired:
             raise clock.expired("in ptxas") from None
         if r.returncode != 0:
-            keep = os.path.join(tempfile.gettempdir(), "tileir-failed.ptx")
+            keep = os.path.join(scratch or tempfile.gettempdir(), "tileir-failed.ptx")
             with open(keep, "w") as f:
                 f.write(ptx)
             raise TileIRError(f"ptxas failed:\n{r.stderr.strip()}\nreproduce with: "

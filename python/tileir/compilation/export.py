@@ -9,11 +9,11 @@ import re
 import secrets
 from typing import (IO, TYPE_CHECKING, Any, Literal, Sequence)
 
-from ..annotations import ArrayAnnotation, ListAnnotation
+from ..annotations import ArrayAnnotation, ListAnnotation, TupleAnnotation
 from ..errors import (TileInternalError, TileTypeError, TileUnsupportedFeatureError, TileValueError)
 from ..kernel import Kernel
 from ..specialization import (ArrayParam, ArraySpec, ConstantAnnotation, ScalarParam,
-                              TableListParam, classify_arg)
+                              TableListParam, TupleParam, classify_arg)
 from .elf import _elf_functions
 from .mangling import mangle_kernel_name
 from .signatures import (_TILEIR, ArrayConstraint, ConstantConstraint, KernelSignature,
@@ -39,8 +39,16 @@ def _specialize(kernel: Kernel, signature: KernelSignature) -> list[tuple[str, A
 
 
 def _param_kind(kernel: Kernel, name: str, c: ParameterConstraint) -> Any:
-    annotation = kernel.param_annotations[name]
+    return _kind(kernel, name, kernel.param_annotations[name], c)
+
+
+def _kind(kernel: Kernel, name: str, annotation: Any, c: ParameterConstraint) -> Any:
+    """The specialization entry of parameter (or tuple item) `name`, annotated
+    `annotation`, that constraint `c` describes."""
     what = f"parameter '{name}' of kernel '{kernel.name}'"
+    if isinstance(c, TupleConstraint) and not isinstance(annotation, ConstantAnnotation) \
+            and _constant_value(c) is _RUNTIME or isinstance(annotation, TupleAnnotation):
+        return _tuple_kind(kernel, name, annotation, c)
     if isinstance(c, ListConstraint):
         # the length is the launch's: the list is passed as a table (TableListParam)
         if annotation is not None and not isinstance(annotation, ListAnnotation):
@@ -62,11 +70,8 @@ def _param_kind(kernel: Kernel, name: str, c: ParameterConstraint) -> Any:
         raise TileTypeError(f"{what} is not a ct.Constant parameter, so its value is passed at "
                             f"launch: describe it with a ScalarConstraint (or annotate it "
                             f"ct.Constant[...] to compile {c.value!r} in)")
-    if isinstance(c, TupleConstraint):
-        raise TileUnsupportedFeatureError(f"{what} is a tuple passed at launch: tileir does "
-                                          f"not compile those yet (a tuple of constants for a "
-                                          f"ct.Constant parameter it does); pass the items as "
-                                          f"separate parameters")
+    if isinstance(c, TupleConstraint):     # of constants, for a plain parameter
+        return _tuple_kind(kernel, name, annotation, c)
     if isinstance(c, ScalarConstraint):
         kind = classify_arg(kernel.name, name, annotation, ScalarParam(c.dtype), True)
         if kind != ScalarParam(c.dtype):
@@ -76,6 +81,35 @@ def _param_kind(kernel: Kernel, name: str, c: ParameterConstraint) -> Any:
     if not isinstance(annotation, ArrayAnnotation):      # None, or the error it is
         classify_arg(kernel.name, name, annotation, ArraySpec(c.dtype, c.ndim), True)
     return _array_param(what, annotation, c)
+
+
+def _tuple_kind(kernel: Kernel, name: str, annotation: Any, c: ParameterConstraint
+                ) -> TupleParam:
+    """A tuple passed at launch: each item's kind under its item annotation (the
+    TupleParam a launch with such a tuple classifies to)."""
+    what = f"parameter '{name}' of kernel '{kernel.name}'"
+    if not isinstance(c, TupleConstraint):
+        raise TileTypeError(f"{what} is annotated as a tuple ({annotation!r}): describe it "
+                            f"with a TupleConstraint, got {type(c).__name__}")
+    if annotation is not None and not isinstance(annotation, TupleAnnotation):
+        raise TileTypeError(f"{what} is annotated {annotation!r}, not as a tuple, but the "
+                            f"signature describes it with a TupleConstraint")
+    n = len(c.items)
+    if annotation is None or annotation.items is None:
+        items = [None if annotation is None else annotation.each] * n
+    else:
+        items = list(annotation.items)
+        if len(items) != n:
+            raise TileTypeError(f"{what} is annotated {annotation!r}, a tuple of "
+                                f"{len(items)}, but its TupleConstraint has {n} items")
+    kinds = []
+    for i, (ann, item) in enumerate(zip(items, c.items)):
+        if isinstance(item, ListConstraint):
+            raise TileUnsupportedFeatureError(f"item {i} of {what} is a ListConstraint: a list "
+                                              f"inside a tuple is not exported by tileir; "
+                                              f"pass the list as a parameter of its own")
+        kinds.append(_kind(kernel, f"{name}[{i}]", ann, item))
+    return TupleParam(tuple(kinds))
 
 
 def _array_param(what: str, annotation: ArrayAnnotation | None,

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import TileInternalError
 from ..kernel import Kernel
-from ..specialization import ArrayParam, Param, TableListParam
+from ..specialization import ArrayParam, Param, TableListParam, TupleParam, leaf_params
 from .elf import _kernel_params
 from .export import _check_convention, _compile, _specialize, _symbol, _target
 from .signatures import KernelSignature, _check_kernel
@@ -81,7 +81,12 @@ def kernel_launch_info(kernel: Kernel, signature: KernelSignature,
 
 def _abi_slots(params: list[tuple[str, Any]], meta: dict[str, Any]) -> list[dict[str, Any]]:
     """The kernel's parameters per docs/gpu-backend.md's ABI, without offsets."""
-    runtime = [(name, kind) for name, kind in params if isinstance(kind, (Param, TableListParam))]
+    runtime: list[tuple[str, Any]] = []
+    for name, kind in params:
+        if isinstance(kind, TupleParam):          # its runtime items, named t[0], t[1][0]
+            runtime.extend(leaf_params(kind, name))
+        elif isinstance(kind, (Param, TableListParam)):
+            runtime.append((name, kind))
     if len(runtime) != len(meta["params"]):
         raise TileInternalError(f"kernel '{meta['name']}': {len(runtime)} runtime parameters "
                                 f"but its metadata lists {len(meta['params'])}")

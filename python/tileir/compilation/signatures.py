@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..kernel import Kernel
-from ..specialization import ArrayParam, ListParam, ScalarParam
+from ..specialization import ArrayParam, ListParam, ScalarParam, TupleParam
 
 
 # ---------------------------------------------------------------------------
@@ -453,6 +453,9 @@ def _constraint_of(kname: str, pname: str, kind: Any) -> ParameterConstraint:
             stride_divisible_by=divisors)
     if isinstance(kind, tuple):
         return TupleConstraint([_constraint_of(kname, pname, v) for v in kind])
+    if isinstance(kind, TupleParam):    # a tuple passed at launch: its items' constraints
+        return TupleConstraint([_constraint_of(kname, f"{pname}[{i}]", k)
+                                for i, k in enumerate(kind.items)])
     if isinstance(kind, ListParam):     # every element as the least aligned one is
         element = kind.element
         if not all(e.aligned for e in kind.elements):

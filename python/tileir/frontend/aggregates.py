@@ -31,10 +31,9 @@ from typing import Any, Callable, Iterator
 from mlir import ir
 
 from .emit import type_error
-from .values import (ArrayValue, DataclassValue, ListValue, TiledViewValue, TileValue,
-                     describe)
+from .values import HANDLES, DataclassValue, TileValue, describe
 
-RUNTIME = (TileValue, ArrayValue, TiledViewValue, ListValue)
+RUNTIME = (TileValue, *HANDLES)
 
 
 def is_aggregate(x: Any) -> bool:

@@ -44,14 +44,16 @@ from ..errors import (TileError, TileRecursionError, TileStaticAssertionError,
                       TileValueError)
 from ..annotations import Slice
 from ..function import Function, KernelEntry, is_plain_helper, plain_helper
-from ..specialization import ArrayParam, ListParam, Param, ScalarParam, TableListParam
+from ..specialization import (ArrayParam, ListParam, Param, ScalarParam, TableListParam,
+                              TupleParam)
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
 from . import (aggregates, compare, comprehensions, compute, control, debug, emit,
-               intrinsics, static, structured, views)
+               intrinsics, pointers, static, structured, views)
 from .closures import Closure, Frame, NestedFunctions
 from .control import ControlFlow, Unbound, assigned_names
 from .source import SourceInfo
-from .values import (ArrayValue, BoundMethod, DataclassValue, ListValue, MethodValue,
+from .values import (HANDLES, ArrayValue, BoundMethod, DataclassValue, ForeignPointerValue,
+                     ListValue, MethodValue, RawMemoryValue,
                      TableListValue, TiledViewValue, TileValue, describe)
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
@@ -116,13 +118,14 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         fdef = self.src.tree
         arg_types, arg_names = [], []
         for pname, kind in params:
-            for i, leaf in enumerate(_leaves(kind)):
+            # a list's elements and a tuple's items are named as the launch's errors name
+            # them: xs[1], t[0][1]
+            for leaf, leaf_name in zip(_leaves(kind), _leaf_names(kind, pname)):
                 if isinstance(leaf, ArrayParam):
                     arg_types.append(array_type(ir.Type.parse(leaf.dtype.array_mlir), leaf.ndim))
                 else:
                     arg_types.append(emit.tensor_type(leaf.shape, leaf.dtype))
-                # a list's elements are named as the launch's errors name them: xs[1]
-                arg_names.append(f"{pname}[{i}]" if isinstance(kind, ListParam) else pname)
+                arg_names.append(leaf_name)
         with self.at(fdef), ir.InsertionPoint(self.mb.module.body):
             fn = func.FuncOp(name, ir.FunctionType.get(arg_types, []))
             fn.attributes[KERNEL_ATTR if kernel else FUNCTION_ATTR] = ir.UnitAttr.get()
@@ -142,8 +145,7 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             with self.at(fdef.body[-1]):
                 # numbers become results; other compile-time values stay in the template
                 self.result_template = aggregates.transform(
-                    self.function_result(fdef.body[-1]),
-                    lambda x: emit.as_value(x) if emit.is_number(x) else x)
+                    self.function_result(fdef.body[-1]), _result_item)
                 results = aggregates.tile_leaves(self.result_template)
                 func.ReturnOp([r.value for r in results])
         fn.attributes["function_type"] = ir.TypeAttr.get(
@@ -239,6 +241,20 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
                                self.src.globals, self.loc_of(node.iter))
         self.unrolled_loop(node, items, lambda item: self.assign(node.target, item))
 
+    def unrolled_for(self, node: ast.For) -> None:
+        """`for x in xs` over what is not a range: a list of arrays (`list_for`) or a
+        tuple, whose items are known at compile time, so the body is compiled once per
+        item (`for x, y in ((a, b), (c, d))` unpacks each).  (cuTile 1.7 loops over
+        ranges only; tileir unrolls these as it does `static_iter`.)"""
+        xs = self.expr(node.iter)
+        if isinstance(xs, ListValue):
+            return self.list_for(node, xs)
+        if isinstance(xs, tuple):
+            return self.unrolled_loop(node, xs, lambda item: self.assign(node.target, item))
+        raise self.error(TileUnsupportedFeatureError, node.iter,
+                         f"a for loop runs over range(...), a tuple or a list of arrays, got "
+                         f"{describe(xs)}")
+
     def list_for(self, node: ast.For, xs: ListValue) -> None:
         """`for a in xs` over a list of arrays: the body compiled once per element (the
         list's length is part of the specialization), or for a list whose length is
@@ -266,16 +282,12 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             raise self.error(TileUnsupportedFeatureError, node, "for/else is not supported")
         if isinstance(node.iter, ast.Call) and self.expr(node.iter.func) is api.static_iter:
             return self.static_for(node)
-        if isinstance(node.iter, ast.Name) and \
-                isinstance(self.vars.get(node.iter.id), ListValue):
-            return self.list_for(node, self.vars[node.iter.id])
+        it = node.iter
+        if not (isinstance(it, ast.Call) and self.expr(it.func) is builtins.range):
+            return self.unrolled_for(node)
         if not isinstance(node.target, ast.Name):
             raise self.error(TileUnsupportedFeatureError, node.target,
                              "the loop variable must be a single name")
-        it = node.iter
-        if not (isinstance(it, ast.Call) and self.expr(it.func) is builtins.range):
-            raise self.error(TileUnsupportedFeatureError, it,
-                             "only 'for ... in range(...)' loops are supported")
         if it.keywords or not 1 <= len(it.args) <= 3:
             raise self.error(TileSyntaxError, it, "range() takes 1 to 3 positional arguments")
         bounds = [self.expr(a) for a in it.args]
@@ -391,12 +403,12 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             v = self.vars[n]
 
             def runtime(x, n=n, v=v):
-                if isinstance(x, (ArrayValue, TiledViewValue, ListValue)) and x is v:
+                if isinstance(x, HANDLES) and x is v:
                     raise self.error(TileUnsupportedFeatureError, node,
                                      f"'{n}' ({describe(v)}) cannot be reassigned inside a "
-                                     f"loop (arrays, slices and tiled views are not "
-                                     f"loop-carried); give the view a new name in the loop "
-                                     f"body")
+                                     f"loop (arrays, slices, tiled views, raw memory and "
+                                     f"foreign pointers are not loop-carried); give the value "
+                                     f"a new name in the loop body")
                 return emit.as_value(x) if emit.is_number(x) else x
             self.vars[n] = aggregates.transform(v, runtime)
             if not isinstance(self.vars[n], TileValue) and not aggregates.is_aggregate(v):
@@ -417,10 +429,10 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             return aggregates.match(init, self.vars[name], leaf)
         except aggregates.StructureError as e:
             where = aggregates.path_name(name, e.path)
-            if isinstance(e.template, (ArrayValue, TiledViewValue, ListValue)):
+            if isinstance(e.template, HANDLES):
                 raise self.error(TileUnsupportedFeatureError, node, f"'{where}' is "
                                  f"{describe(e.template)} that a trip of the loop replaces; "
-                                 f"arrays, slices and tiled views are not loop-carried, "
+                                 f"{control.not_carried(e.template)} are not loop-carried, "
                                  f"so what holds one must keep it") from None
             raise self.error(TileTypeError, node, f"'{where}' is {describe(e.template)} before "
                              f"the loop but {describe(e.value)} after a trip; a loop-carried "
@@ -578,6 +590,9 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             return self.array_attr(obj, attr, node)
         if isinstance(obj, TiledViewValue):
             return self.tiled_view_attr(obj, attr, node)
+        if isinstance(obj, (RawMemoryValue, ForeignPointerValue)):
+            found = pointers.attribute(obj, attr)      # a value, or a method's rule name
+            return BoundMethod(found, obj) if isinstance(found, str) else found
         if isinstance(obj, TileValue):
             if attr == "shape":
                 return obj.shape
@@ -641,10 +656,13 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             return a.dtype
         if attr == "ndim":
             return a.ndim
-        if attr in ("slice", "tiled_view"):
+        if attr in ("slice", "tiled_view", "get_raw_memory"):
             return BoundMethod(f"Array.{attr}", a)
+        if attr == "foreign_pointer":
+            return intrinsics.call("Array.foreign_pointer", (a,), {})
         raise self.error(TileTypeError, node, f"arrays have no attribute '{attr}' in kernels "
-                         f"(use shape, strides, dtype, ndim, slice, tiled_view)")
+                         f"(use shape, strides, dtype, ndim, slice, tiled_view, "
+                         f"get_raw_memory, foreign_pointer)")
 
     def tiled_view_attr(self, tv: TiledViewValue, attr: str, node: ast.AST) -> Any:
         if attr == "dtype":
@@ -849,12 +867,12 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         if isinstance(cond, tuple) or not compare.is_runtime(cond):
             return self.expr(node.body if cond else node.orelse)
         body, orelse = self.expr(node.body), self.expr(node.orelse)
-        if any(isinstance(v, (ArrayValue, TiledViewValue, ListValue)) for v in (body, orelse)):
+        if any(isinstance(v, HANDLES) for v in (body, orelse)):
             raise self.error(TileUnsupportedFeatureError, node,
                              "a runtime condition cannot choose between arrays, slices or "
-                             "tiled views (the choice must be known at compile time: "
-                             "condition on a Constant, or compute the slice bounds with "
-                             "where())")
+                             "tiled views, nor raw memory or foreign pointers (the choice "
+                             "must be known at compile time: condition on a Constant, or "
+                             "compute the slice bounds with where())")
         return compute.select(cond, body, orelse)
 
     def expr_Call(self, node: ast.Call) -> Any:
@@ -1041,7 +1059,15 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         operands = [x for (p, k), v in zip(params, bound.values()) for x in _leaf_values(v, k)]
         res_types = [emit.tensor_type(shape, d) for d, shape in kinds]
         call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(name), operands)
-        return aggregates.with_values(template, iter(call.results))
+        return aggregates.transform(aggregates.with_values(template, iter(call.results)),
+                                    _as_pointer)
+
+
+def _as_pointer(x: Any) -> Any:
+    """A helper's result item: a foreign pointer crossed the call as its i64 scalar."""
+    if isinstance(x, TileValue) and x.dtype.is_foreign_pointer:
+        return ForeignPointerValue(x.value, x.dtype)
+    return x
 
 
 _TILED_VIEW_METHODS = ("num_tiles", "load", "store", "atomic_store_add", "atomic_store_max",
@@ -1173,6 +1199,17 @@ _BUILTINS = {builtins.min: _builtin_minmax("min"), builtins.max: _builtin_minmax
              builtins.bool: _builtin_cast(dt.bool_, bool)}
 
 
+def _result_item(x: Any) -> Any:
+    """A function result's item in its template: numbers become results, and so does a
+    foreign pointer (its i64, `_as_pointer` in the caller); other compile-time values
+    stay in the template."""
+    if emit.is_number(x):
+        return emit.as_value(x)
+    if isinstance(x, ForeignPointerValue):
+        return TileValue(x.value, x.dtype, ())
+    return x
+
+
 def _arg_attrs(kind: "Param") -> ir.DictAttr:
     attrs = {}
     if isinstance(kind, ArrayParam):
@@ -1196,6 +1233,8 @@ def classify_value(v: Any) -> Any:
         return ListParam(tuple(_array_kind(a) for a in v.elements))
     if isinstance(v, TileValue):
         return ScalarParam(v.dtype, v.shape)
+    if isinstance(v, ForeignPointerValue):      # an i64 argument of its pointer dtype
+        return ScalarParam(v.dtype)
     kind = structured.lift(v, classify_value)
     if kind is not None:
         return kind
@@ -1219,7 +1258,19 @@ def _leaves(kind: Any) -> list[Param]:
         return [kind.table]
     if isinstance(kind, (views.SliceParam, views.TiledViewParam)):
         return views.leaves(kind)
+    if isinstance(kind, TupleParam):
+        return [leaf for k in kind.items for leaf in _leaves(k)]
     return [x for k in structured.part_kinds(kind) for x in _leaves(k)]
+
+
+def _leaf_names(kind: Any, pname: str) -> list[str]:
+    """The names of the IR arguments `_leaves(kind)`: a kernel's list elements and tuple
+    items as the launch's errors name them (`xs[1]`, `t[0][1]`), else `pname`."""
+    if isinstance(kind, ListParam):
+        return [f"{pname}[{i}]" for i in range(len(kind.elements))]
+    if isinstance(kind, TupleParam):
+        return [n for i, k in enumerate(kind.items) for n in _leaf_names(k, f"{pname}[{i}]")]
+    return [pname] * len(_leaves(kind))
 
 
 def _leaf_values(v: Any, kind: Any) -> list[ir.Value]:
@@ -1243,6 +1294,8 @@ def _argument(kind: Any, pname: str, args) -> Any:
     if isinstance(kind, ArrayParam):
         return array(kind, next(args))
     if isinstance(kind, ScalarParam):
+        if kind.dtype.is_foreign_pointer:           # (an i64 argument)
+            return ForeignPointerValue(next(args), kind.dtype)
         return TileValue(next(args), kind.dtype, kind.shape)
     if isinstance(kind, ListParam):
         return ListValue(tuple(ArrayValue(next(args), k.dtype, k.ndim, f"{pname}[{i}]",
@@ -1255,4 +1308,6 @@ def _argument(kind: Any, pname: str, args) -> Any:
         return views.rebuild(kind, args, array)
     if isinstance(kind, structured.KINDS):
         return structured.rebuild(kind, lambda k: _argument(k, pname, args))
+    if isinstance(kind, TupleParam):    # a kernel's tuple argument: a tuple, as any other
+        return tuple(_argument(k, f"{pname}[{i}]", args) for i, k in enumerate(kind.items))
     return kind

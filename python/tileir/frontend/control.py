@@ -52,8 +52,8 @@ from .. import dtypes as dt
 from ..annotations import Slice
 from ..errors import TileSyntaxError, TileTypeError, TileUnsupportedFeatureError
 from . import aggregates, compute, emit
-from .values import (ArrayValue, BoundMethod, ListValue, MethodValue, TiledViewValue,
-                     TileValue, describe)
+from .values import (HANDLES, ArrayValue, BoundMethod, ForeignPointerValue, ListValue,
+                     MethodValue, RawMemoryValue, TiledViewValue, TileValue, describe)
 
 BREAK, CONTINUE, RETURN, EXIT = "$break", "$continue", "$return", "$exit"
 FLAGS = (BREAK, CONTINUE, RETURN, EXIT)
@@ -289,8 +289,8 @@ class ControlFlow:
                                             (leaves[odd], first.values[odd])):
             raise self.error(TileUnsupportedFeatureError, node,
                              f"this return gives {describe(leaves[odd])} where the return at "
-                             f"line {first.line} gives another value; an array, a slice or a "
-                             f"tiled view returned by '{f.name}' must be the same one on every "
+                             f"line {first.line} gives another value; {handle_what(leaves[odd])} "
+                             f"returned by '{f.name}' must be the same one on every "
                              f"path (the choice must be known at compile time)")
         if same and odd is not None:
             raise self.error(TileTypeError, node,
@@ -306,10 +306,11 @@ class ControlFlow:
                          f"astype, or broadcast_to)")
 
     def check_helper_result(self, x: Any, node: ast.AST) -> None:
-        if isinstance(x, (ArrayValue, TiledViewValue, ListValue)):
+        if isinstance(x, (ArrayValue, TiledViewValue, ListValue, RawMemoryValue)):
             raise self.error(TileTypeError, node,
-                             f"a @function cannot return an array, a slice or a tiled view "
-                             f"(got {describe(x)}); make it in the caller and pass it in")
+                             f"a @function cannot return an array, a slice or a tiled view, "
+                             f"nor raw memory (got {describe(x)}); make it in the caller and "
+                             f"pass it in (a foreign pointer may be returned)")
         from .closures import Closure       # (closures.py imports this module)
         if isinstance(x, (Closure, BoundMethod, MethodValue, Slice, dict)):
             raise self.error(TileTypeError, node,
@@ -448,10 +449,7 @@ class ControlFlow:
                 # the branch cannot leave it
                 if _made_inside(first, branch_op):
                     raise self.error(TileUnsupportedFeatureError, node,
-                                     f"{_what(n)} cannot be (re)assigned an array, a slice or "
-                                     f"a tiled view inside a runtime 'if' (their choice must "
-                                     f"be known at compile time: branch on a Constant, or "
-                                     f"compute the slice bounds with where())")
+                                     f"{_what(n)} {_NOT_CHOSEN}")
                 read = [first, first]
             template = self.branch_template(n, read, node)
             if not aggregates.tile_leaves(template):
@@ -478,11 +476,7 @@ class ControlFlow:
                 pass
         where = _what(aggregates.path_name(name, path))
         if any(isinstance(v, _VIEWS) for v in vals):
-            raise self.error(TileUnsupportedFeatureError, node,
-                             f"{where} cannot be (re)assigned an array, a slice or a tiled "
-                             f"view inside a runtime 'if' (their choice must be known at "
-                             f"compile time: branch on a Constant, or compute the slice "
-                             f"bounds with where())")
+            raise self.error(TileUnsupportedFeatureError, node, f"{where} {_NOT_CHOSEN}")
         like = next((v for v in vals if isinstance(v, TileValue)), None)
         if like is not None and all(isinstance(v, TileValue) or emit.is_number(v)
                                     for v in vals):
@@ -560,8 +554,8 @@ class ControlFlow:
         if made is not None:
             raise self.error(TileUnsupportedFeatureError, node,
                              f"a loop cannot carry the returned value {describe(made)} "
-                             f"it makes; an array, a slice or a tiled view returned from "
-                             f"inside a loop must exist before the loop")
+                             f"it makes; {handle_what(made)} returned from inside a loop "
+                             f"must exist before the loop")
 
     def stop_inits(self, stops: list[str], node: ast.AST) -> list[TileValue]:
         """The values the stop flags and returned leaves enter a loop with."""
@@ -647,7 +641,27 @@ def _same(a, b) -> bool:
         return False
 
 
-_VIEWS = (ArrayValue, TiledViewValue, ListValue)
+_VIEWS = HANDLES
+
+_NOT_CHOSEN = ("cannot be (re)assigned an array, a slice or a tiled view inside a runtime "
+               "'if', nor raw memory or a foreign pointer (their choice must be known at "
+               "compile time: branch on a Constant, or compute the slice bounds with where())")
+
+
+def _pointer_like(v: Any) -> bool:
+    return isinstance(v, (RawMemoryValue, ForeignPointerValue))
+
+
+def handle_what(v: Any) -> str:
+    """How messages name the sort of `HANDLES` value `v` is."""
+    return "raw memory or a foreign pointer" if _pointer_like(v) else \
+        "an array, a slice or a tiled view"
+
+
+def not_carried(v: Any) -> str:
+    """`handle_what`, plural: what loops do not carry."""
+    return "raw memory and foreign pointers" if _pointer_like(v) else \
+        "arrays, slices and tiled views"
 
 
 def _is_runtime(v) -> bool:
@@ -660,8 +674,8 @@ def _what(name: str) -> str:
 
 
 def _made_inside(value: Any, op: ir.Operation) -> bool:
-    """Whether an array, slice, tiled view or list in `value` is made of IR values
-    defined inside `op` (which cannot be used outside it)."""
+    """Whether an array, slice, tiled view, list, raw memory or foreign pointer in `value`
+    is made of IR values defined inside `op` (which cannot be used outside it)."""
     def ir_values(x) -> list:
         if isinstance(x, ArrayValue):
             return [x.value, *(i.value for i in (*x.offsets, *x.extents)
@@ -671,6 +685,10 @@ def _made_inside(value: Any, op: ir.Operation) -> bool:
         if isinstance(x, ListValue):
             table = [x.table] if getattr(x, "table", None) is not None else []
             return [v for a in (*x.elements, *table) for v in ir_values(a)]
+        if isinstance(x, RawMemoryValue):
+            return ir_values(x.array)
+        if isinstance(x, ForeignPointerValue):
+            return [x.value]
         return []
 
     for _, leaf in aggregates.leaf_paths(value):

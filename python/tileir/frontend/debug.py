@@ -31,7 +31,7 @@ from tileir.dialect import debug as debug_ops
 from tileir.dialect.debug import PRINTF_CONVERSION
 from .emit import as_value, cast, is_number, loc, python_dtype, type_error
 from .intrinsics import rule
-from .values import ArrayValue, DataclassValue, ListValue, TiledViewValue, TileValue, describe
+from .values import HANDLES, DataclassValue, TileValue, describe
 
 # A Python format spec printf can follow (cuTile's PrintfValidator._py_spec_pattern)
 _SPEC = re.compile(r"(?P<align>[<>^])?(?P<sign>[+ -])?(?P<alt>#)?(?P<zero>0)?(?P<width>\d+)?"
@@ -196,7 +196,7 @@ class Text:
 
 
 def _compile_time(v):
-    if isinstance(v, (ArrayValue, TiledViewValue, ListValue)):
+    if isinstance(v, HANDLES):
         raise type_error(f"only tiles, scalars and compile-time values print, got "
                          f"{describe(v)}")
     return v

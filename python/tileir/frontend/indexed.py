@@ -129,7 +129,9 @@ def _order_scope(memory_order, memory_scope) -> tuple[str, str]:
                          f"{describe(memory_order)}")
     if not isinstance(memory_scope, MemoryScope) or memory_scope not in _SCOPES:
         raise type_error(f"atomics take memory_scope BLOCK, DEVICE or SYS, got "
-                         f"{describe(memory_scope)}")
+                         f"{describe(memory_scope)}" + (
+                             " (CLUSTER is cuda.lang's, not cuTile's)"
+                             if memory_scope == MemoryScope.CLUSTER else ""))
     return _ORDERS[memory_order], _SCOPES[memory_scope]
 
 

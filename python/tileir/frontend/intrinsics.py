@@ -231,6 +231,10 @@ def access_order(check_bounds, memory_order, memory_scope, opcode: str) -> str |
     if memory_scope == MemoryScope.NONE:
         raise type_error(f"{opcode} with {memory_order.name} memory ordering requires a "
                          f"memory scope")
+    if memory_scope not in _ACCESS_SCOPES:          # CLUSTER: cuda.lang's, not cuTile's
+        raise type_error(f"Invalid memory scope for {opcode}. Got {memory_scope}, expected "
+                         f"one of MemoryScope.NONE, MemoryScope.BLOCK, MemoryScope.DEVICE, "
+                         f"MemoryScope.SYS")
     return _ACCESS_SCOPES[memory_scope]
 
 

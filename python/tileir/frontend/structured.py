@@ -1,6 +1,6 @@
-"""Helper arguments that are Python structures: tuples (`*args`), dataclass instances,
-dicts (`**kwargs`), nested functions and lambdas (with what they capture), `Slice`s and
-bound methods.
+"""Helper arguments that are Python structures: tuples (`*args`, a kernel's tuple
+arguments), dataclass instances, dicts (`**kwargs`), nested functions and lambdas (with
+what they capture), `Slice`s, bound methods and an array's raw memory.
 
 A `@function` helper is its own `func.func`: a runtime value of the caller used in
 its body must enter it as an argument, or the body uses a value of another region
@@ -25,7 +25,7 @@ from typing import Any, Callable
 from ..annotations import Slice
 from .closures import Closure, Frame, captures
 from .emit import type_error
-from .values import BoundMethod, DataclassValue, MethodValue
+from .values import BoundMethod, DataclassValue, MethodValue, RawMemoryValue
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +68,13 @@ class DataclassMethodKind:
     receiver: Any
 
 
+@dataclasses.dataclass(frozen=True)
+class RawMemoryKind:
+    """An array's raw memory (`get_raw_memory()`): its 1-d raw array is the argument."""
+
+    array: Any
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class _Node:
     """An AST node compared by identity (a kind must hash)."""
@@ -94,7 +101,7 @@ class ClosureKind:
 
 
 KINDS = (TupleKind, DataclassKind, DictKind, SliceKind, MethodKind, DataclassMethodKind,
-         ClosureKind)
+         ClosureKind, RawMemoryKind)
 
 
 def lift(v: Any, classify: Callable[[Any], Any], _active: tuple = ()) -> Any:
@@ -115,6 +122,8 @@ def lift(v: Any, classify: Callable[[Any], Any], _active: tuple = ()) -> Any:
         return MethodKind(v.name, sub(v.receiver))
     if isinstance(v, MethodValue):
         return DataclassMethodKind(v.function, sub(v.receiver))
+    if isinstance(v, RawMemoryValue):
+        return RawMemoryKind(classify(v.array))
     if isinstance(v, Closure):
         if v in _active:
             raise type_error(f"{v.describe()} refers to itself: a recursive nested function "
@@ -141,6 +150,8 @@ def parts(v: Any) -> list:
         return [v.start, v.length]
     if isinstance(v, (BoundMethod, MethodValue)):
         return [v.receiver]
+    if isinstance(v, RawMemoryValue):
+        return [v.array]
     if isinstance(v, Closure):
         return [*v.defaults, *(x for _, x in v.kw_defaults), *(x for _, x in captures(v))]
     return []
@@ -155,6 +166,8 @@ def part_kinds(kind: Any) -> list:
         return [kind.start, kind.length]
     if isinstance(kind, (MethodKind, DataclassMethodKind)):
         return [kind.receiver]
+    if isinstance(kind, RawMemoryKind):
+        return [kind.array]
     if isinstance(kind, ClosureKind):
         return [*kind.defaults, *(k for _, k in kind.kw_defaults),
                 *(k for _, k in kind.captured)]
@@ -176,6 +189,8 @@ def rebuild(kind: Any, argument: Callable[[Any], Any]) -> Any:
         return BoundMethod(kind.name, vals[0])
     if isinstance(kind, DataclassMethodKind):
         return MethodValue(kind.function, vals[0])
+    if isinstance(kind, RawMemoryKind):
+        return RawMemoryValue(vals[0])
     nd, nk = len(kind.defaults), len(kind.kw_defaults)
     names = [k for k, _ in kind.captured]
     frame = Frame(kind.src, name=kind.node.node.name if hasattr(kind.node.node, "name")

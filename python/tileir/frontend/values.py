@@ -167,9 +167,43 @@ class DataclassValue:
         return f"a {self.cls.__qualname__} instance"
 
 
+@dataclasses.dataclass(frozen=True)
+class ForeignPointerValue:
+    """`array.foreign_pointer`: the address of an array's first element (an `i64`
+    `tile.array_address`), of dtype `foreign_pointer[T]`.  No arithmetic: it becomes an
+    array again (`Array.from_foreign`) or enters helpers."""
+
+    value: ir.Value
+    dtype: DType                        # dtypes.foreign_pointer_dtype(T)
+
+    def describe(self) -> str:
+        return f"a foreign pointer ({self.dtype.name})"
+
+
+@dataclasses.dataclass(frozen=True)
+class RawMemoryValue:
+    """`array.get_raw_memory()`: the memory from the array's first element on, as the
+    1-d unit-stride array `tile.raw_memory` makes; offsets index it unchecked."""
+
+    array: ArrayValue
+
+    @property
+    def dtype(self) -> DType:
+        return self.array.dtype
+
+    def describe(self) -> str:
+        return f"the raw memory of a {self.dtype.name} array"
+
+
+# runtime values that are not IR values of their own kind: a loop does not carry them
+# and a runtime `if` does not choose between them (the choice is made at compile time)
+HANDLES = (ArrayValue, TiledViewValue, ListValue, RawMemoryValue, ForeignPointerValue)
+
+
 def describe(x) -> str:
     """How errors name a value the user passed."""
-    if isinstance(x, (TileValue, ArrayValue, TiledViewValue, ListValue, DataclassValue)):
+    if isinstance(x, (TileValue, ArrayValue, TiledViewValue, ListValue, DataclassValue,
+                      ForeignPointerValue, RawMemoryValue)):
         return x.describe()
     if isinstance(x, bool):
         return f"the constant {x}"

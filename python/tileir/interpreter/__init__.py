@@ -12,11 +12,11 @@ each function into Python closures once (cached per module content); the
 other modules hold the op rules, one function per op, grouped by dialect:
 `tile_ops`, `arith_int`, `arith_float`, `arith_cast`, `constants`,
 `reduce_ops`, `math_ops`, `tensor_ops`, `control_flow`, `ring_ops`, `cluster_ops`,
-`ordering_ops`.
+`ordering_ops`, `pointer_ops`.
 """
 
 from . import (arith_cast, arith_float, arith_int, cluster_ops, constants,  # noqa: F401
-               control_flow, math_ops, ordering_ops, reduce_ops, ring_ops,
+               control_flow, math_ops, ordering_ops, pointer_ops, reduce_ops, ring_ops,
                stream_k_ops, tensor_ops, tile_ops)  # importing them registers rules
 from .compiler import RULES
 from .errors import ArgumentError, InterpreterError, UnsupportedOpError

@@ -60,6 +60,8 @@ class Launch:
     cluster: object = None       # the block's cluster (cluster_ops.ClusterExchange), if any
     # stream-K partial sums posted by slot (stream_k_ops)
     partials: dict = dataclasses.field(default_factory=dict)
+    # the argument arrays' allocations, where addresses lead (pointer_ops.Memory)
+    memory: object = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ from .cluster_ops import run_clusters
 from .compiler import LAUNCH_SLOT, CompileContext, CompiledFunction, Frame, Launch, execute
 from .dtypes import BF16, Elem, elem_of, f64_to, wrap_int
 from .errors import ArgumentError
+from .pointer_ops import Memory
 
 I32_MAX = 2**31 - 1
 CLUSTER_ATTR = "tile.cluster"       # [x, y, z] blocks a cluster (passes/cluster_rows.py)
@@ -184,6 +185,9 @@ class Kernel:
     def launch(self, grid: tuple[int, int, int], frame: Frame) -> None:
         """Runs every block, x fastest; a kernel whose result depends on the order races."""
         launch = Launch(grid)
+        launch.memory = Memory(frame[slot] for param, slot in
+                               zip(self.params, self.function.arg_slots)
+                               if isinstance(param, ArrayParam))
         frame[LAUNCH_SLOT] = launch
         gx, gy, gz = grid
         xs = [np.int32(i) for i in range(gx)]

@@ -1205,10 +1205,30 @@ static PyTypeObject DispatcherType = {
 /* ------------------------------------------------------------------------- */
 static PyObject *checked_launch;     /* kernel.py's launch: the checked path */
 static PyObject *s_fast_attr;        /* "_fast" */
+static PyObject *s_fast_pdl_attr;    /* "_fast_pdl" */
+static PyObject *s_pdl_keyword;      /* "programmatic_dependent_launch" */
 
-/* `launch(stream, grid, kernel, args)`: the kernel's fast path (`kernel._fast`, its
+/* The kernel attribute holding the fast path for a call with these keywords: `_fast`
+ * for none, `_fast` or `_fast_pdl` for programmatic_dependent_launch=False or True
+ * (exactly the bools); NULL (the checked path) for anything else. */
+static PyObject *fast_attr_for(PyObject *kwnames, PyObject *const *kwvalues) {
+    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)
+        return s_fast_attr;
+    if (PyTuple_GET_SIZE(kwnames) != 1)
+        return NULL;
+    PyObject *name = PyTuple_GET_ITEM(kwnames, 0);
+    if (name != s_pdl_keyword &&
+        !(PyUnicode_Check(name) && PyUnicode_Compare(name, s_pdl_keyword) == 0))
+        return NULL;
+    if (kwvalues[0] == Py_True)
+        return s_fast_pdl_attr;
+    return kwvalues[0] == Py_False ? s_fast_attr : NULL;
+}
+
+/* `launch(stream, grid, kernel, args, *, programmatic_dependent_launch=False)`: the
+ * kernel's fast path for such launches (`kernel._fast` or `kernel._fast_pdl`, its
  * latest dispatcher's `fast`, called here directly when it is the C one), else the
- * checked path, which explains anything the fast path declines; keywords and other
+ * checked path, which explains anything the fast path declines; other keywords and
  * arities go to the checked path as given. */
 static PyObject *module_launch(PyObject *module, PyObject *const *argv, size_t nargsf,
                                PyObject *kwnames) {
@@ -1218,8 +1238,11 @@ static PyObject *module_launch(PyObject *module, PyObject *const *argv, size_t n
         PyErr_SetString(PyExc_RuntimeError, "tileir's launch is not set up");
         return NULL;
     }
-    if (argc == 4 && kwnames == NULL) {
-        PyObject *fast = PyObject_GetAttr(argv[2], s_fast_attr);
+    PyObject *attr = argc == 4 ? fast_attr_for(kwnames, argv + argc) : NULL;
+    if (PyErr_Occurred())
+        return NULL;
+    if (attr != NULL) {
+        PyObject *fast = PyObject_GetAttr(argv[2], attr);
         if (fast && fast != Py_None) {
             PyObject *call[3] = {argv[0], argv[1], argv[3]}, *r;
             PyObject *self = PyCFunction_Check(fast) ? PyCFunction_GET_SELF(fast) : NULL;
@@ -1257,10 +1280,13 @@ static PyObject *set_checked_launch(PyObject *module, PyObject *fn) {
 
 static PyMethodDef module_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))module_launch, METH_FASTCALL | METH_KEYWORDS,
-     "launch(stream, grid, kernel, args)\n--\n\n"
-     "Runs `kernel` over `grid` with `args` (cuTile's `launch`): through the kernel's "
-     "fast path when an earlier launch prepared one for these arguments, else checked "
-     "in full (tileir.kernel.launch_checked)."},
+     "launch(stream, grid, kernel, kernel_args, /, *, programmatic_dependent_launch=False)"
+     "\n--\n\n"
+     "Runs `kernel` over `grid` with `kernel_args` (cuTile's `launch`): through the "
+     "kernel's fast path when an earlier launch prepared one for these arguments, else "
+     "checked in full (tileir.kernel.launch_checked); programmatic_dependent_launch=True "
+     "lets the kernel begin before the previous one in the stream ends (its "
+     "grid_dependency_control_wait orders it)."},
     {"set_checked_launch", set_checked_launch, METH_O,
      "set_checked_launch(fn): what `launch` calls for everything the fast path declines."},
     {"use_dlpack_exchange", use_dlpack_exchange, METH_O,
@@ -1282,7 +1308,9 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
         return NULL;
     empty_tuple = PyTuple_New(0);
     s_fast_attr = PyUnicode_InternFromString("_fast");
-    if (!s_fast_attr)
+    s_fast_pdl_attr = PyUnicode_InternFromString("_fast_pdl");
+    s_pdl_keyword = PyUnicode_InternFromString("programmatic_dependent_launch");
+    if (!s_fast_attr || !s_fast_pdl_attr || !s_pdl_keyword)
         return NULL;
     acc_name[A_DATA_PTR] = PyUnicode_InternFromString("data_ptr");
     acc_name[A_DTYPE] = PyUnicode_InternFromString("dtype");

@@ -84,18 +84,109 @@ def knobs_quiet() -> bool:
 # ---------------------------------------------------------------------------
 # Argument kinds and the generated dispatch function
 # ---------------------------------------------------------------------------
-TENSOR, LIST, INT, FLOAT, BOOL, CONST = "T", "L", "I", "F", "B", "C"
+TENSOR, LIST, INT, FLOAT, BOOL, CONST, TUPLE = "T", "L", "I", "F", "B", "C", "U"
 
 
-def arg_kinds(args: Sequence[Any], const_mask: Sequence[bool]) -> str | None:
+def _item_consts(consts: Any, j: int) -> Any:
+    """The constness (`annotations.tuple_constness`) of item `j` of a tuple with
+    `consts`; an IndexError past a heterogeneous annotation's items (the fast path then
+    declines, and the checked path explains)."""
+    if consts is None or consts is True:
+        return consts
+    if consts.__class__ is tuple:
+        return consts[j]
+    return consts.constness                       # an EachConstant
+
+
+def _tuple_leaves_ok(t: tuple, consts: Any) -> tuple[bool, bool]:
+    """(whether every leaf of tuple `t` has a fast-path kind, whether one is a tensor)."""
+    tensor = False
+    for j, x in enumerate(t):
+        try:
+            c = _item_consts(consts, j)
+        except IndexError:
+            return False, tensor
+        if c is True:
+            continue
+        if type(x) is tuple:
+            ok, inner = _tuple_leaves_ok(x, c)
+            if not ok:
+                return False, tensor
+            tensor = tensor or inner
+        elif type(x).__module__ == "torch" and hasattr(x, "data_ptr"):
+            if not x.is_cuda:
+                return False, tensor
+            tensor = True
+        elif type(x) not in (bool, int, float):
+            return False, tensor
+    return True, tensor
+
+
+def tuple_key(t: tuple, consts: Any) -> tuple:
+    """The fast path's key of a tuple argument: its length and each item's, a tensor's
+    as a tensor argument's, an int's class and int32 range, a float's or bool's class, a
+    Constant item's value, a tuple's recursively; raises for anything else (declined)."""
+    if t.__class__ is not tuple:
+        raise TypeError("not a tuple")
+    out: list[Any] = [len(t)]
+    for j, x in enumerate(t):
+        c = _item_consts(consts, j)
+        cls = x.__class__
+        if c is True:
+            out.append((cls, x))
+        elif cls is tuple:
+            out.append(tuple_key(x, c))
+        elif cls is int:
+            out.append((int, (x + _I32_BIAS) >> 32))
+        elif cls is float or cls is bool:
+            out.append(cls)
+        elif type(x).__module__ == "torch" and x.is_cuda:
+            out.append((x.dtype, x.get_device(), x.shape, x.stride(), x.data_ptr() & 15))
+        else:
+            raise TypeError(f"no fast-path kind for a {cls.__name__} in a tuple")
+    return tuple(out)
+
+
+def tuple_leaves(t: tuple, consts: Any) -> list[Any]:
+    """The runtime leaves of a tuple argument, in ABI order (its Constant items dropped)."""
+    out: list[Any] = []
+    for j, x in enumerate(t):
+        c = _item_consts(consts, j)
+        if c is True:
+            continue
+        if x.__class__ is tuple:
+            out.extend(tuple_leaves(x, c))
+        else:
+            out.append(x)
+    return out
+
+
+def tuple_values(t: tuple, consts: Any) -> list[Any]:
+    """What the plan writes for a tuple argument: its tensors' pointers and its scalars."""
+    return [x.data_ptr() if hasattr(x, "data_ptr") else x for x in tuple_leaves(t, consts)]
+
+
+def arg_kinds(args: Sequence[Any], const_mask: Sequence[bool],
+              tuple_consts: Sequence[Any] | None = None) -> str | None:
     """The kinds string of `args` ("TTTFFC"), or None when some argument has no fast path
-    (arrays other than CUDA torch tensors, NumPy scalars, ...) or none is a tensor."""
+    (arrays other than CUDA torch tensors, NumPy scalars, ...) or none is a tensor.
+    `tuple_consts`: per parameter, which items of a tuple are Constants
+    (`annotations.tuple_constness`); a tuple of tensors and numbers (nested too) is kind
+    `U`."""
     if len(args) != len(const_mask):
         return None
+    tuple_consts = tuple_consts or (None,) * len(args)
     kinds = []
-    for a, const in zip(args, const_mask):
+    tensor_in_tuple = False
+    for a, const, consts in zip(args, const_mask, tuple_consts):
         if const:
             kinds.append(CONST)
+        elif type(a) is tuple:
+            ok, tensor = _tuple_leaves_ok(a, consts)
+            if not ok:
+                return None
+            tensor_in_tuple = tensor_in_tuple or tensor
+            kinds.append(TUPLE)
         elif type(a).__module__ == "torch" and hasattr(a, "data_ptr"):
             if not a.is_cuda:
                 return None
@@ -113,7 +204,7 @@ def arg_kinds(args: Sequence[Any], const_mask: Sequence[bool]) -> str | None:
             kinds.append(FLOAT)
         else:
             return None
-    return "".join(kinds) if TENSOR in kinds or LIST in kinds else None
+    return "".join(kinds) if TENSOR in kinds or LIST in kinds or tensor_in_tuple else None
 
 
 def _key_lines(kinds: str) -> tuple[list[str], str, str]:
@@ -138,10 +229,15 @@ def _key_lines(kinds: str) -> tuple[list[str], str, str]:
             parts.append(f"len({a}), tuple((t.dtype, t.get_device(), t.shape, t.stride(), "
                          f"t.data_ptr() & 15) for t in {a})")
             values.append(f"*[t.data_ptr() for t in {a}]")
+        elif k == TUPLE:      # a tuple: its structure, its leaves' keys, its Constants
+            parts.append(f"tuple_key({a}, tconsts[{i}])")
+            values.append(f"*tuple_values({a}, tconsts[{i}])")
         else:
             parts.append(f"{a}.__class__, {a}")
-    if LIST in kinds:         # the plan reads the arguments with each list spread
-        spread_args = "".join(("*" if k == LIST else "") + a + ", " for a, k in zip(names, kinds))
+    if LIST in kinds or TUPLE in kinds:   # the plan reads the arguments with each spread
+        spread_args = "".join(
+            ("*" + a if k == LIST else f"*tuple_leaves({a}, tconsts[{i}])" if k == TUPLE
+             else a) + ", " for i, (a, k) in enumerate(zip(names, kinds)))
         lines.append(f"flat = ({spread_args})")
     key = "(" + ", ".join(parts) + ",)"
     return lines, key, "(" + "".join(v + ", " for v in values) + ")"
@@ -162,7 +258,8 @@ def dispatch_source(kinds: str) -> str:
         "        return False\n"
         "    if not quiet():\n"
         "        return False\n"
-        f"    return plan.launch(stream, {'flat' if LIST in kinds else 'args'}, {values})\n"
+        f"    return plan.launch(stream, {'flat' if LIST in kinds or TUPLE in kinds else 'args'}, "
+        f"{values})\n"
         "\n"
         "def key_of(grid, args):\n"
         f"{body.replace('        ', '    ')}\n"
@@ -202,19 +299,22 @@ class Dispatcher:
     (`_fastlaunch.Dispatcher`) when the extension is built, else generated Python.
     Both file plans in `self.plans` under their own keys; `native` says which."""
 
-    def __init__(self, kernel: str, kinds: str, native: bool | None = None):
+    def __init__(self, kernel: str, kinds: str, native: bool | None = None,
+                 tuple_consts: Sequence[Any] | None = None):
         self.kinds = kinds
         self.plans: dict[Any, LaunchPlan] = {}
-        # (the C half keys no lists: those launch through the generated Python)
+        # (the C half keys no lists or tuples: those launch through the generated Python)
         self.native = (use_native() and len(kinds) <= _native.MAX_ARGS and LIST not in kinds
-                       if native is None else native)
+                       and TUPLE not in kinds if native is None else native)
         if self.native:
             _use_torch_tensors()
             c = _native.Dispatcher(kinds, self.plans, _ENV if isinstance(_ENV, dict) else None)
             self.fast: Callable[[Any, Any, Sequence[Any]], bool] = c.fast
             self.key_of: Callable[[Any, Sequence[Any]], Any] = c.key_of
             return
-        namespace = {"plans": self.plans, "quiet": knobs_quiet}
+        namespace = {"plans": self.plans, "quiet": knobs_quiet, "tuple_key": tuple_key,
+                     "tuple_values": tuple_values, "tuple_leaves": tuple_leaves,
+                     "tconsts": tuple(tuple_consts or (None,) * len(kinds))}
         exec(compile(dispatch_source(kinds), f"<tileir launch of {kernel} ({kinds})>", "exec"),
              namespace)
         self.fast = namespace["fast"]
@@ -226,31 +326,37 @@ class Dispatcher:
         self.plans[self.key_of(grid, args)] = plan
 
 
-def dynamic_values(kinds: str, args: Sequence[Any]) -> tuple:
+def dynamic_values(kinds: str, args: Sequence[Any],
+                   tuple_consts: Sequence[Any] | None = None) -> tuple:
     """What `fast` passes to `LaunchPlan.launch` for `args` (for the checked path's first
     launch through a new plan)."""
+    tuple_consts = tuple_consts or (None,) * len(kinds)
     out = []
-    for k, a in zip(kinds, args):
+    for k, a, consts in zip(kinds, args, tuple_consts):
         if k == TENSOR:
             out.append(a.data_ptr())
         elif k == LIST:
             out.extend(t.data_ptr() for t in a)
+        elif k == TUPLE:
+            out.extend(tuple_values(a, consts))
         elif k != CONST:
             out.append(a)
     return tuple(out)
 
 
-def spread(kinds: str, args: Sequence[Any],
-           positions: Sequence[int]) -> tuple[tuple, list[int]]:
-    """`args` with each list argument spread into its elements, and `positions` (the
-    args index of each runtime parameter, a list one position) as indices into that:
-    what a plan for a launch with lists is made from and launched with."""
-    if LIST not in kinds:
+def spread(kinds: str, args: Sequence[Any], positions: Sequence[int],
+           tuple_consts: Sequence[Any] | None = None) -> tuple[tuple, list[int]]:
+    """`args` with each list argument spread into its elements and each tuple into its
+    runtime leaves, and `positions` (the args index of each runtime parameter, a list
+    or tuple one position) as indices into that: what a plan for a launch with lists
+    or tuples is made from and launched with."""
+    if LIST not in kinds and TUPLE not in kinds:
         return tuple(args), list(positions)
+    tuple_consts = tuple_consts or (None,) * len(kinds)
     flat: list[Any] = []
     where: dict[int, list[int]] = {}
     for i, (k, a) in enumerate(zip(kinds, args)):
-        items = a if k == LIST else [a]
+        items = a if k == LIST else tuple_leaves(a, tuple_consts[i]) if k == TUPLE else [a]
         where[i] = list(range(len(flat), len(flat) + len(items)))
         flat.extend(items)
     return tuple(flat), [j for i in positions for j in where[i]]
@@ -457,11 +563,13 @@ _WRONG_CONTEXT = (201, 400)     # CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID
 
 
 def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
-              args: Sequence[Any], positions: Sequence[int], native: bool = True) -> LaunchPlan:
+              args: Sequence[Any], positions: Sequence[int], native: bool = True,
+              programmatic_dependent_launch: bool = False) -> LaunchPlan:
     """The plan for launching `image` over `grid` with `args` (torch tensors among them,
     lists spread: `spread`; `positions`: the args index of each runtime parameter),
     after every check the checked path makes (`launcher.bind_args`); `native`: give it
-    a C half."""
+    a C half; `programmatic_dependent_launch`: the launches ask for programmatic stream
+    serialization (`launcher.programmatic`)."""
     from . import driver, launcher
     name = meta["name"]
     runtime_args = [args[i] for i in positions]
@@ -497,7 +605,8 @@ def make_plan(image: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
         maps=tensor_map_slots(meta, slot, positions, shapes),
         current_stream=torch_current_stream(),
         stream_of=lambda stream, a: launcher.stream_handle(stream, a, device),
-        programmatic=bool(meta.get("programmatic_launch")), workspace=space, native=native)
+        programmatic=launcher.programmatic(meta, programmatic_dependent_launch),
+        workspace=space, native=native)
 
 
 def torch_current_stream() -> Callable[[int], int]:
@@ -531,4 +640,5 @@ def tensor_map_slots(meta: Mapping[str, Any], first_map_slot: int, runtime_param
 
 
 __all__ = ["Dispatcher", "LaunchPlan", "arg_kinds", "dispatch_source", "dynamic_values",
-           "knobs_quiet", "make_plan", "spread", "tensor_map_slots", "torch_current_stream"]
+           "knobs_quiet", "make_plan", "spread", "tensor_map_slots", "torch_current_stream",
+           "tuple_key", "tuple_leaves", "tuple_values"]

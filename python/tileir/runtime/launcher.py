@@ -368,9 +368,20 @@ def _default_stream(args: Sequence[Any], device: int) -> int:
 _ready: dict[tuple[int, bytes, str, str, int], Any] = {}
 
 
+def programmatic(meta: Mapping[str, Any], requested: bool = False) -> bool:
+    """Whether a launch of the kernel `meta` describes uses programmatic stream
+    serialization: always for `programmatic_launch` (its wait opens the body), and for
+    `programmatic_on_request` (its author's grid_dependency_control ops) where the
+    launch asks (`requested`: cuTile's `programmatic_dependent_launch`)."""
+    return bool(meta.get("programmatic_launch")) or \
+        (requested and bool(meta.get("programmatic_on_request")))
+
+
 def launch(cubin: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
-           args: Sequence[Any], stream: Any = None) -> None:
-    """Launches the kernel in `cubin` (a cubin, fatbin or PTX image) described by `meta`."""
+           args: Sequence[Any], stream: Any = None, *,
+           programmatic_dependent_launch: bool = False) -> None:
+    """Launches the kernel in `cubin` (a cubin, fatbin or PTX image) described by `meta`
+    (with programmatic stream serialization where `programmatic(meta, ...)` says)."""
     bound = bind_args(meta, args, grid)
     kernel = bound.kernel
     grid = check_grid(kernel, grid)
@@ -386,7 +397,7 @@ def launch(cubin: bytes, meta: Mapping[str, Any], grid: tuple[int, int, int],
         set_workspace(meta, bound.params, grid, device, handle)
     with driver.device_context(device):
         launch_kernel = driver.launch_kernel_programmatic \
-            if meta.get("programmatic_launch") else driver.launch_kernel
+            if programmatic(meta, programmatic_dependent_launch) else driver.launch_kernel
         launch_kernel(function, grid, block, shared, handle, bound.params.address, kernel)
         if knobs.SYNC_LAUNCH.as_bool():
             driver.synchronize(handle, kernel)

@@ -10,6 +10,7 @@ One function per op, registered by name (`registry.rule`), grouped by op family:
 | `reduce`      | `tile.reduce` (registers, shuffles, shared memory across warps) |
 | `slices`      | `tile.extract_slice/insert_slice/concat` (shared-memory exchanges) |
 | `indexed`     | `tile.gather/scatter/atomic_rmw/atomic_cas` (per-element addresses, PTX `atom`) |
+| `pointers`    | `tile.array_address/make_array/raw_memory` (addresses as i64, array records) |
 | `cluster`     | `tile.cluster_gather` (distributed shared memory, cluster barriers) |
 | `ordering`    | `tile.fence` (block barrier + `fence.acq_rel.<scope>`) |
 | `stream_k`    | `tile.partial_store/partial_add` (a workspace slot, a release/acquire flag) |
@@ -21,7 +22,7 @@ Importing this package registers every family.
 """
 
 from . import (arrays, cluster, control, debug, elementwise, indexed, mma,  # noqa: F401
-               ordering, reduce, ring, shape, slices, stream_k)
+               ordering, pointers, reduce, ring, shape, slices, stream_k)
 from .registry import RULES, lower_block, lower_op
 
 __all__ = ["RULES", "lower_block", "lower_op"]
