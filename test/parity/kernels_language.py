@@ -94,8 +94,8 @@ def affine_pair(xs, params, ys, T: ConstInt):
     x0, x1 = xs
     scale, shift = params
     b = ct.bid(0)
-    for x, y in ((x0, ys[0]), (x1, ys[1])):
-        ct.store(y, index=(b,), tile=ct.load(x, index=(b,), shape=(T,)) * scale + shift)
+    ct.store(ys[0], index=(b,), tile=ct.load(x0, index=(b,), shape=(T,)) * scale + shift)
+    ct.store(ys[1], index=(b,), tile=ct.load(x1, index=(b,), shape=(T,)) * scale + shift)
 
 
 @ct.kernel
