@@ -11,6 +11,7 @@ arguments the kernel writes, and a NumPy reference of those outputs.
     python test/parity/harness.py run --impl cuda.tile --out ct.npz   # needs cuTile + GPU
     python test/parity/harness.py run --impl tileir --out ti.npz      # GPU, else interpreter
     python test/parity/harness.py compare ct.npz ti.npz               # table; rc 1 on a mismatch
+    python test/parity/harness.py merge ct.npz ct-rerun.npz --out all.npz   # later runs win
 
 Inputs come from `--seed` (the same for both runs), outputs are poisoned before each
 launch, and every output is checked against its reference in the run that made it.
@@ -289,6 +290,16 @@ def read(path: str) -> dict[str, Any]:
     return info
 
 
+def merge(paths: list[str], out: str) -> None:
+    """One run file from several of the same implementation (a rerun of some cases with
+    `--only`): a case takes its result from the last file that has it."""
+    infos = [read(p) for p in paths]
+    cases: dict[str, Any] = {}
+    for info in infos:
+        cases.update(info["cases"])
+    save(cases, out, infos[-1]["meta"])
+
+
 def normalized_print(text: str) -> list[str]:
     return sorted(line.rstrip() for line in text.splitlines() if line.strip())
 
@@ -340,9 +351,15 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("a")
     c.add_argument("b")
+    m = sub.add_parser("merge", help="join runs of one implementation (later files win)")
+    m.add_argument("runs", nargs="+")
+    m.add_argument("--out", required=True)
     ns = p.parse_args(argv)
     if ns.cmd == "compare":
         return compare(ns.a, ns.b)
+    if ns.cmd == "merge":
+        merge(ns.runs, ns.out)
+        return 0
     gpu = have_gpu() and not ns.interpret
     if ns.impl == "cuda.tile" and not gpu:
         p.error("cuTile runs only on a GPU")

@@ -73,3 +73,17 @@ def test_compare_reports_a_difference(tmp_path):
     harness.save(b, str(tmp_path / "b.npz"), {"impl": "tileir"})
     assert harness.compare(str(tmp_path / "a.npz"), str(tmp_path / "a.npz")) == 0
     assert harness.compare(str(tmp_path / "a.npz"), str(tmp_path / "b.npz")) == 1
+
+
+def test_merge_takes_each_case_from_the_last_run_that_has_it(tmp_path):
+    import numpy as np
+    one = {"outputs": [np.zeros(2, np.float32)], "printed": "", "error": "TypeError: x",
+           "vs_reference": None, "rtol": 0, "atol": 0, "prints": False, "inputs": "a"}
+    harness.save({"k.a": one, "k.b": one}, str(tmp_path / "first.npz"), {"impl": "cuda.tile"})
+    fixed = {**one, "error": None, "outputs": [np.ones(2, np.float32)]}
+    harness.save({"k.b": fixed}, str(tmp_path / "rerun.npz"), {"impl": "cuda.tile"})
+    harness.merge([str(tmp_path / "first.npz"), str(tmp_path / "rerun.npz")],
+                  str(tmp_path / "all.npz"))
+    cases = harness.read(str(tmp_path / "all.npz"))["cases"]
+    assert cases["k.a"]["error"] == "TypeError: x" and cases["k.b"]["error"] is None
+    assert cases["k.b"]["outputs"][0].tolist() == [1.0, 1.0]
