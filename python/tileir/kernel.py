@@ -781,20 +781,21 @@ def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any], *,
     on_device = [a for a in arrays if not _host_array(a)]  # a host one is reported below
     ck = kernel.compile(args, target=device_target(on_device), grid=dims,
                         sm_count=_sm_count(on_device[0]))
+    image = launch_image(ck, on_device)
     hw_grid = hardware_grid(ck.meta, dims)
     consts = kernel._tuple_consts
     kinds = None if knobs.SYNC_LAUNCH.as_bool() else \
         dispatch.arg_kinds(args, kernel._const_mask, consts)
     if kinds is not None:
         flat, positions = dispatch.spread(kinds, args, ck.runtime_params, consts)
-        plan = dispatch.make_plan(ck.cubin, ck.meta, hw_grid, flat, positions,
+        plan = dispatch.make_plan(image, ck.meta, hw_grid, flat, positions,
                                   native=dispatch.LIST not in kinds and dispatch.TUPLE not in kinds,
                                   programmatic_dependent_launch=pdl)
         kernel._remember(kinds, grid, args, plan, pdl)
         first = plan.native.launch if plan.native is not None else plan.launch
         if first(stream, flat, dispatch.dynamic_values(kinds, args, consts)):
             return
-    launcher.launch(ck.cubin, ck.meta, hw_grid, ck.runtime_args(args), stream,
+    launcher.launch(image, ck.meta, hw_grid, ck.runtime_args(args), stream,
                     programmatic_dependent_launch=pdl)
 
 
@@ -855,22 +856,50 @@ def _sm_count(array) -> int:
     return n
 
 
-def device_target(arrays) -> str:
-    """The compile target for the device holding the first device array."""
+def _device_of(arrays) -> int:
+    """The ordinal of the device holding the first device array (else the current one)."""
     from .runtime import arrays as rt_arrays, driver
-    ordinal = driver.current_device()
     for a in arrays:
         info = rt_arrays.describe(a)
         if info.is_cuda:
-            ordinal = info.device[1]
-            break
+            return info.device[1]
+    return driver.current_device()
+
+
+def device_target(arrays) -> str:
+    """The compile target for the device holding the first device array: its own, or
+    TILEIR_LAUNCH_TARGET where that code can run there."""
+    from .runtime import driver
+    ordinal = _device_of(arrays)
     major, minor = driver.compute_capability(ordinal)
+    forced = knobs.LAUNCH_TARGET.raw().strip()
+    if forced:
+        if forced not in ("sm_80", "sm_90a"):
+            raise TileValueError(f"TILEIR_LAUNCH_TARGET={forced!r}: tileir targets sm_80 and "
+                                 f"sm_90a")
+        if not driver.runs_on(forced, "ptx", (major, minor)):
+            raise TileUnsupportedFeatureError(
+                f"TILEIR_LAUNCH_TARGET={forced}: its code cannot run on GPU {ordinal} "
+                f"(compute capability {major}.{minor})")
+        return forced
     if major == 9:
         return "sm_90a"
     if major == 8:
         return "sm_80"
     raise TileUnsupportedFeatureError(f"GPU {ordinal} has compute capability {major}.{minor}; "
                                       f"tileir targets sm_80 (Ampere) and sm_90a (Hopper)")
+
+
+def launch_image(ck: CompiledKernel, arrays) -> bytes:
+    """What a launch loads: the cubin, or, where the cubin's machine code cannot run on
+    the device (sm_80 code on a Hopper GPU, TILEIR_LAUNCH_TARGET), the PTX, which the
+    driver JIT-compiles for it."""
+    from .runtime import driver
+    cc = driver.compute_capability(_device_of(arrays))
+    if driver.runs_on(ck.target, "cubin", cc):
+        return ck.cubin
+    ptx = ck.artifacts["ptx"]
+    return ptx.encode() if isinstance(ptx, str) else bytes(ptx)
 
 
 def _grid_rewrite_kind(wish: str) -> str | None:

@@ -5,6 +5,7 @@
 | TILEIR_INTERPRET | bool | 0 | run every `launch` in the NumPy interpreter, whatever the arrays (GPU arrays are copied to the host and back) |
 | TILEIR_DUMP_IR | bool | 0 | print each kernel's Tile IR to stderr after every stage |
 | TILEIR_PTXAS | path | (lookup) | the ptxas to use for the `cubin` stage |
+| TILEIR_LAUNCH_TARGET | str | (the GPU's) | compile GPU launches for this target instead of the device's own: `sm_80` on a Hopper GPU runs the Ampere code (its PTX, JIT-compiled by the driver), to test that path on the GPU at hand; read by every checked launch (a kernel's fast path keeps the code its first launch chose) |
 | TILEIR_LAUNCH_STAGE | str | tile | the last stage run before `launch` executes a kernel; `frontend` skips the tile-level passes (to bisect a pass bug) |
 | TILEIR_SYNC_LAUNCH | bool | 0 | synchronize the stream after every GPU launch and report asynchronous errors (an out-of-bounds access, a trap) at the launch that caused them |
 | TILEIR_PY_LAUNCH | bool | 0 | launch through the fast path's Python code even where its C extension is built (to compare, or to debug the extension); read when a kernel's dispatcher is made |
@@ -91,6 +92,7 @@ def dump_ir() -> bool:
 
 PTXAS = Knob("TILEIR_PTXAS", "", "path of ptxas (default: looked up)")
 LAUNCH_STAGE = Knob("TILEIR_LAUNCH_STAGE", "tile", "last stage run before launch executes")
+LAUNCH_TARGET = Knob("TILEIR_LAUNCH_TARGET", "", "target of GPU launches (empty: the device's)")
 
 ALL = (INTERPRET, DUMP_IR, PTXAS, LAUNCH_STAGE)
 

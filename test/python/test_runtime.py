@@ -876,3 +876,49 @@ def test_gpu_ptx_jit_errors_show_the_drivers_log():
                                                r".*not_an_instruction"):
         launcher.launch(broken, meta, (1, 1, 1), (torch.zeros(4, dtype=torch.int32,
                                                               device="cuda"),))
+
+
+# ---------------------------------------------------------------------------
+# TILEIR_LAUNCH_TARGET: another target's code on the GPU at hand
+# ---------------------------------------------------------------------------
+def test_launch_target_picks_the_code_a_launch_runs(monkeypatch):
+    import importlib
+    from types import SimpleNamespace
+    kernel_module = importlib.import_module("tileir.kernel")   # the module, not ct.kernel
+    cc = {"now": (9, 0)}
+    monkeypatch.setattr(driver, "current_device", lambda: 0)
+    monkeypatch.setattr(driver, "compute_capability", lambda ordinal: cc["now"])
+    monkeypatch.delenv("TILEIR_LAUNCH_TARGET", raising=False)
+    assert kernel_module.device_target([]) == "sm_90a"
+    monkeypatch.setenv("TILEIR_LAUNCH_TARGET", "sm_80")
+    assert kernel_module.device_target([]) == "sm_80"
+    ampere = SimpleNamespace(target="sm_80", cubin=b"\x7fELF...",
+                             artifacts={"ptx": ".version 8.0\n.target sm_80\n"})
+    hopper = SimpleNamespace(target="sm_90a", cubin=b"\x7fELF hopper", artifacts={})
+    # sm_80 machine code cannot run on Hopper: its PTX goes to the driver's JIT
+    assert kernel_module.launch_image(ampere, []) == b".version 8.0\n.target sm_80\n"
+    assert kernel_module.launch_image(hopper, []) == b"\x7fELF hopper"
+    cc["now"] = (8, 0)
+    assert kernel_module.launch_image(ampere, []) == b"\x7fELF..."
+    monkeypatch.setenv("TILEIR_LAUNCH_TARGET", "sm_90a")
+    with pytest.raises(ct.TileUnsupportedFeatureError, match=r"sm_90a: its code cannot run on "
+                       r"GPU 0 \(compute capability 8\.0\)"):
+        kernel_module.device_target([])
+    monkeypatch.setenv("TILEIR_LAUNCH_TARGET", "sm_75")
+    with pytest.raises(ct.TileValueError, match="tileir targets sm_80 and sm_90a"):
+        kernel_module.device_target([])
+
+
+@pytest.mark.gpu
+def test_gpu_launch_target_sm80_runs_ampere_code_on_the_gpu(monkeypatch):
+    """The sm_80 path on a Hopper GPU: compute_80 PTX through the driver's JIT."""
+    torch = pytest.importorskip("torch")
+    from tileir.examples.vector_add import vector_add
+    monkeypatch.setenv("TILEIR_LAUNCH_TARGET", "sm_80")
+    k = ct.kernel(vector_add.fn)            # a fresh kernel: no fast path remembered
+    n = 5000
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    c = torch.full((n,), float("nan"), device="cuda")
+    ct.launch(None, (ct.cdiv(n, 1024),), k, (a, b, c, 1024))
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b)
