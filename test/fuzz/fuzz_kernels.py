@@ -103,6 +103,9 @@ def _control_flow(rng: random.Random, body: list[str], names: list[str], kind: s
     before its store.  Conditions are on integers (the loop index, the block id), so the
     interpreter and the GPU take the same paths.  Returns module-level helper lines."""
     helpers: list[str] = []
+    # some names are (T0, 1) (a reduction kept its dim): a value that two paths assign
+    # is broadcast to (T0, T1) on both, so the paths agree on its shape
+    full = f"ct.zeros((T0, T1), dtype=ct.{compute}) + "
     if rng.random() < 0.25:          # a for loop with break and continue
         trips, stop, skip = rng.randint(1, 4), rng.randint(0, 4), rng.randint(0, 1)
         body += [f"    cf = ct.zeros((T0, T1), dtype=ct.{compute})",
@@ -116,10 +119,10 @@ def _control_flow(rng: random.Random, body: list[str], names: list[str], kind: s
     if rng.random() < 0.25:          # a helper that returns early
         helpers += ["def pick(t, u, flag):",
                     "    if flag:",
-                    f"        return {_expr(rng, ['t', 'u'], 1, kind)}",
+                    f"        return t * 0 + {_expr(rng, ['t', 'u'], 1, kind)}",
                     "    return t",
                     "", ""]
-        body.append(f"    pk = pick({rng.choice(names)}, {rng.choice(names)}, "
+        body.append(f"    pk = pick({full}{rng.choice(names)}, {full}{rng.choice(names)}, "
                     f"i % 2 == {rng.randint(0, 1)})")
         names.append("pk")
     if rng.random() < 0.2:           # a nested function closing over a tile
@@ -128,9 +131,9 @@ def _control_flow(rng: random.Random, body: list[str], names: list[str], kind: s
                  f"    nd = nest({rng.choice(names)})"]
         names.append("nd")
     if rng.random() < 0.2:           # a chained comparison of run-time scalars
-        body += [f"    ch = {rng.choice(names)}",
+        body += [f"    ch = {full}{rng.choice(names)}",
                  f"    if 0 <= i < {rng.randint(1, 3)}:",
-                 f"        ch = {_expr(rng, names, 1, kind)}"]
+                 f"        ch = {full}{_expr(rng, names, 1, kind)}"]
         names.append("ch")
     if rng.random() < 0.15:          # a block that ends before its store
         body += [f"    if i == {rng.randint(0, 2)}:", "        return"]

@@ -143,7 +143,8 @@ def test_reduction_sweep(dtype, kind, axis, m, n, tm, tn):
 
 @ct.kernel
 def arg_rows(x, out, ARGMAX: ct.Constant[bool], AXIS: ct.Constant[int],
-             TM: ct.Constant[int], TN: ct.Constant[int], FLOAT: ct.Constant[bool]):
+             TM: ct.Constant[int], TN: ct.Constant[int], FLOAT: ct.Constant[bool],
+             NAN: ct.Constant[bool]):
     """out[i] = argmax/argmin of one (TM, TN) tile along AXIS; float tiles pad with the
     infinity that never wins (integer tiles pad with 0: callers load whole tiles)."""
     i = ct.bid(0)
@@ -155,20 +156,22 @@ def arg_rows(x, out, ARGMAX: ct.Constant[bool], AXIS: ct.Constant[int],
     else:
         t = ct.load(x, index=where, shape=(TM, TN), padding_mode=ct.PaddingMode.POS_INF)
     if ARGMAX:
-        r = ct.argmax(t, axis=AXIS)
+        r = ct.argmax(t, axis=AXIS, propagate_nan=NAN)
     else:
-        r = ct.argmin(t, axis=AXIS)
+        r = ct.argmin(t, axis=AXIS, propagate_nan=NAN)
     ct.store(out, index=(i,), tile=r)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "i32"])
 @pytest.mark.parametrize("argmax", [True, False])
 @pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("propagate_nan", [False, True])
 @pytest.mark.parametrize("m,n,tm,tn", [(37, 100, 16, 128), (5, 3000, 8, 4096),
                                        (3, 8000, 1, 8192), (1000, 7, 256, 8), (64, 512, 4, 512)])
-def test_argmax_argmin_sweep(dtype, argmax, axis, m, n, tm, tn):
-    """First occurrence wins (few distinct values: many ties) and a NaN counts as the
-    extreme (some rows hold NaNs), as NumPy and the interpreter decide."""
+def test_argmax_argmin_sweep(dtype, argmax, axis, propagate_nan, m, n, tm, tn):
+    """First occurrence wins (few distinct values: many ties); a NaN (some rows hold
+    NaNs) is ignored, cuTile's default, or with propagate_nan counts as the extreme, as
+    NumPy's argmax decides."""
     if axis == 0:
         m, n, tm, tn = n, m, tn, tm       # reduce columns: tiles span all rows
     if (axis == 1 and n > tn) or (axis == 0 and m > tm):
@@ -183,9 +186,14 @@ def test_argmax_argmin_sweep(dtype, argmax, axis, m, n, tm, tn):
     blocks = ct.cdiv(m, tm) if axis == 1 else ct.cdiv(n, tn)
     out = torch.full((blocks * (tm if axis == 1 else tn),), -7, device="cuda",
                      dtype=torch.int32)
-    ct.launch(None, (blocks,), arg_rows, (x, out, argmax, axis, tm, tn, dtype != "i32"))
+    ct.launch(None, (blocks,), arg_rows,
+              (x, out, argmax, axis, tm, tn, dtype != "i32", propagate_nan))
     xs = x.float().cpu().numpy()
-    ref = (np.argmax if argmax else np.argmin)(xs, axis=axis)
+    if propagate_nan:
+        ref = (np.argmax if argmax else np.argmin)(xs, axis=axis)
+    else:           # NaN ignored: as the worst value (no slice here is all NaN)
+        worst = -np.inf if argmax else np.inf
+        ref = (np.argmax if argmax else np.argmin)(np.where(np.isnan(xs), worst, xs), axis=axis)
     assert np.array_equal(out[:ref.size].cpu().numpy(), ref)
 
 

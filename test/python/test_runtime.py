@@ -861,6 +861,8 @@ def test_gpu_sync_launch_reports_a_trap_at_its_launch():
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(bool(os.environ.get("TILEIR_SANITIZER")),
+                    reason="fails a PTX load on purpose: the tool reports the API error")
 def test_gpu_ptx_jit_errors_show_the_drivers_log():
     torch = pytest.importorskip("torch")
     broken = ptx("""
