@@ -121,7 +121,7 @@ def cases(rng):
                [1], lambda x, *_: [x.T])
 
     xs = [rng.standard_normal(n).astype(np.float32) for n in (100, 37, 256)]
-    ys = [np.empty_like(v) for v in xs]
+    ys = [np.zeros_like(v) for v in xs]        # (not poisoned here: the run function does)
     scales = rng.standard_normal(3).astype(np.float32)
     yield Case("grouped_scale", grouped_scale, (3, 4), [xs, ys, scales, 64], [], None,
                run=_grouped(xs, ys, scales))

@@ -125,7 +125,10 @@ def test_raw_memory_and_foreign_pointers_on_the_gpu():
     host, dev = both(api.raw_memory, (blocks,), args)
     np.testing.assert_allclose(dev[2], host[2], rtol=1e-5)                # loads by offset
     np.testing.assert_array_equal(dev[1][:4], host[1][:4])                # contended adds
-    assert sorted(dev[1][4:6]) == sorted(host[1][4:6])                    # the old values
+    # the old values: each of the 4 counters saw 0..7 once, whichever block got which
+    # (blocks interleave: under compute-sanitizer 40 + 72, in a plain run 24 + 88)
+    assert dev[1][4] + dev[1][5] == host[1][4] + host[1][5] == 4 * sum(range(8))
+    assert all(4 * sum(range(4)) <= v <= 4 * sum(range(4, 8)) for v in dev[1][4:6])
     np.testing.assert_array_equal(dev[3][:6], host[3][:6])
     assert dev[3][6] in (7, 8) and dev[3][7] in (1, 2) and dev[3][8] == 1 and dev[3][9] == 99
     u = np.array([1, 3000000000, 5], np.uint32)

@@ -80,6 +80,10 @@ def test_several_outputs_bf16_and_a_tuple_of_arrays():
                                rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.skipif(os.environ.get("TILEIR_SANITIZER") == "initcheck",
+                    reason="XLA's own while loop (its loop_add_fusion) reads memory initcheck "
+                           "sees as unset: a lax.map with no tileir kernel in it gets 1001 "
+                           "such reports (bench/RESULTS.md, 2026-11-26)")
 def test_vmap_runs_the_kernel_per_batch_element():
     n, T = 300, 128
     xs = jnp.stack([_rand(n, seed=s) for s in range(3)])
