@@ -5,7 +5,7 @@ Input/output:  Tile IR -> the same dialects.  Applied to kernels the launcher
                compiles for a small grid (`tile.grid_wish` with a "split" item:
                at most one block for every two SMs, tileir.backend.grid_wish).
 Precondition:  verified Tile IR.  A loop qualifies when two of its carried
-               values m (init a splat constant) and s (init a splat 0) follow the
+               values m (init a splat constant, not NaN) and s (init a splat 0) follow the
                online softmax recurrence over a tile T of the iteration,
                    m' = maximumf(m, reduce_max(T, a))
                    s' = s * exp(m - m') + reduce_sum(exp(T - broadcast(m')), a)
@@ -44,6 +44,7 @@ Example: (T: tensor<1x8192xf32>, m, s: tensor<1xf32>)
 from __future__ import annotations
 
 import dataclasses
+import math as pymath
 
 import numpy as np
 from mlir import ir
@@ -181,8 +182,12 @@ def match_pair(loop, yields, args, i, m_arg) -> Online | None:
             dead = [add, sred, ex, tsub, *chain, mul, alpha, asub, mx, red]
             if not _private(dead, m_arg, args[j], yields, m_new, add.results[0]):
                 continue
-            if _splat(loop.operands[3 + i]) is None or _splat(loop.operands[3 + j]) != 0.0:
+            m0 = _splat(loop.operands[3 + i])
+            if m0 is None or _splat(loop.operands[3 + j]) != 0.0:
                 continue
+            if pymath.isnan(m0):
+                continue             # a NaN start: per lane it would become a float's max
+
             if any(tile.float_options_of(op) for op in dead):
                 continue             # a rounding mode or ftz: the per-lane form has neither
             return Online(loop, i, j, t, axis, dead, max_kind)

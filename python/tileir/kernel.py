@@ -37,7 +37,7 @@ from .function import KernelEntry
 from .annotations import param_annotation, tuple_constness
 from .semantics import ByTarget, resolve_option
 from .specialization import (RUNTIME_KINDS, ConstantAnnotation, classify_arg, format_arg_specs,
-                             leaf_values)
+                             leaf_values, typed_key)
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -479,13 +479,9 @@ def _retile_option(kernel: str, value: Any) -> list[int]:
 
 
 def _key(k: Any) -> Any:
-    """A specialization entry as a key: constants typed (1, True and 1.0 differ, in a
-    Constant tuple too; a TupleParam compares its items so itself)."""
-    if isinstance(k, (bool, int, float)):
-        return (type(k).__name__, k)
-    if isinstance(k, tuple):
-        return ("tuple", tuple(_key(i) for i in k))
-    return k
+    """A specialization entry as a key: constants typed (1, True and 1.0 differ, -0.0 and
+    0.0 too, in a Constant tuple and a TupleParam as well: specialization.typed_key)."""
+    return typed_key(k)
 
 
 def _check_target(target: str) -> None:
@@ -802,6 +798,7 @@ def launch_checked(stream, grid, kernel: Kernel, args: Sequence[Any], *,
 try:        # the launch in C (runtime/_fastlaunch.c), where setup.py built it
     from .runtime import _fastlaunch as _c_launch
     _c_launch.set_checked_launch(launch_checked)
+    _c_launch.set_const_key(typed_key)
     launch = _c_launch.launch
 except (ImportError, AttributeError):       # (or an older build of it: reinstall)
     launch = _launch

@@ -94,7 +94,7 @@ PTXAS = Knob("TILEIR_PTXAS", "", "path of ptxas (default: looked up)")
 LAUNCH_STAGE = Knob("TILEIR_LAUNCH_STAGE", "tile", "last stage run before launch executes")
 LAUNCH_TARGET = Knob("TILEIR_LAUNCH_TARGET", "", "target of GPU launches (empty: the device's)")
 
-ALL = (INTERPRET, DUMP_IR, PTXAS, LAUNCH_STAGE)
+ALL = (INTERPRET, DUMP_IR, PTXAS, LAUNCH_STAGE, LAUNCH_TARGET)
 
 SYNC_LAUNCH = Knob("TILEIR_SYNC_LAUNCH", "0", "synchronize after every GPU launch")
 CACHE = Knob("TILEIR_CACHE", "1", "use the on-disk compile cache")

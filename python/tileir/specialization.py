@@ -87,6 +87,23 @@ class TableListParam:
         return ArrayParam(dt.int64, 2)
 
 
+def typed_key(value: Any) -> Any:
+    """A compile-time value as a key that tells apart what Python's `==` merges: 1, True
+    and 1.0, -0.0 and 0.0 (floats by their bits; every NaN one key), an IntEnum member
+    and its value, a NumPy scalar type and its dtype (others by type and value), also
+    inside tuples and `TupleParam`s."""
+    cls = value.__class__
+    if cls is bool or cls is int:
+        return (cls.__name__, value)
+    if cls is float:
+        return ("float", value.hex())
+    if cls is tuple:
+        return ("tuple", tuple(typed_key(i) for i in value))
+    if cls is TupleParam:
+        return value._key()
+    return (cls, value)       # np.int32 and np.dtype("int32") are equal, of two types
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class TupleParam:
     """A tuple passed at launch (cuTile 1.7's tuple arguments, nested ones too): one kind
@@ -99,9 +116,7 @@ class TupleParam:
     items: tuple
 
     def _key(self) -> tuple:
-        return tuple(i._key() if isinstance(i, TupleParam) else
-                     (type(i).__name__, i) if isinstance(i, (bool, int, float)) else i
-                     for i in self.items)
+        return ("TupleParam", tuple(typed_key(i) for i in self.items))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, TupleParam) and self._key() == other._key()

@@ -242,3 +242,40 @@ func.func @lse_mixed_nan(%x: !tile.array<f32, 2 : i64>, %out: !tile.array<f32, 1
   "tile.store"(%out, %o, %row) : (!tile.array<f32, 1 : i64>, tensor<1xf32>, i32) -> ()
   return
 }
+
+// -----
+
+// A NaN start with the NaN-ignoring maxima (maxnumf, maxnum): the first trip's
+// maximum drops the NaN, which a lane's start (a float's maximum) would not: as written.
+
+// CHECK-LABEL: func.func @lse_nan_start
+// CHECK:         scf.for
+// CHECK:           "tile.reduce"{{.*}}kind = "maxnum"
+// CHECK:           scf.yield
+func.func @lse_nan_start(%x: !tile.array<f32, 2 : i64>, %out: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.grid_wish = "split:8;free:6"} {
+  %c1 = arith.constant 1 : i32
+  %c0 = arith.constant 0 : i32
+  %c4 = arith.constant 4 : i32
+  %zero = arith.constant dense<0.000000e+00> : tensor<1xf32>
+  %nan = arith.constant dense<0x7FC00000> : tensor<1xf32>
+  %row = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %r:2 = scf.for %k = %c0 to %c4 step %c1 iter_args(%m = %nan, %s = %zero) -> (tensor<1xf32>, tensor<1xf32>) : i32 {
+    %t = "tile.load"(%x, %row, %k) {padding = "neg_inf", tile_shape = array<i64: 1, 1024>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x1024xf32>
+    %mx = "tile.reduce"(%t) {axis = 1 : i64, kind = "maxnum"} : (tensor<1x1024xf32>) -> tensor<1xf32>
+    %m2 = arith.maxnumf %mx, %m : tensor<1xf32>
+    %dm = arith.subf %m, %m2 : tensor<1xf32>
+    %alpha = math.exp %dm : tensor<1xf32>
+    %sa = arith.mulf %alpha, %s : tensor<1xf32>
+    %m2r = "tile.reshape"(%m2) : (tensor<1xf32>) -> tensor<1x1xf32>
+    %m2b = "tile.broadcast"(%m2r) : (tensor<1x1xf32>) -> tensor<1x1024xf32>
+    %ts = arith.subf %t, %m2b : tensor<1x1024xf32>
+    %e = math.exp %ts : tensor<1x1024xf32>
+    %se = "tile.reduce"(%e) {axis = 1 : i64, kind = "sum"} : (tensor<1x1024xf32>) -> tensor<1xf32>
+    %s2 = arith.addf %se, %sa : tensor<1xf32>
+    scf.yield %m2, %s2 : tensor<1xf32>, tensor<1xf32>
+  }
+  %lg = math.log %r#1 : tensor<1xf32>
+  %o = arith.addf %r#0, %lg : tensor<1xf32>
+  "tile.store"(%out, %o, %row) : (!tile.array<f32, 1 : i64>, tensor<1xf32>, i32) -> ()
+  return
+}

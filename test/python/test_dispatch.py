@@ -103,7 +103,7 @@ def test_source_is_readable_python():
     src = dispatch.dispatch_source("TFC")
     assert "p0 = a0.data_ptr()" in src
     assert "plans[(grid, a0.dtype, a0.get_device(), a0.shape, a0.stride(), p0 & 15, " \
-           "a1.__class__, a2.__class__, a2,)]" in src
+           "a1.__class__, typed_key(a2),)]" in src
     assert "return plan.launch(stream, args, (p0, a1, ))" in src
     compile(dispatch.dispatch_source("T"), "<test>", "exec")
 
@@ -895,3 +895,21 @@ def test_the_c_half_launches_in_the_devices_context(fake_driver, foreign):
     fake_driver.context = PRIMARY
     assert plan.native.launch(None, (), (0x2000, 1.0, 1, False))
     assert fake_driver.switches == []
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_constant_keys_are_typed_as_the_compile_cache_types_them(native):
+    """A Constant argument's key tells apart what `==` merges (review, 2026-11-26): 1,
+    1.0 and True, -0.0 and 0.0, and so inside a Constant tuple, on both fast paths and
+    the checked one; else a launch finds a kernel compiled for another value."""
+    import importlib
+    if native and dispatch._native is None:
+        pytest.skip("the C extension is not built here")
+    kernel_key = importlib.import_module("tileir.kernel")._key
+    d = dispatch.Dispatcher("k", "IC", native=native)
+    grid = (1, 1, 1)
+    keys = [d.key_of(grid, (5, c)) for c in ((1, 2), (1.0, 2), (True, 2), 0.0, -0.0, 1, 1.0)]
+    assert len(set(keys)) == len(keys)
+    assert d.key_of(grid, (5, (1, 2))) == d.key_of(grid, (5, (1, 2)))
+    assert d.key_of(grid, (5, float("nan"))) == d.key_of(grid, (5, float("nan")))
+    assert len({kernel_key(c) for c in ((1, 2), (1.0, 2), (True, 2), 0.0, -0.0)}) == 5

@@ -103,6 +103,7 @@ static int key_put(KeyBuf *k, const void *bytes, Py_ssize_t n) {
     return 0;
 }
 
+static PyObject *const_key_fn;      /* specialization.typed_key: set_const_key */
 static int key_tag(KeyBuf *k, char tag) { return key_put(k, &tag, 1); }
 static int key_i64(KeyBuf *k, long long v) { return key_put(k, &v, sizeof v); }
 static int key_ptr(KeyBuf *k, const void *p) { return key_put(k, &p, sizeof p); }
@@ -1022,10 +1023,21 @@ static int fill_key(DispatcherObject *self, PyObject *grid, PyObject *args, KeyB
                 if (key_tag(&k, 'c') < 0 || key_i64(&k, x) < 0)
                     goto done;
             } else {
+                /* any other constant: by its typed key (specialization.typed_key: 1, 1.0
+                   and True differ, -0.0 and 0.0 too, in tuples as well), else by its
+                   type and value */
+                PyObject *key = NULL;
+                int failed;
                 if (!consts && !(consts = PyList_New(0)))
                     goto done;
-                if (key_tag(&k, 'o') < 0 || PyList_Append(consts, (PyObject *)Py_TYPE(a)) < 0 ||
-                    PyList_Append(consts, a) < 0)
+                if (const_key_fn && !(key = PyObject_CallOneArg(const_key_fn, a)))
+                    goto done;
+                failed = key_tag(&k, 'o') < 0 ||
+                         (key ? PyList_Append(consts, key) < 0 :
+                                PyList_Append(consts, (PyObject *)Py_TYPE(a)) < 0 ||
+                                PyList_Append(consts, a) < 0);
+                Py_XDECREF(key);
+                if (failed)
                     goto done;
             }
         }
@@ -1278,7 +1290,20 @@ static PyObject *set_checked_launch(PyObject *module, PyObject *fn) {
     Py_RETURN_NONE;
 }
 
+static PyObject *set_const_key(PyObject *module, PyObject *fn) {
+    (void)module;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "set_const_key takes a callable");
+        return NULL;
+    }
+    Py_INCREF(fn);
+    Py_XSETREF(const_key_fn, fn);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"set_const_key", set_const_key, METH_O,
+     "set_const_key(fn): the key of a Constant argument that is not an int (fn(value))."},
     {"launch", (PyCFunction)(void (*)(void))module_launch, METH_FASTCALL | METH_KEYWORDS,
      "launch(stream, grid, kernel, kernel_args, /, *, programmatic_dependent_launch=False)"
      "\n--\n\n"

@@ -55,6 +55,8 @@ import sys
 import threading
 from typing import Any, Callable, Mapping, Sequence
 
+from ..specialization import typed_key
+
 PLANS_PER_DISPATCHER = 512
 MAPS_PER_PLAN = 256
 _I32_BIAS = 1 << 31                 # (v + bias) >> 32 == 0 exactly for int32 values
@@ -133,7 +135,7 @@ def tuple_key(t: tuple, consts: Any) -> tuple:
         c = _item_consts(consts, j)
         cls = x.__class__
         if c is True:
-            out.append((cls, x))
+            out.append(typed_key(x))
         elif cls is tuple:
             out.append(tuple_key(x, c))
         elif cls is int:
@@ -232,8 +234,8 @@ def _key_lines(kinds: str) -> tuple[list[str], str, str]:
         elif k == TUPLE:      # a tuple: its structure, its leaves' keys, its Constants
             parts.append(f"tuple_key({a}, tconsts[{i}])")
             values.append(f"*tuple_values({a}, tconsts[{i}])")
-        else:
-            parts.append(f"{a}.__class__, {a}")
+        else:                 # a Constant: typed (1, 1.0 and True differ; -0.0 and 0.0)
+            parts.append(f"typed_key({a})")
     if LIST in kinds or TUPLE in kinds:   # the plan reads the arguments with each spread
         spread_args = "".join(
             ("*" + a if k == LIST else f"*tuple_leaves({a}, tconsts[{i}])" if k == TUPLE
@@ -313,6 +315,7 @@ class Dispatcher:
             self.key_of: Callable[[Any, Sequence[Any]], Any] = c.key_of
             return
         namespace = {"plans": self.plans, "quiet": knobs_quiet, "tuple_key": tuple_key,
+                     "typed_key": typed_key,
                      "tuple_values": tuple_values, "tuple_leaves": tuple_leaves,
                      "tconsts": tuple(tuple_consts or (None,) * len(kinds))}
         exec(compile(dispatch_source(kinds), f"<tileir launch of {kernel} ({kinds})>", "exec"),
