@@ -219,6 +219,8 @@ class RingLoadOp(_SlotOp):
         if info is None:
             raise VerifyError(f"expected an array, got {self.array.type}")
         t = tiles[self.buffer]
+        if not isinstance(t, ir.RankedTensorType):    # (tile.ring_alloc reports it too)
+            raise VerifyError(f"buffer {self.buffer} of the ring is not a tile: {t}")
         if t.rank != info.rank or len(self.index) != info.rank:
             raise VerifyError(f"a rank-{info.rank} array takes {info.rank} indices and a "
                               f"rank-{info.rank} tile; got {len(self.index)} and {t}")

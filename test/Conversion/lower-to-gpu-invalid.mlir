@@ -36,3 +36,28 @@ func.func @bad_warps(%x: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {
   %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 512>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<1x512xbf16, #row>
   return
 }
+
+// -----
+
+// A wgmma operand whose shared layout has no swizzle wgmma knows (0 bytes): a located
+// error, not a crash (found by fuzz_mlir.py --seed 20261210).
+
+#sa = #tile.shared<0 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 64>>
+module attributes {tile.stage = "layout", tile.target = "sm_90a"} {
+func.func @specialized(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warp_specialize = true} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<128x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<128x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %c0, %k) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16, #sa>
+    %ts = "tile.load"(%a, %k, %c0) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    // expected-error @+1 {{a wgmma operand in shared memory needs a swizzle of 32, 64, 128 bytes; its layout has 0}}
+    %d = "tile.mma"(%ta, %ts, %acc) : (tensor<128x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<128x64xf32, #acc>) -> tensor<128x64xf32, #acc>
+    scf.yield %d : tensor<128x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<128x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+}

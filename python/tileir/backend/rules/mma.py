@@ -127,6 +127,10 @@ class _Desc:
                  dyn_dim: int | None = None, dyn_value: ir.Value | None = None,
                  dyn_range: tuple[int, int] = (1, 1)):
         lay, eb = tile.layout, tile.elem_bytes
+        if lay.swizzle not in _SWIZZLE_MODE:    # (a hand-written or mutated layout)
+            raise TileIRError(f"a wgmma operand in shared memory needs a swizzle of "
+                              f"{', '.join(map(str, sorted(_SWIZZLE_MODE)))} bytes; its layout "
+                              f"has {lay.swizzle}", ir.Location.current)
         self.tile = tile
         self.k_major = lay.order[0] == k_dim
         row_bytes = lay.row_bytes(tile.shape, eb)
