@@ -16,25 +16,9 @@ import pytest
 import tileir as ct
 from tileir.errors import (TileRecursionError, TileSyntaxError, TileTypeError,
                            TileUnsupportedFeatureError)
-from tileir.sim import simulate
 
-TARGETS = ("sm_90a", "sm_80")
-
-
-def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
-    """Runs `kernel` in the interpreter and, for each target, its gpu-stage code in the
-    simulator (and compiles a cubin); returns the outputs [interpreter, *targets]."""
-    outs = []
-    fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    ct.launch(None, grid, kernel, tuple(fresh))
-    outs.append(fresh[out_index])
-    for target in stages:
-        fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-        ck = kernel.compile(tuple(fresh), stage="gpu", target=target)
-        simulate(ck, grid, tuple(fresh))
-        outs.append(fresh[out_index])
-        kernel.compile(tuple(fresh), stage="cubin", target=target)
-    return outs
+# (the interpreter, the simulated sm_90a and sm_80 code and their cubins)
+from test_cutile_api import TARGETS, run_everywhere  # noqa: E402,F401
 
 
 def frontend_ir(kernel, args) -> str:

@@ -19,16 +19,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 
-def both(kernel, grid, args):
-    """(interpreter outputs, GPU outputs) of `kernel` over copies of `args` (NumPy):
-    every array argument, in order."""
-    host = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    dev = [torch.from_numpy(a.copy()).cuda() if isinstance(a, np.ndarray) else a for a in args]
-    ct.launch(None, grid, kernel, tuple(host))
-    ct.launch(None, grid, kernel, tuple(dev))
-    torch.cuda.synchronize()
-    arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
-    return [host[i] for i in arrays], [dev[i].cpu().numpy() for i in arrays]
+from test_gpu_cutile import both  # noqa: E402  (interpreter and GPU outputs)
 
 
 @pytest.mark.parametrize("kernel,grid,args", [
