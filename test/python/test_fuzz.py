@@ -61,6 +61,15 @@ def test_random_kernels_agree_with_the_interpreter_or_fail_located(tmp_path):
     assert not findings, "\n".join(f"[seed {f.seed}] {f.what}" for f in findings[:5])
 
 
+@pytest.mark.parametrize("seed", [20261271787673, 20261271791100])
+def test_kernel_findings_stay_fixed(seed):
+    """fuzz_kernels.py --seed 20261211 (2026-11-26): a loop that breaks (an scf.while)
+    in a kernel tile-split-blocks splits; the pass retyped its body, not its condition
+    region, and left invalid IR."""
+    finding = fuzz_kernels._check_one(seed)
+    assert finding is None, finding.what
+
+
 def test_the_kernel_generator_makes_invalid_cases_too():
     kinds = {fuzz_kernels.generate(s)[1]["invalid"] for s in range(200)}
     assert kinds == {None, "shape", "rank", "name", "dtype"}

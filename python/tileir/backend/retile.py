@@ -295,7 +295,7 @@ def _bid_positions(op: ir.Operation, index: list[ir.Value], bids: list[ir.Value]
 def _propagate(op: ir.Operation, tags: _Tags) -> None:
     name = op.name
     tensors = [v for v in list(op.operands) + list(op.results) if _is_tensor(v)]
-    if not tensors and name not in ("scf.for", "scf.if"):
+    if not tensors and name not in ("scf.for", "scf.if", "scf.while"):
         return
     if name == "tile.permute":
         perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
@@ -327,6 +327,19 @@ def _propagate(op: ir.Operation, tags: _Tags) -> None:
         for i in range(n):
             _unify([op.operands[3 + i], body.arguments[1 + i], yields.operands[i],
                     op.results[i]], tags, op)
+    elif name == "scf.while":         # (a loop that breaks or returns: frontend/control.py)
+        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+        forwarded = list(list(before.operations)[-1].operands)[1:]     # scf.condition's
+        yields = list(after.operations)[-1]
+        n = len(op.operands)
+        if not (len(before.arguments) == len(yields.operands) == n and
+                len(forwarded) == len(after.arguments) == len(op.results)):
+            raise NotRetileable("a while loop whose regions carry different values",
+                                op.location)
+        for i in range(n):               # the init, the condition's argument, the yield
+            _unify([op.operands[i], before.arguments[i], yields.operands[i]], tags, op)
+        for i in range(len(forwarded)):  # what the condition forwards: body and results
+            _unify([forwarded[i], after.arguments[i], op.results[i]], tags, op)
     elif name == "scf.if":
         for i in range(len(op.results)):
             group = [op.results[i]]
@@ -334,8 +347,8 @@ def _propagate(op: ir.Operation, tags: _Tags) -> None:
                 if region.blocks:
                     group.append(list(region.blocks[0].operations)[-1].operands[i])
             _unify(group, tags, op)
-    elif name in ("scf.yield", "tile.load", "tile.store", "tile.iota", "arith.constant",
-                  "tensor.splat"):
+    elif name in ("scf.yield", "scf.condition", "tile.load", "tile.store", "tile.iota",
+                  "arith.constant", "tensor.splat"):
         pass                                   # seeded, or tied through their parents
     elif name.startswith(("arith.", "math.")) and _elementwise(op):
         _unify(tensors, tags, op)
