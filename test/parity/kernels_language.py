@@ -1,7 +1,7 @@
 """Python as cuTile users write it in kernels: early exits, `break` and `continue`,
-nested helper functions, chained comparisons, string constants, tuples as
-arguments and in code, `...` in subscripts, the builtin `divmod`, and frozen
-dataclasses."""
+nested helper functions, helpers that return arrays, chained comparisons, string
+constants, tuples as arguments and in code, `...` in subscripts, the builtin
+`divmod`, a run-time conditional expression of tuples, and frozen dataclasses."""
 
 import dataclasses
 
@@ -141,6 +141,29 @@ def with_dataclass(x, y, T: ConstInt):
     ct.store(y, index=(b,), tile=apply(f, t) + apply(g, t))
 
 
+def source_of(a, b, use_a):
+    return a if use_a else b
+
+
+def rows_from(a, start, T):
+    return a.slice(0, start, start + T)
+
+
+@ct.kernel
+def helper_arrays(a, b, out, start: int, USE_A: ConstInt, T: ConstInt):
+    src = source_of(a, b, USE_A)
+    head = ct.load(src, index=(0,), shape=(T,))
+    window = ct.load(rows_from(src, start, T), index=(0,), shape=(T,))
+    ct.store(out, index=(ct.bid(0),), tile=head + window * (ct.bid(0) + 1))
+
+
+@ct.kernel
+def pair_ternary(x, out, n: int, T: ConstInt):
+    t = ct.load(x, index=(ct.bid(0),), shape=(T,))
+    lo, (hi, w) = (t, (t + 1.0, 2.0)) if n > ct.bid(0) else (t * 3.0, (t - 1.0, 0.5))
+    ct.store(out, index=(ct.bid(0),), tile=(lo + hi) * w)
+
+
 def cases(rng):
     x = rng.standard_normal((8, 64)).astype(np.float32)
     y = np.full((8, 64), 7.0, np.float32)
@@ -196,6 +219,30 @@ def cases(rng):
     x = rng.standard_normal(128).astype(np.float32)
     yield Case("with_dataclass", with_dataclass, (2,), [x, np.empty_like(x), 64], [1],
                lambda x, *_: [(x * 2 + 1) + (x * 2 - 1)], rtol=1e-6, atol=1e-6)
+
+    a, b = rng.standard_normal(100).astype(np.float32), rng.standard_normal(100).astype(np.float32)
+    for use_a in (0, 1):
+        yield Case(f"helper_arrays_{use_a}", helper_arrays, (2,),
+                   [a, b, np.empty(64, np.float32), 37, use_a, 32], [2], _helper_arrays,
+                   rtol=1e-6, atol=1e-6)
+
+    x = rng.standard_normal(128).astype(np.float32)
+    yield Case("pair_ternary", pair_ternary, (4,), [x, np.empty_like(x), 2, 32], [1],
+               _pair_ternary, rtol=1e-6, atol=1e-6)
+
+
+def _helper_arrays(a, b, out, start, use_a, t):
+    src = a if use_a else b
+    return [np.concatenate([src[:t] + src[start:start + t] * (k + 1) for k in range(2)])]
+
+
+def _pair_ternary(x, out, n, t):
+    rows = []
+    for k in range(len(x) // t):
+        v = x[k * t:(k + 1) * t]
+        lo, hi, w = (v, v + 1, 2) if n > k else (v * 3, v - 1, 0.5)
+        rows.append((lo + hi) * w)
+    return [np.concatenate(rows)]
 
 
 def _first_over(x, limit, t):

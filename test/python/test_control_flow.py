@@ -983,7 +983,9 @@ def test_foreign_pointers_return_from_helpers_inside_tuples_and_dataclasses(k):
 
 
 @ct.function
-def raw_of(a):
+def raw_of(a, n):
+    if n > 0:
+        return a.slice(0, 1, 8).get_raw_memory()
     return a.get_raw_memory()
 
 
@@ -1005,7 +1007,7 @@ def pointer_from_loop(a, n):
 def bad_host_values(x, n, MODE: ct.Constant[int]):
     p = x.foreign_pointer
     if MODE == 0:
-        raw_of(x)
+        raw_of(x, n)
     elif MODE == 1:
         either_pointer(x, x, n)
     elif MODE == 2:
@@ -1035,9 +1037,9 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
 
 
 @pytest.mark.parametrize("mode,exc,needle,message", [
-    (0, TileTypeError, "return a.get_raw_memory()",
-     "a @function cannot return an array, a slice or a tiled view, nor raw memory (got the "
-     "raw memory of a float32 array)"),
+    (0, TileUnsupportedFeatureError, "if n > 0:",
+     "the returned value cannot be (re)assigned an array, a slice or a tiled view inside a "
+     "runtime 'if', nor raw memory or a foreign pointer"),
     (1, TileUnsupportedFeatureError, "if c > 0:",
      "the returned value cannot be (re)assigned an array, a slice or a tiled view inside a "
      "runtime 'if', nor raw memory or a foreign pointer"),
@@ -1110,3 +1112,117 @@ def test_a_for_loop_over_a_tuple_unrolls_and_breaks(limit):
 def _loop_over_an_array(x):
     for a in x:
         pass
+
+
+# ---------------------------------------------------------------------------
+# Helpers that return arrays; runtime conditional expressions of tuples
+# ---------------------------------------------------------------------------
+def pick(a, b, first):                      # a plain helper, as cuTile allows
+    return a if first else b
+
+
+@ct.function
+def window_of(a, start):
+    return a.slice(0, start, start + 8)
+
+
+def view_and_array(a):
+    return a.tiled_view(8), a
+
+
+def picked_twice(a, b, first):
+    return pick(pick(a, b, first), a, True)
+
+
+@ct.kernel
+def helpers_return_arrays(x, y, out, FIRST: ct.Constant[int], start):
+    src = picked_twice(x, y, FIRST)
+    t = ct.load(src, (0,), (8,))
+    t2 = ct.load(window_of(src, start), (0,), (8,))
+    tv, same = view_and_array(out)
+    tv.store(0, t)
+    tv.store(1, t2)
+    ct.store(same, (2,), t + t2)
+    ct.store(out, (3,), ct.load(pick(y, x, FIRST), (3,), (8,)))     # the other array
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_helpers_return_arrays_slices_and_views(first, rng):
+    """A helper (plain or @function) may return an array, a slice, or a tuple holding a
+    tiled view, as in cuTile: such a helper is compiled inline at each call.  Which
+    array it returns must be known at compile time."""
+    x, y = (rng.standard_normal(32).astype(np.float32) for _ in range(2))
+    start = int(rng.integers(0, 24))
+    src, other = (x, y) if first else (y, x)
+    want = np.concatenate([src[:8], src[start:start + 8], src[:8] + src[start:start + 8],
+                           other[24:]])
+    args = (x, y, np.full(32, np.nan, np.float32), first, start)
+    for got in run_everywhere(helpers_return_arrays, (1,), args, 2):
+        np.testing.assert_array_equal(got, want)
+    text = frontend_ir(helpers_return_arrays, args)
+    assert "func.call" not in text and "@window_of" not in text, text
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    lo: object
+    hi: object
+    name: str = "pair"
+
+
+@ct.kernel
+def runtime_ternaries_of_tuples(x, out, n):
+    t = ct.load(x, (0,), (8,))
+    a, (b, kind) = (t, (t + 1, "f")) if n > 0 else (t * 2, (t - 1.0, "f"))
+    scale, = (2,) if n > 1 else (3.5,)
+    p = Pair(t, a) if n > 2 else Pair(a, t + b)
+    ct.store(out, (0,), (a + b) * scale)
+    ct.store(out, (1,), p.lo - p.hi)
+
+
+@pytest.mark.parametrize("n", [-1, 1, 2, 3])
+def test_a_runtime_conditional_expression_chooses_between_tuples(n, rng):
+    """`(x, y) if c else (u, v)` with a runtime `c`: item by item, through nested
+    tuples and dataclass instances (numbers promoted, equal compile-time items kept)."""
+    x = rng.standard_normal(8).astype(np.float32)
+    a, b = (x, x + 1) if n > 0 else (x * 2, x - 1)
+    scale = np.float32(2 if n > 1 else 3.5)
+    lo, hi = (x, a) if n > 2 else (a, x + b)
+    want = np.concatenate([(a + b) * scale, lo - hi])
+    args = (x, np.full(16, np.nan, np.float32), n)
+    for got in run_everywhere(runtime_ternaries_of_tuples, (1,), args, 1):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _ternary_of_two_structures(x, n):
+    t = ct.load(x, (0,), (8,))
+    a, b = (t, t) if n > 0 else (t, (t, t))
+
+
+def _ternary_of_two_strings(x, n):
+    t = ct.load(x, (0,), (8,))
+    a, b = (t, "sum") if n > 0 else (t, "max")
+
+
+def _runtime_choice_of_arrays(x, y, n):
+    ct.store(pick(x, y, n > 0), (0,), ct.zeros((8,), ct.float32))
+
+
+@pytest.mark.parametrize("fn,exc,needle,message", [
+    (_ternary_of_two_structures, TileTypeError, "a, b = ",
+     "a runtime condition chooses between a float32 tile of shape (8,) and a tuple of 2 (at "
+     "item [1]); both sides must have the same structure"),
+    (_ternary_of_two_strings, TileTypeError, "a, b = ",
+     "a runtime condition chooses between str 'sum' and str 'max' (at item [1]); a "
+     "compile-time item (a string, a dtype, None, ...) must be the same on both sides"),
+    (_runtime_choice_of_arrays, TileUnsupportedFeatureError, "return a if first else b",
+     "a runtime condition cannot choose between arrays"),
+])
+def test_runtime_choices_that_cannot_compile_are_located(fn, exc, needle, message):
+    x = np.zeros(8, np.float32)
+    args = (x, 1) if fn is not _runtime_choice_of_arrays else (x, x.copy(), 1)
+    with pytest.raises(exc) as info:
+        ct.kernel(fn).compile(args, stage="frontend")
+    where = pick if fn is _runtime_choice_of_arrays else fn
+    assert f"{__file__}:{line_of(where, needle)}:" in str(info.value), str(info.value)
+    assert message in str(info.value), str(info.value)

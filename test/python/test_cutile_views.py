@@ -398,8 +398,10 @@ def test_views_called_outside_kernels_raise():
 # Misuse
 # ---------------------------------------------------------------------------
 @ct.function
-def make_view(a, T):
-    return a.tiled_view(T)
+def make_view(a, T, u):
+    if u > 0:
+        return a.tiled_view(T)
+    return a.slice(0, 1, 9).tiled_view(T)
 
 
 @ct.kernel
@@ -429,7 +431,7 @@ def bad_views(x, u, MODE: ConstInt):
     elif MODE == 10:
         x.tiled_view(4).shape
     elif MODE == 11:
-        make_view(x, 4)
+        make_view(x, 4, u)
     elif MODE == 12:
         x.tiled_view(4).atomic_store_and(0, 1)
     elif MODE == 13:
@@ -466,7 +468,8 @@ def bad_views(x, u, MODE: ConstInt):
     (9, TileUnsupportedFeatureError, "'tv' (a tiled view of a 1-d float32 array in tiles of "
                                      "(4,)) cannot be reassigned inside a loop"),
     (10, TileTypeError, "tiled views have no attribute 'shape'"),
-    (11, TileTypeError, "a @function cannot return an array, a slice or a tiled view"),
+    (11, TileUnsupportedFeatureError, "a tiled view returned by 'make_view' must be the same "
+                                      "one on every path"),
     (12, TileTypeError, "atomic_store_and does not take a tiled view of float32"),
     (13, TileTypeError, "index has 2 entries but the tiled view has 1 dims"),
     (14, TileValueError, "tile shape (3,) must have power-of-two dims"),

@@ -49,7 +49,7 @@ from ..specialization import (ArrayParam, ListParam, Param, ScalarParam, TableLi
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
 from . import (aggregates, compare, comprehensions, compute, control, debug, emit,
                intrinsics, pointers, static, structured, views)
-from .closures import Closure, Frame, NestedFunctions
+from .closures import Closure, Frame, NestedFunctions, own_names
 from .control import ControlFlow, Unbound, assigned_names
 from .source import SourceInfo
 from .values import (HANDLES, ArrayValue, BoundMethod, DataclassValue, ForeignPointerValue,
@@ -70,6 +70,14 @@ class ModuleBuilder:
         self.helpers: dict[tuple, tuple[str, list]] = {}
         self.active: list[str] = []
         self.active_closures: list[ast.AST] = []     # nested functions being inlined
+
+    def erase_function(self, name: str) -> None:
+        """Erases the function `name` (a helper whose compilation was abandoned)."""
+        for op in self.module.body.operations:
+            if "sym_name" in op.attributes and \
+                    ir.StringAttr(op.attributes["sym_name"]).value == name:
+                op.erase()
+                return
 
     def unique_name(self, base: str) -> str:
         names = {str(ir.StringAttr(op.attributes["sym_name"]).value)
@@ -867,13 +875,38 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         if isinstance(cond, tuple) or not compare.is_runtime(cond):
             return self.expr(node.body if cond else node.orelse)
         body, orelse = self.expr(node.body), self.expr(node.orelse)
+        return self.select_items(cond, body, orelse, node)
+
+    def select_items(self, cond: TileValue, body: Any, orelse: Any, node: ast.IfExp,
+                     path: tuple = ()) -> Any:
+        """`body if cond else orelse` for a runtime `cond`, item by item through tuples
+        and dataclass instances of one structure: runtime items and numbers selected
+        element-wise, other compile-time items (strings, dtypes) equal on both sides."""
+        if aggregates.is_aggregate(body) or aggregates.is_aggregate(orelse):
+            try:
+                a, b, parts = aggregates.match_items(body, orelse)
+            except aggregates.StructureError:
+                raise self.error(TileTypeError, node,
+                                 f"a runtime condition chooses between {describe(body)} and "
+                                 f"{describe(orelse)}{_at_path(path)}; both sides must have "
+                                 f"the same structure") from None
+            return aggregates.like(body, (self.select_items(cond, x, y, node, path + (p,))
+                                          for x, y, p in zip(a, b, parts)))
         if any(isinstance(v, HANDLES) for v in (body, orelse)):
             raise self.error(TileUnsupportedFeatureError, node,
                              "a runtime condition cannot choose between arrays, slices or "
                              "tiled views, nor raw memory or foreign pointers (the choice "
                              "must be known at compile time: condition on a Constant, or "
                              "compute the slice bounds with where())")
-        return compute.select(cond, body, orelse)
+        if all(isinstance(v, TileValue) or emit.is_number(v) for v in (body, orelse)):
+            with self.at(node):
+                return compute.select(cond, body, orelse)
+        if type(body) is type(orelse) and aggregates.equal(body, orelse):
+            return body
+        raise self.error(TileTypeError, node,
+                         f"a runtime condition chooses between {describe(body)} and "
+                         f"{describe(orelse)}{_at_path(path)}; a compile-time item (a string, "
+                         f"a dtype, None, ...) must be the same on both sides")
 
     def expr_Call(self, node: ast.Call) -> Any:
         fn = self.expr(node.func)
@@ -1031,36 +1064,72 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
 
     def call_helper(self, fn, args, kwargs, node) -> Any:
         """`fn(*args, **kwargs)` as a `func.call` of its specialization for the arguments'
-        kinds (built on first use); its result rebuilt from the helper's template."""
+        kinds (built on first use); its result rebuilt from the helper's template.  A
+        helper that returns an array (a slice, a tiled view, a list of arrays, raw
+        memory) is compiled inline instead, as a nested function is: a call passes
+        tiles and scalars only."""
         bound = fn.bind_helper_args(args, kwargs, lambda msg: self.error(TileTypeError, node, msg))
         bound = {p: aggregates.from_python(v) for p, v in bound.items()}     # (defaults)
         with self.at(node):
             params = [(pname, classify_value(v)) for pname, v in bound.items()]
         key = (id(fn), tuple((p, structured.spec_key(k)) for p, k in params))
-        if key in self.mb.helpers:
-            name, result_kinds = self.mb.helpers[key]
-        else:
-            if fn.name in self.mb.active:
-                raise self.error(TileRecursionError, node,
-                                 f"recursive call to helper '{fn.name}': kernels inline every "
-                                 f"call, so recursion cannot be compiled")
+        known = self.mb.helpers.get(key)
+        if known is _INLINE:
+            return self.inline_helper(fn, bound, node)
+        if known is None:
+            self.enter_helper(fn, node)
             name = self.mb.unique_name(fn.name)
-            self.mb.active.append(fn.name)
             try:
                 sub = FunctionCompiler(self.mb, fn.source())
                 with ir.InsertionPoint(self.mb.module.body):
                     sub.build(name, params, kernel=False)
+            except control.ReturnsHandle:
+                self.mb.erase_function(name)
+                self.mb.helpers[key] = _INLINE
+                known = _INLINE
             finally:
                 self.mb.active.pop()
-            result_kinds = ([(r.dtype, r.shape) for r in sub.result_values],
-                            sub.result_template)
-            self.mb.helpers[key] = (name, result_kinds)
-        kinds, template = result_kinds
+            if known is _INLINE:
+                return self.inline_helper(fn, bound, node)
+            known = self.mb.helpers[key] = (name, ([(r.dtype, r.shape) for r in
+                                                    sub.result_values], sub.result_template))
+        name, (kinds, template) = known
         operands = [x for (p, k), v in zip(params, bound.values()) for x in _leaf_values(v, k)]
         res_types = [emit.tensor_type(shape, d) for d, shape in kinds]
         call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(name), operands)
         return aggregates.transform(aggregates.with_values(template, iter(call.results)),
                                     _as_pointer)
+
+    def enter_helper(self, fn, node) -> None:
+        """Marks `fn` as being compiled (leave with `self.mb.active.pop()`); a call of a
+        helper already being compiled is recursion, an error."""
+        if fn.name in self.mb.active:
+            raise self.error(TileRecursionError, node,
+                             f"recursive call to helper '{fn.name}': kernels inline every "
+                             f"call, so recursion cannot be compiled")
+        self.mb.active.append(fn.name)
+
+    def inline_helper(self, fn, bound: dict, node) -> Any:
+        """The helper's body compiled where it is called, in a frame of its own over the
+        argument values themselves."""
+        src = fn.source()
+        frame = Frame(src, fn.name, inline=True, vars=dict(bound), own=own_names(src.tree))
+        self.enter_helper(fn, node)
+        outer, self.frame = self.frame, frame
+        try:
+            self.block(src.tree.body)
+            return self.function_result(src.tree.body[-1])
+        finally:
+            self.frame = outer
+            self.mb.active.pop()
+
+
+# a helper compiled inline at every call (ModuleBuilder.helpers)
+_INLINE = object()
+
+
+def _at_path(path: tuple) -> str:
+    return f" (at item {aggregates.path_name('', path)})" if path else ""
 
 
 def _as_pointer(x: Any) -> Any:

@@ -242,6 +242,12 @@ def _runtime_like(v: Any) -> TileValue | None:
     return None
 
 
+class ReturnsHandle(Exception):
+    """A helper compiled as a function returns an array (a slice, a tiled view, a list
+    of arrays, raw memory): its caller abandons the function and compiles the helper
+    inline (`FunctionCompiler.call_helper`)."""
+
+
 class ControlFlow:
     """The part of `FunctionCompiler` that compiles exits and merges paths (a mixin:
     it uses the compiler's `vars`, `frame`, `block`, `expr`, `at` and `error`)."""
@@ -307,10 +313,7 @@ class ControlFlow:
 
     def check_helper_result(self, x: Any, node: ast.AST) -> None:
         if isinstance(x, (ArrayValue, TiledViewValue, ListValue, RawMemoryValue)):
-            raise self.error(TileTypeError, node,
-                             f"a @function cannot return an array, a slice or a tiled view, "
-                             f"nor raw memory (got {describe(x)}); make it in the caller and "
-                             f"pass it in (a foreign pointer may be returned)")
+            raise ReturnsHandle()       # the caller compiles the helper inline
         from .closures import Closure       # (closures.py imports this module)
         if isinstance(x, (Closure, BoundMethod, MethodValue, Slice, dict)):
             raise self.error(TileTypeError, node,
