@@ -1,7 +1,8 @@
 """Python as cuTile users write it in kernels: early exits, `break` and `continue`,
-nested helper functions, helpers that return arrays, chained comparisons, string
-constants, tuples as arguments and in code, `...` in subscripts, the builtin
-`divmod`, a run-time conditional expression of tuples, and frozen dataclasses."""
+nested helper functions, helpers that return arrays (chosen at run time too), chained
+comparisons, string constants, tuples as arguments and in code, `...` in subscripts,
+the builtin `divmod`, a run-time conditional expression of tuples, and frozen
+dataclasses."""
 
 import dataclasses
 
@@ -157,6 +158,21 @@ def helper_arrays(a, b, out, start: int, USE_A: ConstInt, T: ConstInt):
     ct.store(out, index=(ct.bid(0),), tile=head + window * (ct.bid(0) + 1))
 
 
+def source_at_run_time(a, b, use_a):
+    if use_a:
+        return a
+    return b
+
+
+@ct.kernel
+def runtime_arrays(a, b, out, start: int, T: ConstInt):
+    # which array each block reads is known only when it runs
+    src = source_at_run_time(a, b, ct.bid(0) % 2 == 0)
+    window = a.slice(0, start, start + T) if ct.bid(0) < 2 else b
+    t = ct.load(src, index=(0,), shape=(T,)) + ct.load(window, index=(0,), shape=(T,))
+    ct.store(out, index=(ct.bid(0),), tile=t)
+
+
 @ct.kernel
 def pair_ternary(x, out, n: int, T: ConstInt):
     t = ct.load(x, index=(ct.bid(0),), shape=(T,))
@@ -226,6 +242,9 @@ def cases(rng):
                    [a, b, np.empty(64, np.float32), 37, use_a, 32], [2], _helper_arrays,
                    rtol=1e-6, atol=1e-6)
 
+    yield Case("runtime_arrays", runtime_arrays, (4,), [a, b, np.empty(128, np.float32), 21, 32],
+               [2], _runtime_arrays, rtol=1e-6, atol=1e-6)
+
     x = rng.standard_normal(128).astype(np.float32)
     yield Case("pair_ternary", pair_ternary, (4,), [x, np.empty_like(x), 2, 32], [1],
                _pair_ternary, rtol=1e-6, atol=1e-6)
@@ -234,6 +253,11 @@ def cases(rng):
 def _helper_arrays(a, b, out, start, use_a, t):
     src = a if use_a else b
     return [np.concatenate([src[:t] + src[start:start + t] * (k + 1) for k in range(2)])]
+
+
+def _runtime_arrays(a, b, out, start, t):
+    return [np.concatenate([(a if k % 2 == 0 else b)[:t] +
+                            (a[start:start + t] if k < 2 else b[:t]) for k in range(4)])]
 
 
 def _pair_ternary(x, out, n, t):

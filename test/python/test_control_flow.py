@@ -1008,8 +1008,6 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
     p = x.foreign_pointer
     if MODE == 0:
         raw_of(x, n)
-    elif MODE == 1:
-        either_pointer(x, x, n)
     elif MODE == 2:
         pointer_from_loop(x, n)
     elif MODE == 3:
@@ -1017,9 +1015,10 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
         for i in range(n):
             st = (x.slice(0, i, 8).foreign_pointer, st[1])
     elif MODE == 4:
+        a = x
         if n > 0:
-            p = x.slice(0, 1, 8).foreign_pointer
-        ct.Array.from_foreign(p, (4,), (1,))
+            a = ct.Array.from_foreign(p, (4,), (1,))
+        ct.store(a, (0,), 1.0)
     elif MODE == 5:
         raw = x.get_raw_memory()
         for j in range(n):
@@ -1028,7 +1027,7 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
             raw = x.slice(0, j, 8).get_raw_memory()
         raw.load_offset(0)
     elif MODE == 6:
-        q = p if n > 0 else x.slice(0, 1, 8).foreign_pointer
+        q = p if n > 0 else x
         ct.Array.from_foreign(q, (4,), (1,))
     else:
         t = (p, n)
@@ -1038,11 +1037,9 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
 
 @pytest.mark.parametrize("mode,exc,needle,message", [
     (0, TileUnsupportedFeatureError, "if n > 0:",
-     "the returned value cannot be (re)assigned an array, a slice or a tiled view inside a "
-     "runtime 'if', nor raw memory or a foreign pointer"),
-    (1, TileUnsupportedFeatureError, "if c > 0:",
-     "the returned value cannot be (re)assigned an array, a slice or a tiled view inside a "
-     "runtime 'if', nor raw memory or a foreign pointer"),
+     "the returned value is made inside a runtime 'if' that only this path leaves; an array, "
+     "a slice's array, a tiled view, raw memory or a foreign pointer that leaves a runtime "
+     "'if' must be made before it"),
     (2, TileUnsupportedFeatureError, "for i in range(n):",
      "a loop cannot carry the returned value a foreign pointer (foreign_pointer[float32]) it "
      "makes; raw memory or a foreign pointer returned from inside a loop must exist before "
@@ -1051,14 +1048,16 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
      "'st[0]' is a foreign pointer (foreign_pointer[float32]) that a trip of the loop "
      "replaces; raw memory and foreign pointers are not loop-carried"),
     (4, TileUnsupportedFeatureError, "if n > 0:",
-     "'p' cannot be (re)assigned an array, a slice or a tiled view inside a runtime 'if', "
-     "nor raw memory or a foreign pointer"),
+     "'a' is a 1-d float32 array after one branch of a runtime 'if' and a 1-d float32 array "
+     "after the other: a 1-d float32 array is made inside the 'if'; the arrays a run-time "
+     "choice picks from must exist before it"),
     (5, TileUnsupportedFeatureError, "for j in range(n):",
      "'raw' (the raw memory of a float32 array) cannot be reassigned inside a loop (arrays, "
      "slices, tiled views, raw memory and foreign pointers are not loop-carried)"),
-    (6, TileUnsupportedFeatureError, "q = p if n > 0",
-     "a runtime condition cannot choose between arrays, slices or tiled views, nor raw "
-     "memory or foreign pointers"),
+    (6, TileTypeError, "q = p if n > 0",
+     "a runtime condition chooses between a foreign pointer (foreign_pointer[float32]) and a "
+     "1-d float32 array: a foreign pointer (foreign_pointer[float32]) and a 1-d float32 "
+     "array are not of one kind"),
     (7, TileTypeError, "if t == (p, n):",
      "operator '==' does not apply to a foreign pointer"),
 ])
@@ -1068,7 +1067,7 @@ def test_host_values_with_exits_and_helpers_are_refused_by_name(mode, exc, needl
     with pytest.raises(exc) as info:
         bad_host_values.compile((np.zeros(16, np.float32), 4, mode), stage="frontend")
     text = str(info.value)
-    fn = {0: raw_of, 1: either_pointer, 2: pointer_from_loop}.get(mode, bad_host_values)
+    fn = {0: raw_of, 2: pointer_from_loop}.get(mode, bad_host_values)
     assert f"{__file__}:{line_of(getattr(fn, 'fn', fn), needle)}:" in text, text
     assert message in text, text
 
@@ -1163,6 +1162,60 @@ def test_helpers_return_arrays_slices_and_views(first, rng):
     assert "func.call" not in text and "@window_of" not in text, text
 
 
+def pick_at_run_time(a, b, n):
+    if n > 0:
+        return a
+    return b
+
+
+@ct.kernel
+def runtime_choices(x, y, out, n, start):
+    a = x if n > 0 else y                                   # whole arrays
+    s = x.slice(0, start, start + 8) if n > 1 else y        # a slice or an array
+    if n > 2:                                               # statement form, in a tuple
+        pair = (x.tiled_view(8), 1.0)
+    else:
+        pair = (y.tiled_view(8), 2.0)
+    raw = pick_at_run_time(x, y.slice(0, start, 48), n - 3).get_raw_memory()
+    p = x.foreign_pointer if n > 0 else y.slice(0, 8, 16).foreign_pointer
+    q = either_pointer(x, y, n - 1)                          # a @function's (made inside)
+    w = out if n > 0 else y                                  # a store through a choice
+    ct.store(out, (0,), ct.load(a, (0,), (8,)))
+    ct.store(out, (1,), ct.load(s, (0,), (8,)))
+    tv, weight = pair
+    ct.store(out, (2,), tv.load(1) * weight)
+    ct.store(out, (3,), raw.load_offset(ct.arange(8, dtype=ct.int32) + 16))
+    ct.store(out, (4,), ct.load(ct.Array.from_foreign(p, (8,), (1,)), (0,), (8,)))
+    ct.store(w, (5,), ct.load(a, (0,), (8,)) + 1.0)
+    ct.store(out, (6,), ct.load(ct.Array.from_foreign(q, (8,), (1,)), (0,), (8,)))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_a_runtime_condition_chooses_between_arrays_views_and_pointers(n, rng):
+    """As cuTile allows: `a if c else b` of arrays, slices, tiled views, raw memory and
+    foreign pointers; a runtime `if` assigning one or the other; a helper returning one
+    or the other.  The arrays are selected by `tile.select_array`, a slice's bounds and
+    a pointer by `arith.select` or as the if's results."""
+    x, y = (rng.standard_normal(48).astype(np.float32) for _ in range(2))
+    start = int(rng.integers(0, 16))
+    a = x if n > 0 else y
+    s = x[start:start + 8] if n > 1 else y[:8]
+    tv, weight = (x, 1.0) if n > 2 else (y, 2.0)
+    raw = x if n > 3 else y[start:]
+    p = x[:8] if n > 0 else y[8:16]
+    want = np.concatenate([a[:8], s, tv[8:16] * weight, raw[16:24], p,
+                           a[:8] + 1 if n > 0 else np.full(8, np.nan, np.float32),
+                           x[:8] if n > 1 else y[:8]])
+    args = (x, y, np.full(56, np.nan, np.float32), n, start)
+    for got in run_everywhere(runtime_choices, (1,), args, 2):
+        np.testing.assert_array_equal(got, want)
+    if n == 0:                                  # the store through the choice hit y
+        got_y = y.copy()
+        ct.launch(None, (1,), runtime_choices, (x, got_y, np.zeros(56, np.float32), n, start))
+        np.testing.assert_array_equal(got_y[40:], y[:8] + 1)
+    assert "tile.select_array" in frontend_ir(runtime_choices, args)
+
+
 @dataclasses.dataclass(frozen=True)
 class Pair:
     lo: object
@@ -1204,8 +1257,17 @@ def _ternary_of_two_strings(x, n):
     a, b = (t, "sum") if n > 0 else (t, "max")
 
 
-def _runtime_choice_of_arrays(x, y, n):
-    ct.store(pick(x, y, n > 0), (0,), ct.zeros((8,), ct.float32))
+def first_of(a, b, n):
+    for i in range(n):
+        if i == 2:
+            return a
+        if i == 3:
+            return b
+    return a
+
+
+def _runtime_choice_in_a_loop(x, y, n):
+    ct.store(first_of(x, y, n), (0,), ct.zeros((8,), ct.float32))
 
 
 @pytest.mark.parametrize("fn,exc,needle,message", [
@@ -1215,14 +1277,15 @@ def _runtime_choice_of_arrays(x, y, n):
     (_ternary_of_two_strings, TileTypeError, "a, b = ",
      "a runtime condition chooses between str 'sum' and str 'max' (at item [1]); a "
      "compile-time item (a string, a dtype, None, ...) must be the same on both sides"),
-    (_runtime_choice_of_arrays, TileUnsupportedFeatureError, "return a if first else b",
-     "a runtime condition cannot choose between arrays"),
+    (_runtime_choice_in_a_loop, TileUnsupportedFeatureError, "for i in range(n):",
+     "'first_of' returns one array or another, chosen at run time, and a return inside this "
+     "loop; a loop does not carry such a choice"),
 ])
 def test_runtime_choices_that_cannot_compile_are_located(fn, exc, needle, message):
     x = np.zeros(8, np.float32)
-    args = (x, 1) if fn is not _runtime_choice_of_arrays else (x, x.copy(), 1)
+    args = (x, 1) if fn is not _runtime_choice_in_a_loop else (x, x.copy(), 1)
     with pytest.raises(exc) as info:
         ct.kernel(fn).compile(args, stage="frontend")
-    where = pick if fn is _runtime_choice_of_arrays else fn
+    where = first_of if fn is _runtime_choice_in_a_loop else fn
     assert f"{__file__}:{line_of(where, needle)}:" in str(info.value), str(info.value)
     assert message in str(info.value), str(info.value)

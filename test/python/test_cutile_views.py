@@ -401,7 +401,7 @@ def test_views_called_outside_kernels_raise():
 def make_view(a, T, u):
     if u > 0:
         return a.tiled_view(T)
-    return a.slice(0, 1, 9).tiled_view(T)
+    return a
 
 
 @ct.kernel
@@ -443,13 +443,14 @@ def bad_views(x, u, MODE: ConstInt):
     elif MODE == 16:
         ct.TiledView.load(x, 0)
     elif MODE == 17:
-        s = x.slice(0, 0, 4) if u > 0 else x.slice(0, 4, 8)
-        ct.store(s, (0,), 1.0)
+        s = x.tiled_view(4) if u > 0 else x.tiled_view(8)
+        s.store(0, 1.0)
     elif MODE == 18:
         if u > 0:
             s = x.slice(0, 0, 4)
         else:
-            s = x.slice(0, 4, 8)
+            s = ct.astype(ct.full((4,), u, ct.int32), ct.float32)
+        ct.store(x, (0,), s)
     else:
         x.tiled_view(4, padding_mode=3)
 
@@ -468,17 +469,17 @@ def bad_views(x, u, MODE: ConstInt):
     (9, TileUnsupportedFeatureError, "'tv' (a tiled view of a 1-d float32 array in tiles of "
                                      "(4,)) cannot be reassigned inside a loop"),
     (10, TileTypeError, "tiled views have no attribute 'shape'"),
-    (11, TileUnsupportedFeatureError, "a tiled view returned by 'make_view' must be the same "
-                                      "one on every path"),
+    (11, TileTypeError, "the returns of 'make_view' may give different arrays, views, raw "
+                        "memory or foreign pointers, but of one kind"),
     (12, TileTypeError, "atomic_store_and does not take a tiled view of float32"),
     (13, TileTypeError, "index has 2 entries but the tiled view has 1 dims"),
     (14, TileValueError, "tile shape (3,) must have power-of-two dims"),
     (15, TileValueError, "axis 1 is out of range for a tiled view of rank 1"),
     (16, TileTypeError, "expected a tiled view, got a 1-d float32 array"),
-    (17, TileUnsupportedFeatureError, "a runtime condition cannot choose between arrays, "
-                                      "slices or tiled views"),
-    (18, TileUnsupportedFeatureError, "'s' cannot be (re)assigned an array, a slice or a "
-                                      "tiled view inside a runtime 'if'"),
+    (17, TileTypeError, "tiled views chosen at run time must have the same tile shape, "
+                        "padding mode and traversal steps"),
+    (18, TileTypeError, "'s' is a slice of a 1-d float32 array after one branch of a runtime "
+                        "'if' and a float32 tile of shape (4,) after the other"),
     (19, TileTypeError, "padding_mode must be a tileir.PaddingMode, got the constant 3"),
 ])
 def test_view_misuse_is_reported_at_the_line(mode, exc, message):

@@ -419,8 +419,9 @@ def bad_tuples(x, n, MODE: ct.Constant[int]):
      "tuple(... for ... in ...)", "(t for k in range(4))"),
     (6, TileValueError, "tuple index 2 is out of range for a tuple of 2", "st[2]"),
     (7, TileTypeError, "'st' is a tuple of 2 after one branch of a runtime 'if' and a tuple "
-     "of 1 after the other; what a runtime 'if' assigns must be tiles or numbers (or tuples "
-     "and dataclasses of them) in both branches, or the same compile-time value",
+     "of 1 after the other; what a runtime 'if' assigns must be tiles or numbers, or arrays, "
+     "views, raw memory or foreign pointers of one kind (or tuples and dataclasses of them) in "
+     "both branches, or the same compile-time value",
      "if ct.bid(0) == 0:"),
 ])
 def test_tuple_errors(mode, cls, message, text):

@@ -93,7 +93,7 @@ def path_name(name: str, path: tuple) -> str:
     return name + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
 
-def _parts(x: tuple | DataclassValue) -> list:
+def part_names(x: tuple | DataclassValue) -> list:
     if isinstance(x, DataclassValue):
         return [f.name for f in dataclasses.fields(x.cls)]
     return list(range(len(x)))
@@ -113,7 +113,7 @@ def match(template: Any, value: Any, leaf: Callable[[TileValue, Any, tuple], Til
         if not same:
             raise StructureError(path, template, value)
         return like(template, (match(t, v, leaf, path + (p,)) for t, v, p in
-                               zip(items_of(template), items_of(value), _parts(template))))
+                               zip(items_of(template), items_of(value), part_names(template))))
     if value is template or (type(value) is type(template) and equal(value, template)):
         return template
     raise StructureError(path, template, value)
@@ -126,7 +126,7 @@ def match_items(a: tuple | DataclassValue, b: Any) -> tuple[tuple, tuple, list]:
                                    else len(b) == len(a))
     if not same:
         raise StructureError((), a, b)
-    return items_of(a), items_of(b), _parts(a)
+    return items_of(a), items_of(b), part_names(a)
 
 
 def equal(a: Any, b: Any) -> bool:
@@ -156,7 +156,7 @@ def leaves_and_dataclasses(x: Any) -> Iterator[Any]:
 def leaf_paths(x: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
     """(path, item) of every item of `x` that is not an aggregate."""
     if is_aggregate(x):
-        for p, i in zip(_parts(x), items_of(x)):
+        for p, i in zip(part_names(x), items_of(x)):
             yield from leaf_paths(i, path + (p,))
     else:
         yield path, x

@@ -47,7 +47,7 @@ from ..function import Function, KernelEntry, is_plain_helper, plain_helper
 from ..specialization import (ArrayParam, ListParam, Param, ScalarParam, TableListParam,
                               TupleParam)
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
-from . import (aggregates, compare, comprehensions, compute, control, debug, emit,
+from . import (aggregates, choices, compare, comprehensions, compute, control, debug, emit,
                intrinsics, pointers, static, structured, views)
 from .closures import Closure, Frame, NestedFunctions, own_names
 from .control import ControlFlow, Unbound, assigned_names
@@ -893,11 +893,15 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             return aggregates.like(body, (self.select_items(cond, x, y, node, path + (p,))
                                           for x, y, p in zip(a, b, parts)))
         if any(isinstance(v, HANDLES) for v in (body, orelse)):
-            raise self.error(TileUnsupportedFeatureError, node,
-                             "a runtime condition cannot choose between arrays, slices or "
-                             "tiled views, nor raw memory or foreign pointers (the choice "
-                             "must be known at compile time: condition on a Constant, or "
-                             "compute the slice bounds with where())")
+            if body is orelse:
+                return body
+            try:
+                with self.at(node):
+                    return choices.choose(choices.index_of(cond), [body, orelse])
+            except choices.CannotChoose as e:
+                raise self.error(TileTypeError, node, f"a runtime condition chooses between "
+                                 f"{describe(body)} and {describe(orelse)}"
+                                 f"{_at_path(path)}: {e}") from None
         if all(isinstance(v, TileValue) or emit.is_number(v) for v in (body, orelse)):
             with self.at(node):
                 return compute.select(cond, body, orelse)

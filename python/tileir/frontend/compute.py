@@ -12,7 +12,6 @@ from mlir import ir
 from mlir.dialects import arith, math
 
 from .. import dtypes as dt
-from ..dtypes import DType
 from tileir.dialect import tile
 from .emit import (broadcast_shapes, broadcast_to, cast, check_arithmetic, constant,
                    extract_scalar, is_number, reshape, tensor_type, type_error, unify,

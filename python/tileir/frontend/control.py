@@ -51,7 +51,7 @@ from mlir.dialects import scf
 from .. import dtypes as dt
 from ..annotations import Slice
 from ..errors import TileSyntaxError, TileTypeError, TileUnsupportedFeatureError
-from . import aggregates, compute, emit
+from . import aggregates, choices, compute, emit
 from .values import (HANDLES, ArrayValue, BoundMethod, ForeignPointerValue, ListValue,
                      MethodValue, RawMemoryValue, TiledViewValue, TileValue, describe)
 
@@ -153,6 +153,7 @@ class Leaf:
     shape: tuple = ()
     number: bool = False
     static: Any = None
+    chosen: type | None = None      # returns give different handles of this kind
 
     @staticmethod
     def of(v: Any) -> "Leaf":
@@ -162,7 +163,14 @@ class Leaf:
             return Leaf(emit.python_dtype(v), (), number=True)
         return Leaf(static=v)
 
+    @property
+    def handle(self) -> type | None:
+        """The kind of handle (array, view, ...) the returns give here, if they do."""
+        return self.chosen or (type(self.static) if isinstance(self.static, _VIEWS) else None)
+
     def fits(self, other: "Leaf") -> bool:
+        if self.handle is not None or other.handle is not None:
+            return self.handle is other.handle      # (a runtime 'if' chooses between them)
         if self.static is not None or other.static is not None:
             return _same(self.static, other.static)
         return self.number or other.number or (self.dtype, self.shape) == \
@@ -170,7 +178,11 @@ class Leaf:
 
     def join(self, other: "Leaf") -> "Leaf":
         """The leaf of two returns that `fits`: a number is weak (a tile returned
-        elsewhere gives the leaf its type); numbers promote."""
+        elsewhere gives the leaf its type); numbers promote; different handles are
+        chosen at run time (read from the merged names, not compiled in)."""
+        if self.handle is not None and (self.chosen or other.chosen or
+                                        self.static is not other.static):
+            return Leaf(chosen=self.handle)
         if self.number and other.number:
             return Leaf(dt.promote(self.dtype, other.dtype), (), number=True)
         return other if self.number else self
@@ -293,11 +305,11 @@ class ControlFlow:
                     if not a.fits(b) and (a.static is not None or b.static is not None)), None)
         if same and odd is not None and any(isinstance(v, _VIEWS) for v in
                                             (leaves[odd], first.values[odd])):
-            raise self.error(TileUnsupportedFeatureError, node,
+            raise self.error(TileTypeError, node,
                              f"this return gives {describe(leaves[odd])} where the return at "
-                             f"line {first.line} gives another value; {handle_what(leaves[odd])} "
-                             f"returned by '{f.name}' must be the same one on every "
-                             f"path (the choice must be known at compile time)")
+                             f"line {first.line} gives {describe(first.values[odd])}; the "
+                             f"returns of '{f.name}' may give different arrays, views, raw "
+                             f"memory or foreign pointers, but of one kind")
         if same and odd is not None:
             raise self.error(TileTypeError, node,
                              f"this return gives {describe(leaves[odd])} where the return at "
@@ -405,8 +417,11 @@ class ControlFlow:
                     [self.branch_value(n, template, branches[k], used[k], node)
                      for n, template, used in yielded]))
         tmp.operation.erase()
-        self.vars.update(zip([n for n, _, _ in yielded],
-                             aggregates.rebind([t for _, t, _ in yielded], real.results)))
+        templates = [t for _, t, _ in yielded]
+        with self.at(node):
+            merged = [choices.from_parts(t, v) for t, v in
+                      zip(templates, aggregates.rebind(templates, real.results))]
+        self.vars.update(zip([n for n, _, _ in yielded], merged))
 
     def merge_names(self, before: dict, branches: list[dict], node: ast.AST,
                     loose: dict, branch_op: ir.Operation) -> list:
@@ -448,23 +463,41 @@ class ControlFlow:
                 self.vars[n] = Unbound(loose[n])
                 continue
             if len(read) == 1:
-                # only one path goes on: its value, but an array or view made inside
-                # the branch cannot leave it
-                if _made_inside(first, branch_op):
-                    raise self.error(TileUnsupportedFeatureError, node,
-                                     f"{_what(n)} {_NOT_CHOSEN}")
-                read = [first, first]
-            template = self.branch_template(n, read, node)
+                # only one path goes on: its value; a handle made inside the branch
+                # leaves it as the if's results (a foreign pointer; an array cannot)
+                template = self.leaving_template(n, first, node, branch_op)
+            else:
+                template = self.branch_template(n, read, node, branch_op)
             if not aggregates.tile_leaves(template):
                 self.vars[n] = template               # the same compile-time value
                 continue
             yielded.append((n, template, used))
         return yielded
 
-    def branch_template(self, name: str, vals: list, node: ast.AST, path: tuple = ()) -> Any:
+    def leaving_template(self, name: str, v: Any, node: ast.AST, branch_op: ir.Operation,
+                         path: tuple = ()) -> Any:
+        """The template of `name` when only one path of a runtime 'if' goes on with `v`:
+        `v`, its handles made inside the branch as choices of one (`choices.slot`)."""
+        if aggregates.is_aggregate(v):
+            return aggregates.like(v, (self.leaving_template(name, x, node, branch_op,
+                                                             path + (p,))
+                                       for x, p in zip(aggregates.items_of(v),
+                                                       aggregates.part_names(v))))
+        if isinstance(v, _VIEWS) and _made_inside(v, branch_op):
+            try:
+                return choices.slot([v], lambda x: _made_inside(x, branch_op))
+            except choices.CannotChoose:
+                raise self.error(TileUnsupportedFeatureError, node,
+                                 f"{_what(aggregates.path_name(name, path))} "
+                                 f"{_NOT_CHOSEN}") from None
+        return v
+
+    def branch_template(self, name: str, vals: list, node: ast.AST, branch_op: ir.Operation,
+                        path: tuple = ()) -> Any:
         """What `name` is after a runtime 'if' whose two paths leave it `vals`: what both
         agree on stays (a value from before the 'if', a compile-time value); tuples
-        and dataclass instances merge item by item; the rest is yielded, typed by a
+        and dataclass instances merge item by item; two handles (arrays, views, ...)
+        become a choice between them (`choices.slot`); the rest is yielded, typed by a
         TileValue like the paths' (numbers made runtime, their dtypes promoted)."""
         a, b = vals
         if a is b or not aggregates.is_runtime(a) and not aggregates.is_runtime(b) and \
@@ -473,13 +506,20 @@ class ControlFlow:
         if aggregates.is_aggregate(a) and aggregates.is_aggregate(b):
             try:
                 return aggregates.like(a, (
-                    self.branch_template(name, [x, y], node, path + (p,)) for x, y, p in
-                    zip(*aggregates.match_items(a, b))))
+                    self.branch_template(name, [x, y], node, branch_op, path + (p,))
+                    for x, y, p in zip(*aggregates.match_items(a, b))))
             except aggregates.StructureError:
                 pass
         where = _what(aggregates.path_name(name, path))
-        if any(isinstance(v, _VIEWS) for v in vals):
-            raise self.error(TileUnsupportedFeatureError, node, f"{where} {_NOT_CHOSEN}")
+        if all(isinstance(v, _VIEWS) for v in vals):
+            try:
+                return choices.slot(vals, lambda x: _made_inside(x, branch_op))
+            except choices.CannotChoose as e:
+                cls = TileUnsupportedFeatureError if isinstance(e, choices.MadeInside) \
+                    else TileTypeError
+                raise self.error(cls, node, f"{where} is {describe(a)} after one "
+                                 f"branch of a runtime 'if' and {describe(b)} after the "
+                                 f"other: {e}") from None
         like = next((v for v in vals if isinstance(v, TileValue)), None)
         if like is not None and all(isinstance(v, TileValue) or emit.is_number(v)
                                     for v in vals):
@@ -488,7 +528,8 @@ class ControlFlow:
             return TileValue(None, dt.promote(emit.python_dtype(a), emit.python_dtype(b)), ())
         raise self.error(TileTypeError, node, f"{where} is {describe(a)} after one "
                          f"branch of a runtime 'if' and {describe(b)} after the other; "
-                         f"what a runtime 'if' assigns must be tiles or numbers (or "
+                         f"what a runtime 'if' assigns must be tiles or numbers, or "
+                         f"arrays, views, raw memory or foreign pointers of one kind (or "
                          f"tuples and dataclasses of them) in both branches, or the same "
                          f"compile-time value")
 
@@ -497,7 +538,7 @@ class ControlFlow:
         """What a branch yields for `name`: its value (converted to `template`'s leaf
         types), or where no path that goes on reads it, its leaves that fit and
         placeholders for the others."""
-        v = _get(bv, name)
+        v = choices.to_parts(template, _get(bv, name))
 
         def leaf(like: TileValue, x: Any, path: tuple) -> TileValue:
             where = aggregates.path_name(name, path)
@@ -527,6 +568,13 @@ class ControlFlow:
         if f.returns is None and not f.kernel and not f.learning:
             self.learn_return_form(node)
         stops.append(RETURN)
+        chosen = next((k for k in (f.returns.leaves if f.returns else ()) if k.chosen), None)
+        if chosen is not None:
+            raise self.error(TileUnsupportedFeatureError, node,
+                             f"'{f.name}' returns one {_kind_name(chosen.chosen)} or another, "
+                             f"chosen at run time, and a return inside this loop; a loop "
+                             f"does not carry such a choice (return from inside the loop a "
+                             f"value every return agrees on, or return after the loop)")
         if f.returns is not None and f.returns.structure is not None:
             stops.extend(retval_name(i) for i, kind in enumerate(f.returns.leaves)
                          if kind.static is None)
@@ -646,9 +694,17 @@ def _same(a, b) -> bool:
 
 _VIEWS = HANDLES
 
-_NOT_CHOSEN = ("cannot be (re)assigned an array, a slice or a tiled view inside a runtime "
-               "'if', nor raw memory or a foreign pointer (their choice must be known at "
-               "compile time: branch on a Constant, or compute the slice bounds with where())")
+_KIND_NAMES = {ArrayValue: "array", TiledViewValue: "tiled view", ListValue: "list of arrays",
+               RawMemoryValue: "raw memory", ForeignPointerValue: "foreign pointer"}
+
+
+def _kind_name(kind: type) -> str:
+    return next(name for cls, name in _KIND_NAMES.items() if issubclass(kind, cls))
+
+
+_NOT_CHOSEN = ("is made inside a runtime 'if' that only this path leaves; an array, a "
+               "slice's array, a tiled view, raw memory or a foreign pointer that leaves a "
+               "runtime 'if' must be made before it")
 
 
 def _pointer_like(v: Any) -> bool:

@@ -121,8 +121,8 @@ def _tile_index(index, tv: TiledViewValue) -> list[TileValue]:
 
 
 def _broadcasts(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
-    return len(src) <= len(dst) and all(s in (1, d) for s, d in zip(reversed(src),
-                                                                     reversed(dst)))
+    return len(src) <= len(dst) and all(s in (1, d) for s, d in
+                                        zip(reversed(src), reversed(dst)))
 
 
 def _tile_for(tv: TiledViewValue, value, what: str) -> TileValue:
