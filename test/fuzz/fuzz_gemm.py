@@ -215,10 +215,7 @@ def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
         gpu: bool = False) -> list[fk.Finding]:
     seeds = [seed * 1_000_003 + i for i in range(n)]
     os.environ.setdefault("TILEIR_CACHE", "0")
-    if gpu:                                  # one process holds the GPU
-        results = [_check_one(s, True)[0] for s in seeds]
-    else:
-        results = fk._pooled(seeds, max(1, jobs), script=__file__, gen=generate)
+    results = fk._pooled(seeds, max(1, jobs), script=__file__, gen=generate, gpu=gpu)
     findings = [f for f in results if f is not None]
     fk.write_findings(out, findings)
     return findings
@@ -235,7 +232,7 @@ def main(argv=None) -> int:
     p.add_argument("--cases", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cases is not None:               # fk._run_child's child: report each case
-        return fk.serve_cases(args.cases, lambda s: _check_one(s)[0])
+        return fk.serve_cases(args.cases, lambda s: _check_one(s, args.gpu)[0])
     findings = run(args.fuzz_n, args.seed, args.jobs, args.out, args.gpu)
     return fk.report(findings, f"{args.fuzz_n} GEMMs, seed {args.seed}", args.out)
 

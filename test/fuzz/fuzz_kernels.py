@@ -340,25 +340,29 @@ def _check_one(seed: int, gpu: bool = False) -> Finding | None:
 
 
 def _pooled(seeds: list[int], jobs: int, script: str | None = None,
-            gen=None) -> list[Finding | None]:
+            gen=None, gpu: bool = False) -> list[Finding | None]:
     """`check` over `seeds` in `jobs` child processes, each going through its share in
     order and reporting every case as it ends.  A compile that kills its process (an
     abort inside LLVM or MLIR) ends that child mid-share: the case it was on is a
     finding with the child's last words, and a new child takes the rest.  `script`
     and `gen`: another fuzzer's file (run with `--cases`) and generator
-    (fuzz_gemm.py); this one's by default."""
+    (fuzz_gemm.py); this one's by default.  `gpu`: the children also launch on the
+    GPU (each its own CUDA context).  A line on stdout every twentieth of the run
+    says how far it got."""
     import threading
     script, gen = script or __file__, gen or generate
     shares = [seeds[j::jobs] for j in range(jobs)]
     results: dict[int, Finding | None] = {}
+    progress = _Progress(len(seeds))
 
     def work(share: list[int]) -> None:
         while share:
-            done, last_words = _run_child(share, results, script, gen)
+            done, last_words = _run_child(share, results, script, gen, gpu, progress)
             share = share[done:]
             if share:                        # the child died on share[0]
                 results[share[0]] = Finding(share[0], gen(share[0])[0],
                                             f"the process died ({last_words})")
+                progress.tick(True)
                 share = share[1:]
 
     threads = [threading.Thread(target=work, args=(share,)) for share in shares]
@@ -369,11 +373,32 @@ def _pooled(seeds: list[int], jobs: int, script: str | None = None,
     return [results.get(s) for s in seeds]
 
 
-def _run_child(share: list[int], results: dict, script: str, gen) -> tuple[int, str]:
+class _Progress:
+    """Cases done and findings so far, printed every twentieth of the run (a run cut
+    short by a time limit still says how far it got)."""
+
+    def __init__(self, total: int):
+        import threading
+        self.total, self.done, self.found = total, 0, 0
+        self.every = max(1, total // 20)
+        self.lock = threading.Lock()
+
+    def tick(self, finding: bool) -> None:
+        with self.lock:
+            self.done += 1
+            self.found += finding
+            if self.done % self.every == 0 or self.done == self.total:
+                print(f"  {self.done} of {self.total} cases, {self.found} findings",
+                      flush=True)
+
+
+def _run_child(share: list[int], results: dict, script: str, gen, gpu: bool,
+               progress: _Progress) -> tuple[int, str]:
     """Runs `share` in one child process: (how many cases it finished, its last words)."""
     import json
     import subprocess
-    proc = subprocess.Popen([sys.executable, script, "--cases", ",".join(map(str, share))],
+    proc = subprocess.Popen([sys.executable, script, "--cases", ",".join(map(str, share)),
+                             *(["--gpu"] if gpu else [])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = 0
     for line in proc.stdout:
@@ -381,6 +406,7 @@ def _run_child(share: list[int], results: dict, script: str, gen) -> tuple[int, 
             continue
         seed, what = json.loads(line[5:])
         results[seed] = None if what is None else Finding(seed, gen(seed)[0], what)
+        progress.tick(what is not None)
         done += 1
     err = proc.stderr.read()
     proc.wait()
@@ -391,10 +417,8 @@ def run(n: int, seed: int = 0, jobs: int = 1, out: Path | None = None,
         gpu: bool = False) -> list[Finding]:
     seeds = [seed * 1_000_003 + i for i in range(n)]
     os.environ.setdefault("TILEIR_CACHE", "0")
-    if gpu:
-        results = [_check_one(s, True) for s in seeds]     # one process holds the GPU
-    else:                   # in children, so that a compile that aborts is a finding
-        results = _pooled(seeds, max(1, jobs))
+    # in children, so that a compile that aborts is a finding
+    results = _pooled(seeds, max(1, jobs), gpu=gpu)
     findings = [f for f in results if f is not None]
     write_findings(out, findings)
     return findings
@@ -423,7 +447,7 @@ def main(argv=None) -> int:
     p.add_argument("--cases", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cases is not None:               # _run_child's child: report each case
-        return serve_cases(args.cases, _check_one)
+        return serve_cases(args.cases, lambda seed: _check_one(seed, args.gpu))
     findings = run(args.fuzz_n, args.seed, args.jobs, args.out, args.gpu)
     return report(findings, f"{args.fuzz_n} kernels, seed {args.seed}", args.out)
 

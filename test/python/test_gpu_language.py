@@ -77,3 +77,36 @@ def test_print_shows_values_as_cutile_does_on_the_gpu(capfd):
     # each statement's line whole, once per block (blocks may interleave by statement)
     lines = [line for b in (0, 1) for line in lang.WANT.format(b=b).splitlines()]
     assert sorted(out.splitlines()) == sorted(lines), out
+
+
+# ---------------------------------------------------------------------------
+# Helpers returning arrays; run-time choices of arrays, views and pointers
+# ---------------------------------------------------------------------------
+import test_control_flow as cf      # noqa: E402
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_runtime_choices_of_arrays_views_and_pointers_on_the_gpu(n):
+    """`tile.select_array` and the chosen slices' bounds and pointers on the GPU (the
+    register path), against the interpreter; a store through a choice writes the
+    chosen array only."""
+    r = np.random.default_rng()
+    x, y = (r.standard_normal(48).astype(np.float32) for _ in range(2))
+    start = int(r.integers(0, 16))
+    host, dev = both(cf.runtime_choices, (1,),
+                     (x, y, np.full(56, np.nan, np.float32), n, start))
+    for h, d in zip(host, dev):
+        np.testing.assert_array_equal(d, h)
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_helpers_returning_arrays_and_ternaries_of_tuples_on_the_gpu(first):
+    r = np.random.default_rng()
+    x, y = (r.standard_normal(32).astype(np.float32) for _ in range(2))
+    host, dev = both(cf.helpers_return_arrays, (1,),
+                     (x, y, np.full(32, np.nan, np.float32), first, int(r.integers(0, 24))))
+    np.testing.assert_array_equal(dev[2], host[2])
+    for n in (-1, 1, 2, 3):
+        host, dev = both(cf.runtime_ternaries_of_tuples, (1,),
+                         (x[:8].copy(), np.full(16, np.nan, np.float32), n))
+        np.testing.assert_allclose(dev[1], host[1], rtol=1e-6)
