@@ -82,6 +82,18 @@ def test_random_gemms_match_the_interpreter_or_fail_located(tmp_path):
     assert not findings, "\n".join(f"[seed {f.seed}] {f.what}" for f in findings[:5])
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", [20261278784057, 20261278786168])
+def test_gemm_findings_stay_fixed_on_the_gpu(seed):
+    """fuzz_gemm.py --gpu --seed 20261218 (2026-11-26): 5 of 3000 GEMMs asked for exactly
+    48 KiB of dynamic shared memory, which with the dynamic buffer symbol's static byte
+    passes the default limit; the launcher did not opt in and cuLaunchKernelEx failed
+    (CUDA_ERROR_INVALID_VALUE).  test_runtime checks the rule without a GPU."""
+    pytest.importorskip("torch")
+    finding, _ = fuzz_gemm._check_one(seed, True)
+    assert finding is None, finding.what
+
+
 def test_the_gemm_generator_covers_the_dtypes_and_invalid_cases():
     cases = [fuzz_gemm.generate(s)[1] for s in range(300)]
     assert {c["invalid"] for c in cases} == {None, "tile", "operands", "accumulator", "mix"}

@@ -711,6 +711,81 @@ SMEM_META = {
 }
 
 
+# One static shared byte (as the NVPTX backend declares the dynamic buffer's symbol)
+# and exactly 48 KiB of dynamic shared memory: the two pass the default limit.
+SMEM48_PTX = ptx(f"""
+    .shared .align 16 .b8 one[1];
+    .extern .shared .align 16 .b8 smem[];
+    .visible .entry smem48_probe(.param .u64 out_ptr, .param .u32 out_d0, .param .u64 out_s0)
+    {{
+        .reg .pred %p<2>;
+        .reg .b32 %r<4>;
+        .reg .b64 %rd<4>;
+        mov.u32 %r0, %tid.x;
+        setp.ne.u32 %p0, %r0, 0;
+        @%p0 bra DONE;
+        mov.u64 %rd0, smem;
+        add.s64 %rd1, %rd0, {48 * 1024 - 4};
+        mov.u32 %r1, 40;
+        st.shared.u32 [%rd1], %r1;
+        st.shared.u8 [one], 2;
+        ld.shared.u32 %r2, [%rd1];
+        ld.shared.u8 %r3, [one];
+        add.u32 %r2, %r2, %r3;
+        ld.param.u64 %rd2, [out_ptr];
+        cvta.to.global.u64 %rd2, %rd2;
+        st.global.u32 [%rd2], %r2;
+    DONE:
+        ret;
+    }}
+""")
+
+SMEM48_META = dict(SMEM_META, name="smem48_probe", shared_bytes=48 * 1024)
+
+
+class _FakeFunctionDriver:
+    """What reserve_shared_memory asks of the driver, recorded."""
+
+    class CUfunction_attribute:
+        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = "max_dynamic"
+
+    def __init__(self):
+        self.set = []
+
+    def cuFuncSetAttribute(self, function, attr, value):
+        self.set.append((function, attr, value))
+        return (0,)
+
+
+@pytest.mark.parametrize("nbytes,static,opt_in", [
+    (0, 0, False), (1024, 16, False), (48 * 1024 - 1, 1, False), (48 * 1024, 0, False),
+    (48 * 1024, 1, True), (48 * 1024 - 16, 32, True), (64 * 1024, 1, True)])
+def test_shared_memory_opt_in_counts_the_static_part(monkeypatch, nbytes, static, opt_in):
+    """A block's static and dynamic shared memory together past 48 KiB need the
+    function's opt-in (fuzz_gemm --gpu, 2026-11-26: GEMMs asking for exactly 48 KiB
+    besides the dynamic buffer symbol's static byte failed to launch)."""
+    fake = _FakeFunctionDriver()
+    monkeypatch.setattr(driver, "cuda", lambda: fake)
+    monkeypatch.setattr(driver, "check", lambda call, result, hint=None: None)
+    monkeypatch.setattr(driver, "function_attribute", lambda f, name: {
+        "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": static}[name])
+    monkeypatch.setattr(driver, "max_shared_bytes", lambda ordinal: 227 * 1024)
+    monkeypatch.setattr(driver, "_shared_optin", {})
+    driver.reserve_shared_memory(7, nbytes, 0, "k")
+    assert fake.set == ([(7, "max_dynamic", nbytes)] if opt_in else [])
+    driver.reserve_shared_memory(7, nbytes, 0, "k")          # once per function
+    assert len(fake.set) == int(opt_in)
+
+
+@pytest.mark.gpu
+def test_gpu_exactly_48k_of_dynamic_shared_memory_beside_a_static_byte():
+    torch = pytest.importorskip("torch")
+    out = torch.zeros(4, dtype=torch.int32, device="cuda")
+    launcher.launch(SMEM48_PTX, SMEM48_META, (1, 1, 1), (out,))
+    torch.cuda.synchronize()
+    assert out[0].item() == 42
+
+
 @pytest.mark.gpu
 def test_gpu_has_gpu():
     driver.has_gpu.cache_clear()

@@ -30,7 +30,8 @@ def kernel_launch_info(kernel: Kernel, signature: KernelSignature,
     addition; JSON-serializable):
 
     - `symbol`, `target`; `block`: [threads, 1, 1]; `shared_bytes` of dynamic shared
-      memory (past 48 KiB, raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first).
+      memory (when it and the kernel's static shared memory, one byte, pass 48 KiB,
+      raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first).
     - `slots`: the kernel's parameters in order, each `{"param", "what", "axis"?,
       "ctype", "size", "offset"}`, `what` one of pointer, dim, stride, scalar, grid,
       tensor_map.  cuLaunchKernel's `kernelParams` takes one pointer per slot; a

@@ -366,15 +366,21 @@ def function_attribute(function, name: str) -> int:
 def reserve_shared_memory(function, nbytes: int, ordinal: int, kernel: str) -> None:
     """Lets `function` use `nbytes` of dynamic shared memory.
 
-    Up to 48 KiB needs nothing; beyond it a kernel must opt in per function with
+    A block's static and dynamic shared memory together up to 48 KiB need nothing;
+    beyond it a kernel must opt in per function with
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, up to the device's opt-in limit
-    minus the kernel's static shared memory.
+    minus the kernel's static shared memory.  (The static part counts: the NVPTX
+    backend declares the dynamic buffer's symbol as one static byte, so a kernel
+    asking for exactly 48 KiB fails to launch without the opt-in.)
     """
     key = (ordinal, int(function))
-    if nbytes <= DEFAULT_SHARED_BYTES or _shared_optin.get(key, 0) >= nbytes:
+    if _shared_optin.get(key, 0) >= nbytes:
+        return
+    static = function_attribute(function, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
+    if nbytes + static <= DEFAULT_SHARED_BYTES:
+        _shared_optin[key] = nbytes
         return
     limit = max_shared_bytes(ordinal)
-    static = function_attribute(function, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
     if nbytes + static > limit:
         raise TileUnsupportedFeatureError(
             f"kernel '{kernel}' needs {nbytes} bytes of dynamic shared memory (+{static} "
