@@ -679,59 +679,32 @@ ABI_META = {
         "float64")],
 }
 
-# Uses 96 KiB of dynamic shared memory (above the 48 KiB default, so the runtime must
-# opt in): stores 42 at its last word, reads it back and writes it out.
-SHARED_BYTES = 96 * 1024
-SMEM_PTX = ptx(f"""
-    .extern .shared .align 16 .b8 smem[];
-    .visible .entry smem_probe(.param .u64 out_ptr, .param .u32 out_d0, .param .u64 out_s0)
-    {{
-        .reg .pred %p<2>;
-        .reg .b32 %r<4>;
-        .reg .b64 %rd<4>;
-        mov.u32 %r0, %tid.x;
-        setp.ne.u32 %p0, %r0, 0;
-        @%p0 bra DONE;
-        mov.u64 %rd0, smem;
-        add.s64 %rd1, %rd0, {SHARED_BYTES - 4};
-        mov.u32 %r1, 42;
-        st.shared.u32 [%rd1], %r1;
-        ld.shared.u32 %r2, [%rd1];
-        ld.param.u64 %rd2, [out_ptr];
-        cvta.to.global.u64 %rd2, %rd2;
-        st.global.u32 [%rd2], %r2;
-    DONE:
-        ret;
-    }}
-""")
-
-SMEM_META = {
-    "name": "smem_probe", "target": "sm_80", "num_threads": 32, "shared_bytes": SHARED_BYTES,
-    "params": [{"kind": "array", "name": "out", "dtype": "int32", "ndim": 1, "aligned": True}],
-}
-
-
-# One static shared byte (as the NVPTX backend declares the dynamic buffer's symbol)
-# and exactly 48 KiB of dynamic shared memory: the two pass the default limit.
-SMEM48_PTX = ptx(f"""
-    .shared .align 16 .b8 one[1];
-    .extern .shared .align 16 .b8 smem[];
-    .visible .entry smem48_probe(.param .u64 out_ptr, .param .u32 out_d0, .param .u64 out_s0)
-    {{
-        .reg .pred %p<2>;
-        .reg .b32 %r<4>;
-        .reg .b64 %rd<4>;
-        mov.u32 %r0, %tid.x;
-        setp.ne.u32 %p0, %r0, 0;
-        @%p0 bra DONE;
-        mov.u64 %rd0, smem;
-        add.s64 %rd1, %rd0, {48 * 1024 - 4};
-        mov.u32 %r1, 40;
-        st.shared.u32 [%rd1], %r1;
+def smem_probe(name: str, shared_bytes: int, static_byte: bool) -> tuple[bytes, dict]:
+    """(PTX, meta) of a kernel that stores 42 at the last word of its `shared_bytes` of
+    dynamic shared memory, reads it back and writes it out; with `static_byte` the 42
+    is 40 there plus 2 kept in one byte of static shared memory (as the NVPTX backend
+    declares the dynamic buffer's symbol)."""
+    static = ".shared .align 16 .b8 one[1];" if static_byte else ""
+    value, via_static = (40, """
         st.shared.u8 [one], 2;
-        ld.shared.u32 %r2, [%rd1];
         ld.shared.u8 %r3, [one];
-        add.u32 %r2, %r2, %r3;
+        add.u32 %r2, %r2, %r3;""") if static_byte else (42, "")
+    text = ptx(f"""
+    {static}
+    .extern .shared .align 16 .b8 smem[];
+    .visible .entry {name}(.param .u64 out_ptr, .param .u32 out_d0, .param .u64 out_s0)
+    {{
+        .reg .pred %p<2>;
+        .reg .b32 %r<4>;
+        .reg .b64 %rd<4>;
+        mov.u32 %r0, %tid.x;
+        setp.ne.u32 %p0, %r0, 0;
+        @%p0 bra DONE;
+        mov.u64 %rd0, smem;
+        add.s64 %rd1, %rd0, {shared_bytes - 4};
+        mov.u32 %r1, {value};
+        st.shared.u32 [%rd1], %r1;
+        ld.shared.u32 %r2, [%rd1];{via_static}
         ld.param.u64 %rd2, [out_ptr];
         cvta.to.global.u64 %rd2, %rd2;
         st.global.u32 [%rd2], %r2;
@@ -739,8 +712,16 @@ SMEM48_PTX = ptx(f"""
         ret;
     }}
 """)
+    meta = {"name": name, "target": "sm_80", "num_threads": 32, "shared_bytes": shared_bytes,
+            "params": [{"kind": "array", "name": "out", "dtype": "int32", "ndim": 1,
+                        "aligned": True}]}
+    return text, meta
 
-SMEM48_META = dict(SMEM_META, name="smem48_probe", shared_bytes=48 * 1024)
+
+# 96 KiB of dynamic shared memory: above the 48 KiB default, so the runtime must opt in.
+SMEM_PTX, SMEM_META = smem_probe("smem_probe", 96 * 1024, static_byte=False)
+# Exactly 48 KiB beside one static byte: the two pass the default limit (opt in too).
+SMEM48_PTX, SMEM48_META = smem_probe("smem48_probe", 48 * 1024, static_byte=True)
 
 
 class _FakeFunctionDriver:
@@ -778,15 +759,6 @@ def test_shared_memory_opt_in_counts_the_static_part(monkeypatch, nbytes, static
 
 
 @pytest.mark.gpu
-def test_gpu_exactly_48k_of_dynamic_shared_memory_beside_a_static_byte():
-    torch = pytest.importorskip("torch")
-    out = torch.zeros(4, dtype=torch.int32, device="cuda")
-    launcher.launch(SMEM48_PTX, SMEM48_META, (1, 1, 1), (out,))
-    torch.cuda.synchronize()
-    assert out[0].item() == 42
-
-
-@pytest.mark.gpu
 def test_gpu_has_gpu():
     driver.has_gpu.cache_clear()
     assert driver.has_gpu() is True
@@ -819,10 +791,12 @@ def test_gpu_kernel_receives_exactly_the_packed_abi():
 
 
 @pytest.mark.gpu
-def test_gpu_dynamic_shared_memory_above_48k():
+@pytest.mark.parametrize("probe", ["above_48k", "exactly_48k_beside_a_static_byte"])
+def test_gpu_dynamic_shared_memory_past_the_default_limit(probe):
     torch = pytest.importorskip("torch")
+    text, meta = (SMEM_PTX, SMEM_META) if probe == "above_48k" else (SMEM48_PTX, SMEM48_META)
     out = torch.zeros(4, dtype=torch.int32, device="cuda")
-    launcher.launch(SMEM_PTX, SMEM_META, (1, 1, 1), (out,))
+    launcher.launch(text, meta, (1, 1, 1), (out,))
     torch.cuda.synchronize()
     assert out[0].item() == 42
 
