@@ -51,3 +51,12 @@ def rng():
     seed = np.random.SeedSequence().entropy % 2**32
     print(f"seed={seed}")
     return np.random.default_rng(seed)
+
+
+def refused_at_the_line(kernel, args, exc, message: str, filename: str) -> None:
+    """Compiling `kernel` for `args` (to the frontend stage) raises `exc`, whose text
+    holds `message` and names `filename` (the kernel's line)."""
+    with pytest.raises(exc) as info:
+        kernel.compile(args, stage="frontend")
+    assert message in str(info.value), str(info.value)
+    assert filename in str(info.value), str(info.value)

@@ -724,18 +724,29 @@ def test_torch_tensors_key_as_their_lookups_say(fast_path):
     assert d.key_of(1, (p,)) == d.key_of(1, (plain,))
 
 
-def test_launch_takes_the_kernels_fast_path_and_checks_the_rest(monkeypatch):
-    """`tileir.launch` (C where built): a kernel's `_fast` that launched is the whole
-    launch; one that declines, keywords, another arity or an object without a fast
-    path go to the checked path, which raises for what is not a launch."""
+@pytest.fixture
+def recorded_checked_launch(monkeypatch):
+    """`tileir.kernel.launch_checked` (Python's and the C launch's) replaced by one that
+    records its calls: yields (the kernel module, the calls, the real launch_checked)."""
     import importlib
-
-    import tileir as ct
     kernel_module = importlib.import_module("tileir.kernel")
     checked, original = [], kernel_module.launch_checked
     monkeypatch.setattr(kernel_module, "launch_checked", lambda *a, **k: checked.append((a, k)))
     if NATIVE is not None:
         NATIVE.set_checked_launch(kernel_module.launch_checked)
+    try:
+        yield kernel_module, checked, original
+    finally:
+        if NATIVE is not None:
+            NATIVE.set_checked_launch(original)
+
+
+def test_launch_takes_the_kernels_fast_path_and_checks_the_rest(recorded_checked_launch):
+    """`tileir.launch` (C where built): a kernel's `_fast` that launched is the whole
+    launch; one that declines, keywords, another arity or an object without a fast
+    path go to the checked path, which raises for what is not a launch."""
+    import tileir as ct
+    kernel_module, checked, _ = recorded_checked_launch
 
     class K:
         def __init__(self, answer):
@@ -749,39 +760,30 @@ def test_launch_takes_the_kernels_fast_path_and_checks_the_rest(monkeypatch):
         def _fast(self, stream, grid, args):
             raise ValueError("from the fast path")
 
-    try:
-        # the C launch, and the Python one it stands in for where no compiler built it
-        for launch in (ct.launch, kernel_module._launch):
-            checked.clear()
-            k = K(True)
-            assert launch(5, (2,), k, (1,)) is None
-            assert k.calls == [(5, (2,), (1,))] and checked == []
-            k = K(False)
-            launch(None, (1,), k, ())
-            assert len(k.calls) == 1 and checked[-1][0] == (None, (1,), k, ())
-            launch(None, (1,), object(), ())                        # no fast path
-            assert checked[-1][0][2].__class__ is object
-            with pytest.raises(ValueError, match="from the fast path"):
-                launch(None, (1,), Raises(True), ())
-        ct.launch(None, (1,), K(True), (), extra=1)                 # keywords: as given
-        assert checked[-1][1] == {"extra": 1}
-    finally:
-        if NATIVE is not None:
-            NATIVE.set_checked_launch(original)
+    # the C launch, and the Python one it stands in for where no compiler built it
+    for launch in (ct.launch, kernel_module._launch):
+        checked.clear()
+        k = K(True)
+        assert launch(5, (2,), k, (1,)) is None
+        assert k.calls == [(5, (2,), (1,))] and checked == []
+        k = K(False)
+        launch(None, (1,), k, ())
+        assert len(k.calls) == 1 and checked[-1][0] == (None, (1,), k, ())
+        launch(None, (1,), object(), ())                        # no fast path
+        assert checked[-1][0][2].__class__ is object
+        with pytest.raises(ValueError, match="from the fast path"):
+            launch(None, (1,), Raises(True), ())
+    ct.launch(None, (1,), K(True), (), extra=1)                 # keywords: as given
+    assert checked[-1][1] == {"extra": 1}
 
 
-def test_programmatic_dependent_launches_have_a_fast_path_of_their_own(monkeypatch):
+def test_programmatic_dependent_launches_have_a_fast_path_of_their_own(
+        recorded_checked_launch):
     """`launch(..., programmatic_dependent_launch=True)` (cuTile's keyword) takes the
     kernel's `_fast_pdl`, False or no keyword `_fast`, in C and in Python; anything but a
     bool there goes to the checked path, which refuses it."""
-    import importlib
-
     import tileir as ct
-    kernel_module = importlib.import_module("tileir.kernel")
-    checked, original = [], kernel_module.launch_checked
-    monkeypatch.setattr(kernel_module, "launch_checked", lambda *a, **k: checked.append((a, k)))
-    if NATIVE is not None:
-        NATIVE.set_checked_launch(kernel_module.launch_checked)
+    kernel_module, checked, original = recorded_checked_launch
 
     class K:
         def __init__(self):
@@ -789,20 +791,16 @@ def test_programmatic_dependent_launches_have_a_fast_path_of_their_own(monkeypat
             self._fast = lambda stream, grid, args: self.calls.append("plain") or True
             self._fast_pdl = lambda stream, grid, args: self.calls.append("pdl") or True
 
-    try:
-        for launch in (ct.launch, kernel_module._launch):
-            k = K()
-            launch(None, (1,), k, (), programmatic_dependent_launch=True)
-            launch(None, (1,), k, (), programmatic_dependent_launch=False)
-            launch(None, (1,), k, ())
-            assert k.calls == ["pdl", "plain", "plain"]
-            checked.clear()
-            launch(None, (1,), k, (), programmatic_dependent_launch=1)
-            assert k.calls == ["pdl", "plain", "plain"] and \
-                checked == [((None, (1,), k, ()), {"programmatic_dependent_launch": 1})]
-    finally:
-        if NATIVE is not None:
-            NATIVE.set_checked_launch(original)
+    for launch in (ct.launch, kernel_module._launch):
+        k = K()
+        launch(None, (1,), k, (), programmatic_dependent_launch=True)
+        launch(None, (1,), k, (), programmatic_dependent_launch=False)
+        launch(None, (1,), k, ())
+        assert k.calls == ["pdl", "plain", "plain"]
+        checked.clear()
+        launch(None, (1,), k, (), programmatic_dependent_launch=1)
+        assert k.calls == ["pdl", "plain", "plain"] and \
+            checked == [((None, (1,), k, ()), {"programmatic_dependent_launch": 1})]
     with pytest.raises(TypeError, match="programmatic_dependent_launch must be True or False, "
                        "got 1"):
         original(None, (1,), object(), (), programmatic_dependent_launch=1)
