@@ -1,8 +1,8 @@
 """Python as cuTile users write it in kernels: early exits, `break` and `continue`,
-nested helper functions, helpers that return arrays (chosen at run time too), chained
-comparisons, string constants, tuples as arguments and in code, `...` in subscripts,
-the builtin `divmod`, a run-time conditional expression of tuples, and frozen
-dataclasses."""
+nested helper functions, helpers that return arrays (chosen at run time too), arrays
+swapped in loops, chained comparisons, string constants, tuples as arguments and in
+code, `...` in subscripts, the builtin `divmod`, a run-time conditional expression of
+tuples, and frozen dataclasses."""
 
 import dataclasses
 
@@ -174,6 +174,20 @@ def runtime_arrays(a, b, out, start: int, T: ConstInt):
 
 
 @ct.kernel
+def swapped_buffers(x, y, out, steps: int, T: ConstInt):
+    # one block ping-pongs between two buffers; a slice chosen in a loop
+    src, dst = x, y
+    for i in range(steps):
+        ct.store(dst, index=(0,), tile=ct.load(src, index=(0,), shape=(T,)) * 0.5 + 1.0)
+        src, dst = dst, src
+    window = x
+    for k in range(steps):
+        window = x.slice(0, k, k + T) if k % 2 == 1 else y
+    ct.store(out, index=(0,), tile=ct.load(src, index=(0,), shape=(T,)))
+    ct.store(out, index=(1,), tile=ct.load(window, index=(0,), shape=(T,)))
+
+
+@ct.kernel
 def pair_ternary(x, out, n: int, T: ConstInt):
     t = ct.load(x, index=(ct.bid(0),), shape=(T,))
     lo, (hi, w) = (t, (t + 1.0, 2.0)) if n > ct.bid(0) else (t * 3.0, (t - 1.0, 0.5))
@@ -245,6 +259,10 @@ def cases(rng):
     yield Case("runtime_arrays", runtime_arrays, (4,), [a, b, np.empty(128, np.float32), 21, 32],
                [2], _runtime_arrays, rtol=1e-6, atol=1e-6)
 
+    x, y = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    yield Case("swapped_buffers", swapped_buffers, (1,), [x, y, np.empty(64, np.float32), 5, 32],
+               [0, 1, 2], _swapped_buffers, rtol=1e-6, atol=1e-6, poison=KEEP)
+
     x = rng.standard_normal(128).astype(np.float32)
     yield Case("pair_ternary", pair_ternary, (4,), [x, np.empty_like(x), 2, 32], [1],
                _pair_ternary, rtol=1e-6, atol=1e-6)
@@ -258,6 +276,18 @@ def _helper_arrays(a, b, out, start, use_a, t):
 def _runtime_arrays(a, b, out, start, t):
     return [np.concatenate([(a if k % 2 == 0 else b)[:t] +
                             (a[start:start + t] if k < 2 else b[:t]) for k in range(4)])]
+
+
+def _swapped_buffers(x, y, out, steps, t):
+    x, y = x.copy(), y.copy()
+    src, dst = x, y
+    for i in range(steps):
+        dst[:t] = src[:t] * 0.5 + 1
+        src, dst = dst, src
+    window = x
+    for k in range(steps):
+        window = x[k:k + t] if k % 2 == 1 else y
+    return [x, y, np.concatenate([src[:t], window[:t]])]
 
 
 def _pair_ternary(x, out, n, t):

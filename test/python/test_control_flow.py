@@ -1006,9 +1006,7 @@ def pointer_from_loop(a, n):
 @ct.kernel
 def bad_host_values(x, n, MODE: ct.Constant[int]):
     p = x.foreign_pointer
-    if MODE == 0:
-        raw_of(x, n)
-    elif MODE == 2:
+    if MODE == 2:
         pointer_from_loop(x, n)
     elif MODE == 3:
         st = (p, n)
@@ -1020,12 +1018,10 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
             a = ct.Array.from_foreign(p, (4,), (1,))
         ct.store(a, (0,), 1.0)
     elif MODE == 5:
-        raw = x.get_raw_memory()
+        a = x
         for j in range(n):
-            if j == 1:
-                break
-            raw = x.slice(0, j, 8).get_raw_memory()
-        raw.load_offset(0)
+            a = ct.Array.from_foreign(p, (4,), (1,))
+        ct.store(a, (0,), 1.0)
     elif MODE == 6:
         q = p if n > 0 else x
         ct.Array.from_foreign(q, (4,), (1,))
@@ -1036,24 +1032,22 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
 
 
 @pytest.mark.parametrize("mode,exc,needle,message", [
-    (0, TileUnsupportedFeatureError, "if n > 0:",
-     "the returned value is made inside a runtime 'if' that only this path leaves; an array, "
-     "a slice's array, a tiled view, raw memory or a foreign pointer that leaves a runtime "
-     "'if' must be made before it"),
     (2, TileUnsupportedFeatureError, "for i in range(n):",
      "a loop cannot carry the returned value a foreign pointer (foreign_pointer[float32]) it "
      "makes; raw memory or a foreign pointer returned from inside a loop must exist before "
      "the loop"),
     (3, TileUnsupportedFeatureError, "for i in range(n):",
      "'st[0]' is a foreign pointer (foreign_pointer[float32]) that a trip of the loop "
-     "replaces; raw memory and foreign pointers are not loop-carried"),
+     "replaces; a loop carries raw memory and foreign pointers that a name holds, not items "
+     "of a tuple or dataclass instance"),
     (4, TileUnsupportedFeatureError, "if n > 0:",
      "'a' is a 1-d float32 array after one branch of a runtime 'if' and a 1-d float32 array "
-     "after the other: a 1-d float32 array is made inside the 'if'; the arrays a run-time "
-     "choice picks from must exist before it"),
+     "after the other: a 1-d float32 array is made inside the 'if' or loop that chooses; the "
+     "arrays a run-time choice picks from must exist before it"),
     (5, TileUnsupportedFeatureError, "for j in range(n):",
-     "'raw' (the raw memory of a float32 array) cannot be reassigned inside a loop (arrays, "
-     "slices, tiled views, raw memory and foreign pointers are not loop-carried)"),
+     "'a' is a 1-d float32 array before the loop and a 1-d float32 array after a trip: a "
+     "1-d float32 array is not among the arrays the choice can hold (it is made inside the "
+     "loop or 'if' that chooses)"),
     (6, TileTypeError, "q = p if n > 0",
      "a runtime condition chooses between a foreign pointer (foreign_pointer[float32]) and a "
      "1-d float32 array: a foreign pointer (foreign_pointer[float32]) and a 1-d float32 "
@@ -1067,7 +1061,7 @@ def test_host_values_with_exits_and_helpers_are_refused_by_name(mode, exc, needl
     with pytest.raises(exc) as info:
         bad_host_values.compile((np.zeros(16, np.float32), 4, mode), stage="frontend")
     text = str(info.value)
-    fn = {0: raw_of, 2: pointer_from_loop}.get(mode, bad_host_values)
+    fn = {2: pointer_from_loop}.get(mode, bad_host_values)
     assert f"{__file__}:{line_of(getattr(fn, 'fn', fn), needle)}:" in text, text
     assert message in text, text
 
@@ -1188,6 +1182,7 @@ def runtime_choices(x, y, out, n, start):
     ct.store(out, (4,), ct.load(ct.Array.from_foreign(p, (8,), (1,)), (0,), (8,)))
     ct.store(w, (5,), ct.load(a, (0,), (8,)) + 1.0)
     ct.store(out, (6,), ct.load(ct.Array.from_foreign(q, (8,), (1,)), (0,), (8,)))
+    ct.store(out, (7,), raw_of(x, n).load_offset(ct.arange(8, dtype=ct.int32) + 2))
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
@@ -1205,15 +1200,73 @@ def test_a_runtime_condition_chooses_between_arrays_views_and_pointers(n, rng):
     p = x[:8] if n > 0 else y[8:16]
     want = np.concatenate([a[:8], s, tv[8:16] * weight, raw[16:24], p,
                            a[:8] + 1 if n > 0 else np.full(8, np.nan, np.float32),
-                           x[:8] if n > 1 else y[:8]])
-    args = (x, y, np.full(56, np.nan, np.float32), n, start)
+                           x[:8] if n > 1 else y[:8], x[3:11] if n > 0 else x[2:10]])
+    args = (x, y, np.full(64, np.nan, np.float32), n, start)
     for got in run_everywhere(runtime_choices, (1,), args, 2):
         np.testing.assert_array_equal(got, want)
     if n == 0:                                  # the store through the choice hit y
         got_y = y.copy()
-        ct.launch(None, (1,), runtime_choices, (x, got_y, np.zeros(56, np.float32), n, start))
+        ct.launch(None, (1,), runtime_choices, (x, got_y, np.zeros(64, np.float32), n, start))
         np.testing.assert_array_equal(got_y[40:], y[:8] + 1)
     assert "tile.select_array" in frontend_ir(runtime_choices, args)
+
+
+@ct.kernel
+def arrays_through_loops(x, y, out, n):
+    src, dst = x, y                         # swapped each trip: whole arrays stay whole
+    for i in range(n):
+        ct.store(dst, (0,), ct.load(src, (0,), (8,)) + 1.0)
+        src, dst = dst, src
+    window = x                              # a slice assigned: the loop carries bounds
+    k = 0
+    while k < n:
+        window = x if k % 2 == 0 else y.slice(0, k, k + 8)
+        k += 1
+    raw = x.get_raw_memory()                # raw memory and pointers: their addresses
+    p = y.foreign_pointer
+    for i in range(n):
+        if i == 2:
+            break
+        raw = y.get_raw_memory() if i % 2 == 0 else x.get_raw_memory()
+        p = x.slice(0, i + 1, 32).foreign_pointer
+    ct.store(out, (0,), ct.load(src, (0,), (8,)))
+    ct.store(out, (1,), ct.load(window, (0,), (8,)))
+    ct.store(out, (2,), raw.load_offset(ct.arange(8, dtype=ct.int32) + 8))
+    ct.store(out, (3,), ct.load(ct.Array.from_foreign(p, (8,), (1,)), (0,), (8,)))
+
+
+def arrays_through_loops_reference(x, y, n):
+    x, y = x.copy(), y.copy()
+    src, dst = x, y
+    for i in range(n):
+        dst[:8] = src[:8] + 1
+        src, dst = dst, src
+    window = x
+    for k in range(n):
+        window = x if k % 2 == 0 else y[k:k + 8]
+    raw, p = x, y
+    for i in range(min(n, 2)):
+        raw = y if i % 2 == 0 else x
+        p = x[i + 1:]
+    return np.concatenate([src[:8], window[:8], raw[8:16], p[:8]]), x, y
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
+def test_loops_carry_arrays_slices_raw_memory_and_pointers(n, rng):
+    """As cuTile allows: a loop that reassigns an array (a swap of two), a slice, raw
+    memory or a foreign pointer carries it as the parts of a run-time choice among the
+    arrays before the loop (`tile.select_array`), a slice's bounds and the addresses."""
+    x, y = (rng.standard_normal(32).astype(np.float32) for _ in range(2))
+    want, want_x, want_y = arrays_through_loops_reference(x, y, n)
+    args = (x, y, np.full(32, np.nan, np.float32), n)
+    for got in run_everywhere(arrays_through_loops, (1,), args, 2):
+        np.testing.assert_array_equal(got, want)
+    got_x, got_y = x.copy(), y.copy()
+    ct.launch(None, (1,), arrays_through_loops, (got_x, got_y, np.zeros(32, np.float32), n))
+    np.testing.assert_array_equal(got_x, want_x)
+    np.testing.assert_array_equal(got_y, want_y)
+    text = frontend_ir(arrays_through_loops, args)
+    assert text.count("tile.select_array") >= 2, text
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1442,7 +1442,7 @@ def bad_pointers(x, n, MODE: ct.Constant[int]):
         x.get_raw_memory().atomic_add_offset(0, 1.0, memory_scope=ct.MemoryScope.CLUSTER)
     elif MODE == 13:
         for i in range(n):
-            p = x.foreign_pointer
+            p = ct.zeros((4,), ct.float32)
     else:
         ct.Array.from_foreign(p, (1 << 31,), (1,))
 
@@ -1465,10 +1465,10 @@ def bad_pointers(x, n, MODE: ct.Constant[int]):
     (11, TileTypeError, r"RawArrayMemory has no attribute 'gather' \(it has dtype, "
                         r"load_offset, store_offset, atomic_cas_offset"),
     (12, TileTypeError, r"atomics take memory_scope BLOCK, DEVICE or SYS, got .*CLUSTER"),
-    (13, TileUnsupportedFeatureError, r"'p' \(a foreign pointer \(foreign_pointer"
-                                      r"\[float32\]\)\) cannot be reassigned inside a loop "
-                                      r"\(arrays, slices, tiled views, raw memory and foreign "
-                                      r"pointers are not loop-carried\)"),
+    (13, TileTypeError, r"'p' is a foreign pointer \(foreign_pointer\[float32\]\) before "
+                        r"the loop and a float32 tile of shape \(4,\) after a trip; a "
+                        r"loop-carried array, view, raw memory or foreign pointer stays one "
+                        r"of its kind"),
     (14, TileValueError, r"shape\[0\] is 2147483648: tileir indexes an array dim with 32 "
                          r"bits"),
 ])

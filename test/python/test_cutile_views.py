@@ -466,8 +466,9 @@ def bad_views(x, u, MODE: ConstInt):
     (6, TileValueError, "axis 1 is out of range for an array of rank 1"),
     (7, TileValueError, "slice start must be >= 0, got -1"),
     (8, TileValueError, "slice stop 3 is below its start 5"),
-    (9, TileUnsupportedFeatureError, "'tv' (a tiled view of a 1-d float32 array in tiles of "
-                                     "(4,)) cannot be reassigned inside a loop"),
+    (9, TileTypeError, "'tv' is a tiled view of a 1-d float32 array in tiles of (4,) before "
+                       "the loop and a tiled view of a 1-d float32 array in tiles of (8,) after "
+                       "a trip: tiled views chosen at run time must have the same tile shape"),
     (10, TileTypeError, "tiled views have no attribute 'shape'"),
     (11, TileTypeError, "the returns of 'make_view' may give different arrays, views, raw "
                         "memory or foreign pointers, but of one kind"),

@@ -94,7 +94,16 @@ def test_runtime_choices_of_arrays_views_and_pointers_on_the_gpu(n):
     x, y = (r.standard_normal(48).astype(np.float32) for _ in range(2))
     start = int(r.integers(0, 16))
     host, dev = both(cf.runtime_choices, (1,),
-                     (x, y, np.full(56, np.nan, np.float32), n, start))
+                     (x, y, np.full(64, np.nan, np.float32), n, start))
+    for h, d in zip(host, dev):
+        np.testing.assert_array_equal(d, h)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_loops_carrying_arrays_and_pointers_on_the_gpu(n):
+    r = np.random.default_rng()
+    x, y = (r.standard_normal(32).astype(np.float32) for _ in range(2))
+    host, dev = both(cf.arrays_through_loops, (1,), (x, y, np.full(32, np.nan, np.float32), n))
     for h, d in zip(host, dev):
         np.testing.assert_array_equal(d, h)
 

@@ -643,8 +643,9 @@ def test_dataclasses_holding_arrays_are_carried_by_their_runtime_fields():
     for got in run_everywhere(state_in_loop, (1,), args, 2):
         np.testing.assert_array_equal(got, x.reshape(3, 4).sum(0))
     with raises_at(TileUnsupportedFeatureError, "'s.src' is a 1-d float32 array that a trip "
-                   "of the loop replaces; arrays, slices and tiled views are not loop-carried, "
-                   "so what holds one must keep it", state_in_loop, "for i in range(3):"):
+                   "of the loop replaces; a loop carries arrays, slices and tiled views that a "
+                   "name holds, not items of a tuple or dataclass instance", state_in_loop,
+                   "for i in range(3):"):
         state_in_loop.compile(args[:3] + (1,), stage="frontend")
 
 

@@ -1,14 +1,23 @@
 """Run-time choices between handles: arrays, slices, tiled views, raw memory and
 foreign pointers (`a if n > 0 else b`, a runtime `if` that assigns one or the other,
-a helper that returns either), as cuTile allows.
+a helper that returns either, a loop that reassigns one), as cuTile allows.
 
 A handle is not one IR value (a slice is its array plus offsets and extents, a tiled
-view adds compile-time parts), so the choice is made part by part from an int32
-index: the arrays by `tile.select_array` (its ABI values selected on the GPU), the
-offsets and extents of slices and foreign pointers by `arith.select`.  Compile-time
-parts must agree.  Loads and stores through the chosen array take the register path
-(no TMA or cp.async ring, which need a kernel argument), as for a list's element
-chosen at run time.
+view adds compile-time parts), so a choice is made of *parts*, `_Parts`:
+
+* arrays, slices, tiled views: an int32 `index` into `options`, the whole arrays
+  (made before the choice) that the chosen one can be, and, when an option is a
+  slice, the int32 offsets and extents of each axis;
+* raw memory and foreign pointers: the i64 address.
+
+A runtime `if` yields the parts and a loop carries them (`Slot` is the template:
+`_Parts` of TileValues, plus the options); a conditional expression selects them.
+`realize` turns parts back into a handle: the array by `tile.select_array` over the
+options (so loads and stores through it take the register path: no TMA or cp.async
+ring, which need a kernel argument), raw memory by a new `tile.raw_memory` of the
+address.  A realized array remembers its choice (`ArrayValue.chosen`), so choosing
+again between chosen arrays (a swap in a loop) maps their indices.  Compile-time
+parts (a tiled view's tile shape, padding and steps) must agree.
 """
 
 from __future__ import annotations
@@ -17,11 +26,12 @@ import dataclasses
 from typing import Any, Callable
 
 from tileir.dialect import lists
+from tileir.dialect import pointers as pointer_ops
 
 from .. import dtypes as dt
 from . import aggregates, compute, emit, intrinsics
-from .values import (ArrayValue, DataclassValue, ForeignPointerValue, RawMemoryValue,
-                     TiledViewValue, TileValue, describe)
+from .values import (ArrayValue, DataclassValue, ForeignPointerValue, ListValue,
+                     RawMemoryValue, TiledViewValue, TileValue, describe)
 
 
 class CannotChoose(Exception):
@@ -30,109 +40,21 @@ class CannotChoose(Exception):
 
 
 class MadeInside(CannotChoose):
-    """An array to choose from is made inside the 'if' (a `TileUnsupportedFeatureError`:
-    cuTile takes it)."""
+    """An array to choose from is made inside the construct that chooses (a
+    `TileUnsupportedFeatureError`)."""
 
 
-def index_of(cond: Any) -> TileValue:
-    """The int32 index (0 where `cond` holds, else 1) of a two-way choice."""
-    if not (isinstance(cond, TileValue) and cond.is_scalar):
-        raise CannotChoose(f"the condition of a run-time choice between arrays must be a "
-                           f"scalar, got {describe(cond)}")
-    return emit.cast(compute.select(cond, 0, 1), dt.int32)
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """What a realized array was chosen from (`ArrayValue.chosen`)."""
+
+    options: tuple          # whole ArrayValues
+    index: TileValue        # int32
 
 
-def choose(index: TileValue, options: list) -> Any:
-    """`options[index]` for handles of one kind (at the current location)."""
-    first = options[0]
-    if any(type(o) is not type(first) for o in options):
-        raise CannotChoose(f"{describe(first)} and {describe(_odd(options))} are not of "
-                           f"one kind")
-    if isinstance(first, ArrayValue):
-        return _arrays(index, options)
-    if isinstance(first, TiledViewValue):
-        parts = lambda v: (v.tile_shape, v.padding_mode, v.traversal_steps)  # noqa: E731
-        if any(parts(o) != parts(first) for o in options):
-            raise CannotChoose("tiled views chosen at run time must have the same tile "
-                               "shape, padding mode and traversal steps")
-        return dataclasses.replace(first, array=_arrays(index, [o.array for o in options]))
-    if isinstance(first, RawMemoryValue):
-        return RawMemoryValue(_arrays(index, [o.array for o in options]))
-    if isinstance(first, ForeignPointerValue):
-        if any(o.dtype != first.dtype for o in options):
-            raise CannotChoose(f"foreign pointers of different dtypes ({first.dtype.name}, "
-                               f"{_odd(options, 'dtype').dtype.name})")
-        chosen = _pick(index, [TileValue(o.value, dt.int64, ()) for o in options])
-        return ForeignPointerValue(chosen.value, first.dtype)
-    raise CannotChoose(f"{describe(first)} cannot be chosen at run time (choose an element "
-                       f"with a run-time index instead)")
-
-
-def _odd(options: list, attr: str | None = None) -> Any:
-    first = options[0]
-    return next(o for o in options if (type(o) is not type(first) if attr is None
-                                       else getattr(o, attr) != getattr(first, attr)))
-
-
-def _arrays(index: TileValue, arrays: list[ArrayValue]) -> ArrayValue:
-    first = arrays[0]
-    for a in arrays[1:]:
-        if (a.dtype, a.ndim) != (first.dtype, first.ndim):
-            raise CannotChoose(f"arrays chosen at run time must have one dtype and rank, "
-                               f"got {first.describe()} and {a.describe()}")
-    bases = [a.value for a in arrays]
-    if all(b == bases[0] for b in bases):
-        base = bases[0]
-    else:
-        base = lists.SelectArrayOp(index.value, bases).result
-    offsets = extents = ()
-    if any(a.is_slice for a in arrays):
-        offsets = tuple(_pick(index, [a.offsets[ax] if a.is_slice else 0 for a in arrays])
-                        for ax in range(first.ndim))
-        extents = tuple(_extent(index, arrays, ax) for ax in range(first.ndim))
-    names = list(dict.fromkeys(a.name for a in arrays))
-    return ArrayValue(base, first.dtype, first.ndim, " or ".join(names),
-                      _common(a.static_shape for a in arrays),
-                      _common(a.static_strides for a in arrays), offsets, extents)
-
-
-def _extent(index: TileValue, arrays: list[ArrayValue], axis: int) -> Any:
-    """A slice's extent along `axis`: None (the array's dim) where no option is a slice
-    bounding it; else each option's extent (a whole array's: its dim), chosen."""
-    given = [a.extents[axis] if a.is_slice else None for a in arrays]
-    if all(e is None for e in given):
-        return None
-    return _pick(index, [e if e is not None else intrinsics.array_dim(a, axis)
-                         for a, e in zip(arrays, given)])
-
-
-def _pick(index: TileValue, values: list) -> Any:
-    """`values[index]` of ints and int32 scalars: the value itself where all agree."""
-    first = values[0]
-    if all(v is first or emit.is_number(v) and emit.is_number(first) and v == first
-           for v in values):
-        return first
-    out = None
-    for j, v in reversed(list(enumerate(values))):
-        v = emit.cast(emit.as_value(v, dt.int32), dt.int32) if emit.is_number(v) else v
-        out = v if out is None else compute.select(compute.compare("==", index, j), v, out)
-    return out
-
-
-def _common(entries) -> tuple:
-    """The (axis, value) entries every option has."""
-    sets = [set(e) for e in entries]
-    return tuple(sorted(set.intersection(*sets)))
-
-
-# ---------------------------------------------------------------------------
-# A runtime 'if' that leaves a name one handle or another
-# ---------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class _Parts:
-    """What a runtime 'if' yields for a handle chosen by it: which option (int32), the
-    chosen slice's offsets and extents (int32, per axis; empty when no option is a
-    slice), a foreign pointer's address (i64)."""
+    """The run-time parts of a chosen handle (the module docstring)."""
 
     index: Any
     offsets: tuple
@@ -142,94 +64,151 @@ class _Parts:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Slot(DataclassValue):
-    """The template of a name that a runtime 'if' leaves one of `options` (handles made
-    before the 'if'): `_Parts` of TileValues standing for the if's results."""
+    """A chosen handle's parts (TileValues: placeholders in a template, IR values in a
+    loop's initial values) and what they choose from: `options`, the whole arrays, and
+    `like`, a handle of the kind (for its dtype and compile-time parts)."""
 
     options: tuple = ()
+    like: Any = None
 
 
-def slot(options: list, made_inside: Callable[[Any], bool]) -> Slot:
-    """The template of a choice between `options` (handles of one kind) at a runtime
-    'if'.  Arrays (a slice's, a view's, raw memory's) must exist before the 'if': the
-    chosen one is selected after it; a slice's bounds and a pointer may be computed
-    inside."""
-    options = [o for i, o in enumerate(options) if all(o is not p for p in options[:i])]
-    first = options[0]
-    if any(type(o) is not type(first) for o in options):
-        raise CannotChoose(f"{describe(first)} and {describe(_odd(options))} are not of "
-                           f"one kind")
-    if isinstance(first, ForeignPointerValue):
-        if any(o.dtype != first.dtype for o in options):
-            raise CannotChoose(f"foreign pointers of different dtypes ({first.dtype.name}, "
-                               f"{_odd(options, 'dtype').dtype.name})")
-        return Slot(_Parts, (None, (), (), TileValue(None, dt.int64, ())), tuple(options))
-    arrays = [_array_of(o) for o in options]
-    if isinstance(first, TiledViewValue):
-        parts = lambda v: (v.tile_shape, v.padding_mode, v.traversal_steps)  # noqa: E731
-        if any(parts(o) != parts(first) for o in options):
-            raise CannotChoose("tiled views chosen at run time must have the same tile "
-                               "shape, padding mode and traversal steps")
-    for a in arrays[1:]:
-        if (a.dtype, a.ndim) != (arrays[0].dtype, arrays[0].ndim):
-            raise CannotChoose(f"arrays chosen at run time must have one dtype and rank, "
-                               f"got {arrays[0].describe()} and {a.describe()}")
-    inside = next((o for o, a in zip(options, arrays) if made_inside(_whole(a))), None)
+def is_handle(v: Any) -> bool:
+    return isinstance(v, (ArrayValue, TiledViewValue, RawMemoryValue, ForeignPointerValue))
+
+
+# ---------------------------------------------------------------------------
+# Templates
+# ---------------------------------------------------------------------------
+class NeedsBounds(Exception):
+    """A loop assigned a slice to a carried array that it carries without bounds: the
+    loop is compiled again carrying them (`FunctionCompiler.loop_carrying_bounds`)."""
+
+
+def slot(handles: list, made_inside: Callable[[Any], bool], more: list = (),
+         bounds: bool | None = None) -> Slot:
+    """The template of a choice between `handles` (of one kind), whose arrays must not
+    be `made_inside` the construct that chooses; `more`: further whole arrays the
+    choice may come to hold (a loop's, `loop_options`); `bounds`: whether it carries
+    a slice's offsets and extents (by default: whether a handle is a slice)."""
+    first = handles[0]
+    for h in handles[1:]:
+        _check_same_kind(first, h)
+    i64, i32 = TileValue(None, dt.int64, ()), TileValue(None, dt.int32, ())
+    if isinstance(first, (ForeignPointerValue, RawMemoryValue)):
+        return Slot(_Parts, (None, (), (), i64), (), first)
+    options = _distinct([o for h in handles for o in _options_of(_whole(_array_of(h)))]
+                        + list(more))
+    inside = next((o for o in options if made_inside(o)), None)
     if inside is not None:
-        raise MadeInside(f"{describe(inside)} is made inside the 'if'; the arrays a "
-                         f"run-time choice picks from must exist before it (their slices' "
-                         f"bounds may be computed inside)")
-    ndim = arrays[0].ndim
-    bounds = any(a.is_slice for a in arrays)
-    i32 = TileValue(None, dt.int32, ())
-    return Slot(_Parts, (i32, (i32,) * ndim if bounds else (), (i32,) * ndim if bounds
-                         else (), None), tuple(options))
+        raise MadeInside(f"{describe(inside)} is made inside the 'if' or loop that "
+                         f"chooses; the arrays a run-time choice picks from must exist "
+                         f"before it (a slice's bounds may be computed inside)")
+    ndim = first.ndim if isinstance(first, ArrayValue) else first.array.ndim
+    if bounds is None:
+        bounds = any(_array_of(h).is_slice for h in handles)
+    return Slot(_Parts, (i32, (i32,) * ndim if bounds else (),
+                         (i32,) * ndim if bounds else (), None), tuple(options), first)
 
 
-def parts_of(template: Slot, v: Any) -> Slot:
-    """Branch value `v` (one of the template's options) as the parts the 'if' yields
-    (at the branch's insertion point)."""
-    index = next(i for i, o in enumerate(template.options) if o is v)
-    if isinstance(v, ForeignPointerValue):
-        return Slot(_Parts, (None, (), (), TileValue(v.value, dt.int64, ())), template.options)
+def loop_options(v: Any, visible: list) -> list:
+    """The whole arrays a loop-carried handle `v` may come to hold: those of `visible`
+    (the names' values before the loop) of its dtype and rank."""
+    if isinstance(v, (ForeignPointerValue, RawMemoryValue)):
+        return []
     a = _array_of(v)
+    return [o for o in _distinct([w for x in visible for w in _arrays_in(x)])
+            if (o.dtype, o.ndim) == (a.dtype, a.ndim)]
+
+
+def _check_same_kind(a: Any, b: Any) -> None:
+    if type(a) is not type(b):
+        raise CannotChoose(f"{describe(a)} and {describe(b)} are not of one kind")
+    if isinstance(a, ForeignPointerValue) and a.dtype != b.dtype:
+        raise CannotChoose(f"foreign pointers of different dtypes ({a.dtype.name}, "
+                           f"{b.dtype.name})")
+    if isinstance(a, RawMemoryValue) and a.dtype != b.dtype:
+        raise CannotChoose(f"raw memory of different dtypes ({a.dtype.name}, "
+                           f"{b.dtype.name})")
+    if isinstance(a, TiledViewValue) and (a.tile_shape, a.padding_mode, a.traversal_steps) \
+            != (b.tile_shape, b.padding_mode, b.traversal_steps):
+        raise CannotChoose("tiled views chosen at run time must have the same tile shape, "
+                           "padding mode and traversal steps")
+    if isinstance(a, (ArrayValue, TiledViewValue)):
+        x, y = _array_of(a), _array_of(b)
+        if (x.dtype, x.ndim) != (y.dtype, y.ndim):
+            raise CannotChoose(f"arrays chosen at run time must have one dtype and rank, "
+                               f"got {x.describe()} and {y.describe()}")
+
+
+# ---------------------------------------------------------------------------
+# Parts of a handle, and a handle of parts
+# ---------------------------------------------------------------------------
+def parts_of(template: Slot, v: Any) -> Slot:
+    """`v` (a handle the template can hold) as its parts, at the current point."""
+    _check_same_kind(template.like, v)
+    if isinstance(v, ForeignPointerValue):
+        address = TileValue(v.value, dt.int64, ())
+        return Slot(_Parts, (None, (), (), address), (), template.like)
+    if isinstance(v, RawMemoryValue):
+        return Slot(_Parts, (None, (), (), _raw_address(v)), (), template.like)
+    a = _array_of(v)
+    index = _index_in(template.options, _whole(a))
     bounds = template.fields[1] != ()
+    if a.is_slice and not bounds:
+        raise NeedsBounds()
     offsets = tuple(_i32(a.offsets[ax] if a.is_slice else 0) for ax in range(a.ndim)) \
         if bounds else ()
     extents = tuple(_i32(a.extents[ax] if a.is_slice and a.extents[ax] is not None
                          else intrinsics.array_dim(_whole(a), ax))
                     for ax in range(a.ndim)) if bounds else ()
-    return Slot(_Parts, (emit.constant(index, dt.int32), offsets, extents, None),
-                template.options)
+    return Slot(_Parts, (index, offsets, extents, None), template.options, template.like)
 
 
 def realize(template: Slot, merged: DataclassValue) -> Any:
-    """The handle after the 'if' from its merged parts (ops at the current point)."""
+    """The handle of the merged parts (ops at the current point)."""
     index, offsets, extents, address = merged.fields
-    first = template.options[0]
-    if isinstance(first, ForeignPointerValue):
-        return ForeignPointerValue(address.value, first.dtype)
-    arrays = [_array_of(o) for o in template.options]
-    whole = _arrays(index, [_whole(a) for a in arrays])
+    like = template.like
+    if isinstance(like, ForeignPointerValue):
+        return ForeignPointerValue(address.value, like.dtype)
+    if isinstance(like, RawMemoryValue):
+        raw = pointer_ops.RawMemoryOp(like.array.value.type, address.value)
+        return RawMemoryValue(dataclasses.replace(like.array, value=raw.result))
+    whole = _select(index, list(template.options))
     if offsets:
-        # a compile-time bound every option shares stays one (`shape` folds)
-        whole = dataclasses.replace(
-            whole, offsets=tuple(_shared(o, [a.offsets[ax] if a.is_slice else 0
-                                             for a in arrays])
-                                 for ax, o in enumerate(offsets)),
-            extents=tuple(_shared(e, [a.extents[ax] if a.is_slice else None for a in arrays])
-                          for ax, e in enumerate(extents)))
-    if isinstance(first, TiledViewValue):
-        return dataclasses.replace(first, array=whole)
-    if isinstance(first, RawMemoryValue):
-        return RawMemoryValue(whole)
+        whole = dataclasses.replace(whole, offsets=tuple(offsets), extents=tuple(extents))
+    if isinstance(like, TiledViewValue):
+        return dataclasses.replace(like, array=whole)
     return whole
 
 
+def choose(cond: Any, a: Any, b: Any) -> Any:
+    """`a if cond else b` for handles and a runtime scalar `cond`."""
+    if not (isinstance(cond, TileValue) and cond.is_scalar):
+        raise CannotChoose(f"the condition of a run-time choice between arrays must be a "
+                           f"scalar, got {describe(cond)}")
+    template = slot([a, b], lambda o: False)
+    pa, pb = parts_of(template, a), parts_of(template, b)
+    merged = aggregates.like(pa, (_select_parts(cond, x, y) for x, y in
+                                  zip(pa.fields, pb.fields)))
+    return realize(template, merged)
+
+
+def _select_parts(cond: TileValue, x: Any, y: Any) -> Any:
+    if isinstance(x, tuple):
+        return tuple(_select_parts(cond, p, q) for p, q in zip(x, y))
+    return x if x is None or x is y else compute.select(cond, x, y)
+
+
 def to_parts(template: Any, v: Any) -> Any:
-    """`v` with the handles at the template's Slots replaced by their parts."""
+    """`v` with the handles at the template's Slots replaced by their parts (a value
+    that is not such a handle, on a path that left, stays as it is)."""
     if isinstance(template, Slot):
-        known = any(o is v for o in template.options)
-        return parts_of(template, v) if known else v      # (else: a path that left)
+        if not is_handle(v):
+            return v
+        try:
+            return parts_of(template, v)
+        except (CannotChoose, NeedsBounds):
+            return v
     if aggregates.is_aggregate(template) and aggregates.is_aggregate(v) and \
             type(v) is type(template):
         items = aggregates.items_of(v)
@@ -240,13 +219,89 @@ def to_parts(template: Any, v: Any) -> Any:
 
 
 def from_parts(template: Any, v: Any) -> Any:
-    """`v` (the if's results over `template`) with each Slot's parts made a handle."""
+    """`v` (merged or carried parts over `template`) with each Slot's parts a handle."""
     if isinstance(template, Slot):
         return realize(template, v)
     if aggregates.is_aggregate(template):
         return aggregates.like(v, (from_parts(t, x) for t, x in
                                    zip(aggregates.items_of(template), aggregates.items_of(v))))
     return v
+
+
+def has_slots(template: Any) -> bool:
+    if isinstance(template, Slot):
+        return True
+    return aggregates.is_aggregate(template) and \
+        any(has_slots(x) for x in aggregates.items_of(template))
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+def _select(index: TileValue, options: list[ArrayValue]) -> ArrayValue:
+    """`options[index]`: the option itself when it is the only one."""
+    first = options[0]
+    if len(options) == 1:
+        return first
+    value = lists.SelectArrayOp(index.value, [o.value for o in options]).result
+    names = list(dict.fromkeys(o.name for o in options))
+    return ArrayValue(value, first.dtype, first.ndim, " or ".join(names),
+                      _common(o.static_shape for o in options),
+                      _common(o.static_strides for o in options),
+                      chosen=Choice(tuple(options), index))
+
+
+def _index_in(options: tuple, whole: ArrayValue) -> TileValue:
+    """The int32 index of `whole` among `options` (a chosen array's index mapped)."""
+    at = _position(options, whole)
+    if at is not None:
+        return emit.constant(at, dt.int32)
+    if whole.chosen is None or any(_position(options, o) is None
+                                   for o in whole.chosen.options):
+        raise MadeInside(f"{describe(whole)} is not among the arrays the choice can hold "
+                         f"(it is made inside the loop or 'if' that chooses); the arrays a "
+                         f"run-time choice picks from must exist before it")
+    inner = [_position(options, o) for o in whole.chosen.options]
+    if inner == list(range(len(inner))):
+        return whole.chosen.index
+    out = emit.constant(inner[-1], dt.int32)
+    for j in range(len(inner) - 2, -1, -1):
+        out = compute.select(compute.compare("==", whole.chosen.index, j),
+                             emit.constant(inner[j], dt.int32), out)
+    return out
+
+
+def _position(options: tuple, whole: ArrayValue) -> int | None:
+    return next((i for i, o in enumerate(options) if o.value == whole.value), None)
+
+
+def _options_of(whole: ArrayValue) -> list[ArrayValue]:
+    """The whole arrays `whole` stands for: itself, or those it was chosen from."""
+    return list(whole.chosen.options) if whole.chosen is not None else [whole]
+
+
+def _arrays_in(x: Any) -> list[ArrayValue]:
+    """The whole arrays a value before a loop holds (through aggregates and lists)."""
+    if aggregates.is_aggregate(x):
+        return [a for i in aggregates.items_of(x) for a in _arrays_in(i)]
+    if isinstance(x, ListValue):
+        return [a for e in x.elements for a in _arrays_in(e)]
+    if isinstance(x, (ArrayValue, TiledViewValue)):
+        return _options_of(_whole(_array_of(x)))
+    return []
+
+
+def _distinct(arrays: list[ArrayValue]) -> list[ArrayValue]:
+    out: list[ArrayValue] = []
+    for a in arrays:
+        if all(a.value != o.value for o in out):
+            out.append(a)
+    return out
+
+
+def _raw_address(v: RawMemoryValue) -> TileValue:
+    """The i64 address raw memory starts at (the operand of its `tile.raw_memory`)."""
+    return TileValue(v.array.value.owner.operands[0], dt.int64, ())
 
 
 def _array_of(h: Any) -> ArrayValue:
@@ -258,15 +313,13 @@ def _whole(a: ArrayValue) -> ArrayValue:
     return dataclasses.replace(a, offsets=(), extents=()) if a.is_slice else a
 
 
-def _shared(merged: TileValue, given: list) -> Any:
-    """A bound every option gives as the same int stays that int; else the merged one."""
-    first = given[0]
-    if emit.is_number(first) and all(emit.is_number(g) and g == first for g in given):
-        return first
-    return merged
-
-
 def _i32(v: Any) -> TileValue:
     if emit.is_number(v):
         return emit.constant(int(v), dt.int32)
     return v if v.dtype == dt.int32 else emit.cast(v, dt.int32)
+
+
+def _common(entries) -> tuple:
+    """The (axis, value) entries every option has."""
+    sets = [set(e) for e in entries]
+    return tuple(sorted(set.intersection(*sets)))

@@ -70,6 +70,7 @@ class ModuleBuilder:
         self.helpers: dict[tuple, tuple[str, list]] = {}
         self.active: list[str] = []
         self.active_closures: list[ast.AST] = []     # nested functions being inlined
+        self.bounded_loops: set[ast.AST] = set()      # loops carrying slices' bounds
 
     def erase_function(self, name: str) -> None:
         """Erases the function `name` (a helper whose compilation was abandoned)."""
@@ -286,6 +287,25 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
 
     # -- for loops -----------------------------------------------------------
     def stmt_For(self, node: ast.For) -> None:
+        self.loop_carrying_bounds(node, self.for_loop)
+
+    def loop_carrying_bounds(self, node: ast.For | ast.While, compile_loop) -> None:
+        """`compile_loop(node)`; where it turns out that an array the loop carries is
+        assigned a slice, once more carrying slice bounds (a loop that only swaps whole
+        arrays keeps them whole: their loads and stores stay tile loads)."""
+        blk = ir.InsertionPoint.current.block
+        mark = len(list(blk.operations))
+        saved = dict(self.vars)
+        try:
+            compile_loop(node)
+        except choices.NeedsBounds:
+            for op in reversed(list(blk.operations)[mark:]):
+                op.erase()
+            self.vars = saved
+            self.mb.bounded_loops.add(node)
+            compile_loop(node)
+
+    def for_loop(self, node: ast.For) -> None:
         if node.orelse:
             raise self.error(TileUnsupportedFeatureError, node, "for/else is not supported")
         if isinstance(node.iter, ast.Call) and self.expr(node.iter.func) is api.static_iter:
@@ -324,7 +344,7 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             with ir.InsertionPoint(loop.body):
                 self.vars[node.target.id] = bind(TileValue(loop.induction_variable, dt.int32,
                                                            ()))
-                self.vars.update(zip(carried, aggregates.rebind(inits, loop.inner_iter_args)))
+                self.bind_carried(carried, inits, loop.inner_iter_args, node)
                 self.block(node.body)
                 self.yield_carried(node, carried, inits)
             self.close_loop(node, before, carried, inits, loop.results)
@@ -354,9 +374,9 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             scf.ConditionOp(go.value, list(before_block.arguments))
         outer = dict(self.vars)
         with ir.InsertionPoint(after_block):
-            counter, *rebound = aggregates.rebind(values, after_block.arguments)
+            counter = aggregates.rebind(values[:1], after_block.arguments[:1])[0]
             self.vars[node.target.id] = bind(counter)
-            self.vars.update(zip(names, rebound))
+            self.bind_carried(names, values[1:], list(after_block.arguments)[1:], node)
             self.enter_iteration()
             self.block(node.body)
             # no break or return compiled (they were under compile-time false ifs)
@@ -407,16 +427,25 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         carried = [n for n in assigned_names(body)
                    if n in self.vars and not isinstance(self.vars[n], Unbound)
                    and n != exclude]
+        visible = list(self.vars.values())
         for n in carried:
             v = self.vars[n]
+            if choices.is_handle(v):
+                # carried as the parts of a run-time choice (choices.py) among the
+                # arrays before the loop of its dtype and rank
+                with self.at(node):
+                    template = choices.slot([v], lambda o: False,
+                                            more=choices.loop_options(v, visible),
+                                            bounds=node in self.mb.bounded_loops or None)
+                    self.vars[n] = choices.parts_of(template, v)
+                continue
 
             def runtime(x, n=n, v=v):
                 if isinstance(x, HANDLES) and x is v:
                     raise self.error(TileUnsupportedFeatureError, node,
                                      f"'{n}' ({describe(v)}) cannot be reassigned inside a "
-                                     f"loop (arrays, slices, tiled views, raw memory and "
-                                     f"foreign pointers are not loop-carried); give the value "
-                                     f"a new name in the loop body")
+                                     f"loop (lists of arrays are not loop-carried); give the "
+                                     f"value a new name in the loop body")
                 return emit.as_value(x) if emit.is_number(x) else x
             self.vars[n] = aggregates.transform(v, runtime)
             if not isinstance(self.vars[n], TileValue) and not aggregates.is_aggregate(v):
@@ -433,19 +462,46 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         before the loop `init` (the same structure, runtime leaves of the same types)."""
         def leaf(t: TileValue, v: Any, path: tuple) -> TileValue:
             return self.coerce_carried(aggregates.path_name(name, path), v, t, node)
+        value = self.vars[name]
+        if isinstance(init, choices.Slot):
+            value = self.carried_handle(name, init, value, node)
         try:
-            return aggregates.match(init, self.vars[name], leaf)
+            return aggregates.match(init, value, leaf)
         except aggregates.StructureError as e:
             where = aggregates.path_name(name, e.path)
             if isinstance(e.template, HANDLES):
                 raise self.error(TileUnsupportedFeatureError, node, f"'{where}' is "
                                  f"{describe(e.template)} that a trip of the loop replaces; "
-                                 f"{control.not_carried(e.template)} are not loop-carried, "
-                                 f"so what holds one must keep it") from None
+                                 f"a loop carries {control.not_carried(e.template)} that a "
+                                 f"name holds, not items of a tuple or dataclass instance "
+                                 f"(give the item a name of its own before the loop)") \
+                    from None
             raise self.error(TileTypeError, node, f"'{where}' is {describe(e.template)} before "
                              f"the loop but {describe(e.value)} after a trip; a loop-carried "
                              f"tuple or dataclass keeps its structure and its compile-time "
                              f"items") from None
+
+    def carried_handle(self, name: str, init: Any, value: Any, node: ast.AST) -> Any:
+        """The parts of loop-carried handle `name` at the end of a trip."""
+        what = f"'{name}' is {describe(init.like)} before the loop and {describe(value)} " \
+               f"after a trip"
+        if not choices.is_handle(value):
+            raise self.error(TileTypeError, node, f"{what}; a loop-carried array, view, raw "
+                             f"memory or foreign pointer stays one of its kind")
+        try:
+            with self.at(node):
+                return choices.parts_of(init, value)
+        except choices.CannotChoose as e:
+            cls = TileUnsupportedFeatureError if isinstance(e, choices.MadeInside) \
+                else TileTypeError
+            raise self.error(cls, node, f"{what}: {e}") from None
+
+    def bind_carried(self, names: list[str], templates: list, values, node: ast.AST) -> None:
+        """Binds `names` to `values` (a loop's block arguments or results) over their
+        `templates`, a carried handle made of its parts (at the current point)."""
+        with self.at(node):
+            self.vars.update(zip(names, [choices.from_parts(t, v) for t, v in zip(
+                templates, aggregates.rebind(templates, values))]))
 
     def close_loop(self, node: ast.AST, before: dict, carried, inits, results) -> None:
         """After a loop: names first defined inside it are out of scope, the carried ones
@@ -457,10 +513,13 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
                 self.vars[n] = Unbound(f"'{n}' is defined inside the loop at line "
                                        f"{self.src.position(node)[0]} and is not available "
                                        f"after it; assign it before the loop")
-        self.vars.update(zip(carried, aggregates.rebind(inits, results)))
+        self.bind_carried(carried, inits, results, node)
 
     # -- while loops ---------------------------------------------------------
     def stmt_While(self, node: ast.While) -> None:
+        self.loop_carrying_bounds(node, self.while_loop)
+
+    def while_loop(self, node: ast.While) -> None:
         """`while cond: body` -> scf.while: the names the body assigns that exist before
         the loop are carried; the condition (which may have effects, an atomic spin
         lock's compare-and-swap) runs before every trip."""
@@ -476,7 +535,7 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         after_block = loop.after.blocks.append(*types)
         outer = dict(self.vars)
         with ir.InsertionPoint(before_block):
-            self.vars.update(zip(names, aggregates.rebind(values, before_block.arguments)))
+            self.bind_carried(names, values, before_block.arguments, node)
             with self.at(node.test):
                 stop = control.flag_not(self.stop_condition(names,
                                                             [self.vars[n] for n in names]))
@@ -496,7 +555,7 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
                 scf.ConditionOp(cond.value, list(before_block.arguments))
         self.vars = dict(outer)
         with ir.InsertionPoint(after_block):
-            self.vars.update(zip(names, aggregates.rebind(values, after_block.arguments)))
+            self.bind_carried(names, values, after_block.arguments, node)
             self.enter_iteration()
             self.block(node.body)
             self.yield_carried(node, names, values)
@@ -897,7 +956,7 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
                 return body
             try:
                 with self.at(node):
-                    return choices.choose(choices.index_of(cond), [body, orelse])
+                    return choices.choose(cond, body, orelse)
             except choices.CannotChoose as e:
                 raise self.error(TileTypeError, node, f"a runtime condition chooses between "
                                  f"{describe(body)} and {describe(orelse)}"

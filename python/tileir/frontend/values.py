@@ -71,6 +71,8 @@ class ArrayValue:
     # extent (None: the array's dim, an int or an int32 scalar TileValue).
     offsets: tuple = ()
     extents: tuple = ()
+    # A whole array chosen at run time among others (choices.Choice), or None
+    chosen: Any = dataclasses.field(default=None, compare=False)
 
     @property
     def is_slice(self) -> bool:
