@@ -10,7 +10,8 @@ the case's compute dtype (f32, f16, bf16, f64, i8, i32, i64, u32), a random
 expression over them (element-wise math, comparisons and `where`, reductions
 broadcast back, scans, transposes, casts, a short loop; control flow: `break` and
 `continue`, helpers that return early, nested functions, chained comparisons, blocks
-that return before storing), stored to a third array
+that return before storing; arrays and slices chosen at run time by a conditional
+expression, a helper, a runtime `if` or a loop swapping two), stored to a third array
 (of the compute dtype, i32, f64, f32, f16, bf16 or e4m3), launched over a ragged
 array.
 About one case in six is made invalid on purpose (a tile dim that is not a power
@@ -140,6 +141,44 @@ def _control_flow(rng: random.Random, body: list[str], names: list[str], kind: s
     return helpers
 
 
+def _array_choices(rng: random.Random, body: list[str], names: list[str],
+                   compute: str) -> list[str]:
+    """Adds arrays chosen at run time (a name it defines joins `names`): by a
+    conditional expression, by a helper returning one or the other, by a loop swapping
+    two, and slices chosen so.  `rng` is the case's second generator, so that adding
+    these left the cases of older seeds as they were.  Returns module-level helper
+    lines."""
+    helpers: list[str] = []
+    load = ("ct.astype(ct.load({src}, index={index}, shape=(T0, T1), "
+            f"padding_mode=ct.PaddingMode.ZERO), ct.{compute})")
+    if rng.random() < 0.15:          # a conditional expression of two arrays
+        body.append(f"    src = x if i % 2 == {rng.randint(0, 1)} else y")
+        body.append("    ce = " + load.format(src="src", index="(i, 0)"))
+        names.append("ce")
+    if rng.random() < 0.15:          # a helper returning one array or the other
+        helpers += ["def which(u, w, flag):",
+                    "    if flag:",
+                    "        return u",
+                    "    return w",
+                    "", ""]
+        body.append("    wh = " + load.format(src=f"which(y, x, i < {rng.randint(0, 3)})",
+                                              index="(i, 0)"))
+        names.append("wh")
+    if rng.random() < 0.15:          # two arrays swapped in a loop
+        body += ["    p, q = x, y",
+                 f"    for it in range({rng.randint(0, 3)}):",
+                 "        p, q = q, p",
+                 "    sw = " + load.format(src="p", index="(i, 0)")]
+        names.append("sw")
+    if rng.random() < 0.15:          # slices (from the block's first row) chosen
+        body += ["    rs = x.slice(0, i * T0, x.shape[0])",
+                 f"    if i % 3 == {rng.randint(0, 2)}:",
+                 "        rs = y.slice(0, i * T0, y.shape[0])",
+                 "    sl = " + load.format(src="rs", index="(0, 0)")]
+        names.append("sl")
+    return helpers
+
+
 # compute dtypes: (name, kind); float32 most often
 COMPUTE = [("float32", "float")] * 4 + [
     ("float16", "float16"), ("bfloat16", "float16"), ("float64", "float"), ("int32", "int"),
@@ -168,7 +207,11 @@ def generate(seed: int) -> tuple[str, dict]:
         body.append(f"        acc = acc + {_expr(rng, names, 1, kind)}")
         names.append("acc")
     helpers = _control_flow(rng, body, names, kind, compute)
-    result = _expr(rng, names, 2, kind)
+    chosen = len(names)
+    helpers += _array_choices(random.Random(seed ^ 0x5EED), body, names, compute)
+    result = _expr(rng, names[:chosen], 2, kind)
+    if len(names) > chosen:          # (the draws of older seeds stay as they were)
+        result = f"({result} + {' + '.join(names[chosen:])})"
     load_shape = "(T0, T1)"
     if invalid == "rank":
         load_shape = "(T0, T1, 2)"
