@@ -1342,3 +1342,26 @@ def test_runtime_choices_that_cannot_compile_are_located(fn, exc, needle, messag
     where = first_of if fn is _runtime_choice_in_a_loop else fn
     assert f"{__file__}:{line_of(where, needle)}:" in str(info.value), str(info.value)
     assert message in str(info.value), str(info.value)
+
+
+def _lists_chosen_in_an_if(xs, ys, out, n):
+    zs = xs
+    if n > 0:
+        zs = ys
+    ct.store(out, (0,), ct.load(zs[0], (0,), (8,)))
+
+
+def _lists_chosen_by_an_expression(xs, ys, out, n):
+    zs = xs if n > 0 else ys
+    ct.store(out, (0,), ct.load(zs[0], (0,), (8,)))
+
+
+@pytest.mark.parametrize("fn,needle", [(_lists_chosen_in_an_if, "if n > 0:"),
+                                       (_lists_chosen_by_an_expression, "zs = xs if")])
+def test_lists_of_arrays_chosen_at_run_time_are_refused_at_the_line(fn, needle):
+    """A list of arrays is not chosen at run time (its elements are: `xs[i]`)."""
+    xs = [np.zeros(8, np.float32)]
+    with pytest.raises(TileTypeError) as info:
+        ct.kernel(fn).compile((xs, xs, np.zeros(8, np.float32), 1), stage="frontend")
+    assert f"{__file__}:{line_of(fn, needle)}:" in str(info.value), str(info.value)
+    assert "a list of 1 1-d float32 arrays cannot be chosen at run time" in str(info.value)

@@ -91,7 +91,10 @@ def slot(handles: list, made_inside: Callable[[Any], bool], more: list = (),
     choice may come to hold (a loop's, `loop_options`); `bounds`: whether it carries
     a slice's offsets and extents (by default: whether a handle is a slice)."""
     first = handles[0]
-    for h in handles[1:]:
+    for h in handles:
+        if not is_handle(h):
+            raise CannotChoose(f"{describe(h)} cannot be chosen at run time (index a list "
+                               f"of arrays with a run-time index instead)")
         _check_same_kind(first, h)
     i64, i32 = TileValue(None, dt.int64, ()), TileValue(None, dt.int32, ())
     if isinstance(first, (ForeignPointerValue, RawMemoryValue)):

@@ -427,7 +427,10 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         carried = [n for n in assigned_names(body)
                    if n in self.vars and not isinstance(self.vars[n], Unbound)
                    and n != exclude]
-        visible = list(self.vars.values())
+        visible, frame = [], self.frame        # (the frames a nested function sees too)
+        while frame is not None:
+            visible += frame.vars.values()
+            frame = frame.parent
         for n in carried:
             v = self.vars[n]
             if choices.is_handle(v):
