@@ -1008,10 +1008,6 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
     p = x.foreign_pointer
     if MODE == 2:
         pointer_from_loop(x, n)
-    elif MODE == 3:
-        st = (p, n)
-        for i in range(n):
-            st = (x.slice(0, i, 8).foreign_pointer, st[1])
     elif MODE == 4:
         a = x
         if n > 0:
@@ -1036,10 +1032,6 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
      "a loop cannot carry the returned value a foreign pointer (foreign_pointer[float32]) it "
      "makes; raw memory or a foreign pointer returned from inside a loop must exist before "
      "the loop"),
-    (3, TileUnsupportedFeatureError, "for i in range(n):",
-     "'st[0]' is a foreign pointer (foreign_pointer[float32]) that a trip of the loop "
-     "replaces; a loop carries raw memory and foreign pointers that a name holds, not items "
-     "of a tuple or dataclass instance"),
     (4, TileUnsupportedFeatureError, "if n > 0:",
      "'a' is a 1-d float32 array after one branch of a runtime 'if' and a 1-d float32 array "
      "after the other: a 1-d float32 array is made inside the 'if' or loop that chooses; the "
@@ -1267,6 +1259,44 @@ def test_loops_carry_arrays_slices_raw_memory_and_pointers(n, rng):
     np.testing.assert_array_equal(got_y, want_y)
     text = frontend_ir(arrays_through_loops, args)
     assert text.count("tile.select_array") >= 2, text
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffers:
+    src: object
+    dst: object
+    scale: object
+
+
+@ct.kernel
+def aggregates_holding_arrays_through_loops(x, y, out, n):
+    pair = (x, y)                           # a trip replaces its arrays: carried
+    bufs = Buffers(x, y, 1.0)
+    kept = (x, 0)                           # its array stays: not chosen
+    at = (x.foreign_pointer, 0)
+    for i in range(n):
+        pair = (pair[1], pair[0])
+        bufs = Buffers(bufs.dst, bufs.src, bufs.scale * 2.0)
+        kept = (kept[0], kept[1] + 1)
+        at = (x.slice(0, i + 1, 32).foreign_pointer, at[1] + 1)
+    ct.store(out, (0,), ct.load(pair[0], (0,), (8,)))
+    ct.store(out, (1,), ct.load(bufs.src, (0,), (8,)) * bufs.scale)
+    ct.store(out, (2,), ct.load(kept[0], (0,), (8,)) + kept[1])
+    ct.store(out, (3,), ct.load(ct.Array.from_foreign(at[0], (8,), (1,)), (0,), (8,)) + at[1])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
+def test_loops_carry_arrays_inside_tuples_and_dataclasses(n, rng):
+    """An array or pointer inside a tuple or dataclass instance that a trip replaces is
+    carried as a run-time choice (the loop compiled again so); one that stays is not."""
+    x, y = (rng.standard_normal(32).astype(np.float32) for _ in range(2))
+    s = x if n % 2 == 0 else y
+    want = np.concatenate([s[:8], s[:8] * 2.0 ** n, x[:8] + n, x[n:n + 8] + n])
+    args = (x, y, np.full(32, np.nan, np.float32), n)
+    for got in run_everywhere(aggregates_holding_arrays_through_loops, (1,), args, 2):
+        np.testing.assert_array_equal(got, want)
+    text = frontend_ir(aggregates_holding_arrays_through_loops, args)
+    assert text.count("tile.select_array") == 8, text     # pair's two, bufs' two; twice
 
 
 @dataclasses.dataclass(frozen=True)

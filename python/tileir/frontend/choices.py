@@ -79,6 +79,16 @@ def is_handle(v: Any) -> bool:
 # ---------------------------------------------------------------------------
 # Templates
 # ---------------------------------------------------------------------------
+class NeedsCarrying(Exception):
+    """A trip of `loop` replaces an array inside the tuple or dataclass instance `name`,
+    which the loop carries by its other leaves: the loop is compiled again carrying its
+    arrays as choices too (`FunctionCompiler.loop_carrying_bounds`)."""
+
+    def __init__(self, loop: Any, name: str):
+        super().__init__(name)
+        self.loop, self.name = loop, name
+
+
 class NeedsBounds(Exception):
     """A loop assigned a slice to a carried array that it carries without bounds: the
     loop is compiled again carrying them (`FunctionCompiler.loop_carrying_bounds`)."""

@@ -71,6 +71,7 @@ class ModuleBuilder:
         self.active: list[str] = []
         self.active_closures: list[ast.AST] = []     # nested functions being inlined
         self.bounded_loops: set[ast.AST] = set()      # loops carrying slices' bounds
+        self.slotted_names: set[tuple] = set()        # (loop, name): arrays in aggregates
 
     def erase_function(self, name: str) -> None:
         """Erases the function `name` (a helper whose compilation was abandoned)."""
@@ -291,19 +292,28 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
 
     def loop_carrying_bounds(self, node: ast.For | ast.While, compile_loop) -> None:
         """`compile_loop(node)`; where it turns out that an array the loop carries is
-        assigned a slice, once more carrying slice bounds (a loop that only swaps whole
-        arrays keeps them whole: their loads and stores stay tile loads)."""
+        assigned a slice, or that a trip replaces an array inside a tuple or dataclass
+        instance it carries, once more carrying the slice bounds or those arrays (a
+        loop that only swaps whole arrays keeps them whole, and one that keeps a
+        tuple's arrays does not choose them: their loads and stores stay tile loads)."""
         blk = ir.InsertionPoint.current.block
         mark = len(list(blk.operations))
         saved = dict(self.vars)
-        try:
-            compile_loop(node)
-        except choices.NeedsBounds:
+        while True:
+            try:
+                return compile_loop(node)
+            except (choices.NeedsBounds, choices.NeedsCarrying) as e:
+                if isinstance(e, choices.NeedsBounds):
+                    if node in self.mb.bounded_loops:
+                        raise
+                    self.mb.bounded_loops.add(node)
+                elif e.loop is not node:
+                    raise                   # an outer loop's name
+                else:
+                    self.mb.slotted_names.add((node, e.name))
             for op in reversed(list(blk.operations)[mark:]):
                 op.erase()
-            self.vars = saved
-            self.mb.bounded_loops.add(node)
-            compile_loop(node)
+            self.vars = dict(saved)
 
     def for_loop(self, node: ast.For) -> None:
         if node.orelse:
@@ -431,19 +441,27 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         while frame is not None:
             visible += frame.vars.values()
             frame = frame.parent
+        bounds = node in self.mb.bounded_loops or None
+
+        def carried_handle(x):
+            # the parts of a run-time choice (choices.py) among the arrays before the
+            # loop of its dtype and rank
+            with self.at(node):
+                template = choices.slot([x], lambda o: False,
+                                        more=choices.loop_options(x, visible), bounds=bounds)
+                return choices.parts_of(template, x)
         for n in carried:
             v = self.vars[n]
             if choices.is_handle(v):
-                # carried as the parts of a run-time choice (choices.py) among the
-                # arrays before the loop of its dtype and rank
-                with self.at(node):
-                    template = choices.slot([v], lambda o: False,
-                                            more=choices.loop_options(v, visible),
-                                            bounds=node in self.mb.bounded_loops or None)
-                    self.vars[n] = choices.parts_of(template, v)
+                self.vars[n] = carried_handle(v)
                 continue
+            # a tuple or dataclass instance: its handles stay as they are, unless a trip
+            # replaces one (then the loop is compiled again carrying them)
+            slotted = (node, n) in self.mb.slotted_names
 
-            def runtime(x, n=n, v=v):
+            def runtime(x, n=n, v=v, slotted=slotted):
+                if slotted and choices.is_handle(x):
+                    return carried_handle(x)
                 if isinstance(x, HANDLES) and x is v:
                     raise self.error(TileUnsupportedFeatureError, node,
                                      f"'{n}' ({describe(v)}) cannot be reassigned inside a "
@@ -465,13 +483,14 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         before the loop `init` (the same structure, runtime leaves of the same types)."""
         def leaf(t: TileValue, v: Any, path: tuple) -> TileValue:
             return self.coerce_carried(aggregates.path_name(name, path), v, t, node)
-        value = self.vars[name]
-        if isinstance(init, choices.Slot):
-            value = self.carried_handle(name, init, value, node)
+        value = self.carried_parts(name, init, self.vars[name], node)
         try:
             return aggregates.match(init, value, leaf)
         except aggregates.StructureError as e:
             where = aggregates.path_name(name, e.path)
+            if choices.is_handle(e.template) and e.path and \
+                    (node, name) not in self.mb.slotted_names:
+                raise choices.NeedsCarrying(node, name) from None
             if isinstance(e.template, HANDLES):
                 raise self.error(TileUnsupportedFeatureError, node, f"'{where}' is "
                                  f"{describe(e.template)} that a trip of the loop replaces; "
@@ -483,6 +502,20 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
                              f"the loop but {describe(e.value)} after a trip; a loop-carried "
                              f"tuple or dataclass keeps its structure and its compile-time "
                              f"items") from None
+
+    def carried_parts(self, name: str, init: Any, value: Any, node: ast.AST,
+                      path: tuple = ()) -> Any:
+        """`value` at the end of a trip with the handles at `init`'s Slots as parts."""
+        if isinstance(init, choices.Slot):
+            return self.carried_handle(aggregates.path_name(name, path), init, value, node)
+        if aggregates.is_aggregate(init) and aggregates.is_aggregate(value):
+            try:
+                a, b, parts = aggregates.match_items(init, value)
+            except aggregates.StructureError:
+                return value                    # (the caller's match says where)
+            return aggregates.like(value, (self.carried_parts(name, x, y, node, path + (p,))
+                                           for x, y, p in zip(a, b, parts)))
+        return value
 
     def carried_handle(self, name: str, init: Any, value: Any, node: ast.AST) -> Any:
         """The parts of loop-carried handle `name` at the end of a trip."""
