@@ -658,18 +658,10 @@ def bad_aggregates(x, MODE: ct.Constant[int]):
         ct.store(x, (0,), labels_differ(t, c).tile)
     elif MODE == 1:
         ct.store(x, (0,), returns_a_closure(t)[1])
-    elif MODE == 2:
+    else:
         def has(**kw):
             return c in kw
         has(a=t)
-    else:
-        def view_in_loop():
-            for i in range(4):
-                v = x.slice(0, i, 4)
-                if c:
-                    return v
-            return x
-        ct.store(view_in_loop(), (0,), t)
 
 
 @pytest.mark.parametrize("mode,exc,where,message", [
@@ -681,9 +673,6 @@ def bad_aggregates(x, MODE: ct.Constant[int]):
      "and dtypes (or tuples and dataclass instances of them), got the nested function 'g'"),
     (2, TileTypeError, (bad_aggregates, "return c in kw"),
      "a dict's keys are compile-time: 'in' needs a compile-time key, got a bool_ scalar"),
-    (3, TileUnsupportedFeatureError, (bad_aggregates, "for i in range(4):"),
-     "a loop cannot carry the returned value a slice of a 1-d int32 array it makes; an "
-     "array, a slice or a tiled view returned from inside a loop must exist before the loop"),
 ])
 def test_errors_of_exits_with_aggregates(mode, exc, where, message):
     with pytest.raises(exc) as info:
@@ -1006,9 +995,7 @@ def pointer_from_loop(a, n):
 @ct.kernel
 def bad_host_values(x, n, MODE: ct.Constant[int]):
     p = x.foreign_pointer
-    if MODE == 2:
-        pointer_from_loop(x, n)
-    elif MODE == 4:
+    if MODE == 4:
         a = x
         if n > 0:
             a = ct.Array.from_foreign(p, (4,), (1,))
@@ -1028,10 +1015,6 @@ def bad_host_values(x, n, MODE: ct.Constant[int]):
 
 
 @pytest.mark.parametrize("mode,exc,needle,message", [
-    (2, TileUnsupportedFeatureError, "for i in range(n):",
-     "a loop cannot carry the returned value a foreign pointer (foreign_pointer[float32]) it "
-     "makes; raw memory or a foreign pointer returned from inside a loop must exist before "
-     "the loop"),
     (4, TileUnsupportedFeatureError, "if n > 0:",
      "'a' is a 1-d float32 array after one branch of a runtime 'if' and a 1-d float32 array "
      "after the other: a 1-d float32 array is made inside the 'if' or loop that chooses; the "
@@ -1053,7 +1036,7 @@ def test_host_values_with_exits_and_helpers_are_refused_by_name(mode, exc, needl
     with pytest.raises(exc) as info:
         bad_host_values.compile((np.zeros(16, np.float32), 4, mode), stage="frontend")
     text = str(info.value)
-    fn = {2: pointer_from_loop}.get(mode, bad_host_values)
+    fn = bad_host_values
     assert f"{__file__}:{line_of(getattr(fn, 'fn', fn), needle)}:" in text, text
     assert message in text, text
 
@@ -1346,11 +1329,42 @@ def first_of(a, b, n):
             return a
         if i == 3:
             return b
-    return a
+    return b
 
 
-def _runtime_choice_in_a_loop(x, y, n):
-    ct.store(first_of(x, y, n), (0,), ct.zeros((8,), ct.float32))
+def window_from(a, b, n):
+    for i in range(n):
+        if i == 1:
+            return a.slice(0, i, 32)          # made inside the loop
+    return b
+
+
+def raw_from(a, b, n):
+    for i in range(n):
+        if i == 1:
+            return a.slice(0, 3, 32).get_raw_memory()
+    return b.get_raw_memory()
+
+
+@ct.kernel
+def handles_returned_from_loops(x, y, out, n):
+    ct.store(out, (0,), ct.load(first_of(x, y, n), (0,), (8,)))
+    ct.store(out, (1,), ct.load(window_from(x, y, n), (0,), (8,)))
+    p = pointer_from_loop(x, n)
+    ct.store(out, (2,), ct.load(ct.Array.from_foreign(p, (8,), (1,)), (0,), (8,)))
+    ct.store(out, (3,), raw_from(x, y, n).load_offset(ct.arange(8, dtype=ct.int32)))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_helpers_return_handles_from_inside_loops(n, rng):
+    """A helper returning, from inside a loop, one array or another, a slice, a pointer
+    or raw memory made in the loop: the loop carries the returned value's parts."""
+    x, y = (rng.standard_normal(32).astype(np.float32) for _ in range(2))
+    want = np.concatenate([(x if n >= 3 else y)[:8], x[1:9] if n >= 2 else y[:8],
+                           x[:8], x[3:11] if n >= 2 else y[:8]])
+    args = (x, y, np.full(32, np.nan, np.float32), n)
+    for got in run_everywhere(handles_returned_from_loops, (1,), args, 2):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("fn,exc,needle,message", [
@@ -1360,17 +1374,12 @@ def _runtime_choice_in_a_loop(x, y, n):
     (_ternary_of_two_strings, TileTypeError, "a, b = ",
      "a runtime condition chooses between str 'sum' and str 'max' (at item [1]); a "
      "compile-time item (a string, a dtype, None, ...) must be the same on both sides"),
-    (_runtime_choice_in_a_loop, TileUnsupportedFeatureError, "for i in range(n):",
-     "'first_of' returns one array or another, chosen at run time, and a return inside this "
-     "loop; a loop does not carry such a choice"),
 ])
 def test_runtime_choices_that_cannot_compile_are_located(fn, exc, needle, message):
     x = np.zeros(8, np.float32)
-    args = (x, 1) if fn is not _runtime_choice_in_a_loop else (x, x.copy(), 1)
     with pytest.raises(exc) as info:
-        ct.kernel(fn).compile(args, stage="frontend")
-    where = first_of if fn is _runtime_choice_in_a_loop else fn
-    assert f"{__file__}:{line_of(where, needle)}:" in str(info.value), str(info.value)
+        ct.kernel(fn).compile((x, 1), stage="frontend")
+    assert f"{__file__}:{line_of(fn, needle)}:" in str(info.value), str(info.value)
     assert message in str(info.value), str(info.value)
 
 

@@ -117,6 +117,15 @@ def test_loops_carrying_arrays_inside_tuples_and_dataclasses_on_the_gpu(n):
     np.testing.assert_array_equal(dev[2], host[2])
 
 
+@pytest.mark.parametrize("n", [0, 2, 4])
+def test_handles_returned_from_inside_loops_on_the_gpu(n):
+    r = np.random.default_rng()
+    x, y = (r.standard_normal(32).astype(np.float32) for _ in range(2))
+    host, dev = both(cf.handles_returned_from_loops, (1,),
+                     (x, y, np.full(32, np.nan, np.float32), n))
+    np.testing.assert_array_equal(dev[2], host[2])
+
+
 @pytest.mark.parametrize("first", [0, 1])
 def test_helpers_returning_arrays_and_ternaries_of_tuples_on_the_gpu(first):
     r = np.random.default_rng()

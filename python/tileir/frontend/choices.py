@@ -25,7 +25,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from tileir.dialect import lists
+from mlir import ir
+
+from tileir.dialect import array_type, lists
 from tileir.dialect import pointers as pointer_ops
 
 from .. import dtypes as dt
@@ -177,6 +179,15 @@ def parts_of(template: Slot, v: Any) -> Slot:
     return Slot(_Parts, (index, offsets, extents, None), template.options, template.like)
 
 
+def unset_parts(template: Slot) -> Slot:
+    """Parts that stand for no handle yet (index 0, zero bounds, address 0): what a
+    loop carries for a returned value before any return."""
+    index, offsets, extents, address = template.fields
+    zero = lambda like: None if like is None else emit.constant(0, like.dtype)  # noqa: E731
+    return Slot(_Parts, (zero(index), tuple(map(zero, offsets)), tuple(map(zero, extents)),
+                         zero(address)), template.options, template.like)
+
+
 def realize(template: Slot, merged: DataclassValue) -> Any:
     """The handle of the merged parts (ops at the current point)."""
     index, offsets, extents, address = merged.fields
@@ -184,7 +195,8 @@ def realize(template: Slot, merged: DataclassValue) -> Any:
     if isinstance(like, ForeignPointerValue):
         return ForeignPointerValue(address.value, like.dtype)
     if isinstance(like, RawMemoryValue):
-        raw = pointer_ops.RawMemoryOp(like.array.value.type, address.value)
+        raw = pointer_ops.RawMemoryOp(array_type(ir.Type.parse(like.dtype.array_mlir), 1),
+                                      address.value)
         return RawMemoryValue(dataclasses.replace(like.array, value=raw.result))
     whole = _select(index, list(template.options))
     if offsets:

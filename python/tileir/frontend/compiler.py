@@ -437,10 +437,7 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         carried = [n for n in assigned_names(body)
                    if n in self.vars and not isinstance(self.vars[n], Unbound)
                    and n != exclude]
-        visible, frame = [], self.frame        # (the frames a nested function sees too)
-        while frame is not None:
-            visible += frame.vars.values()
-            frame = frame.parent
+        visible = self.visible_values()
         bounds = node in self.mb.bounded_loops or None
 
         def carried_handle(x):

@@ -568,13 +568,6 @@ class ControlFlow:
         if f.returns is None and not f.kernel and not f.learning:
             self.learn_return_form(node)
         stops.append(RETURN)
-        chosen = next((k for k in (f.returns.leaves if f.returns else ()) if k.chosen), None)
-        if chosen is not None:
-            raise self.error(TileUnsupportedFeatureError, node,
-                             f"'{f.name}' returns one {_kind_name(chosen.chosen)} or another, "
-                             f"chosen at run time, and a return inside this loop; a loop "
-                             f"does not carry such a choice (return from inside the loop a "
-                             f"value every return agrees on, or return after the loop)")
         if f.returns is not None and f.returns.structure is not None:
             stops.extend(retval_name(i) for i, kind in enumerate(f.returns.leaves)
                          if kind.static is None)
@@ -593,10 +586,15 @@ class ControlFlow:
         try:
             self.stmt(node)
             built = list(blk.operations)[mark:]
-            # an array or view the loop makes cannot leave it (a compile-time leaf is
-            # not carried: it must exist before the loop)
-            made = next((k.static for k in (f.returns.leaves if f.returns else ())
-                         if any(_made_inside(k.static, op) for op in built)), None)
+            # a handle the loop makes (a slice, a pointer) leaves it as a run-time
+            # choice the loop carries (its parts: choices.py); a list cannot
+            leaves = f.returns.leaves if f.returns else []
+            for i, k in enumerate(leaves):
+                if any(_made_inside(k.static, op) for op in built):
+                    if not choices.is_handle(k.static):
+                        made = k.static
+                    else:
+                        leaves[i] = Leaf(chosen=type(k.static))
         finally:
             f.learning = False
             self.vars = saved
@@ -615,12 +613,51 @@ class ControlFlow:
             if n in FLAGS:
                 out.append(emit.constant(False, dt.bool_))
                 continue
-            kind = self.frame.returns.leaves[int(n[len(_RETVAL):])]
+            i = int(n[len(_RETVAL):])
+            kind = self.frame.returns.leaves[i]
+            if kind.chosen is not None:
+                out.append(self.chosen_return_init(n, self.frame.returns.values[i], node))
+                continue
             like = TileValue(None, kind.dtype, kind.shape)
             v = self.vars.get(n)
             fits = _runtime_like(v)
             ok = fits is not None and (fits.dtype, fits.shape) == (like.dtype, like.shape)
             out.append(self.coerce_carried(n, v, like, node) if ok else placeholder(like))
+        return out
+
+    def chosen_return_init(self, name: str, first: Any, node: ast.AST) -> Any:
+        """What a loop carries for a returned leaf that is one handle or another (its
+        parts, `choices.py`), before the loop: the value returned so far, or where none
+        is, any the choice can hold.  `first` (the first return's) gives the kind."""
+        visible = self.visible_values()
+        v = self.vars.get(name)
+        bounds = node in self.mb.bounded_loops or None
+        with self.at(node):
+            if choices.is_handle(v):
+                template = choices.slot([v], lambda o: False,
+                                        more=choices.loop_options(v, visible), bounds=bounds)
+                return choices.parts_of(template, v)
+            # nothing returned yet (the parts are read only once a return sets them);
+            # `first` may be of the pass that learned the returns: only its kind is used
+            options = choices.loop_options(first, visible)
+            if isinstance(first, (ArrayValue, TiledViewValue)):
+                if not options:
+                    raise self.error(TileUnsupportedFeatureError, node,
+                                     f"'{self.frame.name}' returns {describe(first)} from "
+                                     f"inside this loop, and no array of its dtype and rank "
+                                     f"exists before the loop")
+                first = options[0] if isinstance(first, ArrayValue) else \
+                    dataclasses.replace(first, array=options[0])
+            template = choices.slot([first], lambda o: False, more=options, bounds=bounds)
+            return choices.unset_parts(template)
+
+    def visible_values(self) -> list:
+        """The values of every name the frame sees (a nested function's outer frames
+        too): what a loop's run-time choice of arrays may hold."""
+        out, frame = [], self.frame
+        while frame is not None:
+            out += frame.vars.values()
+            frame = frame.parent
         return out
 
     def stop_condition(self, stops: list[str], values: list[TileValue]):
@@ -693,14 +730,6 @@ def _same(a, b) -> bool:
 
 
 _VIEWS = HANDLES
-
-_KIND_NAMES = {ArrayValue: "array", TiledViewValue: "tiled view", ListValue: "list of arrays",
-               RawMemoryValue: "raw memory", ForeignPointerValue: "foreign pointer"}
-
-
-def _kind_name(kind: type) -> str:
-    return next(name for cls, name in _KIND_NAMES.items() if issubclass(kind, cls))
-
 
 _NOT_CHOSEN = ("is made inside a runtime 'if' that only this path leaves; an array, a "
                "slice's array, a tiled view, raw memory or a foreign pointer that leaves a "
