@@ -1404,3 +1404,27 @@ def test_lists_of_arrays_chosen_at_run_time_are_refused_at_the_line(fn, needle):
         ct.kernel(fn).compile((xs, xs, np.zeros(8, np.float32), 1), stage="frontend")
     assert f"{__file__}:{line_of(fn, needle)}:" in str(info.value), str(info.value)
     assert "a list of 1 1-d float32 arrays cannot be chosen at run time" in str(info.value)
+
+
+@ct.function
+def raw_chosen_in_a_helper(r1, r2, n):
+    r = r1 if n > 0 else r2                 # the helper's arguments: raw arrays
+    for i in range(n):
+        r = r2 if i % 2 == 0 else r1
+    return r.load_offset(ct.arange(8, dtype=ct.int32))
+
+
+@ct.kernel
+def raw_memory_chosen_in_helpers(x, y, out, n):
+    ct.store(out, (0,), raw_chosen_in_a_helper(x.get_raw_memory(), y.get_raw_memory(), n))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_raw_memory_passed_to_a_helper_is_chosen_there(n, rng):
+    x, y = (rng.standard_normal(8).astype(np.float32) for _ in range(2))
+    r = x if n > 0 else y
+    for i in range(n):
+        r = y if i % 2 == 0 else x
+    args = (x, y, np.full(8, np.nan, np.float32), n)
+    for got in run_everywhere(raw_memory_chosen_in_helpers, (1,), args, 2):
+        np.testing.assert_array_equal(got, r)

@@ -325,8 +325,10 @@ def _distinct(arrays: list[ArrayValue]) -> list[ArrayValue]:
 
 
 def _raw_address(v: RawMemoryValue) -> TileValue:
-    """The i64 address raw memory starts at (the operand of its `tile.raw_memory`)."""
-    return TileValue(v.array.value.owner.operands[0], dt.int64, ())
+    """The i64 address raw memory starts at (its raw array's first element: the raw
+    memory may be a helper's argument, not made by a `tile.raw_memory` in sight)."""
+    from .pointers import first_element_address      # (pointers.py: the API's rules)
+    return first_element_address(v.array)
 
 
 def _array_of(h: Any) -> ArrayValue:
