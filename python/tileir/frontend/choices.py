@@ -325,8 +325,13 @@ def _distinct(arrays: list[ArrayValue]) -> list[ArrayValue]:
 
 
 def _raw_address(v: RawMemoryValue) -> TileValue:
-    """The i64 address raw memory starts at (its raw array's first element: the raw
-    memory may be a helper's argument, not made by a `tile.raw_memory` in sight)."""
+    """The i64 address raw memory starts at: the operand of the `tile.raw_memory` that
+    made it (the address 0 of a choice not made yet stays 0), or where none is in sight
+    (a helper's argument) its raw array's first element."""
+    owner = v.array.value.owner
+    if not isinstance(owner, ir.Block) and \
+            getattr(owner, "operation", owner).name == pointer_ops.RawMemoryOp.OPERATION_NAME:
+        return TileValue(owner.operands[0], dt.int64, ())
     from .pointers import first_element_address      # (pointers.py: the API's rules)
     return first_element_address(v.array)
 

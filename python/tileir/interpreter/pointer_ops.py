@@ -8,7 +8,7 @@ checked: the array must lie inside memory the launch was given, an *allocation*
 NumPy array of its `.base` chain), so that a foreign pointer or a raw memory
 offset that strays outside is a located error, not a wild read.  Raw memory is
 the allocation from the address to its end: a negative offset, or one past the
-end, is outside.
+end, is outside.  Raw memory at address 0 is empty (every offset is outside).
 """
 
 from __future__ import annotations
@@ -134,6 +134,12 @@ def _raw_memory(op, cx: CompileContext) -> Step:
 
     def step(frame):
         address = int(frame[address_slot])
+        if address == 0:
+            # no memory: what a run-time choice carries where no raw memory was chosen
+            # yet (choices.unset_parts, an if's path that returned); any use of it is
+            # an index outside it, a located fault there
+            frame[out] = np.empty((0,), dtype)
+            return
         alloc = _memory(frame).find(address)
         # up to the allocation's end: an offset past it (or below 0) is outside
         n = (alloc.high - address) // dtype.itemsize
