@@ -1279,26 +1279,26 @@ static PyObject *module_launch(PyObject *module, PyObject *const *argv, size_t n
     return PyObject_Vectorcall(checked_launch, argv, nargsf, kwnames);
 }
 
-static PyObject *set_checked_launch(PyObject *module, PyObject *fn) {
-    (void)module;
+/* Stores the callable `fn` in `*slot` (a module-level reference); `name` is the setter's,
+   for the error. */
+static PyObject *set_callable(PyObject **slot, PyObject *fn, const char *name) {
     if (!PyCallable_Check(fn)) {
-        PyErr_SetString(PyExc_TypeError, "set_checked_launch takes a callable");
+        PyErr_Format(PyExc_TypeError, "%s takes a callable", name);
         return NULL;
     }
     Py_INCREF(fn);
-    Py_XSETREF(checked_launch, fn);
+    Py_XSETREF(*slot, fn);
     Py_RETURN_NONE;
+}
+
+static PyObject *set_checked_launch(PyObject *module, PyObject *fn) {
+    (void)module;
+    return set_callable(&checked_launch, fn, "set_checked_launch");
 }
 
 static PyObject *set_const_key(PyObject *module, PyObject *fn) {
     (void)module;
-    if (!PyCallable_Check(fn)) {
-        PyErr_SetString(PyExc_TypeError, "set_const_key takes a callable");
-        return NULL;
-    }
-    Py_INCREF(fn);
-    Py_XSETREF(const_key_fn, fn);
-    Py_RETURN_NONE;
+    return set_callable(&const_key_fn, fn, "set_const_key");
 }
 
 static PyMethodDef module_methods[] = {
