@@ -261,8 +261,15 @@ def run_stage(module: ir.Module, stage: str, *,
 
 
 def run_stages(module: ir.Module, *, stop_after: str,
-               print_after_all: AfterPassHook | None = None) -> None:
-    """Runs every stage after the module's current one, up to and including `stop_after`."""
+               print_after_all: AfterPassHook | None = None,
+               after_stage: Callable[[str, ir.Module], None] | None = None) -> None:
+    """Runs every stage after the module's current one, up to and including `stop_after`
+    (`after_stage(name, module)` after each).
+
+    Shared memory is a budget (tileir.backend.budget): when the `gpu` stage finds the
+    rings the `pipeline` stage made too deep for it, the module goes back to where
+    it was before `pipeline`, the kernel's rings are capped, and both stages run
+    again; `after_stage` sees them again too."""
     _check_stage(stop_after)
     names = list(STAGES)
     start = names.index(current_stage(module))
@@ -270,8 +277,83 @@ def run_stages(module: ir.Module, *, stop_after: str,
     if stop < start:
         raise TileIRError(f"the input is already at stage '{names[start]}', past "
                           f"'{stop_after}'", module.operation.location)
-    for stage in names[start + 1:stop + 1]:
-        run_stage(module, stage, print_after_all=print_after_all)
+    todo = names[start + 1:stop + 1]
+    fit = _Fit()
+    i = 0
+    while i < len(todo):
+        stage = todo[i]
+        fit.before(stage, module)
+        try:
+            run_stage(module, stage, print_after_all=print_after_all)
+        except TileIRError as e:
+            back = fit.replan(module, e)
+            if back is None or back not in todo:
+                raise
+            i = todo.index(back)
+            continue
+        fit.after(stage, module)
+        if after_stage is not None:
+            after_stage(stage, module)
+        i += 1
+
+
+class _Fit:
+    """The stage driver's side of the shared-memory budget (tileir.backend.budget):
+    copies of the module before `layout` and before `pipeline` to rewind to, and
+    the choices tried."""
+
+    def __init__(self):
+        from tileir.backend.budget import Budget
+        self.saved: dict[str, ir.Operation] = {}
+        self.budget = Budget()
+
+    def before(self, stage: str, module: ir.Module) -> None:
+        if stage == "layout" and stage not in self.saved or stage == "pipeline":
+            self.saved[stage] = module.operation.clone()
+
+    def after(self, stage: str, module: ir.Module) -> None:
+        if stage == "pipeline":
+            from tileir.backend.budget import rings_of
+            self.budget.pipelined(rings_of(module))
+
+    def replan(self, module: ir.Module, error: TileIRError) -> str | None:
+        """The stage to run again after `module` was put back before it with the next
+        choice's attributes, for a shared-memory `error`; None for other errors.  An
+        overflow no choice mends is raised here, with the numbers."""
+        from tileir.backend.budget import FIT_ATTR, SharedMemoryOverflow, refusal
+        if not isinstance(error, SharedMemoryOverflow):
+            return None
+        choice = self.budget.next(error, "layout" in self.saved) \
+            if "pipeline" in self.saved else None
+        if choice is None:
+            raise TileIRError(refusal(error, self.budget.rings, self.budget.notes),
+                              error.loc) from None
+        back, attrs = choice
+        _replace_module(module, self.saved[back].clone())
+        with module.context:
+            i32 = ir.IntegerType.get_signless(32)
+            for op in module.body.operations:
+                if "tile.kernel" in op.attributes:
+                    for name, value in attrs.items():
+                        op.attributes[name] = ir.IntegerAttr.get(i32, value)
+            module.operation.attributes[FIT_ATTR] = ir.StringAttr.get(
+                "; ".join(self.budget.notes))
+        return back
+
+
+def _replace_module(module: ir.Module, saved: ir.Operation) -> None:
+    """`module` becomes `saved` (a detached module op): its ops and attributes."""
+    body = module.body
+    for op in list(body.operations):
+        op.erase()
+    for op in list(saved.regions[0].blocks[0].operations):
+        body.append(op)
+    attrs = module.operation.attributes
+    for name in list(attrs):                 # (the map iterates over names)
+        del attrs[name]
+    for name in list(saved.attributes):
+        attrs[name] = saved.attributes[name]
+    saved.erase()
 
 
 # --------------------------------------------------------------------------

@@ -22,7 +22,10 @@ Precondition:  verified Tile IR of a kernel.  Applied where the kernel asks with
                every array it indexes is short (grid unchanged); after a narrowing
                by s on sm_90a, a K loop of cdiv(dim, T) trips over zero-padded, aligned loads
                takes tiles up to s times longer along K (cdiv(dim, s T) trips).
-               Without either attribute: no change.
+               Without either attribute: no change.  Then a `tile.k_split` s (set by
+               the stage driver when no ring depth fits the shared memory,
+               backend/budget.py) makes such K loops' tiles s times shorter, in s
+               times more trips.
 
 Example: (wish "wide:2", grid (32, 32) -> (32, 16))
   before:  %b = "tile.load"(%B, %k, %j) {tile_shape = array<i64: 64, 128>} -> tensor<64x128xbf16>
@@ -33,7 +36,7 @@ Example: (wish "wide:2", grid (32, 32) -> (32, 16))
 
 from mlir import ir
 
-from tileir.backend.retile import retile
+from tileir.backend.retile import retile, split_k
 from tileir.dialect.verifier import kernel_functions, module_chip
 
 FLAG = "tile-retile-blocks"
@@ -45,3 +48,4 @@ def run(module: ir.Module) -> None:
     for op in kernel_functions(module):
         with op.location:
             retile(op, target)
+            split_k(op)

@@ -29,6 +29,7 @@ from mlir.dialects import gpu
 from tileir import dialect
 from tileir.backend.target import TARGETS
 from tileir.dialect import Diagnostic, TileIRError
+from tileir.errors import file_line_col
 from tileir.passes import (PASSES, STAGES, InternalError, current_stage, ir_printer,
                            parse_pipeline, run_passes, run_stage, run_stages, validate_pipeline)
 from tileir.dialect.verifier import TARGET_ATTR
@@ -252,6 +253,7 @@ def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str 
         if options.print_ir_after_all else None
     if options.stop_after:
         run_stages(module, stop_after=options.stop_after, print_after_all=hook)
+        _fit_remark(module, _module_location(module, chunk))
     elif options.run_stage:
         run_stage(module, options.run_stage, print_after_all=hook)
     else:
@@ -261,6 +263,15 @@ def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str 
     text = module.operation.get_asm(enable_debug_info=options.debug_info,
                                     print_generic_op_form=options.generic)
     return text if text.endswith("\n") else text + "\n"
+
+
+def _fit_remark(module: ir.Module, loc: ir.Location) -> None:
+    """What the shared-memory budget chose (backend/budget.py), as a remark."""
+    from tileir.backend.budget import FIT_ATTR
+    attrs = module.operation.attributes
+    if FIT_ATTR in attrs:
+        where = ":".join(map(str, file_line_col(loc) or ("<input>",)))
+        print(f"{where}: remark: {ir.StringAttr(attrs[FIT_ATTR]).value}", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------

@@ -371,6 +371,9 @@ class Kernel(KernelEntry):
             artifacts.update(run_stages(mb.module, stage))
             meta_json = _string_attr(mb.module, "tile.kernel_meta")     # from stage `gpu` on
             meta = None if meta_json is None else {**json.loads(meta_json), "target": target}
+            fit = _string_attr(mb.module, "tile.fit")        # backend/budget.py
+            if meta is not None and fit is not None:
+                meta["fit"] = fit
             if meta is not None and "cubin" in artifacts:
                 meta["toolchain"] = toolchain_versions()
             report = _string_attr(mb.module, "tile.ptxas_report")
@@ -435,8 +438,8 @@ def run_stages(module: ir.Module, stop_after: str) -> dict[str, str | bytes]:
         raise TileValueError(f"unknown stage '{stop_after}'; stages are {', '.join(stages)}")
     artifacts: dict[str, str | bytes] = {}
     clock = deadline.active()
-    for name in stages[1:stages.index(stop_after) + 1]:
-        passes.run_stage(module, name)
+
+    def record(name: str, module: ir.Module) -> None:
         _dump(module, name)
         if clock is not None:
             clock.check(f"after stage '{name}'")
@@ -446,6 +449,8 @@ def run_stages(module: ir.Module, stop_after: str) -> dict[str, str | bytes]:
             artifacts[name] = data.decode() if name == "ptx" else bytes(data)
         else:
             artifacts[name] = str(module)
+
+    passes.run_stages(module, stop_after=stop_after, after_stage=record)
     return artifacts
 
 

@@ -261,3 +261,55 @@ func.func @map_backwards(%x: !tile.array<f32, 1 : i64>, %y: !tile.array<f32, 1 :
   }
   return
 }
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+
+// The stage driver's cap (tile.stage_cap, backend/budget.py: an earlier plan
+// overflowed the shared memory) bounds the author's num_stages: 6 asked, 3 taken.
+// CHECK-LABEL: func.func @capped
+// CHECK:       "tile.ring_alloc"() {stages = 3 : i64
+func.func @capped(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 6 : i32, tile.stage_cap = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %c0, %k) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %ta, %acc) : (tensor<64x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+
+// A cap of 1: no depth fits, so the loop keeps its loads (the threads copy the
+// tiles to shared memory each iteration) and gets no ring.
+// CHECK-LABEL: func.func @no_ring
+// CHECK-NOT:   tile.ring_alloc
+// CHECK:       scf.for
+// CHECK:         "tile.load"(%arg0
+// CHECK:         "tile.mma"
+// CHECK-NOT:   tile.ring
+// SM80-LABEL: func.func @no_ring
+// SM80-NOT:   tile.ring_alloc
+func.func @no_ring(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.stage_cap = 1 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %c0, %k) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %ta, %acc) : (tensor<64x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}

@@ -194,3 +194,44 @@ func.func @plain(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel} {
   "tile.store"(%a, %t, %i) : (!tile.array<f32, 1 : i64>, tensor<128xf32>, i32) -> ()
   return
 }
+
+// -----
+
+// The stage driver's K split (tile.k_split = 2, backend/budget.py: two stages of
+// the written tiles overflowed the shared memory): a batched GEMM's K tiles,
+// loaded as (1, M, K) and (1, K, N) and reshaped, become half as long, in twice
+// the trips (cdiv(K, 64)); M, N and the batch stay.
+// CHECK-LABEL: func.func @split_k
+// CHECK:         %[[C63:.*]] = arith.constant 63 : i32
+// CHECK:         %[[TOP:.*]] = arith.addi %{{.*}}, %[[C63]] : i32
+// CHECK:         %[[C64:.*]] = arith.constant 64 : i32
+// CHECK:         %[[TRIPS:.*]] = arith.floordivsi %[[TOP]], %[[C64]] : i32
+// CHECK:         scf.for %{{.*}} = %{{.*}} to %[[TRIPS]]
+// CHECK:           "tile.load"(%arg0, {{.*}}) {padding = "zero", tile_shape = array<i64: 1, 128, 64>}
+// CHECK:           "tile.reshape"{{.*}} -> tensor<128x64xf16>
+// CHECK:           "tile.load"(%arg1, {{.*}}) {padding = "zero", tile_shape = array<i64: 1, 64, 256>}
+// CHECK:           "tile.mma"{{.*}} (tensor<128x64xf16>, tensor<64x256xf16>, tensor<128x256xf32>)
+func.func @split_k(%a: !tile.array<f16, 3 : i64>, %b: !tile.array<f16, 3 : i64>, %c: !tile.array<f32, 3 : i64>) attributes {tile.kernel, tile.k_split = 2 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c127 = arith.constant 127 : i32
+  %c128 = arith.constant 128 : i32
+  %zero = arith.constant dense<0.0> : tensor<128x256xf32>
+  %z = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %i = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 2 : i64} : () -> i32
+  %k = "tile.dim"(%a) {axis = 2 : i64} : (!tile.array<f16, 3 : i64>) -> i32
+  %top = arith.addi %k, %c127 : i32
+  %n = arith.floordivsi %top, %c128 : i32
+  %acc = scf.for %t = %c0 to %n step %c1 iter_args(%x = %zero) -> (tensor<128x256xf32>) : i32 {
+    %ta = "tile.load"(%a, %z, %i, %t) {padding = "zero", tile_shape = array<i64: 1, 128, 128>} : (!tile.array<f16, 3 : i64>, i32, i32, i32) -> tensor<1x128x128xf16>
+    %ra = "tile.reshape"(%ta) : (tensor<1x128x128xf16>) -> tensor<128x128xf16>
+    %tb = "tile.load"(%b, %z, %t, %j) {padding = "zero", tile_shape = array<i64: 1, 128, 256>} : (!tile.array<f16, 3 : i64>, i32, i32, i32) -> tensor<1x128x256xf16>
+    %rb = "tile.reshape"(%tb) : (tensor<1x128x256xf16>) -> tensor<128x256xf16>
+    %y = "tile.mma"(%ra, %rb, %x) : (tensor<128x128xf16>, tensor<128x256xf16>, tensor<128x256xf32>) -> tensor<128x256xf32>
+    scf.yield %y : tensor<128x256xf32>
+  }
+  %r = "tile.reshape"(%acc) : (tensor<128x256xf32>) -> tensor<1x128x256xf32>
+  "tile.store"(%c, %r, %z, %i, %j) : (!tile.array<f32, 3 : i64>, tensor<1x128x256xf32>, i32, i32, i32) -> ()
+  return
+}

@@ -850,14 +850,6 @@ def test_a_persistent_launch_runs_one_block_per_sm_and_passes_its_grid(monkeypat
             (np.zeros((64, 64), ml_dtypes.bfloat16),) * 3 + (64, 64, 64), stage="tile")
 
 
-def test_a_kernel_that_needs_more_shared_memory_than_a_block_has_is_an_error():
-    a = np.zeros((1024, 1024), ml_dtypes.bfloat16)
-    big = ct.kernel(gemm.fn, num_stages=8)
-    with pytest.raises(TileIRError, match=r"kernel 'gemm' needs \d+ bytes of shared memory "
-                                          r"a block; sm_90a has 232448"):
-        big.compile((a, a, a, 128, 256, 64), target="sm_90a")
-
-
 def test_tensor_map_structure_is_128_bytes_aligned_for_the_driver():
     assert ctypes.sizeof(tensor_maps.TensorMap) == 128
 

@@ -30,6 +30,7 @@ from tileir.dialect.types import array_info, bitwidth, signless
 from tileir.dialect.verifier import kernel_functions, module_chip
 from .assign import NUM_WARPS_ATTR, check_tile_registers
 from . import tma_store
+from .budget import SharedMemoryOverflow
 from .programmatic import ALWAYS, ON_REQUEST, launch_mode
 from .context import I32, I64, ArrayABI, LoweringContext, arg_has
 from .retile import GRID_REWRITES_ATTR, GRID_SCALE_ATTR
@@ -227,9 +228,8 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
             gpu.ReturnOp([])
     limit = SMEM_PER_BLOCK["sm_90a" if chip.startswith("sm_90") else "sm_80"]
     if cx.smem_bytes > limit:
-        raise TileIRError(f"kernel '{name}' needs {cx.smem_bytes} bytes of shared memory a "
-                          f"block; {chip} has {limit}: use smaller tiles or fewer "
-                          f"num_stages", func.location)
+        # the stage driver answers with shallower rings (backend/budget.py)
+        raise SharedMemoryOverflow(name, cx.smem_bytes, limit, chip, func.location)
     scale = list(ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])) \
         if GRID_SCALE_ATTR in func.attributes else None
     rewrites = [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes[GRID_REWRITES_ATTR])] \

@@ -55,6 +55,7 @@ from mlir import ir
 from tileir.dialect import TileIRError
 from tileir.dialect.tile import SCOPE_ATTR, promotes_sums
 
+from .budget import K_SPLIT_ATTR
 from .grid_wish import SHORT, parse as parse_wish
 from .shared import tile_bytes
 
@@ -526,9 +527,17 @@ def analyze_loop(func: ir.Operation, loop: ir.Operation) -> KLoop:
     return KLoop(loop, tied, bound, tile)
 
 
+def _unit_dims_only(reshape: ir.Operation) -> bool:
+    """Whether a reshape only adds or drops dims of extent 1 (a batched load's
+    (1, M, K) tile as (M, K))."""
+    def kept(v):
+        return [d for d in ir.RankedTensorType(v.type).shape if d != 1]
+    return kept(reshape.operands[0]) == kept(reshape.results[0])
+
+
 def _loaded_from(v: ir.Value, iv: ir.Value) -> tuple[ir.Value, int] | None:
-    """(array, dim) of the load `v` comes from through permutes and casts, the dim the
-    loop counter indexes; None otherwise."""
+    """(array, dim) of the load `v` comes from through permutes, casts and reshapes of
+    unit dims, the dim the loop counter indexes; None otherwise."""
     perm = None                           # v's dims -> the load's dims
     while True:
         owner = v.owner
@@ -539,8 +548,9 @@ def _loaded_from(v: ir.Value, iv: ir.Value) -> tuple[ir.Value, int] | None:
             p = list(ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
             perm = p if perm is None else [p[i] for i in perm]
             v = owner.operands[0]
-        elif owner.name in ("arith.extf", "arith.truncf"):
-            v = owner.operands[0]
+        elif owner.name in ("arith.extf", "arith.truncf") or \
+                owner.name == "tile.reshape" and _unit_dims_only(owner):
+            v = owner.operands[0]       # (the dim returned is the load's own)
         elif owner.name == "tile.load":
             index = list(owner.operands)[1:]
             hits = [d for d, x in enumerate(index) if x == iv]
@@ -590,14 +600,15 @@ def scale_dims(tied: Tied, factor: Fraction) -> None:
         op.results[0].set_type(new_t)
 
 
-def apply_loop(k: KLoop, factor: int) -> None:
-    """Tiles `factor` times longer along the loop's counter, and cdiv(X, factor T)
-    iterations (a new trip count: the old one's values may have other users)."""
+def apply_loop(k: KLoop, factor: int | Fraction) -> None:
+    """Tiles `factor` times longer along the loop's counter (shorter for a factor
+    under 1), and cdiv(X, factor T) iterations (a new trip count: the old one's
+    values may have other users)."""
     from mlir.dialects import arith
     scale_dims(k.tied, Fraction(factor))
     add = k.bound.operands[0].owner
     add = add.operation if isinstance(add, ir.OpView) else add
-    t = factor * k.tile
+    t = int(factor * k.tile)
     with ir.InsertionPoint(k.loop), k.loop.location:
         i32 = k.bound.results[0].type
         top = arith.addi(add.operands[0], arith.constant(i32, t - 1))
@@ -680,6 +691,24 @@ def retile(func: ir.Operation, target: str) -> Fraction | None:
             if s > 1:
                 apply_loop(k, s)
     return applied
+
+
+MIN_SPLIT_K = 32              # the shortest K tile a split leaves (two k16 products)
+
+
+def split_k(func: ir.Operation) -> bool:
+    """The kernel's `tile.k_split` s applied: every K loop takes tiles s times shorter
+    along K in s times more trips (a ring slot of 1/s the bytes), where its tiles
+    stay at least MIN_SPLIT_K long.  Returns whether any loop was split."""
+    if K_SPLIT_ATTR not in func.attributes:
+        return False
+    s = ir.IntegerAttr(func.attributes[K_SPLIT_ATTR]).value
+    split = False
+    for k in _k_loops(func):
+        if k.tile % s == 0 and k.tile // s >= MIN_SPLIT_K:
+            apply_loop(k, Fraction(1, s))
+            split = True
+    return split
 
 
 def _asks(func: ir.Operation, attr: str) -> bool:

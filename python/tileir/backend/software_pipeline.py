@@ -24,6 +24,9 @@ as fit the shared memory a block gets when two share an SM (when registers allow
 it: one block's epilogue then overlaps the other's loop), 2 to 4; for a launch
 whose grid leaves SMs idle (`tile.grid_wish` "narrow"), as many as fit one block's
 shared memory, 2 to 8 (the loop then waits on memory: more bytes in flight).
+Either way at most the kernel's `tile.stage_cap`, which the stage driver sets when
+a plan overflowed the shared memory at lowering (backend/budget.py); a cap of 1
+leaves the loop without a ring.
 
 A loop whose loads go to registers instead (a chunked reduction) has them issued
 one iteration ahead (`register_prefetch.py`).
@@ -45,6 +48,7 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquir
 from tileir.dialect.types import bitwidth
 from tileir.passes import effects
 
+from .budget import STAGE_CAP_ATTR
 from .cluster_pairs import MULTICAST_ATTR
 from .context import arg_has
 from .mma_layouts import TMA_MAX_BOX, Mma, Shared
@@ -90,7 +94,11 @@ class _Pipeliner:
         self.entry = func.regions[0].blocks[0]
         self.small_grid = "tile.grid_wish" in func.attributes and \
             ir.StringAttr(func.attributes["tile.grid_wish"]).value.startswith("narrow")
-        self.stages_opt = ir.IntegerAttr(func.attributes[NUM_STAGES_ATTR]).value \
+        # the stage driver's cap when an earlier plan overflowed shared memory
+        # (backend/budget.py): it bounds the author's num_stages too, a hint
+        self.cap = ir.IntegerAttr(func.attributes[STAGE_CAP_ATTR]).value \
+            if STAGE_CAP_ATTR in func.attributes else MAX_SMALL_GRID_STAGES
+        self.stages_opt = min(self.cap, ir.IntegerAttr(func.attributes[NUM_STAGES_ATTR]).value) \
             if NUM_STAGES_ATTR in func.attributes else None
         self.constants: dict[tuple[int, int], ir.Value] = {}
         # warp specialization, on a target with wgmma and setmaxnreg: as asked, and
@@ -146,6 +154,8 @@ class _Pipeliner:
             prefetch_loop(loop, warps, self.index_slice,
                           lambda ops, lp, k, values: _clone_slice(ops, lp, k, values))
             return
+        if self.cap < 2:
+            return          # no depth fits: the threads copy the tiles each iteration
         tiles = [ld.op.results[0].type for ld in loads]
         # shared memory the loop's other tiles hold while the ring is live: loads the
         # ring does not take but that products read from shared memory (staged by
@@ -406,7 +416,7 @@ class _Pipeliner:
             per_stage += smem_tile_bytes(tile_layout(t), t.shape, t.element_type)
         chip = "sm_90a" if self.chip.startswith("sm_90") else "sm_80"
         budget = SMEM_PER_SM[chip] // blocks - 1024 - self.held
-        return max(2, min(most, budget // max(1, per_stage)))
+        return max(2, min(most, self.cap, budget // max(1, per_stage)))
 
     def blocks_per_sm(self, loop: ir.Operation) -> int:
         attrs = self.func.attributes
