@@ -19,7 +19,8 @@ from mlir import ir
 from . import (assign_layouts, canonicalize, cluster_pairs, cluster_rows, cse, dce,
                defer_online_reductions, emit_cubin, emit_ptx, group_blocks, hoist_loads, inline,
                launch_order, licm, lower_to_gpu, lower_to_llvm, persistent_tiles, pipeline_loops,
-               programmatic_launch, retile_blocks, reverse_rereads, split_blocks, version_bounds)
+               programmatic_launch, reassociate_reductions, retile_blocks, reverse_rereads,
+               split_blocks, version_bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +35,7 @@ def _info(module: ModuleType) -> PassInfo:
 
 
 PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
-    inline, canonicalize, licm, cse, dce, reverse_rereads, hoist_loads,
+    inline, canonicalize, licm, cse, dce, reverse_rereads, reassociate_reductions, hoist_loads,
     retile_blocks, cluster_rows, split_blocks, launch_order, defer_online_reductions,
     assign_layouts,
     cluster_pairs, persistent_tiles, group_blocks, pipeline_loops, version_bounds,
@@ -58,6 +59,9 @@ STAGES: dict[str, tuple[str, ...]] = {
         # After CSE: a re-reading loop is recognized by the trip count it shares
         # with the earlier loop (one SSA value once CSE merged the two).
         "tile-reverse-rereads",
+        # A large tile a loop accumulates and reduces only afterwards is reduced in
+        # the loop (it would not fit registers): before layout picks its home.
+        "tile-reassociate-reductions",
         # Folding and CSE leave unused ops behind: sweep them last.
         "tile-dce",
     ),
