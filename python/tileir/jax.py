@@ -212,7 +212,7 @@ def _ffi_launcher(kernel, grid, shapes: list, roles: _Roles, nbatch: int):
 
     @custom_vmap
     def call(*inputs):
-        on = xla_ffi.gpu_device()
+        on = _ffi_device()
         batch = tuple(max(x.shape[i] for x in inputs) for i in range(nbatch))
         spread = math.prod(batch) > 1
         own = [xla_ffi.stand_in(x.shape[nbatch:], x.dtype, result=k in aliases,
@@ -227,7 +227,7 @@ def _ffi_launcher(kernel, grid, shapes: list, roles: _Roles, nbatch: int):
         operands = [xla_ffi.buffer_spec(x.shape[nbatch:], x.dtype) for x in inputs]
         results = [xla_ffi.buffer_spec(*_out_shape(kind, src, roles))
                    for kind, src in roles.outputs]
-        index, key = xla_ffi.prepare(kernel, grid, args, operands, results, on)
+        index, key = _ffi_prepare(kernel, grid, args, operands, results, on)
         outs = [jax.ShapeDtypeStruct(batch + tuple(shape), jax.numpy.dtype(dtype))
                 for shape, dtype in (_out_shape(kind, src, roles)
                                      for kind, src in roles.outputs)]
@@ -246,6 +246,39 @@ def _ffi_launcher(kernel, grid, shapes: list, roles: _Roles, nbatch: int):
         return out, tuple(True for _ in out)
 
     return call
+
+
+def _ffi_device():
+    """The `xla_ffi.Device` of JAX's local GPUs: the first one's target, SM count and
+    L2 size, and every one's ordinal."""
+    from .kernel import device_target
+    from .runtime import driver, xla_ffi
+    from .runtime.arrays import DeviceArrayInfo
+    from . import dtypes
+    ordinals = tuple(d.local_hardware_id if d.local_hardware_id is not None else d.id
+                     for d in jax.local_devices(backend="gpu"))
+    first = DeviceArrayInfo(0, (), (), dtypes.float32, ("cuda", ordinals[0]))
+    return xla_ffi.Device(device_target([first]), driver.sm_count(ordinals[0]),
+                          driver.l2_cache_bytes(ordinals[0]), ordinals)
+
+
+def _ffi_prepare(kernel, grid, args, operands, results, on) -> tuple[int, int]:
+    """The (index, key) of the FFI handler's call launching `kernel` over `grid` with
+    `args` (`StandIn`s for the buffers) on the GPUs of `on`: compiled, laid out,
+    loaded and filed the first time it is seen in this process."""
+    from . import dtypes
+    from .kernel import hardware_grid, launch_image
+    from .runtime import xla_ffi
+    from .runtime.arrays import DeviceArrayInfo
+    ck = kernel.compile(args, target=on.target, grid=grid, sm_count=on.sm_count)
+    desc = xla_ffi.describe_call(ck, hardware_grid(ck.meta, grid), args, operands, results,
+                                 on.target)
+
+    def image(ordinal: int) -> bytes:
+        return launch_image(ck, [DeviceArrayInfo(0, (), (), dtypes.float32,
+                                                 ("cuda", ordinal))])
+
+    return xla_ffi.file_call(desc, image, on.ordinals), desc.key
 
 
 def _build(shape, own: list, fresh, results: list):

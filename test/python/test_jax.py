@@ -242,10 +242,10 @@ def ffi(monkeypatch):
     monkeypatch.setattr(tj.jax, "default_backend", lambda: "gpu")
     monkeypatch.setattr(tj, "_ffi_error", [])
     monkeypatch.setattr(xla_ffi, "set_driver", lambda: None)
-    monkeypatch.setattr(xla_ffi, "gpu_device",
+    monkeypatch.setattr(tj, "_ffi_device",
                         lambda: xla_ffi.Device("sm_90a", None, 50 << 20, (0,)))
     monkeypatch.setattr(xla_ffi, "load_devices",
-                        lambda desc, ordinals: [(0, desc.grid, 0xC0, 0xF0)])
+                        lambda desc, images, ordinals: [(0, desc.grid, 0xC0, 0xF0)])
     xla_ffi.record(1)
     yield xla_ffi
     xla_ffi.record(0)
@@ -393,11 +393,12 @@ def test_ffi_encodes_tma_descriptors_for_xlas_buffers(ffi):
 
 
 def test_ffi_errors_name_the_kernel_and_the_cause(ffi, monkeypatch):
+    import tileir.jax as tj
     from tileir.runtime import xla_ffi
     x = jnp.arange(8, dtype=jnp.float32)
     filed = []
-    prepare = xla_ffi.prepare
-    monkeypatch.setattr(xla_ffi, "prepare", lambda *a: filed.append(prepare(*a)) or filed[-1])
+    prepare = tj._ffi_prepare
+    monkeypatch.setattr(tj, "_ffi_prepare", lambda *a: filed.append(prepare(*a)) or filed[-1])
     ffi.record(2)                             # every launch fails
     with pytest.raises(Exception, match=r"cuLaunchKernelEx\('halve'.*CUDA_ERROR_ILLEGAL_ADDRESS"):
         jax.jit(lambda x: cutile_call((2,), halve, (InputOutput(x), 4)))(x).block_until_ready()

@@ -6,15 +6,15 @@ hands it its stream and its device buffers, and it launches the compiled kernel 
 no Python in between.  Everything fixed at trace time is prepared here, once per
 distinct call, and filed in the handler's registry of *calls*:
 
-- `describe_call` (no GPU needed): compiles the kernel for the buffers' shapes and
-  dtypes, stood in for by `StandIn`s, and lays out its parameter buffer per the
-  kernel ABI (docs/gpu-backend.md): dims, strides, scalars and a persistent kernel's
-  walked grid written, and for each array where its buffer's address goes (an
-  operand's or a result's) and how it must be aligned; for each TMA descriptor
-  the arguments of cuTensorMapEncodeTiled but the address.  Its `key` is a
+- `describe_call` (no GPU needed): given the kernel compiled (by tileir.jax) for the
+  buffers' shapes and dtypes, stood in for by `StandIn`s, lays out its parameter
+  buffer per the kernel ABI (docs/gpu-backend.md): dims, strides, scalars and a
+  persistent kernel's walked grid written, and for each array where its buffer's
+  address goes (an operand's or a result's) and how it must be aligned; for each TMA
+  descriptor the arguments of cuTensorMapEncodeTiled but the address.  Its `key` is a
   fingerprint of all that and of the cubin.
 - `load_devices` (GPU): the kernel loaded on each GPU JAX may run it on, its
-  hardware grid there.
+  hardware grid there (`file_call` loads and files a call once per key).
 - `add_call`: copies both into the C registry; the custom call carries the call's
   index and key as attributes (`tileir_call`, `tileir_key`).  Calls are never
   freed, so no executable outlives its call; an index is checked against the key.
@@ -52,7 +52,7 @@ import tempfile
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .. import dtypes as dt
 from .. import knobs
@@ -361,19 +361,18 @@ class CallDescription:
     results: list[tuple[int, tuple[int, ...], int]]
 
 
-def describe_call(kernel, grid: tuple[int, int, int], args: Sequence[Any],
+def describe_call(ck, grid: tuple[int, int, int], args: Sequence[Any],
                   operands: Sequence[tuple], results: Sequence[tuple],
-                  device: Device) -> CallDescription:
-    """Compiles `kernel` for `args` (launch arguments whose arrays are `StandIn`s) and
-    lays out its launch (see the module doc); `operands`, `results`: `buffer_spec`s."""
-    from ..kernel import hardware_grid
+                  target: str) -> CallDescription:
+    """Lays out the launch of `ck` (the kernel compiled for `args`, launch arguments whose
+    arrays are `StandIn`s) over the hardware grid `grid` (`kernel.hardware_grid`) with
+    the custom call's `operands` and `results` (`buffer_spec`s); see the module doc."""
     from . import launcher, tensor_maps
-    ck = kernel.compile(args, target=device.target, grid=grid, sm_count=device.sm_count)
     meta = ck.meta
     name = meta["name"]
     if meta.get("workspace"):
         raise NotForFfi(f"kernel '{name}' is a stream-K kernel: its workspace is per stream")
-    logical = launcher.check_grid(name, hardware_grid(meta, grid))
+    logical = launcher.check_grid(name, grid)
     leaves = ck.runtime_args(args)
     values: list = []
     arrays: dict[int, tuple[int, StandIn]] = {}      # param index -> (slot, stand-in)
@@ -413,7 +412,7 @@ def describe_call(kernel, grid: tuple[int, int, int], args: Sequence[Any],
     block = launcher.block_of(meta)
     shared = int(meta["shared_bytes"])
     programmatic = launcher.programmatic(meta)
-    key_text = repr(("tileir-xla-ffi", 1, name, device.target,
+    key_text = repr(("tileir-xla-ffi", 1, name, target,
                      hashlib.sha256(bytes(ck.cubin)).hexdigest(), logical, block, shared,
                      programmatic, bytes(buffer).hex(), offsets, pointers,
                      [(o, p, sorted((k, str(v)) for k, v in e.items() if k != "address"))
@@ -457,29 +456,15 @@ def _layout(values) -> tuple[list[int], int]:
 # ---------------------------------------------------------------------------
 # Loading it on the GPUs and filing it
 # ---------------------------------------------------------------------------
-def gpu_device() -> Device:
-    """The `Device` of JAX's local GPUs (the first one's target, SM count and L2)."""
-    import jax
-    from . import driver
-    from ..kernel import device_target
-    from .arrays import DeviceArrayInfo
-    ordinals = tuple(d.local_hardware_id if d.local_hardware_id is not None else d.id
-                     for d in jax.local_devices(backend="gpu"))
-    first = DeviceArrayInfo(0, (), (), dt.float32, ("cuda", ordinals[0]))
-    return Device(device_target([first]), driver.sm_count(ordinals[0]),
-                  driver.l2_cache_bytes(ordinals[0]), ordinals)
-
-
-def load_devices(desc: CallDescription, ordinals: Sequence[int]) -> list[tuple]:
-    """(ordinal, hardware grid, primary context, function) of the call on each GPU."""
-    from ..kernel import launch_image
+def load_devices(desc: CallDescription, images: Callable[[int], bytes],
+                 ordinals: Sequence[int]) -> list[tuple]:
+    """(ordinal, hardware grid, primary context, function) of the call on each GPU of
+    `ordinals`, loading `images(ordinal)` there (`kernel.launch_image`)."""
     from . import driver, launcher
-    from .arrays import DeviceArrayInfo
     meta = desc.compiled.meta
     out = []
     for ordinal in ordinals:
-        image = launch_image(desc.compiled,
-                             [DeviceArrayInfo(0, (), (), dt.float32, ("cuda", ordinal))])
+        image = images(ordinal)
         with driver.device_context(ordinal):
             function = launcher._function(image, meta, ordinal, desc.block[0], desc.shared)
         grid = launcher.launch_grid(meta, desc.grid, ordinal, function)
@@ -551,16 +536,18 @@ def _map_enums() -> dict:
 _calls: dict[int, int] = {}           # key -> index: a call traced again is filed once
 
 
-def prepare(kernel, grid, args, operands, results, device: Device) -> tuple[int, int]:
-    """The (index, key) of the call on JAX's GPUs: described, loaded and filed the first
-    time it is seen in this process."""
-    desc = describe_call(kernel, grid, args, operands, results, device)
+def file_call(desc: CallDescription, images: Callable[[int], bytes],
+              ordinals: Sequence[int]) -> int:
+    """The index of the call in the handler's registry: loaded on the GPUs `ordinals`
+    (`images(ordinal)`: what to load there) and filed the first time its key is seen in
+    this process."""
     with _lock:
         index = _calls.get(desc.key)
         if index is None:
             set_driver()
-            index = _calls[desc.key] = add_call(desc, load_devices(desc, device.ordinals))
-    return index, desc.key
+            devices = load_devices(desc, images, ordinals)
+            index = _calls[desc.key] = add_call(desc, devices)
+    return index
 
 
 # ---------------------------------------------------------------------------
@@ -585,5 +572,5 @@ def records() -> list[dict]:
 
 __all__ = ["CallDescription", "Device", "NotForFfi", "StandIn", "TARGET", "XlaFfiUnavailable",
            "add_call", "api_version", "buffer_spec", "build", "compiler", "describe_call",
-           "gpu_device", "header_dir", "library", "load_devices", "prepare", "record",
-           "records", "register", "set_driver", "stand_in"]
+           "file_call", "header_dir", "library", "load_devices", "record", "records",
+           "register", "set_driver", "stand_in"]
