@@ -374,6 +374,9 @@ def describe_call(ck, grid: tuple[int, int, int], args: Sequence[Any],
         raise NotForFfi(f"kernel '{name}' is a stream-K kernel: its workspace is per stream")
     logical = launcher.check_grid(name, grid)
     leaves = ck.runtime_args(args)
+    if len(leaves) != len(meta["params"]):
+        raise TileValueError(f"kernel '{name}' takes {len(meta['params'])} runtime arguments, "
+                             f"got {len(leaves)}")
     values: list = []
     arrays: dict[int, tuple[int, StandIn]] = {}      # param index -> (slot, stand-in)
     for j, (spec, leaf) in enumerate(zip(meta["params"], leaves)):
@@ -489,8 +492,8 @@ def add_call(desc: CallDescription, devices: Sequence[tuple]) -> int:
         return array(BufferSpec, out)
 
     maps = []
+    cu = _map_enums() if desc.maps else None
     for offset, pointer, e in desc.maps:
-        cu = _map_enums()
         m = MapSpec(offset, pointer, cu["data_type"][e["data_type"]], 0,
                     cu["swizzle"][e["swizzle"]], cu["l2"], 0, e["rank"])
         m.dims[:e["rank"]] = e["dims"]
