@@ -5,7 +5,6 @@ CPU and recording its launches instead of calling the driver, and the buffer
 callback)."""
 
 import re
-import shutil
 import struct
 import subprocess
 from pathlib import Path
