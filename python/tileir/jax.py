@@ -21,21 +21,30 @@ returns the one output, or a tuple of them in the order of the arguments.  The
 kernel is compiled when the call is traced, so one that does not compile for its
 arguments is reported there.
 
-Where it runs: on JAX's GPU backend the call is a buffer callback
-(`jax.experimental.buffer_callback`): XLA hands over its device buffers (the
-outputs allocated, each `InputOutput` aliased to its input) and its stream, and
-tileir launches the compiled kernel on that stream, in order with XLA's own work
-and without a copy.  On JAX's CPU backend the call is a host callback
-(`jax.pure_callback`) that runs the kernel in tileir's interpreter, the same
-semantics a GPU launch has.  Under `jax.vmap` the kernel runs once per batch
-element.  Other backends are refused with an error.  An array passed in several
-places is one array to the kernel (updated in place everywhere when one of them is
-an `InputOutput`).
+Where it runs: on JAX's GPU backend the call is one XLA custom call to tileir's XLA
+FFI handler (`runtime/xla_ffi.py`, C in `runtime/_xla_ffi.c`, built on first use
+against the running jaxlib's FFI header): the kernel is compiled and loaded, and its
+parameters laid out, when the call is traced; at execution XLA hands the handler its
+stream and its device buffers (the outputs allocated, each `InputOutput` aliased to
+its input) and the handler launches the kernel there, in order with XLA's own work,
+without a copy and with no Python in between.  Where the handler cannot be built or
+registered (no C compiler, a jaxlib without the FFI header; `ffi_status()` says why,
+`uses_ffi()` whether it is in use), or with TILEIR_JAX_FFI=0, the call is a buffer
+callback (`jax.experimental.buffer_callback`) that launches through tileir's checked
+Python path instead: the same semantics, hundreds of microseconds a call.  On JAX's
+CPU backend the call is a host callback (`jax.pure_callback`) that runs the kernel
+in tileir's interpreter, the same semantics a GPU launch has.  Under `jax.vmap` the
+kernel runs once per batch element (nested vmaps too; an operand the batch does not
+vary is read by every element, an unbatched `InputOutput` is copied for each).
+Other backends are refused with an error.  An array passed in several places is one
+array to the kernel (updated in place everywhere when one of them is an
+`InputOutput`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 try:
@@ -121,12 +130,155 @@ def cutile_call(grid, kernel, args: tuple):
 
         got = jax.pure_callback(host, tuple(outs), *roles.inputs, vmap_method="sequential")
     else:
-        from jax.experimental.buffer_callback import buffer_callback
-        aliases = {k: j for j, (kind, k) in enumerate(roles.outputs) if kind == "io"}
-        got = buffer_callback(_on_stream(kernel, grid, shapes, roles), tuple(outs),
-                              input_output_aliases=aliases,
-                              vmap_method="sequential")(*roles.inputs)
+        got = _on_gpu(kernel, grid, shapes, roles, outs)
     return got[0] if len(outs) == 1 else tuple(got)
+
+
+def uses_ffi() -> bool:
+    """Whether `cutile_call` on JAX's CUDA backend launches through tileir's XLA FFI
+    handler (native code: no Python per call), building and registering it on first
+    use; False where it launches through `jax.experimental.buffer_callback` instead
+    (`ffi_status()` says why), and on the CPU backend (the interpreter)."""
+    return _ffi_refusal() is None
+
+
+def ffi_status() -> str:
+    """How `cutile_call` launches here, in words: the FFI handler (its library and XLA
+    FFI API version), or buffer_callback and why."""
+    why = _ffi_refusal()
+    if why is not None:
+        return why
+    from .runtime import xla_ffi
+    major, minor = xla_ffi.api_version()
+    return (f"XLA FFI target '{xla_ffi.TARGET}' on CUDA: {xla_ffi.library()._name} "
+            f"(XLA FFI API {major}.{minor})")
+
+
+_ffi_error: list[str] = []          # why the handler cannot be used, once found
+
+
+def _ffi_refusal() -> str | None:
+    """None when GPU calls go through the FFI handler; else why they do not."""
+    if not HAS_JAX:
+        return "JAX is not installed"
+    backend = jax.default_backend()
+    if backend not in ("gpu", "cuda"):
+        return (f"JAX's default backend is {backend!r}: cutile_call runs kernels in "
+                f"tileir's interpreter there")
+    from . import knobs
+    if not knobs.JAX_FFI.as_bool():
+        return "buffer_callback: TILEIR_JAX_FFI=0"
+    if not _ffi_error:
+        from .runtime import xla_ffi
+        try:
+            xla_ffi.register("CUDA")
+            xla_ffi.set_driver()
+            _ffi_error.append("")
+        except xla_ffi.XlaFfiUnavailable as e:
+            import warnings
+            why = "; ".join(d.message for d in e.diagnostics)
+            _ffi_error.append(f"buffer_callback: {why}")
+            warnings.warn(f"tileir.jax launches kernels through jax.experimental."
+                          f"buffer_callback, hundreds of microseconds a call: {why}",
+                          RuntimeWarning, stacklevel=3)
+    return _ffi_error[0] or None
+
+
+def _on_gpu(kernel, grid, shapes: list, roles: _Roles, outs: list):
+    """The call on JAX's CUDA backend: the XLA FFI handler's custom call where it can
+    be used, else a buffer callback."""
+    if _ffi_refusal() is None:
+        from .runtime import xla_ffi
+        try:
+            return _ffi_launcher(kernel, grid, shapes, roles, 0)(*roles.inputs)
+        except xla_ffi.NotForFfi:      # (a stream-K kernel, a dtype XLA's FFI lacks)
+            pass
+    from jax.experimental.buffer_callback import buffer_callback
+    aliases = {k: j for j, (kind, k) in enumerate(roles.outputs) if kind == "io"}
+    return buffer_callback(_on_stream(kernel, grid, shapes, roles), tuple(outs),
+                           input_output_aliases=aliases,
+                           vmap_method="sequential")(*roles.inputs)
+
+
+def _ffi_launcher(kernel, grid, shapes: list, roles: _Roles, nbatch: int):
+    """The XLA custom call of a cutile_call whose operands (`roles.inputs`) carry
+    `nbatch` leading batch dims, as a function of them; under `jax.vmap` its rule
+    adds one (an unbatched operand gets a dim of 1, which the handler does not step
+    along; an unbatched `InputOutput` is broadcast, each batch element its own
+    output), so the kernel runs once per batch element (`runtime/xla_ffi.py`)."""
+    from jax.custom_batching import custom_vmap
+    from .runtime import xla_ffi
+    aliases = {k: j for j, (kind, k) in enumerate(roles.outputs) if kind == "io"}
+
+    @custom_vmap
+    def call(*inputs):
+        on = _ffi_device()
+        batch = tuple(max(x.shape[i] for x in inputs) for i in range(nbatch))
+        spread = math.prod(batch) > 1
+        own = [xla_ffi.stand_in(x.shape[nbatch:], x.dtype, result=k in aliases,
+                                index=aliases.get(k, k), device=on,
+                                batched=spread if k in aliases else
+                                math.prod(x.shape[:nbatch]) > 1)
+               for k, x in enumerate(inputs)]
+        fresh = iter(xla_ffi.stand_in(ph.shape, ph.dtype, result=True, index=j, device=on,
+                                      batched=spread)
+                     for j, (kind, ph) in enumerate(roles.outputs) if kind == "out")
+        args = tuple(_build(s, own, lambda _: next(fresh), []) for s in shapes)
+        operands = [xla_ffi.buffer_spec(x.shape[nbatch:], x.dtype) for x in inputs]
+        results = [xla_ffi.buffer_spec(*_out_shape(kind, src, roles))
+                   for kind, src in roles.outputs]
+        index, key = _ffi_prepare(kernel, grid, args, operands, results, on)
+        outs = [jax.ShapeDtypeStruct(batch + tuple(shape), jax.numpy.dtype(dtype))
+                for shape, dtype in (_out_shape(kind, src, roles)
+                                     for kind, src in roles.outputs)]
+        import numpy as np
+        got = jax.ffi.ffi_call(xla_ffi.TARGET, outs, input_output_aliases=aliases,
+                               vmap_method="sequential")(
+            *inputs, tileir_call=np.int64(index), tileir_key=np.int64(key))
+        return tuple(got)
+
+    @call.def_vmap
+    def batched(axis_size, in_batched, *inputs):
+        moved = [x if b else jax.numpy.broadcast_to(x[None], (axis_size, *x.shape))
+                 if k in aliases else x[None]
+                 for k, (x, b) in enumerate(zip(inputs, in_batched))]
+        out = _ffi_launcher(kernel, grid, shapes, roles, nbatch + 1)(*moved)
+        return out, tuple(True for _ in out)
+
+    return call
+
+
+def _ffi_device():
+    """The `xla_ffi.Device` of JAX's local GPUs: the first one's target, SM count and
+    L2 size, and every one's ordinal."""
+    from .kernel import device_target
+    from .runtime import driver, xla_ffi
+    from .runtime.arrays import DeviceArrayInfo
+    from . import dtypes
+    ordinals = tuple(d.local_hardware_id if d.local_hardware_id is not None else d.id
+                     for d in jax.local_devices(backend="gpu"))
+    first = DeviceArrayInfo(0, (), (), dtypes.float32, ("cuda", ordinals[0]))
+    return xla_ffi.Device(device_target([first]), driver.sm_count(ordinals[0]),
+                          driver.l2_cache_bytes(ordinals[0]), ordinals)
+
+
+def _ffi_prepare(kernel, grid, args, operands, results, on) -> tuple[int, int]:
+    """The (index, key) of the FFI handler's call launching `kernel` over `grid` with
+    `args` (`StandIn`s for the buffers) on the GPUs of `on`: compiled, laid out,
+    loaded and filed the first time it is seen in this process."""
+    from . import dtypes
+    from .kernel import hardware_grid, launch_image
+    from .runtime import xla_ffi
+    from .runtime.arrays import DeviceArrayInfo
+    ck = kernel.compile(args, target=on.target, grid=grid, sm_count=on.sm_count)
+    desc = xla_ffi.describe_call(ck, hardware_grid(ck.meta, grid), args, operands, results,
+                                 on.target)
+
+    def image(ordinal: int) -> bytes:
+        return launch_image(ck, [DeviceArrayInfo(0, (), (), dtypes.float32,
+                                                 ("cuda", ordinal))])
+
+    return xla_ffi.file_call(desc, image, on.ordinals), desc.key
 
 
 def _build(shape, own: list, fresh, results: list):
@@ -261,4 +413,4 @@ def _scalar_param(kernel, name: str) -> bool:
         kernel.annotations.get(name) in (bool, int, float)
 
 
-__all__ = ["HAS_JAX", "InputOutput", "OutputPlaceholder", "cutile_call"]
+__all__ = ["HAS_JAX", "InputOutput", "OutputPlaceholder", "cutile_call", "ffi_status", "uses_ffi"]

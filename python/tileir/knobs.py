@@ -14,6 +14,8 @@
 | TILEIR_CACHE_MAX_BYTES | int | (none) | cap on the cache's size; past it the least recently used entries are evicted after each write |
 | TILEIR_COMPILER_TIMEOUT_SEC | float | (none) | the longest one kernel's compile may take, in seconds, outside `tileir.compiler_timeout` (tileir.deadline) |
 | TILEIR_TEMP_DIR | path | (the system's) | where compiles keep their scratch files (ptxas' input and output; a failed compile's PTX, kept for reproducing it); made if missing |
+| TILEIR_JAX_FFI | bool | 1 | `tileir.jax.cutile_call` on JAX's CUDA backend launches through tileir's XLA FFI handler (native, no Python per call); 0 launches through `jax.experimental.buffer_callback` (tileir's checked Python launch); read when a call is traced |
+| TILEIR_CC | str | (cc, gcc or clang on PATH) | the C compiler command that builds the XLA FFI handler on first use (runtime/xla_ffi.py) |
 
 cuTile's variables are read as aliases of the knobs that do the same (`Knob.alias`);
 where both are set, tileir's name wins:
@@ -142,5 +144,9 @@ def temp_dir() -> str | None:
     return path
 
 
+JAX_FFI = Knob("TILEIR_JAX_FFI", "1",
+               "cutile_call on JAX's CUDA backend through the XLA FFI handler (0: buffer_callback)")
+CC = Knob("TILEIR_CC", "", "C compiler for the XLA FFI handler (empty: cc, gcc or clang)")
+
 ALL = ALL + (SYNC_LAUNCH, CACHE, CACHE_DIR, CACHE_MAX_BYTES, PY_LAUNCH, COMPILER_TIMEOUT,
-             TEMP_DIR, CUTILE_LOGS)
+             TEMP_DIR, CUTILE_LOGS, JAX_FFI, CC)

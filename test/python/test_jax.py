@@ -1,6 +1,13 @@
 """tileir.jax: cuTile's cutile_call from JAX programs (on JAX's CPU backend the kernel
-runs in tileir's interpreter through a host callback; the GPU backend's buffer
-callback with stand-ins here, for real in test_gpu_jax.py)."""
+runs in tileir's interpreter through a host callback; the GPU backend's paths with
+stand-ins here, for real in test_gpu_jax.py: the XLA FFI handler, registered for the
+CPU and recording its launches instead of calling the driver, and the buffer
+callback)."""
+
+import re
+import struct
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -175,6 +182,8 @@ def test_on_the_gpu_backend_the_kernel_launches_on_xlas_stream_with_its_buffers(
     import tileir.jax as tj
     from jax.experimental import buffer_callback as bc
     monkeypatch.setattr(tj.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setenv("TILEIR_JAX_FFI", "0")       # (the FFI handler's path: tests below)
+    assert not tj.uses_ffi() and "TILEIR_JAX_FFI=0" in tj.ffi_status()
     launched, seen = [], {}
 
     def fake_buffer_callback(callback, result_shape_dtypes, *, input_output_aliases,
@@ -213,3 +222,220 @@ def test_without_jax_the_call_says_what_is_missing(monkeypatch):
     monkeypatch.setattr(tj, "HAS_JAX", False)
     with pytest.raises(ct.TileUnsupportedFeatureError, match="pip install jax"):
         cutile_call((1,), halve, ())
+
+
+# ---------------------------------------------------------------------------
+# The XLA FFI handler (runtime/xla_ffi.py, _xla_ffi.c) on JAX's CPU backend
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def ffi(monkeypatch):
+    """cutile_call's GPU path run on JAX's CPU backend: the FFI handler registered for
+    the CPU too, the call compiled for sm_90a and "loaded" on a fake device (context
+    0xC0, function 0xF0), the driver replaced by the handler's recorder."""
+    import tileir.jax as tj
+    from tileir.runtime import xla_ffi
+    try:
+        xla_ffi.register("cpu")
+    except xla_ffi.XlaFfiUnavailable as e:
+        pytest.skip(f"the FFI handler cannot be built here: {e}")
+    monkeypatch.setattr(tj.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(tj, "_ffi_error", [])
+    monkeypatch.setattr(xla_ffi, "set_driver", lambda: None)
+    monkeypatch.setattr(tj, "_ffi_device",
+                        lambda: xla_ffi.Device("sm_90a", None, 50 << 20, (0,)))
+    monkeypatch.setattr(xla_ffi, "load_devices",
+                        lambda desc, images, ordinals: [(0, desc.grid, 0xC0, 0xF0)])
+    xla_ffi.record(1)
+    yield xla_ffi
+    xla_ffi.record(0)
+
+
+def _address(x) -> int:
+    return x.unsafe_buffer_pointer()
+
+
+def test_the_ffi_handler_compiles_warning_free_against_jaxlibs_header(tmp_path):
+    from tileir.runtime import xla_ffi
+    try:
+        cc, include = xla_ffi.compiler(), xla_ffi.header_dir()
+    except xla_ffi.XlaFfiUnavailable as e:
+        pytest.skip(str(e))
+    done = subprocess.run([*cc, *xla_ffi.FLAGS, "-Werror", "-Wpedantic", f"-I{include}",
+                           str(xla_ffi.SOURCE), "-o", str(tmp_path / "h.so")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    # built once per source, header and compiler, atomically, into the folder asked
+    first = xla_ffi.build(out_dir=tmp_path)
+    assert xla_ffi.build(out_dir=tmp_path) == first and first.parent == tmp_path
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp")] == []
+    # it speaks the FFI API version of the header it was compiled against
+    text = (Path(include) / "xla" / "ffi" / "api" / "c_api.h").read_text()
+    minor = int(re.search(r"#define XLA_FFI_API_MINOR (\d+)", text).group(1))
+    assert xla_ffi.api_version() == (0, minor)
+
+
+def test_a_compile_failure_says_why_and_how_to_reproduce(tmp_path, monkeypatch):
+    from tileir.runtime import xla_ffi
+    header = tmp_path / "include" / "xla" / "ffi" / "api" / "c_api.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("")
+    monkeypatch.setenv("TILEIR_CC", "false")            # a compiler that always fails
+    with pytest.raises(xla_ffi.XlaFfiUnavailable, match="reproduce with: false .*_xla_ffi.c"):
+        xla_ffi.build(include=str(tmp_path / "include"), out_dir=tmp_path)
+
+
+def test_ffi_call_launches_with_xlas_buffers_and_the_packed_parameters(ffi):
+    import tileir.jax as tj
+    assert tj.uses_ffi() and "XLA FFI API 0." in tj.ffi_status()
+    n = 1000
+    x = jnp.asarray(np.random.default_rng(0).standard_normal(n), jnp.float32)
+    f = jax.jit(lambda x: cutile_call((ct.cdiv(n, 256),), scale,
+                                      (x, OutputPlaceholder(x.shape, x.dtype), 2.0, 256)))
+    y = f(x)
+    (r,) = ffi.records()
+    assert (r["function"], r["context"], r["grid"]) == (0xF0, 0xC0, (4, 1, 1))
+    ck = scale.compile((ct.ArraySpec(np.float32, 1), ct.ArraySpec(np.float32, 1), 2.0, 256),
+                       target="sm_90a")
+    assert r["block"] == (ck.meta["num_threads"], 1, 1) and r["shared"] == ck.meta["shared_bytes"]
+    assert r["programmatic"]              # (an sm_90a kernel waits for its predecessor)
+    # per array: the XLA buffer's address, the i32 dim, the i64 stride in elements
+    assert struct.unpack("<Qi4xqQi4xq", r["params"]) == (_address(x), n, 1, _address(y), n, 1)
+    f(x)                                  # the executable again: no new call is filed
+    assert len(ffi.records()) == 1 and ffi.library().tileir_xla_ffi_calls() >= 1
+
+
+def test_ffi_outputs_in_place_updates_scalars_and_tuples_reach_their_slots(ffi):
+    x, acc = jnp.arange(8, dtype=jnp.float32), jnp.ones(8, jnp.float32)
+    got = jax.jit(lambda x, acc: cutile_call((2,), accumulate, (x, InputOutput(acc), 4)))(x, acc)
+    (r,) = ffi.records()
+    # the InputOutput is its output buffer (aliased to the input), everywhere it is passed
+    assert struct.unpack("<Qi4xqQi4xq", r["params"]) == (_address(x), 8, 1, _address(got), 8, 1)
+    s, c = jax.jit(lambda x: cutile_call((4,), sincos, (x, OutputPlaceholder((8,), jnp.float32),
+                                                        OutputPlaceholder((8,), jnp.float32),
+                                                        0.75, 2)))(x)
+    (r,) = ffi.records()
+    # a runtime scalar is packed at trace time (static under jit), here as f32
+    assert struct.unpack_from("<Q", r["params"], 24)[0] == _address(s)
+    assert struct.unpack_from("<Q", r["params"], 48)[0] == _address(c)
+    assert struct.unpack_from("<f", r["params"], 72) == (0.75,)
+    p, q = jnp.full(8, 2.0, jnp.float32), jnp.full(8, 3.0, jnp.float32)
+    y = OutputPlaceholder((8,), jnp.float32)
+    out = jax.jit(lambda x, p, q: cutile_call((2,), affine, (x, y, (0.5, 4), (p, q), 4)))(x, p, q)
+    (r,) = ffi.records()
+    # x, y, then the tuple's runtime leaves: the scalar 0.5 (its Constant item compiled
+    # in), the two arrays
+    words = struct.unpack("<Qi4xqQi4xqf4xQi4xqQi4xq", r["params"])
+    assert words == (_address(x), 8, 1, _address(out), 8, 1, 0.5, _address(p), 8, 1,
+                     _address(q), 8, 1)
+
+
+def test_ffi_under_vmap_launches_once_per_batch_element(ffi):
+    xs = jnp.arange(30, dtype=jnp.float32).reshape(3, 10)
+    acc = jnp.ones(10, jnp.float32)
+
+    def call(x, acc):
+        return cutile_call((2,), accumulate, (x, InputOutput(acc), 4))
+
+    out = jax.jit(jax.vmap(call, in_axes=(0, None)))(xs, acc)
+    assert out.shape == (3, 10)
+    records = ffi.records()
+    # each element's x and its own accumulator (the unbatched InputOutput broadcast);
+    # 10 floats are 40 bytes apart, not 16-byte aligned: compiled for unaligned arrays
+    assert [struct.unpack_from("<Q", r["params"], 0)[0] - _address(xs) for r in records] == \
+        [0, 40, 80]
+    assert [struct.unpack_from("<Q", r["params"], 24)[0] - _address(out) for r in records] == \
+        [0, 40, 80]
+    # an unbatched operand is the same buffer for every element
+    accs = jnp.ones((2, 16), jnp.float32)
+    out = jax.vmap(call, in_axes=(None, 0))(jnp.arange(16, dtype=jnp.float32), accs)
+    records = ffi.records()
+    assert len({struct.unpack_from("<Q", r["params"], 0)[0] for r in records}) == 1
+    assert [struct.unpack_from("<Q", r["params"], 24)[0] - _address(out) for r in records] == \
+        [0, 64]
+    # nested: one launch per element of both batch dims
+    out = jax.vmap(jax.vmap(call, in_axes=(0, None)), in_axes=(None, 0))(xs, jnp.ones((2, 10)))
+    assert out.shape == (2, 3, 10) and len(ffi.records()) == 6
+
+
+@ct.kernel
+def mm(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int]):
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(ct.bid(0), k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, ct.bid(1)), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=ct.astype(acc, c.dtype))
+
+
+def test_ffi_encodes_tma_descriptors_for_xlas_buffers(ffi):
+    from tileir.runtime import tensor_maps
+    a, b = jnp.ones((256, 128), jnp.bfloat16), jnp.ones((128, 192), jnp.bfloat16)
+    c = jax.jit(lambda a, b: cutile_call((2, 2), mm, (a, b, OutputPlaceholder((256, 192),
+                                                                              jnp.bfloat16),
+                                                      128, 128, 64)))(a, b)
+    (r,) = ffi.records()
+    ck = mm.compile((ct.ArraySpec(jnp.bfloat16, 2),) * 3 + (128, 128, 64), target="sm_90a",
+                    grid=(2, 2, 1))
+    maps = ck.meta["tensor_maps"]
+    assert len(maps) == 3
+    # the recorder writes cuTensorMapEncodeTiled's arguments into each 128-byte slot
+    slots = [r["params"][-128 * (3 - k):][:128] for k in range(3)]
+    for m, slot, x in zip(maps, slots, (a, b, c)):
+        address, = struct.unpack_from("<Q", slot, 0)
+        data_type, rank, _, swizzle, l2, _ = slot[8:14]
+        dims = struct.unpack_from(f"<{rank}Q", slot, 16)
+        box = struct.unpack_from(f"<{rank}I", slot, 88)
+        assert address == _address(x) and rank == 2
+        assert dims == tuple(reversed(x.shape)) and l2 == 3                  # 256B promotion
+        assert swizzle == {0: 0, 32: 1, 64: 2, 128: 3}[m["swizzle"]] and data_type == 9  # bf16
+        assert list(reversed(box)) == tensor_maps.clipped_box(m["box"], m.get("clip"), x.shape)
+
+
+def test_ffi_errors_name_the_kernel_and_the_cause(ffi, monkeypatch):
+    import tileir.jax as tj
+    from tileir.runtime import xla_ffi
+    x = jnp.arange(8, dtype=jnp.float32)
+    filed = []
+    prepare = tj._ffi_prepare
+    monkeypatch.setattr(tj, "_ffi_prepare", lambda *a: filed.append(prepare(*a)) or filed[-1])
+    ffi.record(2)                             # every launch fails
+    with pytest.raises(Exception, match=r"cuLaunchKernelEx\('halve'.*CUDA_ERROR_ILLEGAL_ADDRESS"):
+        jax.jit(lambda x: cutile_call((2,), halve, (InputOutput(x), 4)))(x).block_until_ready()
+    index, key = filed[-1]
+    one = jax.ShapeDtypeStruct((8,), jnp.float32)
+    with pytest.raises(Exception, match="lacks its i64 attributes tileir_call and tileir_key"):
+        jax.ffi.ffi_call(xla_ffi.TARGET, one)(x).block_until_ready()
+    with pytest.raises(Exception, match="prepared by another process: trace the function again"):
+        jax.ffi.ffi_call(xla_ffi.TARGET, one)(x, tileir_call=np.int64(index),
+                                              tileir_key=np.int64(key ^ 1)).block_until_ready()
+    nine = jax.ShapeDtypeStruct((9,), jnp.float32)
+    with pytest.raises(Exception, match=r"result 0 has shape \(9,\), the call was prepared "
+                                        r"for \(8,\)"):
+        jax.ffi.ffi_call(xla_ffi.TARGET, nine)(x, tileir_call=np.int64(index),
+                                               tileir_key=np.int64(key)).block_until_ready()
+
+
+def test_without_the_ffi_handler_calls_take_the_buffer_callback(monkeypatch):
+    import tileir.jax as tj
+    from jax.experimental import buffer_callback as bc
+    from tileir.runtime import xla_ffi
+
+    def refuse(platform="CUDA", target=None):
+        raise xla_ffi.XlaFfiUnavailable("no C compiler (a test)")
+
+    monkeypatch.setattr(tj.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(tj, "_ffi_error", [])
+    monkeypatch.setattr(xla_ffi, "register", refuse)
+    used = []
+    monkeypatch.setattr(bc, "buffer_callback", lambda *a, **k: used.append(a) or
+                        (lambda *ins: tuple(np.zeros(o.shape, o.dtype) for o in a[1])))
+    with pytest.warns(RuntimeWarning, match="buffer_callback.*no C compiler"):
+        assert not tj.uses_ffi()
+    assert tj.ffi_status() == "buffer_callback: no C compiler (a test)"
+    cutile_call((2,), halve, (InputOutput(jnp.zeros(8)), 4))
+    assert len(used) == 1
+
+
+def test_on_the_cpu_backend_calls_run_in_the_interpreter_not_the_ffi():
+    import tileir.jax as tj
+    assert not tj.uses_ffi() and "interpreter" in tj.ffi_status()
