@@ -5,7 +5,8 @@ that builds fresh random inputs of ragged sizes, launches the kernel and
 computes a float64 reference.  `python -m tileir.examples` runs them all.
 """
 
-NAMES = ("vector_add", "softmax", "rmsnorm", "layernorm", "transpose", "matmul", "llm_ops")
+NAMES = ("vector_add", "softmax", "rmsnorm", "layernorm", "transpose", "matmul", "llm_ops",
+         "attention")
 
 
 def next_pow2(n: int) -> int:

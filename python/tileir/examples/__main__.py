@@ -18,7 +18,8 @@ import numpy as np
 
 from . import NAMES, next_pow2
 
-GPU_EXAMPLES = ("vector_add", "softmax", "rmsnorm", "layernorm", "transpose", "matmul")
+GPU_EXAMPLES = ("vector_add", "softmax", "rmsnorm", "layernorm", "transpose", "matmul",
+                "attention")
 
 
 def _gpu_ready() -> bool:
@@ -51,6 +52,16 @@ def run_on_gpu(name: str, rng: np.random.Generator):
         ct.launch(None, (ct.cdiv(m, 128), ct.cdiv(n, 128)), mod.matmul, (ta, tb, c, 128, 128, 64))
         ref = ta.double().cpu().numpy() @ tb.double().cpu().numpy()
         return c.float().cpu().numpy(), ref, 1e-2, 1e-2 * np.sqrt(k)
+    if name == "attention":        # GQA, causal, a sequence not a multiple of the tiles
+        b, h, hkv, s, d = 2, 8, 2, 1000, 128
+        q, k, v = (rng.standard_normal((b, n, s, d)).astype(np.float32) for n in (h, hkv, hkv))
+        tq, tk, tv = (dev(x).bfloat16() for x in (q, k, v))
+        o = torch.full_like(tq, float("nan"))
+        scale = 1.0 / np.sqrt(d)
+        ct.launch(None, mod.grid(tq, 128), mod.attention,
+                  (tq, tk, tv, o, scale, h, h // hkv, 128, 128, d, True))
+        ref = mod.reference(*(x.double().cpu().numpy() for x in (tq, tk, tv)), scale, True)
+        return o.float().cpu().numpy(), ref, 2e-2, 2e-2
     if name == "transpose":
         x = rng.standard_normal((1000, 777)).astype(np.float32)
         y = torch.full((777, 1000), float("nan"), device="cuda")
@@ -88,7 +99,9 @@ def compile_report(name: str, target: str) -> str:
             "rmsnorm": (spec(2), spec(1), spec(2), 1e-6, 8192),
             "layernorm": (spec(2), spec(1), spec(1), spec(2), 1e-5, 8192),
             "transpose": (spec(2), spec(2), 64, 64),
-            "matmul": (spec(2), spec(2), spec(2), 128, 128, 64)}[name]
+            "matmul": (spec(2), spec(2), spec(2), 128, 128, 64),
+            "attention": (spec(4), spec(4), spec(4), spec(4), 0.125, 32, 4, 128, 128, 128,
+                          True)}[name]
     ck = getattr(mod, name).compile(args, target=target)
     report = ck.ptxas_report or ""
     regs = re.search(r"Used (\d+) registers", report)

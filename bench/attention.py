@@ -1,0 +1,251 @@
+"""Prefill attention: the tutorial-source tileir kernel against cuDNN, FlashAttention-2
+and a Triton kernel, in one run.
+
+    python bench/attention.py [--out DIR] [--quick] [--tiles 128x128,128x64,64x64]
+
+The tileir kernel is `tileir.examples.attention` as written (a Q tile, a loop over
+K/V tiles, an online softmax in fp32 with exp2), launched at each tile shape of
+--tiles; a shape the compiler refuses is reported, not skipped.  References, timed
+in the same run with triton's do_bench (median):
+- cuDNN: torch SDPA with the CUDNN_ATTENTION backend;
+- FA2: torch SDPA with the FLASH_ATTENTION backend (FlashAttention-2);
+- Triton: the fused-attention algorithm of Triton's tutorial (written for this bench,
+  `_triton_attention` below), at the best of its usual configurations.
+Shapes (issue 29, item 7): bf16 B4 H32 S4096 D128 and B1 H32 S16384 D128, full and
+causal; GQA 32/8; D=64.  TFLOP/s count 4 B H S^2 D (half of it causal).  Each kernel
+is first checked against SDPA's math backend in fp32 on a ragged shape (poisoned
+output, fresh random inputs).  Prints a table; writes attention.json and
+attention.png into --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+import tileir as ct
+from tileir.examples import attention as example
+
+DT = torch.bfloat16
+# (label, batch, heads, kv heads, seq, d, causal)
+SHAPES = [
+    ("B4 H32 S4096 D128", 4, 32, 32, 4096, 128, False),
+    ("B4 H32 S4096 D128 causal", 4, 32, 32, 4096, 128, True),
+    ("B1 H32 S16384 D128", 1, 32, 32, 16384, 128, False),
+    ("B1 H32 S16384 D128 causal", 1, 32, 32, 16384, 128, True),
+    ("B4 H32/8 S4096 D128 GQA", 4, 32, 8, 4096, 128, False),
+    ("B4 H32/8 S4096 D128 GQA causal", 4, 32, 8, 4096, 128, True),
+    ("B4 H32 S4096 D64", 4, 32, 32, 4096, 64, False),
+    ("B4 H32 S4096 D64 causal", 4, 32, 32, 4096, 64, True),
+]
+
+
+# ---------------------------------------------------------------------------
+# Triton: the tutorial's algorithm, written for this bench
+# ---------------------------------------------------------------------------
+@triton.jit
+def _triton_attention(Q, K, V, O, qk_scale, seq, H: tl.constexpr, GROUP: tl.constexpr,
+                      D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                      CAUSAL: tl.constexpr):
+    mb = tl.program_id(0)
+    bh = tl.program_id(1)
+    b, h = bh // H, bh % H
+    kvh = h // GROUP
+    q_base = Q + (b * H + h).to(tl.int64) * seq * D
+    kv_base = (b * (H // GROUP) + kvh).to(tl.int64) * seq * D
+    rows = mb * BM + tl.arange(0, BM)
+    dims = tl.arange(0, D)
+    q = tl.load(q_base + rows[:, None] * D + dims[None, :], mask=rows[:, None] < seq, other=0.0)
+    m = tl.full([BM], float("-inf"), tl.float32)
+    l = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, D], tl.float32)
+    hi = tl.minimum((mb + 1) * BM, seq) if CAUSAL else seq
+    for start in range(0, hi, BN):
+        cols = start + tl.arange(0, BN)
+        kv_off = kv_base + cols[:, None] * D + dims[None, :]
+        k = tl.load(K + kv_off, mask=cols[:, None] < seq, other=0.0)
+        s = tl.dot(q, tl.trans(k))
+        keep = cols[None, :] < seq
+        if CAUSAL:
+            keep = keep & (rows[:, None] >= cols[None, :])
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, 1) * qk_scale)
+        p = tl.math.exp2(s * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m - m_new)
+        l = l * alpha + tl.sum(p, 1)
+        v = tl.load(V + kv_off, mask=cols[:, None] < seq, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m = m_new
+    out = acc / l[:, None]
+    tl.store(O + (b * H + h).to(tl.int64) * seq * D + rows[:, None] * D + dims[None, :],
+             out.to(O.dtype.element_ty), mask=rows[:, None] < seq)
+
+
+TRITON_CONFIGS = [(128, 64, 8, 3), (128, 128, 8, 2), (128, 64, 4, 3), (64, 64, 4, 3)]
+
+
+def triton_call(q, k, v, o, causal, cfg):
+    bm, bn, warps, stages = cfg
+    b, h, s, d = q.shape
+    grid = (triton.cdiv(s, bm), b * h)
+    return lambda: _triton_attention[grid](q, k, v, o, (1.0 / math.sqrt(d)) / math.log(2.0), s,
+                                           h, h // k.shape[1], d, bm, bn, causal,
+                                           num_warps=warps, num_stages=stages)
+
+
+# ---------------------------------------------------------------------------
+def sdpa(q, k, v, causal, backend):
+    gqa = q.shape[1] != k.shape[1]
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+
+def tileir_call(q, k, v, o, causal, bm, bn):
+    h, d = q.shape[1], q.shape[3]
+    args = (q, k, v, o, 1.0 / math.sqrt(d), h, h // k.shape[1], bm, bn, d, causal)
+    return lambda: ct.launch(None, example.grid(q, bm), example.attention, args)
+
+
+def rel_err(out, ref) -> float:
+    out, ref = out.float(), ref.float()
+    if not torch.isfinite(out).all():
+        return float("inf")
+    return (torch.linalg.norm(out - ref) / torch.linalg.norm(ref)).item()
+
+
+def check(label, fn_of, b=2, h=8, hkv=4, s=1000, d=128) -> dict:
+    """Relative error of each candidate against fp32 math attention on a ragged shape."""
+    errs = {}
+    for causal in (False, True):
+        q = torch.randn(b, h, s, d, device="cuda", dtype=DT)
+        k = torch.randn(b, hkv, s, d, device="cuda", dtype=DT)
+        v = torch.randn(b, hkv, s, d, device="cuda", dtype=DT)
+        ref = sdpa(q.float(), k.float(), v.float(), causal, SDPBackend.MATH)
+        o = torch.full_like(q, float("nan"))
+        try:
+            fn_of(q, k, v, o, causal)()
+            torch.cuda.synchronize()
+            errs["causal" if causal else "full"] = rel_err(o, ref)
+        except Exception as e:              # a refused tile shape: say why
+            errs["causal" if causal else "full"] = f"refused: {str(e).splitlines()[0][:160]}"
+    return errs
+
+
+def measure(shape, tiles: list[tuple[int, int]]) -> dict:
+    label, b, h, hkv, s, d, causal = shape
+    flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+    q = torch.randn(b, h, s, d, device="cuda", dtype=DT)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=DT)
+    v = torch.randn(b, hkv, s, d, device="cuda", dtype=DT)
+    o = torch.empty_like(q)
+    tf = lambda ms: flops / ms / 1e9          # noqa: E731  (TFLOP/s)
+    row = {"shape": label, "flops": flops}
+    row["cudnn"] = tf(do_bench(lambda: sdpa(q, k, v, causal, SDPBackend.CUDNN_ATTENTION),
+                               return_mode="median"))
+    try:
+        row["fa2"] = tf(do_bench(lambda: sdpa(q, k, v, causal, SDPBackend.FLASH_ATTENTION),
+                                 return_mode="median"))
+    except RuntimeError as e:
+        row["fa2"] = None
+        row["fa2_error"] = str(e).splitlines()[0]
+    best = None
+    for cfg in TRITON_CONFIGS:
+        try:
+            t = tf(do_bench(triton_call(q, k, v, o, causal, cfg), return_mode="median"))
+        except Exception:                   # a configuration that does not fit: next
+            continue
+        if best is None or t > best[0]:
+            best = (t, cfg)
+    row["triton"], row["triton_cfg"] = (best if best else (None, None))
+    for bm, bn in tiles:
+        key = f"tileir {bm}x{bn}"
+        try:
+            fn = tileir_call(q, k, v, o, causal, bm, bn)
+            fn()
+            row[key] = tf(do_bench(fn, return_mode="median"))
+        except Exception as e:
+            row[key] = None
+            row[key + " error"] = str(e).splitlines()[0][:200]
+    return row
+
+
+def table(rows, tiles) -> str:
+    keys = ["cudnn", "fa2", "triton"] + [f"tileir {bm}x{bn}" for bm, bn in tiles]
+    head = "| shape | " + " | ".join(keys) + " | best tileir / cuDNN | / Triton |"
+    out = [head, "|" + "---|" * (len(keys) + 3)]
+    for r in rows:
+        cells = [f"{r[k]:.0f}" if r.get(k) else "refused" if k.startswith("tileir") else "-"
+                 for k in keys]
+        ours = max((r.get(f"tileir {bm}x{bn}") or 0) for bm, bn in tiles)
+        vs_triton = f"{ours / r['triton']:.2f}" if r.get("triton") else "-"
+        out.append(f"| {r['shape']} | " + " | ".join(cells) +
+                   f" | {ours / r['cudnn']:.2f} | {vs_triton} |")
+    return "\n".join(out)
+
+
+def plot(rows, tiles, path, device):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    keys = ["cudnn", "fa2", "triton"] + [f"tileir {bm}x{bn}" for bm, bn in tiles]
+    fig, ax = plt.subplots(figsize=(12, 5))
+    width = 0.8 / len(keys)
+    for i, key in enumerate(keys):
+        ax.bar([x + i * width for x in range(len(rows))], [r.get(key) or 0 for r in rows],
+               width, label=key)
+    ax.set_xticks([x + 0.4 for x in range(len(rows))])
+    ax.set_xticklabels([r["shape"] for r in rows], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"attention forward, bf16 — {device}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=".")
+    p.add_argument("--quick", action="store_true", help="the first two shapes only")
+    p.add_argument("--tiles", default="128x128,128x64,64x64")
+    args = p.parse_args(argv)
+    tiles = [tuple(map(int, t.split("x"))) for t in args.tiles.split(",")]
+    device = torch.cuda.get_device_name()
+    print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+          flush=True)
+    checks = {"triton": check("triton", lambda q, k, v, o, c:
+                              triton_call(q, k, v, o, c, TRITON_CONFIGS[0]))}
+    for bm, bn in tiles:
+        checks[f"tileir {bm}x{bn}"] = check(f"tileir {bm}x{bn}", lambda q, k, v, o, c:
+                                            tileir_call(q, k, v, o, c, bm, bn))
+    print("relative error vs fp32 math (B2 H8/4 S1000 D128):", json.dumps(checks), flush=True)
+    rows = []
+    for shape in SHAPES[:2] if args.quick else SHAPES:
+        rows.append(measure(shape, tiles))
+        print(json.dumps(rows[-1]), flush=True)
+    text = table(rows, tiles)
+    print(text)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "attention.json"), "w") as f:
+        json.dump({"device": device, "checks": checks, "rows": rows}, f, indent=1)
+    plot(rows, tiles, os.path.join(args.out, "attention.png"), device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
