@@ -14,6 +14,7 @@ Prints one line a sample and `N passed, N failed`; `--out` writes them as JSON.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -40,6 +41,34 @@ def port(text: str) -> str:
     return text
 
 
+def run_one(work: str, name: str, timeout: int) -> dict:
+    """Runs one ported sample with --correctness-check; its result, printed."""
+    path = os.path.join(work, name + ".py")
+    with open(path) as fh:
+        source = fh.read()
+    if INTERNALS.search(source):
+        print(f"{name:24s} not run: imports cuTile internals", flush=True)
+        return {"sample": name, "status": "not run",
+                "why": "imports cuTile internals (cuda.tile._*)"}
+    t = time.time()
+    try:
+        proc = subprocess.run([sys.executable, path, "--correctness-check"], cwd=work,
+                              capture_output=True, text=True, timeout=timeout)
+        out = proc.stdout + proc.stderr
+        ok = proc.returncode == 0 and "Correctness check passed" in out and \
+            "Correctness check failed" not in out
+        checks = out.count("Correctness check passed")
+        why = "" if ok else (out.strip().splitlines() or ["(no output)"])[-1][:300]
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
+            else (e.stdout or "")
+        ok, checks, why = False, 0, f"timed out after {timeout} s"
+    print(f"{name:24s} {'passed' if ok else 'FAILED'} ({checks} checks, "
+          f"{time.time() - t:.0f} s) {why}", flush=True)
+    return {"sample": name, "status": "passed" if ok else "failed", "checks_passed": checks,
+            "seconds": round(time.time() - t, 1), "why": why, "output_tail": out[-3000:]}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,6 +76,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="", help="comma-separated sample names")
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--out", default=None)
+    p.add_argument("--jobs", type=int, default=4, help="samples run at once")
     args = p.parse_args(argv)
     work = tempfile.mkdtemp(prefix="cutile-samples-")
     shutil.copytree(args.samples, work, dirs_exist_ok=True)
@@ -62,32 +92,8 @@ def main(argv=None) -> int:
                     text = fh.read()
                 with open(path, "w") as fh:
                     fh.write(port(text))
-    results = []
-    for name in names:
-        path = os.path.join(work, name + ".py")
-        with open(path) as fh:
-            source = fh.read()
-        if INTERNALS.search(source):
-            results.append({"sample": name, "status": "not run",
-                            "why": "imports cuTile internals (cuda.tile._*)"})
-            print(f"{name:24s} not run: imports cuTile internals", flush=True)
-            continue
-        t = time.time()
-        try:
-            proc = subprocess.run([sys.executable, path, "--correctness-check"], cwd=work,
-                                  capture_output=True, text=True, timeout=args.timeout)
-            out = proc.stdout + proc.stderr
-            ok = proc.returncode == 0 and "Correctness check passed" in out and \
-                "Correctness check failed" not in out
-            checks = out.count("Correctness check passed")
-            why = "" if ok else (out.strip().splitlines() or ["(no output)"])[-1][:300]
-        except subprocess.TimeoutExpired:
-            ok, checks, why, out = False, 0, f"timed out after {args.timeout} s", ""
-        results.append({"sample": name, "status": "passed" if ok else "failed",
-                        "checks_passed": checks, "seconds": round(time.time() - t, 1),
-                        "why": why, "output_tail": out[-3000:]})
-        print(f"{name:24s} {'passed' if ok else 'FAILED'} ({checks} checks, "
-              f"{time.time() - t:.0f} s) {why}", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda n: run_one(work, n, args.timeout), names))
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(results, fh, indent=1)
