@@ -17,7 +17,8 @@ from typing import Callable
 from mlir import ir
 
 from . import (assign_layouts, canonicalize, cluster_pairs, cluster_rows, cse, dce,
-               defer_online_reductions, emit_cubin, emit_ptx, group_blocks, hoist_loads, inline,
+               defer_online_reductions, emit_cubin, emit_ptx, group_blocks, guard_masks,
+               hoist_loads, inline,
                launch_order, licm, lower_to_gpu, lower_to_llvm, persistent_tiles, pipeline_loops,
                programmatic_launch, reassociate_reductions, retile_blocks, reverse_rereads,
                split_blocks, version_bounds)
@@ -35,7 +36,8 @@ def _info(module: ModuleType) -> PassInfo:
 
 
 PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
-    inline, canonicalize, licm, cse, dce, reverse_rereads, reassociate_reductions, hoist_loads,
+    inline, canonicalize, licm, cse, dce, reverse_rereads, guard_masks, reassociate_reductions,
+    hoist_loads,
     retile_blocks, cluster_rows, split_blocks, launch_order, defer_online_reductions,
     assign_layouts,
     cluster_pairs, persistent_tiles, group_blocks, pipeline_loops, version_bounds,
@@ -52,6 +54,9 @@ STAGES: dict[str, tuple[str, ...]] = {
         # through different chains (reshape of reshape, permute of permute)
         # only look equal once folded.
         "tile-canonicalize",
+        # A loop's mask goes behind a branch before hoisting: what only the mask
+        # needs moves into the branch instead of out of the loop (registers).
+        "tile-guard-masks",
         # Hoist before CSE: copies of one invariant hoisted out of sibling
         # loops meet in the enclosing block, where CSE merges them.
         "tile-licm",

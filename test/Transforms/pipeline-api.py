@@ -33,7 +33,7 @@ def fresh():
 
 # CHECK-LABEL: TEST: registry
 # CHECK: stages: frontend tile{{( |$)}}
-# CHECK: tile: tile-inline tile-canonicalize tile-licm tile-cse tile-reverse-rereads tile-reassociate-reductions tile-dce
+# CHECK: tile: tile-inline tile-canonicalize tile-guard-masks tile-licm tile-cse tile-reverse-rereads tile-reassociate-reductions tile-dce
 # CHECK: tile-cse: merge identical pure ops
 @run
 def registry():

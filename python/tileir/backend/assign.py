@@ -32,7 +32,7 @@ import math
 
 from mlir import ir
 
-from mlir.dialects import arith
+from mlir.dialects import arith, tensor
 
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
@@ -97,14 +97,64 @@ class MmaAssignment:
             for index in (0, 1):
                 self.operand_source(op.operands[index], swizzled=p is not None)
         self.propagate_through_loops()
+        while self.propagate_forward():
+            self.propagate_through_loops()
+
+    def propagate_forward(self) -> bool:
+        """What is computed from a product's result prefers the layout it gets from it
+        for free: element-wise ops the layout of their operands, a reduction the
+        slice of its source's, a reshape of unit dims the derived one.  So a loop
+        carries an online softmax's row max and sum (attention) in the accumulator's
+        row layout, with no exchange each iteration.  Returns whether any was added."""
+        added = False
+
+        def visit(op):
+            nonlocal added
+            if not op.results or not isinstance(op.results[0].type, ir.RankedTensorType) \
+                    or op.results[0] in self.preferred:
+                return ir.WalkResult.ADVANCE
+            res, name = op.results[0], op.name
+            lay = None
+            if name == "scf.if":                      # what a branch yields
+                for i, r in enumerate(op.results):
+                    yields = [list(region.blocks[0].operations)[-1]
+                              for region in op.regions if len(region.blocks)]
+                    got = next((self.preferred[y.operands[i]] for y in yields
+                                if y.operands[i] in self.preferred), None)
+                    if r not in self.preferred and got is not None and L.is_distributed(got):
+                        self.preferred[r] = got
+                        added = True
+                return ir.WalkResult.ADVANCE
+            if name.startswith(("arith.", "math.")) and name != "arith.constant":
+                shape = list(res.type.shape)
+                lay = next((self.preferred[v] for v in op.operands
+                            if v in self.preferred and isinstance(v.type, ir.RankedTensorType)
+                            and list(v.type.shape) == shape
+                            and L.is_distributed(self.preferred[v])), None)
+            elif name == "tile.reduce":
+                src = self.preferred.get(op.operands[0])
+                if isinstance(src, (L.Blocked, Mma)):
+                    lay = L.Slice(ir.IntegerAttr(op.attributes["axis"]).value, src)
+            elif name == "tile.reshape":
+                src = self.preferred.get(op.operands[0])
+                if src is not None and L.is_distributed(src):
+                    lay = reshape_layout(src, tuple(op.operands[0].type.shape),
+                                         tuple(res.type.shape))
+            if lay is not None:
+                self.preferred[res] = lay
+                added = True
+            return ir.WalkResult.ADVANCE
+
+        self.func.walk(visit)
+        return added
 
     def operand_source(self, v: ir.Value, swizzled: bool = True) -> None:
         """A load that only feeds this operand (through permutes) loads into shared memory
         (with the widest swizzle its rows allow for tensor cores, plain row-major for
         the FMA path)."""
         while _single_use(v) and (_defining_name(v) == "tile.permute" or (
-                _defining_name(v) == "tile.reshape" and _unit_dim_change(
-                    list(v.owner.operands[0].type.shape), list(v.type.shape)) is not None)):
+                _defining_name(v) == "tile.reshape" and _unit_dims_only(
+                    list(v.owner.operands[0].type.shape), list(v.type.shape)))):
             v = v.owner.operands[0]          # transposes and unit dims (a batch index)
         if _defining_name(v) != "tile.load" or not _single_use(v) or \
                 SCOPE_ATTR in v.owner.attributes:     # (relaxed loads: into registers)
@@ -283,6 +333,12 @@ class LayoutAssigner(MmaAssignment):
         v = op.operands[index]
         if self.layout_of(v) == layout:
             return
+        if _is_splat(v) and L.is_distributed(layout):
+            # a splat is the same scalar in every register, whatever the layout: made
+            # again where it is needed instead of exchanged
+            with ir.InsertionPoint(op), op.location:
+                op.operands[index] = _splat_in(v, layout)
+            return
         if _defining_name(v) == "tile.broadcast" and _single_use(v) and \
                 L.is_distributed(layout) and not isinstance(layout, L.Slice):
             self.set_layout(v, layout)
@@ -355,8 +411,9 @@ class LayoutAssigner(MmaAssignment):
                 lay, tuple(src.type.shape), want, tuple(res.type.shape)):
             self.set_layout(res, want)         # a source made for it (collect_broadcast_sources)
             return
-        if isinstance(lay, L.Blocked) and broadcast_free(lay, tuple(src.type.shape), lay,
-                                                          tuple(res.type.shape)):
+        # (a row max kept in the accumulator's layout broadcasts over its rows in place)
+        if isinstance(lay, (L.Blocked, Mma)) and broadcast_free(
+                lay, tuple(src.type.shape), lay, tuple(res.type.shape)):
             self.set_layout(res, lay)
             return
         home = self.home_of(tuple(res.type.shape))
@@ -431,7 +488,16 @@ class LayoutAssigner(MmaAssignment):
         self.set_layout(op.results[0], L.Slice(axis, lay))
 
     def rule_arith_select(self, op):
-        self.elementwise(op)
+        """The values' layout, not the mask's: a mask is an i1 tile (cheaper to exchange
+        than the f32 scores an attention kernel masks, which stay where the product
+        left them)."""
+        lay = self.layout_of(op.operands[1])
+        if not isinstance(op.operands[0].type, ir.RankedTensorType) or \
+                not L.is_distributed(lay):
+            return self.elementwise(op)
+        for i in (0, 2):
+            self.require(op, i, lay)
+        self.set_layout(op.results[0], lay)
 
     # -- control flow ------------------------------------------------------------------
     def scf_for(self, op: ir.Operation) -> None:
@@ -535,6 +601,24 @@ def _ops_named(root: ir.Operation, name: str) -> list[ir.Operation]:
     return found
 
 
+def _is_splat(v: ir.Value) -> bool:
+    name = _defining_name(v)
+    if name == "tensor.splat":
+        return True
+    return name == "arith.constant" and \
+        isinstance(v.owner.attributes["value"], ir.DenseElementsAttr) and \
+        ir.DenseElementsAttr(v.owner.attributes["value"]).is_splat
+
+
+def _splat_in(v: ir.Value, layout: L.Layout) -> ir.Value:
+    """The splat `v` made again, at the insertion point, in `layout`."""
+    t = with_layout(v.type, layout)
+    if _defining_name(v) == "tensor.splat":
+        return tensor.splat(t, v.owner.operands[0], [])
+    value = ir.DenseElementsAttr(v.owner.attributes["value"]).get_splat_value()
+    return arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, value)).result
+
+
 def _defining_name(v: ir.Value) -> str | None:
     owner = v.owner
     return None if isinstance(owner, ir.Block) else owner.name
@@ -589,10 +673,16 @@ def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | Non
         return None
     src, res = list(src_shape), list(res_shape)
     if isinstance(lay, Shared):                       # shared tiles: the same bytes
-        k = _unit_dim_change(src, res)
-        if k is None:
+        if not _unit_dims_only(src, res):
             return None
-        return lay.with_unit_dim(k) if len(res) > len(src) else lay.without_dim(k)
+        # every unit dim of the source dropped (last first), then the result's inserted
+        for k in reversed(range(len(src))):
+            if src[k] == 1:
+                lay = lay.without_dim(k)
+        for k in range(len(res)):
+            if res[k] == 1:
+                lay = lay.with_unit_dim(k)
+        return lay
     if len(res) == len(src) + 1:                      # insert a unit dim
         # a slice gets its parent back when the unit dim returns where it was removed
         ks = ([lay.dim] if isinstance(lay, L.Slice) else []) + list(range(len(res)))
@@ -608,6 +698,12 @@ def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | Non
             if src[k] == 1 and src[:k] + src[k + 1:] == res:
                 return L.Slice(k, lay)
     return None
+
+
+def _unit_dims_only(src: list[int], res: list[int]) -> bool:
+    """Whether a reshape from `src` to `res` only adds or drops unit dims (a 4-d
+    (1, 1, M, K) load of one head's tile as (M, K))."""
+    return src != res and [d for d in src if d != 1] == [d for d in res if d != 1]
 
 
 def _unit_dim_change(src: list[int], res: list[int]) -> int | None:

@@ -783,7 +783,10 @@ def _candidates(func: ir.Operation) -> list[Tied]:
 def _factor(tied: Tied, kind: str, arg: int, target: str,
             warps: int | None = None) -> Fraction | None:
     sizes = tied.sizes()
-    acc = max(_elements(v) for v, _ in tied.dims.items())
+    # the products' results live together (attention's scores beside its output
+    # accumulator): their registers add up
+    products = sum(_elements(v) for v in tied.dims if _is_product(v))
+    acc = max(products, max(_elements(v) for v, _ in tied.dims.items()))
     if kind == "wide":
         if target != "sm_90a" or not arg >> tied.axis & 1:
             return None                            # mma.sync tiles this wide spill
@@ -800,6 +803,12 @@ def _factor(tied: Tied, kind: str, arg: int, target: str,
                 return Fraction(1, s)
             s //= 2
     return None
+
+
+def _is_product(v: ir.Value) -> bool:
+    owner = v.owner
+    return not isinstance(owner, ir.Block) and owner.operation.name in ("tile.mma",
+                                                                        "tile.matmul")
 
 
 def _promotes(tied: Tied) -> bool:

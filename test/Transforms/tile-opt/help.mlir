@@ -20,4 +20,4 @@
 // CHECK-NEXT: {{ +}}run a loop that re-reads
 // CHECK: stages, in order
 // CHECK-NEXT: frontend  (no passes: what @kernel produces)
-// CHECK-NEXT: tile      tile-inline, tile-canonicalize, tile-licm, tile-cse, tile-reverse-rereads, tile-reassociate-reductions, tile-dce
+// CHECK-NEXT: tile      tile-inline, tile-canonicalize, tile-guard-masks, tile-licm, tile-cse, tile-reverse-rereads, tile-reassociate-reductions, tile-dce
