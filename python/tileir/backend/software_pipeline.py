@@ -105,8 +105,14 @@ class _Pipeliner:
         # by default for a grid smaller than the GPU (a loop that waits on memory: a
         # producer that only issues copies keeps the ring full; +5-25 % on decode
         # GEMMs, bench/RESULTS.md)
+        # -- unless the author asks for blocks sharing an SM (`occupancy`): a producer
+        # warpgroup's block takes the SM's registers alone (setmaxnreg), and at two
+        # blocks of 384 threads ptxas has 80 registers a thread (cuTile's attention
+        # sample, occupancy=2 on a 64-block grid)
+        occupancy = ir.IntegerAttr(func.attributes["tile.occupancy"]).value \
+            if "tile.occupancy" in func.attributes else 1
         asked = ir.BoolAttr(func.attributes[WARP_SPECIALIZE_ATTR]).value \
-            if WARP_SPECIALIZE_ATTR in func.attributes else self.small_grid
+            if WARP_SPECIALIZE_ATTR in func.attributes else self.small_grid and occupancy <= 1
         self.specialize = asked and chip.startswith("sm_90")
         self.specialized = False
         self.held = 0                 # bytes of shared memory beside the ring (see loop)
