@@ -315,9 +315,17 @@ static XLA_FFI_Error *out_of_memory(const XLA_FFI_Api *api) {
     return fail(api, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "tileir cutile_call: out of memory");
 }
 
+/* The call frame's extension list: XLA_FFI_Extension_Base until API 0.3 (jaxlib
+   0.10), renamed XLA_FFI_InternalExtension from API 0.4 (jaxlib 0.11), same fields. */
+#if XLA_FFI_API_MAJOR == 0 && XLA_FFI_API_MINOR < 4
+typedef XLA_FFI_Extension_Base frame_extension;
+#else
+typedef XLA_FFI_InternalExtension frame_extension;
+#endif
+
 /* Answers XLA's question, at registration, of which FFI API this handler speaks. */
 static int metadata(XLA_FFI_CallFrame *frame) {
-    XLA_FFI_Extension_Base *ext = frame->extension_start;
+    frame_extension *ext = frame->extension_start;
     while (ext && ext->type != XLA_FFI_Extension_Metadata)
         ext = ext->next;
     if (!ext)
