@@ -93,7 +93,7 @@ def _verify_function(func: ir.Operation, diags: list[Diagnostic]) -> None:
                 diags.append(Diagnostic(func.location, f"{name} must be "
                                         f"{'a power of two' if power else 'an int'} from "
                                         f"{low} to {high}, got {attr}"))
-    # [axis, num, den]: the launch grid along `axis` times den / num (tileir.backend.retile)
+    # [axis, num, den]: the launch grid along `axis` times den / num (tileir.backend.layout.retile)
     if "tile.grid_scale" in func.attributes:
         attr = func.attributes["tile.grid_scale"]
         v = list(ir.DenseI64ArrayAttr(attr)) if isinstance(attr, ir.DenseI64ArrayAttr) else []

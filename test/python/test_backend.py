@@ -28,7 +28,7 @@ import pytest
 from mlir import ir
 
 import tileir as ct
-from tileir.backend.target import TARGETS, find_cuda_tool, find_ptxas
+from tileir.backend.target.toolchain import TARGETS, find_cuda_tool, find_ptxas
 from tileir.dialect import TileIRError
 from tileir.examples import layernorm, matmul, rmsnorm, softmax, transpose, vector_add
 from tileir.passes import STAGES

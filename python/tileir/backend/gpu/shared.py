@@ -16,9 +16,9 @@ import dataclasses
 from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, vector
 
-from . import layouts as L
+from tileir.backend.layout import layouts as L
 from .context import Frag, LoweringContext, _bits, reg_type
-from .mma_layouts import Shared
+from tileir.backend.layout.mma_layouts import Shared
 
 
 @dataclasses.dataclass

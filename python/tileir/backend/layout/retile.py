@@ -28,7 +28,7 @@ the launch's grid is a multiple of the factor there (the caller checks), so no
 block computes a tile the original grid did not cover.  A kernel coarsened for a
 grid of many waves also becomes persistent (`tile.persistent`, unless the kernel
 sets `persistent` or asks for warp specialization): one block per SM walks the
-tiles, its ring running on from one tile to the next (backend/persistent.py).
+tiles, its ring running on from one tile to the next (backend/pipeline/persistent.py).
 
 Two rescalings keep the grid:
 - *short axes* (`_shrink_short_axes`): when every array dim that follows `bid(a)`
@@ -57,9 +57,9 @@ from tileir.dialect.tile import SCOPE_ATTR, promotes_sums
 
 from .budget import K_SPLIT_ATTR
 from .grid_wish import SHORT, parse as parse_wish
-from .shared import tile_bytes
+from tileir.backend.gpu.shared import tile_bytes
 
-PERSISTENT_ATTR = "tile.persistent"          # (backend/persistent.py)
+PERSISTENT_ATTR = "tile.persistent"          # (backend/pipeline/persistent.py)
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
 GRID_SCALE_ATTR = "tile.grid_scale"        # [axis, num, den] after retiling (for the metadata)
 RETILE_ATTR = "tile.retile"                # [axis, num, den] asked for (kernel option)

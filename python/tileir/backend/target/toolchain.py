@@ -20,7 +20,7 @@ from mlir.dialects import gpu
 from mlir.passmanager import PassManager
 
 from tileir import deadline
-from tileir.backend import llvm_options
+from . import llvm_options
 from tileir.dialect import TileIRError
 from tileir.dialect.diagnostics import from_mlir_error
 

@@ -23,7 +23,7 @@ producer warpgroup walks the tiles ahead instead: `specialize_tile_loop`), both
 called by the pipeliner (software_pipeline.py).  Retiling makes a tensor-core
 kernel persistent by default for a grid of many waves (retile.py).  A kernel
 that asks for stream-K gets the segment loop of `stream_k.wrap` instead of the
-plain tile loop (backend/stream_k.py).
+plain tile loop (backend/pipeline/stream_k.py).
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def _tile_prefix(outer: ir.Operation, loop: ir.Operation, loads):
 def _reserve_epilogue(pl, outer: ir.Operation) -> None:
     """The epilogue's shared memory is taken while the ring is live: leave room for the
     tiles the tile loop stores."""
-    from .tma_store import store_smem_bytes
+    from tileir.backend.gpu.tma_store import store_smem_bytes
     stored = [0]
 
     def visit(op):            # (a stream-K epilogue sits in an scf.if)

@@ -55,8 +55,9 @@ def plan(module: ir.Module) -> None:
 def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | None:
     """(axis, loads to multicast) for a kernel whose tiles may run in pairs, else None."""
     from .block_order import in_loop
-    from .lower import CLUSTER_ATTR
-    from .retile import GRID_SCALE_ATTR, PERSISTENT_ATTR, WARP_SPECIALIZE_ATTR, read_wish
+    from tileir.backend.gpu.lower import CLUSTER_ATTR
+    from tileir.backend.layout.retile import (GRID_SCALE_ATTR, PERSISTENT_ATTR,
+                                              WARP_SPECIALIZE_ATTR, read_wish)
     from .software_pipeline import async_capable
     if not (ENABLED and target.startswith("sm_90") and _flag(func, PERSISTENT_ATTR)) or \
             _flag(func, WARP_SPECIALIZE_ATTR) or _flag(func, "tile.stream_k") or \
@@ -132,7 +133,7 @@ def _own_tensor_map(ld: ir.Operation, loads: list[ir.Operation]) -> bool:
     """A load copied in half rows needs a tensor map of its own: no other load of the
     kernel reads its array (the maps are keyed by array, box and swizzle)."""
     from tileir.dialect.layout import tile_layout
-    from .context import _bits
+    from tileir.backend.gpu.context import _bits
     t = ld.results[0].type
     if split(tile_layout(t), tuple(t.shape), max(1, _bits(t.element_type) // 8)) != "rows":
         return True
@@ -156,7 +157,7 @@ def _written_arrays(func: ir.Operation) -> set:
 
 
 def mark(func: ir.Operation, axis: int, loads: list[ir.Operation]) -> None:
-    from .lower import CLUSTER_ATTR
+    from tileir.backend.gpu.lower import CLUSTER_ATTR
     i64 = ir.IntegerType.get_signless(64)
     func.attributes[PAIRS_ATTR] = ir.IntegerAttr.get(i64, axis)
     func.attributes[CLUSTER_ATTR] = ir.DenseI64ArrayAttr.get([2, 1, 1])
@@ -174,8 +175,8 @@ def halves(t: ir.Type) -> bool:
     box is cut along (its rows: `rules/ring.tma_clip_dim`), each half starting on a
     swizzle atom of every box."""
     from tileir.dialect.layout import tile_layout
-    from .mma_layouts import Shared
-    from .context import _bits
+    from tileir.backend.layout.mma_layouts import Shared
+    from tileir.backend.gpu.context import _bits
     if not isinstance(t, ir.RankedTensorType):
         return False
     lay = tile_layout(t)
@@ -189,7 +190,7 @@ def split(lay, shape, eb: int) -> str | None:
     """How the two blocks of a pair share the copies of a tile: "boxes" (block r copies
     boxes r, r + 2, ... whole: the tile has an even number of TMA boxes), "rows"
     (block r copies half r of the rows of its one box), None (neither applies)."""
-    from .rules.ring import tma_clip_dim
+    from tileir.backend.gpu.rules.ring import tma_clip_dim
     if lay.num_boxes(shape, eb) % 2 == 0 and SPLIT != "rows":
         return "boxes"
     clip = tma_clip_dim(lay, shape)
@@ -207,7 +208,7 @@ def half_bytes(lay, shape, eb: int, clip: int) -> int:
 
 
 def _tile_bytes(t: ir.RankedTensorType) -> int:
-    from .context import _bits
+    from tileir.backend.gpu.context import _bits
     n = max(1, _bits(t.element_type) // 8)
     for d in t.shape:
         n *= d

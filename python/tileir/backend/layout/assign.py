@@ -15,7 +15,7 @@ Strategy (predictable, good for the memory-bound kernels users write):
    between layouts that are equal as linear maps are free in the `gpu` stage.
 
 Tensor-core products (`tile.mma`; `tile.matmul` is first rewritten as an mma
-into a zero accumulator and a cast) get the layouts `backend.mma_plan` picks for
+into a zero accumulator and a cast) get the layouts `backend.layout.mma_plan` picks for
 the module's target: an `#tile.mma_acc` accumulator, which the loop that carries
 it, the splat that starts it and the ops that read it keep (`preferred`
 layouts, propagated through `scf.for` before the walk); operands loaded only to
@@ -40,9 +40,10 @@ from tileir.dialect.tile import FAST_ACC_ATTR, SCOPE_ATTR, MmaOp
 from tileir.dialect.verifier import DEFAULT_CHIP, kernel_functions, module_chip
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
-from . import mma_plan, tma_store
+from . import mma_plan
+from tileir.backend.gpu import tma_store
 from .split import small_grid
-from .context import arg_has
+from tileir.backend.gpu.context import arg_has
 from .mma_layouts import Mma, Shared, choose_swizzle
 
 NUM_WARPS_ATTR = "tile.num_warps"

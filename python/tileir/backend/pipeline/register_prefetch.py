@@ -33,7 +33,7 @@ from mlir.dialects import arith, scf
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.types import bitwidth
 from tileir.passes import effects, iterations
-from .mma_layouts import Shared
+from tileir.backend.layout.mma_layouts import Shared
 
 PREFETCH_REGISTERS = 64       # 32-bit registers a thread may spend on the copies
 

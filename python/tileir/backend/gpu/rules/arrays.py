@@ -1,6 +1,6 @@
 """Grid queries, array queries and global memory: `tile.bid/num_blocks/grid_size/dim/stride`,
-`tile.select_array`, `tile.list_get`, `tile.load/store` (through `backend.memory`, or TMA:
-`backend.tma_store`) and `tile.iota`."""
+`tile.select_array`, `tile.list_get`, `tile.load/store` (through `backend.gpu.memory`, or TMA:
+`backend.gpu.tma_store`) and `tile.iota`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tileir.dialect.types import array_info, signless
 from .. import tma_store
 from ..context import I32, ArrayABI, Frag, _bits, lin_of
 from ..memory import gep, load_tile, lower_load, lower_store
-from ..mma_layouts import Shared
+from tileir.backend.layout.mma_layouts import Shared
 from ..shared import fence_async_proxy, new_tile, staging_linear, store_frag
 from .registry import rule
 

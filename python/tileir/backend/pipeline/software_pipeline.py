@@ -25,7 +25,7 @@ it: one block's epilogue then overlaps the other's loop), 2 to 4; for a launch
 whose grid leaves SMs idle (`tile.grid_wish` "narrow"), as many as fit one block's
 shared memory, 2 to 8 (the loop then waits on memory: more bytes in flight).
 Either way at most the kernel's `tile.stage_cap`, which the stage driver sets when
-a plan overflowed the shared memory at lowering (backend/budget.py); a cap of 1
+a plan overflowed the shared memory at lowering (backend/layout/budget.py); a cap of 1
 leaves the loop without a ring.
 
 A loop whose loads go to registers instead (a chunked reduction) has them issued
@@ -48,11 +48,11 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquir
 from tileir.dialect.types import bitwidth
 from tileir.passes import effects
 
-from .budget import STAGE_CAP_ATTR
+from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from .cluster_pairs import MULTICAST_ATTR
-from .context import arg_has
-from .mma_layouts import TMA_MAX_BOX, Mma, Shared
-from .shared import smem_tile_bytes
+from tileir.backend.gpu.context import arg_has
+from tileir.backend.layout.mma_layouts import TMA_MAX_BOX, Mma, Shared
+from tileir.backend.gpu.shared import smem_tile_bytes
 
 NUM_STAGES_ATTR = "tile.num_stages"
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
@@ -61,7 +61,7 @@ PRODUCER_WARPS = 4            # one warpgroup: setmaxnreg works per warpgroup
 PRODUCER_REGISTERS = 40
 MAX_DEFAULT_STAGES = 4
 # A launch whose grid gives at most one block to every two SMs (the launcher's
-# "narrow" grid wish, tileir.backend.grid_wish): one block per SM, and a loop that
+# "narrow" grid wish, tileir.backend.layout.grid_wish): one block per SM, and a loop that
 # waits on memory, so the ring takes all the stages one block's shared memory holds.
 MAX_SMALL_GRID_STAGES = 8
 # Shared memory of one SM (what its blocks share) and registers of one SM.
@@ -84,7 +84,7 @@ class _Load:
     array: ir.Value
     index: list[ir.Value]
     slice: list[ir.Operation]        # body ops computing the index from the counter
-    multicast: bool = False          # shared by a cluster pair (backend/cluster_pairs.py)
+    multicast: bool = False          # shared by a cluster pair (backend/pipeline/cluster_pairs.py)
 
 
 class _Pipeliner:
@@ -95,7 +95,7 @@ class _Pipeliner:
         self.small_grid = "tile.grid_wish" in func.attributes and \
             ir.StringAttr(func.attributes["tile.grid_wish"]).value.startswith("narrow")
         # the stage driver's cap when an earlier plan overflowed shared memory
-        # (backend/budget.py): it bounds the author's num_stages too, a hint
+        # (backend/layout/budget.py): it bounds the author's num_stages too, a hint
         self.cap = ir.IntegerAttr(func.attributes[STAGE_CAP_ATTR]).value \
             if STAGE_CAP_ATTR in func.attributes else MAX_SMALL_GRID_STAGES
         self.stages_opt = min(self.cap, ir.IntegerAttr(func.attributes[NUM_STAGES_ATTR]).value) \
@@ -497,7 +497,7 @@ def pure_slice(owner: ir.Operation, values, given, before: ir.Operation | None =
 
 
 def _walks_tiles(op: ir.Operation) -> bool:
-    """Whether `op` is a persistent kernel's tile loop (backend/persistent.py)."""
+    """Whether `op` is a persistent kernel's tile loop (backend/pipeline/persistent.py)."""
     return op.name == "scf.for" and "tile.persistent_loop" in op.attributes
 
 

@@ -1,6 +1,6 @@
 """Tensor-core layouts: MMA accumulators, register operands, shared-memory tiles.
 
-Three encodings join `#tile.blocked`/`#tile.slice` (tileir.backend.layouts):
+Three encodings join `#tile.blocked`/`#tile.slice` (tileir.backend.layout.layouts):
 
 * `#tile.mma_acc<version : i64, array<i64: wm, wn>, array<i64: im, in>>` — the
   accumulator of a tensor-core product, `wm x wn` warps over (M, N).

@@ -56,7 +56,7 @@ class RingPlan:
 def rings_of(module: ir.Module) -> list[RingPlan]:
     """The rings of a pipelined module, in walk order."""
     from tileir.dialect.layout import tile_layout
-    from .shared import smem_tile_bytes
+    from tileir.backend.gpu.shared import smem_tile_bytes
     found: list[RingPlan] = []
 
     def visit(op):

@@ -16,7 +16,7 @@ unsigned compare, `i <u d >> log2(s)` (a negative index is a large unsigned one)
 The condition is block-uniform: every thread of a block takes the same version.
 Accesses marked `tile.in_bounds` lower to plain vector loads and stores with no
 per-thread bounds checks, so the version most blocks run is straight-line code
-that issues all its loads back to back (backend/memory.py).
+that issues all its loads back to back (backend/gpu/memory.py).
 
 Accesses left out of the condition (an index loaded from memory, a relaxed
 access, an access inside a branch) stay checked in both versions.  Kernels with
@@ -42,7 +42,7 @@ from tileir.dialect.tile import IN_BOUNDS_ATTR, SCOPE_ATTR, DimOp
 from tileir.dialect.verifier import kernel_functions
 from tileir.passes import effects
 
-from .mma_layouts import Shared
+from tileir.backend.layout.mma_layouts import Shared
 from .persistent import PERSISTENT_ATTR
 from .software_pipeline import clone_ops
 
