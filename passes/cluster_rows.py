@@ -66,9 +66,8 @@ import math as pymath
 from mlir import ir
 from mlir.dialects import arith, math
 
-from tileir.backend.gpu.lower import CLUSTER_ATTR
-from tileir.backend.layout.retile import GRID_SCALE_ATTR, NotRetileable, note_grid_rewrite, \
-    read_wish, refuse_per_block_effects
+from tileir.backend.layout.retile import CLUSTER_ATTR, GRID_SCALE_ATTR, NotRetileable, \
+    note_grid_rewrite, read_wish, refuse_per_block_effects
 from tileir.backend.layout.split import free_axes
 from tileir.dialect import tile
 from tileir.dialect.cluster import ClusterGatherOp

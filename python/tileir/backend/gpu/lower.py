@@ -33,12 +33,10 @@ from . import tma_store
 from tileir.backend.layout.budget import SharedMemoryOverflow
 from tileir.backend.pipeline.programmatic import ALWAYS, ON_REQUEST, launch_mode
 from .context import I32, I64, ArrayABI, LoweringContext, arg_has
-from tileir.backend.layout.retile import GRID_REWRITES_ATTR, GRID_SCALE_ATTR
+from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_REWRITES_ATTR, GRID_SCALE_ATTR,
+                                          PERM_ATTR)
 from .rules import lower_block
 from .rules.cluster import finish_cluster
-
-CLUSTER_ATTR = "tile.cluster"          # [x, y, z] blocks a cluster (passes/cluster_rows.py)
-PERM_ATTR = "tile.grid_perm"           # launch axes as the kernel reads them (launch_order.py)
 
 GPU_MODULE = "tileir_kernels"
 

@@ -67,6 +67,9 @@ WISH_ATTR = "tile.grid_wish"               # "wide:<even axes mask>" or "narrow:
 # the passes that rewrote the kernel for the launch's grid (for the metadata: a
 # variant none rewrote is the kernel as written, whatever the wish)
 GRID_REWRITES_ATTR = "tile.grid_rewrites"
+# set by the layout stage's other grid rewrites, read by the stages after it
+CLUSTER_ATTR = "tile.cluster"          # [x, y, z] blocks a cluster (passes/cluster_rows.py)
+PERM_ATTR = "tile.grid_perm"           # launch axes as the kernel reads them (launch_order.py)
 
 
 def read_wish(func: ir.Operation) -> dict[str, str]:

@@ -55,8 +55,7 @@ def plan(module: ir.Module) -> None:
 def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | None:
     """(axis, loads to multicast) for a kernel whose tiles may run in pairs, else None."""
     from .block_order import in_loop
-    from tileir.backend.gpu.lower import CLUSTER_ATTR
-    from tileir.backend.layout.retile import (GRID_SCALE_ATTR, PERSISTENT_ATTR,
+    from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_SCALE_ATTR, PERSISTENT_ATTR,
                                               WARP_SPECIALIZE_ATTR, read_wish)
     from .software_pipeline import async_capable
     if not (ENABLED and target.startswith("sm_90") and _flag(func, PERSISTENT_ATTR)) or \
@@ -157,7 +156,7 @@ def _written_arrays(func: ir.Operation) -> set:
 
 
 def mark(func: ir.Operation, axis: int, loads: list[ir.Operation]) -> None:
-    from tileir.backend.gpu.lower import CLUSTER_ATTR
+    from tileir.backend.layout.retile import CLUSTER_ATTR
     i64 = ir.IntegerType.get_signless(64)
     func.attributes[PAIRS_ATTR] = ir.IntegerAttr.get(i64, axis)
     func.attributes[CLUSTER_ATTR] = ir.DenseI64ArrayAttr.get([2, 1, 1])
