@@ -45,6 +45,14 @@ def kernel_functions(module: ir.Module) -> list[ir.Operation]:
             if op.operation.name == "func.func" and KERNEL_ATTR in op.operation.attributes]
 
 
+def arg_has(func: ir.Operation, i: int, attr: str) -> bool:
+    """Whether argument `i` of function `func` carries attribute `attr` (`tile.aligned`)."""
+    if "arg_attrs" not in func.attributes:
+        return False
+    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
+    return i < len(attrs) and attr in ir.DictAttr(attrs[i])
+
+
 def is_tile_function(op: ir.Operation) -> bool:
     attrs = op.attributes
     return op.name == "func.func" and (KERNEL_ATTR in attrs or FUNCTION_ATTR in attrs)

@@ -377,14 +377,6 @@ class LoweringContext:
         return llvm.ptrtoint(I32(), self.smem_ptr(offset))
 
 
-def arg_has(func: ir.Operation, i: int, attr: str) -> bool:
-    """Whether argument `i` of function `func` carries attribute `attr` (`tile.aligned`)."""
-    if "arg_attrs" not in func.attributes:
-        return False
-    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
-    return i < len(attrs) and attr in ir.DictAttr(attrs[i])
-
-
 FP8_TYPES = ("f8E4M3FN", "f8E5M2")
 
 

@@ -52,8 +52,9 @@ from mlir.dialects import arith, nvvm, scf
 
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.types import bitwidth
+from tileir.dialect.verifier import arg_has
 from tileir.backend.layout import layouts as L
-from .context import Frag, LoweringContext, arg_has
+from .context import Frag, LoweringContext
 from tileir.backend.layout.mma_layouts import TMA_MAX_BOX, Mma, Shared, choose_swizzle
 from .shared import SmemTile, fence_async_proxy, smem_tile_bytes, store_frag, tile_bytes
 

@@ -37,13 +37,12 @@ from mlir.dialects import arith
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
 from tileir.dialect.tile import FAST_ACC_ATTR, SCOPE_ATTR, MmaOp
-from tileir.dialect.verifier import DEFAULT_CHIP, kernel_functions, module_chip
+from tileir.dialect.verifier import DEFAULT_CHIP, arg_has, kernel_functions, module_chip
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan
 from tileir.backend.gpu import tma_store
 from .split import small_grid
-from tileir.backend.gpu.context import arg_has
 from .mma_layouts import Mma, Shared, choose_swizzle
 
 NUM_WARPS_ATTR = "tile.num_warps"

@@ -41,7 +41,7 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import promotes_sums
-from tileir.dialect.verifier import kernel_functions
+from tileir.dialect.verifier import arg_has, kernel_functions
 from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquireOp,
                                  RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
@@ -50,7 +50,6 @@ from tileir.passes import effects
 
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from .cluster_pairs import MULTICAST_ATTR
-from tileir.backend.gpu.context import arg_has
 from tileir.backend.layout.mma_layouts import TMA_MAX_BOX, Mma, Shared
 from tileir.backend.gpu.shared import smem_tile_bytes
 
