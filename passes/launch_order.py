@@ -32,7 +32,7 @@ from __future__ import annotations
 from mlir import ir
 
 from tileir.backend.layout.retile import PERM_ATTR, note_grid_rewrite, read_wish
-from tileir.backend.gpu.shared import tile_bytes
+from tileir.backend.layout.mma_layouts import tile_bytes
 
 from .effects import ops_under
 

@@ -55,8 +55,9 @@ from tileir.dialect.types import bitwidth
 from tileir.dialect.verifier import arg_has
 from tileir.backend.layout import layouts as L
 from .context import Frag, LoweringContext
-from tileir.backend.layout.mma_layouts import TMA_MAX_BOX, Mma, Shared, choose_swizzle
-from .shared import SmemTile, fence_async_proxy, smem_tile_bytes, store_frag, tile_bytes
+from tileir.backend.layout.mma_layouts import (TMA_MAX_BOX, Mma, Shared, choose_swizzle,
+                                               smem_tile_bytes, tile_bytes)
+from .shared import SmemTile, fence_async_proxy, store_frag
 
 ENABLE_ATTR = "tile.tma_store"
 SLAB_ROW_BYTES = 128         # one slab row: the widest swizzle

@@ -36,6 +36,7 @@ import dataclasses
 import math
 import re
 
+from tileir.dialect.types import bitwidth
 from .layouts import Coord, Linear, _log2
 
 LANES_V2 = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))      # accumulator / A fragment lanes
@@ -259,6 +260,19 @@ class Shared:
         c = coord[inner]
         off = row * w * elem_bytes + (c % w) * elem_bytes
         return (c // w) * self.box_bytes(shape, elem_bytes) + swizzle_bits(off, self.swizzle)
+
+
+def smem_tile_bytes(layout: Shared, shape, elem) -> int:
+    """Bytes of a tile of MLIR element type `elem` in shared-memory layout `layout`."""
+    return layout.size_bytes(tuple(shape), max(1, bitwidth(elem) // 8))
+
+
+def tile_bytes(shape, elem) -> int:
+    """Bytes of a tile's elements (no layout's padding)."""
+    n = max(1, bitwidth(elem) // 8)
+    for d in shape:
+        n *= d
+    return n
 
 
 def swizzle_bits(offset: int, swizzle: int) -> int:

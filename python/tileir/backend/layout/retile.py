@@ -57,7 +57,7 @@ from tileir.dialect.tile import SCOPE_ATTR, promotes_sums
 
 from .budget import K_SPLIT_ATTR
 from .grid_wish import SHORT, parse as parse_wish
-from tileir.backend.gpu.shared import tile_bytes
+from .mma_layouts import tile_bytes
 
 PERSISTENT_ATTR = "tile.persistent"          # (backend/pipeline/persistent.py)
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"

@@ -42,7 +42,7 @@ from mlir.dialects import arith
 
 from .retile import (GRID_SCALE_ATTR, NotRetileable, Tied, _fixed, _NONE, _ops, _shape,
                      _Tags, note_grid_rewrite, refuse_per_block_effects, scale_dims, settle)
-from tileir.backend.gpu.shared import tile_bytes
+from .mma_layouts import tile_bytes
 
 # Measured on the H100 (bench/RESULTS.md, "Small grids split"): RoPE and SwiGLU at 1,
 # 16 and 64 tokens, blocks keeping 512 B to 32 KB.  With bounds-checked accesses a

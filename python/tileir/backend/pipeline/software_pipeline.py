@@ -50,8 +50,7 @@ from tileir.passes import effects
 
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from .cluster_pairs import MULTICAST_ATTR
-from tileir.backend.layout.mma_layouts import TMA_MAX_BOX, Mma, Shared
-from tileir.backend.gpu.shared import smem_tile_bytes
+from tileir.backend.layout.mma_layouts import TMA_MAX_BOX, Mma, Shared, smem_tile_bytes
 
 NUM_STAGES_ATTR = "tile.num_stages"
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"

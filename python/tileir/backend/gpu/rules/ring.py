@@ -52,9 +52,8 @@ from tileir.dialect import TileIRError
 from tileir.backend.pipeline.cluster_pairs import MULTICAST_ATTR, half_bytes, split
 from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
-from tileir.backend.layout.mma_layouts import Shared
-from ..shared import (SmemTile, _groups, fence_async_proxy, smem_tile_bytes, staging_linear,
-                      thread_offset, tile_bytes)
+from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes, tile_bytes
+from ..shared import SmemTile, _groups, fence_async_proxy, staging_linear, thread_offset
 from .cluster import cluster_sync, mapa
 from .registry import rule
 
