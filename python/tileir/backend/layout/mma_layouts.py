@@ -275,6 +275,16 @@ def tile_bytes(shape, elem) -> int:
     return n
 
 
+def tma_clip_dim(lay: Shared, shape) -> int | None:
+    """The tile dim a TMA box may be cut short along (`runtime.tensor_maps.clipped_box`):
+    the slowest dim longer than 1, so that the rows the cut box leaves out are the
+    end of each box's shared memory; None when only the fastest dim is longer than 1."""
+    for d in reversed(lay.order[1:]):
+        if shape[d] > 1:
+            return d
+    return None
+
+
 def swizzle_bits(offset: int, swizzle: int) -> int:
     """Address bits [4, 4+b) xor bits [7, 7+b), b = log2(swizzle / 16)."""
     if swizzle == 0:

@@ -52,7 +52,7 @@ from tileir.dialect import TileIRError
 from tileir.backend.pipeline.cluster_pairs import MULTICAST_ATTR, half_bytes, split
 from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
-from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes, tile_bytes
+from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes, tile_bytes, tma_clip_dim
 from ..shared import SmemTile, _groups, fence_async_proxy, staging_linear, thread_offset
 from .cluster import cluster_sync, mapa
 from .registry import rule
@@ -109,16 +109,6 @@ def multicast_buffers(alloc: ir.Operation) -> frozenset:
     if MULTICAST_ATTR not in alloc.attributes:
         return frozenset()
     return frozenset(ir.DenseI64ArrayAttr(alloc.attributes[MULTICAST_ATTR]))
-
-
-def tma_clip_dim(lay: Shared, shape) -> int | None:
-    """The tile dim a TMA box may be cut short along (`runtime.tensor_maps.clipped_box`):
-    the slowest dim longer than 1, so that the rows the cut box leaves out are the
-    end of each box's shared memory; None when only the fastest dim is longer than 1."""
-    for d in reversed(lay.order[1:]):
-        if shape[d] > 1:
-            return d
-    return None
 
 
 def _round(n: int, m: int) -> int:
