@@ -602,7 +602,7 @@ def test_wide_wgmma_tile_runs_correctly(rng):
 def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng, monkeypatch):
     """The accumulator stored by TMA from shared memory (stmatrix for 16-bit results):
     ragged M and N (TMA drops what lies outside C), several tiles a block."""
-    from tileir.backend.gpu import tma_store
+    from tileir.backend.layout import tma_store
     options = dict(options)
     if "group" in options:
         monkeypatch.setattr(tma_store, "GROUP_WARPS", options.pop("group"))

@@ -29,7 +29,7 @@ from tileir.dialect import TileIRError
 from tileir.dialect.types import array_info, bitwidth, signless
 from tileir.dialect.verifier import arg_has, kernel_functions, module_chip
 from tileir.backend.layout.assign import NUM_WARPS_ATTR, check_tile_registers
-from . import tma_store
+from tileir.backend.layout import tma_store
 from tileir.backend.layout.budget import SharedMemoryOverflow
 from tileir.backend.pipeline.programmatic import ALWAYS, ON_REQUEST, launch_mode
 from .context import I32, I64, ArrayABI, LoweringContext

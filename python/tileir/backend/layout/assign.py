@@ -40,8 +40,7 @@ from tileir.dialect.tile import FAST_ACC_ATTR, SCOPE_ATTR, MmaOp
 from tileir.dialect.verifier import DEFAULT_CHIP, arg_has, kernel_functions, module_chip
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
-from . import mma_plan
-from tileir.backend.gpu import tma_store
+from . import mma_plan, tma_store
 from .split import small_grid
 from .mma_layouts import Mma, Shared, choose_swizzle
 
