@@ -37,6 +37,7 @@ from tileir.dialect.verifier import kernel_functions
 from . import stream_k
 from .block_order import ORDER_ATTR, grouped
 from .cluster_pairs import pair_axis
+from .pure_slices import clone_ops, defined_in, pure_slice
 
 PERSISTENT_ATTR = "tile.persistent"
 LOOP_ATTR = "tile.persistent_loop"
@@ -133,7 +134,7 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     not possible, returns False and the loop is pipelined in place."""
     from tileir.dialect.ring import IsProducerOp, RingFreeOp, SetMaxRegistersOp
     from .software_pipeline import (MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
-                                    PRODUCER_WARPS_ATTR, clone_ops)
+                                    PRODUCER_WARPS_ATTR)
     outer = loop.parent
     func = pl.func
     if len(outer.results):
@@ -217,13 +218,12 @@ def _tile_prefix(outer: ir.Operation, loop: ir.Operation, loads):
     """The pure ops of tile loop `outer`'s body, before K loop `loop`, that compute the
     K loop's bounds and what the loads' indices need from the tile index; None when
     something else (a carried value, an op with effects) enters them."""
-    from .software_pipeline import _defined_in, pure_slice
     needed = list(loop.operands[:3])
     for ld in loads:
         needed += [x for op in ld.slice for x in op.operands] + list(ld.index)
     tile = outer.regions[0].blocks[0].arguments[0]
-    return pure_slice(outer, needed, lambda v: v == tile or not _defined_in(v, outer) or
-                      _defined_in(v, loop), before=loop)
+    return pure_slice(outer, needed, lambda v: v == tile or not defined_in(v, outer) or
+                      defined_in(v, loop), before=loop)
 
 
 def _reserve_epilogue(pl, outer: ir.Operation) -> None:
@@ -269,7 +269,7 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     cloned for t2 once per tile); where that is not possible, returns False and the
     loop is pipelined in place."""
     from tileir.dialect.ring import RingFreeOp
-    from .software_pipeline import MAX_DEFAULT_STAGES, clone_ops
+    from .software_pipeline import MAX_DEFAULT_STAGES
     outer = loop.parent
     body = outer.regions[0].blocks[0]
     if len(outer.results) or [op.operation for op in body.operations

@@ -46,10 +46,10 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquir
                                  RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
 from tileir.dialect.types import bitwidth
-from tileir.passes import effects
 
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from .cluster_pairs import MULTICAST_ATTR
+from .pure_slices import clone_ops, defined_in, pure_slice
 from tileir.backend.layout.mma_layouts import TMA_MAX_BOX, Mma, Shared, smem_tile_bytes
 
 NUM_STAGES_ATTR = "tile.num_stages"
@@ -131,7 +131,7 @@ class _Pipeliner:
         """The body ops computing `values` from the counter and invariants (in body
         order), or None if they depend on anything else."""
         iv = loop.regions[0].blocks[0].arguments[0]
-        return pure_slice(loop, values, lambda v: v == iv or not _defined_in(v, loop))
+        return pure_slice(loop, values, lambda v: v == iv or not defined_in(v, loop))
 
     # -- the transformation -------------------------------------------------------------
     def loop(self, loop: ir.Operation) -> None:
@@ -461,54 +461,9 @@ def async_capable(func: ir.Operation, chip: str, load: ir.Operation) -> bool:
     return inner % 16 == 0           # cp.async: 16-byte chunks
 
 
-def pure_slice(owner: ir.Operation, values, given, before: ir.Operation | None = None):
-    """The ops of `owner`'s body (before op `before`, if given) that compute `values`
-    from what `given(value)` accepts, in body order; None if some value depends on
-    anything else: an argument of the body, an op with effects or regions."""
-    body = owner.regions[0].blocks[0]
-    order = [op.operation for op in body.operations]
-    stop = order.index(before) if before is not None else len(order)
-    needed: set = set()
-    ok = True
-
-    def need(v: ir.Value) -> None:
-        nonlocal ok
-        if given(v):
-            return
-        op = v.owner
-        if isinstance(op, ir.Block):
-            ok = False                   # a value the body carries
-            return
-        op = op.operation if hasattr(op, "operation") else op
-        if op.parent != owner or order.index(op) > stop or \
-                _EFFECTS.of(op) != effects.Effect.PURE or len(op.regions):
-            ok = False
-            return
-        if op not in needed:
-            needed.add(op)
-            for x in op.operands:
-                need(x)
-
-    for v in values:
-        need(v)
-    return [op for op in order if op in needed] if ok else None
-
-
 def _walks_tiles(op: ir.Operation) -> bool:
     """Whether `op` is a persistent kernel's tile loop (backend/pipeline/persistent.py)."""
     return op.name == "scf.for" and "tile.persistent_loop" in op.attributes
-
-
-def _defined_in(v: ir.Value, loop: ir.Operation) -> bool:
-    """Whether `v` is defined inside `loop` (its body's arguments included)."""
-    owner = v.owner
-    op = owner.owner if isinstance(owner, ir.Block) else \
-        (owner.operation if hasattr(owner, "operation") else owner)
-    while op is not None:
-        if op == loop:
-            return True
-        op = op.parent
-    return False
 
 
 def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
@@ -520,18 +475,3 @@ def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
     mapping[iv] = k
     clone_ops(ops, mapping)
     return [mapping.get(v, v) for v in values]
-
-
-def clone_ops(ops: list[ir.Operation], mapping: dict) -> None:
-    """Clones `ops` at the insertion point, their operands renamed by `mapping`, which
-    learns each result's clone."""
-    for op in ops:
-        new = op.clone()
-        for i, x in enumerate(op.operands):
-            if x in mapping:
-                new.operands[i] = mapping[x]
-        for old_r, new_r in zip(op.results, new.results):
-            mapping[old_r] = new_r
-
-
-_EFFECTS = effects.Effects()   # only queried for region-free ops: nothing to memoize

@@ -44,7 +44,7 @@ from tileir.passes import effects
 
 from tileir.backend.layout.mma_layouts import Shared
 from .persistent import PERSISTENT_ATTR
-from .software_pipeline import clone_ops
+from .pure_slices import clone_ops
 
 ACCESSES = ("tile.load", "tile.store")
 
