@@ -33,6 +33,7 @@ from mlir import ir
 from tileir.dialect.types import bitwidth
 from tileir.dialect.verifier import kernel_functions, module_chip
 from tileir.backend.layout.mma_layouts import tile_bytes, tma_clip_dim
+from .rings import async_capable
 
 PAIRS_ATTR = "tile.cluster_pairs"     # i64: the grid axis whose neighbouring tiles pair
 MULTICAST_ATTR = "tile.multicast"     # unit on a tile.load; dense i64 array on a ring
@@ -59,7 +60,6 @@ def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | 
     from .block_order import in_loop
     from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_SCALE_ATTR, PERSISTENT_ATTR,
                                               WARP_SPECIALIZE_ATTR, read_wish)
-    from .software_pipeline import async_capable
     if not (ENABLED and target.startswith("sm_90") and _flag(func, PERSISTENT_ATTR)) or \
             _flag(func, WARP_SPECIALIZE_ATTR) or _flag(func, "tile.stream_k") or \
             CLUSTER_ATTR in func.attributes or PAIRS_ATTR in func.attributes:

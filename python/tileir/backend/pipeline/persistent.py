@@ -38,6 +38,8 @@ from . import stream_k
 from .block_order import ORDER_ATTR, grouped
 from .cluster_pairs import pair_axis
 from .pure_slices import clone_ops, defined_in, pure_slice
+from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
+                    PRODUCER_WARPS_ATTR)
 
 PERSISTENT_ATTR = "tile.persistent"
 LOOP_ATTR = "tile.persistent_loop"
@@ -133,8 +135,6 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     from the tile index (pure ops of the tile loop's body, cloned); where that is
     not possible, returns False and the loop is pipelined in place."""
     from tileir.dialect.ring import IsProducerOp, RingFreeOp, SetMaxRegistersOp
-    from .software_pipeline import (MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
-                                    PRODUCER_WARPS_ATTR)
     outer = loop.parent
     func = pl.func
     if len(outer.results):
@@ -269,7 +269,6 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     cloned for t2 once per tile); where that is not possible, returns False and the
     loop is pipelined in place."""
     from tileir.dialect.ring import RingFreeOp
-    from .software_pipeline import MAX_DEFAULT_STAGES
     outer = loop.parent
     body = outer.regions[0].blocks[0]
     if len(outer.results) or [op.operation for op in body.operations

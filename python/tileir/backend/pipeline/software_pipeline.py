@@ -41,34 +41,26 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import promotes_sums
-from tileir.dialect.verifier import arg_has, kernel_functions
+from tileir.dialect.verifier import kernel_functions
 from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquireOp,
                                  RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
-from tileir.dialect.types import bitwidth
 
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from .cluster_pairs import MULTICAST_ATTR
 from .pure_slices import clone_ops, defined_in, pure_slice
-from tileir.backend.layout.mma_layouts import TMA_MAX_BOX, Mma, Shared, smem_tile_bytes
+from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS,
+                    PRODUCER_WARPS, PRODUCER_WARPS_ATTR, async_capable)
+from tileir.backend.layout.mma_layouts import Mma, Shared, smem_tile_bytes
 
 NUM_STAGES_ATTR = "tile.num_stages"
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
-PRODUCER_WARPS_ATTR = "tile.producer_warps"
-PRODUCER_WARPS = 4            # one warpgroup: setmaxnreg works per warpgroup
-PRODUCER_REGISTERS = 40
-MAX_DEFAULT_STAGES = 4
-# A launch whose grid gives at most one block to every two SMs (the launcher's
-# "narrow" grid wish, tileir.backend.layout.grid_wish): one block per SM, and a loop that
-# waits on memory, so the ring takes all the stages one block's shared memory holds.
-MAX_SMALL_GRID_STAGES = 8
 # Shared memory of one SM (what its blocks share) and registers of one SM.
 SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
 REGS_PER_SM = 65536
 # Registers a thread of a tensor-core loop needs besides its accumulators (addresses,
 # descriptors, loop state): an estimate for choosing stages, not a limit.
 OTHER_REGS = 48
-ASYNC_PADDINGS = ("zero", "undetermined")
 
 
 def pipeline_loops(module: ir.Module, chip: str) -> None:
@@ -433,32 +425,6 @@ class _Pipeliner:
                 acc += n // threads
         regs = acc + OTHER_REGS
         return max(1, min(2, REGS_PER_SM // (regs * threads)))
-
-
-def async_capable(func: ir.Operation, chip: str, load: ir.Operation) -> bool:
-    """Whether `chip` can copy `load`'s tile asynchronously (TMA on sm_90a, cp.async on
-    sm_80): a shared-memory tile of an aligned kernel argument, zero padding."""
-    t = load.results[0].type
-    lay = tile_layout(t)
-    if not isinstance(lay, Shared):
-        return False
-    if ir.StringAttr(load.attributes["padding"]).value not in ASYNC_PADDINGS:
-        return False
-    array = load.operands[0]
-    if not isinstance(array.owner, ir.Block) or array.owner != func.regions[0].blocks[0]:
-        return False
-    if not arg_has(func, array.arg_number, "tile.aligned"):
-        return False
-    eb = max(1, bitwidth(t.element_type) // 8)
-    inner = t.shape[-1] * eb
-    if lay.order[0] != t.rank - 1 or inner < 16:
-        return False
-    if chip.startswith("sm_90"):
-        # TMA: boxes of at most 256 per dim, the fastest dim one swizzle row (or <=
-        # 256 elements unswizzled), elements of 1, 2, 4 or 8 bytes
-        box_inner = lay.box_elems(tuple(t.shape), eb)
-        return all(d <= TMA_MAX_BOX for d in t.shape[:-1]) and box_inner <= TMA_MAX_BOX
-    return inner % 16 == 0           # cp.async: 16-byte chunks
 
 
 def _walks_tiles(op: ir.Operation) -> bool:
