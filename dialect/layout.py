@@ -36,8 +36,8 @@ def tile_layout(t: ir.Type):
     """The layout (a `tileir.backend.layout.layouts` object) of a tile type, or None."""
     if not isinstance(t, ir.RankedTensorType) or t.encoding is None:
         return None
-    from tileir.backend.layout import layouts
-    return layouts.parse(str(t.encoding))
+    from tileir.backend.layout import encodings
+    return encodings.parse(str(t.encoding))
 
 
 def with_layout(t: ir.RankedTensorType, layout) -> ir.RankedTensorType:
@@ -51,12 +51,12 @@ def check_layout(t: ir.Type, what: str) -> None:
     """Raises VerifyError if `t` carries a malformed or rank-mismatched layout."""
     if not isinstance(t, ir.RankedTensorType) or t.encoding is None:
         return
-    from tileir.backend.layout import layouts
+    from tileir.backend.layout import encodings
     try:
-        lay = layouts.parse(str(t.encoding))
+        lay = encodings.parse(str(t.encoding))
     except ValueError:
         raise VerifyError(f"{what} has encoding {t.encoding}, which is not a tile layout")
-    msg = layouts.verify(lay)
+    msg = encodings.verify(lay)
     if msg:
         raise VerifyError(f"{what} layout is malformed: {msg}")
     if lay.rank != t.rank:

@@ -41,6 +41,7 @@ from tileir.dialect.verifier import DEFAULT_CHIP, arg_has, kernel_functions, mod
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
+from .encodings import is_distributed
 from .split import small_grid
 from .mma_layouts import Mma, Shared, choose_swizzle
 
@@ -283,7 +284,7 @@ class LayoutAssigner(MmaAssignment):
         if self.layout_of(v) == layout:
             return
         if _defining_name(v) == "tile.broadcast" and _single_use(v) and \
-                L.is_distributed(layout) and not isinstance(layout, L.Slice):
+                is_distributed(layout) and not isinstance(layout, L.Slice):
             self.set_layout(v, layout)
             return
         with ir.InsertionPoint(op), op.location:
@@ -350,7 +351,7 @@ class LayoutAssigner(MmaAssignment):
         res = op.results[0]
         lay = self.layout_of(src)
         want = self.preferred.get(res)
-        if want is not None and L.is_distributed(lay) and broadcast_free(
+        if want is not None and is_distributed(lay) and broadcast_free(
                 lay, tuple(src.type.shape), want, tuple(res.type.shape)):
             self.set_layout(res, want)         # a source made for it (collect_broadcast_sources)
             return

@@ -37,7 +37,7 @@ import math
 import re
 
 from tileir.dialect.types import bitwidth
-from .layouts import Coord, Linear, _log2
+from .layouts import Coord, Linear, _log2, restrict
 
 LANES_V2 = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))      # accumulator / A fragment lanes
 LANES_V2_B = ((2, 0), (4, 0), (0, 1), (0, 2), (0, 4))    # B fragment lanes (k, n)
@@ -91,7 +91,6 @@ class Mma:
         shape = tuple(shape)
         cov = tuple(max(s, c) for s, c in zip(shape, self.coverage()))
         if cov != shape:
-            from .layouts import restrict
             return restrict(self._linear(cov), shape)
         return self._linear(shape)
 
