@@ -37,6 +37,7 @@ from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_REWRITES_ATTR, GRID
                                           PERM_ATTR)
 from .rules import lower_block
 from .rules.cluster import finish_cluster
+from .rules.ring import copy_box, multicast_buffers
 
 GPU_MODULE = "tileir_kernels"
 
@@ -268,7 +269,6 @@ def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:
     """(array argument index, box, swizzle, clip dim) of every distinct TMA copy in the
     kernel (distinct by the first three): the rings' loads, then the TMA stores."""
     from tileir.dialect.layout import tile_layout
-    from .rules.ring import copy_box, multicast_buffers
     found: list[tuple] = []
 
     def visit(op):

@@ -42,6 +42,7 @@ from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
 from .encodings import is_distributed
+from .retile import note_grid_rewrite
 from .split import small_grid
 from .mma_layouts import Mma, Shared, choose_swizzle
 
@@ -681,7 +682,6 @@ def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
             2 * warps * 32 * 16 <= vector_cap:
         warps *= 2
     if warps > DEFAULT_MAX_WARPS:
-        from .retile import note_grid_rewrite
         note_grid_rewrite(func, SMALL_GRID_WARPS_FLAG)
     return warps
 

@@ -41,7 +41,8 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .retile import (GRID_SCALE_ATTR, NotRetileable, Tied, _fixed, _NONE, _ops, _shape,
-                     _Tags, note_grid_rewrite, refuse_per_block_effects, scale_dims, settle)
+                     _Tags, note_grid_rewrite, read_wish, refuse_per_block_effects, scale_dims,
+                     settle)
 from .mma_layouts import tile_bytes
 
 # Measured on the H100 (bench/RESULTS.md, "Small grids split"): RoPE and SwiGLU at 1,
@@ -228,7 +229,6 @@ def split(func: ir.Operation, wish: int, mask: int) -> int | None:
 def small_grid_wish(func: ir.Operation) -> dict[str, str] | None:
     """The parsed grid wish of a kernel compiled for a small grid (at most one block for
     every two SMs: the wish asks for a split, backend/layout/grid_wish.py), else None."""
-    from .retile import read_wish
     wish = read_wish(func)
     return wish if "split" in wish else None
 

@@ -32,7 +32,10 @@ from mlir import ir
 
 from tileir.dialect.types import bitwidth
 from tileir.dialect.verifier import kernel_functions, module_chip
-from tileir.backend.layout.mma_layouts import tile_bytes, tma_clip_dim
+from tileir.backend.layout.mma_layouts import Shared, tile_bytes, tma_clip_dim
+from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_SCALE_ATTR, PERSISTENT_ATTR,
+                                          WARP_SPECIALIZE_ATTR, read_wish)
+from .block_order import in_loop
 from .rings import async_capable
 
 PAIRS_ATTR = "tile.cluster_pairs"     # i64: the grid axis whose neighbouring tiles pair
@@ -57,9 +60,6 @@ def plan(module: ir.Module) -> None:
 
 def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | None:
     """(axis, loads to multicast) for a kernel whose tiles may run in pairs, else None."""
-    from .block_order import in_loop
-    from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_SCALE_ATTR, PERSISTENT_ATTR,
-                                              WARP_SPECIALIZE_ATTR, read_wish)
     if not (ENABLED and target.startswith("sm_90") and _flag(func, PERSISTENT_ATTR)) or \
             _flag(func, WARP_SPECIALIZE_ATTR) or _flag(func, "tile.stream_k") or \
             CLUSTER_ATTR in func.attributes or PAIRS_ATTR in func.attributes:
@@ -158,7 +158,6 @@ def _written_arrays(func: ir.Operation) -> set:
 
 
 def mark(func: ir.Operation, axis: int, loads: list[ir.Operation]) -> None:
-    from tileir.backend.layout.retile import CLUSTER_ATTR
     i64 = ir.IntegerType.get_signless(64)
     func.attributes[PAIRS_ATTR] = ir.IntegerAttr.get(i64, axis)
     func.attributes[CLUSTER_ATTR] = ir.DenseI64ArrayAttr.get([2, 1, 1])
@@ -176,7 +175,6 @@ def halves(t: ir.Type) -> bool:
     box is cut along (its rows: `mma_layouts.tma_clip_dim`), each half starting on a
     swizzle atom of every box."""
     from tileir.dialect.layout import tile_layout
-    from tileir.backend.layout.mma_layouts import Shared
     if not isinstance(t, ir.RankedTensorType):
         return False
     lay = tile_layout(t)

@@ -33,6 +33,7 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.tile import BidOp, GridSizeOp, NumBlocksOp
 from tileir.dialect.verifier import kernel_functions
+from tileir.backend.layout.tma_store import store_smem_bytes
 
 from . import stream_k
 from .block_order import ORDER_ATTR, grouped
@@ -229,7 +230,6 @@ def _tile_prefix(outer: ir.Operation, loop: ir.Operation, loads):
 def _reserve_epilogue(pl, outer: ir.Operation) -> None:
     """The epilogue's shared memory is taken while the ring is live: leave room for the
     tiles the tile loop stores."""
-    from tileir.backend.layout.tma_store import store_smem_bytes
     stored = [0]
 
     def visit(op):            # (a stream-K epilogue sits in an scf.if)

@@ -48,7 +48,9 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquir
 
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from .cluster_pairs import MULTICAST_ATTR
+from .persistent import flatten_tile_loop, specialize_tile_loop
 from .pure_slices import clone_ops, defined_in, pure_slice
+from .register_prefetch import prefetch_loop
 from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS,
                     PRODUCER_WARPS, PRODUCER_WARPS_ATTR, async_capable)
 from tileir.backend.layout.mma_layouts import Mma, Shared, smem_tile_bytes
@@ -138,7 +140,6 @@ class _Pipeliner:
                                        MULTICAST_ATTR in op.attributes))
         if not loads:
             # no copies to shared memory: loads into registers one iteration ahead
-            from .register_prefetch import prefetch_loop
             warps = ir.IntegerAttr(self.func.attributes["tile.num_warps"]).value \
                 if "tile.num_warps" in self.func.attributes else 4
             prefetch_loop(loop, warps, self.index_slice,
@@ -161,7 +162,6 @@ class _Pipeliner:
             self.specialized = True
             return self.loop_specialized(loop, loads, tiles)
         if _walks_tiles(loop.parent) and loop.parent.parent == self.func:
-            from .persistent import flatten_tile_loop, specialize_tile_loop
             if self.specialize and not self.specialized:
                 if specialize_tile_loop(self, loop, loads, tiles):
                     self.specialized = True
