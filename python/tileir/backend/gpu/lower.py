@@ -32,9 +32,9 @@ from tileir.backend.layout.assign import NUM_WARPS_ATTR, check_tile_registers
 from tileir.backend.layout import tma_store
 from tileir.backend.layout.budget import SharedMemoryOverflow
 from tileir.backend.pipeline.programmatic import ALWAYS, ON_REQUEST, launch_mode
-from .context import I32, I64, ArrayABI, LoweringContext
 from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_REWRITES_ATTR, GRID_SCALE_ATTR,
                                           PERM_ATTR)
+from .context import I32, I64, ArrayABI, LoweringContext
 from .rules import lower_block
 from .rules.cluster import finish_cluster
 from .rules.ring import copy_box, multicast_buffers

@@ -17,8 +17,8 @@ from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, vector
 
 from tileir.backend.layout import layouts as L
-from .context import Frag, LoweringContext, _bits, reg_type
 from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes
+from .context import Frag, LoweringContext, _bits, reg_type
 
 
 @dataclasses.dataclass

@@ -45,15 +45,15 @@ from tileir.dialect.verifier import kernel_functions
 from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquireOp,
                                  RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
-
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
+from tileir.backend.layout.mma_layouts import Mma, Shared, smem_tile_bytes
+
 from .cluster_pairs import MULTICAST_ATTR
 from .persistent import flatten_tile_loop, specialize_tile_loop
 from .pure_slices import clone_ops, defined_in, pure_slice
 from .register_prefetch import prefetch_loop
 from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS,
                     PRODUCER_WARPS, PRODUCER_WARPS_ATTR, async_capable)
-from tileir.backend.layout.mma_layouts import Mma, Shared, smem_tile_bytes
 
 NUM_STAGES_ATTR = "tile.num_stages"
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"

@@ -11,10 +11,10 @@ from tileir.dialect.layout import tile_layout
 from tileir.dialect.types import array_info, signless
 
 from tileir.backend.layout import tma_store
+from tileir.backend.layout.mma_layouts import Shared
 from ..tma_store import lower as lower_tma_store
 from ..context import I32, ArrayABI, Frag, _bits, lin_of
 from ..memory import gep, load_tile, lower_load, lower_store
-from tileir.backend.layout.mma_layouts import Shared
 from ..shared import fence_async_proxy, new_tile, staging_linear, store_frag
 from .registry import rule
 

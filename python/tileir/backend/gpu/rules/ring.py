@@ -50,9 +50,9 @@ from mlir.dialects import arith, gpu, llvm, nvvm, scf
 
 from tileir.dialect import TileIRError
 from tileir.backend.pipeline.cluster_pairs import MULTICAST_ATTR, half_bytes, split
+from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes, tile_bytes, tma_clip_dim
 from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
-from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes, tile_bytes, tma_clip_dim
 from ..shared import SmemTile, _groups, fence_async_proxy, staging_linear, thread_offset
 from .cluster import cluster_sync, mapa
 from .registry import rule
