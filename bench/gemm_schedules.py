@@ -53,7 +53,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "python"))
 sys.path.insert(0, HERE)
 import tileir as ct                          # noqa: E402
-from tileir.backend import cluster_pairs, persistent, tma_store   # noqa: E402
+from tileir.backend.layout import tma_store                     # noqa: E402
+from tileir.backend.pipeline import cluster_pairs, persistent   # noqa: E402
 from test_tensor_cores import gemm_nt        # noqa: E402
 import gemm as gemm_bench                    # noqa: E402
 

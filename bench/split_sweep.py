@@ -25,7 +25,7 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 import llm_ops as B  # noqa: E402
 
-from tileir.backend import split  # noqa: E402
+from tileir.backend.layout import split  # noqa: E402
 from tileir.examples import llm_ops  # noqa: E402
 
 THRESHOLDS = (None, 8192, 4096, 2048, 1024, 512)

@@ -1,9 +1,9 @@
 """Layout encodings of tiles (stage `layout`) and the op that changes them.
 
 `#tile.blocked<spt, tpw, wpb, order>` and `#tile.slice<dim : i64, #parent>` (in
-`tileir.backend.layouts`), and the tensor-core layouts `#tile.mma_acc<...>`,
+`tileir.backend.layout.layouts`), and the tensor-core layouts `#tile.mma_acc<...>`,
 `#tile.mma_operand<...>` and `#tile.shared<...>` (in
-`tileir.backend.mma_layouts`) are attributes put in the encoding slot of a tile's
+`tileir.backend.layout.mma_layouts`) are attributes put in the encoding slot of a tile's
 `tensor` type.  Element-wise ops need operands of one
 type, so layouts are checked by MLIR for free; `tile.convert_layout` is the
 only op that changes a tile's layout.
@@ -21,7 +21,7 @@ DIALECT.attribute("blocked", "a Triton-style blocked distribution over lanes and
                   warps_per_block="i64_array_attr", order="i64_array_attr")
 DIALECT.attribute("slice", "a distributed parent with one dim removed (reduction results)",
                   dim="int_attr", parent="any")
-# Tensor-core layouts (tileir.backend.mma_layouts): accumulators, register operands,
+# Tensor-core layouts (tileir.backend.layout.mma_layouts): accumulators, register operands,
 # and tiles that live in shared memory.
 DIALECT.attribute("mma_acc", "a tensor-core accumulator: mma.sync (2) or wgmma (3) fragments",
                   version="int_attr", warps="i64_array_attr", instr="i64_array_attr")
@@ -33,11 +33,11 @@ DIALECT.attribute("shared", "a tile in shared memory: swizzled boxes along the f
 
 
 def tile_layout(t: ir.Type):
-    """The layout (`tileir.backend.layouts` object) of a tile type, or None if it has none."""
+    """The layout (a `tileir.backend.layout.layouts` object) of a tile type, or None."""
     if not isinstance(t, ir.RankedTensorType) or t.encoding is None:
         return None
-    from tileir.backend import layouts
-    return layouts.parse(str(t.encoding))
+    from tileir.backend.layout import encodings
+    return encodings.parse(str(t.encoding))
 
 
 def with_layout(t: ir.RankedTensorType, layout) -> ir.RankedTensorType:
@@ -51,12 +51,12 @@ def check_layout(t: ir.Type, what: str) -> None:
     """Raises VerifyError if `t` carries a malformed or rank-mismatched layout."""
     if not isinstance(t, ir.RankedTensorType) or t.encoding is None:
         return
-    from tileir.backend import layouts
+    from tileir.backend.layout import encodings
     try:
-        lay = layouts.parse(str(t.encoding))
+        lay = encodings.parse(str(t.encoding))
     except ValueError:
         raise VerifyError(f"{what} has encoding {t.encoding}, which is not a tile layout")
-    msg = layouts.verify(lay)
+    msg = encodings.verify(lay)
     if msg:
         raise VerifyError(f"{what} layout is malformed: {msg}")
     if lay.rank != t.rank:

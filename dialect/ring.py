@@ -89,7 +89,7 @@ class RingAllocOp(TileOpView):
                 not all(isinstance(a, ir.TypeAttr) for a in ir.ArrayAttr(attr)):
             raise VerifyError(f"'tiles' must be a non-empty array of tile types, got {attr}")
         from .layout import check_layout, tile_layout
-        from tileir.backend.mma_layouts import Shared
+        from tileir.backend.layout.mma_layouts import Shared
         for t in self.tiles:
             if not isinstance(t, ir.RankedTensorType) or \
                     not isinstance(tile_layout(t), Shared):
@@ -99,8 +99,8 @@ class RingAllocOp(TileOpView):
 
     def _verify_multicast(self) -> None:
         """`tile.multicast` (optional): the buffers a cluster pair shares, each a tile
-        the two blocks copy half each of (backend/cluster_pairs.split)."""
-        from tileir.backend.cluster_pairs import MULTICAST_ATTR, halves
+        the two blocks copy half each of (backend/pipeline/cluster_pairs.split)."""
+        from tileir.backend.pipeline.cluster_pairs import MULTICAST_ATTR, halves
         if MULTICAST_ATTR not in self.operation.attributes:
             return
         attr = self.operation.attributes[MULTICAST_ATTR]

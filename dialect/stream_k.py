@@ -2,7 +2,7 @@
 
 `tile-persistent-tiles` balances the last waves of a persistent tensor-core
 kernel by splitting tiles along K between neighbouring blocks
-(backend/stream_k.py): a tile whose K range block `b` begins and block `b + 1`
+(backend/pipeline/stream_k.py): a tile whose K range block `b` begins and block `b + 1`
 ends is summed by both, and block `b + 1` hands its part over in a workspace
 slot of its own:
 

@@ -109,7 +109,7 @@ class NumBlocksOp(_GridOp):
 @DIALECT.op
 class GridSizeOp(_GridOp):
     """The grid a persistent kernel walks, along `axis`: the launch's grid (after
-    retiling), while its hardware grid is one block per SM (backend/persistent.py)."""
+    retiling), while its hardware grid is one block per SM (backend/pipeline/persistent.py)."""
 
     OPERATION_NAME = "tile.grid_size"
 
@@ -225,7 +225,7 @@ class LoadOp(TileOpView):
 SCOPE_ATTR = "tile.memory_scope"
 SCOPES = ("block", "device", "sys")
 # A weak load or store whose whole tile lies inside its array: a promise (made by
-# tile-version-bounds, backend/version_bounds.py), not checked at run time.  It lowers
+# tile-version-bounds, backend/pipeline/version_bounds.py), not checked at run time.  It lowers
 # to plain vector accesses without per-thread bounds checks.
 IN_BOUNDS_ATTR = "tile.in_bounds"
 

@@ -45,6 +45,14 @@ def kernel_functions(module: ir.Module) -> list[ir.Operation]:
             if op.operation.name == "func.func" and KERNEL_ATTR in op.operation.attributes]
 
 
+def arg_has(func: ir.Operation, i: int, attr: str) -> bool:
+    """Whether argument `i` of function `func` carries attribute `attr` (`tile.aligned`)."""
+    if "arg_attrs" not in func.attributes:
+        return False
+    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
+    return i < len(attrs) and attr in ir.DictAttr(attrs[i])
+
+
 def is_tile_function(op: ir.Operation) -> bool:
     attrs = op.attributes
     return op.name == "func.func" and (KERNEL_ATTR in attrs or FUNCTION_ATTR in attrs)
@@ -93,7 +101,7 @@ def _verify_function(func: ir.Operation, diags: list[Diagnostic]) -> None:
                 diags.append(Diagnostic(func.location, f"{name} must be "
                                         f"{'a power of two' if power else 'an int'} from "
                                         f"{low} to {high}, got {attr}"))
-    # [axis, num, den]: the launch grid along `axis` times den / num (tileir.backend.retile)
+    # [axis, num, den]: the launch grid along `axis` times den / num (tileir.backend.layout.retile)
     if "tile.grid_scale" in func.attributes:
         attr = func.attributes["tile.grid_scale"]
         v = list(ir.DenseI64ArrayAttr(attr)) if isinstance(attr, ir.DenseI64ArrayAttr) else []

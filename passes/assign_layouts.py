@@ -7,7 +7,7 @@ Input/output:  Tile IR -> the same ops, every tile (`tensor`) type carrying a
                `tile.num_warps` (i32) on each `tile.kernel` function.
 Precondition:  verified IR after the `tile` stage (helpers inlined; only
                `tile.kernel` functions are assigned).  The policy
-               (tileir.backend.assign): every tile shape that is loaded or
+               (tileir.backend.layout.assign): every tile shape that is loaded or
                stored gets a coalesced layout, 16 bytes per thread along the
                last dim for the narrowest element type accessed at that shape;
                element-wise ops keep their first operand's layout, broadcasts
@@ -34,7 +34,7 @@ Example:
 
 from mlir import ir
 
-from tileir.backend.assign import assign_layouts
+from tileir.backend.layout.assign import assign_layouts
 
 FLAG = "tile-assign-layouts"
 SUMMARY = "choose a lane/warp layout for every tile and insert layout conversions"

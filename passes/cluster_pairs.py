@@ -2,7 +2,7 @@
 
 Flag:          --tile-cluster-pairs
 Input/output:  Tile IR -> the same, where a kernel qualifies
-               (tileir.backend.cluster_pairs.choose), with `tile.cluster_pairs = a`
+               (tileir.backend.pipeline.cluster_pairs.choose), with `tile.cluster_pairs = a`
                (the grid axis whose tiles pair), `tile.cluster = [2, 1, 1]` and
                `tile.multicast` on each load in a loop whose tile the two blocks of a
                pair share (its index does not depend on `bid(a)`).  The later passes
@@ -25,7 +25,7 @@ Example:
 
 from mlir import ir
 
-from tileir.backend.cluster_pairs import plan
+from tileir.backend.pipeline.cluster_pairs import plan
 
 FLAG = "tile-cluster-pairs"
 SUMMARY = "pair a persistent GEMM's neighbouring tiles in 2-block clusters sharing operand tiles"

@@ -4,7 +4,7 @@ Flag:          --tile-cluster-rows
 Input/output:  Tile IR -> Tile IR with `tile.cluster_gather` (dialect/cluster.py).
                Applied on sm_90a to kernels the launcher compiles with a free grid
                axis u (extent 1 in the launch, not read by the kernel; `tile.grid_wish`
-               "...free:<mask>", tileir.backend.grid_wish): for a small grid ("split:<s>"
+               "...free:<mask>", tileir.backend.layout.grid_wish): for a small grid ("split:<s>"
                in the wish) u becomes a cluster of C = min(s, MAX_CLUSTER) blocks; for
                a larger grid, a cluster of LARGE_GRID_CLUSTER blocks, and only for a
                kernel whose later loop re-reads an array an earlier loop read.  The
@@ -66,10 +66,9 @@ import math as pymath
 from mlir import ir
 from mlir.dialects import arith, math
 
-from tileir.backend.lower import CLUSTER_ATTR
-from tileir.backend.retile import GRID_SCALE_ATTR, NotRetileable, note_grid_rewrite, \
-    read_wish, refuse_per_block_effects
-from tileir.backend.split import free_axes
+from tileir.backend.layout.retile import CLUSTER_ATTR, GRID_SCALE_ATTR, NotRetileable, \
+    note_grid_rewrite, read_wish, refuse_per_block_effects
+from tileir.backend.layout.split import free_axes
 from tileir.dialect import tile
 from tileir.dialect.cluster import ClusterGatherOp
 

@@ -3,7 +3,7 @@
 Flag:          --tile-defer-online-reductions
 Input/output:  Tile IR -> the same dialects.  Applied to kernels the launcher
                compiles for a small grid (`tile.grid_wish` with a "split" item:
-               at most one block for every two SMs, tileir.backend.grid_wish).
+               at most one block for every two SMs, tileir.backend.layout.grid_wish).
 Precondition:  verified Tile IR.  A loop qualifies when two of its carried
                values m (init a splat constant, not NaN) and s (init a splat 0) follow the
                online softmax recurrence over a tile T of the iteration,
@@ -50,8 +50,8 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math
 
-from tileir.backend.retile import note_grid_rewrite
-from tileir.backend.split import small_grid
+from tileir.backend.layout.retile import note_grid_rewrite
+from tileir.backend.layout.split import small_grid
 from tileir.dialect import tile
 
 from .effects import defining_op, op_after, user

@@ -7,7 +7,7 @@ Input/output:  ptx-stage IR -> the same `gpu.binary` with its object replaced by
                memory) as the module attribute `tile.ptxas_report`.
 Precondition:  a `gpu.binary` holding PTX (the `ptx` stage ran) for the module's
                `tile.target` (sm_90a when absent).  Runs `ptxas -arch=<chip>
-               -O3 -v` (tileir.backend.target.assemble), ptxas found through
+               -O3 -v` (tileir.backend.target.toolchain.assemble), ptxas found through
                the TILEIR_PTXAS knob, the pip wheel, PATH, CUDA_HOME or
                /usr/local/cuda; a ptxas failure is an error with its stderr and
                a command that reproduces it.
@@ -21,7 +21,7 @@ Example:
 from mlir import ir
 from mlir.dialects import gpu
 
-from tileir.backend.target import assemble, binary_object
+from tileir.backend.target.toolchain import assemble, binary_object
 
 from .lower_to_llvm import module_target
 

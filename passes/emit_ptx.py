@@ -4,7 +4,7 @@ Flag:          --tile-emit-ptx
 Input/output:  llvm-stage IR -> the gpu.module replaced by `gpu.binary
                @tileir_kernels` holding one `#gpu.object` whose `assembly` is
                the PTX text (`tile-opt --emit=ptx` writes it out;
-               tileir.backend.target.emit_ptx returns it).
+               tileir.backend.target.toolchain.emit_ptx returns it).
 Precondition:  a gpu.module in the LLVM/NVVM dialects with its `#nvvm.target`
                (the `llvm` stage ran).  Upstream gpu-module-to-binary{format=isa}
                runs LLVM's NVPTX backend at the target's optimization level for
@@ -19,7 +19,7 @@ Example:
 
 from mlir import ir
 
-from tileir.backend.target import emit_ptx
+from tileir.backend.target.toolchain import emit_ptx
 
 FLAG = "tile-emit-ptx"
 SUMMARY = "generate PTX for the gpu.module (NVPTX backend)"

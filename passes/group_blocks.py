@@ -3,7 +3,7 @@
 Flag:          --tile-group-blocks
 Input/output:  Tile IR -> the same, with every `tile.bid` of axis 0 and 1 replaced
                by a grouped order of the hardware's linear block order
-               (tileir.backend.block_order: groups of 8 axis-0 tiles walked
+               (tileir.backend.pipeline.block_order: groups of 8 axis-0 tiles walked
                along axis 1, a bijection of the grid), so blocks resident at once
                share operand panels in L2.
 Precondition:  verified Tile IR of a kernel.  Applied where the kernel's
@@ -22,7 +22,7 @@ Example:
 
 from mlir import ir
 
-from tileir.backend.block_order import group_blocks
+from tileir.backend.pipeline.block_order import group_blocks
 
 FLAG = "tile-group-blocks"
 SUMMARY = "reorder a 2-d grid's blocks in groups along axis 0 (L2 reuse of operand panels)"

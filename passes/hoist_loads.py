@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from tileir.backend.mma_layouts import Shared
+from tileir.backend.layout.mma_layouts import Shared
 from tileir.dialect.layout import tile_layout
 
 from .effects import TERMINATORS, Effect, Effects, blocks_under, ops_of

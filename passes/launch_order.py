@@ -3,7 +3,7 @@
 Flag:          --tile-launch-order
 Input/output:  Tile IR -> the same, for kernels the launcher compiles with a wish
                that allows it ("...;swap:1": grid axes 0 and 1 both longer than 1,
-               axis 0 short enough to become axis 1, tileir.backend.grid_wish).
+               axis 0 short enough to become axis 1, tileir.backend.layout.grid_wish).
                When the loads and stores that bid(1) indexes at their array's
                innermost dim (and bid(0) at an outer one) move more of the kernel's
                bytes than those indexed the other way round, every `tile.bid` and
@@ -31,9 +31,8 @@ from __future__ import annotations
 
 from mlir import ir
 
-from tileir.backend.lower import PERM_ATTR
-from tileir.backend.retile import note_grid_rewrite, read_wish
-from tileir.backend.shared import tile_bytes
+from tileir.backend.layout.retile import PERM_ATTR, note_grid_rewrite, read_wish
+from tileir.backend.layout.mma_layouts import tile_bytes
 
 from .effects import ops_under
 

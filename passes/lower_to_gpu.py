@@ -18,7 +18,8 @@ Precondition:  exactly one `tile.kernel` function, with `tile.num_warps` and a
                `ld.global.L2::cache_hint`); a `tile.cache_hints` bool on the
                kernel puts it on every 16-byte load (true) or none (false).
                Each op lowers by its rule in
-               tileir.backend.rules (one module per op family), under its location: loads and stores of
+               tileir.backend.gpu.rules (one module per op family), under its
+               location: loads and stores of
                aligned arrays as 16-byte vectors, of others as scalars, with
                one bounds branch per tile and masked accesses at the edge;
                reductions as xor shuffles, then shared memory across warps;
@@ -38,7 +39,7 @@ import json
 
 from mlir import ir
 
-from tileir.backend.lower import lower_to_gpu
+from tileir.backend.gpu.lower import lower_to_gpu
 
 FLAG = "tile-lower-to-gpu"
 SUMMARY = "lower a layout-annotated kernel to per-thread code in a gpu.module"

@@ -8,11 +8,11 @@ Input/output:  gpu-stage IR -> the gpu.module with the target attribute
                `known_block_size`.
 Precondition:  verified IR with a `gpu.module` (the `gpu` stage ran).  The chip
                is the module attribute `tile.target`, one of
-               tileir.backend.target.TARGETS (`sm_80`, `sm_90a`); sm_90a when
+               tileir.backend.target.toolchain.TARGETS (`sm_80`, `sm_90a`); sm_90a when
                absent (`tile-opt --target` sets it).  An id op's `upper_bound`
                outside 1 .. 2^31 - 1 is a located error (the conversion aborts
                the process on some).  The work is upstream
-               conversions (tileir.backend.target.LLVM_PIPELINE):
+               conversions (tileir.backend.target.toolchain.LLVM_PIPELINE):
                convert-nvgpu-to-nvvm; in the gpu.module convert-vector-to-scf,
                convert-scf-to-cf, convert-nvvm-to-llvm, expand-strided-metadata,
                lower-affine, convert-gpu-to-nvvm{index-bitwidth=64},
@@ -32,7 +32,7 @@ from mlir import ir
 
 from tileir.dialect import TileIRError
 from tileir.dialect.verifier import module_chip
-from tileir.backend.target import Target, lower_to_llvm
+from tileir.backend.target.toolchain import Target, lower_to_llvm
 
 FLAG = "tile-lower-to-llvm"
 SUMMARY = "convert the gpu.module to NVVM/LLVM for the module's tile.target"

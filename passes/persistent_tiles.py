@@ -8,7 +8,7 @@ Input/output:  Tile IR -> the same with the kernel body inside one `scf.for`
                become the tile's coordinates (grouped order on axes 0 and 1
                unless `tile.block_order` is "linear") and the user's grid.
                With `tile.stream_k = true` (`@kernel(stream_k=True)`) and a K loop
-               that qualifies (backend/stream_k.py), the loop counts this block's
+               that qualifies (backend/pipeline/stream_k.py), the loop counts this block's
                segments instead: whole tiles, then the tiles its run of K iterations
                touches, the K loop bounded by the segment, `tile.partial_store` /
                `tile.partial_add` after it and the epilogue only where the segment
@@ -17,7 +17,7 @@ Precondition:  verified Tile IR of a kernel with `tile.persistent = true`
                (`@kernel(persistent=True)`); kernels without it are untouched.
                The runtime launches such a kernel on a 1-d grid of as many blocks
                as fit the GPU at once and passes the user's grid after the other
-               parameters (docs/gpu-backend.md, ABI).  tileir.backend.persistent.
+               parameters (docs/gpu-backend.md, ABI).  tileir.backend.pipeline.persistent.
 
 Example:
   before:  %i = "tile.bid"() {axis = 0 : i64} ... "tile.store"(%c, %t, %i, %j)
@@ -28,7 +28,7 @@ Example:
 
 from mlir import ir
 
-from tileir.backend.persistent import make_persistent
+from tileir.backend.pipeline.persistent import make_persistent
 
 FLAG = "tile-persistent-tiles"
 SUMMARY = "make a persistent kernel: each block loops over tiles of the user's grid"

@@ -266,7 +266,7 @@ def run_stages(module: ir.Module, *, stop_after: str,
     """Runs every stage after the module's current one, up to and including `stop_after`
     (`after_stage(name, module)` after each).
 
-    Shared memory is a budget (tileir.backend.budget): when the `gpu` stage finds the
+    Shared memory is a budget (tileir.backend.layout.budget): when the `gpu` stage finds the
     rings the `pipeline` stage made too deep for it, the module goes back to where
     it was before `pipeline`, the kernel's rings are capped, and both stages run
     again; `after_stage` sees them again too."""
@@ -298,12 +298,12 @@ def run_stages(module: ir.Module, *, stop_after: str,
 
 
 class _Fit:
-    """The stage driver's side of the shared-memory budget (tileir.backend.budget):
+    """The stage driver's side of the shared-memory budget (tileir.backend.layout.budget):
     copies of the module before `layout` and before `pipeline` to rewind to, and
     the choices tried."""
 
     def __init__(self):
-        from tileir.backend.budget import Budget
+        from tileir.backend.layout.budget import Budget
         self.saved: dict[str, ir.Operation] = {}
         self.budget = Budget()
 
@@ -313,14 +313,14 @@ class _Fit:
 
     def after(self, stage: str, module: ir.Module) -> None:
         if stage == "pipeline":
-            from tileir.backend.budget import rings_of
+            from tileir.backend.layout.budget import rings_of
             self.budget.pipelined(rings_of(module))
 
     def replan(self, module: ir.Module, error: TileIRError) -> str | None:
         """The stage to run again after `module` was put back before it with the next
         choice's attributes, for a shared-memory `error`; None for other errors.  An
         overflow no choice mends is raised here, with the numbers."""
-        from tileir.backend.budget import FIT_ATTR, SharedMemoryOverflow, refusal
+        from tileir.backend.layout.budget import FIT_ATTR, SharedMemoryOverflow, refusal
         if not isinstance(error, SharedMemoryOverflow):
             return None
         choice = self.budget.next(error, "layout" in self.saved) \

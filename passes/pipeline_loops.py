@@ -15,7 +15,7 @@ Precondition:  the `layout` stage ran (loads feeding shared memory have
                loop counter and loop-invariant values.  Stages: the kernel's
                `tile.num_stages`, else 2 to 4, what fits the shared memory of
                a block that shares its SM with another when registers allow
-               (tileir.backend.software_pipeline).  The target is the module's
+               (tileir.backend.pipeline.software_pipeline).  The target is the module's
                `tile.target` (sm_90a when absent).
 
 Example:        (S = 3, one tile)
@@ -32,7 +32,7 @@ Example:        (S = 3, one tile)
 
 from mlir import ir
 
-from tileir.backend.software_pipeline import pipeline_loops
+from tileir.backend.pipeline.software_pipeline import pipeline_loops
 
 from .lower_to_llvm import module_target
 

@@ -10,7 +10,7 @@ Precondition:  verified IR.  Unchanged: modules for another target (`tile.target
                not sm_90*), kernels that use `tile.grid_dependency` themselves (launched
                programmatically where the launch asks: meta `programmatic_on_request`),
                and kernels with `tile.programmatic_launch = false` (the kernel option
-               `programmatic_launch=False`).  tileir.backend.programmatic.
+               `programmatic_launch=False`).  tileir.backend.pipeline.programmatic.
 
 Why: the kernel's launch (blocks placed, parameters read) overlaps the previous
 kernel's run, and the wait before any memory access keeps the stream's order: at
@@ -29,7 +29,7 @@ Example:
 
 from mlir import ir
 
-from tileir.backend.programmatic import overlap_launches
+from tileir.backend.pipeline.programmatic import overlap_launches
 
 FLAG = "tile-programmatic-launch"
 SUMMARY = ("open each sm_90a kernel with a wait for the previous kernel, letting the next "

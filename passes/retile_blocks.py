@@ -2,7 +2,7 @@
 
 Flag:          --tile-retile-blocks
 Input/output:  Tile IR -> the same, with every tensor dim that follows `bid(a)`
-               scaled by a factor f (tileir.backend.retile: tiles of loads and
+               scaled by a factor f (tileir.backend.layout.retile: tiles of loads and
                stores indexed by `bid(a)`, and what flows from and into them) and
                the kernel attribute `tile.grid_scale = [a, num, den]`, which the
                `gpu` stage hands to the launcher (the grid's axis a becomes
@@ -24,7 +24,7 @@ Precondition:  verified Tile IR of a kernel.  Applied where the kernel asks with
                takes tiles up to s times longer along K (cdiv(dim, s T) trips).
                Without either attribute: no change.  Then a `tile.k_split` s (set by
                the stage driver when no ring depth fits the shared memory,
-               backend/budget.py) makes such K loops' tiles s times shorter, in s
+               backend/layout/budget.py) makes such K loops' tiles s times shorter, in s
                times more trips.
 
 Example: (wish "wide:2", grid (32, 32) -> (32, 16))
@@ -36,7 +36,7 @@ Example: (wish "wide:2", grid (32, 32) -> (32, 16))
 
 from mlir import ir
 
-from tileir.backend.retile import retile, split_k
+from tileir.backend.layout.retile import retile, split_k
 from tileir.dialect.verifier import kernel_functions, module_chip
 
 FLAG = "tile-retile-blocks"

@@ -2,10 +2,10 @@
 
 Flag:          --tile-split-blocks
 Input/output:  Tile IR -> the same, where the launcher's `tile.grid_wish` asks for a
-               split ("split:<s>;free:<mask>", tileir.backend.grid_wish: a grid of at
+               split ("split:<s>;free:<mask>", tileir.backend.layout.grid_wish: a grid of at
                most one block for every two SMs, of a kernel without products): the
                tiles along one dim that flows only through element-wise ops are split
-               `s'` ways (s' <= s, tileir.backend.split chooses the dim and s') across a
+               `s'` ways (s' <= s, tileir.backend.layout.split chooses the dim and s') across a
                grid axis in the mask the kernel does not read; every load and store of
                those tiles takes index `i * s' + bid(u)` and extent E / s', and the
                kernel attribute `tile.grid_scale = [u, 1, s']` tells the launcher to run
@@ -22,8 +22,8 @@ Example: (wish "split:8;free:6", grid (1, 1, 1); RoPE's heads)
 
 from mlir import ir
 
-from tileir.backend.retile import GRID_SCALE_ATTR
-from tileir.backend.split import small_grid_wish, split
+from tileir.backend.layout.retile import GRID_SCALE_ATTR
+from tileir.backend.layout.split import small_grid_wish, split
 
 FLAG = "tile-split-blocks"
 SUMMARY = "split a small grid's tiles across more blocks along an element-wise dim"

@@ -13,10 +13,10 @@ Precondition:  verified IR with layouts.  A kernel qualifies when it has no loop
                tiles lies inside its array (`i <u dim >> log2(extent)` per dim,
                computed once before the branch).  Other accesses stay checked in
                both versions; a kernel with nothing to mark is unchanged.
-               tileir.backend.version_bounds.
+               tileir.backend.pipeline.version_bounds.
 
 Why: marked accesses lower without per-thread bounds arithmetic or branches
-(backend/memory.py), so blocks whose tiles fit, all of them at most sizes, run
+(backend/gpu/memory.py), so blocks whose tiles fit, all of them at most sizes, run
 straight-line code.  At one block per token that code's length is the kernel's
 time: RoPE at one token on the H100 went from 0.77 to 0.87x torch.compile (8B).
 
@@ -31,7 +31,7 @@ Example:
 
 from mlir import ir
 
-from tileir.backend.version_bounds import version_kernels
+from tileir.backend.pipeline.version_bounds import version_kernels
 
 FLAG = "tile-version-bounds"
 SUMMARY = ("version a kernel without loops or reductions for blocks whose tiles lie "

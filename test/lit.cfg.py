@@ -50,7 +50,7 @@ def _cuda_tools() -> dict[str, str]:
     first for ptxas, then the pip wheels of the test extra, PATH, CUDA_HOME,
     /usr/local/cuda."""
     try:
-        from tileir.backend.target import find_cuda_tool, find_ptxas
+        from tileir.backend.target.toolchain import find_cuda_tool, find_ptxas
         from tileir.dialect import TileIRError
     except ImportError as e:
         lit_config.fatal(f"tileir is not importable ({e}): pip install -e '.[test]'")

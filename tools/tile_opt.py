@@ -27,7 +27,7 @@ from mlir import ir
 from mlir.dialects import gpu
 
 from tileir import dialect
-from tileir.backend.target import TARGETS
+from tileir.backend.target.toolchain import TARGETS
 from tileir.dialect import Diagnostic, TileIRError
 from tileir.errors import file_line_col
 from tileir.passes import (PASSES, STAGES, InternalError, current_stage, ir_printer,
@@ -266,8 +266,8 @@ def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str 
 
 
 def _fit_remark(module: ir.Module, loc: ir.Location) -> None:
-    """What the shared-memory budget chose (backend/budget.py), as a remark."""
-    from tileir.backend.budget import FIT_ATTR
+    """What the shared-memory budget chose (backend/layout/budget.py), as a remark."""
+    from tileir.backend.layout.budget import FIT_ATTR
     attrs = module.operation.attributes
     if FIT_ATTR in attrs:
         where = ":".join(map(str, file_line_col(loc) or ("<input>",)))

@@ -242,7 +242,7 @@ class Kernel(KernelEntry):
             self._cache[key] = ck
             if wish is not None and _grid_rewrite_kind(wish) is not None and \
                     ck.meta is not None and not ck.meta.get("grid_rewrites"):
-                # Nothing rewritten for the grid (tileir.backend.split: no dim splits,
+                # Nothing rewritten for the grid (tileir.backend.layout.split: no dim splits,
                 # or none keeps 2 blocks' worth of bytes, whatever the wish's count; no
                 # online softmax loop; no loops to deal to a cluster): the kernel as
                 # written, which launches of this specialization on any grid of this
@@ -254,7 +254,7 @@ class Kernel(KernelEntry):
     def grid_wish(self, grid: Sequence[int], sm_count: int,
                   args: Sequence[Any] = ()) -> str | None:
         """What a launch over `grid` with `args` would like from retiling
-        (`backend.grid_wish`: the grid's size against the GPU's, the arrays' short
+        (`backend.layout.grid_wish`: the grid's size against the GPU's, the arrays' short
         dims), for kernels that may retile: those whose source (or a helper's) names
         `mma` or `matmul`; for the others a split of their tiles across more blocks
         when the grid is small (`split_wish`; `compile` drops it for a specialization
@@ -270,7 +270,7 @@ class Kernel(KernelEntry):
         key = (tuple(grid), sm_count, tuple(getattr(a, "shape", None) for a in args))
         wish = self._wishes.get(key, _NO_WISH)
         if wish is _NO_WISH:
-            from .backend.grid_wish import grid_wish, short_dims, split_wish
+            from .backend.layout.grid_wish import grid_wish, short_dims, split_wish
             if self._may_retile:
                 shapes = [tuple(a.shape) if _is_array(a) else None for a in args]
                 wish = grid_wish(normalize_grid(grid), sm_count,
@@ -361,7 +361,7 @@ class Kernel(KernelEntry):
             fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
             self._apply_hints(fn, target)
             if wish is not None:
-                from .backend.retile import WISH_ATTR
+                from .backend.layout.retile import WISH_ATTR
                 fn.attributes[WISH_ATTR] = ir.StringAttr.get(wish)
             verify(mb.module)
             _dump(mb.module, "frontend")
@@ -371,7 +371,7 @@ class Kernel(KernelEntry):
             artifacts.update(run_stages(mb.module, stage))
             meta_json = _string_attr(mb.module, "tile.kernel_meta")     # from stage `gpu` on
             meta = None if meta_json is None else {**json.loads(meta_json), "target": target}
-            fit = _string_attr(mb.module, "tile.fit")        # backend/budget.py
+            fit = _string_attr(mb.module, "tile.fit")        # backend/layout/budget.py
             if meta is not None and fit is not None:
                 meta["fit"] = fit
             if meta is not None and "cubin" in artifacts:
@@ -444,7 +444,7 @@ def run_stages(module: ir.Module, stop_after: str) -> dict[str, str | bytes]:
         if clock is not None:
             clock.check(f"after stage '{name}'")
         if name in ("ptx", "cubin"):
-            from tileir.backend.target import binary_object
+            from tileir.backend.target.toolchain import binary_object
             data = binary_object(module)[1].object
             artifacts[name] = data.decode() if name == "ptx" else bytes(data)
         else:
@@ -490,7 +490,7 @@ def _key(k: Any) -> Any:
 
 
 def _check_target(target: str) -> None:
-    from tileir.backend.target import TARGETS
+    from tileir.backend.target.toolchain import TARGETS
     if target not in TARGETS:
         raise TileValueError(f"unknown target '{target}'; tileir compiles for "
                              f"{', '.join(TARGETS)}")
@@ -521,13 +521,13 @@ def toolchain_versions() -> dict[str, str]:
 
     Recorded, not keyed: the key must be computable on a GPU host that has neither.
     """
-    from tileir.backend.target import find_ptxas
+    from tileir.backend.target.toolchain import find_ptxas
     return {"ptxas": _ptxas_version(find_ptxas()), "mlir": _mlir_version()}
 
 
 @functools.cache
 def _ptxas_version(ptxas: str) -> str:
-    from tileir.backend.target import ptxas_version
+    from tileir.backend.target.toolchain import ptxas_version
     return ptxas_version(ptxas)          # a subprocess: once per ptxas and process
 
 
@@ -905,10 +905,10 @@ def launch_image(ck: CompiledKernel, arrays) -> bytes:
 
 
 def _grid_rewrite_kind(wish: str) -> str | None:
-    """What an element-wise kernel's wish (backend/grid_wish.split_wish) says but for the
+    """What an element-wise kernel's wish (backend/layout/grid_wish.split_wish) says but for the
     split count: "split;free:<mask>;swap:1" for a small grid, "free:<mask>;swap:1" for a
     larger one (either item may be missing); None for a product kernel's wish."""
-    from .backend.grid_wish import parse
+    from .backend.layout.grid_wish import parse
     items = parse(wish)
     if set(items) - {"split", "free", "swap"} or not {"free", "swap"} & set(items):
         return None

@@ -276,7 +276,7 @@ func.func @mma_loop(%a: !tile.array<bf16, 2 : i64>, %w: !tile.array<bf16, 2 : i6
 // -----
 
 // Into an aligned array on sm_90a the stored accumulator keeps its layout: the
-// gpu stage stores it by TMA from shared memory (backend/tma_store.py), no
+// gpu stage stores it by TMA from shared memory (backend/gpu/tma_store.py), no
 // conversion; with the kernel option tma_store=False it converts as above.
 
 // CHECK-LABEL: func.func @tma_store

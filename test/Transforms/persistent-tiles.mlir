@@ -10,7 +10,7 @@
 // GPU-LABEL: gpu.func @gemm(
 // GPU-SAME:    %arg14: i64, %[[G0:arg15]]: i32, %[[G1:arg16]]: i32, %[[G2:arg17]]: i32, %arg18: !llvm.ptr, %arg19: !llvm.ptr, %[[TMC:arg20]]: !llvm.ptr)
 // GPU:         arith.muli %[[G0]], %[[G1]]
-// The accumulator is stored by TMA (backend/tma_store.py): the f32 tile as two
+// The accumulator is stored by TMA (backend/gpu/tma_store.py): the f32 tile as two
 // slabs of 32 columns, both written to shared memory (two buffers hold the
 // whole tile), fenced, and stored by thread 0 after one barrier of the
 // consumers.  A tile's stores are still in flight when the next tile's epilogue

@@ -267,7 +267,7 @@ func.func @map_backwards(%x: !tile.array<f32, 1 : i64>, %y: !tile.array<f32, 1 :
 #sa = #tile.shared<128 : i64, array<i64: 1, 0>>
 #acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
 
-// The stage driver's cap (tile.stage_cap, backend/budget.py: an earlier plan
+// The stage driver's cap (tile.stage_cap, backend/layout/budget.py: an earlier plan
 // overflowed the shared memory) bounds the author's num_stages: 6 asked, 3 taken.
 // CHECK-LABEL: func.func @capped
 // CHECK:       "tile.ring_alloc"() {stages = 3 : i64

@@ -197,7 +197,7 @@ func.func @plain(%a: !tile.array<f32, 1 : i64>) attributes {tile.kernel} {
 
 // -----
 
-// The stage driver's K split (tile.k_split = 2, backend/budget.py: two stages of
+// The stage driver's K split (tile.k_split = 2, backend/layout/budget.py: two stages of
 // the written tiles overflowed the shared memory): a batched GEMM's K tiles,
 // loaded as (1, M, K) and (1, K, N) and reshaped, become half as long, in twice
 // the trips (cdiv(K, 64)); M, N and the batch stay.

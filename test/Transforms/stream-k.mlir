@@ -1,7 +1,7 @@
 // RUN: tile-opt %s --tile-persistent-tiles | FileCheck %s
 // RUN: tile-opt %s --tile-assign-layouts --tile-persistent-tiles --tile-pipeline-loops --tile-lower-to-gpu | FileCheck %s --check-prefix=GPU
 
-// Stream-K (backend/stream_k.py): the persistent tile loop counts this block's
+// Stream-K (backend/pipeline/stream_k.py): the persistent tile loop counts this block's
 // segments: whole tiles (pid + s * blocks) first, then the tiles its run of K
 // iterations touches; the K loop runs the segment's k_lo .. k_hi.  After it, a
 // tail (k_lo > 0) stores its partial sum in the block's slot, a head (k_lo = 0,

@@ -154,7 +154,7 @@ def test_a_grid_without_its_variant_in_the_cache_takes_the_kernel_as_written(cac
     got = compile_without_mlir(vector_add, cache.root, grid=(10,))
     assert "error" not in got, got["message"]
     assert got["cached"] and got["cubin_sha256"] == sha256(plain.cubin)
-    # (the launch's grid wish is computed by tileir.backend.grid_wish, plain Python)
+    # (the launch's grid wish is computed by tileir.backend.layout.grid_wish, plain Python)
     assert got["meta"] == plain.meta and got["mlir"] == "None"
     assert [m for m in got["compiler_loaded"] if not m.startswith("tileir.backend")] == []
     # with nothing cached, the miss is still explained

@@ -6,11 +6,13 @@ bf16, with aligned and unaligned arrays: 60 variants, each compiled once (by the
 `compiled` fixture, for the tests selected) with the on-disk compile cache off,
 so every run tests this tree's compiler.  ptxas and cuobjdump come from the test
 extra (pip install -e '.[test]'); without them the tests that need them skip and
-say why.  No GPU is needed.
+say why.  No GPU is needed.  The last tests read the backend's imports: each stage
+(layout, pipeline, gpu, target) imports earlier stages only, and no modules in a circle.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import os
@@ -28,7 +30,7 @@ import pytest
 from mlir import ir
 
 import tileir as ct
-from tileir.backend.target import TARGETS, find_cuda_tool, find_ptxas
+from tileir.backend.target.toolchain import TARGETS, find_cuda_tool, find_ptxas
 from tileir.dialect import TileIRError
 from tileir.examples import layernorm, matmul, rmsnorm, softmax, transpose, vector_add
 from tileir.passes import STAGES
@@ -377,3 +379,81 @@ def test_a_reduction_right_after_another_needs_one_barrier(target):
         ptx = ck.artifacts["ptx"]
         ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
         assert len(re.findall(r"\bbar(?:rier)?\.sync\b", ptx)) == want, kernel.name
+
+
+# ---------------------------------------------------------------------------
+# The backend's layering: one subpackage per stage, imports running one way
+# ---------------------------------------------------------------------------
+BACKEND_STAGES = ("layout", "pipeline", "gpu", "target")      # in pipeline order (README)
+
+
+def _backend_imports() -> dict[str, set[str]]:
+    """Each module of tileir.backend (dotted, "gpu.rules.ring") -> the backend modules it
+    imports, at its top or inside a function alike (a late import breaks no circle)."""
+    root = Path(ct.__file__).parent / "backend"
+    files = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        files[".".join(("tileir", "backend") + parts)] = path
+
+    def known(name: str) -> str | None:            # a module's name, or its package's
+        while name not in files and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name if name in files and name.startswith("tileir.backend.") else None
+
+    graph = {}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
+                         for a in node.names]         # a module, or a name of one
+            else:
+                continue
+            found |= {m for m in map(known, names) if m and m != module}
+        graph[module.removeprefix("tileir.backend.")] = \
+            {m.removeprefix("tileir.backend.") for m in found}
+    return {m: deps for m, deps in graph.items() if m != "tileir.backend"}
+
+
+def test_backend_stages_import_only_earlier_stages():
+    """layout -> pipeline -> gpu -> target: a module may import its own stage or an
+    earlier one, never a later one; every module sits in one stage's subpackage."""
+    graph = _backend_imports()
+    stage = {m: m.split(".")[0] for m in graph}
+    assert {m for m, s in stage.items() if s not in BACKEND_STAGES} == set()
+    later = sorted(f"{m} imports {d}" for m, deps in graph.items() for d in deps
+                   if BACKEND_STAGES.index(stage[d]) > BACKEND_STAGES.index(stage[m]))
+    assert later == [], "an earlier stage imports a later one:\n" + "\n".join(later)
+
+
+def test_backend_modules_import_no_circle():
+    graph = _backend_imports()
+    done, path = set(), []
+
+    def visit(m: str) -> list[str] | None:         # a circle through m, or None
+        if m in path:
+            return path[path.index(m):] + [m]
+        if m in done:
+            return None
+        path.append(m)
+        for d in sorted(graph[m]):
+            circle = visit(d)
+            if circle:
+                return circle
+        path.pop()
+        done.add(m)
+        return None
+
+    for m in sorted(graph):
+        circle = visit(m)
+        assert circle is None, "backend modules import each other in a circle: " + \
+            " -> ".join(circle)

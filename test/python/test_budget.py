@@ -1,4 +1,4 @@
-"""Kernels fit the chip: shared memory is a budget the compiler spends (backend/budget.py),
+"""Kernels fit the chip: shared memory is a budget the compiler spends (backend/layout/budget.py),
 and a large tile a loop only reduces afterwards is reduced in the loop
 (passes/reassociate_reductions.py).
 

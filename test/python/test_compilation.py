@@ -136,7 +136,7 @@ def _shared_cache(module_cache, monkeypatch):
 
 @pytest.fixture(scope="module")
 def cuobjdump() -> str:
-    from tileir.backend.target import find_cuda_tool
+    from tileir.backend.target.toolchain import find_cuda_tool
     path = find_cuda_tool("cuobjdump")
     if path is None:
         pytest.skip("needs cuobjdump: pip install -e '.[test]' (nvidia-cuda-cuobjdump), or put "

@@ -1,4 +1,4 @@
-"""The LLVM options of the `ptx` stage (tileir.backend.llvm_options): compile-only, no GPU.
+"""The LLVM options of the `ptx` stage (tileir.backend.target.llvm_options): compile-only, no GPU.
 
 The kernel fuzzer's seed 20261185783971 (test/fuzz/README.md) aborted the whole
 process inside LLVM's SLP vectorizer, on the assertion `incrementUnscheduledDeps`,
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tileir.backend import llvm_options
+from tileir.backend.target import llvm_options
 
 # The fuzzer's case, as it generated it (the unused v1 included).
 KERNEL = '''
@@ -155,7 +155,7 @@ def test_the_reduced_ir_aborts_the_slp_vectorizer_only_with_copyable_elements(tm
     bare = subprocess.run(cmd, capture_output=True, text=True)
     assert bare.returncode != 0 and "incrementUnscheduledDeps" in bare.stderr, \
         ("LLVM's SLP vectorizer no longer aborts on this IR: the workaround in "
-         "tileir/backend/llvm_options.py can go")
+         "tileir/backend/target/llvm_options.py can go")
 
 
 def test_the_options_are_set_once_in_this_librarys_llvm():

@@ -1,4 +1,4 @@
-"""Retiling a grid axis (tile-retile-blocks, tileir.backend.retile): the launcher's
+"""Retiling a grid axis (tile-retile-blocks, tileir.backend.layout.retile): the launcher's
 grid wish, the kernel option, the analysis on real kernels, the grid mapping, and
 retiled GEMMs run in the simulator against a float64 reference."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tileir as ct
-from tileir.backend.grid_wish import grid_wish, short_dims
+from tileir.backend.layout.grid_wish import grid_wish, short_dims
 from tileir.errors import TileValueError
 from tileir.examples import softmax
 from tileir.kernel import hardware_grid, mlir_context
@@ -246,7 +246,7 @@ def gemm_even_tiles(a, w, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.
 ])
 def test_k_loops_lengthen_only_when_the_longer_tiles_cover_the_same_k(kernel, extra, reason):
     from mlir import ir
-    from tileir.backend import retile
+    from tileir.backend.layout import retile
     a = np.zeros((16, 512), BF16)
     ck = kernel.compile((a, a, a, *extra, 64, 64, 64), stage="tile", target="sm_90a")
     with mlir_context(), ir.Location.unknown():

@@ -602,7 +602,7 @@ def test_wide_wgmma_tile_runs_correctly(rng):
 def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng, monkeypatch):
     """The accumulator stored by TMA from shared memory (stmatrix for 16-bit results):
     ragged M and N (TMA drops what lies outside C), several tiles a block."""
-    from tileir.backend import tma_store
+    from tileir.backend.layout import tma_store
     options = dict(options)
     if "group" in options:
         monkeypatch.setattr(tma_store, "GROUP_WARPS", options.pop("group"))
@@ -677,7 +677,7 @@ def test_an_output_the_kernel_also_reads_is_stored_from_registers(rng):
 def test_a_tma_store_buffer_overwritten_before_it_is_read_is_reported(monkeypatch, rng):
     """Without the waits, slab 2 of a 128 x 256 tile overwrites the buffer the store of
     slab 0 may still be reading."""
-    from tileir.backend import context
+    from tileir.backend.gpu import context
     monkeypatch.setattr(context.LoweringContext, "wait_bulk_reads",
                         lambda self, pending=0: None)
     with pytest.raises(SimError, match="a TMA store may still be reading"):
@@ -831,7 +831,7 @@ def _fresh(kernel):
 
 def test_a_wrong_transaction_count_would_hang(monkeypatch, rng):
     from mlir.dialects import arith
-    from tileir.backend.rules import ring
+    from tileir.backend.gpu.rules import ring
     real = ring.Ring.tx_value
     monkeypatch.setattr(ring.Ring, "tx_value",
                         lambda self, cx: arith.addi(real(self, cx), cx.const(16)))
@@ -842,7 +842,7 @@ def test_a_wrong_transaction_count_would_hang(monkeypatch, rng):
 def test_rows_a_clipped_box_leaves_out_must_be_zeroed(monkeypatch, rng):
     """A 17-row A in a 64-row tile: the box is cut to 17 rows; without the ring's
     zeroing of rows 17..63 the product reads shared memory nothing wrote."""
-    from tileir.backend.rules import ring
+    from tileir.backend.gpu.rules import ring
     monkeypatch.setattr(ring, "_zero_clipped_rows", lambda cx, r, clips: None)
     with pytest.raises(SimError, match="reads bytes nothing wrote"):
         _gemm(_fresh(gemm), "sm_90a", 17, 64, 64, (64, 64, 64), BF16, rng)
@@ -861,7 +861,7 @@ def test_a_swizzle_the_hardware_does_not_use_gives_wrong_numbers(monkeypatch, rn
     """Shared tiles written by threads with a wrong swizzle: wgmma, which swizzles in
     hardware, reads other elements.  (TMA copies swizzle in hardware too, so an
     operand that arrives by TMA is right whatever the compiler thinks.)"""
-    from tileir.backend import mma_layouts
+    from tileir.backend.layout import mma_layouts
     monkeypatch.setattr(mma_layouts, "swizzle_bits", lambda off, swz: off)
     got, ref = _gemm(_fresh(gemm), "sm_90a", 64, 64, 37, (64, 64, 64), BF16, rng)  # unaligned
     assert not _close(got, ref, 37)
@@ -869,7 +869,7 @@ def test_a_swizzle_the_hardware_does_not_use_gives_wrong_numbers(monkeypatch, rn
 
 def test_an_access_outside_the_arrays_is_reported(monkeypatch, rng):
     """A store that forgets the array's edge writes past it."""
-    from tileir.backend import memory
+    from tileir.backend.gpu import memory
     monkeypatch.setattr(memory._Addressing, "thread_in_bounds",
                         lambda self: memory.arith.ConstantOp(
                             memory.ir.IntegerType.get_signless(1), 1).result)

@@ -1,5 +1,5 @@
 """Kernels compiled for a small grid: tiles split across more blocks
-(tile-split-blocks, tileir.backend.split: the launcher's wish, which dims split and
+(tile-split-blocks, tileir.backend.layout.split: the launcher's wish, which dims split and
 how many ways, kernels that stay as written) and online softmax loops carried per
 lane (tile-defer-online-reductions), run in the simulator against a float64
 reference on ragged sizes."""
@@ -12,8 +12,8 @@ import pytest
 from mlir import ir
 
 import tileir as ct
-from tileir.backend import split as split_mod
-from tileir.backend.grid_wish import split_wish
+from tileir.backend.layout import split as split_mod
+from tileir.backend.layout.grid_wish import split_wish
 from tileir.examples import llm_ops, rmsnorm, vector_add
 from tileir.kernel import hardware_grid
 from tileir.passes.defer_online_reductions import loops

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import tileir as ct
-from tileir.backend.mma_layouts import DotOperand, Mma, Shared, swizzle_bits
-from tileir.backend.target import find_cuda_tool
+from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, swizzle_bits
+from tileir.backend.target.toolchain import find_cuda_tool
 from tileir.dialect import TileIRError
 from tileir.interpreter import InterpreterError
 from tileir.runtime import tensor_maps
@@ -385,7 +385,7 @@ def test_operand_layouts_are_the_ptx_fragments(op, shape):
 
 
 def test_operand_layouts_print_and_parse_with_their_kwidth():
-    from tileir.backend import mma_layouts
+    from tileir.backend.layout import mma_layouts
     acc = Mma(2, (2, 4), (16, 8))
     for op in (DotOperand(0, acc), DotOperand(1, acc, 1)):
         assert mma_layouts.parse(op.attr()) == op
@@ -471,9 +471,9 @@ def test_wgmma_descriptors_address_the_shared_layout(which, shape, order):
     """The descriptor fields the lowering computes (rules.mma._Desc) make wgmma read
     exactly where the shared layout put each element."""
     from mlir import ir
-    from tileir.backend.context import LoweringContext
-    from tileir.backend.rules import mma as mma_rules
-    from tileir.backend.shared import SmemTile
+    from tileir.backend.gpu.context import LoweringContext
+    from tileir.backend.gpu.rules import mma as mma_rules
+    from tileir.backend.gpu.shared import SmemTile
     from tileir.dialect import context
     eb = 2
     inner = shape[order[0]] * eb
@@ -868,7 +868,7 @@ def test_pipelined_gemm_many_shapes(pipeline_stage):
 
 @pytest.mark.parametrize("g0,g1", [(1, 1), (3, 5), (8, 8), (17, 3), (64, 65), (9, 1)])
 def test_grouped_block_order_is_a_bijection(g0, g1):
-    from tileir.backend.block_order import GROUP
+    from tileir.backend.pipeline.block_order import GROUP
     seen = set()
     for b1 in range(g1):
         for b0 in range(g0):

@@ -1,4 +1,4 @@
-"""tile-version-bounds (backend/version_bounds.py) end to end, in the simulator: blocks
+"""tile-version-bounds (backend/pipeline/version_bounds.py) end to end, in the simulator: blocks
 whose tiles lie inside their arrays run the unchecked version, the others the checked
 one, and both compute what the interpreter does.  The simulator refuses any access
 outside an argument array, so a block sent down the wrong version is caught."""

@@ -351,7 +351,7 @@ def _write(output_file: Any, data: bytes) -> None:
 
 def _combine(parts: Sequence[tuple[str, str]], target: str) -> bytes:
     """One cubin holding each part's kernel under its symbol: ptxas on `_combined_ptx`."""
-    from ..backend.target import Target, assemble
+    from ..backend.target.toolchain import Target, assemble
     cubin, _ = assemble(_combined_ptx(parts), Target(target))
     missing = [s for s, _ in parts if s not in _elf_functions(cubin)]
     if missing:
@@ -370,7 +370,7 @@ def _combined_ptx(parts: Sequence[tuple[str, str]]) -> str:
     the symbol tables rename, LLVM writes PTX.
     """
     from mlir import ir
-    from ..backend.target import emit_ptx
+    from ..backend.target.toolchain import emit_ptx
     from ..kernel import mlir_context
     with mlir_context() as ctx:
         merged = into = None

@@ -41,7 +41,7 @@ def kernel_launch_info(kernel: Kernel, signature: KernelSignature,
       `grid_scale` `[axis, num, den]` multiplies that axis
       by den/num, and a `persistent` kernel takes the user's grid in its three `grid`
       slots and runs (min(blocks, SMs), 1, 1) blocks.
-    - `workspace` (a stream-K kernel, backend/stream_k.py): its `workspace` slot is a
+    - `workspace` (a stream-K kernel, backend/pipeline/stream_k.py): its `workspace` slot is a
       device buffer of `4 * WORKSPACE_FLAG_SLOTS` (4096) bytes of flags, zero before
       its first launch, then `workspace` bytes for each block; one buffer per stream
       (launches on one stream may share it: each launch leaves the flags zero).

@@ -1,6 +1,6 @@
 """Workspaces of stream-K kernels: device memory per (device, stream), zeroed once.
 
-A stream-K GEMM (backend/stream_k.py) hands partial sums between its blocks in a
+A stream-K GEMM (backend/pipeline/stream_k.py) hands partial sums between its blocks in a
 workspace the runtime passes after the walked grid: `WORKSPACE_FLAG_SLOTS` i32
 flags, then one slot of `meta["workspace"]` bytes per block.  Every flag a launch
 sets it also clears, so a workspace stays valid for the next launch on its stream

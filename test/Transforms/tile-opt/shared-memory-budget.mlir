@@ -2,7 +2,7 @@
 // RUN: FileCheck %s --check-prefix=REMARK < %t.remarks
 // RUN: tile-opt %s --target=sm_90a --stop-after=gpu 2>&1 >/dev/null | FileCheck %s --check-prefix=FITS --allow-empty
 
-// Shared memory is a budget (backend/budget.py).  A 128 x 256 x 128 fp16 GEMM:
+// Shared memory is a budget (backend/layout/budget.py).  A 128 x 256 x 128 fp16 GEMM:
 // on sm_80 two stages of its tiles (2 x 96 KiB) do not fit the block's 163 KiB,
 // so the stage driver reruns `layout` with K tiles half as long and `pipeline`
 // takes as many stages of those as fit; a remark says what it chose and why.

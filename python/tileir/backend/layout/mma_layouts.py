@@ -1,6 +1,6 @@
 """Tensor-core layouts: MMA accumulators, register operands, shared-memory tiles.
 
-Three encodings join `#tile.blocked`/`#tile.slice` (tileir.backend.layouts):
+Three encodings join `#tile.blocked`/`#tile.slice` (tileir.backend.layout.layouts):
 
 * `#tile.mma_acc<version : i64, array<i64: wm, wn>, array<i64: im, in>>` — the
   accumulator of a tensor-core product, `wm x wn` warps over (M, N).
@@ -36,7 +36,8 @@ import dataclasses
 import math
 import re
 
-from .layouts import Coord, Linear, _log2
+from tileir.dialect.types import bitwidth
+from .layouts import Coord, Linear, _log2, restrict
 
 LANES_V2 = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))      # accumulator / A fragment lanes
 LANES_V2_B = ((2, 0), (4, 0), (0, 1), (0, 2), (0, 4))    # B fragment lanes (k, n)
@@ -90,7 +91,6 @@ class Mma:
         shape = tuple(shape)
         cov = tuple(max(s, c) for s, c in zip(shape, self.coverage()))
         if cov != shape:
-            from .layouts import restrict
             return restrict(self._linear(cov), shape)
         return self._linear(shape)
 
@@ -259,6 +259,29 @@ class Shared:
         c = coord[inner]
         off = row * w * elem_bytes + (c % w) * elem_bytes
         return (c // w) * self.box_bytes(shape, elem_bytes) + swizzle_bits(off, self.swizzle)
+
+
+def smem_tile_bytes(layout: Shared, shape, elem) -> int:
+    """Bytes of a tile of MLIR element type `elem` in shared-memory layout `layout`."""
+    return layout.size_bytes(tuple(shape), max(1, bitwidth(elem) // 8))
+
+
+def tile_bytes(shape, elem) -> int:
+    """Bytes of a tile's elements (no layout's padding)."""
+    n = max(1, bitwidth(elem) // 8)
+    for d in shape:
+        n *= d
+    return n
+
+
+def tma_clip_dim(lay: Shared, shape) -> int | None:
+    """The tile dim a TMA box may be cut short along (`runtime.tensor_maps.clipped_box`):
+    the slowest dim longer than 1, so that the rows the cut box leaves out are the
+    end of each box's shared memory; None when only the fastest dim is longer than 1."""
+    for d in reversed(lay.order[1:]):
+        if shape[d] > 1:
+            return d
+    return None
 
 
 def swizzle_bits(offset: int, swizzle: int) -> int:

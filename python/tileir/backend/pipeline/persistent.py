@@ -23,7 +23,7 @@ producer warpgroup walks the tiles ahead instead: `specialize_tile_loop`), both
 called by the pipeliner (software_pipeline.py).  Retiling makes a tensor-core
 kernel persistent by default for a grid of many waves (retile.py).  A kernel
 that asks for stream-K gets the segment loop of `stream_k.wrap` instead of the
-plain tile loop (backend/stream_k.py).
+plain tile loop (backend/pipeline/stream_k.py).
 """
 
 from __future__ import annotations
@@ -33,10 +33,14 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.tile import BidOp, GridSizeOp, NumBlocksOp
 from tileir.dialect.verifier import kernel_functions
+from tileir.backend.layout.tma_store import store_smem_bytes
 
 from . import stream_k
 from .block_order import ORDER_ATTR, grouped
 from .cluster_pairs import pair_axis
+from .pure_slices import clone_ops, defined_in, pure_slice
+from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
+                    PRODUCER_WARPS_ATTR)
 
 PERSISTENT_ATTR = "tile.persistent"
 LOOP_ATTR = "tile.persistent_loop"
@@ -132,8 +136,6 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     from the tile index (pure ops of the tile loop's body, cloned); where that is
     not possible, returns False and the loop is pipelined in place."""
     from tileir.dialect.ring import IsProducerOp, RingFreeOp, SetMaxRegistersOp
-    from .software_pipeline import (MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
-                                    PRODUCER_WARPS_ATTR, clone_ops)
     outer = loop.parent
     func = pl.func
     if len(outer.results):
@@ -217,19 +219,17 @@ def _tile_prefix(outer: ir.Operation, loop: ir.Operation, loads):
     """The pure ops of tile loop `outer`'s body, before K loop `loop`, that compute the
     K loop's bounds and what the loads' indices need from the tile index; None when
     something else (a carried value, an op with effects) enters them."""
-    from .software_pipeline import _defined_in, pure_slice
     needed = list(loop.operands[:3])
     for ld in loads:
         needed += [x for op in ld.slice for x in op.operands] + list(ld.index)
     tile = outer.regions[0].blocks[0].arguments[0]
-    return pure_slice(outer, needed, lambda v: v == tile or not _defined_in(v, outer) or
-                      _defined_in(v, loop), before=loop)
+    return pure_slice(outer, needed, lambda v: v == tile or not defined_in(v, outer) or
+                      defined_in(v, loop), before=loop)
 
 
 def _reserve_epilogue(pl, outer: ir.Operation) -> None:
     """The epilogue's shared memory is taken while the ring is live: leave room for the
     tiles the tile loop stores."""
-    from .tma_store import store_smem_bytes
     stored = [0]
 
     def visit(op):            # (a stream-K epilogue sits in an scf.if)
@@ -269,7 +269,6 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     cloned for t2 once per tile); where that is not possible, returns False and the
     loop is pipelined in place."""
     from tileir.dialect.ring import RingFreeOp
-    from .software_pipeline import MAX_DEFAULT_STAGES, clone_ops
     outer = loop.parent
     body = outer.regions[0].blocks[0]
     if len(outer.results) or [op.operation for op in body.operations

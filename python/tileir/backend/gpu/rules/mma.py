@@ -24,10 +24,10 @@ from mlir.dialects import arith, llvm, math, nvvm, scf
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import promotes_sums
+from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared
+from tileir.backend.layout.mma_plan import K_STEP
 
 from ..context import I32, I64, Frag, LoweringContext, _bits, is_fp8, reg_type
-from ..mma_layouts import DotOperand, Mma, Shared
-from ..mma_plan import K_STEP
 from ..shared import SmemTile, load_frag
 from .registry import rule
 

@@ -20,9 +20,9 @@ from mlir.dialects import gpu
 from mlir.passmanager import PassManager
 
 from tileir import deadline
-from tileir.backend import llvm_options
 from tileir.dialect import TileIRError
 from tileir.dialect.diagnostics import from_mlir_error
+from . import llvm_options
 
 TARGETS = ("sm_80", "sm_90a")
 

@@ -21,7 +21,7 @@ from mlir.dialects import arith, llvm, scf, vector
 
 from tileir.dialect.tile import IN_BOUNDS_ATTR, access_scope
 
-from . import layouts as L
+from tileir.backend.layout import layouts as L
 from .context import I64, ArrayABI, Frag, LoweringContext, _bits, lin_of, reg_type
 
 _DYNAMIC_INDEX = -2147483648     # llvm.getelementptr's marker for a dynamic index

@@ -13,7 +13,7 @@ the `s` blocks together compute the same elements, each once.  Ragged edges stay
 as they were: the slices of a tile that reaches past the array's end are padded
 or clipped like the whole tile was.
 
-Which tensors follow the dim is the retiling analysis (backend/retile.py), seeded
+Which tensors follow the dim is the retiling analysis (backend/layout/retile.py), seeded
 with one load's or store's dim instead of a block index; every load and store it
 reaches is re-indexed along the dim it reaches.  Refused, with the reason: a
 reduction, product, extraction or an op unknown to the analysis along the dim; an
@@ -41,8 +41,9 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .retile import (GRID_SCALE_ATTR, NotRetileable, Tied, _fixed, _NONE, _ops, _shape,
-                     _Tags, note_grid_rewrite, refuse_per_block_effects, scale_dims, settle)
-from .shared import tile_bytes
+                     _Tags, note_grid_rewrite, read_wish, refuse_per_block_effects, scale_dims,
+                     settle)
+from .mma_layouts import tile_bytes
 
 # Measured on the H100 (bench/RESULTS.md, "Small grids split"): RoPE and SwiGLU at 1,
 # 16 and 64 tokens, blocks keeping 512 B to 32 KB.  With bounds-checked accesses a
@@ -227,8 +228,7 @@ def split(func: ir.Operation, wish: int, mask: int) -> int | None:
 
 def small_grid_wish(func: ir.Operation) -> dict[str, str] | None:
     """The parsed grid wish of a kernel compiled for a small grid (at most one block for
-    every two SMs: the wish asks for a split, backend/grid_wish.py), else None."""
-    from .retile import read_wish
+    every two SMs: the wish asks for a split, backend/layout/grid_wish.py), else None."""
     wish = read_wish(func)
     return wish if "split" in wish else None
 

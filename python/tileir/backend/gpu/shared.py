@@ -16,9 +16,9 @@ import dataclasses
 from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, vector
 
-from . import layouts as L
+from tileir.backend.layout import layouts as L
+from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes
 from .context import Frag, LoweringContext, _bits, reg_type
-from .mma_layouts import Shared
 
 
 @dataclasses.dataclass
@@ -51,18 +51,6 @@ class SmemTile:
         those the reader adds)."""
         return SmemTile(self.layout, self.shape, self.elem, self.base,
                         self.xor ^ self.offset(origin))
-
-
-def smem_tile_bytes(layout: Shared, shape, elem: ir.Type) -> int:
-    return layout.size_bytes(tuple(shape), max(1, _bits(elem) // 8))
-
-
-def tile_bytes(shape, elem: ir.Type) -> int:
-    """Bytes of a tile's elements (no layout's padding)."""
-    n = max(1, _bits(elem) // 8)
-    for d in shape:
-        n *= d
-    return n
 
 
 def _base_value(cx: LoweringContext, tile: SmemTile) -> ir.Value:

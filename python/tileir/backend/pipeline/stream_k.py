@@ -48,6 +48,8 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.stream_k import PartialAddOp, PartialStoreOp
 
+from .pure_slices import clone_ops
+
 STREAM_K_ATTR = "tile.stream_k"     # @kernel(stream_k=True) asks for it
 FULL_ENOUGH = 9                     # a last wave at least 9/10 full runs as it is
 
@@ -140,7 +142,6 @@ def wrap(func: ir.Operation, body: list[ir.Operation], ret: ir.Operation, p: Pla
     `decode(t)` gives the tile's (b0, b1, b2) and `c(v)` an i32 constant.  Returns the
     decoded block ids by axis and the grid values, for `persistent` to substitute."""
     from tileir.dialect.tile import BidOp, GridSizeOp, NumBlocksOp
-    from .software_pipeline import clone_ops
     with ir.InsertionPoint(ret), func.location:
         g = [GridSizeOp(a).result for a in range(3)]
         hw = [BidOp(a).result for a in range(3)]

@@ -21,7 +21,7 @@ slot's transaction bytes count the box as cut.
 each warp arriving on *empty*.
 
 A ring whose `tile.multicast` lists buffers belongs to a cluster pair
-(`backend/cluster_pairs.py`): the two blocks of a (2, 1, 1) cluster load those
+(`backend/pipeline/cluster_pairs.py`): the two blocks of a (2, 1, 1) cluster load those
 tiles alike, so block r copies half r of each (`cluster_pairs.split`: boxes r,
 r + 2, ..., or rows [r h, (r + 1) h) of a tile's one box) with
 `.multicast::cluster` into both blocks' slots, completing bytes on the full
@@ -49,12 +49,11 @@ from mlir import ir
 from mlir.dialects import arith, gpu, llvm, nvvm, scf
 
 from tileir.dialect import TileIRError
-from ..cluster_pairs import MULTICAST_ATTR, half_bytes, split
+from tileir.backend.pipeline.cluster_pairs import MULTICAST_ATTR, half_bytes, split
+from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes, tile_bytes, tma_clip_dim
 from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
-from ..mma_layouts import Shared
-from ..shared import (SmemTile, _groups, fence_async_proxy, smem_tile_bytes, staging_linear,
-                      thread_offset, tile_bytes)
+from ..shared import SmemTile, _groups, fence_async_proxy, staging_linear, thread_offset
 from .cluster import cluster_sync, mapa
 from .registry import rule
 
@@ -110,16 +109,6 @@ def multicast_buffers(alloc: ir.Operation) -> frozenset:
     if MULTICAST_ATTR not in alloc.attributes:
         return frozenset()
     return frozenset(ir.DenseI64ArrayAttr(alloc.attributes[MULTICAST_ATTR]))
-
-
-def tma_clip_dim(lay: Shared, shape) -> int | None:
-    """The tile dim a TMA box may be cut short along (`runtime.tensor_maps.clipped_box`):
-    the slowest dim longer than 1, so that the rows the cut box leaves out are the
-    end of each box's shared memory; None when only the fastest dim is longer than 1."""
-    for d in reversed(lay.order[1:]):
-        if shape[d] > 1:
-            return d
-    return None
 
 
 def _round(n: int, m: int) -> int:

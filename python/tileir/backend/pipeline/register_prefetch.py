@@ -32,8 +32,7 @@ from mlir.dialects import arith, scf
 
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.types import bitwidth
-from tileir.passes import effects, iterations
-from .mma_layouts import Shared
+from tileir.backend.layout.mma_layouts import Shared
 
 PREFETCH_REGISTERS = 64       # 32-bit registers a thread may spend on the copies
 
@@ -43,6 +42,7 @@ def prefetch_loop(loop: ir.Operation, num_warps: int, index_slice, clone_slice) 
     apply.  `index_slice(loop, values)` gives the body ops computing `values` from
     the counter and invariants (or None); `clone_slice` clones them (both from the
     shared-memory pipeliner)."""
+    from tileir.passes import effects, iterations   # (passes import the backend: not at load)
     body = loop.regions[0].blocks[0]
     eff = effects.Effects()
     if eff.may_write(loop) and iterations.map_dim(loop, eff) is None:

@@ -16,7 +16,7 @@ unsigned compare, `i <u d >> log2(s)` (a negative index is a large unsigned one)
 The condition is block-uniform: every thread of a block takes the same version.
 Accesses marked `tile.in_bounds` lower to plain vector loads and stores with no
 per-thread bounds checks, so the version most blocks run is straight-line code
-that issues all its loads back to back (backend/memory.py).
+that issues all its loads back to back (backend/gpu/memory.py).
 
 Accesses left out of the condition (an index loaded from memory, a relaxed
 access, an access inside a branch) stay checked in both versions.  Kernels with
@@ -40,11 +40,10 @@ from mlir.dialects import arith, scf
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import IN_BOUNDS_ATTR, SCOPE_ATTR, DimOp
 from tileir.dialect.verifier import kernel_functions
-from tileir.passes import effects
 
-from .mma_layouts import Shared
+from tileir.backend.layout.mma_layouts import Shared
 from .persistent import PERSISTENT_ATTR
-from .software_pipeline import clone_ops
+from .pure_slices import clone_ops
 
 ACCESSES = ("tile.load", "tile.store")
 
@@ -67,6 +66,7 @@ def version_kernels(module: ir.Module) -> None:
 
 def version(func: ir.Operation) -> bool:
     """Versions `func` in place (see the module's contract); whether it did."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
     if _refused(func):
         return False
     entry = func.regions[0].blocks[0]
@@ -160,6 +160,7 @@ def _slice(values: list[ir.Value], position: dict, earlier: set) -> set | None:
     """The versioned top-level ops `values` are computed by, when all are pure and
     region-free and reach back only to the kernel's arguments and to the ops before
     the versioned part (`earlier`, computed once before the branch); else None."""
+    from tileir.passes import effects
     needed: set = set()
     work = list(values)
     effect_of = effects.Effects()

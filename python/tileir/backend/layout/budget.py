@@ -30,6 +30,8 @@ from mlir import ir
 
 from tileir.dialect import TileIRError
 
+from .mma_layouts import smem_tile_bytes
+
 STAGE_CAP_ATTR = "tile.stage_cap"      # on the kernel: the most stages any ring may take
 K_SPLIT_ATTR = "tile.k_split"          # on the kernel: K tiles this many times shorter
 FIT_ATTR = "tile.fit"                  # on the module: what the budget chose, in words
@@ -56,7 +58,6 @@ class RingPlan:
 def rings_of(module: ir.Module) -> list[RingPlan]:
     """The rings of a pipelined module, in walk order."""
     from tileir.dialect.layout import tile_layout
-    from .shared import smem_tile_bytes
     found: list[RingPlan] = []
 
     def visit(op):

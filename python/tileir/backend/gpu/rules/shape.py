@@ -14,9 +14,9 @@ from mlir.dialects import arith, memref
 
 from tileir.dialect.layout import tile_layout
 
-from .. import layouts as L
+from tileir.backend.layout import layouts as L
+from tileir.backend.layout.mma_layouts import Shared, choose_swizzle
 from ..context import Frag, LoweringContext, _bits, index, lin_of
-from ..mma_layouts import Shared, choose_swizzle
 from ..shared import SmemTile, load_frag, new_tile, staging_linear, store_frag, write_shared
 from .registry import rule
 

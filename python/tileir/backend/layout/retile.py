@@ -28,7 +28,7 @@ the launch's grid is a multiple of the factor there (the caller checks), so no
 block computes a tile the original grid did not cover.  A kernel coarsened for a
 grid of many waves also becomes persistent (`tile.persistent`, unless the kernel
 sets `persistent` or asks for warp specialization): one block per SM walks the
-tiles, its ring running on from one tile to the next (backend/persistent.py).
+tiles, its ring running on from one tile to the next (backend/pipeline/persistent.py).
 
 Two rescalings keep the grid:
 - *short axes* (`_shrink_short_axes`): when every array dim that follows `bid(a)`
@@ -57,9 +57,9 @@ from tileir.dialect.tile import SCOPE_ATTR, promotes_sums
 
 from .budget import K_SPLIT_ATTR
 from .grid_wish import SHORT, parse as parse_wish
-from .shared import tile_bytes
+from .mma_layouts import tile_bytes
 
-PERSISTENT_ATTR = "tile.persistent"          # (backend/persistent.py)
+PERSISTENT_ATTR = "tile.persistent"          # (backend/pipeline/persistent.py)
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
 GRID_SCALE_ATTR = "tile.grid_scale"        # [axis, num, den] after retiling (for the metadata)
 RETILE_ATTR = "tile.retile"                # [axis, num, den] asked for (kernel option)
@@ -67,6 +67,9 @@ WISH_ATTR = "tile.grid_wish"               # "wide:<even axes mask>" or "narrow:
 # the passes that rewrote the kernel for the launch's grid (for the metadata: a
 # variant none rewrote is the kernel as written, whatever the wish)
 GRID_REWRITES_ATTR = "tile.grid_rewrites"
+# set by the layout stage's other grid rewrites, read by the stages after it
+CLUSTER_ATTR = "tile.cluster"          # [x, y, z] blocks a cluster (passes/cluster_rows.py)
+PERM_ATTR = "tile.grid_perm"           # launch axes as the kernel reads them (launch_order.py)
 
 
 def read_wish(func: ir.Operation) -> dict[str, str]:

@@ -15,7 +15,7 @@ Strategy (predictable, good for the memory-bound kernels users write):
    between layouts that are equal as linear maps are free in the `gpu` stage.
 
 Tensor-core products (`tile.mma`; `tile.matmul` is first rewritten as an mma
-into a zero accumulator and a cast) get the layouts `backend.mma_plan` picks for
+into a zero accumulator and a cast) get the layouts `backend.layout.mma_plan` picks for
 the module's target: an `#tile.mma_acc` accumulator, which the loop that carries
 it, the splat that starts it and the ops that read it keep (`preferred`
 layouts, propagated through `scf.for` before the walk); operands loaded only to
@@ -37,12 +37,13 @@ from mlir.dialects import arith, tensor
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import ConvertLayoutOp, tile_layout, with_layout
 from tileir.dialect.tile import FAST_ACC_ATTR, SCOPE_ATTR, MmaOp
-from tileir.dialect.verifier import DEFAULT_CHIP, kernel_functions, module_chip
+from tileir.dialect.verifier import DEFAULT_CHIP, arg_has, kernel_functions, module_chip
 from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
+from .encodings import is_distributed
+from .retile import note_grid_rewrite
 from .split import small_grid
-from .context import arg_has
 from .mma_layouts import Mma, Shared, choose_swizzle
 
 NUM_WARPS_ATTR = "tile.num_warps"
@@ -340,7 +341,7 @@ class LayoutAssigner(MmaAssignment):
                 op.operands[index] = _splat_in(v, layout)
             return
         if _defining_name(v) == "tile.broadcast" and _single_use(v) and \
-                L.is_distributed(layout) and not isinstance(layout, L.Slice):
+                is_distributed(layout) and not isinstance(layout, L.Slice):
             self.set_layout(v, layout)
             return
         with ir.InsertionPoint(op), op.location:
@@ -407,7 +408,7 @@ class LayoutAssigner(MmaAssignment):
         res = op.results[0]
         lay = self.layout_of(src)
         want = self.preferred.get(res)
-        if want is not None and L.is_distributed(lay) and broadcast_free(
+        if want is not None and is_distributed(lay) and broadcast_free(
                 lay, tuple(src.type.shape), want, tuple(res.type.shape)):
             self.set_layout(res, want)         # a source made for it (collect_broadcast_sources)
             return
@@ -777,7 +778,6 @@ def choose_num_warps(func: ir.Operation, chip: str = DEFAULT_CHIP) -> int:
             2 * warps * 32 * 16 <= vector_cap:
         warps *= 2
     if warps > DEFAULT_MAX_WARPS:
-        from .retile import note_grid_rewrite
         note_grid_rewrite(func, SMALL_GRID_WARPS_FLAG)
     return warps
 

@@ -1,4 +1,4 @@
-"""What a launch asks of retiling (tileir.backend.retile), without MLIR.
+"""What a launch asks of retiling (tileir.backend.layout.retile), without MLIR.
 
 The launcher computes this for every launch of a kernel that may retile, so it
 is a few integer operations on the grid, the GPU's SM count and the arrays'
@@ -20,7 +20,7 @@ shapes.  A wish is items joined by ';':
 None when there is nothing to ask: the grid fills the GPU as written and no array
 is short.
 
-Kernels without products ask `split_wish` instead (tileir.backend.split):
+Kernels without products ask `split_wish` instead (tileir.backend.layout.split):
 "split:<s>;free:<mask>" for a grid of at most one block for every two SMs, where
 `s` (a power of two, at most MAX_SPLIT) blocks per block keep the grid within the
 GPU and the mask has bit a set where grid axis a is 1 (an axis the split may use);

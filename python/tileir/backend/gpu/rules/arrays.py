@@ -1,6 +1,6 @@
 """Grid queries, array queries and global memory: `tile.bid/num_blocks/grid_size/dim/stride`,
-`tile.select_array`, `tile.list_get`, `tile.load/store` (through `backend.memory`, or TMA:
-`backend.tma_store`) and `tile.iota`."""
+`tile.select_array`, `tile.list_get`, `tile.load/store` (through `backend.gpu.memory`, or TMA:
+`backend.layout.tma_store` plans, `backend.gpu.tma_store` writes) and `tile.iota`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from mlir.dialects import arith, gpu, llvm, scf
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.types import array_info, signless
 
-from .. import tma_store
+from tileir.backend.layout import tma_store
+from tileir.backend.layout.mma_layouts import Shared
+from ..tma_store import lower as lower_tma_store
 from ..context import I32, ArrayABI, Frag, _bits, lin_of
 from ..memory import gep, load_tile, lower_load, lower_store
-from ..mma_layouts import Shared
 from ..shared import fence_async_proxy, new_tile, staging_linear, store_frag
 from .registry import rule
 
@@ -151,7 +152,7 @@ def _store(cx, op):
     p = tma_store.plan(tile_layout(t), tuple(t.shape), _bits(t.element_type),
                        cx.arrays[op.array].aligned, cx.chip, cx.tma_store)
     if p is not None and not tma_store.reads(op.array):
-        tma_store.lower(cx, op, p)
+        lower_tma_store(cx, op, p)
     else:
         lower_store(cx, op)
 

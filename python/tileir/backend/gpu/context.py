@@ -13,7 +13,7 @@ from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, nvvm, scf
 
 from tileir.dialect import TileIRError
-from . import layouts as L
+from tileir.backend.layout import layouts as L
 
 I32 = lambda: ir.IntegerType.get_signless(32)   # noqa: E731
 I64 = lambda: ir.IntegerType.get_signless(64)   # noqa: E731
@@ -79,7 +79,7 @@ class LoweringContext:
         self.cluster_wait_pending = False
         # a tile.print line whose text continues in the next tile.print: (pieces, args)
         self.print_pending: tuple[list, list] | None = None
-        # the kernel stores by TMA (backend/tma_store.py): writers of shared memory
+        # the kernel stores by TMA (backend/gpu/tma_store.py): writers of shared memory
         # first wait until those stores have read their buffers
         self.bulk_stores = False
         self.bulk_by_warps = False  # lane 0 of every warp issues TMA stores (tma_store)
@@ -202,7 +202,7 @@ class LoweringContext:
     def epilogue_barriers(self, count: int) -> int:
         """The shared offset of the gated TMA-store epilogue's four mbarriers (full 0/1:
         `count` arrivals, the warps'; free 0/1: one, the issuer's), made and initialized
-        once, at the kernel's entry, before a block barrier (backend/tma_store.py)."""
+        once, at the kernel's entry, before a block barrier (backend/gpu/tma_store.py)."""
         if self._epilogue_barriers is None:
             # above everything lowered so far (initialized at the entry: no buffer of
             # the kernel may ever have used these bytes), held to the kernel's end
@@ -375,14 +375,6 @@ class LoweringContext:
         """The i32 shared-window address of byte `offset` (what descriptors, TMA and
         mbarrier operands take)."""
         return llvm.ptrtoint(I32(), self.smem_ptr(offset))
-
-
-def arg_has(func: ir.Operation, i: int, attr: str) -> bool:
-    """Whether argument `i` of function `func` carries attribute `attr` (`tile.aligned`)."""
-    if "arg_attrs" not in func.attributes:
-        return False
-    attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
-    return i < len(attrs) and attr in ir.DictAttr(attrs[i])
 
 
 FP8_TYPES = ("f8E4M3FN", "f8E5M2")

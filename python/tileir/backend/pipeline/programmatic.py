@@ -21,7 +21,7 @@ always.
 Left alone: kernels for other targets (sm_80 has no programmatic launch), kernels
 that place `grid_dependency_control_*` themselves (the author's placement stands),
 and kernels whose `programmatic_launch` option is False.  The launcher takes the
-kernel's `programmatic_launch` meta (backend/lower.py) and launches through
+kernel's `programmatic_launch` meta (backend/gpu/lower.py) and launches through
 cuLaunchKernelEx with the attribute.
 
 A kernel whose author placed the ops is launched as cuTile launches it: with the
@@ -69,7 +69,7 @@ ALWAYS, ON_REQUEST = "always", "on_request"
 
 
 def launch_mode(func: ir.Operation) -> str | None:
-    """How the kernel is launched (backend/lower.py's meta; runtime/launcher.py):
+    """How the kernel is launched (backend/gpu/lower.py's meta; runtime/launcher.py):
 
     - ALWAYS with programmatic stream serialization: the wait this pass put at its top
       orders everything it does, or its author placed a wait and set the

@@ -30,7 +30,13 @@ from __future__ import annotations
 
 from mlir import ir
 
+from tileir.dialect.types import bitwidth
 from tileir.dialect.verifier import kernel_functions, module_chip
+from tileir.backend.layout.mma_layouts import Shared, tile_bytes, tma_clip_dim
+from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_SCALE_ATTR, PERSISTENT_ATTR,
+                                          WARP_SPECIALIZE_ATTR, read_wish)
+from .block_order import in_loop
+from .rings import async_capable
 
 PAIRS_ATTR = "tile.cluster_pairs"     # i64: the grid axis whose neighbouring tiles pair
 MULTICAST_ATTR = "tile.multicast"     # unit on a tile.load; dense i64 array on a ring
@@ -54,10 +60,6 @@ def plan(module: ir.Module) -> None:
 
 def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | None:
     """(axis, loads to multicast) for a kernel whose tiles may run in pairs, else None."""
-    from .block_order import in_loop
-    from .lower import CLUSTER_ATTR
-    from .retile import GRID_SCALE_ATTR, PERSISTENT_ATTR, WARP_SPECIALIZE_ATTR, read_wish
-    from .software_pipeline import async_capable
     if not (ENABLED and target.startswith("sm_90") and _flag(func, PERSISTENT_ATTR)) or \
             _flag(func, WARP_SPECIALIZE_ATTR) or _flag(func, "tile.stream_k") or \
             CLUSTER_ATTR in func.attributes or PAIRS_ATTR in func.attributes:
@@ -95,7 +97,8 @@ def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | 
         if any(_encloses_loop(g) and _guard_depends(g, axis, written) for g in guards):
             continue
         shared = [ld for ld in loads if halves(ld.results[0].type) and
-                  _tile_bytes(ld.results[0].type) >= MIN_SHARED_BYTES and
+                  tile_bytes(ld.results[0].type.shape,
+                             ld.results[0].type.element_type) >= MIN_SHARED_BYTES and
                   async_capable(func, target, ld) and
                   not any(_depends_on_bid(v, axis, written) for v in list(ld.operands)[1:])
                   and _own_tensor_map(ld, loads)]
@@ -132,9 +135,8 @@ def _own_tensor_map(ld: ir.Operation, loads: list[ir.Operation]) -> bool:
     """A load copied in half rows needs a tensor map of its own: no other load of the
     kernel reads its array (the maps are keyed by array, box and swizzle)."""
     from tileir.dialect.layout import tile_layout
-    from .context import _bits
     t = ld.results[0].type
-    if split(tile_layout(t), tuple(t.shape), max(1, _bits(t.element_type) // 8)) != "rows":
+    if split(tile_layout(t), tuple(t.shape), max(1, bitwidth(t.element_type) // 8)) != "rows":
         return True
     return not any(o != ld and o.operands[0] == ld.operands[0] for o in loads)
 
@@ -156,7 +158,6 @@ def _written_arrays(func: ir.Operation) -> set:
 
 
 def mark(func: ir.Operation, axis: int, loads: list[ir.Operation]) -> None:
-    from .lower import CLUSTER_ATTR
     i64 = ir.IntegerType.get_signless(64)
     func.attributes[PAIRS_ATTR] = ir.IntegerAttr.get(i64, axis)
     func.attributes[CLUSTER_ATTR] = ir.DenseI64ArrayAttr.get([2, 1, 1])
@@ -171,25 +172,22 @@ def pair_axis(func: ir.Operation) -> int | None:
 
 def halves(t: ir.Type) -> bool:
     """Whether a tile in shared memory may be copied as two halves along the dim its TMA
-    box is cut along (its rows: `rules/ring.tma_clip_dim`), each half starting on a
+    box is cut along (its rows: `mma_layouts.tma_clip_dim`), each half starting on a
     swizzle atom of every box."""
     from tileir.dialect.layout import tile_layout
-    from .mma_layouts import Shared
-    from .context import _bits
     if not isinstance(t, ir.RankedTensorType):
         return False
     lay = tile_layout(t)
     if not isinstance(lay, Shared):
         return False
     shape = tuple(t.shape)
-    return split(lay, shape, max(1, _bits(t.element_type) // 8)) is not None
+    return split(lay, shape, max(1, bitwidth(t.element_type) // 8)) is not None
 
 
 def split(lay, shape, eb: int) -> str | None:
     """How the two blocks of a pair share the copies of a tile: "boxes" (block r copies
     boxes r, r + 2, ... whole: the tile has an even number of TMA boxes), "rows"
     (block r copies half r of the rows of its one box), None (neither applies)."""
-    from .rules.ring import tma_clip_dim
     if lay.num_boxes(shape, eb) % 2 == 0 and SPLIT != "rows":
         return "boxes"
     clip = tma_clip_dim(lay, shape)
@@ -204,14 +202,6 @@ def half_bytes(lay, shape, eb: int, clip: int) -> int:
     for d in lay.order[1:]:
         rows *= shape[d]
     return rows // 2 * lay.row_bytes(shape, eb)
-
-
-def _tile_bytes(t: ir.RankedTensorType) -> int:
-    from .context import _bits
-    n = max(1, _bits(t.element_type) // 8)
-    for d in t.shape:
-        n *= d
-    return n
 
 
 def _flag(func: ir.Operation, name: str) -> bool:

@@ -7,10 +7,10 @@ distinct TMA copy (array, box, swizzle) of the kernel's rings adds one trailing
 parameter: a 128-byte CUtensorMap the runtime encodes, passed by value
 (`llvm.byval` + `nvvm.grid_constant`, set by the `llvm` stage) and listed in the
 metadata's `tensor_maps`.  A persistent kernel (`tile.grid_size` in its body:
-backend/persistent.py) takes the grid it walks as three i32 parameters before
+backend/pipeline/persistent.py) takes the grid it walks as three i32 parameters before
 the tensor maps, and its metadata says `"persistent": true`: the runtime passes
 the grid there and launches one block per SM.  A stream-K kernel
-(`tile.partial_store` in its body: backend/stream_k.py) takes a workspace pointer
+(`tile.partial_store` in its body: backend/pipeline/stream_k.py) takes a workspace pointer
 after that grid; its metadata's `workspace` is the bytes of one block's slot (the
 runtime passes `WORKSPACE_FLAG_SLOTS` i32 flags, then one slot per block, zeroed
 once, one workspace per stream).  The block is `32 *
@@ -27,18 +27,17 @@ from mlir.dialects import gpu
 
 from tileir.dialect import TileIRError
 from tileir.dialect.types import array_info, bitwidth, signless
-from tileir.dialect.verifier import kernel_functions, module_chip
-from .assign import NUM_WARPS_ATTR, check_tile_registers
-from . import tma_store
-from .budget import SharedMemoryOverflow
-from .programmatic import ALWAYS, ON_REQUEST, launch_mode
-from .context import I32, I64, ArrayABI, LoweringContext, arg_has
-from .retile import GRID_REWRITES_ATTR, GRID_SCALE_ATTR
+from tileir.dialect.verifier import arg_has, kernel_functions, module_chip
+from tileir.backend.layout.assign import NUM_WARPS_ATTR, check_tile_registers
+from tileir.backend.layout import tma_store
+from tileir.backend.layout.budget import SharedMemoryOverflow
+from tileir.backend.pipeline.programmatic import ALWAYS, ON_REQUEST, launch_mode
+from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_REWRITES_ATTR, GRID_SCALE_ATTR,
+                                          PERM_ATTR)
+from .context import I32, I64, ArrayABI, LoweringContext
 from .rules import lower_block
 from .rules.cluster import finish_cluster
-
-CLUSTER_ATTR = "tile.cluster"          # [x, y, z] blocks a cluster (passes/cluster_rows.py)
-PERM_ATTR = "tile.grid_perm"           # launch axes as the kernel reads them (launch_order.py)
+from .rules.ring import copy_box, multicast_buffers
 
 GPU_MODULE = "tileir_kernels"
 
@@ -64,7 +63,7 @@ class KernelMeta:
     grid_rewrites: list[str] | None = None
     # the kernel waits for / releases its neighbours in the stream (tile.grid_dependency):
     # launched with programmatic stream serialization (runtime/launcher.py), always, or
-    # (its author's ops: backend/programmatic.py) where the launch asks
+    # (its author's ops: backend/pipeline/programmatic.py) where the launch asks
     programmatic_launch: bool = False
     programmatic_on_request: bool = False
     # the blocks of a cluster along each grid axis (tile-cluster-rows), when not 1 x 1 x 1
@@ -72,7 +71,7 @@ class KernelMeta:
     # the launch's grid axes in the order the kernel reads them (tile-launch-order)
     grid_perm: list[int] | None = None
     # stream-K: the bytes of one block's slot of partial sums in the workspace the
-    # runtime passes after the walked grid (backend/stream_k.py)
+    # runtime passes after the walked grid (backend/pipeline/stream_k.py)
     workspace: int | None = None
 
     def to_json(self) -> dict:
@@ -228,7 +227,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
             gpu.ReturnOp([])
     limit = SMEM_PER_BLOCK["sm_90a" if chip.startswith("sm_90") else "sm_80"]
     if cx.smem_bytes > limit:
-        # the stage driver answers with shallower rings (backend/budget.py)
+        # the stage driver answers with shallower rings (backend/layout/budget.py)
         raise SharedMemoryOverflow(name, cx.smem_bytes, limit, chip, func.location)
     scale = list(ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])) \
         if GRID_SCALE_ATTR in func.attributes else None
@@ -270,7 +269,6 @@ def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:
     """(array argument index, box, swizzle, clip dim) of every distinct TMA copy in the
     kernel (distinct by the first three): the rings' loads, then the TMA stores."""
     from tileir.dialect.layout import tile_layout
-    from .rules.ring import copy_box, multicast_buffers
     found: list[tuple] = []
 
     def visit(op):

@@ -25,7 +25,7 @@ it: one block's epilogue then overlaps the other's loop), 2 to 4; for a launch
 whose grid leaves SMs idle (`tile.grid_wish` "narrow"), as many as fit one block's
 shared memory, 2 to 8 (the loop then waits on memory: more bytes in flight).
 Either way at most the kernel's `tile.stage_cap`, which the stage driver sets when
-a plan overflowed the shared memory at lowering (backend/budget.py); a cap of 1
+a plan overflowed the shared memory at lowering (backend/layout/budget.py); a cap of 1
 leaves the loop without a ring.
 
 A loop whose loads go to registers instead (a chunked reduction) has them issued
@@ -45,32 +45,24 @@ from tileir.dialect.verifier import kernel_functions
 from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquireOp,
                                  RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
-from tileir.dialect.types import bitwidth
-from tileir.passes import effects
+from tileir.backend.layout.budget import STAGE_CAP_ATTR
+from tileir.backend.layout.mma_layouts import Mma, Shared, smem_tile_bytes
 
-from .budget import STAGE_CAP_ATTR
 from .cluster_pairs import MULTICAST_ATTR
-from .context import arg_has
-from .mma_layouts import TMA_MAX_BOX, Mma, Shared
-from .shared import smem_tile_bytes
+from .persistent import flatten_tile_loop, specialize_tile_loop
+from .pure_slices import clone_ops, defined_in, pure_slice
+from .register_prefetch import prefetch_loop
+from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS,
+                    PRODUCER_WARPS, PRODUCER_WARPS_ATTR, async_capable)
 
 NUM_STAGES_ATTR = "tile.num_stages"
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
-PRODUCER_WARPS_ATTR = "tile.producer_warps"
-PRODUCER_WARPS = 4            # one warpgroup: setmaxnreg works per warpgroup
-PRODUCER_REGISTERS = 40
-MAX_DEFAULT_STAGES = 4
-# A launch whose grid gives at most one block to every two SMs (the launcher's
-# "narrow" grid wish, tileir.backend.grid_wish): one block per SM, and a loop that
-# waits on memory, so the ring takes all the stages one block's shared memory holds.
-MAX_SMALL_GRID_STAGES = 8
 # Shared memory of one SM (what its blocks share) and registers of one SM.
 SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
 REGS_PER_SM = 65536
 # Registers a thread of a tensor-core loop needs besides its accumulators (addresses,
 # descriptors, loop state): an estimate for choosing stages, not a limit.
 OTHER_REGS = 48
-ASYNC_PADDINGS = ("zero", "undetermined")
 
 
 def pipeline_loops(module: ir.Module, chip: str) -> None:
@@ -84,7 +76,7 @@ class _Load:
     array: ir.Value
     index: list[ir.Value]
     slice: list[ir.Operation]        # body ops computing the index from the counter
-    multicast: bool = False          # shared by a cluster pair (backend/cluster_pairs.py)
+    multicast: bool = False          # shared by a cluster pair (backend/pipeline/cluster_pairs.py)
 
 
 class _Pipeliner:
@@ -95,7 +87,7 @@ class _Pipeliner:
         self.small_grid = "tile.grid_wish" in func.attributes and \
             ir.StringAttr(func.attributes["tile.grid_wish"]).value.startswith("narrow")
         # the stage driver's cap when an earlier plan overflowed shared memory
-        # (backend/budget.py): it bounds the author's num_stages too, a hint
+        # (backend/layout/budget.py): it bounds the author's num_stages too, a hint
         self.cap = ir.IntegerAttr(func.attributes[STAGE_CAP_ATTR]).value \
             if STAGE_CAP_ATTR in func.attributes else MAX_SMALL_GRID_STAGES
         self.stages_opt = min(self.cap, ir.IntegerAttr(func.attributes[NUM_STAGES_ATTR]).value) \
@@ -139,7 +131,7 @@ class _Pipeliner:
         """The body ops computing `values` from the counter and invariants (in body
         order), or None if they depend on anything else."""
         iv = loop.regions[0].blocks[0].arguments[0]
-        return pure_slice(loop, values, lambda v: v == iv or not _defined_in(v, loop))
+        return pure_slice(loop, values, lambda v: v == iv or not defined_in(v, loop))
 
     # -- the transformation -------------------------------------------------------------
     def loop(self, loop: ir.Operation) -> None:
@@ -154,7 +146,6 @@ class _Pipeliner:
                                        MULTICAST_ATTR in op.attributes))
         if not loads:
             # no copies to shared memory: loads into registers one iteration ahead
-            from .register_prefetch import prefetch_loop
             warps = ir.IntegerAttr(self.func.attributes["tile.num_warps"]).value \
                 if "tile.num_warps" in self.func.attributes else 4
             prefetch_loop(loop, warps, self.index_slice,
@@ -177,7 +168,6 @@ class _Pipeliner:
             self.specialized = True
             return self.loop_specialized(loop, loads, tiles)
         if _walks_tiles(loop.parent) and loop.parent.parent == self.func:
-            from .persistent import flatten_tile_loop, specialize_tile_loop
             if self.specialize and not self.specialized:
                 if specialize_tile_loop(self, loop, loads, tiles):
                     self.specialized = True
@@ -443,80 +433,9 @@ class _Pipeliner:
         return max(1, min(2, REGS_PER_SM // (regs * threads)))
 
 
-def async_capable(func: ir.Operation, chip: str, load: ir.Operation) -> bool:
-    """Whether `chip` can copy `load`'s tile asynchronously (TMA on sm_90a, cp.async on
-    sm_80): a shared-memory tile of an aligned kernel argument, zero padding."""
-    t = load.results[0].type
-    lay = tile_layout(t)
-    if not isinstance(lay, Shared):
-        return False
-    if ir.StringAttr(load.attributes["padding"]).value not in ASYNC_PADDINGS:
-        return False
-    array = load.operands[0]
-    if not isinstance(array.owner, ir.Block) or array.owner != func.regions[0].blocks[0]:
-        return False
-    if not arg_has(func, array.arg_number, "tile.aligned"):
-        return False
-    eb = max(1, bitwidth(t.element_type) // 8)
-    inner = t.shape[-1] * eb
-    if lay.order[0] != t.rank - 1 or inner < 16:
-        return False
-    if chip.startswith("sm_90"):
-        # TMA: boxes of at most 256 per dim, the fastest dim one swizzle row (or <=
-        # 256 elements unswizzled), elements of 1, 2, 4 or 8 bytes
-        box_inner = lay.box_elems(tuple(t.shape), eb)
-        return all(d <= TMA_MAX_BOX for d in t.shape[:-1]) and box_inner <= TMA_MAX_BOX
-    return inner % 16 == 0           # cp.async: 16-byte chunks
-
-
-def pure_slice(owner: ir.Operation, values, given, before: ir.Operation | None = None):
-    """The ops of `owner`'s body (before op `before`, if given) that compute `values`
-    from what `given(value)` accepts, in body order; None if some value depends on
-    anything else: an argument of the body, an op with effects or regions."""
-    body = owner.regions[0].blocks[0]
-    order = [op.operation for op in body.operations]
-    stop = order.index(before) if before is not None else len(order)
-    needed: set = set()
-    ok = True
-
-    def need(v: ir.Value) -> None:
-        nonlocal ok
-        if given(v):
-            return
-        op = v.owner
-        if isinstance(op, ir.Block):
-            ok = False                   # a value the body carries
-            return
-        op = op.operation if hasattr(op, "operation") else op
-        if op.parent != owner or order.index(op) > stop or \
-                _EFFECTS.of(op) != effects.Effect.PURE or len(op.regions):
-            ok = False
-            return
-        if op not in needed:
-            needed.add(op)
-            for x in op.operands:
-                need(x)
-
-    for v in values:
-        need(v)
-    return [op for op in order if op in needed] if ok else None
-
-
 def _walks_tiles(op: ir.Operation) -> bool:
-    """Whether `op` is a persistent kernel's tile loop (backend/persistent.py)."""
+    """Whether `op` is a persistent kernel's tile loop (backend/pipeline/persistent.py)."""
     return op.name == "scf.for" and "tile.persistent_loop" in op.attributes
-
-
-def _defined_in(v: ir.Value, loop: ir.Operation) -> bool:
-    """Whether `v` is defined inside `loop` (its body's arguments included)."""
-    owner = v.owner
-    op = owner.owner if isinstance(owner, ir.Block) else \
-        (owner.operation if hasattr(owner, "operation") else owner)
-    while op is not None:
-        if op == loop:
-            return True
-        op = op.parent
-    return False
 
 
 def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
@@ -528,18 +447,3 @@ def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
     mapping[iv] = k
     clone_ops(ops, mapping)
     return [mapping.get(v, v) for v in values]
-
-
-def clone_ops(ops: list[ir.Operation], mapping: dict) -> None:
-    """Clones `ops` at the insertion point, their operands renamed by `mapping`, which
-    learns each result's clone."""
-    for op in ops:
-        new = op.clone()
-        for i, x in enumerate(op.operands):
-            if x in mapping:
-                new.operands[i] = mapping[x]
-        for old_r, new_r in zip(op.results, new.results):
-            mapping[old_r] = new_r
-
-
-_EFFECTS = effects.Effects()   # only queried for region-free ops: nothing to memoize

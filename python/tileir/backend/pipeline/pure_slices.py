@@ -1,0 +1,71 @@
+"""Pure slices of a kernel's ops: the pure ops that compute some values, and their clones.
+
+The pipeliner recomputes a load's index for a later iteration (software_pipeline.py),
+a persistent kernel's rings recompute the next tile's K bounds and indices
+(persistent.py), stream-K and versioned kernels clone the index math they need
+(stream_k.py, version_bounds.py): each finds the ops with `pure_slice` and copies
+them with `clone_ops`.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+
+def pure_slice(owner: ir.Operation, values, given, before: ir.Operation | None = None):
+    """The ops of `owner`'s body (before op `before`, if given) that compute `values`
+    from what `given(value)` accepts, in body order; None if some value depends on
+    anything else: an argument of the body, an op with effects or regions."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    classify = effects.Effects()            # asked of region-free ops: nothing memoized
+    body = owner.regions[0].blocks[0]
+    order = [op.operation for op in body.operations]
+    stop = order.index(before) if before is not None else len(order)
+    needed: set = set()
+    ok = True
+
+    def need(v: ir.Value) -> None:
+        nonlocal ok
+        if given(v):
+            return
+        op = v.owner
+        if isinstance(op, ir.Block):
+            ok = False                   # a value the body carries
+            return
+        op = op.operation if hasattr(op, "operation") else op
+        if op.parent != owner or order.index(op) > stop or \
+                classify.of(op) != effects.Effect.PURE or len(op.regions):
+            ok = False
+            return
+        if op not in needed:
+            needed.add(op)
+            for x in op.operands:
+                need(x)
+
+    for v in values:
+        need(v)
+    return [op for op in order if op in needed] if ok else None
+
+
+def defined_in(v: ir.Value, loop: ir.Operation) -> bool:
+    """Whether `v` is defined inside `loop` (its body's arguments included)."""
+    owner = v.owner
+    op = owner.owner if isinstance(owner, ir.Block) else \
+        (owner.operation if hasattr(owner, "operation") else owner)
+    while op is not None:
+        if op == loop:
+            return True
+        op = op.parent
+    return False
+
+
+def clone_ops(ops: list[ir.Operation], mapping: dict) -> None:
+    """Clones `ops` at the insertion point, their operands renamed by `mapping`, which
+    learns each result's clone."""
+    for op in ops:
+        new = op.clone()
+        for i, x in enumerate(op.operands):
+            if x in mapping:
+                new.operands[i] = mapping[x]
+        for old_r, new_r in zip(op.results, new.results):
+            mapping[old_r] = new_r

@@ -1,0 +1,1 @@
+"""Stages `llvm`, `ptx` and `cubin`: upstream conversions, NVPTX, then ptxas."""
