@@ -122,7 +122,7 @@ class MmaAssignment:
                               for region in op.regions if len(region.blocks)]
                     got = next((self.preferred[y.operands[i]] for y in yields
                                 if y.operands[i] in self.preferred), None)
-                    if r not in self.preferred and got is not None and L.is_distributed(got):
+                    if r not in self.preferred and got is not None and is_distributed(got):
                         self.preferred[r] = got
                         added = True
                 return ir.WalkResult.ADVANCE
@@ -131,14 +131,14 @@ class MmaAssignment:
                 lay = next((self.preferred[v] for v in op.operands
                             if v in self.preferred and isinstance(v.type, ir.RankedTensorType)
                             and list(v.type.shape) == shape
-                            and L.is_distributed(self.preferred[v])), None)
+                            and is_distributed(self.preferred[v])), None)
             elif name == "tile.reduce":
                 src = self.preferred.get(op.operands[0])
                 if isinstance(src, (L.Blocked, Mma)):
                     lay = L.Slice(ir.IntegerAttr(op.attributes["axis"]).value, src)
             elif name == "tile.reshape":
                 src = self.preferred.get(op.operands[0])
-                if src is not None and L.is_distributed(src):
+                if src is not None and is_distributed(src):
                     lay = reshape_layout(src, tuple(op.operands[0].type.shape),
                                          tuple(res.type.shape))
             if lay is not None:
@@ -334,7 +334,7 @@ class LayoutAssigner(MmaAssignment):
         v = op.operands[index]
         if self.layout_of(v) == layout:
             return
-        if _is_splat(v) and L.is_distributed(layout):
+        if _is_splat(v) and is_distributed(layout):
             # a splat is the same scalar in every register, whatever the layout: made
             # again where it is needed instead of exchanged
             with ir.InsertionPoint(op), op.location:
@@ -494,7 +494,7 @@ class LayoutAssigner(MmaAssignment):
         left them)."""
         lay = self.layout_of(op.operands[1])
         if not isinstance(op.operands[0].type, ir.RankedTensorType) or \
-                not L.is_distributed(lay):
+                not is_distributed(lay):
             return self.elementwise(op)
         for i in (0, 2):
             self.require(op, i, lay)
