@@ -147,6 +147,8 @@ def test_a_library_call_in_a_helper_is_refused_at_the_helpers_line():
     error = refused_here(calls_a_helper_calling_numpy, "numpy.zeros_like",
                          "np.zeros_like(t)", fn=helper_calling_numpy)
     assert "ct.zeros(t.shape, t.dtype)" in str(error)
+    assert f"{__file__}:{line_of(calls_a_helper_calling_numpy, 'helper_calling_numpy(t)')}" \
+        in str(error)                     # the kernel's call, in a note
 
 
 def test_library_functions_are_not_plain_helpers():
@@ -276,3 +278,56 @@ def test_an_installed_packages_function_is_refused_unless_it_imports_tileir(tmp_
     ct.launch(None, (1,), _kernel_calling(tiled.triple), (a,))
     np.testing.assert_array_equal(a, np.arange(16) * 3)
     library._is_library_file.cache_clear()
+
+
+# ---------------------------------------------------------------------------
+# the chain of calls from the kernel's line down
+# ---------------------------------------------------------------------------
+def inner_helper(t):
+    return t + ct.zeros((32,), dtype=ct.float32)
+
+
+def outer_helper(t):
+    return inner_helper(t) * 2
+
+
+@ct.kernel
+def fails_two_levels_down(a):
+    t = ct.load(a, index=(0,), shape=(16,))
+    ct.store(a, index=(0,), tile=outer_helper(t))
+
+
+@ct.function
+def decorated_outer(t):
+    nest = lambda u: inner_helper(u)                            # noqa: E731
+    return nest(t)
+
+
+@ct.kernel
+def fails_through_a_function_and_a_lambda(a):
+    t = ct.load(a, index=(0,), shape=(16,))
+    ct.store(a, index=(0,), tile=decorated_outer(t))
+
+
+def test_an_error_two_helpers_down_shows_the_chain_of_calls():
+    error = refused_here(fails_two_levels_down, "do not broadcast", "+ ct.zeros((32,)",
+                         fn=inner_helper, exc=TileTypeError)
+    notes = [(file_line_col(n.location)[:2], n.message) for n in error.diagnostics[0].notes]
+    assert notes == [
+        ((__file__, line_of(fails_two_levels_down, "outer_helper(t)")),
+         "kernel 'fails_two_levels_down' calls 'outer_helper' here"),
+        ((__file__, line_of(outer_helper, "inner_helper(t)")),
+         "'outer_helper' calls 'inner_helper' here")]
+    text = str(error).splitlines()
+    assert text[0].startswith(f"{__file__}:{line_of(inner_helper, '+ ct.zeros')}:")
+    assert text[3].startswith(f"{__file__}:{notes[0][0][1]}:") and " note: " in text[3]
+    assert text[4].startswith(f"{__file__}:{notes[1][0][1]}:")
+
+
+def test_the_chain_goes_through_functions_and_lambdas():
+    error = refused_here(fails_through_a_function_and_a_lambda, "do not broadcast",
+                         "+ ct.zeros((32,)", fn=inner_helper, exc=TileTypeError)
+    assert [n.message for n in error.diagnostics[0].notes] == [
+        "kernel 'fails_through_a_function_and_a_lambda' calls 'decorated_outer' here",
+        "'decorated_outer' calls 'lambda' here",
+        "'lambda' calls 'inner_helper' here"]

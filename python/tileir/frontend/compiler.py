@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import dataclasses
 import enum
 import inspect
@@ -40,7 +41,7 @@ from mlir.dialects import func, scf
 
 from .. import api
 from .. import dtypes as dt
-from ..errors import (TileError, TileRecursionError, TileStaticAssertionError,
+from ..errors import (Diagnostic, TileError, TileRecursionError, TileStaticAssertionError,
                       TileSyntaxError, TileTypeError, TileUnsupportedFeatureError,
                       TileValueError)
 from ..annotations import Slice
@@ -121,6 +122,22 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
 
     def error(self, cls, node: ast.AST, msg: str) -> TileError:
         return cls(msg, self.loc_of(node))
+
+    @contextlib.contextmanager
+    def call_site(self, callee: str, node: ast.AST):
+        """Compiling the call of the helper or nested function `callee` at `node`: an
+        error from inside it gets a note naming this call, put before the notes of the
+        calls inside, so that they read from the kernel's line down to the failing line
+        (which the error itself names, first)."""
+        where = self.loc_of(node)                 # (in the caller's frame: enter first)
+        caller = f"kernel '{self.frame.name}'" if self.frame.kernel else f"'{self.frame.name}'"
+        try:
+            yield
+        except TileError as e:
+            e.diagnostics[0].notes.insert(0, Diagnostic(where, f"{caller} calls '{callee}' "
+                                                        f"here", "note"))
+            e.args = (e.render(),)
+            raise
 
     # -- entry points --------------------------------------------------------
     def build(self, name: str, params: list[tuple[str, Any]], *, kernel: bool) -> func.FuncOp:
@@ -1228,7 +1245,7 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             name = self.mb.unique_name(fn.name)
             try:
                 sub = FunctionCompiler(self.mb, fn.source())
-                with ir.InsertionPoint(self.mb.module.body):
+                with ir.InsertionPoint(self.mb.module.body), self.call_site(fn.name, node):
                     sub.build(name, params, kernel=False)
             except control.ReturnsHandle:
                 self.mb.erase_function(name)
@@ -1262,13 +1279,14 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         src = fn.source()
         frame = Frame(src, fn.name, inline=True, vars=dict(bound), own=own_names(src.tree))
         self.enter_helper(fn, node)
-        outer, self.frame = self.frame, frame
-        try:
-            self.block(src.tree.body)
-            return self.function_result(src.tree.body[-1])
-        finally:
-            self.frame = outer
-            self.mb.active.pop()
+        with self.call_site(fn.name, node):
+            outer, self.frame = self.frame, frame
+            try:
+                self.block(src.tree.body)
+                return self.function_result(src.tree.body[-1])
+            finally:
+                self.frame = outer
+                self.mb.active.pop()
 
 
 # a helper compiled inline at every call (ModuleBuilder.helpers)
