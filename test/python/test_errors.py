@@ -148,7 +148,7 @@ def test_a_library_call_in_a_helper_is_refused_at_the_helpers_line():
                          "np.zeros_like(t)", fn=helper_calling_numpy)
     assert "ct.zeros(t.shape, t.dtype)" in str(error)
     assert f"{__file__}:{line_of(calls_a_helper_calling_numpy, 'helper_calling_numpy(t)')}" \
-        in str(error)                     # the kernel's call, in a note
+        in str(error)
 
 
 def test_library_functions_are_not_plain_helpers():
@@ -331,3 +331,20 @@ def test_the_chain_goes_through_functions_and_lambdas():
         "kernel 'fails_through_a_function_and_a_lambda' calls 'decorated_outer' here",
         "'decorated_outer' calls 'lambda' here",
         "'lambda' calls 'inner_helper' here"]
+
+
+# ---------------------------------------------------------------------------
+# the kernel fuzzer checks it (test/fuzz/fuzz_kernels.py)
+# ---------------------------------------------------------------------------
+def test_the_kernel_fuzzer_finds_an_error_outside_the_users_file(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+    import fuzz_kernels
+    from tileir.errors import SourceLocation
+    case = tmp_path / "case_1.py"
+    inside = TileTypeError("bad", SourceLocation(str(case), 3, 5))
+    outside = TileTypeError("bad", SourceLocation(np.__file__, 232, 9))
+    assert fuzz_kernels._outside(inside, case) is None
+    assert "error outside the user's file" in fuzz_kernels._outside(outside, case)
+    calls = {fuzz_kernels.generate(s)[0].count("np.") > 0 for s in range(60)
+             if fuzz_kernels.generate(s)[1]["invalid"] == "name"}
+    assert calls == {True, False}          # library calls among the unknown ones
