@@ -13,6 +13,7 @@ import weakref
 from typing import Any, Callable
 
 from .errors import TileError
+from .frontend.library import is_library_function
 from .frontend.source import SourceInfo
 
 
@@ -93,9 +94,10 @@ _PLAIN_HELPERS: "weakref.WeakKeyDictionary[Callable, Function]" = weakref.WeakKe
 
 def is_plain_helper(fn: Any) -> bool:
     """An undecorated Python function of the user's, which kernels call inline as cuTile
-    does (not a lambda, not tileir's own)."""
+    does (not a lambda, not tileir's own, not a library's: NumPy's `ones` is host code,
+    refused at the kernel's call, `frontend/library.py`)."""
     return isinstance(fn, types.FunctionType) and fn.__name__ != "<lambda>" and \
-        not (fn.__module__ or "").startswith("tileir")
+        not (fn.__module__ or "").startswith("tileir") and not is_library_function(fn)
 
 
 def plain_helper(fn: Callable) -> Function:

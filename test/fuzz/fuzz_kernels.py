@@ -15,7 +15,8 @@ expression, a helper, a runtime `if` or a loop swapping two), stored to a third 
 (of the compute dtype, i32, f64, f32, f16, bf16 or e4m3), launched over a ragged
 array.
 About one case in six is made invalid on purpose (a tile dim that is not a power
-of two, a tile of the wrong rank, an unknown function, a dtype the array cannot
+of two, a tile of the wrong rank, an unknown function or a library's such as
+`np.ones` or `math.exp`, in the kernel or in a helper, a dtype the array cannot
 take).
 
 A valid case runs in the interpreter (NumPy, the oracle), then is compiled for
@@ -23,7 +24,8 @@ sm_90a and sm_80 (to cubins: NVPTX and ptxas run) and run in the simulator
 (tileir.sim: the cubin stage's IR, thread by thread), and with `--gpu` launched on
 the GPU; the outputs must agree.  An invalid case must raise a tileir error that
 names the kernel's source line or the argument.  A finding is
-anything else: a mismatch, a crash, an error without a place.  Reproducers
+anything else: a mismatch, a crash, an error without a place, an error whose first
+location is outside the case's file ("error outside the user's file").  Reproducers
 (`finding-<n>.py`) go to --out.
 
 `run(n, seed)` is what `test/python/test_fuzz.py` calls for the short run that
@@ -179,6 +181,22 @@ def _array_choices(rng: random.Random, body: list[str], names: list[str],
     return helpers
 
 
+def _unknown_call(rng: random.Random, result: str, helpers: list[str]) -> tuple[str, list]:
+    """The invalid case "name": `result` passed to a function kernels cannot call, an
+    unknown one or, half the time, a library's (NumPy, math, random), in the kernel or
+    in a helper of the case's file, whose error must name the case's line first (not
+    NumPy's source).  Returns the call and the import lines it needs.  `rng` is the
+    case's third generator, so the other draws stay as older seeds made them."""
+    if rng.random() < 0.5:
+        return f"ct.not_a_function({result})", []
+    calls = [f"(np.ones((T0, T1)) + {result})", f"math.exp({result})",
+             f"({result} + random.random())", f"np.zeros_like({result})", f"lib({result})"]
+    call = rng.choice(calls)
+    if call.startswith("lib("):
+        helpers += ["def lib(t):", "    return t + np.full(t.shape, 2.0)", "", ""]
+    return call, ["import math", "import random", "", "import numpy as np", ""]
+
+
 # compute dtypes: (name, kind); float32 most often
 COMPUTE = [("float32", "float")] * 4 + [
     ("float16", "float16"), ("bfloat16", "float16"), ("float64", "float"), ("int32", "int"),
@@ -215,9 +233,11 @@ def generate(seed: int) -> tuple[str, dict]:
     load_shape = "(T0, T1)"
     if invalid == "rank":
         load_shape = "(T0, T1, 2)"
+    imports = []
     if invalid == "name":
-        result = f"ct.not_a_function({result})"
+        result, imports = _unknown_call(random.Random(seed ^ 0x11B), result, helpers)
     lines = [
+        *imports,
         "import tileir as ct",
         "",
         "",
@@ -258,6 +278,23 @@ def _load(source: str, workdir: Path, seed: int):
     return module.k, path
 
 
+def _first_file(error: Exception) -> str | None:
+    """The file an error names first (its first diagnostic's location), if any."""
+    from tileir.errors import file_line_col
+    diagnostics = getattr(error, "diagnostics", None)
+    where = file_line_col(diagnostics[0].location) if diagnostics else None
+    return where[0] if where else None
+
+
+def _outside(error: Exception, path: Path) -> str | None:
+    """The finding "error outside the user's file": the error names another file
+    first (a library's source or tileir's), where the case's file should be."""
+    first = _first_file(error)
+    if first is None or Path(first).resolve() == path.resolve():
+        return None
+    return f"error outside the user's file (first at {first}): {type(error).__name__}: {error}"
+
+
 def _located(error: Exception, path: Path) -> bool:
     text = str(error)
     return re.search(rf"{re.escape(path.name)}:\d+:\d+: error:", text) is not None or \
@@ -284,6 +321,8 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
     try:
         ct.launch(None, grid, kernel, args(ref))
     except (TileIRError, ct.TileError) as e:
+        if _outside(e, path):
+            return Finding(seed, source, f"interpreter: {_outside(e, path)}"[:2000])
         if case["invalid"] and _located(e, path):
             return None
         return Finding(seed, source, f"interpreter: {type(e).__name__}: {e}"[:2000])
@@ -313,7 +352,8 @@ def check(seed: int, workdir: Path, gpu: bool = False) -> Finding | None:
                                 sm_count=SM_COUNTS[target])
             simulate(ck, hardware_grid(ck.meta, grid), args(got))
         except (TileIRError, ct.TileError) as e:
-            return Finding(seed, source, f"{target}: {type(e).__name__}: {e}"[:2000])
+            what = _outside(e, path) or f"{type(e).__name__}: {e}"
+            return Finding(seed, source, f"{target}: {what}"[:2000])
         except Exception:
             return Finding(seed, source, f"{target} crashed:\n" + traceback.format_exc()[-2000:])
         mismatch = _mismatch(got, ref, out_dtype, case["compute"])

@@ -53,10 +53,11 @@ def rng():
     return np.random.default_rng(seed)
 
 
-def refused_at_the_line(kernel, args, exc, message: str, filename: str) -> None:
+def refused_at_the_line(kernel, args, exc, message: str, filename: str):
     """Compiling `kernel` for `args` (to the frontend stage) raises `exc`, whose text
-    holds `message` and names `filename` (the kernel's line)."""
+    holds `message` and names `filename` (the kernel's line); returns the error."""
     with pytest.raises(exc) as info:
         kernel.compile(args, stage="frontend")
     assert message in str(info.value), str(info.value)
     assert filename in str(info.value), str(info.value)
+    return info.value

@@ -144,7 +144,8 @@ def captures(c: Closure) -> list[tuple[str, Any]]:
 
 class NestedFunctions:
     """The part of `FunctionCompiler` that defines and calls nested functions (a
-    mixin: it uses the compiler's `frame`, `vars`, `expr`, `block`, `at`, `error`)."""
+    mixin: it uses the compiler's `frame`, `vars`, `expr`, `block`, `at`, `error`,
+    `call_site`)."""
 
     def stmt_FunctionDef(self, node: ast.FunctionDef) -> None:
         for d in node.decorator_list:
@@ -185,15 +186,16 @@ class NestedFunctions:
                              f"so recursion cannot be compiled")
         frame = Frame(c.src, c.name, inline=True, vars=dict(bound.arguments), parent=c.frame,
                       own=own_names(c.node))
-        outer = self.frame
-        self.frame = frame
-        active.append(c.node)
-        try:
-            if isinstance(c.node, ast.Lambda):
-                with self.at(c.node.body):
-                    return self.expr(c.node.body)
-            self.block(c.node.body)
-            return self.function_result(c.node.body[-1])
-        finally:
-            active.pop()
-            self.frame = outer
+        with self.call_site(c.name, node):
+            outer = self.frame
+            self.frame = frame
+            active.append(c.node)
+            try:
+                if isinstance(c.node, ast.Lambda):
+                    with self.at(c.node.body):
+                        return self.expr(c.node.body)
+                self.block(c.node.body)
+                return self.function_result(c.node.body[-1])
+            finally:
+                active.pop()
+                self.frame = outer

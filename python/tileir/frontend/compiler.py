@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import dataclasses
 import enum
 import inspect
 import operator
 import types
+import typing
 from typing import Any
 
 from mlir import ir
@@ -39,7 +41,7 @@ from mlir.dialects import func, scf
 
 from .. import api
 from .. import dtypes as dt
-from ..errors import (TileError, TileRecursionError, TileStaticAssertionError,
+from ..errors import (Diagnostic, TileError, TileRecursionError, TileStaticAssertionError,
                       TileSyntaxError, TileTypeError, TileUnsupportedFeatureError,
                       TileValueError)
 from ..annotations import Slice
@@ -48,7 +50,7 @@ from ..specialization import (ArrayParam, ListParam, Param, ScalarParam, TableLi
                               TupleParam)
 from tileir.dialect import FUNCTION_ATTR, KERNEL_ATTR, array_type, lists
 from . import (aggregates, choices, compare, comprehensions, compute, control, debug, emit,
-               intrinsics, pointers, static, structured, views)
+               intrinsics, library, pointers, static, structured, views)
 from .closures import Closure, Frame, NestedFunctions, own_names
 from .control import ControlFlow, Unbound, assigned_names
 from .source import SourceInfo
@@ -120,6 +122,22 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
 
     def error(self, cls, node: ast.AST, msg: str) -> TileError:
         return cls(msg, self.loc_of(node))
+
+    @contextlib.contextmanager
+    def call_site(self, callee: str, node: ast.AST):
+        """Compiling the call of the helper or nested function `callee` at `node`: an
+        error from inside it gets a note naming this call, put before the notes of the
+        calls inside, so that they read from the kernel's line down to the failing line
+        (which the error itself names, first)."""
+        where = self.loc_of(node)                 # (in the caller's frame: enter first)
+        caller = f"kernel '{self.frame.name}'" if self.frame.kernel else f"'{self.frame.name}'"
+        try:
+            yield
+        except TileError as e:
+            e.diagnostics[0].notes.insert(0, Diagnostic(where, f"{caller} calls '{callee}' "
+                                                        f"here", "note"))
+            e.args = (e.render(),)
+            raise
 
     # -- entry points --------------------------------------------------------
     def build(self, name: str, params: list[tuple[str, Any]], *, kernel: bool) -> func.FuncOp:
@@ -1076,6 +1094,8 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             return self.run_post_init(aggregates.replace(args[0], kwargs), node)
         if _is_str_join(fn):
             return fn(*args, **kwargs)
+        if _is_tuple_method(fn):
+            return self.tuple_method(fn, args, kwargs, node)
         if fn is Slice:                          # a dense dim of advanced indexing
             return self.make_slice(args, kwargs, node)
         if is_plain_helper(fn):                  # cuTile inlines undecorated helpers too
@@ -1090,10 +1110,64 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         if fn is builtins.range:
             raise self.error(TileSyntaxError, node, "range() is only allowed as a for-loop "
                              "iterable")
-        raise self.error(TileUnsupportedFeatureError, node,
-                         f"cannot call {getattr(fn, '__name__', describe(fn))!s} inside a "
-                         f"kernel; only the tileir API and @tileir.function helpers can be "
-                         f"called")
+        op = _OPERATOR_FUNCTIONS.get(fn) if _hashable(fn) else None
+        if op is not None:                       # `operator.add(a, b)`, as cuTile takes it
+            if len(args) != 2 or kwargs:
+                raise self.error(TileTypeError, node, f"operator.{fn.__name__} takes 2 "
+                                 f"arguments, got {len(args) + len(kwargs)}")
+            return self.binop(op, args[0], args[1], node)
+        raise self.refused_call(fn, args, kwargs, node)
+
+    def refused_call(self, fn: Any, args: list, kwargs: dict, node: ast.AST) -> TileError:
+        """The error for a call the kernel cannot compile, at the kernel's line: a
+        function of NumPy, `math`, the standard library or another installed package
+        (`library.py`: host code, never compiled inline, so no error points into its
+        source), a lambda defined outside kernel code, or anything else."""
+        name = library.qualified_name(fn, self.spelled_module_path(node))
+        if library.is_library_function(fn):
+            constant = all(map(_compile_time, (*args, *kwargs.values())))
+            return self.error(TileUnsupportedFeatureError, node,
+                              library.refusal(name, constant))
+        if isinstance(fn, types.FunctionType) and fn.__name__ == "<lambda>":
+            code = fn.__code__
+            spelled = ast.unparse(node.func) if isinstance(node, ast.Call) else "<lambda>"
+            return self.error(TileUnsupportedFeatureError, node,
+                              f"cannot call the lambda '{spelled}' (defined at "
+                              f"{code.co_filename}:{code.co_firstlineno}) inside a kernel: a "
+                              f"lambda compiles where kernel code defines it (in the kernel "
+                              f"or a helper); define it there, or make it a def")
+        return self.error(TileUnsupportedFeatureError, node,
+                          f"cannot call {name if callable(fn) else describe(fn)} inside a "
+                          f"kernel; only the tileir API, the builtins kernels take and your "
+                          f"own functions (plain or @tileir.function) can be called")
+
+    def spelled_module_path(self, node: ast.AST) -> str | None:
+        """`numpy.ones` for a call spelled `np.ones(...)` (its dotted name, the first part
+        a module), else None."""
+        func_node = node.func if isinstance(node, ast.Call) else None
+        parts = []
+        while isinstance(func_node, ast.Attribute):
+            parts.append(func_node.attr)
+            func_node = func_node.value
+        if not parts or not isinstance(func_node, ast.Name):
+            return None
+        found, root = self.frame.find(func_node.id)
+        if not found:
+            found, root = self.src.resolve_global(func_node.id)
+        if not isinstance(root, types.ModuleType):
+            return None
+        return ".".join([root.__name__, *reversed(parts)])
+
+    def tuple_method(self, fn, args: list, kwargs: dict, node: ast.AST) -> Any:
+        """`tp.index(x)` and `tp.count(x)` of a tuple of compile-time items."""
+        items = (*fn.__self__, *args, *kwargs.values())
+        if not all(_compile_time(x) or isinstance(x, dt.DType) for x in items):
+            raise self.error(TileTypeError, node, f"tuple.{fn.__name__}() in a kernel "
+                             f"needs a tuple and arguments of compile-time values")
+        try:
+            return fn(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            raise self.error(TileValueError, node, f"tuple.{fn.__name__}: {e}") from None
 
     def static_assert(self, node: ast.Call) -> None:
         """`static_assert(cond, message)`: the message is evaluated only when `cond` is
@@ -1125,12 +1199,6 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         lambda of the kernel, an `operator` function, or anything a call can name."""
         if isinstance(fn, Closure):
             return self.call_closure(fn, list(args), dict(kwargs or {}), node)
-        op = _OPERATOR_FUNCTIONS.get(fn) if _hashable(fn) else None
-        if op is not None:
-            if len(args) != 2:
-                raise self.error(TileTypeError, node, f"operator.{fn.__name__} takes 2 "
-                                 f"arguments, got {len(args)}")
-            return self.binop(op, args[0], args[1], node)
         return self.call(fn, list(args), dict(kwargs or {}), node)
 
     def make_slice(self, args, kwargs, node) -> Slice:
@@ -1177,7 +1245,7 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
             name = self.mb.unique_name(fn.name)
             try:
                 sub = FunctionCompiler(self.mb, fn.source())
-                with ir.InsertionPoint(self.mb.module.body):
+                with ir.InsertionPoint(self.mb.module.body), self.call_site(fn.name, node):
                     sub.build(name, params, kernel=False)
             except control.ReturnsHandle:
                 self.mb.erase_function(name)
@@ -1211,13 +1279,14 @@ class FunctionCompiler(ControlFlow, NestedFunctions):
         src = fn.source()
         frame = Frame(src, fn.name, inline=True, vars=dict(bound), own=own_names(src.tree))
         self.enter_helper(fn, node)
-        outer, self.frame = self.frame, frame
-        try:
-            self.block(src.tree.body)
-            return self.function_result(src.tree.body[-1])
-        finally:
-            self.frame = outer
-            self.mb.active.pop()
+        with self.call_site(fn.name, node):
+            outer, self.frame = self.frame, frame
+            try:
+                self.block(src.tree.body)
+                return self.function_result(src.tree.body[-1])
+            finally:
+                self.frame = outer
+                self.mb.active.pop()
 
 
 # a helper compiled inline at every call (ModuleBuilder.helpers)
@@ -1267,6 +1336,19 @@ def _hashable(x) -> bool:
         return True
     except TypeError:
         return False
+
+
+def _compile_time(x: Any) -> bool:
+    """A number, a string, None or a tuple of them."""
+    if isinstance(x, tuple):
+        return all(map(_compile_time, x))
+    return emit.is_number(x) or isinstance(x, str) or x is None
+
+
+def _is_tuple_method(fn) -> bool:
+    """`tp.index` or `tp.count` (the attributes a tuple gives kernel code)."""
+    return isinstance(getattr(fn, "__self__", None), tuple) and \
+        getattr(fn, "__name__", None) in ("index", "count")
 
 
 def _is_str_join(fn) -> bool:
@@ -1325,8 +1407,17 @@ def _builtin_len(c, args, kwargs, node):
         return len(args[0].elements)
     if len(args) == 1 and isinstance(args[0], TileValue) and args[0].ndim:
         return args[0].shape[0]
-    raise c.error(TileTypeError, node, f"len() needs a tuple, a list of arrays or a tile, got "
-                  f"{describe(args[0]) if args else 'nothing'}")
+    what = describe(args[0]) if args else "nothing"
+    raise c.error(TileTypeError, node, f"len() needs a tuple, a list of arrays or a tile of "
+                  f"rank 1 or more, got {what}; the dims of a tile or an array are its "
+                  f".shape")
+
+
+def _typing_cast(c, args, kwargs, node):
+    """`typing.cast(T, x)` is `x` (a type checker's hint; compiled inline before the
+    standard library was refused)."""
+    bound = inspect.signature(typing.cast).bind(*args, **kwargs)
+    return bound.arguments["val"]
 
 
 def _builtin_divmod(c, args, kwargs, node):
@@ -1358,7 +1449,7 @@ def _builtin_tuple(c, args, kwargs, node):
 _BUILTINS = {builtins.min: _builtin_minmax("min"), builtins.max: _builtin_minmax("max"),
              builtins.abs: _builtin_abs, builtins.len: _builtin_len,
              builtins.divmod: _builtin_divmod, builtins.pow: _builtin_pow,
-             builtins.tuple: _builtin_tuple,
+             builtins.tuple: _builtin_tuple, typing.cast: _typing_cast,
              builtins.int: _builtin_cast(dt.int32, int),
              builtins.float: _builtin_cast(dt.float32, float),
              builtins.bool: _builtin_cast(dt.bool_, bool)}
