@@ -193,35 +193,11 @@ def _on_gpu(kernel, grid, shapes: list, roles: _Roles, outs: list):
             return _ffi_launcher(kernel, grid, shapes, roles, 0)(*roles.inputs)
         except xla_ffi.NotForFfi:      # (a stream-K kernel, a dtype XLA's FFI lacks)
             pass
-    return _callback_launcher(kernel, grid, shapes, roles, outs)(*roles.inputs)
-
-
-def _callback_launcher(kernel, grid, shapes: list, roles: _Roles, outs: list):
-    """The buffer callback of a cutile_call as a function of its operands; under
-    `jax.vmap` an unbatched `InputOutput` is broadcast first, each batch element its
-    own output (as the FFI path does): JAX's sequential batching of an aliased
-    operand left unbatched gave outputs that did not start from it (H200, JAX 0.11.2,
-    a 1024-float accumulator)."""
-    from jax.custom_batching import custom_vmap
     from jax.experimental.buffer_callback import buffer_callback
     aliases = {k: j for j, (kind, k) in enumerate(roles.outputs) if kind == "io"}
-    plain = buffer_callback(_on_stream(kernel, grid, shapes, roles), tuple(outs),
-                            input_output_aliases=aliases, vmap_method="sequential")
-
-    @custom_vmap
-    def call(*inputs):
-        return tuple(plain(*inputs))
-
-    @call.def_vmap
-    def batched(axis_size, in_batched, *inputs):
-        moved = [jax.numpy.broadcast_to(x[None], (axis_size, *x.shape))
-                 if k in aliases and not b else x
-                 for k, (x, b) in enumerate(zip(inputs, in_batched))]
-        axes = [0 if b or k in aliases else None for k, b in enumerate(in_batched)]
-        out = jax.vmap(plain, in_axes=axes)(*moved)
-        return out, tuple(True for _ in out)
-
-    return call
+    return buffer_callback(_on_stream(kernel, grid, shapes, roles), tuple(outs),
+                           input_output_aliases=aliases,
+                           vmap_method="sequential")(*roles.inputs)
 
 
 def _ffi_launcher(kernel, grid, shapes: list, roles: _Roles, nbatch: int):
