@@ -223,6 +223,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=".")
     p.add_argument("--quick", action="store_true", help="the first two shapes only")
     p.add_argument("--tiles", default="128x128,128x64,64x64")
+    p.add_argument("--shapes", default="", help="only shapes whose label holds this text")
     args = p.parse_args(argv)
     tiles = [tuple(map(int, t.split("x"))) for t in args.tiles.split(",")]
     device = torch.cuda.get_device_name()
@@ -235,7 +236,7 @@ def main(argv=None) -> int:
                                             tileir_call(q, k, v, o, c, bm, bn))
     print("relative error vs fp32 math (B2 H8/4 S1000 D128):", json.dumps(checks), flush=True)
     rows = []
-    for shape in SHAPES[:2] if args.quick else SHAPES:
+    for shape in [s for s in (SHAPES[:2] if args.quick else SHAPES) if args.shapes in s[0]]:
         rows.append(measure(shape, tiles))
         print(json.dumps(rows[-1]), flush=True)
     text = table(rows, tiles)

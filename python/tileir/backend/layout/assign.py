@@ -339,6 +339,8 @@ class LayoutAssigner(MmaAssignment):
             # again where it is needed instead of exchanged
             with ir.InsertionPoint(op), op.location:
                 op.operands[index] = _splat_in(v, layout)
+            if not list(v.uses):
+                v.owner.erase()
             return
         if _defining_name(v) == "tile.broadcast" and _single_use(v) and \
                 is_distributed(layout) and not isinstance(layout, L.Slice):

@@ -803,6 +803,11 @@ def _factor(tied: Tied, kind: str, arg: int, target: str,
     if kind == "wide":
         if target != "sm_90a" or not arg >> tied.axis & 1:
             return None                            # mma.sync tiles this wide spill
+        if sum(1 for v in tied.dims if _is_product(v)) > 1:
+            # chained products (attention: scores, then P @ V) keep the rows written:
+            # 128 x 64 tiles at D = 64 widened to 256 rows and made persistent ran at
+            # 184 TFLOP/s on the H200, the 128-row kernel at 350 (bench/attention.py)
+            return None
         threads = 32 * (warps or DEFAULT_WIDE_WARPS)
         budget = PROMOTED_ACC_PER_THREAD if _promotes(tied) else ACC_PER_THREAD
         if max(sizes) * 2 <= MAX_BOX and acc * 2 <= budget * threads:
