@@ -27,7 +27,7 @@ anything else: a mismatch, a crash, an error without a place.  Reproducers
 (`finding-<n>.py`) go to --out.
 
 `run(n, seed)` is what `test/python/test_fuzz.py` calls for the short run that
-`tile-check` includes.
+`tile-check --full` includes.
 """
 
 from __future__ import annotations

@@ -549,7 +549,8 @@ def test_compiled_gemm_uses_tensor_cores_and_no_local_memory(target, kernel, dty
     ("sm_90a", 4096, 4096, 4096, {}, (32, 32)),      # wide: 128 x 256
     ("sm_90a", 4096, 4096, 4096, {"persistent": True}, (32, 32)),
     ("sm_90a", 4096, 4096, 4096, {"persistent": True, "warp_specialize": True}, (32, 32)),
-    ("sm_80", 16, 4096, 4096, {}, (1, 32)),          # decode on mma.sync
+    pytest.param("sm_80", 16, 4096, 4096, {}, (1, 32),  # decode on mma.sync
+                 marks=pytest.mark.slow),
 ])
 def test_gemms_as_launched_use_tensor_cores_and_no_local_memory(target, m, n, k, options,
                                                                   grid, tmp_path):
