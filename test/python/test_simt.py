@@ -65,7 +65,8 @@ def _close(got, ref, k):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("kernel,m,n,k,tiles,dtype,nt", [
     (gemm, 64, 64, 64, (64, 64, 64), BF16, False),          # one block, one iteration
-    (gemm, 130, 72, 200, (64, 64, 64), BF16, False),        # ragged in M, N and K
+    pytest.param(gemm, 130, 72, 200, (64, 64, 64), BF16, False,     # ragged in M, N and K
+                 marks=SLOW),
     (gemm, 128, 128, 192, (128, 128, 64), np.float16, False),   # two warpgroups / 2 x 4 warps
     (gemm_nt, 72, 130, 96, (64, 64, 32), BF16, True),        # B as a transposed (N, K) weight
     (gemm, 1, 8, 64, (64, 64, 64), BF16, False),             # M = 1: a decode row
@@ -161,10 +162,12 @@ def test_products_no_tensor_core_fits_run_on_the_fma_units(target, dtype, out, t
 
 
 @pytest.mark.parametrize("kernel,nt,m,n,k,tiles,target", [
-    (gemm, False, 100, 72, 80, (64, 64, 32), "sm_80"),     # B row-major: (k, n) words
+    pytest.param(gemm, False, 100, 72, 80, (64, 64, 32), "sm_80",   # B row-major: (k, n)
+                 marks=SLOW),                                       # words
     (gemm_nt, True, 130, 40, 48, (64, 32, 16), "sm_80"),   # B as an (N, K) weight
     (gemm, False, 40, 72, 80, (32, 64, 32), "sm_90a"),     # M = 32: mma.sync on Hopper
-    (scaled_gemm, False, 100, 72, 80, (64, 64, 32), "sm_80"),   # A computed in registers
+    pytest.param(scaled_gemm, False, 100, 72, 80, (64, 64, 32), "sm_80",  # A computed in
+                 marks=SLOW),                                             # registers
 ])
 def test_f32_products_run_on_tf32_mma_sync(kernel, nt, m, n, k, tiles, target, rng):
     """f32 operands on mma.sync as tf32 (m16n8k8: one f32 a register, the PTX ISA's
@@ -606,7 +609,8 @@ def test_wide_wgmma_tile_runs_correctly(rng):
 @pytest.mark.parametrize("tiles,out,options", [
     ((128, 256, 64), BF16, {}),                     # 4 slabs of 64 columns in 2 buffers
     pytest.param((64, 64, 32), np.float32, {}, marks=SLOW),  # f32: slabs of 32 columns
-    ((64, 128, 64), BF16, {"num_warps": 8}),        # warpgroups split N: the tile, box by box
+    pytest.param((64, 128, 64), BF16, {"num_warps": 8},     # warpgroups split N: the
+                 marks=SLOW),                                # tile, box by box
     pytest.param((128, 256, 64), BF16, {"persistent": True},   # stores in flight as the
                  marks=SLOW),                                   # next ring fills
     pytest.param((128, 256, 64), BF16, {"persistent": True, "warp_specialize": True},
@@ -614,7 +618,8 @@ def test_wide_wgmma_tile_runs_correctly(rng):
     ((128, 256, 64), BF16, {"group": 4}),           # by warpgroups: 64-row boxes, bar.sync 2/3
     pytest.param((128, 256, 64), BF16, {"group": 4, "persistent": True,
                                         "warp_specialize": True}, marks=SLOW),
-    ((128, 256, 64), BF16, {"gated": True}),        # warps signal mbarriers, thread 0 stores
+    pytest.param((128, 256, 64), BF16, {"gated": True},     # warps signal mbarriers,
+                 marks=SLOW),                                # thread 0 stores
     pytest.param((128, 256, 64), BF16, {"gated": True, "persistent": True}, marks=SLOW),
     pytest.param((128, 256, 64), BF16, {"gated": True, "persistent": True,
                                         "warp_specialize": True}, marks=SLOW),
