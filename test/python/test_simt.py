@@ -26,8 +26,8 @@ from test_tensor_cores import (accumulate_ab, accumulate_awt, attention, batched
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = ("sm_90a", "sm_80")
-# The slowest cases of the sweeps below (seconds each on 2 cores) run in the full tier
-# only (`tile-check --full`); the fast tier keeps at least one case of every test.
+# The slowest cases of the sweeps below (several seconds each on a 2-core machine) run
+# in the full tier only (`tile-check --full`); the fast tier keeps a case of every test.
 SLOW = pytest.mark.slow
 
 
