@@ -1,19 +1,27 @@
-"""`tile-check`: run the whole CPU test suite (lit, then pytest) and print one summary.
+"""`tile-check`: run the CPU test suite (lit, then pytest) and print one summary.
 
 This is the README's test command, what `.ci/run` and CMake's `check-tile` run.
 Counts come from each runner's JUnit XML report, so the final line
 `N passed, N failed, N skipped` is exact whatever the runners print.
 Extra arguments go to pytest (e.g. `tile-check -k frontend`).
 
-On a GPU machine, `tile-check --gpu` runs the GPU tier only (pytest `-m gpu`), and
-`tile-check --gpu --sanitizer memcheck` (or racecheck, synccheck, initcheck) runs it
-under compute-sanitizer: any error the tool reports fails the run (its exit code),
-and the tool's summary lines are printed before the totals.
+Two tiers: plain `tile-check` runs the fast tier, every test but those marked
+`slow` (the long sweeps: fuzz runs, simulator GEMM grids); `tile-check --full`
+runs every test, as CI does.  Both runners use one worker per CPU (`lit -j`,
+pytest-xdist's `-n`); `-j 1` runs each in one process.  `tile-check --durations`
+lists the slowest tests of both runners.
+
+On a GPU machine, `tile-check --gpu` runs the GPU tier only (pytest `-m gpu`, in
+one process unless `-j` says otherwise), and `tile-check --gpu --sanitizer memcheck`
+(or racecheck, synccheck, initcheck) runs it under compute-sanitizer: any error the
+tool reports fails the run (its exit code), and the tool's summary lines are
+printed before the totals.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -25,6 +33,7 @@ from pathlib import Path
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 SANITIZER_ERROR = 86            # compute-sanitizer's exit code when its tool found errors
+PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 
 
 def find_root(start: Path) -> Path | None:
@@ -50,12 +59,57 @@ def junit_counts(path: Path) -> tuple[int, int, int]:
     return passed, failed, skipped
 
 
+def cpu_count() -> int:
+    """The CPUs this process may run on (a container's or taskset's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:             # macOS
+        return os.cpu_count() or 1
+
+
+def split_marker_expression(pytest_args: list[str]) -> tuple[str | None, list[str]]:
+    """The `-m EXPR` among pytest's arguments (the last one, as pytest takes it) and
+    the arguments without it."""
+    expr, rest, i = None, [], 0
+    while i < len(pytest_args):
+        arg = pytest_args[i]
+        if arg == "-m" and i + 1 < len(pytest_args):
+            expr, i = pytest_args[i + 1], i + 2
+            continue
+        if arg.startswith("-m") and len(arg) > 2 and not arg.startswith("--"):
+            expr = arg[2:].lstrip("=")
+        else:
+            rest.append(arg)
+        i += 1
+    return expr, rest
+
+
+def tier_arguments(full: bool, gpu: bool, pytest_args: list[str]) -> list[str]:
+    """pytest's `-m` for the tier asked for: the fast tier leaves out tests marked
+    `slow`, `--gpu` keeps the `gpu` ones; a `-m` the user gave is kept, and-ed in."""
+    expr, rest = split_marker_expression(pytest_args)
+    terms = [f"({expr})"] if expr else []
+    if gpu:
+        terms.append("gpu")
+    if not full:
+        terms.append("not slow")
+    return (["-m", " and ".join(terms)] if terms else []) + rest
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="tile-check", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", type=Path, default=None, help="project root (default: found from cwd)")
     p.add_argument("--no-lit", action="store_true", help="skip the lit suite")
     p.add_argument("--no-pytest", action="store_true", help="skip pytest")
+    p.add_argument("--full", action="store_true",
+                   help="every test, the slow sweeps too (what CI runs); default: the fast "
+                        "tier, tests marked `slow` left out")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="workers for lit and pytest (default: one per CPU; --gpu and "
+                        "--sanitizer: 1)")
+    p.add_argument("--durations", type=int, nargs="?", const=25, default=None, metavar="N",
+                   help="list the N slowest tests of each runner (default N: 25)")
     p.add_argument("--gpu", action="store_true",
                    help="the GPU tests only (pytest -m gpu, no lit)")
     p.add_argument("--sanitizer", choices=SANITIZER_TOOLS, default=None,
@@ -63,7 +117,19 @@ def main(argv=None) -> int:
     args, pytest_args = p.parse_known_args(argv)
     if args.gpu:
         args.no_lit = True
-        pytest_args = ["-m", "gpu", *pytest_args]
+    pytest_args = tier_arguments(args.full, args.gpu, pytest_args)
+    # The GPU tier shares one GPU (and its timings) between tests: one process, unless asked
+    jobs = args.jobs or (1 if args.gpu or args.sanitizer else cpu_count())
+    if args.durations is not None:
+        pytest_args = [f"--durations={args.durations}", "--durations-min=0.5", *pytest_args]
+    if jobs > 1:
+        if importlib.util.find_spec("xdist") is None:
+            print("tile-check: pytest-xdist is not installed (pip install -e '.[test]'): "
+                  "pytest runs in one process", file=sys.stderr)
+        else:
+            # worksteal: a worker that runs out takes queued tests from the other, so
+            # one long test near the end does not leave the other CPUs idle
+            pytest_args = ["-n", str(jobs), "--dist", "worksteal", *pytest_args]
     wrapper: list[str] = []
     if args.sanitizer:
         tool = shutil.which("compute-sanitizer")
@@ -85,8 +151,12 @@ def main(argv=None) -> int:
         if not args.no_lit:
             xml = Path(tmp) / "lit.xml"
             # lit has no __main__ module: call its entry point the way its script does
+            lit_args = [f"-j{jobs}"]
+            if args.durations is not None:
+                lit_args.append(f"--time-tests={args.durations}")
             runs.append(("lit", [sys.executable, "-c", "import lit.main; lit.main.main()", "-sv",
-                                 str(root / "test"), f"--xunit-xml-output={xml}"], xml))
+                                 *lit_args, str(root / "test"), f"--xunit-xml-output={xml}"],
+                         xml))
         if not args.no_pytest:
             xml = Path(tmp) / "pytest.xml"
             runs.append(("pytest", [*wrapper, sys.executable, "-m", "pytest", "-q", "-rs",
@@ -101,6 +171,9 @@ def main(argv=None) -> int:
             if rc == SANITIZER_ERROR and wrapper:
                 print(f"== {name}: compute-sanitizer ({args.sanitizer}) reported errors")
                 counts = (counts[0], counts[1] + 1, counts[2])
+            elif rc == PYTEST_NO_TESTS and name == "pytest" and counts == (0, 0, 0):
+                print("== pytest: no test selected (the fast tier leaves out tests marked "
+                      "`slow`: --full runs them)")
             elif rc != 0 and counts[1] == 0:
                 counts = (counts[0], 1, counts[2])     # the runner itself failed
             print(f"== {name}: {counts[0]} passed, {counts[1]} failed, {counts[2]} skipped\n")

@@ -29,7 +29,7 @@ location is outside the case's file ("error outside the user's file").  Reproduc
 (`finding-<n>.py`) go to --out.
 
 `run(n, seed)` is what `test/python/test_fuzz.py` calls for the short run that
-`tile-check` includes.
+`tile-check --full` includes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""Shared pytest setup: the `gpu` marker skips cleanly without an NVIDIA GPU."""
+"""Shared pytest setup: the `gpu` marker skips cleanly without an NVIDIA GPU; every
+test gets an empty compile cache of its own, and tests that compile many identical
+cubins can share one for the session (`shared_compile_cache`, `session_dir`)."""
+
+import hashlib
+import os
+import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,6 +50,50 @@ def pytest_collection_modifyitems(config, items):
 def _private_cache(tmp_path_factory, monkeypatch):
     """Tests never read or fill the user's compile cache (~/.cache/tileir)."""
     monkeypatch.setenv("TILEIR_CACHE_DIR", str(tmp_path_factory.mktemp("tileir-cache")))
+
+
+@pytest.fixture(scope="session")
+def session_dir(tmp_path_factory) -> Path:
+    """A directory of this pytest run that every xdist worker sees (they run in
+    processes of their own, each with its own basetemp: `<run's basetemp>/popen-gwN`).
+    What is kept there is named by its content and written atomically, so a worker
+    finds it whole or not at all, whichever worker wrote it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    path = base / "session"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def shared_compile_cache(session_dir, monkeypatch) -> Path:
+    """This test's cubins go through one compile cache for the whole run instead of an
+    empty one of its own: a specialization another test (or worker) compiled is loaded,
+    not compiled again.  The cache is new each run, so what it holds was compiled by
+    this tree's compiler; its writes are atomic (tileir/cache.py), so workers share it.
+    Only for tests that do not count compiles or change the compiler while they run:
+    the key covers the compiler's source files, not a monkeypatched function."""
+    root = session_dir / "compile-cache"
+    monkeypatch.setenv("TILEIR_CACHE_DIR", str(root))
+    return root
+
+
+def session_memo(session_dir: Path, kind: str, data: bytes, make) -> str:
+    """`make()` (text derived from `data` alone: a cubin's SASS, say), kept in
+    `session_dir` by `data`'s sha256, so the run computes it once whatever the test or
+    worker that asks; written to a temporary file and renamed into place."""
+    path = session_dir / kind / f"{hashlib.sha256(data).hexdigest()}.txt"
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        pass
+    text = make()
+    path.parent.mkdir(exist_ok=True)
+    scratch = path.with_name(f".tmp-{uuid.uuid4().hex[:8]}-{path.name}")
+    scratch.write_text(text)
+    os.replace(scratch, path)
+    return text
 
 
 @pytest.fixture

@@ -2,11 +2,13 @@
 
 Each example (vector_add, softmax, rmsnorm, layernorm, transpose) is compiled
 ahead of time with `ArraySpec` arguments for sm_80 and sm_90a, in f32, f16 and
-bf16, with aligned and unaligned arrays: 60 variants, each compiled once (by the
-`compiled` fixture, for the tests selected) with the on-disk compile cache off,
-so every run tests this tree's compiler.  ptxas and cuobjdump come from the test
-extra (pip install -e '.[test]'); without them the tests that need them skip and
-say why.  No GPU is needed.  The last tests read the backend's imports: each stage
+bf16, with aligned and unaligned arrays: 60 variants, each compiled and
+disassembled once a run, when a test first asks for it (the `compiled` fixture),
+into the run's own compile cache (new each run, so every run tests this tree's
+compiler) and SASS kept by the cubin's hash: three tests read each variant, on
+whichever xdist worker they run.  ptxas and cuobjdump come from the test extra
+(pip install -e '.[test]'); without them the tests that need them skip and say why.
+No GPU is needed.  The last tests read the backend's imports: each stage
 (layout, pipeline, gpu, target) imports earlier stages only, and no modules in a circle.
 """
 
@@ -21,12 +23,12 @@ import re
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import session_memo
 from mlir import ir
 
 import tileir as ct
@@ -94,33 +96,41 @@ def cuobjdump() -> str:
     return path
 
 
+class _Variants(dict):
+    """Variant -> Compiled, each made on first use: the setup of a test pays for its
+    own variant only, not for all 60 at once (disassembling is most of it: nvdisasm,
+    which cuobjdump runs, takes about 0.3 s of CPU per cubin however small)."""
+
+    def __init__(self, cuobjdump: str, session_dir: Path):
+        super().__init__()
+        self.cuobjdump, self.session_dir = cuobjdump, session_dir
+
+    def __missing__(self, v: Variant) -> Compiled:
+        ck, report = _compile(v)
+        sass = session_memo(self.session_dir, "sass", ck.cubin,
+                            lambda: _sass(self.cuobjdump, ck.cubin, str(v)))
+        self[v] = Compiled(ck, report, sass)
+        return self[v]
+
+
 @pytest.fixture(scope="module")
-def compiled(request, cuobjdump) -> dict[Variant, Compiled]:
-    """Every variant the selected tests use, compiled once.  cuobjdump takes about as
-    long as a compile, so each cubin is disassembled while the next one compiles."""
-    wanted = [v for v in VARIANTS if v in _selected_variants(request)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        pending = {}
-        for v in wanted:
-            ck, report = _compile(v)
-            pending[v] = (ck, report, pool.submit(_sass, cuobjdump, ck.cubin, str(v)))
-        return {v: Compiled(ck, report, sass.result()) for v, (ck, report, sass) in
-                pending.items()}
+def _variants(cuobjdump, session_dir) -> _Variants:
+    return _Variants(cuobjdump, session_dir)
 
 
-def _selected_variants(request) -> set[Variant]:
-    items = [item for item in request.session.items if item.module is request.module]
-    return {item.callspec.params["v"] for item in items
-            if hasattr(item, "callspec") and "v" in item.callspec.params}
+@pytest.fixture
+def compiled(_variants, shared_compile_cache) -> _Variants:
+    """The variants, compiled into the run's shared compile cache (another worker's
+    compile of a variant is loaded, not repeated)."""
+    return _variants
 
 
 def _compile(v: Variant) -> tuple[ct.CompiledKernel, str]:
-    # A fresh Kernel (no in-memory specializations) and no disk cache: compiled here.
+    # A fresh Kernel (no in-memory specializations): compiled here, or loaded from the
+    # run's cache where a test on another worker compiled it.
     kernel = ct.kernel(EXAMPLES[v.example].__wrapped__)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("TILEIR_CACHE", "0")
-        ck = kernel.compile(_args(v.example, v.dtype, v.aligned), target=v.target)
-    return ck, ir.StringAttr(ck.module.operation.attributes["tile.ptxas_report"]).value
+    ck = kernel.compile(_args(v.example, v.dtype, v.aligned), target=v.target)
+    return ck, ck.ptxas_report
 
 
 def _sass(cuobjdump: str, cubin: bytes, name: str) -> str:

@@ -640,6 +640,7 @@ print(hashlib.sha256(ck.cubin).hexdigest())
 """
 
 
+@pytest.mark.slow
 def test_sixteen_processes_compiling_one_kernel_leave_one_entry(tmp_path, cache):
     """16 processes compile the same kernel into one cache at once: every one gets the
     same cubin, and the cache holds one complete entry and no scratch."""

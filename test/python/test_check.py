@@ -1,5 +1,6 @@
-"""`tile-check` itself: the GPU tier and the compute-sanitizer wrapper, run on a
-throwaway project (a fake compute-sanitizer stands in for the real one)."""
+"""`tile-check` itself: the fast and full tiers, its workers, the GPU tier and the
+compute-sanitizer wrapper, run on a throwaway project (a fake compute-sanitizer
+stands in for the real one)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,14 @@ def test_on_the_gpu():
 
 def test_on_the_cpu():
     pass
+
+@pytest.mark.slow
+def test_a_long_sweep():
+    pass
+
+@pytest.mark.skip(reason="skipped on purpose")
+def test_skipped():
+    pass
 '''
 
 
@@ -29,7 +38,7 @@ def project(tmp_path):
     (tmp_path / "test").mkdir()
     (tmp_path / "test" / "lit.cfg.py").write_text("")
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.pytest.ini_options]\nmarkers = ["gpu: needs a GPU"]\n')
+        '[tool.pytest.ini_options]\nmarkers = ["gpu: needs a GPU", "slow: a long sweep"]\n')
     (tmp_path / "test" / "test_project.py").write_text(PROJECT_TESTS)
     return tmp_path
 
@@ -60,8 +69,48 @@ sys.exit({exit_code} or rc)
 def test_gpu_runs_only_the_gpu_tier(project, capsys):
     assert check.main(["--root", str(project), "--gpu", "test"]) == 0
     out = capsys.readouterr().out
-    assert "-m gpu" in out and "== lit" not in out
+    assert "-m gpu and not slow" in out and "== lit" not in out and " -n " not in out
     assert out.strip().splitlines()[-1] == "1 passed, 0 failed, 0 skipped"
+
+
+def test_the_fast_tier_leaves_out_slow_tests_and_full_runs_them(project, capsys):
+    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "test"]) == 0
+    out = capsys.readouterr().out
+    assert "-m not slow" in out
+    assert out.strip().splitlines()[-1] == "2 passed, 0 failed, 1 skipped"
+    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "--full", "test"]) == 0
+    out = capsys.readouterr().out
+    assert "not slow" not in out
+    assert out.strip().splitlines()[-1] == "3 passed, 0 failed, 1 skipped"
+
+
+def test_workers_keep_the_counts_exact(project, capsys):
+    """pytest-xdist's workers report to one JUnit file: the same counts as one process."""
+    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "--full", "test"]) == 0
+    one = capsys.readouterr().out
+    assert check.main(["--root", str(project), "--no-lit", "-j", "2", "--full", "test"]) == 0
+    two = capsys.readouterr().out
+    assert " -n 2 " in two and " -n " not in one
+    assert two.strip().splitlines()[-1] == one.strip().splitlines()[-1]
+
+
+def test_a_selection_of_only_slow_tests_is_no_failure(project, capsys):
+    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "-k", "long_sweep",
+                       "test"]) == 0
+    out = capsys.readouterr().out
+    assert "--full runs them" in out
+    assert out.strip().splitlines()[-1] == "0 passed, 0 failed, 0 skipped"
+
+
+@pytest.mark.parametrize("full, gpu, given, want", [
+    (False, False, [], ["-m", "not slow"]),
+    (True, False, [], []),
+    (False, True, ["-k", "x"], ["-m", "gpu and not slow", "-k", "x"]),
+    (True, False, ["-m", "a or b", "t.py"], ["-m", "(a or b)", "t.py"]),
+    (False, False, ["-mfoo"], ["-m", "(foo) and not slow"]),
+])
+def test_the_tier_is_anded_with_a_marker_expression_given(full, gpu, given, want):
+    assert check.tier_arguments(full, gpu, given) == want
 
 
 @pytest.mark.parametrize("exit_code, last", [(0, "1 passed, 0 failed, 0 skipped"),

@@ -209,11 +209,13 @@ def test_cuobjdump_sees_one_elf_for_the_target_with_both_symbols(cuobjdump):
 
 
 @pytest.mark.parametrize("kernel, signatures, gpu_code", [
-    (softmax, [softmax_signature(ct.float32, 1024), softmax_signature(ct.bfloat16, 2048)],
-     "sm_90a"),
+    pytest.param(softmax, [softmax_signature(ct.float32, 1024),
+                           softmax_signature(ct.bfloat16, 2048)], "sm_90a",
+                 marks=pytest.mark.slow),
     (vector_add, [vadd_signature(ct.float32, 1024), vadd_signature(ct.bfloat16, 256, False)],
      "sm_80"),
-    (matmul, [matmul_signature(128, 128, 64), matmul_signature(64, 128, 32)], "sm_90a"),
+    pytest.param(matmul, [matmul_signature(128, 128, 64), matmul_signature(64, 128, 32)],
+                 "sm_90a", marks=pytest.mark.slow),
 ], ids=["softmax-sm_90a", "vector_add-sm_80", "matmul-tma-sm_90a"])
 def test_each_kernel_compiles_as_it_does_alone(cuobjdump, kernel, signatures, gpu_code):
     """The same PTX, line for line but for its names, as the specialization compiled alone:

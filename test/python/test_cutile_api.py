@@ -875,6 +875,7 @@ def _first_nonzero(row):
     return out
 
 
+@pytest.mark.slow
 def test_reduce_scan_cumsum_cumprod_with_combine_functions(rng):
     t = 16
     x = rng.standard_normal((t, t)).astype(np.float32)
@@ -978,7 +979,8 @@ def test_rounding_to_fp8_saturates_as_the_gpu_does(src, dst):
     assert want[0] == top and want[1] == -top and np.isnan(want[2].astype(np.float32))
 
 
-@pytest.mark.parametrize("src", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("src", ["float32", "float16", pytest.param("bfloat16", marks=pytest.mark.slow),
+                                 pytest.param("float64", marks=pytest.mark.slow)])
 def test_float_to_int_saturates_everywhere(src):
     """Truncation toward zero, saturating, NaN to 0 (docs/interpreter.md) on the GPU
     too: the lowering clamps before LLVM's fptosi/fptoui, whose out-of-range results
@@ -1236,7 +1238,9 @@ _ATOMIC_DTYPES = {"add": _ATOMIC_INTS + ("float32", "float64", "float16", "bfloa
                   "xor": _ATOMIC_INTS}        # cuTile's table
 
 
-@pytest.mark.parametrize("kind", range(len(_KINDS)), ids=_KINDS)
+@pytest.mark.parametrize("kind", [pytest.param(i, marks=pytest.mark.slow)
+                                  if k in ("add", "min", "xchg", "cas") else i
+                                  for i, k in enumerate(_KINDS)], ids=_KINDS)
 def test_every_atomic_on_every_dtype_it_takes_compiles_and_runs(kind, rng):
     """Each atomic on each array dtype cuTile allows it: the cubin builds for both
     targets (ptxas has no atom.add.s64: a signed 64-bit add once failed there) and the

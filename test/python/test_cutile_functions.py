@@ -267,7 +267,7 @@ def vector_products(a, b, c, o0, o1, o2, o3, o4):
     ct.store(o4, index=(0, 0), tile=ct.permute(z, (0, 2, 1)) @ x)            # (2, 32)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float16"])
 def test_matmul_takes_1d_operands_as_numpy_does(dtype, rng):
     """1-D @ 1-D is a dot product (a 0-d result), 1-D @ 2-D a row times a matrix,
     2-D @ 1-D a matrix times a column, and either with a batch of matrices."""

@@ -221,7 +221,7 @@ def grouped_args(rng, tiles=(64, 64, 32), groups=GROUPS, num_sm=4, dtype=np.floa
     return (As, Bs, Cs, num_sm, *tiles)
 
 
-@pytest.mark.parametrize("tiles", [(64, 64, 32), (16, 8, 16)])
+@pytest.mark.parametrize("tiles", [(64, 64, 32), pytest.param((16, 8, 16), marks=pytest.mark.slow)])
 def test_cutile_s_grouped_gemm_over_ragged_groups(tiles, rng):
     args = grouped_args(rng, tiles)
     As, Bs = args[0], args[1]
@@ -262,7 +262,8 @@ def batched_args(rng, g=3, m=256, n=256, k=256):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("hints", [{}, {"persistent": True, "retile": (1, 2)}])
+@pytest.mark.parametrize("hints", [pytest.param({}, marks=pytest.mark.slow),
+                                   {"persistent": True, "retile": (1, 2)}])
 def test_selected_arrays_through_retiled_and_persistent_gemms(target, hints, rng):
     """A launch's grid lets the compiler retile (and on request walk tiles
     persistently): the selection by bid(2) follows the rewritten grid."""

@@ -313,6 +313,7 @@ def atomic_tiles(x, y, b, TM: ConstInt, TN: ConstInt, SM: ConstInt, SN: ConstInt
     ct.TiledView.atomic_store_and(tb, (bm, bn), ct.full((TM, TN), -1, ct.int32))
 
 
+@pytest.mark.slow
 def test_atomic_stores_of_tiled_views_with_and_without_steps(rng):
     shape, tile, steps = (50, 60), (32, 32), (20, 40)      # overlapping rows, gapped columns
     x, y, b = (rng.integers(-5, 5, shape).astype(np.int32) for _ in range(3))

@@ -28,6 +28,8 @@ def case_names() -> list[str]:
 
 
 CASES = case_names()
+# The cases that take longest in the interpreter run in the full tier only (--full)
+SLOW_CASES = {"kernels_mma.matmul_tuned"}
 
 
 def run(name: str, gpu: bool) -> None:
@@ -52,7 +54,8 @@ def test_every_kernel_file_imports_cuda_tile_and_not_tileir():
         assert harness.IMPORT_CUTILE in text and "tileir" not in text, path.name
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CASES
+                                  else n for n in CASES])
 def test_ported_kernel_in_the_interpreter(name):
     run(name, gpu=False)
 

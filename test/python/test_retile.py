@@ -122,7 +122,8 @@ def test_the_launch_grid_maps_to_the_hardware_grid():
 @pytest.mark.parametrize("target,sms,kernel,nt,m,n,scale", [
     ("sm_90a", 1, gemm, False, 130, 500, [1, 2, 1]),         # wide; the last tile ragged
     ("sm_90a", 24, gemm_nt, True, 70, 500, [1, 1, 2]),       # narrow, (N, K) weight
-    ("sm_80", 32, gemm_nt, True, 70, 250, [1, 1, 4]),        # narrow on mma.sync
+    pytest.param("sm_80", 32, gemm_nt, True, 70, 250, [1, 1, 4],   # narrow on mma.sync
+                 marks=pytest.mark.slow),
 ])
 def test_retiled_gemms_run_correctly(target, sms, kernel, nt, m, n, scale, rng):
     k = 96
@@ -186,7 +187,8 @@ def test_decode_gemms_take_the_tiles_of_their_launch(m, n, acc, a_tile, w_tile):
 @pytest.mark.parametrize("target,m,n,k", [
     ("sm_90a", 1, 256, 328),       # K = 328: two 256-wide K tiles, the second ragged
     ("sm_90a", 17, 200, 200),      # ragged N too
-    ("sm_80", 5, 256, 200),        # mma.sync, cp.async: K tiles as written
+    pytest.param("sm_80", 5, 256, 200, marks=pytest.mark.slow),  # mma.sync, cp.async: K
+                                                                 # tiles as written
 ])
 def test_decode_gemms_retiled_for_their_launch_run_correctly(target, m, n, k, rng):
     a = rng.standard_normal((m, k)).astype(BF16)

@@ -26,6 +26,9 @@ from test_tensor_cores import (accumulate_ab, accumulate_awt, attention, batched
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = ("sm_90a", "sm_80")
+# The slowest cases of the sweeps below (several seconds each on a 2-core machine) run
+# in the full tier only (`tile-check --full`); the fast tier keeps a case of every test.
+SLOW = pytest.mark.slow
 
 
 def _gemm(kernel, target, m, n, k, tiles, dtype, rng, nt=False, aligned=True, blocks=None):
@@ -62,7 +65,8 @@ def _close(got, ref, k):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("kernel,m,n,k,tiles,dtype,nt", [
     (gemm, 64, 64, 64, (64, 64, 64), BF16, False),          # one block, one iteration
-    (gemm, 130, 72, 200, (64, 64, 64), BF16, False),        # ragged in M, N and K
+    pytest.param(gemm, 130, 72, 200, (64, 64, 64), BF16, False,     # ragged in M, N and K
+                 marks=SLOW),
     (gemm, 128, 128, 192, (128, 128, 64), np.float16, False),   # two warpgroups / 2 x 4 warps
     (gemm_nt, 72, 130, 96, (64, 64, 32), BF16, True),        # B as a transposed (N, K) weight
     (gemm, 1, 8, 64, (64, 64, 64), BF16, False),             # M = 1: a decode row
@@ -132,7 +136,7 @@ F8 = ml_dtypes.float8_e4m3fn
 @pytest.mark.parametrize("target,dtype,out,tiles", [
     ("sm_90a", np.float16, np.float16, (8, 32, 64)),     # M = 8: no instruction fits
     ("sm_90a", np.float64, np.float64, (32, 32, 64)),    # f64
-    ("sm_80", np.int8, np.int32, (32, 32, 64)),          # i8 -> i32, exact
+    pytest.param("sm_80", np.int8, np.int32, (32, 32, 64), marks=SLOW),   # i8 -> i32, exact
     ("sm_80", F8, np.float32, (64, 64, 64)),             # fp8 on sm_80: decoded in software
 ])
 def test_products_no_tensor_core_fits_run_on_the_fma_units(target, dtype, out, tiles, rng):
@@ -158,10 +162,12 @@ def test_products_no_tensor_core_fits_run_on_the_fma_units(target, dtype, out, t
 
 
 @pytest.mark.parametrize("kernel,nt,m,n,k,tiles,target", [
-    (gemm, False, 100, 72, 80, (64, 64, 32), "sm_80"),     # B row-major: (k, n) words
+    pytest.param(gemm, False, 100, 72, 80, (64, 64, 32), "sm_80",   # B row-major: (k, n)
+                 marks=SLOW),                                       # words
     (gemm_nt, True, 130, 40, 48, (64, 32, 16), "sm_80"),   # B as an (N, K) weight
     (gemm, False, 40, 72, 80, (32, 64, 32), "sm_90a"),     # M = 32: mma.sync on Hopper
-    (scaled_gemm, False, 100, 72, 80, (64, 64, 32), "sm_80"),   # A computed in registers
+    pytest.param(scaled_gemm, False, 100, 72, 80, (64, 64, 32), "sm_80",  # A computed in
+                 marks=SLOW),                                             # registers
 ])
 def test_f32_products_run_on_tf32_mma_sync(kernel, nt, m, n, k, tiles, target, rng):
     """f32 operands on mma.sync as tf32 (m16n8k8: one f32 a register, the PTX ISA's
@@ -202,7 +208,7 @@ def test_a_computed_f32_operand_of_wgmma_goes_through_shared_memory(rng):
     assert 1e-6 < err < 3e-3, err          # tf32: operands cut to 10 mantissa bits
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
 def test_attention_runs_correctly(target, rng):
     """An mma in a loop with other work, and P @ V with P computed in registers (wgmma
     with operand A from registers on sm_90a)."""
@@ -246,7 +252,8 @@ def test_fp8_and_tf32_gemm_run_correctly(kernel, nt, k, out, tol, rng):
     assert np.abs(c.astype(np.float64) - ref).max() <= tol * np.abs(ref).max()
 
 
-@pytest.mark.parametrize("warps,tiles,nt", [(8, (128, 128, 64), False), (4, (64, 64, 64), True)])
+@pytest.mark.parametrize("warps,tiles,nt", [(8, (128, 128, 64), False),
+                                            pytest.param(4, (64, 64, 64), True, marks=SLOW)])
 def test_warp_specialized_gemm_runs_correctly(warps, tiles, nt, rng):
     """A producer warpgroup issuing the copies, consumers multiplying: the two sides
     wait on each other's mbarriers (the simulator runs them as coroutines)."""
@@ -256,10 +263,12 @@ def test_warp_specialized_gemm_runs_correctly(warps, tiles, nt, rng):
 
 
 @pytest.mark.parametrize("target,ws,warps,tiles,nt", [
-    ("sm_90a", False, 4, (64, 64, 64), False),     # each tile's K loop pipelined in place
-    ("sm_90a", True, 4, (64, 64, 64), False),      # the producer runs across tiles
+    pytest.param("sm_90a", False, 4, (64, 64, 64), False,   # each tile's K loop pipelined
+                 marks=SLOW),                               # in place
+    pytest.param("sm_90a", True, 4, (64, 64, 64), False,    # the producer runs across tiles
+                 marks=SLOW),
     ("sm_90a", True, 8, (128, 128, 64), True),     # two consumer warpgroups, setmaxnreg
-    ("sm_80", False, 4, (64, 64, 32), False),      # cp.async rings, mma.sync
+    pytest.param("sm_80", False, 4, (64, 64, 32), False, marks=SLOW),  # cp.async, mma.sync
 ])
 def test_persistent_gemm_runs_correctly(target, ws, warps, tiles, nt, rng):
     """3 blocks walk every tile of the grid (4 to 12 tiles, ragged edges); with warp
@@ -270,9 +279,11 @@ def test_persistent_gemm_runs_correctly(target, ws, warps, tiles, nt, rng):
     assert _close(got, ref, 200)
 
 
-@pytest.mark.parametrize("target,dtype", [("sm_90a", np.float16), ("sm_80", np.float16),
-                                          ("sm_90a", ml_dtypes.float8_e4m3fn),
-                                          ("sm_80", ml_dtypes.float8_e4m3fn)])
+@pytest.mark.parametrize("target,dtype", [
+    ("sm_90a", np.float16), pytest.param("sm_80", np.float16, marks=SLOW),
+    pytest.param("sm_90a", ml_dtypes.float8_e4m3fn, marks=SLOW),
+    pytest.param("sm_80", ml_dtypes.float8_e4m3fn, marks=SLOW),   # fp8 decoded in software
+])
 def test_f16_accumulator_gemm_matches_the_interpreter(target, dtype, rng):
     """mma into a float16 accumulator (f16 and fp8 operands: cuTile allows both): the
     simulator's run of the compiled code against the interpreter, which rounds to f16
@@ -292,8 +303,8 @@ def test_f16_accumulator_gemm_matches_the_interpreter(target, dtype, rng):
     assert np.abs(c.astype(np.float64) - want).max() <= 2 ** -10 * (np.abs(want).max() + 1)
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
-@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
+@pytest.mark.parametrize("batch", [1, pytest.param(2, marks=SLOW)])
 def test_a_batched_mma_of_tiles_runs_on_the_gpu_path(target, batch, rng):
     """3-d product tiles (a batch of 1 too) become one 2-d product a batch in the
     frontend, so the GPU path takes them; exact with small-integer operands."""
@@ -322,9 +333,10 @@ def test_a_promoted_operand_made_in_registers_feeds_the_tensor_cores(target, rng
     assert np.array_equal(c, a.astype(np.float64) @ b.astype(np.float64))
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
-@pytest.mark.parametrize("da,db", [(np.uint8, np.uint8), (np.int8, np.uint8),
-                                   (np.uint8, np.int8)])
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
+@pytest.mark.parametrize("da,db", [(np.uint8, np.uint8),
+                                   pytest.param(np.int8, np.uint8, marks=SLOW),
+                                   pytest.param(np.uint8, np.int8, marks=SLOW)])
 def test_uint8_mma_is_exact(target, da, db, rng):
     """uint8 x uint8, int8 x uint8 and uint8 x int8 -> int32 (cuTile's forms; it mixes
     only these) through the signed int8 product and row or column sums: exact over the
@@ -346,7 +358,7 @@ def test_uint8_mma_is_exact(target, da, db, rng):
     assert np.array_equal(got, ref)
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
 def test_e4m3_times_e5m2_is_one_product(target, rng):
     """An e4m3 x e5m2 mma is not promoted (as in cuTile): one wgmma of the two types on
     sm_90a (QGMMA.*.E4M3.E5M2), the FMA units on sm_80; exact against the interpreter
@@ -368,9 +380,11 @@ def test_e4m3_times_e5m2_is_one_product(target, rng):
 
 
 @pytest.mark.parametrize("nt,m,n,k,sms", [
-    (True, 500, 1000, 328, 2),       # 4 x 4 tiles of 128 x 256 (2 x 4 pairs) on one cluster
-    (False, 500, 1000, 328, 2),      # B (K, N): four 64-column boxes, each halved
-    (True, 1000, 504, 200, 4),       # two clusters; ragged M, N and K
+    pytest.param(True, 500, 1000, 328, 2, marks=SLOW),   # 4 x 4 tiles of 128 x 256 (2 x 4
+                                                         # pairs) on one cluster
+    pytest.param(False, 500, 1000, 328, 2, marks=SLOW),  # B (K, N): four 64-column boxes,
+                                                         # each halved
+    pytest.param(True, 1000, 504, 200, 4, marks=SLOW),   # two clusters; ragged M, N and K
     (False, 500, 1000, 40, 2),       # K under a tile: B's whole boxes clipped alike
 ])
 def test_cluster_pair_gemm_runs_correctly(nt, m, n, k, sms, rng):
@@ -432,6 +446,7 @@ def stolen_gemm(a, w, c, counter, NN: ct.Constant[int], BM: ct.Constant[int],
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
+@SLOW
 def test_cluster_pairs_cover_one_array_twice_and_pairs_along_axis_1(rng):
     """X @ X^T pairs (B split by whole boxes keeps the same tensor map and clip as A);
     a grid whose axis 0 retiling widened pairs along axis 1; both exact in the
@@ -456,6 +471,7 @@ def test_cluster_pairs_cover_one_array_twice_and_pairs_along_axis_1(rng):
     assert np.array_equal(c, a.astype(np.float64) @ w.astype(np.float64).T)
 
 
+@SLOW
 def test_no_cluster_pairs_where_the_two_blocks_could_differ(rng):
     """A branch around the K loop that depends on the row tile, and tiles taken from an
     atomic counter, are not paired (found by review: the first hung, the second mixed
@@ -481,11 +497,14 @@ def test_no_cluster_pairs_where_the_two_blocks_could_differ(rng):
 
 
 @pytest.mark.parametrize("target,m,n,k,sms", [
-    ("sm_90a", 200, 136, 200, 5),      # 12 tiles of 4 K trips on 5 blocks: 5 whole, 7 split
-    ("sm_90a", 200, 136, 330, 7),      # 6 trips; 7 blocks: all 12 tiles in the split runs
+    pytest.param("sm_90a", 200, 136, 200, 5, marks=SLOW),  # 12 tiles of 4 K trips on 5
+                                                           # blocks: 5 whole, 7 split
+    pytest.param("sm_90a", 200, 136, 330, 7, marks=SLOW),  # 6 trips; 7 blocks: all 12 tiles
+                                                           # in the split runs
     ("sm_90a", 100, 136, 130, 4),      # 6 tiles of 3 trips (a ragged K tile) on 4 blocks
-    ("sm_90a", 200, 136, 200, 3),      # 12 tiles on 3 blocks: whole waves, no split
-    ("sm_80", 200, 136, 200, 5),       # cp.async rings, mma.sync
+    pytest.param("sm_90a", 200, 136, 200, 3, marks=SLOW),  # 12 tiles on 3 blocks: whole
+                                                           # waves, no split
+    pytest.param("sm_80", 200, 136, 200, 5, marks=SLOW),   # cp.async rings, mma.sync
 ])
 def test_stream_k_gemm_runs_correctly(target, m, n, k, sms, rng):
     """Stream-K: the tiles of the last waves are split along K between neighbouring
@@ -518,8 +537,8 @@ def test_stream_k_is_asked_for():
         assert "workspace" not in ck.meta and "tile.partial" not in ck.artifacts["pipeline"]
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("order", ["grouped", "linear"])
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
+@pytest.mark.parametrize("order", ["grouped", pytest.param("linear", marks=SLOW)])
 def test_persistent_ring_runs_across_tiles_of_different_lengths(target, order, rng):
     """Without warp specialization a persistent kernel's ring runs on from tile to
     tile (the next tile's first copies are issued during this tile's last
@@ -589,15 +608,21 @@ def test_wide_wgmma_tile_runs_correctly(rng):
 
 @pytest.mark.parametrize("tiles,out,options", [
     ((128, 256, 64), BF16, {}),                     # 4 slabs of 64 columns in 2 buffers
-    ((64, 64, 32), np.float32, {}),                 # f32: slabs of 32 columns
-    ((64, 128, 64), BF16, {"num_warps": 8}),        # warpgroups split N: the tile, box by box
-    ((128, 256, 64), BF16, {"persistent": True}),   # stores in flight as the next ring fills
-    ((128, 256, 64), BF16, {"persistent": True, "warp_specialize": True}),
+    pytest.param((64, 64, 32), np.float32, {}, marks=SLOW),  # f32: slabs of 32 columns
+    pytest.param((64, 128, 64), BF16, {"num_warps": 8},     # warpgroups split N: the
+                 marks=SLOW),                                # tile, box by box
+    pytest.param((128, 256, 64), BF16, {"persistent": True},   # stores in flight as the
+                 marks=SLOW),                                   # next ring fills
+    pytest.param((128, 256, 64), BF16, {"persistent": True, "warp_specialize": True},
+                 marks=SLOW),
     ((128, 256, 64), BF16, {"group": 4}),           # by warpgroups: 64-row boxes, bar.sync 2/3
-    ((128, 256, 64), BF16, {"group": 4, "persistent": True, "warp_specialize": True}),
-    ((128, 256, 64), BF16, {"gated": True}),        # warps signal mbarriers, thread 0 stores
-    ((128, 256, 64), BF16, {"gated": True, "persistent": True}),
-    ((128, 256, 64), BF16, {"gated": True, "persistent": True, "warp_specialize": True}),
+    pytest.param((128, 256, 64), BF16, {"group": 4, "persistent": True,
+                                        "warp_specialize": True}, marks=SLOW),
+    pytest.param((128, 256, 64), BF16, {"gated": True},     # warps signal mbarriers,
+                 marks=SLOW),                                # thread 0 stores
+    pytest.param((128, 256, 64), BF16, {"gated": True, "persistent": True}, marks=SLOW),
+    pytest.param((128, 256, 64), BF16, {"gated": True, "persistent": True,
+                                        "warp_specialize": True}, marks=SLOW),
 ])
 def test_tma_store_epilogue_runs_correctly(tiles, out, options, rng, monkeypatch):
     """The accumulator stored by TMA from shared memory (stmatrix for 16-bit results):

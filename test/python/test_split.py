@@ -55,9 +55,11 @@ def _rope_ref(q, cos, sin):
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("tokens,heads,dim,scale", [
     (1, 64, 128, [2, 1, 8]),       # Llama-3-70B queries at one token: 32 KB, 8 x 4 KB
-    (16, 32, 128, [2, 1, 4]),      # 8B: 16 KB a token, 4 x 4 KB
+    pytest.param(16, 32, 128, [2, 1, 4],    # 8B: 16 KB a token, 4 x 4 KB
+                 marks=pytest.mark.slow),
     (3, 128, 64, [2, 1, 8]),       # DeepSeek-V3's rope dims; 3 tokens, ragged grid
-    (64, 64, 128, [2, 1, 2]),      # the wish's 2 (64 x 2 blocks on 132 SMs)
+    pytest.param(64, 64, 128, [2, 1, 2],    # the wish's 2 (64 x 2 blocks on 132 SMs)
+                 marks=pytest.mark.slow),
     (1, 8, 128, None),             # 4 KB: as written
 ])
 def test_rope_splits_its_heads_and_computes_the_same(target, tokens, heads, dim, scale, rng):
@@ -158,8 +160,9 @@ def test_the_chosen_dim_is_an_outer_one_with_the_most_bytes(rng):
 # Online softmax loops on small grids (tile-defer-online-reductions)
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
-@pytest.mark.parametrize("m,n,chunk", [(1, 128256, 8192), (3, 5000, 1024), (2, 300, 512),
-                                       (1, 1000, 4096)])
+@pytest.mark.parametrize("m,n,chunk", [pytest.param(1, 128256, 8192, marks=pytest.mark.slow),
+                                       pytest.param(3, 5000, 1024, marks=pytest.mark.slow),
+                                       (2, 300, 512), (1, 1000, 4096)])
 def test_online_softmax_loops_on_small_grids_carry_lanes(target, m, n, chunk, rng):
     x = (rng.standard_normal((m, n)) * 4).astype(np.float32)
     x[0, :7] = -np.inf                      # masked logits

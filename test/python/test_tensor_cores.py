@@ -527,8 +527,10 @@ NEEDS = {"sm_90a": ("HGMMA", "UTMALDG", "SYNCS", "STSM", "UTMASTG"),
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("kernel,dtype,tiles", [
-    (gemm, BF16, (128, 128, 64)), (gemm, np.float16, (128, 128, 64)),
-    (gemm, BF16, (64, 64, 32)), (gemm, BF16, (128, 256, 64)), (gemm_nt, BF16, (128, 128, 64)),
+    pytest.param(gemm, BF16, (128, 128, 64), marks=pytest.mark.slow),
+    (gemm, np.float16, (128, 128, 64)), (gemm, BF16, (64, 64, 32)),
+    pytest.param(gemm, BF16, (128, 256, 64), marks=pytest.mark.slow),
+    (gemm_nt, BF16, (128, 128, 64)),
 ])
 def test_compiled_gemm_uses_tensor_cores_and_no_local_memory(target, kernel, dtype, tiles,
                                                              tmp_path):
@@ -547,9 +549,12 @@ def test_compiled_gemm_uses_tensor_cores_and_no_local_memory(target, kernel, dty
     ("sm_90a", 16, 4096, 4096, {}, (1, 32)),         # decode: 64 x 32 x 256, warp-specialized
     ("sm_90a", 64, 28672, 4096, {}, (1, 224)),       # rows shrunk to 64: 64 x 128 x 64
     ("sm_90a", 4096, 4096, 4096, {}, (32, 32)),      # wide: 128 x 256
-    ("sm_90a", 4096, 4096, 4096, {"persistent": True}, (32, 32)),
-    ("sm_90a", 4096, 4096, 4096, {"persistent": True, "warp_specialize": True}, (32, 32)),
-    ("sm_80", 16, 4096, 4096, {}, (1, 32)),          # decode on mma.sync
+    pytest.param("sm_90a", 4096, 4096, 4096, {"persistent": True}, (32, 32),
+                 marks=pytest.mark.slow),
+    pytest.param("sm_90a", 4096, 4096, 4096, {"persistent": True, "warp_specialize": True},
+                 (32, 32), marks=pytest.mark.slow),
+    pytest.param("sm_80", 16, 4096, 4096, {}, (1, 32),  # decode on mma.sync
+                 marks=pytest.mark.slow),
 ])
 def test_gemms_as_launched_use_tensor_cores_and_no_local_memory(target, m, n, k, options,
                                                                   grid, tmp_path):
@@ -568,9 +573,10 @@ def test_gemms_as_launched_use_tensor_cores_and_no_local_memory(target, m, n, k,
 
 @pytest.mark.parametrize("dtype,grid,paired", [
     (BF16, (32, 32), True),                        # 4096^2: pairs of row tiles share B
-    (np.float16, (32, 32), True),
+    pytest.param(np.float16, (32, 32), True, marks=pytest.mark.slow),
     (ml_dtypes.float8_e4m3fn, (32, 32), False),    # a 16 KB fp8 B tile: pairing loses
-    (BF16, (31, 32), False),                       # an odd number of row tiles
+    pytest.param(BF16, (31, 32), False,            # an odd number of row tiles
+                 marks=pytest.mark.slow),
 ])
 def test_cluster_pairs_where_they_pay(dtype, grid, paired, tmp_path):
     """The plain GEMM as launched for a many-wave grid: in (2, 1, 1) clusters sharing B
@@ -588,7 +594,8 @@ def test_cluster_pairs_where_they_pay(dtype, grid, paired, tmp_path):
     assert ("UTMALDG.2D.MULTICAST" in text) == paired and ("UCGABAR_ARV" in text) == paired
 
 
-@pytest.mark.parametrize("target,dtype", [("sm_90a", np.float16), ("sm_80", np.float16),
+@pytest.mark.parametrize("target,dtype", [("sm_90a", np.float16),
+                                          pytest.param("sm_80", np.float16, marks=pytest.mark.slow),
                                           ("sm_90a", ml_dtypes.float8_e4m3fn)])
 def test_an_f16_accumulator_runs_on_tensor_cores_in_f32(target, dtype, tmp_path):
     """An f16 accumulator is widened for the tensor cores (f32 sums, one rounding to
@@ -624,7 +631,7 @@ def test_a_fused_epilogue_converts_its_scalars_for_free():
     assert "tensor.splat %arg4 : tensor<128x256xf32, #tile.mma_acc" in layout
 
 
-@pytest.mark.parametrize("kernel", [gemm, gemm_nt])
+@pytest.mark.parametrize("kernel", [gemm, pytest.param(gemm_nt, marks=pytest.mark.slow)])
 def test_sm80_f32_gemm_runs_on_tf32_tensor_cores(kernel, tmp_path):
     """f32 operands on sm_80: mma.sync.m16n8k8 as tf32 (HMMA.1688.F32.TF32), fed by a
     cp.async ring, no local memory."""

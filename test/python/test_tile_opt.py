@@ -144,7 +144,16 @@ def assert_clean_failure(proc: subprocess.CompletedProcess) -> str:
     return stderr
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+# Each case costs a Python start with MLIR (about 0.6 s of CPU): the fast tier runs one
+# of each kind (bytes, parse, verify, pass errors), `tile-check --full` all of them.
+FAST_CASES = {"empty", "garbage_ascii", "random_binary", "nul_byte", "bytecode",
+              "unknown_dialect", "operand_count", "type_mismatch_on_use", "axis_out_of_range",
+              "non_power_of_two", "undefined_value", "recursive_helper", "error_after_split"}
+
+
+@pytest.mark.parametrize("case", [c if c.name in FAST_CASES else
+                                  pytest.param(c, marks=pytest.mark.slow) for c in CASES],
+                         ids=[c.name for c in CASES])
 def test_malformed_input_gives_located_error(case: Case, tmp_path: Path):
     path = tmp_path / f"{case.name}.mlir"
     path.write_bytes(case.data)

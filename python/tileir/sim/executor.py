@@ -94,7 +94,13 @@ class _Simulator:
         self.tensor_maps = tensor_maps
         self.globals: dict[str, int] = {}      # constant globals' addresses (simulate)
         self.threads = meta["num_threads"]
-        self.constants: dict[tuple[str, str], Any] = {}
+        # arith.constant's value by (attribute, type): MLIR uniques both, so equal
+        # constants share one key, hashed without printing them; and by the op
+        self.constants: dict[tuple[ir.Attribute, ir.Type] | ir.Operation, Any] = {}
+        # each block's ops as `run` needs them, read from the bindings once (not on
+        # every trip of a loop: a K loop runs its body thousands of times per block)
+        self.decoded: dict[ir.Block, list[tuple]] = {}
+        self.operands: dict[ir.Operation, list[ir.Value]] = {}    # likewise, by op
         self.stdout = sys.stdout               # where device printf writes
 
     # -- values ---------------------------------------------------------------------
@@ -152,16 +158,12 @@ class _Simulator:
             live = still
 
     def run(self, blk: _Block, block: ir.Block, mask: np.ndarray):
-        for op in block.operations:
-            op = op.operation
-            name = op.name
+        ops = self.decoded.get(block)
+        if ops is None:
+            ops = self.decoded[block] = [_decode(op.operation) for op in block.operations]
+        for op, name, fn, values in ops:
             if name in ("scf.yield", "scf.condition", "gpu.return"):
-                return [blk.env[v] for v in op.operands]
-            fn = OPS.get(name)
-            if name == "llvm.inline_asm" and _asm(op).startswith("barrier.cluster.wait"):
-                fn, name = _cluster_wait, "barrier.cluster.wait"
-            if fn is None:
-                fn = next((f for p, f in PREFIX_OPS if name.startswith(p)), None)
+                return [blk.env[v] for v in values]       # the terminator's operands
             if fn is None:
                 raise SimError(f"{op.location}: the simulator has no model of '{name}'")
             try:
@@ -174,12 +176,26 @@ class _Simulator:
                 raise SimError(f"{op.location}: '{name}' at block {blk.bid}: {e}") from None
             if out is not None:
                 outs = out if isinstance(out, list) else [out]
-                for r, v in zip(op.results, outs):
+                for r, v in zip(values, outs):
                     blk.env[r] = v
         return []
 
     def get(self, blk: _Block, v: ir.Value) -> Any:
         return blk.env[v]
+
+
+def _decode(op: ir.Operation) -> tuple:
+    """(op, name, its rule or None, its results) for `_Simulator.run`; for a
+    terminator, its operands instead of its results."""
+    name = op.name
+    if name in ("scf.yield", "scf.condition", "gpu.return"):
+        return op, name, None, list(op.operands)
+    fn = OPS.get(name)
+    if name == "llvm.inline_asm" and _asm(op).startswith("barrier.cluster.wait"):
+        fn, name = _cluster_wait, "barrier.cluster.wait"
+    if fn is None:
+        fn = next((f for p, f in PREFIX_OPS if name.startswith(p)), None)
+    return op, name, fn, list(op.results)
 
 
 def _struct_types(t: ir.Type) -> list[ir.Type]:
@@ -237,7 +253,10 @@ def op(*names):
 
 
 def _operands(sim, blk, o):
-    return [blk.env[v] for v in o.operands]
+    values = sim.operands.get(o)
+    if values is None:
+        values = sim.operands[o] = list(o.operands)
+    return [blk.env[v] for v in values]
 
 
 def _attr_int(o, name: str) -> int:
@@ -248,12 +267,13 @@ def _attr_int(o, name: str) -> int:
 @op("arith.constant")
 def _constant(sim, blk, o, mask):
     # constants are shared, read-only: no rule writes into its operands
-    attr = o.attributes["value"]
-    t = o.results[0].type
-    key = (str(attr), str(t))
-    found = sim.constants.get(key)
+    found = sim.constants.get(o)
     if found is None:
-        found = sim.constants[key] = _make_constant(sim, attr, t)
+        attr, t = o.attributes["value"], o.results[0].type
+        found = sim.constants.get((attr, t))
+        if found is None:
+            found = sim.constants[attr, t] = _make_constant(sim, attr, t)
+        sim.constants[o] = found
     return found
 
 
