@@ -68,7 +68,7 @@ def _no_spills(ck) -> bool:
     return " 0 bytes spill stores" in ck.ptxas_report
 
 
-@pytest.mark.parametrize("dtype,out", [(np.float16, np.float16),
+@pytest.mark.parametrize("dtype,out", [pytest.param(np.float16, np.float16, marks=pytest.mark.slow),
                                        (ml_dtypes.float8_e4m3fn, np.float32)])
 def test_the_batched_sample_fits_sm90a_with_its_epilogue(dtype, out):
     # cuTile's BatchMatMul sample: batch 4, 512 x 256 @ 256 x 1024, 128 x 256 x 128
@@ -85,7 +85,8 @@ def test_the_batched_sample_fits_sm90a_with_its_epilogue(dtype, out):
         assert "stages" in ck.meta["fit"] and "232448" in ck.meta["fit"]
 
 
-@pytest.mark.parametrize("kernel,shape", [(gemm, 2), (batched, 3)])
+@pytest.mark.parametrize("kernel,shape", [(gemm, 2),
+                                          pytest.param(batched, 3, marks=pytest.mark.slow)])
 def test_sm80_k_tiles_are_split_when_two_stages_do_not_fit(kernel, shape):
     # 2 x (128 x 128 + 128 x 256) fp16 = 192 KiB > 163 KiB: K tiles of 64, 3 stages
     # (a grid of several waves: a small one would get narrower tiles first)
@@ -111,7 +112,7 @@ def test_num_stages_is_a_hint_the_budget_bounds():
     assert "a ring of 8 x 49152 B" in ck.meta["fit"], ck.meta["fit"]
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("target", [pytest.param("sm_90a", marks=pytest.mark.slow), "sm_80"])
 def test_the_fitted_gemm_computes_the_product_in_the_simulator(target):
     # one 128 x 256 block over K = 256: four 64-long K tiles on sm_80 (split), two
     # 128-long ones on sm_90a; ragged M and N leave padding in the tile
@@ -127,7 +128,7 @@ def test_the_fitted_gemm_computes_the_product_in_the_simulator(target):
     assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-3
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=pytest.mark.slow)])
 def test_column_sums_on_a_two_block_grid_compile_and_compute(target):
     # cuTile's LayerNorm backward dW/dB shape: (32, 1024) accumulators, N = 2048 (2
     # blocks).  It asked 2 359 296 bytes of shared memory before the reassociation.
