@@ -28,19 +28,11 @@ ZERO = ct.PaddingMode.ZERO
 
 
 @ct.kernel
-def bmm_batch_first(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
-    z, i, j = ct.bid(0), ct.bid(1), ct.bid(2)
-    acc = ct.zeros((TM, TN), dtype=ct.float32)
-    for k in range(ct.cdiv(A.shape[2], TK)):
-        a = ct.load(A, index=(z, i, k), shape=(1, TM, TK), padding_mode=ZERO).reshape((TM, TK))
-        b = ct.load(B, index=(z, k, j), shape=(1, TK, TN), padding_mode=ZERO).reshape((TK, TN))
-        acc = ct.mma(a, b, acc)
-    ct.store(C, index=(z, i, j), tile=acc.astype(C.dtype).reshape((1, TM, TN)))
-
-
-@ct.kernel
-def bmm_batch_last(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
-    i, j, z = ct.bid(0), ct.bid(1), ct.bid(2)
+def bmm(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int],
+        BATCH_AXIS: ct.Constant[int]):
+    z = ct.bid(BATCH_AXIS)
+    i = ct.bid((BATCH_AXIS + 1) % 3)
+    j = ct.bid((BATCH_AXIS + 2) % 3)
     acc = ct.zeros((TM, TN), dtype=ct.float32)
     for k in range(ct.cdiv(A.shape[2], TK)):
         a = ct.load(A, index=(z, i, k), shape=(1, TM, TK), padding_mode=ZERO).reshape((TM, TK))
@@ -71,11 +63,11 @@ def main(argv=None) -> int:
             flops = 2 * bsz * m * n * k
             row = {"dtype": str(dt).split(".")[1], "shape": f"{bsz}x{m}x{n}x{k}",
                    "bmm": flops / do_bench_cudagraph(lambda: torch.bmm(a, b)) / 1e9}
-            for name, kern, grid in (
-                    ("batch first", bmm_batch_first, (bsz, ct.cdiv(m, tm), ct.cdiv(n, tn))),
-                    ("batch last", bmm_batch_last, (ct.cdiv(m, tm), ct.cdiv(n, tn), bsz))):
+            for name, axis, grid in (
+                    ("batch first", 0, (bsz, ct.cdiv(m, tm), ct.cdiv(n, tn))),
+                    ("batch last", 2, (ct.cdiv(m, tm), ct.cdiv(n, tn), bsz))):
                 c.fill_(float("nan"))
-                fn = lambda: ct.launch(None, grid, kern, (a, b, c, tm, tn, tk))  # noqa: E731
+                fn = lambda: ct.launch(None, grid, bmm, (a, b, c, tm, tn, tk, axis))  # noqa: E731
                 fn()
                 torch.cuda.synchronize()
                 err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
