@@ -8,6 +8,7 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("tileir.runtime._fastlaunch",
                              ["python/tileir/runtime/_fastlaunch.c"],
+                             depends=["python/tileir/runtime/_cuda_launch.h"],
                              extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra",
                                                  "-Wno-missing-field-initializers",
                                                  "-Wno-cast-function-type"],

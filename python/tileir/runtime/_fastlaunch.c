@@ -32,31 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef int (*launch_fn)(void *function, unsigned gx, unsigned gy, unsigned gz,
-                         unsigned bx, unsigned by, unsigned bz, unsigned shared,
-                         void *stream, void **params, void **extra);
-
-/* cuLaunchKernelEx and its configuration, laid out as cuda.h's CUlaunchConfig and
- * CUlaunchAttribute (an id padded to 8 bytes, then a 64-byte value union): a kernel
- * that waits for / releases its neighbours in the stream (tile.grid_dependency)
- * launches with programmatic stream serialization. */
-typedef struct {
-    int id;
-    char pad[4];
-    union { char bytes[64]; int allowed; } value;
-} LaunchAttribute;
-typedef struct {
-    unsigned grid[3], block[3], shared;
-    void *stream;
-    LaunchAttribute *attrs;
-    unsigned nattrs;
-} LaunchConfig;
-typedef int (*launch_ex_fn)(const LaunchConfig *config, void *function, void **params,
-                            void **extra);
-#define PROGRAMMATIC_STREAM_SERIALIZATION 6   /* CU_LAUNCH_ATTRIBUTE_... */
-_Static_assert(sizeof(LaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes");
-_Static_assert(offsetof(LaunchConfig, stream) == 32 && offsetof(LaunchConfig, attrs) == 40 &&
-               offsetof(LaunchConfig, nattrs) == 48, "CUlaunchConfig's layout");
+#include "_cuda_launch.h"   /* the driver's launch entry points, shared */
 
 #define F32_OVERFLOW (340282356779733661637539395458142568448.0)  /* 2^128 - 2^103 */
 #define MAPS_PER_PLAN 256

@@ -56,29 +56,7 @@
 /* ------------------------------------------------------------------------- */
 /* The driver's entry points                                                  */
 /* ------------------------------------------------------------------------- */
-typedef int (*launch_fn)(void *function, unsigned gx, unsigned gy, unsigned gz,
-                         unsigned bx, unsigned by, unsigned bz, unsigned shared,
-                         void *stream, void **params, void **extra);
-/* cuLaunchKernelEx's configuration, laid out as cuda.h's CUlaunchConfig and
- * CUlaunchAttribute (an id padded to 8 bytes, then a 64-byte value union). */
-typedef struct {
-    int id;
-    char pad[4];
-    union { char bytes[64]; int allowed; } value;
-} LaunchAttribute;
-typedef struct {
-    unsigned grid[3], block[3], shared;
-    void *stream;
-    LaunchAttribute *attrs;
-    unsigned nattrs;
-} LaunchConfig;
-_Static_assert(sizeof(LaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes");
-_Static_assert(offsetof(LaunchConfig, stream) == 32 && offsetof(LaunchConfig, attrs) == 40 &&
-               offsetof(LaunchConfig, nattrs) == 48, "CUlaunchConfig's layout");
-#define PROGRAMMATIC_STREAM_SERIALIZATION 6   /* CU_LAUNCH_ATTRIBUTE_... */
-
-typedef int (*launch_ex_fn)(const LaunchConfig *config, void *function, void **params,
-                            void **extra);
+#include "_cuda_launch.h"   /* the driver's launch entry points, shared */
 typedef int (*ctx_get_fn)(void **ctx);                      /* cuCtxGetCurrent */
 typedef int (*ctx_set_fn)(void *ctx);                       /* cuCtxSetCurrent */
 typedef int (*stream_ctx_fn)(void *stream, void **ctx);     /* cuStreamGetCtx */

@@ -61,6 +61,7 @@ from ..specialization import ArraySpec
 
 TARGET = "tileir_cutile_call"
 SOURCE = Path(__file__).with_name("_xla_ffi.c")
+LAUNCH_HEADER = Path(__file__).with_name("_cuda_launch.h")   # shared with _fastlaunch.c
 FLAGS = ("-O2", "-std=c11", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
          "-Wall", "-Wextra")
 MAX_RANK = 16
@@ -172,7 +173,7 @@ def build(include: str | None = None, out_dir: str | os.PathLike | None = None) 
     directory where the cache is off or cannot be written); its path."""
     include = include or header_dir()
     cc = compiler()
-    source = SOURCE.read_bytes()
+    source = SOURCE.read_bytes() + LAUNCH_HEADER.read_bytes()
     header = Path(include, "xla", "ffi", "api", "c_api.h").read_bytes()
     digest = hashlib.sha256(b"\0".join([source, header, " ".join(cc + list(FLAGS)).encode(),
                                         _platform.machine().encode()])).hexdigest()[:16]
