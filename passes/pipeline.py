@@ -308,7 +308,9 @@ class _Fit:
         self.budget = Budget()
 
     def before(self, stage: str, module: ir.Module) -> None:
-        if stage == "layout" and stage not in self.saved or stage == "pipeline":
+        # the module before `layout` never changes (a rewind sets attributes on a copy);
+        # the one before `pipeline` does after each rerun of `layout`
+        if stage == "pipeline" or (stage == "layout" and "layout" not in self.saved):
             self.saved[stage] = module.operation.clone()
 
     def after(self, stage: str, module: ir.Module) -> None:

@@ -12,7 +12,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import tileir as ct
 from tileir.examples import attention as example
 from tileir.sim import simulate
 
