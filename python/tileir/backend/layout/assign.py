@@ -42,7 +42,7 @@ from tileir.dialect.types import bitwidth, is_power_of_two
 from . import layouts as L
 from . import mma_plan, tma_store
 from .encodings import is_distributed
-from .retile import note_grid_rewrite
+from .retile import note_grid_rewrite, unit_dims_only
 from .split import small_grid
 from .mma_layouts import Mma, Shared, choose_swizzle
 
@@ -154,7 +154,7 @@ class MmaAssignment:
         (with the widest swizzle its rows allow for tensor cores, plain row-major for
         the FMA path)."""
         while _single_use(v) and (_defining_name(v) == "tile.permute" or (
-                _defining_name(v) == "tile.reshape" and _unit_dims_only(
+                _defining_name(v) == "tile.reshape" and unit_dims_only(
                     list(v.owner.operands[0].type.shape), list(v.type.shape)))):
             v = v.owner.operands[0]          # transposes and unit dims (a batch index)
         if _defining_name(v) != "tile.load" or not _single_use(v) or \
@@ -676,7 +676,7 @@ def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | Non
         return None
     src, res = list(src_shape), list(res_shape)
     if isinstance(lay, Shared):                       # shared tiles: the same bytes
-        if not _unit_dims_only(src, res):
+        if not unit_dims_only(src, res):
             return None
         # every unit dim of the source dropped (last first), then the result's inserted
         for k in reversed(range(len(src))):
@@ -701,12 +701,6 @@ def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | Non
             if src[k] == 1 and src[:k] + src[k + 1:] == res:
                 return L.Slice(k, lay)
     return None
-
-
-def _unit_dims_only(src: list[int], res: list[int]) -> bool:
-    """Whether a reshape from `src` to `res` only adds or drops unit dims (a 4-d
-    (1, 1, M, K) load of one head's tile as (M, K))."""
-    return src != res and [d for d in src if d != 1] == [d for d in res if d != 1]
 
 
 def _unit_dim_change(src: list[int], res: list[int]) -> int | None:

@@ -530,12 +530,11 @@ def analyze_loop(func: ir.Operation, loop: ir.Operation) -> KLoop:
     return KLoop(loop, tied, bound, tile)
 
 
-def _unit_dims_only(reshape: ir.Operation) -> bool:
-    """Whether a reshape only adds or drops dims of extent 1 (a batched load's
-    (1, M, K) tile as (M, K))."""
-    def kept(v):
-        return [d for d in ir.RankedTensorType(v.type).shape if d != 1]
-    return kept(reshape.operands[0]) == kept(reshape.results[0])
+def unit_dims_only(src, res) -> bool:
+    """Whether a reshape from shape `src` to `res` only adds or drops dims of extent 1
+    (a batched load's (1, M, K) tile as (M, K); one head's (1, 1, M, D) as (M, D))."""
+    src, res = list(src), list(res)
+    return src != res and [d for d in src if d != 1] == [d for d in res if d != 1]
 
 
 def _loaded_from(v: ir.Value, iv: ir.Value) -> tuple[ir.Value, int] | None:
@@ -552,7 +551,8 @@ def _loaded_from(v: ir.Value, iv: ir.Value) -> tuple[ir.Value, int] | None:
             perm = p if perm is None else [p[i] for i in perm]
             v = owner.operands[0]
         elif owner.name in ("arith.extf", "arith.truncf") or \
-                owner.name == "tile.reshape" and _unit_dims_only(owner):
+                owner.name == "tile.reshape" and unit_dims_only(
+                    _shape(owner.operands[0]), _shape(owner.results[0])):
             v = owner.operands[0]       # (the dim returned is the load's own)
         elif owner.name == "tile.load":
             index = list(owner.operands)[1:]
