@@ -383,3 +383,35 @@ func.func @grow(%x: !tile.array<f32, 1 : i64>, %n: i32) attributes {tile.kernel}
   "tile.store"(%x, %r#1, %c0) : (!tile.array<f32, 1 : i64>, tensor<256xf32>, i32) -> ()
   return
 }
+
+// -----
+
+// A select's mask is made where the values it selects from are: the iota in a slice
+// of the product's accumulator layout, the compare in that layout, the broadcast over
+// the rows in place -- no exchange (attention's key mask, collect_mask_sources).
+// CHECK-LABEL: func.func @masked_scores
+// CHECK:       %[[I:.*]] = "tile.iota"() : () -> tensor<64xi32, #tile.slice<0 : i64, #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>>>
+// CHECK:       arith.cmpi slt, %{{.*}}, %{{.*}} : tensor<1x64xi32, #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>>
+// CHECK:       "tile.broadcast"(%{{.*}}) : (tensor<1x64xi1, #tile.mma_acc<{{.*}}>>) -> tensor<64x64xi1, #tile.mma_acc<{{.*}}>>
+// CHECK-NOT:   tile.convert_layout
+// CHECK:       arith.select
+module attributes {tile.stage = "tile", tile.target = "sm_90a"} {
+  func.func @masked_scores(%arg0: !tile.array<bf16, 2 : i64> {tile.aligned}, %arg1: !tile.array<bf16, 2 : i64> {tile.aligned}, %arg2: !tile.array<f32, 2 : i64> {tile.aligned}, %arg3: i32) attributes {tile.arg_names = ["Q", "K", "S", "n"], tile.kernel} {
+    %cst = arith.constant dense<0xFF800000> : tensor<64x64xf32>
+    %cst_0 = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
+    %c0_i32 = arith.constant 0 : i32
+    %0 = "tile.bid"() {axis = 0 : i64} : () -> i32
+    %1 = "tile.load"(%arg0, %0, %c0_i32) {padding = "undetermined", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %2 = "tile.load"(%arg1, %c0_i32, %c0_i32) {padding = "undetermined", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %3 = "tile.permute"(%2) {permutation = array<i64: 1, 0>} : (tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    %4 = "tile.mma"(%1, %3, %cst_0) : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    %5 = "tile.iota"() : () -> tensor<64xi32>
+    %6 = "tile.reshape"(%5) : (tensor<64xi32>) -> tensor<1x64xi32>
+    %splat = tensor.splat %arg3 : tensor<1x64xi32>
+    %7 = arith.cmpi slt, %6, %splat : tensor<1x64xi32>
+    %8 = "tile.broadcast"(%7) : (tensor<1x64xi1>) -> tensor<64x64xi1>
+    %9 = arith.select %8, %4, %cst : tensor<64x64xi1>, tensor<64x64xf32>
+    "tile.store"(%arg2, %9, %0, %c0_i32) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
+    return
+  }
+}

@@ -15,7 +15,7 @@ import pytest
 from tileir.examples import attention as example
 from tileir.sim import simulate
 
-from test_tensor_cores import _sass
+from test_tensor_cores import _sass, _sass_text
 
 
 @pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=pytest.mark.slow)])
@@ -33,9 +33,7 @@ def test_the_generated_attention_computes_attention(target, causal):
     assert np.linalg.norm(o.astype(np.float64) - ref) / np.linalg.norm(ref) < 2e-3
 
 
-@pytest.mark.parametrize("causal", [False, pytest.param(True, marks=[pytest.mark.slow, pytest.mark.xfail(
-    strict=True, reason="12 B of spills: the diagonal tiles' mask is built in a blocked "
-                        "layout and converted (docs/attention.md)")])])
+@pytest.mark.parametrize("causal", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_128x128_attention_runs_on_tma_and_wgmma_without_local_memory(causal, tmp_path):
     q = np.zeros((4, 32, 4096, 128), ml_dtypes.bfloat16)
     ck = example.attention.compile((q, q, q, q, 0.088, 32, 1, 128, 128, 128, causal),
@@ -45,8 +43,13 @@ def test_128x128_attention_runs_on_tma_and_wgmma_without_local_memory(causal, tm
         assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
     assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
     # Q, K and V through shared memory, the scores and output in registers: one
-    # 128-row block of two warpgroups, its grid as written
-    assert ck.meta["num_threads"] == 256 and "grid_scale" not in ck.meta
+    # 128-row block of two consumer warpgroups and a producer one that issues the
+    # copies and gives its registers to them, its grid as written
+    assert ck.meta["num_threads"] == 384 and "grid_scale" not in ck.meta
+    assert ops["USETMAXREG"] == 2
+    # the products rotated (product_rotation.py): P V of the previous iteration still
+    # runs while the scores are waited for
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in _sass_text(ck.cubin, tmp_path)
 
 
 def test_the_mask_runs_only_where_it_may_drop_elements():

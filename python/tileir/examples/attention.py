@@ -52,8 +52,10 @@ def attention(Q, K, V, O, scale: float, H: ct.Constant[int], GROUP: ct.Constant[
             keep = keep & (rows >= cols)
         s = ct.where(keep, s, -np.inf)
         m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
-        p = ct.exp2(s * qk_scale - m_new)
-        alpha = ct.exp2(m - m_new)
+        # (flushed to zero as cuTile's attention sample asks: a probability below
+        # 2^-126 of a row whose largest is 1 changes neither the row's sum nor P V)
+        p = ct.exp2(s * qk_scale - m_new, flush_to_zero=True)
+        alpha = ct.exp2(m - m_new, flush_to_zero=True)
         l = l * alpha + ct.sum(p, axis=1, keepdims=True)
         v = ct.load(V, index=(b, kvh, j, 0), shape=(1, 1, BN, D),
                     padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))

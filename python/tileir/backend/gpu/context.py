@@ -58,6 +58,9 @@ class LoweringContext:
         self.cache_hints = cache_hints
         self._l2_policy = None
         self.values: dict[ir.Value, object] = {}
+        # a register A operand of each `tile.mma_async` in flight, by its result: the
+        # wgmma reads it until waited for, so the wait keeps it alive (rules/mma.py)
+        self.in_flight_a: dict[ir.Value, object] = {}
         self.arrays: dict[ir.Value, ArrayABI] = {}
         self.grid_size: list[ir.Value] = []      # a persistent kernel's grid (i32 x 3)
         # a stream-K kernel's workspace (`!llvm.ptr<1>`) and the bytes of one block's slot

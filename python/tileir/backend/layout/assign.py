@@ -286,10 +286,49 @@ class LayoutAssigner(MmaAssignment):
                     break
                 v = src
 
+    def collect_mask_sources(self) -> None:
+        """A select's mask made in the layout of the values it selects from, where those
+        are a product's (preferred Mma): attention's `(cols < n) & (rows >= cols)` is
+        then computed where each thread holds its scores -- iotas and splats in the
+        accumulator's layout or slices of it, broadcasts over its rows and columns in
+        place -- instead of built in a blocked layout and exchanged through shared
+        memory.  Followed back from the mask through element-wise ops, broadcasts and
+        reshapes of unit dims to iotas, splats and constants, into values that have no
+        preference yet."""
+        work = []
+        for op in _ops_named(self.func, "arith.select"):
+            values = self.preferred.get(op.operands[1])
+            if isinstance(values, Mma) and isinstance(op.operands[0].type, ir.RankedTensorType):
+                work.append((op.operands[0], values))
+        while work:
+            v, lay = work.pop()
+            if v in self.preferred or not isinstance(v.type, ir.RankedTensorType):
+                continue
+            self.preferred[v] = lay
+            name = _defining_name(v)
+            if name is None:
+                continue
+            op = v.owner
+            shape = tuple(v.type.shape)
+            if name.startswith(("arith.", "math.")) and name != "arith.constant":
+                work += [(x, lay) for x in op.operands
+                         if isinstance(x.type, ir.RankedTensorType) and tuple(x.type.shape) == shape]
+            elif name == "tile.broadcast":
+                src = op.operands[0]
+                if broadcast_free(lay, tuple(src.type.shape), lay, shape):
+                    work.append((src, lay))
+            elif name == "tile.reshape":
+                src = op.operands[0]
+                k = _unit_dim_change(list(src.type.shape), list(shape))
+                if k is not None and len(shape) == len(src.type.shape) + 1 and not \
+                        isinstance(lay, L.Slice):
+                    work.append((src, L.Slice(k, lay)))
+
     # -- walking -------------------------------------------------------------------
     def run(self) -> None:
         self.collect_homes()
         self.collect_mma()
+        self.collect_mask_sources()
         self.collect_broadcast_sources()
         for block in self.func.regions[0].blocks:
             self.block(block)
@@ -378,7 +417,7 @@ class LayoutAssigner(MmaAssignment):
         self.set_layout(r, self.preferred.get(r) or self.home_of(tuple(r.type.shape)))
 
     rule_tile_load = produce_preferred
-    rule_tile_iota = produce_home
+    rule_tile_iota = produce_preferred
     rule_tensor_splat = produce_preferred
     rule_tensor_from_elements = produce_home
 

@@ -50,6 +50,7 @@ from tileir.backend.layout.mma_layouts import Mma, Shared, smem_tile_bytes
 
 from .cluster_pairs import MULTICAST_ATTR
 from .persistent import flatten_tile_loop, specialize_tile_loop
+from .product_rotation import find_chain, fits_registers, rotate
 from .pure_slices import clone_ops, defined_in, pure_slice
 from .register_prefetch import prefetch_loop
 from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS,
@@ -106,6 +107,11 @@ class _Pipeliner:
         asked = ir.BoolAttr(func.attributes[WARP_SPECIALIZE_ATTR]).value \
             if WARP_SPECIALIZE_ATTR in func.attributes else self.small_grid and occupancy <= 1
         self.specialize = asked and chip.startswith("sm_90")
+        # ... and by default for a loop of chained products (attention), on any grid: the
+        # consumers' time goes to two products and the math between them, and a
+        # producer that keeps the ring full gave +7-9 % on the H200 (bench/RESULTS.md)
+        self.chains_specialize = chip.startswith("sm_90") and occupancy <= 1 and \
+            WARP_SPECIALIZE_ATTR not in func.attributes
         self.specialized = False
         self.held = 0                 # bytes of shared memory beside the ring (see loop)
 
@@ -164,9 +170,13 @@ class _Pipeliner:
                         for op in body.operations
                         if op.name == "tile.load" and op.operation not in ringed and
                         isinstance(tile_layout(op.results[0].type), Shared))
-        if self.specialize and loop.parent == self.func and not self.specialized:
+        chain = find_chain(loop, loads) if self.chip.startswith("sm_90") else None
+        if chain is not None and not fits_registers(chain, 32 * self.num_warps()):
+            chain = None
+        if (self.specialize or (chain is not None and self.chains_specialize)) and \
+                loop.parent == self.func and not self.specialized:
             self.specialized = True
-            return self.loop_specialized(loop, loads, tiles)
+            return self.loop_specialized(loop, loads, tiles, chain)
         if _walks_tiles(loop.parent) and loop.parent.parent == self.func:
             if self.specialize and not self.specialized:
                 if specialize_tile_loop(self, loop, loads, tiles):
@@ -186,6 +196,11 @@ class _Pipeliner:
                 pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
                 self.issue(ring, loads, c(p), c(1), pred, k, loop)
 
+        if chain is not None:
+            tail = rotate(self, loop, chain, ring, loads, stages)
+            with ir.InsertionPoint.after(tail), loc:
+                RingFreeOp(ring)
+            return
         iv = body.arguments[0]
         it, at, waits = self.consume_and_release(loop, ring, loads, stages)
         with at, loc:
@@ -250,7 +265,7 @@ class _Pipeliner:
         return (arith.remui(g, c(stages)),
                 arith.xori(arith.andi(arith.divui(g, c(stages)), c(1)), c(1)))
 
-    def loop_specialized(self, loop: ir.Operation, loads, tiles) -> None:
+    def loop_specialized(self, loop: ir.Operation, loads, tiles, chain=None) -> None:
         """The ring with its producer in warps of its own (warp specialization):
 
             ring_alloc
@@ -291,7 +306,10 @@ class _Pipeliner:
                 SetMaxRegistersOp(min(240, regs // 8 * 8), "inc")
             done = scf.YieldOp([])
         loop.move_before(done.operation)
-        self.consumer(loop, ring, loads, stages, done.operation)
+        if chain is not None:         # the products rotated (product_rotation.py)
+            rotate(self, loop, chain, ring, loads, stages, issue=False)
+        else:
+            self.consumer(loop, ring, loads, stages, done.operation)
         with loc, ir.InsertionPoint(done.operation):
             RingFreeOp(ring)
         for op in after:
@@ -321,6 +339,10 @@ class _Pipeliner:
                 else ir.InsertionPoint.after(loop)
             with at:
                 self.wait_products(loop, asyncs)
+
+    def num_warps(self) -> int:
+        return ir.IntegerAttr(self.func.attributes["tile.num_warps"]).value \
+            if "tile.num_warps" in self.func.attributes else 4
 
     def const(self, value: int, width: int = 32) -> ir.Value:
         """An integer constant at the top of the kernel, one per value and width."""

@@ -50,6 +50,9 @@ def elementwise(cx: LoweringContext, op: ir.Operation) -> None:
                           op.location)
     out: list[list[ir.Value]] = [[] for _ in elems]
     attrs = _attrs(op)
+    if _paired_truncf(name, in_elems, elems, attrs, lin.num_regs):
+        cx.values[op.results[0]] = Frag(lin, elems[0], _truncf_pairs(frags[0].regs, elems[0]))
+        return
     for r in range(lin.num_regs):
         args = [f.regs[r] if isinstance(f, Frag) else f for f in operands]
         results = _fp8_op(cx, name, in_elems, elems, args, attrs) if fp8 else \
@@ -157,6 +160,29 @@ def _directed_truncf(elem: ir.Type, x: ir.Value, mode: str) -> ir.Value:
     if isinstance(x.type, ir.F64Type):
         x = llvm.inline_asm(ir.F32Type.get(), [x], f"cvt.{mode}.f32.f64 $0, $1;", "=f,d")
     return x if isinstance(elem, ir.F32Type) else narrow_directed(x, elem, mode)
+
+
+def _paired_truncf(name: str, in_elems, elems, attrs: dict, regs: int) -> bool:
+    """A round-to-nearest truncf of f32 registers to f16/bf16, an even number of them."""
+    return name == "arith.truncf" and regs % 2 == 0 and isinstance(in_elems[0], ir.F32Type) \
+        and str(elems[0]) in ("f16", "bf16") and not (set(attrs) - {"fastmath"})
+
+
+def _truncf_pairs(regs: list[ir.Value], elem: ir.Type) -> list[ir.Value]:
+    """f32 registers rounded to 16 bits two at a time (`cvt.rn.bf16x2.f32`, one
+    instruction a pair): a 16-bit tile's registers are paired this way wherever they go
+    next (a wgmma's A fragment, a store), so the halves are never packed again."""
+    f32 = ir.F32Type.get()
+    v2f32, v2h = ir.VectorType.get([2], f32), ir.VectorType.get([2], elem)
+    out = []
+    for i in range(0, len(regs), 2):
+        v = llvm.UndefOp(v2f32).result
+        v = llvm.insertelement(v, regs[i], arith.ConstantOp(ir.IntegerType.get_signless(32), 0).result)
+        v = llvm.insertelement(v, regs[i + 1], arith.ConstantOp(ir.IntegerType.get_signless(32), 1).result)
+        h = arith.truncf(v2h, v)
+        out += [llvm.extractelement(h, arith.ConstantOp(ir.IntegerType.get_signless(32), j).result)
+                for j in (0, 1)]
+    return out
 
 
 def _scalar_op(name: str, elems: list[ir.Type], args: list[ir.Value], attrs: dict):

@@ -48,12 +48,21 @@ def _mma(cx, op):
 @rule("tile.mma_async")
 def _mma_async(cx, op):
     cx.values[op.result] = _issue(cx, op)
+    a = cx.get(op.a)
+    if isinstance(a, Frag) and _version(op) == 3:
+        cx.in_flight_a[op.result] = a
 
 
 @rule("tile.mma_wait")
 def _mma_wait(cx, op):
     lay = tile_layout(op.operands[0].type)
     version = lay.version if isinstance(lay, Mma) else 2
+    a = cx.in_flight_a.pop(op.operands[0], None)
+    if a is not None and version == 3:
+        # the A registers pass through the wait too: nothing may reuse them before it
+        # (ptxas would otherwise serialize the wgmma: C7510)
+        cx.values[op.result] = _wait_many(cx, [cx.frag(op.operands[0]), a], op.pending)[0]
+        return
     cx.values[op.result] = _wait(cx, cx.frag(op.operands[0]), op.pending, version)
 
 
@@ -194,11 +203,17 @@ def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
     # the accumulator, it keeps LLVM from materializing those registers (a zero
     # accumulator, say) after it, which ptxas answers with a serializing
     # warpgroup.arrive of its own (C7519/C7520).
-    a_regs = list(a.regs) if isinstance(a, Frag) else []
+    # A from registers: its 16-bit values packed in pairs before the fence, so no
+    # register a wgmma reads is written after it (ptxas would otherwise insert a
+    # warpgroup.arrive before each wgmma, C7519, and where wgmmas are in flight across
+    # a branch serialize every wgmma of the kernel, C7520)
+    if isinstance(a, Frag) and elem not in ("f16", "bf16"):
+        raise TileIRError(f"wgmma with operand A in registers takes f16/bf16, not {elem}",
+                          ir.Location.current)
+    a_regs = _pairs(list(a.regs)) if isinstance(a, Frag) else []
     tied = _tied(list(acc.regs) + a_regs, "wgmma.fence.sync.aligned;")
     regs = tied[:len(acc.regs)]
-    if isinstance(a, Frag):
-        a = Frag(a.lin, a.elem, tied[len(acc.regs):])
+    packed = tied[len(acc.regs):]
     for kk in range(k // step):
         for mi in range(rm):
             for ni in range(rn):
@@ -209,9 +224,10 @@ def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
                     out = _wgmma_ss(regs[base:base + per], desc_a, desc_b, inn, elem,
                                     da.k_major, db.k_major, f32, elem_b or elem)
                 else:
-                    frag_a = _a_fragment(a, mi, kk, k, step)
-                    out = _wgmma_rs(regs[base:base + per], frag_a, desc_b, inn, elem,
-                                    db.k_major)
+                    # instruction row mi, k step kk: 8 values (DotOperand order), paired
+                    at = (kk + mi * (k // step)) * 4
+                    out = _wgmma_rs(regs[base:base + per], packed[at:at + 4], desc_b, inn,
+                                    elem, db.k_major)
                 regs[base:base + per] = out
     nvvm.wgmma_commit_group_sync_aligned()
     return Frag(acc.lin, acc.elem, regs)
@@ -291,13 +307,6 @@ def _wgmma_ss(d: list[ir.Value], desc_a, desc_b, n: int, elem: str, a_k_major: b
     return _unpack(r, len(d), f32)
 
 
-def _a_fragment(a: Frag, mi: int, kk: int, k: int, step: int) -> list[ir.Value]:
-    """The 8 A registers of instruction row mi, k step kk (DotOperand order)."""
-    nk = k // step
-    base = (kk + mi * nk) * 8
-    return a.regs[base:base + 8]
-
-
 def _pairs(values: list[ir.Value]) -> list[ir.Value]:
     """16-bit values packed two per 32-bit register (low half first)."""
     out = []
@@ -310,15 +319,11 @@ def _pairs(values: list[ir.Value]) -> list[ir.Value]:
     return out
 
 
-def _wgmma_rs(d: list[ir.Value], a8: list[ir.Value], desc_b, n: int, elem: str,
+def _wgmma_rs(d: list[ir.Value], a: list[ir.Value], desc_b, n: int, elem: str,
               b_k_major: bool) -> list[ir.Value]:
-    """wgmma with A from registers (four packed 16-bit pairs): inline PTX, the NVVM op
-    takes descriptors only."""
-    if elem not in ("f16", "bf16"):
-        raise TileIRError(f"wgmma with operand A in registers takes f16/bf16, not {elem}",
-                          ir.Location.current)
+    """wgmma with A from registers (four 32-bit registers, each a packed pair of 16-bit
+    values): inline PTX, the NVVM op takes descriptors only."""
     nd = len(d)
-    a = _pairs(a8)
     dregs = ", ".join(f"${i}" for i in range(nd))
     aregs = ", ".join(f"${nd + nd + i}" for i in range(4))
     bdesc = f"${nd + nd + 4}"
