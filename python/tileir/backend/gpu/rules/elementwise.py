@@ -8,7 +8,7 @@ comes from the threads that hold it through a shared slot).
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, llvm, memref, scf
+from mlir.dialects import arith, llvm, memref, scf, vector
 
 from tileir.dialect import TileIRError
 
@@ -172,16 +172,11 @@ def _truncf_pairs(regs: list[ir.Value], elem: ir.Type) -> list[ir.Value]:
     """f32 registers rounded to 16 bits two at a time (`cvt.rn.bf16x2.f32`, one
     instruction a pair): a 16-bit tile's registers are paired this way wherever they go
     next (a wgmma's A fragment, a store), so the halves are never packed again."""
-    f32 = ir.F32Type.get()
-    v2f32, v2h = ir.VectorType.get([2], f32), ir.VectorType.get([2], elem)
+    v2f32, v2h = ir.VectorType.get([2], ir.F32Type.get()), ir.VectorType.get([2], elem)
     out = []
     for i in range(0, len(regs), 2):
-        v = llvm.UndefOp(v2f32).result
-        v = llvm.insertelement(v, regs[i], arith.ConstantOp(ir.IntegerType.get_signless(32), 0).result)
-        v = llvm.insertelement(v, regs[i + 1], arith.ConstantOp(ir.IntegerType.get_signless(32), 1).result)
-        h = arith.truncf(v2h, v)
-        out += [llvm.extractelement(h, arith.ConstantOp(ir.IntegerType.get_signless(32), j).result)
-                for j in (0, 1)]
+        h = arith.truncf(v2h, vector.from_elements(v2f32, regs[i:i + 2]))
+        out += [vector.extract(h, [], [j]) for j in (0, 1)]
     return out
 
 
