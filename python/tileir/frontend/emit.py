@@ -100,6 +100,21 @@ def is_number(x) -> bool:
     return isinstance(x, (bool, int, float))
 
 
+def is_compile_time(x) -> bool:
+    """A number, a string, None or a tuple of them."""
+    if isinstance(x, tuple):
+        return all(map(is_compile_time, x))
+    return is_number(x) or isinstance(x, str) or x is None
+
+
+def is_hashable(x) -> bool:
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
+
+
 def as_value(x, like: DType | None = None) -> TileValue:
     """A runtime value from a TileValue or a Python number (weakly typed towards `like`)."""
     if isinstance(x, TileValue):

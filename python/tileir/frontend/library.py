@@ -1,7 +1,7 @@
 """Calls a kernel refuses at its own line: functions of NumPy, `math`, the standard
 library and other installed packages.
 
-A kernel compiles the tileir API, the builtins it takes (`compiler._BUILTINS`) and
+A kernel compiles the tileir API, the builtins it takes (`calls._BUILTINS`) and
 the user's own functions, inline (plain helpers, as cuTile does).  A Python
 function of a library is host code: compiled inline like the user's, NumPy's `ones`
 failed deep in NumPy's source (`numpy/_core/numeric.py:232:9: cannot call empty`),
