@@ -147,3 +147,36 @@ func.func @batch_last(%a: !tile.array<bf16, 3 : i64>, %b: !tile.array<bf16, 3 : 
   "tile.store"(%c, %r3, %z, %i, %j) : (!tile.array<f32, 3 : i64>, tensor<1x64x64xf32>, i32, i32, i32) -> ()
   return
 }
+
+// -----
+
+// A product of a computed tile (attention's P V) is not a batched GEMM: a grid
+// axis that indexes only unit dims (a head) keeps the 2-d order, axes 0 and 1
+// grouped.
+
+// CHECK-LABEL: func.func @computed_operand
+// CHECK:         %[[B0:.*]] = "tile.bid"() {axis = 0 : i64}
+// CHECK:         %[[B1:.*]] = "tile.bid"() {axis = 1 : i64}
+// CHECK:         %[[ROWS:.*]] = arith.muli %[[B1]], %{{.*}} : i32
+// CHECK-NEXT:    arith.addi %[[ROWS]], %[[B0]] : i32
+// CHECK-NOT:     "tile.bid"
+func.func @computed_operand(%a: !tile.array<bf16, 3 : i64>, %b: !tile.array<bf16, 3 : i64>, %c: !tile.array<f32, 3 : i64>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %h = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %two = arith.constant dense<2.0> : tensor<64x32xbf16>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %zero) -> (tensor<64x64xf32>) : i32 {
+    %la = "tile.load"(%a, %h, %i, %k) {padding = "zero", tile_shape = array<i64: 1, 64, 32>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<1x64x32xbf16>
+    %ta = "tile.reshape"(%la) : (tensor<1x64x32xbf16>) -> tensor<64x32xbf16>
+    %p = arith.mulf %ta, %two : tensor<64x32xbf16>
+    %lb = "tile.load"(%b, %h, %k, %c0) {padding = "zero", tile_shape = array<i64: 1, 32, 64>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<1x32x64xbf16>
+    %tb = "tile.reshape"(%lb) : (tensor<1x32x64xbf16>) -> tensor<32x64xbf16>
+    %d = "tile.mma"(%p, %tb, %acc) : (tensor<64x32xbf16>, tensor<32x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    scf.yield %d : tensor<64x64xf32>
+  }
+  %r3 = "tile.reshape"(%r) : (tensor<64x64xf32>) -> tensor<1x64x64xf32>
+  "tile.store"(%c, %r3, %h, %i, %c0) : (!tile.array<f32, 3 : i64>, tensor<1x64x64xf32>, i32, i32, i32) -> ()
+  return
+}

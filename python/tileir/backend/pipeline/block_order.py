@@ -69,11 +69,12 @@ def walk_order(func: ir.Operation) -> tuple[int, int, int]:
 
 
 def batch_axis(func: ir.Operation) -> int | None:
-    """The grid axis of a tensor-core kernel whose block id only indexes unit dims of
-    the tiles loaded and stored (a batch), when exactly one axis does and another
-    indexes longer dims; else None."""
+    """The grid axis of a batched GEMM (its loops' products multiply loaded tiles)
+    whose block id only indexes unit dims of the tiles loaded and stored, when exactly
+    one axis does and another indexes longer dims; else None.  (Attention, whose
+    second product multiplies a computed tile, keeps its order.)"""
     kinds: dict[int, set] = {}        # axis -> per use: "unit", "tile" or "other"
-    products = False
+    products = []
 
     def extent(use) -> int | None:
         owner, k = use.owner, use.operand_number
@@ -83,20 +84,26 @@ def batch_axis(func: ir.Operation) -> int | None:
             return ir.RankedTensorType(owner.operands[1].type).shape[k - 2]
         return None
 
+    def loaded(v: ir.Value) -> bool:
+        while not isinstance(v.owner, ir.Block) and v.owner.name in ("tile.reshape",
+                                                                      "tile.permute"):
+            v = v.owner.operands[0]
+        return not isinstance(v.owner, ir.Block) and v.owner.name == "tile.load"
+
     def visit(op):
-        nonlocal products
         if op.name == "tile.bid":
             seen = kinds.setdefault(ir.IntegerAttr(op.attributes["axis"]).value, set())
             for use in op.results[0].uses:
                 e = extent(use)
                 seen.add("other" if e is None else "unit" if e == 1 else "tile")
-        elif op.name in ("tile.mma", "tile.mma_async") and in_loop(op):
-            products = True
+        elif op.name == "tile.mma" and in_loop(op):
+            products.append(loaded(op.operands[0]) and loaded(op.operands[1]))
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
     batch = [a for a, k in kinds.items() if k == {"unit"}]
-    if not products or len(batch) != 1 or not any("tile" in k for k in kinds.values()):
+    if not products or not all(products) or len(batch) != 1 or \
+            not any("tile" in k for k in kinds.values()):
         return None
     return batch[0]
 
