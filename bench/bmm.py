@@ -121,7 +121,7 @@ def measure(label, bsz, m, n, k, dt, sm90) -> dict:
             row["compiled"][name] = compiled_form(bmm, args, grid, 2)
     # the 2-d GEMM of the same work: every batch's rows against B[0]
     a2, b2, c2 = a.view(bsz * m, k), b[0], c.view(bsz * m, n)
-    grid2 = (ct.cdiv(bsz * m, TILES[0]), ct.cdiv(n, TILES[1]))
+    grid2 = (ct.cdiv(bsz * m, TILES[0]), ct.cdiv(n, TILES[1]), 1)
     args2 = (a2, b2, c2, *TILES)
     c2.fill_(float("nan"))
     ct.launch(None, grid2, gemm, args2)
