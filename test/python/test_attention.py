@@ -33,9 +33,7 @@ def test_the_generated_attention_computes_attention(target, causal):
     assert np.linalg.norm(o.astype(np.float64) - ref) / np.linalg.norm(ref) < 2e-3
 
 
-@pytest.mark.parametrize("causal", [False, pytest.param(True, marks=[pytest.mark.slow, pytest.mark.xfail(
-    strict=True, reason="12 B of spills: the diagonal tiles' mask is built in a blocked "
-                        "layout and converted (docs/attention.md)")])])
+@pytest.mark.parametrize("causal", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_128x128_attention_runs_on_tma_and_wgmma_without_local_memory(causal, tmp_path):
     q = np.zeros((4, 32, 4096, 128), ml_dtypes.bfloat16)
     ck = example.attention.compile((q, q, q, q, 0.088, 32, 1, 128, 128, 128, causal),
