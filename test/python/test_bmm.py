@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 import tileir as ct
+from mlir import ir
+from tileir.dialect import context as tile_context
 from tileir.kernel import hardware_grid
 from tileir.sim import simulate
 
@@ -148,9 +150,25 @@ def test_batched_gemm_pairs_rows_in_a_cluster_as_the_2d_gemm_does(tmp_path):
     pipeline = ck.artifacts["pipeline"]
     assert "tile.cluster_pairs = 1" in pipeline                  # the rows' axis
     assert "multicast_mask" in ck.artifacts["gpu"]
-    # the tile loop decodes the batch first: t / (row tiles x column tiles)
-    loop = pipeline[pipeline.index("scf.for"):]
-    assert re.search(r"arith\.divui %arg\d+, %\d+", loop)
+    # the tile loop's batch index is its tile counter over a plane of the row and column
+    # tiles: t / (row pairs x column tiles), the slowest part of the walk
+    with tile_context():
+        module = ir.Module.parse(pipeline)
+        loads = []
+        module.operation.walk(lambda op: (loads.append(op) if op.name == "tile.ring_load"
+                                          else None) or ir.WalkResult.ADVANCE)
+        assert loads
+        counters = 0
+        for load in loads:
+            zs = [load.operands[4]]                        # (ring, slot, pred, array, z, ...)
+            while zs[0].owner.name == "arith.select":      # this tile's or the next one's
+                zs = list(zs[0].owner.operands)[1:] + zs[1:]
+            for z in zs:
+                assert z.owner.name == "arith.divui", z.owner
+                assert z.owner.operands[1].owner.name == "arith.muli"     # the plane
+                t = z.owner.operands[0]
+                counters += isinstance(t.owner, ir.Block) and t.owner.owner.name == "scf.for"
+        assert counters
 
 
 def _run_bmm(rng, batch, m, n, k, dtype, axis, sms, tiles=(128, 128, 64), target="sm_90a"):
