@@ -3,10 +3,11 @@
 Contract.  A `tile.store` of a 2-d tile in a wgmma accumulator layout
 (`#tile.mma_acc<3 ...>`, or what element-wise ops after the loop keep of it:
 casts, scale, bias), or of such a tile with leading unit dims (a batched
-product's (1, M, N) tile: the batch index picks the box's plane), into an aligned array (`tile.aligned`: what TMA needs) that
-the kernel never loads from (a later load would have to wait for the store's
-global writes) is stored through shared memory by TMA instead of converting to a
-coalesced layout and storing from registers:
+product's (1, M, N) tile: the batch index picks the box's plane), into an aligned
+array (`tile.aligned`: what TMA needs) that the kernel never loads from (a later
+load would have to wait for the store's global writes) is stored through shared
+memory by TMA instead of converting to a coalesced layout and storing from
+registers:
 
 * The tile is cut into *slabs* of `width` columns, one swizzle row each (128
   bytes: 64 bf16 columns; the whole row when shorter).  A slab is one TMA box.
