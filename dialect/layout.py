@@ -61,6 +61,9 @@ def check_layout(t: ir.Type, what: str) -> None:
         raise VerifyError(f"{what} layout is malformed: {msg}")
     if lay.rank != t.rank:
         raise VerifyError(f"{what} has a rank-{lay.rank} layout for a rank-{t.rank} tile")
+    msg = encodings.verify_shape(lay, list(t.shape))
+    if msg:
+        raise VerifyError(f"{what} layout is malformed: {msg}")
 
 
 @DIALECT.op

@@ -94,3 +94,26 @@ func.func @bad_order(%x: !tile.array<bf16, 2 : i64>) attributes {tile.kernel} {
   %t = "tile.load"(%x, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 512>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<1x512xbf16, #bad>
   return
 }
+
+// -----
+
+// An accumulator layout with a leading unit dim (a batched product's (1, M, N)
+// tile) holds only tiles whose leading extent is 1.
+
+#acc = #tile.mma_acc<3 : i64, array<i64: 1, 4, 1>, array<i64: 1, 64, 64>>
+func.func @mma_lead_not_unit(%x: !tile.array<f32, 3 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{layout is malformed: #tile.mma_acc<3 : i64, array<i64: 1, 4, 1>, array<i64: 1, 64, 64>> has 1 leading unit dim(s); the tile's shape [2, 64, 64] does not}}
+  %t = "tile.load"(%x, %c0, %c0, %c0) {padding = "zero", tile_shape = array<i64: 2, 64, 64>} : (!tile.array<f32, 3 : i64>, i32, i32, i32) -> tensor<2x64x64xf32, #acc>
+  return
+}
+
+// -----
+
+#acc = #tile.mma_acc<3 : i64, array<i64: 2, 4, 1>, array<i64: 1, 64, 64>>
+func.func @mma_lead_not_one(%x: !tile.array<f32, 3 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{has encoding #tile.mma_acc<3 : i64, array<i64: 2, 4, 1>, array<i64: 1, 64, 64>>, which is not a tile layout}}
+  %t = "tile.load"(%x, %c0, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 64, 64>} : (!tile.array<f32, 3 : i64>, i32, i32, i32) -> tensor<1x64x64xf32, #acc>
+  return
+}

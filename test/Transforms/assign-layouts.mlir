@@ -316,6 +316,59 @@ func.func @no_tma_store(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile
 
 // -----
 
+// A batched product's (1, M, N) tile, reshaped from its accumulator (cuTile's
+// BatchMatMul), keeps the accumulator's registers: the reshape only adds a leading
+// unit dim (`array<i64: 1, ...>`), and the store takes the TMA path of a 2-d one
+// (its box one plane of the 3-d array).  Into an unaligned array it converts.
+
+// CHECK-LABEL: func.func @batched_tma_store
+// CHECK:         %[[H:.*]] = arith.truncf {{.*}} to tensor<128x128xbf16, #tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 128>>>
+// CHECK-NEXT:    %[[R:.*]] = "tile.reshape"(%[[H]]) : (tensor<128x128xbf16, #tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 128>>>) -> tensor<1x128x128xbf16, [[ACC3:#tile.mma_acc<3 : i64, array<i64: 1, 8, 1>, array<i64: 1, 64, 128>>]]>
+// CHECK-NEXT:    "tile.store"(%{{.*}}, %[[R]], %{{.*}}, %{{.*}}, %{{.*}}) : (!tile.array<bf16, 3 : i64>, tensor<1x128x128xbf16, [[ACC3]]>, i32, i32, i32)
+// CHECK-LABEL: func.func @batched_unaligned_store
+// CHECK:         "tile.reshape"(%{{.*}}) : (tensor<128x128xbf16
+// CHECK-SAME:    -> tensor<1x128x128xbf16, #tile.mma_acc<3 : i64, array<i64: 1, 8, 1>, array<i64: 1, 64, 128>>>
+// CHECK-NEXT:    %[[C:.*]] = "tile.convert_layout"
+// CHECK-SAME:    -> tensor<1x128x128xbf16, #tile.blocked<
+// CHECK-NEXT:    "tile.store"(%{{.*}}, %[[C]],
+module {
+func.func @batched_tma_store(%a: !tile.array<bf16, 3 : i64> {tile.aligned}, %c: !tile.array<bf16, 3 : i64> {tile.aligned}) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %z = "tile.bid"() {axis = 2 : i64} : () -> i32
+  %zero = arith.constant dense<0.0> : tensor<128x128xf32>
+  %la = "tile.load"(%a, %z, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 128, 64>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<1x128x64xbf16>
+  %ta = "tile.reshape"(%la) : (tensor<1x128x64xbf16>) -> tensor<128x64xbf16>
+  %lb = "tile.load"(%a, %z, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 64, 128>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<1x64x128xbf16>
+  %tb = "tile.reshape"(%lb) : (tensor<1x64x128xbf16>) -> tensor<64x128xbf16>
+  %d = "tile.mma"(%ta, %tb, %zero) : (tensor<128x64xbf16>, tensor<64x128xbf16>, tensor<128x128xf32>) -> tensor<128x128xf32>
+  %h = arith.truncf %d : tensor<128x128xf32> to tensor<128x128xbf16>
+  %r = "tile.reshape"(%h) : (tensor<128x128xbf16>) -> tensor<1x128x128xbf16>
+  "tile.store"(%c, %r, %z, %c0, %c0) : (!tile.array<bf16, 3 : i64>, tensor<1x128x128xbf16>, i32, i32, i32) -> ()
+  return
+}
+}
+
+// -----
+
+module {
+func.func @batched_unaligned_store(%a: !tile.array<bf16, 3 : i64> {tile.aligned}, %c: !tile.array<bf16, 3 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %z = "tile.bid"() {axis = 2 : i64} : () -> i32
+  %zero = arith.constant dense<0.0> : tensor<128x128xf32>
+  %la = "tile.load"(%a, %z, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 128, 64>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<1x128x64xbf16>
+  %ta = "tile.reshape"(%la) : (tensor<1x128x64xbf16>) -> tensor<128x64xbf16>
+  %lb = "tile.load"(%a, %z, %c0, %c0) {padding = "zero", tile_shape = array<i64: 1, 64, 128>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<1x64x128xbf16>
+  %tb = "tile.reshape"(%lb) : (tensor<1x64x128xbf16>) -> tensor<64x128xbf16>
+  %d = "tile.mma"(%ta, %tb, %zero) : (tensor<128x64xbf16>, tensor<64x128xbf16>, tensor<128x128xf32>) -> tensor<128x128xf32>
+  %h = arith.truncf %d : tensor<128x128xf32> to tensor<128x128xbf16>
+  %r = "tile.reshape"(%h) : (tensor<128x128xbf16>) -> tensor<1x128x128xbf16>
+  "tile.store"(%c, %r, %z, %c0, %c0) : (!tile.array<bf16, 3 : i64>, tensor<1x128x128xbf16>, i32, i32, i32) -> ()
+  return
+}
+}
+
+// -----
+
 // On sm_80 the same product is mma.sync: 2 x 4 warps of 64 x 32; the shared
 // operands stay in shared memory (ldmatrix reads them a k step at a time).
 // `matmul` is an mma into a zero accumulator, then a cast.

@@ -157,6 +157,56 @@ func.func @gemm_flat(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.ar
 
 // -----
 
+// A batched GEMM with the batch on grid axis 0 (cuTile's BatchMatMul): the batch
+// is walked slowest, the row and column tiles (axes 1 and 2) grouped in each
+// batch's plane (block_order.walk_order): resident blocks share a batch's
+// operands, as a 2-d GEMM's do.
+
+// CHECK-LABEL: func.func @batched
+// CHECK-DAG:     %[[G0:.*]] = "tile.grid_size"() {axis = 0 : i64}
+// CHECK-DAG:     %[[G1:.*]] = "tile.grid_size"() {axis = 1 : i64}
+// CHECK-DAG:     %[[G2:.*]] = "tile.grid_size"() {axis = 2 : i64}
+// CHECK:         %[[PLANE:.*]] = arith.muli %[[G1]], %[[G2]]
+// CHECK:         %[[TOTAL:.*]] = arith.muli %[[PLANE]], %[[G0]]
+// CHECK:         scf.for %[[T:.*]] = %{{.*}} to %[[TOTAL]] step
+// CHECK:           %[[Z:.*]] = arith.divui %[[T]], %[[PLANE]]
+// CHECK:           %[[REST:.*]] = arith.remui %[[T]], %[[PLANE]]
+// CHECK:           %[[PER:.*]] = arith.muli %{{.*}}, %[[G2]]
+// CHECK:           %[[I:.*]] = arith.addi
+// CHECK:           %[[J:.*]] = arith.divui
+// CHECK:           scf.for
+// CHECK:             "tile.load"(%arg0, %[[Z]], %[[I]], %{{.*}})
+// CHECK:             "tile.load"(%arg1, %[[Z]], %{{.*}}, %[[J]])
+// CHECK:           "tile.store"(%arg2, %{{.*}}, %[[Z]], %[[I]], %[[J]])
+// CHECK:         } {tile.persistent_loop}
+
+// Its (1, 64, 64) tile is stored by TMA, each tile's box at (column, row, batch).
+// GPU-LABEL: gpu.func @batched(
+// GPU-SAME:    %[[TMC:arg[0-9]+]]: !llvm.ptr)
+// GPU:         nvvm.cp.async.bulk.tensor.global.shared.cta %[[TMC]], %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}]
+func.func @batched(%a: !tile.array<bf16, 3 : i64> {tile.aligned}, %b: !tile.array<bf16, 3 : i64> {tile.aligned}, %c: !tile.array<f32, 3 : i64> {tile.aligned}) attributes {tile.kernel, tile.persistent = true, tile.warp_specialize = false} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c8 = arith.constant 8 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %z = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %i = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 2 : i64} : () -> i32
+  %acc = scf.for %t = %c0 to %c8 step %c1 iter_args(%x = %zero) -> (tensor<64x64xf32>) : i32 {
+    %la = "tile.load"(%a, %z, %i, %t) {padding = "zero", tile_shape = array<i64: 1, 64, 64>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<1x64x64xbf16>
+    %ta = "tile.reshape"(%la) : (tensor<1x64x64xbf16>) -> tensor<64x64xbf16>
+    %lb = "tile.load"(%b, %z, %t, %j) {padding = "zero", tile_shape = array<i64: 1, 64, 64>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<1x64x64xbf16>
+    %tb = "tile.reshape"(%lb) : (tensor<1x64x64xbf16>) -> tensor<64x64xbf16>
+    %y = "tile.mma"(%ta, %tb, %x) : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    scf.yield %y : tensor<64x64xf32>
+  }
+  %r = "tile.reshape"(%acc) : (tensor<64x64xf32>) -> tensor<1x64x64xf32>
+  "tile.store"(%c, %r, %z, %i, %j) : (!tile.array<f32, 3 : i64>, tensor<1x64x64xf32>, i32, i32, i32) -> ()
+  return
+}
+
+// -----
+
 // Without `tile.persistent` (or with it false): no change.
 
 // CHECK-LABEL: func.func @plain
@@ -170,3 +220,4 @@ func.func @plain(%c: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.pe
   "tile.store"(%c, %v, %i) : (!tile.array<f32, 1 : i64>, tensor<64xf32>, i32) -> ()
   return
 }
+

@@ -30,39 +30,54 @@ def slab_frag(frag: Frag, s: int, width: int) -> Frag:
     return Frag(sub, frag.elem, regs)
 
 
+def unbatched(frag: Frag, lead: int) -> Frag:
+    """`frag` without its `lead` leading unit dims (the same registers)."""
+    lin = frag.lin
+    for _ in range(lead):
+        lin = L.drop_dim(lin, 0)
+    return Frag(lin, frag.elem, frag.regs)
+
+
 def lower(cx: LoweringContext, op, p: StorePlan) -> None:
-    """`tile.store` by TMA (see the module docstring)."""
+    """`tile.store` by TMA (see the module docstring); a tile with leading unit dims
+    stores its plane of the array (their indices are the box's outer coordinates)."""
     cx.stores_seen = True
-    frag = cx.frag(op.tile)
+    frag = unbatched(cx.frag(op.tile), p.lead)
     tmap = cx.tensor_map(op.array, p.box, p.swizzle)
     bars = cx.epilogue_barriers(cx.num_warps) if p.gated else None   # (below the buffers)
     base = cx.scratch(p.smem_bytes - (1024 if p.gated else 0), align=1024)
+    index = op.index
     row0, col0 = (arith.muli(cx.get(i), cx.const(n))
-                  for i, n in zip(op.index, (p.rows, p.cols)))
+                  for i, n in zip(index[p.lead:], (p.rows, p.cols)))
+    # a leading unit dim's coordinate is its tile index; TMA takes the innermost first
+    planes = [cx.get(i) for i in reversed(index[:p.lead])]
     cx.smem_barrier_before()             # earlier readers (and stores) of the buffers are done
     if p.gated:
-        return _lower_gated(cx, frag, tmap, base, bars, row0, col0, p)
+        return _lower_gated(cx, frag, tmap, base, bars, row0, col0, planes, p)
     if p.warp_rows:
-        return _lower_per_warp(cx, frag, tmap, base, row0, col0, p)
+        return _lower_per_warp(cx, frag, tmap, base, row0, col0, planes, p)
     if p.buffers == p.slabs:             # room for the whole tile: one barrier
         store_frag(cx, frag, SmemTile(p.layout, (p.rows, p.cols), frag.elem, base))
         fence_async_proxy(cx)
         cx.barrier()
-        _issue(cx, tmap, [(base + s * p.slab_bytes, s) for s in range(p.slabs)], row0, col0, p)
+        _issue(cx, tmap, [(base + s * p.slab_bytes, s) for s in range(p.slabs)], row0, col0,
+               planes, p)
         return
     for s in range(p.slabs):
         buf = base + (s % p.buffers) * p.slab_bytes
-        store_frag(cx, slab_frag(frag, s, p.width), SmemTile(p.layout, p.box, frag.elem, buf))
+        store_frag(cx, slab_frag(frag, s, p.width),
+                   SmemTile(p.layout, (p.rows, p.width), frag.elem, buf))
         fence_async_proxy(cx)
         if s + 1 < p.slabs and s + 1 >= p.buffers:
             # slab s + 1 reuses the buffer of slab s + 1 - buffers: its store has read it
             cx.wait_bulk_reads(p.buffers - 2)
         cx.barrier()
-        _issue(cx, tmap, [(buf, s)], row0, col0, p)
+        _issue(cx, tmap, [(buf, s)], row0, col0, planes, p)
 
 
 def _lower_per_warp(cx: LoweringContext, frag: Frag, tmap: ir.Value, base: int,
-                    row0: ir.Value, col0: ir.Value, p: StorePlan) -> None:
+                    row0: ir.Value, col0: ir.Value, planes: list[ir.Value],
+                    p: StorePlan) -> None:
     """Each warp stores its own `warp_rows` rows of every slab: its registers into the
     slab's buffer, a fence and __syncwarp, then its lane 0 issues the box and commits
     it as a bulk group of its own.  Before a warp overwrites a buffer, its lane 0 waits
@@ -100,13 +115,14 @@ def _lower_per_warp(cx: LoweringContext, frag: Frag, tmap: ir.Value, base: int,
             col = arith.addi(col0, cx.const(s * p.width)) if s else col0
             offset = arith.addi(cx.const(buf), arith.muli(row, cx.const(row_bytes)))
             nvvm.cp_async_bulk_tensor_global_shared_cta(
-                tmap, cx.smem_ptr(offset), [col, arith.addi(row0, row)])
+                tmap, cx.smem_ptr(offset), [col, arith.addi(row0, row), *planes])
             nvvm.cp_async_bulk_commit_group()
         _on(lane0, issue)
 
 
 def _lower_gated(cx: LoweringContext, frag: Frag, tmap: ir.Value, base: int, bars: int,
-                 row0: ir.Value, col0: ir.Value, p: StorePlan) -> None:
+                 row0: ir.Value, col0: ir.Value, planes: list[ir.Value],
+                 p: StorePlan) -> None:
     """The warps write their rows of each slab as in `_lower_per_warp`, and thread 0
     stores the whole slab: full[b] (one arrival a warp) says buffer b holds a slab,
     free[b] (thread 0's arrival) that its last store has read it.  Buffer b's use u in
@@ -141,7 +157,8 @@ def _lower_gated(cx: LoweringContext, frag: Frag, tmap: ir.Value, base: int, bar
         def issue(s=s, b=b, u=u, buf=buf):
             wait(full[b], u % 2)
             col = arith.addi(col0, cx.const(s * p.width)) if s else col0
-            nvvm.cp_async_bulk_tensor_global_shared_cta(tmap, cx.smem_ptr(buf), [col, row0])
+            nvvm.cp_async_bulk_tensor_global_shared_cta(tmap, cx.smem_ptr(buf),
+                                                        [col, row0, *planes])
             nvvm.cp_async_bulk_commit_group()
             if 1 <= s and s + 1 < p.slabs:     # slab s + 1 reuses slab s - 1's buffer
                 nvvm.cp_async_bulk_wait_group(1, read=ir.UnitAttr.get())
@@ -157,12 +174,13 @@ def _on(cond: ir.Value, body) -> None:
 
 
 def _issue(cx: LoweringContext, tmap: ir.Value, boxes, row0: ir.Value, col0: ir.Value,
-           p: StorePlan) -> None:
+           planes: list[ir.Value], p: StorePlan) -> None:
     """Thread 0 stores each (shared offset, slab) box and commits them as one bulk group."""
     if_op = scf.IfOp(cx.first_thread(), [], has_else=False)
     with ir.InsertionPoint(if_op.then_block):
         for offset, s in boxes:
             col = arith.addi(col0, cx.const(s * p.width)) if s else col0
-            nvvm.cp_async_bulk_tensor_global_shared_cta(tmap, cx.smem_ptr(offset), [col, row0])
+            nvvm.cp_async_bulk_tensor_global_shared_cta(tmap, cx.smem_ptr(offset),
+                                                        [col, row0, *planes])
         nvvm.cp_async_bulk_commit_group()
         scf.YieldOp([])

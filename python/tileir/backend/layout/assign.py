@@ -725,6 +725,12 @@ def reshape_layout(lay: L.Layout | None, src_shape, res_shape) -> L.Layout | Non
             if res[k] == 1:
                 lay = lay.with_unit_dim(k)
         return lay
+    if isinstance(lay, Mma):
+        # leading unit dims (a batched product's (1, M, N) tile) come and go in place
+        lead = len(res) - 2
+        if lead >= 0 and res[lead:] == src[lay.lead:] and all(d == 1 for d in res[:lead]):
+            return lay.with_lead(lead)
+        return None
     if len(res) == len(src) + 1:                      # insert a unit dim
         # a slice gets its parent back when the unit dim returns where it was removed
         ks = ([lay.dim] if isinstance(lay, L.Slice) else []) + list(range(len(res)))

@@ -80,3 +80,12 @@ def verify(layout: Layout) -> str | None:
     if isinstance(layout, Slice) and not 0 <= layout.dim < r:
         return f"slice dim {layout.dim} out of range for a rank-{r} parent"
     return None
+
+
+def verify_shape(layout: Layout, shape) -> str | None:
+    """A message if a well-formed `layout` cannot describe a tile of `shape` (beyond its
+    rank): an accumulator's leading unit dims must have extent 1."""
+    if isinstance(layout, mma_layouts.Mma) and any(d != 1 for d in shape[:layout.lead]):
+        return (f"{layout.attr()} has {layout.lead} leading unit dim(s); the tile's shape "
+                f"{list(shape)} does not")
+    return None

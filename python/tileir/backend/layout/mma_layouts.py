@@ -15,6 +15,9 @@ Three encodings join `#tile.blocked`/`#tile.slice` (tileir.backend.layout.layout
   d[r] of the PTX fragment (bit 0: column + 1, bit 1: row + 8, higher bits:
   column + 8, 16, ...), so element-wise ops, reductions and conversions work on
   them like on any distributed layout.
+  With leading 1s in both arrays (`array<i64: 1, wm, wn>, array<i64: 1, im, in>`)
+  it is the same accumulator with leading unit dims (`lead`): a batched product's
+  (1, M, N) tile reshaped from its (M, N) accumulator, in the same registers.
 * `#tile.mma_operand<index : i64, #tile.mma_acc<...>, kwidth : i64>` — operand A
   (index 0, M x K) or B (index 1, K x N) of that product held in registers, in
   the fragment order of `mma.sync` (A, B) or of wgmma's register A operand;
@@ -52,8 +55,17 @@ class Mma:
     version: int                 # 2: mma.sync (sm_80), 3: wgmma (sm_90a)
     warps: tuple[int, int]       # warps along M and N
     instr: tuple[int, int]       # (m, n) of one instruction
+    # unit dims before M and N: the (1, M, N) tile of a batched product (a reshape of
+    # the accumulator that only adds them moves no data)
+    lead: int = 0
 
-    rank = 2
+    @property
+    def rank(self) -> int:
+        return 2 + self.lead
+
+    def with_lead(self, lead: int) -> "Mma":
+        """This accumulator layout with `lead` leading unit dims."""
+        return dataclasses.replace(self, lead=lead)
 
     @property
     def num_warps(self) -> int:
@@ -68,7 +80,7 @@ class Mma:
     def block(self, shape) -> tuple[int, int]:
         """Rows and columns of the block one warp (v2) or warpgroup (v3) owns."""
         gm, gn = self.groups
-        return shape[0] // gm, shape[1] // gn
+        return shape[-2] // gm, shape[-1] // gn
 
     def reps(self, shape) -> tuple[int, int]:
         """Instructions along M and N inside one block."""
@@ -76,8 +88,9 @@ class Mma:
         return bm // self.instr[0], bn // self.instr[1]
 
     def attr(self) -> str:
-        return (f"#tile.mma_acc<{self.version} : i64, array<i64: {self.warps[0]}, {self.warps[1]}>, "
-                f"array<i64: {self.instr[0]}, {self.instr[1]}>>")
+        one = "1, " * self.lead
+        return (f"#tile.mma_acc<{self.version} : i64, array<i64: {one}{self.warps[0]}, "
+                f"{self.warps[1]}>, array<i64: {one}{self.instr[0]}, {self.instr[1]}>>")
 
     def coverage(self) -> tuple[int, int]:
         """The smallest tile one instruction per block covers."""
@@ -89,6 +102,14 @@ class Mma:
         (a (64, 1) column of row values, say) holds the elements the covering tile
         would at those coordinates, replicated across the threads of the rest."""
         shape = tuple(shape)
+        if self.lead:
+            if len(shape) != self.rank or any(d != 1 for d in shape[:self.lead]):
+                raise ValueError(f"{self.attr()} needs a tile of shape (1, ..., M, N) of "
+                                 f"rank {self.rank}, got {list(shape)}")
+            lin = self.with_lead(0).linear(shape[self.lead:])
+            pad = lambda c: (0,) * self.lead + c  # noqa: E731
+            return Linear(shape, tuple(map(pad, lin.regs)), tuple(map(pad, lin.lanes)),
+                          tuple(map(pad, lin.warps)))
         cov = tuple(max(s, c) for s, c in zip(shape, self.coverage()))
         if cov != shape:
             return restrict(self._linear(cov), shape)
@@ -113,8 +134,10 @@ class Mma:
 
     def check(self, shape, elem_bits: int = 32) -> str | None:
         """Why this layout cannot hold an accumulator of `shape`, or None."""
-        if len(shape) != 2:
-            return f"an mma layout needs a 2-d tile, got shape {list(shape)}"
+        if len(shape) != self.rank or any(d != 1 for d in shape[:self.lead]):
+            return (f"an mma layout needs a 2-d tile{' after leading unit dims' * bool(self.lead)}"
+                    f", got shape {list(shape)}")
+        shape = tuple(shape)[self.lead:]
         msg = verify_mma(self)
         if msg:
             return msg
@@ -332,9 +355,12 @@ def parse(text: str):
     m = _MMA_RE.fullmatch(text)
     if m:
         warps, instr = _ints(m.group(2)), _ints(m.group(3))
-        if len(warps) != 2 or len(instr) != 2:
-            raise ValueError(f"malformed mma layout {text}: warps and instr take 2 entries")
-        return Mma(int(m.group(1)), warps, instr)
+        lead = len(warps) - 2
+        if lead < 0 or len(instr) != len(warps) or any(v != 1 for v in warps[:lead] +
+                                                          instr[:lead]):
+            raise ValueError(f"malformed mma layout {text}: warps and instr take 2 entries "
+                             f"(after as many leading 1s, for leading unit dims)")
+        return Mma(int(m.group(1)), warps[lead:], instr[lead:], lead)
     m = _DOT_RE.match(text)
     if m:
         return DotOperand(int(m.group(1)), parse(m.group(2)), int(m.group(3)))

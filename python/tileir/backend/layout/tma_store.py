@@ -2,10 +2,12 @@
 
 Contract.  A `tile.store` of a 2-d tile in a wgmma accumulator layout
 (`#tile.mma_acc<3 ...>`, or what element-wise ops after the loop keep of it:
-casts, scale, bias) into an aligned array (`tile.aligned`: what TMA needs) that
-the kernel never loads from (a later load would have to wait for the store's
-global writes) is stored through shared memory by TMA instead of converting to a
-coalesced layout and storing from registers:
+casts, scale, bias), or of such a tile with leading unit dims (a batched
+product's (1, M, N) tile: the batch index picks the box's plane), into an aligned
+array (`tile.aligned`: what TMA needs) that the kernel never loads from (a later
+load would have to wait for the store's global writes) is stored through shared
+memory by TMA instead of converting to a coalesced layout and storing from
+registers:
 
 * The tile is cut into *slabs* of `width` columns, one swizzle row each (128
   bytes: 64 bf16 columns; the whole row when shorter).  A slab is one TMA box.
@@ -85,6 +87,9 @@ class StorePlan:
     # (`_lower_gated`: slabs a multiple of 4, so every mbarrier completes an even number
     # of phases a tile and its parities are the same in every tile)
     gated: bool = False
+    # unit dims of the tile before its rows (a batched product's (1, M, N) tile): the
+    # box is one plane of a higher-rank array, at the tile's index along them
+    lead: int = 0
 
     @property
     def slabs(self) -> int:
@@ -100,10 +105,10 @@ class StorePlan:
 
     @property
     def box(self) -> tuple[int, int]:
-        """The TMA box, in tile dim order: a group's rows of a slab, or the slab."""
-        if self.gated:
-            return (self.rows, self.width)
-        return (self.warp_rows * self.group_warps or self.rows, self.width)
+        """The TMA box, in tile dim order: a group's rows of a slab, or the slab (after
+        the leading unit dims)."""
+        rows = self.rows if self.gated else self.warp_rows * self.group_warps or self.rows
+        return (1,) * self.lead + (rows, self.width)
 
     @property
     def slab_bytes(self) -> int:
@@ -124,8 +129,11 @@ def plan(layout, shape, elem_bits: int, aligned: bool, chip: str,
     """How a tile of `shape` in `layout` is stored by TMA, or None (the register path)."""
     if not (enabled and aligned and chip.startswith("sm_90")):
         return None
-    if not isinstance(layout, Mma) or layout.version != 3 or len(shape) != 2:
+    if not isinstance(layout, Mma) or layout.version != 3 or len(shape) != layout.rank \
+            or any(d != 1 for d in shape[:layout.lead]):
         return None
+    lead = layout.lead
+    layout, shape = layout.with_lead(0), tuple(shape)[lead:]
     eb = max(1, elem_bits // 8)
     rows, cols = shape
     width = min(cols, SLAB_ROW_BYTES // eb)
@@ -138,7 +146,7 @@ def plan(layout, shape, elem_bits: int, aligned: bool, chip: str,
     group = GROUP_WARPS if warp_rows and (1 << len(lin.warps)) % GROUP_WARPS == 0 and \
         warp_rows * GROUP_WARPS <= TMA_MAX_BOX else 1
     gated = GATED and bool(warp_rows) and (cols // width) % 4 == 0 and BUFFERS == 2
-    return StorePlan(rows, cols, eb, width, slabbed, warp_rows, group, gated)
+    return StorePlan(rows, cols, eb, width, slabbed, warp_rows, group, gated, lead)
 
 
 def _warp_rows(lin: L.Linear) -> int:

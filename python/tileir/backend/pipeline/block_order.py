@@ -16,6 +16,17 @@ blocks share a few panels of each operand and L2 serves them:
     bid(1)' = (pid mod (GROUP * G1)) / size
 
 a bijection of the grid onto itself (the last group may be narrower).
+
+A batched product (cuTile's BatchMatMul: `bid(0)` the batch, `bid(1)` and `bid(2)`
+the row and column tiles) has a *batch axis* (`batch_axis`): one that indexes only
+unit dims of the tiles it loads and stores.  Tiles of different batches share no
+operand, so the batch is walked slowest and the other two axes grouped within it:
+
+    pid = bid(0) + G0 * (bid(1) + G1 * bid(2))
+    bid(b)' = pid / (Gx * Gy);  (bid(x)', bid(y)') = grouped(pid mod (Gx * Gy))
+
+(x < y the other axes).  A persistent kernel walks its tiles in the same order
+(persistent.py).
 """
 
 from __future__ import annotations
@@ -45,6 +56,56 @@ def grouped(pid: ir.Value, g0: ir.Value, g1: ir.Value) -> tuple[ir.Value, ir.Val
     size = arith.minui(arith.subi(g0, first), group)
     within = arith.remui(pid, per_group)
     return arith.addi(first, arith.remui(within, size)), arith.divui(within, size)
+
+
+def walk_order(func: ir.Operation) -> tuple[int, int, int]:
+    """(x, y, z): the grid axes as tiles are walked, grouped over (x, y), z slowest:
+    the batch axis last, else (0, 1, 2)."""
+    b = batch_axis(func)
+    if b is None:
+        return (0, 1, 2)
+    x, y = (a for a in range(3) if a != b)
+    return (x, y, b)
+
+
+def batch_axis(func: ir.Operation) -> int | None:
+    """The grid axis of a batched GEMM (its loops' products multiply loaded tiles)
+    whose block id only indexes unit dims of the tiles loaded and stored, when exactly
+    one axis does and another indexes longer dims; else None.  (Attention, whose
+    second product multiplies a computed tile, keeps its order.)"""
+    kinds: dict[int, set] = {}        # axis -> per use: "unit", "tile" or "other"
+    products = []
+
+    def extent(use) -> int | None:
+        owner, k = use.owner, use.operand_number
+        if owner.name == "tile.load" and k >= 1:
+            return list(ir.DenseI64ArrayAttr(owner.attributes["tile_shape"]))[k - 1]
+        if owner.name == "tile.store" and k >= 2:
+            return ir.RankedTensorType(owner.operands[1].type).shape[k - 2]
+        return None
+
+    def loaded(v: ir.Value) -> bool:
+        while not isinstance(v.owner, ir.Block) and v.owner.name in ("tile.reshape",
+                                                                      "tile.permute"):
+            v = v.owner.operands[0]
+        return not isinstance(v.owner, ir.Block) and v.owner.name == "tile.load"
+
+    def visit(op):
+        if op.name == "tile.bid":
+            seen = kinds.setdefault(ir.IntegerAttr(op.attributes["axis"]).value, set())
+            for use in op.results[0].uses:
+                e = extent(use)
+                seen.add("other" if e is None else "unit" if e == 1 else "tile")
+        elif op.name == "tile.mma" and in_loop(op):
+            products.append(loaded(op.operands[0]) and loaded(op.operands[1]))
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    batch = [a for a, k in kinds.items() if k == {"unit"}]
+    if not products or not all(products) or len(batch) != 1 or \
+            not any("tile" in k for k in kinds.values()):
+        return None
+    return batch[0]
 
 
 def _wanted(func: ir.Operation) -> bool:
@@ -80,7 +141,8 @@ def in_loop(op: ir.Operation) -> bool:
 
 
 def _regroup(func: ir.Operation) -> None:
-    bids = {0: [], 1: []}
+    x, y, z = walk_order(func)
+    bids = {x: [], y: []} if z == 2 else {0: [], 1: [], 2: []}
 
     def visit(op):
         if op.name == "tile.bid":
@@ -92,10 +154,18 @@ def _regroup(func: ir.Operation) -> None:
     func.walk(visit)
     entry = func.regions[0].blocks[0]
     with ir.InsertionPoint.at_block_begin(entry), func.location:
-        b0, b1 = BidOp(0).result, BidOp(1).result
-        g0, g1 = NumBlocksOp(0).result, NumBlocksOp(1).result
-        row, col = grouped(arith.addi(arith.muli(b1, g0), b0), g0, g1)
-    for axis, value in ((0, row), (1, col)):
+        if z == 2:              # each plane of axis 2 apart (the hardware walks it last)
+            b0, b1 = BidOp(0).result, BidOp(1).result
+            g0, g1 = NumBlocksOp(0).result, NumBlocksOp(1).result
+            new = dict(zip((0, 1), grouped(arith.addi(arith.muli(b1, g0), b0), g0, g1)))
+        else:                   # the batch axis z slowest, x and y grouped in its planes
+            b = [BidOp(a).result for a in range(3)]
+            g = [NumBlocksOp(a).result for a in range(3)]
+            pid = arith.addi(b[0], arith.muli(g[0], arith.addi(b[1], arith.muli(g[1], b[2]))))
+            plane = arith.muli(g[x], g[y])
+            new = dict(zip((x, y), grouped(arith.remui(pid, plane), g[x], g[y])))
+            new[z] = arith.divui(pid, plane)
+    for axis, value in new.items():
         for op in bids[axis]:
             op.results[0].replace_all_uses_with(value)
             op.erase()

@@ -4,10 +4,11 @@
 1-d grid); each runs the kernel body for tiles `t = pid, pid + P, pid + 2P, ...`
 of the grid the user asked for (`tile.grid_size`), with `bid(0..2)` decoded from
 `t` (axes 0 and 1 in grouped order unless the kernel's `block_order` is
-"linear", see `block_order`) and `num_blocks(a)` the user's grid.  A kernel whose
-tiles run in cluster pairs along axis a (`cluster_pairs.py`) walks the grid halved
-along a with clusters instead of blocks, and the block of rank r in its cluster
-takes tile `2 bid(a) + r` of the pair:
+"linear", see `block_order`; a batched product's batch axis walked last, the
+other two grouped: `block_order.walk_order`) and `num_blocks(a)` the user's
+grid.  A kernel whose tiles run in cluster pairs along axis a (`cluster_pairs.py`)
+walks the grid halved along a with clusters instead of blocks, and the block of
+rank r in its cluster takes tile `2 bid(a) + r` of the pair:
 
     %g0, %g1, %g2 = tile.grid_size 0, 1, 2
     %pid = bid(0) + bid(1) * num_blocks(0) + bid(2) * num_blocks(0) * num_blocks(1)
@@ -36,7 +37,7 @@ from tileir.dialect.verifier import kernel_functions
 from tileir.backend.layout.tma_store import store_smem_bytes
 
 from . import stream_k
-from .block_order import ORDER_ATTR, grouped
+from .block_order import ORDER_ATTR, grouped, walk_order
 from .cluster_pairs import pair_axis
 from .pure_slices import clone_ops, defined_in, pure_slice
 from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
@@ -58,20 +59,24 @@ def _wrap(func: ir.Operation) -> None:
     ret = list(entry.operations)[-1]
     linear = ORDER_ATTR in func.attributes and \
         ir.StringAttr(func.attributes[ORDER_ATTR]).value == "linear"
+    sk = stream_k.plan(func, body)
+    # (stream-K's segments decode tiles over planes of axes 0 and 1)
+    x, y, z = (0, 1, 2) if linear or sk is not None else walk_order(func)
 
     def c(v: int, bits: int = 32) -> ir.Value:
         return arith.ConstantOp(ir.IntegerType.get_signless(bits), v).result
 
     def decode(t, plane, g):
-        b2 = arith.divui(t, plane)
+        """The tile ids of linear tile `t` of grid `g`: plane by plane along z (`plane`
+        = g[x] * g[y] tiles), each plane grouped (or linear) over x and y."""
+        bz = arith.divui(t, plane)
         rest = arith.remui(t, plane)
         if linear:
-            b0, b1 = arith.remui(rest, g[0]), arith.divui(rest, g[0])
+            bx, by = arith.remui(rest, g[x]), arith.divui(rest, g[x])
         else:
-            b0, b1 = grouped(rest, g[0], g[1])
-        return {0: b0, 1: b1, 2: b2}
+            bx, by = grouped(rest, g[x], g[y])
+        return {x: bx, y: by, z: bz}
 
-    sk = stream_k.plan(func, body)
     if sk is not None:
         decoded, g = stream_k.wrap(func, body, ret, sk, decode, c)
     else:
@@ -90,8 +95,8 @@ def _wrap(func: ir.Operation) -> None:
             pid = arith.addi(hw[0], arith.muli(arith.addi(hw[1], arith.muli(hw[2], nb[1])),
                                                nb[0]))
             programs = arith.muli(arith.muli(nb[0], nb[1]), nb[2])
-            plane = arith.muli(walked[0], walked[1])
-            total = arith.muli(plane, walked[2])
+            plane = arith.muli(walked[x], walked[y])
+            total = arith.muli(plane, walked[z])
             loop = scf.ForOp(pid, total, programs, [])
             with ir.InsertionPoint(loop.body):
                 decoded = decode(loop.induction_variable, plane, walked)
