@@ -42,73 +42,68 @@ NEG_INF = float("-inf")
 
 # ----------------------------------------------------------------------------- routing
 
-def _split3(t):
-    """A float32 tile as three bfloat16 tiles whose sum is it (8 + 8 + 8 mantissa bits)."""
-    hi = ct.astype(t, ct.bfloat16)
-    r = t - ct.astype(hi, ct.float32)
-    mid = ct.astype(r, ct.bfloat16)
-    lo = ct.astype(r - ct.astype(mid, ct.float32), ct.bfloat16)
-    return hi, mid, lo
-
-
-def _logits_step(a, w, acc):
-    """acc + a @ w^T with float32 products (a: (BT, BK), w: (E, BK) rows of the gate).
-
-    16-bit operands multiply exactly on the tensor cores into the float32
-    accumulator.  float32 operands would be rounded to tf32 there, which moves
-    router logits by ~1e-3 and flips expert choices; they are split into three
-    bfloat16 parts each and the six products that reach float32's precision are
-    summed, the smallest first."""
-    if a.dtype == w.dtype and (a.dtype == ct.bfloat16 or a.dtype == ct.float16):
-        return ct.mma(a, ct.transpose(w), acc)
-    a0, a1, a2 = _split3(ct.astype(a, ct.float32))
-    w0, w1, w2 = _split3(ct.astype(w, ct.float32))
-    acc = ct.mma(a0, ct.transpose(w2), acc)
-    acc = ct.mma(a2, ct.transpose(w0), acc)
-    acc = ct.mma(a1, ct.transpose(w1), acc)
-    acc = ct.mma(a0, ct.transpose(w1), acc)
-    acc = ct.mma(a1, ct.transpose(w0), acc)
-    return ct.mma(a0, ct.transpose(w0), acc)
+@ct.kernel
+def router_logits(x, gate_w, logits, BT: ct.Constant[int], BE: ct.Constant[int],
+                  BK: ct.Constant[int]):
+    """logits = x @ gate_w^T in float32 for 16-bit x and gate_w: their products are exact
+    on the tensor cores, and the accumulator is float32 (float32 operands would be
+    rounded to tf32 there, which moves logits by ~1e-3 and flips expert choices: those
+    take `router_logits_f32`)."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BT, BE), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(BT, BK))):
+        a = ct.load(x, index=(i, k), shape=(BT, BK), padding_mode=ZERO)
+        w = ct.load(gate_w, index=(j, k), shape=(BE, BK), padding_mode=ZERO)
+        acc = ct.mma(a, ct.transpose(w), acc)
+    ct.store(logits, index=(i, j), tile=acc)
 
 
 @ct.kernel
-def route_tokens(x, gate_w, bias, ids, weights, scaling: float,
-                 BT: ct.Constant[int], BK: ct.Constant[int], E: ct.Constant[int],
-                 GROUPS: ct.Constant[int], TOPK_GROUP: ct.Constant[int],
-                 TOPK: ct.Constant[int], KP: ct.Constant[int], NORM: ct.Constant[bool]):
-    """BT tokens a block: router logits, group-limited top-k, weights."""
-    i = ct.bid(0)
-    logits = ct.zeros((BT, E), dtype=ct.float32)
-    for k in range(ct.num_tiles(x, axis=1, shape=(BT, BK))):
-        a = ct.load(x, index=(i, k), shape=(BT, BK), padding_mode=ZERO)
-        w = ct.load(gate_w, index=(0, k), shape=(E, BK), padding_mode=ZERO)
-        logits = _logits_step(a, w, logits)
-    scores = 1.0 / (1.0 + ct.exp(-logits))
+def router_logits_f32(x, gate_w, logits, BE: ct.Constant[int], BK: ct.Constant[int]):
+    """One token's logits for BE experts with float32 products and sums (FMA units)."""
+    t = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.zeros((BE, BK), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(1, BK))):
+        a = ct.astype(ct.load(x, index=(t, k), shape=(1, BK), padding_mode=ZERO), ct.float32)
+        w = ct.astype(ct.load(gate_w, index=(j, k), shape=(BE, BK), padding_mode=ZERO),
+                      ct.float32)
+        acc = acc + a * w
+    ct.store(logits, index=(t, j), tile=ct.reshape(ct.sum(acc, axis=1), (1, BE)))
+
+
+@ct.kernel
+def select_experts(logits, bias, ids, weights, scaling: float, E: ct.Constant[int],
+                   GROUPS: ct.Constant[int], TOPK_GROUP: ct.Constant[int],
+                   TOPK: ct.Constant[int], KP: ct.Constant[int], NORM: ct.Constant[bool]):
+    """One token a block: sigmoid scores, group-limited top-k, weights."""
+    t = ct.bid(0)
+    scores = 1.0 / (1.0 + ct.exp(-ct.load(logits, index=(t, 0), shape=(1, E))))
     choice = scores + ct.reshape(ct.astype(ct.load(bias, index=(0,), shape=(E,)), ct.float32),
                                  (1, E))
 
     # group score: the sum of each group's two best (a tie for the best counts twice)
     per = E // GROUPS
-    grouped = ct.reshape(choice, (BT, GROUPS, per))
-    best = ct.argmax(grouped, axis=2, keepdims=True)
-    lanes = ct.arange(per, dtype=ct.int32)[None, None, :]
-    second = ct.max(ct.where(lanes == best, NEG_INF, grouped), axis=2)
-    gscore = ct.max(grouped, axis=2) + second
+    grouped = ct.reshape(choice, (GROUPS, per))
+    best = ct.argmax(grouped, axis=1, keepdims=True)
+    lanes = ct.arange(per, dtype=ct.int32)[None, :]
+    second = ct.max(ct.where(lanes == best, NEG_INF, grouped), axis=1)
+    gscore = ct.max(grouped, axis=1) + second
 
-    glanes = ct.arange(GROUPS, dtype=ct.int32)[None, :]
-    kept = ct.zeros((BT, GROUPS), dtype=ct.float32)
+    glanes = ct.arange(GROUPS, dtype=ct.int32)
+    kept = ct.zeros((GROUPS,), dtype=ct.float32)
     for _ in range(TOPK_GROUP):
-        hit = glanes == ct.argmax(gscore, axis=1, keepdims=True)
+        hit = glanes == ct.argmax(gscore, axis=0)
         kept = ct.where(hit, 1.0, kept)
         gscore = ct.where(hit, NEG_INF, gscore)
-    kept_e = ct.reshape(ct.broadcast_to(ct.reshape(kept, (BT, GROUPS, 1)), (BT, GROUPS, per)),
-                        (BT, E))
+    kept_e = ct.reshape(ct.broadcast_to(ct.reshape(kept, (GROUPS, 1)), (GROUPS, per)), (1, E))
     choice = ct.where(kept_e > 0.5, choice, 0.0)      # masked_fill(~mask, 0.0), not -inf
 
     elanes = ct.arange(E, dtype=ct.int32)[None, :]
     klanes = ct.arange(KP, dtype=ct.int32)[None, :]
-    top_ids = ct.zeros((BT, KP), dtype=ct.int32)
-    top_w = ct.zeros((BT, KP), dtype=ct.float32)
+    top_ids = ct.zeros((1, KP), dtype=ct.int32)
+    top_w = ct.zeros((1, KP), dtype=ct.float32)
     for j in range(TOPK):
         e = ct.argmax(choice, axis=1, keepdims=True)
         hit = elanes == e
@@ -118,8 +113,8 @@ def route_tokens(x, gate_w, bias, ids, weights, scaling: float,
         choice = ct.where(hit, NEG_INF, choice)
     if NORM:
         top_w = top_w / (ct.sum(top_w, axis=1, keepdims=True) + 1e-20)
-    ct.store(ids, index=(i, 0), tile=top_ids)
-    ct.store(weights, index=(i, 0), tile=top_w * scaling)
+    ct.store(ids, index=(t, 0), tile=top_ids)
+    ct.store(weights, index=(t, 0), tile=top_w * scaling)
 
 
 # ----------------------------------------------------------------------------- sorting
@@ -139,16 +134,17 @@ def count_tokens(ids, counts, slot, BA: ct.Constant[int]):
 def align_blocks(counts, first_row, block_expert, BM: ct.Constant[int], E: ct.Constant[int],
                  MBT: ct.Constant[int]):
     """Experts' first rows in the BM-aligned sorted order; MBT blocks' experts a block."""
-    c = ct.load(counts, index=(0,), shape=(E,))
+    c = ct.load(counts, index=(0,), shape=(E,), padding_mode=ZERO)
     rows = (c + (BM - 1)) // BM * BM
     end = ct.cumsum(rows, axis=0)
     start = end - rows
     if ct.bid(0) == 0:
         ct.store(first_row, index=(0,), tile=start)
+    # the ends do not decrease: the owner of a row is the number of experts ending at or
+    # before it (experts with no rows end where the one before them does)
     row = (ct.bid(0) * MBT + ct.arange(MBT, dtype=ct.int32))[:, None] * BM
-    inside = (ct.reshape(start, (1, E)) <= row) & (row < ct.reshape(end, (1, E)))
-    owner = ct.max(ct.where(inside, ct.arange(E, dtype=ct.int32)[None, :], -1), axis=1)
-    ct.store(block_expert, index=(ct.bid(0),), tile=owner)
+    owner = ct.sum(ct.where(ct.reshape(end, (1, E)) <= row, 1, 0), axis=1)
+    ct.store(block_expert, index=(ct.bid(0),), tile=ct.where(owner < E, owner, -1))
 
 
 @ct.kernel
@@ -219,9 +215,10 @@ def combine(ys, sorted_row, weights, out, TOPK: ct.Constant[int], BH: ct.Constan
 
 # ----------------------------------------------------------------------------- host side
 
-ROUTE_BT = 16           # tokens a routing block (an mma.sync M: decode's few tokens waste little)
+ROUTE_BT = 16           # tokens a router-logits block (an mma.sync M: decode wastes little)
+ROUTE_BK = 64
 PAIRS_BA = 256          # (token, k) pairs a counting block
-ALIGN_MBT = 64          # sorted blocks an alignment block assigns
+ALIGN_MBT = 16          # sorted blocks an alignment block assigns
 ROW_BH = 1024           # columns a copy step of permute_rows / combine
 
 
@@ -259,6 +256,10 @@ class _Arrays:
         return np.float32
 
 
+def _dtype_name(a) -> str:
+    return str(a.dtype).removeprefix("torch.")
+
+
 def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
@@ -288,11 +289,20 @@ def route(hidden, gate_weight, correction_bias, *, top_k: int, n_group: int, top
     weights = arrays.empty((t, top_k), arrays.float32)
     if t == 0:
         return ids, weights
-    bk = 64 if h >= 64 else max(16, next_pow2(h))
-    ct.launch(None, (ct.cdiv(t, ROUTE_BT),), route_tokens,
-              (hidden, gate_weight, correction_bias, ids, weights, float(routed_scaling_factor),
-               ROUTE_BT, bk, e, n_group, topk_group, top_k, next_pow2(top_k),
-               bool(norm_topk_prob)))
+    logits = arrays.empty((t, e), arrays.float32)
+    sixteen = {"bfloat16", "float16"}
+    if _dtype_name(hidden) in sixteen and _dtype_name(gate_weight) == _dtype_name(hidden):
+        # few tokens: narrow expert tiles, so that more blocks stream the gate's rows
+        be = min(e, 32 if t <= 64 else 128)
+        ct.launch(None, (ct.cdiv(t, ROUTE_BT), ct.cdiv(e, be)), router_logits,
+                  (hidden, gate_weight, logits, ROUTE_BT, be, ROUTE_BK))
+    else:
+        be = min(e, 32)
+        ct.launch(None, (t, ct.cdiv(e, be)), router_logits_f32,
+                  (hidden, gate_weight, logits, be, ROUTE_BK))
+    ct.launch(None, (t,), select_experts,
+              (logits, correction_bias, ids, weights, float(routed_scaling_factor), e, n_group,
+               topk_group, top_k, next_pow2(top_k), bool(norm_topk_prob)))
     return ids, weights
 
 
