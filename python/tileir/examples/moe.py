@@ -267,7 +267,20 @@ def _is_pow2(n: int) -> bool:
 def route(hidden, gate_weight, correction_bias, *, top_k: int, n_group: int, topk_group: int,
           routed_scaling_factor: float, norm_topk_prob: bool):
     """DeepseekV3TopkRouter: hidden (T, H), gate_weight (E, H), correction_bias (E,) float32
-    -> (topk_ids (T, top_k) int32, topk_weights (T, top_k) float32)."""
+    -> (topk_ids (T, top_k) int32, topk_weights (T, top_k) float32).
+
+    torch CUDA tensors run on torch's current stream, NumPy arrays in the interpreter."""
+    launches, ids, weights = plan_route(
+        hidden, gate_weight, correction_bias, top_k=top_k, n_group=n_group,
+        topk_group=topk_group, routed_scaling_factor=routed_scaling_factor,
+        norm_topk_prob=norm_topk_prob)
+    _launch_all(launches)
+    return ids, weights
+
+
+def plan_route(hidden, gate_weight, correction_bias, *, top_k, n_group, topk_group,
+               routed_scaling_factor, norm_topk_prob):
+    """`route`'s launches as (kernel, grid, args), and the outputs they fill."""
     t, h = hidden.shape
     e = gate_weight.shape[0]
     if gate_weight.shape[1] != h:
@@ -288,22 +301,23 @@ def route(hidden, gate_weight, correction_bias, *, top_k: int, n_group: int, top
     ids = arrays.empty((t, top_k), arrays.int32)
     weights = arrays.empty((t, top_k), arrays.float32)
     if t == 0:
-        return ids, weights
+        return [], ids, weights
+    launches = []
     logits = arrays.empty((t, e), arrays.float32)
     sixteen = {"bfloat16", "float16"}
     if _dtype_name(hidden) in sixteen and _dtype_name(gate_weight) == _dtype_name(hidden):
         # few tokens: narrow expert tiles, so that more blocks stream the gate's rows
         be = min(e, 32 if t <= 64 else 128)
-        ct.launch(None, (ct.cdiv(t, ROUTE_BT), ct.cdiv(e, be)), router_logits,
-                  (hidden, gate_weight, logits, ROUTE_BT, be, ROUTE_BK))
+        launches.append((router_logits, (ct.cdiv(t, ROUTE_BT), ct.cdiv(e, be)),
+                         (hidden, gate_weight, logits, ROUTE_BT, be, ROUTE_BK)))
     else:
         be = min(e, 32)
-        ct.launch(None, (t, ct.cdiv(e, be)), router_logits_f32,
-                  (hidden, gate_weight, logits, be, ROUTE_BK))
-    ct.launch(None, (t,), select_experts,
-              (logits, correction_bias, ids, weights, float(routed_scaling_factor), e, n_group,
-               topk_group, top_k, next_pow2(top_k), bool(norm_topk_prob)))
-    return ids, weights
+        launches.append((router_logits_f32, (t, ct.cdiv(e, be)),
+                         (hidden, gate_weight, logits, be, ROUTE_BK)))
+    launches.append((select_experts, (t,),
+                     (logits, correction_bias, ids, weights, float(routed_scaling_factor), e,
+                      n_group, topk_group, top_k, next_pow2(top_k), bool(norm_topk_prob))))
+    return launches, ids, weights
 
 
 def expert_tiles(pairs: int, on_gpu: bool) -> tuple[int, int, int]:
@@ -327,7 +341,17 @@ def experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None):
     """sum_k topk_weights[t,k] * down_e(silu(gate_e(x_t)) * up_e(x_t)), e = topk_ids[t,k].
 
     hidden (T, H); w_gate_up (E, 2I, H): each expert's gate_proj rows, then its
-    up_proj rows; w_down (E, H, I).  Returns `out` (T, H) in hidden's dtype."""
+    up_proj rows; w_down (E, H, I).  Returns `out` (T, H) in hidden's dtype.
+    torch CUDA tensors run on torch's current stream, NumPy arrays in the interpreter;
+    no launch waits for the device or sizes its grid by the routing."""
+    launches, out = plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out)
+    _launch_all(launches)
+    return out
+
+
+def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, tiles=None):
+    """`experts`' launches as (kernel, grid, args), and `out`; `tiles` (BM, BN, BK)
+    overrides `expert_tiles`' choice (the simulator tests run the GPU's)."""
     t, h = hidden.shape
     e, two_i, h_w = w_gate_up.shape
     i_size = two_i // 2
@@ -348,8 +372,8 @@ def experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None):
     top_k = topk_ids.shape[1]
     pairs = t * top_k
     if pairs == 0:
-        return out
-    bm, bn, bk = expert_tiles(pairs, arrays.torch)
+        return [], out
+    bm, bn, bk = tiles or expert_tiles(pairs, arrays.torch)
     blocks = sorted_blocks(pairs, e, bm)
     flat_ids = topk_ids.reshape(-1)
     counts = arrays.zeros((e,), arrays.int32)
@@ -361,17 +385,23 @@ def experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None):
     act = arrays.empty((blocks * bm, i_size), hidden.dtype)
     bh = min(next_pow2(h), ROW_BH)
 
-    ct.launch(None, (ct.cdiv(pairs, PAIRS_BA),), count_tokens, (flat_ids, counts, slot, PAIRS_BA))
-    ct.launch(None, (ct.cdiv(blocks, ALIGN_MBT),), align_blocks,
-              (counts, first_row, block_expert, bm, next_pow2(e), ALIGN_MBT))
-    ct.launch(None, (pairs,), permute_rows,
-              (hidden, flat_ids, slot, first_row, sorted_row.reshape(-1), xs, top_k, bh))
-    ct.launch(None, (blocks, ct.cdiv(i_size, bn)), gate_up,
-              (xs, w_gate_up[:, :i_size, :], w_gate_up[:, i_size:, :], block_expert, act,
-               bm, bn, bk))
-    ct.launch(None, (blocks, ct.cdiv(h, bn)), down, (act, w_down, block_expert, xs, bm, bn, bk))
-    ct.launch(None, (t,), combine, (xs, sorted_row, topk_weights, out, top_k, bh))
-    return out
+    return [
+        (count_tokens, (ct.cdiv(pairs, PAIRS_BA),), (flat_ids, counts, slot, PAIRS_BA)),
+        (align_blocks, (ct.cdiv(blocks, ALIGN_MBT),),
+         (counts, first_row, block_expert, bm, next_pow2(e), ALIGN_MBT)),
+        (permute_rows, (pairs,),
+         (hidden, flat_ids, slot, first_row, sorted_row.reshape(-1), xs, top_k, bh)),
+        (gate_up, (blocks, ct.cdiv(i_size, bn)),
+         (xs, w_gate_up[:, :i_size, :], w_gate_up[:, i_size:, :], block_expert, act,
+          bm, bn, bk)),
+        (down, (blocks, ct.cdiv(h, bn)), (act, w_down, block_expert, xs, bm, bn, bk)),
+        (combine, (t,), (xs, sorted_row, topk_weights, out, top_k, bh)),
+    ], out
+
+
+def _launch_all(launches):
+    for kernel, grid, args in launches:
+        ct.launch(None, grid, kernel, args)
 
 
 # ----------------------------------------------------------------------------- references
