@@ -363,6 +363,10 @@ def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, ti
     if topk_ids.shape != topk_weights.shape or topk_ids.shape[0] != t:
         raise ValueError(f"topk_ids {tuple(topk_ids.shape)} and topk_weights "
                          f"{tuple(topk_weights.shape)} must both be ({t}, top_k)")
+    if _dtype_name(topk_ids) != "int32" or _dtype_name(topk_weights) != "float32":
+        raise ValueError(f"topk_ids must be int32 and topk_weights float32 (what `route` "
+                         f"returns); got {_dtype_name(topk_ids)} and "
+                         f"{_dtype_name(topk_weights)}")
     arrays = _Arrays(hidden)
     if out is None:
         out = arrays.empty((t, h), hidden.dtype)
