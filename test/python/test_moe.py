@@ -114,15 +114,17 @@ def test_routing_refuses_what_the_kernel_does_not_take():
 
 # ----------------------------------------------------------------------------- experts
 
-def run_experts(rng, t, h, i, e, top_k, dtype, ids=None):
+def run_experts(rng, t, h, i, e, top_k, dtype, ids=None, tiles=None):
     x = rng.standard_normal((t, h)).astype(dtype)
     w_gate_up, w_down = make_experts(rng, e, h, i, dtype)
     if ids is None:
         ids = np.stack([rng.choice(e, top_k, replace=False) for _ in range(t)]).astype(np.int32)
     weights = rng.uniform(0.1, 1.0, (t, top_k)).astype(np.float32)
     out = np.full((t, h), np.nan, dtype)
-    got = moe.experts(x, ids, weights, w_gate_up, w_down, out=out)
-    assert got is out
+    if tiles is None:
+        assert moe.experts(x, ids, weights, w_gate_up, w_down, out=out) is out
+    else:
+        moe._launch_all(moe.plan_experts(x, ids, weights, w_gate_up, w_down, out, tiles)[0])
     return out, moe.reference_experts(x, ids, weights, w_gate_up, w_down)
 
 
@@ -134,17 +136,22 @@ def _close(out, ref, rel):
 
 @pytest.mark.parametrize("t", [1, 5, 37])
 @pytest.mark.parametrize("dtype", [np.float32, BF16])
-def test_experts_match_the_reference(t, dtype):
-    out, ref = run_experts(np.random.default_rng(), t, 100, 72, 16, 4, dtype)
+@pytest.mark.parametrize("decode", [False, True])
+def test_experts_match_the_reference(t, dtype, decode):
+    tiles = moe.Tiles(decode, 16, 32, 32)
+    out, ref = run_experts(np.random.default_rng(), t, 100, 72, 16, 4, dtype, tiles=tiles)
     _close(out, ref, 1e-5 if dtype == np.float32 else 2e-2)
 
 
-def test_experts_with_skewed_routing_span_several_blocks_and_skip_idle_experts():
-    """Every token on experts 3 and 11 (each over several 16-row blocks), the others idle."""
+@pytest.mark.parametrize("decode", [False, True])
+def test_experts_with_skewed_routing_span_several_blocks_and_skip_idle_experts(decode):
+    """Every token on experts 0, 3 and 11 (each over several 16-row blocks), the others
+    idle but for 5 and 6."""
     rng = np.random.default_rng()
     t = 45
-    ids = np.stack([rng.permutation([3, 11, 5 + (r % 2), 0])[:4] for r in range(t)])
-    out, ref = run_experts(rng, t, 70, 40, 16, 4, np.float32, ids.astype(np.int32))
+    ids = np.stack([rng.permutation([3, 11, 5 + (r % 2), 0]) for r in range(t)])
+    out, ref = run_experts(rng, t, 70, 40, 16, 4, np.float32, ids.astype(np.int32),
+                           moe.Tiles(decode, 16, 32, 32))
     _close(out, ref, 1e-5)
 
 
@@ -210,8 +217,9 @@ def _simulate_all(launches, sms):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("t,tiles,sms", [
-    (20, (64, 128, 64), 132),       # decode's tiles (the GEMMs retiled narrow)
-    (40, (128, 128, 64), 1),        # prefill's tiles on a grid of many waves (retiled wide)
+    (20, moe.Tiles(True, 16, 64, 64), 132),     # decode's transposed kernels
+    (20, moe.Tiles(False, 64, 128, 64), 132),   # prefill's kernels on a small grid (narrowed)
+    (40, moe.Tiles(False, 128, 128, 64), 1),    # on a grid of many waves (widened, persistent)
 ])
 def test_the_generated_sm90a_chain_computes_the_experts(t, tiles, sms):
     """Route and experts as the GPU runs them (bf16, wgmma, TMA rings, the retiled and
@@ -253,7 +261,7 @@ def _v3_launches(t, dtype=BF16):
                                  norm_topk_prob=True)
     experts, _ = moe.plan_experts(x, np.zeros((t, k), np.int32), w,
                                   _standin((e, 2 * i, h), dtype), _standin((e, h, i), dtype),
-                                  tiles=moe.expert_tiles(t * k, True))
+                                  tiles=moe.expert_tiles(t * k, e, True))
     return route + experts
 
 

@@ -30,6 +30,8 @@ Sizes: T tokens, H hidden, I the experts' intermediate size, E experts, K = top_
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 import tileir as ct
@@ -200,6 +202,46 @@ def down(act, w_down, block_expert, ys, BM: ct.Constant[int], BN: ct.Constant[in
 
 
 @ct.kernel
+def gate_up_decode(xs, w_gate, w_up, block_expert, act, BT: ct.Constant[int],
+                   BN: ct.Constant[int], BK: ct.Constant[int]):
+    """gate_up for a few tokens an expert (decode): the products are transposed, BN weight
+    rows as M (a 64-row wgmma) and the BT tokens as N, so a block reads BT rows of
+    activations, not a 64-row tile of mostly padding, beside its expert's weights."""
+    mb = ct.bid(0)
+    n = ct.bid(1)
+    e = ct.load(block_expert, index=(mb,), shape=())
+    if e < 0:
+        return
+    g = ct.zeros((BN, BT), dtype=ct.float32)
+    u = ct.zeros((BN, BT), dtype=ct.float32)
+    for k in range(ct.num_tiles(xs, axis=1, shape=(BT, BK))):
+        xt = ct.transpose(ct.load(xs, index=(mb, k), shape=(BT, BK), padding_mode=ZERO))
+        wg = ct.load(w_gate, index=(e, n, k), shape=(1, BN, BK), padding_mode=ZERO)
+        wu = ct.load(w_up, index=(e, n, k), shape=(1, BN, BK), padding_mode=ZERO)
+        g = ct.mma(ct.reshape(wg, (BN, BK)), xt, g)
+        u = ct.mma(ct.reshape(wu, (BN, BK)), xt, u)
+    h = g / (1.0 + ct.exp(-g)) * u
+    ct.store(act, index=(mb, n), tile=ct.astype(ct.transpose(h), act.dtype))
+
+
+@ct.kernel
+def down_decode(act, w_down, block_expert, ys, BT: ct.Constant[int], BN: ct.Constant[int],
+                BK: ct.Constant[int]):
+    """down for a few tokens an expert, transposed as gate_up_decode is."""
+    mb = ct.bid(0)
+    n = ct.bid(1)
+    e = ct.load(block_expert, index=(mb,), shape=())
+    if e < 0:
+        return
+    acc = ct.zeros((BN, BT), dtype=ct.float32)
+    for k in range(ct.num_tiles(act, axis=1, shape=(BT, BK))):
+        at = ct.transpose(ct.load(act, index=(mb, k), shape=(BT, BK), padding_mode=ZERO))
+        w = ct.load(w_down, index=(e, n, k), shape=(1, BN, BK), padding_mode=ZERO)
+        acc = ct.mma(ct.reshape(w, (BN, BK)), at, acc)
+    ct.store(ys, index=(mb, n), tile=ct.astype(ct.transpose(acc), ys.dtype))
+
+
+@ct.kernel
 def combine(ys, sorted_row, weights, out, TOPK: ct.Constant[int], BH: ct.Constant[int]):
     """out[t] = sum_k weights[t, k] * ys[sorted_row[t, k]], summed in float32."""
     t = ct.bid(0)
@@ -320,15 +362,29 @@ def plan_route(hidden, gate_weight, correction_bias, *, top_k, n_group, topk_gro
     return launches, ids, weights
 
 
-def expert_tiles(pairs: int, on_gpu: bool) -> tuple[int, int, int]:
-    """(BM, BN, BK) of the grouped GEMMs for `pairs` (token, expert) pairs.
+class Tiles(NamedTuple):
+    """The grouped GEMMs' schedule: `decode` picks gate_up_decode / down_decode (weights
+    as M, BM tokens as N); BM rows of the sorted order a block, BN output columns, BK."""
+    decode: bool
+    bm: int
+    bn: int
+    bk: int
 
-    A decode step's experts get a few tokens each: 64-row blocks (one warpgroup's
-    wgmma) so that one block covers an expert's tokens and its weights are read
-    once; prefill takes 128-row blocks.  The interpreter takes small tiles."""
+
+def expert_tiles(pairs: int, experts: int, on_gpu: bool) -> Tiles:
+    """The schedule for `pairs` (token, expert) pairs over `experts` experts.
+
+    Each expert's rows start a block, so BM is about what an expert gets: a decode
+    step (a few tokens an expert) takes 16-token blocks of the transposed kernels,
+    one block an expert, which reads its weights once; prefill takes 64- or 128-row
+    tiles on wgmma by the tokens an expert gets (padding each expert's rows to BM
+    costs up to BM - 1 rows of work an expert).  The interpreter takes small tiles."""
+    per_expert = pairs / max(1, min(experts, pairs))
     if not on_gpu:
-        return 16, 32, 32
-    return (64 if pairs <= 512 else 128), 128, 64
+        return Tiles(per_expert <= 4, 16, 32, 32)
+    if per_expert <= 16:
+        return Tiles(True, 16, 64, 64)
+    return Tiles(False, 64 if per_expert < 256 else 128, 128, 64)
 
 
 def sorted_blocks(pairs: int, experts: int, bm: int) -> int:
@@ -350,7 +406,7 @@ def experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None):
 
 
 def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, tiles=None):
-    """`experts`' launches as (kernel, grid, args), and `out`; `tiles` (BM, BN, BK)
+    """`experts`' launches as (kernel, grid, args), and `out`; `tiles` (a `Tiles`)
     overrides `expert_tiles`' choice (the simulator tests run the GPU's)."""
     t, h = hidden.shape
     e, two_i, h_w = w_gate_up.shape
@@ -377,7 +433,7 @@ def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, ti
     pairs = t * top_k
     if pairs == 0:
         return [], out
-    bm, bn, bk = tiles or expert_tiles(pairs, arrays.torch)
+    decode, bm, bn, bk = tiles or expert_tiles(pairs, e, arrays.torch)
     blocks = sorted_blocks(pairs, e, bm)
     flat_ids = topk_ids.reshape(-1)
     counts = arrays.zeros((e,), arrays.int32)
@@ -395,10 +451,11 @@ def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, ti
          (counts, first_row, block_expert, bm, next_pow2(e), ALIGN_MBT)),
         (permute_rows, (pairs,),
          (hidden, flat_ids, slot, first_row, sorted_row.reshape(-1), xs, top_k, bh)),
-        (gate_up, (blocks, ct.cdiv(i_size, bn)),
+        (gate_up_decode if decode else gate_up, (blocks, ct.cdiv(i_size, bn)),
          (xs, w_gate_up[:, :i_size, :], w_gate_up[:, i_size:, :], block_expert, act,
           bm, bn, bk)),
-        (down, (blocks, ct.cdiv(h, bn)), (act, w_down, block_expert, xs, bm, bn, bk)),
+        (down_decode if decode else down, (blocks, ct.cdiv(h, bn)),
+         (act, w_down, block_expert, xs, bm, bn, bk)),
         (combine, (t,), (xs, sorted_row, topk_weights, out, top_k, bh)),
     ], out
 
