@@ -14,7 +14,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import tileir as ct
 from tileir.examples import moe
 from tileir.kernel import hardware_grid
 from tileir.sim import simulate
