@@ -215,22 +215,27 @@ def _simulate_all(launches, sms):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("t,tiles,sms", [
-    (20, moe.Tiles(True, 16, 64, 64), 132),     # decode's transposed kernels
-    (20, moe.Tiles(False, 64, 128, 64), 132),   # prefill's kernels on a small grid (narrowed)
-    (40, moe.Tiles(False, 128, 128, 64), 1),    # on a grid of many waves (widened, persistent)
+@pytest.mark.parametrize("t,h,tiles,sms,used", [
+    (20, 200, moe.Tiles(True, 16, 64, 64), 132, 16),     # decode's transposed kernels
+    (20, 200, moe.Tiles(False, 64, 128, 64), 132, 16),   # prefill's kernels, narrowed
+    (40, 456, moe.Tiles(False, 128, 128, 64), 1, 10),    # many waves: widened, persistent
 ])
-def test_the_generated_sm90a_chain_computes_the_experts(t, tiles, sms):
+def test_the_generated_sm90a_chain_computes_the_experts(t, h, tiles, sms, used):
     """Route and experts as the GPU runs them (bf16, wgmma, TMA rings, the retiled and
-    persistent variants the launch's grid asks for), by the simulator."""
+    persistent variants the launch's grid asks for), by the simulator.  With `used` < 16
+    the tokens go to experts 0..used-1 only, so the persistent blocks' walk meets blocks
+    with no expert (which return) before tiles with work: down's 4 column tiles of H = 456
+    become 2 of 256, walked 8 row blocks at a time, and blocks 10..15 are empty."""
     rng = np.random.default_rng()
-    h, i, e = 200, 136, 16
+    i, e = 136, 16
     x, gate, bias = make_router(rng, t, h, e, BF16)
     kw = dict(SMALL, norm_topk_prob=True)
     launches, ids, weights = moe.plan_route(x, gate, bias, **kw)
     _simulate_all(launches, sms)
     assert_same_routing(ids, weights, *moe.reference_route(x, gate, bias, **kw),
                         SMALL["topk_group"])
+    if used < e:
+        ids = np.stack([rng.choice(used, 4, replace=False) for _ in range(t)]).astype(np.int32)
     w_gate_up, w_down = make_experts(rng, e, h, i, BF16)
     out = np.full((t, h), np.nan, BF16)
     launches, _ = moe.plan_experts(x, ids, weights, w_gate_up, w_down, out, tiles=tiles)
