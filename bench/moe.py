@@ -62,7 +62,7 @@ def torch_loop(x, ids, w, w_gate_up, w_down):
         tok, k = torch.where(ids == e)
         h = x[tok] @ w_gate_up[e].T
         y = (torch.nn.functional.silu(h[:, :I]) * h[:, I:]) @ w_down[e].T
-        out.index_add_(0, tok, y * w[tok, k, None])
+        out.index_add_(0, tok, y * w[tok, k].unsqueeze(1))
     return out.to(x.dtype)
 
 
@@ -78,7 +78,7 @@ def torch_grouped(x, ids, w, w_gate_up, w_down):
     y = torch._grouped_mm(torch.nn.functional.silu(h[:, :I]) * h[:, I:],
                           w_down.transpose(-2, -1), offs=offs)
     out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-    out.index_add_(0, order // TOP_K, y.float() * w.reshape(-1)[order, None])
+    out.index_add_(0, order // TOP_K, y.float() * w.reshape(-1)[order].unsqueeze(1))
     return out.to(x.dtype)
 
 
@@ -141,17 +141,19 @@ def _tiles_name(tiles) -> str:
 
 
 def table(rows, metric, title) -> str:
-    cols = list(rows[0][metric])
+    cols = list(dict.fromkeys(c for r in rows for c in r[metric]))
     head = f"{'T':>6} {'experts':>8} " + " ".join(f"{c:>26}" for c in cols)
     lines = [title, head, "-" * len(head)]
     for r in rows:
-        cells = [f"{r[metric][c]:9.1f}" + (f" ({r['x copy'][c]:4.2f}x copy)"
-                                           if metric == "weight GB/s" else "")
+        cells = [("-" if c not in r[metric] else f"{r[metric][c]:9.1f}" +
+                  (f" ({r['x copy'][c]:4.2f}x copy)" if metric == "weight GB/s" else ""))
                  for c in cols]
         lines.append(f"{r['T']:>6} {r['experts_selected']:>8} " +
                      " ".join(f"{c:>26}" for c in cells))
     lines.append("route alone (ms): " + ", ".join(f"T={r['T']}: {r['ms']['tileir route']:.3f}"
                                                   for r in rows))
+    lines += [f"T={r['T']}: torch grouped_mm failed: {r['torch grouped_mm error']}"
+              for r in rows if "torch grouped_mm error" in r]
     lines.append("rel err vs the torch loop: " + "; ".join(
         f"T={r['T']}: " + ", ".join(f"{k} {v:.1e}" for k, v in r["rel_err"].items())
         for r in rows))
@@ -166,11 +168,11 @@ def plot(decode, prefill, copy, path) -> None:
     for ax, rows, metric in ((a, decode, "weight GB/s"), (b, prefill, "TFLOP/s")):
         if not rows:
             continue
-        cols = list(rows[0][metric])
+        cols = list(dict.fromkeys(c for r in rows for c in r[metric]))
         width = 0.8 / len(cols)
         for i, c in enumerate(cols):
-            ax.bar([x + i * width for x in range(len(rows))], [r[metric][c] for r in rows],
-                   width, label=c)
+            ax.bar([x + i * width for x in range(len(rows))],
+                   [r[metric].get(c, 0) for r in rows], width, label=c)
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))])
         ax.set_xticklabels([f"T={r['T']}" for r in rows])
         ax.set_ylabel(metric)

@@ -53,7 +53,7 @@ def torch_experts(hidden, ids, weights, w_gate_up, w_down):
         wgu = w_gate_up[e].float()
         h = x[tok] @ wgu.T
         y = (torch.nn.functional.silu(h[:, :i]) * h[:, i:]) @ w_down[e].float().T
-        out.index_add_(0, tok, y * weights[tok, k, None].float())
+        out.index_add_(0, tok, y * weights[tok, k].float().unsqueeze(1))
     return out
 
 

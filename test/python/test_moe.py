@@ -80,6 +80,17 @@ def test_routing_matches_the_reference(dtype, norm):
     assert_same_routing(ids, weights, ref_ids, ref_w, masked, gscore, SMALL["topk_group"])
 
 
+def test_routing_with_pairs_of_experts_in_8_groups_and_top_3():
+    """Groups of two (the group score is both), top_k not a power of two."""
+    rng = np.random.default_rng()
+    x, gate, bias = make_router(rng, 50, 48, 16, np.float32)
+    kw = dict(top_k=3, n_group=8, topk_group=3, routed_scaling_factor=1.0,
+              norm_topk_prob=False)
+    ids, weights = moe.route(x, gate, bias, **kw)
+    assert ids.shape == (50, 3)
+    assert_same_routing(ids, weights, *moe.reference_route(x, gate, bias, **kw), 3)
+
+
 def test_routing_keeps_unchosen_groups_at_zero_like_masked_fill():
     """With a bias that makes every kept expert's biased score negative but a few, the
     experts of dropped groups (0.0 after masked_fill) beat the kept ones, as in
@@ -219,7 +230,7 @@ def _simulate_all(launches, sms):
     (20, 200, moe.Tiles(True, 16, 64, 64), 132, 16),     # decode's transposed kernels
     (20, 200, moe.Tiles(False, 64, 128, 64), 132, 16),   # prefill's kernels, narrowed
     (40, 456, moe.Tiles(False, 128, 128, 64), 1, 10),    # many waves: widened, persistent
-])
+], ids=["decode", "narrowed", "persistent"])
 def test_the_generated_sm90a_chain_computes_the_experts(t, h, tiles, sms, used):
     """Route and experts as the GPU runs them (bf16, wgmma, TMA rings, the retiled and
     persistent variants the launch's grid asks for), by the simulator.  With `used` < 16

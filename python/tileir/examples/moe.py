@@ -502,3 +502,19 @@ def reference_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down):
             u = wgu[e, i_size:] @ x[t]
             out[t] += w * (wd[e] @ (g / (1.0 + np.exp(-g)) * u))
     return out
+
+
+def run(rng, t=29, h=100, i=72, e=16, dtype=np.float32):
+    """The examples' convention: route + experts on ragged sizes in the interpreter, the
+    experts' output against float64 for the routing chosen (test_moe.py checks the
+    routing itself against transformers' rules)."""
+    x = rng.standard_normal((t, h)).astype(dtype)
+    gate = (rng.standard_normal((e, h)) / np.sqrt(h)).astype(dtype)
+    bias = (rng.standard_normal(e) * 0.1).astype(np.float32)
+    w_gate_up = (rng.standard_normal((e, 2 * i, h)) / np.sqrt(h)).astype(dtype)
+    w_down = (rng.standard_normal((e, h, i)) / np.sqrt(i)).astype(dtype)
+    ids, weights = route(x, gate, bias, top_k=4, n_group=4, topk_group=2,
+                         routed_scaling_factor=2.5, norm_topk_prob=True)
+    out = np.full((t, h), np.nan, dtype)
+    experts(x, ids, weights, w_gate_up, w_down, out=out)
+    return out, reference_experts(x, ids, weights, w_gate_up, w_down), 1e-4, 1e-5
