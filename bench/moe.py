@@ -6,8 +6,8 @@ One MoE layer at DeepSeek-V3's shapes (H 7168, I 2048 per expert, 256 experts, t
 of 4 groups out of 8, routed scaling 2.5; random bf16 weights, 22.5 GB), routed by
 `moe.route` on random tokens:
 
-* decode, T = 1, 16, 64 tokens: route + experts (tileir's chosen schedule, and the
-  prefill schedule for comparison) as GB/s of the selected experts' weights (each
+* decode, T = 1, 16, 64 tokens: experts (tileir's chosen schedule, and a few others
+  beside it: VARIANTS) as GB/s of the selected experts' weights (each
   selected expert's gate/up/down once: the bytes a decode step must read) against a
   device copy's bandwidth measured in this run; against torch: a loop over the
   selected experts of torch matmuls (what transformers' DeepseekV3MoE runs), and
@@ -38,6 +38,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 H, I, TOP_K = 7168, 2048, 8
 ROUTING = dict(top_k=TOP_K, n_group=8, topk_group=4, routed_scaling_factor=2.5,
                norm_topk_prob=True)
+# other schedules beside expert_tiles' choice (all compile without spills at these shapes)
+VARIANTS = {"decode": [moe.Tiles(True, 16, 128, 64), moe.Tiles(True, 16, 64, 128),
+                       moe.Tiles(False, 64, 128, 64)],
+            "prefill": [moe.Tiles(False, 128, 128, 64), moe.Tiles(False, 64, 64, 64)]}
 
 
 def ms_graph(fn) -> float:
@@ -89,7 +93,7 @@ def rel_err(out, ref) -> float:
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
-def measure(t, layer, copy) -> dict:
+def measure(t, layer, copy, variants: bool) -> dict:
     gate, bias, w_gate_up, w_down = layer
     x = torch.randn(t, H, device="cuda").bfloat16()
     ids, w = moe.route(x, gate, bias, **ROUTING)
@@ -108,13 +112,18 @@ def measure(t, layer, copy) -> dict:
         return fn, out
 
     chosen = moe.expert_tiles(t * TOP_K, w_gate_up.shape[0], True)
-    other = moe.Tiles(False, 64, 128, 64) if chosen.decode else moe.Tiles(False, 128, 128, 64)
-    for name, tiles in ((f"tileir {_tiles_name(chosen)}", chosen),
-                        (f"tileir {_tiles_name(other)}", other)):
-        fn, out = tileir_experts(tiles)
-        fn()
-        row["rel_err"][name] = rel_err(out, ref)
-        row["ms"][name] = ms_graph(fn)
+    row["schedule"] = _tiles_name(chosen)
+    tries = [("tileir", chosen)] + [(f"tileir {_tiles_name(v)}", v) for v in
+                                     (VARIANTS["decode" if chosen.decode else "prefill"]
+                                      if variants else [])]
+    for name, tiles in tries:
+        try:
+            fn, out = tileir_experts(tiles)
+            fn()
+            row["rel_err"][name] = rel_err(out, ref)
+            row["ms"][name] = ms_graph(fn)
+        except Exception as e:                  # noqa: BLE001 (reported, not hidden)
+            row.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e)[:300]}"
     row["ms"]["tileir route"] = ms_graph(lambda: moe.route(x, gate, bias, **ROUTING))
     row["ms"]["torch loop"] = ms_eager(lambda: torch_loop(x, ids, w, w_gate_up, w_down))
     if hasattr(torch, "_grouped_mm"):
@@ -154,6 +163,8 @@ def table(rows, metric, title) -> str:
                                                   for r in rows))
     lines += [f"T={r['T']}: torch grouped_mm failed: {r['torch grouped_mm error']}"
               for r in rows if "torch grouped_mm error" in r]
+    lines += [f"T={r['T']}: {k} failed: {v}" for r in rows for k, v in r.get("errors", {}).items()]
+    lines.append("tileir's schedule: " + ", ".join(f"T={r['T']}: {r['schedule']}" for r in rows))
     lines.append("rel err vs the torch loop: " + "; ".join(
         f"T={r['T']}: " + ", ".join(f"{k} {v:.1e}" for k, v in r["rel_err"].items())
         for r in rows))
@@ -191,6 +202,8 @@ def main() -> int:
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     p.add_argument("--experts", type=int, default=256, help="experts (256: 22.5 GB of weights)")
     p.add_argument("--quick", action="store_true", help="T = 1 and 2048 only")
+    p.add_argument("--no-variants", action="store_true",
+                   help="only expert_tiles' schedule (not the VARIANTS beside it)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
@@ -206,11 +219,11 @@ def main() -> int:
               "torch": torch.__version__, "experts": e, "H": H, "I": I, "top_k": TOP_K,
               "decode": [], "prefill": []}
     for t in ([1] if args.quick else [1, 16, 64]):
-        result["decode"].append(measure(t, layer, copy))
+        result["decode"].append(measure(t, layer, copy, not args.no_variants))
         print(f"  decode T={t}: " + ", ".join(f"{k} {v:.0f} GB/s"
                                               for k, v in result["decode"][-1]
                                               ["weight GB/s"].items()), flush=True)
-    result["prefill"].append(measure(2048, layer, copy))
+    result["prefill"].append(measure(2048, layer, copy, not args.no_variants))
     print(table(result["decode"], "weight GB/s", "[decode] expert weights GB/s (x copy)"))
     print(table(result["prefill"], "TFLOP/s", "[prefill] useful TFLOP/s"))
     with open(os.path.join(args.out, "moe.json"), "w") as f:
