@@ -165,6 +165,12 @@ def test_experts_with_skewed_routing_span_several_blocks_and_skip_idle_experts(d
     _close(out, ref, 1e-5)
 
 
+def test_experts_with_12_experts_and_top_3():
+    """E not a power of two (only the router needs one), top_k = 3."""
+    out, ref = run_experts(np.random.default_rng(), 19, 50, 24, 12, 3, np.float32)
+    _close(out, ref, 1e-5)
+
+
 def test_routing_then_experts():
     rng = np.random.default_rng()
     x, gate, bias = make_router(rng, 23, 96, 16, np.float32)
@@ -252,6 +258,19 @@ def test_the_generated_sm90a_chain_computes_the_experts(t, h, tiles, sms, used):
     launches, _ = moe.plan_experts(x, ids, weights, w_gate_up, w_down, out, tiles=tiles)
     _simulate_all(launches, sms)
     _close(out, moe.reference_experts(x, ids, weights, w_gate_up, w_down), 2e-2)
+
+
+@pytest.mark.slow
+def test_the_generated_sm90a_float32_router_chooses_as_transformers():
+    """The float32 router (FMA units) as the GPU runs it, on a ragged width."""
+    rng = np.random.default_rng()
+    x, gate, bias = make_router(rng, 9, 100, 16, np.float32)
+    kw = dict(SMALL, norm_topk_prob=True)
+    launches, ids, weights = moe.plan_route(x, gate, bias, **kw)
+    assert launches[0][0] is moe.router_logits_f32
+    _simulate_all(launches, 132)
+    assert_same_routing(ids, weights, *moe.reference_route(x, gate, bias, **kw),
+                        SMALL["topk_group"])
 
 
 def _report(ck):
