@@ -5,12 +5,13 @@ scores, the correction bias added for choosing only, n_group groups scored by th
 sum of their two best biased scores, the topk_group best groups kept (the others'
 experts masked to 0.0, as `masked_fill` does), top_k experts among them, and the
 unbiased scores of those as weights (normalized when norm_topk_prob) times
-routed_scaling_factor.  One kernel does it all for BT tokens a block.
+routed_scaling_factor.  Two launches: `router_logits` (or `router_logits_f32`), then
+`select_experts`, one token a block.
 
 `experts` computes, per token t, sum_k w[t,k] * down_e(silu(gate_e(x_t)) * up_e(x_t))
-with e = ids[t,k], in five launches and no host synchronization (the LLM app replays
-decode steps as CUDA graphs, so every grid is sized by the worst case and blocks
-with no work return at once):
+with e = ids[t,k], in six launches (and a memset) with no host synchronization (the
+LLM app replays decode steps as CUDA graphs, so every grid is sized by the worst
+case and blocks with no work return at once):
 
 1. `count_tokens`: an atomic add per (token, k) pair counts each expert's tokens; the
    old count it returns is the pair's slot among its expert's tokens.
@@ -21,10 +22,12 @@ with no work return at once):
    (expert's first row + slot), and that row is recorded for the combine.
 4. `gate_up` (SwiGLU fused: silu(x W_g^T) * (x W_u^T) from two accumulators) and
    `down`: grouped GEMMs, one BM x BN output tile a block, every block reading one
-   expert's weights: with BM-row blocks per expert, a decode step (1 to 64 tokens)
-   reads each selected expert's weights once.
+   expert's weights.  For decode, `gate_up_decode` / `down_decode` compute the same
+   transposed (weights as the product's rows, 16 tokens as its columns): each
+   selected expert is one block row, so its weights are read once.
 5. `combine`: each token sums its top_k rows, times their weights, in float32.
 
+docs/moe.md has the schedules and what the compiler makes of them.
 Sizes: T tokens, H hidden, I the experts' intermediate size, E experts, K = top_k.
 """
 
@@ -275,7 +278,11 @@ class _Arrays:
         if self.torch:
             import torch
             return torch.empty(shape, dtype=dtype, device=self.like.device)
-        return np.zeros(shape, dtype)       # the interpreter: no uninitialized garbage
+        # the interpreter: poisoned, so that a read of something no kernel wrote shows
+        # (NaN rows, or an index far out of bounds)
+        if np.issubdtype(np.dtype(dtype), np.integer):
+            return np.full(shape, -(1 << 30), dtype)
+        return np.full(shape, np.nan, dtype)
 
     def zeros(self, shape, dtype):
         if self.torch:
