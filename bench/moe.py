@@ -125,6 +125,10 @@ def measure(t, layer, copy, variants: bool) -> dict:
         except Exception as e:                  # noqa: BLE001 (reported, not hidden)
             row.setdefault("errors", {})[name] = f"{type(e).__name__}: {str(e)[:300]}"
     row["ms"]["tileir route"] = ms_graph(lambda: moe.route(x, gate, bias, **ROUTING))
+
+    def step():
+        moe.experts(x, *moe.route(x, gate, bias, **ROUTING), w_gate_up, w_down)
+    row["ms"]["tileir route+experts"] = ms_graph(step)
     row["ms"]["torch loop"] = ms_eager(lambda: torch_loop(x, ids, w, w_gate_up, w_down))
     if hasattr(torch, "_grouped_mm"):
         try:
@@ -137,7 +141,7 @@ def measure(t, layer, copy, variants: bool) -> dict:
                 row["ms"]["torch grouped_mm"] = ms_eager(fn)
         except Exception as e:                  # noqa: BLE001 (reported, not hidden)
             row["torch grouped_mm error"] = f"{type(e).__name__}: {str(e)[:300]}"
-    experts_only = {k: v for k, v in row["ms"].items() if k != "tileir route"}
+    experts_only = {k: v for k, v in row["ms"].items() if not k.startswith("tileir route")}
     row["weight GB/s"] = {k: weight_bytes / v / 1e6 for k, v in experts_only.items()}
     row["x copy"] = {k: v / (copy * 1e3) for k, v in row["weight GB/s"].items()}
     row["TFLOP/s"] = {k: flop / v / 1e9 for k, v in experts_only.items()}
@@ -159,8 +163,9 @@ def table(rows, metric, title) -> str:
                  for c in cols]
         lines.append(f"{r['T']:>6} {r['experts_selected']:>8} " +
                      " ".join(f"{c:>26}" for c in cells))
-    lines.append("route alone (ms): " + ", ".join(f"T={r['T']}: {r['ms']['tileir route']:.3f}"
-                                                  for r in rows))
+    lines.append("route alone, route + experts (ms): " + ", ".join(
+        f"T={r['T']}: {r['ms']['tileir route']:.3f}, {r['ms']['tileir route+experts']:.3f}"
+        for r in rows))
     lines += [f"T={r['T']}: torch grouped_mm failed: {r['torch grouped_mm error']}"
               for r in rows if "torch grouped_mm error" in r]
     lines += [f"T={r['T']}: {k} failed: {v}" for r in rows for k, v in r.get("errors", {}).items()]
