@@ -378,20 +378,22 @@ class Tiles(NamedTuple):
     bk: int
 
 
-def expert_tiles(pairs: int, experts: int, on_gpu: bool) -> Tiles:
+def expert_tiles(pairs: int, experts: int, on_gpu: bool, itemsize: int = 2) -> Tiles:
     """The schedule for `pairs` (token, expert) pairs over `experts` experts.
 
     Each expert's rows start a block, so BM is about what an expert gets: a decode
     step (a few tokens an expert) takes 16-token blocks of the transposed kernels,
     one block an expert, which reads its weights once; prefill takes 64- or 128-row
     tiles on wgmma by the tokens an expert gets (padding each expert's rows to BM
-    costs up to BM - 1 rows of work an expert).  The interpreter takes small tiles."""
+    costs up to BM - 1 rows of work an expert).  float32 operands (tf32 on the tensor
+    cores) take half as wide prefill tiles: gate_up's two accumulators and its operand
+    tiles would pass 255 registers.  The interpreter takes small tiles."""
     per_expert = pairs / max(1, min(experts, pairs))
     if not on_gpu:
         return Tiles(per_expert <= 4, 16, 32, 32)
     if per_expert <= 16:
         return Tiles(True, 16, 64, 64)
-    return Tiles(False, 64 if per_expert < 256 else 128, 128, 64)
+    return Tiles(False, 64 if per_expert < 256 else 128, 128 if itemsize <= 2 else 64, 64)
 
 
 def sorted_blocks(pairs: int, experts: int, bm: int) -> int:
@@ -440,7 +442,8 @@ def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, ti
     pairs = t * top_k
     if pairs == 0:
         return [], out
-    decode, bm, bn, bk = tiles or expert_tiles(pairs, e, arrays.torch)
+    itemsize = 4 if _dtype_name(hidden) == "float32" else 2
+    decode, bm, bn, bk = tiles or expert_tiles(pairs, e, arrays.torch, itemsize)
     blocks = sorted_blocks(pairs, e, bm)
     flat_ids = topk_ids.reshape(-1)
     counts = arrays.zeros((e,), arrays.int32)
