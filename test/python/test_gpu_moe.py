@@ -25,8 +25,10 @@ V3 = dict(top_k=8, n_group=8, topk_group=4, routed_scaling_factor=2.5, norm_topk
 def torch_route(hidden, gate, bias, *, top_k, n_group, topk_group, routed_scaling_factor,
                 norm_topk_prob):
     """The router in float32 torch, step by step as transformers' DeepseekV3TopkRouter;
-    also the biased masked scores and group scores (float64 NumPy) for the tie checks."""
-    logits = hidden.float() @ gate.float().T
+    also the biased masked scores and group scores (float64 NumPy) for the tie checks.
+    The logits are summed in float64 and rounded to float32 (whatever torch's float32
+    matmul precision is set to: tf32 would move them by ~1e-3)."""
+    logits = (hidden.double() @ gate.double().T).float()
     scores = logits.sigmoid()
     t, e = scores.shape
     choice = scores + bias.float()[None, :]
