@@ -218,8 +218,8 @@ def main() -> int:
     e = args.experts
     layer = ((torch.randn(e, H, device="cuda") / H ** 0.5).bfloat16(),
              torch.randn(e, device="cuda") * 0.01,
-             (torch.randn(e, 2 * I, H, device="cuda", dtype=torch.bfloat16) / H ** 0.5),
-             (torch.randn(e, H, I, device="cuda", dtype=torch.bfloat16) / I ** 0.5))
+             torch.randn(e, 2 * I, H, device="cuda", dtype=torch.bfloat16).div_(H ** 0.5),
+             torch.randn(e, H, I, device="cuda", dtype=torch.bfloat16).div_(I ** 0.5))
     result = {"device": device, "date": datetime.date.today().isoformat(), "copy_TBps": copy,
               "torch": torch.__version__, "experts": e, "H": H, "I": I, "top_k": TOP_K,
               "decode": [], "prefill": []}

@@ -72,8 +72,10 @@ def _router(t, h, e, dtype, bias_scale=0.1):
 
 
 def _experts(e, h, i, dtype):
-    w_gate_up = (torch.randn(e, 2 * i, h, device="cuda") / h ** 0.5).to(dtype)
-    w_down = (torch.randn(e, h, i, device="cuda") / i ** 0.5).to(dtype)
+    """Drawn in their dtype and scaled in place: 22.5 GB at DeepSeek-V3's bf16 shapes,
+    with no float32 copy beside them."""
+    w_gate_up = torch.randn(e, 2 * i, h, device="cuda", dtype=dtype).div_(h ** 0.5)
+    w_down = torch.randn(e, h, i, device="cuda", dtype=dtype).div_(i ** 0.5)
     return w_gate_up, w_down
 
 
