@@ -111,28 +111,31 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
 
 
 @ct.kernel
-def combine(OP, LSE, O, TQ: ct.Constant[int], GP: ct.Constant[int], D: ct.Constant[int]):
-    """Merges the splits of one (sequence, KV head): each split's output weighted by
-    2^(its log2-sum-exp - the largest)."""
+def combine(OP, LSE, O, GP: ct.Constant[int], DC: ct.Constant[int]):
+    """Merges the splits of one (sequence, KV head, token) over DC output columns: each
+    split's output weighted by 2^(its log2-sum-exp - the largest).  OP and LSE hold
+    the splits of sequence b at rows b * splits ..; O is (B, Tq, Hkv, GROUP, D)."""
     b = ct.bid(0)
     kvh = ct.bid(1)
+    chunks = O.shape[4] // DC
+    t = ct.bid(2) // chunks
+    col = ct.bid(2) % chunks
     splits = OP.shape[0] // O.shape[0]
-    rows = TQ * GP
-    m = ct.full((rows, 1), -1e30, dtype=np.float32)
-    l = ct.zeros((rows, 1), dtype=np.float32)
-    acc = ct.zeros((rows, D), dtype=np.float32)
+    m = ct.full((GP, 1), -1e30, dtype=np.float32)
+    l = ct.zeros((GP, 1), dtype=np.float32)
+    acc = ct.zeros((GP, DC), dtype=np.float32)
     for s in range(splits):
-        lse = ct.load(LSE, index=(b * splits + s, 0, kvh, 0), shape=(1, TQ, 1, GP),
-                      padding_mode=ct.PaddingMode.ZERO).reshape((rows, 1))
-        o = ct.load(OP, index=(b * splits + s, 0, kvh, 0, 0), shape=(1, TQ, 1, GP, D),
-                    padding_mode=ct.PaddingMode.ZERO).reshape((rows, D))
+        lse = ct.load(LSE, index=(b * splits + s, t, kvh, 0), shape=(1, 1, 1, GP),
+                      padding_mode=ct.PaddingMode.ZERO).reshape((GP, 1))
+        o = ct.load(OP, index=(b * splits + s, t, kvh, 0, col), shape=(1, 1, 1, GP, DC),
+                    padding_mode=ct.PaddingMode.ZERO).reshape((GP, DC))
         m_new = ct.maximum(m, lse)
         alpha = ct.exp2(m - m_new)
         w = ct.exp2(lse - m_new)
         l = l * alpha + w
         acc = acc * alpha + o * w
         m = m_new
-    ct.store(O, index=(b, 0, kvh, 0, 0), tile=(acc / l).reshape((1, TQ, 1, GP, D)).astype(O.dtype))
+    ct.store(O, index=(b, t, kvh, 0, col), tile=(acc / l).reshape((1, 1, 1, GP, DC)).astype(O.dtype))
 
 
 def tiles(tq: int, group: int) -> tuple[int, int]:
@@ -207,16 +210,18 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
     # the caches as (pages, Hkv, PAGE, D) views: a page of one head is a 2-d tile
     kv = [c.permute(0, 2, 1, 3) if _is_torch(c) else c.transpose(0, 2, 1, 3)
           for c in (k_cache, v_cache)]
-    if num_splits == 1:           # (the partial arrays are not used: any of the right rank)
+    if num_splits == 1:
+        # the partial arrays are not used: stand-ins of their ranks that nothing writes
+        # (a simulator that copies arrays back would clobber a view of the output)
         return out, [(decode, (b, hkv, 1), (q5, kv[0], kv[1], block_table, seq_lens, o5, o5,
-                                             o5[:, :, :, :, 0], float(scale), t, gp, page, d,
-                                             False))]
+                                             seq_lens.reshape(b, 1, 1, 1), float(scale), t,
+                                             gp, page, d, False))]
     op = _empty(q, (b * num_splits, tq, hkv, group, d), True)
     lse = _empty(q, (b * num_splits, tq, hkv, group), True)
     return out, [(decode, (b, hkv, num_splits),
                   (q5, kv[0], kv[1], block_table, seq_lens, o5, op, lse, float(scale), t, gp,
                    page, d, True)),
-                 (combine, (b, hkv, 1), (op, lse, o5, t, gp, d))]
+                 (combine, (b, hkv, tq), (op, lse, o5, gp, d))]
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, *,
