@@ -153,11 +153,11 @@ class MmaAssignment:
         """A load that only feeds this operand (through permutes) loads into shared memory
         (with the widest swizzle its rows allow for tensor cores, plain row-major for
         the FMA path)."""
-        while _single_use(v) and (_defining_name(v) == "tile.permute" or (
+        while _feeds_only_mma(v) and (_defining_name(v) == "tile.permute" or (
                 _defining_name(v) == "tile.reshape" and unit_dims_only(
                     list(v.owner.operands[0].type.shape), list(v.type.shape)))):
             v = v.owner.operands[0]          # transposes and unit dims (a batch index)
-        if _defining_name(v) != "tile.load" or not _single_use(v) or \
+        if _defining_name(v) != "tile.load" or not _feeds_only_mma(v) or \
                 SCOPE_ATTR in v.owner.attributes:     # (relaxed loads: into registers)
             return
         t = v.type
@@ -629,6 +629,24 @@ def _defining_name(v: ir.Value) -> str | None:
 
 def _single_use(v: ir.Value) -> bool:
     return len(list(v.uses)) == 1
+
+
+def _feeds_only_mma(v: ir.Value) -> bool:
+    """Whether `v` is used once, or only as products' operands (directly or through
+    transposes and unit-dim reshapes): MLA's latent page is the keys of one product
+    and the values of the next, one tile in shared memory for both."""
+    if _single_use(v):
+        return True
+    for use in v.uses:
+        op = use.owner
+        if op.name == "tile.mma" and use.operand_number in (0, 1):
+            continue
+        if (op.name == "tile.permute" or (op.name == "tile.reshape" and unit_dims_only(
+                list(v.type.shape), list(op.results[0].type.shape)))) and \
+                _feeds_only_mma(op.results[0]):
+            continue
+        return False
+    return True
 
 
 def _shape(v: ir.Value) -> list[int]:
