@@ -18,7 +18,7 @@ from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 from tileir.sim import simulate
 
-from test_tensor_cores import _sass
+from test_tensor_cores import _sass, _sass_text
 
 
 def _rel(out, ref):
@@ -153,6 +153,53 @@ def test_mla_decode_matches_the_naive_reference(batch, tq, heads, page, splits):
     out = np.full((batch, tq, heads, 512), np.nan, np.float32)
     mla.mla_decode(q, kv, table, lens, scale, out, num_splits=splits)
     assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
+
+
+@pytest.mark.parametrize("splits,tq,page", [
+    (2, 1, 32),
+    pytest.param(1, 2, 16, marks=pytest.mark.slow),
+])
+def test_the_generated_mla_runs_in_the_simulator(splits, tq, page):
+    rng = np.random.default_rng()
+    lens = rng.integers(tq, 2 * page + 5, 1)
+    q, kv, table, lens = mla.random_case(rng, 1, tq, 64, page, lens, np.float16)
+    out = np.full((1, tq, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.04, out, splits)
+    for kernel, grid, args in calls:
+        simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
+    assert _rel(out, mla.reference(q, kv, table, lens, 0.04)) < 2e-3
+
+
+def _mla_cubin(splits):
+    """MLA decode at DeepSeek-V3's shapes, batch 64, as a launch compiles it."""
+    b = 64
+    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
+    out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
+    _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
+                            out, splits)
+    kernel, grid, args = calls[0]
+    return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("splits", [3, 1])
+def test_mla_runs_on_wgmma_and_tma_with_the_latent_tile_shared(splits, tmp_path):
+    # one latent tile in shared memory serves Q.c^T and P.c; 2 warpgroups split the
+    # (64, 512) f32 accumulator by columns.  Unsplit, ptxas keeps one register of the
+    # epilogue's in local memory across the loop (4 bytes: one STL before it, one LDL
+    # after it): none inside the loop
+    ck = _mla_cubin(splits)
+    assert ck.meta["num_threads"] == 256
+    text = _sass_text(ck.cubin, tmp_path)
+    ops = _sass(ck.cubin, tmp_path)
+    for op in ("HGMMA", "UTMALDG", "SYNCS"):
+        assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
+    lines = text.splitlines()
+    mma = [i for i, line in enumerate(lines) if "HGMMA" in line]
+    local = [i for i, line in enumerate(lines) if " STL" in line or " LDL" in line]
+    assert not [i for i in local if mma[0] < i < mma[-1]], "local memory inside the loop"
+    assert len(local) <= (0 if splits > 1 else 2), ck.ptxas_report
 
 
 def test_mla_refuses_shapes_it_does_not_take():
