@@ -122,7 +122,7 @@ def measure_decode(batch, ctx, copy_gbs, splits_list) -> dict:
     out = torch.empty_like(q)
     seq = torch.full((batch,), ctx, device="cuda", dtype=torch.int32)
     nbytes = 2 * batch * ctx * HKV * D * 2 + 2 * q.numel() * 2 + table.numel() * 4
-    chosen = dec.choose_splits(batch, HKV, table.shape[1],
+    chosen = dec.choose_splits(batch * HKV, table.shape[1],
                                torch.cuda.get_device_properties(0).multi_processor_count)
     row = {"kernel": "decode", "batch": batch, "ctx": ctx, "bytes": nbytes, "splits": chosen}
     for s in [None] + [s for s in splits_list if s != chosen]:
@@ -141,8 +141,8 @@ def measure_mla(batch, ctx, copy_gbs, splits_list) -> dict:
     seq = torch.full((batch,), ctx, device="cuda", dtype=torch.int32)
     nbytes = batch * ctx * 576 * 2 + q.numel() * 2 + out.numel() * 2 + table.numel() * 4
     flops = 2 * batch * MLA_H * ctx * (576 + 512)
-    chosen = dec.choose_splits(batch, MLA_H // 64, table.shape[1],
-                               torch.cuda.get_device_properties(0).multi_processor_count)
+    chosen = dec.choose_splits(batch * (MLA_H // 64), table.shape[1],
+                               torch.cuda.get_device_properties(0).multi_processor_count, 1)
     row = {"kernel": "mla", "batch": batch, "ctx": ctx, "bytes": nbytes, "flops": flops,
            "splits": chosen}
     for s in [None] + [s for s in splits_list if s != chosen]:

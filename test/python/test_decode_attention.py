@@ -59,10 +59,12 @@ def test_more_splits_than_pages_leave_empty_splits_harmless():
     assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.3)) < 1e-5
 
 
-def test_the_splits_chooser_fills_the_gpu_and_keeps_splits_long():
-    assert dec.choose_splits(64, 8, 512, sms=132) == 1          # 512 blocks: enough
-    assert dec.choose_splits(1, 8, 512, sms=132) == 33          # ~2 blocks per SM
-    assert dec.choose_splits(1, 8, 16, sms=132) == 4            # at least 4 pages a split
+def test_the_splits_chooser_fills_one_round_of_the_gpu_and_keeps_splits_long():
+    assert dec.choose_splits(64 * 8, 512, sms=132) == 1       # 512 blocks: past one round
+    assert dec.choose_splits(16 * 8, 512, sms=132) == 2       # 256 of 264 resident blocks
+    assert dec.choose_splits(1 * 8, 512, sms=132) == 33       # 264
+    assert dec.choose_splits(1 * 8, 16, sms=132) == 4         # at least 4 pages a split
+    assert dec.choose_splits(64 * 2, 128, sms=132, per_sm=1) == 1   # MLA at batch 64
     assert dec.tiles(1, 4) == (4, 4) and dec.tiles(3, 8) == (4, 8) and dec.tiles(8, 4) == (8, 4)
 
 

@@ -34,7 +34,7 @@ import tileir as ct
 from . import next_pow2
 
 LOG2E = 1.0 / math.log(2.0)
-NUM_SMS = 132        # an H200; the host entry asks torch for the real count
+NUM_SMS = 132        # an H200; with torch tensors the host entry asks for the real count
 
 
 @ct.function
@@ -147,12 +147,12 @@ def tiles(tq: int, group: int) -> tuple[int, int]:
     return t, gp
 
 
-def choose_splits(batch: int, kv_heads: int, max_pages: int, sms: int = NUM_SMS) -> int:
-    """Enough splits for about two blocks per SM, each at least 4 pages long."""
-    blocks = batch * kv_heads
-    if blocks >= sms:
-        return 1
-    return max(1, min(ct.cdiv(2 * sms, blocks), ct.cdiv(max_pages, 4)))
+def choose_splits(blocks: int, max_pages: int, sms: int = NUM_SMS, per_sm: int = 2) -> int:
+    """Splits of each context for a grid of `blocks` (sequence, head group) blocks: as
+    many as keep every block in one round of the GPU's `sms * per_sm` resident blocks
+    (equal splits take equal time: a second, partial round would idle the rest), each
+    split at least 4 pages long; none when the blocks fill a round already."""
+    return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, 4)))
 
 
 def _is_torch(x) -> bool:
@@ -203,7 +203,7 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
     if out is None:
         out = _empty(q, (b, tq, hq, d), False)
     if num_splits is None:
-        num_splits = choose_splits(b, hkv, block_table.shape[1], _sms(q))
+        num_splits = choose_splits(b * hkv, block_table.shape[1], _sms(q))   # 2 blocks an SM
     t, gp = tiles(tq, group)
     q5 = q.reshape(b, tq, hkv, group, d)
     o5 = out.reshape(b, tq, hkv, group, d)

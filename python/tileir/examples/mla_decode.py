@@ -89,7 +89,8 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
     if out is None:
         out = dec._empty(q, (b, tq, h, DL), False)
     if num_splits is None:
-        num_splits = dec.choose_splits(b * tq, h // hb, block_table.shape[1], dec._sms(q))
+        # one block an SM (225 KB of shared memory)
+        num_splits = dec.choose_splits(b * tq * (h // hb), block_table.shape[1], dec._sms(q), 1)
     o5 = out.reshape(b, tq, h // hb, hb, DL)     # heads in blocks of HB
     grid = (b * tq, h // hb, num_splits)
     if num_splits == 1:
