@@ -17,8 +17,8 @@ pages every row sees whole (no mask), then the last one or two, where the causal
 rule among the new tokens and the end of the sequence cut in.
 
 Split-KV: when batch x KV heads blocks cannot fill the GPU, grid axis 2 cuts each
-context into `num_splits` ranges of pages; each block writes its unnormalized
-output and the log2-sum-exp of its rows, and `combine` merges the splits.
+context into `num_splits` ranges of pages; each block writes its output over its
+keys (f32) and the log2-sum-exp of its rows, and `combine` merges the splits.
 
 Host entry: `paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens,
 scale)` with torch CUDA tensors (torch's current stream) or NumPy arrays (the
@@ -35,13 +35,6 @@ from . import next_pow2
 
 LOG2E = 1.0 / math.log(2.0)
 NUM_SMS = 132        # an H200; with torch tensors the host entry asks for the real count
-
-
-@ct.function
-def _q_tile(Q, b, kvh, TQ, GP, D):
-    """Q is (B, Tq, Hkv, GROUP, D): the group's heads of every new token, one tile"""
-    return ct.load(Q, index=(b, 0, kvh, 0, 0), shape=(1, TQ, 1, GP, D),
-                   padding_mode=ct.PaddingMode.ZERO).reshape((TQ * GP, D))
 
 
 # num_warps (a hint): the compiler gives a 16-row product one warp, which must then
@@ -70,7 +63,9 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
     m = ct.full((rows, 1), -1e30, dtype=np.float32)   # finite: a row may see no key yet
     l = ct.zeros((rows, 1), dtype=np.float32)
     acc = ct.zeros((rows, D), dtype=np.float32)
-    q = _q_tile(Q, b, kvh, TQ, GP, D)
+    # Q is (B, Tq, Hkv, GROUP, D): the group's heads of every new token, one tile
+    q = ct.load(Q, index=(b, 0, kvh, 0, 0), shape=(1, TQ, 1, GP, D),
+                padding_mode=ct.PaddingMode.ZERO).reshape((rows, D))
     for j in range(first, full):
         page = ct.load(TABLE, index=(b, j), shape=())
         k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
@@ -82,7 +77,6 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
         l = l * alpha + ct.sum(p, axis=1, keepdims=True)
         acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
         m = m_new
-    q = _q_tile(Q, b, kvh, TQ, GP, D)     # (loaded per loop: a single use stays put)
     for j in range(full, last):
         # the last page(s): slots past the sequence hold anything (NaN too), so V is
         # zeroed there as well as the scores masked
