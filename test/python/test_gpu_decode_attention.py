@@ -2,9 +2,10 @@
 tileir.examples.mla_decode) against float32 torch attention over each sequence's
 gathered pages: batch, query / KV heads (MHA, GQA, MQA), Tq = 1..8 new tokens (causal
 among themselves), pages of 16 and 64 slots, ragged lengths, split-KV (chosen and
-forced), bf16 and fp16.  Fresh random inputs, NaN-poisoned outputs, and NaN in the
-decode cache's unused slots (the MLA cache holds stale finite tokens there: its
-contract).  Marked `gpu`: skipped cleanly without one."""
+forced), bf16 and fp16 (decode: float32 too, on tf32).  Fresh random inputs,
+NaN-poisoned outputs, and NaN in the decode cache's unused slots (the MLA cache holds
+stale finite tokens there: its contract).  Marked `gpu`: skipped cleanly without
+one."""
 
 from __future__ import annotations
 
@@ -70,11 +71,21 @@ def _err(out, ref):
     return (torch.linalg.norm(out.float() - ref) / torch.linalg.norm(ref)).item()
 
 
-@pytest.mark.parametrize("b,hq,hkv", [(1, 32, 8), (5, 8, 8), (3, 16, 1), (2, 12, 4)])
-@pytest.mark.parametrize("tq", [1, 3, 8])
-@pytest.mark.parametrize("page", [16, 64])
-@pytest.mark.parametrize("splits", [None, 1, 5])
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+# (batch, Hq, Hkv, Tq, page, num_splits, dtype): each specialization compiles once, so
+# the sweep is a covering list, not a product
+DECODE_CASES = [
+    (1, 32, 8, 1, 64, None, "bfloat16"),      # Llama-3-8B heads, the chooser's splits
+    (5, 8, 8, 1, 16, 1, "float16"),           # MHA, no split
+    (3, 16, 1, 3, 64, 5, "bfloat16"),         # MQA: a group of 16, 3 tokens
+    (2, 12, 4, 8, 16, None, "float16"),       # a group of 3 (padded to 4), 8 tokens
+    (4, 32, 8, 8, 64, 5, "bfloat16"),         # 32 rows a block, split
+    (2, 32, 8, 2, 16, 1, "bfloat16"),
+    (7, 64, 8, 1, 64, 3, "float16"),          # a group of 8
+    (1, 8, 2, 4, 64, None, "float16"),
+]
+
+
+@pytest.mark.parametrize("b,hq,hkv,tq,page,splits,dtype", DECODE_CASES)
 def test_decode_matches_fp32_over_the_gathered_cache(b, hq, hkv, tq, page, splits, dtype):
     dt, d = getattr(torch, dtype), 128
     lens = torch.randint(tq, 3000, (b,)).tolist()
@@ -94,6 +105,21 @@ def test_decode_matches_fp32_over_the_gathered_cache(b, hq, hkv, tq, page, split
     assert _err(out, ref) < 1e-2
 
 
+def test_decode_takes_float32_on_tf32_tensor_cores():
+    b, hq, hkv, d, page = 3, 16, 4, 128, 16
+    lens = [300, 5, 1000]
+    table, num = _table(lens, page)
+    nan = lambda shape: torch.full(shape, float("nan"), device="cuda")  # noqa: E731
+    kc, ks = _cache(table, num, lens, page, (hkv, d), torch.float32, nan)
+    vc, vs = _cache(table, num, lens, page, (hkv, d), torch.float32, nan)
+    q = torch.randn(b, 2, hq, d, device="cuda")
+    out = dec.paged_decode_attention(q, kc, vc, table, torch.tensor(lens, dtype=torch.int32,
+                                     device="cuda"), 0.09)
+    ref = torch.stack([_attend(q[i], ks[i].repeat_interleave(4, 1), vs[i].repeat_interleave(4, 1),
+                               0.09) for i in range(b)])
+    assert out.dtype == torch.float32 and _err(out, ref) < 1e-2
+
+
 def test_decode_runs_on_a_side_stream_and_allocates_its_output():
     b, hq, hkv, d, page = 4, 32, 8, 128, 64
     lens = [4096, 1, 777, 64]
@@ -103,6 +129,7 @@ def test_decode_runs_on_a_side_stream_and_allocates_its_output():
     q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.bfloat16)
     seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
     stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())      # the inputs are made there
     with torch.cuda.stream(stream):
         out = dec.paged_decode_attention(q, kc, kc, table, seq, 0.1)
     stream.synchronize()
@@ -112,11 +139,12 @@ def test_decode_runs_on_a_side_stream_and_allocates_its_output():
     assert _err(out, ref) < 1e-2
 
 
-@pytest.mark.parametrize("b,tq", [(1, 1), (4, 2), (16, 1)])
-@pytest.mark.parametrize("h", [64, 128])
-@pytest.mark.parametrize("page", [16, 64])
-@pytest.mark.parametrize("splits", [None, 1, 4])
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("b,tq,h,page,splits,dtype", [
+    (1, 1, 128, 64, None, "bfloat16"),        # DeepSeek-V3, the chooser's splits
+    (4, 2, 128, 16, 4, "float16"),
+    (16, 1, 64, 64, 1, "bfloat16"),
+    (2, 3, 128, 64, None, "float16"),
+])
 def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
     dt = getattr(torch, dtype)
     lens = torch.randint(tq, 2500, (b,)).tolist()
@@ -132,3 +160,11 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
                                seqs[i][:, None, :512].expand(-1, h, -1), scale)
                        for i in range(b)])
     assert _err(out, ref) < 1e-2
+
+
+def test_mla_refuses_float32_on_the_gpu_by_name():
+    q = torch.zeros(1, 1, 64, 576, device="cuda")
+    kv = torch.zeros(4, 16, 576, device="cuda")
+    with pytest.raises(ValueError, match="bf16 or fp16"):
+        mla.mla_decode(q, kv, torch.zeros(1, 4, dtype=torch.int32, device="cuda"),
+                       torch.ones(1, dtype=torch.int32, device="cuda"), 1.0)

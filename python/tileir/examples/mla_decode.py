@@ -86,6 +86,10 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
     if tuple(block_table.shape)[:1] != (b,) or tuple(seq_lens.shape) != (b,):
         raise ValueError(f"mla_decode: block_table must be (B, max_pages) and seq_lens (B,) "
                          f"for B = {b}; got {tuple(block_table.shape)}, {tuple(seq_lens.shape)}")
+    if dec._is_torch(q) and q.is_cuda and q.element_size() > 2:
+        raise ValueError(f"mla_decode: on the GPU q and kv_cache must be bf16 or fp16 (got "
+                         f"{q.dtype}): a 64 x 576 f32 Q tile and its latent ring do not fit "
+                         f"a block's shared memory; the interpreter (NumPy) takes float32")
     if out is None:
         out = dec._empty(q, (b, tq, h, DL), False)
     if num_splits is None:
