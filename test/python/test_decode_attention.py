@@ -125,7 +125,7 @@ def test_decode_streams_pages_through_a_tma_ring_without_spills(tq, page, split,
     assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
 
 
-def test_the_ring_reads_the_block_table_ahead():
+def test_the_ring_reads_the_block_table_ahead_and_q_is_converted_once():
     # the page of a later iteration is read from the table inside the loop, before the
     # ring's copy for it (software_pipeline.read_only_load)
     q = np.zeros((2, 1, 8, 64), np.float16)
@@ -137,6 +137,11 @@ def test_the_ring_reads_the_block_table_ahead():
     assert "tile.ring_alloc" in text, "the pages are not copied through a ring"
     loop = text[text.index("scf.for"):]
     assert loop.index('"tile.load"(%arg3') < loop.index('"tile.ring_load"(')
+    # Q becomes the mma's A operand before each loop, not in it (hoist_invariant_conversions):
+    # the conversions sit at the function body's indentation
+    q_conv = [line for line in text.splitlines()
+              if "convert_layout" in line and "-> tensor<16x64xf16, #tile.mma_operand<0" in line]
+    assert q_conv and all(line.startswith("    %") for line in q_conv), q_conv
 
 
 # -- MLA decode -------------------------------------------------------------------------

@@ -38,7 +38,9 @@ NUM_SMS = 132        # an H200; with torch tensors the host entry asks for the r
 
 
 # num_warps (a hint): the compiler gives a 16-row product one warp, which must then
-# hold the last page's V in registers (it is masked there) and spills; four share it
+# hold the last page's V in registers (it is masked there) and spills; four share it.
+# Pages of 16 take `decode_narrow`: a (16, 16) score tile split four ways is below
+# mma.sync's 16 x 8 and would run on the FMA units; two warps keep it on the tensor cores
 @ct.kernel(num_warps=4)
 def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
            GP: ct.Constant[int], PAGE: ct.Constant[int], D: ct.Constant[int],
@@ -102,6 +104,9 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
                  tile=(m + ct.log2(l)).reshape((1, TQ, 1, GP)))
     else:
         ct.store(O, index=(b, 0, kvh, 0, 0), tile=out.reshape((1, TQ, 1, GP, D)).astype(O.dtype))
+
+
+decode_narrow = decode.replace_hints(num_warps=2)
 
 
 @ct.kernel
@@ -204,15 +209,16 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
     # the caches as (pages, Hkv, PAGE, D) views: a page of one head is a 2-d tile
     kv = [c.permute(0, 2, 1, 3) if _is_torch(c) else c.transpose(0, 2, 1, 3)
           for c in (k_cache, v_cache)]
+    kernel = decode if page >= 32 else decode_narrow
     if num_splits == 1:
         # the partial arrays are not used: stand-ins of their ranks that nothing writes
         # (a simulator that copies arrays back would clobber a view of the output)
-        return out, [(decode, (b, hkv, 1), (q5, kv[0], kv[1], block_table, seq_lens, o5, o5,
+        return out, [(kernel, (b, hkv, 1), (q5, kv[0], kv[1], block_table, seq_lens, o5, o5,
                                              seq_lens.reshape(b, 1, 1, 1), float(scale), t,
                                              gp, page, d, False))]
     op = _empty(q, (b * num_splits, tq, hkv, group, d), True)
     lse = _empty(q, (b * num_splits, tq, hkv, group), True)
-    return out, [(decode, (b, hkv, num_splits),
+    return out, [(kernel, (b, hkv, num_splits),
                   (q5, kv[0], kv[1], block_table, seq_lens, o5, op, lse, float(scale), t, gp,
                    page, d, True)),
                  (combine, (b, hkv, tq), (op, lse, o5, gp, d))]
