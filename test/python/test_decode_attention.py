@@ -209,6 +209,21 @@ def test_mla_runs_on_wgmma_and_tma_with_the_latent_tile_shared(splits, tmp_path)
     assert len(local) <= (0 if splits > 1 else 2), ck.ptxas_report
 
 
+def test_mla_masks_only_the_last_step():
+    # tile-guard-masks puts the mask's iota, compare and select under an scf.if that
+    # only a step reaching past the token's position takes
+    q = np.zeros((2, 1, 128, 576), np.float16)
+    kv = np.zeros((8, 64, 576), np.float16)
+    out = np.zeros((2, 1, 128, 512), np.float16)
+    _, calls = mla.launches(q, kv, np.zeros((2, 8), np.int32), np.ones(2, np.int32), 0.04, out, 1)
+    kernel, _, args = calls[0]
+    text = kernel.tile_ir(*args)
+    loop = text[text.index("scf.for"):]
+    guard = loop.index("scf.if")
+    assert guard < loop.index("} else {") < loop.index('"tile.iota"') < \
+        loop.index("arith.select %", loop.index('"tile.iota"'))
+
+
 def test_mla_refuses_shapes_it_does_not_take():
     q = np.zeros((1, 1, 96, 576), np.float32)
     kv = np.zeros((4, 16, 576), np.float32)
