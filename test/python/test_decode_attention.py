@@ -82,6 +82,16 @@ def test_bad_shapes_are_named(bad, msg):
         dec.paged_decode_attention(q, cache, cache, np.zeros((2, 2), np.int32), lens, 1.0)
 
 
+def test_an_output_that_is_not_dense_is_refused():
+    # the kernels write `out` through a reshaped view: a strided one would be a copy
+    q = np.zeros((2, 1, 4, 32), np.float32)
+    cache = np.zeros((4, 16, 2, 32), np.float32)
+    out = np.zeros((2, 1, 4, 64), np.float32)[..., ::2]
+    with pytest.raises(ValueError, match="not contiguous"):
+        dec.paged_decode_attention(q, cache, cache, np.zeros((2, 2), np.int32),
+                                   np.ones(2, np.int32), 1.0, out)
+
+
 @pytest.mark.parametrize("target,splits,tq,page", [
     ("sm_90a", 2, 3, 16),
     ("sm_90a", 1, 1, 64),

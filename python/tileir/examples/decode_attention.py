@@ -176,6 +176,14 @@ def _check(q, cache, block_table, seq_lens, names):
                          f"for B = {b}; got {tuple(block_table.shape)}, {tuple(seq_lens.shape)}")
 
 
+def _check_out(out, shape, names):
+    """`out` is written through a reshaped view: it must have the shape and be dense."""
+    dense = out.is_contiguous() if _is_torch(out) else out.flags.c_contiguous
+    if tuple(out.shape) != tuple(shape) or not dense:
+        raise ValueError(f"{names}: out must be a contiguous array of shape {tuple(shape)}; "
+                         f"got {tuple(out.shape)}{'' if dense else ', not contiguous'}")
+
+
 def _empty(like, shape, f32: bool):
     if _is_torch(like):
         import torch
@@ -201,6 +209,7 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
     group = hq // hkv
     if out is None:
         out = _empty(q, (b, tq, hq, d), False)
+    _check_out(out, (b, tq, hq, d), "paged_decode_attention")
     if num_splits is None:
         num_splits = choose_splits(b * hkv, block_table.shape[1], _sms(q))   # 2 blocks an SM
     t, gp = tiles(tq, group)

@@ -92,6 +92,7 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
                          f"a block's shared memory; the interpreter (NumPy) takes float32")
     if out is None:
         out = dec._empty(q, (b, tq, h, DL), False)
+    dec._check_out(out, (b, tq, h, DL), "mla_decode")
     if num_splits is None:
         # one block an SM (225 KB of shared memory)
         num_splits = dec.choose_splits(b * tq * (h // hb), block_table.shape[1], dec._sms(q), 1)
