@@ -5,10 +5,14 @@ c_kv (512) and the RoPE key k_rope (64).  The query arrives absorbed: q_nope @ W
 (512) then q_rope (64).  So attention is Q . [c_kv; k_rope]^T for the scores and
 P . c_kv for the output: a latent page is both the keys and the values.
 
-One block serves HB = 64 heads of one query token (a 64-row wgmma tile), walking
-the sequence's pages of the paged latent cache through the block table with the
-online softmax of `tileir.examples.decode_attention`, whose host helpers, causal
-rule (token t of Tq at position seq_len - Tq + t) and split-KV combine it shares.
+One block serves HB = 64 heads of one query token (a 64-row wgmma tile; grid
+(B * Tq, H / 64, splits)), walking the sequence's latent pages BN = 32 rows at a
+time through the block table with the online softmax of
+`tileir.examples.decode_attention`, whose host helpers, causal rule (token t of Tq at
+position seq_len - Tq + t) and split-KV combine it shares.  num_warps=8 (a hint):
+two warpgroups split the (64, 512) f32 accumulator by columns, 128 registers each.
+The latents past a token are masked in the scores only, so a cache's unused slots
+must hold finite numbers (zeros, stale tokens).
 """
 
 import math
