@@ -94,7 +94,7 @@ def test_an_output_that_is_not_dense_is_refused():
 
 @pytest.mark.parametrize("target,splits,tq,page", [
     ("sm_90a", 2, 3, 16),
-    ("sm_90a", 1, 1, 64),
+    pytest.param("sm_90a", 1, 1, 64, marks=pytest.mark.slow),
     pytest.param("sm_80", 1, 2, 16, marks=pytest.mark.slow),
     pytest.param("sm_80", 3, 1, 64, marks=pytest.mark.slow),
 ])
