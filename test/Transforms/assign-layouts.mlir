@@ -467,4 +467,59 @@ module attributes {tile.stage = "tile", tile.target = "sm_90a"} {
     "tile.store"(%arg2, %9, %0, %c0_i32) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
     return
   }
+
+// -----
+
+// A tile read by two products (MLA's latent page: the keys of Q.c^T, the values of
+// P.c) goes to shared memory once: every use is an operand, one through a transpose
+// (a change of order); neither product converts it.
+// CHECK-LABEL: func.func @latent_keys_and_values
+// CHECK:         scf.for
+// CHECK:           %[[C:.*]] = "tile.load"{{.*}} -> tensor<64x128xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>
+// CHECK-NEXT:      %[[CT:.*]] = "tile.permute"(%[[C]]) {{.*}} -> tensor<128x64xbf16, #tile.shared<128 : i64, array<i64: 0, 1>>>
+// CHECK-NEXT:      "tile.mma"(%{{.*}}, %[[CT]], %{{.*}})
+// CHECK:           "tile.mma"(%{{.*}}, %[[C]], %{{.*}})
+func.func @latent_keys_and_values(%q: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf16, 2 : i64>, %o: !tile.array<f32, 2 : i64>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %tq = "tile.load"(%q, %c0, %c0) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16>
+  %z = arith.constant dense<0.0> : tensor<64x128xf32>
+  %zs = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x128xf32>) : i32 {
+    %c = "tile.load"(%kv, %k, %c0) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16>
+    %ct = "tile.permute"(%c) {permutation = array<i64: 1, 0>} : (tensor<64x128xbf16>) -> tensor<128x64xbf16>
+    %s = "tile.mma"(%tq, %ct, %zs) : (tensor<64x128xbf16>, tensor<128x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    %p = arith.truncf %s : tensor<64x64xf32> to tensor<64x64xbf16>
+    %d = "tile.mma"(%p, %c, %acc) : (tensor<64x64xbf16>, tensor<64x128xbf16>, tensor<64x128xf32>) -> tensor<64x128xf32>
+    scf.yield %d : tensor<64x128xf32>
+  }
+  "tile.store"(%o, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x128xf32>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+// A loop-invariant operand in registers (a Q tile whose leading dims are not 1, so
+// it is not a shared-memory operand) is converted to the mma operand layout once,
+// before the loop, not in every iteration.
+// CHECK-LABEL: func.func @invariant_operand
+// CHECK:         %[[Q:.*]] = "tile.convert_layout"{{.*}} -> tensor<16x64xbf16, #tile.mma_operand<0
+// CHECK-NEXT:    scf.for
+// CHECK-NOT:       tile.convert_layout
+// CHECK:           "tile.mma"(%[[Q]],
+
+func.func @invariant_operand(%q: !tile.array<bf16, 3 : i64>, %kv: !tile.array<bf16, 2 : i64>, %o: !tile.array<f32, 2 : i64>, %n: i32) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %q3 = "tile.load"(%q, %c0, %c0, %c0) {padding = "zero", tile_shape = array<i64: 4, 4, 64>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<4x4x64xbf16>
+  %tq = "tile.reshape"(%q3) : (tensor<4x4x64xbf16>) -> tensor<16x64xbf16>
+  %z = arith.constant dense<0.0> : tensor<16x64xf32>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<16x64xf32>) : i32 {
+    %c = "tile.load"(%kv, %k, %c0) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %ct = "tile.permute"(%c) {permutation = array<i64: 1, 0>} : (tensor<64x64xbf16>) -> tensor<64x64xbf16>
+    %d = "tile.mma"(%tq, %ct, %acc) : (tensor<16x64xbf16>, tensor<64x64xbf16>, tensor<16x64xf32>) -> tensor<16x64xf32>
+    scf.yield %d : tensor<16x64xf32>
+  }
+  "tile.store"(%o, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<16x64xf32>, i32, i32) -> ()
+  return
 }

@@ -313,3 +313,75 @@ func.func @no_ring(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.arra
   "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
   return
 }
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+#r = #tile.blocked<array<i64: 1>, array<i64: 32>, array<i64: 4>, array<i64: 0>>
+#s = #tile.slice<0 : i64, #r>
+
+// A paged loop (decode attention's block table): iteration k's tile sits at the row
+// a table gives.  Nothing in the kernel writes the table, so the ring reads the entry
+// of iteration k + 2 just before that iteration's copy (the read is cloned with the
+// copy's index math).
+// CHECK-LABEL: func.func @paged
+// CHECK:       "tile.ring_alloc"() {stages = 3 : i64
+// CHECK:       scf.for %[[K:.*]] = %{{.*}} to
+// CHECK:         %[[AHEAD:.*]] = arith.addi %[[K]], %{{.*}} : i32
+// CHECK:         "tile.ring_acquire"
+// CHECK-NEXT:    %[[T:.*]] = "tile.load"(%arg1, %[[AHEAD]]) {padding = "undetermined"
+// CHECK-NEXT:    %[[T0:.*]] = "tile.reshape"(%[[T]])
+// CHECK-NEXT:    %[[P:.*]] = tensor.extract %[[T0]][]
+// CHECK-NEXT:    "tile.ring_load"(%{{.*}}, %{{.*}}, %{{.*}}, %arg0, %[[P]], %{{.*}}) {buffer = 0 : i64}
+// SM80-LABEL: func.func @paged
+// SM80:       "tile.ring_alloc"
+func.func @paged(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %tbl: !tile.array<i32, 1 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %n = "tile.dim"(%tbl) {axis = 0 : i64} : (!tile.array<i32, 1 : i64>) -> i32
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %t = "tile.load"(%tbl, %k) {padding = "undetermined", tile_shape = array<i64: 1>} : (!tile.array<i32, 1 : i64>, i32) -> tensor<1xi32, #r>
+    %t0 = "tile.reshape"(%t) : (tensor<1xi32, #r>) -> tensor<i32, #s>
+    %p = tensor.extract %t0[] : tensor<i32, #s>
+    %ta = "tile.load"(%a, %p, %c0) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %ta, %acc) : (tensor<64x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+#r = #tile.blocked<array<i64: 1>, array<i64: 32>, array<i64: 4>, array<i64: 0>>
+#s = #tile.slice<0 : i64, #r>
+
+// The same loop with a kernel that also writes the table: a read ahead could see an
+// entry before its write, so the copies are left out of any ring.
+// CHECK-LABEL: func.func @paged_table_written
+// CHECK-NOT:   tile.ring_alloc
+// CHECK:       return
+// SM80-LABEL: func.func @paged_table_written
+// SM80-NOT:   tile.ring_alloc
+func.func @paged_table_written(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %tbl: !tile.array<i32, 1 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %n = "tile.dim"(%tbl) {axis = 0 : i64} : (!tile.array<i32, 1 : i64>) -> i32
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %t = "tile.load"(%tbl, %k) {padding = "undetermined", tile_shape = array<i64: 1>} : (!tile.array<i32, 1 : i64>, i32) -> tensor<1xi32, #r>
+    %t0 = "tile.reshape"(%t) : (tensor<1xi32, #r>) -> tensor<i32, #s>
+    %p = tensor.extract %t0[] : tensor<i32, #s>
+    %ta = "tile.load"(%a, %p, %c0) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %ta, %acc) : (tensor<64x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  %t9 = "tile.load"(%tbl, %c0) {padding = "undetermined", tile_shape = array<i64: 1>} : (!tile.array<i32, 1 : i64>, i32) -> tensor<1xi32, #r>
+  "tile.store"(%tbl, %t9, %c1) : (!tile.array<i32, 1 : i64>, tensor<1xi32, #r>, i32) -> ()
+  "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}

@@ -153,11 +153,11 @@ class MmaAssignment:
         """A load that only feeds this operand (through permutes) loads into shared memory
         (with the widest swizzle its rows allow for tensor cores, plain row-major for
         the FMA path)."""
-        while _single_use(v) and (_defining_name(v) == "tile.permute" or (
+        while _feeds_only_mma(v) and (_defining_name(v) == "tile.permute" or (
                 _defining_name(v) == "tile.reshape" and unit_dims_only(
                     list(v.owner.operands[0].type.shape), list(v.type.shape)))):
             v = v.owner.operands[0]          # transposes and unit dims (a batch index)
-        if _defining_name(v) != "tile.load" or not _single_use(v) or \
+        if _defining_name(v) != "tile.load" or not _feeds_only_mma(v) or \
                 SCOPE_ATTR in v.owner.attributes:     # (relaxed loads: into registers)
             return
         t = v.type
@@ -332,6 +332,7 @@ class LayoutAssigner(MmaAssignment):
         self.collect_broadcast_sources()
         for block in self.func.regions[0].blocks:
             self.block(block)
+        hoist_invariant_conversions(self.func)
         self.func.attributes[NUM_WARPS_ATTR] = ir.IntegerAttr.get(
             ir.IntegerType.get_signless(32), self.num_warps)
 
@@ -666,8 +667,69 @@ def _defining_name(v: ir.Value) -> str | None:
     return None if isinstance(owner, ir.Block) else owner.name
 
 
+# 32-bit registers a thread may hold across a loop for a conversion moved out of it
+HOIST_REGISTERS = 32
+
+
+def _inside(v: ir.Value, loop: ir.Operation) -> bool:
+    owner = v.owner
+    op = owner.owner if isinstance(owner, ir.Block) else owner.operation
+    while op is not None:
+        if op == loop:
+            return True
+        op = op.parent
+    return False
+
+
+def hoist_invariant_conversions(func: ir.Operation) -> None:
+    """A register-to-register conversion, inside a loop, of a value defined outside it
+    runs once before the loop (a decode kernel's Q tile, loaded to registers and
+    converted to the mma operand layout: else through shared memory every
+    iteration), when the converted tile is small (HOIST_REGISTERS a thread)."""
+    loops: list[ir.Operation] = []
+
+    def visit(op):
+        if op.name == "scf.for":
+            loops.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)                 # post-order: an inner loop's conversion moves out
+    for loop in loops:               # of it first, then out of the outer loop
+        for op in list(loop.regions[0].blocks[0].operations):
+            op = op.operation
+            if op.name != "tile.convert_layout" or _inside(op.operands[0], loop):
+                continue
+            t = op.results[0].type
+            if not (is_distributed(tile_layout(t)) and is_distributed(tile_layout(
+                    op.operands[0].type))):
+                continue
+            # counted as if one warp held it all (an mma operand is replicated across
+            # the warps that split the other dim)
+            words = math.prod(t.shape) * bitwidth(t.element_type) / 32 / 32
+            if words <= HOIST_REGISTERS:
+                op.move_before(loop)
+
+
 def _single_use(v: ir.Value) -> bool:
     return len(list(v.uses)) == 1
+
+
+def _feeds_only_mma(v: ir.Value) -> bool:
+    """Whether `v` is used once, or only as products' operands (directly or through
+    transposes and unit-dim reshapes): MLA's latent page is the keys of one product
+    and the values of the next, one tile in shared memory for both."""
+    if _single_use(v):
+        return True
+    for use in v.uses:
+        op = use.owner
+        if op.name == "tile.mma" and use.operand_number in (0, 1):
+            continue
+        if (op.name == "tile.permute" or (op.name == "tile.reshape" and unit_dims_only(
+                list(v.type.shape), list(op.results[0].type.shape)))) and \
+                _feeds_only_mma(op.results[0]):
+            continue
+        return False
+    return True
 
 
 def _shape(v: ir.Value) -> list[int]:

@@ -1,0 +1,242 @@
+"""Decode attention over a paged KV cache, and MLA decode: bandwidth against a device copy.
+
+    python bench/decode_attention.py [--out DIR] [--quick] [--splits 1,4,16]
+
+Kernels: `tileir.examples.decode_attention.paged_decode_attention` and
+`tileir.examples.mla_decode.mla_decode`, written the plain way (issue 29, items 3, 4).
+Shapes (item 7):
+- decode: Llama-3-8B heads (32 query / 8 KV, D = 128), bf16, pages of 64, one query
+  token, batch 1 / 16 / 64, contexts 1k to 32k (every sequence that long);
+- MLA: DeepSeek-V3 (128 heads, latent 512 + RoPE 64), bf16, pages of 64, one query
+  token, batch 64, contexts 4k and 8k.
+Each figure is a ratio taken in this run: the bytes a kernel must read (each K/V
+page once; MLA: each latent row once) plus what it writes, over its time, against
+the bandwidth of a device-to-device copy of 1 GiB (bytes read + written over its
+time).  MLA also reports TFLOP/s (2 * B * H * ctx * (576 + 512)).  Times are medians
+of CUDA-graph replays (GPU time) and of Python launches (do_bench: host cost
+included).  --splits also times each listed num_splits beside the chooser's (to tune
+`choose_splits`).  Each kernel is first checked against fp32 torch on ragged
+lengths.  Prints a table; writes decode_attention.json and decode_attention.png into
+--out (default bench/results).  `run(out_dir)` is the entry for bench/attention.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import sys
+
+import torch
+from triton.testing import do_bench, do_bench_cudagraph
+
+from tileir.examples import decode_attention as dec
+from tileir.examples import mla_decode as mla
+
+DT = torch.bfloat16
+PAGE = 64
+HQ, HKV, D = 32, 8, 128
+MLA_H = 128
+DECODE = [(b, ctx) for b in (1, 16, 64) for ctx in (1024, 2048, 4096, 8192, 16384, 32768)]
+MLA_SHAPES = [(64, 4096), (64, 8192)]
+
+
+def timed(fn) -> dict:
+    """Milliseconds: CUDA-graph replay (GPU time) and Python launches (do_bench, median)."""
+    return {"graph": do_bench_cudagraph(fn, rep=100, return_mode="median"),
+            "launch": do_bench(fn, warmup=25, rep=200, return_mode="median")}
+
+
+def copy_bandwidth() -> float:
+    """GB/s of a 1 GiB device-to-device copy (read + written)."""
+    x = torch.empty(1 << 29, device="cuda", dtype=torch.int16)
+    y = torch.empty_like(x)
+    ms = do_bench_cudagraph(lambda: y.copy_(x), rep=100, return_mode="median")
+    return 2 * x.numel() * x.element_size() / ms / 1e6
+
+
+def paged(batch, ctx, width, shuffle=True):
+    """A cache of batch * ctx / PAGE pages (shuffled: no two neighbours in memory) and
+    its block table."""
+    pages = batch * math.ceil(ctx / PAGE)
+    cache = torch.randn(pages, PAGE, *width, device="cuda", dtype=DT)
+    ids = torch.randperm(pages, device="cuda") if shuffle else torch.arange(pages, device="cuda")
+    table = ids.to(torch.int32).reshape(batch, -1)
+    return cache, table
+
+
+def _err(out, ref) -> float:
+    if not torch.isfinite(out).all():
+        return float("inf")
+    return (torch.linalg.norm(out.float() - ref) / torch.linalg.norm(ref)).item()
+
+
+def check() -> dict:
+    """Relative errors against fp32 torch over the gathered pages, ragged lengths, Tq = 2."""
+    torch.manual_seed(0)
+    lens = [1000, 77, 3001]
+    b, tq = len(lens), 2
+    kc, table = paged(b, max(lens), (HKV, D))
+    vc = torch.randn_like(kc)
+    q = torch.randn(b, tq, HQ, D, device="cuda", dtype=DT)
+    seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    errs = {}
+    for splits in (None, 1, 7):
+        out = torch.full_like(q, float("nan"))
+        dec.paged_decode_attention(q, kc, vc, table, seq, 1 / math.sqrt(D), out, num_splits=splits)
+        ref = []
+        for i, n in enumerate(lens):
+            k = kc[table[i].long()].reshape(-1, HKV, D)[:n].repeat_interleave(HQ // HKV, 1)
+            v = vc[table[i].long()].reshape(-1, HKV, D)[:n].repeat_interleave(HQ // HKV, 1)
+            ref.append(_attend(q[i], k, v, 1 / math.sqrt(D)))
+        errs[f"decode splits={splits}"] = _err(out, torch.stack(ref))
+    kv, table = paged(b, max(lens), (576,))
+    q = torch.randn(b, tq, MLA_H, 576, device="cuda", dtype=DT)
+    for splits in (None, 1, 5):
+        out = torch.full((b, tq, MLA_H, 512), float("nan"), device="cuda", dtype=DT)
+        mla.mla_decode(q, kv, table, seq, 1 / math.sqrt(576), out, num_splits=splits)
+        ref = []
+        for i, n in enumerate(lens):
+            lat = kv[table[i].long()].reshape(-1, 576)[:n]
+            ref.append(_attend(q[i], lat[:, None].expand(-1, MLA_H, -1),
+                               lat[:, None, :512].expand(-1, MLA_H, -1), 1 / math.sqrt(576)))
+        errs[f"mla splits={splits}"] = _err(out, torch.stack(ref))
+    return errs
+
+
+def _attend(q, k, v, scale):
+    tq, n = q.shape[0], k.shape[0]
+    s = torch.einsum("thd,nhd->htn", q.float(), k.float()) * scale
+    pos = n - tq + torch.arange(tq, device="cuda")
+    s = s.masked_fill(torch.arange(n, device="cuda")[None, None, :] > pos[None, :, None],
+                      float("-inf"))
+    return torch.einsum("htn,nhd->thd", torch.softmax(s, -1), v.float())
+
+
+def measure_decode(batch, ctx, copy_gbs, splits_list) -> dict:
+    kc, table = paged(batch, ctx, (HKV, D))
+    vc = torch.randn_like(kc)
+    q = torch.randn(batch, 1, HQ, D, device="cuda", dtype=DT)
+    out = torch.empty_like(q)
+    seq = torch.full((batch,), ctx, device="cuda", dtype=torch.int32)
+    nbytes = 2 * batch * ctx * HKV * D * 2 + 2 * q.numel() * 2 + table.numel() * 4
+    chosen = dec.choose_splits(batch * HKV, table.shape[1],
+                               torch.cuda.get_device_properties(0).multi_processor_count)
+    row = {"kernel": "decode", "batch": batch, "ctx": ctx, "bytes": nbytes, "splits": chosen}
+    for s in [None] + [s for s in splits_list if s != chosen]:
+        t = timed(lambda: dec.paged_decode_attention(q, kc, vc, table, seq, 0.088, out,
+                                                     num_splits=s))
+        key = "tileir" if s is None else f"splits={s}"
+        row[key] = {mode: {"ms": ms, "GB/s": nbytes / ms / 1e6,
+                           "x copy": nbytes / ms / 1e6 / copy_gbs} for mode, ms in t.items()}
+    return row
+
+
+def measure_mla(batch, ctx, copy_gbs, splits_list) -> dict:
+    kv, table = paged(batch, ctx, (576,))
+    q = torch.randn(batch, 1, MLA_H, 576, device="cuda", dtype=DT)
+    out = torch.empty(batch, 1, MLA_H, 512, device="cuda", dtype=DT)
+    seq = torch.full((batch,), ctx, device="cuda", dtype=torch.int32)
+    nbytes = batch * ctx * 576 * 2 + q.numel() * 2 + out.numel() * 2 + table.numel() * 4
+    flops = 2 * batch * MLA_H * ctx * (576 + 512)
+    chosen = dec.choose_splits(batch * (MLA_H // 64), table.shape[1],
+                               torch.cuda.get_device_properties(0).multi_processor_count, 1)
+    row = {"kernel": "mla", "batch": batch, "ctx": ctx, "bytes": nbytes, "flops": flops,
+           "splits": chosen}
+    for s in [None] + [s for s in splits_list if s != chosen]:
+        t = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out, num_splits=s))
+        key = "tileir" if s is None else f"splits={s}"
+        row[key] = {mode: {"ms": ms, "GB/s": nbytes / ms / 1e6, "TFLOP/s": flops / ms / 1e9,
+                           "x copy": nbytes / ms / 1e6 / copy_gbs} for mode, ms in t.items()}
+    return row
+
+
+def table_text(rows, copy_gbs) -> str:
+    out = [f"device copy: {copy_gbs:.0f} GB/s (read + written)",
+           "| kernel | batch | context | splits | ms (graph) | GB/s | x copy | TFLOP/s "
+           "| ms (launch) | best other splits (graph x copy) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        g, lau = r["tileir"]["graph"], r["tileir"]["launch"]
+        others = [(k, v["graph"]["x copy"]) for k, v in r.items() if k.startswith("splits=")]
+        best = max(others, key=lambda kv: kv[1]) if others else None
+        tf = f"{g['TFLOP/s']:.0f}" if "TFLOP/s" in g else "-"
+        out.append(f"| {r['kernel']} | {r['batch']} | {r['ctx']} | {r['splits']} | "
+                   f"{g['ms']:.4f} | {g['GB/s']:.0f} | {g['x copy']:.2f} | {tf} | "
+                   f"{lau['ms']:.4f} | {f'{best[0]}: {best[1]:.2f}' if best else '-'} |")
+    return "\n".join(out)
+
+
+def plot(rows, path, device):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for batch in sorted({r["batch"] for r in rows if r["kernel"] == "decode"}):
+        rs = [r for r in rows if r["kernel"] == "decode" and r["batch"] == batch]
+        ax.plot([r["ctx"] for r in rs], [r["tileir"]["graph"]["x copy"] for r in rs], "o-",
+                label=f"decode B{batch} (32/8 heads, D128)")
+    rs = [r for r in rows if r["kernel"] == "mla"]
+    if rs:
+        ax.plot([r["ctx"] for r in rs], [r["tileir"]["graph"]["x copy"] for r in rs], "s--",
+                label="MLA B64 (128 heads)")
+    ax.axhline(0.8, color="gray", lw=0.8, ls=":")
+    ax.axhline(0.7, color="gray", lw=0.8, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context (tokens, page 64)")
+    ax.set_ylabel("bytes read / time ÷ device copy bandwidth")
+    ax.set_title(f"paged decode attention, bf16 — {device}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def run(out_dir: str, quick: bool = False, splits_list=()) -> list[dict]:
+    """Measures every shape; prints the table; writes JSON and PNG into out_dir."""
+    device = torch.cuda.get_device_name()
+    print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+          flush=True)
+    errs = check()
+    print("relative error vs fp32 (ragged lengths 1000/77/3001, Tq 2):", json.dumps(errs),
+          flush=True)
+    bad = [k for k, e in errs.items() if not e < 2e-2]
+    if bad:
+        print(f"MISMATCH: {', '.join(bad)} (the timings below time a wrong kernel)", flush=True)
+    copy_gbs = copy_bandwidth()
+    rows = []
+    shapes = DECODE[2:4] + DECODE[8:10] if quick else DECODE
+    for batch, ctx in shapes:
+        rows.append(measure_decode(batch, ctx, copy_gbs, splits_list))
+        print(json.dumps(rows[-1]), flush=True)
+    for batch, ctx in MLA_SHAPES[:1] if quick else MLA_SHAPES:
+        rows.append(measure_mla(batch, ctx, copy_gbs, splits_list))
+        print(json.dumps(rows[-1]), flush=True)
+    print(table_text(rows, copy_gbs))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "decode_attention.json"), "w") as f:
+        json.dump({"device": device, "copy GB/s": copy_gbs, "checks": errs, "rows": rows}, f,
+                  indent=1)
+    plot(rows, os.path.join(out_dir, "decode_attention.png"), device)
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    p.add_argument("--quick", action="store_true", help="four decode shapes and one MLA shape")
+    p.add_argument("--splits", default="", help="also time these num_splits (comma-separated)")
+    args = p.parse_args(argv)
+    splits = [int(s) for s in args.splits.split(",") if s]
+    run(args.out, args.quick, splits)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""GPU tests of paged decode attention and MLA decode (tileir.examples.decode_attention,
+tileir.examples.mla_decode) against float32 torch attention over each sequence's
+gathered pages: batch, query / KV heads (MHA, GQA, MQA), Tq = 1..8 new tokens (causal
+among themselves), pages of 16 and 64 slots, ragged lengths, split-KV (chosen and
+forced), bf16 and fp16 (decode: float32 too, on tf32).  Fresh random inputs,
+NaN-poisoned outputs, and NaN in the decode cache's unused slots (the MLA cache holds
+stale finite tokens there: its contract).  Marked `gpu`: skipped cleanly without
+one."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tileir.examples import decode_attention as dec
+from tileir.examples import mla_decode as mla
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(autouse=True)
+def _gpu():
+    from tileir.runtime.driver import has_gpu
+    if not (has_gpu() and torch.cuda.is_available()):
+        pytest.skip("no NVIDIA GPU")
+
+
+def _table(lens, page):
+    """A block table of shuffled pages (-1 past each sequence's pages) and the pool's size."""
+    used = [math.ceil(n / page) for n in lens]
+    num = sum(used) + 3
+    ids = torch.randperm(num, device="cuda", dtype=torch.int32)
+    table = torch.full((len(lens), max(used) + 2), -1, dtype=torch.int32, device="cuda")
+    at = 0
+    for i, u in enumerate(used):
+        table[i, :u] = ids[at:at + u]
+        at += u
+    return table, num
+
+
+def _cache(table, num, lens, page, width, dt, fill):
+    """A paged cache (pages, page, *width) holding fresh random tokens of each sequence
+    at its table's slots and `fill(shape)` everywhere else; the tokens, contiguous."""
+    cache = fill((num, page, *width)).to(dt)
+    seqs = []
+    for i, n in enumerate(lens):
+        u = math.ceil(n / page)
+        x = torch.randn(n, *width, device="cuda").to(dt)
+        block = cache[table[i, :u].long()].reshape(u * page, *width)
+        block[:n] = x
+        cache[table[i, :u].long()] = block.reshape(u, page, *width)
+        seqs.append(x)
+    return cache, seqs
+
+
+def _attend(q, k, v, scale):
+    """fp32 attention of one sequence's Tq tokens (Tq, H, Dk) over its keys (n, H, Dk),
+    token t at position n - Tq + t."""
+    tq, n = q.shape[0], k.shape[0]
+    s = torch.einsum("thd,nhd->htn", q.float(), k.float()) * scale
+    pos = n - tq + torch.arange(tq, device="cuda")
+    s = s.masked_fill(torch.arange(n, device="cuda")[None, None, :] > pos[None, :, None],
+                      float("-inf"))
+    return torch.einsum("htn,nhd->thd", torch.softmax(s, -1), v.float())
+
+
+def _err(out, ref):
+    assert torch.isfinite(out).all(), "non-finite output"
+    return (torch.linalg.norm(out.float() - ref) / torch.linalg.norm(ref)).item()
+
+
+# (batch, Hq, Hkv, Tq, page, num_splits, dtype): each specialization compiles once, so
+# the sweep is a covering list, not a product
+DECODE_CASES = [
+    (1, 32, 8, 1, 64, None, "bfloat16"),      # Llama-3-8B heads, the chooser's splits
+    (5, 8, 8, 1, 16, 1, "float16"),           # MHA, no split
+    (3, 16, 1, 3, 64, 5, "bfloat16"),         # MQA: a group of 16, 3 tokens
+    (2, 12, 4, 8, 16, None, "float16"),       # a group of 3 (padded to 4), 8 tokens
+    (4, 32, 8, 8, 64, 5, "bfloat16"),         # 32 rows a block, split
+    (2, 32, 8, 2, 16, 1, "bfloat16"),
+    (7, 64, 8, 1, 64, 3, "float16"),          # a group of 8
+    (1, 8, 2, 4, 64, None, "float16"),
+]
+
+
+@pytest.mark.parametrize("b,hq,hkv,tq,page,splits,dtype", DECODE_CASES)
+def test_decode_matches_fp32_over_the_gathered_cache(b, hq, hkv, tq, page, splits, dtype):
+    dt, d = getattr(torch, dtype), 128
+    lens = torch.randint(tq, 3000, (b,)).tolist()
+    nan = lambda shape: torch.full(shape, float("nan"), device="cuda")  # noqa: E731
+    table, num = _table(lens, page)
+    kc, ks = _cache(table, num, lens, page, (hkv, d), dt, nan)
+    vc, vs = _cache(table, num, lens, page, (hkv, d), dt, nan)
+    q = torch.randn(b, tq, hq, d, device="cuda").to(dt)
+    out = torch.full_like(q, float("nan"))
+    scale = 1 / math.sqrt(d)
+    got = dec.paged_decode_attention(q, kc, vc, table, torch.tensor(lens, dtype=torch.int32,
+                                     device="cuda"), scale, out, num_splits=splits)
+    assert got is out
+    g = hq // hkv
+    ref = torch.stack([_attend(q[i], ks[i].repeat_interleave(g, 1), vs[i].repeat_interleave(g, 1),
+                               scale) for i in range(b)])
+    assert _err(out, ref) < 1e-2
+
+
+def test_decode_takes_float32_on_tf32_tensor_cores():
+    b, hq, hkv, d, page = 3, 16, 4, 128, 16
+    lens = [300, 5, 1000]
+    table, num = _table(lens, page)
+    nan = lambda shape: torch.full(shape, float("nan"), device="cuda")  # noqa: E731
+    kc, ks = _cache(table, num, lens, page, (hkv, d), torch.float32, nan)
+    vc, vs = _cache(table, num, lens, page, (hkv, d), torch.float32, nan)
+    q = torch.randn(b, 2, hq, d, device="cuda")
+    out = dec.paged_decode_attention(q, kc, vc, table, torch.tensor(lens, dtype=torch.int32,
+                                     device="cuda"), 0.09)
+    ref = torch.stack([_attend(q[i], ks[i].repeat_interleave(4, 1), vs[i].repeat_interleave(4, 1),
+                               0.09) for i in range(b)])
+    assert out.dtype == torch.float32 and _err(out, ref) < 1e-2
+
+
+def test_decode_runs_on_a_side_stream_and_allocates_its_output():
+    b, hq, hkv, d, page = 4, 32, 8, 128, 64
+    lens = [4096, 1, 777, 64]
+    table, num = _table(lens, page)
+    kc, ks = _cache(table, num, lens, page, (hkv, d), torch.bfloat16,
+                    lambda s: torch.randn(s, device="cuda"))
+    q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.bfloat16)
+    seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())      # the inputs are made there
+    with torch.cuda.stream(stream):
+        out = dec.paged_decode_attention(q, kc, kc, table, seq, 0.1)
+    stream.synchronize()
+    assert out.dtype == q.dtype and out.shape == q.shape
+    ref = torch.stack([_attend(q[i], ks[i].repeat_interleave(4, 1), ks[i].repeat_interleave(4, 1),
+                               0.1) for i in range(b)])
+    assert _err(out, ref) < 1e-2
+
+
+@pytest.mark.parametrize("b,tq,h,page,splits,dtype", [
+    (1, 1, 128, 64, None, "bfloat16"),        # DeepSeek-V3, the chooser's splits
+    (4, 2, 128, 16, 4, "float16"),
+    (16, 1, 64, 64, 1, "bfloat16"),
+    (2, 3, 128, 64, None, "float16"),
+])
+def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
+    dt = getattr(torch, dtype)
+    lens = torch.randint(tq, 2500, (b,)).tolist()
+    stale = lambda shape: 100 * torch.randn(shape, device="cuda")  # noqa: E731
+    table, num = _table(lens, page)
+    kv, seqs = _cache(table, num, lens, page, (576,), dt, stale)
+    q = torch.randn(b, tq, h, 576, device="cuda").to(dt)
+    out = torch.full((b, tq, h, 512), float("nan"), device="cuda", dtype=dt)
+    scale = 1 / math.sqrt(576)
+    mla.mla_decode(q, kv, table, torch.tensor(lens, dtype=torch.int32, device="cuda"), scale,
+                   out, num_splits=splits)
+    ref = torch.stack([_attend(q[i], seqs[i][:, None].expand(-1, h, -1),
+                               seqs[i][:, None, :512].expand(-1, h, -1), scale)
+                       for i in range(b)])
+    assert _err(out, ref) < 1e-2
+
+
+def test_mla_refuses_float32_on_the_gpu_by_name():
+    q = torch.zeros(1, 1, 64, 576, device="cuda")
+    kv = torch.zeros(4, 16, 576, device="cuda")
+    with pytest.raises(ValueError, match="bf16 or fp16"):
+        mla.mla_decode(q, kv, torch.zeros(1, 4, dtype=torch.int32, device="cuda"),
+                       torch.ones(1, dtype=torch.int32, device="cuda"), 1.0)
