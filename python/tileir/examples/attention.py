@@ -139,36 +139,39 @@ def attention_varlen(Q, K, V, O, LSE, cu_seqlens_q, cu_seqlens_k, scale: float,
     0..i + lk - lq (the last query sees every key).  A query that sees no key (i <
     lq - lk, or lk = 0) gets zeros and a log-sum-exp of -inf.
 
-    Launch: grid (cdiv(max_seqlen_q, BM), batch * H); blocks past their sequence's
-    end return at once.
+    Every load is a whole tile of the packed arrays (TMA copies on sm_90a): block mb
+    of sequence b takes Q's BM-row tile t = cu_seqlens_q[b] // BM + mb, which may
+    hold rows of the neighbouring sequences too, and walks the BN-row tiles of K and
+    V that cover the sequence's keys, masking the neighbours' keys off; only the
+    sequence's own rows are stored.  A tile shared by two sequences is computed
+    once for each.
+
+    Launch: grid (cdiv(max_seqlen_q, BM) + 1, batch * H); blocks past their
+    sequence's end return at once.
     """
     mb = ct.bid(0)
     b = ct.bid(1) // H
     h = ct.bid(1) % H
     kvh = h // GROUP
     q_start = ct.load(cu_seqlens_q, index=(b,), shape=())
-    q_len = ct.load(cu_seqlens_q, index=(b + 1,), shape=()) - q_start
+    q_end = ct.load(cu_seqlens_q, index=(b + 1,), shape=())
     k_start = ct.load(cu_seqlens_k, index=(b,), shape=())
     k_end = ct.load(cu_seqlens_k, index=(b + 1,), shape=())
-    if mb * BM >= q_len:
+    t = q_start // BM + mb                   # the block's tile of Q's rows
+    if t * BM >= q_end or q_start == q_end:
         return
-    # this sequence's rows of Q and O: views whose tile mb is the block's rows
-    q_rows = Q.slice(0, q_start, q_start + q_len)
-    o_rows = O.slice(0, q_start, q_start + q_len)
-    q = ct.load(q_rows, index=(mb, h, 0), shape=(BM, 1, D),
+    q = ct.load(Q, index=(t, h, 0), shape=(BM, 1, D),
                 padding_mode=ct.PaddingMode.ZERO).reshape((BM, D))
+    rows = t * BM + ct.arange(BM, dtype=np.int32)[:, None]
     qk_scale = scale * LOG2E
     m = ct.full((BM, 1), -np.inf, dtype=np.float32)
     l = ct.zeros((BM, 1), dtype=np.float32)
     acc = ct.zeros((BM, D), dtype=np.float32)
-    # K and V are read as whole BN-row tiles of the packed arrays (TMA copies on
-    # sm_90a): the tiles that cover k_start..k_end, with the keys of the neighbouring
-    # sequences in the first and last one masked off
     last = k_end                             # one past the block's last visible key
     if CAUSAL:
-        # query i sees keys up to k_end - q_len + i (as absolute rows of K)
-        diag = (k_end - q_len + mb * BM) + ct.arange(BM, dtype=np.int32)[:, None]
-        last = min(k_end - q_len + (mb + 1) * BM, k_end)
+        # query row r sees keys up to r + (k_end - q_end) (rows of the packed arrays)
+        shift = k_end - q_end
+        last = min((t + 1) * BM, q_end) + shift
     for j in range(k_start // BN, ct.cdiv(last, BN)):
         k = ct.load(K, index=(j, kvh, 0), shape=(BN, 1, D),
                     padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
@@ -176,7 +179,7 @@ def attention_varlen(Q, K, V, O, LSE, cu_seqlens_q, cu_seqlens_k, scale: float,
         cols = j * BN + ct.arange(BN, dtype=np.int32)[None, :]
         keep = (cols >= k_start) & (cols < k_end)
         if CAUSAL:
-            keep = keep & (diag >= cols)
+            keep = keep & (rows + shift >= cols)
         s = ct.where(keep, s, -np.inf)
         m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
         # a row that has seen no key yet keeps m = -inf: subtract 0 instead, so
@@ -191,42 +194,12 @@ def attention_varlen(Q, K, V, O, LSE, cu_seqlens_q, cu_seqlens_k, scale: float,
         m = m_new
     seen = l > 0.0                           # rows that saw at least one key
     out = acc / ct.where(seen, l, 1.0)
-    ct.store(o_rows, index=(mb, h, 0), tile=out.reshape((BM, 1, D)).astype(O.dtype))
+    mine = (rows >= q_start) & (rows < q_end)    # the sequence's own rows
+    dims = ct.arange(D, dtype=np.int32)[None, :]
+    ct.scatter(O, (rows, h, dims), out.astype(O.dtype), mask=mine)
     if WITH_LSE:
         lse = ct.where(seen, (m + ct.log2(ct.where(seen, l, 1.0))) * LN2, -np.inf)
-        lse_rows = LSE.slice(1, q_start, q_start + q_len)
-        ct.store(lse_rows, index=(h, mb), tile=lse.reshape((1, BM)))
-
-def grid(q, bm: int) -> tuple[int, int, int]:
-    batch, heads, seq, _ = q.shape
-    return (ct.cdiv(seq, bm), batch * heads, 1)
-
-
-def reference(q, k, v, scale: float, causal: bool) -> np.ndarray:
-    """float64 attention of NumPy arrays (batch, heads, seq, D), keys grouped."""
-    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-    s = q @ np.swapaxes(k, -1, -2) * scale
-    if causal:
-        sq, sk = s.shape[-2:]
-        s = np.where(np.arange(sq)[:, None] >= np.arange(sk)[None, :], s, -np.inf)
-    s = s - s.max(axis=-1, keepdims=True)
-    p = np.exp(s)
-    return (p / p.sum(axis=-1, keepdims=True)) @ v
-
-
-def run(rng, batch=1, heads=4, kv_heads=2, seq=77, d=64, causal=True):
-    """The interpreter's run of a small ragged case (bf16 would be slow in NumPy: f32)."""
-    q = rng.standard_normal((batch, heads, seq, d)).astype(np.float32)
-    k = rng.standard_normal((batch, kv_heads, seq, d)).astype(np.float32)
-    v = rng.standard_normal((batch, kv_heads, seq, d)).astype(np.float32)
-    o = np.full_like(q, np.nan)
-    scale = 1.0 / math.sqrt(d)
-    ct.launch(None, grid(q, 32), attention,
-              (q, k, v, o, scale, heads, heads // kv_heads, 32, 32, d, causal))
-    return o, reference(q, k, v, scale, causal), 1e-4, 1e-5
-
+        ct.scatter(LSE, (h, rows), lse, mask=mine)
 
 # ---------------------------------------------------------------------------
 # variable-length batches from the host
@@ -247,7 +220,8 @@ def varlen_tiles(d: int) -> tuple[int, int]:
 
 
 def varlen_grid(max_seqlen_q: int, batch: int, heads: int, bm: int) -> tuple[int, int, int]:
-    return (max(1, ct.cdiv(max_seqlen_q, bm)), batch * heads, 1)
+    # a sequence's rows may start inside a tile: one tile more than its length needs
+    return (ct.cdiv(max_seqlen_q, bm) + 1, batch * heads, 1)
 
 
 def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
