@@ -201,22 +201,56 @@ def attention_varlen(Q, K, V, O, LSE, cu_seqlens_q, cu_seqlens_k, scale: float,
         lse = ct.where(seen, (m + ct.log2(ct.where(seen, l, 1.0))) * LN2, -np.inf)
         ct.scatter(LSE, (h, rows), lse, mask=mine)
 
+
+def grid(q, bm: int) -> tuple[int, int, int]:
+    batch, heads, seq, _ = q.shape
+    return (ct.cdiv(seq, bm), batch * heads, 1)
+
+
+def reference(q, k, v, scale: float, causal: bool) -> np.ndarray:
+    """float64 attention of NumPy arrays (batch, heads, seq, D), keys grouped."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = np.where(np.arange(sq)[:, None] >= np.arange(sk)[None, :], s, -np.inf)
+    s = s - s.max(axis=-1, keepdims=True)
+    p = np.exp(s)
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+def run(rng, batch=1, heads=4, kv_heads=2, seq=77, d=64, causal=True):
+    """The interpreter's run of a small ragged case (bf16 would be slow in NumPy: f32)."""
+    q = rng.standard_normal((batch, heads, seq, d)).astype(np.float32)
+    k = rng.standard_normal((batch, kv_heads, seq, d)).astype(np.float32)
+    v = rng.standard_normal((batch, kv_heads, seq, d)).astype(np.float32)
+    o = np.full_like(q, np.nan)
+    scale = 1.0 / math.sqrt(d)
+    ct.launch(None, grid(q, 32), attention,
+              (q, k, v, o, scale, heads, heads // kv_heads, 32, 32, d, causal))
+    return o, reference(q, k, v, scale, causal), 1e-4, 1e-5
+
+
 # ---------------------------------------------------------------------------
 # variable-length batches from the host
 # ---------------------------------------------------------------------------
-# (BM, BN) by head dim: 128-row blocks of two warpgroups throughout; at D = 256 the
-# (BM, D) accumulator alone takes 128 registers a thread, and K and V tiles of 128
-# rows leave no room for a second stage of their ring beside Q (docs/attention.md)
-TILES = {64: (128, 128), 128: (128, 128), 256: (128, 64)}
+# (BM, BN) by target and head dim.  sm_90a: 128-row blocks of two warpgroups; at
+# D = 256 the (BM, D) accumulator alone takes 128 registers a thread, and 128-row K
+# and V tiles leave no room for a second ring stage beside Q (docs/attention.md).
+# sm_80 (mma.sync, one accumulator row block a warp): 64-row blocks, and at D = 256
+# 32-key tiles, where ptxas needs no local memory.
+TILES = {"sm_90a": {64: (128, 128), 128: (128, 128), 256: (128, 64)},
+         "sm_80": {64: (64, 64), 128: (64, 64), 256: (64, 32)}}
 
 
-def varlen_tiles(d: int) -> tuple[int, int]:
-    """The (BM, BN) `flash_attention_varlen` launches for head dim `d`."""
-    if d in TILES:
-        return TILES[d]
+def varlen_tiles(d: int, target: str = "sm_90a") -> tuple[int, int]:
+    """The (BM, BN) `flash_attention_varlen` launches for head dim `d` on `target`."""
     if d < 16 or d > 256 or d & (d - 1):
         raise ValueError(f"head dim {d} is not supported: a power of two in [16, 256]")
-    return (128, 128) if d <= 128 else (128, 64)
+    table = TILES[target]
+    return table.get(d) or (table[128] if d <= 128 else table[256])
 
 
 def varlen_grid(max_seqlen_q: int, batch: int, heads: int, bm: int) -> tuple[int, int, int]:
@@ -240,7 +274,7 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     natural-log log-sum-exp of each row's scaled scores when given.
 
     torch CUDA tensors launch on torch's current stream; NumPy arrays run in the
-    interpreter.  Tiles are chosen by D (`varlen_tiles`)."""
+    interpreter.  Tiles are chosen by the target and D (`varlen_tiles`)."""
     for name, x, rank in (("q", q, 3), ("k", k, 3), ("v", v, 3),
                           ("cu_seqlens_q", cu_seqlens_q, 1), ("cu_seqlens_k", cu_seqlens_k, 1)):
         if len(x.shape) != rank:
@@ -263,8 +297,8 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                          f"{max_seqlen_k}")
     if q.dtype != k.dtype or q.dtype != v.dtype:
         raise ValueError(f"q, k and v must have one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
-    bm, bn = varlen_tiles(d)
     on_torch = type(q).__module__.startswith("torch")
+    bm, bn = varlen_tiles(d, _target(q) if on_torch else "sm_90a")
     if out is None:
         out = q.new_empty(q.shape) if on_torch else np.empty_like(q)
     elif tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype:
@@ -281,6 +315,11 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             float(scale), hq, hq // hkv, bm, bn, d, bool(causal), lse is not None)
     ct.launch(None, varlen_grid(max_seqlen_q, batch, hq, bm), attention_varlen, args)
     return out
+
+
+def _target(x) -> str:
+    from tileir.kernel import device_target
+    return device_target([x]) if x.is_cuda else "sm_90a"
 
 
 def reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, scale: float, causal: bool
