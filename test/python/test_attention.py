@@ -214,3 +214,54 @@ def test_varlen_for_sm_80_is_mma_sync_without_local_memory(tmp_path):
         ops = _sass(ck.cubin, tmp_path)
         assert ops["HMMA"] and ops["LDSM"], sorted(ops)
         assert not ops["LDL"] and not ops["STL"], (d, ck.ptxas_report)
+
+
+def _d256_at_128x128(causal):
+    q = np.zeros((4, 32, 4096, 256), ml_dtypes.bfloat16)
+    return example.attention.compile((q, q, q, q, 0.0625, 32, 1, 128, 128, 256, causal),
+                                     target="sm_90a", grid=(32, 128, 1), sm_count=132)
+
+
+def test_head_dim_256_at_128x128_fits_shared_memory_without_a_ring(tmp_path):
+    # two 128 x 256 K and V stages beside Q do not fit (327 840 B): the budget drops
+    # the ring, and the loop's K and V tiles are reused by the epilogue (192 KiB)
+    ck = _d256_at_128x128(False)
+    assert ck.meta["shared_bytes"] <= 232448
+    assert ck.meta["fit"].endswith("no ring (the threads copy each iteration's tiles)")
+    ops = _sass(ck.cubin, tmp_path)
+    assert ops["HGMMA"] and not ops["UTMALDG"], sorted(ops)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="a 128 x 128 score tile, a 128 x 256 accumulator "
+                   "and the copies' staging pass 255 registers: ptxas spills ~850 B; "
+                   "128 x 64 tiles fit (2 stages, 248 registers, no spills)")
+def test_head_dim_256_at_128x128_needs_no_local_memory():
+    ck = _d256_at_128x128(False)
+    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+
+
+def test_head_dim_256_at_128x64_keeps_a_ring_without_local_memory(tmp_path):
+    q = np.zeros((4, 32, 4096, 256), ml_dtypes.bfloat16)
+    ck = example.attention.compile((q, q, q, q, 0.0625, 32, 1, 128, 64, 256, False),
+                                   target="sm_90a", grid=(32, 128, 1), sm_count=132)
+    assert ck.meta["fit"].endswith(": 2 stages"), ck.meta["fit"]
+    ops = _sass(ck.cubin, tmp_path)
+    for op in ("HGMMA", "UTMALDG", "SYNCS"):
+        assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
+    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+
+
+@pytest.mark.slow
+def test_head_dim_256_at_128x128_without_a_ring_computes_attention():
+    rng = np.random.default_rng()
+    b, h, s, d = 1, 1, 150, 256
+    q, k, v = (rng.standard_normal((b, h, s, d)).astype(np.float16) for _ in range(3))
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, 1, 128, 128, d, True)
+    ck = example.attention.compile(args, stage="gpu", target="sm_90a")
+    assert "no ring" in ck.meta["fit"]
+    simulate(ck, example.grid(q, 128), args)
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), True)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o.astype(np.float64) - ref) / np.linalg.norm(ref) < 2e-3
