@@ -177,9 +177,10 @@ def attention_varlen(Q, K, V, O, LSE, cu_seqlens_q, cu_seqlens_k, scale: float,
                     padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
         s = ct.mma(q, ct.transpose(k), ct.zeros((BM, BN), dtype=np.float32))
         cols = j * BN + ct.arange(BN, dtype=np.int32)[None, :]
-        keep = (cols >= k_start) & (cols < k_end)
-        if CAUSAL:
-            keep = keep & (rows + shift >= cols)
+        if CAUSAL:      # (for the sequence's rows, r + shift < k_end: no end test)
+            keep = (cols >= k_start) & (rows + shift >= cols)
+        else:
+            keep = (cols >= k_start) & (cols < k_end)
         s = ct.where(keep, s, -np.inf)
         m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
         # a row that has seen no key yet keeps m = -inf: subtract 0 instead, so
