@@ -208,7 +208,7 @@ def test_varlen_runs_on_tma_and_wgmma_without_local_memory(d, causal, tmp_path):
 
 @pytest.mark.slow
 def test_varlen_for_sm_80_is_mma_sync_without_local_memory(tmp_path):
-    for d in (128, 256):
+    for d in (64, 128, 256):
         ck = _compiled_varlen(d, example.varlen_tiles(d, "sm_80"), True, "sm_80")
         ops = _sass(ck.cubin, tmp_path)
         assert ops["HMMA"] and ops["LDSM"], sorted(ops)
