@@ -93,8 +93,8 @@ RAGGED = [([0, 1, 77, 5, 40, 130], [3, 1, 60, 0, 90, 130]),
 
 @pytest.mark.parametrize("lengths", RAGGED)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("h,hkv", [(4, 2), (3, 3)])
-@pytest.mark.parametrize("with_lse", [False, True])
+@pytest.mark.parametrize("h,hkv", [(4, 2), pytest.param(3, 3, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("with_lse", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_varlen_in_the_interpreter(lengths, causal, h, hkv, with_lse):
     rng = np.random.default_rng()
     q, k, v, cu_q, cu_k = _packed(rng, *lengths, h, hkv, 32, np.float32)
@@ -190,9 +190,10 @@ SPILLS_AT_256_CAUSAL = pytest.mark.xfail(
                         "K/V loop and loaded after it (the mask branch, docs/attention.md)")
 
 
-@pytest.mark.parametrize("d,causal", [(64, False), (64, True), (128, False), (128, True),
-                                      (256, False),
-                                      pytest.param(256, True, marks=SPILLS_AT_256_CAUSAL)])
+@pytest.mark.parametrize("d,causal", [
+    (64, False), pytest.param(64, True, marks=pytest.mark.slow), (128, False), (128, True),
+    pytest.param(256, False, marks=pytest.mark.slow),
+    pytest.param(256, True, marks=[pytest.mark.slow, SPILLS_AT_256_CAUSAL])])
 def test_varlen_runs_on_tma_and_wgmma_without_local_memory(d, causal, tmp_path):
     tiles = example.varlen_tiles(d, "sm_90a")
     assert tiles == ((128, 64) if d == 256 else (128, 128))
