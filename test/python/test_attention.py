@@ -117,6 +117,15 @@ def test_varlen_head_dims_and_fp16_in_the_interpreter(d):
     _check_varlen(o, lse, q, k, v, cu_q, cu_k, True, 2e-3)
 
 
+def test_varlen_without_any_key_gives_zeros_and_minus_infinity():
+    q = np.ones((5, 2, 64), np.float32)
+    k = np.zeros((0, 1, 64), np.float32)
+    lse = np.full((2, 5), np.nan, np.float32)
+    o = example.flash_attention_varlen(q, k, k, np.array([0, 2, 5], np.int32),
+                                       np.zeros(3, np.int32), 3, 0, 0.125, lse=lse)
+    assert (o == 0).all() and np.isneginf(lse).all()
+
+
 def test_varlen_refuses_what_it_cannot_run():
     q = np.zeros((10, 4, 64), np.float32)
     k = np.zeros((10, 3, 64), np.float32)

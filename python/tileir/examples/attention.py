@@ -311,6 +311,11 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     batch = cu_seqlens_q.shape[0] - 1
     if batch == 0 or total_q == 0 or max_seqlen_q == 0:
         return out
+    if total_k == 0:                         # no keys anywhere (and no array to copy from)
+        out[...] = 0
+        if lse is not None:
+            lse[...] = -np.inf
+        return out
     # without lse the kernel's LSE parameter is compiled out: any array will do
     args = (q, k, v, out, cu_seqlens_q if lse is None else lse, cu_seqlens_q, cu_seqlens_k,
             float(scale), hq, hq // hkv, bm, bn, d, bool(causal), lse is not None)
