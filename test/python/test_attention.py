@@ -171,11 +171,13 @@ def _simulated_varlen(target, causal, d, dtype, tiles, lengths):
 
 @pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_generated_varlen_attention_computes_attention(target, causal):
-    # a zero-length query sequence, a zero-length key one, one token, q shorter than
-    # k; 64 x 64 tiles, fp16
-    _simulated_varlen(target, causal, 64, np.float16, (64, 64),
-                      ([0, 1, 70, 9], [5, 0, 100, 9]))
+@pytest.mark.parametrize("lengths", [
+    # a zero-length query sequence, a zero-length key one, one token, q shorter than k
+    ([0, 1, 70, 9], [5, 0, 100, 9]),
+    # arrays shorter than a tile (TMA boxes cut to the array's rows)
+    pytest.param(([5, 3], [7, 2]), marks=pytest.mark.slow)])
+def test_the_generated_varlen_attention_computes_attention(target, causal, lengths):
+    _simulated_varlen(target, causal, 64, np.float16, (64, 64), lengths)     # fp16
 
 
 @pytest.mark.slow

@@ -96,7 +96,8 @@ def _cu(lengths):
 # (chunked prefill against a cache), lengths that are and are not tile multiples
 VARLEN = [([0, 1, 77, 5, 400, 1000], [3, 1, 60, 0, 900, 1000]),
           ([128, 256, 129, 1], [128, 256, 129, 1]),
-          ([1, 9, 0, 33, 2048], [1, 200, 0, 33, 4096])]
+          ([1, 9, 0, 33, 2048], [1, 200, 0, 33, 4096]),
+          ([5, 3], [7, 2])]                         # arrays shorter than a tile
 
 
 # bf16 over every combination; fp16 at one head grouping (each (heads, group, D,
