@@ -222,6 +222,8 @@ def test_varlen_runs_on_tma_and_wgmma_without_local_memory(d, causal, tmp_path):
 def test_varlen_for_sm_80_is_mma_sync_without_local_memory(tmp_path):
     for d in (64, 128, 256):
         ck = _compiled_varlen(d, example.varlen_tiles(d, "sm_80"), True, "sm_80")
+        assert ".target sm_80" in ck.artifacts["ptx"]
+        assert "mma.sync.aligned.m16n8k16" in ck.artifacts["ptx"]
         ops = _sass(ck.cubin, tmp_path)
         assert ops["HMMA"] and ops["LDSM"], sorted(ops)
         assert not ops["LDL"] and not ops["STL"], (d, ck.ptxas_report)

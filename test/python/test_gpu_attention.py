@@ -186,3 +186,35 @@ def test_attention_at_head_dim_256_matches_fp32(bm, bn, causal):
     ref = _reference(q, k, v, causal)
     err = (torch.linalg.norm(o.float() - ref) / torch.linalg.norm(ref)).item()
     assert err < 1e-2, err
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_sm80_code_through_the_ptx_jit(d, causal):
+    """attention_varlen compiled for sm_80 at its sm_80 tiles (cp.async, ldmatrix,
+    mma.sync) and run from its PTX, which the driver compiles for this GPU."""
+    from tileir.examples.attention import attention_varlen, varlen_grid, varlen_tiles
+    from tileir.runtime import launcher
+    lq, lk = [0, 1, 300, 77], [3, 1, 500, 77]
+    cu_q, cu_k = _cu(lq), _cu(lk)
+    h, hkv = 8, 2
+    q = torch.randn(sum(lq), h, d, device="cuda", dtype=torch.float16)
+    k = torch.randn(sum(lk), hkv, d, device="cuda", dtype=torch.float16)
+    v = torch.randn(sum(lk), hkv, d, device="cuda", dtype=torch.float16)
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((h, sum(lq)), float("nan"), device="cuda")
+    bm, bn = varlen_tiles(d, "sm_80")
+    args = (q, k, v, o, lse, cu_q, cu_k, 1.0 / math.sqrt(d), h, h // hkv, bm, bn, d, causal,
+            True)
+    ck = attention_varlen.compile(args, target="sm_80")
+    assert ".target sm_80" in ck.artifacts["ptx"]
+    launcher.launch(ck.artifacts["ptx"].encode(), ck.meta, varlen_grid(max(lq), len(lq), h, bm),
+                    [args[i] for i in ck.runtime_params])
+    torch.cuda.synchronize()
+    ref, ref_lse = _varlen_reference(q, k, v, cu_q, cu_k, causal)
+    assert torch.isfinite(o).all()
+    err = (torch.linalg.norm(o.float() - ref) / torch.linalg.norm(ref)).item()
+    assert err < 1e-2, err
+    seen = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
+    assert (lse[seen] - ref_lse[seen]).abs().max().item() < 1e-2
