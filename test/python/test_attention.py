@@ -117,6 +117,16 @@ def test_varlen_head_dims_and_fp16_in_the_interpreter(d):
     _check_varlen(o, lse, q, k, v, cu_q, cu_k, True, 2e-3)
 
 
+def test_varlen_takes_views_of_a_fused_qkv_projection():
+    rng = np.random.default_rng()
+    cu = np.array([0, 40, 47], np.int32)
+    qkv = rng.standard_normal((47, 4 + 2 + 2, 32)).astype(np.float32)
+    q, k, v = qkv[:, :4], qkv[:, 4:6], qkv[:, 6:]         # strided, not contiguous
+    lse = np.full((4, 47), np.nan, np.float32)
+    o = example.flash_attention_varlen(q, k, v, cu, cu, 40, 40, 1 / math.sqrt(32), lse=lse)
+    _check_varlen(o, lse, q, k, v, cu, cu, True, 1e-5)
+
+
 def test_varlen_without_any_key_gives_zeros_and_minus_infinity():
     q = np.ones((5, 2, 64), np.float32)
     k = np.zeros((0, 1, 64), np.float32)
