@@ -198,6 +198,15 @@ def test_the_generated_varlen_attention_at_larger_head_dims(target, d, tiles):
     _simulated_varlen(target, True, d, ml_dtypes.bfloat16, tiles, ([30, 1], [80, 1]))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_the_varlen_plan_the_host_launches_computes_attention(d):
+    # sm_90a at flash_attention_varlen's tiles: the TMA ring, the masked first and
+    # last K tiles, a Q tile shared by two sequences, the scattered rows
+    _simulated_varlen("sm_90a", True, d, ml_dtypes.bfloat16, example.varlen_tiles(d),
+                      ([100, 0, 60], [150, 3, 60]))
+
+
 def _compiled_varlen(d, tiles, causal, target="sm_90a"):
     q = np.zeros((4096, 32, d), ml_dtypes.bfloat16)
     k = np.zeros((4096, 8, d), ml_dtypes.bfloat16)
