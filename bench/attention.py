@@ -16,6 +16,13 @@ causal; GQA 32/8; D=64.  TFLOP/s count 4 B H S^2 D (half of it causal).  Each ke
 is first checked against SDPA's math backend in fp32 on a ragged shape (poisoned
 output, fresh random inputs).  Prints a table; writes attention.json and
 attention.png into --out.
+
+After the main table (or alone, --only-extra; not with --quick or --shapes): D=256
+(B4 H16 S4096, full and causal, the same references, tileir at 128x64 and 128x128),
+and a packed batch of 16 sequences of 1 to 8192 tokens (GQA 32/8, D=128) through
+`flash_attention_varlen`, against torch's FlashAttention-2 varlen forward
+(aten::_flash_attention_forward) and SDPA (cuDNN, FA2) over the zero-padded batch;
+TFLOP/s count the packed batch's work for all of them.
 """
 
 from __future__ import annotations
@@ -180,6 +187,106 @@ def measure(shape, tiles: list[tuple[int, int]]) -> dict:
     return row
 
 
+# ---------------------------------------------------------------------------
+# head dim 256, and a variable-length batch through flash_attention_varlen
+# ---------------------------------------------------------------------------
+D256_SHAPES = [
+    ("B4 H16 S4096 D256", 4, 16, 16, 4096, 256, False),
+    ("B4 H16 S4096 D256 causal", 4, 16, 16, 4096, 256, True),
+]
+D256_TILES = [(128, 64), (128, 128)]     # the host's choice; the ring-less 128x128 plan
+
+# 16 sequences from 1 to 8192 tokens (chunked prefill mixes long and short ones)
+VARLEN_LENGTHS = [8192, 4096, 3000, 2048, 1500, 1024, 777, 512, 300, 256, 129, 100, 64, 17,
+                  2, 1]
+VARLEN_SHAPES = [
+    ("varlen 16 seqs (40 k tokens) H32/8 D128", VARLEN_LENGTHS, 32, 8, 128, False),
+    ("varlen 16 seqs (40 k tokens) H32/8 D128 causal", VARLEN_LENGTHS, 32, 8, 128, True),
+]
+
+
+def _torch_flash_varlen(q, k, v, cu, max_len, causal, scale):
+    """torch's FlashAttention-2 varlen forward (aten::_flash_attention_forward) on the
+    packed batch, or None where this torch lacks it or refuses the shapes."""
+    try:
+        fn = lambda: torch.ops.aten._flash_attention_forward(      # noqa: E731
+            q, k, v, cu, cu, max_len, max_len, 0.0, causal, False, scale=scale)[0]
+        fn()
+        return fn
+    except (AttributeError, RuntimeError, TypeError):
+        return None
+
+
+def _padded(x, lengths, max_len):
+    """(batch, heads, max_len, D) of a packed (tokens, heads, D) batch, zero padded."""
+    out = x.new_zeros(len(lengths), x.shape[1], max_len, x.shape[2])
+    start = 0
+    for i, n in enumerate(lengths):
+        out[i, :, :n] = x[start:start + n].transpose(0, 1)
+        start += n
+    return out
+
+
+def measure_varlen(shape) -> dict:
+    """flash_attention_varlen on a packed ragged batch against torch's flash varlen
+    (SDPA over the zero-padded batch where torch has none: a time for the padded
+    work, counted at the packed batch's FLOPs), and its error against fp32."""
+    label, lengths, h, hkv, d, causal = shape
+    tokens, max_len = sum(lengths), max(lengths)
+    flops = sum(4 * h * n * n * d * (0.5 if causal else 1.0) for n in lengths)
+    q = torch.randn(tokens, h, d, device="cuda", dtype=DT)
+    k = torch.randn(tokens, hkv, d, device="cuda", dtype=DT)
+    v = torch.randn(tokens, hkv, d, device="cuda", dtype=DT)
+    cu = torch.tensor([0] + [sum(lengths[:i + 1]) for i in range(len(lengths))],
+                      dtype=torch.int32, device="cuda")
+    scale = 1.0 / math.sqrt(d)
+    o = torch.empty_like(q)
+    tf = lambda ms: flops / ms / 1e9          # noqa: E731
+    row = {"shape": label, "flops": flops}
+    ours = lambda: example.flash_attention_varlen(q, k, v, cu, cu, max_len, max_len, scale,  # noqa: E731
+                                                  causal=causal, out=o)
+    ours()
+    # error of a long and a short sequence against fp32 math attention
+    errs = []
+    for i in (2, len(lengths) - 3):
+        a, n = sum(lengths[:i]), lengths[i]
+        qs, ks, vs = (x[a:a + n].transpose(0, 1)[None] for x in (q, k, v))
+        ref = sdpa(qs.float(), ks.float(), vs.float(), causal, SDPBackend.MATH)
+        errs.append(rel_err(o[a:a + n].transpose(0, 1)[None], ref))
+    row["tileir_err"] = max(errs)
+    row["tileir"] = tf(do_bench(ours, return_mode="median"))
+    flash = _torch_flash_varlen(q, k, v, cu, max_len, causal, scale)
+    if flash is None and hkv != h:
+        # a torch whose varlen entry point wants equal head counts: K/V repeated for it
+        kr, vr = (x.repeat_interleave(h // hkv, dim=1) for x in (k, v))
+        flash = _torch_flash_varlen(q, kr, vr, cu, max_len, causal, scale)
+        row["flash_varlen_kv_repeated"] = flash is not None
+    if flash is not None:
+        row["flash_varlen"] = tf(do_bench(flash, return_mode="median"))
+    qp, kp, vp = (_padded(x, lengths, max_len) for x in (q, k, v))
+    for key, backend in (("cudnn_padded", SDPBackend.CUDNN_ATTENTION),
+                         ("fa2_padded", SDPBackend.FLASH_ATTENTION)):
+        try:
+            row[key] = tf(do_bench(lambda: sdpa(qp, kp, vp, causal, backend),
+                                   return_mode="median"))
+        except RuntimeError as e:
+            row[key] = None
+            row[key + "_error"] = str(e).splitlines()[0][:200]
+    return row
+
+
+def varlen_table(rows) -> str:
+    keys = ["tileir", "flash_varlen", "cudnn_padded", "fa2_padded"]
+    out = ["| batch | " + " | ".join(keys) + " | tileir / flash varlen | rel. err |",
+           "|" + "---|" * (len(keys) + 3)]
+    for r in rows:
+        cells = [f"{r[k]:.0f}" if r.get(k) else "-" for k in keys]
+        vs = f"{r['tileir'] / r['flash_varlen']:.2f}" if r.get("flash_varlen") else "-"
+        out.append(f"| {r['shape']} | " + " | ".join(cells) + f" | {vs} | "
+                   f"{r['tileir_err']:.1e} |")
+    return "\n".join(out)
+
+
 def table(rows, tiles) -> str:
     keys = ["cudnn", "fa2", "triton"] + [f"tileir {bm}x{bn}" for bm, bn in tiles]
     head = "| shape | " + " | ".join(keys) + " | best tileir / cuDNN | / Triton |"
@@ -217,6 +324,27 @@ def plot(rows, tiles, path, device):
     fig.savefig(path, dpi=120)
 
 
+def run_extra() -> dict:
+    """The D = 256 rows (the main table's columns, tileir at D256_TILES) and the
+    variable-length batch, each with its own table."""
+    checks = {}
+    for bm, bn in D256_TILES:
+        checks[f"tileir {bm}x{bn}"] = check(f"tileir {bm}x{bn}", lambda q, k, v, o, c:
+                                            tileir_call(q, k, v, o, c, bm, bn), d=256)
+    print("relative error vs fp32 math (B2 H8/4 S1000 D256):", json.dumps(checks), flush=True)
+    d256 = []
+    for shape in D256_SHAPES:
+        d256.append(measure(shape, D256_TILES))
+        print(json.dumps(d256[-1]), flush=True)
+    print(table(d256, D256_TILES))
+    varlen = []
+    for shape in VARLEN_SHAPES:
+        varlen.append(measure_varlen(shape))
+        print(json.dumps(varlen[-1]), flush=True)
+    print(varlen_table(varlen))
+    return {"d256_checks": checks, "d256": d256, "varlen": varlen}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -224,11 +352,19 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="the first two shapes only")
     p.add_argument("--tiles", default="128x128,128x64,64x64")
     p.add_argument("--shapes", default="", help="only shapes whose label holds this text")
+    p.add_argument("--only-extra", action="store_true",
+                   help="only the D=256 rows and the variable-length batch")
     args = p.parse_args(argv)
     tiles = [tuple(map(int, t.split("x"))) for t in args.tiles.split(",")]
     device = torch.cuda.get_device_name()
     print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
           flush=True)
+    if args.only_extra:
+        extra = run_extra()
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "attention.json"), "w") as f:
+            json.dump({"device": device, **extra}, f, indent=1)
+        return 0
     checks = {"triton": check("triton", lambda q, k, v, o, c:
                               triton_call(q, k, v, o, c, TRITON_CONFIGS[0]))}
     for bm, bn in tiles:
@@ -241,9 +377,12 @@ def main(argv=None) -> int:
         print(json.dumps(rows[-1]), flush=True)
     text = table(rows, tiles)
     print(text)
+    extra = {}
+    if not args.quick and not args.shapes:
+        extra = run_extra()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "attention.json"), "w") as f:
-        json.dump({"device": device, "checks": checks, "rows": rows}, f, indent=1)
+        json.dump({"device": device, "checks": checks, "rows": rows, **extra}, f, indent=1)
     plot(rows, tiles, os.path.join(args.out, "attention.png"), device)
     return 0
 

@@ -275,6 +275,31 @@ func.func @mma_loop(%a: !tile.array<bf16, 2 : i64>, %w: !tile.array<bf16, 2 : i6
 
 // -----
 
+// A packed (tokens, heads, D) array's tile of one head is (M, 1, D), its unit dim
+// in the middle: it feeds the product from shared memory as a (1, 1, M, D) tile
+// does, the reshape dropping the unit dim for free (attention_varlen's K).
+
+// CHECK-LABEL: func.func @packed_heads_operand
+// CHECK:         %[[K:.*]] = "tile.load"{{.*}} -> tensor<128x1x64xbf16, #tile.shared<128 : i64, array<i64: 2, 1, 0>>>
+// CHECK-NEXT:    %[[K2:.*]] = "tile.reshape"(%[[K]]) {{.*}} -> tensor<128x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>
+// CHECK-NEXT:    %[[KT:.*]] = "tile.permute"(%[[K2]])
+// CHECK-NOT:     tile.convert_layout
+// CHECK:         "tile.mma"(%{{.*}}, %[[KT]], %{{.*}})
+func.func @packed_heads_operand(%q: !tile.array<bf16, 2 : i64>, %k: !tile.array<bf16, 3 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %h = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %z = arith.constant dense<0.0> : tensor<128x128xf32>
+  %tq = "tile.load"(%q, %c0, %c0) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16>
+  %tk = "tile.load"(%k, %c0, %h, %c0) {padding = "zero", tile_shape = array<i64: 128, 1, 64>} : (!tile.array<bf16, 3 : i64>, i32, i32, i32) -> tensor<128x1x64xbf16>
+  %tk2 = "tile.reshape"(%tk) : (tensor<128x1x64xbf16>) -> tensor<128x64xbf16>
+  %tkt = "tile.permute"(%tk2) {permutation = array<i64: 1, 0>} : (tensor<128x64xbf16>) -> tensor<64x128xbf16>
+  %d = "tile.mma"(%tq, %tkt, %z) : (tensor<128x64xbf16>, tensor<64x128xbf16>, tensor<128x128xf32>) -> tensor<128x128xf32>
+  "tile.store"(%c, %d, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<128x128xf32>, i32, i32) -> ()
+  return
+}
+
+// -----
+
 // Into an aligned array on sm_90a the stored accumulator keeps its layout: the
 // gpu stage stores it by TMA from shared memory (backend/gpu/tma_store.py), no
 // conversion; with the kernel option tma_store=False it converts as above.

@@ -70,6 +70,7 @@ class LoweringContext:
         self.smem_bytes = 0       # the high-water mark: the kernel's dynamic shared memory
         self.smem_top = 0         # bytes held by live buffers (rings, shared tiles)
         self.smem_uses = 0        # shared-memory exchanges emitted so far
+        self.fresh_holds = 0      # buffers held to the kernel's end (hold_fresh_smem)
         # (block, start, end): the bytes the last exchange's threads read after its
         # barrier, when that exchange was the last use of the scratch area
         self.last_reads: tuple[ir.Block, int, int] | None = None
@@ -311,6 +312,7 @@ class LoweringContext:
         that other blocks of a cluster read while this block moves on
         (rules/cluster.py), so no barrier of this block guards it."""
         start = (max(self.smem_top, self.smem_bytes) + 15) // 16 * 16
+        self.fresh_holds += 1
         self.smem_top = start + count * max(1, _bits(elem) // 8)
         self._reach(self.smem_top)
         self.last_reads = None          # the scratch area moved: offsets mean other bytes
@@ -347,6 +349,15 @@ class LoweringContext:
         self._reach(self.smem_top)
         self.last_reads = None          # the scratch area moved: offsets mean other bytes
         return start
+
+    def release_above(self, top: int) -> None:
+        """Frees every buffer allocated above `top` since it was the top: the shared
+        tiles of a loop body, which no value outside the loop refers to (a loop carries
+        registers only).  The next exchange reusing them starts with a barrier."""
+        if self.smem_top > top:
+            self.smem_top = top
+            self.smem_uses = max(self.smem_uses, 1)
+            self.last_reads = None
 
     def free_smem(self, start: int, nbytes: int) -> None:
         """Returns the region from `alloc_smem` when nothing above it is live; the next

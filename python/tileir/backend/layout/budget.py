@@ -15,7 +15,9 @@ many stages as the overflow takes, and runs `pipeline` and `gpu` again:
 When even two stages do not fit, the K tiles become 2, then 4 times shorter
 (`tile.k_split`, applied by tile-retile-blocks in the `layout` stage, which the
 driver then reruns too); last, a cap of 1 leaves the loop without a ring (its
-shared tiles are copied in each iteration by the threads: slower, but it runs).  What was chosen and why
+shared tiles are copied in each iteration by the threads: slower, but it runs;
+they are freed after the loop, so an epilogue's exchange reuses them: attention
+at D = 256 with 128 x 128 tiles, 192 KiB).  What was chosen and why
 is the module attribute `tile.fit`, in every later stage's IR (TILEIR_DUMP_IR),
 `tile-opt`'s remarks and the kernel's metadata (`meta["fit"]`).  Only when no
 depth fits (an overflow beside a ring-less kernel) is the kernel refused, with

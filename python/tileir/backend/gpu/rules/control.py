@@ -38,6 +38,7 @@ def _for(cx, op):
     cx.loop_depth += 1
     if _contains_store(body):
         cx.stores_seen = True     # a store in iteration i precedes the loads of i + 1
+    top, holds = cx.smem_top, cx.fresh_holds
     with ir.InsertionPoint(loop.body):
         cx.values[body.arguments[0]] = loop.induction_variable
         _unflatten(cx, list(body.arguments)[1:], list(loop.inner_iter_args))
@@ -45,6 +46,16 @@ def _for(cx, op):
         scf.YieldOp(_flatten(cx, list(term.operands)))
     cx.loop_depth -= 1
     _unflatten(cx, list(op.results), list(loop.results))
+    _release_body_tiles(cx, body, top, holds)
+
+
+def _release_body_tiles(cx: LoweringContext, body: ir.Block, top: int, holds: int) -> None:
+    """The shared tiles a loop body placed (a ring-less loop's K and V, copied in by
+    the threads) are dead after the loop: what follows (an epilogue's exchange) may
+    reuse their bytes.  Not when the body held memory for a cluster's peers, or left
+    tensor-core work in flight that may still read them."""
+    if cx.fresh_holds == holds and not _contains(body, "tile.mma_async"):
+        cx.release_above(top)
 
 
 @rule("scf.while")
@@ -57,6 +68,7 @@ def _while(cx, op):
     cx.loop_depth += 1
     if _contains_store(before) or _contains_store(after):
         cx.stores_seen = True
+    top, holds = cx.smem_top, cx.fresh_holds
     with ir.InsertionPoint(new_before):
         _unflatten(cx, list(before.arguments), list(new_before.arguments))
         cond = lower_block(cx, before)
@@ -67,6 +79,8 @@ def _while(cx, op):
         scf.YieldOp(_flatten(cx, list(term.operands)))
     cx.loop_depth -= 1
     _unflatten(cx, list(op.results), list(loop.results))
+    if not _contains(before, "tile.mma_async"):
+        _release_body_tiles(cx, after, top, holds)
 
 
 @rule("scf.if")
@@ -103,11 +117,15 @@ def _set_max_registers(cx, op):
 
 
 def _contains_store(block: ir.Block) -> bool:
+    return _contains(block, "tile.store")
+
+
+def _contains(block: ir.Block, name: str) -> bool:
     found = False
 
     def visit(op):
         nonlocal found
-        found = found or op.name == "tile.store"
+        found = found or op.name == name
         return ir.WalkResult.ADVANCE
 
     for op in block.operations:
