@@ -492,6 +492,7 @@ module attributes {tile.stage = "tile", tile.target = "sm_90a"} {
     "tile.store"(%arg2, %9, %0, %c0_i32) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
     return
   }
+}
 
 // -----
 
