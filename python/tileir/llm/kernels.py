@@ -1,0 +1,246 @@
+"""The tile kernels of tileir.llm that the examples do not already have.
+
+Written as a cuTile user writes them: one block per row or output tile, plain
+loads and stores, f32 math, a cast on the way out.
+
+- `embedding`: rows of a table gathered by id (the token embedding; also the
+  last-token rows of a prefill batch);
+- `linear`, `linear_add`, `linear_swiglu`: y = x @ W^T for a weight stored as
+  Hugging Face does (out_features, in_features), the residual add fused into the
+  epilogue (`linear_add`, in place: y may be r), or SwiGLU's silu(x @ Wg^T) * (x @ Wu^T)
+  from two accumulators (`linear_swiglu`); EXACT sums f32 products on the FMA units
+  instead of the tensor cores (which take f32 as tf32): the float32 mode's GEMMs;
+- `head_linear`: one weight per head, y[t, h] = x[t, h] @ W[h]^T (MLA's absorbed
+  W_UK and W_UV);
+- `add`: y += x;
+- `rope`: rotary embedding at each token's position, cos and sin read from a table;
+- `write_slots`: rows written into a paged cache at their slots (page * PAGE + offset);
+- `gather_pages`: one sequence's pages copied out of a paged cache into rows;
+- `argmax_rows`, `sample_rows`: greedy, and temperature / top-k / top-p sampling by
+  the Gumbel-max rule (thresholds found by bisection over the row; see sample_rows).
+"""
+
+import tileir as ct
+
+ZERO = ct.PaddingMode.ZERO
+NEG_INF = ct.PaddingMode.NEG_INF
+
+
+@ct.kernel
+def embedding(ids, table, out, TILE: ct.Constant[int]):
+    t = ct.bid(0)
+    j = ct.bid(1)
+    row = ct.load(ids, index=(t,), shape=(1,)).item()
+    vals = ct.load(table, index=(row, j), shape=(1, TILE), padding_mode=ZERO)
+    ct.store(out, index=(t, j), tile=ct.astype(vals, out.dtype))
+
+
+@ct.function
+def _product(x, w, i, j, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+             EXACT: ct.Constant[bool]):
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
+        a = ct.load(x, index=(i, k), shape=(BM, BK), padding_mode=ZERO)
+        b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
+        if EXACT:
+            prod = ct.reshape(ct.astype(a, ct.float32), (BM, 1, BK)) \
+                * ct.reshape(ct.astype(b, ct.float32), (1, BN, BK))
+            acc = acc + ct.sum(prod, axis=2)
+        else:
+            acc = ct.mma(a, ct.transpose(b), acc)
+    return acc
+
+
+@ct.kernel
+def linear(x, w, y, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+           EXACT: ct.Constant[bool]):
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = _product(x, w, i, j, BM, BN, BK, EXACT)
+    ct.store(y, index=(i, j), tile=ct.astype(acc, y.dtype))
+
+
+@ct.kernel
+def linear_add(x, w, r, y, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+               EXACT: ct.Constant[bool]):
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = _product(x, w, i, j, BM, BN, BK, EXACT)
+    res = ct.load(r, index=(i, j), shape=(BM, BN), padding_mode=ZERO)
+    ct.store(y, index=(i, j), tile=ct.astype(acc + ct.astype(res, ct.float32), y.dtype))
+
+
+@ct.kernel
+def linear_swiglu(x, wg, wu, y, BM: ct.Constant[int], BN: ct.Constant[int],
+                  BK: ct.Constant[int], EXACT: ct.Constant[bool]):
+    i = ct.bid(0)
+    j = ct.bid(1)
+    g = _product(x, wg, i, j, BM, BN, BK, EXACT)
+    u = _product(x, wu, i, j, BM, BN, BK, EXACT)
+    # transformers rounds each projection to the activation dtype before silu(g) * u
+    g = ct.astype(ct.astype(g, y.dtype), ct.float32)
+    u = ct.astype(ct.astype(u, y.dtype), ct.float32)
+    ct.store(y, index=(i, j), tile=ct.astype(g / (1.0 + ct.exp(-g)) * u, y.dtype))
+
+
+@ct.kernel
+def head_linear(x, w, y, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+                EXACT: ct.Constant[bool]):
+    i = ct.bid(0)
+    h = ct.bid(1)
+    j = ct.bid(2)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=2, shape=(BM, 1, BK))):
+        a = ct.reshape(ct.load(x, index=(i, h, k), shape=(BM, 1, BK), padding_mode=ZERO),
+                       (BM, BK))
+        b = ct.reshape(ct.load(w, index=(h, j, k), shape=(1, BN, BK), padding_mode=ZERO),
+                       (BN, BK))
+        if EXACT:
+            prod = ct.reshape(ct.astype(a, ct.float32), (BM, 1, BK)) \
+                * ct.reshape(ct.astype(b, ct.float32), (1, BN, BK))
+            acc = acc + ct.sum(prod, axis=2)
+        else:
+            acc = ct.mma(a, ct.transpose(b), acc)
+    ct.store(y, index=(i, h, j), tile=ct.reshape(ct.astype(acc, y.dtype), (BM, 1, BN)))
+
+
+@ct.kernel
+def add(x, y, TILE: ct.Constant[int]):
+    i = ct.bid(0)
+    j = ct.bid(1)
+    a = ct.astype(ct.load(x, index=(i, j), shape=(1, TILE), padding_mode=ZERO), ct.float32)
+    b = ct.astype(ct.load(y, index=(i, j), shape=(1, TILE), padding_mode=ZERO), ct.float32)
+    ct.store(y, index=(i, j), tile=ct.astype(a + b, y.dtype))
+
+
+@ct.kernel
+def rope(x, out, cos, sin, positions, HEADS: ct.Constant[int], HALF: ct.Constant[int]):
+    t = ct.bid(0)
+    p = ct.load(positions, index=(t,), shape=(1,)).item()
+    x1 = ct.astype(ct.load(x, index=(t, 0, 0), shape=(1, HEADS, HALF), padding_mode=ZERO),
+                   ct.float32)
+    x2 = ct.astype(ct.load(x, index=(t, 0, 1), shape=(1, HEADS, HALF), padding_mode=ZERO),
+                   ct.float32)
+    c = ct.reshape(ct.load(cos, index=(p, 0), shape=(1, HALF)), (1, 1, HALF))
+    s = ct.reshape(ct.load(sin, index=(p, 0), shape=(1, HALF)), (1, 1, HALF))
+    ct.store(out, index=(t, 0, 0), tile=ct.astype(x1 * c - x2 * s, out.dtype))
+    ct.store(out, index=(t, 0, 1), tile=ct.astype(x2 * c + x1 * s, out.dtype))
+
+
+@ct.kernel
+def write_slots(src, cache, slots, PAGE: ct.Constant[int], TILE: ct.Constant[int]):
+    t = ct.bid(0)
+    j = ct.bid(1)
+    slot = ct.load(slots, index=(t,), shape=(1,)).item()
+    row = ct.load(src, index=(t, j), shape=(1, TILE), padding_mode=ZERO)
+    ct.store(cache, index=(slot // PAGE, slot % PAGE, j),
+             tile=ct.reshape(ct.astype(row, cache.dtype), (1, 1, TILE)))
+
+
+@ct.kernel
+def gather_pages(cache, block_table, b, out, PAGE: ct.Constant[int], TILE: ct.Constant[int]):
+    p = ct.bid(0)
+    j = ct.bid(1)
+    page = ct.load(block_table, index=(b, p), shape=(1, 1)).item()
+    rows = ct.load(cache, index=(page, 0, j), shape=(1, PAGE, TILE), padding_mode=ZERO)
+    ct.store(out, index=(p, j), tile=ct.reshape(rows, (PAGE, TILE)))
+
+
+@ct.kernel
+def argmax_rows(logits, out, C: ct.Constant[int]):
+    row = ct.bid(0)
+    best = ct.full((1,), -3.0e38, dtype=ct.float32)
+    best_i = ct.zeros((1,), dtype=ct.int32)
+    for k in range(ct.num_tiles(logits, axis=1, shape=(1, C))):
+        t = ct.astype(ct.load(logits, index=(row, k), shape=(1, C), padding_mode=NEG_INF),
+                      ct.float32)
+        m = ct.max(t, axis=1)
+        i = ct.astype(ct.argmax(t, axis=1), ct.int32) + k * C
+        take = m > best                       # the first maximum wins, as np.argmax's
+        best_i = ct.where(take, i, best_i)
+        best = ct.where(take, m, best)
+    ct.store(out, index=(row,), tile=best_i)
+
+
+@ct.function
+def _count_at_least(logits, row, x, C: ct.Constant[int]):
+    n = ct.zeros((1,), dtype=ct.float32)
+    for k in range(ct.num_tiles(logits, axis=1, shape=(1, C))):
+        t = ct.astype(ct.load(logits, index=(row, k), shape=(1, C), padding_mode=NEG_INF),
+                      ct.float32)
+        n = n + ct.sum(ct.where(t >= ct.reshape(x, (1, 1)), 1.0, 0.0), axis=1)
+    return n
+
+
+@ct.function
+def _mass_at_least(logits, row, x, floor, m, inv_t, C: ct.Constant[int]):
+    s = ct.zeros((1,), dtype=ct.float32)
+    for k in range(ct.num_tiles(logits, axis=1, shape=(1, C))):
+        t = ct.astype(ct.load(logits, index=(row, k), shape=(1, C), padding_mode=NEG_INF),
+                      ct.float32)
+        keep = (t >= ct.reshape(x, (1, 1))) & (t >= ct.reshape(floor, (1, 1)))
+        e = ct.exp((t - ct.reshape(m, (1, 1))) * ct.reshape(inv_t, (1, 1)))
+        s = s + ct.sum(ct.where(keep, e, 0.0), axis=1)
+    return s
+
+
+@ct.kernel
+def sample_rows(logits, uniform, temperature, top_k, top_p, out, C: ct.Constant[int],
+                STEPS: ct.Constant[int]):
+    """Sample one token per row of logits.
+
+    The token is argmax(l + T * g) over the kept set, g = -log(-log(u)) Gumbel noise
+    from the given uniforms: for T > 0 that is a draw from softmax(l / T) renormalised
+    over the kept set (the Gumbel-max rule), and T = 0 is greedy.  The kept set is
+    {l >= lo}: top-k's lo is the largest value with at least k logits at or above it,
+    top-p's the largest with at least top_p of the (top-k-restricted) probability mass
+    at or above it, each found by STEPS rounds of bisection over [min, max + 1] of the
+    row (k <= 0 and p >= 1 keep everything).
+    """
+    row = ct.bid(0)
+    chunks = ct.num_tiles(logits, axis=1, shape=(1, C))
+    m = ct.full((1,), -3.0e38, dtype=ct.float32)
+    lo = ct.full((1,), 3.0e38, dtype=ct.float32)
+    for k in range(chunks):
+        t = ct.astype(ct.load(logits, index=(row, k), shape=(1, C), padding_mode=NEG_INF),
+                      ct.float32)
+        m = ct.maximum(m, ct.max(t, axis=1))
+        lo = ct.minimum(lo, ct.min(ct.where(t > -3.0e38, t, 3.0e38), axis=1))
+    temp = ct.astype(ct.load(temperature, index=(row,), shape=(1,)), ct.float32)
+    kk = ct.astype(ct.load(top_k, index=(row,), shape=(1,)), ct.float32)
+    pp = ct.astype(ct.load(top_p, index=(row,), shape=(1,)), ct.float32)
+    inv_t = 1.0 / ct.maximum(temp, 1e-6)
+    floor = lo
+    if kk.item() > 0.0:
+        hi = m + 1.0
+        for _ in range(STEPS):
+            mid = (floor + hi) * 0.5
+            ok = _count_at_least(logits, row, mid, C) >= kk
+            floor = ct.where(ok, mid, floor)
+            hi = ct.where(ok, hi, mid)
+    if (pp.item() < 1.0) & (temp.item() > 0.0):
+        total = _mass_at_least(logits, row, floor, floor, m, inv_t, C)
+        lo_p = floor
+        hi = m + 1.0
+        for _ in range(STEPS):
+            mid = (lo_p + hi) * 0.5
+            ok = _mass_at_least(logits, row, mid, floor, m, inv_t, C) >= pp * total
+            lo_p = ct.where(ok, mid, lo_p)
+            hi = ct.where(ok, hi, mid)
+        floor = lo_p
+    best = ct.full((1,), -3.0e38, dtype=ct.float32)
+    best_i = ct.zeros((1,), dtype=ct.int32)
+    for k in range(chunks):
+        t = ct.astype(ct.load(logits, index=(row, k), shape=(1, C), padding_mode=NEG_INF),
+                      ct.float32)
+        u = ct.astype(ct.load(uniform, index=(row, k), shape=(1, C), padding_mode=ZERO),
+                      ct.float32)
+        g = -ct.log(-ct.log(ct.maximum(u, 1e-20)))
+        score = ct.where(t >= ct.reshape(floor, (1, 1)), t + ct.reshape(temp, (1, 1)) * g,
+                         -3.0e38)
+        mk = ct.max(score, axis=1)
+        i = ct.astype(ct.argmax(score, axis=1), ct.int32) + k * C
+        take = mk > best
+        best_i = ct.where(take, i, best_i)
+        best = ct.where(take, mk, best)
+    ct.store(out, index=(row,), tile=best_i)
