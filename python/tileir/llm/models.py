@@ -1,0 +1,273 @@
+"""Llama and DeepSeek-V3 as a sequence of tileir kernel launches over a paged cache.
+
+A forward step takes a `Batch`: either a prefill of whole prompts (their tokens one
+after another, `cu_seqlens` marking where each starts) or a decode step of one new
+token per running sequence.  Each token has a position and a cache slot (page * PAGE
++ offset) where its keys and values (Llama) or its latent (DeepSeek's MLA) are
+written before attention reads them.  The step returns float32 logits of each
+sequence's last token.
+
+The residual stream stays in one (T, hidden) array: the O and down projections add
+into it in their GEMM's epilogue, and each norm reads it.  Every weight is loaded
+through `parallel.Shard` (column, row, vocab, heads, experts), the seam for tensor
+parallelism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from . import rope as rope_mod
+from .backend import Backend
+from .config import ModelConfig, ModelDirError
+from .parallel import Shard
+
+
+@dataclasses.dataclass
+class Batch:
+    """One step's inputs, on the backend; the host lists drive per-sequence loops."""
+    prefill: bool
+    ids: object                 # (T,) int32
+    positions: object           # (T,) int32
+    slots: object               # (T,) int32
+    last_rows: object           # (B,) int32: each sequence's last token row in the batch
+    block_table: object         # (B, max_pages) int32
+    seq_lens: object            # (B,) int32: context length including this step's tokens
+    host_seq_lens: list         # the same on the host
+    cu_seqlens: list            # prefill: token offsets of the sequences (B + 1)
+
+
+class Model:
+    def __init__(self, cfg: ModelConfig, ckpt, backend: Backend, shard: Shard | None = None):
+        self.cfg, self.ckpt, self.be = cfg, ckpt, backend
+        self.shard = shard or Shard()
+        sh = self.shard
+        self.embed = self.w("model.embed_tokens.weight", sh.vocab)
+        if "lm_head.weight" in ckpt and not cfg.tie_word_embeddings:
+            self.lm_head = self.w("lm_head.weight", sh.vocab)
+        else:
+            self.lm_head = self.embed
+        self.norm = self.w("model.norm.weight")
+        self.cos, self.sin = (backend.asarray(t, backend.float32) for t in
+                              rope_mod.rope_tables(cfg, cfg.head_dim, cfg.max_position_embeddings))
+        self.scale = rope_mod.softmax_scale(cfg)
+        self.layers = [self.load_layer(i) for i in range(cfg.num_layers)]
+        self.caches = None
+
+    def w(self, name, split=None, dtype=None, host=None):
+        """A checkpoint tensor, split by the shard, on the backend."""
+        t = self.ckpt.get(name) if host is None else host
+        if split is not None:
+            t = split(t, name)
+        return self.be.asarray(t, dtype)
+
+    def host(self, name) -> np.ndarray:
+        """A checkpoint tensor on the host as float32 (to be rearranged before upload)."""
+        t = self.ckpt.get(name)
+        if not isinstance(t, np.ndarray):
+            t = t.float().numpy()
+        return np.asarray(t, np.float32)
+
+    def logits(self, residual, batch: Batch):
+        be = self.be
+        rows = be.embedding(batch.last_rows, residual)       # the last token of each sequence
+        x = be.rmsnorm(rows, self.norm, self.cfg.rms_norm_eps)
+        out = be.empty((x.shape[0], self.lm_head.shape[0]), be.float32)
+        return self.shard.all_gather(be.linear(x, self.lm_head, out=out))
+
+    def mlp(self, x, residual, gate, up, down):
+        a = self.be.linear_swiglu(x, gate, up)
+        self.be.linear(a, down, residual=residual)
+
+    def forward(self, batch: Batch):
+        be, cfg = self.be, self.cfg
+        residual = be.embedding(batch.ids, self.embed)
+        for i, layer in enumerate(self.layers):
+            x = be.rmsnorm(residual, layer["ln1"], cfg.rms_norm_eps)
+            self.attention(i, layer, x, residual, batch)
+            x = be.rmsnorm(residual, layer["ln2"], cfg.rms_norm_eps)
+            if "router" in layer:
+                self.moe(layer, x, residual)
+            else:
+                self.mlp(x, residual, layer["gate"], layer["up"], layer["down"])
+        return self.logits(residual, batch)
+
+
+class Llama(Model):
+    def load_layer(self, i: int) -> dict:
+        cfg, sh, p = self.cfg, self.shard, f"model.layers.{i}."
+        col = sh.column
+        qkv = [col(self.host(p + f"self_attn.{n}_proj.weight"), p + n) for n in "qkv"]
+        self.hq = qkv[0].shape[0] // cfg.head_dim
+        self.hkv = qkv[1].shape[0] // cfg.head_dim
+        return {
+            "ln1": self.w(p + "input_layernorm.weight"),
+            "ln2": self.w(p + "post_attention_layernorm.weight"),
+            "qkv": self.be.asarray(np.concatenate(qkv, axis=0)),
+            "o": self.w(p + "self_attn.o_proj.weight", sh.row),
+            "gate": self.w(p + "mlp.gate_proj.weight", col),
+            "up": self.w(p + "mlp.up_proj.weight", col),
+            "down": self.w(p + "mlp.down_proj.weight", sh.row),
+        }
+
+    def allocate_cache(self, num_pages: int, page: int):
+        shape = (num_pages, page, self.hkv, self.cfg.head_dim)
+        self.caches = [(self.be.zeros(shape), self.be.zeros(shape)) for _ in self.layers]
+
+    def attention(self, i, layer, x, residual, batch):
+        be, d = self.be, self.cfg.head_dim
+        t = x.shape[0]
+        qkv = be.linear(x, layer["qkv"])
+        q = qkv[:, :self.hq * d].reshape(t, self.hq, d)
+        k = qkv[:, self.hq * d:(self.hq + self.hkv) * d].reshape(t, self.hkv, d)
+        v = qkv[:, (self.hq + self.hkv) * d:].reshape(t, self.hkv, d)
+        be.rope(q, self.cos, self.sin, batch.positions)
+        be.rope(k, self.cos, self.sin, batch.positions)
+        kc, vc = self.caches[i]
+        pages, page = kc.shape[:2]
+        be.write_slots(k.reshape(t, -1), kc.reshape(pages, page, -1), batch.slots)
+        be.write_slots(v.reshape(t, -1), vc.reshape(pages, page, -1), batch.slots)
+        if batch.prefill:
+            lens = [batch.cu_seqlens[j + 1] - batch.cu_seqlens[j]
+                    for j in range(len(batch.cu_seqlens) - 1)]
+            o = be.attention_prefill(q, k, v, batch.cu_seqlens, lens, self.scale)
+        else:
+            o = be.attention_decode(q, kc, vc, batch.block_table, batch.seq_lens,
+                                    batch.host_seq_lens, self.scale)
+        be.linear(o.reshape(t, -1), layer["o"], residual=residual)
+        self.shard.all_reduce(residual)
+
+
+def _deinterleave(n: int) -> np.ndarray:
+    """transformers' rope_interleave reads a head's rotary dims as pairs (0, 1), (2, 3)
+    ...; putting the evens first and the odds after makes them the rotate-half form."""
+    return np.concatenate([np.arange(0, n, 2), np.arange(1, n, 2)])
+
+
+class DeepseekV3(Model):
+    def load_layer(self, i: int) -> dict:
+        cfg, sh, p = self.cfg, self.shard, f"model.layers.{i}."
+        a = p + "self_attn."
+        nope, rp, r, vd = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank, \
+            cfg.v_head_dim
+        perm = _deinterleave(rp) if cfg.rope_interleave else np.arange(rp)
+        qname = a + ("q_b_proj.weight" if cfg.q_lora_rank else "q_proj.weight")
+        qw = self.host(qname)
+        qw = qw.reshape(-1, nope + rp, qw.shape[1])
+        qw = np.concatenate([qw[:, :nope], qw[:, nope + perm]], axis=1).reshape(-1, qw.shape[2])
+        qw = sh.column(qw, qname)
+        self.heads = qw.shape[0] // (nope + rp)
+        kva = self.host(a + "kv_a_proj_with_mqa.weight")
+        kva = np.concatenate([kva[:r], kva[r + perm]], axis=0)
+        kvb = sh.column(self.host(a + "kv_b_proj.weight"), a + "kv_b_proj").reshape(
+            self.heads, nope + vd, r)
+        layer = {
+            "ln1": self.w(p + "input_layernorm.weight"),
+            "ln2": self.w(p + "post_attention_layernorm.weight"),
+            "kv_a_ln": self.w(a + "kv_a_layernorm.weight"),
+            "w_uk_t": self.be.asarray(np.ascontiguousarray(kvb[:, :nope].transpose(0, 2, 1))),
+            "w_uv": self.be.asarray(np.ascontiguousarray(kvb[:, nope:])),
+            "o": self.w(a + "o_proj.weight", sh.row),
+        }
+        if cfg.q_lora_rank:
+            # q_a and kv_a read the same x: one GEMM of their stacked weights
+            qa = self.host(a + "q_a_proj.weight")
+            layer["a"] = self.be.asarray(np.concatenate([qa, kva], axis=0))
+            layer["q_a_ln"] = self.w(a + "q_a_layernorm.weight")
+            layer["q_b"] = self.be.asarray(qw)
+        else:
+            layer["q"] = self.be.asarray(qw)
+            layer["a"] = self.be.asarray(kva)
+        if cfg.is_moe_layer(i):
+            self.load_moe(layer, p + "mlp.")
+        else:
+            layer["gate"] = self.w(p + "mlp.gate_proj.weight", sh.column)
+            layer["up"] = self.w(p + "mlp.up_proj.weight", sh.column)
+            layer["down"] = self.w(p + "mlp.down_proj.weight", sh.row)
+        return layer
+
+    def load_moe(self, layer, p):
+        cfg, be = self.cfg, self.be
+        if be.moe_route is None or be.moe_experts is None:
+            raise ModelDirError("this DeepSeek-V3 checkpoint has MoE layers; they run on "
+                                "tileir.examples.moe (route, experts), which this install lacks")
+        lo, hi = self.shard.experts(cfg.n_routed_experts)
+        inter = cfg.moe_intermediate_size
+        if p + "experts.gate_up_proj" in self.ckpt:          # transformers 5's fused layout
+            gu = self.host(p + "experts.gate_up_proj")[lo:hi]
+            dn = self.host(p + "experts.down_proj")[lo:hi]
+            if gu.shape[1] != 2 * inter:
+                gu = gu.transpose(0, 2, 1)
+            if dn.shape[1] != cfg.hidden_size:
+                dn = dn.transpose(0, 2, 1)
+        else:
+            gu = np.stack([np.concatenate([self.host(p + f"experts.{e}.gate_proj.weight"),
+                                           self.host(p + f"experts.{e}.up_proj.weight")])
+                           for e in range(lo, hi)])
+            dn = np.stack([self.host(p + f"experts.{e}.down_proj.weight") for e in range(lo, hi)])
+        layer["w_gate_up"] = be.asarray(np.ascontiguousarray(gu))
+        layer["w_down"] = be.asarray(np.ascontiguousarray(dn))
+        layer["router"] = self.w(p + "gate.weight", dtype=be.float32)
+        bias = p + "gate.e_score_correction_bias"
+        layer["router_bias"] = (self.w(bias, dtype=be.float32) if bias in self.ckpt
+                                else be.zeros((cfg.n_routed_experts,), be.float32))
+        layer["sgate"] = self.w(p + "shared_experts.gate_proj.weight", self.shard.column)
+        layer["sup"] = self.w(p + "shared_experts.up_proj.weight", self.shard.column)
+        layer["sdown"] = self.w(p + "shared_experts.down_proj.weight", self.shard.row)
+
+    def allocate_cache(self, num_pages: int, page: int):
+        width = self.cfg.kv_lora_rank + self.cfg.qk_rope_head_dim
+        self.caches = [self.be.zeros((num_pages, page, width)) for _ in self.layers]
+
+    def attention(self, i, layer, x, residual, batch):
+        be, cfg = self.be, self.cfg
+        t, h = x.shape[0], self.heads
+        nope, rp, r = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank
+        a = be.linear(x, layer["a"])
+        if cfg.q_lora_rank:
+            qa = be.rmsnorm(a[:, :cfg.q_lora_rank], layer["q_a_ln"], cfg.rms_norm_eps)
+            q = be.linear(qa, layer["q_b"])
+            latent = a[:, cfg.q_lora_rank:]
+        else:
+            q = be.linear(x, layer["q"])
+            latent = a
+        q = q.reshape(t, h, nope + rp)
+        be.rmsnorm(latent[:, :r], layer["kv_a_ln"], cfg.rms_norm_eps, out=latent[:, :r])
+        be.rope(latent[:, r:].reshape(t, 1, rp), self.cos, self.sin, batch.positions)
+        cache = self.caches[i]
+        be.write_slots(latent, cache, batch.slots)
+        # absorbed form: q_abs = [q_nope @ W_UK, rope(q_rope)] against [c_kv, k_rope]
+        q_abs = be.empty((t, h, r + rp))
+        be.head_linear(q[:, :, :nope], layer["w_uk_t"], out=q_abs[:, :, :r])
+        be.rope(q[:, :, nope:], self.cos, self.sin, batch.positions, out=q_abs[:, :, r:])
+        if batch.prefill:
+            o = be.empty((t, h, cfg.v_head_dim))
+            cu = batch.cu_seqlens
+            for b in range(len(cu) - 1):
+                lo, n = cu[b], cu[b + 1] - cu[b]
+                lat = be.mla_attention(q_abs[lo:lo + n].reshape(1, n, h, r + rp), cache,
+                                       batch.block_table[b:b + 1], batch.seq_lens[b:b + 1],
+                                       [n], self.scale, r)
+                be.head_linear(lat.reshape(n, h, r), layer["w_uv"], out=o[lo:lo + n])
+        else:
+            lat = be.mla_attention(q_abs.reshape(t, 1, h, r + rp), cache, batch.block_table,
+                                   batch.seq_lens, batch.host_seq_lens, self.scale, r)
+            o = be.head_linear(lat.reshape(t, h, r), layer["w_uv"])
+        be.linear(o.reshape(t, -1), layer["o"], residual=residual)
+        self.shard.all_reduce(residual)
+
+    def moe(self, layer, x, residual):
+        be, cfg = self.be, self.cfg
+        ids, weights = be.moe_route(x, layer["router"], layer["router_bias"],
+                                    top_k=cfg.num_experts_per_tok, n_group=cfg.n_group,
+                                    topk_group=cfg.topk_group,
+                                    routed_scaling_factor=cfg.routed_scaling_factor,
+                                    norm_topk_prob=cfg.norm_topk_prob)
+        routed = be.moe_experts(x, ids, weights, layer["w_gate_up"], layer["w_down"])
+        be.add_(routed, residual)
+        self.mlp(x, residual, layer["sgate"], layer["sup"], layer["sdown"])
+
+
+ARCHS = {"llama": Llama, "deepseek_v3": DeepseekV3}

@@ -1,0 +1,119 @@
+"""tileir.llm's own kernels in the interpreter against float64 NumPy."""
+
+import numpy as np
+import pytest
+
+import tileir as ct
+from tileir.llm import kernels as K
+
+
+def _nan(shape, dtype=np.float32):
+    return np.full(shape, np.nan, dtype)
+
+
+def test_embedding_gathers_rows():
+    rng = np.random.default_rng()
+    table = rng.standard_normal((37, 70)).astype(np.float32)
+    ids = rng.integers(0, 37, 11).astype(np.int32)
+    out = _nan((11, 70))
+    ct.launch(None, (11, ct.cdiv(70, 32)), K.embedding, (ids, table, out, 32))
+    np.testing.assert_array_equal(out, table[ids])
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_linear_family(exact):
+    rng = np.random.default_rng()
+    m, n, k = 13, 45, 70
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((2 * n, k)).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    grid = (ct.cdiv(m, 16), ct.cdiv(n, 32))
+    y = _nan((m, n))
+    ct.launch(None, grid, K.linear, (x, w[:n], y, 16, 32, 32, exact))
+    np.testing.assert_allclose(y, x64 @ w64[:n].T, rtol=1e-4, atol=1e-4)
+    res = r.copy()
+    ct.launch(None, grid, K.linear_add, (x, w[:n], res, res, 16, 32, 32, exact))
+    np.testing.assert_allclose(res, r + x64 @ w64[:n].T, rtol=1e-4, atol=1e-4)
+    y = _nan((m, n))
+    ct.launch(None, grid, K.linear_swiglu, (x, w[:n], w[n:], y, 16, 32, 32, exact))
+    g, u = x64 @ w64[:n].T, x64 @ w64[n:].T
+    np.testing.assert_allclose(y, g / (1 + np.exp(-g)) * u, rtol=1e-4, atol=1e-4)
+
+
+def test_head_linear():
+    rng = np.random.default_rng()
+    t, h, n, k = 5, 3, 20, 24
+    x = rng.standard_normal((t, h, 40)).astype(np.float32)[:, :, 3:3 + k]   # a strided view
+    w = rng.standard_normal((h, n, k)).astype(np.float32)
+    y = _nan((t, h, n))
+    ct.launch(None, (ct.cdiv(t, 16), h, ct.cdiv(n, 16)), K.head_linear, (x, w, y, 16, 16, 16, False))
+    np.testing.assert_allclose(y, np.einsum("thk,hnk->thn", x.astype(np.float64), w),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_rope_at_positions():
+    rng = np.random.default_rng()
+    t, heads, half = 6, 3, 8
+    x = rng.standard_normal((t, heads, 2 * half)).astype(np.float32)
+    ang = rng.uniform(0, 6.3, (50, half))
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    pos = rng.integers(0, 50, t).astype(np.int32)
+    out = _nan(x.shape)
+    ct.launch(None, (t,), K.rope, (x, out, cos, sin, pos, 4, half))
+    c, s = cos[pos][:, None, :].astype(np.float64), sin[pos][:, None, :].astype(np.float64)
+    x1, x2 = x[..., :half].astype(np.float64), x[..., half:]
+    np.testing.assert_allclose(out, np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_write_slots_and_gather_pages():
+    rng = np.random.default_rng()
+    pages, page, width = 7, 4, 24
+    cache = rng.standard_normal((pages, page, width)).astype(np.float32)
+    before = cache.copy()
+    src = rng.standard_normal((5, width)).astype(np.float32)
+    slots = np.array([9, 10, 11, 12, 27], np.int32)
+    ct.launch(None, (5, 1), K.write_slots, (src, cache, slots, page, 32))
+    expect = before.reshape(-1, width).copy()
+    expect[slots] = src
+    np.testing.assert_array_equal(cache.reshape(-1, width), expect)
+    table = np.array([[2, 3, 6, 0], [1, 5, 0, 0]], np.int32)
+    out = _nan((10, width))
+    ct.launch(None, (3, 1), K.gather_pages, (cache, table, 0, out, page, 32))
+    np.testing.assert_array_equal(out, cache[[2, 3, 6]].reshape(-1, width)[:10])
+
+
+def _sample_ref(l, u, temp, k, p):
+    l = l.astype(np.float64)
+    keep = np.ones_like(l, bool)
+    if k > 0:
+        keep &= l >= np.sort(l)[::-1][k - 1]
+    if p < 1 and temp > 0:
+        order = np.argsort(-l)
+        probs = np.exp((l - l.max()) / temp) * keep
+        probs /= probs.sum()
+        mass = np.cumsum(probs[order])
+        n = int(np.searchsorted(mass, p * (1 - 1e-9))) + 1   # the smallest prefix holding p
+        kept = np.zeros_like(keep)
+        kept[order[:n]] = True
+        keep &= kept
+    g = -np.log(-np.log(np.maximum(u.astype(np.float64), 1e-20)))
+    return int(np.argmax(np.where(keep, l + temp * g, -np.inf)))
+
+
+def test_argmax_and_sampling():
+    rng = np.random.default_rng()
+    b, v = 6, 300
+    logits = (rng.standard_normal((b, v)) * 3).astype(np.float32)
+    out = np.full(b, -1, np.int32)
+    ct.launch(None, (b,), K.argmax_rows, (logits, out, 128))
+    np.testing.assert_array_equal(out, logits.argmax(axis=1))
+    u = rng.uniform(size=(b, v)).astype(np.float32)
+    temp = np.array([0.0, 1.0, 0.7, 1.3, 1.0, 0.5], np.float32)
+    top_k = np.array([0, 0, 5, 0, 40, 1], np.int32)
+    top_p = np.array([1.0, 1.0, 1.0, 0.6, 0.9, 0.5], np.float32)
+    out = np.full(b, -1, np.int32)
+    ct.launch(None, (b,), K.sample_rows, (logits, u, temp, top_k, top_p, out, 128, 40))
+    ref = [_sample_ref(logits[i], u[i], temp[i], top_k[i], top_p[i]) for i in range(b)]
+    assert out.tolist() == ref
