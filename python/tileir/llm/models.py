@@ -39,6 +39,35 @@ class Batch:
     cu_seqlens: list            # prefill: token offsets of the sequences (B + 1)
 
 
+def _cat(xs, axis=0):
+    if isinstance(xs[0], np.ndarray):
+        return np.concatenate(xs, axis=axis)
+    import torch
+    return torch.cat(xs, dim=axis)
+
+
+def _perm(x, axes):
+    """A contiguous copy of x with its axes permuted."""
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x.transpose(axes))
+    return x.permute(*axes).contiguous()
+
+
+def _stack(xs):
+    if isinstance(xs[0], np.ndarray):
+        return np.stack(xs)
+    import torch
+    return torch.stack(xs)
+
+
+def _take(x, index, axis):
+    """x's entries at the integer index along axis (index: a NumPy array)."""
+    if isinstance(x, np.ndarray):
+        return np.take(x, index, axis=axis)
+    import torch
+    return x.index_select(axis, torch.as_tensor(index, device=x.device))
+
+
 class Model:
     def __init__(self, cfg: ModelConfig, ckpt, backend: Backend, shard: Shard | None = None):
         self.cfg, self.ckpt, self.be = cfg, ckpt, backend
@@ -63,12 +92,9 @@ class Model:
             t = split(t, name)
         return self.be.asarray(t, dtype)
 
-    def host(self, name) -> np.ndarray:
-        """A checkpoint tensor on the host as float32 (to be rearranged before upload)."""
-        t = self.ckpt.get(name)
-        if not isinstance(t, np.ndarray):
-            t = t.float().numpy()
-        return np.asarray(t, np.float32)
+    def host(self, name):
+        """A checkpoint tensor as stored (NumPy or torch), to be rearranged before upload."""
+        return self.ckpt.get(name)
 
     def logits(self, residual, batch: Batch):
         be = self.be
@@ -105,7 +131,7 @@ class Llama(Model):
         return {
             "ln1": self.w(p + "input_layernorm.weight"),
             "ln2": self.w(p + "post_attention_layernorm.weight"),
-            "qkv": self.be.asarray(np.concatenate(qkv, axis=0)),
+            "qkv": self.be.asarray(_cat(qkv)),
             "o": self.w(p + "self_attn.o_proj.weight", sh.row),
             "gate": self.w(p + "mlp.gate_proj.weight", col),
             "up": self.w(p + "mlp.up_proj.weight", col),
@@ -156,25 +182,25 @@ class DeepseekV3(Model):
         qname = a + ("q_b_proj.weight" if cfg.q_lora_rank else "q_proj.weight")
         qw = self.host(qname)
         qw = qw.reshape(-1, nope + rp, qw.shape[1])
-        qw = np.concatenate([qw[:, :nope], qw[:, nope + perm]], axis=1).reshape(-1, qw.shape[2])
+        qw = _cat([qw[:, :nope], _take(qw, nope + perm, 1)], 1).reshape(-1, qw.shape[2])
         qw = sh.column(qw, qname)
         self.heads = qw.shape[0] // (nope + rp)
         kva = self.host(a + "kv_a_proj_with_mqa.weight")
-        kva = np.concatenate([kva[:r], kva[r + perm]], axis=0)
+        kva = _cat([kva[:r], _take(kva, r + perm, 0)])
         kvb = sh.column(self.host(a + "kv_b_proj.weight"), a + "kv_b_proj").reshape(
             self.heads, nope + vd, r)
         layer = {
             "ln1": self.w(p + "input_layernorm.weight"),
             "ln2": self.w(p + "post_attention_layernorm.weight"),
             "kv_a_ln": self.w(a + "kv_a_layernorm.weight"),
-            "w_uk_t": self.be.asarray(np.ascontiguousarray(kvb[:, :nope].transpose(0, 2, 1))),
-            "w_uv": self.be.asarray(np.ascontiguousarray(kvb[:, nope:])),
+            "w_uk_t": self.be.asarray(_perm(kvb[:, :nope], (0, 2, 1))),
+            "w_uv": self.be.asarray(_perm(kvb[:, nope:], (0, 1, 2))),
             "o": self.w(a + "o_proj.weight", sh.row),
         }
         if cfg.q_lora_rank:
             # q_a and kv_a read the same x: one GEMM of their stacked weights
             qa = self.host(a + "q_a_proj.weight")
-            layer["a"] = self.be.asarray(np.concatenate([qa, kva], axis=0))
+            layer["a"] = self.be.asarray(_cat([qa, kva]))
             layer["q_a_ln"] = self.w(a + "q_a_layernorm.weight")
             layer["q_b"] = self.be.asarray(qw)
         else:
@@ -198,17 +224,15 @@ class DeepseekV3(Model):
         if p + "experts.gate_up_proj" in self.ckpt:          # transformers 5's fused layout
             gu = self.host(p + "experts.gate_up_proj")[lo:hi]
             dn = self.host(p + "experts.down_proj")[lo:hi]
-            if gu.shape[1] != 2 * inter:
-                gu = gu.transpose(0, 2, 1)
-            if dn.shape[1] != cfg.hidden_size:
-                dn = dn.transpose(0, 2, 1)
+            gu = gu if gu.shape[1] == 2 * inter else _perm(gu, (0, 2, 1))
+            dn = dn if dn.shape[1] == cfg.hidden_size else _perm(dn, (0, 2, 1))
         else:
-            gu = np.stack([np.concatenate([self.host(p + f"experts.{e}.gate_proj.weight"),
-                                           self.host(p + f"experts.{e}.up_proj.weight")])
-                           for e in range(lo, hi)])
-            dn = np.stack([self.host(p + f"experts.{e}.down_proj.weight") for e in range(lo, hi)])
-        layer["w_gate_up"] = be.asarray(np.ascontiguousarray(gu))
-        layer["w_down"] = be.asarray(np.ascontiguousarray(dn))
+            gu = _stack([_cat([self.host(p + f"experts.{e}.gate_proj.weight"),
+                               self.host(p + f"experts.{e}.up_proj.weight")])
+                         for e in range(lo, hi)])
+            dn = _stack([self.host(p + f"experts.{e}.down_proj.weight") for e in range(lo, hi)])
+        layer["w_gate_up"] = be.asarray(gu)
+        layer["w_down"] = be.asarray(dn)
         layer["router"] = self.w(p + "gate.weight", dtype=be.float32)
         bias = p + "gate.e_score_correction_bias"
         layer["router_bias"] = (self.w(bias, dtype=be.float32) if bias in self.ckpt

@@ -1,0 +1,212 @@
+"""tileir.llm on the CPU: tiny Llama and DeepSeek-V3 checkpoints with random weights,
+the model's kernels in the interpreter against the float64 NumPy reference."""
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("safetensors")
+
+from tileir.llm import LLM, ContextLengthError, ModelDirError, SamplingParams, Shard  # noqa: E402
+from tileir.llm import checkpoint, config, reference, rope  # noqa: E402
+from tileir.llm.check import compare  # noqa: E402
+from tileir.llm.loader import Checkpoint  # noqa: E402
+
+
+def _has_moe():
+    try:
+        from tileir.examples import moe  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def _model(tmp_path, arch, seed=None, **overrides):
+    raw = copy.deepcopy(checkpoint.TINY[arch])
+    raw.update(overrides)
+    seed = int(np.random.default_rng().integers(1 << 30)) if seed is None else seed
+    return checkpoint.write_random(str(tmp_path / arch), raw, seed=seed)
+
+
+def _prompts(rng, lens, vocab=300):
+    return [rng.integers(0, vocab, n).tolist() for n in lens]
+
+
+# ---- config and RoPE
+
+def test_config_reads_both_rope_spellings():
+    raw = copy.deepcopy(checkpoint.TINY["llama"])
+    old = config.from_dict(raw)
+    raw["rope_parameters"] = dict(raw.pop("rope_scaling"), rope_theta=raw.pop("rope_theta"))
+    new = config.from_dict(raw)
+    assert old.rope == new.rope and old.rope["rope_type"] == "llama3"
+
+
+def test_llama3_frequencies():
+    cfg = config.from_dict({**checkpoint.TINY["llama"], "rope_theta": 500000.0, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192}})
+    freq, attn = rope.inv_freq(cfg, 128)
+    base = 1.0 / 500000.0 ** (np.arange(0, 128, 2) / 128)
+    wavelen = 2 * math.pi / base
+    assert attn == 1.0
+    np.testing.assert_allclose(freq[wavelen < 8192 / 4], base[wavelen < 8192 / 4])   # kept
+    np.testing.assert_allclose(freq[wavelen > 8192], base[wavelen > 8192] / 8)       # scaled
+    mid = (wavelen >= 8192 / 4) & (wavelen <= 8192)
+    assert mid.any() and np.all(freq[mid] <= base[mid]) and np.all(freq[mid] >= base[mid] / 8)
+
+
+def test_yarn_deepseek_v3_scales():
+    # DeepSeek-V3's own rope_scaling: factor 40, mscale = mscale_all_dim = 1
+    raw = {**checkpoint.TINY["deepseek_v3"], "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+           "rope_scaling": {"rope_type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
+                            "mscale": 1.0, "mscale_all_dim": 1.0,
+                            "original_max_position_embeddings": 4096}}
+    cfg = config.from_dict(raw)
+    freq, attn = rope.inv_freq(cfg, 64)
+    base = 1.0 / 10000.0 ** (np.arange(0, 64, 2) / 64)
+    assert attn == 1.0
+    assert freq[0] == base[0] and freq[-1] == pytest.approx(base[-1] / 40)
+    assert rope.softmax_scale(cfg) == pytest.approx(192 ** -0.5 * (0.1 * math.log(40) + 1) ** 2)
+
+
+def test_model_dir_errors(tmp_path):
+    with pytest.raises(ModelDirError, match="does not exist"):
+        config.load(str(tmp_path / "nope"))
+    with pytest.raises(ModelDirError, match="no config.json"):
+        config.load(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    with pytest.raises(ModelDirError, match="unsupported architecture.*GPT2LMHeadModel"):
+        config.load(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps(checkpoint.TINY["llama"]))
+    with pytest.raises(ModelDirError, match="no \\*.safetensors"):
+        LLM(str(tmp_path), dtype="float32", device="numpy")
+
+
+def test_checkpoint_is_lazy_and_sharded(tmp_path):
+    from safetensors.numpy import save_file
+    a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.ones(4, np.float32)
+    save_file({"a": a}, str(tmp_path / "m-1.safetensors"))
+    save_file({"b": b}, str(tmp_path / "m-2.safetensors"))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}}))
+    ck = Checkpoint(str(tmp_path))
+    assert set(ck.names()) == {"a", "b"} and not ck._handles
+    np.testing.assert_array_equal(ck.get("a"), a)
+    assert len(ck._handles) == 1                 # only the file holding "a" was opened
+    with pytest.raises(ModelDirError, match="no tensor 'c'"):
+        ck.get("c")
+
+
+def test_tensor_parallel_seam_refuses_more_than_one_rank():
+    with pytest.raises(ValueError, match="issue 31"):
+        Shard(rank=0, size=2)
+    w = np.arange(12).reshape(3, 4)
+    s = Shard()
+    assert s.column(w, "w") is w or np.array_equal(s.column(w, "w"), w)
+    assert s.heads(8) == (0, 8) and s.experts(16) == (0, 16)
+
+
+# ---- whole models against the reference
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_llama_matches_reference(tmp_path, tied):
+    d = _model(tmp_path, "llama", tie_word_embeddings=tied)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=8, max_batch=4)
+    res = compare(llm, _prompts(np.random.default_rng(), [9, 1, 17]), steps=5)
+    assert res["max_rel_err"] < 1e-4, res
+    assert res["tokens_agree"], res
+
+
+@pytest.mark.parametrize("q_lora_rank", [48, None])
+def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank):
+    # dense layers only (first_k_dense_replace = layers): MLA with YaRN and interleaved RoPE
+    d = _model(tmp_path, "deepseek_v3", first_k_dense_replace=2, q_lora_rank=q_lora_rank)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=8, max_batch=4)
+    res = compare(llm, _prompts(np.random.default_rng(), [6, 11]), steps=5)
+    assert res["max_rel_err"] < 1e-4, res
+    assert res["tokens_agree"], res
+
+
+@pytest.mark.skipif(not _has_moe(), reason="tileir.examples.moe (the moe branch) not merged")
+def test_deepseek_moe_matches_reference(tmp_path):
+    d = _model(tmp_path, "deepseek_v3")
+    llm = LLM(d, dtype="float32", device="numpy", page_size=8, max_batch=4)
+    res = compare(llm, _prompts(np.random.default_rng(), [7, 10]), steps=4)
+    assert res["max_rel_err"] < 1e-4, res
+    assert res["tokens_agree"], res
+
+
+def test_moe_checkpoint_without_moe_kernels_is_refused(tmp_path):
+    if _has_moe():
+        pytest.skip("tileir.examples.moe is installed")
+    with pytest.raises(ModelDirError, match="tileir.examples.moe"):
+        LLM(_model(tmp_path, "deepseek_v3"), dtype="float32", device="numpy")
+
+
+def test_continuous_batching_and_preemption(tmp_path):
+    """Four requests through two batch slots and a cache too small for all of them: new
+    requests join as others finish, the newest is pre-empted and recomputed, and every
+    output is still the reference's greedy continuation."""
+    d = _model(tmp_path, "llama")
+    llm = LLM(d, dtype="float32", device="numpy", page_size=4, max_batch=2, num_pages=5)
+    eng, rng = llm.engine, np.random.default_rng()
+    prompts = _prompts(rng, [5, 3, 6, 2])
+    lengths = [3, 7, 4, 5]
+    ids = [eng.add_request(p, SamplingParams(max_new_tokens=n, ignore_eos=True))
+           for p, n in zip(prompts, lengths)]
+    got = {i: [] for i in ids}
+    batches, preempted = [], False
+    while eng.has_work():
+        before = len(eng.waiting)
+        for req, tok in eng.step():
+            got[req.id].append(tok)
+        preempted |= len(eng.waiting) > before
+        batches.append(sorted(r.id for r in eng.running))
+    assert any(0 not in b and 1 in b and len(b) == 2 for b in batches)   # 2 joined mid-run
+    assert preempted
+    for i, p, n in zip(ids, prompts, lengths):
+        assert got[i] == reference.greedy(llm.cfg, llm.ckpt, p, n)
+    assert len(eng.pool.free) == 4                        # every page back
+
+
+def test_sampling_through_the_engine(tmp_path):
+    d = _model(tmp_path, "llama")
+    llm = LLM(d, dtype="float32", device="numpy", page_size=8, seed=3)
+    prompts = _prompts(np.random.default_rng(), [4, 6])
+    greedy = [o.token_ids for o in llm.generate(prompts, max_new_tokens=4)]
+    top1 = [o.token_ids for o in llm.generate(prompts, max_new_tokens=4, temperature=1.5,
+                                              top_k=1)]
+    assert top1 == greedy                                 # top-1 sampling is greedy
+    hot = [o.token_ids for o in llm.generate(prompts * 4, max_new_tokens=6, temperature=50.0)]
+    assert len({tuple(t) for t in hot}) > 2               # a hot temperature spreads them
+
+
+def test_generate_errors(tmp_path):
+    llm = LLM(_model(tmp_path, "llama"), dtype="float32", device="numpy")
+    with pytest.raises(ContextLengthError, match="exceeds the context of 256"):
+        llm.generate([[1] * 250], max_new_tokens=10)
+    with pytest.raises(ValueError, match="tokenizer.json"):
+        llm.generate(["hello"])
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        llm.generate([[1, 300]])
+    with pytest.raises(ValueError, match="top_p"):
+        llm.generate([[1]], top_p=0.0)
+
+
+def test_cli_random_check_generate(tmp_path, capsys):
+    from tileir.llm.__main__ import main
+    d = str(tmp_path / "m")
+    main(["random", d, "--arch", "llama", "--set", "num_hidden_layers=1"])
+    main(["check", d, "--dtype", "float32", "--device", "numpy", "--steps", "3",
+          "--prompt-lens", "5"])
+    assert "greedy tokens agree" in capsys.readouterr().out
+    main(["generate", d, "--dtype", "float32", "--device", "numpy", "--ids", "1,2,3",
+          "--max-new-tokens", "3"])
+    assert len(capsys.readouterr().out.split()) == 3
+    with pytest.raises(SystemExit, match="exceeds the context"):
+        main(["generate", d, "--device", "numpy", "--dtype", "float32", "--ids", "1",
+              "--max-new-tokens", "999"])
