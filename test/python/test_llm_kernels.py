@@ -117,3 +117,64 @@ def test_argmax_and_sampling():
     ct.launch(None, (b,), K.sample_rows, (logits, u, temp, top_k, top_p, out, 128, 40))
     ref = [_sample_ref(logits[i], u[i], temp[i], top_k[i], top_p[i]) for i in range(b)]
     assert out.tolist() == ref
+
+
+# ---- the generated code: sm_90a as the GPU runs it, and in the simulator
+
+def _bf(*shape):
+    import ml_dtypes
+    return np.zeros(shape, ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("name,kernel,args,grid", [
+    ("qkv decode", K.linear, (_bf(1, 4096), _bf(6144, 4096), _bf(1, 6144), 128, 128, 64, False),
+     (1, 48, 1)),
+    ("gate/up decode", K.linear_swiglu, (_bf(1, 4096), _bf(14336, 4096), _bf(14336, 4096),
+                                         _bf(1, 14336), 128, 64, 64, False), (1, 224, 1)),
+    ("down + residual, 64 rows", K.linear_add, (_bf(64, 14336), _bf(4096, 14336), _bf(64, 4096),
+                                                _bf(64, 4096), 128, 128, 64, False), (1, 32, 1)),
+])
+def test_llama_8b_gemms_run_on_wgmma_and_tma(name, kernel, args, grid, tmp_path):
+    from test_tensor_cores import _sass
+    ck = kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+    ops = _sass(ck.cubin, tmp_path)
+    assert ops["HGMMA"] and ops["UTMALDG"], sorted(ops)
+    assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+
+
+def test_generated_gemm_epilogues_in_the_simulator():
+    import ml_dtypes
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    bf = ml_dtypes.bfloat16
+    m, n, k = 5, 96, 200
+    x = rng.standard_normal((m, k)).astype(bf)
+    w = rng.standard_normal((2 * n, k)).astype(bf)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    r = rng.standard_normal((m, n)).astype(bf)
+    ref = r.astype(np.float64) + x64 @ w64[:n].T
+    args = (x, w[:n], r, r, 128, 128, 64, False)                 # in place: y is r
+    simulate(K.linear_add.compile(args, stage="gpu", target="sm_90a"), (1, 1, 1), args)
+    assert np.abs(r.astype(np.float64) - ref).max() / np.abs(ref).max() < 1e-2
+    y = np.full((m, n), np.nan, bf)
+    args = (x, w[:n], w[n:], y, 128, 64, 64, False)
+    simulate(K.linear_swiglu.compile(args, stage="gpu", target="sm_90a"), (1, 2, 1), args)
+    g, u = x64 @ w64[:n].T, x64 @ w64[n:].T
+    ref = g / (1 + np.exp(-g)) * u
+    assert np.abs(y.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-2
+
+
+def test_generated_sampling_in_the_simulator():
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    b, v = 3, 700
+    logits = (rng.standard_normal((b, v)) * 3).astype(np.float32)
+    u = rng.uniform(size=(b, v)).astype(np.float32)
+    temp = np.array([0.0, 0.8, 1.2], np.float32)
+    top_k = np.array([0, 7, 0], np.int32)
+    top_p = np.array([1.0, 1.0, 0.7], np.float32)
+    out = np.full(b, -1, np.int32)
+    args = (logits, u, temp, top_k, top_p, out, 256, 40)
+    simulate(K.sample_rows.compile(args, stage="gpu", target="sm_90a"), (b, 1, 1), args)
+    assert out.tolist() == [_sample_ref(logits[i], u[i], temp[i], top_k[i], top_p[i])
+                            for i in range(b)]

@@ -132,9 +132,12 @@ class Backend:
         return out
 
     # ---- GEMMs: y = x @ w^T, w stored (out_features, in_features)
-    def _gemm_tiles(self, m: int, n: int):
-        bm = 16 if m <= 16 else 64
-        return bm, 64, 64 if not self.exact else 16
+    def _gemm_tiles(self, m: int, n: int, accumulators: int = 1):
+        """Tiles as bench/gemm.py writes them (the compiler retiles small grids, e.g. a
+        decode step's few rows); the exact f32 product is a (BM, BN, BK) tile of FMAs."""
+        if self.exact:
+            return 16, 32, 16
+        return 128, 128 // accumulators, 64
 
     def linear(self, x, w, out=None, residual=None):
         """x @ w^T; with residual, residual += x @ w^T in the GEMM's epilogue."""
@@ -150,7 +153,7 @@ class Backend:
 
     def linear_swiglu(self, x, w_gate, w_up, out=None):
         m, n = x.shape[0], w_gate.shape[0]
-        bm, bn, bk = self._gemm_tiles(m, n)
+        bm, bn, bk = self._gemm_tiles(m, n, accumulators=2)
         out = self.empty((m, n)) if out is None else out
         self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), K.linear_swiglu,
                      (x, w_gate, w_up, out, bm, bn, bk, self.exact))
