@@ -12,10 +12,13 @@ from __future__ import annotations
 from mlir import ir
 
 
-def pure_slice(owner: ir.Operation, values, given, before: ir.Operation | None = None):
+def pure_slice(owner: ir.Operation, values, given, before: ir.Operation | None = None,
+               reads=None):
     """The ops of `owner`'s body (before op `before`, if given) that compute `values`
     from what `given(value)` accepts, in body order; None if some value depends on
-    anything else: an argument of the body, an op with effects or regions."""
+    anything else: an argument of the body, an op with effects or regions.  A load
+    that `reads(op)` accepts counts as pure (memory nothing in the kernel writes: a
+    paged cache's block table, read for a later iteration's page)."""
     from tileir.passes import effects       # (passes import the backend: not at load)
     classify = effects.Effects()            # asked of region-free ops: nothing memoized
     body = owner.regions[0].blocks[0]
@@ -33,8 +36,8 @@ def pure_slice(owner: ir.Operation, values, given, before: ir.Operation | None =
             ok = False                   # a value the body carries
             return
         op = op.operation if hasattr(op, "operation") else op
-        if op.parent != owner or order.index(op) > stop or \
-                classify.of(op) != effects.Effect.PURE or len(op.regions):
+        pure = classify.of(op) == effects.Effect.PURE or (reads is not None and reads(op))
+        if op.parent != owner or order.index(op) > stop or not pure or len(op.regions):
             ok = False
             return
         if op not in needed:

@@ -56,6 +56,8 @@ from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTER
                     PRODUCER_WARPS, PRODUCER_WARPS_ATTR, async_capable)
 
 NUM_STAGES_ATTR = "tile.num_stages"
+# ops that write their first operand (an array)
+_WRITES = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.atomic_cas"})
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
 # Shared memory of one SM (what its blocks share) and registers of one SM.
 SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
@@ -93,6 +95,7 @@ class _Pipeliner:
         self.stages_opt = min(self.cap, ir.IntegerAttr(func.attributes[NUM_STAGES_ATTR]).value) \
             if NUM_STAGES_ATTR in func.attributes else None
         self.constants: dict[tuple[int, int], ir.Value] = {}
+        self._written: set[int] | None = None     # arguments some op writes (read_only_load)
         # warp specialization, on a target with wgmma and setmaxnreg: as asked, and
         # by default for a grid smaller than the GPU (a loop that waits on memory: a
         # producer that only issues copies keeps the ring full; +5-25 % on decode
@@ -131,7 +134,28 @@ class _Pipeliner:
         """The body ops computing `values` from the counter and invariants (in body
         order), or None if they depend on anything else."""
         iv = loop.regions[0].blocks[0].arguments[0]
-        return pure_slice(loop, values, lambda v: v == iv or not defined_in(v, loop))
+        return pure_slice(loop, values, lambda v: v == iv or not defined_in(v, loop),
+                          reads=self.read_only_load)
+
+    def read_only_load(self, op: ir.Operation) -> bool:
+        """A load into registers from a kernel argument no op of the kernel writes: the
+        ring may issue it for a later iteration (an index read from a table)."""
+        if op.name != "tile.load" or isinstance(tile_layout(op.results[0].type), Shared):
+            return False
+        array = op.operands[0]
+        if not isinstance(array.owner, ir.Block) or array.owner != self.func.regions[0].blocks[0]:
+            return False
+        if self._written is None:
+            written = set()
+
+            def visit(o):
+                o = o.operation
+                if o.name in _WRITES and isinstance(o.operands[0].owner, ir.Block):
+                    written.add(o.operands[0].arg_number)
+                return ir.WalkResult.ADVANCE
+            self.func.walk(visit)
+            self._written = written
+        return array.arg_number not in self._written
 
     # -- the transformation -------------------------------------------------------------
     def loop(self, loop: ir.Operation) -> None:

@@ -1,0 +1,289 @@
+"""Decode attention over a paged KV cache (flash-decoding), written the plain way.
+
+Each sequence b of a batch brings Tq new query tokens (1, or a few for speculative
+decoding) whose keys and values are already in the cache.  The cache is paged:
+`k_cache[p, i, h]` is slot i of page p for KV head h, and `block_table[b, j]` is the
+page holding keys j*PAGE .. j*PAGE+PAGE-1 of sequence b.  `seq_lens[b]` counts the
+new tokens too; query token t sits at position seq_lens[b] - Tq + t and sees the
+keys at positions up to its own.
+
+One block serves one KV head of one sequence (or one split of its context): its
+GROUP = Hq // Hkv query heads and all Tq tokens are the rows of one Q tile, so each
+K/V page is read once for all of them, and both products run on the tensor cores
+(`ct.mma`; the rows are padded with zeros up to 16, the smallest mma tile).  The
+loop walks the sequence's pages through the block table with an online softmax in
+fp32 (`exp2`), as `tileir.examples.attention` does.  It runs in two parts: the
+pages every row sees whole (no mask), then the last one or two, where the causal
+rule among the new tokens and the end of the sequence cut in.
+
+Split-KV: when batch x KV heads blocks cannot fill the GPU, grid axis 2 cuts each
+context into `num_splits` ranges of pages; each block writes its unnormalized
+output and the log2-sum-exp of its rows, and `combine` merges the splits.
+
+Host entry: `paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens,
+scale)` with torch CUDA tensors (torch's current stream) or NumPy arrays (the
+interpreter).
+"""
+
+import math
+
+import numpy as np
+
+import tileir as ct
+
+from . import next_pow2
+
+LOG2E = 1.0 / math.log(2.0)
+NUM_SMS = 132        # an H200; the host entry asks torch for the real count
+
+
+@ct.function
+def _q_tile(Q, b, kvh, TQ, GP, D):
+    """Q is (B, Tq, Hkv, GROUP, D): the group's heads of every new token, one tile"""
+    return ct.load(Q, index=(b, 0, kvh, 0, 0), shape=(1, TQ, 1, GP, D),
+                   padding_mode=ct.PaddingMode.ZERO).reshape((TQ * GP, D))
+
+
+# num_warps (a hint): the compiler gives a 16-row product one warp, which must then
+# hold the last page's V in registers (it is masked there) and spills; four share it
+@ct.kernel(num_warps=4)
+def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
+           GP: ct.Constant[int], PAGE: ct.Constant[int], D: ct.Constant[int],
+           SPLIT: ct.Constant[bool]):
+    b = ct.bid(0)
+    kvh = ct.bid(1)
+    split = ct.bid(2)
+    splits = ct.num_blocks(2)
+    rows = TQ * GP
+    tq = Q.shape[1]
+    n = ct.load(LENS, index=(b,), shape=())
+    # this split's pages; pages before `full` are seen whole by every query row
+    pages = ct.cdiv(n, PAGE)
+    per = ct.cdiv(pages, splits)
+    first = min(split * per, pages)
+    last = min(first + per, pages)
+    full = max(first, min(last, (n - tq + 1) // PAGE))
+    # row r is token r // GP; it sees keys at positions <= n - tq + r // GP
+    token = ct.arange(rows, dtype=np.int32)[:, None] // GP
+    limit = n - tq + ct.minimum(token, tq - 1)
+    qk_scale = scale * LOG2E
+    m = ct.full((rows, 1), -1e30, dtype=np.float32)   # finite: a row may see no key yet
+    l = ct.zeros((rows, 1), dtype=np.float32)
+    acc = ct.zeros((rows, D), dtype=np.float32)
+    q = _q_tile(Q, b, kvh, TQ, GP, D)
+    for j in range(first, full):
+        page = ct.load(TABLE, index=(b, j), shape=())
+        k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+        v = ct.load(V, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+        s = ct.mma(q, ct.transpose(k), ct.zeros((rows, PAGE), dtype=np.float32))
+        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+        p = ct.exp2(s * qk_scale - m_new)
+        alpha = ct.exp2(m - m_new)
+        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+        acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
+        m = m_new
+    q = _q_tile(Q, b, kvh, TQ, GP, D)     # (loaded per loop: a single use stays put)
+    for j in range(full, last):
+        # the last page(s): slots past the sequence hold anything (NaN too), so V is
+        # zeroed there as well as the scores masked
+        page = ct.load(TABLE, index=(b, j), shape=())
+        k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+        v = ct.load(V, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+        pos = j * PAGE + ct.arange(PAGE, dtype=np.int32)
+        v = ct.where(pos[:, None] < n, v, 0)
+        s = ct.mma(q, ct.transpose(k), ct.zeros((rows, PAGE), dtype=np.float32))
+        s = ct.where(pos[None, :] <= limit, s, -np.inf)
+        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+        p = ct.exp2(s * qk_scale - m_new)
+        alpha = ct.exp2(m - m_new)
+        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+        acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
+        m = m_new
+    # a split whose keys a row cannot see leaves l = 0: output 0, log-sum-exp -inf
+    out = acc / ct.where(l > 0, l, 1.0)
+    if SPLIT:
+        ct.store(OP, index=(b * splits + split, 0, kvh, 0, 0),
+                 tile=out.reshape((1, TQ, 1, GP, D)))
+        ct.store(LSE, index=(b * splits + split, 0, kvh, 0),
+                 tile=(m + ct.log2(l)).reshape((1, TQ, 1, GP)))
+    else:
+        ct.store(O, index=(b, 0, kvh, 0, 0), tile=out.reshape((1, TQ, 1, GP, D)).astype(O.dtype))
+
+
+@ct.kernel
+def combine(OP, LSE, O, GP: ct.Constant[int], DC: ct.Constant[int]):
+    """Merges the splits of one (sequence, KV head, token) over DC output columns: each
+    split's output weighted by 2^(its log2-sum-exp - the largest).  OP and LSE hold
+    the splits of sequence b at rows b * splits ..; O is (B, Tq, Hkv, GROUP, D)."""
+    b = ct.bid(0)
+    kvh = ct.bid(1)
+    chunks = O.shape[4] // DC
+    t = ct.bid(2) // chunks
+    col = ct.bid(2) % chunks
+    splits = OP.shape[0] // O.shape[0]
+    m = ct.full((GP, 1), -1e30, dtype=np.float32)
+    l = ct.zeros((GP, 1), dtype=np.float32)
+    acc = ct.zeros((GP, DC), dtype=np.float32)
+    for s in range(splits):
+        lse = ct.load(LSE, index=(b * splits + s, t, kvh, 0), shape=(1, 1, 1, GP),
+                      padding_mode=ct.PaddingMode.ZERO).reshape((GP, 1))
+        o = ct.load(OP, index=(b * splits + s, t, kvh, 0, col), shape=(1, 1, 1, GP, DC),
+                    padding_mode=ct.PaddingMode.ZERO).reshape((GP, DC))
+        m_new = ct.maximum(m, lse)
+        alpha = ct.exp2(m - m_new)
+        w = ct.exp2(lse - m_new)
+        l = l * alpha + w
+        acc = acc * alpha + o * w
+        m = m_new
+    ct.store(O, index=(b, t, kvh, 0, col), tile=(acc / l).reshape((1, 1, 1, GP, DC)).astype(O.dtype))
+
+
+def tiles(tq: int, group: int) -> tuple[int, int]:
+    """(TQ, GP): tokens and heads of the Q tile, powers of two, at least 16 rows."""
+    gp = next_pow2(group)
+    t = next_pow2(tq)
+    while t * gp < 16:
+        t *= 2
+    return t, gp
+
+
+def choose_splits(batch: int, kv_heads: int, max_pages: int, sms: int = NUM_SMS) -> int:
+    """Enough splits for about two blocks per SM, each at least 4 pages long."""
+    blocks = batch * kv_heads
+    if blocks >= sms:
+        return 1
+    return max(1, min(ct.cdiv(2 * sms, blocks), ct.cdiv(max_pages, 4)))
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _check(q, cache, block_table, seq_lens, names):
+    if q.ndim != 4 or cache.ndim != 4:
+        raise ValueError(f"{names}: q must be (B, Tq, Hq, D) and the cache (pages, PAGE, Hkv, D); "
+                         f"got {tuple(q.shape)} and {tuple(cache.shape)}")
+    b, tq, hq, d = q.shape
+    _, page, hkv, dk = cache.shape
+    if dk != d or hq % hkv:
+        raise ValueError(f"{names}: head dims {d} / {dk} must match and Hq = {hq} be a "
+                         f"multiple of Hkv = {hkv}")
+    if not 1 <= tq <= 8:
+        raise ValueError(f"{names}: Tq = {tq} query tokens per sequence; 1 to 8 are taken")
+    if page & (page - 1) or page < 16:
+        raise ValueError(f"{names}: page size {page} must be a power of two >= 16")
+    if tuple(block_table.shape)[:1] != (b,) or tuple(seq_lens.shape) != (b,):
+        raise ValueError(f"{names}: block_table must be (B, max_pages) and seq_lens (B,) "
+                         f"for B = {b}; got {tuple(block_table.shape)}, {tuple(seq_lens.shape)}")
+
+
+def _empty(like, shape, f32: bool):
+    if _is_torch(like):
+        import torch
+        return torch.empty(shape, device=like.device, dtype=torch.float32 if f32 else like.dtype)
+    return np.empty(shape, dtype=np.float32 if f32 else like.dtype)
+
+
+def _sms(x) -> int:
+    if _is_torch(x) and x.is_cuda:
+        import torch
+        return torch.cuda.get_device_properties(x.device).multi_processor_count
+    return NUM_SMS
+
+
+def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_splits=None):
+    """The launches of one decode call: (out, [(kernel, grid, args), ...])."""
+    _check(q, k_cache, block_table, seq_lens, "paged_decode_attention")
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        raise ValueError(f"paged_decode_attention: v_cache {tuple(v_cache.shape)} must have "
+                         f"k_cache's shape {tuple(k_cache.shape)}")
+    b, tq, hq, d = q.shape
+    _, page, hkv, _ = k_cache.shape
+    group = hq // hkv
+    if out is None:
+        out = _empty(q, (b, tq, hq, d), False)
+    if num_splits is None:
+        num_splits = choose_splits(b, hkv, block_table.shape[1], _sms(q))
+    t, gp = tiles(tq, group)
+    q5 = q.reshape(b, tq, hkv, group, d)
+    o5 = out.reshape(b, tq, hkv, group, d)
+    # the caches as (pages, Hkv, PAGE, D) views: a page of one head is a 2-d tile
+    kv = [c.permute(0, 2, 1, 3) if _is_torch(c) else c.transpose(0, 2, 1, 3)
+          for c in (k_cache, v_cache)]
+    if num_splits == 1:
+        # the partial arrays are not used: stand-ins of their ranks that nothing writes
+        # (a simulator that copies arrays back would clobber a view of the output)
+        return out, [(decode, (b, hkv, 1), (q5, kv[0], kv[1], block_table, seq_lens, o5, o5,
+                                             seq_lens.reshape(b, 1, 1, 1), float(scale), t,
+                                             gp, page, d, False))]
+    op = _empty(q, (b * num_splits, tq, hkv, group, d), True)
+    lse = _empty(q, (b * num_splits, tq, hkv, group), True)
+    return out, [(decode, (b, hkv, num_splits),
+                  (q5, kv[0], kv[1], block_table, seq_lens, o5, op, lse, float(scale), t, gp,
+                   page, d, True)),
+                 (combine, (b, hkv, tq), (op, lse, o5, gp, d))]
+
+
+def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, *,
+                           num_splits=None):
+    """softmax(q k^T * scale) v over each sequence's pages, causal among its Tq new
+    tokens; returns out (B, Tq, Hq, D) in q's dtype."""
+    out, calls = launches(q, k_cache, v_cache, block_table, seq_lens, scale, out, num_splits)
+    for kernel, grid, args in calls:
+        ct.launch(None, grid, kernel, args)
+    return out
+
+
+def gather_reference(q, k_cache, v_cache, block_table, seq_lens, scale) -> np.ndarray:
+    """float64 decode attention of NumPy arrays: each sequence's keys gathered from
+    its pages, causal among the new tokens."""
+    q = np.asarray(q, np.float64)
+    b, tq, hq, d = q.shape
+    page, hkv = k_cache.shape[1], k_cache.shape[2]
+    out = np.empty((b, tq, hq, d))
+    for i in range(b):
+        n = int(seq_lens[i])
+        ids = np.asarray(block_table[i][:ct.cdiv(n, page)])
+        k = np.asarray(k_cache[ids], np.float64).reshape(-1, hkv, d)[:n]
+        v = np.asarray(v_cache[ids], np.float64).reshape(-1, hkv, d)[:n]
+        k, v = (np.repeat(x, hq // hkv, axis=1) for x in (k, v))      # (n, hq, d)
+        s = np.einsum("thd,nhd->htn", q[i], k) * scale
+        pos = n - tq + np.arange(tq)
+        s = np.where(np.arange(n)[None, None, :] <= pos[None, :, None], s, -np.inf)
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        out[i] = np.einsum("htn,nhd->thd", p, v)
+    return out
+
+
+def random_case(rng, batch, tq, heads, kv_heads, d, page, lens, dtype=np.float32,
+                spare_pages=3):
+    """A paged cache with shuffled pages, NaN in every slot past a sequence's end."""
+    lens = np.asarray(lens, np.int32)
+    max_pages = int(ct.cdiv(int(lens.max()), page)) + 1
+    num_pages = int(sum(ct.cdiv(int(n), page) for n in lens)) + spare_pages
+    k_cache = np.full((num_pages, page, kv_heads, d), np.nan, dtype)
+    v_cache = np.full_like(k_cache, np.nan)
+    table = np.full((batch, max_pages), -1, np.int32)
+    ids = rng.permutation(num_pages)
+    at = 0
+    for i, n in enumerate(lens):
+        used = ct.cdiv(int(n), page)
+        table[i, :used] = ids[at:at + used]
+        at += used
+        kv = rng.standard_normal((2, used * page, kv_heads, d)).astype(dtype)
+        kv[:, n:] = np.nan
+        k_cache[table[i, :used]] = kv[0].reshape(used, page, kv_heads, d)
+        v_cache[table[i, :used]] = kv[1].reshape(used, page, kv_heads, d)
+    q = rng.standard_normal((batch, tq, heads, d)).astype(dtype)
+    return q, k_cache, v_cache, table, lens
+
+
+def run(rng, batch=3, tq=2, heads=8, kv_heads=2, d=32, page=16):
+    """The interpreter's run of a small ragged case with split-KV."""
+    lens = rng.integers(tq, 5 * page, batch)
+    q, kc, vc, table, lens = random_case(rng, batch, tq, heads, kv_heads, d, page, lens)
+    scale = 1.0 / math.sqrt(d)
+    out = np.full_like(q, np.nan)
+    paged_decode_attention(q, kc, vc, table, lens, scale, out, num_splits=2)
+    return out, gather_reference(q, kc, vc, table, lens, scale), 1e-4, 1e-5

@@ -1,0 +1,163 @@
+"""DeepSeek-V3 multi-head latent attention (MLA), decode, in the absorbed form.
+
+Every token of the cache keeps one 576-wide row shared by all heads: the latent
+c_kv (512) and the RoPE key k_rope (64).  The query arrives absorbed: q_nope @ W_UK
+(512) then q_rope (64).  So attention is Q . [c_kv; k_rope]^T for the scores and
+P . c_kv for the output: a latent page is both the keys and the values.
+
+One block serves HB = 64 heads of one query token (a 64-row wgmma tile), walking
+the sequence's pages of the paged latent cache through the block table with the
+online softmax of `tileir.examples.decode_attention`, whose host helpers, causal
+rule (token t of Tq at position seq_len - Tq + t) and split-KV combine it shares.
+"""
+
+import math
+
+import numpy as np
+
+import tileir as ct
+
+from . import decode_attention as dec
+
+LOG2E = 1.0 / math.log(2.0)
+DL, DR = 512, 64           # latent rank, RoPE dim
+
+
+@ct.kernel(num_warps=8)
+def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
+        PAGE: ct.Constant[int], BN: ct.Constant[int], SPLIT: ct.Constant[bool]):
+    bt = ct.bid(0)                        # sequence b, token t
+    hb = ct.bid(1)                        # heads hb*HB ..
+    split = ct.bid(2)
+    splits = ct.num_blocks(2)
+    tq = Q.shape[1]
+    b = bt // tq
+    t = bt % tq
+    n = ct.load(LENS, index=(b,), shape=())
+    limit = n - tq + t                    # the last key this token sees
+    steps = ct.cdiv(limit + 1, BN)        # BN keys a step: PAGE // BN steps a page
+    per = ct.cdiv(steps, splits)
+    first = min(split * per, steps)
+    last = min(first + per, steps)
+    q_nope = ct.load(Q, index=(b, t, hb, 0), shape=(1, 1, HB, DL)).reshape((HB, DL))
+    q_rope = ct.load(Q, index=(b, t, hb, DL // DR), shape=(1, 1, HB, DR)).reshape((HB, DR))
+    qk_scale = scale * LOG2E
+    m = ct.full((HB, 1), -1e30, dtype=np.float32)
+    l = ct.zeros((HB, 1), dtype=np.float32)
+    acc = ct.zeros((HB, DL), dtype=np.float32)
+    full = max(first, min(last, (limit + 1) // BN))     # steps seen whole
+    for j in range(first, full):
+        page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
+        i = j % (PAGE // BN)
+        c = ct.load(KV, index=(page, i, 0), shape=(1, BN, DL)).reshape((BN, DL))
+        r = ct.load(KV, index=(page, i, DL // DR), shape=(1, BN, DR)).reshape((BN, DR))
+        s = ct.mma(q_nope, ct.transpose(c), ct.zeros((HB, BN), dtype=np.float32))
+        s = ct.mma(q_rope, ct.transpose(r), s)
+        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+        p = ct.exp2(s * qk_scale - m_new)
+        alpha = ct.exp2(m - m_new)
+        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+        acc = ct.mma(p.astype(Q.dtype), c, acc * alpha)
+        m = m_new
+    for j in range(full, last):
+        # the last page: slots past the token's position are masked, and zeroed in the
+        # latent (they may hold anything, NaN too)
+        page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
+        i = j % (PAGE // BN)
+        c = ct.load(KV, index=(page, i, 0), shape=(1, BN, DL)).reshape((BN, DL))
+        r = ct.load(KV, index=(page, i, DL // DR), shape=(1, BN, DR)).reshape((BN, DR))
+        pos = j * BN + ct.arange(BN, dtype=np.int32)
+        c = ct.where(pos[:, None] <= limit, c, 0)
+        s = ct.mma(q_nope, ct.transpose(c), ct.zeros((HB, BN), dtype=np.float32))
+        s = ct.mma(q_rope, ct.transpose(r), s)
+        s = ct.where(pos[None, :] <= limit, s, -np.inf)
+        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+        p = ct.exp2(s * qk_scale - m_new)
+        alpha = ct.exp2(m - m_new)
+        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+        acc = ct.mma(p.astype(Q.dtype), c, acc * alpha)
+        m = m_new
+    out = acc / ct.where(l > 0, l, 1.0)
+    if SPLIT:
+        ct.store(OP, index=(b * splits + split, t, hb, 0, 0), tile=out.reshape((1, 1, 1, HB, DL)))
+        ct.store(LSE, index=(b * splits + split, t, hb, 0),
+                 tile=(m + ct.log2(l)).reshape((1, 1, 1, HB)))
+    else:
+        ct.store(O, index=(b, t, hb, 0, 0), tile=out.reshape((1, 1, 1, HB, DL)).astype(O.dtype))
+
+
+def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=None, hb=64,
+             bn=32):
+    """The launches of one MLA decode call: (out, [(kernel, grid, args), ...])."""
+    if q.ndim != 4 or q.shape[-1] != DL + DR or kv_cache.ndim != 3 or \
+            kv_cache.shape[-1] != DL + DR:
+        raise ValueError(f"mla_decode: q must be (B, Tq, H, {DL + DR}) and kv_cache (pages, PAGE, "
+                         f"{DL + DR}); got {tuple(q.shape)} and {tuple(kv_cache.shape)}")
+    b, tq, h, _ = q.shape
+    page = kv_cache.shape[1]
+    if h % hb or not 1 <= tq <= 8 or page & (page - 1) or page < 16:
+        raise ValueError(f"mla_decode: H = {h} must be a multiple of {hb}, Tq = {tq} in 1..8 "
+                         f"and the page {page} a power of two >= 16")
+    if tuple(block_table.shape)[:1] != (b,) or tuple(seq_lens.shape) != (b,):
+        raise ValueError(f"mla_decode: block_table must be (B, max_pages) and seq_lens (B,) "
+                         f"for B = {b}; got {tuple(block_table.shape)}, {tuple(seq_lens.shape)}")
+    if out is None:
+        out = dec._empty(q, (b, tq, h, DL), False)
+    if num_splits is None:
+        num_splits = dec.choose_splits(b * tq, h // hb, block_table.shape[1], dec._sms(q))
+    o5 = out.reshape(b, tq, h // hb, hb, DL)     # heads in blocks of HB
+    grid = (b * tq, h // hb, num_splits)
+    if num_splits == 1:
+        return out, [(mla, grid, (q, kv_cache, block_table, seq_lens, o5, o5,
+                                  seq_lens.reshape(b, 1, 1, 1), float(scale), hb, page, min(bn, page), False))]
+    op = dec._empty(q, (b * num_splits, tq, h // hb, hb, DL), True)
+    lse = dec._empty(q, (b * num_splits, tq, h // hb, hb), True)
+    return out, [(mla, grid, (q, kv_cache, block_table, seq_lens, o5, op, lse, float(scale), hb,
+                              page, min(bn, page), True)),
+                 (dec.combine, (b, h // hb, tq * DL // 128), (op, lse, o5, hb, 128))]
+
+
+def mla_decode(q, kv_cache, block_table, seq_lens, scale, out=None, *, num_splits=None):
+    """softmax(q . kv^T * scale) @ kv[:, :512] over each sequence's latent pages, causal
+    among its Tq new tokens; returns out (B, Tq, H, 512) in q's dtype."""
+    out, calls = launches(q, kv_cache, block_table, seq_lens, scale, out, num_splits)
+    for kernel, grid, args in calls:
+        ct.launch(None, grid, kernel, args)
+    return out
+
+
+def reference(q, kv_cache, block_table, seq_lens, scale) -> np.ndarray:
+    """float64 MLA decode of NumPy arrays over the gathered latent cache."""
+    q = np.asarray(q, np.float64)
+    b, tq, h, _ = q.shape
+    page = kv_cache.shape[1]
+    out = np.empty((b, tq, h, DL))
+    for i in range(b):
+        n = int(seq_lens[i])
+        ids = np.asarray(block_table[i][:ct.cdiv(n, page)])
+        kv = np.asarray(kv_cache[ids], np.float64).reshape(-1, DL + DR)[:n]
+        s = np.einsum("thd,nd->thn", q[i], kv) * scale
+        pos = n - tq + np.arange(tq)
+        s = np.where(np.arange(n)[None, None, :] <= pos[:, None, None], s, -np.inf)
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        out[i] = p @ kv[:, :DL]
+    return out
+
+
+def random_case(rng, batch, tq, heads, page, lens, dtype=np.float32, spare_pages=2):
+    """A paged latent cache with shuffled pages, NaN past each sequence's end."""
+    q, kc, _, table, lens = dec.random_case(rng, batch, tq, 1, 1, DL + DR, page, lens, dtype,
+                                            spare_pages)
+    q = rng.standard_normal((batch, tq, heads, DL + DR)).astype(dtype)
+    return q, kc[:, :, 0], table, lens
+
+
+def run(rng, batch=2, tq=2, heads=64, page=16):
+    """The interpreter's run of a small ragged case with split-KV."""
+    lens = rng.integers(tq, 4 * page, batch)
+    q, kv, table, lens = random_case(rng, batch, tq, heads, page, lens)
+    scale = 1.0 / math.sqrt(DL + DR)
+    out = np.full((batch, tq, heads, DL), np.nan, np.float32)
+    mla_decode(q, kv, table, lens, scale, out, num_splits=2)
+    return out, reference(q, kv, table, lens, scale), 1e-4, 1e-5

@@ -1,0 +1,162 @@
+"""CPU tests of paged decode attention and MLA decode (tileir.examples.decode_attention,
+tileir.examples.mla_decode): the interpreter against a float64 reference computed over
+each sequence's gathered pages (shuffled pages, NaN in every slot past a sequence's
+end, ragged lengths, Tq new tokens causal among themselves, split-KV or not), the
+generated sm_90a / sm_80 code run by the simulator, and the sm_90a cubin at the
+intended tiles (ptxas: no spills; the pages through a TMA ring).  The GPU runs are
+test_gpu_decode_attention.py."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tileir.examples import decode_attention as dec
+from tileir.examples import mla_decode as mla
+from tileir.sim import simulate
+
+from test_tensor_cores import _sass
+
+
+def _rel(out, ref):
+    out = np.asarray(out, np.float64)
+    assert np.isfinite(out).all(), "non-finite output (poison left, or NaN from the cache)"
+    return np.linalg.norm(out - ref) / np.linalg.norm(ref)
+
+
+def _decode_case(rng, batch, tq, heads, kv_heads, d, page, max_len, dtype=np.float32):
+    lens = rng.integers(tq, max_len + 1, batch)
+    return dec.random_case(rng, batch, tq, heads, kv_heads, d, page, lens, dtype)
+
+
+@pytest.mark.parametrize("batch,tq,heads,kv_heads,page,splits", [
+    (3, 1, 8, 2, 16, 1),          # GQA 4, one token, no split
+    (2, 3, 4, 1, 16, 3),          # 3 speculative tokens, MQA, 3 splits
+    (2, 8, 2, 2, 16, 2),          # MHA, 8 tokens (some straddle a page), 2 splits
+    (1, 2, 6, 3, 64, 1),          # a group of 2 padded to 16 rows, page 64
+    (4, 1, 4, 4, 16, None),       # the chooser's splits
+])
+def test_decode_matches_the_gathered_cache(batch, tq, heads, kv_heads, page, splits):
+    rng = np.random.default_rng()
+    d = 32
+    q, kc, vc, table, lens = _decode_case(rng, batch, tq, heads, kv_heads, d, page, 5 * page - 3)
+    scale = 1.0 / math.sqrt(d)
+    out = np.full_like(q, np.nan)
+    got = dec.paged_decode_attention(q, kc, vc, table, lens, scale, out, num_splits=splits)
+    assert got is out
+    assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, scale)) < 1e-5
+
+
+def test_more_splits_than_pages_leave_empty_splits_harmless():
+    # a sequence of a few keys split 8 ways: most splits see no key at all
+    rng = np.random.default_rng()
+    q, kc, vc, table, lens = dec.random_case(rng, 2, 2, 4, 2, 32, 16, [2, 20])
+    out = dec.paged_decode_attention(q, kc, vc, table, lens, 0.3, num_splits=8)
+    assert out.dtype == q.dtype and out.shape == q.shape
+    assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.3)) < 1e-5
+
+
+def test_the_splits_chooser_fills_the_gpu_and_keeps_splits_long():
+    assert dec.choose_splits(64, 8, 512, sms=132) == 1          # 512 blocks: enough
+    assert dec.choose_splits(1, 8, 512, sms=132) == 33          # ~2 blocks per SM
+    assert dec.choose_splits(1, 8, 16, sms=132) == 4            # at least 4 pages a split
+    assert dec.tiles(1, 4) == (4, 4) and dec.tiles(3, 8) == (4, 8) and dec.tiles(8, 4) == (8, 4)
+
+
+@pytest.mark.parametrize("bad,msg", [
+    (dict(q=(2, 9, 4, 32)), "Tq = 9"),
+    (dict(q=(2, 1, 3, 32)), "multiple of Hkv"),
+    (dict(cache=(4, 24, 2, 32)), "page size 24"),
+    (dict(lens=(3,)), "seq_lens"),
+])
+def test_bad_shapes_are_named(bad, msg):
+    q = np.zeros(bad.get("q", (2, 1, 4, 32)), np.float32)
+    cache = np.zeros(bad.get("cache", (4, 16, 2, 32)), np.float32)
+    lens = np.ones(bad.get("lens", (2,)), np.int32)
+    with pytest.raises(ValueError, match=msg):
+        dec.paged_decode_attention(q, cache, cache, np.zeros((2, 2), np.int32), lens, 1.0)
+
+
+@pytest.mark.parametrize("target,splits,tq,page", [
+    ("sm_90a", 2, 3, 16),
+    ("sm_90a", 1, 1, 64),
+    pytest.param("sm_80", 1, 2, 16, marks=pytest.mark.slow),
+    pytest.param("sm_80", 3, 1, 64, marks=pytest.mark.slow),
+])
+def test_the_generated_decode_runs_in_the_simulator(target, splits, tq, page):
+    rng = np.random.default_rng()
+    q, kc, vc, table, lens = _decode_case(rng, 2, tq, 4, 2, 64, page, 3 * page + 5, np.float16)
+    out = np.full_like(q, np.nan)
+    out, calls = dec.launches(q, kc, vc, table, lens, 0.125, out, splits)
+    for kernel, grid, args in calls:
+        simulate(kernel.compile(args, stage="gpu", target=target), grid, args)
+    assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.125)) < 2e-3
+
+
+def _decode_cubin(tq, page, split, dtype=ml_dtypes.bfloat16):
+    """The decode kernel for Llama-3-8B heads (32 / 8, D = 128) as a launch compiles it."""
+    b, hq, hkv, d = 16, 32, 8, 128
+    q = np.zeros((b, tq, hq, d), dtype)
+    cache = np.zeros((64, page, hkv, d), dtype)
+    table = np.zeros((b, 64), np.int32)
+    _, calls = dec.launches(q, cache, cache, table, np.ones(b, np.int32), 0.088,
+                            num_splits=4 if split else 1)
+    kernel, grid, args = calls[0]
+    return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+
+
+@pytest.mark.parametrize("tq,page,split", [
+    (1, 64, False),
+    pytest.param(8, 64, True, marks=pytest.mark.slow),
+    pytest.param(4, 16, True, marks=pytest.mark.slow),
+])
+def test_decode_streams_pages_through_a_tma_ring_without_spills(tq, page, split, tmp_path):
+    ck = _decode_cubin(tq, page, split)
+    report = ck.ptxas_report
+    assert "0 bytes spill stores" in report and "0 bytes spill loads" in report, report
+    ops = _sass(ck.cubin, tmp_path)
+    for op in ("UTMALDG", "SYNCS", "HMMA", "LDSM"):
+        assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
+    assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+
+
+def test_the_ring_reads_the_block_table_ahead():
+    # the page of a later iteration is read from the table inside the loop, before the
+    # ring's copy for it (software_pipeline.read_only_load)
+    q = np.zeros((2, 1, 8, 64), np.float16)
+    cache = np.zeros((8, 16, 2, 64), np.float16)
+    _, calls = dec.launches(q, cache, cache, np.zeros((2, 4), np.int32), np.ones(2, np.int32),
+                            0.1, num_splits=1)
+    kernel, grid, args = calls[0]
+    text = kernel.compile(args, stage="pipeline", target="sm_90a").ir()
+    assert "tile.ring_alloc" in text, "the pages are not copied through a ring"
+    loop = text[text.index("scf.for"):]
+    assert loop.index('"tile.load"(%arg3') < loop.index('"tile.ring_load"(')
+
+
+# -- MLA decode -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("batch,tq,heads,page,splits", [
+    (2, 1, 64, 16, 1),
+    (2, 2, 128, 16, 2),
+    pytest.param(3, 4, 64, 64, 3, marks=pytest.mark.slow),
+    pytest.param(1, 1, 128, 64, None, marks=pytest.mark.slow),
+])
+def test_mla_decode_matches_the_naive_reference(batch, tq, heads, page, splits):
+    rng = np.random.default_rng()
+    lens = rng.integers(tq, 3 * page + 7, batch)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, heads, page, lens)
+    scale = 1.0 / math.sqrt(576)
+    out = np.full((batch, tq, heads, 512), np.nan, np.float32)
+    mla.mla_decode(q, kv, table, lens, scale, out, num_splits=splits)
+    assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
+
+
+def test_mla_refuses_shapes_it_does_not_take():
+    q = np.zeros((1, 1, 96, 576), np.float32)
+    kv = np.zeros((4, 16, 576), np.float32)
+    with pytest.raises(ValueError, match="multiple of 64"):
+        mla.mla_decode(q, kv, np.zeros((1, 4), np.int32), np.ones(1, np.int32), 1.0)
