@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import tileir as ct
 from tileir.examples import attention as example
 from tileir.sim import simulate
 
@@ -55,3 +56,161 @@ def test_the_mask_runs_only_where_it_may_drop_elements():
     loop = text[text.index("scf.for"):]
     # the select sits in the else branch of the all-kept test
     assert loop.index("scf.if") < loop.index("} else {") < loop.index("arith.select")
+
+
+# ---------------------------------------------------------------------------
+# variable-length batches, the log-sum-exp, head dims, fp16 (attention_varlen,
+# attention_lse, flash_attention_varlen)
+# ---------------------------------------------------------------------------
+def _packed(rng, lq, lk, h, hkv, d, dtype):
+    cu_q = np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lk)]).astype(np.int32)
+    q = rng.standard_normal((cu_q[-1], h, d)).astype(dtype)
+    k = rng.standard_normal((cu_k[-1], hkv, d)).astype(dtype)
+    v = rng.standard_normal((cu_k[-1], hkv, d)).astype(dtype)
+    return q, k, v, cu_q, cu_k
+
+
+def _check_varlen(o, lse, q, k, v, cu_q, cu_k, causal, tol):
+    ref, ref_lse = example.reference_varlen(q, k, v, cu_q, cu_k, 1 / math.sqrt(q.shape[-1]),
+                                            causal)
+    assert np.isfinite(o).all()
+    err = np.linalg.norm(o.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
+    assert err < tol, err
+    if lse is not None:
+        # rows that see no key: -inf on both sides; the others close
+        assert (np.isneginf(lse) == np.isneginf(ref_lse)).all()
+        seen = np.isfinite(ref_lse)
+        assert not np.isnan(lse).any()
+        np.testing.assert_allclose(lse[seen], ref_lse[seen], rtol=0, atol=tol)
+
+
+# lengths (queries, keys) per sequence: empty sequences, one token, q shorter and
+# longer than k, lengths across several tiles and not multiples of them
+RAGGED = [([0, 1, 77, 5, 40, 130], [3, 1, 60, 0, 90, 130]),
+          ([1, 9, 0, 33], [1, 200, 0, 33])]
+
+
+@pytest.mark.parametrize("lengths", RAGGED)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("h,hkv", [(4, 2), (3, 3)])
+@pytest.mark.parametrize("with_lse", [False, True])
+def test_varlen_in_the_interpreter(lengths, causal, h, hkv, with_lse):
+    rng = np.random.default_rng()
+    q, k, v, cu_q, cu_k = _packed(rng, *lengths, h, hkv, 32, np.float32)
+    o = np.full_like(q, np.nan)
+    lse = np.full((h, q.shape[0]), np.nan, np.float32) if with_lse else None
+    got = example.flash_attention_varlen(q, k, v, cu_q, cu_k, max(lengths[0]), max(lengths[1]),
+                                         1 / math.sqrt(32), causal=causal, out=o, lse=lse)
+    assert got is o
+    _check_varlen(o, lse, q, k, v, cu_q, cu_k, causal, 1e-5)
+
+
+@pytest.mark.parametrize("d", [64, 128, pytest.param(256, marks=pytest.mark.slow)])
+def test_varlen_head_dims_and_fp16_in_the_interpreter(d):
+    rng = np.random.default_rng()
+    q, k, v, cu_q, cu_k = _packed(rng, [50, 3], [70, 3], 2, 1, d, np.float16)
+    lse = np.full((2, q.shape[0]), np.nan, np.float32)
+    o = example.flash_attention_varlen(q, k, v, cu_q, cu_k, 50, 70, 1 / math.sqrt(d),
+                                       causal=True, lse=lse)
+    assert o.dtype == np.float16 and o.shape == q.shape
+    _check_varlen(o, lse, q, k, v, cu_q, cu_k, True, 2e-3)
+
+
+def test_varlen_refuses_what_it_cannot_run():
+    q = np.zeros((10, 4, 64), np.float32)
+    k = np.zeros((10, 3, 64), np.float32)
+    cu = np.array([0, 10], np.int32)
+    with pytest.raises(ValueError, match="multiple of key/value heads"):
+        example.flash_attention_varlen(q, k, k, cu, cu, 10, 10, 0.1)
+    with pytest.raises(ValueError, match="int32"):
+        example.flash_attention_varlen(q, q, q, cu.astype(np.int64), cu, 10, 10, 0.1)
+    with pytest.raises(ValueError, match=r"lse must be \(4, 10\) float32"):
+        example.flash_attention_varlen(q, q, q, cu, cu, 10, 10, 0.1,
+                                       lse=np.zeros((10, 4), np.float32))
+    with pytest.raises(ValueError, match="head dim 96"):
+        example.varlen_tiles(96)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_lse_in_the_interpreter(causal):
+    rng = np.random.default_rng()
+    b, h, hkv, s, d = 2, 4, 2, 77, 32
+    q = rng.standard_normal((b, h, s, d)).astype(np.float32)
+    k, v = (rng.standard_normal((b, hkv, s, d)).astype(np.float32) for _ in range(2))
+    o = np.full_like(q, np.nan)
+    lse = np.full((b, h, s), np.nan, np.float32)
+    scale = 1 / math.sqrt(d)
+    ct.launch(None, example.grid(q, 32), example.attention_lse,
+              (q, k, v, o, lse, scale, h, h // hkv, 32, 32, d, causal))
+    np.testing.assert_allclose(o, example.reference(q, k, v, scale, causal), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(lse, example.reference_lse(q, k, scale, causal), rtol=0, atol=1e-5)
+
+
+def _simulated_varlen(target, causal, d, dtype, tiles, lengths):
+    rng = np.random.default_rng()
+    h, hkv = 2, 1
+    q, k, v, cu_q, cu_k = _packed(rng, *lengths, h, hkv, d, dtype)
+    o = np.full_like(q, np.nan)
+    lse = np.full((h, q.shape[0]), np.nan, np.float32)
+    bm, bn = tiles
+    args = (q, k, v, o, lse, cu_q, cu_k, 1 / math.sqrt(d), h, h // hkv, bm, bn, d, causal, True)
+    simulate(example.attention_varlen.compile(args, stage="gpu", target=target),
+             example.varlen_grid(max(lengths[0]), len(lengths[0]), h, bm), args)
+    _check_varlen(o, lse, q, k, v, cu_q, cu_k, causal, 2e-3)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_generated_varlen_attention_computes_attention(target, causal):
+    # a zero-length query sequence, a zero-length key one, one token, q shorter than
+    # k; 64 x 64 tiles, fp16
+    _simulated_varlen(target, causal, 64, np.float16, (64, 64),
+                      ([0, 1, 70, 9], [5, 0, 100, 9]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,d,tiles", [("sm_90a", 128, (64, 64)),
+                                            ("sm_90a", 256, (64, 64)),
+                                            ("sm_80", 256, (64, 32))])
+def test_the_generated_varlen_attention_at_larger_head_dims(target, d, tiles):
+    _simulated_varlen(target, True, d, ml_dtypes.bfloat16, tiles, ([30, 1], [80, 1]))
+
+
+def _compiled_varlen(d, tiles, causal, target="sm_90a"):
+    q = np.zeros((4096, 32, d), ml_dtypes.bfloat16)
+    k = np.zeros((4096, 8, d), ml_dtypes.bfloat16)
+    cu = np.zeros(5, np.int32)
+    return example.attention_varlen.compile(
+        (q, k, k, q, cu, cu, cu, 0.088, 32, 4, *tiles, d, causal, False), target=target)
+
+
+SPILLS_WHEN_CAUSAL = pytest.mark.xfail(
+    strict=True, reason="4-28 B of spills at 255 registers, as attention's causal kernel "
+                        "(docs/attention.md)")
+
+
+@pytest.mark.parametrize("d,causal", [(64, False), (64, True), (128, False),
+                                      pytest.param(128, True, marks=SPILLS_WHEN_CAUSAL),
+                                      (256, False),
+                                      pytest.param(256, True, marks=SPILLS_WHEN_CAUSAL)])
+def test_varlen_runs_on_tma_and_wgmma_without_local_memory(d, causal, tmp_path):
+    tiles = example.varlen_tiles(d, "sm_90a")
+    assert tiles == ((128, 64) if d == 256 else (128, 128))
+    ck = _compiled_varlen(d, tiles, causal)
+    ops = _sass(ck.cubin, tmp_path)
+    for op in ("HGMMA", "UTMALDG", "SYNCS"):
+        assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
+    assert ck.meta["num_threads"] == 256
+    assert ck.meta["shared_bytes"] <= 232448
+    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+    assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+
+
+@pytest.mark.slow
+def test_varlen_for_sm_80_is_mma_sync_without_local_memory(tmp_path):
+    for d in (128, 256):
+        ck = _compiled_varlen(d, example.varlen_tiles(d, "sm_80"), True, "sm_80")
+        ops = _sass(ck.cubin, tmp_path)
+        assert ops["HMMA"] and ops["LDSM"], sorted(ops)
+        assert not ops["LDL"] and not ops["STL"], (d, ck.ptxas_report)

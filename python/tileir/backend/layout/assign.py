@@ -161,7 +161,9 @@ class MmaAssignment:
                 SCOPE_ATTR in v.owner.attributes:     # (relaxed loads: into registers)
             return
         t = v.type
-        if t.rank < 2 or any(d != 1 for d in t.shape[:-2]):
+        # a 2-d tile with unit dims anywhere but the last: one head's (1, 1, M, D) of a
+        # (batch, heads, seq, D) array, or (M, 1, D) of a packed (tokens, heads, D) one
+        if t.rank < 2 or t.shape[-1] == 1 or sum(d != 1 for d in t.shape) > 2:
             return
         inner = t.shape[-1] * element_bytes(t.element_type)
         self.preferred[v] = Shared(choose_swizzle(inner) if swizzled else 0,
