@@ -16,14 +16,6 @@ from tileir.llm.check import compare  # noqa: E402
 from tileir.llm.loader import Checkpoint  # noqa: E402
 
 
-def _has_moe():
-    try:
-        from tileir.examples import moe  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
 def _model(tmp_path, arch, seed=None, **overrides):
     raw = copy.deepcopy(checkpoint.TINY[arch])
     raw.update(overrides)
@@ -115,7 +107,7 @@ def test_tensor_parallel_seam_refuses_more_than_one_rank():
 @pytest.mark.parametrize("tied", [False, True])
 def test_llama_matches_reference(tmp_path, tied):
     d = _model(tmp_path, "llama", tie_word_embeddings=tied)
-    llm = LLM(d, dtype="float32", device="numpy", page_size=8, max_batch=4)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
     res = compare(llm, _prompts(np.random.default_rng(), [9, 1, 17]), steps=5)
     assert res["max_rel_err"] < 1e-4, res
     assert res["tokens_agree"], res
@@ -125,26 +117,31 @@ def test_llama_matches_reference(tmp_path, tied):
 def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank):
     # dense layers only (first_k_dense_replace = layers): MLA with YaRN and interleaved RoPE
     d = _model(tmp_path, "deepseek_v3", first_k_dense_replace=2, q_lora_rank=q_lora_rank)
-    llm = LLM(d, dtype="float32", device="numpy", page_size=8, max_batch=4)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
     res = compare(llm, _prompts(np.random.default_rng(), [6, 11]), steps=5)
     assert res["max_rel_err"] < 1e-4, res
     assert res["tokens_agree"], res
 
 
-@pytest.mark.skipif(not _has_moe(), reason="tileir.examples.moe (the moe branch) not merged")
 def test_deepseek_moe_matches_reference(tmp_path):
     d = _model(tmp_path, "deepseek_v3")
-    llm = LLM(d, dtype="float32", device="numpy", page_size=8, max_batch=4)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
     res = compare(llm, _prompts(np.random.default_rng(), [7, 10]), steps=4)
     assert res["max_rel_err"] < 1e-4, res
     assert res["tokens_agree"], res
 
 
-def test_moe_checkpoint_without_moe_kernels_is_refused(tmp_path):
-    if _has_moe():
-        pytest.skip("tileir.examples.moe is installed")
-    with pytest.raises(ModelDirError, match="tileir.examples.moe"):
-        LLM(_model(tmp_path, "deepseek_v3"), dtype="float32", device="numpy")
+def test_deepseek_mla_on_the_mla_decode_kernel(tmp_path):
+    """DeepSeek-V3's own latent widths (512 + 64) and 64 heads take mla_decode, prompts
+    through it 8 tokens a call (20 tokens: chunks of 8, 8, 4)."""
+    d = _model(tmp_path, "deepseek_v3", first_k_dense_replace=1, num_hidden_layers=1,
+               num_attention_heads=64, num_key_value_heads=64, kv_lora_rank=512,
+               qk_rope_head_dim=64, qk_nope_head_dim=16, v_head_dim=16, q_lora_rank=None)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
+    assert llm.engine._paged_kernels_installed()
+    res = compare(llm, _prompts(np.random.default_rng(), [20, 3]), steps=3)
+    assert res["max_rel_err"] < 1e-4, res
+    assert res["tokens_agree"], res
 
 
 def test_continuous_batching_and_preemption(tmp_path):
@@ -152,10 +149,10 @@ def test_continuous_batching_and_preemption(tmp_path):
     requests join as others finish, the newest is pre-empted and recomputed, and every
     output is still the reference's greedy continuation."""
     d = _model(tmp_path, "llama")
-    llm = LLM(d, dtype="float32", device="numpy", page_size=4, max_batch=2, num_pages=5)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=2, num_pages=4)
     eng, rng = llm.engine, np.random.default_rng()
-    prompts = _prompts(rng, [5, 3, 6, 2])
-    lengths = [3, 7, 4, 5]
+    prompts = _prompts(rng, [10, 12, 14, 3])
+    lengths = [3, 20, 6, 5]
     ids = [eng.add_request(p, SamplingParams(max_new_tokens=n, ignore_eos=True))
            for p, n in zip(prompts, lengths)]
     got = {i: [] for i in ids}
@@ -170,12 +167,12 @@ def test_continuous_batching_and_preemption(tmp_path):
     assert preempted
     for i, p, n in zip(ids, prompts, lengths):
         assert got[i] == reference.greedy(llm.cfg, llm.ckpt, p, n)
-    assert len(eng.pool.free) == 4                        # every page back
+    assert len(eng.pool.free) == 3                        # every page back
 
 
 def test_sampling_through_the_engine(tmp_path):
     d = _model(tmp_path, "llama")
-    llm = LLM(d, dtype="float32", device="numpy", page_size=8, seed=3)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, seed=3)
     prompts = _prompts(np.random.default_rng(), [4, 6])
     greedy = [o.token_ids for o in llm.generate(prompts, max_new_tokens=4)]
     top1 = [o.token_ids for o in llm.generate(prompts, max_new_tokens=4, temperature=1.5,

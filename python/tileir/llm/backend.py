@@ -5,11 +5,13 @@
 same kernels on the GPU (torch allocates; tileir computes).  The model code calls
 only these methods, so one model source runs in both.
 
-Attention goes to the kernels of the attention branches when they are installed
-(`tileir.examples.attention.flash_attention_varlen` for prefill,
-`tileir.examples.decode_attention.paged_decode_attention` for decode,
-`tileir.examples.mla_decode.mla_decode` for MLA).  Until then it runs the dense
-tutorial kernel `tileir.examples.attention.attention` one sequence at a time over the
+Attention runs the attention branches' kernels where their shapes allow:
+`tileir.examples.attention.flash_attention_varlen` for prompts (head dims 16-256, powers
+of two), `tileir.examples.decode_attention.paged_decode_attention` for decode steps
+(pages of 16 or more tokens, a power of two), `tileir.examples.mla_decode.mla_decode`
+for DeepSeek-V3's MLA (its 512 + 64 latent, heads in blocks of 64; prompts 8 tokens a
+call).  Other shapes (the tiny test models' MLA, pages under 16) run the dense tutorial
+kernel `tileir.examples.attention.attention` one sequence at a time over the
 sequence's pages gathered into rows (`kernels.gather_pages`): correct, not fast.
 """
 
@@ -195,11 +197,23 @@ class Backend:
             return x.permute(1, 0, 2).unsqueeze(0)
         return x.transpose(1, 0, 2)[None]
 
+    # ---- attention: the attention branches' kernels where their shapes allow
+    def varlen_ok(self, d: int) -> bool:
+        return self.flash_varlen is not None and 16 <= d <= 256 and d & (d - 1) == 0
+
+    def paged_ok(self, page: int) -> bool:
+        return self.paged_decode is not None and page >= 16 and page & (page - 1) == 0
+
+    def mla_ok(self, heads: int, width: int, page: int) -> bool:
+        # mla_decode is DeepSeek-V3's: a 512 + 64 latent row, heads in blocks of 64
+        return (self.mla_decode is not None and width == 576 and heads % 64 == 0
+                and page >= 16 and page & (page - 1) == 0)
+
     def attention_prefill(self, q, k, v, cu_seqlens, lengths, scale, out=None):
         """Causal attention of fresh prompts: q (T, Hq, D), k/v (T, Hkv, D) rows of each
         sequence one after another (cu_seqlens: the host's list of offsets)."""
         out = self.empty(q.shape) if out is None else out
-        if self.flash_varlen is not None:
+        if self.varlen_ok(q.shape[2]):
             cu = self.asarray(np.asarray(cu_seqlens, np.int32), self.int32)
             mx = max(lengths)
             self.flash_varlen(q, k, v, cu, cu, mx, mx, scale, causal=True, out=out)
@@ -214,7 +228,7 @@ class Backend:
                          scale, out=None):
         """One new token per sequence: q (B, Hq, D); caches (pages, PAGE, Hkv, D)."""
         out = self.empty(q.shape) if out is None else out
-        if self.paged_decode is not None:
+        if self.paged_ok(k_cache.shape[1]):
             b, hq, d = q.shape
             self.paged_decode(q.reshape(b, 1, hq, d), k_cache, v_cache, block_table,
                               seq_lens_dev, scale, out=out.reshape(b, 1, hq, d))
@@ -229,12 +243,26 @@ class Backend:
         return out
 
     def mla_attention(self, q, kv_cache, block_table, seq_lens_dev, seq_lens, scale,
-                      latent_dim):
-        """Absorbed MLA: q (B, Tq, H, R + P) against the latent cache (pages, PAGE, R + P);
-        returns (B, Tq, H, R), the attention-weighted latents (W_UV is applied after)."""
+                      latent_dim, out=None):
+        """Absorbed MLA: q (B, Tq, H, R + P) against the latent cache (pages, PAGE, R + P),
+        each sequence's Tq tokens its last (causal among them); returns (B, Tq, H, R), the
+        attention-weighted latents (W_UV is applied after).  Tq above 8 (a prompt) runs
+        through mla_decode 8 tokens at a time, each chunk against the cache up to it."""
         b, tq, h, width = q.shape
-        if self.mla_decode is not None:
-            return self.mla_decode(q, kv_cache, block_table, seq_lens_dev, scale)
+        if self.mla_ok(h, width, kv_cache.shape[1]):
+            if tq <= 8:
+                return self.mla_decode(q, kv_cache, block_table, seq_lens_dev, scale, out=out)
+            if b != 1:
+                raise ValueError("a prompt's MLA runs one sequence at a time")
+            out = self.empty((1, tq, h, latent_dim)) if out is None else out
+            ends = list(range(8, tq, 8)) + [tq]
+            ends_dev = self.asarray(np.asarray(ends, np.int32), self.int32)
+            start = 0
+            for i, end in enumerate(ends):
+                self.mla_decode(q[:, start:end], kv_cache, block_table, ends_dev[i:i + 1],
+                                scale, out=out[:, start:end])
+                start = end
+            return out
         full = self.empty((b, tq, h, width))
         for i, n in enumerate(seq_lens):
             # K = V = the latent rows [c_kv, k_rope]: the first R columns of P @ V are P @ c_kv

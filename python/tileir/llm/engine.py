@@ -135,9 +135,11 @@ class Engine:
         self.last_logits = None
 
     def _paged_kernels_installed(self) -> bool:
+        """Whether decode runs on the paged kernels (no host loop a graph cannot replay)."""
         if self.cfg.arch == "llama":
-            return self.be.paged_decode is not None
-        return self.be.mla_decode is not None
+            return self.be.paged_ok(self.pool.page)
+        width = self.cfg.kv_lora_rank + self.cfg.qk_rope_head_dim
+        return self.be.mla_ok(self.model.heads, width, self.pool.page)
 
     # ---- requests
     def add_request(self, prompt, params: SamplingParams) -> int:
