@@ -207,3 +207,17 @@ def test_cli_random_check_generate(tmp_path, capsys):
     with pytest.raises(SystemExit, match="exceeds the context"):
         main(["generate", d, "--device", "numpy", "--dtype", "float32", "--ids", "1",
               "--max-new-tokens", "999"])
+
+
+def test_text_prompts_through_tokenizer_json(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    d = _model(tmp_path, "llama")
+    vocab = {f"w{i}": i for i in range(300)}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="w0"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "llama" / "tokenizer.json"))
+    llm = LLM(d, dtype="float32", device="numpy")
+    text, = llm.generate(["w5 w17 w203"], max_new_tokens=3)
+    ids, = llm.generate([[5, 17, 203]], max_new_tokens=3)
+    assert text.prompt_token_ids == [5, 17, 203] and text.token_ids == ids.token_ids
+    assert text.text == " ".join(f"w{t}" for t in ids.token_ids)

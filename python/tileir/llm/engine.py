@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+import warnings
 from typing import Iterator
 
 import numpy as np
@@ -112,14 +113,21 @@ class Progress:
 class Engine:
     def __init__(self, model, *, page_size: int = 16, num_pages: int | None = None,
                  max_batch: int = 64, max_model_len: int | None = None,
-                 max_prefill_tokens: int = 8192, cuda_graphs: bool = True, seed: int = 0):
+                 max_prefill_tokens: int = 8192, cuda_graphs: bool = True, seed: int = 0,
+                 cache_memory_fraction: float = 0.5):
+        """max_model_len: the longest prompt + new tokens (default: the model's context,
+        at most 8192; pass more for long contexts).  num_pages: the KV cache's pages of
+        page_size tokens (default: on the GPU, cache_memory_fraction of the memory free
+        after the weights, at most what max_batch full-length requests need; on the CPU
+        that need, at most 4096 pages)."""
         self.model, self.be, self.cfg = model, model.be, model.cfg
-        self.max_model_len = min(max_model_len or self.cfg.max_position_embeddings,
-                                 self.cfg.max_position_embeddings)
+        ctx = self.cfg.max_position_embeddings
+        self.max_model_len = min(max_model_len or min(ctx, 8192), ctx)
         self.max_batch, self.max_prefill_tokens = max_batch, max_prefill_tokens
         self.max_pages = -(-self.max_model_len // page_size)
         if num_pages is None:
-            num_pages = min(max_batch * self.max_pages, 1 << 14) + 1
+            num_pages = min(max_batch * self.max_pages, self._pages_that_fit(
+                page_size, cache_memory_fraction)) + 1
         self.pool = PagePool(num_pages, page_size)
         model.allocate_cache(num_pages, page_size)
         self.waiting: list[Request] = []
@@ -133,6 +141,13 @@ class Engine:
                           and self._paged_kernels_installed())
         self.graphs: dict[int, tuple] = {}
         self.last_logits = None
+
+    def _pages_that_fit(self, page_size: int, fraction: float) -> int:
+        if self.be.torch is None:
+            return 4096
+        free, _ = self.be.torch.cuda.mem_get_info()
+        per_page = self.model.cache_bytes_per_token() * page_size
+        return max(2, int(free * fraction) // per_page)
 
     def _paged_kernels_installed(self) -> bool:
         """Whether decode runs on the paged kernels (no host loop a graph cannot replay)."""
@@ -281,8 +296,16 @@ class Engine:
                     self.model.forward(batch)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                logits = self.model.forward(batch)
+            try:
+                with torch.cuda.graph(graph):
+                    logits = self.model.forward(batch)
+            except Exception as e:                          # run eagerly from now on
+                warnings.warn(f"decode steps run without CUDA graphs: capturing one failed "
+                              f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
+                self.graphs_ok = False
+                self.graphs.clear()
+                torch.cuda.synchronize()
+                return self._decode(reqs)
             self.graphs[size] = (graph, static, logits)
         graph, static, logits = self.graphs[size]
         for dst, src in zip(static, arrays):

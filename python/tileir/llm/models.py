@@ -68,6 +68,10 @@ def _take(x, index, axis):
     return x.index_select(axis, torch.as_tensor(index, device=x.device))
 
 
+def _itemsize(x) -> int:
+    return x.itemsize if isinstance(x, np.ndarray) else x.element_size()
+
+
 class Model:
     def __init__(self, cfg: ModelConfig, ckpt, backend: Backend, shard: Shard | None = None):
         self.cfg, self.ckpt, self.be = cfg, ckpt, backend
@@ -137,6 +141,9 @@ class Llama(Model):
             "up": self.w(p + "mlp.up_proj.weight", col),
             "down": self.w(p + "mlp.down_proj.weight", sh.row),
         }
+
+    def cache_bytes_per_token(self) -> int:
+        return 2 * self.hkv * self.cfg.head_dim * len(self.layers) * _itemsize(self.embed)
 
     def allocate_cache(self, num_pages: int, page: int):
         shape = (num_pages, page, self.hkv, self.cfg.head_dim)
@@ -240,6 +247,10 @@ class DeepseekV3(Model):
         layer["sgate"] = self.w(p + "shared_experts.gate_proj.weight", self.shard.column)
         layer["sup"] = self.w(p + "shared_experts.up_proj.weight", self.shard.column)
         layer["sdown"] = self.w(p + "shared_experts.down_proj.weight", self.shard.row)
+
+    def cache_bytes_per_token(self) -> int:
+        width = self.cfg.kv_lora_rank + self.cfg.qk_rope_head_dim
+        return width * len(self.layers) * _itemsize(self.embed)
 
     def allocate_cache(self, num_pages: int, page: int):
         width = self.cfg.kv_lora_rank + self.cfg.qk_rope_head_dim
