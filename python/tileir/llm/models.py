@@ -146,29 +146,28 @@ class Llama(Model):
         return 2 * self.hkv * self.cfg.head_dim * len(self.layers) * _itemsize(self.embed)
 
     def allocate_cache(self, num_pages: int, page: int):
-        shape = (num_pages, page, self.hkv, self.cfg.head_dim)
-        self.caches = [(self.be.zeros(shape), self.be.zeros(shape)) for _ in self.layers]
+        # keys and values of a token side by side, (pages, PAGE, 2 * Hkv, D): one launch
+        # writes both; the attention kernels read the K and V halves as views
+        shape = (num_pages, page, 2 * self.hkv, self.cfg.head_dim)
+        self.caches = [self.be.zeros(shape) for _ in self.layers]
 
     def attention(self, i, layer, x, residual, batch):
-        be, d = self.be, self.cfg.head_dim
+        be, d, hq, hkv = self.be, self.cfg.head_dim, self.hq, self.hkv
         t = x.shape[0]
         qkv = be.linear(x, layer["qkv"])
-        q = qkv[:, :self.hq * d].reshape(t, self.hq, d)
-        k = qkv[:, self.hq * d:(self.hq + self.hkv) * d].reshape(t, self.hkv, d)
-        v = qkv[:, (self.hq + self.hkv) * d:].reshape(t, self.hkv, d)
-        be.rope(q, self.cos, self.sin, batch.positions)
-        be.rope(k, self.cos, self.sin, batch.positions)
-        kc, vc = self.caches[i]
-        pages, page = kc.shape[:2]
-        be.write_slots(k.reshape(t, -1), kc.reshape(pages, page, -1), batch.slots)
-        be.write_slots(v.reshape(t, -1), vc.reshape(pages, page, -1), batch.slots)
+        heads = qkv.reshape(t, hq + 2 * hkv, d)
+        be.rope(heads[:, :hq + hkv], self.cos, self.sin, batch.positions)   # q and k at once
+        q, k, v = heads[:, :hq], heads[:, hq:hq + hkv], heads[:, hq + hkv:]
+        cache = self.caches[i]
+        pages, page = cache.shape[:2]
+        be.write_slots(qkv[:, hq * d:], cache.reshape(pages, page, -1), batch.slots)
         if batch.prefill:
             lens = [batch.cu_seqlens[j + 1] - batch.cu_seqlens[j]
                     for j in range(len(batch.cu_seqlens) - 1)]
             o = be.attention_prefill(q, k, v, batch.cu_seqlens, lens, self.scale)
         else:
-            o = be.attention_decode(q, kc, vc, batch.block_table, batch.seq_lens,
-                                    batch.host_seq_lens, self.scale)
+            o = be.attention_decode(q, cache[:, :, :hkv], cache[:, :, hkv:], batch.block_table,
+                                    batch.seq_lens, batch.host_seq_lens, self.scale)
         be.linear(o.reshape(t, -1), layer["o"], residual=residual)
         self.shard.all_reduce(residual)
 
