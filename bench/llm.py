@@ -2,7 +2,7 @@
 in real widths.
 
     python bench/llm.py [--out DIR] [--models llama3-8b,deepseek-v3-small] [--quick]
-                        [--no-compile] [--results-md bench/RESULTS.md]
+                        [--no-compile] [--profile] [--results-md bench/RESULTS.md]
 
 Models: Llama-3-8B-shaped (all 32 layers, random bf16 weights) and a DeepSeek-V3-shaped
 model with fewer layers and experts that fits one GPU (real widths: hidden 7168, MLA
@@ -192,10 +192,75 @@ def bench_model(name, raw, args, copy_tbs):
         res["tileir_prefill_ms"] = ours_prefill_ms(llm, long)
         res["tileir_cuda_graphs"] = bool(llm.engine.graphs)
         res["tileir_b1_vs_bound"] = res["tileir_b1_tok_s"] / res["bound_tok_s"]
+        if args.profile:
+            res["profile_b1"] = profile_decode(llm, prompts[1], copy_tbs)
         del llm, model, sd
         gc.collect()
         torch.cuda.empty_cache()
     return res
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
+def gemm_weight_bytes(llm) -> dict:
+    """Weight bytes each GEMM kernel streams in one decode step, by kernel name."""
+    out = {"linear": _nbytes(llm.model.lm_head), "linear_add": 0, "linear_swiglu": 0}
+    for layer in llm.model.layers:
+        for key, kernel in (("qkv", "linear"), ("a", "linear"), ("q_b", "linear"),
+                            ("q", "linear"), ("o", "linear_add"), ("down", "linear_add"),
+                            ("sdown", "linear_add"), ("gate", "linear_swiglu"),
+                            ("up", "linear_swiglu"), ("sgate", "linear_swiglu"),
+                            ("sup", "linear_swiglu")):
+            if key in layer:
+                out[kernel] += _nbytes(layer[key])
+    return out
+
+
+def profile_decode(llm, prompts, copy_tbs, steps=16) -> list:
+    """Each kernel's share of a decode step (CUPTI's kernel times over `steps` steps of
+    the batch), and for the GEMMs their weight bytes over their time against the copy
+    bandwidth."""
+    from torch.profiler import ProfilerActivity, profile
+    eng = llm.engine
+    for p in prompts:
+        eng.add_request(p, SamplingParams(max_new_tokens=steps + 1, ignore_eos=True))
+    eng.step()
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        while eng.has_work():
+            eng.step()
+        sync()
+    times = {}
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", None)
+        if us is None:
+            us = getattr(e, "self_cuda_time_total", 0)
+        if us > 0:
+            t = times.setdefault(e.key, [0.0, 0])
+            t[0] += us
+            t[1] += e.count
+    total = sum(t for t, _ in times.values())
+    wbytes = gemm_weight_bytes(llm)
+    rows = []
+    for name, (us, n) in sorted(times.items(), key=lambda kv: -kv[1][0]):
+        row = {"kernel": name, "us_per_step": us / steps, "launches_per_step": n / steps,
+               "share": us / total}
+        if name in wbytes and wbytes[name]:
+            row["x_copy"] = wbytes[name] / (us / steps * 1e-6) / (copy_tbs * 1e12)
+        rows.append(row)
+    return rows
+
+
+def profile_table(rows) -> str:
+    lines = ["| kernel | us / step | launches / step | share | weights x copy |",
+             "|---|---|---|---|---|"]
+    for p in rows[:25]:
+        xc = f"{p['x_copy']:.2f}" if "x_copy" in p else ""
+        lines.append(f"| {p['kernel'][:60]} | {p['us_per_step']:.1f} | "
+                     f"{p['launches_per_step']:.0f} | {p['share']:.1%} | {xc} |")
+    return "\n".join(lines)
 
 
 def table(results) -> str:
@@ -253,16 +318,22 @@ def main():
     ap.add_argument("--quick", action="store_true", help="batch 1, 16 tokens, 512-token prefill")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--results-md", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="each kernel's share of a batch-1 decode step (torch.profiler)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     device = torch.cuda.get_device_name()
-    copy_tbs = copy_bandwidth() / 1e3
+    copy_tbs = copy_bandwidth()                        # TB/s, bytes read + written
     print(f"{device}; copy bandwidth {copy_tbs:.2f} TB/s (read + write)")
     results = []
     for name in args.models.split(","):
         results.append(bench_model(name, copy.deepcopy(MODELS[name]), args, copy_tbs))
         print(json.dumps(results[-1], indent=1), flush=True)
     text = table(results)
+    for r in results:
+        if r.get("profile_b1"):
+            text += f"\n\n{r['model']}, batch-1 decode step by kernel:\n\n" + profile_table(
+                r["profile_b1"])
     print(text)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with open(os.path.join(args.out, "llm.json"), "w") as f:
