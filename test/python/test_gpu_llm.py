@@ -144,12 +144,20 @@ def test_fp32_greedy_matches_transformers(tmp_path, raw):
             out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                  max_new_tokens=32, min_new_tokens=32)
             theirs.append(out[0, len(p):].tolist())
-    del model
-    gc.collect()
-    torch.cuda.empty_cache()
     llm = LLM(str(tmp_path), dtype="float32", max_model_len=512, max_batch=4)
     ours = [o.token_ids for o in llm.generate(prompts, max_new_tokens=32, ignore_eos=True)]
-    assert ours == theirs
+    if ours != theirs:
+        # where they part, how close transformers' own top two were (a near tie that
+        # the attention kernels' tf32 products may flip, or a real difference)
+        i = next(i for i in range(len(prompts)) if ours[i] != theirs[i])
+        step = next(j for j, (a, b) in enumerate(zip(ours[i], theirs[i])) if a != b)
+        with torch.no_grad():
+            seq = torch.tensor([prompts[i] + theirs[i][:step]], device="cuda")
+            logits = model(seq).logits[0, -1]
+        top = torch.topk(logits, 2).values
+        pytest.fail(f"prompt {i} parts at step {step}: ours {ours[i][step]} (logit "
+                    f"{logits[ours[i][step]].item():.5f}), transformers {theirs[i][step]} "
+                    f"(top two {top[0].item():.5f}, {top[1].item():.5f})")
 
 
 def test_cuda_graph_decode_matches_eager(tmp_path):
