@@ -182,6 +182,17 @@ def test_sampling_through_the_engine(tmp_path):
     assert len({tuple(t) for t in hot}) > 2               # a hot temperature spreads them
 
 
+def test_stop_tokens_and_single_prompts(tmp_path):
+    llm = LLM(_model(tmp_path, "llama"), dtype="float32", device="numpy")
+    prompt = np.random.default_rng().integers(0, 300, 6)
+    first, = llm.generate(prompt, max_new_tokens=5)              # one prompt, NumPy ints
+    assert len(first.token_ids) == 5 and first.finish_reason == "length"
+    stop = first.token_ids[2]
+    cut, = llm.generate([prompt.tolist()], max_new_tokens=5, stop_token_ids=[stop])
+    n = first.token_ids.index(stop) + 1
+    assert cut.token_ids == first.token_ids[:n] and cut.finish_reason == "stop"
+
+
 def test_generate_errors(tmp_path):
     llm = LLM(_model(tmp_path, "llama"), dtype="float32", device="numpy")
     with pytest.raises(ContextLengthError, match="exceeds the context of 256"):

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Iterator, Sequence
 
 from . import config as config_mod
@@ -81,7 +82,8 @@ class LLM:
                  top_k: int | None = None, top_p: float | None = None, stop_token_ids=None,
                  ignore_eos: bool = False, progress: bool | None = None) -> list[RequestOutput]:
         """Each prompt (token ids, or text with a tokenizer) extended; one output each."""
-        single = isinstance(prompts, str) or (len(prompts) > 0 and isinstance(prompts[0], int))
+        single = isinstance(prompts, str) or (len(prompts) > 0
+                                              and isinstance(prompts[0], numbers.Integral))
         prompts = [prompts] if single else list(prompts)
         ids = [self._ids(p) for p in prompts]
         new = [[] for _ in ids]
