@@ -16,11 +16,12 @@ from tileir.llm.check import compare  # noqa: E402
 from tileir.llm.loader import Checkpoint  # noqa: E402
 
 
-def _model(tmp_path, arch, seed=None, **overrides):
+def _model(tmp_path, arch, seed=None, fused_experts=False, **overrides):
     raw = copy.deepcopy(checkpoint.TINY[arch])
     raw.update(overrides)
     seed = int(np.random.default_rng().integers(1 << 30)) if seed is None else seed
-    return checkpoint.write_random(str(tmp_path / arch), raw, seed=seed)
+    return checkpoint.write_random(str(tmp_path / arch), raw, seed=seed,
+                                   fused_experts=fused_experts)
 
 
 def _prompts(rng, lens, vocab=300):
@@ -123,8 +124,9 @@ def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank):
     assert res["tokens_agree"], res
 
 
-def test_deepseek_moe_matches_reference(tmp_path):
-    d = _model(tmp_path, "deepseek_v3")
+@pytest.mark.parametrize("fused", [False, True], ids=["per-expert", "fused-experts"])
+def test_deepseek_moe_matches_reference(tmp_path, fused):
+    d = _model(tmp_path, "deepseek_v3", fused_experts=fused)
     llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
     res = compare(llm, _prompts(np.random.default_rng(), [7, 10]), steps=4)
     assert res["max_rel_err"] < 1e-4, res

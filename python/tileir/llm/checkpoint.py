@@ -109,11 +109,32 @@ def random_weights(raw: dict, seed: int = 0, dtype=np.float32) -> dict[str, np.n
     return out
 
 
-def write_random(model_dir: str, raw: dict, seed: int = 0, dtype=np.float32) -> str:
+def fuse_experts(weights: dict, raw: dict) -> dict:
+    """transformers 5's layout of routed experts: per layer `experts.gate_up_proj`
+    (E, 2I, H), each expert's gate rows then its up rows, and `experts.down_proj`
+    (E, H, I), in place of the per-expert `experts.{e}.*_proj.weight`."""
+    cfg = config_mod.from_dict(raw)
+    out = dict(weights)
+    for i in range(cfg.num_layers):
+        if not cfg.is_moe_layer(i):
+            continue
+        p = f"model.layers.{i}.mlp.experts."
+        experts = range(cfg.n_routed_experts)
+        out[p + "gate_up_proj"] = np.stack([np.concatenate(
+            [out.pop(p + f"{e}.gate_proj.weight"), out.pop(p + f"{e}.up_proj.weight")])
+            for e in experts])
+        out[p + "down_proj"] = np.stack([out.pop(p + f"{e}.down_proj.weight") for e in experts])
+    return out
+
+
+def write_random(model_dir: str, raw: dict, seed: int = 0, dtype=np.float32,
+                 fused_experts: bool = False) -> str:
     from safetensors.numpy import save_file
     os.makedirs(model_dir, exist_ok=True)
     with open(os.path.join(model_dir, "config.json"), "w") as f:
         json.dump(raw, f, indent=1)
-    save_file(random_weights(raw, seed, dtype), os.path.join(model_dir, "model.safetensors"),
-              metadata={"format": "pt"})
+    weights = random_weights(raw, seed, dtype)
+    if fused_experts:
+        weights = fuse_experts(weights, raw)
+    save_file(weights, os.path.join(model_dir, "model.safetensors"), metadata={"format": "pt"})
     return model_dir
