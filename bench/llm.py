@@ -190,6 +190,13 @@ def bench_model(name, raw, args, copy_tbs):
         for b in batches:
             res[f"tileir_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(llm, prompts[b], new)
         res["tileir_prefill_ms"] = ours_prefill_ms(llm, long)
+        # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
+        llm.backend.fuse_norm = True
+        llm.engine.graphs.clear()
+        res["tileir_fuse_norm_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new)
+        res["tileir_fuse_norm_prefill_ms"] = ours_prefill_ms(llm, long)
+        llm.backend.fuse_norm = False
+        llm.engine.graphs.clear()
         res["tileir_cuda_graphs"] = bool(llm.engine.graphs)
         res["tileir_b1_vs_bound"] = res["tileir_b1_tok_s"] / res["bound_tok_s"]
         if args.profile:
@@ -283,6 +290,10 @@ def table(results) -> str:
             lines.append(f"| {r['model']} | prefill (ms) | {ours or 0:.1f} | "
                          f"{r['hf_eager_prefill_ms']:.1f} | | "
                          f"{(r['hf_eager_prefill_ms'] / ours) if ours else 0:.2f} (vs eager) | |")
+        if "tileir_fuse_norm_b1_tok_s" in r:
+            lines.append(f"| {r['model']} | decode b1, norms fused into GEMMs (tok/s) | "
+                         f"{r['tileir_fuse_norm_b1_tok_s']:.1f} | | | | "
+                         f"{r['tileir_fuse_norm_b1_tok_s'] / r['bound_tok_s']:.2f} |")
         lines.append(f"| {r['model']} | bound b1 (tok/s) | {r['bound_tok_s']:.1f} "
                      f"({r['weight_gb']:.2f} GB) | | | | |")
     return "\n".join(lines)

@@ -121,12 +121,14 @@ def test_bf16_logits_match_transformers(tmp_path, raw):
     gc.collect()
     torch.cuda.empty_cache()
     llm = LLM(str(tmp_path), dtype="bfloat16", max_model_len=1024, max_batch=8)
-    ours = _ours_last_logits(llm, prompts)
-    assert torch.isfinite(ours).all()
-    err, hf_err = _rel(ours, fp32), _rel(hf16, fp32)
-    assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (err, hf_err)
-    agree = (ours.argmax(-1) == fp32.argmax(-1)).float().mean().item()
-    assert agree >= 0.75, agree
+    for fuse_norm in (False, True):                   # RMSNorm apart, and inside the GEMMs
+        llm.backend.fuse_norm = fuse_norm
+        ours = _ours_last_logits(llm, prompts)
+        assert torch.isfinite(ours).all()
+        err, hf_err = _rel(ours, fp32), _rel(hf16, fp32)
+        assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (fuse_norm, err, hf_err)
+        agree = (ours.argmax(-1) == fp32.argmax(-1)).float().mean().item()
+        assert agree >= 0.75, (fuse_norm, agree)
 
 
 @pytest.mark.parametrize("raw", [LLAMA3_8B_2L, _dense_deepseek(), DEEPSEEK_V3_SMALL],

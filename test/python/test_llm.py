@@ -105,20 +105,22 @@ def test_tensor_parallel_seam_refuses_more_than_one_rank():
 
 # ---- whole models against the reference
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_llama_matches_reference(tmp_path, tied):
+@pytest.mark.parametrize("tied,fuse_norm", [(False, False), (True, True)])
+def test_llama_matches_reference(tmp_path, tied, fuse_norm):
     d = _model(tmp_path, "llama", tie_word_embeddings=tied)
-    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4,
+              fuse_norm=fuse_norm)
     res = compare(llm, _prompts(np.random.default_rng(), [9, 1, 17]), steps=5)
     assert res["max_rel_err"] < 1e-4, res
     assert res["tokens_agree"], res
 
 
-@pytest.mark.parametrize("q_lora_rank", [48, None])
-def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank):
+@pytest.mark.parametrize("q_lora_rank,fuse_norm", [(48, True), (None, False)])
+def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank, fuse_norm):
     # dense layers only (first_k_dense_replace = layers): MLA with YaRN and interleaved RoPE
     d = _model(tmp_path, "deepseek_v3", first_k_dense_replace=2, q_lora_rank=q_lora_rank)
-    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4,
+              fuse_norm=fuse_norm)
     res = compare(llm, _prompts(np.random.default_rng(), [6, 11]), steps=5)
     assert res["max_rel_err"] < 1e-4, res
     assert res["tokens_agree"], res
@@ -127,7 +129,7 @@ def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank):
 @pytest.mark.parametrize("fused", [False, True], ids=["per-expert", "fused-experts"])
 def test_deepseek_moe_matches_reference(tmp_path, fused):
     d = _model(tmp_path, "deepseek_v3", fused_experts=fused)
-    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4, fuse_norm=fused)
     res = compare(llm, _prompts(np.random.default_rng(), [7, 10]), steps=4)
     assert res["max_rel_err"] < 1e-4, res
     assert res["tokens_agree"], res

@@ -30,15 +30,21 @@ def test_linear_family(exact):
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     grid = (ct.cdiv(m, 16), ct.cdiv(n, 32))
     y = _nan((m, n))
-    ct.launch(None, grid, K.linear, (x, w[:n], y, 16, 32, 32, exact))
+    ct.launch(None, grid, K.linear, (x, x, 0.0, w[:n], y, 16, 32, 32, exact, False))
     np.testing.assert_allclose(y, x64 @ w64[:n].T, rtol=1e-4, atol=1e-4)
+    g = rng.standard_normal(k).astype(np.float32)
+    xn = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-5) * g
+    y = _nan((m, n))
+    ct.launch(None, grid, K.linear, (x, g, 1e-5, w[:n], y, 16, 32, 32, exact, True))
+    np.testing.assert_allclose(y, xn @ w64[:n].T, rtol=1e-4, atol=1e-4)
     res = r.copy()
     ct.launch(None, grid, K.linear_add, (x, w[:n], res, res, 16, 32, 32, exact))
     np.testing.assert_allclose(res, r + x64 @ w64[:n].T, rtol=1e-4, atol=1e-4)
     y = _nan((m, n))
-    ct.launch(None, grid, K.linear_swiglu, (x, w[:n], w[n:], y, 16, 32, 32, exact))
-    g, u = x64 @ w64[:n].T, x64 @ w64[n:].T
-    np.testing.assert_allclose(y, g / (1 + np.exp(-g)) * u, rtol=1e-4, atol=1e-4)
+    ct.launch(None, grid, K.linear_swiglu, (x, g, 1e-5, w[:n], w[n:], y, 16, 32, 32, exact,
+                                            True))
+    gt, u = xn @ w64[:n].T, xn @ w64[n:].T
+    np.testing.assert_allclose(y, gt / (1 + np.exp(-gt)) * u, rtol=1e-4, atol=1e-4)
 
 
 def test_head_linear():
@@ -127,10 +133,13 @@ def _bf(*shape):
 
 
 @pytest.mark.parametrize("name,kernel,args,grid", [
-    ("qkv decode", K.linear, (_bf(1, 4096), _bf(6144, 4096), _bf(1, 6144), 128, 128, 64, False),
-     (1, 48, 1)),
-    ("gate/up decode", K.linear_swiglu, (_bf(1, 4096), _bf(14336, 4096), _bf(14336, 4096),
-                                         _bf(1, 14336), 128, 64, 64, False), (1, 224, 1)),
+    ("qkv decode", K.linear, (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(6144, 4096), _bf(1, 6144),
+                              128, 128, 64, False, False), (1, 48, 1)),
+    ("qkv decode, norm fused", K.linear, (_bf(1, 4096), _bf(4096), 1e-5, _bf(6144, 4096),
+                                          _bf(1, 6144), 128, 128, 64, False, True), (1, 48, 1)),
+    ("gate/up decode", K.linear_swiglu, (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(14336, 4096),
+                                         _bf(14336, 4096), _bf(1, 14336), 128, 64, 64, False,
+                                         False), (1, 224, 1)),
     ("down + residual, 64 rows", K.linear_add, (_bf(64, 14336), _bf(4096, 14336), _bf(64, 4096),
                                                 _bf(64, 4096), 128, 128, 64, False), (1, 32, 1)),
 ])
@@ -157,7 +166,7 @@ def test_generated_gemm_epilogues_in_the_simulator():
     simulate(K.linear_add.compile(args, stage="gpu", target="sm_90a"), (1, 1, 1), args)
     assert np.abs(r.astype(np.float64) - ref).max() / np.abs(ref).max() < 1e-2
     y = np.full((m, n), np.nan, bf)
-    args = (x, w[:n], w[n:], y, 128, 64, 64, False)
+    args = (x, x, 0.0, w[:n], w[n:], y, 128, 64, 64, False, False)
     simulate(K.linear_swiglu.compile(args, stage="gpu", target="sm_90a"), (1, 2, 1), args)
     g, u = x64 @ w64[:n].T, x64 @ w64[n:].T
     ref = g / (1 + np.exp(-g)) * u

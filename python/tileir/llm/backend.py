@@ -41,13 +41,14 @@ def _tile(n: int, cap: int) -> int:
 
 
 class Backend:
-    def __init__(self, device: str = "numpy", dtype: str = "float32"):
+    def __init__(self, device: str = "numpy", dtype: str = "float32", fuse_norm: bool = False):
         if device not in ("numpy", "cuda"):
             raise ValueError(f"device must be 'numpy' or 'cuda', got {device!r}")
         if dtype not in ("float32", "bfloat16"):
             raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
         self.device, self.dtype_name = device, dtype
         self.exact = dtype == "float32"          # f32 GEMMs on the FMA units, not as tf32
+        self.fuse_norm = fuse_norm                # RMSNorm inside the GEMM that reads it
         if device == "cuda":
             import torch
             if not torch.cuda.is_available():
@@ -141,24 +142,31 @@ class Backend:
             return 16, 32, 16
         return 128, 128 // accumulators, 64
 
-    def linear(self, x, w, out=None, residual=None):
-        """x @ w^T; with residual, residual += x @ w^T in the GEMM's epilogue."""
+    def linear(self, x, w, out=None, residual=None, norm=None):
+        """x @ w^T; with residual, residual += x @ w^T in the GEMM's epilogue; with
+        norm = (g, eps), RMSNorm(x) * g @ w^T."""
         m, n = x.shape[0], w.shape[0]
         bm, bn, bk = self._gemm_tiles(m, n)
         grid = (ct.cdiv(m, bm), ct.cdiv(n, bn))
         if residual is not None:
+            if norm is not None:
+                raise ValueError("a residual GEMM takes no fused norm")
             self._launch(grid, K.linear_add, (x, w, residual, residual, bm, bn, bk, self.exact))
             return residual
         out = self.empty((m, n)) if out is None else out
-        self._launch(grid, K.linear, (x, w, out, bm, bn, bk, self.exact))
+        g, eps = norm if norm is not None else (x, 0.0)
+        self._launch(grid, K.linear, (x, g, float(eps), w, out, bm, bn, bk, self.exact,
+                                      norm is not None))
         return out
 
-    def linear_swiglu(self, x, w_gate, w_up, out=None):
+    def linear_swiglu(self, x, w_gate, w_up, out=None, norm=None):
         m, n = x.shape[0], w_gate.shape[0]
         bm, bn, bk = self._gemm_tiles(m, n, accumulators=2)
         out = self.empty((m, n)) if out is None else out
+        g, eps = norm if norm is not None else (x, 0.0)
         self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), K.linear_swiglu,
-                     (x, w_gate, w_up, out, bm, bn, bk, self.exact))
+                     (x, g, float(eps), w_gate, w_up, out, bm, bn, bk, self.exact,
+                      norm is not None))
         return out
 
     def head_linear(self, x, w, out=None):

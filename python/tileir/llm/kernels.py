@@ -10,6 +10,8 @@ loads and stores, f32 math, a cast on the way out.
   epilogue (`linear_add`, in place: y may be r), or SwiGLU's silu(x @ Wg^T) * (x @ Wu^T)
   from two accumulators (`linear_swiglu`); EXACT sums f32 products on the FMA units
   instead of the tensor cores (which take f32 as tf32): the float32 mode's GEMMs;
+  NORM applies RMSNorm with weight g to x's rows on the way in (the norm's launch and
+  its output's round trip saved; its rows read twice);
 - `head_linear`: one weight per head, y[t, h] = x[t, h] @ W[h]^T (MLA's absorbed
   W_UK and W_UV);
 - `add`: y += x;
@@ -36,11 +38,25 @@ def embedding(ids, table, out, TILE: ct.Constant[int]):
 
 
 @ct.function
-def _product(x, w, i, j, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
-             EXACT: ct.Constant[bool]):
+def _product(x, g, eps, w, i, j, BM: ct.Constant[int], BN: ct.Constant[int],
+             BK: ct.Constant[int], EXACT: ct.Constant[bool], NORM: ct.Constant[bool]):
+    """x @ w^T for rows i, columns j; with NORM, RMSNorm(x) * g in place of x (a first pass
+    over the rows' K tiles for their mean square)."""
+    nt = ct.num_tiles(x, axis=1, shape=(BM, BK))
+    if NORM:
+        ss = ct.zeros((BM, 1), dtype=ct.float32)
+        for k in range(nt):
+            a = ct.astype(ct.load(x, index=(i, k), shape=(BM, BK), padding_mode=ZERO),
+                          ct.float32)
+            ss = ss + ct.sum(a * a, axis=1, keepdims=True)
+        inv = ct.rsqrt(ss / x.shape[1] + eps)
     acc = ct.zeros((BM, BN), dtype=ct.float32)
-    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
+    for k in range(nt):
         a = ct.load(x, index=(i, k), shape=(BM, BK), padding_mode=ZERO)
+        if NORM:
+            gk = ct.astype(ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO), ct.float32)
+            # rounded to x's dtype as the separate norm's output would be
+            a = ct.astype(ct.astype(a, ct.float32) * inv * ct.reshape(gk, (1, BK)), x.dtype)
         b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
         if EXACT:
             prod = ct.reshape(ct.astype(a, ct.float32), (BM, 1, BK)) \
@@ -52,11 +68,11 @@ def _product(x, w, i, j, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Cons
 
 
 @ct.kernel
-def linear(x, w, y, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
-           EXACT: ct.Constant[bool]):
+def linear(x, g, eps, w, y, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+           EXACT: ct.Constant[bool], NORM: ct.Constant[bool]):
     i = ct.bid(0)
     j = ct.bid(1)
-    acc = _product(x, w, i, j, BM, BN, BK, EXACT)
+    acc = _product(x, g, eps, w, i, j, BM, BN, BK, EXACT, NORM)
     ct.store(y, index=(i, j), tile=ct.astype(acc, y.dtype))
 
 
@@ -65,22 +81,22 @@ def linear_add(x, w, r, y, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Co
                EXACT: ct.Constant[bool]):
     i = ct.bid(0)
     j = ct.bid(1)
-    acc = _product(x, w, i, j, BM, BN, BK, EXACT)
+    acc = _product(x, x, 0.0, w, i, j, BM, BN, BK, EXACT, False)
     res = ct.load(r, index=(i, j), shape=(BM, BN), padding_mode=ZERO)
     ct.store(y, index=(i, j), tile=ct.astype(acc + ct.astype(res, ct.float32), y.dtype))
 
 
 @ct.kernel
-def linear_swiglu(x, wg, wu, y, BM: ct.Constant[int], BN: ct.Constant[int],
-                  BK: ct.Constant[int], EXACT: ct.Constant[bool]):
+def linear_swiglu(x, g, eps, wg, wu, y, BM: ct.Constant[int], BN: ct.Constant[int],
+                  BK: ct.Constant[int], EXACT: ct.Constant[bool], NORM: ct.Constant[bool]):
     i = ct.bid(0)
     j = ct.bid(1)
-    g = _product(x, wg, i, j, BM, BN, BK, EXACT)
-    u = _product(x, wu, i, j, BM, BN, BK, EXACT)
+    gate = _product(x, g, eps, wg, i, j, BM, BN, BK, EXACT, NORM)
+    up = _product(x, g, eps, wu, i, j, BM, BN, BK, EXACT, NORM)
     # transformers rounds each projection to the activation dtype before silu(g) * u
-    g = ct.astype(ct.astype(g, y.dtype), ct.float32)
-    u = ct.astype(ct.astype(u, y.dtype), ct.float32)
-    ct.store(y, index=(i, j), tile=ct.astype(g / (1.0 + ct.exp(-g)) * u, y.dtype))
+    gate = ct.astype(ct.astype(gate, y.dtype), ct.float32)
+    up = ct.astype(ct.astype(up, y.dtype), ct.float32)
+    ct.store(y, index=(i, j), tile=ct.astype(gate / (1.0 + ct.exp(-gate)) * up, y.dtype))
 
 
 @ct.kernel

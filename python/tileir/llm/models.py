@@ -100,28 +100,37 @@ class Model:
         """A checkpoint tensor as stored (NumPy or torch), to be rearranged before upload."""
         return self.ckpt.get(name)
 
+    def normed(self, x, g, fuse: bool = True):
+        """(input, norm) for the GEMM that reads RMSNorm(x) * g: x and (g, eps) when the
+        backend fuses norms into GEMMs, else the norm's output and None."""
+        eps = self.cfg.rms_norm_eps
+        if fuse and self.be.fuse_norm:
+            return x, (g, eps)
+        return self.be.rmsnorm(x, g, eps), None
+
     def logits(self, residual, batch: Batch):
         be = self.be
         rows = be.embedding(batch.last_rows, residual)       # the last token of each sequence
-        x = be.rmsnorm(rows, self.norm, self.cfg.rms_norm_eps)
+        x, norm = self.normed(rows, self.norm)
         out = be.empty((x.shape[0], self.lm_head.shape[0]), be.float32)
-        return self.shard.all_gather(be.linear(x, self.lm_head, out=out))
+        return self.shard.all_gather(be.linear(x, self.lm_head, out=out, norm=norm))
 
-    def mlp(self, x, residual, gate, up, down):
-        a = self.be.linear_swiglu(x, gate, up)
+    def mlp(self, x, norm, residual, gate, up, down):
+        a = self.be.linear_swiglu(x, gate, up, norm=norm)
         self.be.linear(a, down, residual=residual)
 
     def forward(self, batch: Batch):
-        be, cfg = self.be, self.cfg
+        be = self.be
         residual = be.embedding(batch.ids, self.embed)
         for i, layer in enumerate(self.layers):
-            x = be.rmsnorm(residual, layer["ln1"], cfg.rms_norm_eps)
-            self.attention(i, layer, x, residual, batch)
-            x = be.rmsnorm(residual, layer["ln2"], cfg.rms_norm_eps)
-            if "router" in layer:
+            x, norm = self.normed(residual, layer["ln1"])
+            self.attention(i, layer, x, norm, residual, batch)
+            if "router" in layer:                # route and experts read the normed rows
+                x, _ = self.normed(residual, layer["ln2"], fuse=False)
                 self.moe(layer, x, residual)
             else:
-                self.mlp(x, residual, layer["gate"], layer["up"], layer["down"])
+                x, norm = self.normed(residual, layer["ln2"])
+                self.mlp(x, norm, residual, layer["gate"], layer["up"], layer["down"])
         return self.logits(residual, batch)
 
 
@@ -151,10 +160,10 @@ class Llama(Model):
         shape = (num_pages, page, 2 * self.hkv, self.cfg.head_dim)
         self.caches = [self.be.zeros(shape) for _ in self.layers]
 
-    def attention(self, i, layer, x, residual, batch):
+    def attention(self, i, layer, x, norm, residual, batch):
         be, d, hq, hkv = self.be, self.cfg.head_dim, self.hq, self.hkv
         t = x.shape[0]
-        qkv = be.linear(x, layer["qkv"])
+        qkv = be.linear(x, layer["qkv"], norm=norm)
         heads = qkv.reshape(t, hq + 2 * hkv, d)
         be.rope(heads[:, :hq + hkv], self.cos, self.sin, batch.positions)   # q and k at once
         q, k, v = heads[:, :hq], heads[:, hq:hq + hkv], heads[:, hq + hkv:]
@@ -255,17 +264,17 @@ class DeepseekV3(Model):
         width = self.cfg.kv_lora_rank + self.cfg.qk_rope_head_dim
         self.caches = [self.be.zeros((num_pages, page, width)) for _ in self.layers]
 
-    def attention(self, i, layer, x, residual, batch):
+    def attention(self, i, layer, x, norm, residual, batch):
         be, cfg = self.be, self.cfg
         t, h = x.shape[0], self.heads
         nope, rp, r = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank
-        a = be.linear(x, layer["a"])
+        a = be.linear(x, layer["a"], norm=norm)
         if cfg.q_lora_rank:
-            qa = be.rmsnorm(a[:, :cfg.q_lora_rank], layer["q_a_ln"], cfg.rms_norm_eps)
-            q = be.linear(qa, layer["q_b"])
+            qa, qnorm = self.normed(a[:, :cfg.q_lora_rank], layer["q_a_ln"])
+            q = be.linear(qa, layer["q_b"], norm=qnorm)
             latent = a[:, cfg.q_lora_rank:]
         else:
-            q = be.linear(x, layer["q"])
+            q = be.linear(x, layer["q"], norm=norm)
             latent = a
         q = q.reshape(t, h, nope + rp)
         be.rmsnorm(latent[:, :r], layer["kv_a_ln"], cfg.rms_norm_eps, out=latent[:, :r])
@@ -301,7 +310,7 @@ class DeepseekV3(Model):
                                     norm_topk_prob=cfg.norm_topk_prob)
         routed = be.moe_experts(x, ids, weights, layer["w_gate_up"], layer["w_down"])
         be.add_(routed, residual)
-        self.mlp(x, residual, layer["sgate"], layer["sup"], layer["sdown"])
+        self.mlp(x, None, residual, layer["sgate"], layer["sup"], layer["sdown"])
 
 
 ARCHS = {"llama": Llama, "deepseek_v3": DeepseekV3}
