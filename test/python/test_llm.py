@@ -219,6 +219,10 @@ def test_cli_random_check_generate(tmp_path, capsys):
     main(["generate", d, "--dtype", "float32", "--device", "numpy", "--ids", "1,2,3",
           "--max-new-tokens", "3"])
     assert len(capsys.readouterr().out.split()) == 3
+    main(["bench", d, "--dtype", "float32", "--device", "numpy", "--batch", "2",
+          "--prompt-len", "5", "--new-tokens", "3", "--fuse-norm"])
+    res = json.loads(capsys.readouterr().out)
+    assert res["batch"] == 2 and res["decode_tok_s"] > 0 and res["prefill_tok_s"] > 0
     with pytest.raises(SystemExit, match="exceeds the context"):
         main(["generate", d, "--device", "numpy", "--dtype", "float32", "--ids", "1",
               "--max-new-tokens", "999"])

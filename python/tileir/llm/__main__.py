@@ -17,12 +17,16 @@ def _common(p):
                    help="default: cuda when torch sees a GPU, else the NumPy interpreter")
     p.add_argument("--page-size", type=int, default=16)
     p.add_argument("--no-cuda-graphs", action="store_true")
+    p.add_argument("--fuse-norm", action="store_true",
+                   help="each RMSNorm inside the GEMM that reads it")
+    p.add_argument("--max-model-len", type=int, default=None)
 
 
 def _llm(args, **kw):
     from . import LLM
     return LLM(args.model_dir, dtype=args.dtype, device=args.device, page_size=args.page_size,
-               cuda_graphs=not args.no_cuda_graphs, **kw)
+               cuda_graphs=not args.no_cuda_graphs, fuse_norm=args.fuse_norm,
+               max_model_len=args.max_model_len, **kw)
 
 
 def generate(args):
