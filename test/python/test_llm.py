@@ -115,12 +115,16 @@ def test_llama_matches_reference(tmp_path, tied, fuse_norm):
     assert res["tokens_agree"], res
 
 
-@pytest.mark.parametrize("q_lora_rank,fuse_norm", [(48, True), (None, False)])
-def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank, fuse_norm):
-    # dense layers only (first_k_dense_replace = layers): MLA with YaRN and interleaved RoPE
+@pytest.mark.parametrize("q_lora_rank,fuse_norm,prompts", [(48, True, "expanded"),
+                                                           (None, False, "absorbed")])
+def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank, fuse_norm, prompts):
+    """Dense layers only (first_k_dense_replace = layers): MLA with YaRN and interleaved
+    RoPE; prompts in the expanded form on the varlen kernel, or (without it) absorbed."""
     d = _model(tmp_path, "deepseek_v3", first_k_dense_replace=2, q_lora_rank=q_lora_rank)
     llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4,
               fuse_norm=fuse_norm)
+    if prompts == "absorbed":
+        llm.backend.flash_varlen = None
     res = compare(llm, _prompts(np.random.default_rng(), [6, 11]), steps=5)
     assert res["max_rel_err"] < 1e-4, res
     assert res["tokens_agree"], res
@@ -135,13 +139,17 @@ def test_deepseek_moe_matches_reference(tmp_path, fused):
     assert res["tokens_agree"], res
 
 
-def test_deepseek_mla_on_the_mla_decode_kernel(tmp_path):
-    """DeepSeek-V3's own latent widths (512 + 64) and 64 heads take mla_decode, prompts
-    through it 8 tokens a call (20 tokens: chunks of 8, 8, 4)."""
+@pytest.mark.parametrize("prompts", ["expanded", "absorbed"])
+def test_deepseek_mla_on_the_mla_decode_kernel(tmp_path, prompts):
+    """DeepSeek-V3's own latent widths (512 + 64) and 64 heads take mla_decode for decode;
+    prompts in the expanded form (q/k 16 + 64 and v 16 padded to 128) on the varlen
+    kernel, or absorbed through mla_decode 8 tokens a call (20 tokens: 8, 8, 4)."""
     d = _model(tmp_path, "deepseek_v3", first_k_dense_replace=1, num_hidden_layers=1,
                num_attention_heads=64, num_key_value_heads=64, kv_lora_rank=512,
                qk_rope_head_dim=64, qk_nope_head_dim=16, v_head_dim=16, q_lora_rank=None)
     llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
+    if prompts == "absorbed":
+        llm.backend.flash_varlen = None
     assert llm.engine._paged_kernels_installed()
     res = compare(llm, _prompts(np.random.default_rng(), [20, 3]), steps=3)
     assert res["max_rel_err"] < 1e-4, res

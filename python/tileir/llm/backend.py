@@ -127,6 +127,12 @@ class Backend:
                      (gate, up, out, tile))
         return out
 
+    def copy_heads(self, src, dst):
+        """dst (T, H, w) = src (T, H or 1, w), views both."""
+        self._launch((dst.shape[0],), K.copy_heads,
+                     (src, dst, next_pow2(dst.shape[1]), next_pow2(dst.shape[2])))
+        return dst
+
     def rope(self, x, cos, sin, positions, out=None):
         """x (T, H, 2 * HALF) rotated at positions; out may be x."""
         out = x if out is None else out

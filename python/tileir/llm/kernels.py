@@ -16,6 +16,8 @@ loads and stores, f32 math, a cast on the way out.
   W_UK and W_UV);
 - `add`: y += x;
 - `rope`: rotary embedding at each token's position, cos and sin read from a table;
+- `copy_heads`: (T, H, w) rows copied between views (a one-head source broadcast):
+  MLA's expanded prompt form assembles its padded q, k and v with it;
 - `write_slots`: rows written into a paged cache at their slots (page * PAGE + offset);
 - `gather_pages`: one sequence's pages copied out of a paged cache into rows;
 - `argmax_rows`, `sample_rows`: greedy, and temperature / top-k / top-p sampling by
@@ -141,6 +143,19 @@ def rope(x, out, cos, sin, positions, HEADS: ct.Constant[int], HALF: ct.Constant
     s = ct.reshape(ct.load(sin, index=(p, 0), shape=(1, HALF)), (1, 1, HALF))
     ct.store(out, index=(t, 0, 0), tile=ct.astype(x1 * c - x2 * s, out.dtype))
     ct.store(out, index=(t, 0, 1), tile=ct.astype(x2 * c + x1 * s, out.dtype))
+
+
+@ct.kernel
+def copy_heads(src, dst, HEADS: ct.Constant[int], W: ct.Constant[int]):
+    """dst[t] = src[t] for (T, H, w) views (H, w at most HEADS, W); a source of one head
+    is broadcast to all of dst's."""
+    t = ct.bid(0)
+    if src.shape[1] == 1:
+        row = ct.load(src, index=(t, 0, 0), shape=(1, 1, W), padding_mode=ZERO)
+        tile = ct.broadcast_to(row, (1, HEADS, W))
+    else:
+        tile = ct.load(src, index=(t, 0, 0), shape=(1, HEADS, W), padding_mode=ZERO)
+    ct.store(dst, index=(t, 0, 0), tile=ct.astype(tile, dst.dtype))
 
 
 @ct.kernel

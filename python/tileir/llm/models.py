@@ -181,6 +181,10 @@ class Llama(Model):
         self.shard.all_reduce(residual)
 
 
+def _pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
 def _deinterleave(n: int) -> np.ndarray:
     """transformers' rope_interleave reads a head's rotary dims as pairs (0, 1), (2, 3)
     ...; putting the evens first and the odds after makes them the rotate-half form."""
@@ -210,6 +214,7 @@ class DeepseekV3(Model):
             "kv_a_ln": self.w(a + "kv_a_layernorm.weight"),
             "w_uk_t": self.be.asarray(_perm(kvb[:, :nope], (0, 2, 1))),
             "w_uv": self.be.asarray(_perm(kvb[:, nope:], (0, 1, 2))),
+            "kv_b": self.be.asarray(kvb.reshape(-1, r)),
             "o": self.w(a + "o_proj.weight", sh.row),
         }
         if cfg.q_lora_rank:
@@ -281,25 +286,58 @@ class DeepseekV3(Model):
         be.rope(latent[:, r:].reshape(t, 1, rp), self.cos, self.sin, batch.positions)
         cache = self.caches[i]
         be.write_slots(latent, cache, batch.slots)
-        # absorbed form: q_abs = [q_nope @ W_UK, rope(q_rope)] against [c_kv, k_rope]
+        if batch.prefill and be.varlen_ok(_pow2(max(nope + rp, cfg.v_head_dim))):
+            o = self.expanded_prefill(layer, q, latent, batch)
+        else:
+            o = self.absorbed(layer, q, cache, batch)
+        be.linear(o.reshape(t, -1), layer["o"], residual=residual)
+        self.shard.all_reduce(residual)
+
+    def absorbed(self, layer, q, cache, batch):
+        """Attention in the absorbed form: q_abs = [q_nope @ W_UK, rope(q_rope)] against the
+        latent rows [c_kv, k_rope], the output's latents through W_UV; (T, H, v)."""
+        be, cfg = self.be, self.cfg
+        t, h = q.shape[0], self.heads
+        nope, rp, r = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank
         q_abs = be.empty((t, h, r + rp))
         be.head_linear(q[:, :, :nope], layer["w_uk_t"], out=q_abs[:, :, :r])
         be.rope(q[:, :, nope:], self.cos, self.sin, batch.positions, out=q_abs[:, :, r:])
-        if batch.prefill:
-            o = be.empty((t, h, cfg.v_head_dim))
-            cu = batch.cu_seqlens
-            for b in range(len(cu) - 1):
-                lo, n = cu[b], cu[b + 1] - cu[b]
-                lat = be.mla_attention(q_abs[lo:lo + n].reshape(1, n, h, r + rp), cache,
-                                       batch.block_table[b:b + 1], batch.seq_lens[b:b + 1],
-                                       [n], self.scale, r)
-                be.head_linear(lat.reshape(n, h, r), layer["w_uv"], out=o[lo:lo + n])
-        else:
+        if not batch.prefill:
             lat = be.mla_attention(q_abs.reshape(t, 1, h, r + rp), cache, batch.block_table,
                                    batch.seq_lens, batch.host_seq_lens, self.scale, r)
-            o = be.head_linear(lat.reshape(t, h, r), layer["w_uv"])
-        be.linear(o.reshape(t, -1), layer["o"], residual=residual)
-        self.shard.all_reduce(residual)
+            return be.head_linear(lat.reshape(t, h, r), layer["w_uv"])
+        o = be.empty((t, h, cfg.v_head_dim))
+        cu = batch.cu_seqlens
+        for b in range(len(cu) - 1):
+            lo, n = cu[b], cu[b + 1] - cu[b]
+            lat = be.mla_attention(q_abs[lo:lo + n].reshape(1, n, h, r + rp), cache,
+                                   batch.block_table[b:b + 1], batch.seq_lens[b:b + 1],
+                                   [n], self.scale, r)
+            be.head_linear(lat.reshape(n, h, r), layer["w_uv"], out=o[lo:lo + n])
+        return o
+
+    def expanded_prefill(self, layer, q, latent, batch):
+        """A prompt's attention in FlashAttention's form: keys and values expanded per head
+        from the latent (k_nope = c_kv W_UK, v = c_kv W_UV), q and k padded with zeros to
+        one power-of-two head dim D (192 -> 256: the zeros add nothing to q . k), v to D
+        too (the varlen kernel takes one head dim; its extra output columns are dropped),
+        then flash_attention_varlen; (T, H, v)."""
+        be, cfg = self.be, self.cfg
+        t, h = q.shape[0], self.heads
+        nope, rp, r, vd = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank, \
+            cfg.v_head_dim
+        d = _pow2(max(nope + rp, vd))
+        be.rope(q[:, :, nope:], self.cos, self.sin, batch.positions)
+        kv = be.linear(latent[:, :r], layer["kv_b"]).reshape(t, h, nope + vd)
+        qf, kf, vf = (be.zeros((t, h, d)) for _ in range(3))
+        be.copy_heads(q, qf[:, :, :nope + rp])
+        be.copy_heads(kv[:, :, :nope], kf[:, :, :nope])
+        be.copy_heads(latent[:, r:].reshape(t, 1, rp), kf[:, :, nope:nope + rp])
+        be.copy_heads(kv[:, :, nope:], vf[:, :, :vd])
+        cu = batch.cu_seqlens
+        lens = [cu[j + 1] - cu[j] for j in range(len(cu) - 1)]
+        of = be.attention_prefill(qf, kf, vf, cu, lens, self.scale)
+        return be.copy_heads(of[:, :, :vd], be.empty((t, h, vd)))
 
     def moe(self, layer, x, residual):
         be, cfg = self.be, self.cfg
