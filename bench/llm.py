@@ -158,7 +158,7 @@ def bench_model(name, raw, args, copy_tbs):
     with tempfile.TemporaryDirectory() as d:
         model = hf_model(raw, d)
         wbytes = weight_bytes(model)
-        bound_step_s = wbytes / (copy_tbs * 1e12)        # as the issue sets it: 16.06 GB / 4.23 TB/s
+        bound_step_s = wbytes / (copy_tbs * 1e12)        # as the issue: 16.06 GB / 4.23 TB/s
         res.update(weight_gb=wbytes / 1e9, bound_tok_s=1 / bound_step_s)
         new = 16 if args.quick else NEW
         batches = (1,) if args.quick else (1, 64)

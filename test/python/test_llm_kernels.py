@@ -53,7 +53,8 @@ def test_head_linear():
     x = rng.standard_normal((t, h, 40)).astype(np.float32)[:, :, 3:3 + k]   # a strided view
     w = rng.standard_normal((h, n, k)).astype(np.float32)
     y = _nan((t, h, n))
-    ct.launch(None, (ct.cdiv(t, 16), h, ct.cdiv(n, 16)), K.head_linear, (x, w, y, 16, 16, 16, False))
+    ct.launch(None, (ct.cdiv(t, 16), h, ct.cdiv(n, 16)), K.head_linear,
+              (x, w, y, 16, 16, 16, False))
     np.testing.assert_allclose(y, np.einsum("thk,hnk->thn", x.astype(np.float64), w),
                                rtol=1e-4, atol=1e-4)
 

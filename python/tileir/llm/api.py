@@ -42,8 +42,9 @@ class LLM:
     device: "cuda" (torch tensors on the GPU) or "numpy" (the interpreter); by default
     the GPU when torch sees one.  weights: tensors by checkpoint name in place of the
     directory's safetensors (`loader.DictCheckpoint`).  fuse_norm: RMSNorm inside the
-    GEMM that reads it (one launch less a norm; off until measured on the GPU).  Other keywords go to `Engine` (page_size, num_pages,
-    max_batch, max_model_len, max_prefill_tokens, cuda_graphs, seed).
+    GEMM that reads it (one launch less a norm; off until measured on the GPU).  Other
+    keywords go to `Engine` (page_size, num_pages, max_batch, max_model_len,
+    max_prefill_tokens, cuda_graphs, seed, cache_memory_fraction).
     """
 
     def __init__(self, model_dir: str, dtype: str = "bfloat16", device: str | None = None,

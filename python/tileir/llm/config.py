@@ -27,7 +27,7 @@ class ModelConfig:
     num_layers: int
     num_heads: int
     num_kv_heads: int
-    head_dim: int                   # Llama's q/k/v head dim; DeepSeek: qk_rope_head_dim (RoPE's dim)
+    head_dim: int                   # Llama's q/k/v head dim; DeepSeek: qk_rope_head_dim (RoPE)
     intermediate_size: int
     rms_norm_eps: float
     max_position_embeddings: int
