@@ -38,6 +38,14 @@ def test_config_reads_both_rope_spellings():
     assert old.rope == new.rope and old.rope["rope_type"] == "llama3"
 
 
+def test_stop_tokens_from_both_configs(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({**checkpoint.TINY["llama"],
+                                                      "eos_token_id": 7}))
+    assert config.load(str(tmp_path)).eos_token_ids == (7,)
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [7, 9]}))
+    assert config.load(str(tmp_path)).eos_token_ids == (7, 9)
+
+
 def test_llama3_frequencies():
     cfg = config.from_dict({**checkpoint.TINY["llama"], "rope_theta": 500000.0, "rope_scaling": {
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,

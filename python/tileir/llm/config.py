@@ -123,4 +123,12 @@ def load(model_dir: str) -> ModelConfig:
         raise ModelDirError(f"{model_dir!r} has no config.json (a Hugging Face model directory "
                             "holds config.json and *.safetensors)")
     with open(path) as f:
-        return from_dict(json.load(f), where=path)
+        raw = json.load(f)
+    # generation_config.json's stop tokens (Llama-3-Instruct's <|eot_id|>) join config's
+    gen = os.path.join(model_dir, "generation_config.json")
+    if os.path.isfile(gen):
+        with open(gen) as f:
+            extra = _eos(json.load(f))
+        if extra:
+            raw = dict(raw, eos_token_id=sorted(set(_eos(raw)) | set(extra)))
+    return from_dict(raw, where=path)
