@@ -190,6 +190,26 @@ def test_continuous_batching_and_preemption(tmp_path):
     assert len(eng.pool.free) == 3                        # every page back
 
 
+def test_preemption_of_a_request_later_in_the_batch(tmp_path):
+    """Three running, the pool dry: the oldest needs a page, the newest gives its pages
+    back and waits; the step decodes the other two and the newest resumes later."""
+    d = _model(tmp_path, "llama")
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=3, num_pages=4)
+    eng, rng = llm.engine, np.random.default_rng()
+    prompts, lengths = _prompts(rng, [14, 3, 5]), [6, 10, 20]
+    ids = [eng.add_request(p, SamplingParams(max_new_tokens=n, ignore_eos=True))
+           for p, n in zip(prompts, lengths)]
+    got = {i: [] for i in ids}
+    while eng.has_work():
+        for req, tok in eng.step():
+            got[req.id].append(tok)
+        held = sum(len(r.pages) for r in eng.running + eng.waiting)
+        assert held + len(eng.pool.free) == 3                   # no page lost or shared
+        assert all(not r.pages for r in eng.waiting)            # waiting requests hold none
+    for i, p, n in zip(ids, prompts, lengths):
+        assert got[i] == reference.greedy(llm.cfg, llm.ckpt, p, n)
+
+
 def test_sampling_through_the_engine(tmp_path):
     d = _model(tmp_path, "llama")
     llm = LLM(d, dtype="float32", device="numpy", page_size=16, seed=3)

@@ -229,6 +229,8 @@ class Engine:
         """Pages for each running request's next token; when the pool runs dry the
         newest requests go back to waiting (their cache is recomputed on re-admission)."""
         for req in list(self.running):
+            if req not in self.running:                  # pre-empted for an older one
+                continue
             while not self.pool.grow(req, req.length):
                 victim = self.running.pop()
                 self.pool.release(victim)
