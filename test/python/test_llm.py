@@ -123,15 +123,16 @@ def test_llama_matches_reference(tmp_path, tied, fuse_norm):
     assert res["tokens_agree"], res
 
 
-@pytest.mark.parametrize("q_lora_rank,fuse_norm,prompts", [(48, True, "expanded"),
-                                                           (None, False, "absorbed")])
+@pytest.mark.parametrize("q_lora_rank,fuse_norm,prompts", [(48, True, "varlen"),
+                                                           (None, False, "dense")])
 def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank, fuse_norm, prompts):
     """Dense layers only (first_k_dense_replace = layers): MLA with YaRN and interleaved
-    RoPE; prompts in the expanded form on the varlen kernel, or (without it) absorbed."""
+    RoPE at widths mla_decode does not take: prompts expanded on the varlen kernel (or,
+    without it, the dense one), decode expanded over the gathered latent rows."""
     d = _model(tmp_path, "deepseek_v3", first_k_dense_replace=2, q_lora_rank=q_lora_rank)
     llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4,
               fuse_norm=fuse_norm)
-    if prompts == "absorbed":
+    if prompts == "dense":
         llm.backend.flash_varlen = None
     res = compare(llm, _prompts(np.random.default_rng(), [6, 11]), steps=5)
     assert res["max_rel_err"] < 1e-4, res

@@ -212,8 +212,14 @@ class Backend:
         return x.transpose(1, 0, 2)[None]
 
     # ---- attention: the attention branches' kernels where their shapes allow
+    def _tiles_fit(self) -> bool:
+        # the varlen and MLA kernels size their tiles for 16-bit types: float32 ones pass
+        # the GPU's shared memory (the interpreter has no such limit)
+        return self.torch is None or self.dtype_name != "float32"
+
     def varlen_ok(self, d: int) -> bool:
-        return self.flash_varlen is not None and 16 <= d <= 256 and d & (d - 1) == 0
+        return (self.flash_varlen is not None and 16 <= d <= 256 and d & (d - 1) == 0
+                and self._tiles_fit())
 
     def paged_ok(self, page: int) -> bool:
         return self.paged_decode is not None and page >= 16 and page & (page - 1) == 0
@@ -221,7 +227,7 @@ class Backend:
     def mla_ok(self, heads: int, width: int, page: int) -> bool:
         # mla_decode is DeepSeek-V3's: a 512 + 64 latent row, heads in blocks of 64
         return (self.mla_decode is not None and width == 576 and heads % 64 == 0
-                and page >= 16 and page & (page - 1) == 0)
+                and page >= 16 and page & (page - 1) == 0 and self._tiles_fit())
 
     def attention_prefill(self, q, k, v, cu_seqlens, lengths, scale, out=None):
         """Causal attention of fresh prompts: q (T, Hq, D), k/v (T, Hkv, D) rows of each
@@ -256,38 +262,34 @@ class Backend:
                         self._t(out[b:b + 1]), scale, False)
         return out
 
-    def mla_attention(self, q, kv_cache, block_table, seq_lens_dev, seq_lens, scale,
-                      latent_dim, out=None):
-        """Absorbed MLA: q (B, Tq, H, R + P) against the latent cache (pages, PAGE, R + P),
-        each sequence's Tq tokens its last (causal among them); returns (B, Tq, H, R), the
-        attention-weighted latents (W_UV is applied after).  Tq above 8 (a prompt) runs
-        through mla_decode 8 tokens at a time, each chunk against the cache up to it."""
+    def mla_attention(self, q, kv_cache, block_table, seq_lens_dev, scale, latent_dim):
+        """Absorbed MLA on mla_decode (where `mla_ok`): q (B, Tq, H, R + P) against the
+        latent cache (pages, PAGE, R + P), each sequence's Tq tokens its last (causal among
+        them); returns (B, Tq, H, R), the attention-weighted latents (W_UV comes after).
+        A prompt (Tq above 8, one sequence) runs 8 tokens a call, each chunk against the
+        cache up to its last token."""
         b, tq, h, width = q.shape
-        if self.mla_ok(h, width, kv_cache.shape[1]):
-            if tq <= 8:
-                return self.mla_decode(q, kv_cache, block_table, seq_lens_dev, scale, out=out)
-            if b != 1:
-                raise ValueError("a prompt's MLA runs one sequence at a time")
-            out = self.empty((1, tq, h, latent_dim)) if out is None else out
-            ends = list(range(8, tq, 8)) + [tq]
-            ends_dev = self.asarray(np.asarray(ends, np.int32), self.int32)
-            start = 0
-            for i, end in enumerate(ends):
-                self.mla_decode(q[:, start:end], kv_cache, block_table, ends_dev[i:i + 1],
-                                scale, out=out[:, start:end])
-                start = end
-            return out
-        full = self.empty((b, tq, h, width))
-        for i, n in enumerate(seq_lens):
-            # K = V = the latent rows [c_kv, k_rope]: the first R columns of P @ V are P @ c_kv
-            lat = self._gather(kv_cache, block_table, i, n).reshape(n, 1, width)
-            if tq == 1:
-                self._dense(self._t(q[i, :]), self._t(lat), self._t(lat),
-                            self._t(full[i, :]), scale, False)
-            elif n == tq:
-                self._dense(self._t(q[i]), self._t(lat), self._t(lat), self._t(full[i]),
-                            scale, True)
-            else:
-                raise ValueError("the dense MLA path runs whole prompts (Tq == context) or "
-                                 "single decode tokens")
-        return full[..., :latent_dim]              # a view: head_linear reads it strided
+        if tq <= 8:
+            return self.mla_decode(q, kv_cache, block_table, seq_lens_dev, scale)
+        if b != 1:
+            raise ValueError("a prompt's MLA runs one sequence at a time")
+        out = self.empty((1, tq, h, latent_dim))
+        ends = list(range(8, tq, 8)) + [tq]
+        ends_dev = self.asarray(np.asarray(ends, np.int32), self.int32)
+        start = 0
+        for i, end in enumerate(ends):
+            self.mla_decode(q[:, start:end], kv_cache, block_table, ends_dev[i:i + 1], scale,
+                            out=out[:, start:end])
+            start = end
+        return out
+
+    def gather_rows(self, cache, block_table, b: int, length: int):
+        """Sequence b's first `length` cache rows, (length, W), out of its pages."""
+        return self._gather(cache, block_table, b, length)
+
+    def attention_one(self, q, k, v, scale):
+        """One sequence's new query rows against all its keys (no mask): q (Tq, Hq, D),
+        k/v (L, Hkv, D); the dense kernel."""
+        out = self.empty(q.shape)
+        self._dense(self._t(q), self._t(k), self._t(v), self._t(out), scale, False)
+        return out

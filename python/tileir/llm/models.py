@@ -286,10 +286,16 @@ class DeepseekV3(Model):
         be.rope(latent[:, r:].reshape(t, 1, rp), self.cos, self.sin, batch.positions)
         cache = self.caches[i]
         be.write_slots(latent, cache, batch.slots)
-        if batch.prefill and be.varlen_ok(_pow2(max(nope + rp, cfg.v_head_dim))):
-            o = self.expanded_prefill(layer, q, latent, batch)
-        else:
+        mla_ok = be.mla_ok(h, r + rp, cache.shape[1])
+        if batch.prefill:
+            if mla_ok and not be.varlen_ok(_pow2(max(nope + rp, cfg.v_head_dim))):
+                o = self.absorbed(layer, q, cache, batch)
+            else:
+                o = self.expanded_prefill(layer, q, latent, batch)
+        elif mla_ok:
             o = self.absorbed(layer, q, cache, batch)
+        else:
+            o = self.expanded_decode(layer, q, cache, batch)
         be.linear(o.reshape(t, -1), layer["o"], residual=residual)
         self.shard.all_reduce(residual)
 
@@ -304,7 +310,7 @@ class DeepseekV3(Model):
         be.rope(q[:, :, nope:], self.cos, self.sin, batch.positions, out=q_abs[:, :, r:])
         if not batch.prefill:
             lat = be.mla_attention(q_abs.reshape(t, 1, h, r + rp), cache, batch.block_table,
-                                   batch.seq_lens, batch.host_seq_lens, self.scale, r)
+                                   batch.seq_lens, self.scale, r)
             return be.head_linear(lat.reshape(t, h, r), layer["w_uv"])
         o = be.empty((t, h, cfg.v_head_dim))
         cu = batch.cu_seqlens
@@ -312,32 +318,63 @@ class DeepseekV3(Model):
             lo, n = cu[b], cu[b + 1] - cu[b]
             lat = be.mla_attention(q_abs[lo:lo + n].reshape(1, n, h, r + rp), cache,
                                    batch.block_table[b:b + 1], batch.seq_lens[b:b + 1],
-                                   [n], self.scale, r)
+                                   self.scale, r)
             be.head_linear(lat.reshape(n, h, r), layer["w_uv"], out=o[lo:lo + n])
         return o
 
-    def expanded_prefill(self, layer, q, latent, batch):
-        """A prompt's attention in FlashAttention's form: keys and values expanded per head
-        from the latent (k_nope = c_kv W_UK, v = c_kv W_UV), q and k padded with zeros to
-        one power-of-two head dim D (192 -> 256: the zeros add nothing to q . k), v to D
-        too (the varlen kernel takes one head dim; its extra output columns are dropped),
-        then flash_attention_varlen; (T, H, v)."""
+    def _expand(self, layer, latent):
+        """Per-head keys and values from latent rows [c_kv, k_rope] (n, R + P): k =
+        [c_kv W_UK, k_rope] and v = c_kv W_UV, both zero-padded to one power-of-two head
+        dim D (DeepSeek-V3: 192 and 128 -> 256; the zeros add nothing to q . k, and the
+        extra output columns are dropped): (n, H, D) each."""
         be, cfg = self.be, self.cfg
-        t, h = q.shape[0], self.heads
+        n, h = latent.shape[0], self.heads
         nope, rp, r, vd = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank, \
             cfg.v_head_dim
         d = _pow2(max(nope + rp, vd))
-        be.rope(q[:, :, nope:], self.cos, self.sin, batch.positions)
-        kv = be.linear(latent[:, :r], layer["kv_b"]).reshape(t, h, nope + vd)
-        qf, kf, vf = (be.zeros((t, h, d)) for _ in range(3))
-        be.copy_heads(q, qf[:, :, :nope + rp])
+        kv = be.linear(latent[:, :r], layer["kv_b"]).reshape(n, h, nope + vd)
+        kf, vf = be.zeros((n, h, d)), be.zeros((n, h, d))
         be.copy_heads(kv[:, :, :nope], kf[:, :, :nope])
-        be.copy_heads(latent[:, r:].reshape(t, 1, rp), kf[:, :, nope:nope + rp])
+        be.copy_heads(latent[:, r:].reshape(n, 1, rp), kf[:, :, nope:nope + rp])
         be.copy_heads(kv[:, :, nope:], vf[:, :, :vd])
+        return kf, vf
+
+    def _padded_q(self, q, positions):
+        """q (T, H, nope + rope) with its rope part rotated, zero-padded like `_expand`'s k."""
+        be, cfg = self.be, self.cfg
+        nope, rp = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim
+        be.rope(q[:, :, nope:], self.cos, self.sin, positions)
+        qf = be.zeros((q.shape[0], q.shape[1], _pow2(max(nope + rp, cfg.v_head_dim))))
+        be.copy_heads(q, qf[:, :, :nope + rp])
+        return qf
+
+    def expanded_prefill(self, layer, q, latent, batch):
+        """A prompt's attention in FlashAttention's form over keys and values expanded
+        from its latent rows (`_expand`), q padded alike: flash_attention_varlen (or the
+        dense kernel per sequence where varlen does not fit); (T, H, v)."""
+        be, vd = self.be, self.cfg.v_head_dim
+        t, h = q.shape[0], self.heads
+        qf = self._padded_q(q, batch.positions)
+        kf, vf = self._expand(layer, latent)
         cu = batch.cu_seqlens
         lens = [cu[j + 1] - cu[j] for j in range(len(cu) - 1)]
         of = be.attention_prefill(qf, kf, vf, cu, lens, self.scale)
         return be.copy_heads(of[:, :, :vd], be.empty((t, h, vd)))
+
+    def expanded_decode(self, layer, q, cache, batch):
+        """A decode step where mla_decode does not fit (float32 on the GPU, the tiny test
+        models): each sequence's latent rows gathered from its pages and expanded
+        (`_expand`), the dense kernel over them; recomputes the expansion every step:
+        correct, not fast; (B, H, v)."""
+        be, vd = self.be, self.cfg.v_head_dim
+        b, h = q.shape[0], self.heads
+        qf = self._padded_q(q, batch.positions)
+        o = be.empty((b, h, vd))
+        for i, n in enumerate(batch.host_seq_lens):
+            kf, vf = self._expand(layer, be.gather_rows(cache, batch.block_table, i, n))
+            of = be.attention_one(qf[i:i + 1], kf, vf, self.scale)
+            be.copy_heads(of[:, :, :vd], o[i:i + 1])
+        return o
 
     def moe(self, layer, x, residual):
         be, cfg = self.be, self.cfg
