@@ -187,20 +187,21 @@ def bench_model(name, raw, args, copy_tbs):
         except Exception as e:
             res["tileir_error"] = f"{type(e).__name__}: {e}"[:300]
             return res
-        for b in batches:
-            res[f"tileir_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(llm, prompts[b], new)
-        res["tileir_prefill_ms"] = ours_prefill_ms(llm, long)
-        # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
-        llm.backend.fuse_norm = True
-        llm.engine.graphs.clear()
-        res["tileir_fuse_norm_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new)
-        res["tileir_fuse_norm_prefill_ms"] = ours_prefill_ms(llm, long)
-        llm.backend.fuse_norm = False
-        llm.engine.graphs.clear()
-        res["tileir_cuda_graphs"] = bool(llm.engine.graphs)
-        res["tileir_b1_vs_bound"] = res["tileir_b1_tok_s"] / res["bound_tok_s"]
-        if args.profile:
-            res["profile_b1"] = profile_decode(llm, prompts[1], copy_tbs)
+        try:
+            for b in batches:
+                res[f"tileir_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(llm, prompts[b], new)
+            res["tileir_cuda_graphs"] = bool(llm.engine.graphs)
+            res["tileir_prefill_ms"] = ours_prefill_ms(llm, long)
+            res["tileir_b1_vs_bound"] = res["tileir_b1_tok_s"] / res["bound_tok_s"]
+            if args.profile:
+                res["profile_b1"] = profile_decode(llm, prompts[1], copy_tbs)
+            # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
+            llm.backend.fuse_norm = True
+            llm.engine.graphs.clear()
+            res["tileir_fuse_norm_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new)
+            res["tileir_fuse_norm_prefill_ms"] = ours_prefill_ms(llm, long)
+        except Exception as e:                          # report, keep the rest of the run
+            res["tileir_error"] = f"{type(e).__name__}: {e}"[:300]
         del llm, model, sd
         gc.collect()
         torch.cuda.empty_cache()
@@ -276,6 +277,8 @@ def table(results) -> str:
     for r in results:
         if "tileir_error" in r:
             lines.append(f"| {r['model']} | - | {r['tileir_error']} | | | | |")
+        if "hf_compile_error" in r:
+            lines.append(f"| {r['model']} | - | | | {r['hf_compile_error']} | | |")
         for b in (1, 64):
             if f"hf_eager_b{b}_tok_s" not in r:
                 continue
@@ -337,20 +340,20 @@ def main():
     copy_tbs = copy_bandwidth()                        # TB/s, bytes read + written
     print(f"{device}; copy bandwidth {copy_tbs:.2f} TB/s (read + write)")
     results = []
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     for name in args.models.split(","):
         results.append(bench_model(name, copy.deepcopy(MODELS[name]), args, copy_tbs))
         print(json.dumps(results[-1], indent=1), flush=True)
+        with open(os.path.join(args.out, "llm.json"), "w") as f:     # after each model
+            json.dump({"device": device, "date": stamp, "copy_tbs": copy_tbs,
+                       "torch": torch.__version__, "transformers": transformers.__version__,
+                       "results": results}, f, indent=1)
     text = table(results)
     for r in results:
         if r.get("profile_b1"):
             text += f"\n\n{r['model']}, batch-1 decode step by kernel:\n\n" + profile_table(
                 r["profile_b1"])
     print(text)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    with open(os.path.join(args.out, "llm.json"), "w") as f:
-        json.dump({"device": device, "date": stamp, "copy_tbs": copy_tbs,
-                   "torch": torch.__version__, "transformers": transformers.__version__,
-                   "results": results}, f, indent=1)
     plot(results, os.path.join(args.out, "llm.png"))
     if args.results_md:
         with open(args.results_md, "a") as f:
