@@ -4,7 +4,8 @@ saved with save_pretrained and loaded back by tileir.llm.
 
 - bf16: the last-token logits of ragged prompts, ours and transformers' bf16 run both
   measured against transformers in fp32 on the same weights: ours may be at most twice
-  as far (and 2e-2 relative) as transformers' own bf16 run;
+  as far (and 2e-2 relative) as transformers' own bf16 run, and its argmax may miss
+  fp32's on at most one prompt more;
 - fp32: 32 greedy tokens identical to transformers' generate.
 """
 
@@ -128,7 +129,8 @@ def test_bf16_logits_match_transformers(tmp_path, raw):
         err, hf_err = _rel(ours, fp32), _rel(hf16, fp32)
         assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (fuse_norm, err, hf_err)
         agree = (ours.argmax(-1) == fp32.argmax(-1)).float().mean().item()
-        assert agree >= 0.75, (fuse_norm, agree)
+        hf_agree = (hf16.argmax(-1) == fp32.argmax(-1)).float().mean().item()
+        assert agree >= hf_agree - 0.25, (fuse_norm, agree, hf_agree)   # one prompt of 4
 
 
 @pytest.mark.parametrize("raw", [LLAMA3_8B_2L, _dense_deepseek(), DEEPSEEK_V3_SMALL],
