@@ -113,15 +113,15 @@ class Model:
         rows = be.embedding(batch.last_rows, residual)       # the last token of each sequence
         x, norm = self.normed(rows, self.norm)
         out = be.empty((x.shape[0], self.lm_head.shape[0]), be.float32)
-        return self.shard.all_gather(be.linear(x, self.lm_head, out=out, norm=norm))
+        return self.shard.gather_logits(be.linear(x, self.lm_head, out=out, norm=norm))
 
     def mlp(self, x, norm, residual, gate, up, down):
         a = self.be.linear_swiglu(x, gate, up, norm=norm)
-        self.be.linear(a, down, residual=residual)
+        self.shard.add_row_parallel(self.be, a, down, residual)
 
     def forward(self, batch: Batch):
         be = self.be
-        residual = be.embedding(batch.ids, self.embed)
+        residual = self.shard.embedding(be, batch.ids, self.embed)
         for i, layer in enumerate(self.layers):
             x, norm = self.normed(residual, layer["ln1"])
             self.attention(i, layer, x, norm, residual, batch)
@@ -177,8 +177,7 @@ class Llama(Model):
         else:
             o = be.attention_decode(q, cache[:, :, :hkv], cache[:, :, hkv:], batch.block_table,
                                     batch.seq_lens, batch.host_seq_lens, self.scale)
-        be.linear(o.reshape(t, -1), layer["o"], residual=residual)
-        self.shard.all_reduce(residual)
+        self.shard.add_row_parallel(be, o.reshape(t, -1), layer["o"], residual)
 
 
 def _pow2(n: int) -> int:
@@ -296,8 +295,7 @@ class DeepseekV3(Model):
             o = self.absorbed(layer, q, cache, batch)
         else:
             o = self.expanded_decode(layer, q, cache, batch)
-        be.linear(o.reshape(t, -1), layer["o"], residual=residual)
-        self.shard.all_reduce(residual)
+        self.shard.add_row_parallel(be, o.reshape(t, -1), layer["o"], residual)
 
     def absorbed(self, layer, q, cache, batch):
         """Attention in the absorbed form: q_abs = [q_nope @ W_UK, rope(q_rope)] against the
@@ -384,7 +382,7 @@ class DeepseekV3(Model):
                                     routed_scaling_factor=cfg.routed_scaling_factor,
                                     norm_topk_prob=cfg.norm_topk_prob)
         routed = be.moe_experts(x, ids, weights, layer["w_gate_up"], layer["w_down"])
-        be.add_(routed, residual)
+        self.shard.add_partial(be, routed, residual)
         self.mlp(x, None, residual, layer["sgate"], layer["sup"], layer["sdown"])
 
 

@@ -4,9 +4,11 @@ Every weight the models hold comes through `Shard`: a linear layer is column-par
 (its output features split: Q/K/V, gate/up, the LM head's vocabulary), row-parallel
 (its input features split, the partial products summed across ranks: O, down) or
 replicated; the embedding is split by vocabulary rows; attention heads and routed
-experts are dealt out by `heads` and `experts`.  With one rank every split is the whole
-tensor and `all_reduce` / `all_gather` return their input, so the models are written
-once for both.  A group of more than one rank is refused until issue 31 adds the
+experts are dealt out by `heads` and `experts`.  Where the ranks' work meets — the token
+embedding, a row-parallel GEMM adding into the residual stream, the routed experts'
+sum, the logits — the models call this class too (`embedding`, `add_row_parallel`,
+`add_partial`, `gather_logits`).  With one rank every split is the whole tensor and
+each meeting is the plain kernel, so the models are written once for both.  A group of more than one rank is refused until issue 31 adds the
 collectives.
 """
 
@@ -43,7 +45,7 @@ class Shard:
         return w[lo:hi]
 
     def row(self, w, what: str):
-        """A linear weight (out, in) split along its inputs (summed by all_reduce)."""
+        """A linear weight (out, in) split along its inputs (summed by add_row_parallel)."""
         lo, hi = self._range(w.shape[1], what)
         return w[:, lo:hi]
 
@@ -54,10 +56,24 @@ class Shard:
     def replicated(self, w, what: str):
         return w
 
-    def all_reduce(self, x):
-        """The sum of the ranks' partial outputs of a row-parallel layer."""
-        return x
+    # ---- where the ranks' work meets: every cross-rank step of the models is one of these
 
-    def all_gather(self, x):
+    def embedding(self, be, ids, table):
+        """Token rows of a vocabulary-split table (a rank has rows lo..hi; the others'
+        tokens read zeros there and an all-reduce fills them in)."""
+        return be.embedding(ids, table)
+
+    def add_row_parallel(self, be, x, w, residual):
+        """residual += x @ w^T for a row-parallel weight (x holds this rank's slice of the
+        inputs).  One rank: the add is the GEMM's epilogue.  More: each rank's partial
+        product is all-reduced and added once (issue 31)."""
+        be.linear(x, w, residual=residual)
+
+    def add_partial(self, be, x, residual):
+        """residual += the sum over ranks of x (the routed experts' outputs: each rank's
+        experts' share)."""
+        be.add_(x, residual)
+
+    def gather_logits(self, x):
         """The ranks' vocabulary slices of the logits side by side."""
         return x
