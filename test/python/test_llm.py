@@ -221,6 +221,10 @@ def test_sampling_through_the_engine(tmp_path):
     assert top1 == greedy                                 # top-1 sampling is greedy
     hot = [o.token_ids for o in llm.generate(prompts * 4, max_new_tokens=6, temperature=50.0)]
     assert len({tuple(t) for t in hot}) > 2               # a hot temperature spreads them
+    mixed = llm.generate(prompts, sampling_params=[            # one batch, two settings
+        SamplingParams(max_new_tokens=4), SamplingParams(max_new_tokens=2, temperature=2.0,
+                                                         top_k=1)])
+    assert [o.token_ids for o in mixed] == [greedy[0], greedy[1][:2]]
 
 
 def test_stop_tokens_and_single_prompts(tmp_path):

@@ -65,38 +65,51 @@ class LLM:
             return self.tokenizer.encode(prompt)
         return [int(t) for t in prompt]
 
-    def _params(self, prompts, max_new_tokens, temperature, top_k, top_p, stop_token_ids,
-                ignore_eos):
-        one = SamplingParams(max_new_tokens, temperature, top_k or 0, 1.0 if top_p is None
-                             else top_p, tuple(stop_token_ids or ()), ignore_eos)
-        return [one] * len(prompts)
+    def _params(self, n, max_new_tokens, temperature, top_k, top_p, stop_token_ids,
+                ignore_eos, sampling_params) -> list[SamplingParams]:
+        if sampling_params is None:
+            one = SamplingParams(max_new_tokens, temperature, top_k or 0,
+                                 1.0 if top_p is None else top_p,
+                                 tuple(stop_token_ids or ()), ignore_eos)
+            return [one] * n
+        if isinstance(sampling_params, SamplingParams):
+            return [sampling_params] * n
+        params = list(sampling_params)
+        if len(params) != n:
+            raise ValueError(f"{len(params)} sampling_params for {n} prompts")
+        return params
 
     def stream(self, prompts: Sequence, max_new_tokens: int = 16, temperature: float = 0.0,
                top_k: int | None = None, top_p: float | None = None, stop_token_ids=None,
-               ignore_eos: bool = False, progress: bool | None = None
+               ignore_eos: bool = False, progress: bool | None = None, sampling_params=None
                ) -> Iterator[tuple[int, int]]:
-        """Yields (prompt index, token id) as each token is sampled."""
+        """Yields (prompt index, token id) as each token is sampled.  sampling_params (a
+        SamplingParams, or one per prompt) replaces the keyword settings."""
         ids = [self._ids(p) for p in prompts]
-        params = self._params(ids, max_new_tokens, temperature, top_k, top_p, stop_token_ids,
-                              ignore_eos)
+        params = self._params(len(ids), max_new_tokens, temperature, top_k, top_p,
+                              stop_token_ids, ignore_eos, sampling_params)
         yield from self.engine.stream(ids, params, progress)
 
     def generate(self, prompts: Sequence, max_new_tokens: int = 16, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, stop_token_ids=None,
-                 ignore_eos: bool = False, progress: bool | None = None) -> list[RequestOutput]:
-        """Each prompt (token ids, or text with a tokenizer) extended; one output each."""
+                 ignore_eos: bool = False, progress: bool | None = None,
+                 sampling_params=None) -> list[RequestOutput]:
+        """Each prompt (token ids, or text with a tokenizer) extended; one output each, in
+        the prompts' order.  sampling_params (a SamplingParams, or one per prompt, as
+        vLLM takes them) replaces the keyword settings."""
         single = isinstance(prompts, str) or (len(prompts) > 0
                                               and isinstance(prompts[0], numbers.Integral))
         prompts = [prompts] if single else list(prompts)
         ids = [self._ids(p) for p in prompts]
+        params = self._params(len(ids), max_new_tokens, temperature, top_k, top_p,
+                              stop_token_ids, ignore_eos, sampling_params)
         new = [[] for _ in ids]
-        for i, tok in self.stream(ids, max_new_tokens, temperature, top_k, top_p,
-                                  stop_token_ids, ignore_eos, progress):
+        for i, tok in self.engine.stream(ids, params, progress):
             new[i].append(tok)
         outs = []
-        for p, toks in zip(ids, new):
-            stops = set(stop_token_ids or ()) | (set() if ignore_eos else
-                                                 set(self.cfg.eos_token_ids))
+        for p, toks, sp in zip(ids, new, params):
+            stops = set(sp.stop_token_ids) | (set() if sp.ignore_eos else
+                                              set(self.cfg.eos_token_ids))
             reason = "stop" if toks and toks[-1] in stops else "length"
             text = self.tokenizer.decode(toks) if self.tokenizer is not None else None
             outs.append(RequestOutput(p, toks, text, reason))
