@@ -42,15 +42,18 @@ class LLM:
     device: "cuda" (torch tensors on the GPU) or "numpy" (the interpreter); by default
     the GPU when torch sees one.  weights: tensors by checkpoint name in place of the
     directory's safetensors (`loader.DictCheckpoint`).  fuse_norm: RMSNorm inside the
-    GEMM that reads it (one launch less a norm; off until measured on the GPU).  Other
+    GEMM that reads it (one launch less a norm; off until measured on the GPU).
+    backend: a `Backend` in place of device, dtype and fuse_norm (the tests' simulator
+    backend).  Other
     keywords go to `Engine` (page_size, num_pages, max_batch, max_model_len,
     max_prefill_tokens, cuda_graphs, seed, cache_memory_fraction).
     """
 
     def __init__(self, model_dir: str, dtype: str = "bfloat16", device: str | None = None,
-                 weights=None, fuse_norm: bool = False, **engine_args):
+                 weights=None, fuse_norm: bool = False, backend: Backend | None = None,
+                 **engine_args):
         self.cfg = config_mod.load(model_dir)
-        self.backend = Backend(device or default_device(), dtype, fuse_norm)
+        self.backend = backend or Backend(device or default_device(), dtype, fuse_norm)
         framework = "pt" if self.backend.torch is not None else "numpy"
         self.ckpt = weights if weights is not None else Checkpoint(model_dir, framework)
         self.model = ARCHS[self.cfg.arch](self.cfg, self.ckpt, self.backend)
