@@ -283,7 +283,7 @@ def test_text_prompts_through_tokenizer_json(tmp_path):
     assert text.text == " ".join(f"w{t}" for t in ids.token_ids)
 
 
-def _sim_backend(dtype):
+def _sim_backend(dtype, fuse_norm=False):
     """A NumPy backend whose launches run the kernels' generated sm_90a code in the
     simulator (tileir.sim) instead of the interpreter (the branch kernels, which launch
     themselves, stay in the interpreter)."""
@@ -295,18 +295,19 @@ def _sim_backend(dtype):
             grid = tuple(grid) + (1,) * (3 - len(grid))
             simulate(kernel.compile(tuple(args), stage="gpu", target="sm_90a"), grid,
                      tuple(args))
-    return Sim("numpy", dtype)
+    return Sim("numpy", dtype, fuse_norm)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch,overrides", [
-    ("llama", {"num_hidden_layers": 1}),
-    ("deepseek_v3", {"num_hidden_layers": 1, "first_k_dense_replace": 1}),
+@pytest.mark.parametrize("arch,overrides,fuse_norm", [
+    ("llama", {"num_hidden_layers": 1}, False),
+    ("llama", {"num_hidden_layers": 1}, True),
+    ("deepseek_v3", {"num_hidden_layers": 1, "first_k_dense_replace": 1}, False),
 ])
-def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides):
+def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm):
     """bf16, every tileir.llm kernel as sm_90a code in the simulator (strided views, TMA
     descriptors, the GEMMs' rings): the tiny models within bf16 error of float64."""
     d = _model(tmp_path, arch, **overrides)
-    llm = LLM(d, backend=_sim_backend("bfloat16"), page_size=16)
+    llm = LLM(d, backend=_sim_backend("bfloat16", fuse_norm), page_size=16)
     res = compare(llm, _prompts(np.random.default_rng(), [5, 2]), steps=3)
     assert res["max_rel_err"] < 5e-2, res
