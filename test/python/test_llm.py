@@ -113,11 +113,18 @@ def test_tensor_parallel_seam_refuses_more_than_one_rank():
 
 # ---- whole models against the reference
 
-@pytest.mark.parametrize("tied,fuse_norm", [(False, False), (True, True)])
-def test_llama_matches_reference(tmp_path, tied, fuse_norm):
+@pytest.mark.parametrize("tied,fuse_norm,attention", [(False, False, "branches"),
+                                                      (True, True, "branches"),
+                                                      (False, False, "exact")])
+def test_llama_matches_reference(tmp_path, tied, fuse_norm, attention):
+    """"exact": attention routed as the float32 mode routes it on the GPU (no varlen or
+    paged kernels, whose f32 products would be tf32): attention_exact over prompts and
+    over pages gathered from the shared K/V cache."""
     d = _model(tmp_path, "llama", tie_word_embeddings=tied)
     llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4,
               fuse_norm=fuse_norm)
+    if attention == "exact":
+        llm.backend._tiles_fit = lambda: False
     res = compare(llm, _prompts(np.random.default_rng(), [9, 1, 17]), steps=5)
     assert res["max_rel_err"] < 1e-4, res
     assert res["tokens_agree"], res

@@ -188,3 +188,34 @@ def test_generated_sampling_in_the_simulator():
     simulate(K.sample_rows.compile(args, stage="gpu", target="sm_90a"), (b, 1, 1), args)
     assert out.tolist() == [_sample_ref(logits[i], u[i], temp[i], top_k[i], top_p[i])
                             for i in range(b)]
+
+
+@pytest.mark.parametrize("s,l,causal", [(13, 13, True), (3, 29, True), (1, 37, False)])
+def test_attention_exact(s, l, causal):
+    rng = np.random.default_rng()
+    h, hkv, d = 4, 2, 24
+    q = rng.standard_normal((1, h, s, d)).astype(np.float32)
+    k = rng.standard_normal((1, hkv, l, d)).astype(np.float32)
+    v = rng.standard_normal((1, hkv, l, d)).astype(np.float32)
+    o = np.full_like(q, np.nan)
+    ct.launch(None, (ct.cdiv(s, 8), h), K.attention_exact,
+              (q, k, v, o, 0.3, h, h // hkv, 8, 16, 32, causal))
+    k64, v64 = (np.repeat(x.astype(np.float64), h // hkv, axis=1) for x in (k, v))
+    sc = q.astype(np.float64) @ np.swapaxes(k64, -1, -2) * 0.3
+    if causal:                                  # the last query row sees the last key
+        sc = np.where(np.arange(s)[:, None] + (l - s) >= np.arange(l)[None, :], sc, -np.inf)
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    np.testing.assert_allclose(o, (p / p.sum(-1, keepdims=True)) @ v64, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("d,bm", [(128, 8), (256, 4)])
+def test_attention_exact_compiles_without_spills(d, bm, tmp_path):
+    from test_tensor_cores import _sass
+    q = np.zeros((1, 32, 300, d), np.float32)
+    k = np.zeros((1, 8, 300, d), np.float32)
+    ck = K.attention_exact.compile((q, k, k, q, 0.1, 32, 4, bm, 16, d, True),
+                                   target="sm_90a", grid=(ct.cdiv(300, bm), 32, 1),
+                                   sm_count=132)
+    ops = _sass(ck.cubin, tmp_path)
+    assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+    assert not ops["HMMA"] and not ops["HGMMA"], "float32 products on the tensor cores"

@@ -200,8 +200,15 @@ class Backend:
         return out
 
     def _dense(self, q, k, v, out, scale, causal):
-        """q (1, H, S, D), k/v (1, Hkv, L, D) views; out like q."""
+        """q (1, H, S, D), k/v (1, Hkv, L, D) views; out like q.  Causal only where S == L
+        (a whole prompt).  The float32 mode takes `kernels.attention_exact` (no tf32)."""
         heads, d = q.shape[1], next_pow2(q.shape[3])
+        if self.exact:
+            bm, bn = (8, 16) if d <= 128 else (4, 16)
+            self._launch((ct.cdiv(q.shape[2], bm), heads), K.attention_exact,
+                         (q, k, v, out, float(scale), heads, heads // k.shape[1], bm, bn, d,
+                          causal))
+            return
         self._launch(dense_attention.grid(q, 32), dense_attention.attention,
                      (q, k, v, out, float(scale), heads, heads // k.shape[1], 32, 32, d, causal))
 
@@ -213,8 +220,10 @@ class Backend:
 
     # ---- attention: the attention branches' kernels where their shapes allow
     def _tiles_fit(self) -> bool:
-        # the varlen and MLA kernels size their tiles for 16-bit types: float32 ones pass
-        # the GPU's shared memory (the interpreter has no such limit)
+        # On the GPU the branch kernels are for 16-bit types: the varlen and MLA kernels'
+        # tiles pass the shared memory in float32, and all of them would take float32
+        # products as tf32; the float32 mode there runs `attention_exact` instead.  (The
+        # interpreter computes float32 products exactly and has no shared memory.)
         return self.torch is None or self.dtype_name != "float32"
 
     def varlen_ok(self, d: int) -> bool:
@@ -222,7 +231,8 @@ class Backend:
                 and self._tiles_fit())
 
     def paged_ok(self, page: int) -> bool:
-        return self.paged_decode is not None and page >= 16 and page & (page - 1) == 0
+        return (self.paged_decode is not None and page >= 16 and page & (page - 1) == 0
+                and self._tiles_fit())
 
     def mla_ok(self, heads: int, width: int, page: int) -> bool:
         # mla_decode is DeepSeek-V3's: a 512 + 64 latent row, heads in blocks of 64

@@ -20,6 +20,7 @@ loads and stores, f32 math, a cast on the way out.
   MLA's expanded prompt form assembles its padded q, k and v with it;
 - `write_slots`: rows written into a paged cache at their slots (page * PAGE + offset);
 - `gather_pages`: one sequence's pages copied out of a paged cache into rows;
+- `attention_exact`: attention with f32 products on the FMA units (the float32 mode's);
 - `argmax_rows`, `sample_rows`: greedy, and temperature / top-k / top-p sampling by
   the Gumbel-max rule (thresholds found by bisection over the row; see sample_rows).
 """
@@ -175,6 +176,46 @@ def gather_pages(cache, block_table, b, out, PAGE: ct.Constant[int], TILE: ct.Co
     page = ct.load(block_table, index=(b, p), shape=(1, 1)).item()
     rows = ct.load(cache, index=(page, 0, j), shape=(1, PAGE, TILE), padding_mode=ZERO)
     ct.store(out, index=(p, j), tile=ct.reshape(rows, (PAGE, TILE)))
+
+
+@ct.kernel
+def attention_exact(Q, K, V, O, scale: float, H: ct.Constant[int], GROUP: ct.Constant[int],
+                    BM: ct.Constant[int], BN: ct.Constant[int], D: ct.Constant[int],
+                    CAUSAL: ct.Constant[bool]):
+    """The float32 mode's attention: the tutorial kernel's online softmax with both
+    products summed on the FMA units (the tensor cores would take f32 as tf32).  Q (1, H,
+    S, D), K and V (1, H // GROUP, L, D); CAUSAL aligns the last query with the last key
+    (row r of S sees keys up to L - S + r).  Grid (cdiv(S, BM), H)."""
+    mb = ct.bid(0)
+    h = ct.bid(1)
+    kvh = h // GROUP
+    q = ct.astype(ct.reshape(ct.load(Q, index=(0, h, mb, 0), shape=(1, 1, BM, D),
+                                     padding_mode=ZERO), (BM, 1, D)), ct.float32)
+    m = ct.full((BM, 1), -3.0e38, dtype=ct.float32)
+    l = ct.zeros((BM, 1), dtype=ct.float32)
+    acc = ct.zeros((BM, D), dtype=ct.float32)
+    n_q = Q.shape[2]
+    n_kv = K.shape[2]
+    rows = mb * BM + ct.arange(BM, dtype=ct.int32)[:, None] + (n_kv - n_q)
+    for j in range(ct.cdiv(n_kv, BN)):
+        k = ct.astype(ct.reshape(ct.load(K, index=(0, kvh, j, 0), shape=(1, 1, BN, D),
+                                         padding_mode=ZERO), (1, BN, D)), ct.float32)
+        s = ct.sum(q * k, axis=2) * scale
+        cols = j * BN + ct.arange(BN, dtype=ct.int32)[None, :]
+        keep = cols < n_kv
+        if CAUSAL:
+            keep = keep & (rows >= cols)
+        s = ct.where(keep, s, -3.0e38)
+        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True))
+        p = ct.where(keep, ct.exp(s - m_new), 0.0)
+        alpha = ct.exp(m - m_new)
+        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+        v = ct.astype(ct.reshape(ct.load(V, index=(0, kvh, j, 0), shape=(1, 1, BN, D),
+                                         padding_mode=ZERO), (1, BN, D)), ct.float32)
+        acc = acc * alpha + ct.sum(ct.reshape(p, (BM, BN, 1)) * v, axis=1)
+        m = m_new
+    out = ct.reshape(acc / l, (1, 1, BM, D))
+    ct.store(O, index=(0, h, mb, 0), tile=ct.astype(out, O.dtype))
 
 
 @ct.kernel
