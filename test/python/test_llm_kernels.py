@@ -121,7 +121,7 @@ def test_argmax_and_sampling():
     top_k = np.array([0, 0, 5, 0, 40, 1], np.int32)
     top_p = np.array([1.0, 1.0, 1.0, 0.6, 0.9, 0.5], np.float32)
     out = np.full(b, -1, np.int32)
-    ct.launch(None, (b,), K.sample_rows, (logits, u, temp, top_k, top_p, out, 128, 40))
+    ct.launch(None, (b,), K.sample_rows, (logits, u, temp, top_k, top_p, out, 128, 16, 8))
     ref = [_sample_ref(logits[i], u[i], temp[i], top_k[i], top_p[i]) for i in range(b)]
     assert out.tolist() == ref
 
@@ -184,7 +184,7 @@ def test_generated_sampling_in_the_simulator():
     top_k = np.array([0, 7, 0], np.int32)
     top_p = np.array([1.0, 1.0, 0.7], np.float32)
     out = np.full(b, -1, np.int32)
-    args = (logits, u, temp, top_k, top_p, out, 256, 40)
+    args = (logits, u, temp, top_k, top_p, out, 256, 16, 8)
     simulate(K.sample_rows.compile(args, stage="gpu", target="sm_90a"), (b, 1, 1), args)
     assert out.tolist() == [_sample_ref(logits[i], u[i], temp[i], top_k[i], top_p[i])
                             for i in range(b)]

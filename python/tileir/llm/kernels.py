@@ -22,7 +22,8 @@ loads and stores, f32 math, a cast on the way out.
 - `gather_pages`: one sequence's pages copied out of a paged cache into rows;
 - `attention_exact`: attention with f32 products on the FMA units (the float32 mode's);
 - `argmax_rows`, `sample_rows`: greedy, and temperature / top-k / top-p sampling by
-  the Gumbel-max rule (thresholds found by bisection over the row; see sample_rows).
+  the Gumbel-max rule (thresholds found by a 16-way search over the row, 8 passes; see
+  sample_rows).
 """
 
 import tileir as ct
@@ -235,30 +236,44 @@ def argmax_rows(logits, out, C: ct.Constant[int]):
 
 
 @ct.function
-def _count_at_least(logits, row, x, C: ct.Constant[int]):
-    n = ct.zeros((1,), dtype=ct.float32)
+def _counts(logits, row, cand, floor, m, inv_t, C: ct.Constant[int], MASS: ct.Constant[bool]):
+    """For each of W candidate thresholds x (a (W, 1) tile): how many logits of the row
+    are >= x, or (MASS) their softmax(l / T) mass above `floor` too, unnormalised."""
+    n = ct.zeros(cand.shape, dtype=ct.float32)
     for k in range(ct.num_tiles(logits, axis=1, shape=(1, C))):
         t = ct.astype(ct.load(logits, index=(row, k), shape=(1, C), padding_mode=NEG_INF),
                       ct.float32)
-        n = n + ct.sum(ct.where(t >= ct.reshape(x, (1, 1)), 1.0, 0.0), axis=1)
+        keep = t >= cand                                  # (W, C)
+        if MASS:
+            e = ct.where(t >= ct.reshape(floor, (1, 1)),
+                         ct.exp((t - ct.reshape(m, (1, 1))) * ct.reshape(inv_t, (1, 1))), 0.0)
+            n = n + ct.sum(ct.where(keep, e, 0.0), axis=1, keepdims=True)
+        else:
+            n = n + ct.sum(ct.where(keep, 1.0, 0.0), axis=1, keepdims=True)
     return n
 
 
 @ct.function
-def _mass_at_least(logits, row, x, floor, m, inv_t, C: ct.Constant[int]):
-    s = ct.zeros((1,), dtype=ct.float32)
-    for k in range(ct.num_tiles(logits, axis=1, shape=(1, C))):
-        t = ct.astype(ct.load(logits, index=(row, k), shape=(1, C), padding_mode=NEG_INF),
-                      ct.float32)
-        keep = (t >= ct.reshape(x, (1, 1))) & (t >= ct.reshape(floor, (1, 1)))
-        e = ct.exp((t - ct.reshape(m, (1, 1))) * ct.reshape(inv_t, (1, 1)))
-        s = s + ct.sum(ct.where(keep, e, 0.0), axis=1)
-    return s
+def _threshold(logits, row, lo, hi, goal, floor, m, inv_t, C: ct.Constant[int],
+               W: ct.Constant[int], ROUNDS: ct.Constant[int], MASS: ct.Constant[bool]):
+    """The largest x in [lo, hi) whose count (or mass) of logits >= x reaches `goal`,
+    given that lo's does and hi's does not: ROUNDS rounds of W-way search, each one pass
+    over the row that counts at W evenly spaced candidates and keeps the interval between
+    the last that reaches the goal and the next (the interval shrinks (W + 1)-fold)."""
+    steps = ct.astype(ct.arange(W, dtype=ct.int32), ct.float32)[:, None] + 1.0   # (W, 1)
+    for _ in range(ROUNDS):
+        width = (hi - lo) * (1.0 / (W + 1))
+        cand = ct.reshape(lo, (1, 1)) + steps * ct.reshape(width, (1, 1))
+        ok = _counts(logits, row, cand, floor, m, inv_t, C, MASS) >= ct.reshape(goal, (1, 1))
+        n_ok = ct.sum(ct.where(ok, 1.0, 0.0))             # the counts fall as x grows
+        lo = lo + width * n_ok
+        hi = lo + width
+    return lo
 
 
 @ct.kernel
 def sample_rows(logits, uniform, temperature, top_k, top_p, out, C: ct.Constant[int],
-                STEPS: ct.Constant[int]):
+                W: ct.Constant[int], ROUNDS: ct.Constant[int]):
     """Sample one token per row of logits.
 
     The token is argmax(l + T * g) over the kept set, g = -log(-log(u)) Gumbel noise
@@ -266,8 +281,8 @@ def sample_rows(logits, uniform, temperature, top_k, top_p, out, C: ct.Constant[
     over the kept set (the Gumbel-max rule), and T = 0 is greedy.  The kept set is
     {l >= lo}: top-k's lo is the largest value with at least k logits at or above it,
     top-p's the largest with at least top_p of the (top-k-restricted) probability mass
-    at or above it, each found by STEPS rounds of bisection over [min, max + 1] of the
-    row (k <= 0 and p >= 1 keep everything).
+    at or above it, each found by `_threshold`'s W-way search over [min, max + 1] of the
+    row, ROUNDS passes (k <= 0 and p >= 1 keep everything).
     """
     row = ct.bid(0)
     chunks = ct.num_tiles(logits, axis=1, shape=(1, C))
@@ -284,22 +299,12 @@ def sample_rows(logits, uniform, temperature, top_k, top_p, out, C: ct.Constant[
     inv_t = 1.0 / ct.maximum(temp, 1e-6)
     floor = lo
     if kk.item() > 0.0:
-        hi = m + 1.0
-        for _ in range(STEPS):
-            mid = (floor + hi) * 0.5
-            ok = _count_at_least(logits, row, mid, C) >= kk
-            floor = ct.where(ok, mid, floor)
-            hi = ct.where(ok, hi, mid)
+        floor = _threshold(logits, row, lo, m + 1.0, kk, lo, m, inv_t, C, W, ROUNDS, False)
     if (pp.item() < 1.0) & (temp.item() > 0.0):
-        total = _mass_at_least(logits, row, floor, floor, m, inv_t, C)
-        lo_p = floor
-        hi = m + 1.0
-        for _ in range(STEPS):
-            mid = (lo_p + hi) * 0.5
-            ok = _mass_at_least(logits, row, mid, floor, m, inv_t, C) >= pp * total
-            lo_p = ct.where(ok, mid, lo_p)
-            hi = ct.where(ok, hi, mid)
-        floor = lo_p
+        cand = ct.reshape(floor, (1, 1))
+        total = ct.reshape(_counts(logits, row, cand, floor, m, inv_t, C, True), (1,))
+        floor = _threshold(logits, row, floor, m + 1.0, pp * total, floor, m, inv_t, C, W,
+                           ROUNDS, True)
     best = ct.full((1,), -3.0e38, dtype=ct.float32)
     best_i = ct.zeros((1,), dtype=ct.int32)
     for k in range(chunks):
