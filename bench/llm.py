@@ -1,0 +1,367 @@
+"""tileir.llm against transformers on one GPU: decode and prefill of random-weight models
+in real widths.
+
+    python bench/llm.py [--out DIR] [--models llama3-8b,deepseek-v3-small] [--quick]
+                        [--no-compile] [--profile] [--results-md bench/RESULTS.md]
+
+Models: Llama-3-8B-shaped (all 32 layers, random bf16 weights) and a DeepSeek-V3-shaped
+model with fewer layers and experts that fits one GPU (real widths: hidden 7168, MLA
+with q_lora 1536 / kv_lora 512, 128 heads; 4 layers, the first dense, 32 routed experts
+of 2048, 8 per token, 8 groups of which 4 are kept, one shared expert).
+
+Cases, each in this run: batch-1 and batch-64 decode (128 new tokens after a 128-token
+prompt; tokens/s over the decode steps alone) and a 2048-token prefill (ms).
+Candidates: tileir.llm (decode steps replayed as CUDA graphs when the paged attention
+kernels are installed), transformers eager, and transformers with a static cache and
+torch.compile (mode "reduce-overhead"), all on the same weights (tileir.llm reads
+transformers' own state dict).  Decode is also set against the weight-streaming
+bound: the model's weight bytes over the run's measured copy bandwidth (the best of
+large device-to-device copies, bytes read + written over time, as bench/llm_ops.py
+measures it), the time a step needs to read every weight once.
+
+Prints a table, writes llm.json and llm.png into --out and, with --results-md,
+appends a dated entry to that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import gc
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llm_ops import copy_bandwidth  # noqa: E402
+
+import transformers  # noqa: E402
+
+from tileir.llm import LLM, SamplingParams  # noqa: E402
+from tileir.llm.loader import DictCheckpoint  # noqa: E402
+
+MODELS = {
+    "llama3-8b": {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
+        "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+        "rms_norm_eps": 1e-5, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+        "tie_word_embeddings": False, "bos_token_id": 128000, "eos_token_id": 128001,
+    },
+    "deepseek-v3-small": {
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+        "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
+        "moe_intermediate_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 128,
+        "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "n_routed_experts": 32, "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 8,
+        "topk_group": 4, "routed_scaling_factor": 2.5, "norm_topk_prob": True,
+        "first_k_dense_replace": 1, "rms_norm_eps": 1e-6, "max_position_embeddings": 163840,
+        "rope_theta": 10000.0, "rope_interleave": True, "hidden_act": "silu",
+        "rope_scaling": {"rope_type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
+                         "mscale": 1.0, "mscale_all_dim": 1.0,
+                         "original_max_position_embeddings": 4096},
+        "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 1,
+    },
+}
+PROMPT, NEW, PREFILL = 128, 128, 2048
+
+
+def sync():
+    torch.cuda.synchronize()
+
+
+def hf_model(raw, model_dir):
+    with open(os.path.join(model_dir, "config.json"), "w") as f:
+        json.dump(raw, f)
+    config = transformers.AutoConfig.from_pretrained(model_dir)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    return model.to(torch.bfloat16).eval()
+
+
+def weight_bytes(model) -> int:
+    """Every parameter's bytes, as the issue counts them (Llama-3-8B: 16.06 GB; the
+    embedding table is in the count, though a step gathers only its rows)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def hf_generate_s(model, ids, new, **kw) -> float:
+    with torch.no_grad():
+        mask = torch.ones_like(ids)
+        model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=4,
+                       min_new_tokens=4, **kw)                       # warm-up / compile
+        times = []
+        for n in (1, new):
+            sync()
+            t0 = time.perf_counter()
+            model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=n,
+                           min_new_tokens=n, **kw)
+            sync()
+            times.append(time.perf_counter() - t0)
+    return times[1] - times[0]                                       # the decode steps alone
+
+
+def hf_prefill_ms(model, ids) -> float:
+    with torch.no_grad():
+        for _ in range(2):
+            model(ids, logits_to_keep=1)
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(5):
+            model(ids, logits_to_keep=1)
+        sync()
+    return (time.perf_counter() - t0) / 5 * 1e3
+
+
+def ours_decode_s(llm, prompts, new) -> float:
+    eng = llm.engine
+    for p in prompts:                                   # warm-up: compile, capture graphs
+        eng.add_request(p[:8], SamplingParams(max_new_tokens=4, ignore_eos=True))
+    while eng.has_work():
+        eng.step()
+    for p in prompts:
+        eng.add_request(p, SamplingParams(max_new_tokens=new, ignore_eos=True))
+    eng.step()                                          # prefill (not timed)
+    sync()
+    t0 = time.perf_counter()
+    while eng.has_work():
+        eng.step()
+    sync()
+    return time.perf_counter() - t0
+
+
+def ours_prefill_ms(llm, prompt) -> float:
+    eng = llm.engine
+    for i in range(3):
+        eng.add_request(prompt, SamplingParams(max_new_tokens=1, ignore_eos=True))
+        sync()
+        t0 = time.perf_counter()
+        eng.step()
+        sync()
+        if i == 2:
+            return (time.perf_counter() - t0) * 1e3
+
+
+def bench_model(name, raw, args, copy_tbs):
+    rng = np.random.default_rng(0)
+    res = {"model": name}
+    with tempfile.TemporaryDirectory() as d:
+        model = hf_model(raw, d)
+        wbytes = weight_bytes(model)
+        bound_step_s = wbytes / (copy_tbs * 1e12)        # as the issue: 16.06 GB / 4.23 TB/s
+        res.update(weight_gb=wbytes / 1e9, bound_tok_s=1 / bound_step_s)
+        new = 16 if args.quick else NEW
+        batches = (1,) if args.quick else (1, 64)
+        prompts = {b: [rng.integers(0, raw["vocab_size"], PROMPT).tolist() for _ in range(b)]
+                   for b in batches}
+        long = rng.integers(0, raw["vocab_size"], 512 if args.quick else PREFILL).tolist()
+        # transformers first, then tileir.llm on the same tensors
+        for b in batches:
+            ids = torch.tensor(prompts[b], device="cuda")
+            res[f"hf_eager_b{b}_tok_s"] = b * (new - 1) / hf_generate_s(model, ids, new)
+        res["hf_eager_prefill_ms"] = hf_prefill_ms(model, torch.tensor([long], device="cuda"))
+        if not args.no_compile:
+            try:
+                model.forward = torch.compile(model.forward, mode="reduce-overhead",
+                                              fullgraph=True)
+                for b in batches:
+                    ids = torch.tensor(prompts[b], device="cuda")
+                    res[f"hf_compile_b{b}_tok_s"] = b * (new - 1) / hf_generate_s(
+                        model, ids, new, cache_implementation="static")
+            except Exception as e:                      # report, keep the rest of the run
+                res["hf_compile_error"] = f"{type(e).__name__}: {e}"[:300]
+        sd = dict(model.state_dict())
+        try:
+            llm = LLM(d, dtype="bfloat16", weights=DictCheckpoint(sd), max_batch=max(batches),
+                      max_model_len=4096, num_pages=max(batches) * 24 + 160)
+        except Exception as e:
+            res["tileir_error"] = f"{type(e).__name__}: {e}"[:300]
+            return res
+        try:
+            for b in batches:
+                res[f"tileir_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(llm, prompts[b], new)
+            res["tileir_cuda_graphs"] = bool(llm.engine.graphs)
+            res["tileir_prefill_ms"] = ours_prefill_ms(llm, long)
+            res["tileir_b1_vs_bound"] = res["tileir_b1_tok_s"] / res["bound_tok_s"]
+            if args.profile:
+                res["profile_b1"] = profile_decode(llm, prompts[1], copy_tbs)
+            # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
+            llm.backend.fuse_norm = True
+            llm.engine.graphs.clear()
+            res["tileir_fuse_norm_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new)
+            res["tileir_fuse_norm_prefill_ms"] = ours_prefill_ms(llm, long)
+        except Exception as e:                          # report, keep the rest of the run
+            res["tileir_error"] = f"{type(e).__name__}: {e}"[:300]
+        del llm, model, sd
+        gc.collect()
+        torch.cuda.empty_cache()
+    return res
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
+def gemm_weight_bytes(llm) -> dict:
+    """Weight bytes each GEMM kernel streams in one decode step, by kernel name."""
+    out = {"linear": _nbytes(llm.model.lm_head), "linear_add": 0, "linear_swiglu": 0}
+    for layer in llm.model.layers:
+        for key, kernel in (("qkv", "linear"), ("a", "linear"), ("q_b", "linear"),
+                            ("q", "linear"), ("o", "linear_add"), ("down", "linear_add"),
+                            ("sdown", "linear_add"), ("gate", "linear_swiglu"),
+                            ("up", "linear_swiglu"), ("sgate", "linear_swiglu"),
+                            ("sup", "linear_swiglu")):
+            if key in layer:
+                out[kernel] += _nbytes(layer[key])
+    return out
+
+
+def profile_decode(llm, prompts, copy_tbs, steps=16) -> list:
+    """Each kernel's share of a decode step (CUPTI's kernel times over `steps` steps of
+    the batch), and for the GEMMs their weight bytes over their time against the copy
+    bandwidth."""
+    from torch.profiler import ProfilerActivity, profile
+    eng = llm.engine
+    for p in prompts:
+        eng.add_request(p, SamplingParams(max_new_tokens=steps + 1, ignore_eos=True))
+    eng.step()
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        while eng.has_work():
+            eng.step()
+        sync()
+    times = {}
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", None)
+        if us is None:
+            us = getattr(e, "self_cuda_time_total", 0)
+        if us > 0:
+            t = times.setdefault(e.key, [0.0, 0])
+            t[0] += us
+            t[1] += e.count
+    total = sum(t for t, _ in times.values())
+    wbytes = gemm_weight_bytes(llm)
+    rows = []
+    for name, (us, n) in sorted(times.items(), key=lambda kv: -kv[1][0]):
+        row = {"kernel": name, "us_per_step": us / steps, "launches_per_step": n / steps,
+               "share": us / total}
+        if name in wbytes and wbytes[name]:
+            row["x_copy"] = wbytes[name] / (us / steps * 1e-6) / (copy_tbs * 1e12)
+        rows.append(row)
+    return rows
+
+
+def profile_table(rows) -> str:
+    lines = ["| kernel | us / step | launches / step | share | weights x copy |",
+             "|---|---|---|---|---|"]
+    for p in rows[:25]:
+        xc = f"{p['x_copy']:.2f}" if "x_copy" in p else ""
+        lines.append(f"| {p['kernel'][:60]} | {p['us_per_step']:.1f} | "
+                     f"{p['launches_per_step']:.0f} | {p['share']:.1%} | {xc} |")
+    return "\n".join(lines)
+
+
+def table(results) -> str:
+    lines = ["| model | case | tileir.llm | transformers eager | transformers compile | "
+             "tileir / compile | tileir / bound |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        if "tileir_error" in r:
+            lines.append(f"| {r['model']} | - | {r['tileir_error']} | | | | |")
+        if "hf_compile_error" in r:
+            lines.append(f"| {r['model']} | - | | | {r['hf_compile_error']} | | |")
+        for b in (1, 64):
+            if f"hf_eager_b{b}_tok_s" not in r:
+                continue
+            ours, comp = r.get(f"tileir_b{b}_tok_s"), r.get(f"hf_compile_b{b}_tok_s")
+            bound = f"{ours / r['bound_tok_s']:.2f}" if ours and b == 1 else ""
+            lines.append(
+                f"| {r['model']} | decode b{b} (tok/s) | {ours or 0:.1f} | "
+                f"{r[f'hf_eager_b{b}_tok_s']:.1f} | {comp or 0:.1f} | "
+                f"{(ours / comp) if ours and comp else 0:.2f} | {bound} |")
+        if "hf_eager_prefill_ms" in r:
+            ours = r.get("tileir_prefill_ms")
+            lines.append(f"| {r['model']} | prefill (ms) | {ours or 0:.1f} | "
+                         f"{r['hf_eager_prefill_ms']:.1f} | | "
+                         f"{(r['hf_eager_prefill_ms'] / ours) if ours else 0:.2f} (vs eager) | |")
+        if "tileir_fuse_norm_b1_tok_s" in r:
+            lines.append(f"| {r['model']} | decode b1, norms fused into GEMMs (tok/s) | "
+                         f"{r['tileir_fuse_norm_b1_tok_s']:.1f} | | | | "
+                         f"{r['tileir_fuse_norm_b1_tok_s'] / r['bound_tok_s']:.2f} |")
+        lines.append(f"| {r['model']} | bound b1 (tok/s) | {r['bound_tok_s']:.1f} "
+                     f"({r['weight_gb']:.2f} GB) | | | | |")
+    return "\n".join(lines)
+
+
+def plot(results, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4), squeeze=False)
+    for ax, r in zip(axes[0], results):
+        labels, vals = [], []
+        for key, label in (("tileir_b1_tok_s", "tileir b1"), ("hf_eager_b1_tok_s", "hf eager b1"),
+                           ("hf_compile_b1_tok_s", "hf compile b1"), ("bound_tok_s", "bound b1")):
+            if key in r:
+                labels.append(label)
+                vals.append(r[key])
+        ax.bar(labels, vals)
+        ax.set_title(r["model"])
+        ax.set_ylabel("decode tokens / s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--quick", action="store_true", help="batch 1, 16 tokens, 512-token prefill")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--results-md", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="each kernel's share of a batch-1 decode step (torch.profiler)")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    device = torch.cuda.get_device_name()
+    copy_tbs = copy_bandwidth()                        # TB/s, bytes read + written
+    print(f"{device}; copy bandwidth {copy_tbs:.2f} TB/s (read + write)")
+    results = []
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    for name in args.models.split(","):
+        results.append(bench_model(name, copy.deepcopy(MODELS[name]), args, copy_tbs))
+        print(json.dumps(results[-1], indent=1), flush=True)
+        with open(os.path.join(args.out, "llm.json"), "w") as f:     # after each model
+            json.dump({"device": device, "date": stamp, "copy_tbs": copy_tbs,
+                       "torch": torch.__version__, "transformers": transformers.__version__,
+                       "results": results}, f, indent=1)
+    text = table(results)
+    for r in results:
+        if r.get("profile_b1"):
+            text += f"\n\n{r['model']}, batch-1 decode step by kernel:\n\n" + profile_table(
+                r["profile_b1"])
+    print(text)
+    plot(results, os.path.join(args.out, "llm.png"))
+    if args.results_md:
+        with open(args.results_md, "a") as f:
+            f.write(f"\n## tileir.llm against transformers — {device}, {stamp}\n\n"
+                    f"`python bench/llm.py` (copy bandwidth {copy_tbs:.2f} TB/s, torch "
+                    f"{torch.__version__}, transformers {transformers.__version__}):\n\n"
+                    f"{text}\n")
+
+
+if __name__ == "__main__":
+    main()

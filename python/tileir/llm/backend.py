@@ -1,0 +1,305 @@
+"""Where the model's arrays live and how each op launches its kernel.
+
+`Backend("numpy")` holds NumPy arrays and runs every kernel in tileir's interpreter
+(`ct.launch(None, ...)`); `Backend("cuda")` holds torch CUDA tensors and launches the
+same kernels on the GPU (torch allocates; tileir computes).  The model code calls
+only these methods, so one model source runs in both.
+
+Attention runs the attention branches' kernels where their shapes allow:
+`tileir.examples.attention.flash_attention_varlen` for prompts (head dims 16-256, powers
+of two), `tileir.examples.decode_attention.paged_decode_attention` for decode steps
+(pages of 16 or more tokens, a power of two), `tileir.examples.mla_decode.mla_decode`
+for DeepSeek-V3's MLA (its 512 + 64 latent, heads in blocks of 64; prompts 8 tokens a
+call).  Other shapes (the tiny test models' MLA, pages under 16) run the dense tutorial
+kernel `tileir.examples.attention.attention` one sequence at a time over the
+sequence's pages gathered into rows (`kernels.gather_pages`): correct, not fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+import tileir as ct
+from tileir.examples import llm_ops, next_pow2
+from tileir.examples import attention as dense_attention
+from tileir.examples.rmsnorm import rmsnorm as _rmsnorm
+
+from . import kernels as K
+
+
+def _optional(module: str, name: str):
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _tile(n: int, cap: int) -> int:
+    return min(next_pow2(n), cap)
+
+
+class Backend:
+    def __init__(self, device: str = "numpy", dtype: str = "float32", fuse_norm: bool = False):
+        if device not in ("numpy", "cuda"):
+            raise ValueError(f"device must be 'numpy' or 'cuda', got {device!r}")
+        if dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
+        self.device, self.dtype_name = device, dtype
+        self.exact = dtype == "float32"          # f32 GEMMs on the FMA units, not as tf32
+        self.fuse_norm = fuse_norm                # RMSNorm inside the GEMM that reads it
+        if device == "cuda":
+            import torch
+            if not torch.cuda.is_available():
+                raise RuntimeError("device='cuda' but torch sees no CUDA GPU")
+            self.torch = torch
+            self.dtype = getattr(torch, dtype)
+            self.int32, self.float32 = torch.int32, torch.float32
+        else:
+            self.torch = None
+            if dtype == "bfloat16":
+                import ml_dtypes
+                self.dtype = np.dtype(ml_dtypes.bfloat16)
+            else:
+                self.dtype = np.dtype(np.float32)
+            self.int32, self.float32 = np.dtype(np.int32), np.dtype(np.float32)
+        self.flash_varlen = _optional("tileir.examples.attention", "flash_attention_varlen")
+        self.paged_decode = _optional("tileir.examples.decode_attention", "paged_decode_attention")
+        self.mla_decode = _optional("tileir.examples.mla_decode", "mla_decode")
+        self.moe_route = _optional("tileir.examples.moe", "route")
+        self.moe_experts = _optional("tileir.examples.moe", "experts")
+
+    # ---- arrays
+    def empty(self, shape, dtype=None):
+        dtype = self.dtype if dtype is None else dtype
+        if self.torch is not None:
+            return self.torch.empty(shape, dtype=dtype, device="cuda")
+        return np.full(shape, np.nan, dtype) if dtype.kind == "f" else np.zeros(shape, dtype)
+
+    def zeros(self, shape, dtype=None):
+        dtype = self.dtype if dtype is None else dtype
+        if self.torch is not None:
+            return self.torch.zeros(shape, dtype=dtype, device="cuda")
+        return np.zeros(shape, dtype)
+
+    def asarray(self, x, dtype=None):
+        """A host or checkpoint array (NumPy or torch) as this backend's, in dtype."""
+        dtype = self.dtype if dtype is None else dtype
+        if self.torch is not None:
+            t = x if isinstance(x, self.torch.Tensor) else self.torch.from_numpy(np.asarray(x))
+            return t.to(device="cuda", dtype=dtype).contiguous()
+        if not isinstance(x, np.ndarray):          # a torch CPU tensor from a checkpoint
+            x = x.float().numpy() if str(x.dtype) == "torch.bfloat16" else x.numpy()
+        return np.ascontiguousarray(np.asarray(x).astype(dtype, copy=False))
+
+    def numpy(self, x) -> np.ndarray:
+        if self.torch is not None:
+            return x.float().cpu().numpy() if x.is_floating_point() else x.cpu().numpy()
+        return np.asarray(x)
+
+    def _launch(self, grid, kernel, args):
+        ct.launch(None, tuple(grid), kernel, tuple(args))
+
+    # ---- row and element ops
+    def embedding(self, ids, table, out=None):
+        n, width = ids.shape[0], table.shape[1]
+        out = self.empty((n, width)) if out is None else out
+        tile = _tile(width, 1024)
+        self._launch((n, ct.cdiv(width, tile)), K.embedding, (ids, table, out, tile))
+        return out
+
+    def rmsnorm(self, x, w, eps, out=None):
+        out = self.empty(x.shape) if out is None else out
+        self._launch((x.shape[0],), _rmsnorm, (x, w, out, float(eps), next_pow2(x.shape[1])))
+        return out
+
+    def add_(self, x, y):
+        """y += x."""
+        tile = _tile(y.shape[1], 1024)
+        self._launch((y.shape[0], ct.cdiv(y.shape[1], tile)), K.add, (x, y, tile))
+        return y
+
+    def silu_mul(self, gate, up, out=None):
+        out = self.empty(gate.shape) if out is None else out
+        tile = _tile(gate.shape[1], 1024)
+        self._launch((gate.shape[0], ct.cdiv(gate.shape[1], tile)), llm_ops.silu_mul,
+                     (gate, up, out, tile))
+        return out
+
+    def copy_heads(self, src, dst):
+        """dst (T, H, w) = src (T, H or 1, w), views both."""
+        self._launch((dst.shape[0],), K.copy_heads,
+                     (src, dst, next_pow2(dst.shape[1]), next_pow2(dst.shape[2])))
+        return dst
+
+    def rope(self, x, cos, sin, positions, out=None):
+        """x (T, H, 2 * HALF) rotated at positions; out may be x."""
+        out = x if out is None else out
+        self._launch((x.shape[0],), K.rope,
+                     (x, out, cos, sin, positions, next_pow2(x.shape[1]), x.shape[2] // 2))
+        return out
+
+    # ---- GEMMs: y = x @ w^T, w stored (out_features, in_features)
+    def _gemm_tiles(self, m: int, n: int, accumulators: int = 1):
+        """Tiles as bench/gemm.py writes them (the compiler retiles small grids, e.g. a
+        decode step's few rows); the exact f32 product is a (BM, BN, BK) tile of FMAs."""
+        if self.exact:
+            return 16, 32, 16
+        return 128, 128 // accumulators, 64
+
+    def linear(self, x, w, out=None, residual=None, norm=None):
+        """x @ w^T; with residual, residual += x @ w^T in the GEMM's epilogue; with
+        norm = (g, eps), RMSNorm(x) * g @ w^T."""
+        m, n = x.shape[0], w.shape[0]
+        bm, bn, bk = self._gemm_tiles(m, n)
+        grid = (ct.cdiv(m, bm), ct.cdiv(n, bn))
+        if residual is not None:
+            if norm is not None:
+                raise ValueError("a residual GEMM takes no fused norm")
+            self._launch(grid, K.linear_add, (x, w, residual, residual, bm, bn, bk, self.exact))
+            return residual
+        out = self.empty((m, n)) if out is None else out
+        g, eps = norm if norm is not None else (x, 0.0)
+        self._launch(grid, K.linear, (x, g, float(eps), w, out, bm, bn, bk, self.exact,
+                                      norm is not None))
+        return out
+
+    def linear_swiglu(self, x, w_gate, w_up, out=None, norm=None):
+        m, n = x.shape[0], w_gate.shape[0]
+        bm, bn, bk = self._gemm_tiles(m, n, accumulators=2)
+        out = self.empty((m, n)) if out is None else out
+        g, eps = norm if norm is not None else (x, 0.0)
+        self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), K.linear_swiglu,
+                     (x, g, float(eps), w_gate, w_up, out, bm, bn, bk, self.exact,
+                      norm is not None))
+        return out
+
+    def head_linear(self, x, w, out=None):
+        t, h, n = x.shape[0], x.shape[1], w.shape[1]
+        bm, bn, bk = self._gemm_tiles(t, n)
+        out = self.empty((t, h, n)) if out is None else out
+        self._launch((ct.cdiv(t, bm), h, ct.cdiv(n, bn)), K.head_linear,
+                     (x, w, out, bm, bn, bk, self.exact))
+        return out
+
+    # ---- paged cache
+    def write_slots(self, src, cache, slots):
+        """src (T, W) rows into cache (pages, PAGE, W) at slots (T,)."""
+        width = src.shape[1]
+        tile = _tile(width, 1024)
+        self._launch((src.shape[0], ct.cdiv(width, tile)), K.write_slots,
+                     (src, cache, slots, cache.shape[1], tile))
+
+    def _gather(self, cache, block_table, b: int, length: int):
+        width, page = cache.shape[2], cache.shape[1]
+        out = self.empty((length, width), cache.dtype)
+        tile = _tile(width, 1024)
+        self._launch((ct.cdiv(length, page), ct.cdiv(width, tile)), K.gather_pages,
+                     (cache, block_table, b, out, page, tile))
+        return out
+
+    def _dense(self, q, k, v, out, scale, causal):
+        """q (1, H, S, D), k/v (1, Hkv, L, D) views; out like q.  Causal only where S == L
+        (a whole prompt).  The float32 mode takes `kernels.attention_exact` (no tf32)."""
+        heads, d = q.shape[1], next_pow2(q.shape[3])
+        if self.exact:
+            bm, bn = (8, 16) if d <= 128 else (4, 16)
+            self._launch((ct.cdiv(q.shape[2], bm), heads), K.attention_exact,
+                         (q, k, v, out, float(scale), heads, heads // k.shape[1], bm, bn, d,
+                          causal))
+            return
+        self._launch(dense_attention.grid(q, 32), dense_attention.attention,
+                     (q, k, v, out, float(scale), heads, heads // k.shape[1], 32, 32, d, causal))
+
+    def _t(self, x):
+        """(S, H, D) -> a (1, H, S, D) view."""
+        if self.torch is not None:
+            return x.permute(1, 0, 2).unsqueeze(0)
+        return x.transpose(1, 0, 2)[None]
+
+    # ---- attention: the attention branches' kernels where their shapes allow
+    def _tiles_fit(self) -> bool:
+        # On the GPU the branch kernels are for 16-bit types: the varlen and MLA kernels'
+        # tiles pass the shared memory in float32, and all of them would take float32
+        # products as tf32; the float32 mode there runs `attention_exact` instead.  (The
+        # interpreter computes float32 products exactly and has no shared memory.)
+        return self.torch is None or self.dtype_name != "float32"
+
+    def varlen_ok(self, d: int) -> bool:
+        return (self.flash_varlen is not None and 16 <= d <= 256 and d & (d - 1) == 0
+                and self._tiles_fit())
+
+    def paged_ok(self, page: int) -> bool:
+        return (self.paged_decode is not None and page >= 16 and page & (page - 1) == 0
+                and self._tiles_fit())
+
+    def mla_ok(self, heads: int, width: int, page: int) -> bool:
+        # mla_decode is DeepSeek-V3's: a 512 + 64 latent row, heads in blocks of 64
+        return (self.mla_decode is not None and width == 576 and heads % 64 == 0
+                and page >= 16 and page & (page - 1) == 0 and self._tiles_fit())
+
+    def attention_prefill(self, q, k, v, cu_seqlens, lengths, scale, out=None):
+        """Causal attention of fresh prompts: q (T, Hq, D), k/v (T, Hkv, D) rows of each
+        sequence one after another (cu_seqlens: the host's list of offsets)."""
+        out = self.empty(q.shape) if out is None else out
+        if self.varlen_ok(q.shape[2]):
+            cu = self.asarray(np.asarray(cu_seqlens, np.int32), self.int32)
+            mx = max(lengths)
+            self.flash_varlen(q, k, v, cu, cu, mx, mx, scale, causal=True, out=out)
+            return out
+        for b, n in enumerate(lengths):
+            lo = cu_seqlens[b]
+            self._dense(self._t(q[lo:lo + n]), self._t(k[lo:lo + n]), self._t(v[lo:lo + n]),
+                        self._t(out[lo:lo + n]), scale, True)
+        return out
+
+    def attention_decode(self, q, k_cache, v_cache, block_table, seq_lens_dev, seq_lens,
+                         scale, out=None):
+        """One new token per sequence: q (B, Hq, D); caches (pages, PAGE, Hkv, D)."""
+        out = self.empty(q.shape) if out is None else out
+        if self.paged_ok(k_cache.shape[1]):
+            b, hq, d = q.shape
+            self.paged_decode(q.reshape(b, 1, hq, d), k_cache, v_cache, block_table,
+                              seq_lens_dev, scale, out=out.reshape(b, 1, hq, d))
+            return out
+        pages, page, hkv, d = k_cache.shape
+        kc, vc = k_cache.reshape(pages, page, hkv * d), v_cache.reshape(pages, page, hkv * d)
+        for b, n in enumerate(seq_lens):
+            keys = self._gather(kc, block_table, b, n).reshape(n, hkv, d)
+            vals = self._gather(vc, block_table, b, n).reshape(n, hkv, d)
+            self._dense(self._t(q[b:b + 1]), self._t(keys), self._t(vals),
+                        self._t(out[b:b + 1]), scale, False)
+        return out
+
+    def mla_attention(self, q, kv_cache, block_table, seq_lens_dev, scale, latent_dim):
+        """Absorbed MLA on mla_decode (where `mla_ok`): q (B, Tq, H, R + P) against the
+        latent cache (pages, PAGE, R + P), each sequence's Tq tokens its last (causal among
+        them); returns (B, Tq, H, R), the attention-weighted latents (W_UV comes after).
+        A prompt (Tq above 8, one sequence) runs 8 tokens a call, each chunk against the
+        cache up to its last token."""
+        b, tq, h, width = q.shape
+        if tq <= 8:
+            return self.mla_decode(q, kv_cache, block_table, seq_lens_dev, scale)
+        if b != 1:
+            raise ValueError("a prompt's MLA runs one sequence at a time")
+        out = self.empty((1, tq, h, latent_dim))
+        ends = list(range(8, tq, 8)) + [tq]
+        ends_dev = self.asarray(np.asarray(ends, np.int32), self.int32)
+        start = 0
+        for i, end in enumerate(ends):
+            self.mla_decode(q[:, start:end], kv_cache, block_table, ends_dev[i:i + 1], scale,
+                            out=out[:, start:end])
+            start = end
+        return out
+
+    def gather_rows(self, cache, block_table, b: int, length: int):
+        """Sequence b's first `length` cache rows, (length, W), out of its pages."""
+        return self._gather(cache, block_table, b, length)
+
+    def attention_one(self, q, k, v, scale):
+        """One sequence's new query rows against all its keys (no mask): q (Tq, Hq, D),
+        k/v (L, Hkv, D); the dense kernel."""
+        out = self.empty(q.shape)
+        self._dense(self._t(q), self._t(k), self._t(v), self._t(out), scale, False)
+        return out

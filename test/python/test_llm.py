@@ -1,0 +1,320 @@
+"""tileir.llm on the CPU: tiny Llama and DeepSeek-V3 checkpoints with random weights,
+the model's kernels in the interpreter against the float64 NumPy reference."""
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("safetensors")
+
+from tileir.llm import LLM, ContextLengthError, ModelDirError, SamplingParams, Shard  # noqa: E402
+from tileir.llm import checkpoint, config, reference, rope  # noqa: E402
+from tileir.llm.check import compare  # noqa: E402
+from tileir.llm.loader import Checkpoint  # noqa: E402
+
+
+def _model(tmp_path, arch, seed=None, fused_experts=False, **overrides):
+    raw = copy.deepcopy(checkpoint.TINY[arch])
+    raw.update(overrides)
+    seed = int(np.random.default_rng().integers(1 << 30)) if seed is None else seed
+    return checkpoint.write_random(str(tmp_path / arch), raw, seed=seed,
+                                   fused_experts=fused_experts)
+
+
+def _prompts(rng, lens, vocab=300):
+    return [rng.integers(0, vocab, n).tolist() for n in lens]
+
+
+# ---- config and RoPE
+
+def test_config_reads_both_rope_spellings():
+    raw = copy.deepcopy(checkpoint.TINY["llama"])
+    old = config.from_dict(raw)
+    raw["rope_parameters"] = dict(raw.pop("rope_scaling"), rope_theta=raw.pop("rope_theta"))
+    new = config.from_dict(raw)
+    assert old.rope == new.rope and old.rope["rope_type"] == "llama3"
+
+
+def test_stop_tokens_from_both_configs(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({**checkpoint.TINY["llama"],
+                                                      "eos_token_id": 7}))
+    assert config.load(str(tmp_path)).eos_token_ids == (7,)
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [7, 9]}))
+    assert config.load(str(tmp_path)).eos_token_ids == (7, 9)
+
+
+def test_llama3_frequencies():
+    cfg = config.from_dict({**checkpoint.TINY["llama"], "rope_theta": 500000.0, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192}})
+    freq, attn = rope.inv_freq(cfg, 128)
+    base = 1.0 / 500000.0 ** (np.arange(0, 128, 2) / 128)
+    wavelen = 2 * math.pi / base
+    assert attn == 1.0
+    np.testing.assert_allclose(freq[wavelen < 8192 / 4], base[wavelen < 8192 / 4])   # kept
+    np.testing.assert_allclose(freq[wavelen > 8192], base[wavelen > 8192] / 8)       # scaled
+    mid = (wavelen >= 8192 / 4) & (wavelen <= 8192)
+    assert mid.any() and np.all(freq[mid] <= base[mid]) and np.all(freq[mid] >= base[mid] / 8)
+
+
+def test_yarn_deepseek_v3_scales():
+    # DeepSeek-V3's own rope_scaling: factor 40, mscale = mscale_all_dim = 1
+    raw = {**checkpoint.TINY["deepseek_v3"], "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+           "rope_scaling": {"rope_type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
+                            "mscale": 1.0, "mscale_all_dim": 1.0,
+                            "original_max_position_embeddings": 4096}}
+    cfg = config.from_dict(raw)
+    freq, attn = rope.inv_freq(cfg, 64)
+    base = 1.0 / 10000.0 ** (np.arange(0, 64, 2) / 64)
+    assert attn == 1.0
+    assert freq[0] == base[0] and freq[-1] == pytest.approx(base[-1] / 40)
+    assert rope.softmax_scale(cfg) == pytest.approx(192 ** -0.5 * (0.1 * math.log(40) + 1) ** 2)
+
+
+def test_model_dir_errors(tmp_path):
+    with pytest.raises(ModelDirError, match="does not exist"):
+        config.load(str(tmp_path / "nope"))
+    with pytest.raises(ModelDirError, match="no config.json"):
+        config.load(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    with pytest.raises(ModelDirError, match="unsupported architecture.*GPT2LMHeadModel"):
+        config.load(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps(checkpoint.TINY["llama"]))
+    with pytest.raises(ModelDirError, match="no \\*.safetensors"):
+        LLM(str(tmp_path), dtype="float32", device="numpy")
+
+
+def test_checkpoint_is_lazy_and_sharded(tmp_path):
+    from safetensors.numpy import save_file
+    a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.ones(4, np.float32)
+    save_file({"a": a}, str(tmp_path / "m-1.safetensors"))
+    save_file({"b": b}, str(tmp_path / "m-2.safetensors"))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}}))
+    ck = Checkpoint(str(tmp_path))
+    assert set(ck.names()) == {"a", "b"} and not ck._handles
+    np.testing.assert_array_equal(ck.get("a"), a)
+    assert len(ck._handles) == 1                 # only the file holding "a" was opened
+    with pytest.raises(ModelDirError, match="no tensor 'c'"):
+        ck.get("c")
+
+
+def test_tensor_parallel_seam_refuses_more_than_one_rank():
+    with pytest.raises(ValueError, match="issue 31"):
+        Shard(rank=0, size=2)
+    w = np.arange(12).reshape(3, 4)
+    s = Shard()
+    assert s.column(w, "w") is w or np.array_equal(s.column(w, "w"), w)
+    assert s.heads(8) == (0, 8) and s.experts(16) == (0, 16)
+
+
+# ---- whole models against the reference
+
+@pytest.mark.parametrize("tied,fuse_norm,attention", [(False, False, "branches"),
+                                                      (True, True, "branches"),
+                                                      (False, False, "exact")])
+def test_llama_matches_reference(tmp_path, tied, fuse_norm, attention):
+    """"exact": attention routed as the float32 mode routes it on the GPU (no varlen or
+    paged kernels, whose f32 products would be tf32): attention_exact over prompts and
+    over pages gathered from the shared K/V cache."""
+    d = _model(tmp_path, "llama", tie_word_embeddings=tied)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4,
+              fuse_norm=fuse_norm)
+    if attention == "exact":
+        llm.backend._tiles_fit = lambda: False
+    res = compare(llm, _prompts(np.random.default_rng(), [9, 1, 17]), steps=5)
+    assert res["max_rel_err"] < 1e-4, res
+    assert res["tokens_agree"], res
+
+
+@pytest.mark.parametrize("q_lora_rank,fuse_norm,prompts", [(48, True, "varlen"),
+                                                           (None, False, "dense")])
+def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank, fuse_norm, prompts):
+    """Dense layers only (first_k_dense_replace = layers): MLA with YaRN and interleaved
+    RoPE at widths mla_decode does not take: prompts expanded on the varlen kernel (or,
+    without it, the dense one), decode expanded over the gathered latent rows."""
+    d = _model(tmp_path, "deepseek_v3", first_k_dense_replace=2, q_lora_rank=q_lora_rank)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4,
+              fuse_norm=fuse_norm)
+    if prompts == "dense":
+        llm.backend.flash_varlen = None
+    res = compare(llm, _prompts(np.random.default_rng(), [6, 11]), steps=5)
+    assert res["max_rel_err"] < 1e-4, res
+    assert res["tokens_agree"], res
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["per-expert", "fused-experts"])
+def test_deepseek_moe_matches_reference(tmp_path, fused):
+    d = _model(tmp_path, "deepseek_v3", fused_experts=fused)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4, fuse_norm=fused)
+    res = compare(llm, _prompts(np.random.default_rng(), [7, 10]), steps=4)
+    assert res["max_rel_err"] < 1e-4, res
+    assert res["tokens_agree"], res
+
+
+@pytest.mark.parametrize("prompts", ["expanded", "absorbed"])
+def test_deepseek_mla_on_the_mla_decode_kernel(tmp_path, prompts):
+    """DeepSeek-V3's own latent widths (512 + 64) and 64 heads take mla_decode for decode;
+    prompts in the expanded form (q/k 16 + 64 and v 16 padded to 128) on the varlen
+    kernel, or absorbed through mla_decode 8 tokens a call (20 tokens: 8, 8, 4)."""
+    d = _model(tmp_path, "deepseek_v3", first_k_dense_replace=1, num_hidden_layers=1,
+               num_attention_heads=64, num_key_value_heads=64, kv_lora_rank=512,
+               qk_rope_head_dim=64, qk_nope_head_dim=16, v_head_dim=16, q_lora_rank=None)
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=4)
+    if prompts == "absorbed":
+        llm.backend.flash_varlen = None
+    assert llm.engine._paged_kernels_installed()
+    res = compare(llm, _prompts(np.random.default_rng(), [20, 3]), steps=3)
+    assert res["max_rel_err"] < 1e-4, res
+    assert res["tokens_agree"], res
+
+
+def test_continuous_batching_and_preemption(tmp_path):
+    """Four requests through two batch slots and a cache too small for all of them: new
+    requests join as others finish, the newest is pre-empted and recomputed, and every
+    output is still the reference's greedy continuation."""
+    d = _model(tmp_path, "llama")
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=2, num_pages=4)
+    eng, rng = llm.engine, np.random.default_rng()
+    prompts = _prompts(rng, [10, 12, 14, 3])
+    lengths = [3, 20, 6, 5]
+    ids = [eng.add_request(p, SamplingParams(max_new_tokens=n, ignore_eos=True))
+           for p, n in zip(prompts, lengths)]
+    got = {i: [] for i in ids}
+    batches, preempted = [], False
+    while eng.has_work():
+        before = len(eng.waiting)
+        for req, tok in eng.step():
+            got[req.id].append(tok)
+        preempted |= len(eng.waiting) > before
+        batches.append(sorted(r.id for r in eng.running))
+    assert any(0 not in b and 1 in b and len(b) == 2 for b in batches)   # 2 joined mid-run
+    assert preempted
+    for i, p, n in zip(ids, prompts, lengths):
+        assert got[i] == reference.greedy(llm.cfg, llm.ckpt, p, n)
+    assert len(eng.pool.free) == 3                        # every page back
+
+
+def test_preemption_of_a_request_later_in_the_batch(tmp_path):
+    """Three running, the pool dry: the oldest needs a page, the newest gives its pages
+    back and waits; the step decodes the other two and the newest resumes later."""
+    d = _model(tmp_path, "llama")
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=3, num_pages=4)
+    eng, rng = llm.engine, np.random.default_rng()
+    prompts, lengths = _prompts(rng, [14, 3, 5]), [6, 10, 20]
+    ids = [eng.add_request(p, SamplingParams(max_new_tokens=n, ignore_eos=True))
+           for p, n in zip(prompts, lengths)]
+    got = {i: [] for i in ids}
+    while eng.has_work():
+        for req, tok in eng.step():
+            got[req.id].append(tok)
+        held = sum(len(r.pages) for r in eng.running + eng.waiting)
+        assert held + len(eng.pool.free) == 3                   # no page lost or shared
+        assert all(not r.pages for r in eng.waiting)            # waiting requests hold none
+    for i, p, n in zip(ids, prompts, lengths):
+        assert got[i] == reference.greedy(llm.cfg, llm.ckpt, p, n)
+
+
+def test_sampling_through_the_engine(tmp_path):
+    d = _model(tmp_path, "llama")
+    llm = LLM(d, dtype="float32", device="numpy", page_size=16, seed=3)
+    prompts = _prompts(np.random.default_rng(), [4, 6])
+    greedy = [o.token_ids for o in llm.generate(prompts, max_new_tokens=4)]
+    top1 = [o.token_ids for o in llm.generate(prompts, max_new_tokens=4, temperature=1.5,
+                                              top_k=1)]
+    assert top1 == greedy                                 # top-1 sampling is greedy
+    hot = [o.token_ids for o in llm.generate(prompts * 4, max_new_tokens=6, temperature=50.0)]
+    assert len({tuple(t) for t in hot}) > 2               # a hot temperature spreads them
+    mixed = llm.generate(prompts, sampling_params=[            # one batch, two settings
+        SamplingParams(max_new_tokens=4), SamplingParams(max_new_tokens=2, temperature=2.0,
+                                                         top_k=1)])
+    assert [o.token_ids for o in mixed] == [greedy[0], greedy[1][:2]]
+
+
+def test_stop_tokens_and_single_prompts(tmp_path):
+    llm = LLM(_model(tmp_path, "llama"), dtype="float32", device="numpy")
+    prompt = np.random.default_rng().integers(0, 300, 6)
+    first, = llm.generate(prompt, max_new_tokens=5)              # one prompt, NumPy ints
+    assert len(first.token_ids) == 5 and first.finish_reason == "length"
+    stop = first.token_ids[2]
+    cut, = llm.generate([prompt.tolist()], max_new_tokens=5, stop_token_ids=[stop])
+    n = first.token_ids.index(stop) + 1
+    assert cut.token_ids == first.token_ids[:n] and cut.finish_reason == "stop"
+
+
+def test_generate_errors(tmp_path):
+    llm = LLM(_model(tmp_path, "llama"), dtype="float32", device="numpy")
+    with pytest.raises(ContextLengthError, match="exceeds the context of 256"):
+        llm.generate([[1] * 250], max_new_tokens=10)
+    with pytest.raises(ValueError, match="tokenizer.json"):
+        llm.generate(["hello"])
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        llm.generate([[1, 300]])
+    with pytest.raises(ValueError, match="top_p"):
+        llm.generate([[1]], top_p=0.0)
+
+
+def test_cli_random_check_generate(tmp_path, capsys):
+    from tileir.llm.__main__ import main
+    d = str(tmp_path / "m")
+    main(["random", d, "--arch", "llama", "--set", "num_hidden_layers=1"])
+    main(["check", d, "--dtype", "float32", "--device", "numpy", "--steps", "3",
+          "--prompt-lens", "5"])
+    assert "greedy tokens agree" in capsys.readouterr().out
+    main(["generate", d, "--dtype", "float32", "--device", "numpy", "--ids", "1,2,3",
+          "--max-new-tokens", "3"])
+    assert len(capsys.readouterr().out.split()) == 3
+    main(["bench", d, "--dtype", "float32", "--device", "numpy", "--batch", "2",
+          "--prompt-len", "5", "--new-tokens", "3", "--fuse-norm"])
+    res = json.loads(capsys.readouterr().out)
+    assert res["batch"] == 2 and res["decode_tok_s"] > 0 and res["prefill_tok_s"] > 0
+    with pytest.raises(SystemExit, match="exceeds the context"):
+        main(["generate", d, "--device", "numpy", "--dtype", "float32", "--ids", "1",
+              "--max-new-tokens", "999"])
+
+
+def test_text_prompts_through_tokenizer_json(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    d = _model(tmp_path, "llama")
+    vocab = {f"w{i}": i for i in range(300)}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="w0"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "llama" / "tokenizer.json"))
+    llm = LLM(d, dtype="float32", device="numpy")
+    text, = llm.generate(["w5 w17 w203"], max_new_tokens=3)
+    ids, = llm.generate([[5, 17, 203]], max_new_tokens=3)
+    assert text.prompt_token_ids == [5, 17, 203] and text.token_ids == ids.token_ids
+    assert text.text == " ".join(f"w{t}" for t in ids.token_ids)
+
+
+def _sim_backend(dtype, fuse_norm=False):
+    """A NumPy backend whose launches run the kernels' generated sm_90a code in the
+    simulator (tileir.sim) instead of the interpreter (the branch kernels, which launch
+    themselves, stay in the interpreter)."""
+    from tileir.llm.backend import Backend
+    from tileir.sim import simulate
+
+    class Sim(Backend):
+        def _launch(self, grid, kernel, args):
+            grid = tuple(grid) + (1,) * (3 - len(grid))
+            simulate(kernel.compile(tuple(args), stage="gpu", target="sm_90a"), grid,
+                     tuple(args))
+    return Sim("numpy", dtype, fuse_norm)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch,overrides,fuse_norm", [
+    ("llama", {"num_hidden_layers": 1}, False),
+    ("llama", {"num_hidden_layers": 1}, True),
+    ("deepseek_v3", {"num_hidden_layers": 1, "first_k_dense_replace": 1}, False),
+])
+def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm):
+    """bf16, every tileir.llm kernel as sm_90a code in the simulator (strided views, TMA
+    descriptors, the GEMMs' rings): the tiny models within bf16 error of float64."""
+    d = _model(tmp_path, arch, **overrides)
+    llm = LLM(d, backend=_sim_backend("bfloat16", fuse_norm), page_size=16)
+    res = compare(llm, _prompts(np.random.default_rng(), [5, 2]), steps=3)
+    assert res["max_rel_err"] < 5e-2, res

@@ -1,0 +1,221 @@
+"""tileir.llm's own kernels in the interpreter against float64 NumPy."""
+
+import numpy as np
+import pytest
+
+import tileir as ct
+from tileir.llm import kernels as K
+
+
+def _nan(shape, dtype=np.float32):
+    return np.full(shape, np.nan, dtype)
+
+
+def test_embedding_gathers_rows():
+    rng = np.random.default_rng()
+    table = rng.standard_normal((37, 70)).astype(np.float32)
+    ids = rng.integers(0, 37, 11).astype(np.int32)
+    out = _nan((11, 70))
+    ct.launch(None, (11, ct.cdiv(70, 32)), K.embedding, (ids, table, out, 32))
+    np.testing.assert_array_equal(out, table[ids])
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_linear_family(exact):
+    rng = np.random.default_rng()
+    m, n, k = 13, 45, 70
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((2 * n, k)).astype(np.float32)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    grid = (ct.cdiv(m, 16), ct.cdiv(n, 32))
+    y = _nan((m, n))
+    ct.launch(None, grid, K.linear, (x, x, 0.0, w[:n], y, 16, 32, 32, exact, False))
+    np.testing.assert_allclose(y, x64 @ w64[:n].T, rtol=1e-4, atol=1e-4)
+    g = rng.standard_normal(k).astype(np.float32)
+    xn = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-5) * g
+    y = _nan((m, n))
+    ct.launch(None, grid, K.linear, (x, g, 1e-5, w[:n], y, 16, 32, 32, exact, True))
+    np.testing.assert_allclose(y, xn @ w64[:n].T, rtol=1e-4, atol=1e-4)
+    res = r.copy()
+    ct.launch(None, grid, K.linear_add, (x, w[:n], res, res, 16, 32, 32, exact))
+    np.testing.assert_allclose(res, r + x64 @ w64[:n].T, rtol=1e-4, atol=1e-4)
+    y = _nan((m, n))
+    ct.launch(None, grid, K.linear_swiglu, (x, g, 1e-5, w[:n], w[n:], y, 16, 32, 32, exact,
+                                            True))
+    gt, u = xn @ w64[:n].T, xn @ w64[n:].T
+    np.testing.assert_allclose(y, gt / (1 + np.exp(-gt)) * u, rtol=1e-4, atol=1e-4)
+
+
+def test_head_linear():
+    rng = np.random.default_rng()
+    t, h, n, k = 5, 3, 20, 24
+    x = rng.standard_normal((t, h, 40)).astype(np.float32)[:, :, 3:3 + k]   # a strided view
+    w = rng.standard_normal((h, n, k)).astype(np.float32)
+    y = _nan((t, h, n))
+    ct.launch(None, (ct.cdiv(t, 16), h, ct.cdiv(n, 16)), K.head_linear,
+              (x, w, y, 16, 16, 16, False))
+    np.testing.assert_allclose(y, np.einsum("thk,hnk->thn", x.astype(np.float64), w),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_rope_at_positions():
+    rng = np.random.default_rng()
+    t, heads, half = 6, 3, 8
+    x = rng.standard_normal((t, heads, 2 * half)).astype(np.float32)
+    ang = rng.uniform(0, 6.3, (50, half))
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    pos = rng.integers(0, 50, t).astype(np.int32)
+    out = _nan(x.shape)
+    ct.launch(None, (t,), K.rope, (x, out, cos, sin, pos, 4, half))
+    c, s = cos[pos][:, None, :].astype(np.float64), sin[pos][:, None, :].astype(np.float64)
+    x1, x2 = x[..., :half].astype(np.float64), x[..., half:]
+    np.testing.assert_allclose(out, np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_write_slots_and_gather_pages():
+    rng = np.random.default_rng()
+    pages, page, width = 7, 4, 24
+    cache = rng.standard_normal((pages, page, width)).astype(np.float32)
+    before = cache.copy()
+    src = rng.standard_normal((5, width)).astype(np.float32)
+    slots = np.array([9, 10, 11, 12, 27], np.int32)
+    ct.launch(None, (5, 1), K.write_slots, (src, cache, slots, page, 32))
+    expect = before.reshape(-1, width).copy()
+    expect[slots] = src
+    np.testing.assert_array_equal(cache.reshape(-1, width), expect)
+    table = np.array([[2, 3, 6, 0], [1, 5, 0, 0]], np.int32)
+    out = _nan((10, width))
+    ct.launch(None, (3, 1), K.gather_pages, (cache, table, 0, out, page, 32))
+    np.testing.assert_array_equal(out, cache[[2, 3, 6]].reshape(-1, width)[:10])
+
+
+def _sample_ref(l, u, temp, k, p):
+    l = l.astype(np.float64)
+    keep = np.ones_like(l, bool)
+    if k > 0:
+        keep &= l >= np.sort(l)[::-1][k - 1]
+    if p < 1 and temp > 0:
+        order = np.argsort(-l)
+        probs = np.exp((l - l.max()) / temp) * keep
+        probs /= probs.sum()
+        mass = np.cumsum(probs[order])
+        n = int(np.searchsorted(mass, p * (1 - 1e-9))) + 1   # the smallest prefix holding p
+        kept = np.zeros_like(keep)
+        kept[order[:n]] = True
+        keep &= kept
+    g = -np.log(-np.log(np.maximum(u.astype(np.float64), 1e-20)))
+    return int(np.argmax(np.where(keep, l + temp * g, -np.inf)))
+
+
+def test_argmax_and_sampling():
+    rng = np.random.default_rng()
+    b, v = 6, 300
+    logits = (rng.standard_normal((b, v)) * 3).astype(np.float32)
+    out = np.full(b, -1, np.int32)
+    ct.launch(None, (b,), K.argmax_rows, (logits, out, 128))
+    np.testing.assert_array_equal(out, logits.argmax(axis=1))
+    u = rng.uniform(size=(b, v)).astype(np.float32)
+    temp = np.array([0.0, 1.0, 0.7, 1.3, 1.0, 0.5], np.float32)
+    top_k = np.array([0, 0, 5, 0, 40, 1], np.int32)
+    top_p = np.array([1.0, 1.0, 1.0, 0.6, 0.9, 0.5], np.float32)
+    out = np.full(b, -1, np.int32)
+    ct.launch(None, (b,), K.sample_rows, (logits, u, temp, top_k, top_p, out, 128, 16, 8))
+    ref = [_sample_ref(logits[i], u[i], temp[i], top_k[i], top_p[i]) for i in range(b)]
+    assert out.tolist() == ref
+
+
+# ---- the generated code: sm_90a as the GPU runs it, and in the simulator
+
+def _bf(*shape):
+    import ml_dtypes
+    return np.zeros(shape, ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("name,kernel,args,grid", [
+    ("qkv decode", K.linear, (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(6144, 4096), _bf(1, 6144),
+                              128, 128, 64, False, False), (1, 48, 1)),
+    ("qkv decode, norm fused", K.linear, (_bf(1, 4096), _bf(4096), 1e-5, _bf(6144, 4096),
+                                          _bf(1, 6144), 128, 128, 64, False, True), (1, 48, 1)),
+    ("gate/up decode", K.linear_swiglu, (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(14336, 4096),
+                                         _bf(14336, 4096), _bf(1, 14336), 128, 64, 64, False,
+                                         False), (1, 224, 1)),
+    ("down + residual, 64 rows", K.linear_add, (_bf(64, 14336), _bf(4096, 14336), _bf(64, 4096),
+                                                _bf(64, 4096), 128, 128, 64, False), (1, 32, 1)),
+])
+def test_llama_8b_gemms_run_on_wgmma_and_tma(name, kernel, args, grid, tmp_path):
+    from test_tensor_cores import _sass
+    ck = kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+    ops = _sass(ck.cubin, tmp_path)
+    assert ops["HGMMA"] and ops["UTMALDG"], sorted(ops)
+    assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+
+
+def test_generated_gemm_epilogues_in_the_simulator():
+    import ml_dtypes
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    bf = ml_dtypes.bfloat16
+    m, n, k = 5, 96, 200
+    x = rng.standard_normal((m, k)).astype(bf)
+    w = rng.standard_normal((2 * n, k)).astype(bf)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    r = rng.standard_normal((m, n)).astype(bf)
+    ref = r.astype(np.float64) + x64 @ w64[:n].T
+    args = (x, w[:n], r, r, 128, 128, 64, False)                 # in place: y is r
+    simulate(K.linear_add.compile(args, stage="gpu", target="sm_90a"), (1, 1, 1), args)
+    assert np.abs(r.astype(np.float64) - ref).max() / np.abs(ref).max() < 1e-2
+    y = np.full((m, n), np.nan, bf)
+    args = (x, x, 0.0, w[:n], w[n:], y, 128, 64, 64, False, False)
+    simulate(K.linear_swiglu.compile(args, stage="gpu", target="sm_90a"), (1, 2, 1), args)
+    g, u = x64 @ w64[:n].T, x64 @ w64[n:].T
+    ref = g / (1 + np.exp(-g)) * u
+    assert np.abs(y.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-2
+
+
+def test_generated_sampling_in_the_simulator():
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    b, v = 3, 700
+    logits = (rng.standard_normal((b, v)) * 3).astype(np.float32)
+    u = rng.uniform(size=(b, v)).astype(np.float32)
+    temp = np.array([0.0, 0.8, 1.2], np.float32)
+    top_k = np.array([0, 7, 0], np.int32)
+    top_p = np.array([1.0, 1.0, 0.7], np.float32)
+    out = np.full(b, -1, np.int32)
+    args = (logits, u, temp, top_k, top_p, out, 256, 16, 8)
+    simulate(K.sample_rows.compile(args, stage="gpu", target="sm_90a"), (b, 1, 1), args)
+    assert out.tolist() == [_sample_ref(logits[i], u[i], temp[i], top_k[i], top_p[i])
+                            for i in range(b)]
+
+
+@pytest.mark.parametrize("s,l,causal", [(13, 13, True), (3, 29, True), (1, 37, False)])
+def test_attention_exact(s, l, causal):
+    rng = np.random.default_rng()
+    h, hkv, d = 4, 2, 24
+    q = rng.standard_normal((1, h, s, d)).astype(np.float32)
+    k = rng.standard_normal((1, hkv, l, d)).astype(np.float32)
+    v = rng.standard_normal((1, hkv, l, d)).astype(np.float32)
+    o = np.full_like(q, np.nan)
+    ct.launch(None, (ct.cdiv(s, 8), h), K.attention_exact,
+              (q, k, v, o, 0.3, h, h // hkv, 8, 16, 32, causal))
+    k64, v64 = (np.repeat(x.astype(np.float64), h // hkv, axis=1) for x in (k, v))
+    sc = q.astype(np.float64) @ np.swapaxes(k64, -1, -2) * 0.3
+    if causal:                                  # the last query row sees the last key
+        sc = np.where(np.arange(s)[:, None] + (l - s) >= np.arange(l)[None, :], sc, -np.inf)
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    np.testing.assert_allclose(o, (p / p.sum(-1, keepdims=True)) @ v64, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("d,bm", [(128, 8), (256, 4)])
+def test_attention_exact_compiles_without_spills(d, bm, tmp_path):
+    from test_tensor_cores import _sass
+    q = np.zeros((1, 32, 300, d), np.float32)
+    k = np.zeros((1, 8, 300, d), np.float32)
+    ck = K.attention_exact.compile((q, k, k, q, 0.1, 32, 4, bm, 16, d, True),
+                                   target="sm_90a", grid=(ct.cdiv(300, bm), 32, 1),
+                                   sm_count=132)
+    ops = _sass(ck.cubin, tmp_path)
+    assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+    assert not ops["HMMA"] and not ops["HGMMA"], "float32 products on the tensor cores"
