@@ -9,7 +9,6 @@ poisoned with NaN."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from tileir.examples import moe
