@@ -201,8 +201,13 @@ def main(argv=None) -> int:
                          xml))
         if not args.no_pytest:
             xml = Path(tmp) / "pytest.xml"
+            # Its own temporary folder, removed with the rest: pytest would otherwise
+            # rotate /tmp/pytest-of-USER, deleting a run from before (thousands of
+            # compile-cache files) while this one runs
+            basetemp = [] if any(a.startswith("--basetemp") for a in pytest_args) \
+                else [f"--basetemp={Path(tmp) / 'pytest'}"]
             runs.append(("pytest", [*wrapper, sys.executable, "-m", "pytest", "-q", "-rs",
-                                    f"--junitxml={xml}", *pytest_args], xml))
+                                    f"--junitxml={xml}", *basetemp, *pytest_args], xml))
         for name, rc, xml in _run_all(runs, root, env, Path(tmp), alongside=jobs > 1):
             counts = junit_counts(xml)
             if rc == SANITIZER_ERROR and wrapper:
