@@ -83,8 +83,10 @@ def _start_tile_opt_server() -> str | None:
     import tempfile
     import time
 
+    # Linux only: forking a process that has loaded MLIR is what Linux tools do;
+    # macOS warns against fork without exec once system frameworks are loaded
     spec = importlib.util.find_spec("tileir.tools.tile_opt_server")
-    if spec is None or not spec.origin or not hasattr(os, "fork"):
+    if spec is None or not spec.origin or not sys.platform.startswith("linux"):
         return None
     folder = tempfile.mkdtemp(prefix="tile-opt-")
     path = os.path.join(folder, "socket")
