@@ -26,7 +26,8 @@ TILE_OPT = [sys.executable, "-I", "-S", warm.__file__]
 
 @pytest.fixture(autouse=True)
 def _warm_tile_opt(tile_opt_server, monkeypatch):
-    monkeypatch.setenv(warm.SERVER_ENV, tile_opt_server)
+    if tile_opt_server is not None:
+        monkeypatch.setenv(warm.SERVER_ENV, tile_opt_server)
 
 KERNEL = """\
 func.func private @double(%t: tensor<16xf32>) -> tensor<16xf32>

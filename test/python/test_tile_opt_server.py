@@ -17,6 +17,9 @@ import pytest
 
 from tileir.tools import tile_opt_server
 
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the warm tile-opt runs on Linux only")
+
 FRESH = [sys.executable, "-m", "tileir.tools.tile_opt"]
 CLIENT = [sys.executable, "-I", "-S", tile_opt_server.__file__]
 
@@ -54,13 +57,18 @@ def run(cmd, args, cwd, env=None, stdin=b""):
                           env=env, timeout=300)
 
 
+# Each case starts a fresh tile-opt too (0.5 s of CPU): the fast tier runs three
+slow = pytest.mark.slow
+
+
 @pytest.mark.parametrize("args, stdin", [
-    (["k.mlir", "--tile-cse"], b""),                                   # IR on stdout
     (["-", "--tile-cse", "--print-ir-after-all"], KERNEL.encode()),    # stdin; stderr too
     (["s.mlir", "-split-input-file", "--tile-cse"], b""),              # a diagnostic, exit 1
-    (["k.mlir", "--tile-cse", "-o", "out/k.mlir"], b""),               # relative to the cwd
     (["k.mlir", "--no-such-flag"], b""),                               # usage: exit 2
-    (["missing.mlir"], b""),                                           # the tool's error
+    pytest.param(["k.mlir", "--tile-cse"], b"", marks=slow),           # IR on stdout
+    pytest.param(["k.mlir", "--tile-cse", "-o", "out/k.mlir"], b"",    # relative to the cwd
+                 marks=slow),
+    pytest.param(["missing.mlir"], b"", marks=slow),                   # the tool's error
 ])
 def test_a_client_prints_and_exits_as_a_fresh_tile_opt(server, tmp_path, args, stdin):
     results = []
