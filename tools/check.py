@@ -1,4 +1,4 @@
-"""`tile-check`: run the CPU test suite (lit, then pytest) and print one summary.
+"""`tile-check`: run the CPU test suite (lit and pytest) and print one summary.
 
 This is the README's test command, what `.ci/run` and CMake's `check-tile` run.
 Counts come from each runner's JUnit XML report, so the final line
@@ -8,8 +8,9 @@ Extra arguments go to pytest (e.g. `tile-check -k frontend`).
 Two tiers: plain `tile-check` runs the fast tier, every test but those marked
 `slow` (the long sweeps: fuzz runs, simulator GEMM grids); `tile-check --full`
 runs every test, as CI does.  Both runners use one worker per CPU (`lit -j`,
-pytest-xdist's `-n`); `-j 1` runs each in one process.  `tile-check --durations`
-lists the slowest tests of both runners.
+pytest-xdist's `-n`) and run at the same time, lit's output printed after
+pytest's; `-j 1` runs each in one process, one after the other.  `tile-check
+--durations` lists the slowest tests of both runners.
 
 On a GPU machine, `tile-check --gpu` runs the GPU tier only (pytest `-m gpu`, in
 one process unless `-j` says otherwise), and `tile-check --gpu --sanitizer memcheck`
@@ -96,6 +97,44 @@ def tier_arguments(full: bool, gpu: bool, pytest_args: list[str]) -> list[str]:
     return (["-m", " and ".join(terms)] if terms else []) + rest
 
 
+def _run_all(runs: list[tuple[str, list[str], Path]], root: Path, env: dict[str, str],
+             tmp: Path, alongside: bool) -> list[tuple[str, int, Path]]:
+    """Runs each (name, command, xml); returns (name, exit status, xml) of each, in order.
+
+    With `alongside`, the first (lit) runs in the background while the second
+    (pytest) runs: lit alone leaves a CPU idle while its last tests finish, and it
+    is short (a few seconds of CPU since its RUN lines reach a warm tile-opt).  Its
+    output is kept in a file and printed after pytest's, so the two do not
+    interleave."""
+    results = []
+    background = None
+    if alongside and len(runs) == 2:
+        (name, cmd, xml), runs = runs[0], runs[1:]
+        log = tmp / f"{name}.log"
+        print(f"== {name}, alongside pytest (its output follows pytest's): {' '.join(cmd)}",
+              flush=True)
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT)
+        background = (name, proc, xml, log)
+    try:
+        for name, cmd, xml in runs:
+            print(f"== {name}: {' '.join(cmd)}", flush=True)
+            results.append((name, subprocess.call(cmd, cwd=root, env=env), xml))
+        if background is not None:
+            name, proc, xml, log = background
+            rc = proc.wait()
+            print(f"\n== {name} (ran alongside pytest):", flush=True)
+            sys.stdout.write(log.read_text(errors="replace"))
+            sys.stdout.flush()
+            results.insert(0, (name, rc, xml))
+    finally:
+        if background is not None and background[1].poll() is None:
+            background[1].kill()            # interrupted: do not leave lit running
+            background[1].wait()
+    return results
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="tile-check", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -146,6 +185,9 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     totals = [0, 0, 0]
+    env = dict(os.environ)
+    if wrapper:       # tests that trap on purpose skip: the trap is the tool's error
+        env["TILEIR_SANITIZER"] = args.sanitizer
     with tempfile.TemporaryDirectory() as tmp:
         runs = []
         if not args.no_lit:
@@ -159,14 +201,14 @@ def main(argv=None) -> int:
                          xml))
         if not args.no_pytest:
             xml = Path(tmp) / "pytest.xml"
+            # Its own temporary folder, removed with the rest: pytest would otherwise
+            # rotate /tmp/pytest-of-USER, deleting a run from before (thousands of
+            # compile-cache files) while this one runs
+            basetemp = [] if any(a.startswith("--basetemp") for a in pytest_args) \
+                else [f"--basetemp={Path(tmp) / 'pytest'}"]
             runs.append(("pytest", [*wrapper, sys.executable, "-m", "pytest", "-q", "-rs",
-                                    f"--junitxml={xml}", *pytest_args], xml))
-        for name, cmd, xml in runs:
-            print(f"== {name}: {' '.join(cmd)}", flush=True)
-            env = dict(os.environ)
-            if wrapper:       # tests that trap on purpose skip: the trap is the tool's error
-                env["TILEIR_SANITIZER"] = args.sanitizer
-            rc = subprocess.call(cmd, cwd=root, env=env)
+                                    f"--junitxml={xml}", *basetemp, *pytest_args], xml))
+        for name, rc, xml in _run_all(runs, root, env, Path(tmp), alongside=jobs > 1):
             counts = junit_counts(xml)
             if rc == SANITIZER_ERROR and wrapper:
                 print(f"== {name}: compute-sanitizer ({args.sanitizer}) reported errors")

@@ -236,7 +236,8 @@ class Kernel(KernelEntry):
         if ck is None:
             if stage == "cubin":
                 from .cache import Cache
-                ck = self._load_or_build(params, target, cache or Cache(), wish)
+                ck = self._load_or_build(params, target, cache or Cache(), wish,
+                                         self._compiled_to_gpu(spec[0], target, wish))
             else:
                 ck = self._build(params, stage, target, wish)
             self._cache[key] = ck
@@ -300,8 +301,23 @@ class Kernel(KernelEntry):
         else:
             self._fast = d.fast
 
+    def _compiled_to_gpu(self, spec, target: str, wish: str | None) -> CompiledKernel | None:
+        """This specialization compiled (in memory) up to stage `llvm` or `gpu`, if it
+        was: a `cubin` compile goes on from there instead of running the stages before
+        again (the interpreter-then-simulator-then-cubin pattern of many tests and
+        tools).  From `gpu` on no stage is rerun (the shared-memory budget sends only the
+        `gpu` stage back), so going on gives what compiling from the start gives."""
+        if knobs.dump_ir():                  # the dump shows every stage of this compile
+            return None
+        for stage in ("llvm", "gpu"):
+            ck = self._cache.get((spec, stage, target, None, wish))
+            if ck is not None and ck.module is not None:
+                return ck
+        return None
+
     def _load_or_build(self, params, target: str, cache: Cache,
-                       wish: str | None = None) -> CompiledKernel:
+                       wish: str | None = None,
+                       earlier: CompiledKernel | None = None) -> CompiledKernel:
         """The `cubin`-stage specialization from the disk cache, or compiled and put there."""
         from .cache import PTXAS_REPORT, STAGE_FILES, cache_key
         key = cache_key(self, params, target, {"grid_wish": wish} if wish else None)
@@ -319,7 +335,7 @@ class Kernel(KernelEntry):
             if loaded is not None:
                 return loaded
         _require_mlir(self, params, target, key, cache)
-        ck = self._build(params, "cubin", target, wish)
+        ck = self._build(params, "cubin", target, wish, earlier)
         files = {STAGE_FILES[stage]: data for stage, data in ck.artifacts.items()}
         if ck.ptxas_report is not None:
             files[PTXAS_REPORT] = ck.ptxas_report
@@ -348,37 +364,50 @@ class Kernel(KernelEntry):
         return None
 
     def _build(self, params, stage: str, target: str | None,
-               wish: str | None = None) -> CompiledKernel:
-        """Compiles with MLIR: imported here, so that tileir imports and launches without it."""
+               wish: str | None = None,
+               earlier: CompiledKernel | None = None) -> CompiledKernel:
+        """Compiles with MLIR: imported here, so that tileir imports and launches without it.
+        With `earlier` (this specialization at an earlier stage, `_compiled_to_gpu`),
+        a copy of its module goes on from its stage."""
         from mlir import ir
-        from tileir.dialect import verify
-        from .frontend.compiler import FunctionCompiler, ModuleBuilder
         if target is not None:
             _check_target(target)
         ctx = mlir_context()
         with ctx, deadline.compiling(self.name):
-            mb = ModuleBuilder(ctx)
-            fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
-            self._apply_hints(fn, target)
-            if wish is not None:
-                from .backend.layout.retile import WISH_ATTR
-                fn.attributes[WISH_ATTR] = ir.StringAttr.get(wish)
-            verify(mb.module)
-            _dump(mb.module, "frontend")
-            if target is not None:
-                mb.module.operation.attributes["tile.target"] = ir.StringAttr.get(target)
-            artifacts = {"frontend": str(mb.module)}
-            artifacts.update(run_stages(mb.module, stage))
-            meta_json = _string_attr(mb.module, "tile.kernel_meta")     # from stage `gpu` on
+            module = _copy_at_stage(earlier) if earlier is not None else None
+            if module is not None:
+                artifacts = dict(earlier.artifacts)
+            else:
+                module = self._frontend(ctx, params, target, wish)
+                artifacts = {"frontend": str(module)}
+            artifacts.update(run_stages(module, stage))
+            meta_json = _string_attr(module, "tile.kernel_meta")     # from stage `gpu` on
             meta = None if meta_json is None else {**json.loads(meta_json), "target": target}
-            fit = _string_attr(mb.module, "tile.fit")        # backend/layout/budget.py
+            fit = _string_attr(module, "tile.fit")        # backend/layout/budget.py
             if meta is not None and fit is not None:
                 meta["fit"] = fit
             if meta is not None and "cubin" in artifacts:
                 meta["toolchain"] = toolchain_versions()
-            report = _string_attr(mb.module, "tile.ptxas_report")
-        return CompiledKernel(self, mb.module, self.name, params, stage, target, artifacts,
+            report = _string_attr(module, "tile.ptxas_report")
+        return CompiledKernel(self, module, self.name, params, stage, target, artifacts,
                               meta, report)
+
+    def _frontend(self, ctx, params, target: str | None, wish: str | None):
+        """The kernel's module at stage `frontend`, verified."""
+        from mlir import ir
+        from tileir.dialect import verify
+        from .frontend.compiler import FunctionCompiler, ModuleBuilder
+        mb = ModuleBuilder(ctx)
+        fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
+        self._apply_hints(fn, target)
+        if wish is not None:
+            from .backend.layout.retile import WISH_ATTR
+            fn.attributes[WISH_ATTR] = ir.StringAttr.get(wish)
+        verify(mb.module)
+        _dump(mb.module, "frontend")
+        if target is not None:
+            mb.module.operation.attributes["tile.target"] = ir.StringAttr.get(target)
+        return mb.module
 
     def _apply_hints(self, fn, target: str | None) -> None:
         """Kernel options that steer the GPU stages become function attributes."""
@@ -425,6 +454,18 @@ class Kernel(KernelEntry):
     def tile_ir(self, *args, stage: str = "tile") -> str:
         """The Tile IR of this kernel specialized for `args` (compile-time args as values)."""
         return self.compile(args, stage).ir()
+
+
+def _copy_at_stage(ck: "CompiledKernel"):
+    """A copy of `ck.module`, or None if the module no longer prints as it did after
+    its stage (something changed it since): then the compile starts afresh."""
+    from mlir import ir
+    from tileir.passes.pipeline import _replace_module      # the stage driver's rewind
+    if str(ck.module) != ck.artifacts.get(ck.stage):
+        return None
+    module = ir.Module.create(loc=ck.module.operation.location)
+    _replace_module(module, ck.module.operation.clone())
+    return module
 
 
 def run_stages(module: ir.Module, stop_after: str) -> dict[str, str | bytes]:

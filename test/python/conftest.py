@@ -1,9 +1,13 @@
 """Shared pytest setup: the `gpu` marker skips cleanly without an NVIDIA GPU; every
 test gets an empty compile cache of its own, and tests that compile many identical
-cubins can share one for the session (`shared_compile_cache`, `session_dir`)."""
+cubins can share one for the session (`shared_compile_cache`, `session_dir`); tests
+that run tile-opt as a command can reach a warm one (`tile_opt_server`)."""
 
 import hashlib
 import os
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -77,6 +81,29 @@ def shared_compile_cache(session_dir, monkeypatch) -> Path:
     root = session_dir / "compile-cache"
     monkeypatch.setenv("TILEIR_CACHE_DIR", str(root))
     return root
+
+
+@pytest.fixture(scope="session")
+def tile_opt_server(tmp_path_factory):
+    """A warm tile-opt for this worker (tools/tile_opt_server.py, as lit's RUN lines
+    get): yields the socket path, for the client's TILEIR_OPT_SERVER.  A run through it
+    prints and exits as a fresh `python -m tileir.tools.tile_opt` (each is a fork of
+    the server), without the 0.5 s of imports.  None off Linux (as in lit.cfg.py):
+    the client then runs a fresh tile-opt itself."""
+    if not sys.platform.startswith("linux"):
+        yield None
+        return
+    path = str(tmp_path_factory.mktemp("tile-opt-server") / "socket")
+    server = subprocess.Popen([sys.executable, "-m", "tileir.tools.tile_opt_server", path],
+                              stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path):
+        if server.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"the tile-opt server did not start (exit status {server.poll()})")
+        time.sleep(0.01)
+    yield path
+    server.terminate()
+    server.wait(timeout=60)
 
 
 def session_memo(session_dir: Path, kind: str, data: bytes, make) -> str:

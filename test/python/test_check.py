@@ -131,3 +131,28 @@ def test_a_missing_sanitizer_is_named(project, monkeypatch, capsys):
     monkeypatch.setenv("PATH", "")
     assert check.main(["--root", str(project), "--sanitizer", "memcheck"]) == 2
     assert "needs compute-sanitizer on PATH" in capsys.readouterr().err
+
+
+LIT_CONFIG = '''
+import lit.formats
+config.name = "project"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".txt"]
+config.excludes = ["test_project.py"]
+'''
+
+
+def test_lit_runs_alongside_pytest_and_both_are_counted(project, capsys):
+    (project / "test" / "lit.cfg.py").write_text(LIT_CONFIG)
+    (project / "test" / "passes.txt").write_text("RUN: true\n")
+    (project / "test" / "fails.txt").write_text("RUN: false\n")
+    assert check.main(["--root", str(project), "-j", "2", "test"]) == 1
+    out = capsys.readouterr().out
+    assert "== lit, alongside pytest" in out and " -n 2 " in out
+    assert out.index("== pytest:") < out.index("== lit (ran alongside pytest):")
+    assert "== lit: 1 passed, 1 failed, 0 skipped" in out
+    assert "== pytest: 2 passed, 0 failed, 1 skipped" in out
+    assert out.strip().splitlines()[-1] == "3 passed, 1 failed, 1 skipped"
+    assert check.main(["--root", str(project), "-j", "1", "test"]) == 1   # one after the other
+    out = capsys.readouterr().out
+    assert "== lit, alongside" not in out and out.index("== lit:") < out.index("== pytest:")

@@ -2,7 +2,10 @@
 
 Every case runs tile-opt in a subprocess: the MLIR wheel is built with
 assertions, so a regression would abort (or segfault) the process, and that
-must fail the test rather than kill pytest.
+must fail the test rather than kill pytest.  The subprocess is the warm tile-opt's
+client (tools/tile_opt_server.py): each run is a fork of a process that has
+imported tile-opt, and prints and exits (a signal too) as a fresh one does
+(test_tile_opt_server.py checks that against `python -m tileir.tools.tile_opt`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,15 @@ from pathlib import Path
 
 import pytest
 
-TILE_OPT = [sys.executable, "-m", "tileir.tools.tile_opt"]
+from tileir.tools import tile_opt_server as warm
+
+TILE_OPT = [sys.executable, "-I", "-S", warm.__file__]
+
+
+@pytest.fixture(autouse=True)
+def _warm_tile_opt(tile_opt_server, monkeypatch):
+    if tile_opt_server is not None:
+        monkeypatch.setenv(warm.SERVER_ENV, tile_opt_server)
 
 KERNEL = """\
 func.func private @double(%t: tensor<16xf32>) -> tensor<16xf32>
