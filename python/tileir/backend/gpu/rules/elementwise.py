@@ -50,7 +50,7 @@ def elementwise(cx: LoweringContext, op: ir.Operation) -> None:
                           op.location)
     out: list[list[ir.Value]] = [[] for _ in elems]
     attrs = _attrs(op)
-    if _paired_truncf(name, in_elems, elems, attrs, lin.num_regs):
+    if _paired_truncf(name, in_elems, elems, attrs, lin.num_regs) and _feeds_a_product(op):
         cx.values[op.results[0]] = Frag(lin, elems[0], _truncf_pairs(frags[0].regs, elems[0]))
         return
     for r in range(lin.num_regs):
@@ -168,10 +168,19 @@ def _paired_truncf(name: str, in_elems, elems, attrs: dict, regs: int) -> bool:
         and str(elems[0]) in ("f16", "bf16") and not (set(attrs) - {"fastmath"})
 
 
+def _feeds_a_product(op: ir.Operation) -> bool:
+    """Whether the cast's only use makes it a tensor-core operand from registers (an
+    attention's P): its registers are packed in the same pairs there.  (Elsewhere pairs
+    can cost registers: a row kernel's 16-bit store packs in its own order, and the
+    paired casts made LayerNorm's 80-register sm_90a kernel spill.)"""
+    uses = list(op.results[0].uses)
+    return len(uses) == 1 and uses[0].owner.name == "tile.convert_layout" and \
+        "mma_operand" in str(uses[0].owner.results[0].type)
+
+
 def _truncf_pairs(regs: list[ir.Value], elem: ir.Type) -> list[ir.Value]:
     """f32 registers rounded to 16 bits two at a time (`cvt.rn.bf16x2.f32`, one
-    instruction a pair): a 16-bit tile's registers are paired this way wherever they go
-    next (a wgmma's A fragment, a store), so the halves are never packed again."""
+    instruction a pair), the pairs a wgmma's A fragment packs."""
     v2f32, v2h = ir.VectorType.get([2], ir.F32Type.get()), ir.VectorType.get([2], elem)
     out = []
     for i in range(0, len(regs), 2):
