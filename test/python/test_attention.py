@@ -218,15 +218,10 @@ def _compiled_varlen(d, tiles, causal, target="sm_90a"):
         (q, k, k, q, cu, cu, cu, 0.088, 32, 4, *tiles, d, causal, False), target=target)
 
 
-SPILLS_AT_256_CAUSAL = pytest.mark.xfail(
-    strict=True, reason="255 registers and 4 B of spills: one register stored before the "
-                        "K/V loop and loaded after it (the mask branch, docs/attention.md)")
-
-
 @pytest.mark.parametrize("d,causal", [
     (64, False), pytest.param(64, True, marks=pytest.mark.slow), (128, False), (128, True),
     pytest.param(256, False, marks=pytest.mark.slow),
-    pytest.param(256, True, marks=[pytest.mark.slow, SPILLS_AT_256_CAUSAL])])
+    pytest.param(256, True, marks=pytest.mark.slow)])
 def test_varlen_runs_on_tma_and_wgmma_without_local_memory(d, causal, tmp_path):
     tiles = example.varlen_tiles(d, "sm_90a")
     assert tiles == ((128, 64) if d == 256 else (128, 128))
