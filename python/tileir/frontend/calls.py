@@ -31,9 +31,6 @@ from .params import classify_value, leaf_values
 from .values import (BoundMethod, DataclassValue, ForeignPointerValue, ListValue, MethodValue,
                      TableListValue, TileValue, describe)
 
-if typing.TYPE_CHECKING:
-    from .compiler import FunctionCompiler
-
 # a helper compiled inline at every call (ModuleBuilder.helpers)
 _INLINE = object()
 
@@ -355,7 +352,7 @@ def _api_name(fn) -> str | None:
 # Python builtins usable in kernels
 # ---------------------------------------------------------------------------
 def _builtin_minmax(kind):
-    def fn(c: FunctionCompiler, args, kwargs, node):
+    def fn(c, args, kwargs, node):
         if kwargs or len(args) < 2:
             raise c.error(TileTypeError, node, f"{kind}() in a kernel takes two or more "
                           f"values (use tileir.{kind}(tile, axis) to reduce a tile)")
@@ -367,7 +364,7 @@ def _builtin_minmax(kind):
 
 
 def _builtin_cast(d: dt.DType, pytype):
-    def fn(c: FunctionCompiler, args, kwargs, node):
+    def fn(c, args, kwargs, node):
         if len(args) != 1 or kwargs:
             raise c.error(TileTypeError, node, f"{pytype.__name__}() takes one argument")
         x = args[0]

@@ -10,7 +10,7 @@ import numpy as np
 from mlir import ir
 
 from . import hardware as hw
-from .executor import BLOCKED, OPS, SimError, attr_int, op, operands, uniform
+from .rules import BLOCKED, OPS, SimError, attr_int, op, operands, uniform
 
 
 # -- tensor cores, copies, barriers ---------------------------------------------------------

@@ -6,61 +6,30 @@ offsets, or a tensor-map handle); a shared-memory memref is a `SharedRef`.
 Control flow runs under an active-thread mask: both sides of a divergent
 `scf.if` run, each for its threads, and their results merge per thread.
 
-This module holds the machine (blocks, threads, the run loop, `simulate`) and the op
-table; the ops' models are `scalar_ops.py` (arith, math, scf, gpu), `memory_ops.py`
-(memrefs, loads, stores, addresses, structs, vectors), `ptx_ops.py` (inline PTX,
-clusters, printf) and `async_ops.py` (mbarriers, TMA, cp.async, wgmma, mma.sync).
+This module holds the machine (blocks, threads, the run loop, `simulate`); the op
+table and what the rules share are `rules.py`; the ops' models are `scalar_ops.py`
+(arith, math, scf, gpu), `memory_ops.py` (memrefs, loads, stores, addresses, structs,
+vectors), `ptx_ops.py` (inline PTX, clusters, printf) and `async_ops.py` (mbarriers,
+TMA, cp.async, wgmma, mma.sync).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-import ml_dtypes
 import numpy as np
 from mlir import ir
 
 from . import hardware as hw
 from .hardware import SimError
-
-DYNAMIC = -2147483648      # llvm.getelementptr's marker for a dynamic index
-
-
-def np_dtype(t: ir.Type) -> np.dtype:
-    return _np_dtype(str(t))
-
-
-@functools.lru_cache(maxsize=None)
-def _np_dtype(s: str) -> np.dtype:
-    table = {"i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
-             "index": np.int64, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
-             "f32": np.float32, "f64": np.float64, "f8E4M3FN": ml_dtypes.float8_e4m3fn,
-             "f8E5M2": ml_dtypes.float8_e5m2}
-    if s in table:
-        return np.dtype(table[s])
-    if s.startswith("!llvm.ptr"):
-        return np.dtype(np.int64)
-    raise SimError(f"no simulated representation for type {s}")
-
-
-def nbytes_of(t: ir.Type) -> int:
-    if isinstance(t, ir.VectorType):
-        return t.shape[0] * nbytes_of(t.element_type)
-    if str(t) == "i1":
-        return 1
-    return np_dtype(t).itemsize
-
-
-@dataclasses.dataclass
-class SharedRef:
-    offset: np.ndarray      # byte offset of element 0, per thread
-    dtype: np.dtype
-
-
-BLOCKED = object()      # what `run` yields: every thread it runs is waiting
+from . import rules
+from .rules import BLOCKED, OPS, PREFIX_OPS, SUSPENDING, np_dtype
+# the ops' rules register into OPS as their modules load; the decoder asks ptx_ops for
+# the inline PTX's text and the cluster wait
+from . import async_ops, memory_ops, scalar_ops  # noqa: F401
+from .ptx_ops import asm_text, cluster_wait
 
 
 @dataclasses.dataclass
@@ -221,52 +190,6 @@ def _split(s: str) -> list[str]:
     return [x for x in out if x.strip()]
 
 
-def uniform(x: np.ndarray, mask: np.ndarray, what: str) -> int:
-    vals = np.unique(np.asarray(x)[mask])
-    if len(vals) != 1:
-        raise SimError(f"{what} differs between threads: {vals[:4]}")
-    return int(vals[0])
-
-
-def where(cond: np.ndarray, a, b):
-    if isinstance(a, tuple):
-        return tuple(where(cond, x, y) for x, y in zip(a, b))
-    if isinstance(a, SharedRef):
-        return SharedRef(np.where(cond, a.offset, b.offset), a.dtype)
-    a = np.asarray(a)
-    c = cond if a.ndim == 1 else cond[:, None]
-    return np.where(c, a, b)
-
-
-# ---------------------------------------------------------------------------
-# The op table
-# ---------------------------------------------------------------------------
-OPS: dict[str, Callable] = {}
-PREFIX_OPS: list[tuple[str, Callable]] = []
-# ops whose rules are generators (they run regions or wait)
-SUSPENDING = frozenset({"scf.if", "scf.for", "scf.while", "nvvm.mbarrier.try_wait.parity",
-                        "barrier.cluster.wait"})
-
-
-def op(*names):
-    def deco(fn):
-        for n in names:
-            OPS[n] = fn
-        return fn
-    return deco
-
-
-def operands(sim, blk, o):
-    values = sim.operands.get(o)
-    if values is None:
-        values = sim.operands[o] = list(o.operands)
-    return [blk.env[v] for v in values]
-
-
-def attr_int(o, name: str) -> int:
-    return ir.IntegerAttr(o.attributes[name]).value
-
-
 # ---------------------------------------------------------------------------
 # Launching
 # ---------------------------------------------------------------------------
@@ -405,7 +328,7 @@ def _constant_tables(module: ir.Module) -> dict[str, np.ndarray]:
     return out
 
 
-@op("llvm.mlir.addressof")
+@rules.op("llvm.mlir.addressof")
 def _addressof(sim, blk, o, mask):
     name = ir.FlatSymbolRefAttr(o.attributes["global_name"]).value
     if name not in sim.globals:
@@ -424,8 +347,3 @@ def _kernel(module: ir.Module) -> ir.Operation:
 
 __all__ = ["ListTable", "simulate", "SimError"]
 
-
-# The op rules, registered into OPS as their modules load (after everything above,
-# which they import); the cluster wait and PTX text the decoder asks for.
-from . import async_ops, memory_ops, scalar_ops  # noqa: E402,F401
-from .ptx_ops import asm_text, cluster_wait  # noqa: E402

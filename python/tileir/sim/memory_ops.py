@@ -9,7 +9,7 @@ import re
 import numpy as np
 from mlir import ir
 
-from .executor import DYNAMIC, SharedRef, SimError, nbytes_of, np_dtype, op, operands
+from .rules import DYNAMIC, SharedRef, SimError, nbytes_of, np_dtype, op, operands
 
 
 # -- memref (shared memory) ----------------------------------------------------------------

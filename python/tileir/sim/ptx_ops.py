@@ -12,7 +12,7 @@ import numpy as np
 from mlir import ir
 
 from . import hardware as hw
-from .executor import BLOCKED, SimError, np_dtype, op, operands
+from .rules import BLOCKED, SimError, np_dtype, op, operands
 from .async_ops import barrier_at, wgmma_register_a
 from .memory_ops import read_memory, write_memory
 

@@ -1,13 +1,13 @@
 """The simulator's models of scalar and per-thread ops: `arith` and `math` element-wise,
 `scf` control flow under the active-thread mask, and the `gpu` dialect's ids, barriers
-and shuffles (rules registered in `executor.OPS`)."""
+and shuffles (rules registered in `rules.OPS`)."""
 
 from __future__ import annotations
 
 import numpy as np
 from mlir import ir
 
-from .executor import (BLOCKED, OPS, PREFIX_OPS, SharedRef, SimError, attr_int, np_dtype,
+from .rules import (BLOCKED, OPS, PREFIX_OPS, SharedRef, SimError, attr_int, np_dtype,
                        op, operands, uniform, where)
 
 
