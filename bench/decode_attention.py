@@ -51,8 +51,9 @@ def timed(fn) -> dict:
 
 def copy_bandwidth() -> float:
     """GB/s of a 1 GiB device-to-device copy (read + written), timed as launched: captured
-    in a CUDA graph, torch's copy becomes a memcpy node that the copy engines run, at 2.77
-    TB/s on the H200 (2026-11-28) against the 4.2-4.3 a copy on the SMs reaches."""
+    in a CUDA graph torch's copy is a memcpy node, which measured 2.77 TB/s on the H200
+    (2026-11-28), below the decode kernel's own reads; launched, a copy measured 4.27
+    (shared/ANCHORS.md)."""
     x = torch.empty(1 << 29, device="cuda", dtype=torch.int16)
     y = torch.empty_like(x)
     ms = do_bench(lambda: y.copy_(x), warmup=25, rep=200, return_mode="median")
