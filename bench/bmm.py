@@ -31,22 +31,9 @@ import torch
 from triton.testing import do_bench_cudagraph
 
 import tileir as ct
+from tileir.examples.bmm import bmm, bmm_grid
 
 ZERO = ct.PaddingMode.ZERO
-
-
-@ct.kernel
-def bmm(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int],
-        BATCH_AXIS: ct.Constant[int]):
-    z = ct.bid(BATCH_AXIS)
-    i = ct.bid((BATCH_AXIS + 1) % 3)
-    j = ct.bid((BATCH_AXIS + 2) % 3)
-    acc = ct.zeros((TM, TN), dtype=ct.float32)
-    for k in range(ct.cdiv(A.shape[2], TK)):
-        a = ct.load(A, index=(z, i, k), shape=(1, TM, TK), padding_mode=ZERO).reshape((TM, TK))
-        b = ct.load(B, index=(z, k, j), shape=(1, TK, TN), padding_mode=ZERO).reshape((TK, TN))
-        acc = ct.mma(a, b, acc)
-    ct.store(C, index=(z, i, j), tile=acc.astype(C.dtype).reshape((1, TM, TN)))
 
 
 @ct.kernel
@@ -77,12 +64,6 @@ SAMPLE_TILES = (128, 256, 128)            # cuTile's BatchMatMul
 # (column, tiles, batch axis)
 VARIANTS = [("batch axis 0", TILES, 0), ("batch axis 2", TILES, 2),
             ("sample tiles", SAMPLE_TILES, 0)]
-
-
-def bmm_grid(batch, m, n, tm, tn, axis):
-    grid = [0, 0, 0]
-    grid[axis], grid[(axis + 1) % 3], grid[(axis + 2) % 3] = batch, ct.cdiv(m, tm), ct.cdiv(n, tn)
-    return tuple(grid)
 
 
 def compiled_form(kernel, args, grid, out_param) -> dict:

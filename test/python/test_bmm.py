@@ -23,6 +23,7 @@ import tileir as ct
 from mlir import ir
 from tileir.dialect import context as tile_context
 from tileir.kernel import hardware_grid
+from tileir.examples.bmm import bmm, bmm_grid
 from tileir.sim import simulate
 
 from test_tensor_cores import _sass_text, gemm
@@ -31,22 +32,6 @@ BF16 = ml_dtypes.bfloat16
 ZERO = ct.PaddingMode.ZERO
 SLOW = pytest.mark.slow
 TMA_STORE = "nvvm.cp.async.bulk.tensor.global.shared.cta"
-
-
-@ct.kernel
-def bmm(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int],
-        BATCH_AXIS: ct.Constant[int]):
-    """C[z] = A[z] @ B[z]; the batch z is grid axis BATCH_AXIS, the row and column
-    tiles the next two."""
-    z = ct.bid(BATCH_AXIS)
-    i = ct.bid((BATCH_AXIS + 1) % 3)
-    j = ct.bid((BATCH_AXIS + 2) % 3)
-    acc = ct.zeros((TM, TN), dtype=ct.float32)
-    for k in range(ct.cdiv(A.shape[2], TK)):
-        a = ct.load(A, index=(z, i, k), shape=(1, TM, TK), padding_mode=ZERO).reshape((TM, TK))
-        b = ct.load(B, index=(z, k, j), shape=(1, TK, TN), padding_mode=ZERO).reshape((TK, TN))
-        acc = ct.mma(a, b, acc)
-    ct.store(C, index=(z, i, j), tile=acc.astype(C.dtype).reshape((1, TM, TN)))
 
 
 @ct.kernel
@@ -78,12 +63,6 @@ def bmm_heads(Q, K, S, H: ct.Constant[int], TM: ct.Constant[int], TN: ct.Constan
         k = ct.load(K, index=(b, h, j, d), shape=(1, 1, TN, TD), padding_mode=ZERO)
         acc = ct.mma(q.reshape((TM, TD)), ct.transpose(k.reshape((TN, TD))), acc)
     ct.store(S, index=(b, h, i, j), tile=acc.astype(S.dtype).reshape((1, 1, TM, TN)))
-
-
-def bmm_grid(batch: int, m: int, n: int, tm: int, tn: int, axis: int) -> tuple[int, ...]:
-    grid = [0, 0, 0]
-    grid[axis], grid[(axis + 1) % 3], grid[(axis + 2) % 3] = batch, ct.cdiv(m, tm), ct.cdiv(n, tn)
-    return tuple(grid)
 
 
 def _ops(cubin: bytes, tmp_path) -> collections.Counter:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 
 import tileir as ct
+from tileir.examples.bmm import bmm, bmm_grid
 
-from test_bmm import bmm, bmm_grid, bmm_heads, bmm_residual
+from test_bmm import bmm_heads, bmm_residual
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")

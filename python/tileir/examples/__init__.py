@@ -6,7 +6,7 @@ computes a float64 reference.  `python -m tileir.examples` runs them all.
 """
 
 NAMES = ("vector_add", "softmax", "rmsnorm", "layernorm", "transpose", "matmul", "llm_ops",
-         "attention")
+         "attention", "bmm")
 
 
 def next_pow2(n: int) -> int:
