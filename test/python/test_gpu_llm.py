@@ -21,36 +21,14 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
-from tileir.llm import LLM  # noqa: E402
+from tileir.llm import LLM, checkpoint  # noqa: E402
 from tileir.llm.backend import _optional  # noqa: E402
 
-LLAMA3_8B_2L = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
-    "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 2,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-    "rms_norm_eps": 1e-5, "max_position_embeddings": 131072, "rope_theta": 500000.0,
-    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-    "tie_word_embeddings": False, "initializer_range": 0.02, "bos_token_id": 128000,
-    "eos_token_id": 128001,
-}
+LLAMA3_8B_2L = checkpoint.shaped("llama3-8b", num_hidden_layers=2, initializer_range=0.02)
 
-DEEPSEEK_V3_SMALL = {
-    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-    "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
-    "moe_intermediate_size": 2048, "num_hidden_layers": 2, "num_attention_heads": 128,
-    "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512,
-    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-    "n_routed_experts": 16, "n_shared_experts": 1, "num_experts_per_tok": 4, "n_group": 4,
-    "topk_group": 2, "routed_scaling_factor": 2.5, "norm_topk_prob": True,
-    "first_k_dense_replace": 1, "rms_norm_eps": 1e-6, "max_position_embeddings": 163840,
-    "rope_theta": 10000.0, "rope_interleave": True, "hidden_act": "silu",
-    "rope_scaling": {"rope_type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
-                     "mscale": 1.0, "mscale_all_dim": 1.0,
-                     "original_max_position_embeddings": 4096},
-    "tie_word_embeddings": False, "initializer_range": 0.02, "bos_token_id": 0,
-    "eos_token_id": 1,
-}
+DEEPSEEK_V3_SMALL = checkpoint.shaped(
+    "deepseek-v3-small", num_hidden_layers=2, n_routed_experts=16, num_experts_per_tok=4,
+    n_group=4, topk_group=2, initializer_range=0.02)
 
 
 def _dense_deepseek():

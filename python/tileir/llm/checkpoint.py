@@ -3,11 +3,12 @@
 For tests and benchmarks without downloads: `write_random(dir, config)` draws each
 weight transformers' way (normal with std `initializer_range`, norms around one) and
 saves the names `LlamaForCausalLM` / `DeepseekV3ForCausalLM` save.  `TINY` holds
-configurations small enough for the interpreter.
+configurations small enough for the interpreter, `SHAPED` real widths.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
@@ -41,6 +42,43 @@ TINY = {
                          "mscale_all_dim": 1.0},
     },
 }
+
+
+# Real widths (Llama-3-8B; DeepSeek-V3 with 4 layers and 32 routed experts, which fits
+# one GPU), for benchmarks and the GPU tests against transformers (`shaped`).
+SHAPED = {
+    "llama3-8b": {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
+        "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+        "rms_norm_eps": 1e-5, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+        "tie_word_embeddings": False, "bos_token_id": 128000, "eos_token_id": 128001,
+    },
+    "deepseek-v3-small": {
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+        "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
+        "moe_intermediate_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 128,
+        "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "n_routed_experts": 32, "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 8,
+        "topk_group": 4, "routed_scaling_factor": 2.5, "norm_topk_prob": True,
+        "first_k_dense_replace": 1, "rms_norm_eps": 1e-6, "max_position_embeddings": 163840,
+        "rope_theta": 10000.0, "rope_interleave": True, "hidden_act": "silu",
+        "rope_scaling": {"rope_type": "yarn", "factor": 40, "beta_fast": 32, "beta_slow": 1,
+                         "mscale": 1.0, "mscale_all_dim": 1.0,
+                         "original_max_position_embeddings": 4096},
+        "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 1,
+    },
+}
+
+
+def shaped(name: str, **overrides) -> dict:
+    """A copy of `SHAPED[name]` with `overrides` (fewer layers or experts, say)."""
+    raw = copy.deepcopy(SHAPED[name])
+    raw.update(overrides)
+    return raw
 
 
 def _names(cfg: config_mod.ModelConfig, raw: dict) -> dict[str, tuple]:
