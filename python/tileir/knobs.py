@@ -8,6 +8,7 @@
 | TILEIR_LAUNCH_TARGET | str | (the GPU's) | compile GPU launches for this target instead of the device's own: `sm_80` on a Hopper GPU runs the Ampere code (its PTX, JIT-compiled by the driver), to test that path on the GPU at hand; read by every checked launch (a kernel's fast path keeps the code its first launch chose) |
 | TILEIR_LAUNCH_STAGE | str | tile | the last stage run before `launch` executes a kernel; `frontend` skips the tile-level passes (to bisect a pass bug) |
 | TILEIR_SYNC_LAUNCH | bool | 0 | synchronize the stream after every GPU launch and report asynchronous errors (an out-of-bounds access, a trap) at the launch that caused them |
+| TILEIR_PROGRAMMATIC_LAUNCH | bool | 1 | launch kernels that open with the grid-dependency wait (`programmatic_launch`, sm_90a's default) with programmatic stream serialization, so that each starts while the one before it ends; 0 launches them plainly (one after the other: a profiler then sees each kernel's own time, not its wait); read when a kernel's dispatcher is made |
 | TILEIR_PY_LAUNCH | bool | 0 | launch through the fast path's Python code even where its C extension is built (to compare, or to debug the extension); read when a kernel's dispatcher is made |
 | TILEIR_CACHE | bool | 1 | use the on-disk compile cache; 0 compiles every specialization afresh and writes nothing |
 | TILEIR_CACHE_DIR | str | ~/.cache/tileir | where the compile cache lives (one browsable directory per entry) |
@@ -126,6 +127,8 @@ def cache_dir() -> str:
 
 
 PY_LAUNCH = Knob("TILEIR_PY_LAUNCH", "0", "use the Python launch fast path, not the C one")
+PROGRAMMATIC_LAUNCH = Knob("TILEIR_PROGRAMMATIC_LAUNCH", "1",
+                           "programmatic stream serialization for programmatic_launch kernels")
 
 COMPILER_TIMEOUT = Knob("TILEIR_COMPILER_TIMEOUT_SEC", "",
                         "longest compile of one kernel, seconds (empty: none)",
@@ -148,5 +151,5 @@ JAX_FFI = Knob("TILEIR_JAX_FFI", "1",
                "cutile_call on JAX's CUDA backend through the XLA FFI handler (0: buffer_callback)")
 CC = Knob("TILEIR_CC", "", "C compiler for the XLA FFI handler (empty: cc, gcc or clang)")
 
-ALL = ALL + (SYNC_LAUNCH, CACHE, CACHE_DIR, CACHE_MAX_BYTES, PY_LAUNCH, COMPILER_TIMEOUT,
-             TEMP_DIR, CUTILE_LOGS, JAX_FFI, CC)
+ALL = ALL + (SYNC_LAUNCH, CACHE, CACHE_DIR, CACHE_MAX_BYTES, PY_LAUNCH, PROGRAMMATIC_LAUNCH,
+             COMPILER_TIMEOUT, TEMP_DIR, CUTILE_LOGS, JAX_FFI, CC)

@@ -385,3 +385,42 @@ func.func @paged_table_written(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %t
   "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
   return
 }
+
+// -----
+
+#sb = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+#opa = #tile.mma_operand<0 : i64, #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>, 2 : i64>
+
+// A in registers, made anew by each iteration (RMSNorm applied to A on its way in):
+// the product stays synchronous.  In flight past its iteration (pending 1), it would
+// still be reading its A registers when the next iteration writes them.  B's slot is
+// released at the end of its own iteration.
+// CHECK-LABEL: func.func @register_a
+// CHECK:         "tile.ring_wait"(%[[R:.*]], %[[SLOT:.*]], %{{.*}})
+// CHECK-NOT:     "tile.mma_async"
+// CHECK:         "tile.mma"
+// CHECK-NOT:     "tile.mma_wait"
+// CHECK:         "tile.ring_release"(%[[R]], %[[SLOT]], %{{.*}})
+// CHECK-NEXT:    scf.yield
+// CHECK-NOT:   "tile.mma_wait"
+// CHECK:       "tile.ring_free"
+// SM80-LABEL: func.func @register_a
+func.func @register_a(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %two = arith.constant dense<2.0> : tensor<64x64xbf16, #opa>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #opa>
+    %sa = arith.mulf %ta, %two : tensor<64x64xbf16, #opa>
+    %tb = "tile.load"(%b, %k, %j) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sb>
+    %d = "tile.mma"(%sa, %tb, %acc) : (tensor<64x64xbf16, #opa>, tensor<64x64xbf16, #sb>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}

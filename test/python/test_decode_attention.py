@@ -59,6 +59,17 @@ def test_more_splits_than_pages_leave_empty_splits_harmless():
     assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.3)) < 1e-5
 
 
+def test_many_splits_merge_a_few_at_a_time():
+    # 13 splits of a 128-wide head, 8 heads a KV head: the combine merges 4 splits a
+    # step (a (4, 8, 128) tile), 4 steps, the last with 3 splits past the end
+    rng = np.random.default_rng()
+    q, kc, vc, table, lens = _decode_case(rng, 2, 1, 16, 2, 128, 16, 20 * 16)
+    _, calls = dec.launches(q, kc, vc, table, lens, 0.09, None, 13)
+    assert calls[1][2][-1] == 4
+    out = dec.paged_decode_attention(q, kc, vc, table, lens, 0.09, num_splits=13)
+    assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.09)) < 1e-5
+
+
 def test_the_splits_chooser_fills_one_round_of_the_gpu_and_keeps_splits_long():
     assert dec.choose_splits(64 * 8, 512, sms=132) == 1       # 512 blocks: past one round
     assert dec.choose_splits(16 * 8, 512, sms=132) == 2       # 256 of 264 resident blocks

@@ -838,6 +838,18 @@ def test_a_launch_is_programmatic_as_the_meta_and_the_launch_say(meta, requested
     assert launcher.programmatic(meta, requested) is programmatic
 
 
+@pytest.mark.parametrize("requested", [False, True])
+def test_programmatic_launch_off_launches_every_kernel_plainly(requested, monkeypatch):
+    """TILEIR_PROGRAMMATIC_LAUNCH=0: no launch is programmatic, whatever the kernel or the
+    launch asks (a profiler then sees each kernel's own time)."""
+    from tileir.runtime import launcher
+    monkeypatch.setenv("TILEIR_PROGRAMMATIC_LAUNCH", "0")
+    for meta in ({"programmatic_launch": True}, {"programmatic_on_request": True}):
+        assert launcher.programmatic(meta, requested) is False
+    monkeypatch.setenv("TILEIR_PROGRAMMATIC_LAUNCH", "1")
+    assert launcher.programmatic({"programmatic_launch": True}, requested) is True
+
+
 def test_launch_of_a_kernel_not_launched_before_is_checked():
     import tileir as ct
     from tileir.errors import TileTypeError

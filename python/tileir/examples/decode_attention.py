@@ -110,31 +110,47 @@ decode_narrow = decode.replace_hints(num_warps=2)
 
 
 @ct.kernel
-def combine(OP, LSE, O, GP: ct.Constant[int], DC: ct.Constant[int]):
-    """Merges the splits of one (sequence, KV head, token) over DC output columns: each
-    split's output weighted by 2^(its log2-sum-exp - the largest).  OP and LSE hold
-    the splits of sequence b at rows b * splits ..; O is (B, Tq, Hkv, GROUP, D)."""
+def combine(OP, LSE, O, GP: ct.Constant[int], DC: ct.Constant[int], SC: ct.Constant[int]):
+    """Merges the splits of one (sequence, token, KV head) over DC output columns: each
+    split's output weighted by 2^(its log2-sum-exp - the largest).  OP (B, S, Tq * Hkv,
+    GROUP, D) and LSE (B, S, Tq * Hkv, GROUP) are the S splits of each sequence (views
+    of the split kernel's outputs); O is (B, Tq, Hkv, GROUP, D).  SC splits are merged
+    at a time (one load of each, their maximum and sums over the split axis), so a
+    context cut into many splits costs a few dependent steps, not one a split."""
     b = ct.bid(0)
     kvh = ct.bid(1)
+    hkv = O.shape[2]
     chunks = O.shape[4] // DC
     t = ct.bid(2) // chunks
     col = ct.bid(2) % chunks
-    splits = OP.shape[0] // O.shape[0]
-    m = ct.full((GP, 1), -1e30, dtype=np.float32)
-    l = ct.zeros((GP, 1), dtype=np.float32)
-    acc = ct.zeros((GP, DC), dtype=np.float32)
-    for s in range(splits):
-        lse = ct.load(LSE, index=(b * splits + s, t, kvh, 0), shape=(1, 1, 1, GP),
-                      padding_mode=ct.PaddingMode.ZERO).reshape((GP, 1))
-        o = ct.load(OP, index=(b * splits + s, t, kvh, 0, col), shape=(1, 1, 1, GP, DC),
-                    padding_mode=ct.PaddingMode.ZERO).reshape((GP, DC))
-        m_new = ct.maximum(m, lse)
+    m = ct.full((1, GP, 1), -1e30, dtype=np.float32)
+    l = ct.zeros((1, GP, 1), dtype=np.float32)
+    acc = ct.zeros((1, GP, DC), dtype=np.float32)
+    for c in range(ct.num_tiles(LSE, axis=1, shape=(1, SC, 1, GP))):
+        # splits past the last: log-sum-exp -inf, weight 0
+        lse = ct.load(LSE, index=(b, c, t * hkv + kvh, 0), shape=(1, SC, 1, GP),
+                      padding_mode=ct.PaddingMode.NEG_INF).reshape((SC, GP, 1))
+        o = ct.load(OP, index=(b, c, t * hkv + kvh, 0, col), shape=(1, SC, 1, GP, DC),
+                    padding_mode=ct.PaddingMode.ZERO).reshape((SC, GP, DC))
+        m_new = ct.maximum(m, ct.max(lse, axis=0, keepdims=True))
         alpha = ct.exp2(m - m_new)
         w = ct.exp2(lse - m_new)
-        l = l * alpha + w
-        acc = acc * alpha + o * w
+        l = l * alpha + ct.sum(w, axis=0, keepdims=True)
+        acc = acc * alpha + ct.sum(o * w, axis=0, keepdims=True)
         m = m_new
     ct.store(O, index=(b, t, kvh, 0, col), tile=(acc / l).reshape((1, 1, 1, GP, DC)).astype(O.dtype))
+
+
+def combine_launch(op, lse, o5, splits: int, gp: int, dc: int):
+    """The combine kernel's (kernel, grid, args) for split outputs op (B * splits, Tq,
+    Hkv, GROUP, D), lse (B * splits, Tq, Hkv, GROUP) into o5 (B, Tq, Hkv, GROUP, D), dc
+    columns a block: as many splits at a time as keep a block's tile at 4096 floats."""
+    b, tq, hkv, group, d = o5.shape
+    sc = max(1, min(next_pow2(splits), 4096 // (gp * dc)))
+    sc = 1 << (sc.bit_length() - 1)                 # a power of two
+    return (combine, (b, hkv, tq * (d // dc)),
+            (op.reshape(b, splits, tq * hkv, group, d), lse.reshape(b, splits, tq * hkv, group),
+             o5, gp, dc, sc))
 
 
 def tiles(tq: int, group: int) -> tuple[int, int]:
@@ -230,7 +246,7 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
     return out, [(kernel, (b, hkv, num_splits),
                   (q5, kv[0], kv[1], block_table, seq_lens, o5, op, lse, float(scale), t, gp,
                    page, d, True)),
-                 (combine, (b, hkv, tq), (op, lse, o5, gp, d))]
+                 combine_launch(op, lse, o5, num_splits, gp, d)]
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, *,

@@ -109,7 +109,7 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
     lse = dec._empty(q, (b * num_splits, tq, h // hb, hb), True)
     return out, [(mla, grid, (q, kv_cache, block_table, seq_lens, o5, op, lse, float(scale), hb,
                               page, min(bn, page), True)),
-                 (dec.combine, (b, h // hb, tq * DL // 128), (op, lse, o5, hb, 128))]
+                 dec.combine_launch(op, lse, o5, num_splits, hb, 128)]
 
 
 def mla_decode(q, kv_cache, block_table, seq_lens, scale, out=None, *, num_splits=None):

@@ -139,7 +139,7 @@ class Engine:
             self.gen.manual_seed(seed)
         self.graphs_ok = (cuda_graphs and self.be.torch is not None
                           and self._paged_kernels_installed())
-        self.graphs: dict[int, tuple] = {}
+        self.graphs: dict[tuple[int, int], tuple] = {}   # (batch, table width) -> graph
         self.last_logits = None
 
     def _pages_that_fit(self, page_size: int, fraction: float) -> int:
@@ -264,13 +264,21 @@ class Engine:
                      self._dev([c - 1 for c in cu[1:]]), self._dev(self._table(reqs)),
                      self._dev(lens), lens, cu)
 
-    def _decode_arrays(self, reqs, size):
+    def _decode_pages(self, reqs) -> int:
+        """The block table's width for a decode step of reqs: a power of two of pages (at
+        least 4) that holds every sequence's tokens.  The attention kernels size their
+        split of each context by it, so a short context is not split as finely as the
+        longest the engine allows; each width is a CUDA graph of its own."""
+        need = max(-(-r.length // self.pool.page) for r in reqs)
+        return min(self.max_pages, max(4, 1 << (need - 1).bit_length()))
+
+    def _decode_arrays(self, reqs, size, width):
         ids = np.zeros(size, np.int32)
         pos = np.zeros(size, np.int32)
         slots = np.zeros(size, np.int32)                 # padding rows: page 0
         lens = np.ones(size, np.int32)
-        table = np.zeros((size, self.max_pages), np.int32)
-        table[:len(reqs)] = self._table(reqs)
+        table = np.zeros((size, width), np.int32)
+        table[:len(reqs)] = self._table(reqs)[:, :width]
         for i, r in enumerate(reqs):
             p = r.length - 1
             ids[i], pos[i], slots[i], lens[i] = r.output[-1], p, self._slot(r, p), p + 1
@@ -279,7 +287,8 @@ class Engine:
     def _decode(self, reqs):
         if self.graphs_ok:
             return self._decode_graph(reqs)
-        ids, pos, slots, rows, table, lens = self._decode_arrays(reqs, len(reqs))
+        ids, pos, slots, rows, table, lens = self._decode_arrays(reqs, len(reqs),
+                                                                 self._decode_pages(reqs))
         batch = Batch(False, self._dev(ids), self._dev(pos), self._dev(slots), self._dev(rows),
                       self._dev(table), self._dev(lens), lens.tolist(), [])
         return self.model.forward(batch)
@@ -287,9 +296,20 @@ class Engine:
     def _decode_graph(self, reqs):
         torch = self.be.torch
         size = 1 << max(len(reqs) - 1, 0).bit_length()
-        arrays = self._decode_arrays(reqs, size)
-        if size not in self.graphs:
-            static = [self._dev(a) for a in arrays]
+        width = self._decode_pages(reqs)
+        arrays = self._decode_arrays(reqs, size, width)
+        key = (size, width)
+        if key not in self.graphs:
+            # the step's int32 arrays as views of one device buffer, filled by one copy
+            # from one pinned host buffer per step
+            sizes = [a.size for a in arrays]
+            flat = torch.empty(sum(sizes), dtype=torch.int32, device="cuda")
+            host = torch.empty(sum(sizes), dtype=torch.int32, pin_memory=True)
+            static, at = [], 0
+            for a, n in zip(arrays, sizes):
+                static.append(flat[at:at + n].view(a.shape))
+                at += n
+            flat.copy_(torch.from_numpy(np.concatenate([a.ravel() for a in arrays])))
             batch = Batch(False, *static, arrays[5].tolist(), [])
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -308,10 +328,11 @@ class Engine:
                 self.graphs.clear()
                 torch.cuda.synchronize()
                 return self._decode(reqs)
-            self.graphs[size] = (graph, static, logits)
-        graph, static, logits = self.graphs[size]
-        for dst, src in zip(static, arrays):
-            dst.copy_(torch.from_numpy(src), non_blocking=False)
+            self.graphs[key] = (graph, (flat, host), logits)
+        graph, (flat, host), logits = self.graphs[key]
+        # the host buffer is free again: the last step's sampling waited for its copy
+        np.concatenate([a.ravel() for a in arrays], out=host.numpy())
+        flat.copy_(host, non_blocking=True)
         graph.replay()
         return logits[:len(reqs)]
 

@@ -372,7 +372,10 @@ def programmatic(meta: Mapping[str, Any], requested: bool = False) -> bool:
     """Whether a launch of the kernel `meta` describes uses programmatic stream
     serialization: always for `programmatic_launch` (its wait opens the body), and for
     `programmatic_on_request` (its author's grid_dependency_control ops) where the
-    launch asks (`requested`: cuTile's `programmatic_dependent_launch`)."""
+    launch asks (`requested`: cuTile's `programmatic_dependent_launch`); never with
+    TILEIR_PROGRAMMATIC_LAUNCH=0 (the kernel's wait then returns at once)."""
+    if not knobs.PROGRAMMATIC_LAUNCH.as_bool():
+        return False
     return bool(meta.get("programmatic_launch")) or \
         (requested and bool(meta.get("programmatic_on_request")))
 

@@ -14,7 +14,9 @@ sm_90a, cp.async on sm_80) becomes a ring of S stages (dialect/ring.py):
 so the loads of S - 1 iterations are in flight while iteration i computes.  An
 `mma` whose accumulator the loop carries (and only yields) becomes asynchronous
 on wgmma targets: at most one product is in flight, and the slot it read is
-released once the next iteration's wait shows it done.  Loads of later
+released once the next iteration's wait shows it done.  (Not when the product's A
+is a register tile the body makes: the next iteration would write those registers
+while the product still reads them; it stays synchronous.)  Loads of later
 iterations compute their indices by cloning the index computation with the
 loop counter advanced; a load whose index depends on anything but the counter
 and loop-invariant values is left alone.
@@ -46,7 +48,7 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquir
                                  RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
-from tileir.backend.layout.mma_layouts import Mma, Shared, smem_tile_bytes
+from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, smem_tile_bytes
 
 from .cluster_pairs import MULTICAST_ATTR
 from .persistent import flatten_tile_loop, specialize_tile_loop
@@ -411,6 +413,12 @@ class _Pipeliner:
                     and uses[0].owner == yield_op
                     and uses[0].operand_number == acc.arg_number - 1):
                 continue
+            if _registers_made_in(op.operands[0], loop):
+                # A in registers, made anew each iteration: the next iteration would
+                # overwrite them while this product is still in flight (pending 1
+                # does not wait for it), and wgmma reads its A registers until it
+                # completes.  The product waits for itself (tile.mma) instead.
+                continue
             with ir.InsertionPoint(op), op.location:
                 started = MmaAsyncOp(op.operands[0], op.operands[1], acc)
                 waited = MmaWaitOp(started.result, 1)
@@ -493,3 +501,9 @@ def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
     mapping[iv] = k
     clone_ops(ops, mapping)
     return [mapping.get(v, v) for v in values]
+
+
+def _registers_made_in(a: ir.Value, loop: ir.Operation) -> bool:
+    """Whether mma operand `a` is a register tile (`#tile.mma_operand`) that `loop`'s
+    body computes (rather than a shared-memory view, or registers held across it)."""
+    return isinstance(tile_layout(a.type), DotOperand) and defined_in(a, loop)
