@@ -47,6 +47,16 @@ def _needs(arch_raw):
             pytest.skip("tileir.examples.moe (branch moe) not merged")
 
 
+@pytest.fixture
+def tmp_path(tmp_path):
+    """A test's checkpoint folder, deleted when it ends: the real-width checkpoints take
+    up to ~10 GB each in float32, and pytest keeps its last runs' folders (three parallel
+    workers filled the GPU machine's 64 GB disk)."""
+    import shutil
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
 def _save_hf(raw, path, dtype):
     """transformers' model of raw's configuration, random, saved to path; returns it."""
     import json

@@ -165,6 +165,27 @@ def test_experts_with_skewed_routing_span_several_blocks_and_skip_idle_experts(d
     _close(out, ref, 1e-5)
 
 
+def test_exact_experts_sum_float32_products_on_the_fma_units():
+    """exact=True: the reference mode's experts (float32 products and sums), in the
+    interpreter and, for sm_90a, compiled without tensor-core products."""
+    rng = np.random.default_rng()
+    x = rng.standard_normal((9, 100)).astype(np.float32)
+    w_gate_up, w_down = make_experts(rng, 16, 100, 72, np.float32)
+    ids = np.stack([rng.choice(16, 4, replace=False) for _ in range(9)]).astype(np.int32)
+    weights = rng.uniform(0.1, 1.0, (9, 4)).astype(np.float32)
+    out = moe.experts(x, ids, weights, w_gate_up, w_down, exact=True)
+    _close(out, moe.reference_experts(x, ids, weights, w_gate_up, w_down), 1e-5)
+    launches, _ = moe.plan_experts(x, ids, weights, w_gate_up, w_down, tiles=moe.EXACT_TILES,
+                                   exact=True)
+    for kernel, grid, args in launches:
+        if kernel in (moe.gate_up, moe.down):
+            ptx = kernel.compile(args, stage="ptx", target="sm_90a").artifacts["ptx"]
+            assert "mma" not in ptx and "mul.rn.f32" in ptx       # products in f32, not tf32
+    with pytest.raises(ValueError, match="prefill kernels' form"):
+        moe.plan_experts(x, ids, weights, w_gate_up, w_down, tiles=moe.Tiles(True, 16, 32, 32),
+                         exact=True)
+
+
 def test_experts_with_12_experts_and_top_3():
     """E not a power of two (only the router needs one), top_k = 3."""
     out, ref = run_experts(np.random.default_rng(), 19, 50, 24, 12, 3, np.float32)

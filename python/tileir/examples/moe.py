@@ -167,9 +167,22 @@ def permute_rows(x, ids, slot, first_row, sorted_row, xs, TOPK: ct.Constant[int]
 
 # ----------------------------------------------------------------------------- experts
 
+@ct.function
+def _product(a, w, acc, EXACT: ct.Constant[bool]):
+    """acc + a @ w^T for a (BM, BK) and w (BN, BK); EXACT sums f32 products on the FMA
+    units (the tensor cores would round f32 operands to tf32)."""
+    if EXACT:
+        bm, bk = a.shape
+        bn = w.shape[0]
+        prod = ct.reshape(ct.astype(a, ct.float32), (bm, 1, bk)) \
+            * ct.reshape(ct.astype(w, ct.float32), (1, bn, bk))
+        return acc + ct.sum(prod, axis=2)
+    return ct.mma(a, ct.transpose(w), acc)
+
+
 @ct.kernel
 def gate_up(xs, w_gate, w_up, block_expert, act, BM: ct.Constant[int], BN: ct.Constant[int],
-            BK: ct.Constant[int]):
+            BK: ct.Constant[int], EXACT: ct.Constant[bool]):
     """act = silu(xs W_g[e]^T) * (xs W_u[e]^T) for one BM x BN tile of one expert's rows."""
     mb = ct.bid(0)
     n = ct.bid(1)
@@ -182,14 +195,14 @@ def gate_up(xs, w_gate, w_up, block_expert, act, BM: ct.Constant[int], BN: ct.Co
         a = ct.load(xs, index=(mb, k), shape=(BM, BK), padding_mode=ZERO)
         wg = ct.load(w_gate, index=(e, n, k), shape=(1, BN, BK), padding_mode=ZERO)
         wu = ct.load(w_up, index=(e, n, k), shape=(1, BN, BK), padding_mode=ZERO)
-        g = ct.mma(a, ct.transpose(ct.reshape(wg, (BN, BK))), g)
-        u = ct.mma(a, ct.transpose(ct.reshape(wu, (BN, BK))), u)
+        g = _product(a, ct.reshape(wg, (BN, BK)), g, EXACT)
+        u = _product(a, ct.reshape(wu, (BN, BK)), u, EXACT)
     ct.store(act, index=(mb, n), tile=ct.astype(g / (1.0 + ct.exp(-g)) * u, act.dtype))
 
 
 @ct.kernel
 def down(act, w_down, block_expert, ys, BM: ct.Constant[int], BN: ct.Constant[int],
-         BK: ct.Constant[int]):
+         BK: ct.Constant[int], EXACT: ct.Constant[bool]):
     """ys = act W_d[e]^T for one BM x BN tile of one expert's rows."""
     mb = ct.bid(0)
     n = ct.bid(1)
@@ -200,7 +213,7 @@ def down(act, w_down, block_expert, ys, BM: ct.Constant[int], BN: ct.Constant[in
     for k in range(ct.num_tiles(act, axis=1, shape=(BM, BK))):
         a = ct.load(act, index=(mb, k), shape=(BM, BK), padding_mode=ZERO)
         w = ct.load(w_down, index=(e, n, k), shape=(1, BN, BK), padding_mode=ZERO)
-        acc = ct.mma(a, ct.transpose(ct.reshape(w, (BN, BK))), acc)
+        acc = _product(a, ct.reshape(w, (BN, BK)), acc, EXACT)
     ct.store(ys, index=(mb, n), tile=ct.astype(acc, ys.dtype))
 
 
@@ -396,25 +409,34 @@ def expert_tiles(pairs: int, experts: int, on_gpu: bool, itemsize: int = 2) -> T
     return Tiles(False, 64 if per_expert < 256 else 128, 128 if itemsize <= 2 else 64, 64)
 
 
+# exact products: (16, 32) output tiles of 16-long K steps, a (16, 32, 16) f32 product
+# tile on the FMA units (as tileir.llm's float32 GEMMs)
+EXACT_TILES = Tiles(False, 16, 32, 16)
+
+
 def sorted_blocks(pairs: int, experts: int, bm: int) -> int:
     """The most BM-row blocks `pairs` pairs can need when each expert's rows start a block:
     sum_e cdiv(n_e, BM) <= (pairs - active) / BM + active, active <= min(E, pairs)."""
     return min(experts, pairs) + pairs // bm
 
 
-def experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None):
+def experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, *, exact=False):
     """sum_k topk_weights[t,k] * down_e(silu(gate_e(x_t)) * up_e(x_t)), e = topk_ids[t,k].
 
     hidden (T, H); w_gate_up (E, 2I, H): each expert's gate_proj rows, then its
     up_proj rows; w_down (E, H, I).  Returns `out` (T, H) in hidden's dtype.
     torch CUDA tensors run on torch's current stream, NumPy arrays in the interpreter;
-    no launch waits for the device or sizes its grid by the routing."""
-    launches, out = plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out)
+    no launch waits for the device or sizes its grid by the routing.  exact: float32
+    products and sums on the FMA units (a float32 model's reference mode; the tensor
+    cores would round float32 operands to tf32), in the prefill kernels' form."""
+    launches, out = plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out,
+                                 EXACT_TILES if exact else None, exact=exact)
     _launch_all(launches)
     return out
 
 
-def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, tiles=None):
+def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, tiles=None, *,
+                 exact=False):
     """`experts`' launches as (kernel, grid, args), and `out`; `tiles` (a `Tiles`)
     overrides `expert_tiles`' choice (the simulator tests run the GPU's)."""
     t, h = hidden.shape
@@ -444,6 +466,8 @@ def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, ti
         return [], out
     itemsize = 4 if _dtype_name(hidden) == "float32" else 2
     decode, bm, bn, bk = tiles or expert_tiles(pairs, e, arrays.torch, itemsize)
+    if exact and decode:
+        raise ValueError("exact products run in the prefill kernels' form: Tiles(False, ...)")
     blocks = sorted_blocks(pairs, e, bm)
     flat_ids = topk_ids.reshape(-1)
     counts = arrays.zeros((e,), arrays.int32)
@@ -461,11 +485,15 @@ def plan_experts(hidden, topk_ids, topk_weights, w_gate_up, w_down, out=None, ti
          (counts, first_row, block_expert, bm, next_pow2(e), ALIGN_MBT)),
         (permute_rows, (pairs,),
          (hidden, flat_ids, slot, first_row, sorted_row.reshape(-1), xs, top_k, bh)),
-        (gate_up_decode if decode else gate_up, (blocks, ct.cdiv(i_size, bn)),
+        (gate_up_decode, (blocks, ct.cdiv(i_size, bn)),
          (xs, w_gate_up[:, :i_size, :], w_gate_up[:, i_size:, :], block_expert, act,
-          bm, bn, bk)),
-        (down_decode if decode else down, (blocks, ct.cdiv(h, bn)),
-         (act, w_down, block_expert, xs, bm, bn, bk)),
+          bm, bn, bk)) if decode else
+        (gate_up, (blocks, ct.cdiv(i_size, bn)),
+         (xs, w_gate_up[:, :i_size, :], w_gate_up[:, i_size:, :], block_expert, act,
+          bm, bn, bk, exact)),
+        (down_decode, (blocks, ct.cdiv(h, bn)), (act, w_down, block_expert, xs, bm, bn, bk))
+        if decode else
+        (down, (blocks, ct.cdiv(h, bn)), (act, w_down, block_expert, xs, bm, bn, bk, exact)),
         (combine, (t,), (xs, sorted_row, topk_weights, out, top_k, bh)),
     ], out
 

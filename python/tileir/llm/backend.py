@@ -36,6 +36,24 @@ def _optional(module: str, name: str):
         return None
 
 
+# Decode GEMMs (at most DECODE_ROWS rows) that run faster with tiles of their own than
+# as the compiler retiles the 128-row source: a sweep of one-row products over weights
+# streamed from memory (H200, 2026-11-28, Llama-3-8B widths; weight bytes x copy
+# bandwidth): SwiGLU's two products 0.70 retiled -> 0.81 at 64 x 64 x 128 without a
+# producer warpgroup; QKV 0.61 -> 0.65 at 64 x 128 x 128.  O and down (`linear_add`)
+# were fastest as retiled; the LM head (128256 wide, persistent as retiled) streams at
+# 0.99x copy and keeps the compiler's choice.  Each entry:
+# (kernel, tiles, the narrowest and the widest N measured: a narrower weight leaves
+# SMs idle at these tiles, where the retiler splits K).
+DECODE_ROWS = 16
+_DECODE = {
+    "linear_swiglu": (K.linear_swiglu.replace_hints(retile=False, warp_specialize=False),
+                      (64, 64, 128), 14336, 14336),
+    "linear": (K.linear.replace_hints(retile=False, warp_specialize=True), (64, 128, 128),
+               6144, 6144),
+}
+
+
 def _tile(n: int, cap: int) -> int:
     return min(next_pow2(n), cap)
 
@@ -148,6 +166,18 @@ class Backend:
             return 16, 32, 16
         return 128, 128 // accumulators, 64
 
+    def _decode_gemm(self, kernel, m: int, n: int):
+        """The kernel and tiles of a GEMM over at most DECODE_ROWS rows where a sweep of
+        the decode shapes (bench/sweep_llm_decode.py, figures in bench/RESULTS.md) found
+        tiles of its own faster than the compiler's retiling:
+        (kernel, (BM, BN, BK)), or None."""
+        if self.exact or self.torch is None or m > DECODE_ROWS:
+            return None
+        tuned = _DECODE.get(kernel.name)
+        if tuned is None or not tuned[2] <= n <= tuned[3]:
+            return None
+        return tuned[:2]
+
     def linear(self, x, w, out=None, residual=None, norm=None):
         """x @ w^T; with residual, residual += x @ w^T in the GEMM's epilogue; with
         norm = (g, eps), RMSNorm(x) * g @ w^T."""
@@ -161,8 +191,13 @@ class Backend:
             return residual
         out = self.empty((m, n)) if out is None else out
         g, eps = norm if norm is not None else (x, 0.0)
-        self._launch(grid, K.linear, (x, g, float(eps), w, out, bm, bn, bk, self.exact,
-                                      norm is not None))
+        kernel = K.linear
+        tuned = self._decode_gemm(kernel, m, n) if norm is None else None
+        if tuned is not None:
+            kernel, (bm, bn, bk) = tuned
+            grid = (ct.cdiv(m, bm), ct.cdiv(n, bn))
+        self._launch(grid, kernel, (x, g, float(eps), w, out, bm, bn, bk, self.exact,
+                                    norm is not None))
         return out
 
     def linear_swiglu(self, x, w_gate, w_up, out=None, norm=None):
@@ -170,7 +205,11 @@ class Backend:
         bm, bn, bk = self._gemm_tiles(m, n, accumulators=2)
         out = self.empty((m, n)) if out is None else out
         g, eps = norm if norm is not None else (x, 0.0)
-        self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), K.linear_swiglu,
+        kernel = K.linear_swiglu
+        tuned = self._decode_gemm(kernel, m, n) if norm is None else None
+        if tuned is not None:
+            kernel, (bm, bn, bk) = tuned
+        self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), kernel,
                      (x, g, float(eps), w_gate, w_up, out, bm, bn, bk, self.exact,
                       norm is not None))
         return out

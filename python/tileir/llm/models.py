@@ -381,7 +381,9 @@ class DeepseekV3(Model):
                                     topk_group=cfg.topk_group,
                                     routed_scaling_factor=cfg.routed_scaling_factor,
                                     norm_topk_prob=cfg.norm_topk_prob)
-        routed = be.moe_experts(x, ids, weights, layer["w_gate_up"], layer["w_down"])
+        # float32 on the GPU: exact products (the tensor cores would take tf32)
+        routed = be.moe_experts(x, ids, weights, layer["w_gate_up"], layer["w_down"],
+                                exact=be.exact and be.torch is not None)
         self.shard.add_partial(be, routed, residual)
         self.mlp(x, None, residual, layer["sgate"], layer["sup"], layer["sdown"])
 

@@ -1,0 +1,92 @@
+"""Tile sweep of tileir.llm's decode GEMMs (Llama-3-8B widths), weights streamed from memory.
+
+    OUT=DIR python bench/sweep_llm_decode.py [M]        (M rows, default 1)
+
+Each variant: 8 launches over 8 weight copies in one CUDA graph (no launch finds its
+weight in L2), replayed; weight bytes over the time a launch, against the run's copy
+bandwidth (bench/llm_ops.copy_bandwidth).  Variants: the kernel as the compiler
+retiles it ("plain"), retile=False with explicit tiles, ring stages and warp
+specialization, and torch (cuBLAS; SwiGLU as two products and silu * up).  Prints the
+best four per shape, writes sweep_m{M}.json into $OUT.  The measurement behind
+tileir.llm.backend's decode tiles (_DECODE)."""
+import sys, json, time, torch
+sys.path.insert(0, "bench")
+from llm_ops import copy_bandwidth
+import tileir as ct
+from tileir.llm import kernels as K
+bw = copy_bandwidth() * 1e12
+print(f"copy {bw/1e12:.2f} TB/s", flush=True)
+M = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+COPIES = 8
+def graph_us(fn):
+    fn(); torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        fn(); torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            fn()
+    torch.cuda.synchronize()
+    for _ in range(3): g.replay()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(True), torch.cuda.Event(True)
+    e0.record()
+    for _ in range(20): g.replay()
+    e1.record(); torch.cuda.synchronize()
+    return e0.elapsed_time(e1) / 20 / COPIES * 1e3
+TILES = [(64, 32, 256), (64, 64, 128), (64, 64, 256), (64, 128, 64), (64, 128, 128), (64, 16, 256)]
+variants = {}
+def kern(fn, stages, ws):
+    key = (fn.__name__, stages, ws)
+    if key not in variants:
+        opts = dict(retile=False, warp_specialize=ws)
+        if stages: opts["num_stages"] = stages
+        variants[key] = ct.kernel(**opts)(fn)
+    return variants[key]
+out = []
+t0 = time.time()
+for name, n, k in (("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336), ("gate_up", 14336, 4096)):
+    ws_ = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(COPIES)]
+    wu = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(COPIES)] if name == "gate_up" else None
+    x = torch.randn(M, k, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty(M, n, device="cuda", dtype=torch.bfloat16)
+    nbytes = n * k * 2 * (2 if wu else 1)
+    res = {"shape": name, "M": M}
+    def run(kernel, bm, bn, bk):
+        grid = (ct.cdiv(M, bm), ct.cdiv(n, bn), 1)
+        if name == "gate_up":
+            return lambda: [ct.launch(None, grid, kernel, (x, x, 0.0, ws_[i], wu[i], y, bm, bn, bk, False, False)) for i in range(COPIES)]
+        if name in ("o", "down"):
+            return lambda: [ct.launch(None, grid, kernel, (x, ws_[i], y, y, bm, bn, bk, False)) for i in range(COPIES)]
+        return lambda: [ct.launch(None, grid, kernel, (x, x, 0.0, ws_[i], y, bm, bn, bk, False, False)) for i in range(COPIES)]
+    base = {"qkv": K.linear, "o": K.linear_add, "down": K.linear_add, "gate_up": K.linear_swiglu}[name]
+    plain_tiles = (128, 64, 64) if name == "gate_up" else (128, 128, 64)
+    cands = [("plain", base, plain_tiles)]
+    tiles = TILES if name != "gate_up" else [(64, 32, 256), (64, 64, 128), (64, 32, 128), (64, 16, 256)]
+    for (bm, bn, bk) in tiles:
+        for stages in (None, 8):
+            cands.append((f"{bm}x{bn}x{bk}/s{stages or 'auto'}/ws", kern(base.fn, stages, True), (bm, bn, bk)))
+        cands.append((f"{bm}x{bn}x{bk}/sauto/nows", kern(base.fn, None, False), (bm, bn, bk)))
+    cands.append(("torch", None, None))
+    for cname, kernel, tl in cands:
+        try:
+            if kernel is None:
+                if name == "gate_up":
+                    fn = lambda: [torch.mul(torch.nn.functional.silu(x @ ws_[i].T), x @ wu[i].T) for i in range(COPIES)]
+                else:
+                    fn = lambda: [torch.matmul(x, ws_[i].T, out=y) for i in range(COPIES)]
+            else:
+                fn = run(kernel, *tl)
+            us = graph_us(fn)
+            res[cname] = round(nbytes / (us * 1e-6) / bw, 3)
+        except Exception as e:
+            res[cname] = f"{type(e).__name__}: {e}"[:120]
+        if time.time() - t0 > 230:
+            break
+    best = sorted(((v, c) for c, v in res.items() if isinstance(v, float)), reverse=True)[:4]
+    print(name, "plain", res.get("plain"), "torch", res.get("torch"), "best", best, flush=True)
+    out.append(res)
+    del ws_, wu
+    torch.cuda.empty_cache()
+import os
+json.dump(out, open(os.path.join(os.environ.get("OUT", "."), f"sweep_m{M}.json"), "w"), indent=1)
