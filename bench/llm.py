@@ -74,8 +74,9 @@ def weight_bytes(model) -> int:
 def hf_generate_s(model, ids, new, **kw) -> float:
     with torch.no_grad():
         mask = torch.ones_like(ids)
-        model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=4,
-                       min_new_tokens=4, **kw)                       # warm-up / compile
+        for n in (1, new):              # warm-up / compile at both timed lengths (a static
+            model.generate(ids, attention_mask=mask, do_sample=False,      # cache's size
+                           max_new_tokens=n, min_new_tokens=n, **kw)       # is the length)
         times = []
         for n in (1, new):
             sync()
@@ -150,8 +151,13 @@ def bench_model(name, raw, args, copy_tbs):
         res["hf_eager_prefill_ms"] = hf_prefill_ms(model, torch.tensor([long], device="cuda"))
         if not args.no_compile:
             try:
-                model.forward = torch.compile(model.forward, mode="reduce-overhead",
-                                              fullgraph=True)
+                # transformers' own route: with a static cache, generate compiles the
+                # decoding forward itself (compile_config; CUDA graphs by reduce-overhead).
+                # Compiling model.forward by hand under generate fails in transformers 5
+                # ("accessing tensor output of CUDAGraphs that has been overwritten").
+                from transformers import CompileConfig
+                model.generation_config.compile_config = CompileConfig(
+                    fullgraph=True, mode="reduce-overhead")
                 for b in batches:
                     ids = torch.tensor(prompts[b], device="cuda")
                     res[f"hf_compile_b{b}_tok_s"] = b * (new - 1) / hf_generate_s(
