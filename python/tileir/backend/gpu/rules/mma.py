@@ -47,10 +47,15 @@ def _mma(cx, op):
 
 @rule("tile.mma_async")
 def _mma_async(cx, op):
-    cx.values[op.result] = _issue(cx, op)
+    packed: list[ir.Value] = []
+    cx.values[op.result] = _issue(cx, op, packed)
+    cx.in_flight_acc.add(op.result)
     a = cx.get(op.a)
     if isinstance(a, Frag) and _version(op) == 3:
-        cx.in_flight_a[op.result] = a
+        # the packed registers the wgmma reads, not the A values they were packed from:
+        # those die at the fence, so no copy of them is made while wgmmas are in flight
+        # (ptxas would serialize every wgmma: C7513)
+        cx.in_flight_a[op.result] = Frag(a.lin, a.elem, packed)
 
 
 @rule("tile.mma_wait")
@@ -74,7 +79,9 @@ def _version(op) -> int:
     return lay.version
 
 
-def _issue(cx: LoweringContext, op) -> Frag:
+def _issue(cx: LoweringContext, op, packed: list | None = None) -> Frag:
+    """The product's instructions; `packed` receives the 32-bit registers a wgmma's A
+    operand from registers was packed into."""
     lay = tile_layout(op.acc.type)
     _version(op)
     acc = cx.frag(op.acc)
@@ -86,7 +93,8 @@ def _issue(cx: LoweringContext, op) -> Frag:
     if lay.version == 3:
         if promotes_sums(op.operation):
             return _wgmma_promoted(cx, lay, a, b, acc, elem, str(op.b.type.element_type))
-        return _wgmma(cx, lay, a, b, acc, elem, str(op.b.type.element_type))
+        return _wgmma(cx, lay, a, b, acc, elem, str(op.b.type.element_type),
+                      chained=op.acc in cx.in_flight_acc, packed_out=packed)
     return _mma_sync(cx, lay, a, b, acc, elem, op)
 
 
@@ -183,7 +191,8 @@ def _unpack(s: ir.Value, n: int, t: ir.Type) -> list[ir.Value]:
 
 
 def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
-           elem_b: str | None = None) -> Frag:
+           elem_b: str | None = None, chained: bool = False,
+           packed_out: list | None = None) -> Frag:
     shape = acc.shape
     m, n = shape
     k = (a.shape if isinstance(a, SmemTile) else a.shape)[1]
@@ -210,10 +219,21 @@ def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
     if isinstance(a, Frag) and elem not in ("f16", "bf16"):
         raise TileIRError(f"wgmma with operand A in registers takes f16/bf16, not {elem}",
                           ir.Location.current)
+    # `chained`: the accumulator is an earlier wgmma's, still in flight (a chain of
+    # products issued together, backend/pipeline/product_rotation.py).  Accesses of one
+    # accumulator by wgmmas of the same shape are ordered without a fence, and tying
+    # its registers to one would define them between the two wgmmas: ptxas then
+    # serializes every wgmma of the kernel (C7513)
     a_regs = _pairs(list(a.regs)) if isinstance(a, Frag) else []
-    tied = _tied(list(acc.regs) + a_regs, "wgmma.fence.sync.aligned;")
-    regs = tied[:len(acc.regs)]
-    packed = tied[len(acc.regs):]
+    if chained:
+        regs = list(acc.regs)
+        packed = _tied(a_regs, "wgmma.fence.sync.aligned;") if a_regs else []
+    else:
+        tied = _tied(list(acc.regs) + a_regs, "wgmma.fence.sync.aligned;")
+        regs = tied[:len(acc.regs)]
+        packed = tied[len(acc.regs):]
+    if packed_out is not None:
+        packed_out.extend(packed)
     for kk in range(k // step):
         for mi in range(rm):
             for ni in range(rn):
