@@ -25,6 +25,7 @@ from . import decode_attention as dec
 
 LOG2E = 1.0 / math.log(2.0)
 DL, DR = 512, 64           # latent rank, RoPE dim
+DEFAULT_BN = 32            # latent rows a step (see the module docstring)
 
 
 @ct.kernel(num_warps=8)
@@ -61,8 +62,8 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
         pos = j * BN + ct.arange(BN, dtype=np.int32)
         s = ct.where(pos[None, :] <= limit, s, -np.inf)
         m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
-        p = ct.exp2(s * qk_scale - m_new)
-        alpha = ct.exp2(m - m_new)
+        p = ct.exp2(s * qk_scale - m_new, flush_to_zero=True)
+        alpha = ct.exp2(m - m_new, flush_to_zero=True)
         l = l * alpha + ct.sum(p, axis=1, keepdims=True)
         acc = ct.mma(p.astype(Q.dtype), c, acc * alpha)
         m = m_new
@@ -75,9 +76,25 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
         ct.store(O, index=(b, t, hb, 0, 0), tile=out.reshape((1, 1, 1, HB, DL)).astype(O.dtype))
 
 
+_variants: dict = {}
+
+
+def variant(**hints):
+    """`mla` with some hints replaced (`num_stages`, `warp_specialize`, `num_warps`), one
+    Kernel (and its compiled specializations) per set of hints: for timing
+    configurations against each other (bench/decode_attention.py --mla-variants)."""
+    key = tuple(sorted(hints.items()))
+    if not key:
+        return mla
+    if key not in _variants:
+        _variants[key] = mla.replace_hints(**hints)
+    return _variants[key]
+
+
 def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=None, hb=64,
-             bn=32):
-    """The launches of one MLA decode call: (out, [(kernel, grid, args), ...])."""
+             bn=DEFAULT_BN, hints=None):
+    """The launches of one MLA decode call: (out, [(kernel, grid, args), ...]); `bn`
+    latent rows a step, `hints` those of `variant`."""
     if q.ndim != 4 or q.shape[-1] != DL + DR or kv_cache.ndim != 3 or \
             kv_cache.shape[-1] != DL + DR:
         raise ValueError(f"mla_decode: q must be (B, Tq, H, {DL + DR}) and kv_cache (pages, PAGE, "
@@ -102,20 +119,25 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
         num_splits = dec.choose_splits(b * tq * (h // hb), block_table.shape[1], dec._sms(q), 1)
     o5 = out.reshape(b, tq, h // hb, hb, DL)     # heads in blocks of HB
     grid = (b * tq, h // hb, num_splits)
+    kernel = variant(**(hints or {}))
     if num_splits == 1:
-        return out, [(mla, grid, (q, kv_cache, block_table, seq_lens, o5, o5,
-                                  seq_lens.reshape(b, 1, 1, 1), float(scale), hb, page, min(bn, page), False))]
+        return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, o5,
+                                     seq_lens.reshape(b, 1, 1, 1), float(scale), hb, page,
+                                     min(bn, page), False))]
     op = dec._empty(q, (b * num_splits, tq, h // hb, hb, DL), True)
     lse = dec._empty(q, (b * num_splits, tq, h // hb, hb), True)
-    return out, [(mla, grid, (q, kv_cache, block_table, seq_lens, o5, op, lse, float(scale), hb,
-                              page, min(bn, page), True)),
+    return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, op, lse, float(scale),
+                                 hb, page, min(bn, page), True)),
                  (dec.combine, (b, h // hb, tq * DL // 128), (op, lse, o5, hb, 128))]
 
 
-def mla_decode(q, kv_cache, block_table, seq_lens, scale, out=None, *, num_splits=None):
+def mla_decode(q, kv_cache, block_table, seq_lens, scale, out=None, *, num_splits=None,
+               bn=DEFAULT_BN, hints=None):
     """softmax(q . kv^T * scale) @ kv[:, :512] over each sequence's latent pages, causal
-    among its Tq new tokens; returns out (B, Tq, H, 512) in q's dtype."""
-    out, calls = launches(q, kv_cache, block_table, seq_lens, scale, out, num_splits)
+    among its Tq new tokens; returns out (B, Tq, H, 512) in q's dtype.  `bn` and `hints`
+    (`variant`'s) choose another configuration of the kernel."""
+    out, calls = launches(q, kv_cache, block_table, seq_lens, scale, out, num_splits, bn=bn,
+                          hints=hints)
     for kernel, grid, args in calls:
         ct.launch(None, grid, kernel, args)
     return out
