@@ -11,6 +11,10 @@ time through the block table with the online softmax of
 `tileir.examples.decode_attention`, whose host helpers, causal rule (token t of Tq at
 position seq_len - Tq + t) and split-KV combine it shares.  num_warps=8 (a hint):
 two warpgroups split the (64, 512) f32 accumulator by columns, 128 registers each.
+On sm_90a the compiler gives the loop FlashAttention-3's schedule (docs/attention.md):
+a producer warpgroup copies the pages through a TMA ring, and the score products of
+step j run beside P . c_kv of step j - 1.  `mla_decode(..., bn=, hints=)` runs other
+configurations (bench/decode_attention.py --mla-variants times them).
 The latents past a token are masked in the scores only, so a cache's unused slots
 must hold finite numbers (zeros, stale tokens).
 """
