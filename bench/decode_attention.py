@@ -18,11 +18,11 @@ bound is the longer of two times, its bytes at the copy's bandwidth and its FLOP
 the tensor cores' dense bf16 peak (TENSOR_PEAK); at 128 heads a latent row of 1152
 bytes feeds 2 * 128 * 1088 FLOPs, 242 FLOP/byte, about the H200's ratio of the two
 (989 TFLOP/s / 4.2 TB/s = 235), so both times are within a few percent and the FLOPs'
-is the longer.  --mla-variants times configurations of the MLA kernel
-(`mla_decode.variant`: rows a step, ring stages, the producer warpgroup) at batch 64,
-contexts 4k and 8k, each checked against fp32 torch first; --only-mla leaves out the
-decode shapes.  Times are medians
-of CUDA-graph replays (GPU time) and of Python launches (do_bench: host cost
+is the longer.  --mla-variants times configurations of the MLA kernel (rows a
+step, ring stages, the producer warpgroup: `mla_decode.variant`; the lazy rescale or
+one every step) at batch 64, contexts 4k and 8k, each checked against fp32 torch
+first; --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
+replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged
 lengths.  Prints a table; writes decode_attention.json and decode_attention.png into
@@ -52,14 +52,16 @@ DECODE = [(b, ctx) for b in (1, 16, 64) for ctx in (1024, 2048, 4096, 8192, 1638
 MLA_SHAPES = [(64, 4096), (64, 8192)]
 # dense bf16 tensor-core peak of an H100 / H200 SXM (FLOP/s), for MLA's bound
 TENSOR_PEAK = 989e12
-# (name, rows a step, hints): the configurations --mla-variants times
+# (name, rows a step, hints, lazy rescale): the configurations --mla-variants times
 MLA_VARIANTS = [
-    ("bn32 (default)", 32, {}),
-    ("bn32 no producer", 32, {"warp_specialize": False}),
-    ("bn32 3 stages", 32, {"num_stages": 3}),
-    ("bn64 (2 stages)", 64, {}),
-    ("bn64 no producer", 64, {"warp_specialize": False}),
-    ("bn16", 16, {}),
+    ("bn32 (default)", 32, {}, True),
+    ("bn32 eager rescale", 32, {}, False),
+    ("bn32 no producer", 32, {"warp_specialize": False}, True),
+    ("bn32 3 stages", 32, {"num_stages": 3}, True),
+    ("bn64 (2 stages)", 64, {}, True),
+    ("bn64 eager rescale", 64, {}, False),
+    ("bn64 no producer", 64, {"warp_specialize": False}, True),
+    ("bn16", 16, {}, True),
 ]
 
 
@@ -193,7 +195,7 @@ def measure_mla(batch, ctx, copy_gbs, splits_list) -> dict:
     return row
 
 
-def check_mla(bn, hints) -> float:
+def check_mla(bn, hints, lazy) -> float:
     """Relative error of one MLA configuration against fp32 torch (ragged lengths, Tq 2,
     split and not)."""
     torch.manual_seed(1)
@@ -206,7 +208,7 @@ def check_mla(bn, hints) -> float:
     for splits in (1, 5):
         out = torch.full((b, tq, MLA_H, 512), float("nan"), device="cuda", dtype=DT)
         mla.mla_decode(q, kv, table, seq, 1 / math.sqrt(576), out, num_splits=splits, bn=bn,
-                       hints=hints)
+                       hints=hints, lazy=lazy)
         ref = []
         for i, n in enumerate(lens):
             lat = kv[table[i].long()].reshape(-1, 576)[:n]
@@ -221,13 +223,13 @@ def mla_variants(copy_gbs) -> list[dict]:
     times): printed as a table, best first; the rows for the JSON."""
     rows = []
     cases = {shape: _mla_case(*shape) for shape in MLA_SHAPES}
-    for name, bn, hints in MLA_VARIANTS:
-        row = {"variant": name, "bn": bn, "hints": hints}
+    for name, bn, hints, lazy in MLA_VARIANTS:
+        row = {"variant": name, "bn": bn, "hints": hints, "lazy": lazy}
         try:
-            row["error"] = check_mla(bn, hints)
+            row["error"] = check_mla(bn, hints, lazy)
             for (batch, ctx), (kv, table, q, out, seq, nbytes, flops) in cases.items():
                 t = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out, bn=bn,
-                                                 hints=hints))
+                                                 hints=hints, lazy=lazy))
                 row[f"ctx={ctx}"] = _mla_figures(t, nbytes, flops, copy_gbs)
         except Exception as e:       # a configuration that does not compile: say why
             row["failed"] = f"{type(e).__name__}: {str(e)[:300]}"

@@ -173,23 +173,41 @@ def test_mla_decode_matches_the_naive_reference(batch, tq, heads, page, splits):
     assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
 
 
-@pytest.mark.parametrize("splits,tq,page,bn,hints", [
-    (2, 1, 32, 32, None),
-    (1, 2, 64, 64, None),                            # 64 rows a step, 2 stages
-    pytest.param(1, 2, 16, 16, None, marks=pytest.mark.slow),
-    pytest.param(3, 1, 64, 32, {"warp_specialize": False}, marks=pytest.mark.slow),
+@pytest.mark.parametrize("lazy", [True, False])
+def test_mla_rescales_lazily_and_exactly(lazy):
+    # small latents on each sequence's first page, large ones on its fourth: the row
+    # maxes rise by more than 8 (log2) at steps 0 and 3 and by less at the others
+    # (16-key steps), so in one run the lazy rescale runs and is skipped
+    rng = np.random.default_rng()
+    batch, tq, heads, page = 2, 2, 64, 16
+    lens = rng.integers(5 * page, 7 * page, batch)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, heads, page, lens)
+    kv[table[:, 0]] *= 0.05
+    kv[table[:, 3]] *= 6.0
+    scale = 1.0 / math.sqrt(576)
+    out = np.full((batch, tq, heads, 512), np.nan, np.float32)
+    mla.mla_decode(q, kv, table, lens, scale, out, num_splits=1, lazy=lazy)
+    assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
+
+
+@pytest.mark.parametrize("splits,tq,page,bn,hints,lazy", [
+    (2, 1, 32, 32, None, True),
+    (1, 2, 64, 64, None, True),                      # 64 rows a step, 2 stages
+    pytest.param(1, 2, 16, 16, None, False, marks=pytest.mark.slow),
+    pytest.param(3, 1, 64, 32, {"warp_specialize": False}, True, marks=pytest.mark.slow),
 ])
-def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints):
+def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints, lazy):
     # the products rotated, a producer warpgroup (unless asked not to): the simulator
     # runs the warp roles, the ring's barriers and the wgmma groups in flight
     rng = np.random.default_rng()
     lens = rng.integers(tq, 3 * page + 5, 1)
     q, kv, table, lens = mla.random_case(rng, 1, tq, 64, page, lens, np.float16)
     out = np.full((1, tq, 64, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.04, out, splits, bn=bn, hints=hints)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints,
+                              lazy=lazy)
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
-    assert _rel(out, mla.reference(q, kv, table, lens, 0.04)) < 2e-3
+    assert _rel(out, mla.reference(q, kv, table, lens, 0.3)) < 2e-3
 
 
 def _mla_cubin(splits, bn=mla.DEFAULT_BN):

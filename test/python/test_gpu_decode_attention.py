@@ -162,13 +162,15 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
     assert _err(out, ref) < 1e-2
 
 
-@pytest.mark.parametrize("bn,hints", [
-    (64, {}),                                  # 64 rows a step, 2 stages
-    (32, {"warp_specialize": False}),          # rotated, the consumers issue the copies
-    (32, {"num_stages": 3}),
-    (16, {}),
+@pytest.mark.parametrize("bn,hints,lazy", [
+    (64, {}, True),                            # 64 rows a step, 2 stages
+    (32, {"warp_specialize": False}, True),    # rotated, the consumers issue the copies
+    (32, {"num_stages": 3}, True),
+    (16, {}, True),
+    (32, {}, False),                           # the accumulator rescaled every step
+    (64, {}, False),
 ])
-def test_mla_configurations_match_fp32(bn, hints):
+def test_mla_configurations_match_fp32(bn, hints, lazy):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
     b, tq, h, page = 3, 2, 128, 64
     dt = torch.bfloat16
@@ -184,8 +186,9 @@ def test_mla_configurations_match_fp32(bn, hints):
                        for i in range(b)])
     for splits in (1, 3):
         out = torch.full((b, tq, h, 512), float("nan"), device="cuda", dtype=dt)
-        mla.mla_decode(q, kv, table, seq, scale, out, num_splits=splits, bn=bn, hints=hints)
-        assert _err(out, ref) < 1e-2, (splits, bn, hints)
+        mla.mla_decode(q, kv, table, seq, scale, out, num_splits=splits, bn=bn, hints=hints,
+                       lazy=lazy)
+        assert _err(out, ref) < 1e-2, (splits, bn, hints, lazy)
 
 
 def test_mla_refuses_float32_on_the_gpu_by_name():

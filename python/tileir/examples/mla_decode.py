@@ -13,8 +13,10 @@ position seq_len - Tq + t) and split-KV combine it shares.  num_warps=8 (a hint)
 two warpgroups split the (64, 512) f32 accumulator by columns, 128 registers each.
 On sm_90a the compiler gives the loop FlashAttention-3's schedule (docs/attention.md):
 a producer warpgroup copies the pages through a TMA ring, and the score products of
-step j run beside P . c_kv of step j - 1.  `mla_decode(..., bn=, hints=)` runs other
-configurations (bench/decode_attention.py --mla-variants times them).
+step j run beside P . c_kv of step j - 1.  LAZY (the default): the accumulator is
+rescaled only when a row's max grew past 2^8 (the old max kept otherwise: exact, and
+128 multiplies a thread fewer on most steps).  `mla_decode(..., bn=, hints=, lazy=)`
+runs other configurations (bench/decode_attention.py --mla-variants times them).
 The latents past a token are masked in the scores only, so a cache's unused slots
 must hold finite numbers (zeros, stale tokens).
 """
@@ -34,7 +36,8 @@ DEFAULT_BN = 32            # latent rows a step (see the module docstring)
 
 @ct.kernel(num_warps=8)
 def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
-        PAGE: ct.Constant[int], BN: ct.Constant[int], SPLIT: ct.Constant[bool]):
+        PAGE: ct.Constant[int], BN: ct.Constant[int], SPLIT: ct.Constant[bool],
+        LAZY: ct.Constant[bool]):
     bt = ct.bid(0)                        # sequence b, token t
     hb = ct.bid(1)                        # heads hb*HB ..
     split = ct.bid(2)
@@ -66,10 +69,20 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
         pos = j * BN + ct.arange(BN, dtype=np.int32)
         s = ct.where(pos[None, :] <= limit, s, -np.inf)
         m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+        if LAZY:
+            # the (64, 512) accumulator is rescaled only when some row's max grew by
+            # more than 8 (log2 units); else the old max stays (probabilities < 2^8)
+            grow = ct.max(m_new - m) > 8.0
+            m_new = ct.where(grow, m_new, m)
+            alpha = ct.exp2(m - m_new, flush_to_zero=True)
+            if grow:
+                acc = acc * alpha
+        else:
+            alpha = ct.exp2(m - m_new, flush_to_zero=True)
+            acc = acc * alpha
         p = ct.exp2(s * qk_scale - m_new, flush_to_zero=True)
-        alpha = ct.exp2(m - m_new, flush_to_zero=True)
         l = l * alpha + ct.sum(p, axis=1, keepdims=True)
-        acc = ct.mma(p.astype(Q.dtype), c, acc * alpha)
+        acc = ct.mma(p.astype(Q.dtype), c, acc)
         m = m_new
     out = acc / ct.where(l > 0, l, 1.0)
     if SPLIT:
@@ -96,9 +109,10 @@ def variant(**hints):
 
 
 def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=None, hb=64,
-             bn=DEFAULT_BN, hints=None):
+             bn=DEFAULT_BN, hints=None, lazy=True):
     """The launches of one MLA decode call: (out, [(kernel, grid, args), ...]); `bn`
-    latent rows a step, `hints` those of `variant`."""
+    latent rows a step, `hints` those of `variant`, `lazy` the rescale only where a
+    row's max grew past 2^8 (else every step)."""
     if q.ndim != 4 or q.shape[-1] != DL + DR or kv_cache.ndim != 3 or \
             kv_cache.shape[-1] != DL + DR:
         raise ValueError(f"mla_decode: q must be (B, Tq, H, {DL + DR}) and kv_cache (pages, PAGE, "
@@ -127,21 +141,21 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
     if num_splits == 1:
         return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, o5,
                                      seq_lens.reshape(b, 1, 1, 1), float(scale), hb, page,
-                                     min(bn, page), False))]
+                                     min(bn, page), False, lazy))]
     op = dec._empty(q, (b * num_splits, tq, h // hb, hb, DL), True)
     lse = dec._empty(q, (b * num_splits, tq, h // hb, hb), True)
     return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, op, lse, float(scale),
-                                 hb, page, min(bn, page), True)),
+                                 hb, page, min(bn, page), True, lazy)),
                  (dec.combine, (b, h // hb, tq * DL // 128), (op, lse, o5, hb, 128))]
 
 
 def mla_decode(q, kv_cache, block_table, seq_lens, scale, out=None, *, num_splits=None,
-               bn=DEFAULT_BN, hints=None):
+               bn=DEFAULT_BN, hints=None, lazy=True):
     """softmax(q . kv^T * scale) @ kv[:, :512] over each sequence's latent pages, causal
-    among its Tq new tokens; returns out (B, Tq, H, 512) in q's dtype.  `bn` and `hints`
-    (`variant`'s) choose another configuration of the kernel."""
+    among its Tq new tokens; returns out (B, Tq, H, 512) in q's dtype.  `bn`, `hints`
+    (`variant`'s) and `lazy` choose another configuration of the kernel."""
     out, calls = launches(q, kv_cache, block_table, seq_lens, scale, out, num_splits, bn=bn,
-                          hints=hints)
+                          hints=hints, lazy=lazy)
     for kernel, grid, args in calls:
         ct.launch(None, grid, kernel, args)
     return out
