@@ -55,7 +55,7 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
     q_rope = ct.load(Q, index=(b, t, hb, DL // DR), shape=(1, 1, HB, DR)).reshape((HB, DR))
     qk_scale = scale * LOG2E
     m = ct.full((HB, 1), -1e30, dtype=np.float32)
-    l = ct.zeros((HB, 1), dtype=np.float32)
+    l = ct.zeros((HB, BN), dtype=np.float32)   # row sums by column, summed after the loop
     acc = ct.zeros((HB, DL), dtype=np.float32)
     for j in range(first, last):
         page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
@@ -77,13 +77,16 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
             alpha = ct.exp2(m - m_new, flush_to_zero=True)
             if grow:
                 acc = acc * alpha
+                l = l * alpha
         else:
             alpha = ct.exp2(m - m_new, flush_to_zero=True)
             acc = acc * alpha
+            l = l * alpha
         p = ct.exp2(s * qk_scale - m_new, flush_to_zero=True)
-        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+        l = l + p
         acc = ct.mma(p.astype(Q.dtype), c, acc)
         m = m_new
+    l = ct.sum(l, axis=1, keepdims=True)
     out = acc / ct.where(l > 0, l, 1.0)
     if SPLIT:
         ct.store(OP, index=(b * splits + split, t, hb, 0, 0), tile=out.reshape((1, 1, 1, HB, DL)))
