@@ -57,11 +57,9 @@ MLA_VARIANTS = [
     ("bn32 (default)", 32, {}, True),
     ("bn32 eager rescale", 32, {}, False),
     ("bn32 no producer", 32, {"warp_specialize": False}, True),
-    ("bn32 3 stages", 32, {"num_stages": 3}, True),
     ("bn64 (2 stages)", 64, {}, True),
     ("bn64 eager rescale", 64, {}, False),
     ("bn64 no producer", 64, {"warp_specialize": False}, True),
-    ("bn16", 16, {}, True),
 ]
 
 
