@@ -1,6 +1,7 @@
 """Decode attention over a paged KV cache, and MLA decode: bandwidth against a device copy.
 
     python bench/decode_attention.py [--out DIR] [--quick] [--splits 1,4,16]
+                                     [--only-mla] [--mla-variants]
 
 Kernels: `tileir.examples.decode_attention.paged_decode_attention` and
 `tileir.examples.mla_decode.mla_decode`, written the plain way (issue 29, items 3, 4).
@@ -12,8 +13,16 @@ Shapes (item 7):
 Each figure is a ratio taken in this run: the bytes a kernel must read (each K/V
 page once; MLA: each latent row once) plus what it writes, over its time, against
 the bandwidth of a device-to-device copy of 1 GiB (bytes read + written over its
-time).  MLA also reports TFLOP/s (2 * B * H * ctx * (576 + 512)).  Times are medians
-of CUDA-graph replays (GPU time) and of Python launches (do_bench: host cost
+time).  MLA also reports TFLOP/s (2 * B * H * ctx * (576 + 512)) and "x bound": its
+bound is the longer of two times, its bytes at the copy's bandwidth and its FLOPs at
+the tensor cores' dense bf16 peak (TENSOR_PEAK); at 128 heads a latent row of 1152
+bytes feeds 2 * 128 * 1088 FLOPs, 242 FLOP/byte, about the H200's ratio of the two
+(989 TFLOP/s / 4.2 TB/s = 235), so both times are within a few percent and the FLOPs'
+is the longer.  --mla-variants times configurations of the MLA kernel (rows a
+step, ring stages, the producer warpgroup: `mla_decode.variant`; the lazy rescale or
+one every step) at batch 64, contexts 4k and 8k, each checked against fp32 torch
+first; --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
+replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged
 lengths.  Prints a table; writes decode_attention.json and decode_attention.png into
@@ -41,6 +50,17 @@ HQ, HKV, D = 32, 8, 128
 MLA_H = 128
 DECODE = [(b, ctx) for b in (1, 16, 64) for ctx in (1024, 2048, 4096, 8192, 16384, 32768)]
 MLA_SHAPES = [(64, 4096), (64, 8192)]
+# dense bf16 tensor-core peak of an H100 / H200 SXM (FLOP/s), for MLA's bound
+TENSOR_PEAK = 989e12
+# (name, rows a step, hints, lazy rescale): the configurations --mla-variants times
+MLA_VARIANTS = [
+    ("bn32 (default)", 32, {}, True),
+    ("bn32 eager rescale", 32, {}, False),
+    ("bn32 no producer", 32, {"warp_specialize": False}, True),
+    ("bn64 (2 stages)", 64, {}, True),
+    ("bn64 eager rescale", 64, {}, False),
+    ("bn64 no producer", 64, {"warp_specialize": False}, True),
+]
 
 
 def timed(fn) -> dict:
@@ -137,37 +157,114 @@ def measure_decode(batch, ctx, copy_gbs, splits_list) -> dict:
     return row
 
 
-def measure_mla(batch, ctx, copy_gbs, splits_list) -> dict:
+def mla_bound_ms(nbytes, flops, copy_gbs) -> float:
+    """MLA's bound: the longer of its bytes at the copy's bandwidth and its FLOPs at the
+    tensor cores' peak, in ms."""
+    return max(nbytes / copy_gbs / 1e6, flops / TENSOR_PEAK * 1e3)
+
+
+def _mla_figures(t, nbytes, flops, copy_gbs) -> dict:
+    bound = mla_bound_ms(nbytes, flops, copy_gbs)
+    return {mode: {"ms": ms, "GB/s": nbytes / ms / 1e6, "TFLOP/s": flops / ms / 1e9,
+                   "x copy": nbytes / ms / 1e6 / copy_gbs, "x bound": bound / ms}
+            for mode, ms in t.items()}
+
+
+def _mla_case(batch, ctx):
     kv, table = paged(batch, ctx, (576,))
     q = torch.randn(batch, 1, MLA_H, 576, device="cuda", dtype=DT)
     out = torch.empty(batch, 1, MLA_H, 512, device="cuda", dtype=DT)
     seq = torch.full((batch,), ctx, device="cuda", dtype=torch.int32)
     nbytes = batch * ctx * 576 * 2 + q.numel() * 2 + out.numel() * 2 + table.numel() * 4
     flops = 2 * batch * MLA_H * ctx * (576 + 512)
+    return kv, table, q, out, seq, nbytes, flops
+
+
+def measure_mla(batch, ctx, copy_gbs, splits_list) -> dict:
+    kv, table, q, out, seq, nbytes, flops = _mla_case(batch, ctx)
     chosen = dec.choose_splits(batch * (MLA_H // 64), table.shape[1],
                                torch.cuda.get_device_properties(0).multi_processor_count, 1)
     row = {"kernel": "mla", "batch": batch, "ctx": ctx, "bytes": nbytes, "flops": flops,
-           "splits": chosen}
+           "splits": chosen, "bound ms": mla_bound_ms(nbytes, flops, copy_gbs)}
     for s in [None] + [s for s in splits_list if s != chosen]:
         t = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out, num_splits=s))
         key = "tileir" if s is None else f"splits={s}"
-        row[key] = {mode: {"ms": ms, "GB/s": nbytes / ms / 1e6, "TFLOP/s": flops / ms / 1e9,
-                           "x copy": nbytes / ms / 1e6 / copy_gbs} for mode, ms in t.items()}
+        row[key] = _mla_figures(t, nbytes, flops, copy_gbs)
     return row
+
+
+def check_mla(bn, hints, lazy) -> float:
+    """Relative error of one MLA configuration against fp32 torch: batch 64 of ragged
+    lengths, one token, unsplit (the grid, and so the compiled variant, that is timed)
+    and split in two."""
+    torch.manual_seed(1)
+    lens = torch.randint(1, 3000, (64,)).tolist()
+    b, tq = len(lens), 1
+    kv, table = paged(b, max(lens), (576,))
+    q = torch.randn(b, tq, MLA_H, 576, device="cuda", dtype=DT)
+    seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    worst = 0.0
+    for splits in (1, 2):
+        out = torch.full((b, tq, MLA_H, 512), float("nan"), device="cuda", dtype=DT)
+        mla.mla_decode(q, kv, table, seq, 1 / math.sqrt(576), out, num_splits=splits, bn=bn,
+                       hints=hints, lazy=lazy)
+        ref = []
+        for i, n in enumerate(lens):
+            lat = kv[table[i].long()].reshape(-1, 576)[:n]
+            ref.append(_attend(q[i], lat[:, None].expand(-1, MLA_H, -1),
+                               lat[:, None, :512].expand(-1, MLA_H, -1), 1 / math.sqrt(576)))
+        worst = max(worst, _err(out, torch.stack(ref)))
+    return worst
+
+
+def mla_variants(copy_gbs) -> list[dict]:
+    """Each configuration of MLA_VARIANTS at batch 64, contexts 4k and 8k (CUDA-graph
+    times): printed as a table, best first; the rows for the JSON."""
+    rows = []
+    cases = {shape: _mla_case(*shape) for shape in MLA_SHAPES}
+    for name, bn, hints, lazy in MLA_VARIANTS:
+        row = {"variant": name, "bn": bn, "hints": hints, "lazy": lazy}
+        try:
+            row["error"] = check_mla(bn, hints, lazy)
+            for (batch, ctx), (kv, table, q, out, seq, nbytes, flops) in cases.items():
+                t = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out, bn=bn,
+                                                 hints=hints, lazy=lazy))
+                row[f"ctx={ctx}"] = _mla_figures(t, nbytes, flops, copy_gbs)
+        except Exception as e:       # a configuration that does not compile: say why
+            row["failed"] = f"{type(e).__name__}: {str(e)[:300]}"
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print("MLA variants, batch 64 (CUDA graph): TB/s, TFLOP/s, x bound")
+    print("| variant | error | " + " | ".join(f"ctx {c // 1024}k TB/s | TFLOP/s | x bound"
+                                           for _, c in MLA_SHAPES) + " |")
+    print("|---|---|" + "---|---|---|" * len(MLA_SHAPES))
+    ok = [r for r in rows if "failed" not in r]
+    ok.sort(key=lambda r: -r[f"ctx={MLA_SHAPES[0][1]}"]["graph"]["x bound"])
+    for r in ok:
+        cells = []
+        for _, c in MLA_SHAPES:
+            g = r[f"ctx={c}"]["graph"]
+            cells.append(f"{g['GB/s'] / 1e3:.2f} | {g['TFLOP/s']:.0f} | {g['x bound']:.2f}")
+        print(f"| {r['variant']} | {r['error']:.1e} | " + " | ".join(cells) + " |")
+    for r in rows:
+        if "failed" in r:
+            print(f"| {r['variant']} | failed: {r['failed']} |")
+    return rows
 
 
 def table_text(rows, copy_gbs) -> str:
     out = [f"device copy: {copy_gbs:.0f} GB/s (read + written)",
            "| kernel | batch | context | splits | ms (graph) | GB/s | x copy | TFLOP/s "
-           "| ms (launch) | best other splits (graph x copy) |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| x bound | ms (launch) | best other splits (graph x copy) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         g, lau = r["tileir"]["graph"], r["tileir"]["launch"]
         others = [(k, v["graph"]["x copy"]) for k, v in r.items() if k.startswith("splits=")]
         best = max(others, key=lambda kv: kv[1]) if others else None
         tf = f"{g['TFLOP/s']:.0f}" if "TFLOP/s" in g else "-"
+        xb = f"{g['x bound']:.2f}" if "x bound" in g else "-"
         out.append(f"| {r['kernel']} | {r['batch']} | {r['ctx']} | {r['splits']} | "
-                   f"{g['ms']:.4f} | {g['GB/s']:.0f} | {g['x copy']:.2f} | {tf} | "
+                   f"{g['ms']:.4f} | {g['GB/s']:.0f} | {g['x copy']:.2f} | {tf} | {xb} | "
                    f"{lau['ms']:.4f} | {f'{best[0]}: {best[1]:.2f}' if best else '-'} |")
     return "\n".join(out)
 
@@ -187,8 +284,8 @@ def plot(rows, path, device):
                 label=f"decode B{batch} (32/8 heads, D128)")
     rs = [r for r in rows if r["kernel"] == "mla"]
     if rs:
-        ax.plot([r["ctx"] for r in rs], [r["tileir"]["graph"]["x copy"] for r in rs], "s--",
-                label="MLA B64 (128 heads)")
+        ax.plot([r["ctx"] for r in rs], [r["tileir"]["graph"]["x bound"] for r in rs], "s--",
+                label="MLA B64 (128 heads), x its bound")
     ax.axhline(0.8, color="gray", lw=0.8, ls=":")
     ax.axhline(0.7, color="gray", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
@@ -200,8 +297,10 @@ def plot(rows, path, device):
     fig.savefig(path, dpi=120)
 
 
-def run(out_dir: str, quick: bool = False, splits_list=()) -> list[dict]:
-    """Measures every shape; prints the table; writes JSON and PNG into out_dir."""
+def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = False,
+        variants: bool = False) -> list[dict]:
+    """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations);
+    prints the tables; writes JSON and PNG into out_dir."""
     device = torch.cuda.get_device_name()
     print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
           flush=True)
@@ -213,7 +312,7 @@ def run(out_dir: str, quick: bool = False, splits_list=()) -> list[dict]:
         print(f"MISMATCH: {', '.join(bad)} (the timings below time a wrong kernel)", flush=True)
     copy_gbs = copy_bandwidth()
     rows = []
-    shapes = DECODE[2:4] + DECODE[8:10] if quick else DECODE
+    shapes = [] if only_mla else DECODE[2:4] + DECODE[8:10] if quick else DECODE
     for batch, ctx in shapes:
         rows.append(measure_decode(batch, ctx, copy_gbs, splits_list))
         print(json.dumps(rows[-1]), flush=True)
@@ -221,10 +320,11 @@ def run(out_dir: str, quick: bool = False, splits_list=()) -> list[dict]:
         rows.append(measure_mla(batch, ctx, copy_gbs, splits_list))
         print(json.dumps(rows[-1]), flush=True)
     print(table_text(rows, copy_gbs))
+    var_rows = mla_variants(copy_gbs) if variants else []
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "decode_attention.json"), "w") as f:
-        json.dump({"device": device, "copy GB/s": copy_gbs, "checks": errs, "rows": rows}, f,
-                  indent=1)
+        json.dump({"device": device, "copy GB/s": copy_gbs, "tensor peak": TENSOR_PEAK,
+                   "checks": errs, "rows": rows, "mla variants": var_rows}, f, indent=1)
     plot(rows, os.path.join(out_dir, "decode_attention.png"), device)
     return rows
 
@@ -235,9 +335,12 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     p.add_argument("--quick", action="store_true", help="four decode shapes and one MLA shape")
     p.add_argument("--splits", default="", help="also time these num_splits (comma-separated)")
+    p.add_argument("--only-mla", action="store_true", help="MLA decode's shapes only")
+    p.add_argument("--mla-variants", action="store_true",
+                   help="also time MLA_VARIANTS (rows a step, stages, producer warpgroup)")
     args = p.parse_args(argv)
     splits = [int(s) for s in args.splits.split(",") if s]
-    run(args.out, args.quick, splits)
+    run(args.out, args.quick, splits, args.only_mla, args.mla_variants)
     return 0
 
 

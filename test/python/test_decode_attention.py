@@ -9,6 +9,7 @@ test_gpu_decode_attention.py."""
 from __future__ import annotations
 
 import math
+import re
 
 import ml_dtypes
 import numpy as np
@@ -183,51 +184,97 @@ def test_mla_decode_matches_the_naive_reference(batch, tq, heads, page, splits):
     assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
 
 
-@pytest.mark.parametrize("splits,tq,page", [
-    (2, 1, 32),
-    pytest.param(1, 2, 16, marks=pytest.mark.slow),
-])
-def test_the_generated_mla_runs_in_the_simulator(splits, tq, page):
+@pytest.mark.parametrize("lazy", [True, False])
+def test_mla_rescales_lazily_and_exactly(lazy):
+    # small latents on each sequence's first page, large ones on its fourth: the row
+    # maxes rise by more than 8 (log2) at steps 0 and 3 and by less at the others
+    # (16-key steps), so in one run the lazy rescale runs and is skipped
     rng = np.random.default_rng()
-    lens = rng.integers(tq, 2 * page + 5, 1)
+    batch, tq, heads, page = 2, 2, 64, 16
+    lens = rng.integers(5 * page, 7 * page, batch)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, heads, page, lens)
+    kv[table[:, 0]] *= 0.05
+    kv[table[:, 3]] *= 6.0
+    scale = 1.0 / math.sqrt(576)
+    out = np.full((batch, tq, heads, 512), np.nan, np.float32)
+    mla.mla_decode(q, kv, table, lens, scale, out, num_splits=1, lazy=lazy)
+    assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
+
+
+@pytest.mark.parametrize("splits,tq,page,bn,hints,lazy", [
+    (2, 1, 32, 32, None, True),
+    (1, 2, 64, 64, None, True),                      # 64 rows a step, 2 stages
+    pytest.param(1, 2, 16, 16, None, False, marks=pytest.mark.slow),
+    pytest.param(3, 1, 64, 32, {"warp_specialize": False}, True, marks=pytest.mark.slow),
+])
+def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints, lazy):
+    # the products rotated, a producer warpgroup (unless asked not to): the simulator
+    # runs the warp roles, the ring's barriers and the wgmma groups in flight
+    rng = np.random.default_rng()
+    lens = rng.integers(tq, 3 * page + 5, 1)
     q, kv, table, lens = mla.random_case(rng, 1, tq, 64, page, lens, np.float16)
     out = np.full((1, tq, 64, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.04, out, splits)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints,
+                              lazy=lazy)
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
-    assert _rel(out, mla.reference(q, kv, table, lens, 0.04)) < 2e-3
+    assert _rel(out, mla.reference(q, kv, table, lens, 0.3)) < 2e-3
 
 
-def _mla_cubin(splits):
+def _mla_cubin(splits, bn=mla.DEFAULT_BN):
     """MLA decode at DeepSeek-V3's shapes, batch 64, as a launch compiles it."""
     b = 64
     q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
     kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
     out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
     _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
-                            out, splits)
+                            out, splits, bn=bn)
     kernel, grid, args = calls[0]
     return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+
+
+def _main_loop(lines):
+    """(first, last) line of the SASS loop that waits for the scores with P c still in
+    flight (`DEPBAR.LE gsb0, 0x1`): the innermost backward branch around it."""
+    addr = [int(m.group(1), 16) if (m := re.match(r"\s+/\*([0-9a-f]+)\*/", line)) else None
+            for line in lines]
+    rotated = [i for i, line in enumerate(lines) if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line]
+    loops = []
+    for i, line in enumerate(lines):
+        m = re.search(r"BRA (?:`\()?0x([0-9a-f]+)", line)
+        if m and addr[i] is not None and int(m.group(1), 16) < addr[i]:
+            start = addr.index(int(m.group(1), 16)) if int(m.group(1), 16) in addr else None
+            if start is not None and any(start <= r <= i for r in rotated):
+                loops.append((start, i))
+    assert loops, "no loop around the rotated products"
+    return min(loops, key=lambda t: t[1] - t[0])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("splits", [3, 1])
 def test_mla_runs_on_wgmma_and_tma_with_the_latent_tile_shared(splits, tmp_path):
-    # one latent tile in shared memory serves Q.c^T and P.c; 2 warpgroups split the
-    # (64, 512) f32 accumulator by columns.  Unsplit, ptxas keeps one register of the
-    # epilogue's in local memory across the loop (4 bytes: one STL before it, one LDL
-    # after it): none inside the loop
+    # one latent tile in shared memory serves Q.c^T and P.c; 2 consumer warpgroups split
+    # the (64, 512) f32 accumulator by columns, a producer warpgroup issues the copies
+    # (setmaxnreg), and the products are rotated: both score products of step j
+    # (q_nope c^T, then q_rope r^T onto it) and P c of step j - 1 in flight, the scores
+    # waited for alone.  Not serialized by ptxas, no local memory in that loop (ptxas
+    # keeps a few scalars of the prologue and epilogue there: outside it)
     ck = _mla_cubin(splits)
-    assert ck.meta["num_threads"] == 256
+    assert ck.meta["num_threads"] == 384
+    report = ck.ptxas_report
+    assert "C7513" not in report and "C7520" not in report and "C7519" not in report, report
     text = _sass_text(ck.cubin, tmp_path)
     ops = _sass(ck.cubin, tmp_path)
     for op in ("HGMMA", "UTMALDG", "SYNCS"):
         assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
+    assert ops["USETMAXREG"] == 2
     lines = text.splitlines()
-    mma = [i for i, line in enumerate(lines) if "HGMMA" in line]
-    local = [i for i, line in enumerate(lines) if " STL" in line or " LDL" in line]
-    assert not [i for i in local if mma[0] < i < mma[-1]], "local memory inside the loop"
-    assert len(local) <= (0 if splits > 1 else 2), ck.ptxas_report
+    first, last = _main_loop(lines)
+    loop = lines[first:last + 1]
+    assert sum("HGMMA.64x16x16" in line for line in loop) == 36       # 576 / 16 k-steps
+    assert sum("HGMMA.64x256x16" in line for line in loop) == 2       # 32 / 16
+    assert not [line for line in loop if " STL" in line or " LDL" in line], \
+        "local memory inside the loop"
 
 
 def test_mla_masks_only_the_last_step():

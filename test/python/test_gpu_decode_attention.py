@@ -162,6 +162,34 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
     assert _err(out, ref) < 1e-2
 
 
+@pytest.mark.parametrize("bn,hints,lazy", [
+    (64, {}, True),                            # 64 rows a step, 2 stages
+    (32, {"warp_specialize": False}, True),    # rotated, the consumers issue the copies
+    (64, {"warp_specialize": False}, True),
+    (32, {}, False),                           # the accumulator rescaled every step
+    (64, {}, False),
+])
+def test_mla_configurations_match_fp32(bn, hints, lazy):
+    # the configurations bench/decode_attention.py --mla-variants times, each correct
+    b, tq, h, page = 3, 2, 128, 64
+    dt = torch.bfloat16
+    lens = [2, 700, 2049]
+    stale = lambda shape: 100 * torch.randn(shape, device="cuda")  # noqa: E731
+    table, num = _table(lens, page)
+    kv, seqs = _cache(table, num, lens, page, (576,), dt, stale)
+    q = torch.randn(b, tq, h, 576, device="cuda").to(dt)
+    seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    scale = 1 / math.sqrt(576)
+    ref = torch.stack([_attend(q[i], seqs[i][:, None].expand(-1, h, -1),
+                               seqs[i][:, None, :512].expand(-1, h, -1), scale)
+                       for i in range(b)])
+    for splits in (1, 3):
+        out = torch.full((b, tq, h, 512), float("nan"), device="cuda", dtype=dt)
+        mla.mla_decode(q, kv, table, seq, scale, out, num_splits=splits, bn=bn, hints=hints,
+                       lazy=lazy)
+        assert _err(out, ref) < 1e-2, (splits, bn, hints, lazy)
+
+
 def test_mla_refuses_float32_on_the_gpu_by_name():
     q = torch.zeros(1, 1, 64, 576, device="cuda")
     kv = torch.zeros(4, 16, 576, device="cuda")

@@ -487,8 +487,7 @@ def test_wgmma_descriptors_address_the_shared_layout(which, shape, order):
             cx = LoweringContext(4, module.body)
             tile.elem = ir.BF16Type.get()
             desc = mma_rules._Desc(cx, tile, k_dim)
-            const = desc.desc0.owner.operands[1].owner.attributes["value"].value
-    base = const & ((1 << 64) - 1)
+    base = desc.const
     step = 16
     mn_size = shape[1 - k_dim]
     for mn0 in range(0, mn_size, 64 if which == "a" else mn_size):

@@ -11,6 +11,12 @@ time through the block table with the online softmax of
 `tileir.examples.decode_attention`, whose host helpers, causal rule (token t of Tq at
 position seq_len - Tq + t) and split-KV combine it shares.  num_warps=8 (a hint):
 two warpgroups split the (64, 512) f32 accumulator by columns, 128 registers each.
+On sm_90a the compiler gives the loop FlashAttention-3's schedule (docs/attention.md):
+a producer warpgroup copies the pages through a TMA ring, and the score products of
+step j run beside P . c_kv of step j - 1.  LAZY (the default): the accumulator is
+rescaled only when a row's max grew past 2^8 (the old max kept otherwise: exact, and
+128 multiplies a thread fewer on most steps).  `mla_decode(..., bn=, hints=, lazy=)`
+runs other configurations (bench/decode_attention.py --mla-variants times them).
 The latents past a token are masked in the scores only, so a cache's unused slots
 must hold finite numbers (zeros, stale tokens).
 """
@@ -25,11 +31,13 @@ from . import decode_attention as dec
 
 LOG2E = 1.0 / math.log(2.0)
 DL, DR = 512, 64           # latent rank, RoPE dim
+DEFAULT_BN = 32            # latent rows a step (see the module docstring)
 
 
 @ct.kernel(num_warps=8)
 def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
-        PAGE: ct.Constant[int], BN: ct.Constant[int], SPLIT: ct.Constant[bool]):
+        PAGE: ct.Constant[int], BN: ct.Constant[int], SPLIT: ct.Constant[bool],
+        LAZY: ct.Constant[bool]):
     bt = ct.bid(0)                        # sequence b, token t
     hb = ct.bid(1)                        # heads hb*HB ..
     split = ct.bid(2)
@@ -47,7 +55,7 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
     q_rope = ct.load(Q, index=(b, t, hb, DL // DR), shape=(1, 1, HB, DR)).reshape((HB, DR))
     qk_scale = scale * LOG2E
     m = ct.full((HB, 1), -1e30, dtype=np.float32)
-    l = ct.zeros((HB, 1), dtype=np.float32)
+    l = ct.zeros((HB, BN), dtype=np.float32)   # row sums by column, summed after the loop
     acc = ct.zeros((HB, DL), dtype=np.float32)
     for j in range(first, last):
         page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
@@ -61,11 +69,24 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
         pos = j * BN + ct.arange(BN, dtype=np.int32)
         s = ct.where(pos[None, :] <= limit, s, -np.inf)
         m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
-        p = ct.exp2(s * qk_scale - m_new)
-        alpha = ct.exp2(m - m_new)
-        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
-        acc = ct.mma(p.astype(Q.dtype), c, acc * alpha)
+        if LAZY:
+            # the (64, 512) accumulator is rescaled only when some row's max grew by
+            # more than 8 (log2 units); else the old max stays (probabilities < 2^8)
+            grow = ct.max(m_new - m) > 8.0
+            m_new = ct.where(grow, m_new, m)
+            alpha = ct.exp2(m - m_new, flush_to_zero=True)
+            if grow:
+                acc = acc * alpha
+                l = l * alpha
+        else:
+            alpha = ct.exp2(m - m_new, flush_to_zero=True)
+            acc = acc * alpha
+            l = l * alpha
+        p = ct.exp2(s * qk_scale - m_new, flush_to_zero=True)
+        l = l + p
+        acc = ct.mma(p.astype(Q.dtype), c, acc)
         m = m_new
+    l = ct.sum(l, axis=1, keepdims=True)
     out = acc / ct.where(l > 0, l, 1.0)
     if SPLIT:
         ct.store(OP, index=(b * splits + split, t, hb, 0, 0), tile=out.reshape((1, 1, 1, HB, DL)))
@@ -75,9 +96,26 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
         ct.store(O, index=(b, t, hb, 0, 0), tile=out.reshape((1, 1, 1, HB, DL)).astype(O.dtype))
 
 
+_variants: dict = {}
+
+
+def variant(**hints):
+    """`mla` with some hints replaced (`num_stages`, `warp_specialize`, `num_warps`), one
+    Kernel (and its compiled specializations) per set of hints: for timing
+    configurations against each other (bench/decode_attention.py --mla-variants)."""
+    key = tuple(sorted(hints.items()))
+    if not key:
+        return mla
+    if key not in _variants:
+        _variants[key] = mla.replace_hints(**hints)
+    return _variants[key]
+
+
 def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=None, hb=64,
-             bn=32):
-    """The launches of one MLA decode call: (out, [(kernel, grid, args), ...])."""
+             bn=DEFAULT_BN, hints=None, lazy=True):
+    """The launches of one MLA decode call: (out, [(kernel, grid, args), ...]); `bn`
+    latent rows a step, `hints` those of `variant`, `lazy` the rescale only where a
+    row's max grew past 2^8 (else every step)."""
     if q.ndim != 4 or q.shape[-1] != DL + DR or kv_cache.ndim != 3 or \
             kv_cache.shape[-1] != DL + DR:
         raise ValueError(f"mla_decode: q must be (B, Tq, H, {DL + DR}) and kv_cache (pages, PAGE, "
@@ -102,20 +140,25 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
         num_splits = dec.choose_splits(b * tq * (h // hb), block_table.shape[1], dec._sms(q), 1)
     o5 = out.reshape(b, tq, h // hb, hb, DL)     # heads in blocks of HB
     grid = (b * tq, h // hb, num_splits)
+    kernel = variant(**(hints or {}))
     if num_splits == 1:
-        return out, [(mla, grid, (q, kv_cache, block_table, seq_lens, o5, o5,
-                                  seq_lens.reshape(b, 1, 1, 1), float(scale), hb, page, min(bn, page), False))]
+        return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, o5,
+                                     seq_lens.reshape(b, 1, 1, 1), float(scale), hb, page,
+                                     min(bn, page), False, lazy))]
     op = dec._empty(q, (b * num_splits, tq, h // hb, hb, DL), True)
     lse = dec._empty(q, (b * num_splits, tq, h // hb, hb), True)
-    return out, [(mla, grid, (q, kv_cache, block_table, seq_lens, o5, op, lse, float(scale), hb,
-                              page, min(bn, page), True)),
+    return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, op, lse, float(scale),
+                                 hb, page, min(bn, page), True, lazy)),
                  dec.combine_launch(op, lse, o5, num_splits, hb, 128)]
 
 
-def mla_decode(q, kv_cache, block_table, seq_lens, scale, out=None, *, num_splits=None):
+def mla_decode(q, kv_cache, block_table, seq_lens, scale, out=None, *, num_splits=None,
+               bn=DEFAULT_BN, hints=None, lazy=True):
     """softmax(q . kv^T * scale) @ kv[:, :512] over each sequence's latent pages, causal
-    among its Tq new tokens; returns out (B, Tq, H, 512) in q's dtype."""
-    out, calls = launches(q, kv_cache, block_table, seq_lens, scale, out, num_splits)
+    among its Tq new tokens; returns out (B, Tq, H, 512) in q's dtype.  `bn`, `hints`
+    (`variant`'s) and `lazy` choose another configuration of the kernel."""
+    out, calls = launches(q, kv_cache, block_table, seq_lens, scale, out, num_splits, bn=bn,
+                          hints=hints, lazy=lazy)
     for kernel, grid, args in calls:
         ct.launch(None, grid, kernel, args)
     return out

@@ -61,6 +61,9 @@ class LoweringContext:
         # a register A operand of each `tile.mma_async` in flight, by its result: the
         # wgmma reads it until waited for, so the wait keeps it alive (rules/mma.py)
         self.in_flight_a: dict[ir.Value, object] = {}
+        # results of wgmma.mma_async not waited for yet: a product accumulating onto one
+        # needs no fence (the same shape's accumulator is ordered by the hardware)
+        self.in_flight_acc: set = set()
         self.arrays: dict[ir.Value, ArrayABI] = {}
         self.grid_size: list[ir.Value] = []      # a persistent kernel's grid (i32 x 3)
         # a stream-K kernel's workspace (`!llvm.ptr<1>`) and the bytes of one block's slot

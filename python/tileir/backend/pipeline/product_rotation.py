@@ -5,7 +5,9 @@ Contract.  A loop that the pipeliner gives a ring (software_pipeline.py: its thr
 issue their own copies, or, by default for such a loop, a producer warpgroup does)
 and whose body holds two wgmma products,
 
-    S   = mma(x, B1, c)           M1: its result feeds what follows (the scores)
+    S   = mma(x, B1, c)           M1: its result feeds what follows (the scores); it
+                                      may be a chain of products, each accumulating into
+                                      the one before (MLA: q_nope c^T, then q_rope r^T)
     acc = mma(A, B2, f(acc'))     M2: the loop carries its result (iter arg acc') and
                                       yields nothing else of it; its accumulator is
                                       computed from the carried one (a rescale), A is in
@@ -61,6 +63,9 @@ class Chain:
     m1: ir.Operation          # the first product (its result feeds the rest)
     m2: ir.Operation          # the carried product
     carried: int              # M2's result is the loop's iter arg / result at this index
+    before: list = dataclasses.field(default_factory=list)
+    # products M1 accumulates onto, in order (each the accumulator of the next, M1's the
+    # last): they are issued with it, all of them before M2
 
 
 def _wgmma(op: ir.Operation) -> bool:
@@ -105,9 +110,15 @@ def find_chain(loop: ir.Operation, loads) -> Chain | None:
     ops = [op.operation for op in body.operations]
     yield_op = ops[-1]
     products = [op for op in ops if _wgmma(op)]
-    if len(products) != 2:
+    if len(products) < 2:
         return None
-    m1, m2 = products
+    *firsts, m2 = products
+    m1, before = firsts[-1], firsts[:-1]
+    # the products before M1: a chain, each read only as the next one's accumulator
+    for op, nxt in zip(before, firsts[1:]):
+        uses = list(op.results[0].uses)
+        if nxt.operands[2] != op.results[0] or len(uses) != 1 or uses[0].owner != nxt:
+            return None
     res = m2.results[0]
     uses = list(res.uses)
     if len(uses) != 1 or uses[0].owner != yield_op:
@@ -122,14 +133,15 @@ def find_chain(loop: ir.Operation, loads) -> Chain | None:
         return None                    # a shared tile cannot wait an iteration in its slot
     # M1's result must not depend on the carried accumulator (it runs before M2's wait)
     memo: dict = {}
-    if any(_depends_on(x, arg, memo) for x in list(m1.operands) + [a]):
+    if any(_depends_on(x, arg, memo) for p in firsts for x in p.operands) or \
+            _depends_on(a, arg, memo):
         return None
     if ops.index(m1) > ops.index(m2):
         return None
     ringed = [ld.op.results[0] for ld in loads]
     if not any(_slice_to(m2.operands[1], r) is not None for r in ringed):
         return None
-    return Chain(m1, m2, carried)
+    return Chain(m1, m2, carried, before)
 
 
 def _regs(t: ir.Type, threads: int) -> int:
@@ -250,15 +262,28 @@ def rotate(pl, loop: ir.Operation, chain: Chain, ring: ir.Value, loads, stages: 
     with ir.InsertionPoint.after(m1), loc:
         prev = arith.remui(arith.addi(it, c(stages - 1)), c(stages))
         b_prev = _view_of(ring, prev, view_index, b2_slice)
-        started1 = MmaAsyncOp(m1.operands[0], m1.operands[1], m1.operands[2])
+        # M1 and the products it accumulates onto, in flight one after the other (an
+        # accumulator in flight may feed the next wgmma); one wait covers them all
+        acc1 = chain.before[0].operands[2] if chain.before else m1.operands[2]
+        for p in chain.before + [m1]:
+            acc1 = MmaAsyncOp(p.operands[0], p.operands[1], acc1).result
         started2 = MmaAsyncOp(rot.inner_iter_args[len(inits)], b_prev, carried_arg)
-        waited1 = MmaWaitOp(started1.result, 1)
+        waited1 = MmaWaitOp(acc1, 1)
     m1.results[0].replace_all_uses_with(waited1.results[0])
     m1.erase()
+    for p in reversed(chain.before):
+        p.erase()
     with ir.InsertionPoint(issue_start), loc:
         waited2 = MmaWaitOp(started2.result, 0)
         RingReleaseOp(ring, prev, c(1, 1))
     carried_arg.replace_all_uses_except(waited2.results[0], started2.operation)
+    # the next A, when it is exchanged through shared memory (`_exchanged`), is read
+    # into registers after M2 is done: read before, it lands in the registers the
+    # in-flight M2 reads (the loop carries both in the same ones), and ptxas then
+    # serializes every wgmma of the kernel (C7513)
+    a_def = a_value.owner
+    if _exchanged(a_value) and a_def.operation.parent == rot.operation:
+        a_def.operation.move_before(rot_yield.operation)
 
     # the last iteration's M2, where the loop ran; then the ring is done
     with ir.InsertionPoint.after(rot.operation), loc:
@@ -281,6 +306,20 @@ def rotate(pl, loop: ir.Operation, chain: Chain, ring: ir.Value, loads, stages: 
         if not any(True for r in op.results for _ in r.uses):
             op.erase()              # the body's own view of M2's B: M2 reads slot j - 1's
     return tail.operation
+
+
+def _exchanged(a: ir.Value) -> bool:
+    """Whether `a` (M2's A operand in registers) is made by a layout conversion from an
+    accumulator whose rows are split over warpgroups (8 warps on a 64-row tile: each
+    holds some columns), which goes through shared memory."""
+    owner = a.owner
+    if isinstance(owner, ir.Block):
+        return False
+    op = owner.operation if hasattr(owner, "operation") else owner
+    if op.name != "tile.convert_layout":
+        return False
+    src = tile_layout(op.operands[0].type)
+    return isinstance(src, Mma) and src.groups[1] > 1
 
 
 def _view_of(ring, slot, view_index: int, b_slice) -> ir.Value:

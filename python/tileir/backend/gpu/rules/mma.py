@@ -47,10 +47,15 @@ def _mma(cx, op):
 
 @rule("tile.mma_async")
 def _mma_async(cx, op):
-    cx.values[op.result] = _issue(cx, op)
+    packed: list[ir.Value] = []
+    cx.values[op.result] = _issue(cx, op, packed)
+    cx.in_flight_acc.add(op.result)
     a = cx.get(op.a)
     if isinstance(a, Frag) and _version(op) == 3:
-        cx.in_flight_a[op.result] = a
+        # the packed registers the wgmma reads, not the A values they were packed from:
+        # those die at the fence, so no copy of them is made while wgmmas are in flight
+        # (ptxas would serialize every wgmma: C7513)
+        cx.in_flight_a[op.result] = Frag(a.lin, a.elem, packed)
 
 
 @rule("tile.mma_wait")
@@ -74,7 +79,9 @@ def _version(op) -> int:
     return lay.version
 
 
-def _issue(cx: LoweringContext, op) -> Frag:
+def _issue(cx: LoweringContext, op, packed: list | None = None) -> Frag:
+    """The product's instructions; `packed` receives the 32-bit registers a wgmma's A
+    operand from registers was packed into."""
     lay = tile_layout(op.acc.type)
     _version(op)
     acc = cx.frag(op.acc)
@@ -86,7 +93,8 @@ def _issue(cx: LoweringContext, op) -> Frag:
     if lay.version == 3:
         if promotes_sums(op.operation):
             return _wgmma_promoted(cx, lay, a, b, acc, elem, str(op.b.type.element_type))
-        return _wgmma(cx, lay, a, b, acc, elem, str(op.b.type.element_type))
+        return _wgmma(cx, lay, a, b, acc, elem, str(op.b.type.element_type),
+                      chained=op.acc in cx.in_flight_acc, packed_out=packed)
     return _mma_sync(cx, lay, a, b, acc, elem, op)
 
 
@@ -134,7 +142,7 @@ class _Desc:
 
     def __init__(self, cx: LoweringContext, tile: SmemTile, k_dim: int,
                  dyn_dim: int | None = None, dyn_value: ir.Value | None = None,
-                 dyn_range: tuple[int, int] = (1, 1)):
+                 dyn_range: tuple[int, int] = (1, 1), narrow: bool = False):
         lay, eb = tile.layout, tile.elem_bytes
         if lay.swizzle not in _SWIZZLE_MODE:    # (a hand-written or mutated layout)
             raise TileIRError(f"a wgmma operand in shared memory needs a swizzle of "
@@ -153,13 +161,35 @@ class _Desc:
         # 14 bits of address: in a cluster launch a block's shared addresses carry its
         # rank above bit 17, which would otherwise spill into the leading offset
         addr = arith.andi(arith.shrui(cx.smem_addr(base), cx.const(4)), cx.const(0x3FFF))
+        self.const = const        # the fields but the address (a 64-bit pattern)
+        self.narrow = narrow
         self.desc0 = arith.ori(arith.extui(I64(), addr), cx.const(_signed64(const), I64()))
+        if narrow:
+            # the low word (address, leading offset) is all that varies; the high word
+            # (stride offset, swizzle) is a constant (the address stays below 2^14
+            # units of 16 bytes: a sub-tile's offset never carries out of its field)
+            self.lo0 = arith.ori(addr, cx.const(const & 0xFFFFFFFF))
+            self.hi = cx.const(_signed64(const & ~0xFFFFFFFF), I64())
 
     def at(self, cx: LoweringContext, coord) -> ir.Value:
+        """The descriptor of the sub-tile at `coord`.  `narrow`: its offset added to the
+        low word alone (32 bits), for a product of many k steps: ptxas keeps a few
+        descriptors in uniform registers and steps them with 64-bit uniform adds, but
+        past those registers (MLA's 576-deep scores: 36 k steps, A's and B's) it moves
+        them to ordinary ones, where each 64-bit add costs a carry, two copies and four
+        moves back per wgmma, and the registers spill."""
         off = self.tile.offset(coord)
-        if not off:
-            return self.desc0
-        return arith.addi(self.desc0, arith.ConstantOp(I64(), off >> 4).result)
+        if not self.narrow:
+            return self.desc0 if not off else \
+                arith.addi(self.desc0, arith.ConstantOp(I64(), off >> 4).result)
+        lo = arith.addi(self.lo0, cx.const(off >> 4)) if off else self.lo0
+        return arith.ori(arith.extui(I64(), lo), self.hi)
+
+
+# k steps of one product past which its descriptors take the 32-bit form (_Desc.at): at
+# 8 (attention at D = 128) the 64-bit one in uniform registers is shorter, at 36 (MLA)
+# the 32-bit one is (SASS of both, 2026-11-28)
+NARROW_DESC_STEPS = 16
 
 
 def _signed64(v: int) -> int:
@@ -183,7 +213,8 @@ def _unpack(s: ir.Value, n: int, t: ir.Type) -> list[ir.Value]:
 
 
 def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
-           elem_b: str | None = None) -> Frag:
+           elem_b: str | None = None, chained: bool = False,
+           packed_out: list | None = None) -> Frag:
     shape = acc.shape
     m, n = shape
     k = (a.shape if isinstance(a, SmemTile) else a.shape)[1]
@@ -196,8 +227,9 @@ def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
     if not isinstance(b, SmemTile):
         raise TileIRError("internal error: wgmma operand B must be in shared memory",
                           ir.Location.current)
-    db = _Desc(cx, b, 0, 1, col0, (bn, n))
-    da = _Desc(cx, a, 1, 0, row0, (bm, m)) if isinstance(a, SmemTile) else None
+    narrow = k // step > NARROW_DESC_STEPS
+    db = _Desc(cx, b, 0, 1, col0, (bn, n), narrow=narrow)
+    da = _Desc(cx, a, 1, 0, row0, (bm, m), narrow=narrow) if isinstance(a, SmemTile) else None
     f32 = ir.F32Type.get()
     # The fence orders earlier register writes before the wgmmas read them; tied to
     # the accumulator, it keeps LLVM from materializing those registers (a zero
@@ -210,10 +242,21 @@ def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
     if isinstance(a, Frag) and elem not in ("f16", "bf16"):
         raise TileIRError(f"wgmma with operand A in registers takes f16/bf16, not {elem}",
                           ir.Location.current)
+    # `chained`: the accumulator is an earlier wgmma's, still in flight (a chain of
+    # products issued together, backend/pipeline/product_rotation.py).  Accesses of one
+    # accumulator by wgmmas of the same shape are ordered without a fence, and tying
+    # its registers to one would define them between the two wgmmas: ptxas then
+    # serializes every wgmma of the kernel (C7513)
     a_regs = _pairs(list(a.regs)) if isinstance(a, Frag) else []
-    tied = _tied(list(acc.regs) + a_regs, "wgmma.fence.sync.aligned;")
-    regs = tied[:len(acc.regs)]
-    packed = tied[len(acc.regs):]
+    if chained:
+        regs = list(acc.regs)
+        packed = _tied(a_regs, "wgmma.fence.sync.aligned;") if a_regs else []
+    else:
+        tied = _tied(list(acc.regs) + a_regs, "wgmma.fence.sync.aligned;")
+        regs = tied[:len(acc.regs)]
+        packed = tied[len(acc.regs):]
+    if packed_out is not None:
+        packed_out.extend(packed)
     for kk in range(k // step):
         for mi in range(rm):
             for ni in range(rn):
