@@ -77,6 +77,7 @@ class Model:
         self.cfg, self.ckpt, self.be = cfg, ckpt, backend
         self.shard = shard or Shard()
         sh = self.shard
+        sh.check(cfg)
         self.embed = self.w("model.embed_tokens.weight", sh.vocab)
         if "lm_head.weight" in ckpt and not cfg.tie_word_embeddings:
             self.lm_head = self.w("lm_head.weight", sh.vocab)
@@ -113,7 +114,8 @@ class Model:
         rows = be.embedding(batch.last_rows, residual)       # the last token of each sequence
         x, norm = self.normed(rows, self.norm)
         out = be.empty((x.shape[0], self.lm_head.shape[0]), be.float32)
-        return self.shard.gather_logits(be.linear(x, self.lm_head, out=out, norm=norm))
+        return self.shard.gather_logits(be, be.linear(x, self.lm_head, out=out, norm=norm),
+                                        self.cfg.vocab_size)
 
     def mlp(self, x, norm, residual, gate, up, down):
         a = self.be.linear_swiglu(x, gate, up, norm=norm)
@@ -381,9 +383,13 @@ class DeepseekV3(Model):
                                     topk_group=cfg.topk_group,
                                     routed_scaling_factor=cfg.routed_scaling_factor,
                                     norm_topk_prob=cfg.norm_topk_prob)
-        routed = be.moe_experts(x, ids, weights, layer["w_gate_up"], layer["w_down"])
-        self.shard.add_partial(be, routed, residual)
-        self.mlp(x, None, residual, layer["sgate"], layer["sup"], layer["sdown"])
+        ids, weights = self.shard.local_experts(be, ids, weights, cfg.n_routed_experts)
+        out = be.moe_experts(x, ids, weights, layer["w_gate_up"], layer["w_down"])
+        # the shared expert adds into the routed sum: with several ranks, both are this
+        # rank's share, and one all-reduce sums them
+        a = be.linear_swiglu(x, layer["sgate"], layer["sup"])
+        be.linear(a, layer["sdown"], residual=out)
+        self.shard.add_partial(be, out, residual)
 
 
 ARCHS = {"llama": Llama, "deepseek_v3": DeepseekV3}
