@@ -243,8 +243,8 @@ class DeepseekV3(Model):
         lo, hi = self.shard.experts(cfg.n_routed_experts)
         inter = cfg.moe_intermediate_size
         if p + "experts.gate_up_proj" in self.ckpt:          # transformers 5's fused layout
-            gu = self.host(p + "experts.gate_up_proj")[lo:hi]
-            dn = self.host(p + "experts.down_proj")[lo:hi]
+            gu = self.shard.own(self.host(p + "experts.gate_up_proj")[lo:hi])
+            dn = self.shard.own(self.host(p + "experts.down_proj")[lo:hi])
             gu = gu if gu.shape[1] == 2 * inter else _perm(gu, (0, 2, 1))
             dn = dn if dn.shape[1] == cfg.hidden_size else _perm(dn, (0, 2, 1))
         else:

@@ -154,19 +154,27 @@ class Shard:
     def experts(self, n: int) -> tuple[int, int]:
         return self._range(n, "routed experts")
 
+    def own(self, part):
+        """A slice as a tensor of its own: a view would keep the whole tensor's memory
+        alive (a checkpoint's tensors already on the GPU), and a rank keeps only its
+        share."""
+        if self.size == 1:
+            return part
+        return part.copy() if isinstance(part, np.ndarray) else part.clone()
+
     def column(self, w, what: str):
         """A linear weight (out, in) split along its outputs."""
         lo, hi = self._range(w.shape[0], what)
-        return w[lo:hi]
+        return self.own(w[lo:hi])
 
     def row(self, w, what: str):
         """A linear weight (out, in) split along its inputs (summed by add_row_parallel)."""
         lo, hi = self._range(w.shape[1], what)
-        return w[:, lo:hi]
+        return self.own(w[:, lo:hi])
 
     def vocab(self, w, what: str):
         """This rank's rows of an embedding or LM head table (`vocab_slice`)."""
-        return vocab_slice(w, self.rank, self.size)
+        return self.own(vocab_slice(w, self.rank, self.size))
 
     def replicated(self, w, what: str):
         return w
