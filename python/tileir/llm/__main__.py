@@ -94,8 +94,9 @@ def check(args):
     prompts = [rng.integers(0, llm.cfg.vocab_size, n).tolist() for n in args.prompt_lens]
     res = compare(llm, prompts, args.steps)
     tol = 2e-3 if args.dtype == "float32" else 5e-2
-    print(f"logits: max |ours - ref| / max |ref| = {res['max_rel_err']:.2e} (tolerance {tol:g}); "
-          f"greedy tokens {'agree' if res['tokens_agree'] else 'DIFFER'}")
+    agree = "agree" if res["tokens_agree"] else "DIFFER"
+    _say(llm)(f"logits: max |ours - ref| / max |ref| = {res['max_rel_err']:.2e} "
+              f"(tolerance {tol:g}); greedy tokens {agree}")
     if res["max_rel_err"] > tol or (args.dtype == "float32" and not res["tokens_agree"]):
         sys.exit(1)
 

@@ -254,7 +254,7 @@ class Shard:
             return n
         import torch
         dist = _dist()
-        device = "cuda" if dist.get_backend(self.group) == "nccl" else "cpu"
+        device = "cuda" if "nccl" in str(dist.get_backend(self.group)) else "cpu"
         t = torch.tensor([n], dtype=torch.int64, device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
         return int(t.item())
