@@ -350,9 +350,12 @@ class RandomCheckpoint:
 
 
 def model_bytes(llm) -> int:
-    """The weight bytes this rank holds (each array once)."""
+    """The weight bytes this rank holds (each array once), as the single-GPU bound counts
+    them (every weight, the embedding table too), less DeepSeek's whole kv_b: decode
+    reads it as W_UK and W_UV, which are counted."""
     m, seen, total = llm.model, set(), 0
-    arrays = [m.embed, m.lm_head, m.norm] + [a for layer in m.layers for a in layer.values()]
+    arrays = [m.embed, m.lm_head, m.norm] + [a for layer in m.layers
+                                            for k, a in layer.items() if k != "kv_b"]
     for a in arrays:
         if id(a) not in seen and isinstance(a, torch.Tensor):
             seen.add(id(a))
