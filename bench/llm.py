@@ -373,7 +373,8 @@ def bench_tp_model(name, raw, fits_one, args, copy_tbs, shard, host_group):
     long = rng.integers(0, raw["vocab_size"], 512 if args.quick else PREFILL).tolist()
     res = {"model": name, "tp": shard.size}
     kw = dict(dtype="bfloat16", weights=RandomCheckpoint(raw), max_batch=max(batches),
-              max_model_len=4096, num_pages=max(batches) * 24 + 160)
+              max_model_len=4096, num_pages=max(batches) * 24 + 160,
+              cuda_graphs=not args.no_cuda_graphs)
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(raw, f)
@@ -461,6 +462,9 @@ def main_tp(args):
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     results = []
     names = args.models.split(",") if args.models else list(TP_MODELS)
+    unknown = [n for n in names if n not in TP_MODELS]
+    if unknown:
+        sys.exit(f"--tp models are {', '.join(TP_MODELS)}; not {', '.join(unknown)}")
     for name in names:
         raw, fits_one = TP_MODELS[name]
         results.append(bench_tp_model(name, copy.deepcopy(raw), fits_one, args, copy_tbs,
@@ -497,6 +501,8 @@ def main():
                     help="tensor parallelism over N GPUs (run under torchrun --nproc-per-node "
                          "N): TP=N against TP=1 and the N GPUs' bound, no transformers")
     ap.add_argument("--no-tp1", action="store_true", help="with --tp: skip the TP=1 runs")
+    ap.add_argument("--no-cuda-graphs", action="store_true",
+                    help="with --tp: decode eagerly (the collectives outside any graph)")
     args = ap.parse_args()
     if args.tp > 1:
         return main_tp(args)
