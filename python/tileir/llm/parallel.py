@@ -44,6 +44,7 @@ kernel, and torch is never imported.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 
@@ -347,6 +348,7 @@ def init(device: str, size: int) -> Shard:
             dist.init_process_group("nccl", device_id=torch.device("cuda", local))
         else:
             dist.init_process_group("gloo")
+        atexit.register(shutdown)           # the group this made ends with the process
     if dist.get_world_size() != size:
         raise ValueError(f"tensor_parallel_size={size} in a process group of "
                          f"{dist.get_world_size()} ranks")
