@@ -55,27 +55,26 @@ def _run(llm, prompts, steps):
 
 
 def _cases(tmp_path, size):
-    """The models and prompts every rank runs (fresh weights and prompts each run)."""
+    """The models every rank compares with one rank (name: (dir, dtype)), a one-layer
+    model for sampling, the prompts: fresh weights and prompts each run."""
     rng = np.random.default_rng()
     seed = lambda: int(rng.integers(1 << 30))  # noqa: E731
     cases = {
         "llama": (_write(tmp_path, "llama", LLAMA, seed()), "float32"),
         "deepseek": (_write(tmp_path, "deepseek_v3", DEEPSEEK, seed()), "float32"),
     }
-    # one layer: bfloat16 arrays through the gloo collectives; sampling
     short = _write(tmp_path / "short", "llama", {**LLAMA, "num_hidden_layers": 1}, seed())
-    if size == 2:
+    if size == 2:                  # bfloat16 arrays through the gloo collectives
         cases["llama-bf16"] = (short, "bfloat16")
-    cases["short"] = (short, "float32")
     prompts = [rng.integers(0, 298, n).tolist() for n in PROMPT_LENS]
-    return cases, prompts
+    return cases, short, prompts
 
 
 def _llm(model_dir, dtype, **kw):
     return LLM(model_dir, dtype=dtype, device="numpy", page_size=16, max_batch=2, **kw)
 
 
-def _worker(rank, size, store, cases, prompts, out_dir):
+def _worker(rank, size, store, cases, short, prompts, out_dir):
     """One rank: the process group over a file store, then each model's run; its
     results pickled for the test to read."""
     import torch.distributed as dist
@@ -85,13 +84,11 @@ def _worker(rank, size, store, cases, prompts, out_dir):
     try:
         res = {}
         for name, (model_dir, dtype) in cases.items():
-            if name == "short":
-                continue
             llm = _llm(model_dir, dtype, tensor_parallel_size=size)
             res[name] = _run(llm, prompts, STEPS)
             res[name + "/heads"] = getattr(llm.model, "hq", getattr(llm.model, "heads", None))
         # random sampling, each rank with its own seed: rank 0's tokens win everywhere
-        llm = _llm(cases["short"][0], "float32", tensor_parallel_size=size, seed=rank)
+        llm = _llm(short, "float32", tensor_parallel_size=size, seed=rank)
         res["sampled"] = [o.token_ids for o in llm.generate(prompts, max_new_tokens=5,
                                                             temperature=1.0)]
         res["env"] = {k: os.environ.get(k) for k in parallel.MULTICAST_OFF}
@@ -112,9 +109,9 @@ def _torch():
 
 def _spawn(tmp_path, size):
     torch = _torch()
-    cases, prompts = _cases(tmp_path, size)
-    torch.multiprocessing.spawn(_worker, args=(size, str(tmp_path / "store"), cases, prompts,
-                                               str(tmp_path)), nprocs=size)
+    cases, short, prompts = _cases(tmp_path, size)
+    torch.multiprocessing.spawn(_worker, args=(size, str(tmp_path / "store"), cases, short,
+                                               prompts, str(tmp_path)), nprocs=size)
     ranks = []
     for r in range(size):
         with open(tmp_path / f"rank{r}.pkl", "rb") as f:
@@ -148,8 +145,6 @@ def _same_run(ours, ref, rel):
 def test_sharded_models_match_one_rank(tmp_path, size):
     cases, prompts, ranks = _spawn(tmp_path, size)
     for name, (model_dir, dtype) in cases.items():
-        if name == "short":
-            continue
         ref = _run(_llm(model_dir, dtype), prompts, STEPS)
         for r, res in enumerate(ranks):
             # every rank ends with the same logits (all-gathered) and tokens
