@@ -92,6 +92,7 @@ def _worker(rank, size, store, cases, short, prompts, out_dir):
         res["sampled"] = [o.token_ids for o in llm.generate(prompts, max_new_tokens=5,
                                                             temperature=1.0)]
         res["env"] = {k: os.environ.get(k) for k in parallel.MULTICAST_OFF}
+        res["agree_min"] = llm.shard.agree_min(10 + rank)      # the GPU's page count agreement
         with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
             pickle.dump(res, f)
     finally:
@@ -158,6 +159,7 @@ def test_sharded_models_match_one_rank(tmp_path, size):
     # sampled with different seeds, kept alike: rank 0's draw
     assert all(res["sampled"] == ranks[0]["sampled"] for res in ranks)
     assert all(res["env"] == parallel.MULTICAST_OFF for res in ranks)
+    assert [res["agree_min"] for res in ranks] == [10] * size
 
 
 @pytest.mark.slow
