@@ -55,8 +55,10 @@ from tileir.examples import next_pow2
 
 ZERO = ct.PaddingMode.ZERO
 
-# NVLink multicast (NVLS) stays off in every process: the GPU machines refuse it.  Set
-# before the process group (and so NCCL, torch's symmetric memory, NVSHMEM) starts.
+# NVLink multicast (NVLS) stays off in every process: on the shared GPU machines a program
+# that uses it can take the host's GPUs out of service.  Set before the process group
+# (and so NCCL, torch's symmetric memory, NVSHMEM) starts; nothing here calls
+# cuMulticastCreate.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                  "NVSHMEM_DISABLE_NVLS": "1"}
 
