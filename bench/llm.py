@@ -21,6 +21,18 @@ measures it), the time a step needs to read every weight once.
 
 Prints a table, writes llm.json and llm.png into --out and, with --results-md,
 appends a dated entry to that file.
+
+Tensor parallelism (`--tp N`, one process a GPU under torchrun, multicast off):
+
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+        torchrun --standalone --nproc-per-node 2 bench/llm.py --tp 2 [--quick]
+
+Llama-3-8B-shaped and a DeepSeek-V3-shaped model too big for one GPU (14 layers, 128
+routed experts: about 158 GB of bf16 weights), random bf16 weights made on each GPU
+for its share (`RandomCheckpoint`): batch-1 and batch-64 decode tokens/s and a 2048-token
+prefill at TP=N, against TP=1 on one of the GPUs (where the model fits) and against the
+N GPUs' weight-streaming bound (the most weight bytes a rank holds over one GPU's
+measured copy bandwidth).  Writes llm_tp.json (and the RESULTS entry) from rank 0.
 """
 
 from __future__ import annotations
@@ -309,16 +321,200 @@ def plot(results, path):
     fig.savefig(path, dpi=120)
 
 
+# ----------------------------------------------------------------------------- --tp N
+
+TP_MODELS = {
+    "llama3-8b": (checkpoint.shaped("llama3-8b"), True),
+    # too big for one H200 at bf16 (~158 GB); ~79 GB a rank at TP=2
+    "deepseek-v3-14l-128e": (checkpoint.shaped("deepseek-v3-small", num_hidden_layers=14,
+                                               n_routed_experts=128), False),
+}
+
+
+class RandomCheckpoint:
+    """Random bf16 weights made on demand on this process's GPU, each from a seed of its
+    name, so every rank draws the same tensor and makes only those it asks for (its
+    experts); no file, no host copy.  Drawn as checkpoint.random_weights draws them."""
+
+    def __init__(self, raw, seed=0):
+        from tileir.llm import config
+        self.shapes = checkpoint._names(config.from_dict(raw), raw)
+        self.std, self.seed = raw.get("initializer_range", 0.02), seed
+
+    def __contains__(self, name):
+        return name in self.shapes
+
+    def names(self):
+        return self.shapes.keys()
+
+    def get(self, name):
+        import zlib
+        gen = torch.Generator(device="cuda").manual_seed(self.seed * 1_000_003
+                                                         + zlib.crc32(name.encode()))
+        w = torch.randn(self.shapes[name], generator=gen, device="cuda", dtype=torch.bfloat16)
+        if name.endswith("norm.weight"):
+            return w.mul_(0.1).add_(1.0)
+        return w.mul_(0.1 if name.endswith("e_score_correction_bias") else self.std)
+
+
+def model_bytes(llm) -> int:
+    """The weight bytes this rank holds (each array once), as the single-GPU bound counts
+    them (every weight, the embedding table too), less DeepSeek's whole kv_b: decode
+    reads it as W_UK and W_UV, which are counted."""
+    m, seen, total = llm.model, set(), 0
+    arrays = [m.embed, m.lm_head, m.norm] + [a for layer in m.layers
+                                            for k, a in layer.items() if k != "kv_b"]
+    for a in arrays:
+        if id(a) not in seen and isinstance(a, torch.Tensor):
+            seen.add(id(a))
+            total += _nbytes(a)
+    return total
+
+
+def bench_tp_model(name, raw, fits_one, args, copy_tbs, shard, host_group):
+    import torch.distributed as dist
+    rng = np.random.default_rng(0)
+    new = 16 if args.quick else NEW
+    batches = (1,) if args.quick else (1, 64)
+    prompts = {b: [rng.integers(0, raw["vocab_size"], PROMPT).tolist() for _ in range(b)]
+               for b in batches}
+    long = rng.integers(0, raw["vocab_size"], 512 if args.quick else PREFILL).tolist()
+    res = {"model": name, "tp": shard.size}
+    kw = dict(dtype="bfloat16", weights=RandomCheckpoint(raw), max_batch=max(batches),
+              max_model_len=4096, num_pages=max(batches) * 24 + 160,
+              cuda_graphs=not args.no_cuda_graphs)
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(raw, f)
+
+        def decode_and_prefill(llm, key):
+            for b in batches:
+                res[f"{key}_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(llm, prompts[b], new)
+            res[f"{key}_prefill_ms"] = ours_prefill_ms(llm, long)
+            res[f"{key}_cuda_graphs"] = bool(llm.engine.graphs)
+
+        if fits_one and not args.no_tp1:          # TP=1 on rank 0's GPU, the others wait
+            if shard.rank == 0:
+                try:
+                    llm = LLM(d, **kw)
+                    res["tp1_weight_gb"] = model_bytes(llm) / 1e9
+                    decode_and_prefill(llm, "tp1")
+                    del llm
+                except Exception as e:
+                    res["tp1_error"] = f"{type(e).__name__}: {e}"[:300]
+                gc.collect()
+                torch.cuda.empty_cache()
+            dist.barrier(group=host_group)
+        try:
+            llm = LLM(d, tensor_parallel_size=shard.size, **kw)
+            rank_bytes = torch.tensor([model_bytes(llm)], device="cuda")
+            dist.all_reduce(rank_bytes, op=dist.ReduceOp.MAX)
+            res["rank_weight_gb"] = rank_bytes.item() / 1e9
+            res["bound_tok_s"] = copy_tbs * 1e12 / rank_bytes.item()
+            decode_and_prefill(llm, "tp")
+            res["tp_b1_vs_bound"] = res["tp_b1_tok_s"] / res["bound_tok_s"]
+            for b in batches:
+                if f"tp1_b{b}_tok_s" in res:
+                    res[f"speedup_b{b}"] = res[f"tp_b{b}_tok_s"] / res[f"tp1_b{b}_tok_s"]
+            del llm
+        except Exception as e:
+            res["tp_error"] = f"{type(e).__name__}: {e}"[:300]
+        gc.collect()
+        torch.cuda.empty_cache()
+    return res
+
+
+def _fmt(x, spec=".1f", none=""):
+    return none if x is None else format(x, spec)
+
+
+def tp_table(results) -> str:
+    lines = ["| model | case | TP=N | TP=1 | speedup | TP=N / bound |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        n, model = r["tp"], r["model"]
+        for err in ("tp1_error", "tp_error"):
+            if err in r:
+                lines.append(f"| {model} | {err} | {r[err]} | | | |")
+        for b in (1, 64):
+            ours = r.get(f"tp_b{b}_tok_s")
+            if ours is None:
+                continue
+            one = r.get(f"tp1_b{b}_tok_s")
+            bound = _fmt(ours / r["bound_tok_s"], ".2f") if b == 1 else ""
+            lines.append(f"| {model} | decode b{b} (tok/s), TP={n} | {ours:.1f} | "
+                         f"{_fmt(one, none='does not fit')} | "
+                         f"{_fmt(ours / one if one else None, '.2f')} | {bound} |")
+        if "tp_prefill_ms" in r:
+            ours, one = r["tp_prefill_ms"], r.get("tp1_prefill_ms")
+            lines.append(f"| {model} | prefill (ms), TP={n} | {ours:.1f} | {_fmt(one)} | "
+                         f"{_fmt(one / ours if one else None, '.2f')} | |")
+        if "bound_tok_s" in r:
+            lines.append(f"| {model} | bound b1 (tok/s), TP={n} | {r['bound_tok_s']:.1f} "
+                         f"({r['rank_weight_gb']:.2f} GB a rank) | | | |")
+    return "\n".join(lines)
+
+
+def main_tp(args):
+    import torch.distributed as dist
+    from tileir.llm import parallel
+    shard = parallel.init("cuda", args.tp)        # multicast off, NCCL, this rank's GPU
+    host_group = dist.new_group(backend="gloo")    # waits on the host (TP=1 on rank 0)
+    device = torch.cuda.get_device_name()
+    copy_tbs = copy_bandwidth()
+    first = shard.rank == 0
+    if first:
+        print(f"{args.tp} x {device}; copy bandwidth {copy_tbs:.2f} TB/s a GPU (read + "
+              f"write)", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    results = []
+    names = args.models.split(",") if args.models else list(TP_MODELS)
+    unknown = [n for n in names if n not in TP_MODELS]
+    if unknown:
+        sys.exit(f"--tp models are {', '.join(TP_MODELS)}; not {', '.join(unknown)}")
+    for name in names:
+        raw, fits_one = TP_MODELS[name]
+        results.append(bench_tp_model(name, copy.deepcopy(raw), fits_one, args, copy_tbs,
+                                      shard, host_group))
+        if first:
+            print(json.dumps(results[-1], indent=1), flush=True)
+            with open(os.path.join(args.out, "llm_tp.json"), "w") as f:
+                json.dump({"device": device, "tp": args.tp, "date": stamp,
+                           "copy_tbs": copy_tbs, "torch": torch.__version__,
+                           "results": results}, f, indent=1)
+    if first:
+        text = tp_table(results)
+        print(text)
+        if args.results_md:
+            with open(args.results_md, "a") as f:
+                f.write(f"\n## tileir.llm tensor parallelism — {args.tp} x {device}, {stamp}\n\n"
+                        f"`torchrun --nproc-per-node {args.tp} bench/llm.py --tp {args.tp}` "
+                        f"(copy bandwidth {copy_tbs:.2f} TB/s a GPU, torch "
+                        f"{torch.__version__}):\n\n{text}\n")
+    parallel.shutdown()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=None,
+                    help=f"default: {','.join(MODELS)} (with --tp: {','.join(TP_MODELS)})")
     ap.add_argument("--quick", action="store_true", help="batch 1, 16 tokens, 512-token prefill")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--results-md", default=None)
     ap.add_argument("--profile", action="store_true",
                     help="each kernel's share of a batch-1 decode step (torch.profiler)")
+    ap.add_argument("--tp", type=int, default=1, metavar="N",
+                    help="tensor parallelism over N GPUs (run under torchrun --nproc-per-node "
+                         "N): TP=N against TP=1 and the N GPUs' bound, no transformers")
+    ap.add_argument("--no-tp1", action="store_true", help="with --tp: skip the TP=1 runs")
+    ap.add_argument("--no-cuda-graphs", action="store_true",
+                    help="with --tp: decode eagerly (the collectives outside any graph)")
     args = ap.parse_args()
+    if args.tp > 1:
+        return main_tp(args)
+    args.models = args.models or ",".join(MODELS)
     os.makedirs(args.out, exist_ok=True)
     device = torch.cuda.get_device_name()
     copy_tbs = copy_bandwidth()                        # TB/s, bytes read + written

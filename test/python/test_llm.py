@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("safetensors")
 
-from tileir.llm import LLM, ContextLengthError, ModelDirError, SamplingParams, Shard  # noqa: E402
+from tileir.llm import LLM, ContextLengthError, ModelDirError, SamplingParams  # noqa: E402
 from tileir.llm import checkpoint, config, reference, rope  # noqa: E402
 from tileir.llm.check import compare  # noqa: E402
 from tileir.llm.loader import Checkpoint  # noqa: E402
@@ -100,15 +100,6 @@ def test_checkpoint_is_lazy_and_sharded(tmp_path):
     assert len(ck._handles) == 1                 # only the file holding "a" was opened
     with pytest.raises(ModelDirError, match="no tensor 'c'"):
         ck.get("c")
-
-
-def test_tensor_parallel_seam_refuses_more_than_one_rank():
-    with pytest.raises(ValueError, match="issue 31"):
-        Shard(rank=0, size=2)
-    w = np.arange(12).reshape(3, 4)
-    s = Shard()
-    assert s.column(w, "w") is w or np.array_equal(s.column(w, "w"), w)
-    assert s.heads(8) == (0, 8) and s.experts(16) == (0, 16)
 
 
 # ---- whole models against the reference

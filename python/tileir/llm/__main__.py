@@ -20,13 +20,23 @@ def _common(p):
     p.add_argument("--fuse-norm", action="store_true",
                    help="each RMSNorm inside the GEMM that reads it")
     p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--tp", type=int, default=1, metavar="N",
+                   help="tensor parallelism over N ranks, one process each: run under "
+                        "`torchrun --nproc-per-node N -m tileir.llm ...` (docs/llm.md)")
 
 
 def _llm(args, **kw):
     from . import LLM
     return LLM(args.model_dir, dtype=args.dtype, device=args.device, page_size=args.page_size,
                cuda_graphs=not args.no_cuda_graphs, fuse_norm=args.fuse_norm,
-               max_model_len=args.max_model_len, **kw)
+               max_model_len=args.max_model_len, tensor_parallel_size=args.tp, **kw)
+
+
+def _say(llm):
+    """print, on the first rank only (every rank of a tensor-parallel run computes the
+    same tokens)."""
+    first = llm.shard.rank == 0
+    return lambda *a, **kw: print(*a, **kw) if first else None
 
 
 def generate(args):
@@ -34,13 +44,13 @@ def generate(args):
     prompts = [[int(t) for t in s.split(",")] for s in args.ids] + list(args.prompt)
     if not prompts:
         sys.exit("give --prompt TEXT or --ids 1,2,3")
-    tok = llm.tokenizer
+    tok, say = llm.tokenizer, _say(llm)
     for i, t in llm.stream(prompts, args.max_new_tokens, args.temperature, args.top_k,
                            args.top_p, ignore_eos=args.ignore_eos):
         piece = tok.decode([t]) if tok is not None else f" {t}"
-        print(f"[{i}] {piece}" if len(prompts) > 1 else piece, end="" if len(prompts) == 1
-              else "\n", flush=True)
-    print()
+        say(f"[{i}] {piece}" if len(prompts) > 1 else piece, end="" if len(prompts) == 1
+            else "\n", flush=True)
+    say()
 
 
 def bench(args):
@@ -69,12 +79,12 @@ def bench(args):
         steps += 1
     sync()
     t2 = time.perf_counter()
-    res = {"model_dir": args.model_dir, "dtype": args.dtype, "batch": args.batch,
+    res = {"model_dir": args.model_dir, "dtype": args.dtype, "tp": args.tp, "batch": args.batch,
            "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
            "prefill_s": t1 - t0, "prefill_tok_s": args.batch * args.prompt_len / (t1 - t0),
            "decode_step_ms": 1e3 * (t2 - t1) / max(steps, 1),
            "decode_tok_s": args.batch * steps / max(t2 - t1, 1e-9)}
-    print(json.dumps(res, indent=1))
+    _say(llm)(json.dumps(res, indent=1))
 
 
 def check(args):
@@ -84,8 +94,9 @@ def check(args):
     prompts = [rng.integers(0, llm.cfg.vocab_size, n).tolist() for n in args.prompt_lens]
     res = compare(llm, prompts, args.steps)
     tol = 2e-3 if args.dtype == "float32" else 5e-2
-    print(f"logits: max |ours - ref| / max |ref| = {res['max_rel_err']:.2e} (tolerance {tol:g}); "
-          f"greedy tokens {'agree' if res['tokens_agree'] else 'DIFFER'}")
+    agree = "agree" if res["tokens_agree"] else "DIFFER"
+    _say(llm)(f"logits: max |ours - ref| / max |ref| = {res['max_rel_err']:.2e} "
+              f"(tolerance {tol:g}); greedy tokens {agree}")
     if res["max_rel_err"] > tol or (args.dtype == "float32" and not res["tokens_agree"]):
         sys.exit(1)
 
@@ -135,10 +146,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     from .config import ModelDirError
     from .engine import ContextLengthError
+    from .parallel import shutdown
     try:
         args.fn(args)
     except (ModelDirError, ContextLengthError) as e:
         sys.exit(f"error: {e}")
+    finally:
+        if getattr(args, "tp", 1) > 1:
+            shutdown()
 
 
 if __name__ == "__main__":

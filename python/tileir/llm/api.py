@@ -12,6 +12,7 @@ import numbers
 from typing import Iterator, Sequence
 
 from . import config as config_mod
+from . import parallel
 from . import tokenizer as tokenizer_mod
 from .backend import Backend
 from .engine import Engine, SamplingParams
@@ -44,19 +45,24 @@ class LLM:
     directory's safetensors (`loader.DictCheckpoint`).  fuse_norm: RMSNorm inside the
     GEMM that reads it (one launch less a norm; off until measured on the GPU).
     backend: a `Backend` in place of device, dtype and fuse_norm (the tests' simulator
-    backend).  Other
+    backend).  tensor_parallel_size: the model split over that many ranks, one process
+    each, started by torchrun (`parallel.init`; every process makes the same LLM and
+    calls generate alike, and each gets the outputs).  Other
     keywords go to `Engine` (page_size, num_pages, max_batch, max_model_len,
     max_prefill_tokens, cuda_graphs, seed, cache_memory_fraction).
     """
 
     def __init__(self, model_dir: str, dtype: str = "bfloat16", device: str | None = None,
                  weights=None, fuse_norm: bool = False, backend: Backend | None = None,
-                 **engine_args):
+                 tensor_parallel_size: int = 1, **engine_args):
         self.cfg = config_mod.load(model_dir)
-        self.backend = backend or Backend(device or default_device(), dtype, fuse_norm)
+        device = backend.device if backend is not None else device or default_device()
+        # the process group first: it picks this process's GPU, where the backend allocates
+        self.shard = parallel.init(device, tensor_parallel_size)
+        self.backend = backend or Backend(device, dtype, fuse_norm)
         framework = "pt" if self.backend.torch is not None else "numpy"
         self.ckpt = weights if weights is not None else Checkpoint(model_dir, framework)
-        self.model = ARCHS[self.cfg.arch](self.cfg, self.ckpt, self.backend)
+        self.model = ARCHS[self.cfg.arch](self.cfg, self.ckpt, self.backend, self.shard)
         self.tokenizer = tokenizer_mod.load(model_dir)
         self.engine = Engine(self.model, **engine_args)
 

@@ -147,7 +147,8 @@ class Engine:
             return 4096
         free, _ = self.be.torch.cuda.mem_get_info()
         per_page = self.model.cache_bytes_per_token() * page_size
-        return max(2, int(free * fraction) // per_page)
+        # every rank of a tensor-parallel group schedules alike: the same pages
+        return self.model.shard.agree_min(max(2, int(free * fraction) // per_page))
 
     def _paged_kernels_installed(self) -> bool:
         """Whether decode runs on the paged kernels (no host loop a graph cannot replay)."""
@@ -356,6 +357,9 @@ class Engine:
                        (logits, u, be.asarray(temp, be.float32), self._dev(top_k),
                         be.asarray(top_p, be.float32), out,
                         min(1024, 1 << (v - 1).bit_length()), 16, 8))
+            # tensor-parallel ranks hold the same logits but draw their own noise: all
+            # keep rank 0's tokens, so that their schedulers stay in step
+            self.model.shard.broadcast(out)
         return [int(t) for t in be.numpy(out).tolist()]
 
     # ---- whole runs
@@ -363,8 +367,8 @@ class Engine:
         """Yields (prompt index, new token) as the tokens are sampled."""
         index = {self.add_request(p, params[i]): i for i, p in enumerate(prompts)}
         total = sum(q.params.max_new_tokens for q in self.waiting)
-        bar = Progress(len(index), sys.stderr.isatty() and total > 256 if progress is None
-                       else progress)
+        show = sys.stderr.isatty() and total > 256 if progress is None else progress
+        bar = Progress(len(index), show and self.model.shard.rank == 0)
         while self.has_work():
             new = self.step()
             bar.update(len(new), sum(1 for r, _ in new if r.finish_reason))

@@ -77,6 +77,7 @@ class Model:
         self.cfg, self.ckpt, self.be = cfg, ckpt, backend
         self.shard = shard or Shard()
         sh = self.shard
+        sh.check(cfg)
         self.embed = self.w("model.embed_tokens.weight", sh.vocab)
         if "lm_head.weight" in ckpt and not cfg.tie_word_embeddings:
             self.lm_head = self.w("lm_head.weight", sh.vocab)
@@ -113,7 +114,8 @@ class Model:
         rows = be.embedding(batch.last_rows, residual)       # the last token of each sequence
         x, norm = self.normed(rows, self.norm)
         out = be.empty((x.shape[0], self.lm_head.shape[0]), be.float32)
-        return self.shard.gather_logits(be.linear(x, self.lm_head, out=out, norm=norm))
+        return self.shard.gather_logits(be, be.linear(x, self.lm_head, out=out, norm=norm),
+                                        self.cfg.vocab_size)
 
     def mlp(self, x, norm, residual, gate, up, down):
         a = self.be.linear_swiglu(x, gate, up, norm=norm)
@@ -241,8 +243,8 @@ class DeepseekV3(Model):
         lo, hi = self.shard.experts(cfg.n_routed_experts)
         inter = cfg.moe_intermediate_size
         if p + "experts.gate_up_proj" in self.ckpt:          # transformers 5's fused layout
-            gu = self.host(p + "experts.gate_up_proj")[lo:hi]
-            dn = self.host(p + "experts.down_proj")[lo:hi]
+            gu = self.shard.own(self.host(p + "experts.gate_up_proj")[lo:hi])
+            dn = self.shard.own(self.host(p + "experts.down_proj")[lo:hi])
             gu = gu if gu.shape[1] == 2 * inter else _perm(gu, (0, 2, 1))
             dn = dn if dn.shape[1] == cfg.hidden_size else _perm(dn, (0, 2, 1))
         else:
@@ -381,11 +383,15 @@ class DeepseekV3(Model):
                                     topk_group=cfg.topk_group,
                                     routed_scaling_factor=cfg.routed_scaling_factor,
                                     norm_topk_prob=cfg.norm_topk_prob)
+        ids, weights = self.shard.local_experts(be, ids, weights, cfg.n_routed_experts)
         # float32 on the GPU: exact products (the tensor cores would take tf32)
-        routed = be.moe_experts(x, ids, weights, layer["w_gate_up"], layer["w_down"],
-                                exact=be.exact and be.torch is not None)
-        self.shard.add_partial(be, routed, residual)
-        self.mlp(x, None, residual, layer["sgate"], layer["sup"], layer["sdown"])
+        out = be.moe_experts(x, ids, weights, layer["w_gate_up"], layer["w_down"],
+                             exact=be.exact and be.torch is not None)
+        # the shared expert adds into the routed sum: with several ranks, both are this
+        # rank's share, and one all-reduce sums them
+        a = be.linear_swiglu(x, layer["sgate"], layer["sup"])
+        be.linear(a, layer["sdown"], residual=out)
+        self.shard.add_partial(be, out, residual)
 
 
 ARCHS = {"llama": Llama, "deepseek_v3": DeepseekV3}
