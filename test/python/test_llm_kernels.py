@@ -47,6 +47,32 @@ def test_linear_family(exact):
     np.testing.assert_allclose(y, gt / (1 + np.exp(-gt)) * u, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("split_rows", [None, 8])
+def test_swiglu_fused_or_as_two_gemms_and_silu_mul(split_rows):
+    """Backend.linear_swiglu from 8 rows up as two GEMMs and silu_mul (split_swiglu_rows),
+    below it and by default fused: the same bf16 result either way (each projection
+    rounded to bf16 before silu(g) * u, as transformers)."""
+    import ml_dtypes
+    from tileir.llm.backend import Backend
+    bf = ml_dtypes.bfloat16
+    rng = np.random.default_rng()
+    be = Backend("numpy", "bfloat16")
+    be.split_swiglu_rows = split_rows
+    m, n, k = 11, 40, 64
+    x = rng.standard_normal((m, k)).astype(bf)
+    wg, wu = ((rng.standard_normal((n, k)) * 0.1).astype(bf) for _ in range(2))
+    calls = []
+    silu_mul = be.silu_mul
+    be.silu_mul = lambda *a, **kw: calls.append(1) or silu_mul(*a, **kw)
+    y = be.linear_swiglu(x, wg, wu)
+    assert len(calls) == (split_rows is not None)
+    g = (x.astype(np.float64) @ wg.astype(np.float64).T).astype(bf).astype(np.float64)
+    u = (x.astype(np.float64) @ wu.astype(np.float64).T).astype(bf).astype(np.float64)
+    ref = g / (1 + np.exp(-g)) * u
+    assert y.dtype == bf and np.isfinite(y.astype(np.float64)).all()
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
 def test_head_linear():
     rng = np.random.default_rng()
     t, h, n, k = 5, 3, 20, 24

@@ -67,6 +67,8 @@ class Backend:
         self.device, self.dtype_name = device, dtype
         self.exact = dtype == "float32"          # f32 GEMMs on the FMA units, not as tf32
         self.fuse_norm = fuse_norm                # RMSNorm inside the GEMM that reads it
+        # SwiGLU of this many rows or more as two GEMMs and silu_mul (None: always fused)
+        self.split_swiglu_rows: int | None = None
         if device == "cuda":
             import torch
             if not torch.cuda.is_available():
@@ -201,9 +203,17 @@ class Backend:
         return out
 
     def linear_swiglu(self, x, w_gate, w_up, out=None, norm=None):
+        """silu(x @ w_gate^T) * (x @ w_up^T), each projection rounded to the activation
+        dtype first (as transformers).  One kernel with two accumulators; with
+        `split_swiglu_rows` set and at least that many rows (and no fused norm), two plain
+        GEMMs and `silu_mul` instead: the products on the GEMM's widest tiles, at the cost
+        of the projections' round trip through memory (bench/llm.py measures both)."""
         m, n = x.shape[0], w_gate.shape[0]
-        bm, bn, bk = self._gemm_tiles(m, n, accumulators=2)
         out = self.empty((m, n)) if out is None else out
+        if (self.split_swiglu_rows is not None and m >= self.split_swiglu_rows
+                and norm is None):
+            return self.silu_mul(self.linear(x, w_gate), self.linear(x, w_up), out)
+        bm, bn, bk = self._gemm_tiles(m, n, accumulators=2)
         g, eps = norm if norm is not None else (x, 0.0)
         kernel = K.linear_swiglu
         tuned = self._decode_gemm(kernel, m, n) if norm is None else None
