@@ -4,7 +4,8 @@
 
 Each variant: 8 launches over 8 weight copies in one CUDA graph (no launch finds its
 weight in L2), replayed; weight bytes over the time a launch, against the run's copy
-bandwidth (bench/llm_ops.copy_bandwidth).  Variants: the kernel as the compiler
+bandwidth (bench/llm_ops.copy_bandwidth); with more than 64 rows (a prompt) TFLOP/s,
+over the tiles of large GEMMs.  Variants: the kernel as the compiler
 retiles it ("plain"), retile=False with explicit tiles, ring stages and warp
 specialization, and torch (cuBLAS; SwiGLU as two products and silu * up).  Prints the
 best four per shape, writes sweep_m{M}.json into $OUT.  The measurement behind
@@ -62,9 +63,16 @@ for name, n, k in (("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336)
     base = {"qkv": K.linear, "o": K.linear_add, "down": K.linear_add, "gate_up": K.linear_swiglu}[name]
     plain_tiles = (128, 64, 64) if name == "gate_up" else (128, 128, 64)
     cands = [("plain", base, plain_tiles)]
-    tiles = TILES if name != "gate_up" else [(64, 32, 256), (64, 64, 128), (64, 32, 128), (64, 16, 256)]
+    if M > 64:          # prefill rows: the tiles of large GEMMs, deeper rings
+        tiles = [(128, 128, 64), (128, 256, 64)] if name != "gate_up" else \
+            [(128, 64, 64), (128, 128, 64)]
+        depths = (None, 4)
+    else:
+        tiles = TILES if name != "gate_up" else \
+            [(64, 32, 256), (64, 64, 128), (64, 32, 128), (64, 16, 256)]
+        depths = (None, 8)
     for (bm, bn, bk) in tiles:
-        for stages in (None, 8):
+        for stages in depths:
             cands.append((f"{bm}x{bn}x{bk}/s{stages or 'auto'}/ws", kern(base.fn, stages, True), (bm, bn, bk)))
         cands.append((f"{bm}x{bn}x{bk}/sauto/nows", kern(base.fn, None, False), (bm, bn, bk)))
     cands.append(("torch", None, None))
@@ -78,7 +86,9 @@ for name, n, k in (("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336)
             else:
                 fn = run(kernel, *tl)
             us = graph_us(fn)
-            res[cname] = round(nbytes / (us * 1e-6) / bw, 3)
+            # one-row products: weight bytes x copy bandwidth; prefill rows: TFLOP/s
+            res[cname] = round(nbytes / (us * 1e-6) / bw, 3) if M <= 64 else \
+                round(nbytes * M / (us * 1e-6) / 1e12, 1)
         except Exception as e:
             res[cname] = f"{type(e).__name__}: {e}"[:120]
         if time.time() - t0 > 230:
