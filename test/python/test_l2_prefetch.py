@@ -138,3 +138,29 @@ def test_decode_gemm_with_prefetch_on_the_gpu():
     ref = x.double() @ w.double().T
     assert (ys[0] - ref).abs().max() / ref.abs().max() < 1e-2
     assert torch.equal(ys[0], ys[1])      # the same code after the wait: the same bits
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_backend_launches_its_gemms_with_the_option(on, rng):
+    """Backend.l2_prefetch: linear, linear_add and linear_swiglu (the decode-tuned
+    kernels too, on the GPU) launch with the option, one kernel object per GEMM kernel; the
+    interpreter's answers are those of the kernels without it."""
+    from tileir.llm.backend import Backend
+    b = Backend("numpy", "float32")
+    b.l2_prefetch = on
+    launched = []
+    run = b._launch
+    b._launch = lambda grid, kernel, args: (launched.append(kernel), run(grid, kernel, args))
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    w, w2 = (rng.standard_normal((24, 40)).astype(np.float32) for _ in range(2))
+    r = rng.standard_normal((3, 24)).astype(np.float32)
+    y = b.linear(x, w)
+    ref = x.astype(np.float64) @ w.T.astype(np.float64)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    b.linear(x, w, residual=r)
+    b.linear_swiglu(x, w, w2)
+    b.linear(x, w)
+    names = [k.name for k in launched]
+    assert names == ["linear", "linear_add", "linear_swiglu", "linear"]
+    assert all(bool(k.options.get("l2_prefetch")) == on for k in launched)
+    assert launched[0] is launched[3]          # made once per kernel
