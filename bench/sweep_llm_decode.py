@@ -8,8 +8,8 @@ bandwidth (bench/llm_ops.copy_bandwidth); with more than 64 rows (a prompt) TFLO
 over the tiles of large GEMMs.  Variants: the kernel as the compiler
 retiles it ("plain"), retile=False with explicit tiles, ring stages and warp
 specialization, tileir.llm's decode tiles ("tuned"), at decode rows the plain and tuned
-kernels with `l2_prefetch` ("/l2pf"), and torch (cuBLAS; SwiGLU as two products and silu * up).  Prints the
-best four per shape, writes sweep_m{M}.json into $OUT.  The measurement behind
+kernels with `l2_prefetch` ("/l2pf"), and torch (cuBLAS; SwiGLU as two products and
+silu * up).  Prints the best four per shape, writes sweep_m{M}.json into $OUT.  The measurement behind
 tileir.llm.backend's decode tiles (_DECODE)."""
 import sys, json, time, torch
 sys.path.insert(0, "bench")
