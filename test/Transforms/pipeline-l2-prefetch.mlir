@@ -129,3 +129,39 @@ func.func @placed(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array
   "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
   return
 }
+
+// -----
+
+!V = !tile.array<bf16, 2 : i64>
+
+// tile-programmatic-launch on prefetches already placed: the wait follows the last
+// one when only pure ops come before it; after a load (a real read) it opens the body,
+// the prefetches then after it.
+// CHECK-LABEL: func.func @after_prefetches
+// CHECK:       "tile.prefetch_l2"(%{{.*}}, %arg0, %[[I:.*]], %[[I]])
+// CHECK-NEXT:  %[[J:.*]] = arith.addi
+// CHECK-NEXT:  "tile.prefetch_l2"(%{{.*}}, %arg0, %[[I]], %[[J]])
+// CHECK-NEXT:  "tile.grid_dependency"() {kind = "wait"} : () -> ()
+// CHECK-NEXT:  "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
+// CHECK-NEXT:  "tile.load"
+func.func @after_prefetches(%x: !V {tile.aligned}) attributes {tile.kernel} {
+  %true = arith.constant true
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  "tile.prefetch_l2"(%true, %x, %i, %i) {tile = tensor<64x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>} : (i1, !V, i32, i32) -> ()
+  %j = arith.addi %i, %i : i32
+  "tile.prefetch_l2"(%true, %x, %i, %j) {tile = tensor<64x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>} : (i1, !V, i32, i32) -> ()
+  %t = "tile.load"(%x, %i, %i) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!V, i32, i32) -> tensor<64x64xbf16>
+  return
+}
+// CHECK-LABEL: func.func @after_a_load
+// CHECK-NEXT:  "tile.grid_dependency"() {kind = "wait"} : () -> ()
+// CHECK-NEXT:  "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
+// CHECK:       "tile.load"
+// CHECK:       "tile.prefetch_l2"
+func.func @after_a_load(%x: !V {tile.aligned}) attributes {tile.kernel} {
+  %true = arith.constant true
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %i, %i) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!V, i32, i32) -> tensor<64x64xbf16>
+  "tile.prefetch_l2"(%true, %x, %i, %i) {tile = tensor<64x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>} : (i1, !V, i32, i32) -> ()
+  return
+}

@@ -257,13 +257,17 @@ class _Pipeliner:
         runs instead of starting them after it ends.
 
         Prefetched: every load of the ring, the weights and the activations alike.  The
-        kernel cannot tell which arrays the previous kernel writes, and need not: a
-        prefetch reads nothing into the kernel (no register, no shared memory, no
-        barrier), and L2 is where every SM's global writes and reads meet, so a line
-        fetched before the previous kernel wrote it is updated there by that write; the
-        ring's loads come after the wait and see the final values.  At worst, a wasted
-        fetch (of an activation tile the previous kernel just wrote, small beside the
-        weights').  Left out: a loop not directly in the kernel's body (inside another
+        kernel cannot tell which arrays the previous kernel writes, and need not.  The
+        PTX ISA (cp.async.bulk.prefetch.tensor) calls the instruction a hint that *may*
+        start a prefetch into L2, and treats it as a weak memory operation (a weak read):
+        racing the previous kernel's writes, it could only read a stale or torn value,
+        and it has no destination (no register, no shared memory, no mbarrier), so no
+        value of the kernel comes from it.  The ring's loads come after the wait, which
+        orders them after the previous kernel's writes, and L2 is the point of coherence
+        of global memory (every SM's accesses meet there, and the prefetch fills nothing
+        nearer), so they read the final values whatever the prefetch fetched.  At worst,
+        a wasted fetch (of an activation tile the previous kernel just wrote, small
+        beside the weights').  Left out: a loop not directly in the kernel's body (inside another
         loop or a branch, a persistent kernel's tile loop), a load whose index needs
         anything but pure ops on the kernel's arguments (a table read: a real load
         before the wait), and the tiles a cluster pair multicasts (their copies are
