@@ -41,7 +41,7 @@ def _compile(kernel, args, grid, stage=None):
 
 
 def test_decode_gemm_prefetches_its_first_tiles_before_the_wait(tmp_path):
-    from test_tensor_cores import _sass
+    from test_tensor_cores import _sass, _sass_text
     on = K.linear.replace_hints(l2_prefetch=True)
     ir = _compile(on, _decode_args(), DECODE_GRID, "pipeline").ir()
     stages = int(re.search(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ir).group(1))
@@ -66,10 +66,16 @@ def test_decode_gemm_prefetches_its_first_tiles_before_the_wait(tmp_path):
     assert {m for m, _ in got} == {m for m, _ in used}
     rows = {(m, c.split(", ")[1]) for m, c in used}
     assert {(m, c.split(", ")[1]) for m, c in got} == rows
-    # ptxas took it: TMA prefetches in the SASS beside the TMA loads
+    # ptxas took it and kept the order: the TMA prefetches (UTMAPF) before the wait
+    # (ACQBULK) and its release of the next kernel (PREEXIT), the loads after
     ops = _sass(ck.cubin, tmp_path)
     assert ops["UTMAPF"] == len(prefetches), sorted(ops)
     assert ops["UTMALDG"] and ops["HGMMA"]
+    sass = _sass_text(ck.cubin, tmp_path).splitlines()
+    at = {op: [i for i, line in enumerate(sass) if re.search(rf"\b{op}\b", line)]
+          for op in ("UTMAPF", "ACQBULK", "PREEXIT", "UTMALDG")}
+    assert len(at["ACQBULK"]) == 1
+    assert max(at["UTMAPF"]) < at["ACQBULK"][0] < at["PREEXIT"][0] < min(at["UTMALDG"])
 
 
 def test_option_off_leaves_the_ptx_unchanged():
