@@ -126,24 +126,31 @@ def test_prefetching_gemm_in_the_simulator(specialize, rng):
 
 
 @pytest.mark.gpu
-def test_decode_gemm_with_prefetch_on_the_gpu():
-    import torch
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
+def test_chained_decode_gemms_with_prefetch_on_the_gpu():
+    """Each GEMM reads the row the one before it writes, launched early: its
+    prefetches of that row race the writes (a wasted fetch), its loads after the wait
+    see them.  The same bits as without the option, and the right answer."""
+    torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    x = torch.randn(1, 4096, dtype=torch.bfloat16, device="cuda")
-    w = torch.randn(6144, 4096, dtype=torch.bfloat16, device="cuda") / 64
-    ys = []
+    n, steps = 4096, 8
+    ws = [torch.randn(n, n, dtype=torch.bfloat16, device="cuda") / 64 for _ in range(2)]
+    x0 = torch.randn(1, n, dtype=torch.bfloat16, device="cuda")
+    outs = []
     for kernel in (K.linear, K.linear.replace_hints(l2_prefetch=True)):
-        y = torch.full((1, 6144), float("nan"), dtype=torch.bfloat16, device="cuda")
-        for _ in range(3):     # back to back: each launch may start under the last
-            ct.launch(torch.cuda.current_stream(), DECODE_GRID, kernel,
-                      (x, x, 0.0, w, y, 128, 128, 64, False, False))
+        rows = [x0] + [torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+                       for _ in range(steps)]
+        for i in range(steps):
+            ct.launch(None, (1, n // 128, 1), kernel,
+                      (rows[i], rows[i], 0.0, ws[i % 2], rows[i + 1], 128, 128, 64, False,
+                       False))
         torch.cuda.synchronize()
-        ys.append(y.float())
-    ref = x.double() @ w.double().T
-    assert (ys[0] - ref).abs().max() / ref.abs().max() < 1e-2
-    assert torch.equal(ys[0], ys[1])      # the same code after the wait: the same bits
+        outs.append(rows)
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)          # the same code after the wait: the same bits
+    ref = outs[1][0].double() @ ws[0].double().T
+    got = outs[1][1].double()
+    assert not got.isnan().any()
+    assert (got - ref).abs().max() / ref.abs().max() < 1e-2
 
 
 @pytest.mark.parametrize("on", [False, True])
