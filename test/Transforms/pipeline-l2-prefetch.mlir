@@ -165,3 +165,34 @@ func.func @after_a_load(%x: !V {tile.aligned}) attributes {tile.kernel} {
   "tile.prefetch_l2"(%true, %x, %i, %i) {tile = tensor<64x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>} : (i1, !V, i32, i32) -> ()
   return
 }
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+
+// A load whose index is read from memory (a row of a table, before the loop) is not
+// prefetched: the read would come before the wait.  The other load still is.
+// CHECK-LABEL: func.func @table_row
+// CHECK-COUNT-2: "tile.prefetch_l2"(%{{.*}}, %arg0,
+// CHECK-NEXT:  "tile.grid_dependency"() {kind = "wait"} : () -> ()
+// CHECK-NOT:   "tile.prefetch_l2"
+// CHECK:       return
+func.func @table_row(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %rows: !tile.array<i32, 1 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.l2_prefetch = true, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%rows, %i) {padding = "undetermined", tile_shape = array<i64: 1>} : (!tile.array<i32, 1 : i64>, i32) -> tensor<1xi32>
+  %t0 = "tile.reshape"(%t) : (tensor<1xi32>) -> tensor<i32>
+  %j = tensor.extract %t0[] : tensor<i32>
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %tb = "tile.load"(%b, %k, %j) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<64x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %i, %i) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}

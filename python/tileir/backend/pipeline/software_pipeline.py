@@ -267,23 +267,29 @@ class _Pipeliner:
         of global memory (every SM's accesses meet there, and the prefetch fills nothing
         nearer), so they read the final values whatever the prefetch fetched.  At worst,
         a wasted fetch (of an activation tile the previous kernel just wrote, small
-        beside the weights').  Left out: a loop not directly in the kernel's body (inside another
-        loop or a branch, a persistent kernel's tile loop), a load whose index needs
-        anything but pure ops on the kernel's arguments (a table read: a real load
-        before the wait), and the tiles a cluster pair multicasts (their copies are
-        split between the pair's blocks)."""
+        beside the weights').  Left out: a loop not directly in the kernel's body
+        (inside another loop or a branch, a persistent kernel's tile loop) or whose
+        bounds need more than pure ops on the kernel's arguments, a load whose index
+        needs more (a table read: a real load before the wait), and the tiles a cluster
+        pair multicasts (their copies are split between the pair's blocks)."""
         if not self.l2_prefetch or loop.parent != self.func:
             return
         iv = loop.regions[0].blocks[0].arguments[0]
         lb, ub, step = list(loop.operands)[:3]
+
+        def outside(ld: _Load) -> list[ir.Value]:
+            """The values of the kernel's body the load's index is computed from."""
+            used = [v for op in ld.slice for v in op.operands] + list(ld.index)
+            return [v for v in used if v != iv and not defined_in(v, loop)]
+
+        def from_arguments(values) -> list[ir.Operation] | None:
+            return pure_slice(self.func, values, lambda v: isinstance(v.owner, ir.Block)
+                              and v.owner == self.entry, before=loop)
+
         chosen = [ld for ld in loads if not ld.multicast
-                  and not any(op.name == "tile.load" for op in ld.slice)]
-        outside = [v for ld in chosen for op in ld.slice for v in op.operands]
-        outside += [v for ld in chosen for v in ld.index]
-        outside = [v for v in outside if v != iv and not defined_in(v, loop)]
-        entry = pure_slice(self.func, [lb, ub, step, *outside],
-                           lambda v: isinstance(v.owner, ir.Block) and v.owner == self.entry,
-                           before=loop)
+                  and not any(op.name == "tile.load" for op in ld.slice)
+                  and from_arguments(outside(ld)) is not None]
+        entry = from_arguments([lb, ub, step, *(v for ld in chosen for v in outside(ld))])
         if not chosen or entry is None:
             return
         if self.prefetch_anchor is None:      # a later loop's prefetches follow
