@@ -195,6 +195,12 @@ def bench_model(name, raw, args, copy_tbs):
             res["tileir_b1_vs_bound"] = res["tileir_b1_tok_s"] / res["bound_tok_s"]
             if args.profile:
                 res["profile_b1"] = profile_decode(llm, prompts[1], copy_tbs)
+            # the GEMMs prefetching their first tiles into L2 before the wait for the
+            # previous kernel (Backend.l2_prefetch; docs/gpu-backend.md)
+            llm.backend.l2_prefetch = True
+            llm.engine.graphs.clear()
+            res["tileir_l2_prefetch_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new)
+            llm.backend.l2_prefetch = False
             # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
             llm.backend.fuse_norm = True
             llm.engine.graphs.clear()
@@ -298,6 +304,10 @@ def table(results) -> str:
                          f"{r['tileir_prefill_split_swiglu_ms']:.1f} | | | "
                          f"{r['hf_eager_prefill_ms'] / r['tileir_prefill_split_swiglu_ms']:.2f} "
                          f"(vs eager) | |")
+        if "tileir_l2_prefetch_b1_tok_s" in r:
+            lines.append(f"| {r['model']} | decode b1, GEMMs prefetch into L2 (tok/s) | "
+                         f"{r['tileir_l2_prefetch_b1_tok_s']:.1f} | | | | "
+                         f"{r['tileir_l2_prefetch_b1_tok_s'] / r['bound_tok_s']:.2f} |")
         if "tileir_fuse_norm_b1_tok_s" in r:
             lines.append(f"| {r['model']} | decode b1, norms fused into GEMMs (tok/s) | "
                          f"{r['tileir_fuse_norm_b1_tok_s']:.1f} | | | | "

@@ -7,14 +7,16 @@ weight in L2), replayed; weight bytes over the time a launch, against the run's 
 bandwidth (bench/llm_ops.copy_bandwidth); with more than 64 rows (a prompt) TFLOP/s,
 over the tiles of large GEMMs.  Variants: the kernel as the compiler
 retiles it ("plain"), retile=False with explicit tiles, ring stages and warp
-specialization, and torch (cuBLAS; SwiGLU as two products and silu * up).  Prints the
-best four per shape, writes sweep_m{M}.json into $OUT.  The measurement behind
+specialization, tileir.llm's decode tiles ("tuned"), at decode rows the plain and tuned
+kernels with `l2_prefetch` ("/l2pf"), and torch (cuBLAS; SwiGLU as two products and
+silu * up).  Prints the best four per shape, writes sweep_m{M}.json into $OUT.  The measurement behind
 tileir.llm.backend's decode tiles (_DECODE)."""
 import sys, json, time, torch
 sys.path.insert(0, "bench")
 from llm_ops import copy_bandwidth
 import tileir as ct
 from tileir.llm import kernels as K
+from tileir.llm.backend import _DECODE
 bw = copy_bandwidth() * 1e12
 print(f"copy {bw/1e12:.2f} TB/s", flush=True)
 M = int(sys.argv[1]) if len(sys.argv) > 1 else 1
@@ -63,6 +65,12 @@ for name, n, k in (("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336)
     base = {"qkv": K.linear, "o": K.linear_add, "down": K.linear_add, "gate_up": K.linear_swiglu}[name]
     plain_tiles = (128, 64, 64) if name == "gate_up" else (128, 128, 64)
     cands = [("plain", base, plain_tiles)]
+    if M <= 64:         # the first tiles into L2 before the wait (l2_prefetch), as retiled
+        cands.append(("plain/l2pf", base.replace_hints(l2_prefetch=True), plain_tiles))
+        if base.name in _DECODE:        # ... and with tileir.llm's decode tiles, both ways
+            tuned, tl = _DECODE[base.name][:2]
+            cands += [("tuned", tuned, tl),
+                      ("tuned/l2pf", tuned.replace_hints(l2_prefetch=True), tl)]
     if M > 64:          # prefill rows: the tiles of large GEMMs, deeper rings
         tiles = [(128, 128, 64), (128, 256, 64)] if name != "gate_up" else \
             [(128, 64, 64), (128, 128, 64)]

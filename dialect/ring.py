@@ -9,6 +9,7 @@ producer/consumer ring (docs/tensor-cores.md draws the schedule):
     tile.ring_acquire %r, %slot, %parity, %pred   producer: wait until the slot is free
     tile.ring_load %r, %slot, %pred, %array, %i.. {buffer = b}  async copy into it
     tile.ring_commit %r                           close this iteration's group of loads
+    tile.prefetch_l2 %pred, %array, %i.. {tile = T}  a ring load's boxes into L2 only
     tile.ring_wait %r, %slot, %parity             consumer: the slot's data has landed
     %t = tile.ring_view %r, %slot {buffer = b}    the slot's tile b (a shared-memory view)
     tile.ring_release %r, %slot, %pred            consumer: done reading the slot
@@ -230,6 +231,65 @@ class RingLoadOp(_SlotOp):
 
 
 @DIALECT.op
+class PrefetchL2Op(TileOpView):
+    """Starts bringing (if `pred`) the tile at tile index `index` of `array` into the L2
+    cache, copied as a `ring_load` of a `tile` buffer copies it (the same TMA boxes);
+    no shared memory, no barrier, nothing waits for it.  It reads nothing into the
+    kernel, so it may run before the kernel's grid-dependency wait (a prefetch of data
+    the previous kernel still writes is a wasted fetch, never a wrong value)."""
+
+    OPERATION_NAME = "tile.prefetch_l2"
+    SPEC = Spec(operands=(Arg("pred", "i1"), Arg("array", "array"),
+                          Arg("index", "i32", variadic=True)),
+                attributes=(("tile", "any"),))
+
+    def __init__(self, pred, array, index, tile: ir.Type, *, loc=None, ip=None):
+        attrs = {"tile": ir.TypeAttr.get(tile)}
+        super().__init__(ir.Operation.create(self.OPERATION_NAME,
+                                             operands=[pred, array, *index],
+                                             attributes=attrs, loc=loc, ip=ip))
+
+    @property
+    def pred(self) -> ir.Value:
+        return self.operands[0]
+
+    @property
+    def array(self) -> ir.Value:
+        return self.operands[1]
+
+    @property
+    def index(self) -> list[ir.Value]:
+        return list(self.operands)[2:]
+
+    def tile_type(self) -> ir.RankedTensorType:
+        return ir.TypeAttr(self.operation.attributes["tile"]).value
+
+    def verify(self) -> None:
+        _i1(self.pred, "the predicate")
+        for i in self.index:
+            _i32(i, "an index")
+        attr = self.operation.attributes["tile"]
+        if not isinstance(attr, ir.TypeAttr) or \
+                not isinstance(attr.value, ir.RankedTensorType):
+            raise VerifyError(f"'tile' must be a tile type, got {attr}")
+        from .layout import tile_layout
+        from tileir.backend.layout.mma_layouts import Shared
+        t = self.tile_type()
+        if not isinstance(tile_layout(t), Shared):
+            raise VerifyError(f"the tile's boxes are those of a shared-memory tile "
+                              f"(#tile.shared); got {t}")
+        info = array_info(self.array.type)
+        if info is None:
+            raise VerifyError(f"expected an array, got {self.array.type}")
+        if t.rank != info.rank or len(self.index) != info.rank:
+            raise VerifyError(f"a rank-{info.rank} array takes {info.rank} indices and a "
+                              f"rank-{info.rank} tile; got {len(self.index)} and {t}")
+        if t.element_type != signless(info.element_type):
+            raise VerifyError(f"the tile holds {t.element_type}, the array "
+                              f"{info.element_type}")
+
+
+@DIALECT.op
 class RingCommitOp(_RingOp):
     """Closes the group of loads issued since the last commit (one group per iteration)."""
 
@@ -393,5 +453,6 @@ class SetMaxRegistersOp(TileOpView):
             raise VerifyError(f"count must be a multiple of 8 in 24..256, got {self.count}")
 
 
-__all__ = ["IsProducerOp", "SetMaxRegistersOp", "RingAllocOp", "RingAcquireOp", "RingLoadOp", "RingCommitOp", "RingWaitOp",
+__all__ = ["IsProducerOp", "SetMaxRegistersOp", "RingAllocOp", "RingAcquireOp", "RingLoadOp",
+           "PrefetchL2Op", "RingCommitOp", "RingWaitOp",
            "RingViewOp", "RingReleaseOp", "RingFreeOp", "MmaAsyncOp", "MmaWaitOp", "ring_type"]

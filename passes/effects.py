@@ -36,7 +36,7 @@ WRITE_OPS = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.at
                        "tile.partial_store", "tile.partial_add",
                        "tile.ring_alloc", "tile.ring_acquire", "tile.ring_load",
                        "tile.ring_commit", "tile.ring_wait", "tile.ring_view", "tile.ring_release",
-                       "tile.ring_free", "tile.mma_async", "tile.mma_wait",
+                       "tile.ring_free", "tile.prefetch_l2", "tile.mma_async", "tile.mma_wait",
                        "tile.is_producer", "tile.set_max_registers"})
 PURE_TILE_OPS = frozenset({
     "tile.bid", "tile.num_blocks", "tile.dim", "tile.stride", "tile.iota", "tile.broadcast",

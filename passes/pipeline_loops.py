@@ -17,6 +17,14 @@ Precondition:  the `layout` stage ran (loads feeding shared memory have
                a block that shares its SM with another when registers allow
                (tileir.backend.pipeline.software_pipeline).  The target is the module's
                `tile.target` (sm_90a when absent).
+               With the kernel's `tile.l2_prefetch` (option `l2_prefetch=True`), on
+               sm_90a, where tile-programmatic-launch will place the kernel's wait:
+               `tile.prefetch_l2` of the tiles of each ring's first S - 1 iterations at
+               the top of the kernel (for the loops in its body; indices from pure
+               ops on its arguments only).  They read nothing into the kernel (the PTX
+               ISA's weak read, a hint, with no destination), so running before the
+               wait is safe whatever the previous kernel writes: a wasted fetch at
+               worst (software_pipeline.py `prefetch_first`).
 
 Example:        (S = 3, one tile)
   before:  scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) {

@@ -3,7 +3,9 @@
 Flag:          --tile-programmatic-launch
 Input/output:  pipeline-stage Tile IR -> the same, each sm_90a kernel's body opening
                with `tile.grid_dependency wait` and then
-               `tile.grid_dependency launch_dependents` (stage `pipeline`, last), the
+               `tile.grid_dependency launch_dependents` (stage `pipeline`, last; after
+               the L2 prefetches tile-pipeline-loops put at the top for the
+               `l2_prefetch` option, when only pure ops precede them), the
                kernel marked `tile.overlapped`; the launcher then launches it with
                programmatic stream serialization (meta `programmatic_launch`).
 Precondition:  verified IR.  Unchanged: modules for another target (`tile.target`

@@ -427,7 +427,7 @@ class Kernel(KernelEntry):
                                             f"loop), got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
-                       "programmatic_launch"):
+                       "programmatic_launch", "l2_prefetch"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -684,7 +684,10 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     `grid_dependency_control_*` themselves (those are launched so where the launch
     passes `programmatic_dependent_launch=True`, or always with True here), False
     launches it strictly after the previous kernel ends whatever the launch asks,
-    docs/gpu-backend.md) and
+    docs/gpu-backend.md), `l2_prefetch` (sm_90a, a kernel launched programmatically:
+    True issues, before its wait for the previous kernel, L2 prefetches of the tiles
+    its pipelined loop's first stages load, so they stream in while that kernel
+    still runs; off by default until measured, docs/gpu-backend.md) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -695,7 +698,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
-             "persistent", "tma_store", "stream_k", "programmatic_launch"}
+             "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

@@ -12,3 +12,37 @@ func.func @not_a_tile(%a: !tile.array<f32, 2 : i64>) attributes {tile.kernel} {
   "tile.ring_load"(%r, %c0, %true, %a, %c0, %c0) {buffer = 0 : i64} : (!tile.ring, i32, i1, !tile.array<f32, 2 : i64>, i32, i32) -> ()
   return
 }
+
+// -----
+
+// An L2 prefetch mirrors a ring load: a shared-memory tile of the array's rank and
+// element type.
+func.func @prefetch_not_shared(%a: !tile.array<bf16, 2 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %true = arith.constant true
+  // expected-error @+1 {{'tile.prefetch_l2' op the tile's boxes are those of a shared-memory tile (#tile.shared); got tensor<64x64xbf16>}}
+  "tile.prefetch_l2"(%true, %a, %c0, %c0) {tile = tensor<64x64xbf16>} : (i1, !tile.array<bf16, 2 : i64>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+#s = #tile.shared<128 : i64, array<i64: 1, 0>>
+func.func @prefetch_rank(%a: !tile.array<bf16, 2 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %true = arith.constant true
+  // expected-error @+1 {{'tile.prefetch_l2' op a rank-2 array takes 2 indices and a rank-2 tile; got 1 and tensor<64x64xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>}}
+  "tile.prefetch_l2"(%true, %a, %c0) {tile = tensor<64x64xbf16, #s>} : (i1, !tile.array<bf16, 2 : i64>, i32) -> ()
+  return
+}
+
+// -----
+
+#s = #tile.shared<128 : i64, array<i64: 1, 0>>
+func.func @prefetch_dtype(%a: !tile.array<f16, 2 : i64>) attributes {tile.kernel} {
+  %c0 = arith.constant 0 : i32
+  %true = arith.constant true
+  // expected-error @+1 {{'tile.prefetch_l2' op the tile holds bf16, the array f16}}
+  "tile.prefetch_l2"(%true, %a, %c0, %c0) {tile = tensor<64x64xbf16, #s>} : (i1, !tile.array<f16, 2 : i64>, i32, i32) -> ()
+  return
+}

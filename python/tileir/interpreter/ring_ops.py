@@ -96,6 +96,12 @@ def _ring_no_data(op, cx: CompileContext) -> Step:
     return lambda frame: None
 
 
+@rule("tile.prefetch_l2")
+def _prefetch_l2(op, cx: CompileContext) -> Step:
+    """A hint to the L2 cache: here memory has no caches."""
+    return lambda frame: None
+
+
 @rule("tile.ring_wait")
 def _ring_wait(op, cx: CompileContext) -> Step:
     ring_slot, s_slot, p_slot = cx.slots(op.operands)

@@ -17,6 +17,7 @@ sequence's pages gathered into rows (`kernels.gather_pages`): correct, not fast.
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import numpy as np
@@ -54,6 +55,13 @@ _DECODE = {
 }
 
 
+@functools.cache
+def _l2_prefetching(kernel):
+    """`kernel` with the `l2_prefetch` option (its own compiled specializations, made
+    once per kernel)."""
+    return kernel.replace_hints(l2_prefetch=True)
+
+
 def _tile(n: int, cap: int) -> int:
     return min(next_pow2(n), cap)
 
@@ -69,6 +77,10 @@ class Backend:
         self.fuse_norm = fuse_norm                # RMSNorm inside the GEMM that reads it
         # SwiGLU of this many rows or more as two GEMMs and silu_mul (None: always fused)
         self.split_swiglu_rows: int | None = None
+        # the GEMMs (linear, linear_add, linear_swiglu) with the `l2_prefetch` kernel
+        # option: their first weight tiles into L2 before the wait for the previous
+        # kernel (docs/gpu-backend.md; bench/llm.py measures it)
+        self.l2_prefetch = False
         if device == "cuda":
             import torch
             if not torch.cuda.is_available():
@@ -168,6 +180,9 @@ class Backend:
             return 16, 32, 16
         return 128, 128 // accumulators, 64
 
+    def _gemm(self, kernel):
+        return _l2_prefetching(kernel) if self.l2_prefetch else kernel
+
     def _decode_gemm(self, kernel, m: int, n: int):
         """The kernel and tiles of a GEMM over at most DECODE_ROWS rows where a sweep of
         the decode shapes (bench/sweep_llm_decode.py, figures in bench/RESULTS.md) found
@@ -189,7 +204,8 @@ class Backend:
         if residual is not None:
             if norm is not None:
                 raise ValueError("a residual GEMM takes no fused norm")
-            self._launch(grid, K.linear_add, (x, w, residual, residual, bm, bn, bk, self.exact))
+            self._launch(grid, self._gemm(K.linear_add),
+                         (x, w, residual, residual, bm, bn, bk, self.exact))
             return residual
         out = self.empty((m, n)) if out is None else out
         g, eps = norm if norm is not None else (x, 0.0)
@@ -198,8 +214,8 @@ class Backend:
         if tuned is not None:
             kernel, (bm, bn, bk) = tuned
             grid = (ct.cdiv(m, bm), ct.cdiv(n, bn))
-        self._launch(grid, kernel, (x, g, float(eps), w, out, bm, bn, bk, self.exact,
-                                    norm is not None))
+        self._launch(grid, self._gemm(kernel), (x, g, float(eps), w, out, bm, bn, bk,
+                                                self.exact, norm is not None))
         return out
 
     def linear_swiglu(self, x, w_gate, w_up, out=None, norm=None):
@@ -219,7 +235,7 @@ class Backend:
         tuned = self._decode_gemm(kernel, m, n) if norm is None else None
         if tuned is not None:
             kernel, (bm, bn, bk) = tuned
-        self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), kernel,
+        self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), self._gemm(kernel),
                      (x, g, float(eps), w_gate, w_up, out, bm, bn, bk, self.exact,
                       norm is not None))
         return out

@@ -105,6 +105,25 @@ def _tma(sim, blk, o, mask):
             barrier_at(b, int(mbar[t])).complete_tx(n)
 
 
+@op("nvvm.cp.async.bulk.tensor.prefetch")
+def _tma_prefetch(sim, blk, o, mask):
+    """An L2 prefetch of a TMA box: a hint, no data moves here (memory has no caches);
+    its tensor map and coordinates are checked as a load's would be."""
+    vals = operands(sim, blk, o)
+    # operands: tensor map, coords..., im2col offsets..., [L2 hint]
+    sizes = list(ir.DenseI32ArrayAttr(o.attributes["operandSegmentSizes"]))
+    if any(sizes[2:]):
+        raise SimError("only TMA prefetches without im2col offsets or L2 hint are modelled")
+    tmap, coords = vals[0], vals[1:1 + sizes[1]]
+    for t in np.nonzero(mask)[0]:
+        tm = sim.tensor_maps.get(int(tmap[t]))
+        if tm is None:
+            raise SimError(f"no tensor map behind parameter value {int(tmap[t])}")
+        if len(coords) != len(tm.dims):
+            raise SimError(f"a TMA prefetch with {len(coords)} coordinates through a "
+                           f"rank-{len(tm.dims)} tensor map")
+
+
 @op("nvvm.cp.async.bulk.tensor.global.shared.cta")
 def _tma_store(sim, blk, o, mask):
     vals = operands(sim, blk, o)

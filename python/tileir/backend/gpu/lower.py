@@ -272,12 +272,14 @@ def _tensor_maps(func: ir.Operation, chip: str) -> list[tuple]:
     found: list[tuple] = []
 
     def visit(op):
-        if op.name == "tile.ring_load":
+        # a ring's loads, and the L2 prefetches of their tiles (the same maps, unshared)
+        if op.name in ("tile.ring_load", "tile.prefetch_l2"):
             view = op.opview
             t = view.tile_type()
             lay = tile_layout(t)
             eb = max(1, bitwidth(t.element_type) // 8)
-            shared = view.buffer in multicast_buffers(view.ring.owner)
+            shared = op.name == "tile.ring_load" and \
+                view.buffer in multicast_buffers(view.ring.owner)
             box, clip = copy_box(lay, tuple(t.shape), eb, shared)
             key = (view.array.arg_number, box, lay.swizzle)
             same = [f for f in found if f[:3] == key]

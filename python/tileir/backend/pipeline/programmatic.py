@@ -9,8 +9,9 @@ waits before anything else and then lets its dependents launch overlaps its laun
 replay on the H100, RoPE of Llama-3-70B at one token went from 1.36 to 0.91 us, and
 LayerNorm of Llama-3-8B at 64 rows from 2.20 to 1.77 (bench/RESULTS.md).
 
-The rewrite is the two ops at the top of the kernel's body, the wait first, before
-any access to memory, so whatever the previous kernel wrote is what this one reads,
+The rewrite is the two ops at the top of the kernel's body (after its leading L2
+prefetches, if the pipeliner put some there: see `_wait_point`), the wait first,
+before any access to memory, so whatever the previous kernel wrote is what this one reads,
 and nothing it reads or writes is touched before that kernel is done: the order of
 kernels in the stream is kept.  The dependents it lets launch wait in the same way:
 they hold their SM slots while waiting, but only once all of this kernel's blocks
@@ -37,6 +38,7 @@ from __future__ import annotations
 from mlir import ir
 
 from tileir.dialect.debug import GridDependencyOp
+from tileir.dialect.ring import PrefetchL2Op
 from tileir.dialect.verifier import kernel_functions, module_chip
 
 # The kernel option (kernel.py): False keeps the kernel's launches strictly ordered.
@@ -57,12 +59,33 @@ def overlap_launches(module: ir.Module) -> None:
     for func in kernel_functions(module):
         if _turned_off(func) or _placed(func):
             continue
-        entry = func.regions[0].blocks[0]
-        first = entry.operations[0]
-        with func.location, ir.InsertionPoint(first):
+        with func.location, _wait_point(func):
             for kind in KINDS:
                 GridDependencyOp(kind)
         func.attributes[PLACED_HERE_ATTR] = ir.UnitAttr.get()
+
+
+def overlaps(func: ir.Operation) -> bool:
+    """Whether this pass will open the kernel with its wait (on an sm_90 module): the
+    option leaves it on and its author placed none of the ops."""
+    return not _turned_off(func) and not _placed(func)
+
+
+def _wait_point(func: ir.Operation) -> ir.InsertionPoint:
+    """Where the wait goes: the top of the body, or after its leading L2 prefetches
+    (`tile.prefetch_l2`, software_pipeline.py's `l2_prefetch` option) where only
+    pure ops (their indices) come before the last: those prefetches then fetch the
+    first tiles while the previous kernel runs, and read nothing into this one."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    classify = effects.Effects()
+    ops = [op.operation for op in func.regions[0].blocks[0].operations]
+    last = max((i for i, op in enumerate(ops) if op.name == PrefetchL2Op.OPERATION_NAME),
+               default=None)
+    if last is None or not all(op.name == PrefetchL2Op.OPERATION_NAME or
+                               (classify.of(op) == effects.Effect.PURE and not op.regions)
+                               for op in ops[:last]):
+        return ir.InsertionPoint(ops[0])
+    return ir.InsertionPoint.after(ops[last])
 
 
 ALWAYS, ON_REQUEST = "always", "on_request"

@@ -44,8 +44,8 @@ from mlir.dialects import arith, scf
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import promotes_sums
 from tileir.dialect.verifier import kernel_functions
-from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, RingAcquireOp,
-                                 RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
+from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, PrefetchL2Op,
+                                 RingAcquireOp, RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, smem_tile_bytes
@@ -53,6 +53,7 @@ from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, smem_tile
 from .cluster_pairs import MULTICAST_ATTR
 from .persistent import flatten_tile_loop, specialize_tile_loop
 from .product_rotation import find_chain, fits_registers, rotate
+from .programmatic import overlaps
 from .pure_slices import clone_ops, defined_in, pure_slice
 from .register_prefetch import prefetch_loop
 from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS,
@@ -62,6 +63,9 @@ NUM_STAGES_ATTR = "tile.num_stages"
 # ops that write their first operand (an array)
 _WRITES = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.atomic_cas"})
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
+# The kernel option `l2_prefetch` (kernel.py): the first tiles into L2 before the
+# grid-dependency wait (`prefetch_first`)
+L2_PREFETCH_ATTR = "tile.l2_prefetch"
 # Shared memory of one SM (what its blocks share) and registers of one SM.
 SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
 REGS_PER_SM = 65536
@@ -119,6 +123,12 @@ class _Pipeliner:
             WARP_SPECIALIZE_ATTR not in func.attributes
         self.specialized = False
         self.held = 0                 # bytes of shared memory beside the ring (see loop)
+        # L2 prefetches before the wait that tile-programmatic-launch will place (it runs
+        # later in the stage): only where it will, since without programmatic launch the
+        # kernel starts after the previous one ends and its ring's loads start at once
+        self.l2_prefetch = chip.startswith("sm_90") and L2_PREFETCH_ATTR in func.attributes \
+            and ir.BoolAttr(func.attributes[L2_PREFETCH_ATTR]).value and overlaps(func)
+        self.prefetch_anchor: ir.Operation | None = None   # the prefetches go before it
 
     def run(self) -> None:
         loops = []
@@ -211,6 +221,7 @@ class _Pipeliner:
             elif not self.specialize and flatten_tile_loop(self, loop, loads, tiles):
                 return
         stages = self.num_stages(loop, tiles)
+        self.prefetch_first(loop, loads, stages)
         lb, ub, step = list(loop.operands)[:3]
         loc = loop.location
         c = self.const
@@ -236,6 +247,64 @@ class _Pipeliner:
                        pred, k, loop)
         with ir.InsertionPoint.after(waits), loc:          # after the products' waits
             RingFreeOp(ring)
+
+    def prefetch_first(self, loop: ir.Operation, loads, stages: int) -> None:
+        """With the kernel's `l2_prefetch` option: at the top of the kernel, L2 prefetches
+        (`tile.prefetch_l2`) of the tiles the ring's first S - 1 iterations load, the
+        prologue's (or the producer's first S - 1 rounds'), each under the prologue's
+        predicate k < ub.  tile-programmatic-launch then puts its wait after them, so a
+        kernel launched early streams its first tiles into L2 while the previous kernel
+        runs instead of starting them after it ends.
+
+        Prefetched: every load of the ring, the weights and the activations alike.  The
+        kernel cannot tell which arrays the previous kernel writes, and need not.  The
+        PTX ISA (cp.async.bulk.prefetch.tensor) calls the instruction a hint that *may*
+        start a prefetch into L2, and treats it as a weak memory operation (a weak read):
+        racing the previous kernel's writes, it could only read a stale or torn value,
+        and it has no destination (no register, no shared memory, no mbarrier), so no
+        value of the kernel comes from it.  The ring's loads come after the wait, which
+        orders them after the previous kernel's writes, and L2 is the point of coherence
+        of global memory (every SM's accesses meet there, and the prefetch fills nothing
+        nearer), so they read the final values whatever the prefetch fetched.  At worst,
+        a wasted fetch (of an activation tile the previous kernel just wrote, small
+        beside the weights').  Left out: a loop not directly in the kernel's body
+        (inside another loop or a branch, a persistent kernel's tile loop) or whose
+        bounds need more than pure ops on the kernel's arguments, a load whose index
+        needs more (a table read: a real load before the wait), and the tiles a cluster
+        pair multicasts (their copies are split between the pair's blocks)."""
+        if not self.l2_prefetch or loop.parent != self.func:
+            return
+        iv = loop.regions[0].blocks[0].arguments[0]
+        lb, ub, step = list(loop.operands)[:3]
+
+        def outside(ld: _Load) -> list[ir.Value]:
+            """The values of the kernel's body the load's index is computed from."""
+            used = [v for op in ld.slice for v in op.operands] + list(ld.index)
+            return [v for v in used if v != iv and not defined_in(v, loop)]
+
+        def from_arguments(values) -> list[ir.Operation] | None:
+            return pure_slice(self.func, values, lambda v: isinstance(v.owner, ir.Block)
+                              and v.owner == self.entry, before=loop)
+
+        chosen = [ld for ld in loads if not ld.multicast
+                  and not any(op.name == "tile.load" for op in ld.slice)
+                  and from_arguments(outside(ld)) is not None]
+        entry = from_arguments([lb, ub, step, *(v for ld in chosen for v in outside(ld))])
+        if not chosen or entry is None:
+            return
+        if self.prefetch_anchor is None:      # a later loop's prefetches follow
+            self.prefetch_anchor = self.entry.operations[0].operation
+        c = self.const
+        with ir.InsertionPoint(self.prefetch_anchor), loop.location:
+            mapping: dict = {}
+            clone_ops(entry, mapping)
+            lb, ub, step = (mapping.get(v, v) for v in (lb, ub, step))
+            for p in range(stages - 1):
+                k = arith.addi(lb, arith.muli(c(p), step)) if p else lb
+                pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
+                for ld in chosen:
+                    index = _clone_slice(ld.slice, loop, k, ld.index, mapping)
+                    PrefetchL2Op(pred, ld.array, index, ld.op.results[0].type)
 
     def ring_alloc(self, stages: int, loads) -> ir.Value:
         """A ring of `stages` slots for `loads`' tiles; the buffers of loads a cluster pair
@@ -306,6 +375,7 @@ class _Pipeliner:
             if "tile.num_warps" in self.func.attributes else 4
         stages = self.stages_opt or self.num_stages_for(
             tiles, 1, MAX_SMALL_GRID_STAGES if self.small_grid else MAX_DEFAULT_STAGES)
+        self.prefetch_first(loop, loads, stages)
         lb, ub, step = list(loop.operands)[:3]
         c = self.const
         loc = loop.location

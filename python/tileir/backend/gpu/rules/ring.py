@@ -322,6 +322,33 @@ def _tma_load(cx, op, ring, lay, shape, elem, slot, dst, index) -> None:
         scf.YieldOp([])
 
 
+@rule("tile.prefetch_l2")
+def _prefetch_l2(cx, op):
+    """`cp.async.bulk.prefetch.tensor.Nd.L2.global.tile` of each box a `ring_load` of
+    the tile copies, through the same tensor map (so a clipped box is clipped alike),
+    from the block's first thread."""
+    if not cx.chip.startswith("sm_90"):
+        raise TileIRError(f"tile.prefetch_l2 copies TMA boxes: it needs sm_90a, not "
+                          f"{cx.chip}", op.location)
+    t = op.tile_type()
+    from tileir.dialect.layout import tile_layout
+    lay, shape = tile_layout(t), tuple(t.shape)
+    eb = max(1, _bits(t.element_type) // 8)
+    box, _ = copy_box(lay, shape, eb, False)
+    tmap = cx.tensor_map(op.array, box, lay.swizzle)
+    box_inner = lay.box_elems(shape, eb)
+    index = [cx.get(i) for i in op.index]
+    if_op = _if(_first_thread_and(cx, cx.get(op.pred)))
+    with ir.InsertionPoint(if_op.then_block):
+        origin = [arith.muli(i, cx.const(s)) for i, s in zip(index, shape)]
+        for b in range(lay.num_boxes(shape, eb)):
+            coords = list(reversed(origin))          # innermost dim first
+            if b:
+                coords[0] = arith.addi(coords[0], cx.const(b * box_inner))
+            nvvm.cp_async_bulk_tensor_prefetch(tmap, coords, [])
+        scf.YieldOp([])
+
+
 def _cluster_rank(cx: LoweringContext) -> ir.Value:
     """This block's rank in its (2, 1, 1) cluster of a 1-d grid: bid(0) mod 2."""
     bid = arith.index_castui(I32(), gpu.block_id(gpu.Dimension.x))
