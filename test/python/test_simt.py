@@ -62,6 +62,9 @@ def _close(got, ref, k):
     return np.abs(got - ref).max() <= 1e-2 * scale
 
 
+# the fast tier: the first shape on each target; the GEMM grid in `tile-check --full`
+# (B transposed runs in the fast tier in test_fp8_and_tf32_gemm_run_correctly)
+@pytest.mark.sweep(keep=("target",))
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("kernel,m,n,k,tiles,dtype,nt", [
     (gemm, 64, 64, 64, (64, 64, 64), BF16, False),          # one block, one iteration
