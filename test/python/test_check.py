@@ -156,3 +156,23 @@ def test_lit_runs_alongside_pytest_and_both_are_counted(project, capsys):
     assert check.main(["--root", str(project), "-j", "1", "test"]) == 1   # one after the other
     out = capsys.readouterr().out
     assert "== lit, alongside" not in out and out.index("== lit:") < out.index("== pytest:")
+
+
+def test_the_line_before_the_totals_names_the_tier_and_the_other_ones_time(project, capsys):
+    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "test"]) == 0
+    tier = capsys.readouterr().out.strip().splitlines()[-2]
+    assert tier.startswith("== the fast tier (tests marked `slow` left out): ")
+    assert f"`tile-check --full`, what CI runs): {check.MEASURED['full']}" in tier
+    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "--full", "test"]) == 0
+    tier = capsys.readouterr().out.strip().splitlines()[-2]
+    assert tier.startswith("== the full tier (every test, as CI runs it): ")
+    assert tier.endswith(f"plain `tile-check`): {check.MEASURED['fast']}")
+
+
+def test_processes_share_bytecode_in_the_run_s_folder_where_none_is_written(tmp_path):
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/bin"}
+    assert check.bytecode_env(env, tmp_path) == {"PATH": "/bin",
+                                                  "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache")}
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"            # the caller's is left as it was
+    for kept in ({"PATH": "/bin"}, {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/p"}):
+        assert check.bytecode_env(kept, tmp_path) == kept
