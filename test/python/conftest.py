@@ -1,4 +1,5 @@
-"""Shared pytest setup: the `gpu` marker skips cleanly without an NVIDIA GPU; every
+"""Shared pytest setup: the `gpu` marker skips cleanly without an NVIDIA GPU; the
+`sweep` marker puts all but a sweep's first cases in the full tier (`slow`); every
 test gets an empty compile cache of its own, and tests that compile many identical
 cubins can share one for the session (`shared_compile_cache`, `session_dir`); tests
 that run tile-opt as a command can reach a warm one (`tile_opt_server`)."""
@@ -39,13 +40,6 @@ _HAVE_GPU = _probe_gpu()
 
 def _have_gpu() -> bool:
     return _HAVE_GPU
-
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "sweep(keep=()): a parametrized test whose first case (the first for "
-        "each value of the parameters named in `keep`) runs in the fast tier; its other "
-        "cases are marked `slow` (`tile-check --full`)")
 
 
 @pytest.hookimpl(tryfirst=True)     # before `-m "not slow"` deselects

@@ -176,3 +176,43 @@ def test_processes_share_bytecode_in_the_run_s_folder_where_none_is_written(tmp_
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"            # the caller's is left as it was
     for kept in ({"PATH": "/bin"}, {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/p"}):
         assert check.bytecode_env(kept, tmp_path) == kept
+
+
+SWEEP_TESTS = '''
+import pytest
+
+@pytest.mark.sweep(keep=("target",))
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("n", [3, 1, pytest.param(8, marks=pytest.mark.slow)])
+def test_kept_per_target(target, n):
+    pass
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("n", [2, 1])
+def test_first_only(n):
+    pass
+'''
+
+
+def test_a_sweep_keeps_its_first_case_per_kept_value_in_the_fast_tier(tmp_path):
+    """This directory's conftest.py decides the tiers of `sweep`-marked tests before
+    `-m` deselects; `-k` does not change which cases are fast."""
+    import shutil
+    import subprocess
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "test_sweep.py").write_text(SWEEP_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: s\n    sweep: s\n"
+                                         "    gpu: g\n")
+
+    def collected(*args):
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                              "-p", "no:cacheprovider", "-p", "no:xdist", *args],
+                             cwd=tmp_path, capture_output=True, text=True).stdout
+        return {line.split("::")[1] for line in out.splitlines() if "::" in line}
+
+    fast = {"test_kept_per_target[3-sm_90a]", "test_kept_per_target[3-sm_80]",
+            "test_first_only[2]"}
+    assert collected("-m", "not slow") == fast
+    assert collected("-m", "not slow", "-k", "sm_80 or first") == \
+        {"test_kept_per_target[3-sm_80]", "test_first_only[2]"}
+    assert len(collected()) == 8 and collected("-m", "slow") == collected() - fast
