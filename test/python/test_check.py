@@ -74,14 +74,21 @@ def test_gpu_runs_only_the_gpu_tier(project, capsys):
 
 
 def test_the_fast_tier_leaves_out_slow_tests_and_full_runs_them(project, capsys):
+    """And the line before the totals names the tier that ran and the other's time."""
     assert check.main(["--root", str(project), "--no-lit", "-j", "1", "test"]) == 0
     out = capsys.readouterr().out
     assert "-m not slow" in out
     assert out.strip().splitlines()[-1] == "2 passed, 0 failed, 1 skipped"
+    tier = out.strip().splitlines()[-2]
+    assert tier.startswith("== the fast tier (tests marked `slow` left out): ")
+    assert f"`tile-check --full`, what CI runs): {check.MEASURED['full']}" in tier
     assert check.main(["--root", str(project), "--no-lit", "-j", "1", "--full", "test"]) == 0
     out = capsys.readouterr().out
     assert "not slow" not in out
     assert out.strip().splitlines()[-1] == "3 passed, 0 failed, 1 skipped"
+    tier = out.strip().splitlines()[-2]
+    assert tier.startswith("== the full tier (every test, as CI runs it): ")
+    assert tier.endswith(f"plain `tile-check`): {check.MEASURED['fast']}")
 
 
 def test_workers_keep_the_counts_exact(project, capsys):
@@ -156,17 +163,6 @@ def test_lit_runs_alongside_pytest_and_both_are_counted(project, capsys):
     assert check.main(["--root", str(project), "-j", "1", "test"]) == 1   # one after the other
     out = capsys.readouterr().out
     assert "== lit, alongside" not in out and out.index("== lit:") < out.index("== pytest:")
-
-
-def test_the_line_before_the_totals_names_the_tier_and_the_other_ones_time(project, capsys):
-    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "test"]) == 0
-    tier = capsys.readouterr().out.strip().splitlines()[-2]
-    assert tier.startswith("== the fast tier (tests marked `slow` left out): ")
-    assert f"`tile-check --full`, what CI runs): {check.MEASURED['full']}" in tier
-    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "--full", "test"]) == 0
-    tier = capsys.readouterr().out.strip().splitlines()[-2]
-    assert tier.startswith("== the full tier (every test, as CI runs it): ")
-    assert tier.endswith(f"plain `tile-check`): {check.MEASURED['fast']}")
 
 
 def test_processes_share_bytecode_in_the_run_s_folder_where_none_is_written(tmp_path):
