@@ -108,20 +108,6 @@ def tier_arguments(full: bool, gpu: bool, pytest_args: list[str]) -> list[str]:
     return (["-m", " and ".join(terms)] if terms else []) + rest
 
 
-def bytecode_env(env: dict[str, str], tmp: Path) -> dict[str, str]:
-    """The test processes' environment: with PYTHONDONTWRITEBYTECODE set (and no
-    PYTHONPYCACHEPREFIX), every Python process of the run (the xdist workers, the
-    tile-opt servers, the fresh interpreters some tests start) would compile tileir's
-    sources again, ~1.5 s of CPU each; instead they share bytecode written under this
-    run's temporary folder, removed with it, so the checkout stays as clean as that
-    setting keeps it."""
-    if not env.get("PYTHONDONTWRITEBYTECODE") or env.get("PYTHONPYCACHEPREFIX"):
-        return env
-    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-    return env
-
-
 def tier_line(full: bool, gpu: bool, seconds: float) -> str:
     """What ran and how long it took, and what the other tier costs."""
     took = f"{seconds:.0f} s here"
@@ -227,7 +213,6 @@ def main(argv=None) -> int:
     if wrapper:       # tests that trap on purpose skip: the trap is the tool's error
         env["TILEIR_SANITIZER"] = args.sanitizer
     with tempfile.TemporaryDirectory() as tmp:
-        env = bytecode_env(env, Path(tmp))
         runs = []
         if not args.no_lit:
             xml = Path(tmp) / "lit.xml"
