@@ -1,9 +1,9 @@
 """The short fuzz run of `tile-check --full` (test/fuzz/): mutated lit inputs through
 every stage end in success or located diagnostics; random kernels agree with the
 interpreter in the simulator or fail with a located error.  The long runs are
-documented in test/fuzz/README.md.  The fast tier (plain `tile-check`) keeps one
-seed of mutants, the fixed findings and the harness's own tests; the random kernel
-and GEMM runs and the dtype sweep are marked `slow`."""
+documented in test/fuzz/README.md.  The fast tier (plain `tile-check`) keeps the
+fixed findings and the harness's own tests; the mutant runs, the random kernel and
+GEMM runs and the dtype sweep are marked `slow`."""
 
 from __future__ import annotations
 
