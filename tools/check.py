@@ -7,7 +7,9 @@ Extra arguments go to pytest (e.g. `tile-check -k frontend`).
 
 Two tiers: plain `tile-check` runs the fast tier, every test but those marked
 `slow` (the long sweeps: fuzz runs, simulator GEMM grids); `tile-check --full`
-runs every test, as CI does.  Both runners use one worker per CPU (`lit -j`,
+runs every test, as CI does; the line before the totals names the tier that ran,
+its time, and the other tier's time as last measured on the project's 2-core
+machine (`MEASURED`, from bench/RESULTS.md).  Both runners use one worker per CPU (`lit -j`,
 pytest-xdist's `-n`) and run at the same time, lit's output printed after
 pytest's; `-j 1` runs each in one process, one after the other.  `tile-check
 --durations` lists the slowest tests of both runners.
@@ -28,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -35,6 +38,14 @@ from pathlib import Path
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 SANITIZER_ERROR = 86            # compute-sanitizer's exit code when its tool found errors
 PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
+
+# Each tier's time as last measured (`tile-check` and `tile-check --full`, wall and the
+# CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
+# the closing line: a newcomer running one tier learns what the other costs.
+MEASURED = {
+    "fast": "400 s of CPU, 420 s wall with another job on one CPU (c1725ea, 2026-11-28)",
+    "full": "12 min wall, 3111 passed (9617989, 2026-11-28, load ~2)",
+}
 
 
 def find_root(start: Path) -> Path | None:
@@ -95,6 +106,18 @@ def tier_arguments(full: bool, gpu: bool, pytest_args: list[str]) -> list[str]:
     if not full:
         terms.append("not slow")
     return (["-m", " and ".join(terms)] if terms else []) + rest
+
+
+def tier_line(full: bool, gpu: bool, seconds: float) -> str:
+    """What ran and how long it took, and what the other tier costs."""
+    took = f"{seconds:.0f} s here"
+    if gpu:
+        return f"== the GPU tier (tests marked `gpu`): {took}"
+    if full:
+        return (f"== the full tier (every test, as CI runs it): {took}; the fast tier "
+                f"(plain `tile-check`): {MEASURED['fast']}")
+    return (f"== the fast tier (tests marked `slow` left out): {took}; the full tier "
+            f"(`tile-check --full`, what CI runs): {MEASURED['full']}")
 
 
 def _run_all(runs: list[tuple[str, list[str], Path]], root: Path, env: dict[str, str],
@@ -185,6 +208,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     totals = [0, 0, 0]
+    start = time.monotonic()
     env = dict(os.environ)
     if wrapper:       # tests that trap on purpose skip: the trap is the tool's error
         env["TILEIR_SANITIZER"] = args.sanitizer
@@ -220,6 +244,7 @@ def main(argv=None) -> int:
                 counts = (counts[0], 1, counts[2])     # the runner itself failed
             print(f"== {name}: {counts[0]} passed, {counts[1]} failed, {counts[2]} skipped\n")
             totals = [t + c for t, c in zip(totals, counts)]
+    print(tier_line(args.full, args.gpu, time.monotonic() - start))
     print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
     return 1 if totals[1] else 0
 

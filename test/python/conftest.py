@@ -1,4 +1,5 @@
-"""Shared pytest setup: the `gpu` marker skips cleanly without an NVIDIA GPU; every
+"""Shared pytest setup: the `gpu` marker skips cleanly without an NVIDIA GPU; the
+`sweep` marker puts all but a sweep's first cases in the full tier (`slow`); every
 test gets an empty compile cache of its own, and tests that compile many identical
 cubins can share one for the session (`shared_compile_cache`, `session_dir`); tests
 that run tile-opt as a command can reach a warm one (`tile_opt_server`)."""
@@ -41,13 +42,33 @@ def _have_gpu() -> bool:
     return _HAVE_GPU
 
 
+@pytest.hookimpl(tryfirst=True)     # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config, items):
-    if _have_gpu():
-        return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+    _tier_sweeps(items)
+    if not _have_gpu():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+def _tier_sweeps(items):
+    """The tiers of `sweep`-marked tests: in each, the first case for every value of
+    `keep` stays in the fast tier, the others get the `slow` mark.  Decided over every
+    case collected, before `-k` or `-m` deselect, so a case's tier does not depend on
+    the selection."""
+    first: set = set()
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        mark = item.get_closest_marker("sweep")
+        if mark is None or "slow" in item.keywords or not hasattr(item, "callspec"):
+            continue
+        keep = mark.kwargs.get("keep", ())
+        key = (item.module.__name__, item.originalname,
+               tuple(repr(item.callspec.params[name]) for name in keep))
+        if key in first:
+            item.add_marker(pytest.mark.slow)
+        else:
+            first.add(key)
 
 
 @pytest.fixture(autouse=True)

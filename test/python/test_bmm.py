@@ -88,7 +88,8 @@ def _family_counts(ops: collections.Counter) -> dict[str, int]:
     (8, 4096, 4096, 1024, (128, 128, 64), BF16, 0),       # the sample's grid: batch on axis 0
     pytest.param(8, 4096, 4096, 1024, (128, 128, 64), BF16, 2, marks=SLOW),
     pytest.param(32, 1024, 1024, 1024, (128, 128, 64), BF16, 0, marks=SLOW),
-    (8, 4096, 4096, 1024, (128, 256, 128), np.float16, 0),   # cuTile's BatchMatMul tiles
+    pytest.param(8, 4096, 4096, 1024, (128, 256, 128), np.float16, 0,   # cuTile's BatchMatMul
+                 marks=SLOW),                                            # tiles
 ])
 def test_batched_gemm_compiles_to_the_2d_gemms_instructions(batch, m, n, k, tiles, dtype,
                                                             axis, tmp_path):

@@ -74,14 +74,21 @@ def test_gpu_runs_only_the_gpu_tier(project, capsys):
 
 
 def test_the_fast_tier_leaves_out_slow_tests_and_full_runs_them(project, capsys):
+    """And the line before the totals names the tier that ran and the other's time."""
     assert check.main(["--root", str(project), "--no-lit", "-j", "1", "test"]) == 0
     out = capsys.readouterr().out
     assert "-m not slow" in out
     assert out.strip().splitlines()[-1] == "2 passed, 0 failed, 1 skipped"
+    tier = out.strip().splitlines()[-2]
+    assert tier.startswith("== the fast tier (tests marked `slow` left out): ")
+    assert f"`tile-check --full`, what CI runs): {check.MEASURED['full']}" in tier
     assert check.main(["--root", str(project), "--no-lit", "-j", "1", "--full", "test"]) == 0
     out = capsys.readouterr().out
     assert "not slow" not in out
     assert out.strip().splitlines()[-1] == "3 passed, 0 failed, 1 skipped"
+    tier = out.strip().splitlines()[-2]
+    assert tier.startswith("== the full tier (every test, as CI runs it): ")
+    assert tier.endswith(f"plain `tile-check`): {check.MEASURED['fast']}")
 
 
 def test_workers_keep_the_counts_exact(project, capsys):
@@ -156,3 +163,44 @@ def test_lit_runs_alongside_pytest_and_both_are_counted(project, capsys):
     assert check.main(["--root", str(project), "-j", "1", "test"]) == 1   # one after the other
     out = capsys.readouterr().out
     assert "== lit, alongside" not in out and out.index("== lit:") < out.index("== pytest:")
+
+
+SWEEP_TESTS = '''
+import pytest
+
+@pytest.mark.sweep(keep=("target",))
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("n", [3, 1, pytest.param(8, marks=pytest.mark.slow)])
+def test_kept_per_target(target, n):
+    pass
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("n", [2, 1])
+def test_first_only(n):
+    pass
+'''
+
+
+def test_a_sweep_keeps_its_first_case_per_kept_value_in_the_fast_tier(tmp_path):
+    """This directory's conftest.py decides the tiers of `sweep`-marked tests before
+    `-m` deselects; `-k` does not change which cases are fast."""
+    import shutil
+    import subprocess
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "test_sweep.py").write_text(SWEEP_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: s\n    sweep: s\n"
+                                         "    gpu: g\n")
+
+    def collected(*args):
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                              "-p", "no:cacheprovider", "-p", "no:xdist", *args],
+                             cwd=tmp_path, capture_output=True, text=True).stdout
+        return {line.split("::")[1] for line in out.splitlines() if "::" in line}
+
+    fast = {"test_kept_per_target[3-sm_90a]", "test_kept_per_target[3-sm_80]",
+            "test_first_only[2]"}
+    assert collected("-m", "not slow") == fast
+    assert collected("-m", "not slow", "-k", "sm_80 or first") == \
+        {"test_kept_per_target[3-sm_80]", "test_first_only[2]"}
+    slow = collected("-m", "slow")
+    assert len(slow) == 5 and not slow & fast          # 8 cases: 3 fast, 5 slow

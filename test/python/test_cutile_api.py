@@ -913,6 +913,8 @@ def int_abs_pow(x, n, a, p, T: ct.Constant[int]):
     ct.store(p, index=(0,), tile=v ** ct.load(n, index=(0,), shape=(T,)))
 
 
+# the fast tier: int8 (where the power wraps soonest); the wider ones in `--full`
+@pytest.mark.sweep
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
 def test_integer_abs_and_power_of_every_width(dtype, rng):
     """`abs` and `**` of ints lower for every width (math.absi reached LLVM only for

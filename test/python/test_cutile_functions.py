@@ -157,7 +157,9 @@ def _edge_values(src, dst, rng, n=64) -> np.ndarray:
     return x
 
 
-@pytest.mark.parametrize("method", [0, 1])
+# method 1 (the Tile.astype spelling) in the fast tier through the spelled-out edges
+# below; its sweep over the pairs in `tile-check --full`
+@pytest.mark.parametrize("method", [0, pytest.param(1, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("src,dst,modes", PAIRS,
                          ids=[f"{np.dtype(s).name}-{np.dtype(d).name}" for s, d, _ in PAIRS])
 def test_astype_rounds_once_in_the_direction_asked(src, dst, modes, method, rng):

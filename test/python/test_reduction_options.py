@@ -67,6 +67,8 @@ def _propagating(x: np.ndarray, largest: bool) -> tuple[np.ndarray, np.ndarray]:
         (np.argmax if largest else np.argmin)(x, axis=-1)
 
 
+# the fast tier: each option with the first dtype; the other dtypes in `tile-check --full`
+@pytest.mark.sweep(keep=("prop",))
 @pytest.mark.parametrize("prop", [0, 1])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_max_min_and_their_indices_ignore_nan_unless_asked(dtype, prop, rng):
@@ -182,6 +184,8 @@ def _exact(row, prod: bool) -> Fraction:
     return acc
 
 
+# the fast tier: sum and product in the first dtype; the other dtypes in `--full`
+@pytest.mark.sweep(keep=("prod",))
 @pytest.mark.parametrize("prod", [0, 1])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_directed_sums_and_products_round_every_step_their_way(dtype, prod, rng):

@@ -62,6 +62,9 @@ def _close(got, ref, k):
     return np.abs(got - ref).max() <= 1e-2 * scale
 
 
+# the fast tier: the first shape on each target; the GEMM grid in `tile-check --full`
+# (B transposed runs in the fast tier in test_fp8_and_tf32_gemm_run_correctly)
+@pytest.mark.sweep(keep=("target",))
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("kernel,m,n,k,tiles,dtype,nt", [
     (gemm, 64, 64, 64, (64, 64, 64), BF16, False),          # one block, one iteration
@@ -945,3 +948,18 @@ def test_llm_ops_run_correctly(target, rng):
     np.testing.assert_allclose(lse, v64.max(1) + np.log(e.sum(1)), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(sm.astype(np.float64), e / e.sum(1, keepdims=True),
                                rtol=2e-2, atol=1e-4)
+
+
+def test_a_shared_store_onto_a_live_mbarrier_is_reported():
+    """Stores of many offsets at once (a TMA box's) are checked against each barrier's
+    8 bytes: touching them is an error, the bytes either side are not."""
+    from tileir.sim import hardware as hw
+    shared = hw.Shared(256)
+    shared.barriers[64] = hw.Barrier(1, 1)
+    data = np.zeros((3, 8), np.uint8)
+    shared.write(np.array([0, 56, 72]), data)                    # up to 63, from 72 on
+    for touching in ([0, 57, 200], [71, 8, 16], [64, 64, 64]):
+        with pytest.raises(SimError, match="overwrites a live mbarrier"):
+            shared.write(np.array(touching), data)
+    del shared.barriers[64]                                      # invalidated
+    shared.write(np.array([64, 0, 8]), data)

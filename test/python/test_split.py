@@ -52,6 +52,8 @@ def _rope_ref(q, cos, sin):
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1)
 
 
+# the fast tier: the first shape (split in 8) on each target; the others in `--full`
+@pytest.mark.sweep(keep=("target",))
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("tokens,heads,dim,scale", [
     (1, 64, 128, [2, 1, 8]),       # Llama-3-70B queries at one token: 32 KB, 8 x 4 KB
@@ -159,6 +161,8 @@ def test_the_chosen_dim_is_an_outer_one_with_the_most_bytes(rng):
 # ---------------------------------------------------------------------------
 # Online softmax loops on small grids (tile-defer-online-reductions)
 # ---------------------------------------------------------------------------
+# the fast tier: the first fast shape on each target; the others in `--full`
+@pytest.mark.sweep(keep=("target",))
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("m,n,chunk", [pytest.param(1, 128256, 8192, marks=pytest.mark.slow),
                                        pytest.param(3, 5000, 1024, marks=pytest.mark.slow),

@@ -524,6 +524,10 @@ NEEDS = {"sm_90a": ("HGMMA", "UTMALDG", "SYNCS", "STSM", "UTMASTG"),
          "sm_80": ("HMMA", "LDGSTS", "LDSM")}
 
 
+# the fast tier: the 128 x 128 x 64 fp16 GEMM on each target (its instructions, no
+# spills); bf16, narrower tiles and a transposed B in `tile-check --full` (the
+# simulator's fast cases run the last two)
+@pytest.mark.sweep(keep=("target",))
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("kernel,dtype,tiles", [
     pytest.param(gemm, BF16, (128, 128, 64), marks=pytest.mark.slow),

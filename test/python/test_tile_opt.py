@@ -252,6 +252,9 @@ def _mutants(seed: int, count: int) -> list[str]:
     return mutants
 
 
+# a fuzz sweep: the fast tier runs the mutants through every stage; stopped after
+# `tile` and through an explicit pipeline in `tile-check --full`
+@pytest.mark.sweep
 @pytest.mark.parametrize("args", [(), ("--stop-after=tile",),
                                   ("--pass-pipeline=canonicalize,tile-canonicalize,cse",)])
 def test_mutated_kernels_never_crash(args, tmp_path: Path):

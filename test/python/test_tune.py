@@ -337,6 +337,8 @@ def test_a_failing_batch_is_a_failure(monkeypatch):
 # ---------------------------------------------------------------------------
 # The first launch under a time limit
 # ---------------------------------------------------------------------------
+# 5 s of CPU: a child spins until the 4 s limit stops it (`tile-check --full`)
+@pytest.mark.slow
 def test_single_run_timeout(few_samples):
     o = np.zeros(1, np.float32)
     x = np.zeros(64, np.float32)

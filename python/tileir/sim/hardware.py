@@ -128,7 +128,7 @@ class Shared:
 
     def write(self, addr: np.ndarray, data: np.ndarray) -> None:
         idx = self._idx(addr, data.shape[1], "a shared store")
-        if any(self._overlaps_barrier(int(a), data.shape[1]) for a in np.unique(addr)):
+        if self._overlaps_barrier(addr, data.shape[1]):
             raise SimError(f"a shared store overwrites a live mbarrier near offset "
                            f"{int(addr.flat[0])}")
         lo, hi = int(idx.min()), int(idx.max()) + 1
@@ -164,8 +164,14 @@ class Shared:
         groups = self.bulk_groups.get(thread, [])
         del groups[:max(0, len(groups) - pending)]
 
-    def _overlaps_barrier(self, addr: int, n: int) -> bool:
-        return any(addr < b + 8 and b < addr + n for b in self.barriers)
+    def _overlaps_barrier(self, addr: np.ndarray, n: int) -> bool:
+        """Whether any n-byte store at the offsets `addr` touches a live mbarrier's 8
+        bytes: a comparison of every offset against each of the block's (few) barriers,
+        not a Python loop over the offsets (a TMA box writes thousands)."""
+        if not self.barriers:
+            return False
+        a = np.asarray(addr, np.int64).reshape(-1)
+        return any(((a < b + 8) & (b < a + n)).any() for b in self.barriers)
 
 
 # ---------------------------------------------------------------------------
