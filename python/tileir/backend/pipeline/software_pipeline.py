@@ -32,6 +32,30 @@ leaves the loop without a ring.
 
 A loop whose loads go to registers instead (a chunked reduction) has them issued
 one iteration ahead (`register_prefetch.py`).
+
+Warp specialization (sm_90a): one loop of the kernel -- as the kernel asks
+(`warp_specialize`), by default for a grid smaller than the GPU, and by default for
+a loop of chained products (attention) -- gets a producer warpgroup that issues the
+ring's copies while the consumers compute (`loop_specialized`).  The loop is at the
+kernel's top level, or under `scf.if` guards (`guards`) that
+
+  - branch on a value uniform across the block: pure ops on the kernel's arguments,
+    block ids and loads from arrays no op of the kernel writes (`uniform`), so the
+    producer and the consumer warps take the same way, and the block barriers
+    inside (the ring's initialization) wait for all of them or none;
+  - have no results and nothing after them but their block's end.
+
+The split happens where the loop is, inside the guards:
+
+    if c:  (empty)                     if c:  (empty)
+    else:  pre; for ...; post    ->    else:  pre; ring_alloc
+                                              if is_producer:  for: acquire, loads, commit
+                                              else:            for: wait, body; post; ring_free
+
+and each branch recomputes the tiles and loaded values it uses of `pre`'s
+(`rematerialize`: ptxas spills what is live across the register change).  Any
+other loop (inside another loop, under a guard that fails these) keeps its copies
+in the consumers' hands.
 """
 
 from __future__ import annotations
