@@ -52,7 +52,7 @@ The split happens where the loop is, inside the guards:
                                               if is_producer:  for: acquire, loads, commit
                                               else:            for: wait, body; post; ring_free
 
-and each branch recomputes the tiles and loaded values it uses of `pre`'s
+and the consumer branch recomputes the tiles and loaded values it uses of `pre`'s
 (`rematerialize`: ptxas spills what is live across the register change).  Any
 other loop (inside another loop, under a guard that fails these) keeps its copies
 in the consumers' hands.
@@ -439,14 +439,15 @@ class _Pipeliner:
             RingFreeOp(ring)
         for op in after:
             op.move_before(done.operation)
-        for block in (branch.then_block, branch.else_block):
-            self.rematerialize(branch.operation, block)
+        # (the consumers only: what the producer recomputed could need a block barrier,
+        # an element of a tile read by all threads, and it reads few values of `pre`)
+        self.rematerialize(branch.operation, branch.else_block)
         self.func.attributes[PRODUCER_WARPS_ATTR] = ir.IntegerAttr.get(
             ir.IntegerType.get_signless(32), PRODUCER_WARPS)
 
     def rematerialize(self, branch: ir.Operation, block: ir.Block) -> None:
-        """Recomputes in `block` (a branch of the warp-specialized `branch`, after its
-        register change) the tiles and the values read from memory that it uses of
+        """Recomputes in `block` (the consumers' branch of the warp-specialized `branch`,
+        after its register change) the tiles and the values read from memory that it uses of
         those computed before the branch, where pure ops make them from the kernel's
         arguments, block indices and read-only loads (`recomputable`): varlen
         attention's iotas (the rows and columns it masks) and cu_seqlens bounds.  The
