@@ -217,12 +217,13 @@ def test_the_varlen_plan_the_host_launches_computes_attention(d):
                       ([100, 0, 60], [150, 3, 60]))
 
 
-def _compiled_varlen(d, tiles, causal, target="sm_90a"):
+def _compiled_varlen(d, tiles, causal, target="sm_90a", with_lse=False):
     q = np.zeros((4096, 32, d), ml_dtypes.bfloat16)
     k = np.zeros((4096, 8, d), ml_dtypes.bfloat16)
     cu = np.zeros(5, np.int32)
+    lse = np.zeros((32, 4096), np.float32) if with_lse else cu
     return example.attention_varlen.compile(
-        (q, k, k, q, cu, cu, cu, 0.088, 32, 4, *tiles, d, causal, False), target=target)
+        (q, k, k, q, lse, cu, cu, 0.088, 32, 4, *tiles, d, causal, with_lse), target=target)
 
 
 @pytest.mark.parametrize("d,causal", [
@@ -246,6 +247,15 @@ def test_varlen_runs_on_tma_and_wgmma_without_local_memory(d, causal, tmp_path):
     assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
     # wgmma not serialized (C7510-C7520), setmaxnreg not ignored (C7507, C7508)
     assert not re.search(r"C75(0[78]|1\d|20)", ck.ptxas_report), ck.ptxas_report
+
+
+def test_varlen_with_the_log_sum_exp_keeps_its_producer_without_local_memory(tmp_path):
+    # the second scattered output in the consumers' epilogue, after setmaxnreg
+    ck = _compiled_varlen(128, example.varlen_tiles(128, "sm_90a"), True, with_lse=True)
+    ops = _sass(ck.cubin, tmp_path)
+    assert ck.meta["num_threads"] == 384 and ops["USETMAXREG"] == 2
+    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+    assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
 
 
 @pytest.mark.slow
