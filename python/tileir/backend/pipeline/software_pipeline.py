@@ -447,11 +447,11 @@ class _Pipeliner:
 
     def rematerialize(self, branch: ir.Operation, block: ir.Block) -> None:
         """Recomputes in `block` (the consumers' branch of the warp-specialized `branch`,
-        after its register change) the tiles and the values read from memory that it uses of
-        those computed before the branch, where pure ops make them from the kernel's
-        arguments, block indices and read-only loads (`recomputable`): varlen
-        attention's iotas (the rows and columns it masks) and cu_seqlens bounds.  The
-        originals nothing else reads are erased.
+        after its register change) what it reads of the tiles and loaded values made
+        before the branch, where pure ops make them from the kernel's arguments, block
+        indices and read-only loads (`recomputable`): varlen attention's iotas (the
+        rows and columns it masks) and cu_seqlens bounds.  The originals nothing else
+        reads are erased.
 
         Why: ptxas keeps a value live across `setmaxnreg` within the producer's 40
         registers, and spills what does not fit there (~100 bytes on varlen attention,
@@ -512,7 +512,7 @@ class _Pipeliner:
             memo[op] = None                     # (no cycles in SSA: a guard only)
             if len(op.regions) or not (effects.Effects().of(op) == effects.Effect.PURE or
                                        self.read_only_load(op)):
-                return None
+                return None                     # (region-free ops: nothing memoized)
             out = [op]
             for x in op.operands:
                 ops = self.recomputable(x, memo)
