@@ -512,7 +512,7 @@ class _Pipeliner:
             memo[op] = None                     # (no cycles in SSA: a guard only)
             if len(op.regions) or not (effects.Effects().of(op) == effects.Effect.PURE or
                                        self.read_only_load(op)):
-                return None                     # (region-free ops: nothing memoized)
+                return None
             out = [op]
             for x in op.operands:
                 ops = self.recomputable(x, memo)
