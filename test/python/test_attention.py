@@ -7,6 +7,7 @@ as the GPU runs it: tensor cores, TMA copies, mbarriers, no local memory
 from __future__ import annotations
 
 import math
+import re
 
 import ml_dtypes
 import numpy as np
@@ -177,6 +178,12 @@ def _simulated_varlen(target, causal, d, dtype, tiles, lengths):
     lse = np.full((h, q.shape[0]), np.nan, np.float32)
     bm, bn = tiles
     args = (q, k, v, o, lse, cu_q, cu_k, 1 / math.sqrt(d), h, h // hkv, bm, bn, d, causal, True)
+    if target == "sm_90a":
+        # the form the GPU runs: a producer warpgroup split inside the block's `if`
+        # (blocks past their sequence's end skip the ring and the split alike)
+        text = str(example.attention_varlen.compile(args, stage="pipeline", target=target).module)
+        guard = text.index("scf.if")
+        assert guard < text.index("tile.ring_alloc") < text.index("tile.is_producer"), text
     simulate(example.attention_varlen.compile(args, stage="gpu", target=target),
              example.varlen_grid(max(lengths[0]), len(lengths[0]), h, bm), args)
     _check_varlen(o, lse, q, k, v, cu_q, cu_k, causal, 2e-3)
@@ -210,12 +217,13 @@ def test_the_varlen_plan_the_host_launches_computes_attention(d):
                       ([100, 0, 60], [150, 3, 60]))
 
 
-def _compiled_varlen(d, tiles, causal, target="sm_90a"):
+def _compiled_varlen(d, tiles, causal, target="sm_90a", with_lse=False):
     q = np.zeros((4096, 32, d), ml_dtypes.bfloat16)
     k = np.zeros((4096, 8, d), ml_dtypes.bfloat16)
     cu = np.zeros(5, np.int32)
+    lse = np.zeros((32, 4096), np.float32) if with_lse else cu
     return example.attention_varlen.compile(
-        (q, k, k, q, cu, cu, cu, 0.088, 32, 4, *tiles, d, causal, False), target=target)
+        (q, k, k, q, lse, cu, cu, 0.088, 32, 4, *tiles, d, causal, with_lse), target=target)
 
 
 # the fast tier keeps the benchmarks' head dim, causal (the masked diagonal blocks);
@@ -232,8 +240,23 @@ def test_varlen_runs_on_tma_and_wgmma_without_local_memory(d, causal, tmp_path):
     ops = _sass(ck.cubin, tmp_path)
     for op in ("HGMMA", "UTMALDG", "SYNCS"):
         assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
-    assert ck.meta["num_threads"] == 256
+    # the loop sits inside the block's `if <it has rows>`, and still gets a producer
+    # warpgroup (a guard uniform across the block: block ids and cu_seqlens), which
+    # gives its registers to the two consumer warpgroups
+    assert ck.meta["num_threads"] == 384
+    assert ops["USETMAXREG"] == 2
     assert ck.meta["shared_bytes"] <= 232448
+    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+    assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+    # wgmma not serialized (C7510-C7520), setmaxnreg not ignored (C7507, C7508)
+    assert not re.search(r"C75(0[78]|1\d|20)", ck.ptxas_report), ck.ptxas_report
+
+
+def test_varlen_with_the_log_sum_exp_keeps_its_producer_without_local_memory(tmp_path):
+    # the second scattered output in the consumers' epilogue, after setmaxnreg
+    ck = _compiled_varlen(128, example.varlen_tiles(128, "sm_90a"), True, with_lse=True)
+    ops = _sass(ck.cubin, tmp_path)
+    assert ck.meta["num_threads"] == 384 and ops["USETMAXREG"] == 2
     assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
     assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
 

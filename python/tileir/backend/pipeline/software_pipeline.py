@@ -32,6 +32,30 @@ leaves the loop without a ring.
 
 A loop whose loads go to registers instead (a chunked reduction) has them issued
 one iteration ahead (`register_prefetch.py`).
+
+Warp specialization (sm_90a): one loop of the kernel -- as the kernel asks
+(`warp_specialize`), by default for a grid smaller than the GPU, and by default for
+a loop of chained products (attention) -- gets a producer warpgroup that issues the
+ring's copies while the consumers compute (`loop_specialized`).  The loop is at the
+kernel's top level, or under `scf.if` guards (`guards`) that
+
+  - branch on a value uniform across the block: pure ops on the kernel's arguments,
+    block ids and loads from arrays no op of the kernel writes (`uniform`), so the
+    producer and the consumer warps take the same way, and the block barriers
+    inside (the ring's initialization) wait for all of them or none;
+  - have no results and nothing after them but their block's end.
+
+The split happens where the loop is, inside the guards:
+
+    if c:  (empty)                     if c:  (empty)
+    else:  pre; for ...; post    ->    else:  pre; ring_alloc
+                                              if is_producer:  for: acquire, loads, commit
+                                              else:            for: wait, body; post; ring_free
+
+and the consumer branch recomputes the tiles and loaded values it uses of `pre`'s
+(`rematerialize`: ptxas spills what is live across the register change).  Any
+other loop (inside another loop, under a guard that fails these) keeps its copies
+in the consumers' hands.
 """
 
 from __future__ import annotations
@@ -210,7 +234,7 @@ class _Pipeliner:
         if chain is not None and not fits_registers(chain, 32 * self.num_warps()):
             chain = None
         if (self.specialize or (chain is not None and self.chains_specialize)) and \
-                loop.parent == self.func and not self.specialized:
+                not self.specialized and self.guards(loop) is not None:
             self.specialized = True
             return self.loop_specialized(loop, loads, tiles, chain)
         if _walks_tiles(loop.parent) and loop.parent.parent == self.func:
@@ -370,7 +394,10 @@ class _Pipeliner:
 
         The producer runs ahead by the ring's depth on its own; the consumers never
         issue a copy.  Everything after the loop moves into the consumer branch (the
-        producer warps hold no tiles)."""
+        producer warps hold no tiles).  A loop under block-uniform guards (`guards`:
+        varlen attention's `if <the block has rows>`) splits there, inside them: the
+        ring, its barriers' initialization and the branch are reached by every thread
+        of a block that enters the guards, and by none of one that does not."""
         warps = ir.IntegerAttr(self.func.attributes["tile.num_warps"]).value \
             if "tile.num_warps" in self.func.attributes else 4
         stages = self.stages_opt or self.num_stages_for(
@@ -379,8 +406,10 @@ class _Pipeliner:
         lb, ub, step = list(loop.operands)[:3]
         c = self.const
         loc = loop.location
-        entry_ops = [op.operation for op in self.entry.operations]
-        after = entry_ops[entry_ops.index(loop) + 1:-1]        # up to the return
+        # up to the loop's block's terminator: the kernel's return, or the guard's yield
+        # (nothing follows the guards themselves: `guards`)
+        block_ops = [op.operation for op in loop.block.operations]
+        after = block_ops[block_ops.index(loop) + 1:-1]
         with ir.InsertionPoint(loop), loc:
             ring = self.ring_alloc(stages, loads)
             branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
@@ -410,8 +439,127 @@ class _Pipeliner:
             RingFreeOp(ring)
         for op in after:
             op.move_before(done.operation)
+        # (the consumers only: what the producer recomputed could need a block barrier,
+        # an element of a tile read by all threads, and it reads few values of `pre`)
+        self.rematerialize(branch.operation, branch.else_block)
         self.func.attributes[PRODUCER_WARPS_ATTR] = ir.IntegerAttr.get(
             ir.IntegerType.get_signless(32), PRODUCER_WARPS)
+
+    def rematerialize(self, branch: ir.Operation, block: ir.Block) -> None:
+        """Recomputes in `block` (the consumers' branch of the warp-specialized `branch`,
+        after its register change) what it reads of the tiles and loaded values made
+        before the branch, where pure ops make them from the kernel's arguments, block
+        indices and read-only loads (`recomputable`): varlen attention's iotas (the
+        rows and columns it masks) and cu_seqlens bounds.  The originals nothing else
+        reads are erased.
+
+        Why: ptxas keeps a value live across `setmaxnreg` within the producer's 40
+        registers, and spills what does not fit there (~100 bytes on varlen attention,
+        reloaded each iteration); a recomputed one is born after the register change.
+        Scalars of pure arithmetic on the arguments are left (ptxas recomputes them
+        from the parameter bank), and so are the originals' other readers: left in
+        place, LLVM would merge the copies back into them."""
+        slices: dict = {}
+        used: list[ir.Value] = []
+
+        def visit(o):
+            for v in o.operands:
+                if not defined_in(v, branch) and v not in used:
+                    used.append(v)
+            return ir.WalkResult.ADVANCE
+
+        for op in block.operations:
+            op.operation.walk(visit)
+        order: list[ir.Operation] = []
+        wanted = []
+        for v in used:
+            ops = self.recomputable(v, slices)
+            if ops and (isinstance(v.type, ir.RankedTensorType) or
+                        any(op.name == "tile.load" for op in ops)):
+                wanted.append(v)
+                order += [op for op in ops if op not in order]
+        if not wanted:
+            return
+        position = {op: k for k, op in enumerate(_ops_in_order(self.func))}
+        order.sort(key=position.__getitem__)
+        first = [o.operation for o in block.operations][0]
+        at = ir.InsertionPoint.after(first) if first.name == "tile.set_max_registers" \
+            else ir.InsertionPoint(first)
+        mapping: dict = {}
+        with at:
+            clone_ops(order, mapping)
+        for v in wanted:
+            for use in list(v.uses):
+                if _inside(use.owner, block):
+                    use.owner.operands[use.operand_number] = mapping[v]
+        for op in reversed(order):
+            if all(not list(r.uses) for r in op.results):
+                op.erase()
+
+    def recomputable(self, v: ir.Value, memo: dict) -> list[ir.Operation] | None:
+        """The ops (constants aside) that compute `v` from the kernel's arguments by pure
+        ops and loads from arrays no op of the kernel writes (`read_only_load`), in no
+        particular order; None if it needs anything else (a carried value, an op with
+        effects or regions).  `memo` maps ops already asked about to their answer."""
+        from tileir.passes import effects       # (passes import the backend: not at load)
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return [] if owner == self.entry else None
+        op = owner.operation if hasattr(owner, "operation") else owner
+        if op.name == "arith.constant":
+            return []
+        if op not in memo:
+            memo[op] = None                     # (no cycles in SSA: a guard only)
+            if len(op.regions) or not (effects.Effects().of(op) == effects.Effect.PURE or
+                                       self.read_only_load(op)):
+                return None
+            out = [op]
+            for x in op.operands:
+                ops = self.recomputable(x, memo)
+                if ops is None:
+                    return None
+                out += [o for o in ops if o not in out]
+            memo[op] = out
+        return memo[op]
+
+    def guards(self, loop: ir.Operation) -> list[ir.Operation] | None:
+        """The `scf.if`s between `loop` and the kernel's body, innermost first (none for a
+        loop at the top level), when the loop may take a producer warpgroup there;
+        else None.  Each must
+
+          - have no results and nothing after it in its block but the terminator (the
+            kernel's return, or an enclosing guard's yield): what runs after the loop
+            moves into the consumer branch, and the producer warps, whose registers
+            went to the consumers, must reach nothing after their branch but the end;
+          - branch on a block-uniform condition (`uniform`): the producer and consumer
+            warps evaluate it each, and a block barrier inside (the ring's
+            initialization, the exchanges before the loop) waits for all of them.
+
+        A loop inside another loop, or under a guard that fails these, keeps its copies
+        in the consumers' hands (the ring without a producer)."""
+        out = []
+        op = loop
+        while op.parent != self.func:
+            guard = op.parent
+            guard = guard.operation if guard is not None else None
+            if guard is None or guard.name != "scf.if" or len(guard.results) or \
+                    not self.uniform(guard.operands[0]):
+                return None
+            ops = [o.operation for o in guard.block.operations]
+            if ops.index(guard) != len(ops) - 2:        # only the terminator after it
+                return None
+            out.append(guard)
+            op = guard
+        return out
+
+    def uniform(self, v: ir.Value) -> bool:
+        """Whether every thread of a block computes the same `v`: it is made by pure ops
+        from the kernel's arguments, block indices, constants and loads from arrays no
+        op of the kernel writes (`recomputable`: cu_seqlens).  No thread index is such
+        an op (tile ops compute per block).  A load from an array the kernel writes
+        may see another block's store between two of its threads' reads, and a value
+        an enclosing loop carries is not considered."""
+        return self.recomputable(v, {}) is not None
 
     def consumer(self, loop: ir.Operation, ring: ir.Value, loads, stages: int,
                  waits_before: ir.Operation | None, base: ir.Value | None = None) -> None:
@@ -571,6 +719,28 @@ def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
     mapping[iv] = k
     clone_ops(ops, mapping)
     return [mapping.get(v, v) for v in values]
+
+
+def _ops_in_order(func: ir.Operation) -> list[ir.Operation]:
+    """`func`'s ops, nested ones included, in program order (pre-order)."""
+    out = []
+
+    def visit(op):
+        out.append(op.operation)
+        return ir.WalkResult.ADVANCE
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
+
+
+def _inside(op, block: ir.Block) -> bool:
+    """Whether `op` is in `block` or nested in one of its ops."""
+    op = op.operation if hasattr(op, "operation") else op
+    while op is not None and op.name != "func.func":
+        if op.block == block:
+            return True
+        op = op.parent
+        op = op.operation if op is not None and hasattr(op, "operation") else op
+    return False
 
 
 def _registers_made_in(a: ir.Value, loop: ir.Operation) -> bool:
