@@ -1,8 +1,23 @@
-"""C = A @ B with a K loop of `mma` into a float32 accumulator."""
+"""C = A @ B with a K loop of `mma` into a float32 accumulator; `product_nt`, the step of
+a GEMM whose weight is stored (N, K), on the tensor cores or exactly in f32."""
 
 import numpy as np
 
 import tileir as ct
+
+
+@ct.function
+def product_nt(a, w, acc, EXACT: ct.Constant[bool]):
+    """acc + a @ w^T for a (BM, BK) and w (BN, BK).  EXACT sums f32 products on the FMA
+    units (the tensor cores would round f32 operands to tf32): a float32 model's
+    reference mode."""
+    if EXACT:
+        bm, bk = a.shape
+        bn = w.shape[0]
+        prod = ct.reshape(ct.astype(a, ct.float32), (bm, 1, bk)) \
+            * ct.reshape(ct.astype(w, ct.float32), (1, bn, bk))
+        return acc + ct.sum(prod, axis=2)
+    return ct.mma(a, ct.transpose(w), acc)
 
 
 @ct.kernel

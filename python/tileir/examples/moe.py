@@ -40,6 +40,7 @@ import numpy as np
 import tileir as ct
 
 from . import next_pow2
+from .matmul import product_nt
 
 ZERO = ct.PaddingMode.ZERO
 NEG_INF = float("-inf")
@@ -167,19 +168,6 @@ def permute_rows(x, ids, slot, first_row, sorted_row, xs, TOPK: ct.Constant[int]
 
 # ----------------------------------------------------------------------------- experts
 
-@ct.function
-def _product(a, w, acc, EXACT: ct.Constant[bool]):
-    """acc + a @ w^T for a (BM, BK) and w (BN, BK); EXACT sums f32 products on the FMA
-    units (the tensor cores would round f32 operands to tf32)."""
-    if EXACT:
-        bm, bk = a.shape
-        bn = w.shape[0]
-        prod = ct.reshape(ct.astype(a, ct.float32), (bm, 1, bk)) \
-            * ct.reshape(ct.astype(w, ct.float32), (1, bn, bk))
-        return acc + ct.sum(prod, axis=2)
-    return ct.mma(a, ct.transpose(w), acc)
-
-
 @ct.kernel
 def gate_up(xs, w_gate, w_up, block_expert, act, BM: ct.Constant[int], BN: ct.Constant[int],
             BK: ct.Constant[int], EXACT: ct.Constant[bool]):
@@ -195,8 +183,8 @@ def gate_up(xs, w_gate, w_up, block_expert, act, BM: ct.Constant[int], BN: ct.Co
         a = ct.load(xs, index=(mb, k), shape=(BM, BK), padding_mode=ZERO)
         wg = ct.load(w_gate, index=(e, n, k), shape=(1, BN, BK), padding_mode=ZERO)
         wu = ct.load(w_up, index=(e, n, k), shape=(1, BN, BK), padding_mode=ZERO)
-        g = _product(a, ct.reshape(wg, (BN, BK)), g, EXACT)
-        u = _product(a, ct.reshape(wu, (BN, BK)), u, EXACT)
+        g = product_nt(a, ct.reshape(wg, (BN, BK)), g, EXACT)
+        u = product_nt(a, ct.reshape(wu, (BN, BK)), u, EXACT)
     ct.store(act, index=(mb, n), tile=ct.astype(g / (1.0 + ct.exp(-g)) * u, act.dtype))
 
 
@@ -213,7 +201,7 @@ def down(act, w_down, block_expert, ys, BM: ct.Constant[int], BN: ct.Constant[in
     for k in range(ct.num_tiles(act, axis=1, shape=(BM, BK))):
         a = ct.load(act, index=(mb, k), shape=(BM, BK), padding_mode=ZERO)
         w = ct.load(w_down, index=(e, n, k), shape=(1, BN, BK), padding_mode=ZERO)
-        acc = _product(a, ct.reshape(w, (BN, BK)), acc, EXACT)
+        acc = product_nt(a, ct.reshape(w, (BN, BK)), acc, EXACT)
     ct.store(ys, index=(mb, n), tile=ct.astype(acc, ys.dtype))
 
 

@@ -180,42 +180,35 @@ class Backend:
             return 16, 32, 16
         return 128, 128 // accumulators, 64
 
-    def _gemm(self, kernel):
-        return _l2_prefetching(kernel) if self.l2_prefetch else kernel
-
-    def _decode_gemm(self, kernel, m: int, n: int):
-        """The kernel and tiles of a GEMM over at most DECODE_ROWS rows where a sweep of
-        the decode shapes (bench/sweep_llm_decode.py, figures in bench/RESULTS.md) found
-        tiles of its own faster than the compiler's retiling:
-        (kernel, (BM, BN, BK)), or None."""
-        if self.exact or self.torch is None or m > DECODE_ROWS:
-            return None
+    def _gemm(self, kernel, m: int, n: int, norm, accumulators: int = 1):
+        """The kernel and (BM, BN, BK) tiles a GEMM launches with: the source's tiles
+        (`_gemm_tiles`), or for a GEMM over at most DECODE_ROWS rows (and no fused norm)
+        the tiles of its own that a sweep of the decode shapes found faster than the
+        compiler's retiling (`_DECODE`; bench/sweep_llm_decode.py, figures in
+        bench/RESULTS.md); with `l2_prefetch`, the kernel with that option."""
+        tiles = self._gemm_tiles(m, n, accumulators)
         tuned = _DECODE.get(kernel.name)
-        if tuned is None or not tuned[2] <= n <= tuned[3]:
-            return None
-        return tuned[:2]
+        if (tuned is not None and norm is None and not self.exact and self.torch is not None
+                and m <= DECODE_ROWS and tuned[2] <= n <= tuned[3]):
+            kernel, tiles = tuned[:2]
+        return (_l2_prefetching(kernel) if self.l2_prefetch else kernel), tiles
 
     def linear(self, x, w, out=None, residual=None, norm=None):
         """x @ w^T; with residual, residual += x @ w^T in the GEMM's epilogue; with
         norm = (g, eps), RMSNorm(x) * g @ w^T."""
         m, n = x.shape[0], w.shape[0]
-        bm, bn, bk = self._gemm_tiles(m, n)
-        grid = (ct.cdiv(m, bm), ct.cdiv(n, bn))
         if residual is not None:
             if norm is not None:
                 raise ValueError("a residual GEMM takes no fused norm")
-            self._launch(grid, self._gemm(K.linear_add),
+            kernel, (bm, bn, bk) = self._gemm(K.linear_add, m, n, None)
+            self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), kernel,
                          (x, w, residual, residual, bm, bn, bk, self.exact))
             return residual
         out = self.empty((m, n)) if out is None else out
         g, eps = norm if norm is not None else (x, 0.0)
-        kernel = K.linear
-        tuned = self._decode_gemm(kernel, m, n) if norm is None else None
-        if tuned is not None:
-            kernel, (bm, bn, bk) = tuned
-            grid = (ct.cdiv(m, bm), ct.cdiv(n, bn))
-        self._launch(grid, self._gemm(kernel), (x, g, float(eps), w, out, bm, bn, bk,
-                                                self.exact, norm is not None))
+        kernel, (bm, bn, bk) = self._gemm(K.linear, m, n, norm)
+        self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), kernel,
+                     (x, g, float(eps), w, out, bm, bn, bk, self.exact, norm is not None))
         return out
 
     def linear_swiglu(self, x, w_gate, w_up, out=None, norm=None):
@@ -229,13 +222,9 @@ class Backend:
         if (self.split_swiglu_rows is not None and m >= self.split_swiglu_rows
                 and norm is None):
             return self.silu_mul(self.linear(x, w_gate), self.linear(x, w_up), out)
-        bm, bn, bk = self._gemm_tiles(m, n, accumulators=2)
         g, eps = norm if norm is not None else (x, 0.0)
-        kernel = K.linear_swiglu
-        tuned = self._decode_gemm(kernel, m, n) if norm is None else None
-        if tuned is not None:
-            kernel, (bm, bn, bk) = tuned
-        self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), self._gemm(kernel),
+        kernel, (bm, bn, bk) = self._gemm(K.linear_swiglu, m, n, norm, accumulators=2)
+        self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), kernel,
                      (x, g, float(eps), w_gate, w_up, out, bm, bn, bk, self.exact,
                       norm is not None))
         return out

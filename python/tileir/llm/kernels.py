@@ -9,7 +9,8 @@ loads and stores, f32 math, a cast on the way out.
   Hugging Face does (out_features, in_features), the residual add fused into the
   epilogue (`linear_add`, in place: y may be r), or SwiGLU's silu(x @ Wg^T) * (x @ Wu^T)
   from two accumulators (`linear_swiglu`); EXACT sums f32 products on the FMA units
-  instead of the tensor cores (which take f32 as tf32): the float32 mode's GEMMs;
+  instead of the tensor cores (which take f32 as tf32; `examples.matmul.product_nt`):
+  the float32 mode's GEMMs;
   NORM applies RMSNorm with weight g to x's rows on the way in (the norm's launch and
   its output's round trip saved; its rows read twice);
 - `head_linear`: one weight per head, y[t, h] = x[t, h] @ W[h]^T (MLA's absorbed
@@ -27,6 +28,7 @@ loads and stores, f32 math, a cast on the way out.
 """
 
 import tileir as ct
+from tileir.examples.matmul import product_nt
 
 ZERO = ct.PaddingMode.ZERO
 NEG_INF = ct.PaddingMode.NEG_INF
@@ -62,12 +64,7 @@ def _product(x, g, eps, w, i, j, BM: ct.Constant[int], BN: ct.Constant[int],
             # rounded to x's dtype as the separate norm's output would be
             a = ct.astype(ct.astype(a, ct.float32) * inv * ct.reshape(gk, (1, BK)), x.dtype)
         b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
-        if EXACT:
-            prod = ct.reshape(ct.astype(a, ct.float32), (BM, 1, BK)) \
-                * ct.reshape(ct.astype(b, ct.float32), (1, BN, BK))
-            acc = acc + ct.sum(prod, axis=2)
-        else:
-            acc = ct.mma(a, ct.transpose(b), acc)
+        acc = product_nt(a, b, acc, EXACT)
     return acc
 
 
@@ -115,12 +112,7 @@ def head_linear(x, w, y, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Cons
                        (BM, BK))
         b = ct.reshape(ct.load(w, index=(h, j, k), shape=(1, BN, BK), padding_mode=ZERO),
                        (BN, BK))
-        if EXACT:
-            prod = ct.reshape(ct.astype(a, ct.float32), (BM, 1, BK)) \
-                * ct.reshape(ct.astype(b, ct.float32), (1, BN, BK))
-            acc = acc + ct.sum(prod, axis=2)
-        else:
-            acc = ct.mma(a, ct.transpose(b), acc)
+        acc = product_nt(a, b, acc, EXACT)
     ct.store(y, index=(i, h, j), tile=ct.reshape(ct.astype(acc, y.dtype), (BM, 1, BN)))
 
 
