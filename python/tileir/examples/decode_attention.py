@@ -37,6 +37,18 @@ LOG2E = 1.0 / math.log(2.0)
 NUM_SMS = 132        # an H200; with torch tensors the host entry asks for the real count
 
 
+@ct.function
+def _online_softmax_step(s, v, m, l, acc, qk_scale, dtype):
+    """One page of the online softmax: scores s (raw q.k), its values v; the running row
+    maximum m (log2 units), sum l and output acc, updated."""
+    m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+    p = ct.exp2(s * qk_scale - m_new)
+    alpha = ct.exp2(m - m_new)
+    l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+    acc = ct.mma(p.astype(dtype), v, acc * alpha)
+    return m_new, l, acc
+
+
 # num_warps (a hint): the compiler gives a 16-row product one warp, which must then
 # hold the last page's V in registers (it is masked there) and spills; four share it.
 # Pages of 16 take `decode_narrow`: a (16, 16) score tile split four ways is below
@@ -73,12 +85,7 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
         k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
         v = ct.load(V, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
         s = ct.mma(q, ct.transpose(k), ct.zeros((rows, PAGE), dtype=np.float32))
-        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
-        p = ct.exp2(s * qk_scale - m_new)
-        alpha = ct.exp2(m - m_new)
-        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
-        acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
-        m = m_new
+        m, l, acc = _online_softmax_step(s, v, m, l, acc, qk_scale, Q.dtype)
     for j in range(full, last):
         # the last page(s): slots past the sequence hold anything (NaN too), so V is
         # zeroed there as well as the scores masked
@@ -89,12 +96,7 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
         v = ct.where(pos[:, None] < n, v, 0)
         s = ct.mma(q, ct.transpose(k), ct.zeros((rows, PAGE), dtype=np.float32))
         s = ct.where(pos[None, :] <= limit, s, -np.inf)
-        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
-        p = ct.exp2(s * qk_scale - m_new)
-        alpha = ct.exp2(m - m_new)
-        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
-        acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
-        m = m_new
+        m, l, acc = _online_softmax_step(s, v, m, l, acc, qk_scale, Q.dtype)
     # a split whose keys a row cannot see leaves l = 0: output 0, log-sum-exp -inf
     out = acc / ct.where(l > 0, l, 1.0)
     if SPLIT:
