@@ -54,10 +54,10 @@ MLA_SHAPES = [(64, 4096), (64, 8192)]
 TENSOR_PEAK = 989e12
 # (name, rows a step, hints, lazy rescale): the configurations --mla-variants times
 MLA_VARIANTS = [
-    ("bn32 (default)", 32, {}, True),
+    ("bn32", 32, {}, True),
     ("bn32 eager rescale", 32, {}, False),
     ("bn32 no producer", 32, {"warp_specialize": False}, True),
-    ("bn64 (2 stages)", 64, {}, True),
+    ("bn64 (default; 2 stages)", 64, {}, True),
     ("bn64 eager rescale", 64, {}, False),
     ("bn64 no producer", 64, {"warp_specialize": False}, True),
 ]

@@ -188,19 +188,21 @@ def bench_model(name, raw, args, copy_tbs):
                 res[f"tileir_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(llm, prompts[b], new)
             res["tileir_cuda_graphs"] = bool(llm.engine.graphs)
             res["tileir_prefill_ms"] = ours_prefill_ms(llm, long)
-            # the prompt's SwiGLU as two GEMMs and silu_mul (Backend.split_swiglu_rows)
-            llm.backend.split_swiglu_rows = 256
-            res["tileir_prefill_split_swiglu_ms"] = ours_prefill_ms(llm, long)
-            llm.backend.split_swiglu_rows = None
+            # the prompt's SwiGLU in one two-accumulator kernel (by default two GEMMs
+            # and silu_mul: Backend.split_swiglu_rows)
+            split, llm.backend.split_swiglu_rows = llm.backend.split_swiglu_rows, None
+            res["tileir_prefill_fused_swiglu_ms"] = ours_prefill_ms(llm, long)
+            llm.backend.split_swiglu_rows = split
             res["tileir_b1_vs_bound"] = res["tileir_b1_tok_s"] / res["bound_tok_s"]
             if args.profile:
                 res["profile_b1"] = profile_decode(llm, prompts[1], copy_tbs)
-            # the GEMMs prefetching their first tiles into L2 before the wait for the
-            # previous kernel (Backend.l2_prefetch; docs/gpu-backend.md)
-            llm.backend.l2_prefetch = True
-            llm.engine.graphs.clear()
-            res["tileir_l2_prefetch_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new)
+            # the decode GEMMs without their first tiles prefetched into L2 before the
+            # wait for the previous kernel (on by default: Backend.l2_prefetch)
             llm.backend.l2_prefetch = False
+            llm.engine.graphs.clear()
+            res["tileir_no_l2_prefetch_b1_tok_s"] = ((new - 1)
+                                                     / ours_decode_s(llm, prompts[1], new))
+            llm.backend.l2_prefetch = True
             # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
             llm.backend.fuse_norm = True
             llm.engine.graphs.clear()
@@ -299,15 +301,15 @@ def table(results) -> str:
             lines.append(f"| {r['model']} | prefill (ms) | {ours or 0:.1f} | "
                          f"{r['hf_eager_prefill_ms']:.1f} | | "
                          f"{(r['hf_eager_prefill_ms'] / ours) if ours else 0:.2f} (vs eager) | |")
-        if "tileir_prefill_split_swiglu_ms" in r:
-            lines.append(f"| {r['model']} | prefill, SwiGLU as two GEMMs (ms) | "
-                         f"{r['tileir_prefill_split_swiglu_ms']:.1f} | | | "
-                         f"{r['hf_eager_prefill_ms'] / r['tileir_prefill_split_swiglu_ms']:.2f} "
+        if "tileir_prefill_fused_swiglu_ms" in r:
+            lines.append(f"| {r['model']} | prefill, SwiGLU in one kernel (ms) | "
+                         f"{r['tileir_prefill_fused_swiglu_ms']:.1f} | | | "
+                         f"{r['hf_eager_prefill_ms'] / r['tileir_prefill_fused_swiglu_ms']:.2f} "
                          f"(vs eager) | |")
-        if "tileir_l2_prefetch_b1_tok_s" in r:
-            lines.append(f"| {r['model']} | decode b1, GEMMs prefetch into L2 (tok/s) | "
-                         f"{r['tileir_l2_prefetch_b1_tok_s']:.1f} | | | | "
-                         f"{r['tileir_l2_prefetch_b1_tok_s'] / r['bound_tok_s']:.2f} |")
+        if "tileir_no_l2_prefetch_b1_tok_s" in r:
+            lines.append(f"| {r['model']} | decode b1, no L2 prefetch (tok/s) | "
+                         f"{r['tileir_no_l2_prefetch_b1_tok_s']:.1f} | | | | "
+                         f"{r['tileir_no_l2_prefetch_b1_tok_s'] / r['bound_tok_s']:.2f} |")
         if "tileir_fuse_norm_b1_tok_s" in r:
             lines.append(f"| {r['model']} | decode b1, norms fused into GEMMs (tok/s) | "
                          f"{r['tileir_fuse_norm_b1_tok_s']:.1f} | | | | "

@@ -75,12 +75,15 @@ class Backend:
         self.device, self.dtype_name = device, dtype
         self.exact = dtype == "float32"          # f32 GEMMs on the FMA units, not as tf32
         self.fuse_norm = fuse_norm                # RMSNorm inside the GEMM that reads it
-        # SwiGLU of this many rows or more as two GEMMs and silu_mul (None: always fused)
-        self.split_swiglu_rows: int | None = None
-        # the GEMMs (linear, linear_add, linear_swiglu) with the `l2_prefetch` kernel
-        # option: their first weight tiles into L2 before the wait for the previous
-        # kernel (docs/gpu-backend.md; bench/llm.py measures it)
-        self.l2_prefetch = False
+        # SwiGLU of this many rows or more as two GEMMs and silu_mul (None: always
+        # fused).  Measured on an H200 (bench/RESULTS.md, 2026-11-29): Llama-3-8B's
+        # 2048-token prefill 75.0 ms fused, 60.4 ms split.
+        self.split_swiglu_rows: int | None = 256
+        # the decode GEMMs (linear, linear_add, linear_swiglu over at most DECODE_ROWS
+        # rows) with the `l2_prefetch` kernel option: their first weight tiles into L2
+        # before the wait for the previous kernel (docs/gpu-backend.md).  H200,
+        # 2026-11-29: Llama-3-8B batch-1 decode 185.7 -> 191.9 tok/s.
+        self.l2_prefetch = True
         if device == "cuda":
             import torch
             if not torch.cuda.is_available():
@@ -185,13 +188,14 @@ class Backend:
         (`_gemm_tiles`), or for a GEMM over at most DECODE_ROWS rows (and no fused norm)
         the tiles of its own that a sweep of the decode shapes found faster than the
         compiler's retiling (`_DECODE`; bench/sweep_llm_decode.py, figures in
-        bench/RESULTS.md); with `l2_prefetch`, the kernel with that option."""
+        bench/RESULTS.md); with `l2_prefetch`, a decode GEMM's kernel with that option."""
         tiles = self._gemm_tiles(m, n, accumulators)
         tuned = _DECODE.get(kernel.name)
         if (tuned is not None and norm is None and not self.exact and self.torch is not None
                 and m <= DECODE_ROWS and tuned[2] <= n <= tuned[3]):
             kernel, tiles = tuned[:2]
-        return (_l2_prefetching(kernel) if self.l2_prefetch else kernel), tiles
+        prefetch = self.l2_prefetch and self.torch is not None and m <= DECODE_ROWS
+        return (_l2_prefetching(kernel) if prefetch else kernel), tiles
 
     def linear(self, x, w, out=None, residual=None, norm=None):
         """x @ w^T; with residual, residual += x @ w^T in the GEMM's epilogue; with
