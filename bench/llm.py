@@ -378,18 +378,22 @@ class RandomCheckpoint:
         return w.mul_(0.1 if name.endswith("e_score_correction_bias") else self.std)
 
 
-def model_bytes(llm) -> int:
+def model_bytes(llm, token: bool = False) -> int:
     """The weight bytes this rank holds (each array once), as the single-GPU bound counts
     them (every weight, the embedding table too), less DeepSeek's whole kv_b: decode
-    reads it as W_UK and W_UV, which are counted."""
+    reads it as W_UK and W_UV, which are counted.  token: what one token's step reads
+    (batch 1): of the routed experts only the top_k / n_routed_experts share a token is
+    routed to, spread evenly over the ranks."""
     m, seen, total = llm.model, set(), 0
-    arrays = [m.embed, m.lm_head, m.norm] + [a for layer in m.layers
-                                            for k, a in layer.items() if k != "kv_b"]
-    for a in arrays:
-        if id(a) not in seen and isinstance(a, torch.Tensor):
+    share = (llm.cfg.num_experts_per_tok / llm.cfg.n_routed_experts
+             if token and getattr(llm.cfg, "n_routed_experts", 0) else 1.0)
+    for layer in [{"embed": m.embed, "lm_head": m.lm_head, "norm": m.norm}] + m.layers:
+        for k, a in layer.items():
+            if k == "kv_b" or id(a) in seen or not isinstance(a, torch.Tensor):
+                continue
             seen.add(id(a))
-            total += _nbytes(a)
-    return total
+            total += _nbytes(a) * (share if k in ("w_gate_up", "w_down") else 1.0)
+    return int(total)
 
 
 def bench_tp_model(name, raw, fits_one, args, copy_tbs, shard, host_group):
@@ -428,11 +432,19 @@ def bench_tp_model(name, raw, fits_one, args, copy_tbs, shard, host_group):
             dist.barrier(group=host_group)
         try:
             llm = LLM(d, tensor_parallel_size=shard.size, **kw)
-            rank_bytes = torch.tensor([model_bytes(llm)], device="cuda")
+            rank_bytes = torch.tensor([model_bytes(llm), model_bytes(llm, token=True)],
+                                      device="cuda", dtype=torch.float64)
             dist.all_reduce(rank_bytes, op=dist.ReduceOp.MAX)
-            res["rank_weight_gb"] = rank_bytes.item() / 1e9
-            res["bound_tok_s"] = copy_tbs * 1e12 / rank_bytes.item()
+            res["rank_weight_gb"] = rank_bytes[0].item() / 1e9
+            res["rank_token_gb"] = rank_bytes[1].item() / 1e9     # read by a batch-1 step
+            res["bound_tok_s"] = copy_tbs * 1e12 / rank_bytes[1].item()
             decode_and_prefill(llm, "tp")
+            res["tp_peer_all_reduce"] = llm.model.shard.peer is not None
+            if res["tp_peer_all_reduce"]:     # batch 1 again with every all-reduce NCCL's
+                llm.model.shard.use_peer(False)
+                llm.engine.graphs.clear()
+                res["tp_nccl_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new)
+                llm.model.shard.use_peer(True)
             res["tp_b1_vs_bound"] = res["tp_b1_tok_s"] / res["bound_tok_s"]
             for b in batches:
                 if f"tp1_b{b}_tok_s" in res:
@@ -466,19 +478,28 @@ def tp_table(results) -> str:
             lines.append(f"| {model} | decode b{b} (tok/s), TP={n} | {ours:.1f} | "
                          f"{_fmt(one, none='does not fit')} | "
                          f"{_fmt(ours / one if one else None, '.2f')} | {bound} |")
+        if "tp_nccl_b1_tok_s" in r:
+            ours, one = r["tp_nccl_b1_tok_s"], r.get("tp1_b1_tok_s")
+            lines.append(f"| {model} | decode b1, NCCL all-reduces (tok/s), TP={n} | "
+                         f"{ours:.1f} | {_fmt(one, none='does not fit')} | "
+                         f"{_fmt(ours / one if one else None, '.2f')} | "
+                         f"{ours / r['bound_tok_s']:.2f} |")
         if "tp_prefill_ms" in r:
             ours, one = r["tp_prefill_ms"], r.get("tp1_prefill_ms")
             lines.append(f"| {model} | prefill (ms), TP={n} | {ours:.1f} | {_fmt(one)} | "
                          f"{_fmt(one / ours if one else None, '.2f')} | |")
         if "bound_tok_s" in r:
             lines.append(f"| {model} | bound b1 (tok/s), TP={n} | {r['bound_tok_s']:.1f} "
-                         f"({r['rank_weight_gb']:.2f} GB a rank) | | | |")
+                         f"({r.get('rank_token_gb', r['rank_weight_gb']):.2f} GB a token "
+                         f"reads, of {r['rank_weight_gb']:.2f} GB a rank) | | | |")
     return "\n".join(lines)
 
 
 def main_tp(args):
     import torch.distributed as dist
     from tileir.llm import parallel
+    # the peer all-reduce (opt-in in the app) timed, and batch 1 again without it
+    os.environ.setdefault("TILEIR_PEER_REDUCE", "1")
     shard = parallel.init("cuda", args.tp)        # multicast off, NCCL, this rank's GPU
     host_group = dist.new_group(backend="gloo")    # waits on the host (TP=1 on rank 0)
     device = torch.cuda.get_device_name()

@@ -290,18 +290,20 @@ GPU_MODELS = {
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("arch", list(GPU_MODELS))
-def test_nccl_two_gpus_match_one(tmp_path, arch):
+@pytest.mark.parametrize("arch,peer", [("llama", True), ("deepseek", True), ("llama", False)])
+def test_nccl_two_gpus_match_one(tmp_path, arch, peer):
     """Real widths, two layers, random weights: TP=2 over NCCL against TP=1 on one of the
     GPUs: float32 greedy tokens identical and logits within 2e-3; bfloat16 logits within
     5e-2 and the same tokens (but past a near tie); CUDA-graph decode (collectives in
-    the graph) identical to eager.  Each rank asserts; `_gpu_rank` below."""
+    the graph) identical to eager.  With peer, the decode steps' reductions go over peer
+    memory (tileir.llm.peer; the ranks must have made it), else all through NCCL
+    (TILEIR_PEER_REDUCE=0, the default).  Each rank asserts; `_gpu_rank` below."""
     torch = _torch()
     if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
         pytest.skip("needs two CUDA GPUs")
     (tmp_path / "config.json").write_text(json.dumps(GPU_MODELS[arch]))
     seed = str(int(np.random.default_rng().integers(1 << 30)))
-    env = {**os.environ, **parallel.MULTICAST_OFF}
+    env = {**os.environ, **parallel.MULTICAST_OFF, "TILEIR_PEER_REDUCE": str(int(peer))}
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                           "--nproc-per-node", "2", __file__, "--gpu-rank", str(tmp_path),
                           seed], capture_output=True, text=True, env=env, timeout=1200)
@@ -350,6 +352,8 @@ def _gpu_rank(model_dir, seed):
             torch.cuda.empty_cache()
         dist.barrier()
         llm = LLM(model_dir, dtype=dtype, tensor_parallel_size=2, **kw)
+        peer = os.environ.get("TILEIR_PEER_REDUCE") == "1"
+        assert (llm.model.shard.peer is not None) == peer, "peer all-reduce not made"
         ours = _run(llm, prompts, steps)
         if dtype == "bfloat16":
             assert llm.engine.graphs, "bf16 decode should replay CUDA graphs"
@@ -365,7 +369,8 @@ def _gpu_rank(model_dir, seed):
         del llm
         torch.cuda.empty_cache()
     if shard.rank == 0:
-        print("rank 0: TP=2 matches TP=1", flush=True)
+        print(f"rank 0: TP=2 matches TP=1 (peer all-reduce "
+              f"{os.environ.get('TILEIR_PEER_REDUCE') == '1'})", flush=True)
     parallel.shutdown()
 
 

@@ -198,16 +198,17 @@ class Backend:
         return (_l2_prefetching(kernel) if prefetch else kernel), tiles
 
     def linear(self, x, w, out=None, residual=None, norm=None):
-        """x @ w^T; with residual, residual += x @ w^T in the GEMM's epilogue; with
-        norm = (g, eps), RMSNorm(x) * g @ w^T."""
+        """x @ w^T; with residual, residual + x @ w^T in the GEMM's epilogue, into out
+        (by default residual itself); with norm = (g, eps), RMSNorm(x) * g @ w^T."""
         m, n = x.shape[0], w.shape[0]
         if residual is not None:
             if norm is not None:
                 raise ValueError("a residual GEMM takes no fused norm")
+            out = residual if out is None else out
             kernel, (bm, bn, bk) = self._gemm(K.linear_add, m, n, None)
             self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), kernel,
-                         (x, w, residual, residual, bm, bn, bk, self.exact))
-            return residual
+                         (x, w, residual, out, bm, bn, bk, self.exact))
+            return out
         out = self.empty((m, n)) if out is None else out
         g, eps = norm if norm is not None else (x, 0.0)
         kernel, (bm, bn, bk) = self._gemm(K.linear, m, n, norm)

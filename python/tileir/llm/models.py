@@ -89,6 +89,7 @@ class Model:
         self.scale = rope_mod.softmax_scale(cfg)
         self.layers = [self.load_layer(i) for i in range(cfg.num_layers)]
         self.caches = None
+        sh.connect(backend, cfg.hidden_size)   # the decode step's reductions over peer memory
 
     def w(self, name, split=None, dtype=None, host=None):
         """A checkpoint tensor, split by the shard, on the backend."""
@@ -117,22 +118,34 @@ class Model:
         return self.shard.gather_logits(be, be.linear(x, self.lm_head, out=out, norm=norm),
                                         self.cfg.vocab_size)
 
-    def mlp(self, x, norm, residual, gate, up, down):
+    def mlp(self, x, norm, residual, gate, up, down, then=None):
         a = self.be.linear_swiglu(x, gate, up, norm=norm)
-        self.shard.add_row_parallel(self.be, a, down, residual)
+        return self.shard.add_row_parallel(self.be, a, down, residual, then)
+
+    def then(self, g):
+        """The norm (g, eps) that a tensor-parallel reduction may apply to the residual it
+        makes, for the GEMM after it (`Shard.add_row_parallel`); None where the backend
+        fuses norms into GEMMs."""
+        return None if self.be.fuse_norm else (g, self.cfg.rms_norm_eps)
 
     def forward(self, batch: Batch):
         be = self.be
+        self.shard.begin_step()
         residual = self.shard.embedding(be, batch.ids, self.embed)
+        ready = None            # RMSNorm(residual) * g of the next norm, made by a reduction
         for i, layer in enumerate(self.layers):
-            x, norm = self.normed(residual, layer["ln1"])
-            self.attention(i, layer, x, norm, residual, batch)
+            after = self.then(self.layers[i + 1]["ln1"]) if i + 1 < len(self.layers) else None
+            x, norm = (ready, None) if ready is not None else self.normed(residual, layer["ln1"])
+            ready = self.attention(i, layer, x, norm, residual, batch, self.then(layer["ln2"]))
             if "router" in layer:                # route and experts read the normed rows
-                x, _ = self.normed(residual, layer["ln2"], fuse=False)
-                self.moe(layer, x, residual)
+                x = ready if ready is not None else self.normed(residual, layer["ln2"],
+                                                                fuse=False)[0]
+                ready = self.moe(layer, x, residual, after)
             else:
-                x, norm = self.normed(residual, layer["ln2"])
-                self.mlp(x, norm, residual, layer["gate"], layer["up"], layer["down"])
+                x, norm = (ready, None) if ready is not None else self.normed(residual,
+                                                                              layer["ln2"])
+                ready = self.mlp(x, norm, residual, layer["gate"], layer["up"], layer["down"],
+                                 after)
         return self.logits(residual, batch)
 
 
@@ -162,7 +175,7 @@ class Llama(Model):
         shape = (num_pages, page, 2 * self.hkv, self.cfg.head_dim)
         self.caches = [self.be.zeros(shape) for _ in self.layers]
 
-    def attention(self, i, layer, x, norm, residual, batch):
+    def attention(self, i, layer, x, norm, residual, batch, then=None):
         be, d, hq, hkv = self.be, self.cfg.head_dim, self.hq, self.hkv
         t = x.shape[0]
         qkv = be.linear(x, layer["qkv"], norm=norm)
@@ -179,7 +192,7 @@ class Llama(Model):
         else:
             o = be.attention_decode(q, cache[:, :, :hkv], cache[:, :, hkv:], batch.block_table,
                                     batch.seq_lens, batch.host_seq_lens, self.scale)
-        self.shard.add_row_parallel(be, o.reshape(t, -1), layer["o"], residual)
+        return self.shard.add_row_parallel(be, o.reshape(t, -1), layer["o"], residual, then)
 
 
 def _pow2(n: int) -> int:
@@ -270,7 +283,7 @@ class DeepseekV3(Model):
         width = self.cfg.kv_lora_rank + self.cfg.qk_rope_head_dim
         self.caches = [self.be.zeros((num_pages, page, width)) for _ in self.layers]
 
-    def attention(self, i, layer, x, norm, residual, batch):
+    def attention(self, i, layer, x, norm, residual, batch, then=None):
         be, cfg = self.be, self.cfg
         t, h = x.shape[0], self.heads
         nope, rp, r = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank
@@ -297,7 +310,7 @@ class DeepseekV3(Model):
             o = self.absorbed(layer, q, cache, batch)
         else:
             o = self.expanded_decode(layer, q, cache, batch)
-        self.shard.add_row_parallel(be, o.reshape(t, -1), layer["o"], residual)
+        return self.shard.add_row_parallel(be, o.reshape(t, -1), layer["o"], residual, then)
 
     def absorbed(self, layer, q, cache, batch):
         """Attention in the absorbed form: q_abs = [q_nope @ W_UK, rope(q_rope)] against the
@@ -376,7 +389,7 @@ class DeepseekV3(Model):
             be.copy_heads(of[:, :, :vd], o[i:i + 1])
         return o
 
-    def moe(self, layer, x, residual):
+    def moe(self, layer, x, residual, then=None):
         be, cfg = self.be, self.cfg
         ids, weights = be.moe_route(x, layer["router"], layer["router_bias"],
                                     top_k=cfg.num_experts_per_tok, n_group=cfg.n_group,
@@ -390,8 +403,9 @@ class DeepseekV3(Model):
         # the shared expert adds into the routed sum: with several ranks, both are this
         # rank's share, and one all-reduce sums them
         a = be.linear_swiglu(x, layer["sgate"], layer["sup"])
-        be.linear(a, layer["sdown"], residual=out)
-        self.shard.add_partial(be, out, residual)
+        part = self.shard.partial_out(*residual.shape)     # the peer buffer, or None
+        out = be.linear(a, layer["sdown"], residual=out, out=part)
+        return self.shard.add_partial(be, out, residual, then)
 
 
 ARCHS = {"llama": Llama, "deepseek_v3": DeepseekV3}

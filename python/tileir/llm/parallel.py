@@ -23,6 +23,9 @@ Where the ranks' work meets, the models call this class:
   buffer, no add kernel);
 - `add_partial`: the MoE layer's sum (routed experts and shared expert) all-reduced, then
   added to the residual;
+- on CUDA with TILEIR_PEER_REDUCE=1, the decode step's reductions (at most `peer.ROWS`
+  rows) go over peer memory instead: the partial products into buffers the other GPUs read, one tileir kernel
+  summing them into the residual with the next RMSNorm (`connect`, tileir.llm.peer);
 - `local_experts`: the router runs replicated; each rank keeps the (token, expert)
   pairs of its own experts (renumbered from 0) and gives the others weight 0 on its
   first expert (`local_experts`): each rank's experts run for every token they were
@@ -117,6 +120,10 @@ class Shard:
     rank: int = 0
     size: int = 1
     group: object = dataclasses.field(default=None, compare=False)
+    # the peer reductions once `connect` made them, and those `use_peer(False)` set
+    # aside (lists: the dataclass is frozen)
+    _peer: list = dataclasses.field(default_factory=list, compare=False, repr=False)
+    _peer_off: list = dataclasses.field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self):
         if self.size < 1 or not 0 <= self.rank < self.size:
@@ -202,21 +209,96 @@ class Shard:
                    (ids, table, out, self.rank * table.shape[0], tile))
         return self.all_reduce(out)
 
-    def add_row_parallel(self, be, x, w, residual):
+    def add_row_parallel(self, be, x, w, residual, norm=None):
         """residual += x @ w^T for a row-parallel weight (x holds this rank's slice of the
-        inputs).  One rank: the add is the GEMM's epilogue.  More: rank 0 adds its partial
-        product in the epilogue, the others write theirs over their copy of the residual,
-        and one all-reduce in place sums them."""
+        inputs).  Returns RMSNorm(residual) * g for norm = (g, eps) where the reduction
+        made it (the peer path), else None (the caller norms).  One rank: the add is the
+        GEMM's epilogue.  More, on the peer path (`connect`): each rank's GEMM writes its
+        partial product into its peer buffer and `peer.reduce_norm` sums them into the
+        residual, the norm after it in the same kernel.  Otherwise rank 0 adds its
+        partial product in the epilogue, the others write theirs over their copy of the
+        residual, and one all-reduce in place sums them."""
+        part = self.partial_out(x.shape[0], w.shape[0])
+        if part is not None:
+            be.linear(x, w, out=part)
+            return self.reduce_into(be, part, residual, norm)
         if self.size == 1 or self.rank == 0:
             be.linear(x, w, residual=residual)
         else:
             be.linear(x, w, out=residual)
         self.all_reduce(residual)
+        return None
 
-    def add_partial(self, be, x, residual):
+    def add_partial(self, be, x, residual, norm=None):
         """residual += the sum over ranks of x (the MoE layer's output: each rank's
-        experts' share and its slice of the shared expert)."""
-        be.add_(self.all_reduce(x), residual)
+        experts' share and its slice of the shared expert); x from `partial_out` when
+        that gave a buffer.  Returns what `reduce_into` does."""
+        return self.reduce_into(be, x, residual, norm)
+
+    # ---- peer reductions (tileir.llm.peer): the decode step's all-reduces
+
+    def connect(self, be, width: int):
+        """Peer reductions of rows `width` wide for this group, where it can take them: a
+        CUDA backend, 2 to peer.MAX_RANKS ranks, TILEIR_PEER_REDUCE=1 (opt-in until
+        measured on two GPUs: docs/llm.md), and GPUs that map each other's memory (all
+        ranks agree; where any cannot, each keeps the plain all-reduce and rank 0 says
+        why)."""
+        if (self.size == 1 or be.torch is None or self._peer or self._peer_off
+                or os.environ.get("TILEIR_PEER_REDUCE", "0") != "1"):
+            return
+        from . import peer
+        if self.size > peer.MAX_RANKS:
+            return
+        import torch
+        made, why = None, ""
+        try:
+            made = peer.PeerReduce(self.group, self.rank, self.size, width, be.dtype,
+                                   torch.device("cuda", torch.cuda.current_device()))
+        except Exception as e:             # no peer mapping here: the plain all-reduce
+            why = f"{type(e).__name__}: {e}"
+        if self.agree_min(int(made is not None)):
+            self._peer.append(made)
+        elif self.rank == 0:
+            import sys
+            print(f"tileir.llm: peer all-reduce unavailable, NCCL all-reduces instead"
+                  f"{' (' + why[:300] + ')' if why else ''}", file=sys.stderr)
+
+    def use_peer(self, on: bool):
+        """Takes the peer path (on, where `connect` made it) or the plain all-reduce for
+        the reductions to come (the benchmark's comparison; decode graphs captured
+        before keep the path they were captured with)."""
+        src, dst = (self._peer_off, self._peer) if on else (self._peer, self._peer_off)
+        dst.extend(src)
+        src.clear()
+
+    @property
+    def peer(self):
+        """The PeerReduce that `connect` made, or None."""
+        return self._peer[0] if self._peer else None
+
+    def begin_step(self):
+        """A forward pass starts: its reductions take the peer slots from the first (so
+        a CUDA graph captured at any step replays the same slot order)."""
+        if self._peer:
+            self._peer[0].calls = 0
+
+    def partial_out(self, rows: int, width: int):
+        """The array a rank's partial sum of (rows, width) goes into for the next
+        `reduce_into`: its peer buffer on the peer path, else None (any array)."""
+        p = self.peer
+        return p.partial(rows) if p is not None and p.fits(rows, width) else None
+
+    def reduce_into(self, be, part, residual, norm=None):
+        """residual += the sum over ranks of part; returns RMSNorm(residual) * g (norm =
+        (g, eps)) where the peer path made it in the same kernel, else None."""
+        p = self.peer
+        if p is not None and p.fits(*residual.shape):
+            if part.data_ptr() != p.partial(residual.shape[0]).data_ptr():
+                raise ValueError("on the peer path a partial sum must be in the buffer "
+                                 "that partial_out gave")
+            return p.reduce(be, residual, norm)
+        be.add_(self.all_reduce(part), residual)
+        return None
 
     def local_experts(self, be, ids, weights, experts: int):
         """The router's (T, top_k) expert ids and weights for this rank's experts (see
