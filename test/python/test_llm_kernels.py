@@ -171,7 +171,7 @@ def _bf(*shape):
                                                 _bf(64, 4096), 128, 128, 64, False), (1, 32, 1)),
 ])
 def test_llama_8b_gemms_run_on_wgmma_and_tma(name, kernel, args, grid, tmp_path):
-    from test_tensor_cores import _sass
+    from test_tensor_cores import _sass_text
     ck = kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
     ops = _sass(ck.cubin, tmp_path)
     assert ops["HGMMA"] and ops["UTMALDG"], sorted(ops)
@@ -236,7 +236,7 @@ def test_attention_exact(s, l, causal):
 
 @pytest.mark.parametrize("d,bm", [(128, 8), (256, 4)])
 def test_attention_exact_compiles_without_spills(d, bm, tmp_path):
-    from test_tensor_cores import _sass
+    from test_tensor_cores import _sass_text
     q = np.zeros((1, 32, 300, d), np.float32)
     k = np.zeros((1, 8, 300, d), np.float32)
     ck = K.attention_exact.compile((q, k, k, q, 0.1, 32, 4, bm, 16, d, True),
@@ -245,3 +245,27 @@ def test_attention_exact_compiles_without_spills(d, bm, tmp_path):
     ops = _sass(ck.cubin, tmp_path)
     assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
     assert not ops["HMMA"] and not ops["HGMMA"], "float32 products on the tensor cores"
+
+
+def test_prompt_residual_gemms_take_their_swept_tiles(tmp_path):
+    """Backend._gemm: a residual GEMM (O, down) of PREFILL_ROWS rows or more launches
+    with _PREFILL's 128 x 256 x 64 tiles as written (the retiled 128 x 128 x 64 ran at
+    0.6x cuBLAS at 2048 rows), fewer rows with the source's; the kernel compiles for
+    sm_90a to m64n256 products without spills."""
+    import ml_dtypes
+    from test_tensor_cores import _sass_text
+    from tileir.llm import backend as B
+    be = B.Backend("numpy", "bfloat16")
+    be.torch = object()            # the swept tiles are the CUDA backend's (_gemm asks)
+    kernel, tiles = be._gemm(K.linear_add, 2048, 4096, None)
+    assert tiles == (128, 256, 64) and kernel.options.get("retile") is False
+    assert be._gemm(K.linear_add, B.PREFILL_ROWS - 1, 4096, None) == (K.linear_add,
+                                                                       (128, 128, 64))
+    assert be._gemm(K.linear_add, 2048, 1024, None)[1] == (128, 128, 64)  # not swept
+    bf = ml_dtypes.bfloat16
+    m, n, k = 2048, 4096, 4096
+    args = (np.zeros((m, k), bf), np.zeros((n, k), bf), np.zeros((m, n), bf),
+            np.zeros((m, n), bf), *tiles, False)
+    ck = kernel.compile(args, target="sm_90a", grid=(m // 128, n // 256, 1), sm_count=132)
+    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+    assert "HGMMA.64x256x16" in _sass_text(ck.cubin, tmp_path)

@@ -54,6 +54,18 @@ _DECODE = {
                6144, 6144),
 }
 
+# Prompt GEMMs (PREFILL_ROWS rows or more) likewise: at 2048 rows (H200, 2026-11-29,
+# bench/sweep_llm_decode.py 2048, TFLOP/s against cuBLAS in the same run) the residual
+# GEMMs (`linear_add`: O and down) ran at 449 and 459 TFLOP/s as the compiler retiles
+# 128 x 128 x 64, at 713 and 680 with 128 x 256 x 64 tiles as written (cuBLAS 785, 708);
+# `linear` (QKV; the split SwiGLU's products) ran at cuBLAS's speed as retiled (776
+# against 778).  Each entry as in _DECODE.
+PREFILL_ROWS = 1024
+_PREFILL = {
+    "linear_add": (K.linear_add.replace_hints(retile=False, warp_specialize=False),
+                   (128, 256, 64), 4096, 7168),
+}
+
 
 @functools.cache
 def _l2_prefetching(kernel):
@@ -185,16 +197,18 @@ class Backend:
 
     def _gemm(self, kernel, m: int, n: int, norm, accumulators: int = 1):
         """The kernel and (BM, BN, BK) tiles a GEMM launches with: the source's tiles
-        (`_gemm_tiles`), or for a GEMM over at most DECODE_ROWS rows (and no fused norm)
-        the tiles of its own that a sweep of the decode shapes found faster than the
-        compiler's retiling (`_DECODE`; bench/sweep_llm_decode.py, figures in
-        bench/RESULTS.md); with `l2_prefetch`, a decode GEMM's kernel with that option."""
+        (`_gemm_tiles`), or for a GEMM over at most DECODE_ROWS rows, or PREFILL_ROWS
+        and more (and no fused norm), the tiles of its own that a sweep of those shapes
+        found faster than the compiler's retiling (`_DECODE`, `_PREFILL`;
+        bench/sweep_llm_decode.py, figures in bench/RESULTS.md); with `l2_prefetch`, a
+        decode GEMM's kernel with that option."""
         tiles = self._gemm_tiles(m, n, accumulators)
-        tuned = _DECODE.get(kernel.name)
+        table = _DECODE if m <= DECODE_ROWS else _PREFILL if m >= PREFILL_ROWS else {}
+        tuned = table.get(kernel.name)
         if (tuned is not None and norm is None and not self.exact and self.torch is not None
-                and m <= DECODE_ROWS and tuned[2] <= n <= tuned[3]):
+                and tuned[2] <= n <= tuned[3]):
             kernel, tiles = tuned[:2]
-        prefetch = self.l2_prefetch and self.torch is not None and m <= DECODE_ROWS
+        prefetch = self.l2_prefetch and m <= DECODE_ROWS
         return (_l2_prefetching(kernel) if prefetch else kernel), tiles
 
     def linear(self, x, w, out=None, residual=None, norm=None):
