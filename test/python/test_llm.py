@@ -121,6 +121,31 @@ def test_llama_matches_reference(tmp_path, tied, fuse_norm, attention):
     assert res["tokens_agree"], res
 
 
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-4), ("bfloat16", 1e-1)])
+def test_llama_on_decode_gemvs_matches_reference(tmp_path, dtype, tol):
+    """Backend.decode_gemv: every decode step's GEMMs (QKV, O + residual, gate/up +
+    SwiGLU, down + residual, the LM head) on tileir.llm.gemv, K split in two and added
+    up by the combine kernels; prompts (more than DECODE_ROWS rows) on the GEMMs."""
+    from tileir.llm import gemv
+    d = _model(tmp_path, "llama")
+    llm = LLM(d, dtype=dtype, device="numpy", page_size=16, max_batch=4)
+    llm.backend.decode_gemv = True
+    launched = []
+    run = llm.backend._launch
+    llm.backend._launch = lambda grid, kernel, args: (launched.append(kernel.name),
+                                                      run(grid, kernel, args))
+    res = compare(llm, _prompts(np.random.default_rng(), [9, 1, 17]), steps=4)
+    assert res["max_rel_err"] < tol, res
+    if dtype == "float32":
+        assert res["tokens_agree"], res
+    names = set(launched)
+    assert {"gemv", "gemv_add", "gemv_swiglu", "combine", "combine_add",
+            "combine_swiglu"} <= names, names
+    # the prompt's 27 rows took the GEMMs
+    assert {"linear", "linear_add", "linear_swiglu"} <= names, names
+    assert gemv.plan(3, 96, 64, on_gpu=False).split == 2
+
+
 @pytest.mark.parametrize("q_lora_rank,fuse_norm,prompts", [(48, True, "varlen"),
                                                            (None, False, "dense")])
 def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank, fuse_norm, prompts):

@@ -173,8 +173,7 @@ def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
     if not 1 <= m <= 16:
         raise ValueError(f"a decode GEMV takes 1 to 16 rows, got {m}")
     if not on_gpu:
-        bm = next_pow2(m)
-        return Plan(bm, 16, 32, 2 if k > 64 else 1, exact)
+        return Plan(next_pow2(m), 16, 32, 2 if k > 32 else 1, exact)
     if exact:
         bm = next_pow2(m)
         bk = 64
