@@ -139,8 +139,8 @@ def test_llama_on_decode_gemvs_matches_reference(tmp_path, dtype, tol):
     if dtype == "float32":
         assert res["tokens_agree"], res
     names = set(launched)
-    assert {"gemv", "gemv_add", "gemv_swiglu", "combine", "combine_add",
-            "combine_swiglu"} <= names, names
+    assert {"gemv", "gemv_add", "gemv_swiglu", "gemv_combine", "gemv_combine_add",
+            "gemv_combine_swiglu"} <= names, names
     # the prompt's 27 rows took the GEMMs
     assert {"linear", "linear_add", "linear_swiglu"} <= names, names
     assert gemv.plan(3, 96, 64, on_gpu=False).split == 2

@@ -210,8 +210,7 @@ class Backend:
         call) added up by the matching combine kernel."""
         m, k = x.shape
         n = ws[0].shape[0]
-        p = G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None,
-                   weights=len(ws))
+        p = G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
         lead = (2,) if len(ws) == 2 else ()
         if p.split > 1:
             part = self.empty(lead + (p.split, m, n), self.float32)
@@ -223,12 +222,12 @@ class Backend:
         tiles = (p.bm, p.bn, p.bk, p.split, p.fma)
         if residual is not None:
             kernel, args, fin = G.gemv_add, (x, ws[0], residual, residual, part), \
-                (G.combine_add, (part, residual, residual))
+                (G.gemv_combine_add, (part, residual, residual))
         elif len(ws) == 2:
             kernel, args, fin = G.gemv_swiglu, (x, ws[0], ws[1], out, part), \
-                (G.combine_swiglu, (part, out))
+                (G.gemv_combine_swiglu, (part, out))
         else:
-            kernel, args, fin = G.gemv, (x, ws[0], out, part), (G.combine, (part, out))
+            kernel, args, fin = G.gemv, (x, ws[0], out, part), (G.gemv_combine, (part, out))
         if self.l2_prefetch and self.torch is not None:
             kernel = _l2_prefetching(kernel)
         self._launch(G.grid(n, p), kernel, args + tiles)

@@ -17,8 +17,8 @@ kernels are shaped for that, as a cuTile user writes a GEMV:
 - with SPLIT = 1 the block applies the epilogue (the cast; the residual add of
   `gemv_add`; SwiGLU's silu(g) * u of `gemv_swiglu`, each projection rounded to the
   activation dtype first as transformers does) and stores y; with SPLIT > 1 it stores
-  its f32 partial sums into `part` (SPLIT, M, N) and `combine` (`combine_add`,
-  `combine_swiglu`) adds the SPLIT partials in a fixed order and applies the epilogue:
+  its f32 partial sums into `part` (SPLIT, M, N) and `gemv_combine` (`gemv_combine_add`,
+  `gemv_combine_swiglu`) adds the SPLIT partials in a fixed order and applies the epilogue:
   two launches, no atomics, the same result on every run.
 
 `plan` picks the tiles and the split for a shape; `tileir.llm.backend.Backend` routes
@@ -44,8 +44,16 @@ def _partial(x, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Cons
     per = ct.cdiv(tiles, SPLIT)
     first = s * per
     last = min(first + per, tiles)
+    if FMA and BM == 1:
+        # products summed per element, reduced along K once after the loop; one row
+        # broadcast over the weight tile (a (BN, BK) product in the weight's layout)
+        acc = ct.zeros((BN, BK), dtype=ct.float32)
+        for k in range(first, last):
+            a = ct.load(x, index=(0, k), shape=(1, BK), padding_mode=ZERO)
+            b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
+            acc = acc + ct.astype(a, ct.float32) * ct.astype(b, ct.float32)
+        return ct.reshape(ct.sum(acc, axis=1), (1, BN))
     if FMA:
-        # products summed per element, reduced along K once after the loop
         acc = ct.zeros((BM, BN, BK), dtype=ct.float32)
         for k in range(first, last):
             a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
@@ -102,7 +110,7 @@ def _swiglu(gate, up, dtype):
 def gemv_swiglu(x, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
                 BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool]):
     """y = silu(x @ Wg^T) * (x @ Wu^T); SPLIT > 1: the two partials into part[0, s] and
-    part[1, s] ((2, SPLIT, M, N)), `combine_swiglu` finishes."""
+    part[1, s] ((2, SPLIT, M, N)), `gemv_combine_swiglu` finishes."""
     j = ct.bid(0)
     s = ct.bid(1)
     gate = _partial(x, wg, j, s, BM, BN, BK, SPLIT, FMA)
@@ -123,14 +131,16 @@ def _sum_splits(part, j, BS: ct.Constant[int], BM: ct.Constant[int], BC: ct.Cons
 
 
 @ct.kernel
-def combine(part, y, BS: ct.Constant[int], BM: ct.Constant[int], BC: ct.Constant[int]):
+def gemv_combine(part, y, BS: ct.Constant[int], BM: ct.Constant[int],
+                 BC: ct.Constant[int]):
     """y = the sum of part's (SPLIT, M, N) partials, cast to y's dtype."""
     j = ct.bid(0)
     ct.store(y, index=(0, j), tile=ct.astype(_sum_splits(part, j, BS, BM, BC), y.dtype))
 
 
 @ct.kernel
-def combine_add(part, r, y, BS: ct.Constant[int], BM: ct.Constant[int], BC: ct.Constant[int]):
+def gemv_combine_add(part, r, y, BS: ct.Constant[int], BM: ct.Constant[int],
+                     BC: ct.Constant[int]):
     """y = the sum of part's partials + r (y may be r)."""
     j = ct.bid(0)
     res = ct.astype(ct.load(r, index=(0, j), shape=(BM, BC), padding_mode=ZERO), ct.float32)
@@ -138,7 +148,7 @@ def combine_add(part, r, y, BS: ct.Constant[int], BM: ct.Constant[int], BC: ct.C
 
 
 @ct.kernel
-def combine_swiglu(part, y, BS: ct.Constant[int], BM: ct.Constant[int],
+def gemv_combine_swiglu(part, y, BS: ct.Constant[int], BM: ct.Constant[int],
                    BC: ct.Constant[int]):
     """y = silu(gate) * up from part (2, SPLIT, M, N): the gate's and the up's partials."""
     j = ct.bid(0)
@@ -150,6 +160,10 @@ def combine_swiglu(part, y, BS: ct.Constant[int], BM: ct.Constant[int],
 
 
 # ----------------------------------------------------------------------------- host side
+
+SM_SHARED = 233472      # bytes of shared memory an SM of sm_90 holds (228 KB)
+STAGES = 4              # the ring the compiler builds for the plan's tiles (what fits, <= 4)
+
 
 class Plan(NamedTuple):
     """A decode GEMV's schedule: BM activation rows (M padded), BN weight rows and BK
@@ -163,28 +177,32 @@ class Plan(NamedTuple):
 
 
 def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
-         sm_count: int = 132, weights: int = 1) -> Plan:
-    """The schedule for an (m, k) x (n, k)^T product with `weights` weights a block
-    (SwiGLU's two).  On the GPU: 64 weight rows and 128 columns a tile on the tensor
-    cores (a 64 x 8-or-16 product), K split until the grid covers the SMs about twice
-    (each split at least 8 tiles long); exact (f32 operands) sums f32 products on the
-    FMA units over (BM, BN, BK) tiles of at most 2048 products.  The interpreter takes
-    small tiles and a split, so that tests cover the combine."""
+         sm_count: int = 132) -> Plan:
+    """The schedule for an (m, k) x (n, k)^T product.
+
+    On the GPU: 64 weight rows and 128 columns a tile on the tensor cores (a 64 x 8 or
+    64 x 16 product; a ring of 4 weight and activation tiles is 74 KB of shared memory
+    at 8 rows, 3 blocks an SM, and 82 KB at 16, 2 blocks), K split in two while the
+    grid stays within the blocks the SMs hold at once and each split keeps at least 8
+    tiles: every block is resident from the start, so none waits for another to
+    finish (one row: the O projection 64 -> 256 blocks, QKV 96 -> 384, down 64 -> 256
+    over its 112 tiles; gate/up's 224 and the LM head's 2004 stay whole).  exact (f32 operands, which the tensor cores would take as tf32)
+    sums f32 products on the FMA units over (BM, BN, BK) tiles of 2048 products.  The
+    interpreter takes small tiles, and a split wherever K has two tiles, so that the
+    tests run the combine kernels."""
     if not 1 <= m <= 16:
         raise ValueError(f"a decode GEMV takes 1 to 16 rows, got {m}")
     if not on_gpu:
         return Plan(next_pow2(m), 16, 32, 2 if k > 32 else 1, exact)
     if exact:
         bm = next_pow2(m)
-        bk = 64
-        bn = max(1, 2048 // (bm * bk))
-        return Plan(bm, bn, bk, 1, True)
+        return Plan(bm, max(1, 2048 // (bm * 64)), 64, 1, True)
     bm = 8 if m <= 8 else 16
     bn, bk = 64, 128
-    blocks = ct.cdiv(n, bn)
-    tiles = ct.cdiv(k, bk)
+    blocks, tiles = ct.cdiv(n, bn), ct.cdiv(k, bk)
+    resident = SM_SHARED // (STAGES * (bn + bm) * bk * 2 + 2048)  # + barriers, reserve
     split = 1
-    while blocks * split < 2 * sm_count and tiles // (split * 2) >= 8:
+    while blocks * split * 2 <= resident * sm_count and tiles // (split * 2) >= 8:
         split *= 2
     return Plan(bm, bn, bk, split, False)
 
