@@ -356,3 +356,57 @@ def test_plan_on_the_gpu_against_torch(kind, n, k, m):
     assert not y.isnan().any()
     err = ((y.float() - ref).abs().max() / ref.abs().max().clamp(min=1.0)).item()
     assert err < 2e-2, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_llama_on_decode_gemvs_matches_transformers(tmp_path, dtype):
+    """Llama-3-8B widths, two layers, Backend.decode_gemv on.  bf16: eight one-token
+    prompts in one step of 8 rows (every GEMM, the LM head too, on the GEMVs), their
+    logits against transformers' fp32 within twice its own bf16 run's error, as
+    test_gpu_llm; float32: 32 greedy tokens (the decode steps' GEMMs on the exact FMA
+    GEMVs) identical to transformers' generate."""
+    import gc
+    import shutil
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from test_gpu_llm import (LLAMA3_8B_2L, _hf_last_logits, _ours_last_logits, _rel,
+                              _save_hf)
+    from tileir.llm import LLM
+    raw = LLAMA3_8B_2L
+    rng = np.random.default_rng()
+    try:
+        model = _save_hf(raw, tmp_path, torch.float32)
+        if dtype == "bfloat16":
+            prompts = [[int(t)] for t in rng.integers(0, raw["vocab_size"], 8)]
+            fp32 = _hf_last_logits(model, prompts)
+            hf16 = _hf_last_logits(model.to(torch.bfloat16), prompts)
+        else:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            prompts = [rng.integers(0, raw["vocab_size"], n).tolist() for n in (5, 64)]
+            with torch.no_grad():
+                theirs = []
+                for p in prompts:
+                    ids = torch.tensor([p], device="cuda")
+                    out = model.generate(ids, attention_mask=torch.ones_like(ids),
+                                         do_sample=False, max_new_tokens=32,
+                                         min_new_tokens=32)
+                    theirs.append(out[0, len(p):].tolist())
+        del model
+        gc.collect()
+        torch.cuda.empty_cache()
+        llm = LLM(str(tmp_path), dtype=dtype, max_model_len=512, max_batch=8)
+        llm.backend.decode_gemv = True
+        if dtype == "bfloat16":
+            ours = _ours_last_logits(llm, prompts)
+            assert torch.isfinite(ours).all()
+            err, hf_err = _rel(ours, fp32), _rel(hf16, fp32)
+            assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (err, hf_err)
+        else:
+            ours = [o.token_ids for o in llm.generate(prompts, max_new_tokens=32,
+                                                      ignore_eos=True)]
+            assert ours == theirs
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
