@@ -63,14 +63,18 @@ out = []
 t0 = time.time()
 
 def gemv_variants(n, k):
-    """(name, kernel, plan) of the decode GEMVs for an (M, k) x (n, k)^T product."""
+    """(name, hints, plan) of the decode GEMVs for an (M, k) x (n, k)^T product: the
+    plan as the backend launches it (and without l2_prefetch), other tiles and splits
+    (64 weight rows on wgmma, 16-32 on mma.sync), deeper rings, a producer warpgroup,
+    and at one row the FMA form."""
     plan = G.plan(M, n, k)
     out = [("gemv/plan/l2pf", "l2pf", plan), ("gemv/plan", None, plan)]
-    near = {plan.split, max(1, plan.split // 2)}
-    for bn, bk, splits in ((64, 128, (1, 2, 4, 8)), (64, 256, near), (128, 128, near)):
-        for sp in sorted(splits):
+    for bn, bk, splits in ((64, 128, (1, 2, 4, 8)), (64, 256, (1, 2)), (128, 128, (1, 2)),
+                           (32, 128, (1, 2, 4)), (32, 256, (1, 2)), (16, 256, (1, 2)),
+                           (16, 512, (1,))):
+        for sp in splits:
             p = plan._replace(bn=bn, bk=bk, split=sp)
-            if p != plan and ct.cdiv(k, bk) >= sp:
+            if p != plan and ct.cdiv(k, bk) >= 2 * sp:
                 out.append((f"gemv/{bn}x{bk}/k{sp}/l2pf", "l2pf", p))
     for hint, tag in ((dict(num_stages=6), "s6"), (dict(num_stages=8), "s8"),
                       (dict(warp_specialize=True), "ws")):

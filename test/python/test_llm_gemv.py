@@ -104,13 +104,17 @@ def test_empty_splits_and_rows_past_m_are_harmless():
 
 
 def test_plan():
-    # Llama-3-8B's decode GEMMs at one row: the grids the SMs hold at once
-    for (n, k), split in {(6144, 4096): 4, (4096, 4096): 4, (4096, 14336): 4,
-                          (14336, 4096): 1, (128256, 4096): 1}.items():
+    # Llama-3-8B's decode GEMMs at one row: a block for every SM without splitting K
+    for (n, k), (bn, bk) in {(6144, 4096): (32, 128), (4096, 4096): (16, 256),
+                             (4096, 14336): (16, 256), (14336, 4096): (64, 128),
+                             (128256, 4096): (64, 128)}.items():
         p = G.plan(1, n, k)
-        assert (p.bm, p.bn, p.bk, p.split, p.fma) == (8, 64, 128, split, False), (n, k, p)
-        assert ct.cdiv(n, p.bn) * p.split <= 3 * 132 or p.split == 1
-    assert G.plan(16, 6144, 4096).split == 2          # 82 KB rings: 2 blocks an SM
+        assert (p.bm, p.bn, p.bk, p.split, p.fma) == (8, bn, bk, 1, False), (n, k, p)
+        assert ct.cdiv(n, p.bn) >= 132
+    # too narrow even at 16 rows a block: K split until the SMs have a block each
+    p = G.plan(1, 1024, 4096)
+    assert (p.bn, p.split) == (16, 2)
+    assert G.plan(1, 1024, 1024).split == 1           # 4 tiles: too short to split
     assert G.plan(9, 6144, 4096).bm == 16
     exact = G.plan(3, 4096, 4096, exact=True)
     assert exact.fma and exact.bm * exact.bn * exact.bk == 2048
@@ -211,7 +215,8 @@ LLAMA = [("linear", 6144, 4096), ("add", 4096, 4096), ("swiglu", 14336, 4096),
 @pytest.mark.parametrize("kind,n,k", LLAMA, ids=["qkv", "o", "gate_up", "down"])
 def test_tensor_core_plan_streams_weights_through_tma_rings(kind, n, k, m, tmp_path):
     """The plan's kernels: each weight (and activation) tile a TMA box into a ring of
-    STAGES slots (as many loads in flight a block), wgmma 64 x 8 or 16, no local memory,
+    STAGES slots (as many loads in flight a block), the weight rows the product's M
+    (wgmma 64 x 8 or 16 at 64 rows, mma.sync m16n8k16 at 16 or 32), no local memory,
     the shared memory the plan counts on (its blocks an SM), and a steady loop of few
     instructions per weight byte (the tensor cores and TMA do the work: no per-element
     address arithmetic)."""
@@ -228,22 +233,30 @@ def test_tensor_core_plan_streams_weights_through_tma_rings(kind, n, k, m, tmp_p
     assert G.STAGES * tile_bytes <= ck.meta["shared_bytes"] < G.STAGES * tile_bytes + 2048
     insns = _instructions(_sass_text(ck.cubin, tmp_path))
     ops = collections.Counter(op.split(".")[0] for _, op, _ in insns)
-    assert ops["UTMALDG"] and ops["HGMMA"], ops
+    mma = "HGMMA" if p.bn == 64 else "HMMA"
+    assert ops["UTMALDG"] and ops[mma], ops
     assert not ops["LDL"] and not ops["STL"], ops
     # the rows are the product's N: 64 x 8 or 64 x 16, not a 64-row activation tile
-    shapes = set(re.findall(r"wgmma\.mma_async\S*\.(m\d+n\d+k\d+)", ck.artifacts["ptx"]))
-    assert shapes == {f"m64n{p.bm}k16"}, shapes
+    ptx = ck.artifacts["ptx"]
+    if p.bn == 64:
+        shapes = set(re.findall(r"wgmma\.mma_async\S*\.(m\d+n\d+k\d+)", ptx))
+        assert shapes == {f"m64n{p.bm}k16"}, shapes
+    else:
+        assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16" in ptx
     # the steady loop: the innermost that issues the products and the next tiles' TMA
     # loads (the longer backward branches are the mbarrier waits' out-of-line retries
     # jumping back into it); its instructions per weight byte an iteration
     warps = ck.meta["num_threads"] // 32
     steady = [body for body in _loops(insns)
-              if {"HGMMA", "UTMALDG"} <= {op.split(".")[0] for _, op, _ in body}]
+              if {mma, "UTMALDG"} <= {op.split(".")[0] for _, op, _ in body}]
     assert steady, "no loop issues the products and the loads"
     body = min(steady, key=len)
-    assert sum(op.startswith("HGMMA") for _, op, _ in body) == p.bk // 16
+    products = sum(op.split(".")[0] == mma for _, op, _ in body)
+    # wgmma: one 64 x BM x 16 a K step; mma.sync: one 16 x 8 x 16 a (row block, K step,
+    # 8 rows)
+    assert products == (p.bk // 16 if p.bn == 64 else p.bn // 16 * p.bk // 16 * p.bm // 8)
     per_byte = len(body) * warps / (p.bn * p.bk * 2)
-    assert per_byte < 0.1, per_byte                 # ~0.05: 200 instructions, 4 warps, 16 KB
+    assert per_byte < 0.1, per_byte     # 0.02-0.05: 165-250 instructions, 1-4 warps, 8-16 KB
 
 
 @pytest.mark.parametrize("kind", ["linear", "add", "swiglu"])
@@ -290,30 +303,38 @@ def test_l2_prefetch_option_reaches_the_gemv_rings():
     assert len(wait) == 1 and pf and max(pf) < wait[0]
 
 
-@pytest.mark.parametrize("kind", ["add", "swiglu"])
-def test_generated_code_in_the_simulator(kind):
+@pytest.mark.parametrize("kind,bn,bk,split", [("add", 64, 128, 2), ("swiglu", 64, 128, 2),
+                                             ("linear", 16, 256, 1)])
+def test_generated_code_in_the_simulator(kind, bn, bk, split):
     """sm_90a code in tileir.sim on a ragged shape: 3 rows, 96 weight rows (a partial
-    64-row tile), 328 columns (three 128-wide tiles, the last partial) split two ways;
-    then the combine."""
+    64-row tile on wgmma; six 16-row blocks on mma.sync), 328 columns (three 128-wide
+    tiles or two 256-wide, the last partial), K split two ways then the combine, or
+    whole."""
     from tileir.kernel import hardware_grid
     from tileir.sim import simulate
     rng = np.random.default_rng()
     m, n, k = 3, 96, 328
     x, ws, r = _inputs(rng, kind, m, n, k, BF16)
-    p = G.Plan(8, 64, 128, 2, False)
+    p = G.Plan(8, bn, bk, split, False)
     lead = (2,) if kind == "swiglu" else ()
     part = np.full(lead + (p.split, m, n), np.nan, np.float32)
     if kind == "add":
         y = r.copy()
         kernel, args = G.gemv_add, (x, ws[0], y, y, part)
         fin, fargs = G.gemv_combine_add, (part, y, y)
-    else:
+    elif kind == "swiglu":
         y = np.full((m, n), np.nan, BF16)
         kernel, args = G.gemv_swiglu, (x, ws[0], ws[1], y, part)
         fin, fargs = G.gemv_combine_swiglu, (part, y)
-    for kern, a, grid in ((kernel, args + tuple(p), G.grid(n, p)),
-                          (fin, fargs + G.combine_tiles(m, n, p),
-                           (ct.cdiv(n, G.combine_tiles(m, n, p)[2]),))):
+    else:
+        y = np.full((m, n), np.nan, BF16)
+        kernel, args = G.gemv, (x, ws[0], y, part)
+        fin, fargs = G.gemv_combine, (part, y)
+    launches = [(kernel, args + tuple(p), G.grid(n, p))]
+    if split > 1:
+        ctiles = G.combine_tiles(m, n, p)
+        launches.append((fin, fargs + ctiles, (ct.cdiv(n, ctiles[2]),)))
+    for kern, a, grid in launches:
         grid = tuple(grid) + (1,) * (3 - len(grid))
         ck = kern.compile(a, "gpu", target="sm_90a", grid=grid, sm_count=132)
         simulate(ck, hardware_grid(ck.meta, grid), a)

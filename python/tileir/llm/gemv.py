@@ -11,7 +11,7 @@ kernels are shaped for that, as a cuTile user writes a GEMV:
   beside it (a (BM, BK) tile, BM the rows padded to a power of two);
 - the product is transposed, W (BN, BK) @ x^T (BK, BM): the weight rows are the
   tensor cores' M and the activation rows their N (8 or 16), so no 64-row activation
-  tile of padding is read; or, with FMA, f32 products summed element-wise into a
+  tile of padding is read (64 weight rows run on wgmma, 16 or 32 on mma.sync); or, with FMA, f32 products summed element-wise into a
   (BM, BN, BK) tile that is reduced along K once, after the loop (one activation
   row, and the float32 mode, whose f32 operands the tensor cores would take as tf32);
 - with SPLIT = 1 the block applies the epilogue (the cast; the residual add of
@@ -163,6 +163,9 @@ def gemv_combine_swiglu(part, y, BS: ct.Constant[int], BM: ct.Constant[int],
 
 SM_SHARED = 233472      # bytes of shared memory an SM of sm_90 holds (228 KB)
 STAGES = 4              # the ring the compiler builds for the plan's tiles (what fits, <= 4)
+# (BN, BK) a block, widest first: 64 weight rows on wgmma (64 x 8 or 16), 32 and 16 on
+# mma.sync (one warp a block); a weight tile of 16 or 8 KB
+TILES = ((64, 128), (32, 128), (16, 256))
 
 
 class Plan(NamedTuple):
@@ -180,16 +183,15 @@ def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
          sm_count: int = 132) -> Plan:
     """The schedule for an (m, k) x (n, k)^T product.
 
-    On the GPU: 64 weight rows and 128 columns a tile on the tensor cores (a 64 x 8 or
-    64 x 16 product; a ring of 4 weight and activation tiles is 74 KB of shared memory
-    at 8 rows, 3 blocks an SM, and 82 KB at 16, 2 blocks), K split in two while the
-    grid stays within the blocks the SMs hold at once and each split keeps at least 8
-    tiles: every block is resident from the start, so none waits for another to
-    finish (one row: the O projection 64 -> 256 blocks, QKV 96 -> 384, down 64 -> 256
-    over its 112 tiles; gate/up's 224 and the LM head's 2004 stay whole).  exact (f32 operands, which the tensor cores would take as tf32)
-    sums f32 products on the FMA units over (BM, BN, BK) tiles of 2048 products.  The
-    interpreter takes small tiles, and a split wherever K has two tiles, so that the
-    tests run the combine kernels."""
+    On the GPU: the widest of TILES whose grid gives every SM a block (so a split K, and
+    its combine launch, only where N is too narrow for that even at 16 rows a block:
+    then K split in two until it does, while the SMs hold every block at once and each
+    split keeps 8 tiles).  Llama-3-8B at one row: QKV 192 blocks of 32 rows, O and
+    down 256 of 16, gate/up 224 of 64, the LM head 2004 of 64; a ring of STAGES tiles
+    is 41-74 KB of shared memory, 3-5 blocks an SM.  exact (f32 operands, which the
+    tensor cores would take as tf32) sums f32 products on the FMA units over
+    (BM, BN, BK) tiles of 2048 products.  The interpreter takes small tiles, and a split
+    wherever K has two tiles, so that the tests run the combine kernels."""
     if not 1 <= m <= 16:
         raise ValueError(f"a decode GEMV takes 1 to 16 rows, got {m}")
     if not on_gpu:
@@ -198,11 +200,12 @@ def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
         bm = next_pow2(m)
         return Plan(bm, max(1, 2048 // (bm * 64)), 64, 1, True)
     bm = 8 if m <= 8 else 16
-    bn, bk = 64, 128
+    bn, bk = next(((bn, bk) for bn, bk in TILES if ct.cdiv(n, bn) >= sm_count), TILES[-1])
     blocks, tiles = ct.cdiv(n, bn), ct.cdiv(k, bk)
     resident = SM_SHARED // (STAGES * (bn + bm) * bk * 2 + 2048)  # + barriers, reserve
     split = 1
-    while blocks * split * 2 <= resident * sm_count and tiles // (split * 2) >= 8:
+    while (blocks * split < sm_count and blocks * split * 2 <= resident * sm_count
+           and tiles // (split * 2) >= 8):
         split *= 2
     return Plan(bm, bn, bk, split, False)
 
