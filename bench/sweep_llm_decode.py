@@ -62,11 +62,12 @@ def kern(fn, stages, ws):
 out = []
 t0 = time.time()
 
-def gemv_variants(n, k):
+def gemv_variants(n, k, swiglu=False):
     """(name, hints, plan) of the decode GEMVs for an (M, k) x (n, k)^T product: the
     plan as the backend launches it (and without l2_prefetch), other tiles and splits
     (64 weight rows on wgmma, 16-32 on mma.sync), deeper rings, a producer warpgroup,
-    and at one row the FMA form."""
+    at one row the FMA form, and for SwiGLU gemv_swiglu_fused ("gemv/fused/...": both
+    weights in one loop; hints "fused")."""
     plan = G.plan(M, n, k)
     out = [("gemv/plan/l2pf", "l2pf", plan), ("gemv/plan", None, plan)]
     for bn, bk, splits in ((64, 128, (1, 2, 4, 8)), (64, 256, (1, 2)), (128, 128, (1, 2)),
@@ -82,6 +83,10 @@ def gemv_variants(n, k):
     if M == 1:                         # one row on the FMA units, 16-byte weight loads
         for bn, bk, sp in ((8, 256, 1), (16, 256, 1), (8, 512, 2), (4, 512, 1)):
             out.append((f"gemv/{bn}x{bk}/k{sp}/fma/l2pf", "l2pf", G.Plan(1, bn, bk, sp, True)))
+    if swiglu:
+        for bn, bk in ((64, 128), (32, 128), (16, 256)):
+            out.append((f"gemv/fused/{bn}x{bk}/k1/l2pf", "fused",
+                        plan._replace(bn=bn, bk=bk, split=1)))
     return out
 
 
@@ -102,17 +107,20 @@ for name, n, k in shapes:
                 "gate_up": G.gemv_swiglu}[name]
         fin = {G.gemv: G.gemv_combine, G.gemv_add: G.gemv_combine_add,
                G.gemv_swiglu: G.gemv_combine_swiglu}[kind]
+        if hints == "fused":
+            kind, hints = G.gemv_swiglu_fused, "l2pf"
         if hints == "l2pf":
             hints = dict(l2_prefetch=True)
         kernel = kind.replace_hints(**hints) if hints else kind
-        lead = (2,) if kind is G.gemv_swiglu else ()
+        swiglu = kind in (G.gemv_swiglu, G.gemv_swiglu_fused)
+        lead = (2,) if swiglu else ()
         part = torch.empty(lead + (p.split, M, n), device="cuda", dtype=torch.float32)
         tiles = tuple(p)
         grid = G.grid(n, p) + (1,)
         ctiles = G.combine_tiles(M, n, p)
         cgrid = (ct.cdiv(n, ctiles[2]), 1, 1)
         def args(i):
-            if kind is G.gemv_swiglu:
+            if swiglu:
                 return (x, ws_[i], wu[i], y, part), (part, y)
             if kind is G.gemv_add:
                 return (x, ws_[i], y, y, part), (part, y, y)
@@ -145,7 +153,7 @@ for name, n, k in shapes:
             cands += [("tuned", tuned, tl),
                       ("tuned/l2pf", tuned.replace_hints(l2_prefetch=True), tl)]
     if M <= 16:         # the decode GEMVs (Backend.decode_gemv), first: the budget
-        cands += [(c, ("gemv", h), p) for c, h, p in gemv_variants(n, k)]
+        cands += [(c, ("gemv", h), p) for c, h, p in gemv_variants(n, k, name == "gate_up")]
     if GEMV_ONLY:
         tiles, depths = [], ()
     elif M > 64:        # prefill rows: the tiles of large GEMMs, deeper rings

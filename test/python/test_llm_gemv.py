@@ -31,7 +31,7 @@ def _run(kind, x, ws, r, p: G.Plan, out_dtype):
     """Launch `kind` ('linear', 'add', 'swiglu') as Backend._gemv does, in the interpreter;
     outputs and partials NaN-poisoned."""
     m, n = x.shape[0], ws[0].shape[0]
-    lead = (2,) if kind == "swiglu" else ()
+    lead = (2,) if kind in ("swiglu", "fused") else ()
     part = np.full(lead + (p.split, m, n), np.nan, np.float32)
     tiles = (p.bm, p.bn, p.bk, p.split, p.fma)
     if kind == "add":
@@ -40,9 +40,9 @@ def _run(kind, x, ws, r, p: G.Plan, out_dtype):
         kernel = G.gemv_add
     else:
         y = np.full((m, n), np.nan, out_dtype)
-        if kind == "swiglu":
-            kernel, args, fin = G.gemv_swiglu, (x, ws[0], ws[1], y, part), \
-                (G.gemv_combine_swiglu, (part, y))
+        if kind in ("swiglu", "fused"):
+            kernel = G.gemv_swiglu if kind == "swiglu" else G.gemv_swiglu_fused
+            args, fin = (x, ws[0], ws[1], y, part), (G.gemv_combine_swiglu, (part, y))
         else:
             kernel, args, fin = G.gemv, (x, ws[0], y, part), (G.gemv_combine, (part, y))
     ct.launch(None, G.grid(n, p), kernel, args + tiles)
@@ -55,12 +55,13 @@ def _run(kind, x, ws, r, p: G.Plan, out_dtype):
 def _inputs(rng, kind, m, n, k, dtype):
     x = rng.standard_normal((m, k)).astype(dtype)
     ws = [(rng.standard_normal((n, k)) / np.sqrt(k)).astype(dtype)
-          for _ in range(2 if kind == "swiglu" else 1)]
+          for _ in range(2 if kind in ("swiglu", "fused") else 1)]
     r = rng.standard_normal((m, n)).astype(dtype) if kind == "add" else None
     return x, ws, r
 
 
 def _check(y, ref, dtype):
+    """y against the float64 reference: no NaN left, within one output rounding."""
     y = y.astype(np.float64)
     assert not np.isnan(y).any()
     # bf16: one rounding of the output (and of each SwiGLU projection) against float64
@@ -69,13 +70,16 @@ def _check(y, ref, dtype):
     assert err < tol, err
 
 
-@pytest.mark.parametrize("kind", ["linear", "add", "swiglu"])
+@pytest.mark.parametrize("kind", ["linear", "add", "swiglu", "fused"])
 @pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
 @pytest.mark.parametrize("m", [1, 5, 16])
 @pytest.mark.parametrize("split,fma", [(1, False), (3, False), (1, True), (2, True)])
 def test_gemv_family_against_float64(kind, dtype, m, split, fma):
     """Ragged N (45: a partial weight-row tile) and K (100: three 32-wide tiles and a
-    partial one); split 3 of 4 K tiles leaves the last split one tile, and split 2 two."""
+    partial one); split 3 of 4 K tiles leaves the last split one tile, and split 2 two.
+    "fused": gemv_swiglu_fused, both weights in one loop (tensor cores only)."""
+    if kind == "fused" and fma:
+        pytest.skip("gemv_swiglu_fused has no FMA form")
     rng = np.random.default_rng()
     n, k = 45, 100
     x, ws, r = _inputs(rng, kind, m, n, k, dtype)
@@ -190,13 +194,15 @@ def _llama_args(kind, m, n, k, p, dtype=BF16):
     x = np.zeros((m, k), dtype)
     w = np.zeros((n, k), dtype)
     y = np.zeros((m, n), dtype)
-    lead = (2,) if kind == "swiglu" else ()
+    lead = (2,) if kind in ("swiglu", "fused") else ()
     part = np.zeros(lead + (p.split, m, n), np.float32)
     tiles = tuple(p)
     if kind == "add":
         return G.gemv_add, (x, w, y, y, part) + tiles
     if kind == "swiglu":
         return G.gemv_swiglu, (x, w, w, y, part) + tiles
+    if kind == "fused":
+        return G.gemv_swiglu_fused, (x, w, w, y, part) + tiles
     return G.gemv, (x, w, y, part) + tiles
 
 
@@ -257,6 +263,22 @@ def test_tensor_core_plan_streams_weights_through_tma_rings(kind, n, k, m, tmp_p
     assert products == (p.bk // 16 if p.bn == 64 else p.bn // 16 * p.bk // 16 * p.bm // 8)
     per_byte = len(body) * warps / (p.bn * p.bk * 2)
     assert per_byte < 0.1, per_byte     # 0.02-0.05: 165-250 instructions, 1-4 warps, 8-16 KB
+
+
+def test_fused_swiglu_streams_both_weights_through_one_ring(tmp_path):
+    """gemv_swiglu_fused at gate/up's widths, 32 weight rows: one ring of STAGES slots
+    (x, W_g and W_u tiles: 74 KB, 3 blocks an SM), mma.sync, no local memory."""
+    p = G.Plan(8, 32, 128, 1, False)
+    kernel, args = _llama_args("fused", 1, 14336, 4096, p)
+    grid = G.grid(14336, p)
+    ring = _compile(kernel, args, grid, "pipeline").ir()
+    assert re.findall(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ring) == [str(G.STAGES)]
+    ck = _compile(kernel, args, grid)
+    assert re.findall(r"(\d+) bytes spill stores", ck.ptxas_report) == ["0"]
+    assert ck.meta["shared_bytes"] < G.STAGES * (2 * p.bn + p.bm) * p.bk * 2 + 2048
+    ops = collections.Counter(op.split(".")[0]
+                              for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path)))
+    assert ops["UTMALDG"] and ops["HMMA"] and not ops["LDL"] and not ops["STL"], ops
 
 
 @pytest.mark.parametrize("kind", ["linear", "add", "swiglu"])

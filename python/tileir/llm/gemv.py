@@ -122,6 +122,33 @@ def gemv_swiglu(x, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
         ct.store(part, index=(1, s, 0, j), tile=ct.reshape(up, (1, 1, BM, BN)))
 
 
+@ct.kernel
+def gemv_swiglu_fused(x, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
+                      BK: ct.Constant[int], SPLIT: ct.Constant[int],
+                      FMA: ct.Constant[bool]):
+    """`gemv_swiglu` with both weights' tiles in one loop (one ring of x, W_g and W_u
+    tiles, as the MoE's gate_up_decode) instead of a loop a weight: no second ring's
+    ramp between the two, at twice the ring's bytes a stage.  Tensor cores only (FMA is
+    taken for the signature and must be False)."""
+    j = ct.bid(0)
+    s = ct.bid(1)
+    tiles = ct.num_tiles(wg, axis=1, shape=(BN, BK))
+    per = ct.cdiv(tiles, SPLIT)
+    first = s * per
+    last = min(first + per, tiles)
+    g = ct.zeros((BN, BM), dtype=ct.float32)
+    u = ct.zeros((BN, BM), dtype=ct.float32)
+    for k in range(first, last):
+        xt = ct.transpose(ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO))
+        g = ct.mma(ct.load(wg, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, g)
+        u = ct.mma(ct.load(wu, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, u)
+    if SPLIT == 1:
+        ct.store(y, index=(0, j), tile=_swiglu(ct.transpose(g), ct.transpose(u), y.dtype))
+    else:
+        ct.store(part, index=(0, s, 0, j), tile=ct.reshape(ct.transpose(g), (1, 1, BM, BN)))
+        ct.store(part, index=(1, s, 0, j), tile=ct.reshape(ct.transpose(u), (1, 1, BM, BN)))
+
+
 @ct.function
 def _sum_splits(part, j, BS: ct.Constant[int], BM: ct.Constant[int], BC: ct.Constant[int]):
     """The SPLIT partials of columns j * BC.. added (BS: SPLIT rounded up to a power of
