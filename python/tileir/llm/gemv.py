@@ -21,6 +21,10 @@ kernels are shaped for that, as a cuTile user writes a GEMV:
   `gemv_combine_swiglu`) adds the SPLIT partials in a fixed order and applies the epilogue:
   two launches, no atomics, the same result on every run.
 
+`gemv_swiglu` runs a loop a weight (each its own ring); `gemv_swiglu_fused` loads both
+weights' tiles in one loop (one ring, no ramp between the two), a candidate the
+decode sweep ranks (bench/sweep_llm_decode.py --gemv).
+
 `plan` picks the tiles and the split for a shape; `tileir.llm.backend.Backend` routes
 its GEMMs of at most DECODE_ROWS rows here when `decode_gemv` is set.
 """
