@@ -2,7 +2,8 @@
 in real widths.
 
     python bench/llm.py [--out DIR] [--models llama3-8b,deepseek-v3-small] [--quick]
-                        [--no-compile] [--profile] [--results-md bench/RESULTS.md]
+                        [--no-compile] [--profile] [--decode-gemv]
+                        [--results-md bench/RESULTS.md]
 
 Models: Llama-3-8B-shaped (all 32 layers, random bf16 weights) and a DeepSeek-V3-shaped
 model with fewer layers and experts that fits one GPU (real widths: hidden 7168, MLA
@@ -18,6 +19,9 @@ transformers' own state dict).  Decode is also set against the weight-streaming
 bound: the model's weight bytes over the run's measured copy bandwidth (the best of
 large device-to-device copies, bytes read + written over time, as bench/llm_ops.py
 measures it), the time a step needs to read every weight once.
+
+`--decode-gemv` adds batch-1 decode with the decode GEMMs on tileir.llm.gemv
+(`Backend.decode_gemv`; with --profile, its step by kernel too).
 
 Prints a table, writes llm.json and llm.png into --out and, with --results-md,
 appends a dated entry to that file.
@@ -203,6 +207,16 @@ def bench_model(name, raw, args, copy_tbs):
             res["tileir_no_l2_prefetch_b1_tok_s"] = ((new - 1)
                                                      / ours_decode_s(llm, prompts[1], new))
             llm.backend.l2_prefetch = True
+            if args.decode_gemv:
+                # the decode GEMMs on tileir.llm.gemv (Backend.decode_gemv)
+                llm.backend.decode_gemv = True
+                llm.engine.graphs.clear()
+                res["tileir_decode_gemv_b1_tok_s"] = ((new - 1)
+                                                      / ours_decode_s(llm, prompts[1], new))
+                if args.profile:
+                    res["profile_b1_decode_gemv"] = profile_decode(llm, prompts[1], copy_tbs)
+                llm.backend.decode_gemv = False
+                llm.engine.graphs.clear()
             # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
             llm.backend.fuse_norm = True
             llm.engine.graphs.clear()
@@ -221,7 +235,8 @@ def _nbytes(t) -> int:
 
 
 def gemm_weight_bytes(llm) -> dict:
-    """Weight bytes each GEMM kernel streams in one decode step, by kernel name."""
+    """Weight bytes each GEMM kernel streams in one decode step, by kernel name (the
+    decode GEMVs under their own names when `decode_gemv` is on)."""
     out = {"linear": _nbytes(llm.model.lm_head), "linear_add": 0, "linear_swiglu": 0}
     for layer in llm.model.layers:
         for key, kernel in (("qkv", "linear"), ("a", "linear"), ("q_b", "linear"),
@@ -231,6 +246,9 @@ def gemm_weight_bytes(llm) -> dict:
                             ("sup", "linear_swiglu")):
             if key in layer:
                 out[kernel] += _nbytes(layer[key])
+    if llm.backend.decode_gemv:
+        out = {{"linear": "gemv", "linear_add": "gemv_add",
+                "linear_swiglu": "gemv_swiglu"}[k]: v for k, v in out.items()}
     return out
 
 
@@ -310,6 +328,10 @@ def table(results) -> str:
             lines.append(f"| {r['model']} | decode b1, no L2 prefetch (tok/s) | "
                          f"{r['tileir_no_l2_prefetch_b1_tok_s']:.1f} | | | | "
                          f"{r['tileir_no_l2_prefetch_b1_tok_s'] / r['bound_tok_s']:.2f} |")
+        if "tileir_decode_gemv_b1_tok_s" in r:
+            lines.append(f"| {r['model']} | decode b1, GEMMs on tileir.llm.gemv (tok/s) | "
+                         f"{r['tileir_decode_gemv_b1_tok_s']:.1f} | | | | "
+                         f"{r['tileir_decode_gemv_b1_tok_s'] / r['bound_tok_s']:.2f} |")
         if "tileir_fuse_norm_b1_tok_s" in r:
             lines.append(f"| {r['model']} | decode b1, norms fused into GEMMs (tok/s) | "
                          f"{r['tileir_fuse_norm_b1_tok_s']:.1f} | | | | "
@@ -547,6 +569,8 @@ def main():
     ap.add_argument("--results-md", default=None)
     ap.add_argument("--profile", action="store_true",
                     help="each kernel's share of a batch-1 decode step (torch.profiler)")
+    ap.add_argument("--decode-gemv", action="store_true",
+                    help="also batch-1 decode with Backend.decode_gemv (tileir.llm.gemv)")
     ap.add_argument("--tp", type=int, default=1, metavar="N",
                     help="tensor parallelism over N GPUs (run under torchrun --nproc-per-node "
                          "N): TP=N against TP=1 and the N GPUs' bound, no transformers")
@@ -575,6 +599,9 @@ def main():
         if r.get("profile_b1"):
             text += f"\n\n{r['model']}, batch-1 decode step by kernel:\n\n" + profile_table(
                 r["profile_b1"])
+        if r.get("profile_b1_decode_gemv"):
+            text += (f"\n\n{r['model']}, batch-1 decode step by kernel, decode GEMMs on "
+                     f"tileir.llm.gemv:\n\n" + profile_table(r["profile_b1_decode_gemv"]))
     print(text)
     plot(results, os.path.join(args.out, "llm.png"))
     if args.results_md:

@@ -1,6 +1,8 @@
 """Tile sweep of tileir.llm's decode GEMMs (Llama-3-8B widths), weights streamed from memory.
 
     OUT=DIR python bench/sweep_llm_decode.py [M]        (M rows, default 1)
+    OUT=DIR python bench/sweep_llm_decode.py [M] --gemv (the decode GEMVs against the
+                                                         backend's tiles and torch)
 
 Each variant: 8 launches over 8 weight copies in one CUDA graph (no launch finds its
 weight in L2), replayed; weight bytes over the time a launch, against the run's copy
@@ -9,17 +11,28 @@ over the tiles of large GEMMs.  Variants: the kernel as the compiler
 retiles it ("plain"), retile=False with explicit tiles, ring stages and warp
 specialization, tileir.llm's decode tiles ("tuned"), at decode rows the plain and tuned
 kernels with `l2_prefetch` ("/l2pf"), and torch (cuBLAS; SwiGLU as two products and
-silu * up).  Prints the best four per shape, writes sweep_m{M}.json into $OUT.  The measurement behind
-tileir.llm.backend's decode tiles (_DECODE)."""
+silu * up).  At decode rows also tileir.llm.gemv's kernels: "gemv/plan/l2pf" as
+Backend.decode_gemv launches them (gemv.plan's tiles and split, the l2_prefetch
+option, the combine kernel when K is split; its launch is in the timed graph), and
+"gemv/BNxBK/kS[/sN][/ws][/fma]" other tiles, splits, ring stages, a producer
+warpgroup, FMA products.  With --gemv: only the backend's current kernels
+(plain/l2pf, tuned/l2pf), the GEMVs and torch, and the LM head (128256 x 4096) too.
+Prints the best four per shape, writes sweep_m{M}.json (--gemv: gemv_m{M}.json) into
+$OUT.  The measurement behind tileir.llm.backend's decode tiles (_DECODE) and
+Backend.decode_gemv."""
 import sys, json, time, torch
 sys.path.insert(0, "bench")
 from llm_ops import copy_bandwidth
 import tileir as ct
 from tileir.llm import kernels as K
+from tileir.llm import gemv as G
 from tileir.llm.backend import _DECODE
 bw = copy_bandwidth() * 1e12
 print(f"copy {bw/1e12:.2f} TB/s", flush=True)
-M = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+GEMV_ONLY = "--gemv" in sys.argv
+pos = [a for a in sys.argv[1:] if not a.startswith("--")]
+M = int(pos[0]) if pos else 1
+BUDGET_S = 420 if GEMV_ONLY else 230         # the sweep stops adding candidates past it
 COPIES = 8
 def graph_us(fn):
     fn(); torch.cuda.synchronize()
@@ -48,21 +61,89 @@ def kern(fn, stages, ws):
     return variants[key]
 out = []
 t0 = time.time()
-for name, n, k in (("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336), ("gate_up", 14336, 4096)):
+
+def gemv_variants(n, k, swiglu=False):
+    """(name, hints, plan) of the decode GEMVs for an (M, k) x (n, k)^T product: the
+    plan as the backend launches it (and without l2_prefetch), other tiles and splits
+    (64 weight rows on wgmma, 16-32 on mma.sync), deeper rings, a producer warpgroup,
+    at one row the FMA form, and for SwiGLU gemv_swiglu_fused ("gemv/fused/...": both
+    weights in one loop; hints "fused")."""
+    plan = G.plan(M, n, k)
+    out = [("gemv/plan/l2pf", "l2pf", plan), ("gemv/plan", None, plan)]
+    for bn, bk, splits in ((64, 128, (1, 2, 4, 8)), (64, 256, (1, 2)), (128, 128, (1, 2)),
+                           (32, 128, (1, 2, 4)), (32, 256, (1, 2)), (16, 256, (1, 2)),
+                           (16, 512, (1,))):
+        for sp in splits:
+            p = plan._replace(bn=bn, bk=bk, split=sp)
+            if p != plan and ct.cdiv(k, bk) >= 2 * sp:
+                out.append((f"gemv/{bn}x{bk}/k{sp}/l2pf", "l2pf", p))
+    for hint, tag in ((dict(num_stages=6), "s6"), (dict(num_stages=8), "s8"),
+                      (dict(warp_specialize=True), "ws")):
+        out.append((f"gemv/plan/{tag}/l2pf", dict(hint, l2_prefetch=True), plan))
+    if M == 1:                         # one row on the FMA units, 16-byte weight loads
+        for bn, bk, sp in ((8, 256, 1), (16, 256, 1), (8, 512, 2), (4, 512, 1)):
+            out.append((f"gemv/{bn}x{bk}/k{sp}/fma/l2pf", "l2pf", G.Plan(1, bn, bk, sp, True)))
+    if swiglu:
+        for bn, bk in ((64, 128), (32, 128), (16, 256)):
+            out.append((f"gemv/fused/{bn}x{bk}/k1/l2pf", "fused",
+                        plan._replace(bn=bn, bk=bk, split=1)))
+    return out
+
+
+shapes = [("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336), ("gate_up", 14336, 4096)]
+if GEMV_ONLY:
+    shapes.append(("lm_head", 128256, 4096))
+for name, n, k in shapes:
     ws_ = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(COPIES)]
     wu = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(COPIES)] if name == "gate_up" else None
     x = torch.randn(M, k, device="cuda", dtype=torch.bfloat16)
-    y = torch.empty(M, n, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty(M, n, device="cuda",        # the LM head's logits are float32
+                    dtype=torch.float32 if name == "lm_head" else torch.bfloat16)
     nbytes = n * k * 2 * (2 if wu else 1)
     res = {"shape": name, "M": M}
+    def run_gemv(hints, p):
+        """gemv (+ its combine when K is split) over the copies, as Backend._gemv."""
+        kind = {"qkv": G.gemv, "lm_head": G.gemv, "o": G.gemv_add, "down": G.gemv_add,
+                "gate_up": G.gemv_swiglu}[name]
+        fin = {G.gemv: G.gemv_combine, G.gemv_add: G.gemv_combine_add,
+               G.gemv_swiglu: G.gemv_combine_swiglu}[kind]
+        if hints == "fused":
+            kind, hints = G.gemv_swiglu_fused, "l2pf"
+        if hints == "l2pf":
+            hints = dict(l2_prefetch=True)
+        kernel = kind.replace_hints(**hints) if hints else kind
+        swiglu = kind in (G.gemv_swiglu, G.gemv_swiglu_fused)
+        lead = (2,) if swiglu else ()
+        part = torch.empty(lead + (p.split, M, n), device="cuda", dtype=torch.float32)
+        tiles = tuple(p)
+        grid = G.grid(n, p) + (1,)
+        ctiles = G.combine_tiles(M, n, p)
+        cgrid = (ct.cdiv(n, ctiles[2]), 1, 1)
+        def args(i):
+            if swiglu:
+                return (x, ws_[i], wu[i], y, part), (part, y)
+            if kind is G.gemv_add:
+                return (x, ws_[i], y, y, part), (part, y, y)
+            return (x, ws_[i], y, part), (part, y)
+        def fn():
+            for i in range(COPIES):
+                a, c = args(i)
+                ct.launch(None, grid, kernel, a + tiles)
+                if p.split > 1:
+                    ct.launch(None, cgrid, fin, c + ctiles)
+        return fn
+
     def run(kernel, bm, bn, bk):
         grid = (ct.cdiv(M, bm), ct.cdiv(n, bn), 1)
         if name == "gate_up":
             return lambda: [ct.launch(None, grid, kernel, (x, x, 0.0, ws_[i], wu[i], y, bm, bn, bk, False, False)) for i in range(COPIES)]
         if name in ("o", "down"):
             return lambda: [ct.launch(None, grid, kernel, (x, ws_[i], y, y, bm, bn, bk, False)) for i in range(COPIES)]
+        if name == "lm_head":          # float32 logits, as the model's head
+            return lambda: [ct.launch(None, grid, kernel, (x, x, 0.0, ws_[i], y, bm, bn, bk, False, False)) for i in range(COPIES)]
         return lambda: [ct.launch(None, grid, kernel, (x, x, 0.0, ws_[i], y, bm, bn, bk, False, False)) for i in range(COPIES)]
-    base = {"qkv": K.linear, "o": K.linear_add, "down": K.linear_add, "gate_up": K.linear_swiglu}[name]
+    base = {"qkv": K.linear, "lm_head": K.linear, "o": K.linear_add, "down": K.linear_add,
+            "gate_up": K.linear_swiglu}[name]
     plain_tiles = (128, 64, 64) if name == "gate_up" else (128, 128, 64)
     cands = [("plain", base, plain_tiles)]
     if M <= 64:         # the first tiles into L2 before the wait (l2_prefetch), as retiled
@@ -71,7 +152,11 @@ for name, n, k in (("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336)
             tuned, tl = _DECODE[base.name][:2]
             cands += [("tuned", tuned, tl),
                       ("tuned/l2pf", tuned.replace_hints(l2_prefetch=True), tl)]
-    if M > 64:          # prefill rows: the tiles of large GEMMs, deeper rings
+    if M <= 16:         # the decode GEMVs (Backend.decode_gemv), first: the budget
+        cands += [(c, ("gemv", h), p) for c, h, p in gemv_variants(n, k, name == "gate_up")]
+    if GEMV_ONLY:
+        tiles, depths = [], ()
+    elif M > 64:        # prefill rows: the tiles of large GEMMs, deeper rings
         tiles = [(128, 128, 64), (128, 256, 64)] if name != "gate_up" else \
             [(128, 64, 64), (128, 128, 64)]
         depths = (None, 4)
@@ -83,14 +168,18 @@ for name, n, k in (("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336)
         for stages in depths:
             cands.append((f"{bm}x{bn}x{bk}/s{stages or 'auto'}/ws", kern(base.fn, stages, True), (bm, bn, bk)))
         cands.append((f"{bm}x{bn}x{bk}/sauto/nows", kern(base.fn, None, False), (bm, bn, bk)))
-    cands.append(("torch", None, None))
+    cands.insert(0, ("torch", None, None))     # first: the sweep's budget may cut the tail
     for cname, kernel, tl in cands:
         try:
             if kernel is None:
                 if name == "gate_up":
                     fn = lambda: [torch.mul(torch.nn.functional.silu(x @ ws_[i].T), x @ wu[i].T) for i in range(COPIES)]
+                elif name == "lm_head":
+                    fn = lambda: [torch.matmul(x, ws_[i].T) for i in range(COPIES)]
                 else:
                     fn = lambda: [torch.matmul(x, ws_[i].T, out=y) for i in range(COPIES)]
+            elif isinstance(kernel, tuple):
+                fn = run_gemv(kernel[1], tl)
             else:
                 fn = run(kernel, *tl)
             us = graph_us(fn)
@@ -99,12 +188,14 @@ for name, n, k in (("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336)
                 round(nbytes * M / (us * 1e-6) / 1e12, 1)
         except Exception as e:
             res[cname] = f"{type(e).__name__}: {e}"[:120]
-        if time.time() - t0 > 230:
+        if time.time() - t0 > BUDGET_S:
             break
     best = sorted(((v, c) for c, v in res.items() if isinstance(v, float)), reverse=True)[:4]
-    print(name, "plain", res.get("plain"), "torch", res.get("torch"), "best", best, flush=True)
+    print(name, "plain", res.get("plain"), "torch", res.get("torch"), "gemv/plan/l2pf",
+          res.get("gemv/plan/l2pf"), "best", best, flush=True)
     out.append(res)
     del ws_, wu
     torch.cuda.empty_cache()
 import os
-json.dump(out, open(os.path.join(os.environ.get("OUT", "."), f"sweep_m{M}.json"), "w"), indent=1)
+stem = "gemv" if GEMV_ONLY else "sweep"
+json.dump(out, open(os.path.join(os.environ.get("OUT", "."), f"{stem}_m{M}.json"), "w"), indent=1)

@@ -121,6 +121,34 @@ def test_llama_matches_reference(tmp_path, tied, fuse_norm, attention):
     assert res["tokens_agree"], res
 
 
+@pytest.mark.parametrize("arch,dtype,tol", [("llama", "float32", 1e-4),
+                                            ("llama", "bfloat16", 1e-1),
+                                            ("deepseek_v3", "float32", 1e-4)])
+def test_decode_gemvs_match_reference(tmp_path, arch, dtype, tol):
+    """Backend.decode_gemv: every decode step's GEMMs (Llama: QKV, O + residual, gate/up
+    + SwiGLU, down + residual, the LM head; DeepSeek-V3 also the MLA projections and
+    the shared expert) on tileir.llm.gemv, K split in two and added up by the combine
+    kernels; prompts (more than DECODE_ROWS rows) on the GEMMs."""
+    from tileir.llm import gemv
+    d = _model(tmp_path, arch)
+    llm = LLM(d, dtype=dtype, device="numpy", page_size=16, max_batch=4)
+    llm.backend.decode_gemv = True
+    launched = []
+    run = llm.backend._launch
+    llm.backend._launch = lambda grid, kernel, args: (launched.append(kernel.name),
+                                                      run(grid, kernel, args))
+    res = compare(llm, _prompts(np.random.default_rng(), [9, 1, 17]), steps=4)
+    assert res["max_rel_err"] < tol, res
+    if dtype == "float32":
+        assert res["tokens_agree"], res
+    names = set(launched)
+    assert {"gemv", "gemv_add", "gemv_swiglu", "gemv_combine", "gemv_combine_add",
+            "gemv_combine_swiglu"} <= names, names
+    # the prompt's 27 rows took the GEMMs
+    assert {"linear", "linear_add"} <= names, names
+    assert gemv.plan(3, 96, 64, on_gpu=False).split == 2
+
+
 @pytest.mark.parametrize("q_lora_rank,fuse_norm,prompts", [(48, True, "varlen"),
                                                            (None, False, "dense")])
 def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank, fuse_norm, prompts):
@@ -281,7 +309,7 @@ def test_text_prompts_through_tokenizer_json(tmp_path):
     assert text.text == " ".join(f"w{t}" for t in ids.token_ids)
 
 
-def _sim_backend(dtype, fuse_norm=False):
+def _sim_backend(dtype, fuse_norm=False, decode_gemv=False):
     """A NumPy backend whose launches run the kernels' generated sm_90a code in the
     simulator (tileir.sim) instead of the interpreter (the branch kernels, which launch
     themselves, stay in the interpreter)."""
@@ -293,20 +321,25 @@ def _sim_backend(dtype, fuse_norm=False):
             grid = tuple(grid) + (1,) * (3 - len(grid))
             simulate(kernel.compile(tuple(args), stage="gpu", target="sm_90a"), grid,
                      tuple(args))
-    return Sim("numpy", dtype, fuse_norm)
+    b = Sim("numpy", dtype, fuse_norm)
+    b.decode_gemv = decode_gemv
+    return b
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch,overrides,fuse_norm", [
-    ("llama", {"num_hidden_layers": 1}, False),
-    ("llama", {"num_hidden_layers": 1}, True),
-    ("deepseek_v3", {"num_hidden_layers": 1, "first_k_dense_replace": 1}, False),
+@pytest.mark.parametrize("arch,overrides,fuse_norm,decode_gemv", [
+    ("llama", {"num_hidden_layers": 1}, False, False),
+    ("llama", {"num_hidden_layers": 1}, True, False),
+    ("llama", {"num_hidden_layers": 1}, False, True),
+    ("deepseek_v3", {"num_hidden_layers": 1, "first_k_dense_replace": 1}, False, False),
 ])
-def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm):
+def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm,
+                                           decode_gemv):
     """bf16, every tileir.llm kernel as sm_90a code in the simulator (strided views, TMA
-    descriptors, the GEMMs' rings): the tiny models within bf16 error of float64."""
+    descriptors, the GEMMs' rings; with decode_gemv the decode steps' GEMVs and their
+    combines): the tiny models within bf16 error of float64."""
     d = _model(tmp_path, arch, **overrides)
-    llm = LLM(d, backend=_sim_backend("bfloat16", fuse_norm), page_size=16)
+    llm = LLM(d, backend=_sim_backend("bfloat16", fuse_norm, decode_gemv), page_size=16)
     res = compare(llm, _prompts(np.random.default_rng(), [5, 2]), steps=3)
     # bf16 activations between some twenty kernels of a random model against float64:
     # 0.011-0.018 on six seeds, 0.053 on one earlier draw; the interpreter running the

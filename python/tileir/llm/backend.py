@@ -27,6 +27,7 @@ from tileir.examples import llm_ops, next_pow2
 from tileir.examples import attention as dense_attention
 from tileir.examples.rmsnorm import rmsnorm as _rmsnorm
 
+from . import gemv as G
 from . import kernels as K
 
 
@@ -96,6 +97,12 @@ class Backend:
         # before the wait for the previous kernel (docs/gpu-backend.md).  H200,
         # 2026-11-29: Llama-3-8B batch-1 decode 185.7 -> 191.9 tok/s.
         self.l2_prefetch = True
+        # GEMMs of at most DECODE_ROWS rows (and no fused norm) on tileir.llm.gemv's
+        # decode GEMVs (a block per weight-row slice and K run, split K added up by a
+        # second launch) instead of the GEMM kernels' tiles.  Off until measured
+        # (bench/sweep_llm_decode.py ranks them; bench/llm.py --decode-gemv).
+        self.decode_gemv = False
+        self._part_dummies = {}
         if device == "cuda":
             import torch
             if not torch.cuda.is_available():
@@ -211,10 +218,50 @@ class Backend:
         prefetch = self.l2_prefetch and m <= DECODE_ROWS
         return (_l2_prefetching(kernel) if prefetch else kernel), tiles
 
+    def _gemv(self, x, ws, out, residual=None):
+        """A decode GEMV (`decode_gemv`): x @ ws[0]^T (+ residual) into out (which may be
+        residual), or SwiGLU of two weights; with a split K, the partials (f32, in a buffer of this
+        call) added up by the matching combine kernel."""
+        m, k = x.shape
+        n = ws[0].shape[0]
+        p = G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
+        lead = (2,) if len(ws) == 2 else ()
+        if p.split > 1:
+            part = self.empty(lead + (p.split, m, n), self.float32)
+        else:                         # not read: the block applies the epilogue itself
+            key = len(lead)
+            if key not in self._part_dummies:
+                self._part_dummies[key] = self.empty(lead + (1, 1, 1), self.float32)
+            part = self._part_dummies[key]
+        tiles = (p.bm, p.bn, p.bk, p.split, p.fma)
+        if residual is not None:
+            kernel, args, fin = G.gemv_add, (x, ws[0], residual, out, part), \
+                (G.gemv_combine_add, (part, residual, out))
+        elif len(ws) == 2:
+            kernel, args, fin = G.gemv_swiglu, (x, ws[0], ws[1], out, part), \
+                (G.gemv_combine_swiglu, (part, out))
+        else:
+            kernel, args, fin = G.gemv, (x, ws[0], out, part), (G.gemv_combine, (part, out))
+        if self.l2_prefetch and self.torch is not None:
+            kernel = _l2_prefetching(kernel)
+        self._launch(G.grid(n, p), kernel, args + tiles)
+        if p.split > 1:
+            bs, bm, bc = G.combine_tiles(m, n, p)
+            self._launch((ct.cdiv(n, bc),), fin[0], fin[1] + (bs, bm, bc))
+        return out
+
+    def _gemv_ok(self, m: int, norm) -> bool:
+        return self.decode_gemv and m <= DECODE_ROWS and norm is None
+
     def linear(self, x, w, out=None, residual=None, norm=None):
         """x @ w^T; with residual, residual + x @ w^T in the GEMM's epilogue, into out
-        (by default residual itself); with norm = (g, eps), RMSNorm(x) * g @ w^T."""
+        (by default residual itself); with norm = (g, eps), RMSNorm(x) * g @ w^T.  With
+        `decode_gemv`, at most DECODE_ROWS rows without a norm run on tileir.llm.gemv."""
         m, n = x.shape[0], w.shape[0]
+        if self._gemv_ok(m, norm):
+            if residual is not None:
+                return self._gemv(x, (w,), residual if out is None else out, residual)
+            return self._gemv(x, (w,), self.empty((m, n)) if out is None else out)
         if residual is not None:
             if norm is not None:
                 raise ValueError("a residual GEMM takes no fused norm")
@@ -238,6 +285,8 @@ class Backend:
         of the projections' round trip through memory (bench/llm.py measures both)."""
         m, n = x.shape[0], w_gate.shape[0]
         out = self.empty((m, n)) if out is None else out
+        if self._gemv_ok(m, norm):
+            return self._gemv(x, (w_gate, w_up), out)
         if (self.split_swiglu_rows is not None and m >= self.split_swiglu_rows
                 and norm is None):
             return self.silu_mul(self.linear(x, w_gate), self.linear(x, w_up), out)

@@ -1,0 +1,252 @@
+"""Decode GEMVs: y = x @ W^T for a few rows of x (at most DECODE_ROWS), W (N, K) streamed once.
+
+A decode step's GEMMs read every weight byte once and do almost no arithmetic with it,
+so their speed is the fraction of copy bandwidth at which the weight streams.  These
+kernels are shaped for that, as a cuTile user writes a GEMV:
+
+- a block owns BN weight rows (a slice of N) and, with SPLIT > 1, one of SPLIT
+  contiguous runs of K tiles: grid (cdiv(N, BN), SPLIT), enough blocks to keep every
+  SM's loads in flight;
+- each step loads a wide contiguous (BN, BK) weight tile and the few activation rows
+  beside it (a (BM, BK) tile, BM the rows padded to a power of two);
+- the product is transposed, W (BN, BK) @ x^T (BK, BM): the weight rows are the
+  tensor cores' M and the activation rows their N (8 or 16), so no 64-row activation
+  tile of padding is read (64 weight rows run on wgmma, 16 or 32 on mma.sync); or, with FMA, f32 products summed element-wise into a
+  (BM, BN, BK) tile that is reduced along K once, after the loop (one activation
+  row, and the float32 mode, whose f32 operands the tensor cores would take as tf32);
+- with SPLIT = 1 the block applies the epilogue (the cast; the residual add of
+  `gemv_add`; SwiGLU's silu(g) * u of `gemv_swiglu`, each projection rounded to the
+  activation dtype first as transformers does) and stores y; with SPLIT > 1 it stores
+  its f32 partial sums into `part` (SPLIT, M, N) and `gemv_combine` (`gemv_combine_add`,
+  `gemv_combine_swiglu`) adds the SPLIT partials in a fixed order and applies the epilogue:
+  two launches, no atomics, the same result on every run.
+
+`gemv_swiglu` runs a loop a weight (each its own ring); `gemv_swiglu_fused` loads both
+weights' tiles in one loop (one ring, no ramp between the two), a candidate the
+decode sweep ranks (bench/sweep_llm_decode.py --gemv).
+
+`plan` picks the tiles and the split for a shape; `tileir.llm.backend.Backend` routes
+its GEMMs of at most DECODE_ROWS rows here when `decode_gemv` is set.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import tileir as ct
+from tileir.examples import next_pow2
+
+ZERO = ct.PaddingMode.ZERO
+
+
+@ct.function
+def _partial(x, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+             SPLIT: ct.Constant[int], FMA: ct.Constant[bool]):
+    """(BM, BN) f32: x's first BM rows times W's rows j * BN.., over split s's K tiles
+    (the s-th of SPLIT runs of cdiv(tiles, SPLIT) tiles)."""
+    tiles = ct.num_tiles(w, axis=1, shape=(BN, BK))
+    per = ct.cdiv(tiles, SPLIT)
+    first = s * per
+    last = min(first + per, tiles)
+    if FMA and BM == 1:
+        # products summed per element, reduced along K once after the loop; one row
+        # broadcast over the weight tile (a (BN, BK) product in the weight's layout)
+        acc = ct.zeros((BN, BK), dtype=ct.float32)
+        for k in range(first, last):
+            a = ct.load(x, index=(0, k), shape=(1, BK), padding_mode=ZERO)
+            b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
+            acc = acc + ct.astype(a, ct.float32) * ct.astype(b, ct.float32)
+        return ct.reshape(ct.sum(acc, axis=1), (1, BN))
+    if FMA:
+        acc = ct.zeros((BM, BN, BK), dtype=ct.float32)
+        for k in range(first, last):
+            a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
+            b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
+            acc = acc + ct.reshape(ct.astype(a, ct.float32), (BM, 1, BK)) \
+                * ct.reshape(ct.astype(b, ct.float32), (1, BN, BK))
+        return ct.sum(acc, axis=2)
+    # tensor cores, transposed: the weight tile is the product's M, the rows its N
+    acc = ct.zeros((BN, BM), dtype=ct.float32)
+    for k in range(first, last):
+        a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
+        b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
+        acc = ct.mma(b, ct.transpose(a), acc)
+    return ct.transpose(acc)
+
+
+@ct.kernel
+def gemv(x, w, y, part, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+         SPLIT: ct.Constant[int], FMA: ct.Constant[bool]):
+    """y = x @ W^T (SPLIT = 1), or split s's partial sums into part[s] (SPLIT > 1)."""
+    j = ct.bid(0)
+    s = ct.bid(1)
+    acc = _partial(x, w, j, s, BM, BN, BK, SPLIT, FMA)
+    if SPLIT == 1:
+        ct.store(y, index=(0, j), tile=ct.astype(acc, y.dtype))
+    else:
+        ct.store(part, index=(s, 0, j), tile=ct.reshape(acc, (1, BM, BN)))
+
+
+@ct.kernel
+def gemv_add(x, w, r, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
+             BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool]):
+    """y = x @ W^T + r (y may be r: the residual updated in place); SPLIT > 1 as `gemv`."""
+    j = ct.bid(0)
+    s = ct.bid(1)
+    acc = _partial(x, w, j, s, BM, BN, BK, SPLIT, FMA)
+    if SPLIT == 1:
+        res = ct.astype(ct.load(r, index=(0, j), shape=(BM, BN), padding_mode=ZERO),
+                        ct.float32)
+        ct.store(y, index=(0, j), tile=ct.astype(acc + res, y.dtype))
+    else:
+        ct.store(part, index=(s, 0, j), tile=ct.reshape(acc, (1, BM, BN)))
+
+
+@ct.function
+def _swiglu(gate, up, dtype):
+    # transformers rounds each projection to the activation dtype before silu(g) * u
+    g = ct.astype(ct.astype(gate, dtype), ct.float32)
+    u = ct.astype(ct.astype(up, dtype), ct.float32)
+    return ct.astype(g / (1.0 + ct.exp(-g)) * u, dtype)
+
+
+@ct.kernel
+def gemv_swiglu(x, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
+                BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool]):
+    """y = silu(x @ Wg^T) * (x @ Wu^T); SPLIT > 1: the two partials into part[0, s] and
+    part[1, s] ((2, SPLIT, M, N)), `gemv_combine_swiglu` finishes."""
+    j = ct.bid(0)
+    s = ct.bid(1)
+    gate = _partial(x, wg, j, s, BM, BN, BK, SPLIT, FMA)
+    up = _partial(x, wu, j, s, BM, BN, BK, SPLIT, FMA)
+    if SPLIT == 1:
+        ct.store(y, index=(0, j), tile=_swiglu(gate, up, y.dtype))
+    else:
+        ct.store(part, index=(0, s, 0, j), tile=ct.reshape(gate, (1, 1, BM, BN)))
+        ct.store(part, index=(1, s, 0, j), tile=ct.reshape(up, (1, 1, BM, BN)))
+
+
+@ct.kernel
+def gemv_swiglu_fused(x, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
+                      BK: ct.Constant[int], SPLIT: ct.Constant[int],
+                      FMA: ct.Constant[bool]):
+    """`gemv_swiglu` with both weights' tiles in one loop (one ring of x, W_g and W_u
+    tiles, as the MoE's gate_up_decode) instead of a loop a weight: no second ring's
+    ramp between the two, at twice the ring's bytes a stage.  Tensor cores only (FMA is
+    taken for the signature and must be False)."""
+    j = ct.bid(0)
+    s = ct.bid(1)
+    tiles = ct.num_tiles(wg, axis=1, shape=(BN, BK))
+    per = ct.cdiv(tiles, SPLIT)
+    first = s * per
+    last = min(first + per, tiles)
+    g = ct.zeros((BN, BM), dtype=ct.float32)
+    u = ct.zeros((BN, BM), dtype=ct.float32)
+    for k in range(first, last):
+        xt = ct.transpose(ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO))
+        g = ct.mma(ct.load(wg, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, g)
+        u = ct.mma(ct.load(wu, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, u)
+    if SPLIT == 1:
+        ct.store(y, index=(0, j), tile=_swiglu(ct.transpose(g), ct.transpose(u), y.dtype))
+    else:
+        ct.store(part, index=(0, s, 0, j), tile=ct.reshape(ct.transpose(g), (1, 1, BM, BN)))
+        ct.store(part, index=(1, s, 0, j), tile=ct.reshape(ct.transpose(u), (1, 1, BM, BN)))
+
+
+@ct.function
+def _sum_splits(part, j, BS: ct.Constant[int], BM: ct.Constant[int], BC: ct.Constant[int]):
+    """The SPLIT partials of columns j * BC.. added (BS: SPLIT rounded up to a power of
+    two, the missing splits read as zeros)."""
+    t = ct.load(part, index=(0, 0, j), shape=(BS, BM, BC), padding_mode=ZERO)
+    return ct.sum(t, axis=0)
+
+
+@ct.kernel
+def gemv_combine(part, y, BS: ct.Constant[int], BM: ct.Constant[int],
+                 BC: ct.Constant[int]):
+    """y = the sum of part's (SPLIT, M, N) partials, cast to y's dtype."""
+    j = ct.bid(0)
+    ct.store(y, index=(0, j), tile=ct.astype(_sum_splits(part, j, BS, BM, BC), y.dtype))
+
+
+@ct.kernel
+def gemv_combine_add(part, r, y, BS: ct.Constant[int], BM: ct.Constant[int],
+                     BC: ct.Constant[int]):
+    """y = the sum of part's partials + r (y may be r)."""
+    j = ct.bid(0)
+    res = ct.astype(ct.load(r, index=(0, j), shape=(BM, BC), padding_mode=ZERO), ct.float32)
+    ct.store(y, index=(0, j), tile=ct.astype(_sum_splits(part, j, BS, BM, BC) + res, y.dtype))
+
+
+@ct.kernel
+def gemv_combine_swiglu(part, y, BS: ct.Constant[int], BM: ct.Constant[int],
+                   BC: ct.Constant[int]):
+    """y = silu(gate) * up from part (2, SPLIT, M, N): the gate's and the up's partials."""
+    j = ct.bid(0)
+    g = ct.load(part, index=(0, 0, 0, j), shape=(1, BS, BM, BC), padding_mode=ZERO)
+    u = ct.load(part, index=(1, 0, 0, j), shape=(1, BS, BM, BC), padding_mode=ZERO)
+    gate = ct.reshape(ct.sum(g, axis=1), (BM, BC))
+    up = ct.reshape(ct.sum(u, axis=1), (BM, BC))
+    ct.store(y, index=(0, j), tile=_swiglu(gate, up, y.dtype))
+
+
+# ----------------------------------------------------------------------------- host side
+
+SM_SHARED = 233472      # bytes of shared memory an SM of sm_90 holds (228 KB)
+STAGES = 4              # the ring the compiler builds for the plan's tiles (what fits, <= 4)
+# (BN, BK) a block, widest first: 64 weight rows on wgmma (64 x 8 or 16), 32 and 16 on
+# mma.sync (one warp a block); a weight tile of 16 or 8 KB
+TILES = ((64, 128), (32, 128), (16, 256))
+
+
+class Plan(NamedTuple):
+    """A decode GEMV's schedule: BM activation rows (M padded), BN weight rows and BK
+    columns a tile, SPLIT runs of K (grid (cdiv(N, BN), SPLIT)), FMA products or the
+    tensor cores'."""
+    bm: int
+    bn: int
+    bk: int
+    split: int
+    fma: bool
+
+
+def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
+         sm_count: int = 132) -> Plan:
+    """The schedule for an (m, k) x (n, k)^T product.
+
+    On the GPU: the widest of TILES whose grid gives every SM a block (so a split K, and
+    its combine launch, only where N is too narrow for that even at 16 rows a block:
+    then K split in two until it does, while the SMs hold every block at once and each
+    split keeps 8 tiles).  Llama-3-8B at one row: QKV 192 blocks of 32 rows, O and
+    down 256 of 16, gate/up 224 of 64, the LM head 2004 of 64; a ring of STAGES tiles
+    is 41-74 KB of shared memory, 3-5 blocks an SM.  exact (f32 operands, which the
+    tensor cores would take as tf32) sums f32 products on the FMA units over
+    (BM, BN, BK) tiles of 2048 products.  The interpreter takes small tiles, and a split
+    wherever K has two tiles, so that the tests run the combine kernels."""
+    if not 1 <= m <= 16:
+        raise ValueError(f"a decode GEMV takes 1 to 16 rows, got {m}")
+    if not on_gpu:
+        return Plan(next_pow2(m), 16, 32, 2 if k > 32 else 1, exact)
+    if exact:
+        bm = next_pow2(m)
+        return Plan(bm, max(1, 2048 // (bm * 64)), 64, 1, True)
+    bm = 8 if m <= 8 else 16
+    bn, bk = next(((bn, bk) for bn, bk in TILES if ct.cdiv(n, bn) >= sm_count), TILES[-1])
+    blocks, tiles = ct.cdiv(n, bn), ct.cdiv(k, bk)
+    resident = SM_SHARED // (STAGES * (bn + bm) * bk * 2 + 2048)  # + barriers, reserve
+    split = 1
+    while (blocks * split < sm_count and blocks * split * 2 <= resident * sm_count
+           and tiles // (split * 2) >= 8):
+        split *= 2
+    return Plan(bm, bn, bk, split, False)
+
+
+def grid(n: int, p: Plan) -> tuple[int, int]:
+    return ct.cdiv(n, p.bn), p.split
+
+
+def combine_tiles(m: int, n: int, p: Plan) -> tuple[int, int, int]:
+    """(BS, BM, BC) of the combine kernels: the split rounded up to a power of two, the
+    rows, and columns a block (at most 4096 partials a tile)."""
+    bs, bm = next_pow2(p.split), next_pow2(m)
+    return bs, bm, max(1, min(next_pow2(n), 4096 // (bs * bm)))

@@ -1,0 +1,455 @@
+"""tileir.llm.gemv, the decode GEMVs: the interpreter against float64 NumPy (every kernel,
+both products, split and whole K, ragged shapes, 1 to 16 rows, bf16 and f32), the
+sm_90a code (TMA rings, tensor cores, 16-byte loads, no local memory, instructions per
+weight byte) and tileir.sim running it; on the GPU, against torch at Llama-3-8B widths."""
+
+import collections
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import tileir as ct
+from tileir.backend.target.toolchain import find_cuda_tool
+from tileir.llm import gemv as G
+
+BF16 = pytest.importorskip("ml_dtypes").bfloat16
+
+
+def _ref(x, ws, r, dtype):
+    """float64 of the rounded inputs; SwiGLU rounds each projection to dtype first."""
+    x64 = x.astype(np.float64)
+    ys = [x64 @ w.astype(np.float64).T for w in ws]
+    if len(ws) == 2:
+        g, u = (y.astype(dtype).astype(np.float64) for y in ys)
+        return g / (1.0 + np.exp(-g)) * u
+    return ys[0] + (0.0 if r is None else r.astype(np.float64))
+
+
+def _run(kind, x, ws, r, p: G.Plan, out_dtype):
+    """Launch `kind` ('linear', 'add', 'swiglu') as Backend._gemv does, in the interpreter;
+    outputs and partials NaN-poisoned."""
+    m, n = x.shape[0], ws[0].shape[0]
+    lead = (2,) if kind in ("swiglu", "fused") else ()
+    part = np.full(lead + (p.split, m, n), np.nan, np.float32)
+    tiles = (p.bm, p.bn, p.bk, p.split, p.fma)
+    if kind == "add":
+        y = r.copy()                         # in place, as the residual stream
+        args, fin = (x, ws[0], y, y, part), (G.gemv_combine_add, (part, y, y))
+        kernel = G.gemv_add
+    else:
+        y = np.full((m, n), np.nan, out_dtype)
+        if kind in ("swiglu", "fused"):
+            kernel = G.gemv_swiglu if kind == "swiglu" else G.gemv_swiglu_fused
+            args, fin = (x, ws[0], ws[1], y, part), (G.gemv_combine_swiglu, (part, y))
+        else:
+            kernel, args, fin = G.gemv, (x, ws[0], y, part), (G.gemv_combine, (part, y))
+    ct.launch(None, G.grid(n, p), kernel, args + tiles)
+    if p.split > 1:
+        bs, bm, bc = G.combine_tiles(m, n, p)
+        ct.launch(None, (ct.cdiv(n, bc),), fin[0], fin[1] + (bs, bm, bc))
+    return y
+
+
+def _inputs(rng, kind, m, n, k, dtype):
+    x = rng.standard_normal((m, k)).astype(dtype)
+    ws = [(rng.standard_normal((n, k)) / np.sqrt(k)).astype(dtype)
+          for _ in range(2 if kind in ("swiglu", "fused") else 1)]
+    r = rng.standard_normal((m, n)).astype(dtype) if kind == "add" else None
+    return x, ws, r
+
+
+def _check(y, ref, dtype):
+    """y against the float64 reference: no NaN left, within one output rounding."""
+    y = y.astype(np.float64)
+    assert not np.isnan(y).any()
+    # bf16: one rounding of the output (and of each SwiGLU projection) against float64
+    tol = 2e-2 if dtype == BF16 else 1e-5
+    err = np.abs(y - ref).max() / max(1.0, np.abs(ref).max())
+    assert err < tol, err
+
+
+@pytest.mark.parametrize("kind", ["linear", "add", "swiglu", "fused"])
+@pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("m", [1, 5, 16])
+@pytest.mark.parametrize("split,fma", [(1, False), (3, False), (1, True), (2, True)])
+def test_gemv_family_against_float64(kind, dtype, m, split, fma):
+    """Ragged N (45: a partial weight-row tile) and K (100: three 32-wide tiles and a
+    partial one); split 3 of 4 K tiles leaves the last split one tile, and split 2 two.
+    "fused": gemv_swiglu_fused, both weights in one loop (tensor cores only)."""
+    if kind == "fused" and fma:
+        pytest.skip("gemv_swiglu_fused has no FMA form")
+    rng = np.random.default_rng()
+    n, k = 45, 100
+    x, ws, r = _inputs(rng, kind, m, n, k, dtype)
+    p = G.Plan(G.next_pow2(m), 16, 32, split, fma)
+    y = _run(kind, x, ws, r, p, dtype)
+    _check(y, _ref(x, ws, r, dtype), dtype)
+
+
+def test_empty_splits_and_rows_past_m_are_harmless():
+    """More splits than K tiles (the last ones sum nothing) and BM above M (rows read as
+    zeros, stores clipped to the output's rows: a view of a larger buffer keeps the
+    rest)."""
+    rng = np.random.default_rng()
+    m, n, k = 3, 20, 40                       # two 32-wide tiles, four splits
+    x, ws, r = _inputs(rng, "add", m, n, k, np.float32)
+    p = G.Plan(8, 16, 32, 4, False)
+    y = _run("add", x, ws, r, p, np.float32)
+    _check(y, _ref(x, ws, r, np.float32), np.float32)
+    big = np.full((5, n), 7.0, np.float32)
+    part = np.zeros((1, 1, 1), np.float32)
+    ct.launch(None, G.grid(n, p._replace(split=1)), G.gemv,
+              (x, ws[0], big[:m], part) + tuple(p._replace(split=1)))
+    np.testing.assert_allclose(big[:m], _ref(x, ws, None, np.float32), rtol=1e-5,
+                               atol=1e-5)
+    assert (big[m:] == 7.0).all()
+
+
+def test_plan():
+    # Llama-3-8B's decode GEMMs at one row: a block for every SM without splitting K
+    for (n, k), (bn, bk) in {(6144, 4096): (32, 128), (4096, 4096): (16, 256),
+                             (4096, 14336): (16, 256), (14336, 4096): (64, 128),
+                             (128256, 4096): (64, 128)}.items():
+        p = G.plan(1, n, k)
+        assert (p.bm, p.bn, p.bk, p.split, p.fma) == (8, bn, bk, 1, False), (n, k, p)
+        assert ct.cdiv(n, p.bn) >= 132
+    # too narrow even at 16 rows a block: K split until the SMs have a block each
+    p = G.plan(1, 1024, 4096)
+    assert (p.bn, p.split) == (16, 2)
+    assert G.plan(1, 1024, 1024).split == 1           # 4 tiles: too short to split
+    assert G.plan(9, 6144, 4096).bm == 16
+    exact = G.plan(3, 4096, 4096, exact=True)
+    assert exact.fma and exact.bm * exact.bn * exact.bk == 2048
+    assert G.plan(3, 64, 64, on_gpu=False).split == 2
+    for m in (0, 17):
+        with pytest.raises(ValueError, match="1 to 16 rows"):
+            G.plan(m, 64, 64)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_backend_routes_decode_rows_to_the_gemvs(dtype):
+    """Backend.decode_gemv: linear, its residual form and SwiGLU at up to DECODE_ROWS
+    rows launch the GEMVs (the combines too: the interpreter's plan splits K), more
+    rows and a fused norm the GEMM kernels; the answers are the GEMMs' within rounding."""
+    from tileir.llm.backend import DECODE_ROWS, Backend
+    rng = np.random.default_rng()
+    b = Backend("numpy", dtype)
+    b.decode_gemv = True
+    launched = []
+    run = b._launch
+    b._launch = lambda grid, kernel, args: (launched.append(kernel.name),
+                                            run(grid, kernel, args))
+    k, n = 72, 40
+    w, w2 = (b.asarray(rng.standard_normal((n, k)) / 8) for _ in range(2))
+    for m in (1, DECODE_ROWS, DECODE_ROWS + 1):
+        x = b.asarray(rng.standard_normal((m, k)))
+        r = b.asarray(rng.standard_normal((m, n)))
+        launched.clear()
+        y, s = b.linear(x, w), b.linear_swiglu(x, w, w2)
+        r_ref = r.astype(np.float64)
+        added = b.linear(x, w, residual=r)
+        gemv = {"gemv", "gemv_add", "gemv_swiglu", "gemv_combine", "gemv_combine_add",
+                "gemv_combine_swiglu"}
+        assert (set(launched) == gemv) == (m <= DECODE_ROWS), (m, launched)
+        _check(y, _ref(x, [w], None, b.dtype), b.dtype)
+        _check(s, _ref(x, [w, w2], None, b.dtype), b.dtype)
+        _check(added, x.astype(np.float64) @ w.astype(np.float64).T + r_ref, b.dtype)
+    launched.clear()
+    b.linear(x[:2], w, norm=(b.asarray(np.ones(k)), 1e-5))
+    assert launched == ["linear"]
+
+
+# ---------------------------------------------------------------- sm_90a code
+
+def _sass_text(cubin: bytes, tmp_path) -> str:
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    return subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(path)],
+                          capture_output=True, text=True, check=True).stdout
+
+
+_INSN = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)"
+                   r"([^;]*);", re.M)
+
+
+def _instructions(sass: str):
+    """(address, opcode with modifiers, operands) of each SASS instruction."""
+    return [(int(a, 16), op, rest) for a, op, rest in _INSN.findall(sass)]
+
+
+def _loops(insns):
+    """The bodies of backward branches: (start, end) addresses and the instructions."""
+    out = []
+    for addr, op, rest in insns:
+        target = re.search(r"0x([0-9a-f]+)", rest)
+        if op.startswith("BRA") and target and int(target.group(1), 16) < addr:
+            lo = int(target.group(1), 16)
+            out.append([i for i in insns if lo <= i[0] <= addr])
+    return out
+
+
+def _llama_args(kind, m, n, k, p, dtype=BF16):
+    x = np.zeros((m, k), dtype)
+    w = np.zeros((n, k), dtype)
+    y = np.zeros((m, n), dtype)
+    lead = (2,) if kind in ("swiglu", "fused") else ()
+    part = np.zeros(lead + (p.split, m, n), np.float32)
+    tiles = tuple(p)
+    if kind == "add":
+        return G.gemv_add, (x, w, y, y, part) + tiles
+    if kind == "swiglu":
+        return G.gemv_swiglu, (x, w, w, y, part) + tiles
+    if kind == "fused":
+        return G.gemv_swiglu_fused, (x, w, w, y, part) + tiles
+    return G.gemv, (x, w, y, part) + tiles
+
+
+def _compile(kernel, args, grid, stage=None):
+    return kernel.compile(args, stage, target="sm_90a", grid=tuple(grid) + (1,),
+                          sm_count=132)
+
+
+# Llama-3-8B's decode GEMMs: QKV, O + residual, gate/up + SwiGLU, down + residual
+LLAMA = [("linear", 6144, 4096), ("add", 4096, 4096), ("swiglu", 14336, 4096),
+         ("add", 4096, 14336)]
+
+
+@pytest.mark.sweep(keep=("m",))
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("kind,n,k", LLAMA, ids=["qkv", "o", "gate_up", "down"])
+def test_tensor_core_plan_streams_weights_through_tma_rings(kind, n, k, m, tmp_path):
+    """The plan's kernels: each weight (and activation) tile a TMA box into a ring of
+    STAGES slots (as many loads in flight a block), the weight rows the product's M
+    (wgmma 64 x 8 or 16 at 64 rows, mma.sync m16n8k16 at 16 or 32), no local memory,
+    the shared memory the plan counts on (its blocks an SM), and a steady loop of few
+    instructions per weight byte (the tensor cores and TMA do the work: no per-element
+    address arithmetic)."""
+    p = G.plan(m, n, k)
+    kernel, args = _llama_args(kind, m, n, k, p)
+    grid = G.grid(n, p)
+    ring = _compile(kernel, args, grid, "pipeline").ir()
+    rings = [int(s) for s in re.findall(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ring)]
+    assert rings == [G.STAGES] * (2 if kind == "swiglu" else 1), rings
+    ck = _compile(kernel, args, grid)
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    tile_bytes = (p.bn + p.bm) * p.bk * 2
+    assert G.STAGES * tile_bytes <= ck.meta["shared_bytes"] < G.STAGES * tile_bytes + 2048
+    insns = _instructions(_sass_text(ck.cubin, tmp_path))
+    ops = collections.Counter(op.split(".")[0] for _, op, _ in insns)
+    mma = "HGMMA" if p.bn == 64 else "HMMA"
+    assert ops["UTMALDG"] and ops[mma], ops
+    assert not ops["LDL"] and not ops["STL"], ops
+    # the rows are the product's N: 64 x 8 or 64 x 16, not a 64-row activation tile
+    ptx = ck.artifacts["ptx"]
+    if p.bn == 64:
+        shapes = set(re.findall(r"wgmma\.mma_async\S*\.(m\d+n\d+k\d+)", ptx))
+        assert shapes == {f"m64n{p.bm}k16"}, shapes
+    else:
+        assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16" in ptx
+    # the steady loop: the innermost that issues the products and the next tiles' TMA
+    # loads (the longer backward branches are the mbarrier waits' out-of-line retries
+    # jumping back into it); its instructions per weight byte an iteration
+    warps = ck.meta["num_threads"] // 32
+    steady = [body for body in _loops(insns)
+              if {mma, "UTMALDG"} <= {op.split(".")[0] for _, op, _ in body}]
+    assert steady, "no loop issues the products and the loads"
+    body = min(steady, key=len)
+    products = sum(op.split(".")[0] == mma for _, op, _ in body)
+    # wgmma: one 64 x BM x 16 a K step; mma.sync: one 16 x 8 x 16 a (row block, K step,
+    # 8 rows)
+    assert products == (p.bk // 16 if p.bn == 64 else p.bn // 16 * p.bk // 16 * p.bm // 8)
+    per_byte = len(body) * warps / (p.bn * p.bk * 2)
+    assert per_byte < 0.1, per_byte     # 0.02-0.05: 165-250 instructions, 1-4 warps, 8-16 KB
+
+
+def test_fused_swiglu_streams_both_weights_through_one_ring(tmp_path):
+    """gemv_swiglu_fused at gate/up's widths, 32 weight rows: one ring of STAGES slots
+    (x, W_g and W_u tiles: 74 KB, 3 blocks an SM), mma.sync, no local memory."""
+    p = G.Plan(8, 32, 128, 1, False)
+    kernel, args = _llama_args("fused", 1, 14336, 4096, p)
+    grid = G.grid(14336, p)
+    ring = _compile(kernel, args, grid, "pipeline").ir()
+    assert re.findall(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ring) == [str(G.STAGES)]
+    ck = _compile(kernel, args, grid)
+    assert re.findall(r"(\d+) bytes spill stores", ck.ptxas_report) == ["0"]
+    assert ck.meta["shared_bytes"] < G.STAGES * (2 * p.bn + p.bm) * p.bk * 2 + 2048
+    ops = collections.Counter(op.split(".")[0]
+                              for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path)))
+    assert ops["UTMALDG"] and ops["HMMA"] and not ops["LDL"] and not ops["STL"], ops
+
+
+@pytest.mark.parametrize("kind", ["linear", "add", "swiglu"])
+def test_combines_use_16_byte_loads(kind, tmp_path):
+    m, n = 1, 4096
+    p = G.plan(m, n, 4096)
+    lead = (2,) if kind == "swiglu" else ()
+    part = np.zeros(lead + (p.split, m, n), np.float32)
+    y = np.zeros((m, n), BF16)
+    kernel, args = {"linear": (G.gemv_combine, (part, y)),
+                    "add": (G.gemv_combine_add, (part, y, y)),
+                    "swiglu": (G.gemv_combine_swiglu, (part, y))}[kind]
+    bs, bm, bc = G.combine_tiles(m, n, p)
+    ck = _compile(kernel, args + (bs, bm, bc), (ct.cdiv(n, bc),))
+    ops = collections.Counter(op for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path)))
+    assert ops["LDG.E.128"] or ops["LDG.E.128.CONSTANT"], sorted(ops)
+    assert not any(op.startswith(("LDL", "STL")) for op in ops)
+
+
+def test_fma_product_loads_16_bytes_and_reduces_after_the_loop(tmp_path):
+    """One row on the FMA units: the weight tile in 16-byte loads, the product summed
+    per element in the loop (no shuffle or barrier there) and reduced once after it."""
+    p = G.Plan(1, 8, 256, 1, True)
+    kernel, args = _llama_args("linear", 1, 4096, 4096, p)
+    ck = _compile(kernel, args, G.grid(4096, p))
+    assert re.findall(r"(\d+) bytes spill stores", ck.ptxas_report) == ["0"]
+    insns = _instructions(_sass_text(ck.cubin, tmp_path))
+    loops = [b for b in _loops(insns) if any(op.startswith("LDG.E.128") for _, op, _ in b)]
+    assert loops
+    body = max(loops, key=len)
+    assert not any(op.startswith(("SHFL", "BAR", "LDL", "STL")) for _, op, _ in body)
+    assert any(op.startswith("SHFL") for _, op, _ in insns)      # after the loop
+
+
+def test_l2_prefetch_option_reaches_the_gemv_rings():
+    """Backend.l2_prefetch launches the GEMVs with the option: the first weight tiles
+    prefetched into L2 before the grid-dependency wait."""
+    p = G.plan(1, 4096, 4096)
+    kernel, args = _llama_args("add", 1, 4096, 4096, p)
+    ptx = _compile(kernel.replace_hints(l2_prefetch=True), args,
+                   G.grid(4096, p)).artifacts["ptx"].splitlines()
+    wait = [i for i, line in enumerate(ptx) if "griddepcontrol.wait" in line]
+    pf = [i for i, line in enumerate(ptx) if "cp.async.bulk.prefetch.tensor" in line]
+    assert len(wait) == 1 and pf and max(pf) < wait[0]
+
+
+@pytest.mark.parametrize("kind,bn,bk,split", [("add", 64, 128, 2), ("swiglu", 64, 128, 2),
+                                             ("linear", 16, 256, 1)])
+def test_generated_code_in_the_simulator(kind, bn, bk, split):
+    """sm_90a code in tileir.sim on a ragged shape: 3 rows, 96 weight rows (a partial
+    64-row tile on wgmma; six 16-row blocks on mma.sync), 328 columns (three 128-wide
+    tiles or two 256-wide, the last partial), K split two ways then the combine, or
+    whole."""
+    from tileir.kernel import hardware_grid
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    m, n, k = 3, 96, 328
+    x, ws, r = _inputs(rng, kind, m, n, k, BF16)
+    p = G.Plan(8, bn, bk, split, False)
+    lead = (2,) if kind == "swiglu" else ()
+    part = np.full(lead + (p.split, m, n), np.nan, np.float32)
+    if kind == "add":
+        y = r.copy()
+        kernel, args = G.gemv_add, (x, ws[0], y, y, part)
+        fin, fargs = G.gemv_combine_add, (part, y, y)
+    elif kind == "swiglu":
+        y = np.full((m, n), np.nan, BF16)
+        kernel, args = G.gemv_swiglu, (x, ws[0], ws[1], y, part)
+        fin, fargs = G.gemv_combine_swiglu, (part, y)
+    else:
+        y = np.full((m, n), np.nan, BF16)
+        kernel, args = G.gemv, (x, ws[0], y, part)
+        fin, fargs = G.gemv_combine, (part, y)
+    launches = [(kernel, args + tuple(p), G.grid(n, p))]
+    if split > 1:
+        ctiles = G.combine_tiles(m, n, p)
+        launches.append((fin, fargs + ctiles, (ct.cdiv(n, ctiles[2]),)))
+    for kern, a, grid in launches:
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        ck = kern.compile(a, "gpu", target="sm_90a", grid=grid, sm_count=132)
+        simulate(ck, hardware_grid(ck.meta, grid), a)
+    _check(y, _ref(x, ws, r, BF16), BF16)
+
+
+# ---------------------------------------------------------------- GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 7, 16])
+@pytest.mark.parametrize("kind,n,k", LLAMA + [("linear", 128256 // 8, 4096)],
+                         ids=["qkv", "o", "gate_up", "down", "head_slice"])
+def test_plan_on_the_gpu_against_torch(kind, n, k, m):
+    """The Backend's route (plan, l2_prefetch, combine) at Llama-3-8B widths against a
+    float32 torch product of the same bf16 inputs."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tileir.llm.backend import Backend
+    b = Backend("cuda", "bfloat16")
+    b.decode_gemv = True
+    g = torch.Generator(device="cuda").manual_seed(m * 7919 + n)
+    x = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    ws = [(torch.randn(n, k, device="cuda", generator=g) / k ** 0.5).to(torch.bfloat16)
+          for _ in range(2 if kind == "swiglu" else 1)]
+    gf = [x.float() @ w.float().T for w in ws]
+    if kind == "swiglu":
+        gt, ut = (t.to(torch.bfloat16).float() for t in gf)
+        ref = torch.nn.functional.silu(gt) * ut
+        y = b.linear_swiglu(x, ws[0], ws[1])
+    elif kind == "add":
+        r = torch.randn(m, n, device="cuda", generator=g).to(torch.bfloat16)
+        ref = gf[0] + r.float()
+        y = b.linear(x, ws[0], residual=r)
+    else:
+        ref = gf[0]
+        y = b.linear(x, ws[0], out=torch.full((m, n), float("nan"), device="cuda",
+                                                dtype=torch.bfloat16))
+    torch.cuda.synchronize()
+    assert not y.isnan().any()
+    err = ((y.float() - ref).abs().max() / ref.abs().max().clamp(min=1.0)).item()
+    assert err < 2e-2, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_llama_on_decode_gemvs_matches_transformers(tmp_path, dtype):
+    """Llama-3-8B widths, two layers, Backend.decode_gemv on.  bf16: eight one-token
+    prompts in one step of 8 rows (every GEMM, the LM head too, on the GEMVs), their
+    logits against transformers' fp32 within twice its own bf16 run's error, as
+    test_gpu_llm; float32: 32 greedy tokens (the decode steps' GEMMs on the exact FMA
+    GEMVs) identical to transformers' generate."""
+    import gc
+    import shutil
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from test_gpu_llm import (LLAMA3_8B_2L, _hf_last_logits, _ours_last_logits, _rel,
+                              _save_hf)
+    from tileir.llm import LLM
+    raw = LLAMA3_8B_2L
+    rng = np.random.default_rng()
+    try:
+        model = _save_hf(raw, tmp_path, torch.float32)
+        if dtype == "bfloat16":
+            prompts = [[int(t)] for t in rng.integers(0, raw["vocab_size"], 8)]
+            fp32 = _hf_last_logits(model, prompts)
+            hf16 = _hf_last_logits(model.to(torch.bfloat16), prompts)
+        else:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            prompts = [rng.integers(0, raw["vocab_size"], n).tolist() for n in (5, 64)]
+            with torch.no_grad():
+                theirs = []
+                for p in prompts:
+                    ids = torch.tensor([p], device="cuda")
+                    out = model.generate(ids, attention_mask=torch.ones_like(ids),
+                                         do_sample=False, max_new_tokens=32,
+                                         min_new_tokens=32)
+                    theirs.append(out[0, len(p):].tolist())
+        del model
+        gc.collect()
+        torch.cuda.empty_cache()
+        llm = LLM(str(tmp_path), dtype=dtype, max_model_len=512, max_batch=8)
+        llm.backend.decode_gemv = True
+        if dtype == "bfloat16":
+            ours = _ours_last_logits(llm, prompts)
+            assert torch.isfinite(ours).all()
+            err, hf_err = _rel(ours, fp32), _rel(hf16, fp32)
+            assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (err, hf_err)
+        else:
+            ours = [o.token_ids for o in llm.generate(prompts, max_new_tokens=32,
+                                                      ignore_eos=True)]
+            assert ours == theirs
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
