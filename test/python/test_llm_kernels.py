@@ -171,7 +171,7 @@ def _bf(*shape):
                                                 _bf(64, 4096), 128, 128, 64, False), (1, 32, 1)),
 ])
 def test_llama_8b_gemms_run_on_wgmma_and_tma(name, kernel, args, grid, tmp_path):
-    from test_tensor_cores import _sass_text
+    from test_tensor_cores import _sass
     ck = kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
     ops = _sass(ck.cubin, tmp_path)
     assert ops["HGMMA"] and ops["UTMALDG"], sorted(ops)
@@ -236,7 +236,7 @@ def test_attention_exact(s, l, causal):
 
 @pytest.mark.parametrize("d,bm", [(128, 8), (256, 4)])
 def test_attention_exact_compiles_without_spills(d, bm, tmp_path):
-    from test_tensor_cores import _sass_text
+    from test_tensor_cores import _sass
     q = np.zeros((1, 32, 300, d), np.float32)
     k = np.zeros((1, 8, 300, d), np.float32)
     ck = K.attention_exact.compile((q, k, k, q, 0.1, 32, 4, bm, 16, d, True),
