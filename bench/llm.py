@@ -2,7 +2,7 @@
 in real widths.
 
     python bench/llm.py [--out DIR] [--models llama3-8b,deepseek-v3-small] [--quick]
-                        [--no-compile] [--profile] [--decode-gemv]
+                        [--no-compile] [--profile] [--decode-gemv] [--fuse-norm]
                         [--results-md bench/RESULTS.md]
 
 Models: Llama-3-8B-shaped (all 32 layers, random bf16 weights) and a DeepSeek-V3-shaped
@@ -217,11 +217,13 @@ def bench_model(name, raw, args, copy_tbs):
                     res["profile_b1_decode_gemv"] = profile_decode(llm, prompts[1], copy_tbs)
                 llm.backend.decode_gemv = False
                 llm.engine.graphs.clear()
-            # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
-            llm.backend.fuse_norm = True
-            llm.engine.graphs.clear()
-            res["tileir_fuse_norm_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new)
-            res["tileir_fuse_norm_prefill_ms"] = ours_prefill_ms(llm, long)
+            if args.fuse_norm:
+                # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
+                llm.backend.fuse_norm = True
+                llm.engine.graphs.clear()
+                res["tileir_fuse_norm_b1_tok_s"] = ((new - 1)
+                                                    / ours_decode_s(llm, prompts[1], new))
+                res["tileir_fuse_norm_prefill_ms"] = ours_prefill_ms(llm, long)
         except Exception as e:                          # report, keep the rest of the run
             res["tileir_error"] = f"{type(e).__name__}: {e}"[:300]
         del llm, model, sd
@@ -566,6 +568,9 @@ def main():
                     help=f"default: {','.join(MODELS)} (with --tp: {','.join(TP_MODELS)})")
     ap.add_argument("--quick", action="store_true", help="batch 1, 16 tokens, 512-token prefill")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--fuse-norm", action="store_true",
+                    help="also time batch-1 decode and the prefill with fuse_norm (slower: "
+                         "2.5x at batch 1 on an H200, 2026-11-29)")
     ap.add_argument("--results-md", default=None)
     ap.add_argument("--profile", action="store_true",
                     help="each kernel's share of a batch-1 decode step (torch.profiler)")

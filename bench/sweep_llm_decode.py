@@ -20,7 +20,7 @@ warpgroup, FMA products.  With --gemv: only the backend's current kernels
 Prints the best four per shape, writes sweep_m{M}.json (--gemv: gemv_m{M}.json) into
 $OUT.  The measurement behind tileir.llm.backend's decode tiles (_DECODE) and
 Backend.decode_gemv."""
-import sys, json, time, torch
+import os, sys, json, time, torch
 sys.path.insert(0, "bench")
 from llm_ops import copy_bandwidth
 import tileir as ct
@@ -32,7 +32,8 @@ print(f"copy {bw/1e12:.2f} TB/s", flush=True)
 GEMV_ONLY = "--gemv" in sys.argv
 pos = [a for a in sys.argv[1:] if not a.startswith("--")]
 M = int(pos[0]) if pos else 1
-BUDGET_S = 420 if GEMV_ONLY else 230         # the sweep stops adding candidates past it
+# the sweep stops adding candidates past this many seconds (SWEEP_BUDGET_S overrides)
+BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", 420 if GEMV_ONLY else 230))
 COPIES = 8
 def graph_us(fn):
     fn(); torch.cuda.synchronize()
