@@ -75,6 +75,45 @@ def _wgmma(op: ir.Operation) -> bool:
     return isinstance(lay, Mma) and lay.version == 3 and not promotes_sums(op)
 
 
+def issue_chains(loop: ir.Operation) -> int:
+    """In a loop that is not rotated: each chain of wgmma products in its body (a
+    product read only as the next one's accumulator, both reading A and B from shared
+    memory) is issued as one group and waited for once, after its last product (MLA's
+    q_nope c^T, then q_rope r^T onto it: 36 wgmmas and a wait, not 32, a wait, 4 and
+    a wait, the tensor cores drained in between).  Returns the chains made."""
+    body = loop.regions[0].blocks[0]
+    products = [op.operation for op in body.operations if _wgmma(op.operation) and all(
+        isinstance(tile_layout(v.type), Shared) for v in list(op.operation.operands)[:2])]
+
+    def next_of(op):                   # the product reading op only as its accumulator
+        uses = list(op.results[0].uses)
+        if len(uses) != 1 or uses[0].operand_number != 2:
+            return None
+        user = uses[0].owner
+        user = user.operation if hasattr(user, "operation") else user
+        return user if user in products else None
+
+    followers = [n for p in products if (n := next_of(p)) is not None]
+    chains = []
+    for head in [p for p in products if p not in followers]:
+        chain = [head]
+        while (n := next_of(chain[-1])) is not None:
+            chain.append(n)
+        if len(chain) > 1:
+            chains.append(chain)
+    for chain in chains:
+        head, last = chain[0], chain[-1]
+        with ir.InsertionPoint(last), last.location:
+            acc = head.operands[2]
+            for p in chain:
+                acc = MmaAsyncOp(p.operands[0], p.operands[1], acc).result
+            waited = MmaWaitOp(acc, 0)
+        last.results[0].replace_all_uses_with(waited.results[0])
+        for p in reversed(chain):
+            p.erase()
+    return len(chains)
+
+
 def _reads(op: ir.Operation) -> set:
     """The values `op` reads, in its nested regions too."""
     seen = set()

@@ -76,7 +76,7 @@ from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, smem_tile
 
 from .cluster_pairs import MULTICAST_ATTR
 from .persistent import flatten_tile_loop, specialize_tile_loop
-from .product_rotation import find_chain, fits_registers, rotate
+from .product_rotation import find_chain, fits_registers, issue_chains, rotate
 from .programmatic import overlaps
 from .pure_slices import clone_ops, defined_in, pure_slice
 from .register_prefetch import prefetch_loop
@@ -362,6 +362,8 @@ class _Pipeliner:
         view) and the last op of the loop's end (its last wait, or the loop)."""
         body = loop.regions[0].blocks[0]
         it, slot, views = self.consume(loop, ring, loads, stages, base)
+        if self.chip.startswith("sm_90"):
+            issue_chains(loop)
         asyncs = self.make_async(loop) if self.chip.startswith("sm_90") else []
         c = self.const
         with loop.location:
@@ -582,6 +584,7 @@ class _Pipeliner:
         products waited for (pending 0) before `waits_before`, or right after the loop."""
         body = loop.regions[0].blocks[0]
         it, slot, _ = self.consume(loop, ring, loads, stages, base)
+        issue_chains(loop)
         asyncs = self.make_async(loop)
         c = self.const
         with loop.location:
