@@ -35,7 +35,10 @@ tutorial attention from 0.74-0.80x to 0.84-0.91x cuDNN, bench/RESULTS.md).  The 
 the copies of iteration j + S - 1 (which refill that slot) are issued after that.
 The rotation costs A's registers (P: 16-bit, a quarter of the scores') carried across
 iterations and kept until M2 is done; it is skipped where the estimate of registers
-passes the budget (`fits_registers`).
+passes the budget (`fits_registers`), and where the kernel says `product_rotation=False`
+(a 2-stage ring: rotated, the copy of iteration j + 1 waits for M2 of j - 1, mid-
+iteration j).  A loop left unrotated still issues a chain like M1's as one group with
+one wait (`issue_chains`).
 """
 
 from __future__ import annotations
