@@ -56,6 +56,13 @@ from tileir.backend.layout.mma_layouts import Mma, Shared
 
 from .pure_slices import clone_ops
 
+# On the wait for M2 (`tile.mma_wait`), where the kernel asks for it (`rotation_fence`):
+# the gpu stage puts `fence.acq_rel.cta` before the wait.  ptxas otherwise schedules
+# the wait as early as it may, right after the last barrier or shared-memory access
+# before it, so the softmax's exponentials run after M2 instead of beside it; a memory
+# fence is what it does not move the wait above (found on its SASS: rules/mma.py)
+FENCE_ATTR = "tile.fence"
+
 # Registers a consumer thread may hold: 255 less what addresses, descriptors, the
 # row statistics and loop state take (an estimate; ptxas has the last word).
 REGISTER_BUDGET = 255 - 40
@@ -317,6 +324,8 @@ def rotate(pl, loop: ir.Operation, chain: Chain, ring: ir.Value, loads, stages: 
         p.erase()
     with ir.InsertionPoint(issue_start), loc:
         waited2 = MmaWaitOp(started2.result, 0)
+        if pl.rotation_fence:
+            waited2.operation.attributes[FENCE_ATTR] = ir.UnitAttr.get()
         RingReleaseOp(ring, prev, c(1, 1))
     carried_arg.replace_all_uses_except(waited2.results[0], started2.operation)
     # the next A, when it is exchanged through shared memory (`_exchanged`), is read

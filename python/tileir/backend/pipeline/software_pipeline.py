@@ -93,6 +93,9 @@ L2_PREFETCH_ATTR = "tile.l2_prefetch"
 # The kernel option `product_rotation` (kernel.py): False keeps a chain of products in
 # its iteration (no rotation); absent or True: rotated where it fits (product_rotation.py)
 PRODUCT_ROTATION_ATTR = "tile.product_rotation"
+# The kernel option `rotation_fence` (kernel.py): the rotated product's wait gets a fence
+# before it (product_rotation.py, FENCE_ATTR)
+ROTATION_FENCE_ATTR = "tile.rotation_fence"
 # Shared memory of one SM (what its blocks share) and registers of one SM.
 SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
 REGS_PER_SM = 65536
@@ -155,6 +158,8 @@ class _Pipeliner:
         # 64-row steps; bench/decode_attention.py --mla-variants times both)
         self.rotate = not (PRODUCT_ROTATION_ATTR in func.attributes and
                            not ir.BoolAttr(func.attributes[PRODUCT_ROTATION_ATTR]).value)
+        self.rotation_fence = ROTATION_FENCE_ATTR in func.attributes and \
+            ir.BoolAttr(func.attributes[ROTATION_FENCE_ATTR]).value
         self.held = 0                 # bytes of shared memory beside the ring (see loop)
         # L2 prefetches before the wait that tile-programmatic-launch will place (it runs
         # later in the stage): only where it will, since without programmatic launch the
