@@ -56,8 +56,11 @@ TENSOR_PEAK = 989e12
 # --mla-variants times.  "unrotated" (product_rotation=False): each step's products
 # stay in it, so with the 2-stage ring of 64-row steps a slot is refilled a whole step
 # before it is read (rotated, the copy of step j + 1 starts only once P c of step
-# j - 1 is done, mid-step j); "page 16": the LLM engine's cache pages, one page a step
+# j - 1 is done, mid-step j); "fenced" (rotation_fence=True): rotated, with the
+# softmax's exponentials kept before the wait for P c (ptxas otherwise waits first);
+# "page 16": the LLM engine's cache pages, one page a step
 UNROTATED = {"product_rotation": False}
+FENCED = {"rotation_fence": True}
 MLA_VARIANTS = [
     ("bn32", 32, {}, True, PAGE),
     ("bn32 eager rescale", 32, {}, False, PAGE),
@@ -69,6 +72,8 @@ MLA_VARIANTS = [
     ("bn64 unrotated eager rescale", 64, UNROTATED, False, PAGE),
     ("bn64 unrotated no producer", 64, {**UNROTATED, "warp_specialize": False}, True, PAGE),
     ("bn32 unrotated", 32, UNROTATED, True, PAGE),
+    ("bn32 fenced rotation", 32, FENCED, True, PAGE),
+    ("bn64 fenced rotation", 64, FENCED, True, PAGE),
     ("page 16 (bn16)", 16, {}, True, 16),
     ("page 16 (bn16) unrotated", 16, UNROTATED, True, 16),
 ]

@@ -207,6 +207,7 @@ def test_mla_rescales_lazily_and_exactly(lazy):
     pytest.param(1, 2, 16, 16, None, False, marks=pytest.mark.slow),
     pytest.param(3, 1, 64, 32, {"warp_specialize": False}, True, marks=pytest.mark.slow),
     (1, 2, 64, 64, {"product_rotation": False}, True),   # both products in their step
+    (2, 1, 32, 32, {"rotation_fence": True}, True),      # a fence before P c's wait
 ])
 def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints, lazy):
     # the products rotated, a producer warpgroup (unless asked not to): the simulator
@@ -316,6 +317,23 @@ def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
     release = [i for i, line in enumerate(loop) if "SYNCS.ARRIVE" in line]
     assert release and all(i > pv for i in release), "the slot is released before P c"
     assert not [line for line in loop if " STL" in line or " LDL" in line]
+
+
+def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
+    # rotation_fence=True: a fence before the wait for P c of step j - 1, so ptxas keeps
+    # the wait below the softmax's exponentials (without it ptxas moved the wait up
+    # to right after the exchanges of the row maxima: the exponentials waited for P c)
+    ck = _mla_cubin(1, bn=32, hints={"rotation_fence": True})
+    assert "C7513" not in ck.ptxas_report and "0 bytes spill" in ck.ptxas_report
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _main_loop(lines)
+    loop = lines[first:last + 1]
+    scores = next(i for i, line in enumerate(loop) if "DEPBAR.LE gsb0, 0x1" in line)
+    pc = next(i for i, line in enumerate(loop) if "DEPBAR.LE gsb0, 0x0" in line)
+    between = loop[scores:pc]
+    # P of a 64 x 32 step: 8 elements a thread, each an exponential, before the wait
+    assert sum("MUFU.EX2" in line for line in between) >= 8, "exponentials after the wait"
+    assert any("MEMBAR" in line for line in loop[pc - 4:pc]), "no fence before the wait"
 
 
 def test_mla_masks_only_the_last_step():
