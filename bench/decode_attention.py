@@ -19,9 +19,9 @@ the tensor cores' dense bf16 peak (TENSOR_PEAK); at 128 heads a latent row of 11
 bytes feeds 2 * 128 * 1088 FLOPs, 242 FLOP/byte, about the H200's ratio of the two
 (989 TFLOP/s / 4.2 TB/s = 235), so both times are within a few percent and the FLOPs'
 is the longer.  --mla-variants times configurations of the MLA kernel (rows a
-step, ring stages, the producer warpgroup: `mla_decode.variant`; the lazy rescale or
-one every step) at batch 64, contexts 4k and 8k, each checked against fp32 torch
-first; --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
+step, ring stages, the producer warpgroup, the products rotated or not:
+`mla_decode.variant`; the lazy rescale or one every step; the LLM engine's pages of
+16 slots) at batch 64, contexts 4k and 8k, each checked against fp32 torch first; --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged
@@ -52,14 +52,30 @@ DECODE = [(b, ctx) for b in (1, 16, 64) for ctx in (1024, 2048, 4096, 8192, 1638
 MLA_SHAPES = [(64, 4096), (64, 8192)]
 # dense bf16 tensor-core peak of an H100 / H200 SXM (FLOP/s), for MLA's bound
 TENSOR_PEAK = 989e12
-# (name, rows a step, hints, lazy rescale): the configurations --mla-variants times
+# (name, rows a step, hints, lazy rescale, cache page): the configurations
+# --mla-variants times.  "unrotated" (product_rotation=False): each step's products
+# stay in it, so with the 2-stage ring of 64-row steps a slot is refilled a whole step
+# before it is read (rotated, the copy of step j + 1 starts only once P c of step
+# j - 1 is done, mid-step j); "fenced" (rotation_fence=True): rotated, with the
+# softmax's exponentials kept before the wait for P c (ptxas otherwise waits first);
+# "page 16": the LLM engine's cache pages, one page a step
+UNROTATED = {"product_rotation": False}
+FENCED = {"rotation_fence": True}
 MLA_VARIANTS = [
-    ("bn32", 32, {}, True),
-    ("bn32 eager rescale", 32, {}, False),
-    ("bn32 no producer", 32, {"warp_specialize": False}, True),
-    ("bn64 (default; 2 stages)", 64, {}, True),
-    ("bn64 eager rescale", 64, {}, False),
-    ("bn64 no producer", 64, {"warp_specialize": False}, True),
+    ("bn32", 32, {}, True, PAGE),
+    ("bn32 eager rescale", 32, {}, False, PAGE),
+    ("bn32 no producer", 32, {"warp_specialize": False}, True, PAGE),
+    ("bn64 (default; 2 stages)", 64, {}, True, PAGE),
+    ("bn64 eager rescale", 64, {}, False, PAGE),
+    ("bn64 no producer", 64, {"warp_specialize": False}, True, PAGE),
+    ("bn64 unrotated", 64, UNROTATED, True, PAGE),
+    ("bn64 unrotated eager rescale", 64, UNROTATED, False, PAGE),
+    ("bn64 unrotated no producer", 64, {**UNROTATED, "warp_specialize": False}, True, PAGE),
+    ("bn32 unrotated", 32, UNROTATED, True, PAGE),
+    ("bn32 fenced rotation", 32, FENCED, True, PAGE),
+    ("bn64 fenced rotation", 64, FENCED, True, PAGE),
+    ("page 16 (bn16)", 16, {}, True, 16),
+    ("page 16 (bn16) unrotated", 16, UNROTATED, True, 16),
 ]
 
 
@@ -80,11 +96,11 @@ def copy_bandwidth() -> float:
     return 2 * x.numel() * x.element_size() / ms / 1e6
 
 
-def paged(batch, ctx, width, shuffle=True):
-    """A cache of batch * ctx / PAGE pages (shuffled: no two neighbours in memory) and
+def paged(batch, ctx, width, shuffle=True, page=PAGE):
+    """A cache of batch * ctx / page pages (shuffled: no two neighbours in memory) and
     its block table."""
-    pages = batch * math.ceil(ctx / PAGE)
-    cache = torch.randn(pages, PAGE, *width, device="cuda", dtype=DT)
+    pages = batch * math.ceil(ctx / page)
+    cache = torch.randn(pages, page, *width, device="cuda", dtype=DT)
     ids = torch.randperm(pages, device="cuda") if shuffle else torch.arange(pages, device="cuda")
     table = ids.to(torch.int32).reshape(batch, -1)
     return cache, table
@@ -170,8 +186,8 @@ def _mla_figures(t, nbytes, flops, copy_gbs) -> dict:
             for mode, ms in t.items()}
 
 
-def _mla_case(batch, ctx):
-    kv, table = paged(batch, ctx, (576,))
+def _mla_case(batch, ctx, page=PAGE):
+    kv, table = paged(batch, ctx, (576,), page=page)
     q = torch.randn(batch, 1, MLA_H, 576, device="cuda", dtype=DT)
     out = torch.empty(batch, 1, MLA_H, 512, device="cuda", dtype=DT)
     seq = torch.full((batch,), ctx, device="cuda", dtype=torch.int32)
@@ -193,14 +209,14 @@ def measure_mla(batch, ctx, copy_gbs, splits_list) -> dict:
     return row
 
 
-def check_mla(bn, hints, lazy) -> float:
+def check_mla(bn, hints, lazy, page=PAGE) -> float:
     """Relative error of one MLA configuration against fp32 torch: batch 64 of ragged
     lengths, one token, unsplit (the grid, and so the compiled variant, that is timed)
     and split in two."""
     torch.manual_seed(1)
     lens = torch.randint(1, 3000, (64,)).tolist()
     b, tq = len(lens), 1
-    kv, table = paged(b, max(lens), (576,))
+    kv, table = paged(b, max(lens), (576,), page=page)
     q = torch.randn(b, tq, MLA_H, 576, device="cuda", dtype=DT)
     seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
     worst = 0.0
@@ -221,12 +237,15 @@ def mla_variants(copy_gbs) -> list[dict]:
     """Each configuration of MLA_VARIANTS at batch 64, contexts 4k and 8k (CUDA-graph
     times): printed as a table, best first; the rows for the JSON."""
     rows = []
-    cases = {shape: _mla_case(*shape) for shape in MLA_SHAPES}
-    for name, bn, hints, lazy in MLA_VARIANTS:
-        row = {"variant": name, "bn": bn, "hints": hints, "lazy": lazy}
+    cases = {}
+    for name, bn, hints, lazy, page in MLA_VARIANTS:
+        row = {"variant": name, "bn": bn, "hints": hints, "lazy": lazy, "page": page}
         try:
-            row["error"] = check_mla(bn, hints, lazy)
-            for (batch, ctx), (kv, table, q, out, seq, nbytes, flops) in cases.items():
+            row["error"] = check_mla(bn, hints, lazy, page)
+            for batch, ctx in MLA_SHAPES:
+                if (batch, ctx, page) not in cases:      # one cache per page size
+                    cases[batch, ctx, page] = _mla_case(batch, ctx, page)
+                kv, table, q, out, seq, nbytes, flops = cases[batch, ctx, page]
                 t = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out, bn=bn,
                                                  hints=hints, lazy=lazy))
                 row[f"ctx={ctx}"] = _mla_figures(t, nbytes, flops, copy_gbs)

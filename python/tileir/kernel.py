@@ -427,7 +427,8 @@ class Kernel(KernelEntry):
                                             f"loop), got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
-                       "programmatic_launch", "l2_prefetch"):
+                       "programmatic_launch", "l2_prefetch", "product_rotation",
+                       "rotation_fence"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -687,7 +688,15 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     docs/gpu-backend.md), `l2_prefetch` (sm_90a, a kernel launched programmatically:
     True issues, before its wait for the previous kernel, L2 prefetches of the tiles
     its pipelined loop's first stages load, so they stream in while that kernel
-    still runs; off by default until measured, docs/gpu-backend.md) and
+    still runs; off by default until measured, docs/gpu-backend.md),
+    `product_rotation` (sm_90a, a loop of two chained products such as attention's:
+    True, the default, issues iteration j's first product beside the second of
+    iteration j - 1; False keeps both in their iteration, which frees a ring slot an
+    iteration earlier; docs/attention.md), `rotation_fence` (sm_90a, a rotated loop:
+    True puts a CTA memory fence before the wait for the second product, the one
+    instruction that keeps ptxas from placing that wait above the softmax's
+    exponentials, which then run after the product instead of beside it; off by
+    default until measured, docs/attention.md) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -698,7 +707,8 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     """
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
-             "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch"}
+             "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
+             "product_rotation", "rotation_fence"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

@@ -81,6 +81,111 @@ module attributes {tile.stage = "layout", tile.target = "sm_90a"} {
 
 // -----
 
+// The kernel option rotation_fence=True: the wait for P V of the previous iteration
+// carries tile.fence (the gpu stage puts a memory fence before it, which ptxas does not
+// move the wait above); the scores' wait does not.
+#sh = #tile.shared<128 : i64, array<i64: 1, 0>>
+#sht = #tile.shared<128 : i64, array<i64: 0, 1>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+#opa = #tile.mma_operand<0 : i64, #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>, 2 : i64>
+
+// CHECK-LABEL: func.func @fenced
+// CHECK:       scf.for
+// CHECK:         %[[S1:.*]] = "tile.mma_async"
+// CHECK-NEXT:    %[[S2:.*]] = "tile.mma_async"
+// CHECK-NEXT:    "tile.mma_wait"(%[[S1]]) {pending = 1 : i64}
+// CHECK:         "tile.mma_wait"(%[[S2]]) {pending = 0 : i64, tile.fence}
+// CHECK-NEXT:    "tile.ring_release"
+module attributes {tile.stage = "layout", tile.target = "sm_90a"} {
+  func.func @fenced(%arg0: !tile.array<bf16, 2 : i64> {tile.aligned}, %arg1: !tile.array<bf16, 2 : i64> {tile.aligned}, %arg2: !tile.array<bf16, 2 : i64> {tile.aligned}, %arg3: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.arg_names = ["Q", "K", "V", "O"], tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32, tile.warp_specialize = false, tile.rotation_fence = true} {
+    %c1_i32 = arith.constant 1 : i32
+    %c64_i32 = arith.constant 64 : i32
+    %c63_i32 = arith.constant 63 : i32
+    %cst = arith.constant dense<0.000000e+00> : tensor<64x64xf32, #acc>
+    %c0_i32 = arith.constant 0 : i32
+    %0 = "tile.bid"() {axis = 0 : i64} : () -> i32
+    %1 = "tile.load"(%arg0, %0, %c0_i32) {padding = "undetermined", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sh>
+    %2 = "tile.dim"(%arg1) {axis = 0 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+    %3 = arith.addi %2, %c63_i32 : i32
+    %4 = arith.floordivsi %3, %c64_i32 : i32
+    %5 = scf.for %arg4 = %c0_i32 to %4 step %c1_i32 iter_args(%arg5 = %cst) -> (tensor<64x64xf32, #acc>)  : i32 {
+      %7 = "tile.load"(%arg1, %arg4, %c0_i32) {padding = "undetermined", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sh>
+      %8 = "tile.permute"(%7) {permutation = array<i64: 1, 0>} : (tensor<64x64xbf16, #sh>) -> tensor<64x64xbf16, #sht>
+      %9 = "tile.mma"(%1, %8, %cst) : (tensor<64x64xbf16, #sh>, tensor<64x64xbf16, #sht>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+      %10 = math.exp2 %9 : tensor<64x64xf32, #acc>
+      %11 = "tile.load"(%arg2, %arg4, %c0_i32) {padding = "undetermined", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sh>
+      %12 = arith.truncf %10 : tensor<64x64xf32, #acc> to tensor<64x64xbf16, #acc>
+      %cst_0 = arith.constant dense<5.000000e-01> : tensor<64x64xf32, #acc>
+      %13 = arith.mulf %arg5, %cst_0 : tensor<64x64xf32, #acc>
+      %14 = "tile.convert_layout"(%12) : (tensor<64x64xbf16, #acc>) -> tensor<64x64xbf16, #opa>
+      %15 = "tile.mma"(%14, %11, %13) : (tensor<64x64xbf16, #opa>, tensor<64x64xbf16, #sh>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+      scf.yield %15 : tensor<64x64xf32, #acc>
+    }
+    %6 = arith.truncf %5 : tensor<64x64xf32, #acc> to tensor<64x64xbf16, #acc>
+    "tile.store"(%arg3, %6, %0, %c0_i32) : (!tile.array<bf16, 2 : i64>, tensor<64x64xbf16, #acc>, i32, i32) -> ()
+    return
+  }
+}
+
+// -----
+
+// The kernel option product_rotation=False on MLA's loop (a chain of two score products):
+// both products stay in their iteration, nothing in flight across iterations; the
+// chain is issued as one group and waited for once (issue_chains), P V waited for in
+// place, and the slot released after it, in the same iteration.
+// CHECK-LABEL: func.func @not_rotated
+// CHECK:       %[[R:.*]] = "tile.ring_alloc"() {stages = 3 : i64
+// CHECK:       scf.for
+// CHECK:         "tile.ring_wait"(%[[R]]
+// CHECK:         %[[S1:.*]] = "tile.mma_async"(%{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NEXT:    %[[S2:.*]] = "tile.mma_async"(%{{.*}}, %{{.*}}, %[[S1]])
+// CHECK-NEXT:    %[[SW:.*]] = "tile.mma_wait"(%[[S2]]) {pending = 0 : i64}
+// CHECK-NEXT:    math.exp2 %[[SW]]
+// CHECK-NOT:     tile.mma_async
+// CHECK:         "tile.mma"
+// CHECK:         "tile.ring_release"(%[[R]]
+// CHECK-NOT:   tile.mma_async
+// CHECK:       "tile.ring_free"(%[[R]])
+#sh = #tile.shared<128 : i64, array<i64: 1, 0>>
+#sht = #tile.shared<128 : i64, array<i64: 0, 1>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 2>, array<i64: 64, 32>>
+#opa = #tile.mma_operand<0 : i64, #tile.mma_acc<3 : i64, array<i64: 4, 2>, array<i64: 64, 32>>, 2 : i64>
+module attributes {tile.stage = "layout", tile.target = "sm_90a"} {
+  func.func @not_rotated(%arg0: !tile.array<bf16, 2 : i64> {tile.aligned}, %arg1: !tile.array<bf16, 2 : i64> {tile.aligned}, %arg2: !tile.array<bf16, 2 : i64> {tile.aligned}, %arg3: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.arg_names = ["Q", "C", "R", "O"], tile.kernel, tile.num_warps = 8 : i32, tile.num_stages = 3 : i32, tile.warp_specialize = false, tile.product_rotation = false} {
+    %c1_i32 = arith.constant 1 : i32
+    %c64_i32 = arith.constant 64 : i32
+    %c63_i32 = arith.constant 63 : i32
+    %cst = arith.constant dense<0.000000e+00> : tensor<64x64xf32, #acc>
+    %c0_i32 = arith.constant 0 : i32
+    %0 = "tile.bid"() {axis = 0 : i64} : () -> i32
+    %1 = "tile.load"(%arg0, %0, %c0_i32) {padding = "undetermined", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sh>
+    %q2 = "tile.load"(%arg0, %0, %c1_i32) {padding = "undetermined", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sh>
+    %2 = "tile.dim"(%arg1) {axis = 0 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+    %3 = arith.addi %2, %c63_i32 : i32
+    %4 = arith.floordivsi %3, %c64_i32 : i32
+    %5 = scf.for %arg4 = %c0_i32 to %4 step %c1_i32 iter_args(%arg5 = %cst) -> (tensor<64x64xf32, #acc>)  : i32 {
+      %7 = "tile.load"(%arg1, %arg4, %c0_i32) {padding = "undetermined", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sh>
+      %r = "tile.load"(%arg2, %arg4, %c0_i32) {padding = "undetermined", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sh>
+      %8 = "tile.permute"(%7) {permutation = array<i64: 1, 0>} : (tensor<64x64xbf16, #sh>) -> tensor<64x64xbf16, #sht>
+      %rt = "tile.permute"(%r) {permutation = array<i64: 1, 0>} : (tensor<64x64xbf16, #sh>) -> tensor<64x64xbf16, #sht>
+      %9 = "tile.mma"(%1, %8, %cst) : (tensor<64x64xbf16, #sh>, tensor<64x64xbf16, #sht>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+      %s = "tile.mma"(%q2, %rt, %9) : (tensor<64x64xbf16, #sh>, tensor<64x64xbf16, #sht>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+      %10 = math.exp2 %s : tensor<64x64xf32, #acc>
+      %12 = arith.truncf %10 : tensor<64x64xf32, #acc> to tensor<64x64xbf16, #acc>
+      %cst_0 = arith.constant dense<5.000000e-01> : tensor<64x64xf32, #acc>
+      %13 = arith.mulf %arg5, %cst_0 : tensor<64x64xf32, #acc>
+      %14 = "tile.convert_layout"(%12) : (tensor<64x64xbf16, #acc>) -> tensor<64x64xbf16, #opa>
+      %15 = "tile.mma"(%14, %7, %13) : (tensor<64x64xbf16, #opa>, tensor<64x64xbf16, #sh>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+      scf.yield %15 : tensor<64x64xf32, #acc>
+    }
+    %6 = arith.truncf %5 : tensor<64x64xf32, #acc> to tensor<64x64xbf16, #acc>
+    "tile.store"(%arg3, %6, %0, %c0_i32) : (!tile.array<bf16, 2 : i64>, tensor<64x64xbf16, #acc>, i32, i32) -> ()
+    return
+  }
+}
+
+// -----
+
 // The first product a chain (MLA's Q.[c; k_rope]^T: q_nope c^T, then q_rope r^T onto it),
 // 8 warps splitting the 64 x 64 tiles by columns: both are started with P V of j - 1
 // and waited for by one wait; the next P, exchanged between the warpgroups through

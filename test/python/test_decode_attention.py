@@ -206,6 +206,8 @@ def test_mla_rescales_lazily_and_exactly(lazy):
     (1, 2, 64, 64, None, True),                      # 64 rows a step, 2 stages
     pytest.param(1, 2, 16, 16, None, False, marks=pytest.mark.slow),
     pytest.param(3, 1, 64, 32, {"warp_specialize": False}, True, marks=pytest.mark.slow),
+    (1, 2, 64, 64, {"product_rotation": False}, True),   # both products in their step
+    (2, 1, 32, 32, {"rotation_fence": True}, True),      # a fence before P c's wait
 ])
 def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints, lazy):
     # the products rotated, a producer warpgroup (unless asked not to): the simulator
@@ -221,14 +223,14 @@ def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints, la
     assert _rel(out, mla.reference(q, kv, table, lens, 0.3)) < 2e-3
 
 
-def _mla_cubin(splits, bn):
+def _mla_cubin(splits, bn, hints=None):
     """MLA decode at DeepSeek-V3's shapes, batch 64, as a launch compiles it."""
     b = 64
     q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
     kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
     out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
     _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
-                            out, splits, bn=bn)
+                            out, splits, bn=bn, hints=hints)
     kernel, grid, args = calls[0]
     return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
 
@@ -275,6 +277,63 @@ def test_mla_runs_on_wgmma_and_tma_with_the_latent_tile_shared(splits, tmp_path)
     assert sum("HGMMA.64x256x16" in line for line in loop) == 2       # 32 / 16
     assert not [line for line in loop if " STL" in line or " LDL" in line], \
         "local memory inside the loop"
+
+
+def _loop_around(lines, inside):
+    """(first, last) line of the innermost SASS loop (a backward branch) around a line
+    for which `inside` holds."""
+    addr = [int(m.group(1), 16) if (m := re.match(r"\s+/\*([0-9a-f]+)\*/", line)) else None
+            for line in lines]
+    loops = []
+    for i, line in enumerate(lines):
+        m = re.search(r"BRA (?:`\()?0x([0-9a-f]+)", line)
+        if m and addr[i] is not None and int(m.group(1), 16) in addr[:i]:
+            start = addr.index(int(m.group(1), 16))
+            if any(inside(x) for x in lines[start:i + 1]):
+                loops.append((start, i))
+    assert loops, "no loop around the products"
+    return min(loops, key=lambda t: t[1] - t[0])
+
+
+def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
+    # product_rotation=False (the ring has 2 stages at 64 rows a step): a step issues its
+    # scores (q_nope c^T and q_rope r^T as one group), waits once, runs the softmax,
+    # issues P c and waits for it, then releases its
+    # slot -- no wgmma group left in flight across steps, so the producer refills the
+    # slot a whole step before it is read.  Still a producer warpgroup, no local memory
+    ck = _mla_cubin(1, bn=64, hints={"product_rotation": False})
+    assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
+    report = ck.ptxas_report
+    assert "C7513" not in report and "0 bytes spill" in report, report
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
+    loop = lines[first:last + 1]
+    assert sum("HGMMA.64x32x16" in line for line in loop) == 36      # 64 keys, 2 warpgroups
+    assert sum("HGMMA.64x256x16" in line for line in loop) == 4
+    assert not [line for line in loop if "DEPBAR.LE gsb0, 0x1" in line], "a product in flight"
+    # the 36 score wgmmas in one group (issue_chains), then P c: two waits a step
+    assert sum("WARPGROUP.DEPBAR.LE gsb0, 0x0" in line for line in loop) == 2
+    pv = max(i for i, line in enumerate(loop) if "HGMMA.64x256x16" in line)
+    release = [i for i, line in enumerate(loop) if "SYNCS.ARRIVE" in line]
+    assert release and all(i > pv for i in release), "the slot is released before P c"
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+
+
+def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
+    # rotation_fence=True: a fence before the wait for P c of step j - 1, so ptxas keeps
+    # the wait below the softmax's exponentials (without it ptxas moved the wait up
+    # to right after the exchanges of the row maxima: the exponentials waited for P c)
+    ck = _mla_cubin(1, bn=32, hints={"rotation_fence": True})
+    assert "C7513" not in ck.ptxas_report and "0 bytes spill" in ck.ptxas_report
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _main_loop(lines)
+    loop = lines[first:last + 1]
+    scores = next(i for i, line in enumerate(loop) if "DEPBAR.LE gsb0, 0x1" in line)
+    pc = next(i for i, line in enumerate(loop) if "DEPBAR.LE gsb0, 0x0" in line)
+    between = loop[scores:pc]
+    # P of a 64 x 32 step: 8 elements a thread, each an exponential, before the wait
+    assert sum("MUFU.EX2" in line for line in between) >= 8, "exponentials after the wait"
+    assert any("MEMBAR" in line for line in loop[pc - 4:pc]), "no fence before the wait"
 
 
 def test_mla_masks_only_the_last_step():

@@ -168,6 +168,13 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
     (64, {"warp_specialize": False}, True),
     (32, {}, False),                           # the accumulator rescaled every step
     (64, {}, False),
+    (64, {"product_rotation": False}, True),   # each step's products in it
+    (64, {"product_rotation": False}, False),
+    (64, {"product_rotation": False, "warp_specialize": False}, True),
+    (32, {"product_rotation": False}, True),
+    (16, {"product_rotation": False}, True),   # one 16-slot page a step
+    (32, {"rotation_fence": True}, True),      # the exponentials beside P c
+    (64, {"rotation_fence": True}, False),
 ])
 def test_mla_configurations_match_fp32(bn, hints, lazy):
     # the configurations bench/decode_attention.py --mla-variants times, each correct

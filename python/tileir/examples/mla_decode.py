@@ -18,7 +18,12 @@ rescaled only when a row's max grew past 2^8 (the old max kept otherwise: exact,
 128 multiplies a thread fewer on most steps).  `mla_decode(..., bn=, hints=, lazy=)`
 runs other configurations (bench/decode_attention.py --mla-variants times them; on an
 H200, 2026-11-29, B64 at 4k and 8k: BN 64 at 0.35 of the tensor-core bound, BN 32 at
-0.33, without the producer warpgroup 0.27-0.34).
+0.33, without the producer warpgroup 0.27-0.34).  At 64 rows the ring has 2 stages
+(72 KB a step beside Q's 72 KB), and the rotation keeps a step's slot until its P c is
+done, in the next step, so each step waited for its own copy (about 6k cycles a step
+against 2.2k of tensor-core work): `hints={"product_rotation": False}` keeps each
+step's products in it and frees the slot a whole step before it is refilled
+(docs/attention.md, "Why MLA ran at 0.35 of its bound").
 The latents past a token are masked in the scores only, so a cache's unused slots
 must hold finite numbers (zeros, stale tokens).
 """

@@ -35,7 +35,10 @@ tutorial attention from 0.74-0.80x to 0.84-0.91x cuDNN, bench/RESULTS.md).  The 
 the copies of iteration j + S - 1 (which refill that slot) are issued after that.
 The rotation costs A's registers (P: 16-bit, a quarter of the scores') carried across
 iterations and kept until M2 is done; it is skipped where the estimate of registers
-passes the budget (`fits_registers`).
+passes the budget (`fits_registers`), and where the kernel says `product_rotation=False`
+(a 2-stage ring: rotated, the copy of iteration j + 1 waits for M2 of j - 1, mid-
+iteration j).  A loop left unrotated still issues a chain like M1's as one group with
+one wait (`issue_chains`).
 """
 
 from __future__ import annotations
@@ -52,6 +55,13 @@ from tileir.dialect.types import bitwidth, is_float
 from tileir.backend.layout.mma_layouts import Mma, Shared
 
 from .pure_slices import clone_ops
+
+# On the wait for M2 (`tile.mma_wait`), where the kernel asks for it (`rotation_fence`):
+# the gpu stage puts `fence.acq_rel.cta` before the wait.  ptxas otherwise schedules
+# the wait as early as it may, right after the last barrier or shared-memory access
+# before it, so the softmax's exponentials run after M2 instead of beside it; a memory
+# fence is what it does not move the wait above (found on its SASS: rules/mma.py)
+FENCE_ATTR = "tile.fence"
 
 # Registers a consumer thread may hold: 255 less what addresses, descriptors, the
 # row statistics and loop state take (an estimate; ptxas has the last word).
@@ -73,6 +83,45 @@ def _wgmma(op: ir.Operation) -> bool:
         return False
     lay = tile_layout(op.results[0].type)
     return isinstance(lay, Mma) and lay.version == 3 and not promotes_sums(op)
+
+
+def issue_chains(loop: ir.Operation) -> int:
+    """In a loop that is not rotated: each chain of wgmma products in its body (a
+    product read only as the next one's accumulator, both reading A and B from shared
+    memory) is issued as one group and waited for once, after its last product (MLA's
+    q_nope c^T, then q_rope r^T onto it: 36 wgmmas and a wait, not 32, a wait, 4 and
+    a wait, the tensor cores drained in between).  Returns the chains made."""
+    body = loop.regions[0].blocks[0]
+    products = [op.operation for op in body.operations if _wgmma(op.operation) and all(
+        isinstance(tile_layout(v.type), Shared) for v in list(op.operation.operands)[:2])]
+
+    def next_of(op):                   # the product reading op only as its accumulator
+        uses = list(op.results[0].uses)
+        if len(uses) != 1 or uses[0].operand_number != 2:
+            return None
+        user = uses[0].owner
+        user = user.operation if hasattr(user, "operation") else user
+        return user if user in products else None
+
+    followers = [n for p in products if (n := next_of(p)) is not None]
+    chains = []
+    for head in [p for p in products if p not in followers]:
+        chain = [head]
+        while (n := next_of(chain[-1])) is not None:
+            chain.append(n)
+        if len(chain) > 1:
+            chains.append(chain)
+    for chain in chains:
+        head, last = chain[0], chain[-1]
+        with ir.InsertionPoint(last), last.location:
+            acc = head.operands[2]
+            for p in chain:
+                acc = MmaAsyncOp(p.operands[0], p.operands[1], acc).result
+            waited = MmaWaitOp(acc, 0)
+        last.results[0].replace_all_uses_with(waited.results[0])
+        for p in reversed(chain):
+            p.erase()
+    return len(chains)
 
 
 def _reads(op: ir.Operation) -> set:
@@ -275,6 +324,8 @@ def rotate(pl, loop: ir.Operation, chain: Chain, ring: ir.Value, loads, stages: 
         p.erase()
     with ir.InsertionPoint(issue_start), loc:
         waited2 = MmaWaitOp(started2.result, 0)
+        if pl.rotation_fence:
+            waited2.operation.attributes[FENCE_ATTR] = ir.UnitAttr.get()
         RingReleaseOp(ring, prev, c(1, 1))
     carried_arg.replace_all_uses_except(waited2.results[0], started2.operation)
     # the next A, when it is exchanged through shared memory (`_exchanged`), is read

@@ -76,7 +76,7 @@ from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, smem_tile
 
 from .cluster_pairs import MULTICAST_ATTR
 from .persistent import flatten_tile_loop, specialize_tile_loop
-from .product_rotation import find_chain, fits_registers, rotate
+from .product_rotation import find_chain, fits_registers, issue_chains, rotate
 from .programmatic import overlaps
 from .pure_slices import clone_ops, defined_in, pure_slice
 from .register_prefetch import prefetch_loop
@@ -90,6 +90,12 @@ WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
 # The kernel option `l2_prefetch` (kernel.py): the first tiles into L2 before the
 # grid-dependency wait (`prefetch_first`)
 L2_PREFETCH_ATTR = "tile.l2_prefetch"
+# The kernel option `product_rotation` (kernel.py): False keeps a chain of products in
+# its iteration (no rotation); absent or True: rotated where it fits (product_rotation.py)
+PRODUCT_ROTATION_ATTR = "tile.product_rotation"
+# The kernel option `rotation_fence` (kernel.py): the rotated product's wait gets a fence
+# before it (product_rotation.py, FENCE_ATTR)
+ROTATION_FENCE_ATTR = "tile.rotation_fence"
 # Shared memory of one SM (what its blocks share) and registers of one SM.
 SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
 REGS_PER_SM = 65536
@@ -146,6 +152,14 @@ class _Pipeliner:
         self.chains_specialize = chip.startswith("sm_90") and occupancy <= 1 and \
             WARP_SPECIALIZE_ATTR not in func.attributes
         self.specialized = False
+        # rotated on sm_90a unless the author says not: rotation holds an iteration's slot
+        # until its second product is done, in the next iteration, so with two stages
+        # the copy of iteration j + 1 starts only while iteration j runs (MLA decode's
+        # 64-row steps; bench/decode_attention.py --mla-variants times both)
+        self.rotate = not (PRODUCT_ROTATION_ATTR in func.attributes and
+                           not ir.BoolAttr(func.attributes[PRODUCT_ROTATION_ATTR]).value)
+        self.rotation_fence = ROTATION_FENCE_ATTR in func.attributes and \
+            ir.BoolAttr(func.attributes[ROTATION_FENCE_ATTR]).value
         self.held = 0                 # bytes of shared memory beside the ring (see loop)
         # L2 prefetches before the wait that tile-programmatic-launch will place (it runs
         # later in the stage): only where it will, since without programmatic launch the
@@ -233,7 +247,11 @@ class _Pipeliner:
         chain = find_chain(loop, loads) if self.chip.startswith("sm_90") else None
         if chain is not None and not fits_registers(chain, 32 * self.num_warps()):
             chain = None
-        if (self.specialize or (chain is not None and self.chains_specialize)) and \
+        # a loop of chained products gets its producer warpgroup, rotated or not
+        chained = chain is not None and self.chains_specialize
+        if not self.rotate:
+            chain = None
+        if (self.specialize or chained) and \
                 not self.specialized and self.guards(loop) is not None:
             self.specialized = True
             return self.loop_specialized(loop, loads, tiles, chain)
@@ -349,6 +367,8 @@ class _Pipeliner:
         view) and the last op of the loop's end (its last wait, or the loop)."""
         body = loop.regions[0].blocks[0]
         it, slot, views = self.consume(loop, ring, loads, stages, base)
+        if self.chip.startswith("sm_90"):
+            issue_chains(loop)
         asyncs = self.make_async(loop) if self.chip.startswith("sm_90") else []
         c = self.const
         with loop.location:
@@ -569,6 +589,7 @@ class _Pipeliner:
         products waited for (pending 0) before `waits_before`, or right after the loop."""
         body = loop.regions[0].blocks[0]
         it, slot, _ = self.consume(loop, ring, loads, stages, base)
+        issue_chains(loop)
         asyncs = self.make_async(loop)
         c = self.const
         with loop.location:

@@ -26,6 +26,7 @@ from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import promotes_sums
 from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared
 from tileir.backend.layout.mma_plan import K_STEP
+from tileir.backend.pipeline.product_rotation import FENCE_ATTR
 
 from ..context import I32, I64, Frag, LoweringContext, _bits, is_fp8, reg_type
 from ..shared import SmemTile, load_frag
@@ -62,6 +63,12 @@ def _mma_async(cx, op):
 def _mma_wait(cx, op):
     lay = tile_layout(op.operands[0].type)
     version = lay.version if isinstance(lay, Mma) else 2
+    if FENCE_ATTR in op.operation.attributes and version == 3:
+        # a rotated product's wait (product_rotation.FENCE_ATTR): ptxas places a
+        # wgmma wait as early as it may, above the ALU work before it, but not above a
+        # memory fence; with the fence the exponentials before it stay before it, beside
+        # the product in flight (MLA decode's and prefill attention's SASS)
+        llvm.inline_asm(None, [], "fence.acq_rel.cta;", "", has_side_effects=True)
     a = cx.in_flight_a.pop(op.operands[0], None)
     if a is not None and version == 3:
         # the A registers pass through the wait too: nothing may reuse them before it
