@@ -269,7 +269,10 @@ def run_stages(module: ir.Module, *, stop_after: str,
     Shared memory is a budget (tileir.backend.layout.budget): when the `gpu` stage finds the
     rings the `pipeline` stage made too deep for it, the module goes back to where
     it was before `pipeline`, the kernel's rings are capped, and both stages run
-    again; `after_stage` sees them again too."""
+    again; `after_stage` sees them again too.  Registers are checked after `cubin`:
+    where ptxas gave a thread more than lets the blocks an SM that the rings were
+    planned for share it, the stages from `pipeline` on run once more, planned for
+    the blocks that fit (`_Fit.registers`)."""
     _check_stage(stop_after)
     names = list(STAGES)
     start = names.index(current_stage(module))
@@ -292,6 +295,10 @@ def run_stages(module: ir.Module, *, stop_after: str,
             i = todo.index(back)
             continue
         fit.after(stage, module)
+        back = fit.registers(stage, module)
+        if back is not None and back in todo:
+            i = todo.index(back)
+            continue
         if after_stage is not None:
             after_stage(stage, module)
         i += 1
@@ -306,6 +313,8 @@ class _Fit:
         from tileir.backend.layout.budget import Budget
         self.saved: dict[str, ir.Operation] = {}
         self.budget = Budget()
+        self.planned = 0                 # the blocks an SM the last `pipeline` planned for
+        self.register_replanned = False
 
     def before(self, stage: str, module: ir.Module) -> None:
         # the module before `layout` never changes (a rewind sets attributes on a copy);
@@ -316,7 +325,50 @@ class _Fit:
     def after(self, stage: str, module: ir.Module) -> None:
         if stage == "pipeline":
             from tileir.backend.layout.budget import rings_of
+            from tileir.backend.pipeline.software_pipeline import PLANNED_BLOCKS_ATTR
             self.budget.pipelined(rings_of(module))
+            self.planned = max([ir.IntegerAttr(op.attributes[PLANNED_BLOCKS_ATTR]).value
+                                for op in module.body.operations
+                                if PLANNED_BLOCKS_ATTR in op.attributes] or [0])
+
+    def registers(self, stage: str, module: ir.Module) -> str | None:
+        """After `cubin`: "pipeline" (the module put back before it, the kernel marked
+        with the blocks that fit) where ptxas' registers a thread, times the block's
+        threads, leave an SM fewer blocks than the rings were planned for (their
+        stages split the SM's shared memory among blocks that cannot all be there);
+        else None.  Once a compile."""
+        import json
+        import re
+        from tileir.backend.layout.budget import FIT_ATTR
+        from tileir.backend.pipeline.software_pipeline import (REGISTER_BLOCKS_ATTR,
+                                                               REGS_PER_SM)
+        attrs = module.operation.attributes
+        if (stage != "cubin" or self.register_replanned or self.planned < 2
+                or "pipeline" not in self.saved or "tile.ptxas_report" not in attrs
+                or "tile.kernel_meta" not in attrs):
+            return None
+        used = re.search(r"Used (\d+) registers", ir.StringAttr(attrs["tile.ptxas_report"]).value)
+        threads = json.loads(ir.StringAttr(attrs["tile.kernel_meta"]).value).get("num_threads")
+        if used is None or not threads:
+            return None
+        regs = -(-int(used.group(1)) // 8) * 8          # allocated 8 at a time
+        fits = max(1, REGS_PER_SM // (regs * threads))
+        if fits >= self.planned:
+            return None
+        self.register_replanned = True
+        self.budget.notes.append(
+            f"registers: ptxas gave {used.group(1)} a thread x {threads} threads, so "
+            f"{fits} block(s) an SM, not the {self.planned} the rings were planned for: "
+            f"planned again for {fits}")
+        _replace_module(module, self.saved["pipeline"].clone())
+        with module.context:
+            i32 = ir.IntegerType.get_signless(32)
+            for op in module.body.operations:
+                if "tile.kernel" in op.attributes:
+                    op.attributes[REGISTER_BLOCKS_ATTR] = ir.IntegerAttr.get(i32, fits)
+            module.operation.attributes[FIT_ATTR] = ir.StringAttr.get(
+                "; ".join(self.budget.notes))
+        return "pipeline"
 
     def replan(self, module: ir.Module, error: TileIRError) -> str | None:
         """The stage to run again after `module` was put back before it with the next

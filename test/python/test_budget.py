@@ -10,6 +10,8 @@ two blocks; and the plain 2-d GEMM of 128 x 256 x 128 fp16 tiles on sm_80."""
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -152,3 +154,41 @@ def test_a_kernel_no_choice_fits_is_refused_with_the_numbers_and_the_knobs():
     assert "test_budget.py" in text.splitlines()[0], text
     assert "kernel 'transpose_huge' needs" in text and "sm_90a has 232448" in text
     assert "use smaller tiles" in text
+
+
+@ct.kernel
+def gemm_residual(A, B, R, C, TM: ct.Constant[int], TN: ct.Constant[int],
+                  TK: ct.Constant[int]):
+    i, j = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((TM, TN), dtype=ct.float32)
+    for k in range(ct.cdiv(A.shape[1], TK)):
+        a = ct.load(A, index=(i, k), shape=(TM, TK), padding_mode=ZERO)
+        b = ct.load(B, index=(k, j), shape=(TK, TN), padding_mode=ZERO)
+        acc = ct.mma(a, b, acc=acc)
+    r = ct.astype(ct.load(R, index=(i, j), shape=(TM, TN), padding_mode=ZERO), ct.float32)
+    ct.store(C, index=(i, j), tile=ct.astype(acc + r, C.dtype))
+
+
+def test_rings_are_planned_again_for_the_blocks_ptxas_registers_allow():
+    # The residual epilogue of a 128 x 128 x 64 GEMM: the estimate (the accumulator and
+    # OTHER_REGS a thread) lets two blocks share an SM, so the rings got half its shared
+    # memory (3 stages); ptxas gives ~150 registers a thread x 256 threads, one block.
+    # The driver sees it after `cubin` and plans the rings again for one block (4
+    # stages), saying so in the kernel's `fit`; the plain GEMM keeps its plan.
+    bf = ml_dtypes.bfloat16
+    m, n, k = 2048, 4096, 4096
+    a, b, c = np.zeros((m, k), bf), np.zeros((k, n), bf), np.zeros((m, n), bf)
+    grid = (m // 128, n // 128, 1)
+    cases = ((gemm_residual, (a, b, c, c, 128, 128, 64)), (gemm, (a, b, c, 128, 128, 64)))
+    fits = []
+    for kernel, args in cases:
+        ck = kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+        regs = int(re.search(r"Used (\d+) registers", ck.ptxas_report).group(1))
+        blocks = 65536 // (-(-regs // 8) * 8 * ck.meta["num_threads"])
+        stages = int(re.search(r"stages = (\d+)", ck.artifacts["pipeline"]).group(1))
+        fits.append((blocks, stages, ck.meta.get("fit") or "", ck.meta["shared_bytes"]))
+    (blocks, stages, note, smem), (plain_blocks, plain_stages, plain_note, _) = fits
+    assert blocks == 1 and stages == 4, fits
+    assert "registers: ptxas gave" in note and "planned again for 1" in note, note
+    assert smem <= LIMIT["sm_90a"]
+    assert plain_blocks == 2 and plain_stages == 3 and "registers" not in plain_note, fits

@@ -102,6 +102,12 @@ REGS_PER_SM = 65536
 # Registers a thread of a tensor-core loop needs besides its accumulators (addresses,
 # descriptors, loop state): an estimate for choosing stages, not a limit.
 OTHER_REGS = 48
+# The blocks an SM holds by the registers ptxas gave an earlier compile of this kernel,
+# where that was fewer than the estimate planned for (passes/pipeline.py, `_Fit`): the
+# rings are planned again for that many.
+REGISTER_BLOCKS_ATTR = "tile.register_blocks"
+# What `blocks_per_sm` planned for (the most over the kernel's loops), for that check.
+PLANNED_BLOCKS_ATTR = "tile.planned_blocks"
 
 
 def pipeline_loops(module: ir.Module, chip: str) -> None:
@@ -708,6 +714,11 @@ class _Pipeliner:
         return max(2, min(most, self.cap, budget // max(1, per_stage)))
 
     def blocks_per_sm(self, loop: ir.Operation) -> int:
+        """The blocks that share an SM, for the rings' depth: the kernel's `occupancy`;
+        else two where the accumulators leave registers for two (an estimate:
+        accumulators + OTHER_REGS a thread), else one; at most what ptxas allowed an
+        earlier compile (REGISTER_BLOCKS_ATTR).  Records what it planned
+        (PLANNED_BLOCKS_ATTR) for the stage driver to check against ptxas."""
         attrs = self.func.attributes
         if "tile.occupancy" in attrs:
             return max(1, ir.IntegerAttr(attrs["tile.occupancy"]).value)
@@ -723,7 +734,14 @@ class _Pipeliner:
                     n *= d
                 acc += n // threads
         regs = acc + OTHER_REGS
-        return max(1, min(2, REGS_PER_SM // (regs * threads)))
+        blocks = max(1, min(2, REGS_PER_SM // (regs * threads)))
+        if REGISTER_BLOCKS_ATTR in attrs:    # what ptxas allowed an earlier plan
+            blocks = max(1, min(blocks, ir.IntegerAttr(attrs[REGISTER_BLOCKS_ATTR]).value))
+        planned = ir.IntegerAttr(attrs[PLANNED_BLOCKS_ATTR]).value \
+            if PLANNED_BLOCKS_ATTR in attrs else 0
+        attrs[PLANNED_BLOCKS_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32),
+                                                        max(planned, blocks))
+        return blocks
 
 
 def _walks_tiles(op: ir.Operation) -> bool:
