@@ -108,11 +108,15 @@ def test_empty_splits_and_rows_past_m_are_harmless():
 
 
 def test_plan():
-    # Llama-3-8B's decode GEMMs at one row: a block for every SM without splitting K
+    # at one row, Llama-3-8B's swept shapes take their measured plans
+    for (n, k), want in G.SWEPT.items():
+        assert G.plan(1, n, k) == want
+        assert G.plan(2, n, k) == G.plan(2, n, k, swept=False)     # one row only
+    # the rule, at one row: a block for every SM without splitting K
     for (n, k), (bn, bk) in {(6144, 4096): (32, 128), (4096, 4096): (16, 256),
                              (4096, 14336): (16, 256), (14336, 4096): (64, 128),
                              (128256, 4096): (64, 128)}.items():
-        p = G.plan(1, n, k)
+        p = G.plan(1, n, k, swept=False)
         assert (p.bm, p.bn, p.bk, p.split, p.fma) == (8, bn, bk, 1, False), (n, k, p)
         assert ct.cdiv(n, p.bn) >= 132
     # too narrow even at 16 rows a block: K split until the SMs have a block each
@@ -226,7 +230,7 @@ def test_tensor_core_plan_streams_weights_through_tma_rings(kind, n, k, m, tmp_p
     the shared memory the plan counts on (its blocks an SM), and a steady loop of few
     instructions per weight byte (the tensor cores and TMA do the work: no per-element
     address arithmetic)."""
-    p = G.plan(m, n, k)
+    p = G.plan(m, n, k, swept=False)                 # the rule's tensor-core plan
     kernel, args = _llama_args(kind, m, n, k, p)
     grid = G.grid(n, p)
     ring = _compile(kernel, args, grid, "pipeline").ir()

@@ -250,15 +250,21 @@ class Backend:
             self._launch((ct.cdiv(n, bc),), fin[0], fin[1] + (bs, bm, bc))
         return out
 
-    def _gemv_ok(self, m: int, norm) -> bool:
-        return self.decode_gemv and m <= DECODE_ROWS and norm is None
+    def _gemv_ok(self, m: int, norm, n: int, k: int) -> bool:
+        """Whether `decode_gemv` takes this product: at most DECODE_ROWS rows, no fused
+        norm, and on the GPU a shape whose plan was measured faster than the wgmma
+        tiles (`gemv.SWEPT`: one row at Llama-3-8B's widths; the LM head keeps its
+        wgmma kernel, at 0.99x copy)."""
+        if not (self.decode_gemv and m <= DECODE_ROWS and norm is None):
+            return False
+        return self.torch is None or (m == 1 and (n, k) in G.SWEPT)
 
     def linear(self, x, w, out=None, residual=None, norm=None):
         """x @ w^T; with residual, residual + x @ w^T in the GEMM's epilogue, into out
         (by default residual itself); with norm = (g, eps), RMSNorm(x) * g @ w^T.  With
         `decode_gemv`, at most DECODE_ROWS rows without a norm run on tileir.llm.gemv."""
         m, n = x.shape[0], w.shape[0]
-        if self._gemv_ok(m, norm):
+        if self._gemv_ok(m, norm, n, x.shape[1]):
             if residual is not None:
                 return self._gemv(x, (w,), residual if out is None else out, residual)
             return self._gemv(x, (w,), self.empty((m, n)) if out is None else out)
@@ -285,7 +291,7 @@ class Backend:
         of the projections' round trip through memory (bench/llm.py measures both)."""
         m, n = x.shape[0], w_gate.shape[0]
         out = self.empty((m, n)) if out is None else out
-        if self._gemv_ok(m, norm):
+        if self._gemv_ok(m, norm, n, x.shape[1]):
             return self._gemv(x, (w_gate, w_up), out)
         if (self.split_swiglu_rows is not None and m >= self.split_swiglu_rows
                 and norm is None):

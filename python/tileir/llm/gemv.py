@@ -210,9 +210,23 @@ class Plan(NamedTuple):
     fma: bool
 
 
+# One-row plans a sweep found fastest (H200, 2026-11-29, `bench/sweep_llm_decode.py 1
+# --gemv`, weight bytes x copy bandwidth; bench/RESULTS.md), by (N, K) at Llama-3-8B's
+# widths: QKV 0.79 on the FMA units (the wgmma tiles 0.64, cuBLAS 0.72), O 0.65 at 64
+# rows x 128 split in two (0.52, 0.60), down 0.85 at 64 x 256 split in two (0.75,
+# 0.87), SwiGLU's gate/up 0.89 at 128 x 128 (0.79, 0.83).  `plan`'s rule chose 0.50-0.71.
+SWEPT = {
+    (6144, 4096): Plan(1, 8, 256, 1, True),
+    (4096, 4096): Plan(8, 64, 128, 2, False),
+    (4096, 14336): Plan(8, 64, 256, 2, False),
+    (14336, 4096): Plan(8, 128, 128, 1, False),
+}
+
+
 def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
-         sm_count: int = 132) -> Plan:
-    """The schedule for an (m, k) x (n, k)^T product.
+         sm_count: int = 132, swept: bool = True) -> Plan:
+    """The schedule for an (m, k) x (n, k)^T product: at one row, a shape a sweep
+    measured takes its fastest plan (SWEPT); otherwise the rule below.
 
     On the GPU: the widest of TILES whose grid gives every SM a block (so a split K, and
     its combine launch, only where N is too narrow for that even at 16 rows a block:
@@ -230,6 +244,8 @@ def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
     if exact:
         bm = next_pow2(m)
         return Plan(bm, max(1, 2048 // (bm * 64)), 64, 1, True)
+    if swept and m == 1 and (n, k) in SWEPT:        # measured (swept=False: the rule's)
+        return SWEPT[n, k]
     bm = 8 if m <= 8 else 16
     bn, bk = next(((bn, bk) for bn, bk in TILES if ct.cdiv(n, bn) >= sm_count), TILES[-1])
     blocks, tiles = ct.cdiv(n, bn), ct.cdiv(k, bk)
