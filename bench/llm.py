@@ -2,7 +2,7 @@
 in real widths.
 
     python bench/llm.py [--out DIR] [--models llama3-8b,deepseek-v3-small] [--quick]
-                        [--no-compile] [--profile] [--decode-gemv] [--fuse-norm]
+                        [--no-compile] [--profile] [--fuse-norm]
                         [--results-md bench/RESULTS.md]
 
 Models: Llama-3-8B-shaped (all 32 layers, random bf16 weights) and a DeepSeek-V3-shaped
@@ -20,8 +20,9 @@ bound: the model's weight bytes over the run's measured copy bandwidth (the best
 large device-to-device copies, bytes read + written over time, as bench/llm_ops.py
 measures it), the time a step needs to read every weight once.
 
-`--decode-gemv` adds batch-1 decode with the decode GEMMs on tileir.llm.gemv
-(`Backend.decode_gemv`; with --profile, its step by kernel too).
+Beside the defaults, batch-1 decode is also timed without the L2 prefetch and with the
+one-row GEMMs on the wgmma tiles instead of tileir.llm.gemv (`Backend.decode_gemv`),
+and the prefill with SwiGLU in one kernel (`--fuse-norm`: with norms inside GEMMs too).
 
 Prints a table, writes llm.json and llm.png into --out and, with --results-md,
 appends a dated entry to that file.
@@ -207,16 +208,14 @@ def bench_model(name, raw, args, copy_tbs):
             res["tileir_no_l2_prefetch_b1_tok_s"] = ((new - 1)
                                                      / ours_decode_s(llm, prompts[1], new))
             llm.backend.l2_prefetch = True
-            if args.decode_gemv:
-                # the decode GEMMs on tileir.llm.gemv (Backend.decode_gemv)
-                llm.backend.decode_gemv = True
-                llm.engine.graphs.clear()
-                res["tileir_decode_gemv_b1_tok_s"] = ((new - 1)
-                                                      / ours_decode_s(llm, prompts[1], new))
-                if args.profile:
-                    res["profile_b1_decode_gemv"] = profile_decode(llm, prompts[1], copy_tbs)
-                llm.backend.decode_gemv = False
-                llm.engine.graphs.clear()
+            # the one-row GEMMs on the wgmma tiles, not tileir.llm.gemv's GEMVs (on by
+            # default: Backend.decode_gemv)
+            llm.backend.decode_gemv = False
+            llm.engine.graphs.clear()
+            res["tileir_no_decode_gemv_b1_tok_s"] = ((new - 1)
+                                                     / ours_decode_s(llm, prompts[1], new))
+            llm.backend.decode_gemv = True
+            llm.engine.graphs.clear()
             if args.fuse_norm:
                 # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
                 llm.backend.fuse_norm = True
@@ -248,9 +247,23 @@ def gemm_weight_bytes(llm) -> dict:
                             ("sup", "linear_swiglu")):
             if key in layer:
                 out[kernel] += _nbytes(layer[key])
-    if llm.backend.decode_gemv:
-        out = {{"linear": "gemv", "linear_add": "gemv_add",
-                "linear_swiglu": "gemv_swiglu"}[k]: v for k, v in out.items()}
+    if llm.backend.decode_gemv:        # the one-row shapes gemv.SWEPT takes (not the LM head)
+        from tileir.llm import gemv as G
+        head = _nbytes(llm.model.lm_head)
+        moved = {"linear": "gemv", "linear_add": "gemv_add", "linear_swiglu": "gemv_swiglu"}
+        out = {"linear": head, "gemv": 0, "gemv_add": 0, "gemv_swiglu": 0,
+               "linear_add": 0, "linear_swiglu": 0}
+        for layer in llm.model.layers:
+            for key, kernel in (("qkv", "linear"), ("a", "linear"), ("q_b", "linear"),
+                                ("q", "linear"), ("o", "linear_add"), ("down", "linear_add"),
+                                ("sdown", "linear_add"), ("gate", "linear_swiglu"),
+                                ("up", "linear_swiglu"), ("sgate", "linear_swiglu"),
+                                ("sup", "linear_swiglu")):
+                if key in layer:
+                    w = layer[key]
+                    name = moved[kernel] if tuple(w.shape) in G.SWEPT else kernel
+                    out[name] += _nbytes(w)
+        out = {k: v for k, v in out.items() if v}
     return out
 
 
@@ -330,10 +343,10 @@ def table(results) -> str:
             lines.append(f"| {r['model']} | decode b1, no L2 prefetch (tok/s) | "
                          f"{r['tileir_no_l2_prefetch_b1_tok_s']:.1f} | | | | "
                          f"{r['tileir_no_l2_prefetch_b1_tok_s'] / r['bound_tok_s']:.2f} |")
-        if "tileir_decode_gemv_b1_tok_s" in r:
-            lines.append(f"| {r['model']} | decode b1, GEMMs on tileir.llm.gemv (tok/s) | "
-                         f"{r['tileir_decode_gemv_b1_tok_s']:.1f} | | | | "
-                         f"{r['tileir_decode_gemv_b1_tok_s'] / r['bound_tok_s']:.2f} |")
+        if "tileir_no_decode_gemv_b1_tok_s" in r:
+            lines.append(f"| {r['model']} | decode b1, one-row GEMMs on wgmma tiles (tok/s) | "
+                         f"{r['tileir_no_decode_gemv_b1_tok_s']:.1f} | | | | "
+                         f"{r['tileir_no_decode_gemv_b1_tok_s'] / r['bound_tok_s']:.2f} |")
         if "tileir_fuse_norm_b1_tok_s" in r:
             lines.append(f"| {r['model']} | decode b1, norms fused into GEMMs (tok/s) | "
                          f"{r['tileir_fuse_norm_b1_tok_s']:.1f} | | | | "
@@ -574,8 +587,6 @@ def main():
     ap.add_argument("--results-md", default=None)
     ap.add_argument("--profile", action="store_true",
                     help="each kernel's share of a batch-1 decode step (torch.profiler)")
-    ap.add_argument("--decode-gemv", action="store_true",
-                    help="also batch-1 decode with Backend.decode_gemv (tileir.llm.gemv)")
     ap.add_argument("--tp", type=int, default=1, metavar="N",
                     help="tensor parallelism over N GPUs (run under torchrun --nproc-per-node "
                          "N): TP=N against TP=1 and the N GPUs' bound, no transformers")
@@ -604,9 +615,6 @@ def main():
         if r.get("profile_b1"):
             text += f"\n\n{r['model']}, batch-1 decode step by kernel:\n\n" + profile_table(
                 r["profile_b1"])
-        if r.get("profile_b1_decode_gemv"):
-            text += (f"\n\n{r['model']}, batch-1 decode step by kernel, decode GEMMs on "
-                     f"tileir.llm.gemv:\n\n" + profile_table(r["profile_b1_decode_gemv"]))
     print(text)
     plot(results, os.path.join(args.out, "llm.png"))
     if args.results_md:

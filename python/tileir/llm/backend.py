@@ -99,9 +99,11 @@ class Backend:
         self.l2_prefetch = True
         # GEMMs of at most DECODE_ROWS rows (and no fused norm) on tileir.llm.gemv's
         # decode GEMVs (a block per weight-row slice and K run, split K added up by a
-        # second launch) instead of the GEMM kernels' tiles.  Off until measured
-        # (bench/sweep_llm_decode.py ranks them; bench/llm.py --decode-gemv).
-        self.decode_gemv = False
+        # second launch) instead of the GEMM kernels' tiles: on the GPU by default, for
+        # the one-row shapes a sweep measured faster (gemv.SWEPT; H200, 2026-11-29,
+        # Llama-3-8B batch 1: 188.1 -> 200.4 tok/s in one run, bench/RESULTS.md); in
+        # the interpreter when set (every shape, for the tests).
+        self.decode_gemv = device == "cuda"
         self._part_dummies = {}
         if device == "cuda":
             import torch
