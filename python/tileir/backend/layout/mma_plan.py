@@ -80,9 +80,10 @@ class MmaPlan:
 
     def smem_for_b(self, shape, elem_bytes: int) -> Shared:
         """A shared layout wgmma reads operand B (K x N) from: N fastest where the type
-        allows it (what a row-major B already is), else K fastest."""
+        allows it (what a row-major B already is) and N's rows hold a swizzle (32 bytes
+        or more), else K fastest (a narrow N of 8 or 16 bf16 columns: a GEMV's rows)."""
         k, n = shape
-        if self.elem in WGMMA_TRANSPOSABLE:
+        if self.elem in WGMMA_TRANSPOSABLE and choose_swizzle(n * elem_bytes):
             return Shared(choose_swizzle(n * elem_bytes), (1, 0))
         return Shared(choose_swizzle(k * elem_bytes), (0, 1))
 

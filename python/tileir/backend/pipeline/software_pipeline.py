@@ -664,6 +664,11 @@ class _Pipeliner:
                 # does not wait for it), and wgmma reads its A registers until it
                 # completes.  The product waits for itself (tile.mma) instead.
                 continue
+            if any(_staged_in(v, loop) for v in op.operands[:2]):
+                # an operand computed in registers and written to shared memory each
+                # iteration (a GEMV's normed activation rows as B): the next
+                # iteration's write would land while this product still reads it
+                continue
             with ir.InsertionPoint(op), op.location:
                 started = MmaAsyncOp(op.operands[0], op.operands[1], acc)
                 waited = MmaWaitOp(started.result, 1)
@@ -780,6 +785,15 @@ def _inside(op, block: ir.Block) -> bool:
         op = op.parent
         op = op.operation if op is not None and hasattr(op, "operation") else op
     return False
+
+
+def _staged_in(v: ir.Value, loop: ir.Operation) -> bool:
+    """Whether mma operand `v` is a shared tile that `loop`'s body writes from registers
+    (`tile.convert_layout` into `#tile.shared`, one buffer for every iteration) rather
+    than a ring's view."""
+    owner = v.owner
+    return (not isinstance(owner, ir.Block) and owner.name == "tile.convert_layout"
+            and isinstance(tile_layout(v.type), Shared) and defined_in(v, loop))
 
 
 def _registers_made_in(a: ir.Value, loop: ir.Operation) -> bool:
