@@ -27,13 +27,17 @@ def _ref(x, ws, r, dtype):
     return ys[0] + (0.0 if r is None else r.astype(np.float64))
 
 
-def _run(kind, x, ws, r, p: G.Plan, out_dtype):
-    """Launch `kind` ('linear', 'add', 'swiglu') as Backend._gemv does, in the interpreter;
-    outputs and partials NaN-poisoned."""
+def _run(kind, x, ws, r, p: G.Plan, out_dtype, norm=None):
+    """Launch `kind` ('linear', 'add', 'swiglu', 'fused') as Backend._gemv does, in the
+    interpreter, with norm = (g, eps) RMSNorm(x) * g in place of x; outputs and partials
+    NaN-poisoned."""
     m, n = x.shape[0], ws[0].shape[0]
     lead = (2,) if kind in ("swiglu", "fused") else ()
     part = np.full(lead + (p.split, m, n), np.nan, np.float32)
     tiles = (p.bm, p.bn, p.bk, p.split, p.fma)
+    g, eps = norm if norm is not None else (x, 0.0)
+    if kind != "add":
+        tiles += (norm is not None,)
     if kind == "add":
         y = r.copy()                         # in place, as the residual stream
         args, fin = (x, ws[0], y, y, part), (G.gemv_combine_add, (part, y, y))
@@ -42,9 +46,9 @@ def _run(kind, x, ws, r, p: G.Plan, out_dtype):
         y = np.full((m, n), np.nan, out_dtype)
         if kind in ("swiglu", "fused"):
             kernel = G.gemv_swiglu if kind == "swiglu" else G.gemv_swiglu_fused
-            args, fin = (x, ws[0], ws[1], y, part), (G.gemv_combine_swiglu, (part, y))
+            args, fin = (x, g, eps, ws[0], ws[1], y, part), (G.gemv_combine_swiglu, (part, y))
         else:
-            kernel, args, fin = G.gemv, (x, ws[0], y, part), (G.gemv_combine, (part, y))
+            kernel, args, fin = G.gemv, (x, g, eps, ws[0], y, part), (G.gemv_combine, (part, y))
     ct.launch(None, G.grid(n, p), kernel, args + tiles)
     if p.split > 1:
         bs, bm, bc = G.combine_tiles(m, n, p)
@@ -88,6 +92,60 @@ def test_gemv_family_against_float64(kind, dtype, m, split, fma):
     _check(y, _ref(x, ws, r, dtype), dtype)
 
 
+def _norm_inputs(rng, x, k, dtype):
+    """RMSNorm's weight g (around 1, so the normed rows differ from x by more than its
+    scale) and eps."""
+    return (0.5 + rng.random(k)).astype(dtype), 1e-5
+
+
+def _normed_ref(x, g, eps, dtype):
+    """RMSNorm(x) * g in float64, rounded to dtype as the separate norm stores it."""
+    x64 = x.astype(np.float64)
+    rs = 1.0 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + eps)
+    return (x64 * rs * g.astype(np.float64)).astype(dtype)
+
+
+def _unfused(kind, x, ws, g, eps, p: G.Plan, dtype):
+    """The app's path without the fusion: tileir.examples.rmsnorm's kernel (its output
+    in dtype), then the GEMV of it."""
+    from tileir.examples.rmsnorm import rmsnorm
+    xn = np.full(x.shape, np.nan, dtype)
+    ct.launch(None, (x.shape[0],), rmsnorm, (x, g, xn, eps, G.next_pow2(x.shape[1])))
+    return _run(kind, xn, ws, None, p, dtype)
+
+
+@pytest.mark.parametrize("kind", ["linear", "swiglu", "fused"])
+@pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("m", [1, 2, 7, 16])
+@pytest.mark.parametrize("split,fma", [(1, False), (2, False), (3, False), (1, True),
+                                       (3, True)])
+def test_norm_prologue_against_float64(kind, dtype, m, split, fma):
+    """NORM: RMSNorm(x) * g in the GEMV's prologue equals the separate norm (rounded to
+    the activation dtype) and then the GEMV: against float64 of that, and against the
+    unfused kernels themselves.  x scaled by 3 (mean square 9, so a missing or wrong
+    norm is far outside the tolerance); ragged N (45) and K (100: the mean is over
+    100 columns, the zero padding of the last tile adds nothing); with a split K every
+    split finds the whole rows' norm."""
+    if kind == "fused" and fma:
+        pytest.skip("gemv_swiglu_fused has no FMA form")
+    rng = np.random.default_rng()
+    n, k = 45, 100
+    x, ws, _ = _inputs(rng, kind, m, n, k, dtype)
+    x = (3.0 * x.astype(np.float32) + 0.5).astype(dtype)
+    g, eps = _norm_inputs(rng, x, k, dtype)
+    p = G.Plan(G.next_pow2(m), 16, 32, split, fma)
+    y = _run(kind, x, ws, None, p, dtype, norm=(g, eps))
+    _check(y, _ref(_normed_ref(x, g, eps, dtype), ws, None, dtype), dtype)
+    # the rows' norm in the prologue, not taken as 1: x itself is far off
+    assert np.abs(y.astype(np.float64) - _ref(x, ws, None, dtype)).max() > 0.1
+    # against the unfused kernels: the same rounding (one output ulp where the two
+    # f32 sums of squares round a normed element differently)
+    unfused = _unfused(kind, x, ws, g, eps, p, dtype).astype(np.float64)
+    scale = max(1.0, np.abs(unfused).max())
+    assert np.abs(y.astype(np.float64) - unfused).max() / scale < (
+        1e-2 if dtype == BF16 else 1e-6)
+
+
 def test_empty_splits_and_rows_past_m_are_harmless():
     """More splits than K tiles (the last ones sum nothing) and BM above M (rows read as
     zeros, stores clipped to the output's rows: a view of a larger buffer keeps the
@@ -101,7 +159,7 @@ def test_empty_splits_and_rows_past_m_are_harmless():
     big = np.full((5, n), 7.0, np.float32)
     part = np.zeros((1, 1, 1), np.float32)
     ct.launch(None, G.grid(n, p._replace(split=1)), G.gemv,
-              (x, ws[0], big[:m], part) + tuple(p._replace(split=1)))
+              (x, x, 0.0, ws[0], big[:m], part) + tuple(p._replace(split=1)) + (False,))
     np.testing.assert_allclose(big[:m], _ref(x, ws, None, np.float32), rtol=1e-5,
                                atol=1e-5)
     assert (big[m:] == 7.0).all()
@@ -194,7 +252,7 @@ def _loops(insns):
     return out
 
 
-def _llama_args(kind, m, n, k, p, dtype=BF16):
+def _llama_args(kind, m, n, k, p, dtype=BF16, norm=False):
     x = np.zeros((m, k), dtype)
     w = np.zeros((n, k), dtype)
     y = np.zeros((m, n), dtype)
@@ -203,11 +261,12 @@ def _llama_args(kind, m, n, k, p, dtype=BF16):
     tiles = tuple(p)
     if kind == "add":
         return G.gemv_add, (x, w, y, y, part) + tiles
+    g = np.zeros(k, dtype)
     if kind == "swiglu":
-        return G.gemv_swiglu, (x, w, w, y, part) + tiles
+        return G.gemv_swiglu, (x, g, 1e-5, w, w, y, part) + tiles + (norm,)
     if kind == "fused":
-        return G.gemv_swiglu_fused, (x, w, w, y, part) + tiles
-    return G.gemv, (x, w, y, part) + tiles
+        return G.gemv_swiglu_fused, (x, g, 1e-5, w, w, y, part) + tiles + (norm,)
+    return G.gemv, (x, g, 1e-5, w, y, part) + tiles + (norm,)
 
 
 def _compile(kernel, args, grid, stage=None):
@@ -329,34 +388,40 @@ def test_l2_prefetch_option_reaches_the_gemv_rings():
     assert len(wait) == 1 and pf and max(pf) < wait[0]
 
 
-@pytest.mark.parametrize("kind,bn,bk,split", [("add", 64, 128, 2), ("swiglu", 64, 128, 2),
-                                             ("linear", 16, 256, 1)])
-def test_generated_code_in_the_simulator(kind, bn, bk, split):
+@pytest.mark.parametrize("kind,bn,bk,split,norm", [
+    ("add", 64, 128, 2, False), ("swiglu", 64, 128, 2, False), ("linear", 16, 256, 1, False),
+    ("swiglu", 64, 128, 2, True), ("linear", 16, 256, 1, True), ("linear", 64, 128, 1, True)])
+def test_generated_code_in_the_simulator(kind, bn, bk, split, norm):
     """sm_90a code in tileir.sim on a ragged shape: 3 rows, 96 weight rows (a partial
     64-row tile on wgmma; six 16-row blocks on mma.sync), 328 columns (three 128-wide
     tiles or two 256-wide, the last partial), K split two ways then the combine, or
-    whole."""
+    whole; with norm, RMSNorm in the prologue (the normed rows staged into shared
+    memory for wgmma's B, or in registers for mma.sync)."""
     from tileir.kernel import hardware_grid
     from tileir.sim import simulate
     rng = np.random.default_rng()
     m, n, k = 3, 96, 328
     x, ws, r = _inputs(rng, kind, m, n, k, BF16)
+    g, eps = _norm_inputs(rng, x, k, BF16)
     p = G.Plan(8, bn, bk, split, False)
     lead = (2,) if kind == "swiglu" else ()
     part = np.full(lead + (p.split, m, n), np.nan, np.float32)
+    flag = ()
     if kind == "add":
         y = r.copy()
         kernel, args = G.gemv_add, (x, ws[0], y, y, part)
         fin, fargs = G.gemv_combine_add, (part, y, y)
     elif kind == "swiglu":
         y = np.full((m, n), np.nan, BF16)
-        kernel, args = G.gemv_swiglu, (x, ws[0], ws[1], y, part)
+        kernel, args = G.gemv_swiglu, (x, g, eps, ws[0], ws[1], y, part)
         fin, fargs = G.gemv_combine_swiglu, (part, y)
+        flag = (norm,)
     else:
         y = np.full((m, n), np.nan, BF16)
-        kernel, args = G.gemv, (x, ws[0], y, part)
+        kernel, args = G.gemv, (x, g, eps, ws[0], y, part)
         fin, fargs = G.gemv_combine, (part, y)
-    launches = [(kernel, args + tuple(p), G.grid(n, p))]
+        flag = (norm,)
+    launches = [(kernel, args + tuple(p) + flag, G.grid(n, p))]
     if split > 1:
         ctiles = G.combine_tiles(m, n, p)
         launches.append((fin, fargs + ctiles, (ct.cdiv(n, ctiles[2]),)))
@@ -364,7 +429,7 @@ def test_generated_code_in_the_simulator(kind, bn, bk, split):
         grid = tuple(grid) + (1,) * (3 - len(grid))
         ck = kern.compile(a, "gpu", target="sm_90a", grid=grid, sm_count=132)
         simulate(ck, hardware_grid(ck.meta, grid), a)
-    _check(y, _ref(x, ws, r, BF16), BF16)
+    _check(y, _ref(_normed_ref(x, g, eps, BF16) if norm else x, ws, r, BF16), BF16)
 
 
 # ---------------------------------------------------------------- GPU

@@ -40,10 +40,33 @@ ZERO = ct.PaddingMode.ZERO
 
 
 @ct.function
-def _partial(x, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
-             SPLIT: ct.Constant[int], FMA: ct.Constant[bool]):
+def _inv_rms(x, eps, BM: ct.Constant[int], BK: ct.Constant[int]):
+    """(BM, 1) f32: rsqrt(mean(x^2) + eps) of x's first BM rows, over all of K (every
+    block, whatever its split: the norm needs the whole row).  Plain loads of x, summed
+    per element and reduced once after the loop."""
+    ss = ct.zeros((BM, BK), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
+        a = ct.astype(ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO),
+                      ct.float32)
+        ss = ss + a * a
+    return ct.rsqrt(ct.sum(ss, axis=1, keepdims=True) / x.shape[1] + eps)
+
+
+@ct.function
+def _normed(a, g, inv, k, BK: ct.Constant[int], dtype):
+    """RMSNorm(x) * g of x's tile a (columns k * BK..), rounded to the activation dtype
+    as the separate norm's output is (tileir.examples.rmsnorm) before the GEMV reads it."""
+    gk = ct.astype(ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO), ct.float32)
+    return ct.astype(ct.astype(a, ct.float32) * inv * ct.reshape(gk, (1, BK)), dtype)
+
+
+@ct.function
+def _partial(x, g, inv, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int],
+             BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool],
+             NORM: ct.Constant[bool]):
     """(BM, BN) f32: x's first BM rows times W's rows j * BN.., over split s's K tiles
-    (the s-th of SPLIT runs of cdiv(tiles, SPLIT) tiles)."""
+    (the s-th of SPLIT runs of cdiv(tiles, SPLIT) tiles); with NORM, RMSNorm(x) * g in
+    place of x (inv: the rows' `_inv_rms`)."""
     tiles = ct.num_tiles(w, axis=1, shape=(BN, BK))
     per = ct.cdiv(tiles, SPLIT)
     first = s * per
@@ -54,6 +77,8 @@ def _partial(x, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Cons
         acc = ct.zeros((BN, BK), dtype=ct.float32)
         for k in range(first, last):
             a = ct.load(x, index=(0, k), shape=(1, BK), padding_mode=ZERO)
+            if NORM:
+                a = _normed(a, g, inv, k, BK, x.dtype)
             b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
             acc = acc + ct.astype(a, ct.float32) * ct.astype(b, ct.float32)
         return ct.reshape(ct.sum(acc, axis=1), (1, BN))
@@ -61,6 +86,8 @@ def _partial(x, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Cons
         acc = ct.zeros((BM, BN, BK), dtype=ct.float32)
         for k in range(first, last):
             a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
+            if NORM:
+                a = _normed(a, g, inv, k, BK, x.dtype)
             b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
             acc = acc + ct.reshape(ct.astype(a, ct.float32), (BM, 1, BK)) \
                 * ct.reshape(ct.astype(b, ct.float32), (1, BN, BK))
@@ -69,18 +96,23 @@ def _partial(x, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Cons
     acc = ct.zeros((BN, BM), dtype=ct.float32)
     for k in range(first, last):
         a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
+        if NORM:
+            a = _normed(a, g, inv, k, BK, x.dtype)
         b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
         acc = ct.mma(b, ct.transpose(a), acc)
     return ct.transpose(acc)
 
 
 @ct.kernel
-def gemv(x, w, y, part, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
-         SPLIT: ct.Constant[int], FMA: ct.Constant[bool]):
-    """y = x @ W^T (SPLIT = 1), or split s's partial sums into part[s] (SPLIT > 1)."""
+def gemv(x, g, eps, w, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
+         BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool],
+         NORM: ct.Constant[bool]):
+    """y = x @ W^T (SPLIT = 1), or split s's partial sums into part[s] (SPLIT > 1); with
+    NORM, RMSNorm(x) * g (weight g, epsilon eps) in place of x."""
     j = ct.bid(0)
     s = ct.bid(1)
-    acc = _partial(x, w, j, s, BM, BN, BK, SPLIT, FMA)
+    inv = _inv_rms(x, eps, BM, BK) if NORM else eps
+    acc = _partial(x, g, inv, w, j, s, BM, BN, BK, SPLIT, FMA, NORM)
     if SPLIT == 1:
         ct.store(y, index=(0, j), tile=ct.astype(acc, y.dtype))
     else:
@@ -93,7 +125,7 @@ def gemv_add(x, w, r, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
     """y = x @ W^T + r (y may be r: the residual updated in place); SPLIT > 1 as `gemv`."""
     j = ct.bid(0)
     s = ct.bid(1)
-    acc = _partial(x, w, j, s, BM, BN, BK, SPLIT, FMA)
+    acc = _partial(x, x, 0.0, w, j, s, BM, BN, BK, SPLIT, FMA, False)
     if SPLIT == 1:
         res = ct.astype(ct.load(r, index=(0, j), shape=(BM, BN), padding_mode=ZERO),
                         ct.float32)
@@ -111,14 +143,17 @@ def _swiglu(gate, up, dtype):
 
 
 @ct.kernel
-def gemv_swiglu(x, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
-                BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool]):
+def gemv_swiglu(x, g, eps, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
+                BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool],
+                NORM: ct.Constant[bool]):
     """y = silu(x @ Wg^T) * (x @ Wu^T); SPLIT > 1: the two partials into part[0, s] and
-    part[1, s] ((2, SPLIT, M, N)), `gemv_combine_swiglu` finishes."""
+    part[1, s] ((2, SPLIT, M, N)), `gemv_combine_swiglu` finishes.  NORM as `gemv` (the
+    rows' norm found once, for both products)."""
     j = ct.bid(0)
     s = ct.bid(1)
-    gate = _partial(x, wg, j, s, BM, BN, BK, SPLIT, FMA)
-    up = _partial(x, wu, j, s, BM, BN, BK, SPLIT, FMA)
+    inv = _inv_rms(x, eps, BM, BK) if NORM else eps
+    gate = _partial(x, g, inv, wg, j, s, BM, BN, BK, SPLIT, FMA, NORM)
+    up = _partial(x, g, inv, wu, j, s, BM, BN, BK, SPLIT, FMA, NORM)
     if SPLIT == 1:
         ct.store(y, index=(0, j), tile=_swiglu(gate, up, y.dtype))
     else:
@@ -127,30 +162,35 @@ def gemv_swiglu(x, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
 
 
 @ct.kernel
-def gemv_swiglu_fused(x, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
-                      BK: ct.Constant[int], SPLIT: ct.Constant[int],
-                      FMA: ct.Constant[bool]):
+def gemv_swiglu_fused(x, g, eps, wg, wu, y, part, BM: ct.Constant[int],
+                      BN: ct.Constant[int], BK: ct.Constant[int], SPLIT: ct.Constant[int],
+                      FMA: ct.Constant[bool], NORM: ct.Constant[bool]):
     """`gemv_swiglu` with both weights' tiles in one loop (one ring of x, W_g and W_u
     tiles, as the MoE's gate_up_decode) instead of a loop a weight: no second ring's
     ramp between the two, at twice the ring's bytes a stage.  Tensor cores only (FMA is
-    taken for the signature and must be False)."""
+    taken for the signature and must be False); NORM as `gemv`."""
     j = ct.bid(0)
     s = ct.bid(1)
+    inv = _inv_rms(x, eps, BM, BK) if NORM else eps
     tiles = ct.num_tiles(wg, axis=1, shape=(BN, BK))
     per = ct.cdiv(tiles, SPLIT)
     first = s * per
     last = min(first + per, tiles)
-    g = ct.zeros((BN, BM), dtype=ct.float32)
-    u = ct.zeros((BN, BM), dtype=ct.float32)
+    gate = ct.zeros((BN, BM), dtype=ct.float32)
+    up = ct.zeros((BN, BM), dtype=ct.float32)
     for k in range(first, last):
-        xt = ct.transpose(ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO))
-        g = ct.mma(ct.load(wg, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, g)
-        u = ct.mma(ct.load(wu, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, u)
+        a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
+        if NORM:
+            a = _normed(a, g, inv, k, BK, x.dtype)
+        xt = ct.transpose(a)
+        gate = ct.mma(ct.load(wg, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, gate)
+        up = ct.mma(ct.load(wu, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, up)
     if SPLIT == 1:
-        ct.store(y, index=(0, j), tile=_swiglu(ct.transpose(g), ct.transpose(u), y.dtype))
+        ct.store(y, index=(0, j), tile=_swiglu(ct.transpose(gate), ct.transpose(up), y.dtype))
     else:
-        ct.store(part, index=(0, s, 0, j), tile=ct.reshape(ct.transpose(g), (1, 1, BM, BN)))
-        ct.store(part, index=(1, s, 0, j), tile=ct.reshape(ct.transpose(u), (1, 1, BM, BN)))
+        ct.store(part, index=(0, s, 0, j),
+                 tile=ct.reshape(ct.transpose(gate), (1, 1, BM, BN)))
+        ct.store(part, index=(1, s, 0, j), tile=ct.reshape(ct.transpose(up), (1, 1, BM, BN)))
 
 
 @ct.function
