@@ -149,6 +149,46 @@ def test_decode_gemvs_match_reference(tmp_path, arch, dtype, tol):
     assert gemv.plan(3, 96, 64, on_gpu=False).split == 2
 
 
+@pytest.mark.parametrize("arch,dtype,tol,overrides", [
+    ("llama", "float32", 1e-4, {}), ("llama", "bfloat16", 1e-1, {}),
+    ("deepseek_v3", "float32", 1e-4, {}),
+    ("deepseek_v3", "float32", 1e-4, {"q_lora_rank": None, "first_k_dense_replace": 2})],
+    ids=["llama-f32", "llama-bf16", "deepseek-moe", "deepseek-dense-no-q-lora"])
+def test_decode_gemvs_with_the_norm_fused_match_reference(tmp_path, arch, dtype, tol,
+                                                          overrides):
+    """Backend.decode_gemv + gemv_norm: a decode step's (and the prompts' LM head over
+    their 3 last rows) RMSNorms before a GEMM run inside the GEMVs (NORM), with no
+    launch of their own; the prompt's 27 rows keep the separate norm and the GEMM
+    kernels.  DeepSeek-V3: q_a and kv_a stacked read ln1 (or kv_a and q, both fused),
+    q_b reads q_a_ln; the MoE's router and experts read the normed rows as before."""
+    from tileir.llm.backend import DECODE_ROWS
+    d = _model(tmp_path, arch, **overrides)
+    llm = LLM(d, dtype=dtype, device="numpy", page_size=16, max_batch=4)
+    be = llm.backend
+    be.decode_gemv = be.gemv_norm = True
+    launched, norms = [], []
+    run, rmsnorm = be._launch, be.rmsnorm
+    be._launch = lambda grid, kernel, args: (launched.append((kernel.name, args[-1])),
+                                             run(grid, kernel, args))
+    be.rmsnorm = lambda x, w, eps, out=None: (norms.append((x.shape[0], out is None)),
+                                              rmsnorm(x, w, eps, out))[1]
+    decodes = []
+    forward = llm.model.forward
+    llm.model.forward = lambda batch: (decodes.append(not batch.prefill), forward(batch))[1]
+    res = compare(llm, _prompts(np.random.default_rng(), [9, 1, 17]), steps=4)
+    assert res["max_rel_err"] < tol, res
+    if dtype == "float32":
+        assert res["tokens_agree"], res
+    assert ("gemv", True) in launched and ("gemv_swiglu", True) in launched, set(launched)
+    assert ("linear", False) in launched, set(launched)        # the prompt's GEMMs
+    # at decode rows, only the norms that feed no GEMM launch: MLA's kv_a_ln (into its
+    # latent, in place) and the MoE layers' ln2 (for the router and the experts)
+    moe = sum("router" in layer for layer in llm.model.layers)
+    few = [fresh for rows, fresh in norms if rows <= DECODE_ROWS]
+    assert sum(few) == moe * sum(decodes) and sum(decodes) >= 3, (norms, decodes)
+    assert any(rows > DECODE_ROWS and fresh for rows, fresh in norms), norms
+
+
 @pytest.mark.parametrize("q_lora_rank,fuse_norm,prompts", [(48, True, "varlen"),
                                                            (None, False, "dense")])
 def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank, fuse_norm, prompts):

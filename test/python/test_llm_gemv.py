@@ -220,7 +220,68 @@ def test_backend_routes_decode_rows_to_the_gemvs(dtype):
         _check(added, x.astype(np.float64) @ w.astype(np.float64).T + r_ref, b.dtype)
     launched.clear()
     b.linear(x[:2], w, norm=(b.asarray(np.ones(k)), 1e-5))
-    assert launched == ["linear"]
+    assert launched == ["linear"]                 # a norm without gemv_norm: the GEMM's
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_backend_fuses_the_norm_into_decode_gemvs(dtype):
+    """Backend.gemv_norm: linear and linear_swiglu with norm = (g, eps) over at most
+    DECODE_ROWS rows launch one GEMV with NORM (and the combine of the interpreter's
+    split K), no rmsnorm; more rows the GEMM kernels with their own NORM; the answers
+    RMSNorm-then-product's within rounding.  `fuses_norm` answers per call."""
+    from tileir.llm.backend import DECODE_ROWS, Backend
+    rng = np.random.default_rng()
+    b = Backend("numpy", dtype)
+    b.decode_gemv = b.gemv_norm = True
+    launched = []
+    run = b._launch
+    b._launch = lambda grid, kernel, args: (launched.append((kernel.name, args[-1])),
+                                            run(grid, kernel, args))
+    k, n = 72, 40
+    w, w2 = (b.asarray(rng.standard_normal((n, k)) / 8) for _ in range(2))
+    g = b.asarray(0.5 + rng.random(k))
+    for m in (1, 5, DECODE_ROWS, DECODE_ROWS + 1):
+        x = b.asarray(3.0 * rng.standard_normal((m, k)))
+        xn = _normed_ref(x, g, 1e-5, b.dtype)
+        assert b.fuses_norm(m, w, w2) == (m <= DECODE_ROWS)
+        launched.clear()
+        y = b.linear(x, w, norm=(g, 1e-5))
+        s = b.linear_swiglu(x, w, w2, norm=(g, 1e-5))
+        if m <= DECODE_ROWS:       # NORM set (the kernels' last argument); combines after
+            assert launched == [("gemv", True), ("gemv_combine", launched[1][1]),
+                                ("gemv_swiglu", True),
+                                ("gemv_combine_swiglu", launched[3][1])], launched
+        else:
+            assert [name for name, _ in launched] == ["linear", "linear_swiglu"], launched
+        _check(y, _ref(xn, [w], None, b.dtype), b.dtype)
+        _check(s, _ref(xn, [w, w2], None, b.dtype), b.dtype)
+    with pytest.raises(ValueError, match="no fused norm"):
+        b.linear(x[:1], w, residual=b.asarray(np.zeros((1, n))), norm=(g, 1e-5))
+    with pytest.raises(ValueError, match="needs the weights"):
+        b.fuses_norm(1)
+
+
+def test_fuses_norm_on_the_gpu_follows_the_gemv_route():
+    """On the GPU the decode GEMVs take only one row of the swept shapes, so the norm is
+    fused there and nowhere else: QKV's and gate/up's one row yes; the LM head (its
+    wgmma kernel), two rows, or gemv_norm off: the norm's own launch; fuse_norm: the
+    GEMM kernels fuse it whatever the rows."""
+    from tileir.llm.backend import Backend
+
+    class W:
+        def __init__(self, n, k):
+            self.shape = (n, k)
+    b = Backend("numpy", "bfloat16")
+    b.torch = object()                       # route as the CUDA backend does
+    b.decode_gemv = b.gemv_norm = True
+    qkv, gate, head = W(6144, 4096), W(14336, 4096), W(128256, 4096)
+    assert b.fuses_norm(1, qkv) and b.fuses_norm(1, gate, gate)
+    assert not b.fuses_norm(1, head) and not b.fuses_norm(2, qkv)
+    assert not b.fuses_norm(1, qkv, head)   # every reader must take the fusion
+    b.gemv_norm = False
+    assert not b.fuses_norm(1, qkv)
+    b.fuse_norm = True
+    assert b.fuses_norm(1, qkv) and b.fuses_norm(300, head)
 
 
 # ---------------------------------------------------------------- sm_90a code
@@ -261,7 +322,7 @@ def _llama_args(kind, m, n, k, p, dtype=BF16, norm=False):
     tiles = tuple(p)
     if kind == "add":
         return G.gemv_add, (x, w, y, y, part) + tiles
-    g = np.zeros(k, dtype)
+    g = np.zeros(k, dtype)                  # RMSNorm's weight (read with norm only)
     if kind == "swiglu":
         return G.gemv_swiglu, (x, g, 1e-5, w, w, y, part) + tiles + (norm,)
     if kind == "fused":
@@ -361,11 +422,14 @@ def test_combines_use_16_byte_loads(kind, tmp_path):
     assert not any(op.startswith(("LDL", "STL")) for op in ops)
 
 
-def test_fma_product_loads_16_bytes_and_reduces_after_the_loop(tmp_path):
-    """One row on the FMA units: the weight tile in 16-byte loads, the product summed
-    per element in the loop (no shuffle or barrier there) and reduced once after it."""
+@pytest.mark.parametrize("norm", [False, True])
+def test_fma_product_loads_16_bytes_and_reduces_after_the_loop(norm, tmp_path):
+    """One row on the FMA units (QKV's swept plan): the weight tile in 16-byte loads,
+    the product summed per element in the loop (no shuffle or barrier there) and
+    reduced once after it; with NORM too (the norm's sum of squares reduced before the
+    loop, g read beside the weight)."""
     p = G.Plan(1, 8, 256, 1, True)
-    kernel, args = _llama_args("linear", 1, 4096, 4096, p)
+    kernel, args = _llama_args("linear", 1, 6144, 4096, p, norm=norm)
     ck = _compile(kernel, args, G.grid(4096, p))
     assert re.findall(r"(\d+) bytes spill stores", ck.ptxas_report) == ["0"]
     insns = _instructions(_sass_text(ck.cubin, tmp_path))
@@ -374,6 +438,49 @@ def test_fma_product_loads_16_bytes_and_reduces_after_the_loop(tmp_path):
     body = max(loops, key=len)
     assert not any(op.startswith(("SHFL", "BAR", "LDL", "STL")) for _, op, _ in body)
     assert any(op.startswith("SHFL") for _, op, _ in insns)      # after the loop
+
+
+def _rings(ir_text: str):
+    """(stages, [tile types]) of each ring the pipeline made."""
+    return [(int(st), re.findall(r"tensor<[^>]*>>", tiles)) for st, tiles in re.findall(
+        r'"tile.ring_alloc"\(\) \{stages = (\d+) : i64, tiles = \[(.*?)\]\}', ir_text)]
+
+
+@pytest.mark.parametrize("kind,m,n,k,p", [
+    ("swiglu", 1, 14336, 4096, G.SWEPT[14336, 4096]),        # gate/up's plan: wgmma, 128 rows
+    ("swiglu", 1, 14336, 4096, G.Plan(8, 64, 128, 1, False)),   # wgmma, 64 rows
+    ("fused", 1, 14336, 4096, G.Plan(8, 64, 128, 1, False)),
+    ("linear", 1, 6144, 4096, G.Plan(8, 32, 128, 1, False)),    # mma.sync, 32 rows
+    ("linear", 16, 6144, 4096, G.Plan(16, 32, 128, 1, False)),
+    ("linear", 1, 6144, 4096, G.Plan(8, 64, 128, 2, False)),    # split K
+], ids=["gate_up_swept", "gate_up_64", "gate_up_fused", "qkv_32", "qkv_32_m16",
+        "qkv_split"])
+def test_norm_prologue_keeps_the_weight_ring(kind, m, n, k, p, tmp_path):
+    """NORM at Llama-3-8B's widths: each weight ring as without it (the weight tiles, the
+    stages); the activation rows leave the ring (the norm reads them with plain loads,
+    and the product takes them normed from registers: staged to shared memory for
+    wgmma's B, a K-major 8 x 128 tile), so shared memory grows by that staging tile at
+    most; no local memory; the weights still on TMA and the tensor cores."""
+    kernel, plain = _llama_args(kind, m, n, k, p, norm=False)
+    _, normed = _llama_args(kind, m, n, k, p, norm=True)
+    grid = G.grid(n, p)
+    before = _rings(_compile(kernel, plain, grid, "pipeline").ir())
+    after = _rings(_compile(kernel, normed, grid, "pipeline").ir())
+    x_tile = f"tensor<{p.bm}x{p.bk}xbf16"
+    assert before and all(any(t.startswith(x_tile) for t in tiles) for _, tiles in before)
+    assert after == [(st, [t for t in tiles if not t.startswith(x_tile)])
+                     for st, tiles in before], (before, after)
+    ck0 = _compile(kernel, plain, grid)
+    ck = _compile(kernel, normed, grid)
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    assert ck.meta["shared_bytes"] <= ck0.meta["shared_bytes"] + 2048, (
+        ck.meta["shared_bytes"], ck0.meta["shared_bytes"])
+    ops = collections.Counter(op.split(".")[0]
+                              for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path)))
+    mma = "HGMMA" if p.bn >= 64 else "HMMA"
+    assert ops["UTMALDG"] and ops[mma] and ops["LDG"], ops
+    assert not ops["LDL"] and not ops["STL"], ops
 
 
 def test_l2_prefetch_option_reaches_the_gemv_rings():

@@ -97,13 +97,20 @@ class Backend:
         # before the wait for the previous kernel (docs/gpu-backend.md).  H200,
         # 2026-11-29: Llama-3-8B batch-1 decode 185.7 -> 191.9 tok/s.
         self.l2_prefetch = True
-        # GEMMs of at most DECODE_ROWS rows (and no fused norm) on tileir.llm.gemv's
+        # GEMMs of at most DECODE_ROWS rows (a fused norm: gemv_norm) on tileir.llm.gemv's
         # decode GEMVs (a block per weight-row slice and K run, split K added up by a
         # second launch) instead of the GEMM kernels' tiles: on the GPU by default, for
         # the one-row shapes a sweep measured faster (gemv.SWEPT; H200, 2026-11-29,
         # Llama-3-8B batch 1: 188.1 -> 200.4 tok/s in one run, bench/RESULTS.md); in
         # the interpreter when set (every shape, for the tests).
         self.decode_gemv = device == "cuda"
+        # with decode_gemv, a product that reads RMSNorm(x) * g (`linear`'s and
+        # `linear_swiglu`'s norm) and takes a GEMV applies the norm in the GEMV's
+        # prologue (each block finds its rows' rsqrt(mean(x^2) + eps) from the whole
+        # rows, then rounds x * rs * g to the activation dtype as the separate norm's
+        # output is) instead of a launch of its own before it; the models ask
+        # `fuses_norm` per call.  Off until measured on the GPU.
+        self.gemv_norm = False
         self._part_dummies = {}
         if device == "cuda":
             import torch
@@ -220,10 +227,11 @@ class Backend:
         prefetch = self.l2_prefetch and m <= DECODE_ROWS
         return (_l2_prefetching(kernel) if prefetch else kernel), tiles
 
-    def _gemv(self, x, ws, out, residual=None):
+    def _gemv(self, x, ws, out, residual=None, norm=None):
         """A decode GEMV (`decode_gemv`): x @ ws[0]^T (+ residual) into out (which may be
-        residual), or SwiGLU of two weights; with a split K, the partials (f32, in a buffer of this
-        call) added up by the matching combine kernel."""
+        residual), or SwiGLU of two weights; with norm = (g, eps), RMSNorm(x) * g in
+        place of x (not with a residual); with a split K, the partials (f32, in a
+        buffer of this call) added up by the matching combine kernel."""
         m, k = x.shape
         n = ws[0].shape[0]
         p = G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
@@ -236,14 +244,18 @@ class Backend:
                 self._part_dummies[key] = self.empty(lead + (1, 1, 1), self.float32)
             part = self._part_dummies[key]
         tiles = (p.bm, p.bn, p.bk, p.split, p.fma)
+        g, eps = norm if norm is not None else (x, 0.0)
         if residual is not None:
             kernel, args, fin = G.gemv_add, (x, ws[0], residual, out, part), \
                 (G.gemv_combine_add, (part, residual, out))
         elif len(ws) == 2:
-            kernel, args, fin = G.gemv_swiglu, (x, ws[0], ws[1], out, part), \
+            kernel, args, fin = G.gemv_swiglu, (x, g, float(eps), ws[0], ws[1], out, part), \
                 (G.gemv_combine_swiglu, (part, out))
+            tiles += (norm is not None,)
         else:
-            kernel, args, fin = G.gemv, (x, ws[0], out, part), (G.gemv_combine, (part, out))
+            kernel, args, fin = G.gemv, (x, g, float(eps), ws[0], out, part), \
+                (G.gemv_combine, (part, out))
+            tiles += (norm is not None,)
         if self.l2_prefetch and self.torch is not None:
             kernel = _l2_prefetching(kernel)
         self._launch(G.grid(n, p), kernel, args + tiles)
@@ -253,26 +265,41 @@ class Backend:
         return out
 
     def _gemv_ok(self, m: int, norm, n: int, k: int) -> bool:
-        """Whether `decode_gemv` takes this product: at most DECODE_ROWS rows, no fused
-        norm, and on the GPU a shape whose plan was measured faster than the wgmma
-        tiles (`gemv.SWEPT`: one row at Llama-3-8B's widths; the LM head keeps its
-        wgmma kernel, at 0.99x copy)."""
-        if not (self.decode_gemv and m <= DECODE_ROWS and norm is None):
+        """Whether `decode_gemv` takes this product: at most DECODE_ROWS rows, a fused
+        norm only with `gemv_norm`, and on the GPU a shape whose plan was measured
+        faster than the wgmma tiles (`gemv.SWEPT`: one row at Llama-3-8B's widths; the
+        LM head keeps its wgmma kernel, at 0.99x copy)."""
+        if not (self.decode_gemv and m <= DECODE_ROWS and (norm is None or self.gemv_norm)):
             return False
         return self.torch is None or (m == 1 and (n, k) in G.SWEPT)
+
+    def fuses_norm(self, m: int, *ws) -> bool:
+        """Whether `linear` / `linear_swiglu` over m rows and each weight of ws (those
+        that read the same normed rows) applies norm = (g, eps) in its own kernel: with
+        `fuse_norm` always (the GEMM kernels' NORM), with `gemv_norm` where every one
+        of them runs on a decode GEMV (`_gemv_ok`: m rows and the weights' shapes; a
+        prompt's many rows keep the norm's own launch).  The models decide per call
+        (`Model.normed`)."""
+        if not ws:
+            raise ValueError("fuses_norm needs the weights that read the normed rows")
+        if self.fuse_norm:
+            return True
+        return self.gemv_norm and all(self._gemv_ok(m, (None, 0.0), w.shape[0], w.shape[1])
+                                      for w in ws)
 
     def linear(self, x, w, out=None, residual=None, norm=None):
         """x @ w^T; with residual, residual + x @ w^T in the GEMM's epilogue, into out
         (by default residual itself); with norm = (g, eps), RMSNorm(x) * g @ w^T.  With
-        `decode_gemv`, at most DECODE_ROWS rows without a norm run on tileir.llm.gemv."""
+        `decode_gemv`, at most DECODE_ROWS rows run on tileir.llm.gemv (with a norm
+        only with `gemv_norm`)."""
         m, n = x.shape[0], w.shape[0]
+        if residual is not None and norm is not None:
+            raise ValueError("a residual GEMM takes no fused norm")
         if self._gemv_ok(m, norm, n, x.shape[1]):
             if residual is not None:
                 return self._gemv(x, (w,), residual if out is None else out, residual)
-            return self._gemv(x, (w,), self.empty((m, n)) if out is None else out)
+            return self._gemv(x, (w,), self.empty((m, n)) if out is None else out, norm=norm)
         if residual is not None:
-            if norm is not None:
-                raise ValueError("a residual GEMM takes no fused norm")
             out = residual if out is None else out
             kernel, (bm, bn, bk) = self._gemm(K.linear_add, m, n, None)
             self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), kernel,
@@ -294,7 +321,7 @@ class Backend:
         m, n = x.shape[0], w_gate.shape[0]
         out = self.empty((m, n)) if out is None else out
         if self._gemv_ok(m, norm, n, x.shape[1]):
-            return self._gemv(x, (w_gate, w_up), out)
+            return self._gemv(x, (w_gate, w_up), out, norm=norm)
         if (self.split_swiglu_rows is not None and m >= self.split_swiglu_rows
                 and norm is None):
             return self.silu_mul(self.linear(x, w_gate), self.linear(x, w_up), out)

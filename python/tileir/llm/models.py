@@ -102,18 +102,21 @@ class Model:
         """A checkpoint tensor as stored (NumPy or torch), to be rearranged before upload."""
         return self.ckpt.get(name)
 
-    def normed(self, x, g, fuse: bool = True):
-        """(input, norm) for the GEMM that reads RMSNorm(x) * g: x and (g, eps) when the
-        backend fuses norms into GEMMs, else the norm's output and None."""
+    def normed(self, x, g, *ws, fuse: bool = True):
+        """(input, norm) for the GEMMs over weights ws that read RMSNorm(x) * g: x and
+        (g, eps) when the backend applies the norm inside each of them for x's rows
+        (`Backend.fuses_norm`: fuse_norm's GEMMs, or gemv_norm's decode GEMVs), else
+        the norm's output and None (fuse=False: always, for readers that are not
+        GEMMs)."""
         eps = self.cfg.rms_norm_eps
-        if fuse and self.be.fuse_norm:
+        if fuse and self.be.fuses_norm(x.shape[0], *ws):
             return x, (g, eps)
         return self.be.rmsnorm(x, g, eps), None
 
     def logits(self, residual, batch: Batch):
         be = self.be
         rows = be.embedding(batch.last_rows, residual)       # the last token of each sequence
-        x, norm = self.normed(rows, self.norm)
+        x, norm = self.normed(rows, self.norm, self.lm_head)
         out = be.empty((x.shape[0], self.lm_head.shape[0]), be.float32)
         return self.shard.gather_logits(be, be.linear(x, self.lm_head, out=out, norm=norm),
                                         self.cfg.vocab_size)
@@ -135,21 +138,26 @@ class Model:
         ready = None            # RMSNorm(residual) * g of the next norm, made by a reduction
         for i, layer in enumerate(self.layers):
             after = self.then(self.layers[i + 1]["ln1"]) if i + 1 < len(self.layers) else None
-            x, norm = (ready, None) if ready is not None else self.normed(residual, layer["ln1"])
+            x, norm = (ready, None) if ready is not None else self.normed(
+                residual, layer["ln1"], *self.attention_weights(layer))
             ready = self.attention(i, layer, x, norm, residual, batch, self.then(layer["ln2"]))
             if "router" in layer:                # route and experts read the normed rows
                 x = ready if ready is not None else self.normed(residual, layer["ln2"],
                                                                 fuse=False)[0]
                 ready = self.moe(layer, x, residual, after)
             else:
-                x, norm = (ready, None) if ready is not None else self.normed(residual,
-                                                                              layer["ln2"])
+                x, norm = (ready, None) if ready is not None else self.normed(
+                    residual, layer["ln2"], layer["gate"], layer["up"])
                 ready = self.mlp(x, norm, residual, layer["gate"], layer["up"], layer["down"],
                                  after)
         return self.logits(residual, batch)
 
 
 class Llama(Model):
+    def attention_weights(self, layer) -> tuple:
+        """The weights whose GEMMs read the layer's first norm."""
+        return (layer["qkv"],)
+
     def load_layer(self, i: int) -> dict:
         cfg, sh, p = self.cfg, self.shard, f"model.layers.{i}."
         col = sh.column
@@ -206,6 +214,11 @@ def _deinterleave(n: int) -> np.ndarray:
 
 
 class DeepseekV3(Model):
+    def attention_weights(self, layer) -> tuple:
+        """The weights whose GEMMs read the layer's first norm: q_a and kv_a stacked, or
+        kv_a and q (no q LoRA)."""
+        return (layer["a"],) + ((layer["q"],) if "q" in layer else ())
+
     def load_layer(self, i: int) -> dict:
         cfg, sh, p = self.cfg, self.shard, f"model.layers.{i}."
         a = p + "self_attn."
@@ -289,7 +302,7 @@ class DeepseekV3(Model):
         nope, rp, r = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.kv_lora_rank
         a = be.linear(x, layer["a"], norm=norm)
         if cfg.q_lora_rank:
-            qa, qnorm = self.normed(a[:, :cfg.q_lora_rank], layer["q_a_ln"])
+            qa, qnorm = self.normed(a[:, :cfg.q_lora_rank], layer["q_a_ln"], layer["q_b"])
             q = be.linear(qa, layer["q_b"], norm=qnorm)
             latent = a[:, cfg.q_lora_rank:]
         else:
