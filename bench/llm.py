@@ -20,9 +20,10 @@ bound: the model's weight bytes over the run's measured copy bandwidth (the best
 large device-to-device copies, bytes read + written over time, as bench/llm_ops.py
 measures it), the time a step needs to read every weight once.
 
-Beside the defaults, batch-1 decode is also timed without the L2 prefetch and with the
+Beside the defaults, batch-1 decode is also timed without the L2 prefetch, with the
 one-row GEMMs on the wgmma tiles instead of tileir.llm.gemv (`Backend.decode_gemv`),
-and the prefill with SwiGLU in one kernel (`--fuse-norm`: with norms inside GEMMs too).
+and with the norms before QKV and gate/up in the GEMVs' prologue (`Backend.gemv_norm`;
+with --profile, its step by kernel too), and the prefill with SwiGLU in one kernel (`--fuse-norm`: with norms inside GEMMs too).
 
 Prints a table, writes llm.json and llm.png into --out and, with --results-md,
 appends a dated entry to that file.
@@ -216,6 +217,17 @@ def bench_model(name, raw, args, copy_tbs):
                                                      / ours_decode_s(llm, prompts[1], new))
             llm.backend.decode_gemv = True
             llm.engine.graphs.clear()
+            # the norms before QKV and gate/up inside the one-row GEMVs (the GEMV's
+            # prologue: Backend.gemv_norm, off by default), no RMSNorm launch of their
+            # own; the LM head keeps its wgmma kernel, so the final norm stays
+            llm.backend.gemv_norm = True
+            llm.engine.graphs.clear()
+            res["tileir_gemv_norm_b1_tok_s"] = ((new - 1)
+                                                / ours_decode_s(llm, prompts[1], new))
+            if args.profile:
+                res["profile_gemv_norm_b1"] = profile_decode(llm, prompts[1], copy_tbs)
+            llm.backend.gemv_norm = False
+            llm.engine.graphs.clear()
             if args.fuse_norm:
                 # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
                 llm.backend.fuse_norm = True
@@ -347,6 +359,10 @@ def table(results) -> str:
             lines.append(f"| {r['model']} | decode b1, one-row GEMMs on wgmma tiles (tok/s) | "
                          f"{r['tileir_no_decode_gemv_b1_tok_s']:.1f} | | | | "
                          f"{r['tileir_no_decode_gemv_b1_tok_s'] / r['bound_tok_s']:.2f} |")
+        if "tileir_gemv_norm_b1_tok_s" in r:
+            lines.append(f"| {r['model']} | decode b1, norms in the GEMVs' prologue (tok/s) | "
+                         f"{r['tileir_gemv_norm_b1_tok_s']:.1f} | | | | "
+                         f"{r['tileir_gemv_norm_b1_tok_s'] / r['bound_tok_s']:.2f} |")
         if "tileir_fuse_norm_b1_tok_s" in r:
             lines.append(f"| {r['model']} | decode b1, norms fused into GEMMs (tok/s) | "
                          f"{r['tileir_fuse_norm_b1_tok_s']:.1f} | | | | "
@@ -615,6 +631,10 @@ def main():
         if r.get("profile_b1"):
             text += f"\n\n{r['model']}, batch-1 decode step by kernel:\n\n" + profile_table(
                 r["profile_b1"])
+        if r.get("profile_gemv_norm_b1"):
+            text += (f"\n\n{r['model']}, batch-1 decode step by kernel, norms in the "
+                     f"GEMVs' prologue (gemv_norm):\n\n"
+                     + profile_table(r["profile_gemv_norm_b1"]))
     print(text)
     plot(results, os.path.join(args.out, "llm.png"))
     if args.results_md:

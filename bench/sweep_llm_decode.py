@@ -121,15 +121,17 @@ for name, n, k in shapes:
         ctiles = G.combine_tiles(M, n, p)
         cgrid = (ct.cdiv(n, ctiles[2]), 1, 1)
         def args(i):
+            # (gemv and the SwiGLU kernels: x as RMSNorm's weight, unread without NORM)
             if swiglu:
-                return (x, ws_[i], wu[i], y, part), (part, y)
+                return (x, x, 0.0, ws_[i], wu[i], y, part), (part, y)
             if kind is G.gemv_add:
                 return (x, ws_[i], y, y, part), (part, y, y)
-            return (x, ws_[i], y, part), (part, y)
+            return (x, x, 0.0, ws_[i], y, part), (part, y)
+        flag = () if kind is G.gemv_add else (False,)           # NORM
         def fn():
             for i in range(COPIES):
                 a, c = args(i)
-                ct.launch(None, grid, kernel, a + tiles)
+                ct.launch(None, grid, kernel, a + tiles + flag)
                 if p.split > 1:
                     ct.launch(None, cgrid, fin, c + ctiles)
         return fn

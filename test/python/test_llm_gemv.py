@@ -629,3 +629,125 @@ def test_llama_on_decode_gemvs_matches_transformers(tmp_path, dtype):
             assert ours == theirs
     finally:
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _torch_normed(torch, x, g, eps):
+    """RMSNorm(x) * g in float32, rounded to x's dtype as tileir.examples.rmsnorm's
+    output (the reference's GEMV input)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * g.float()).to(x.dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("plan_of", ["route", "rule"])
+@pytest.mark.parametrize("m", [1, 7, 16])
+@pytest.mark.parametrize("kind,n,k", [("linear", 6144, 4096), ("swiglu", 14336, 4096),
+                                      ("fused", 14336, 4096), ("linear", 4096, 4096)],
+                         ids=["qkv", "gate_up", "gate_up_fused", "square_split"])
+def test_norm_gemvs_on_the_gpu_against_torch(kind, n, k, m, plan_of):
+    """NORM on the GPU at Llama-3-8B widths, the kernels launched as Backend._gemv does:
+    "route" the plan the backend takes (one row: the swept plans, QKV on the FMA units;
+    more rows: the rule's), "rule" the rule's tensor-core plan (wgmma at 64 rows,
+    mma.sync at 16 or 32, the 4096-wide product split in two); against a float32 torch
+    product of the separately normed bf16 rows."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    if kind == "fused" and plan_of == "route":
+        pytest.skip("gemv_swiglu_fused is not the backend's route")
+    p = G.plan(m, n, k, swept=plan_of == "route")
+    if kind == "fused" and p.fma:
+        pytest.skip("gemv_swiglu_fused has no FMA form")
+    gen = torch.Generator(device="cuda").manual_seed(m * 7919 + n + len(kind))
+    x = (3 * torch.randn(m, k, device="cuda", generator=gen)).to(torch.bfloat16)
+    g = (0.5 + torch.rand(k, device="cuda", generator=gen)).to(torch.bfloat16)
+    eps = 1e-5
+    ws = [(torch.randn(n, k, device="cuda", generator=gen) / k ** 0.5).to(torch.bfloat16)
+          for _ in range(1 if kind == "linear" else 2)]
+    y = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    lead = () if kind == "linear" else (2,)
+    part = torch.full(lead + (p.split, m, n), float("nan"), device="cuda",
+                      dtype=torch.float32)
+    kernel = {"linear": G.gemv, "swiglu": G.gemv_swiglu, "fused": G.gemv_swiglu_fused}[kind]
+    fin = G.gemv_combine if kind == "linear" else G.gemv_combine_swiglu
+    ct.launch(None, G.grid(n, p), kernel.replace_hints(l2_prefetch=True),
+              (x, g, eps, *ws, y, part) + tuple(p) + (True,))
+    if p.split > 1:
+        bs, bm, bc = G.combine_tiles(m, n, p)
+        ct.launch(None, (ct.cdiv(n, bc),), fin, (part, y, bs, bm, bc))
+    torch.cuda.synchronize()
+    xn = _torch_normed(torch, x, g, eps).float()
+    gf = [xn @ w.float().T for w in ws]
+    if kind == "linear":
+        ref = gf[0]
+    else:
+        gt, ut = (t.to(torch.bfloat16).float() for t in gf)
+        ref = torch.nn.functional.silu(gt) * ut
+    assert not y.isnan().any()
+    err = ((y.float() - ref).abs().max() / ref.abs().max().clamp(min=1.0)).item()
+    assert err < 2e-2, err
+    # x itself (no norm) is far off: the prologue's norm is applied
+    raw = x.float() @ ws[0].float().T
+    if kind == "linear":
+        assert ((y.float() - raw).abs().max() / raw.abs().max()).item() > 0.1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_llama_with_norms_in_the_gemvs_matches_transformers(tmp_path, dtype):
+    """Llama-3-8B widths, two layers, Backend.decode_gemv and gemv_norm on, one sequence
+    at a time so that every step's QKV and gate/up are one-row GEMVs with the norm in
+    their prologue (asserted from the launches).  bf16: eight one-token prompts, each
+    alone, their logits against transformers' fp32 within twice its own bf16 run's error;
+    float32: 32 greedy tokens of two prompts, each generated alone (the exact FMA GEMVs),
+    identical to transformers' generate."""
+    import gc
+    import shutil
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from test_gpu_llm import (LLAMA3_8B_2L, _hf_last_logits, _ours_last_logits, _rel,
+                              _save_hf)
+    from tileir.llm import LLM
+    raw = LLAMA3_8B_2L
+    rng = np.random.default_rng()
+    try:
+        model = _save_hf(raw, tmp_path, torch.float32)
+        if dtype == "bfloat16":
+            prompts = [[int(t)] for t in rng.integers(0, raw["vocab_size"], 8)]
+            fp32 = _hf_last_logits(model, prompts)
+            hf16 = _hf_last_logits(model.to(torch.bfloat16), prompts)
+        else:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            prompts = [rng.integers(0, raw["vocab_size"], n).tolist() for n in (5, 64)]
+            with torch.no_grad():
+                theirs = []
+                for p in prompts:
+                    ids = torch.tensor([p], device="cuda")
+                    out = model.generate(ids, attention_mask=torch.ones_like(ids),
+                                         do_sample=False, max_new_tokens=32,
+                                         min_new_tokens=32)
+                    theirs.append(out[0, len(p):].tolist())
+        del model
+        gc.collect()
+        torch.cuda.empty_cache()
+        llm = LLM(str(tmp_path), dtype=dtype, max_model_len=512, max_batch=8)
+        be = llm.backend
+        be.decode_gemv = be.gemv_norm = True
+        launched = set()
+        run = be._launch
+        be._launch = lambda grid, kernel, args: (launched.add((kernel.name, args[-1])),
+                                                 run(grid, kernel, args))
+        if dtype == "bfloat16":
+            ours = torch.cat([_ours_last_logits(llm, [p]) for p in prompts])
+            assert torch.isfinite(ours).all()
+            err, hf_err = _rel(ours, fp32), _rel(hf16, fp32)
+            assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (err, hf_err)
+        else:
+            ours = [llm.generate([p], max_new_tokens=32, ignore_eos=True)[0].token_ids
+                    for p in prompts]
+            assert ours == theirs
+        assert {("gemv", True), ("gemv_swiglu", True)} <= launched, launched
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)

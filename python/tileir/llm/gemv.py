@@ -21,6 +21,14 @@ kernels are shaped for that, as a cuTile user writes a GEMV:
   `gemv_combine_swiglu`) adds the SPLIT partials in a fixed order and applies the epilogue:
   two launches, no atomics, the same result on every run.
 
+With NORM, `gemv`, `gemv_swiglu` and `gemv_swiglu_fused` take the residual rows, RMSNorm's
+weight g and eps for the norm's output: every block first finds its rows'
+rsqrt(mean(x^2) + eps) over the whole of K (plain loads of x, whatever its split), then
+feeds round(x * rs * g) to the product, rounded to the activation dtype as the separate
+norm's output is (`Backend.gemv_norm`; a launch and the normed rows' round trip saved).
+The rows then come from registers, not the ring: mma.sync reads them there, wgmma's B
+is staged to shared memory each iteration (the weights' ring is unchanged).
+
 `gemv_swiglu` runs a loop a weight (each its own ring); `gemv_swiglu_fused` loads both
 weights' tiles in one loop (one ring, no ramp between the two), a candidate the
 decode sweep ranks (bench/sweep_llm_decode.py --gemv).
