@@ -119,13 +119,15 @@ def _unfused(kind, x, ws, g, eps, p: G.Plan, dtype):
 @pytest.mark.parametrize("m", [1, 2, 7, 16])
 @pytest.mark.parametrize("split,fma", [(1, False), (2, False), (3, False), (1, True),
                                        (3, True)])
-def test_norm_prologue_against_float64(kind, dtype, m, split, fma):
+@pytest.mark.parametrize("bn", [16, 64])
+def test_norm_prologue_against_float64(kind, dtype, m, split, fma, bn):
     """NORM: RMSNorm(x) * g in the GEMV's prologue equals the separate norm (rounded to
     the activation dtype) and then the GEMV: against float64 of that, and against the
     unfused kernels themselves.  x scaled by 3 (mean square 9, so a missing or wrong
     norm is far outside the tolerance); ragged N (45) and K (100: the mean is over
     100 columns, the zero padding of the last tile adds nothing); with a split K every
-    split finds the whole rows' norm."""
+    split finds the whole rows' norm.  64 weight rows: the tensor-core loop that loads
+    the next iteration's rows ahead (one past the last: padding)."""
     if kind == "fused" and fma:
         pytest.skip("gemv_swiglu_fused has no FMA form")
     rng = np.random.default_rng()
@@ -133,7 +135,7 @@ def test_norm_prologue_against_float64(kind, dtype, m, split, fma):
     x, ws, _ = _inputs(rng, kind, m, n, k, dtype)
     x = (3.0 * x.astype(np.float32) + 0.5).astype(dtype)
     g, eps = _norm_inputs(rng, x, k, dtype)
-    p = G.Plan(G.next_pow2(m), 16, 32, split, fma)
+    p = G.Plan(G.next_pow2(m), bn, 32, split, fma)
     y = _run(kind, x, ws, None, p, dtype, norm=(g, eps))
     _check(y, _ref(_normed_ref(x, g, eps, dtype), ws, None, dtype), dtype)
     # the rows' norm in the prologue, not taken as 1: x itself is far off
@@ -464,8 +466,17 @@ def test_norm_prologue_keeps_the_weight_ring(kind, m, n, k, p, tmp_path):
     kernel, plain = _llama_args(kind, m, n, k, p, norm=False)
     _, normed = _llama_args(kind, m, n, k, p, norm=True)
     grid = G.grid(n, p)
-    before = _rings(_compile(kernel, plain, grid, "pipeline").ir())
-    after = _rings(_compile(kernel, normed, grid, "pipeline").ir())
+    ir_plain = _compile(kernel, plain, grid, "pipeline").ir()
+    before = _rings(ir_plain)
+    ir_normed = _compile(kernel, normed, grid, "pipeline").ir()
+    after = _rings(ir_normed)
+    if p.bn >= 64:
+        # wgmma's B: the normed rows staged K-major with a 128-byte swizzle (N, 8 or 16
+        # rows, is too narrow to swizzle), and the product synchronous: the next
+        # iteration rewrites the staging tile
+        assert re.search(rf"tensor<{p.bk}x{p.bm}xbf16, #tile.shared<128 : i64, "
+                         r"array<i64: 0, 1>>>", ir_normed), "no K-major staged B"
+        assert "tile.mma_async" not in ir_normed and "tile.mma_async" in ir_plain
     x_tile = f"tensor<{p.bm}x{p.bk}xbf16"
     assert before and all(any(t.startswith(x_tile) for t in tiles) for _, tiles in before)
     assert after == [(st, [t for t in tiles if not t.startswith(x_tile)])

@@ -27,7 +27,8 @@ rsqrt(mean(x^2) + eps) over the whole of K (plain loads of x, whatever its split
 feeds round(x * rs * g) to the product, rounded to the activation dtype as the separate
 norm's output is (`Backend.gemv_norm`; a launch and the normed rows' round trip saved).
 The rows then come from registers, not the ring: mma.sync reads them there, wgmma's B
-is staged to shared memory each iteration (the weights' ring is unchanged).
+is staged to shared memory each iteration (the weights' ring is unchanged), the next
+iteration's rows loaded ahead.
 
 `gemv_swiglu` runs a loop a weight (each its own ring); `gemv_swiglu_fused` loads both
 weights' tiles in one loop (one ring, no ramp between the two), a candidate the
@@ -61,11 +62,12 @@ def _inv_rms(x, eps, BM: ct.Constant[int], BK: ct.Constant[int]):
 
 
 @ct.function
-def _normed(a, g, inv, k, BK: ct.Constant[int], dtype):
-    """RMSNorm(x) * g of x's tile a (columns k * BK..), rounded to the activation dtype
-    as the separate norm's output is (tileir.examples.rmsnorm) before the GEMV reads it."""
-    gk = ct.astype(ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO), ct.float32)
-    return ct.astype(ct.astype(a, ct.float32) * inv * ct.reshape(gk, (1, BK)), dtype)
+def _normed(a, gk, inv, BK: ct.Constant[int], dtype):
+    """RMSNorm(x) * g of x's tile a (gk: g's tile of the same columns), rounded to the
+    activation dtype as the separate norm's output is (tileir.examples.rmsnorm) before
+    the GEMV reads it."""
+    g32 = ct.reshape(ct.astype(gk, ct.float32), (1, BK))
+    return ct.astype(ct.astype(a, ct.float32) * inv * g32, dtype)
 
 
 @ct.function
@@ -86,7 +88,8 @@ def _partial(x, g, inv, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int],
         for k in range(first, last):
             a = ct.load(x, index=(0, k), shape=(1, BK), padding_mode=ZERO)
             if NORM:
-                a = _normed(a, g, inv, k, BK, x.dtype)
+                gk = ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO)
+                a = _normed(a, gk, inv, BK, x.dtype)
             b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
             acc = acc + ct.astype(a, ct.float32) * ct.astype(b, ct.float32)
         return ct.reshape(ct.sum(acc, axis=1), (1, BN))
@@ -95,17 +98,33 @@ def _partial(x, g, inv, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int],
         for k in range(first, last):
             a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
             if NORM:
-                a = _normed(a, g, inv, k, BK, x.dtype)
+                gk = ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO)
+                a = _normed(a, gk, inv, BK, x.dtype)
             b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
             acc = acc + ct.reshape(ct.astype(a, ct.float32), (BM, 1, BK)) \
                 * ct.reshape(ct.astype(b, ct.float32), (1, BN, BK))
         return ct.sum(acc, axis=2)
     # tensor cores, transposed: the weight tile is the product's M, the rows its N
     acc = ct.zeros((BN, BM), dtype=ct.float32)
+    if NORM and BN >= 64:
+        # normed in registers, the rows leave the weights' ring: each iteration loads
+        # the next one's rows and g first, so its product does not wait for them (at
+        # 64 weight rows and more, wgmma's blocks of four warps, few an SM; a one-warp
+        # mma.sync block has no registers for the copy, and more blocks beside it)
+        xs = ct.load(x, index=(0, first), shape=(BM, BK), padding_mode=ZERO)
+        gs = ct.load(g, index=(first,), shape=(BK,), padding_mode=ZERO)
+        for k in range(first, last):
+            a, gk = xs, gs
+            xs = ct.load(x, index=(0, k + 1), shape=(BM, BK), padding_mode=ZERO)
+            gs = ct.load(g, index=(k + 1,), shape=(BK,), padding_mode=ZERO)
+            b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
+            acc = ct.mma(b, ct.transpose(_normed(a, gk, inv, BK, x.dtype)), acc)
+        return ct.transpose(acc)
     for k in range(first, last):
         a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
         if NORM:
-            a = _normed(a, g, inv, k, BK, x.dtype)
+            gk = ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO)
+            a = _normed(a, gk, inv, BK, x.dtype)
         b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
         acc = ct.mma(b, ct.transpose(a), acc)
     return ct.transpose(acc)
@@ -186,10 +205,20 @@ def gemv_swiglu_fused(x, g, eps, wg, wu, y, part, BM: ct.Constant[int],
     last = min(first + per, tiles)
     gate = ct.zeros((BN, BM), dtype=ct.float32)
     up = ct.zeros((BN, BM), dtype=ct.float32)
+    if NORM and BN >= 64:
+        xs = ct.load(x, index=(0, first), shape=(BM, BK), padding_mode=ZERO)
+        gs = ct.load(g, index=(first,), shape=(BK,), padding_mode=ZERO)
     for k in range(first, last):
-        a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
-        if NORM:
-            a = _normed(a, g, inv, k, BK, x.dtype)
+        if NORM and BN >= 64:   # as `_partial`: the next iteration's rows and g first
+            a, gk = xs, gs
+            xs = ct.load(x, index=(0, k + 1), shape=(BM, BK), padding_mode=ZERO)
+            gs = ct.load(g, index=(k + 1,), shape=(BK,), padding_mode=ZERO)
+            a = _normed(a, gk, inv, BK, x.dtype)
+        else:
+            a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
+            if NORM:
+                gk = ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO)
+                a = _normed(a, gk, inv, BK, x.dtype)
         xt = ct.transpose(a)
         gate = ct.mma(ct.load(wg, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, gate)
         up = ct.mma(ct.load(wu, index=(j, k), shape=(BN, BK), padding_mode=ZERO), xt, up)
