@@ -349,7 +349,7 @@ def test_text_prompts_through_tokenizer_json(tmp_path):
     assert text.text == " ".join(f"w{t}" for t in ids.token_ids)
 
 
-def _sim_backend(dtype, fuse_norm=False, decode_gemv=False):
+def _sim_backend(dtype, fuse_norm=False, decode_gemv=False, gemv_norm=False):
     """A NumPy backend whose launches run the kernels' generated sm_90a code in the
     simulator (tileir.sim) instead of the interpreter (the branch kernels, which launch
     themselves, stay in the interpreter)."""
@@ -362,7 +362,7 @@ def _sim_backend(dtype, fuse_norm=False, decode_gemv=False):
             simulate(kernel.compile(tuple(args), stage="gpu", target="sm_90a"), grid,
                      tuple(args))
     b = Sim("numpy", dtype, fuse_norm)
-    b.decode_gemv = decode_gemv
+    b.decode_gemv, b.gemv_norm = decode_gemv, gemv_norm
     return b
 
 
@@ -371,16 +371,25 @@ def _sim_backend(dtype, fuse_norm=False, decode_gemv=False):
     ("llama", {"num_hidden_layers": 1}, False, False),
     ("llama", {"num_hidden_layers": 1}, True, False),
     ("llama", {"num_hidden_layers": 1}, False, True),
+    ("llama", {"num_hidden_layers": 1}, False, "gemv_norm"),
     ("deepseek_v3", {"num_hidden_layers": 1, "first_k_dense_replace": 1}, False, False),
 ])
 def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm,
                                            decode_gemv):
     """bf16, every tileir.llm kernel as sm_90a code in the simulator (strided views, TMA
     descriptors, the GEMMs' rings; with decode_gemv the decode steps' GEMVs and their
-    combines): the tiny models within bf16 error of float64."""
+    combines; "gemv_norm": with the norms in their prologue): the tiny models within
+    bf16 error of float64."""
     d = _model(tmp_path, arch, **overrides)
-    llm = LLM(d, backend=_sim_backend("bfloat16", fuse_norm, decode_gemv), page_size=16)
+    llm = LLM(d, backend=_sim_backend("bfloat16", fuse_norm, bool(decode_gemv),
+                                      decode_gemv == "gemv_norm"), page_size=16)
+    launched = set()
+    run = llm.backend._launch
+    llm.backend._launch = lambda grid, kernel, args: (launched.add((kernel.name, args[-1])),
+                                                      run(grid, kernel, args))
     res = compare(llm, _prompts(np.random.default_rng(), [5, 2]), steps=3)
+    if decode_gemv == "gemv_norm":
+        assert {("gemv", True), ("gemv_swiglu", True)} <= launched, launched
     # bf16 activations between some twenty kernels of a random model against float64:
     # 0.011-0.018 on six seeds, 0.053 on one earlier draw; the interpreter running the
     # same model in bf16 gives the same figure to four digits, so the bound is the
