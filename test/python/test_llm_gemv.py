@@ -148,6 +148,22 @@ def test_norm_prologue_against_float64(kind, dtype, m, split, fma, bn):
         1e-2 if dtype == BF16 else 1e-6)
 
 
+@pytest.mark.parametrize("kind,bn,fma", [("linear", 16, True), ("linear", 64, False),
+                                         ("swiglu", 16, False), ("fused", 64, False)])
+@pytest.mark.parametrize("m", [1, 5])
+def test_norm_prologue_over_rows_longer_than_its_tile(kind, bn, fma, m):
+    """The prologue reads each row in ROW_TILE-wide loads: a row of two and a part
+    (K = 2 * ROW_TILE + 37), rows past M (BM = 8 at 5) zero, K split three ways."""
+    rng = np.random.default_rng()
+    n, k = 24, 2 * G.ROW_TILE + 37
+    x, ws, _ = _inputs(rng, kind, m, n, k, np.float32)
+    x = 3.0 * x - 1.0
+    g, eps = _norm_inputs(rng, x, k, np.float32)
+    p = G.Plan(G.next_pow2(m), bn, 256, 3, fma)
+    y = _run(kind, x, ws, None, p, np.float32, norm=(g, eps))
+    _check(y, _ref(_normed_ref(x, g, eps, np.float32), ws, None, np.float32), np.float32)
+
+
 def test_empty_splits_and_rows_past_m_are_harmless():
     """More splits than K tiles (the last ones sum nothing) and BM above M (rows read as
     zeros, stores clipped to the output's rows: a view of a larger buffer keeps the
@@ -666,6 +682,8 @@ def test_norm_gemvs_on_the_gpu_against_torch(kind, n, k, m, plan_of):
         pytest.skip("no CUDA GPU")
     if kind == "fused" and plan_of == "route":
         pytest.skip("gemv_swiglu_fused is not the backend's route")
+    if plan_of == "route" and m > 1:
+        pytest.skip("above one row the route's plan is the rule's")
     p = G.plan(m, n, k, swept=plan_of == "route")
     if kind == "fused" and p.fma:
         pytest.skip("gemv_swiglu_fused has no FMA form")
