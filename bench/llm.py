@@ -23,7 +23,8 @@ measures it), the time a step needs to read every weight once.
 Beside the defaults, batch-1 decode is also timed without the L2 prefetch, with the
 one-row GEMMs on the wgmma tiles instead of tileir.llm.gemv (`Backend.decode_gemv`),
 and with the norms before QKV and gate/up in the GEMVs' prologue (`Backend.gemv_norm`;
-with --profile, its step by kernel too), and the prefill with SwiGLU in one kernel (`--fuse-norm`: with norms inside GEMMs too).
+with --profile, its step by kernel too), and the prefill with SwiGLU in one kernel
+(`--fuse-norm`: with norms inside GEMMs too).
 
 Prints a table, writes llm.json and llm.png into --out and, with --results-md,
 appends a dated entry to that file.
