@@ -252,12 +252,13 @@ def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str 
     hook = ir_printer(sys.stderr, debug_info=options.debug_info) \
         if options.print_ir_after_all else None
     if options.stop_after:
-        run_stages(module, stop_after=options.stop_after, print_after_all=hook)
+        run_stages(module, stop_after=options.stop_after, print_after_all=hook,
+                   verify_each=True)
         _fit_remark(module, _module_location(module, chunk))
     elif options.run_stage:
-        run_stage(module, options.run_stage, print_after_all=hook)
+        run_stage(module, options.run_stage, print_after_all=hook, verify_each=True)
     else:
-        run_passes(module, options.passes, print_after_all=hook)
+        run_passes(module, options.passes, print_after_all=hook, verify_each=True)
     if options.emit != EMIT_MLIR:
         return _emitted(module, options.emit, _module_location(module, chunk))
     text = module.operation.get_asm(enable_debug_info=options.debug_info,

@@ -200,22 +200,61 @@ def test_crashing_pass_is_an_internal_error(module, monkeypatch):
         passes.run_passes(module, ["tile-crash"])
 
 
-def test_pass_that_breaks_the_ir_is_named(module, monkeypatch):
-    def break_axis(m: ir.Module) -> None:
-        def visit(op):
-            if op.name == "tile.bid":
-                op.attributes["axis"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 7)
-            return ir.WalkResult.ADVANCE
+def _break_axis(m: ir.Module) -> None:
+    def visit(op):
+        if op.name == "tile.bid":
+            op.attributes["axis"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 7)
+        return ir.WalkResult.ADVANCE
 
-        with m.context:
-            m.operation.walk(visit)
+    with m.context:
+        m.operation.walk(visit)
 
-    monkeypatch.setitem(PASSES, "tile-break", PassInfo("tile-break", "breaks", break_axis))
+
+@pytest.mark.parametrize("how", ["argument", "knob"])
+def test_pass_that_breaks_the_ir_is_named(module, monkeypatch, how):
+    """Verifying between every two passes (tile-opt's way; TILEIR_VERIFY_EACH=1 for a
+    compile) names the pass that broke the IR."""
+    monkeypatch.setitem(PASSES, "tile-break", PassInfo("tile-break", "breaks", _break_axis))
+    monkeypatch.setenv("TILEIR_VERIFY_EACH", "1" if how == "knob" else "0")
     with pytest.raises(TileIRError) as info:
-        passes.run_passes(module, ["tile-break", "tile-cse"])
+        passes.run_passes(module, ["tile-break", "tile-cse"],
+                          verify_each=True if how == "argument" else None)
     messages = [d.message for d in info.value.diagnostics]
     assert messages[0] == "the IR produced by 'tile-break' is invalid before 'tile-cse'"
     assert "axis 7 is out of range" in messages[1]
+
+
+def test_broken_ir_is_caught_at_the_end_without_verify_each(module, monkeypatch):
+    """Without verifying between passes, the output is still verified: the error
+    names the passes that ran and the knob that finds which one broke it."""
+    monkeypatch.setitem(PASSES, "tile-break", PassInfo("tile-break", "breaks", _break_axis))
+    monkeypatch.setenv("TILEIR_VERIFY_EACH", "0")
+    with pytest.raises(TileIRError) as info:
+        passes.run_passes(module, ["tile-break", "tile-cse"])
+    messages = [d.message for d in info.value.diagnostics]
+    assert messages[0] == ("the IR produced by the passes 'tile-break', 'tile-cse' is invalid "
+                           "at the end of the pipeline (TILEIR_VERIFY_EACH=1 verifies between "
+                           "every two passes and names the one that broke it)")
+    assert "axis 7 is out of range" in messages[1]
+
+
+def test_a_compile_verifies_between_passes_only_when_asked(module, monkeypatch):
+    """A stage verifies its input once and its output once; TILEIR_VERIFY_EACH=1 (or
+    verify_each=True) adds one verification before every pass after the first."""
+    import tileir.passes.pipeline as pipeline
+    seen = []
+    real = pipeline.verify
+    monkeypatch.setattr(pipeline, "verify", lambda m: (seen.append(1), real(m))[1])
+    n = len(STAGES["tile"])
+    for knob, expected in (("0", 2), ("1", n + 1)):
+        monkeypatch.setenv("TILEIR_VERIFY_EACH", knob)
+        seen.clear()
+        passes.run_stage(dialect.parse(KERNEL, module.context), "tile")
+        assert len(seen) == expected, (knob, len(seen))
+    monkeypatch.setenv("TILEIR_VERIFY_EACH", "0")
+    seen.clear()
+    passes.run_stage(dialect.parse(KERNEL, module.context), "tile", verify_each=True)
+    assert len(seen) == n + 1
 
 
 def test_invalid_input_is_refused_before_any_pass():
