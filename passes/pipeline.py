@@ -15,6 +15,7 @@ of a compile's CPU (bench/RESULTS.md, 2026-11-29).
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import difflib
 import re
@@ -152,6 +153,7 @@ def _upstream(name: str, context: ir.Context) -> _Step:
         raise TileIRError(_unknown_pass_message(name, str(e))) from None
 
     def run(module: ir.Module) -> None:
+        manager.enable_verifier(upstream_verifier())
         try:
             manager.run(module.operation)
         except ir.MLIRError as e:
@@ -199,10 +201,33 @@ def run_passes(module: ir.Module, names: Iterable[str], *,
     _run_steps(module, steps, print_after_all, verify_each, verify_input=True)
 
 
+# Whether the passes running now verify between every two passes: MLIR PassManagers
+# that a tile pass runs inside it (the `llvm` and `ptx` stages' conversions) verify
+# after each of their passes only then (`upstream_verifier`).
+_VERIFY_EACH: contextvars.ContextVar[bool] = contextvars.ContextVar("verify_each",
+                                                                   default=True)
+
+
+def upstream_verifier() -> bool:
+    """Whether an MLIR PassManager run by a pass should verify after each of its passes
+    (`PassManager.enable_verifier`): when the pipeline running it verifies between
+    passes, and outside one (a pass run by hand)."""
+    return _VERIFY_EACH.get()
+
+
 def _run_steps(module: ir.Module, steps: list[_Step], print_after_all: AfterPassHook | None,
                verify_each: bool | None, *, verify_input: bool) -> None:
     if verify_each is None:
         verify_each = knobs.VERIFY_EACH.as_bool()
+    token = _VERIFY_EACH.set(verify_each)
+    try:
+        _run_verified(module, steps, print_after_all, verify_each, verify_input)
+    finally:
+        _VERIFY_EACH.reset(token)
+
+
+def _run_verified(module: ir.Module, steps: list[_Step], print_after_all: AfterPassHook | None,
+                  verify_each: bool, verify_input: bool) -> None:
     previous: _Step | None = None
     for step in steps:
         if verify_each or (previous is None and verify_input):

@@ -61,9 +61,14 @@ class Target:
 
 
 def _run(module: ir.Module, pipeline: str) -> None:
+    from tileir.passes.pipeline import upstream_verifier
     try:
         with module.context:
-            PassManager.parse(pipeline).run(module.operation)
+            manager = PassManager.parse(pipeline)
+            # the stage's output is verified after it (passes/pipeline.py); between
+            # these passes only where the pipeline verifies between its own
+            manager.enable_verifier(upstream_verifier())
+            manager.run(module.operation)
     except ir.MLIRError as e:
         raise TileIRError(from_mlir_error(e)) from None
 
