@@ -20,7 +20,15 @@ DYNAMIC = -2147483648      # llvm.getelementptr's marker for a dynamic index
 
 
 def np_dtype(t: ir.Type) -> np.dtype:
-    return _np_dtype(str(t))
+    # by the type itself (MLIR uniques types: equal types hash alike), without printing
+    # it on every op the simulator runs; the key keeps its context alive
+    found = _BY_TYPE.get(t)
+    if found is None:
+        found = _BY_TYPE[t] = _np_dtype(str(t))
+    return found
+
+
+_BY_TYPE: dict[ir.Type, np.dtype] = {}
 
 
 @functools.lru_cache(maxsize=None)
