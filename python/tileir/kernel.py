@@ -87,6 +87,8 @@ class CompiledKernel:
     meta: dict | None = None             # launch metadata once the `gpu` stage ran
     ptxas_report: str | None = None      # ptxas' resource report once the `cubin` stage ran
     entry: Entry | None = None           # the compile-cache entry it was stored in or loaded from
+    # the interpreter's compile of `module`, made at the first launch in the interpreter
+    _interpreted: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_entry(cls, kernel: "Kernel", params: list[tuple[str, Any]], target: str,
@@ -98,6 +100,17 @@ class CompiledKernel:
         report = entry.text(PTXAS_REPORT) if PTXAS_REPORT in entry.names else None
         return cls(kernel, None, kernel.name, params, "cubin", target, artifacts, entry.meta,
                    report, entry)
+
+    def interpreted(self):
+        """This specialization as the interpreter runs it (`interpreter.compile_kernel`),
+        from `module` at the first launch in the interpreter and kept: a launch then
+        skips hashing the module's bytecode to find it (about a millisecond, each
+        launch).  A change made to `module` after that launch is not seen (as a GPU
+        launch runs the cubin whatever is done to `module`)."""
+        if self._interpreted is None:
+            from tileir import interpreter
+            self._interpreted = interpreter.CACHE.get(self.module, self.name)
+        return self._interpreted
 
     @property
     def loaded_from_cache(self) -> bool:
