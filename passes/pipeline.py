@@ -1,10 +1,10 @@
 """Running passes and stages: tile passes and upstream MLIR passes, mixed.
 
 The input of a pipeline is verified before its first pass, and its output
-after the last, with the rules of the pass at that end: the full Tile IR
-verifier before and after a tile pass, MLIR's own verifier beside an upstream
-pass (which is what keeps an assertion-enabled MLIR from aborting on broken
-IR).  A stage is a pipeline of its own, so a compile verifies after every stage.
+after the last: the full Tile IR verifier before a tile pass and after one that
+leaves Tile IR, MLIR's own verifier beside an upstream pass (which is what keeps
+an assertion-enabled MLIR from aborting on broken IR) and after a lowering out of
+Tile IR (`registry.LOWERINGS`).  A stage is a pipeline of its own, so a compile verifies after every stage.
 With `verify_each` (tile-opt's default, as mlir-opt's; for compiles the knob
 TILEIR_VERIFY_EACH) the IR is verified between every two passes too, so that a
 pass that breaks it is named.  That is a debugging aid, not a precondition: a
@@ -28,7 +28,7 @@ from tileir import knobs
 from tileir.dialect import Diagnostic, TileIRError, verify
 from tileir.dialect.diagnostics import from_mlir_error
 
-from .registry import PASSES, STAGES
+from .registry import LOWERINGS, PASSES, STAGES
 
 # Module attribute recording the last stage run on a module, so that a driver
 # can continue from an `.mlir` file at any stage.  Absent means "frontend".
@@ -70,6 +70,9 @@ class _Step:
     name: str
     run: Callable[[ir.Module], None]
     needs_tile_ir: bool
+    # whether what it leaves is Tile IR (the tile verifier's, after it) or a later
+    # stage's IR (MLIR's verifier: no tile op or function is left to check)
+    leaves_tile_ir: bool
 
 
 # --------------------------------------------------------------------------
@@ -136,7 +139,8 @@ def validate_pipeline(names: Iterable[str], context: ir.Context) -> None:
 def _resolve(name: str, context: ir.Context) -> _Step:
     name = name.strip()
     if name in PASSES:
-        return _Step(name, PASSES[name].run, needs_tile_ir=True)
+        return _Step(name, PASSES[name].run, needs_tile_ir=True,
+                     leaves_tile_ir=name not in LOWERINGS)
     base = name.split("{", 1)[0].strip()
     if base in PASSES:
         raise TileIRError(f"pass '{base}' takes no options (got '{name}')")
@@ -159,7 +163,7 @@ def _upstream(name: str, context: ir.Context) -> _Step:
         except ir.MLIRError as e:
             raise TileIRError(from_mlir_error(e)) from None
 
-    return _Step(name, run, needs_tile_ir=False)
+    return _Step(name, run, needs_tile_ir=False, leaves_tile_ir=False)
 
 
 def _unknown_pass_message(name: str, mlir_message: str) -> str:
@@ -257,7 +261,7 @@ def _verify_between(module: ir.Module, previous: _Step | None, following: _Step 
                     culprits: list[str] | None = None) -> None:
     """Verifies `module` between `previous` and `following` (either None at an end).
     `culprits`: the passes that may have broken the IR, where more than `previous`."""
-    tile_rules = following.needs_tile_ir if following else previous.needs_tile_ir
+    tile_rules = following.needs_tile_ir if following else previous.leaves_tile_ir
     try:
         if tile_rules:
             verify(module)

@@ -383,6 +383,7 @@ class Kernel(KernelEntry):
         With `earlier` (this specialization at an earlier stage, `_compiled_to_gpu`),
         a copy of its module goes on from its stage."""
         from mlir import ir
+        from tileir.dialect import verify as verify_module
         if target is not None:
             _check_target(target)
         ctx = mlir_context()
@@ -392,6 +393,9 @@ class Kernel(KernelEntry):
                 artifacts = StageIR(earlier.artifacts)
             else:
                 module = self._frontend(ctx, params, target, wish)
+                if stage == "frontend":
+                    # (a compile going on verifies it before its first stage)
+                    verify_module(module)
                 artifacts = StageIR()
                 artifacts.record("frontend", module)
             run_stages(module, stage, artifacts)
@@ -407,9 +411,8 @@ class Kernel(KernelEntry):
                               meta, report)
 
     def _frontend(self, ctx, params, target: str | None, wish: str | None):
-        """The kernel's module at stage `frontend`, verified."""
+        """The kernel's module at stage `frontend` (not yet verified)."""
         from mlir import ir
-        from tileir.dialect import verify
         from .frontend.compiler import FunctionCompiler, ModuleBuilder
         mb = ModuleBuilder(ctx)
         fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
@@ -417,7 +420,6 @@ class Kernel(KernelEntry):
         if wish is not None:
             from .backend.layout.retile import WISH_ATTR
             fn.attributes[WISH_ATTR] = ir.StringAttr.get(wish)
-        verify(mb.module)
         _dump(mb.module, "frontend")
         if target is not None:
             mb.module.operation.attributes["tile.target"] = ir.StringAttr.get(target)

@@ -127,6 +127,19 @@ def _llvm_compatible(t: ir.Type) -> bool:
         type(t).__name__.startswith("Float")
 
 
+# _llvm_compatible by type: MLIR uniques types (equal types hash alike), and a module
+# has a few dozen distinct ones among thousands of values; the keys keep their
+# contexts alive, as the compiler's own lives for the process anyway
+_COMPATIBLE: dict[ir.Type, bool] = {}
+
+
+def _compatible(t: ir.Type) -> bool:
+    ok = _COMPATIBLE.get(t)
+    if ok is None:
+        ok = _COMPATIBLE[t] = _llvm_compatible(t)
+    return ok
+
+
 def _power_of_two_attr(attr: ir.Attribute) -> bool:
     if not isinstance(attr, ir.IntegerAttr):
         return True
@@ -166,7 +179,7 @@ def _check_translatable(module: ir.Module) -> None:
                 if any(d < 1 for d in dims) or math.prod(dims) > 1024:
                     bad.append((op, f"{named.name} {dims}: a block has 1 to 1024 threads"))
         for t in types:
-            if not _llvm_compatible(t):
+            if not _compatible(t):
                 bad.append((op, f"type {t}, which has no LLVM equivalent: the 'llvm' stage "
                                 f"must leave only LLVM types"))
         return ir.WalkResult.INTERRUPT if bad else ir.WalkResult.ADVANCE
