@@ -487,17 +487,24 @@ class StageIR(Mapping):
 
     def record(self, stage: str, module: ir.Module) -> None:
         """Keeps a copy of `module` as it is after `stage`, to print when read."""
-        self._data[stage] = module.operation.clone()
+        self._data[stage] = module.operation.clone().operation   # (clone gives an OpView)
 
     def put(self, stage: str, data: str | bytes) -> None:
         self._data[stage] = data
+
+    def kept(self, stage: str):
+        """The copy of the module kept for `stage` (a detached `builtin.module` op,
+        not to be changed), if it is kept and not yet printed; else None."""
+        from mlir import ir
+        kept = self._data.get(stage)
+        return kept if isinstance(kept, ir.Operation) else None
 
     def module_copy(self, stage: str):
         """A new module like the one after `stage`, if that stage's copy is kept
         (not for a stage given as text or bytes); else None."""
         from mlir import ir
-        kept = self._data.get(stage)
-        if not isinstance(kept, ir.Operation):
+        kept = self.kept(stage)
+        if kept is None:
             return None
         from tileir.passes.pipeline import _replace_module      # the stage driver's rewind
         module = ir.Module.create(loc=kept.location)
