@@ -5,9 +5,10 @@ after the last: the full Tile IR verifier before a tile pass and after one that
 leaves Tile IR, MLIR's own verifier beside an upstream pass (which is what keeps
 an assertion-enabled MLIR from aborting on broken IR) and after a lowering out of
 Tile IR (`registry.LOWERINGS`).  A stage is a pipeline of its own, so a compile verifies after every stage.
-With `verify_each` (tile-opt's default, as mlir-opt's; for compiles the knob
-TILEIR_VERIFY_EACH) the IR is verified between every two passes too, so that a
-pass that breaks it is named.  That is a debugging aid, not a precondition: a
+Before an upstream pass MLIR's verifier runs always (the wheel asserts: broken IR
+must be an error, not an abort).  With `verify_each` (tile-opt's way, as
+mlir-opt's; elsewhere the knob TILEIR_VERIFY_EACH) the IR is verified between every
+two passes, so that a pass that breaks it is named.  That is a debugging aid, not a precondition: a
 pass of ours run on IR its predecessors made from verified IR meets valid IR
 unless one of them has a bug, and between-pass verification was about a third
 of a compile's CPU (bench/RESULTS.md, 2026-11-29).
@@ -234,7 +235,10 @@ def _run_verified(module: ir.Module, steps: list[_Step], print_after_all: AfterP
                   verify_each: bool, verify_input: bool) -> None:
     previous: _Step | None = None
     for step in steps:
-        if verify_each or (previous is None and verify_input):
+        # MLIR's own verifier (C++, cheap) before an upstream pass always: the MLIR
+        # wheel asserts, and a pass of ours that broke the IR must not abort the
+        # process there; the tile verifier between passes only with verify_each
+        if verify_each or (previous is None and verify_input) or not step.needs_tile_ir:
             _verify_between(module, previous, step)
         _run_step(step, module)
         if print_after_all is not None:
