@@ -7,7 +7,10 @@
     tile-opt kernel.mlir --stop-after=cubin --emit=cubin -o kernel.cubin
     tile-opt -split-input-file --verify-diagnostics invalid.mlir
 
-Like MLIR's tools, options may be spelled with one dash or two.  Exit status:
+Like mlir-opt (`-verify-each`), it verifies the IR between every two passes, so that
+a pass that breaks it is named (a compile through `@kernel` verifies each stage's
+input and output only, unless TILEIR_VERIFY_EACH=1).  Like MLIR's tools, options
+may be spelled with one dash or two.  Exit status:
 0 on success, 1 if any input (or split chunk) failed, 2 on bad usage.  Errors
 are printed as `file:line:col: error: message`; a Python traceback is never
 shown unless `--traceback` is given for an internal error.
