@@ -67,6 +67,7 @@ class _Parsed:
     func: ir.Operation
     decoded: dict = dataclasses.field(default_factory=dict)      # ir.Block -> its ops
     operands: dict = dataclasses.field(default_factory=dict)     # ir.Operation -> values
+    statics: dict = dataclasses.field(default_factory=dict)      # ir.Operation -> rules.static
 
 
 # The context `gpu` artifacts are parsed in: made once (a fresh one costs ~10 ms, the
@@ -133,6 +134,7 @@ class _Simulator:
         # nor on every simulation of the kernel: `_Parsed`)
         self.decoded: dict[ir.Block, list[tuple]] = parsed.decoded
         self.operands: dict[ir.Operation, list[ir.Value]] = parsed.operands  # by op
+        self.statics: dict[ir.Operation, Any] = parsed.statics    # rules.static
         self.stdout = sys.stdout               # where device printf writes
 
     # -- values ---------------------------------------------------------------------

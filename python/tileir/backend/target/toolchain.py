@@ -128,14 +128,17 @@ def _llvm_compatible(t: ir.Type) -> bool:
 
 
 # _llvm_compatible by type: MLIR uniques types (equal types hash alike), and a module
-# has a few dozen distinct ones among thousands of values; the keys keep their
-# contexts alive, as the compiler's own lives for the process anyway
+# has a few dozen distinct ones among thousands of values.  A key keeps its context
+# alive: the memo is emptied when it grows past a few modules' types.
 _COMPATIBLE: dict[ir.Type, bool] = {}
+_COMPATIBLE_KEPT = 512
 
 
 def _compatible(t: ir.Type) -> bool:
     ok = _COMPATIBLE.get(t)
     if ok is None:
+        if len(_COMPATIBLE) >= _COMPATIBLE_KEPT:
+            _COMPATIBLE.clear()
         ok = _COMPATIBLE[t] = _llvm_compatible(t)
     return ok
 
