@@ -83,17 +83,24 @@ def write_memory(sim, blk, space, addr, value, mask) -> None:
 @op("llvm.load")
 def _load(sim, blk, o, mask):
     (ptr,) = operands(sim, blk, o)
+    space, dtype, count = static(sim, o, _load_static)
+    return read_memory(sim, blk, space, ptr, dtype, mask, count)
+
+
+def _load_static(o) -> tuple:
+    """(address space, element dtype, elements: None for a scalar) of an llvm.load."""
     t = o.results[0].type
     space = _space(o.operands[0].type)
     if isinstance(t, ir.VectorType):
-        return read_memory(sim, blk, space, ptr, np_dtype(t.element_type), mask, t.shape[0])
-    return read_memory(sim, blk, space, ptr, np_dtype(t), mask, None)
+        return space, np_dtype(t.element_type), t.shape[0]
+    return space, np_dtype(t), None
 
 
 @op("llvm.store")
 def _store(sim, blk, o, mask):
     value, ptr = operands(sim, blk, o)
-    write_memory(sim, blk, _space(o.operands[1].type), ptr, value, mask)
+    write_memory(sim, blk, static(sim, o, lambda o: _space(o.operands[1].type)), ptr, value,
+                 mask)
 
 
 @op("llvm.intr.masked.load")
