@@ -47,9 +47,12 @@ Splat = ir.Value | ir.Attribute  # a scalar SSA value, or a constant element
 
 
 def run(module: ir.Module) -> None:
+    from .pipeline import upstream_verifier      # (pipeline imports the passes)
     with module.context:
         _apply_folders(module)
-        PassManager.parse("builtin.module(canonicalize)").run(module.operation)
+        manager = PassManager.parse("builtin.module(canonicalize)")
+        manager.enable_verifier(upstream_verifier())    # (as the pipeline verifies)
+        manager.run(module.operation)
         # Upstream folds (constants into splats, say) can enable ours again.
         _apply_folders(module)
     erase_dead_ops(module.operation)

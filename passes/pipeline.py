@@ -1,13 +1,22 @@
 """Running passes and stages: tile passes and upstream MLIR passes, mixed.
 
-Every pass runs on verified IR: before a tile pass the full Tile IR verifier
-runs (its precondition), before an upstream pass MLIR's own verifier (which
-is what keeps an assertion-enabled MLIR from aborting on broken IR).  After
-the last pass the IR is verified again, so a pass that breaks the IR is named.
+The input of a pipeline is verified before its first pass, and its output
+after the last: the full Tile IR verifier before a tile pass and after one that
+leaves Tile IR, MLIR's own verifier beside an upstream pass (which is what keeps
+an assertion-enabled MLIR from aborting on broken IR) and after a lowering out of
+Tile IR (`registry.LOWERINGS`).  A stage is a pipeline of its own, so a compile verifies after every stage.
+Before an upstream pass MLIR's verifier runs always (the wheel asserts: broken IR
+must be an error, not an abort).  With `verify_each` (tile-opt's way, as
+mlir-opt's; elsewhere the knob TILEIR_VERIFY_EACH) the IR is verified between every
+two passes, so that a pass that breaks it is named.  That is a debugging aid, not a precondition: a
+pass of ours run on IR its predecessors made from verified IR meets valid IR
+unless one of them has a bug, and between-pass verification was about a third
+of a compile's CPU (bench/RESULTS.md, 2026-11-29).
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import difflib
 import re
@@ -16,10 +25,11 @@ from typing import Callable, Iterable, TextIO
 from mlir import ir
 from mlir.passmanager import PassManager
 
+from tileir import knobs
 from tileir.dialect import Diagnostic, TileIRError, verify
 from tileir.dialect.diagnostics import from_mlir_error
 
-from .registry import PASSES, STAGES
+from .registry import LOWERINGS, PASSES, STAGES
 
 # Module attribute recording the last stage run on a module, so that a driver
 # can continue from an `.mlir` file at any stage.  Absent means "frontend".
@@ -61,6 +71,9 @@ class _Step:
     name: str
     run: Callable[[ir.Module], None]
     needs_tile_ir: bool
+    # whether what it leaves is Tile IR (the tile verifier's, after it) or a later
+    # stage's IR (MLIR's verifier: no tile op or function is left to check)
+    leaves_tile_ir: bool
 
 
 # --------------------------------------------------------------------------
@@ -127,7 +140,8 @@ def validate_pipeline(names: Iterable[str], context: ir.Context) -> None:
 def _resolve(name: str, context: ir.Context) -> _Step:
     name = name.strip()
     if name in PASSES:
-        return _Step(name, PASSES[name].run, needs_tile_ir=True)
+        return _Step(name, PASSES[name].run, needs_tile_ir=True,
+                     leaves_tile_ir=name not in LOWERINGS)
     base = name.split("{", 1)[0].strip()
     if base in PASSES:
         raise TileIRError(f"pass '{base}' takes no options (got '{name}')")
@@ -144,12 +158,13 @@ def _upstream(name: str, context: ir.Context) -> _Step:
         raise TileIRError(_unknown_pass_message(name, str(e))) from None
 
     def run(module: ir.Module) -> None:
+        manager.enable_verifier(upstream_verifier())
         try:
             manager.run(module.operation)
         except ir.MLIRError as e:
             raise TileIRError(from_mlir_error(e)) from None
 
-    return _Step(name, run, needs_tile_ir=False)
+    return _Step(name, run, needs_tile_ir=False, leaves_tile_ir=False)
 
 
 def _unknown_pass_message(name: str, mlir_message: str) -> str:
@@ -176,8 +191,11 @@ def _mlir_reason(name: str, mlir_message: str) -> str:
 # Running
 # --------------------------------------------------------------------------
 def run_passes(module: ir.Module, names: Iterable[str], *,
-               print_after_all: AfterPassHook | None = None) -> None:
-    """Runs `names` (tile or upstream passes) in order on `module`, verifying before each.
+               print_after_all: AfterPassHook | None = None,
+               verify_each: bool | None = None) -> None:
+    """Runs `names` (tile or upstream passes) in order on `module`, verifying its
+    input and its output (and between every two passes with `verify_each`; None:
+    the TILEIR_VERIFY_EACH knob).
 
     Each pass runs inside `module.context`.
     Raises `TileIRError` (located diagnostics) when the IR is invalid or a pass
@@ -185,15 +203,51 @@ def run_passes(module: ir.Module, names: Iterable[str], *,
     before anything runs, so an unknown name leaves the module untouched.
     """
     steps = [_resolve(name, module.context) for name in names]
+    _run_steps(module, steps, print_after_all, verify_each, verify_input=True)
+
+
+# Whether the passes running now verify between every two passes: MLIR PassManagers
+# that a tile pass runs inside it (the `llvm` and `ptx` stages' conversions) verify
+# after each of their passes only then (`upstream_verifier`).
+_VERIFY_EACH: contextvars.ContextVar[bool] = contextvars.ContextVar("verify_each",
+                                                                   default=True)
+
+
+def upstream_verifier() -> bool:
+    """Whether an MLIR PassManager run by a pass should verify after each of its passes
+    (`PassManager.enable_verifier`): when the pipeline running it verifies between
+    passes, and outside one (a pass run by hand)."""
+    return _VERIFY_EACH.get()
+
+
+def _run_steps(module: ir.Module, steps: list[_Step], print_after_all: AfterPassHook | None,
+               verify_each: bool | None, *, verify_input: bool) -> None:
+    if verify_each is None:
+        verify_each = knobs.VERIFY_EACH.as_bool()
+    token = _VERIFY_EACH.set(verify_each)
+    try:
+        _run_verified(module, steps, print_after_all, verify_each, verify_input)
+    finally:
+        _VERIFY_EACH.reset(token)
+
+
+def _run_verified(module: ir.Module, steps: list[_Step], print_after_all: AfterPassHook | None,
+                  verify_each: bool, verify_input: bool) -> None:
     previous: _Step | None = None
     for step in steps:
-        _verify_between(module, previous, step)
+        # MLIR's own verifier (C++, cheap) before an upstream pass always: the MLIR
+        # wheel asserts, and a pass of ours that broke the IR must not abort the
+        # process there; the tile verifier between passes only with verify_each
+        if verify_each or (previous is None and verify_input) or not step.needs_tile_ir:
+            _verify_between(module, previous, step)
         _run_step(step, module)
         if print_after_all is not None:
             print_after_all(step.name, module)
         previous = step
     if previous is not None:
-        _verify_between(module, previous, None)
+        # without verify_each the passes before the last were not checked one by one
+        _verify_between(module, previous, None,
+                        culprits=None if verify_each else [s.name for s in steps])
 
 
 def _run_step(step: _Step, module: ir.Module) -> None:
@@ -207,8 +261,11 @@ def _run_step(step: _Step, module: ir.Module) -> None:
         raise InternalError(step.name, e) from e
 
 
-def _verify_between(module: ir.Module, previous: _Step | None, following: _Step | None) -> None:
-    tile_rules = following.needs_tile_ir if following else previous.needs_tile_ir
+def _verify_between(module: ir.Module, previous: _Step | None, following: _Step | None,
+                    culprits: list[str] | None = None) -> None:
+    """Verifies `module` between `previous` and `following` (either None at an end).
+    `culprits`: the passes that may have broken the IR, where more than `previous`."""
+    tile_rules = following.needs_tile_ir if following else previous.leaves_tile_ir
     try:
         if tile_rules:
             verify(module)
@@ -218,7 +275,13 @@ def _verify_between(module: ir.Module, previous: _Step | None, following: _Step 
         if previous is None:
             raise
         what = f"before '{following.name}'" if following else "at the end of the pipeline"
-        header = Diagnostic(None, f"the IR produced by '{previous.name}' is invalid {what}")
+        if culprits is not None and len(culprits) > 1:
+            names = ", ".join(f"'{name}'" for name in culprits)
+            header = Diagnostic(None, f"the IR produced by the passes {names} is invalid "
+                                f"{what} (TILEIR_VERIFY_EACH=1 verifies between every two "
+                                f"passes and names the one that broke it)")
+        else:
+            header = Diagnostic(None, f"the IR produced by '{previous.name}' is invalid {what}")
         raise TileIRError([header, *e.diagnostics]) from None
 
 
@@ -252,19 +315,30 @@ def current_stage(module: ir.Module) -> str:
 
 
 def run_stage(module: ir.Module, stage: str, *,
-              print_after_all: AfterPassHook | None = None) -> None:
-    """Runs one stage's passes and records the stage on the module."""
+              print_after_all: AfterPassHook | None = None,
+              verify_each: bool | None = None) -> None:
+    """Runs one stage's passes and records the stage on the module (verifying as
+    `run_passes` does)."""
+    _run_stage(module, stage, print_after_all, verify_each, verify_input=True)
+
+
+def _run_stage(module: ir.Module, stage: str, print_after_all: AfterPassHook | None,
+               verify_each: bool | None, *, verify_input: bool) -> None:
     _check_stage(stage)
-    run_passes(module, STAGES[stage], print_after_all=print_after_all)
+    steps = [_resolve(name, module.context) for name in STAGES[stage]]
+    _run_steps(module, steps, print_after_all, verify_each, verify_input=verify_input)
     with module.context:
         module.operation.attributes[STAGE_ATTR] = ir.StringAttr.get(stage)
 
 
 def run_stages(module: ir.Module, *, stop_after: str,
                print_after_all: AfterPassHook | None = None,
-               after_stage: Callable[[str, ir.Module], None] | None = None) -> None:
+               after_stage: Callable[[str, ir.Module], None] | None = None,
+               verify_each: bool | None = None) -> None:
     """Runs every stage after the module's current one, up to and including `stop_after`
-    (`after_stage(name, module)` after each).
+    (`after_stage(name, module)` after each).  The input is verified before the first
+    stage, the output of each stage after it (between its passes too with
+    `verify_each`; None: the TILEIR_VERIFY_EACH knob).
 
     Shared memory is a budget (tileir.backend.layout.budget): when the `gpu` stage finds the
     rings the `pipeline` stage made too deep for it, the module goes back to where
@@ -287,7 +361,10 @@ def run_stages(module: ir.Module, *, stop_after: str,
         stage = todo[i]
         fit.before(stage, module)
         try:
-            run_stage(module, stage, print_after_all=print_after_all)
+            # a stage's input is the verified output of the one before (or of a
+            # rewind to a copy of one), except the first's
+            _run_stage(module, stage, print_after_all, verify_each,
+                       verify_input=stage == todo[0])
         except TileIRError as e:
             back = fit.replan(module, e)
             if back is None or back not in todo:

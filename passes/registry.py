@@ -43,6 +43,11 @@ PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     cluster_pairs, persistent_tiles, group_blocks, pipeline_loops, version_bounds,
     programmatic_launch, lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
+# The tile passes that take a kernel out of Tile IR (to the gpu dialect, to LLVM, to a
+# gpu.binary): the IR after them is verified by MLIR's verifier, not the tile one.
+LOWERINGS = frozenset({"tile-lower-to-gpu", "tile-lower-to-llvm", "tile-emit-ptx",
+                       "tile-emit-cubin"})
+
 STAGES: dict[str, tuple[str, ...]] = {
     # What @kernel produces: nothing to run.
     "frontend": (),

@@ -7,7 +7,10 @@
     tile-opt kernel.mlir --stop-after=cubin --emit=cubin -o kernel.cubin
     tile-opt -split-input-file --verify-diagnostics invalid.mlir
 
-Like MLIR's tools, options may be spelled with one dash or two.  Exit status:
+Like mlir-opt (`-verify-each`), it verifies the IR between every two passes, so that
+a pass that breaks it is named (a compile through `@kernel` verifies each stage's
+input and output only, unless TILEIR_VERIFY_EACH=1).  Like MLIR's tools, options
+may be spelled with one dash or two.  Exit status:
 0 on success, 1 if any input (or split chunk) failed, 2 on bad usage.  Errors
 are printed as `file:line:col: error: message`; a Python traceback is never
 shown unless `--traceback` is given for an internal error.
@@ -252,12 +255,13 @@ def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str 
     hook = ir_printer(sys.stderr, debug_info=options.debug_info) \
         if options.print_ir_after_all else None
     if options.stop_after:
-        run_stages(module, stop_after=options.stop_after, print_after_all=hook)
+        run_stages(module, stop_after=options.stop_after, print_after_all=hook,
+                   verify_each=True)
         _fit_remark(module, _module_location(module, chunk))
     elif options.run_stage:
-        run_stage(module, options.run_stage, print_after_all=hook)
+        run_stage(module, options.run_stage, print_after_all=hook, verify_each=True)
     else:
-        run_passes(module, options.passes, print_after_all=hook)
+        run_passes(module, options.passes, print_after_all=hook, verify_each=True)
     if options.emit != EMIT_MLIR:
         return _emitted(module, options.emit, _module_location(module, chunk))
     text = module.operation.get_asm(enable_debug_info=options.debug_info,

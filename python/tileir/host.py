@@ -63,7 +63,6 @@ def _torch_to_host(t) -> tuple[np.ndarray, Callable[[], None] | None]:
 
 def run_interpreted(ck, grid: tuple[int, int, int], args) -> None:
     """Runs a compiled kernel specialization in the NumPy interpreter."""
-    from tileir import interpreter
     host_args, write_backs = [], []
     for a in ck.runtime_args(args):
         if hasattr(a, "dtype") and hasattr(a, "shape") and not isinstance(a, np.generic):
@@ -73,6 +72,7 @@ def run_interpreted(ck, grid: tuple[int, int, int], args) -> None:
                 write_backs.append(wb)
         else:
             host_args.append(a)
-    interpreter.run(ck.module, ck.name, grid, host_args)
+    kernel = ck.interpreted()      # (what interpreter.run does, without the lookup by content)
+    kernel.launch(kernel.grid(grid), kernel.bind(host_args))
     for wb in write_backs:
         wb()

@@ -87,6 +87,8 @@ class CompiledKernel:
     meta: dict | None = None             # launch metadata once the `gpu` stage ran
     ptxas_report: str | None = None      # ptxas' resource report once the `cubin` stage ran
     entry: Entry | None = None           # the compile-cache entry it was stored in or loaded from
+    # the interpreter's compile of `module`, made at the first launch in the interpreter
+    _interpreted: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_entry(cls, kernel: "Kernel", params: list[tuple[str, Any]], target: str,
@@ -98,6 +100,17 @@ class CompiledKernel:
         report = entry.text(PTXAS_REPORT) if PTXAS_REPORT in entry.names else None
         return cls(kernel, None, kernel.name, params, "cubin", target, artifacts, entry.meta,
                    report, entry)
+
+    def interpreted(self):
+        """This specialization as the interpreter runs it (`interpreter.compile_kernel`),
+        from `module` at the first launch in the interpreter and kept: a launch then
+        skips hashing the module's bytecode to find it (about a millisecond, each
+        launch).  A change made to `module` after that launch is not seen (as a GPU
+        launch runs the cubin whatever is done to `module`)."""
+        if self._interpreted is None:
+            from tileir import interpreter
+            self._interpreted = interpreter.CACHE.get(self.module, self.name)
+        return self._interpreted
 
     @property
     def loaded_from_cache(self) -> bool:
@@ -370,17 +383,22 @@ class Kernel(KernelEntry):
         With `earlier` (this specialization at an earlier stage, `_compiled_to_gpu`),
         a copy of its module goes on from its stage."""
         from mlir import ir
+        from tileir.dialect import verify as verify_module
         if target is not None:
             _check_target(target)
         ctx = mlir_context()
         with ctx, deadline.compiling(self.name):
             module = _copy_at_stage(earlier) if earlier is not None else None
             if module is not None:
-                artifacts = dict(earlier.artifacts)
+                artifacts = StageIR(earlier.artifacts)
             else:
                 module = self._frontend(ctx, params, target, wish)
-                artifacts = {"frontend": str(module)}
-            artifacts.update(run_stages(module, stage))
+                if stage == "frontend":
+                    # (a compile going on verifies it before its first stage)
+                    verify_module(module)
+                artifacts = StageIR()
+                artifacts.record("frontend", module)
+            run_stages(module, stage, artifacts)
             meta_json = _string_attr(module, "tile.kernel_meta")     # from stage `gpu` on
             meta = None if meta_json is None else {**json.loads(meta_json), "target": target}
             fit = _string_attr(module, "tile.fit")        # backend/layout/budget.py
@@ -393,9 +411,8 @@ class Kernel(KernelEntry):
                               meta, report)
 
     def _frontend(self, ctx, params, target: str | None, wish: str | None):
-        """The kernel's module at stage `frontend`, verified."""
+        """The kernel's module at stage `frontend` (not yet verified)."""
         from mlir import ir
-        from tileir.dialect import verify
         from .frontend.compiler import FunctionCompiler, ModuleBuilder
         mb = ModuleBuilder(ctx)
         fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
@@ -403,7 +420,6 @@ class Kernel(KernelEntry):
         if wish is not None:
             from .backend.layout.retile import WISH_ATTR
             fn.attributes[WISH_ATTR] = ir.StringAttr.get(wish)
-        verify(mb.module)
         _dump(mb.module, "frontend")
         if target is not None:
             mb.module.operation.attributes["tile.target"] = ir.StringAttr.get(target)
@@ -457,11 +473,73 @@ class Kernel(KernelEntry):
         return self.compile(args, stage).ir()
 
 
+class StageIR(Mapping):
+    """A compile's artifacts by stage (`CompiledKernel.artifacts`): IR text, PTX text,
+    cubin bytes.  An IR stage is kept as a copy of the module after it and printed
+    when first read: a copy takes a millisecond where printing a `gpu`-stage module
+    takes 10 to 30, and most compiles that stop before `cubin` (the interpreter's, the
+    simulator's) never read most of their stages' text.  What is read is what
+    printing the module right after its stage gave."""
+
+    def __init__(self, earlier: Mapping | None = None):
+        # stage -> its text or bytes, or a copy of the module after it (not yet printed)
+        self._data: dict[str, Any] = dict(earlier._data) if isinstance(earlier, StageIR) \
+            else dict(earlier or {})
+
+    def record(self, stage: str, module: ir.Module) -> None:
+        """Keeps a copy of `module` as it is after `stage`, to print when read."""
+        self._data[stage] = module.operation.clone().operation   # (clone gives an OpView)
+
+    def put(self, stage: str, data: str | bytes) -> None:
+        self._data[stage] = data
+
+    def kept(self, stage: str):
+        """The copy of the module kept for `stage` (a detached `builtin.module` op,
+        not to be changed), if it is kept and not yet printed; else None."""
+        from mlir import ir
+        kept = self._data.get(stage)
+        return kept if isinstance(kept, ir.Operation) else None
+
+    def module_copy(self, stage: str):
+        """A new module like the one after `stage`, if that stage's copy is kept
+        (not for a stage given as text or bytes); else None."""
+        from mlir import ir
+        kept = self.kept(stage)
+        if kept is None:
+            return None
+        from tileir.passes.pipeline import _replace_module      # the stage driver's rewind
+        module = ir.Module.create(loc=kept.location)
+        _replace_module(module, kept.clone())
+        return module
+
+    def __getitem__(self, stage: str) -> str | bytes:
+        data = self._data[stage]
+        if isinstance(data, (str, bytes)):
+            return data
+        text = str(data)
+        self._data[stage] = text     # (a copy that another StageIR shares stays there)
+        return text
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"StageIR({list(self._data)})"
+
+
 def _copy_at_stage(ck: "CompiledKernel"):
-    """A copy of `ck.module`, or None if the module no longer prints as it did after
-    its stage (something changed it since): then the compile starts afresh."""
+    """A copy of the module `ck` had after its stage (from its artifacts' copy, so that
+    a change made to `ck.module` since does not carry over), or of `ck.module` if it
+    still prints as it did then; None otherwise: the compile starts afresh."""
     from mlir import ir
     from tileir.passes.pipeline import _replace_module      # the stage driver's rewind
+    if isinstance(ck.artifacts, StageIR):
+        module = ck.artifacts.module_copy(ck.stage)
+        if module is not None:
+            return module
     if str(ck.module) != ck.artifacts.get(ck.stage):
         return None
     module = ir.Module.create(loc=ck.module.operation.location)
@@ -469,16 +547,17 @@ def _copy_at_stage(ck: "CompiledKernel"):
     return module
 
 
-def run_stages(module: ir.Module, stop_after: str) -> dict[str, str | bytes]:
+def run_stages(module: ir.Module, stop_after: str,
+               artifacts: StageIR | None = None) -> StageIR:
     """Runs the pipeline stages after `frontend` up to and including `stop_after`;
-    returns each stage's artifact (IR text; PTX text; cubin bytes)."""
+    returns each stage's artifact (IR; PTX text; cubin bytes), in `artifacts` if given."""
+    artifacts = StageIR() if artifacts is None else artifacts
     if stop_after == "frontend":
-        return {}
+        return artifacts
     from tileir import passes
     stages = list(passes.STAGES)
     if stop_after not in stages:
         raise TileValueError(f"unknown stage '{stop_after}'; stages are {', '.join(stages)}")
-    artifacts: dict[str, str | bytes] = {}
     clock = deadline.active()
 
     def record(name: str, module: ir.Module) -> None:
@@ -488,9 +567,9 @@ def run_stages(module: ir.Module, stop_after: str) -> dict[str, str | bytes]:
         if name in ("ptx", "cubin"):
             from tileir.backend.target.toolchain import binary_object
             data = binary_object(module)[1].object
-            artifacts[name] = data.decode() if name == "ptx" else bytes(data)
+            artifacts.put(name, data.decode() if name == "ptx" else bytes(data))
         else:
-            artifacts[name] = str(module)
+            artifacts.record(name, module)
 
     passes.run_stages(module, stop_after=stop_after, after_stage=record)
     return artifacts

@@ -4,6 +4,7 @@
 |---|---|---|---|
 | TILEIR_INTERPRET | bool | 0 | run every `launch` in the NumPy interpreter, whatever the arrays (GPU arrays are copied to the host and back) |
 | TILEIR_DUMP_IR | bool | 0 | print each kernel's Tile IR to stderr after every stage |
+| TILEIR_VERIFY_EACH | bool | 0 | verify the IR between every two passes of a compile, naming the pass that broke it (a compile verifies its input and every stage's output regardless; tile-opt verifies between passes always) |
 | TILEIR_PTXAS | path | (lookup) | the ptxas to use for the `cubin` stage |
 | TILEIR_LAUNCH_TARGET | str | (the GPU's) | compile GPU launches for this target instead of the device's own: `sm_80` on a Hopper GPU runs the Ampere code (its PTX, JIT-compiled by the driver), to test that path on the GPU at hand; read by every checked launch (a kernel's fast path keeps the code its first launch chose) |
 | TILEIR_LAUNCH_STAGE | str | tile | the last stage run before `launch` executes a kernel; `frontend` skips the tile-level passes (to bisect a pass bug) |
@@ -93,11 +94,12 @@ def dump_ir() -> bool:
     return bool(words)
 
 
+VERIFY_EACH = Knob("TILEIR_VERIFY_EACH", "0", "verify the IR between every two passes")
 PTXAS = Knob("TILEIR_PTXAS", "", "path of ptxas (default: looked up)")
 LAUNCH_STAGE = Knob("TILEIR_LAUNCH_STAGE", "tile", "last stage run before launch executes")
 LAUNCH_TARGET = Knob("TILEIR_LAUNCH_TARGET", "", "target of GPU launches (empty: the device's)")
 
-ALL = (INTERPRET, DUMP_IR, PTXAS, LAUNCH_STAGE, LAUNCH_TARGET)
+ALL = (INTERPRET, DUMP_IR, VERIFY_EACH, PTXAS, LAUNCH_STAGE, LAUNCH_TARGET)
 
 SYNC_LAUNCH = Knob("TILEIR_SYNC_LAUNCH", "0", "synchronize after every GPU launch")
 CACHE = Knob("TILEIR_CACHE", "1", "use the on-disk compile cache")

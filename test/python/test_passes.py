@@ -200,22 +200,82 @@ def test_crashing_pass_is_an_internal_error(module, monkeypatch):
         passes.run_passes(module, ["tile-crash"])
 
 
-def test_pass_that_breaks_the_ir_is_named(module, monkeypatch):
-    def break_axis(m: ir.Module) -> None:
-        def visit(op):
-            if op.name == "tile.bid":
-                op.attributes["axis"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 7)
-            return ir.WalkResult.ADVANCE
+def _break_axis(m: ir.Module) -> None:
+    def visit(op):
+        if op.name == "tile.bid":
+            op.attributes["axis"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 7)
+        return ir.WalkResult.ADVANCE
 
-        with m.context:
-            m.operation.walk(visit)
+    with m.context:
+        m.operation.walk(visit)
 
-    monkeypatch.setitem(PASSES, "tile-break", PassInfo("tile-break", "breaks", break_axis))
+
+@pytest.mark.parametrize("how", ["argument", "knob"])
+def test_pass_that_breaks_the_ir_is_named(module, monkeypatch, how):
+    """Verifying between every two passes (tile-opt's way; TILEIR_VERIFY_EACH=1 for a
+    compile) names the pass that broke the IR."""
+    monkeypatch.setitem(PASSES, "tile-break", PassInfo("tile-break", "breaks", _break_axis))
+    monkeypatch.setenv("TILEIR_VERIFY_EACH", "1" if how == "knob" else "0")
     with pytest.raises(TileIRError) as info:
-        passes.run_passes(module, ["tile-break", "tile-cse"])
+        passes.run_passes(module, ["tile-break", "tile-cse"],
+                          verify_each=True if how == "argument" else None)
     messages = [d.message for d in info.value.diagnostics]
     assert messages[0] == "the IR produced by 'tile-break' is invalid before 'tile-cse'"
     assert "axis 7 is out of range" in messages[1]
+
+
+def test_broken_ir_is_caught_at_the_end_without_verify_each(module, monkeypatch):
+    """Without verifying between passes, the output is still verified: the error
+    names the passes that ran and the knob that finds which one broke it."""
+    monkeypatch.setitem(PASSES, "tile-break", PassInfo("tile-break", "breaks", _break_axis))
+    monkeypatch.setenv("TILEIR_VERIFY_EACH", "0")
+    with pytest.raises(TileIRError) as info:
+        passes.run_passes(module, ["tile-break", "tile-cse"])
+    messages = [d.message for d in info.value.diagnostics]
+    assert messages[0] == ("the IR produced by the passes 'tile-break', 'tile-cse' is invalid "
+                           "at the end of the pipeline (TILEIR_VERIFY_EACH=1 verifies between "
+                           "every two passes and names the one that broke it)")
+    assert "axis 7 is out of range" in messages[1]
+
+
+def test_ir_broken_before_an_upstream_pass_is_an_error_without_verify_each(module,
+                                                                        monkeypatch):
+    """MLIR's verifier runs before every upstream pass (the wheel asserts): a tile pass
+    that breaks what MLIR checks is named, not passed on to abort the process."""
+    def drop_axis(m: ir.Module) -> None:
+        def visit(op):
+            if op.name == "tile.bid":
+                del op.attributes["axis"]
+            return ir.WalkResult.ADVANCE
+
+        m.operation.walk(visit)
+
+    monkeypatch.setitem(PASSES, "tile-drop", PassInfo("tile-drop", "drops", drop_axis))
+    monkeypatch.setenv("TILEIR_VERIFY_EACH", "0")
+    with pytest.raises(TileIRError) as info:
+        passes.run_passes(module, ["tile-drop", "canonicalize"])
+    messages = [d.message for d in info.value.diagnostics]
+    assert messages[0] == "the IR produced by 'tile-drop' is invalid before 'canonicalize'"
+    assert 'attribute "axis" is expected but not provided' in messages[1], messages
+
+
+def test_a_compile_verifies_between_passes_only_when_asked(module, monkeypatch):
+    """A stage verifies its input once and its output once; TILEIR_VERIFY_EACH=1 (or
+    verify_each=True) adds one verification before every pass after the first."""
+    import tileir.passes.pipeline as pipeline
+    seen = []
+    real = pipeline.verify
+    monkeypatch.setattr(pipeline, "verify", lambda m: (seen.append(1), real(m))[1])
+    n = len(STAGES["tile"])
+    for knob, expected in (("0", 2), ("1", n + 1)):
+        monkeypatch.setenv("TILEIR_VERIFY_EACH", knob)
+        seen.clear()
+        passes.run_stage(dialect.parse(KERNEL, module.context), "tile")
+        assert len(seen) == expected, (knob, len(seen))
+    monkeypatch.setenv("TILEIR_VERIFY_EACH", "0")
+    seen.clear()
+    passes.run_stage(dialect.parse(KERNEL, module.context), "tile", verify_each=True)
+    assert len(seen) == n + 1
 
 
 def test_invalid_input_is_refused_before_any_pass():
@@ -286,3 +346,36 @@ def test_a_softmax_second_pass_runs_backwards_and_streams():
     assert len(loops[1].results) == 1                       # the prefetched tile
     assert names[names.index("tile.load") - 1] == "arith.subi"
     assert names.index("tile.load") < names.index("tile.store")
+
+
+# --------------------------------------------------------------------------
+# Verifying between passes on real compiles
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("example, target", [("matmul", "sm_90a"), ("softmax", "sm_80")])
+def test_verifying_between_every_pass_refuses_nothing_and_changes_nothing(
+        example, target, monkeypatch):
+    """A compile with TILEIR_VERIFY_EACH=1 verifies between every two passes (and MLIR's
+    PassManagers inside the llvm and ptx stages after each of theirs): on the examples
+    nothing is refused, and every stage's artifact, the PTX included, is the default
+    compile's, which verifies only each stage's input and output."""
+    import tileir as ct
+    import tileir.passes.pipeline as pipeline
+    from tileir.examples import matmul, softmax
+    spec = lambda dtype, ndim: ct.ArraySpec(dtype, ndim)  # noqa: E731
+    kernel, args = {
+        "matmul": (matmul.matmul, (spec("float16", 2), spec("float16", 2),
+                                   spec("float32", 2), 128, 128, 64)),
+        "softmax": (softmax.softmax, (spec("float32", 2), spec("float32", 2), 1024)),
+    }[example]
+    real = pipeline.verify
+    calls = []
+    monkeypatch.setattr(pipeline, "verify", lambda m: (calls.append(1), real(m))[1])
+    artifacts, verified = {}, {}
+    for knob in ("0", "1"):
+        monkeypatch.setenv("TILEIR_VERIFY_EACH", knob)
+        calls.clear()
+        ck = ct.kernel(kernel.__wrapped__).compile(args, stage="ptx", target=target)
+        artifacts[knob], verified[knob] = dict(ck.artifacts), len(calls)
+    assert artifacts["1"] == artifacts["0"]
+    tile_passes = sum(len(STAGES[s]) for s in ("tile", "layout", "pipeline", "gpu"))
+    assert verified["1"] >= tile_passes > verified["0"], verified

@@ -9,7 +9,8 @@ import re
 import numpy as np
 from mlir import ir
 
-from .rules import DYNAMIC, SharedRef, SimError, nbytes_of, np_dtype, op, operands
+from .rules import (DYNAMIC, SharedRef, SimError, by_type, nbytes_of, np_dtype, op, operands,
+                    static)
 
 
 # -- memref (shared memory) ----------------------------------------------------------------
@@ -43,6 +44,10 @@ def _mstore(sim, blk, o, mask):
 
 # -- memory --------------------------------------------------------------------------------
 def _space(t: ir.Type) -> int:
+    return by_type("space", t, _address_space)
+
+
+def _address_space(t: ir.Type) -> int:
     m = re.match(r"!llvm\.ptr(?:<(\d+)>)?", str(t))
     return int(m.group(1) or 0) if m else 0
 
@@ -78,17 +83,24 @@ def write_memory(sim, blk, space, addr, value, mask) -> None:
 @op("llvm.load")
 def _load(sim, blk, o, mask):
     (ptr,) = operands(sim, blk, o)
+    space, dtype, count = static(sim, o, _load_static)
+    return read_memory(sim, blk, space, ptr, dtype, mask, count)
+
+
+def _load_static(o) -> tuple:
+    """(address space, element dtype, elements: None for a scalar) of an llvm.load."""
     t = o.results[0].type
     space = _space(o.operands[0].type)
     if isinstance(t, ir.VectorType):
-        return read_memory(sim, blk, space, ptr, np_dtype(t.element_type), mask, t.shape[0])
-    return read_memory(sim, blk, space, ptr, np_dtype(t), mask, None)
+        return space, np_dtype(t.element_type), t.shape[0]
+    return space, np_dtype(t), None
 
 
 @op("llvm.store")
 def _store(sim, blk, o, mask):
     value, ptr = operands(sim, blk, o)
-    write_memory(sim, blk, _space(o.operands[1].type), ptr, value, mask)
+    write_memory(sim, blk, static(sim, o, lambda o: _space(o.operands[1].type)), ptr, value,
+                 mask)
 
 
 @op("llvm.intr.masked.load")
@@ -116,15 +128,20 @@ def _masked_store(sim, blk, o, mask):
 
 @op("llvm.getelementptr")
 def _gep(sim, blk, o, mask):
-    base = np.asarray(blk.env[o.operands[0]], np.int64)
-    elem = ir.TypeAttr(o.attributes["elem_type"]).value
-    size = nbytes_of(elem)
+    base_value, size, index = static(sim, o, _gep_static)
+    base = np.asarray(blk.env[base_value], np.int64)
+    idx = np.asarray(blk.env[index], np.int64) if isinstance(index, ir.Value) else index
+    return base + idx * size
+
+
+def _gep_static(o):
+    """(the base operand, the element's size, the index: a constant or the operand)."""
+    size = nbytes_of(ir.TypeAttr(o.attributes["elem_type"]).value)
     raw = list(ir.DenseI32ArrayAttr(o.attributes["rawConstantIndices"]))
-    dyn = iter(list(o.operands)[1:])
     if len(raw) != 1:
         raise SimError("getelementptr with more than one index is not modelled")
-    idx = np.asarray(blk.env[next(dyn)], np.int64) if raw[0] == DYNAMIC else raw[0]
-    return base + idx * size
+    operands_ = list(o.operands)
+    return operands_[0], size, operands_[1] if raw[0] == DYNAMIC else raw[0]
 
 
 @op("llvm.inttoptr", "llvm.ptrtoint", "llvm.addrspacecast")
@@ -143,7 +160,7 @@ def _undef(sim, blk, o, mask):
 @op("llvm.insertvalue")
 def _insertvalue(sim, blk, o, mask):
     s, v = operands(sim, blk, o)
-    (i,) = list(ir.DenseI64ArrayAttr(o.attributes["position"]))
+    i = static(sim, o, _position)
     s = list(s)
     s[i] = v
     return tuple(s)
@@ -152,8 +169,12 @@ def _insertvalue(sim, blk, o, mask):
 @op("llvm.extractvalue")
 def _extractvalue(sim, blk, o, mask):
     (s,) = operands(sim, blk, o)
+    return s[static(sim, o, _position)]
+
+
+def _position(o) -> int:
     (i,) = list(ir.DenseI64ArrayAttr(o.attributes["position"]))
-    return s[i]
+    return i
 
 
 @op("llvm.insertelement")

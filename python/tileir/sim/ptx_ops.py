@@ -12,7 +12,7 @@ import numpy as np
 from mlir import ir
 
 from . import hardware as hw
-from .rules import BLOCKED, SimError, np_dtype, op, operands
+from .rules import BLOCKED, SimError, np_dtype, op, operands, static
 from .async_ops import barrier_at, wgmma_register_a
 from .memory_ops import read_memory, write_memory
 
@@ -68,7 +68,7 @@ def _flush(x):
 
 @op("llvm.inline_asm")
 def _inline_asm(sim, blk, o, mask):
-    asm = ir.StringAttr(o.attributes["asm_string"]).value
+    asm = static(sim, o, asm_text)
     args = operands(sim, blk, o)
     if asm.startswith(("wgmma.fence", "wgmma.wait_group")):
         return tuple(args)                         # registers tied through the statement

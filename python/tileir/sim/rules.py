@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+from typing import Any, Callable
 
 import ml_dtypes
 import numpy as np
@@ -19,8 +19,27 @@ from .hardware import SimError
 DYNAMIC = -2147483648      # llvm.getelementptr's marker for a dynamic index
 
 
+# What the rules ask of a type, by the type itself (MLIR uniques types: equal types hash
+# alike), without printing it on every op the simulator runs.  A key keeps its context
+# alive, so the memo is emptied when it grows past a few kernels' types (a test that
+# builds a context per kernel would keep every one of them otherwise).
+_BY_TYPE: dict[tuple[str, ir.Type], Any] = {}
+_BY_TYPE_KEPT = 512
+
+
+def by_type(what: str, t: ir.Type, make: Callable[[ir.Type], Any]) -> Any:
+    """`make(t)`, once per type and `what`."""
+    key = (what, t)
+    found = _BY_TYPE.get(key)
+    if found is None:
+        if len(_BY_TYPE) >= _BY_TYPE_KEPT:
+            _BY_TYPE.clear()
+        found = _BY_TYPE[key] = make(t)
+    return found
+
+
 def np_dtype(t: ir.Type) -> np.dtype:
-    return _np_dtype(str(t))
+    return by_type("dtype", t, lambda t: _np_dtype(str(t)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,11 +56,25 @@ def _np_dtype(s: str) -> np.dtype:
 
 
 def nbytes_of(t: ir.Type) -> int:
+    return by_type("nbytes", t, _nbytes_of)
+
+
+def _nbytes_of(t: ir.Type) -> int:
     if isinstance(t, ir.VectorType):
         return t.shape[0] * nbytes_of(t.element_type)
     if str(t) == "i1":
         return 1
     return np_dtype(t).itemsize
+
+
+def static(sim, o: ir.Operation, make: Callable[[ir.Operation], Any]) -> Any:
+    """`make(o)`: what a rule reads of op `o` itself (attributes, types), not of the
+    values it runs on; read once per op (kept with the parsed kernel, `sim.statics`),
+    not on every trip of a loop."""
+    found = sim.statics.get(o)
+    if found is None:
+        found = sim.statics[o] = make(o)
+    return found
 
 
 @dataclasses.dataclass

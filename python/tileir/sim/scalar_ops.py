@@ -8,7 +8,7 @@ import numpy as np
 from mlir import ir
 
 from .rules import (BLOCKED, OPS, PREFIX_OPS, SharedRef, SimError, attr_int, np_dtype,
-                       op, operands, uniform, where)
+                       op, operands, static, uniform, where)
 
 
 # -- arith ---------------------------------------------------------------------------
@@ -42,6 +42,15 @@ def _make_constant(sim, attr, t):
     return sim.full(ir.FloatAttr(attr).value, t)
 
 
+def _predicate(o) -> int:
+    return attr_int(o, "predicate")
+
+
+def _result_element_dtype(o) -> np.dtype:
+    t = o.results[0].type
+    return np_dtype(t.element_type if isinstance(t, ir.VectorType) else t)
+
+
 def _unsigned(x: np.ndarray) -> np.ndarray:
     if x.dtype == np.bool_:
         return x
@@ -56,8 +65,8 @@ def _signed_like(x: np.ndarray, like: np.ndarray) -> np.ndarray:
 def _binary(fn):
     def rule(sim, blk, o, mask):
         a, b = operands(sim, blk, o)
-        with np.errstate(all="ignore"):
-            return fn(a, b).astype(np.asarray(a).dtype)
+        # (wrapping, inf and NaN as the GPU's: `simulate` runs under np.errstate ignore)
+        return fn(a, b).astype(np.asarray(a).dtype)
     return rule
 
 
@@ -113,7 +122,7 @@ _CMPI_U = {6: np.less, 7: np.less_equal, 8: np.greater, 9: np.greater_equal}
 @op("arith.cmpi")
 def _cmpi(sim, blk, o, mask):
     a, b = operands(sim, blk, o)
-    p = attr_int(o, "predicate")
+    p = static(sim, o, _predicate)
     if p in _CMPI:
         return _CMPI[p](a, b)
     return _CMPI_U[p](_unsigned(a), _unsigned(b))
@@ -123,7 +132,7 @@ def _cmpi(sim, blk, o, mask):
 def _cmpf(sim, blk, o, mask):
     a, b = operands(sim, blk, o)
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    p = attr_int(o, "predicate")
+    p = static(sim, o, _predicate)
     nan = np.isnan(a) | np.isnan(b)
     base = {1: a == b, 2: a > b, 3: a >= b, 4: a < b, 5: a <= b, 6: a != b,
             8: a == b, 9: a > b, 10: a >= b, 11: a < b, 12: a <= b, 13: a != b}
@@ -147,10 +156,8 @@ def _select(sim, blk, o, mask):
 def _convert(fn):
     def rule(sim, blk, o, mask):
         (a,) = operands(sim, blk, o)
-        t = o.results[0].type
-        dt = np_dtype(t.element_type if isinstance(t, ir.VectorType) else t)
-        with np.errstate(all="ignore"):
-            return fn(np.asarray(a), dt)
+        dt = static(sim, o, _result_element_dtype)
+        return fn(np.asarray(a), dt)        # (under simulate's np.errstate ignore)
     return rule
 
 
@@ -225,8 +232,7 @@ def _math(sim, blk, o, mask):
     if fn is None:
         raise SimError(f"no model of {o.name}")
     args = operands(sim, blk, o)
-    with np.errstate(all="ignore"):
-        out = fn(*[np.asarray(a, np.float64) for a in args])
+    out = fn(*[np.asarray(a, np.float64) for a in args])    # (under simulate's errstate)
     return out.astype(np.asarray(args[0]).dtype)
 
 
@@ -310,21 +316,23 @@ def _while(sim, blk, o, mask):
 # -- gpu -------------------------------------------------------------------------------
 @op("gpu.thread_id")
 def _tid(sim, blk, o, mask):
-    dim = str(o.attributes["dimension"])
-    return np.arange(sim.threads, dtype=np.int64) if dim.endswith("x>") else \
+    return np.arange(sim.threads, dtype=np.int64) if static(sim, o, _axis) == 0 else \
         np.zeros(sim.threads, np.int64)
 
 
 @op("gpu.block_id")
 def _bid(sim, blk, o, mask):
-    axis = "xyz".index(str(o.attributes["dimension"])[-2])
-    return np.full(sim.threads, blk.bid[axis], np.int64)
+    return np.full(sim.threads, blk.bid[static(sim, o, _axis)], np.int64)
 
 
 @op("gpu.grid_dim")
 def _grid_dim(sim, blk, o, mask):
-    axis = "xyz".index(str(o.attributes["dimension"])[-2])
-    return np.full(sim.threads, sim.grid[axis], np.int64)
+    return np.full(sim.threads, sim.grid[static(sim, o, _axis)], np.int64)
+
+
+def _axis(o) -> int:
+    """0, 1, 2 for a `#gpu<dim x>` (y, z) dimension attribute."""
+    return "xyz".index(str(o.attributes["dimension"])[-2])
 
 
 @op("gpu.barrier", "nvvm.barrier0")
@@ -359,7 +367,7 @@ def _warp_sync(sim, blk, o, mask):
 @op("gpu.shuffle")
 def _shuffle(sim, blk, o, mask):
     value, offset, width = operands(sim, blk, o)
-    mode = str(o.attributes["mode"])
+    mode = static(sim, o, lambda o: str(o.attributes["mode"]))
     lane = np.arange(sim.threads) % 32
     base = np.arange(sim.threads) - lane
     off = np.asarray(offset).astype(np.int64)

@@ -61,9 +61,14 @@ class Target:
 
 
 def _run(module: ir.Module, pipeline: str) -> None:
+    from tileir.passes.pipeline import upstream_verifier
     try:
         with module.context:
-            PassManager.parse(pipeline).run(module.operation)
+            manager = PassManager.parse(pipeline)
+            # the stage's output is verified after it (passes/pipeline.py); between
+            # these passes only where the pipeline verifies between its own
+            manager.enable_verifier(upstream_verifier())
+            manager.run(module.operation)
     except ir.MLIRError as e:
         raise TileIRError(from_mlir_error(e)) from None
 
@@ -122,6 +127,22 @@ def _llvm_compatible(t: ir.Type) -> bool:
         type(t).__name__.startswith("Float")
 
 
+# _llvm_compatible by type: MLIR uniques types (equal types hash alike), and a module
+# has a few dozen distinct ones among thousands of values.  A key keeps its context
+# alive: the memo is emptied when it grows past a few modules' types.
+_COMPATIBLE: dict[ir.Type, bool] = {}
+_COMPATIBLE_KEPT = 512
+
+
+def _compatible(t: ir.Type) -> bool:
+    ok = _COMPATIBLE.get(t)
+    if ok is None:
+        if len(_COMPATIBLE) >= _COMPATIBLE_KEPT:
+            _COMPATIBLE.clear()
+        ok = _COMPATIBLE[t] = _llvm_compatible(t)
+    return ok
+
+
 def _power_of_two_attr(attr: ir.Attribute) -> bool:
     if not isinstance(attr, ir.IntegerAttr):
         return True
@@ -161,7 +182,7 @@ def _check_translatable(module: ir.Module) -> None:
                 if any(d < 1 for d in dims) or math.prod(dims) > 1024:
                     bad.append((op, f"{named.name} {dims}: a block has 1 to 1024 threads"))
         for t in types:
-            if not _llvm_compatible(t):
+            if not _compatible(t):
                 bad.append((op, f"type {t}, which has no LLVM equivalent: the 'llvm' stage "
                                 f"must leave only LLVM types"))
         return ir.WalkResult.INTERRUPT if bad else ir.WalkResult.ADVANCE
