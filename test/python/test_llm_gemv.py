@@ -74,6 +74,9 @@ def _check(y, ref, dtype):
     assert err < tol, err
 
 
+# the fast tier: each kernel in each dtype on each product form and split (32 of 96
+# cases); every row count in `tile-check --full`
+@pytest.mark.sweep(keep=("kind", "dtype", "split", "fma"))
 @pytest.mark.parametrize("kind", ["linear", "add", "swiglu", "fused"])
 @pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
 @pytest.mark.parametrize("m", [1, 5, 16])
@@ -114,6 +117,9 @@ def _unfused(kind, x, ws, g, eps, p: G.Plan, dtype):
     return _run(kind, xn, ws, None, p, dtype)
 
 
+# the fast tier: each kernel in each dtype, product form and block width; every row
+# count and split in `tile-check --full`
+@pytest.mark.sweep(keep=("kind", "dtype", "fma", "bn"))
 @pytest.mark.parametrize("kind", ["linear", "swiglu", "fused"])
 @pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
 @pytest.mark.parametrize("m", [1, 2, 7, 16])
