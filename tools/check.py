@@ -43,7 +43,7 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "400 s of CPU, 420 s wall with another job on one CPU (c1725ea, 2026-11-28)",
+    "fast": "404 s of CPU, 210 s wall on two quiet CPUs (201c92e, 2026-11-29)",
     "full": "12 min wall, 3111 passed (9617989, 2026-11-28, load ~2)",
 }
 
