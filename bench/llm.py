@@ -248,35 +248,27 @@ def _nbytes(t) -> int:
     return t.numel() * t.element_size()
 
 
+# the decode step's GEMM weights by layer key, with the kernel that streams them
+GEMM_KERNELS = (("qkv", "linear"), ("a", "linear"), ("q_b", "linear"), ("q", "linear"),
+                ("o", "linear_add"), ("down", "linear_add"), ("sdown", "linear_add"),
+                ("gate", "linear_swiglu"), ("up", "linear_swiglu"),
+                ("sgate", "linear_swiglu"), ("sup", "linear_swiglu"))
+GEMV_OF = {"linear": "gemv", "linear_add": "gemv_add", "linear_swiglu": "gemv_swiglu"}
+
+
 def gemm_weight_bytes(llm) -> dict:
-    """Weight bytes each GEMM kernel streams in one decode step, by kernel name (the
-    decode GEMVs under their own names when `decode_gemv` is on)."""
-    out = {"linear": _nbytes(llm.model.lm_head), "linear_add": 0, "linear_swiglu": 0}
+    """Weight bytes each GEMM kernel streams in one batch-1 decode step, by kernel name:
+    with `decode_gemv`, the one-row shapes gemv.SWEPT takes under the GEMVs' names (the
+    LM head keeps its GEMM kernel)."""
+    from tileir.llm import gemv as G
+    out = {"linear": _nbytes(llm.model.lm_head)}
     for layer in llm.model.layers:
-        for key, kernel in (("qkv", "linear"), ("a", "linear"), ("q_b", "linear"),
-                            ("q", "linear"), ("o", "linear_add"), ("down", "linear_add"),
-                            ("sdown", "linear_add"), ("gate", "linear_swiglu"),
-                            ("up", "linear_swiglu"), ("sgate", "linear_swiglu"),
-                            ("sup", "linear_swiglu")):
+        for key, kernel in GEMM_KERNELS:
             if key in layer:
-                out[kernel] += _nbytes(layer[key])
-    if llm.backend.decode_gemv:        # the one-row shapes gemv.SWEPT takes (not the LM head)
-        from tileir.llm import gemv as G
-        head = _nbytes(llm.model.lm_head)
-        moved = {"linear": "gemv", "linear_add": "gemv_add", "linear_swiglu": "gemv_swiglu"}
-        out = {"linear": head, "gemv": 0, "gemv_add": 0, "gemv_swiglu": 0,
-               "linear_add": 0, "linear_swiglu": 0}
-        for layer in llm.model.layers:
-            for key, kernel in (("qkv", "linear"), ("a", "linear"), ("q_b", "linear"),
-                                ("q", "linear"), ("o", "linear_add"), ("down", "linear_add"),
-                                ("sdown", "linear_add"), ("gate", "linear_swiglu"),
-                                ("up", "linear_swiglu"), ("sgate", "linear_swiglu"),
-                                ("sup", "linear_swiglu")):
-                if key in layer:
-                    w = layer[key]
-                    name = moved[kernel] if tuple(w.shape) in G.SWEPT else kernel
-                    out[name] += _nbytes(w)
-        out = {k: v for k, v in out.items() if v}
+                w = layer[key]
+                if llm.backend.decode_gemv and tuple(w.shape) in G.SWEPT:
+                    kernel = GEMV_OF[kernel]
+                out[kernel] = out.get(kernel, 0) + _nbytes(w)
     return out
 
 
