@@ -610,14 +610,14 @@ def test_plan_on_the_gpu_against_torch(kind, n, k, m):
     assert err < 2e-2, err
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-def test_llama_on_decode_gemvs_matches_transformers(tmp_path, dtype):
-    """Llama-3-8B widths, two layers, Backend.decode_gemv on.  bf16: eight one-token
-    prompts in one step of 8 rows (every GEMM, the LM head too, on the GEMVs), their
-    logits against transformers' fp32 within twice its own bf16 run's error, as
-    test_gpu_llm; float32: 32 greedy tokens (the decode steps' GEMMs on the exact FMA
-    GEMVs) identical to transformers' generate."""
+def _llama_against_transformers(tmp_path, dtype, switches) -> set:
+    """Llama-3-8B widths, two layers, the backend's `switches` on, one sequence at a
+    time so that every decode step's GEMMs are one-row products (where the GPU takes
+    the GEMVs: gemv.SWEPT).  bf16: eight one-token prompts, each alone, their logits
+    against transformers' fp32 within twice its own bf16 run's error, as test_gpu_llm;
+    float32: 32 greedy tokens of two prompts, each generated alone (the exact FMA
+    GEMVs), identical to transformers' generate.  Returns the (kernel name, last
+    argument) pairs launched."""
     import gc
     import shutil
     torch = pytest.importorskip("torch")
@@ -650,18 +650,35 @@ def test_llama_on_decode_gemvs_matches_transformers(tmp_path, dtype):
         gc.collect()
         torch.cuda.empty_cache()
         llm = LLM(str(tmp_path), dtype=dtype, max_model_len=512, max_batch=8)
-        llm.backend.decode_gemv = True
+        be = llm.backend
+        for name in switches:
+            setattr(be, name, True)
+        launched = set()
+        run = be._launch
+        be._launch = lambda grid, kernel, args: (launched.add((kernel.name, args[-1])),
+                                                 run(grid, kernel, args))
         if dtype == "bfloat16":
-            ours = _ours_last_logits(llm, prompts)
+            ours = torch.cat([_ours_last_logits(llm, [p]) for p in prompts])
             assert torch.isfinite(ours).all()
             err, hf_err = _rel(ours, fp32), _rel(hf16, fp32)
             assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (err, hf_err)
         else:
-            ours = [o.token_ids for o in llm.generate(prompts, max_new_tokens=32,
-                                                      ignore_eos=True)]
+            ours = [llm.generate([p], max_new_tokens=32, ignore_eos=True)[0].token_ids
+                    for p in prompts]
             assert ours == theirs
+        return launched
     finally:
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_llama_on_decode_gemvs_matches_transformers(tmp_path, dtype):
+    """Backend.decode_gemv on: QKV, O, gate/up and down of the one-row steps on the
+    GEMVs (asserted from the launches), the model against transformers
+    (`_llama_against_transformers`)."""
+    launched = _llama_against_transformers(tmp_path, dtype, ("decode_gemv",))
+    assert {"gemv", "gemv_add", "gemv_swiglu"} <= {name for name, _ in launched}, launched
 
 
 def _torch_normed(torch, x, g, eps):
@@ -730,59 +747,8 @@ def test_norm_gemvs_on_the_gpu_against_torch(kind, n, k, m, plan_of):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_llama_with_norms_in_the_gemvs_matches_transformers(tmp_path, dtype):
-    """Llama-3-8B widths, two layers, Backend.decode_gemv and gemv_norm on, one sequence
-    at a time so that every step's QKV and gate/up are one-row GEMVs with the norm in
-    their prologue (asserted from the launches).  bf16: eight one-token prompts, each
-    alone, their logits against transformers' fp32 within twice its own bf16 run's error;
-    float32: 32 greedy tokens of two prompts, each generated alone (the exact FMA GEMVs),
-    identical to transformers' generate."""
-    import gc
-    import shutil
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    from test_gpu_llm import (LLAMA3_8B_2L, _hf_last_logits, _ours_last_logits, _rel,
-                              _save_hf)
-    from tileir.llm import LLM
-    raw = LLAMA3_8B_2L
-    rng = np.random.default_rng()
-    try:
-        model = _save_hf(raw, tmp_path, torch.float32)
-        if dtype == "bfloat16":
-            prompts = [[int(t)] for t in rng.integers(0, raw["vocab_size"], 8)]
-            fp32 = _hf_last_logits(model, prompts)
-            hf16 = _hf_last_logits(model.to(torch.bfloat16), prompts)
-        else:
-            torch.backends.cuda.matmul.allow_tf32 = False
-            prompts = [rng.integers(0, raw["vocab_size"], n).tolist() for n in (5, 64)]
-            with torch.no_grad():
-                theirs = []
-                for p in prompts:
-                    ids = torch.tensor([p], device="cuda")
-                    out = model.generate(ids, attention_mask=torch.ones_like(ids),
-                                         do_sample=False, max_new_tokens=32,
-                                         min_new_tokens=32)
-                    theirs.append(out[0, len(p):].tolist())
-        del model
-        gc.collect()
-        torch.cuda.empty_cache()
-        llm = LLM(str(tmp_path), dtype=dtype, max_model_len=512, max_batch=8)
-        be = llm.backend
-        be.decode_gemv = be.gemv_norm = True
-        launched = set()
-        run = be._launch
-        be._launch = lambda grid, kernel, args: (launched.add((kernel.name, args[-1])),
-                                                 run(grid, kernel, args))
-        if dtype == "bfloat16":
-            ours = torch.cat([_ours_last_logits(llm, [p]) for p in prompts])
-            assert torch.isfinite(ours).all()
-            err, hf_err = _rel(ours, fp32), _rel(hf16, fp32)
-            assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (err, hf_err)
-        else:
-            ours = [llm.generate([p], max_new_tokens=32, ignore_eos=True)[0].token_ids
-                    for p in prompts]
-            assert ours == theirs
-        assert {("gemv", True), ("gemv_swiglu", True)} <= launched, launched
-    finally:
-        shutil.rmtree(tmp_path, ignore_errors=True)
+    """Backend.decode_gemv and gemv_norm on: every one-row step's QKV and gate/up with
+    the norm in their prologue (asserted from the launches), the model against
+    transformers (`_llama_against_transformers`)."""
+    launched = _llama_against_transformers(tmp_path, dtype, ("decode_gemv", "gemv_norm"))
+    assert {("gemv", True), ("gemv_swiglu", True)} <= launched, launched
