@@ -71,16 +71,21 @@ def test_refuses_what_it_does_not_take():
         peer.launch_args([big] * 2, [np.zeros((2, 1), np.int32)] * 2, 0, big, None, None, 0.0)
 
 
-def test_sm90a_code_signals_at_system_scope_after_the_wait():
+def _sm90a(rows, width, ranks, rank, eps):
+    """reduce_norm compiled for sm_90a at bf16 rows of `width`, with a norm: (its
+    CompiledKernel, its PTX)."""
     bf = ml_dtypes.bfloat16
-    rows, width, n = peer.ROWS, 4096, 2
-    parts = [np.zeros((rows, width), bf) for _ in range(n)]
-    flags = [np.zeros((n, rows), np.int32) for _ in range(n)]
+    parts = [np.zeros((rows, width), bf) for _ in range(ranks)]
+    flags = [np.zeros((ranks, rows), np.int32) for _ in range(ranks)]
     residual, normed = np.zeros((rows, width), bf), np.zeros((rows, width), bf)
-    args = peer.launch_args(parts, flags, 0, residual, np.zeros(width, bf), normed, 1e-5)
+    args = peer.launch_args(parts, flags, rank, residual, np.zeros(width, bf), normed, eps)
     ck = peer.reduce_norm.compile(args, target="sm_90a", grid=(rows,), sm_count=132)
     ptx = ck.artifacts["ptx"]
-    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    return ck, ptx.decode() if isinstance(ptx, bytes) else ptx
+
+
+def test_sm90a_code_signals_at_system_scope_after_the_wait():
+    ck, ptx = _sm90a(peer.ROWS, 4096, 2, 0, 1e-5)
     atoms = re.findall(r"atom\.(\w+)\.(\w+)\.global\.cas\.b32", ptx)
     assert sorted(set(atoms)) == [("acquire", "sys"), ("release", "sys")], atoms
     first = min(ptx.index(f"atom.{o}.sys") for o in ("acquire", "release"))
@@ -95,15 +100,8 @@ def test_sm90a_code_signals_at_system_scope_after_the_wait():
 def test_deepseek_width_reads_peers_without_tma():
     # 7168 wide (a 8192 tile): the partials are read with plain vector loads (the peers'
     # memory is mapped, not described to a tensor map), no spills
-    bf = ml_dtypes.bfloat16
-    rows, width, n = 64, 7168, 4
-    parts = [np.zeros((rows, width), bf) for _ in range(n)]
-    flags = [np.zeros((n, rows), np.int32) for _ in range(n)]
-    residual, normed = np.zeros((rows, width), bf), np.zeros((rows, width), bf)
-    args = peer.launch_args(parts, flags, 1, residual, np.zeros(width, bf), normed, 1e-6)
-    ck = peer.reduce_norm.compile(args, target="sm_90a", grid=(rows,), sm_count=132)
-    ptx = ck.artifacts["ptx"]
-    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    n = 4
+    ck, ptx = _sm90a(64, 7168, n, 1, 1e-6)
     assert "cp.async.bulk.tensor" not in ptx
     # one arrival and one wait a rank (the rank is a run-time value: its own skipped)
     assert len(re.findall(r"atom\.release\.sys", ptx)) == n
