@@ -85,6 +85,17 @@ def _normed(a, gk, inv, BK: ct.Constant[int], dtype):
 
 
 @ct.function
+def _rows(x, g, inv, k, BM: ct.Constant[int], BK: ct.Constant[int],
+          NORM: ct.Constant[bool]):
+    """x's (BM, BK) tile k, with NORM as `_normed` makes it."""
+    a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
+    if NORM:
+        a = _normed(a, ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO), inv, BK,
+                    x.dtype)
+    return a
+
+
+@ct.function
 def _partial(x, g, inv, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int],
              BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool],
              NORM: ct.Constant[bool]):
@@ -100,20 +111,14 @@ def _partial(x, g, inv, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int],
         # broadcast over the weight tile (a (BN, BK) product in the weight's layout)
         acc = ct.zeros((BN, BK), dtype=ct.float32)
         for k in range(first, last):
-            a = ct.load(x, index=(0, k), shape=(1, BK), padding_mode=ZERO)
-            if NORM:
-                gk = ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO)
-                a = _normed(a, gk, inv, BK, x.dtype)
+            a = _rows(x, g, inv, k, 1, BK, NORM)
             b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
             acc = acc + ct.astype(a, ct.float32) * ct.astype(b, ct.float32)
         return ct.reshape(ct.sum(acc, axis=1), (1, BN))
     if FMA:
         acc = ct.zeros((BM, BN, BK), dtype=ct.float32)
         for k in range(first, last):
-            a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
-            if NORM:
-                gk = ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO)
-                a = _normed(a, gk, inv, BK, x.dtype)
+            a = _rows(x, g, inv, k, BM, BK, NORM)
             b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
             acc = acc + ct.reshape(ct.astype(a, ct.float32), (BM, 1, BK)) \
                 * ct.reshape(ct.astype(b, ct.float32), (1, BN, BK))
@@ -135,10 +140,7 @@ def _partial(x, g, inv, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int],
             acc = ct.mma(b, ct.transpose(_normed(a, gk, inv, BK, x.dtype)), acc)
         return ct.transpose(acc)
     for k in range(first, last):
-        a = ct.load(x, index=(0, k), shape=(BM, BK), padding_mode=ZERO)
-        if NORM:
-            gk = ct.load(g, index=(k,), shape=(BK,), padding_mode=ZERO)
-            a = _normed(a, gk, inv, BK, x.dtype)
+        a = _rows(x, g, inv, k, BM, BK, NORM)
         b = ct.load(w, index=(j, k), shape=(BN, BK), padding_mode=ZERO)
         acc = ct.mma(b, ct.transpose(a), acc)
     return ct.transpose(acc)
