@@ -189,6 +189,19 @@ def test_decode_gemvs_with_the_norm_fused_match_reference(tmp_path, arch, dtype,
     assert any(rows > DECODE_ROWS and fresh for rows, fresh in norms), norms
 
 
+@pytest.mark.parametrize("arch,page", [("llama", 16), ("deepseek_v3", 64)])
+def test_default_page_size_follows_the_attention_kernel(tmp_path, arch, page):
+    """No page_size: Llama's cache takes pages of 16 slots, DeepSeek's MLA pages of 64
+    (a whole step of mla_decode's 64-row loop); the model's tokens are those of 16-slot
+    pages, over prompts that cross a 64-slot page."""
+    d = _model(tmp_path, arch)
+    prompts = _prompts(np.random.default_rng(), [70, 5])
+    llm = LLM(d, dtype="float32", device="numpy", max_batch=2)
+    assert llm.engine.pool.page == page
+    res = compare(llm, prompts, steps=3)
+    assert res["max_rel_err"] < 1e-4 and res["tokens_agree"], res
+
+
 @pytest.mark.parametrize("q_lora_rank,fuse_norm,prompts", [(48, True, "varlen"),
                                                            (None, False, "dense")])
 def test_deepseek_mla_matches_reference(tmp_path, q_lora_rank, fuse_norm, prompts):
