@@ -116,6 +116,9 @@ class Backend:
         # applies the epilogue (gemv's TICKET; O and down, split in two at one row);
         # False: the combine kernel's second launch, as before (bench/llm.py times both).
         self.gemv_ticket = True
+        # RoPE of q and k and the K/V cache write in one launch (`rope_write_slots`,
+        # `rope_write_latent`) instead of `rope` then `write_slots`: a launch a layer
+        self.rope_slots = True
         self._part_dummies = {}
         self._counts = None           # the tickets' int32 counters, zero between launches
         self._old_counts = []
@@ -364,6 +367,40 @@ class Backend:
         return out
 
     # ---- paged cache
+    def rope_write_slots(self, qkv, cos, sin, positions, cache, slots):
+        """Llama's attention: qkv (T, (Hq + 2 Hkv) * D), the QKV projection's rows; RoPE of
+        its q and k heads in place (cos and sin rows at positions), and its k (rotated)
+        and v heads into cache (pages, PAGE, 2 Hkv, D) at slots (T,).  One launch
+        (`rope_slots`), or `rope` then `write_slots`: the same bits."""
+        t = qkv.shape[0]
+        pages, page, kv_heads, d = cache.shape
+        hkv = kv_heads // 2
+        heads = qkv.reshape(t, -1, d)
+        hq = heads.shape[1] - kv_heads
+        if not self.rope_slots:
+            self.rope(heads[:, :hq + hkv], cos, sin, positions)      # q and k at once
+            self.write_slots(qkv[:, hq * d:], cache.reshape(pages, page, -1), slots)
+            return
+        self._launch((t,), K.rope_write_slots,
+                     (heads[:, :hq], heads[:, hq:hq + hkv], heads[:, hq + hkv:], cos, sin,
+                      positions, cache[:, :, :hkv], cache[:, :, hkv:], slots, next_pow2(hq),
+                      next_pow2(hkv), d // 2, page))
+
+    def rope_write_latent(self, latent, rank: int, cos, sin, positions, cache, slots):
+        """MLA's latent rows [c_kv, k_rope] (T, rank + rp): RoPE of k_rope in place, and
+        the rows into cache (pages, PAGE, rank + rp) at slots.  One launch (`rope_slots`),
+        or `rope` then `write_slots`: the same bits."""
+        t = latent.shape[0]
+        kr = latent[:, rank:][:, None]                  # (T, 1, rp): one head
+        if not self.rope_slots:
+            self.rope(kr, cos, sin, positions)
+            self.write_slots(latent, cache, slots)
+            return
+        self._launch((t,), K.rope_write_latent,
+                     (latent[:, :rank], kr, cos, sin, positions, cache[:, :, :rank],
+                      cache[:, :, rank:][:, :, None], slots, next_pow2(rank),
+                      kr.shape[2] // 2, cache.shape[1]))
+
     def write_slots(self, src, cache, slots):
         """src (T, W) rows into cache (pages, PAGE, W) at slots (T,)."""
         width = src.shape[1]
