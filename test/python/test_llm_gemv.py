@@ -919,14 +919,16 @@ def test_norm_gemvs_on_the_gpu_against_torch(kind, n, k, m, plan_of):
     lead = () if kind == "linear" else (2,)
     part = torch.full(lead + (p.split, m, n), float("nan"), device="cuda",
                       dtype=torch.float32)
+    count = torch.zeros(max(1, G.counters(n, p)), device="cuda", dtype=torch.int32)
     kernel = {"linear": G.gemv, "swiglu": G.gemv_swiglu, "fused": G.gemv_swiglu_fused}[kind]
     fin = G.gemv_combine if kind == "linear" else G.gemv_combine_swiglu
     ct.launch(None, G.grid(n, p), kernel.replace_hints(l2_prefetch=True),
-              (x, g, eps, *ws, y, part) + tuple(p) + (True,))
-    if p.split > 1:
-        bs, bm, bc = G.combine_tiles(m, n, p)
-        ct.launch(None, (ct.cdiv(n, bc),), fin, (part, y, bs, bm, bc))
+              (x, g, eps, *ws, y, part, count) + tuple(p) + (True,))
+    if p.split > 1 and not p.ticket:
+        ctiles = G.combine_tiles(m, n, p)
+        ct.launch(None, (ct.cdiv(n, ctiles[2]),), fin, (part, y) + ctiles)
     torch.cuda.synchronize()
+    assert not count.any()
     xn = _torch_normed(torch, x, g, eps).float()
     gf = [xn @ w.float().T for w in ws]
     if kind == "linear":
