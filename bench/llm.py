@@ -24,9 +24,9 @@ Beside the defaults, batch-1 decode is also timed without the L2 prefetch, with 
 one-row GEMMs on the wgmma tiles instead of tileir.llm.gemv (`Backend.decode_gemv`),
 with O's and down's split K added up by a second launch instead of the GEMV's last
 blocks (`Backend.gemv_ticket`), with RoPE and the cache write as two launches
-(`Backend.rope_slots`), and with the norms before QKV and gate/up in the GEMVs' prologue (`Backend.gemv_norm`;
-with --profile, its step by kernel too), and the prefill with SwiGLU in one kernel
-(`--fuse-norm`: with norms inside GEMMs too).
+(`Backend.rope_slots`), and with the norms before QKV and gate/up in the GEMVs'
+prologue (`Backend.gemv_norm`; with --profile, its step by kernel too), and the
+prefill with SwiGLU in one kernel (`--fuse-norm`: with norms inside GEMMs too).
 
 Prints a table, writes llm.json and llm.png into --out and, with --results-md,
 appends a dated entry to that file.

@@ -17,8 +17,9 @@ option; a split K added up by each weight-row slice's last block, one launch),
 "gemv/plan/combine/l2pf" the same plan with the combine kernel's second launch
 instead (where the plan splits K; both launches in the timed graph), and
 "gemv/BNxBK/kS[/combine][/sN][/ws][/fma]" other tiles, splits (one launch, or with
-/combine two), ring stages, a producer warpgroup, FMA products.  With --gemv: only the backend's current kernels
-(plain/l2pf, tuned/l2pf), the GEMVs and torch, and the LM head (128256 x 4096) too.
+/combine two), ring stages, a producer warpgroup, FMA products.  With --gemv: only
+the backend's current kernels (plain/l2pf, tuned/l2pf), the GEMVs and torch, and the
+LM head (128256 x 4096) too.
 Prints the best four per shape, writes sweep_m{M}.json (--gemv: gemv_m{M}.json) into
 $OUT.  The measurement behind tileir.llm.backend's decode tiles (_DECODE) and
 Backend.decode_gemv."""

@@ -99,10 +99,10 @@ class Backend:
         self.l2_prefetch = True
         # GEMMs of at most DECODE_ROWS rows (a fused norm: gemv_norm) on tileir.llm.gemv's
         # decode GEMVs (a block per weight-row slice and K run, split K added up by the
-        # slice's last block: gemv_ticket) instead of the GEMM kernels' tiles: on the GPU by default, for
-        # the one-row shapes a sweep measured faster (gemv.SWEPT; H200, 2026-11-29,
-        # Llama-3-8B batch 1: 188.1 -> 200.4 tok/s in one run, bench/RESULTS.md); in
-        # the interpreter when set (every shape, for the tests).
+        # slice's last block: gemv_ticket) instead of the GEMM kernels' tiles: on the GPU
+        # by default, for the one-row shapes a sweep measured faster (gemv.SWEPT; H200,
+        # 2026-11-29, Llama-3-8B batch 1: 188.1 -> 200.4 tok/s in one run,
+        # bench/RESULTS.md); in the interpreter when set (every shape, for the tests).
         self.decode_gemv = device == "cuda"
         # with decode_gemv, a product that reads RMSNorm(x) * g (`linear`'s and
         # `linear_swiglu`'s norm) and takes a GEMV applies the norm in the GEMV's
