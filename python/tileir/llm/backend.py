@@ -117,8 +117,11 @@ class Backend:
         # False: the combine kernel's second launch, as before (bench/llm.py times both).
         self.gemv_ticket = True
         # RoPE of q and k and the K/V cache write in one launch (`rope_write_slots`,
-        # `rope_write_latent`) instead of `rope` then `write_slots`: a launch a layer
-        self.rope_slots = True
+        # `rope_write_latent`) instead of `rope` then `write_slots`.  Off: on an H200
+        # (2026-11-29) the one launch took 108 us a Llama-3-8B decode step against the
+        # two's 100, and in float32 at Llama-3-8B's widths its greedy tokens parted from
+        # transformers' (bf16 and the interpreter agree; not yet understood)
+        self.rope_slots = False
         self._part_dummies = {}
         self._counts = None           # the tickets' int32 counters, zero between launches
         self._old_counts = []
