@@ -171,6 +171,12 @@ def _atom(cx, op, kind: str, signed: bool, operands_of) -> None:
     ptx_t = _ptx_type(kind, elem, signed)
     fallback = cx.frag(op.operands[1])            # update (rmw) or expected (cas)
     owner = _owner(cx, fallback.lin)
+    if sem in ("release", "acq_rel"):
+        # a tile atomic is the block's: its release covers what every thread wrote
+        # before it, so a barrier first (cumulative at block scope), as a release
+        # fence does (rules/ordering.py); one thread's atom would publish its own
+        # writes alone
+        cx.barrier()
     regs = []
     for r in range(fallback.lin.num_regs):
         ptr, acts = _element(cx, op, r, op.check_bounds)
@@ -188,7 +194,11 @@ def _atom(cx, op, kind: str, signed: bool, operands_of) -> None:
             return llvm.inline_asm(elem, [ptr, *values], asm, cons, has_side_effects=True)
         regs.append(_guarded(acts, elem, then, lambda r=r: fallback.regs[r]))
     if owner is not None:                 # the replicas learn the owners' old values
-        regs = _from_owners(cx, fallback.lin, elem, regs, owner)
+        regs = _from_owners(cx, fallback.lin, elem, regs, owner)   # (ends with a barrier)
+    elif sem in ("acquire", "acq_rel"):
+        # the mirror image: no thread reads what the acquire guards before every
+        # atom of the block is done
+        cx.barrier()
     cx.values[op.result] = Frag(fallback.lin, elem, regs)
 
 
