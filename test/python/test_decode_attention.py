@@ -484,3 +484,19 @@ def test_mla_refuses_shapes_it_does_not_take():
     kv = np.zeros((4, 16, 576), np.float32)
     with pytest.raises(ValueError, match="multiple of 64"):
         mla.mla_decode(q, kv, np.zeros((1, 4), np.int32), np.ones(1, np.int32), 1.0)
+
+
+def test_the_llm_backend_passes_one_counters_buffer_it_owns():
+    # Backend.attention_decode: the paged kernel with the backend's tickets (allocated
+    # once, zero after every call), the split contexts merged in the one launch
+    from tileir.llm.backend import Backend
+    be = Backend("numpy", "float32")
+    rng = np.random.default_rng()
+    for batch in (3, 2, 3):
+        q, kc, vc, table, lens = _decode_case(rng, batch, 1, 8, 2, 32, 16, 9 * 16)
+        out = be.attention_decode(q[:, 0], kc, vc, table, lens, lens.tolist(), 0.17)
+        ref = dec.gather_reference(q, kc, vc, table, lens, 0.17)[:, 0]
+        assert _rel(out, ref) < 1e-5
+        counters = be.decode_counters(batch * 2)
+        assert counters is be.decode_counters(1) and not counters.any()
+    assert len(be._decode_counters) == 1
