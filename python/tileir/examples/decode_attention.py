@@ -327,10 +327,10 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
     tail = (float(scale), t, gp, page, d)
     if num_splits == 1:
         # the partial arrays and counters are not used: stand-ins of their ranks that
-        # nothing writes (a simulator that copies arrays back would clobber a view of
-        # the output)
+        # nothing writes, views of inputs (a simulator that copies arrays back would
+        # clobber the output with a view of it)
         return out, [(kernel, (b, hkv, 1),
-                      (*head, o5.reshape(b, 1, tq, hkv, group, d),
+                      (*head, q5.reshape(b, 1, tq, hkv, group, d),
                        seq_lens.reshape(b, 1, 1, 1, 1), seq_lens.reshape(b, 1), *tail,
                        False, False, 1))]
     # the splits' outputs (f32) and log2-sum-exps, (B, S, Tq, Hkv, GROUP[, D])
