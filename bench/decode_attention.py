@@ -2,7 +2,7 @@
 
     python bench/decode_attention.py [--out DIR] [--quick] [--splits 1,4,16]
                                      [--only-mla] [--mla-variants]
-    python bench/decode_attention.py --short [--out DIR]
+    python bench/decode_attention.py --short [--short-batches 1,4] [--out DIR]
 
 Kernels: `tileir.examples.decode_attention.paged_decode_attention` and
 `tileir.examples.mla_decode.mla_decode`, written the plain way (issue 29, items 3, 4).
@@ -30,7 +30,8 @@ lengths.  Prints a table; writes decode_attention.json and decode_attention.png 
 --out (default bench/results).  --short (alone) times decode's latency where it is
 latency-bound, the LLM engine's decode steps: batch 1 and 4, contexts 128 to 4k, pages
 of 16 and 64, every split count of SHORT_SPLITS beside the chooser's, the split
-contexts merged inside the kernel (one launch) and by the combine launch; a table of
+contexts merged inside the kernel (one launch) and by the combine launch, and for
+pages of 16 two pages an online-softmax step (`pages_per_step=2`); a table of
 microseconds (CUDA-graph replay), decode_short.json (to tune `choose_splits`).  `run(out_dir)` is the entry for bench/attention.py.
 """
 
@@ -206,20 +207,22 @@ SHORT_SPLITS = (1, 2, 4, 8, 16, 32)
 
 def measure_short(batch, ctx, page) -> list[dict]:
     """Microseconds (CUDA-graph replay, median) of one decode call at each split count
-    and both merges; a row per merge."""
+    and both merges (pages of 16: also two pages an online-softmax step, merged in the
+    kernel); a row per variant."""
     kc, vc, table, q, out, seq, nbytes, counters = _decode_case(batch, ctx, page)
     pages = table.shape[1]
     rows = []
-    for one in (True, False):
+    for one, ps in ((True, 1), (False, 1)) + (((True, 2),) if page == 16 else ()):
         chosen = dec.choose_splits(batch * HKV, pages, _sms(), page=page, one_launch=one)
         row = {"kernel": "decode short", "batch": batch, "ctx": ctx, "page": page,
-               "one launch": one, "chosen": chosen, "bytes": nbytes, "us": {}}
+               "one launch": one, "pages a step": ps, "chosen": chosen, "bytes": nbytes,
+               "us": {}}
         for s in sorted({chosen, *(s for s in SHORT_SPLITS if s <= pages)}):
             ms = do_bench_cudagraph(
                 lambda: dec.paged_decode_attention(q, kc, vc, table, seq, 0.088, out,
                                                    num_splits=s, one_launch=one,
-                                                   counters=counters),
-                rep=50, return_mode="median")
+                                                   counters=counters, pages_per_step=ps),
+                rep=20, return_mode="median")
             row["us"][s] = ms * 1e3
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -239,15 +242,17 @@ def short_table(rows) -> str:
                  else "-" for s in SHORT_SPLITS]
         best = min(r["us"], key=r["us"].get)
         out.append(f"| {r['batch']} | {r['ctx']} | {r['page']} | "
-                   f"{'in kernel' if r['one launch'] else '+combine'} | " + " | ".join(cells)
+                   f"{'in kernel' if r['one launch'] else '+combine'}"
+                   f"{', 2 pages a step' if r['pages a step'] == 2 else ''} | "
+                   + " | ".join(cells)
                    + f" | S={r['chosen']}: {r['us'][r['chosen']]:.2f} | "
                    f"S={best}: {r['us'][best]:.2f} |")
     return "\n".join(out)
 
 
-def run_short(out_dir: str) -> list[dict]:
-    """--short: every (batch, context, page) of SHORT_*; prints the table, writes
-    decode_short.json into out_dir."""
+def run_short(out_dir: str, batches=SHORT_BATCHES) -> list[dict]:
+    """--short: every (batch, context, page) of SHORT_* (batches: those batch sizes);
+    prints the table, writes decode_short.json into out_dir."""
     device = torch.cuda.get_device_name()
     print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
           flush=True)
@@ -255,7 +260,7 @@ def run_short(out_dir: str) -> list[dict]:
     print("relative error vs fp32 (ragged lengths 1000/77/3001, Tq 2):", json.dumps(errs),
           flush=True)
     rows = []
-    for batch in SHORT_BATCHES:
+    for batch in batches:
         for ctx in SHORT_CONTEXTS:
             for page in SHORT_PAGES:
                 rows += measure_short(batch, ctx, page)
@@ -263,6 +268,7 @@ def run_short(out_dir: str) -> list[dict]:
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "decode_short.json"), "w") as f:
         json.dump({"device": device, "checks": errs, "rows": rows}, f, indent=1)
+    print(f"wrote {os.path.join(out_dir, 'decode_short.json')}")
     return rows
 
 
@@ -453,9 +459,11 @@ def main(argv=None) -> int:
     p.add_argument("--short", action="store_true",
                    help="decode latency at batch 1 and 4, contexts 128 to 4k, pages 16 and "
                         "64, each split count, merged in the kernel or by combine (only)")
+    p.add_argument("--short-batches", default="1,4",
+                   help="with --short: these batch sizes (comma-separated)")
     args = p.parse_args(argv)
     if args.short:
-        run_short(args.out)
+        run_short(args.out, [int(b) for b in args.short_batches.split(",") if b])
         return 0
     splits = [int(s) for s in args.splits.split(",") if s]
     run(args.out, args.quick, splits, args.only_mla, args.mla_variants)

@@ -68,7 +68,8 @@ def test_many_splits_merge_a_few_at_a_time(one_launch):
     rng = np.random.default_rng()
     q, kc, vc, table, lens = _decode_case(rng, 2, 1, 16, 2, 128, 16, 20 * 16)
     _, calls = dec.launches(q, kc, vc, table, lens, 0.09, None, 13, one_launch)
-    assert len(calls) == (1 if one_launch else 2) and calls[-1][2][-1] == 4
+    # the merge width: combine's last argument, the decode kernel's SC (then PS)
+    assert len(calls) == (1 if one_launch else 2) and calls[-1][2][-2 if one_launch else -1] == 4
     out = dec.paged_decode_attention(q, kc, vc, table, lens, 0.09, num_splits=13,
                                      one_launch=one_launch)
     assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.09)) < 1e-5
@@ -135,6 +136,23 @@ def test_one_launch_merges_in_the_last_split_block(batch, tq, heads, kv_heads, p
     assert np.array_equal(out, two)
 
 
+@pytest.mark.parametrize("batch,tq,heads,kv_heads,page,splits", [
+    (2, 1, 8, 2, 16, 1),          # unsplit: the pairs, then an odd page and the masked end
+    (3, 3, 4, 1, 16, 3),          # split, 3 tokens
+    (2, 2, 8, 8, 64, 2),          # MHA, pages of 64 (128-key steps)
+])
+def test_two_pages_a_step(batch, tq, heads, kv_heads, page, splits):
+    rng = np.random.default_rng()
+    d = 32
+    q, kc, vc, table, lens = _decode_case(rng, batch, tq, heads, kv_heads, d, page, 11 * page)
+    out = np.full_like(q, np.nan)
+    dec.paged_decode_attention(q, kc, vc, table, lens, 0.2, out, num_splits=splits,
+                               pages_per_step=2)
+    assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.2)) < 1e-5
+    with pytest.raises(ValueError, match="pages_per_step must be 1 or 2; got 4"):
+        dec.paged_decode_attention(q, kc, vc, table, lens, 0.2, pages_per_step=4)
+
+
 def test_bad_counters_are_named():
     q = np.zeros((2, 1, 4, 32), np.float32)
     cache = np.zeros((4, 16, 2, 32), np.float32)
@@ -168,17 +186,19 @@ def test_an_output_that_is_not_dense_is_refused():
                                    np.ones(2, np.int32), 1.0, out)
 
 
-@pytest.mark.parametrize("target,splits,tq,page", [
-    ("sm_90a", 2, 3, 16),
-    pytest.param("sm_90a", 1, 1, 64, marks=pytest.mark.slow),
-    pytest.param("sm_80", 1, 2, 16, marks=pytest.mark.slow),
-    pytest.param("sm_80", 3, 1, 64, marks=pytest.mark.slow),
+@pytest.mark.parametrize("target,splits,tq,page,ps", [
+    ("sm_90a", 2, 3, 16, 1),
+    ("sm_90a", 1, 1, 16, 2),                       # two pages a step
+    pytest.param("sm_90a", 1, 1, 64, 1, marks=pytest.mark.slow),
+    pytest.param("sm_80", 1, 2, 16, 1, marks=pytest.mark.slow),
+    pytest.param("sm_80", 3, 1, 64, 1, marks=pytest.mark.slow),
+    pytest.param("sm_80", 2, 2, 16, 2, marks=pytest.mark.slow),
 ])
-def test_the_generated_decode_runs_in_the_simulator(target, splits, tq, page):
+def test_the_generated_decode_runs_in_the_simulator(target, splits, tq, page, ps):
     rng = np.random.default_rng()
-    q, kc, vc, table, lens = _decode_case(rng, 2, tq, 4, 2, 64, page, 3 * page + 5, np.float16)
+    q, kc, vc, table, lens = _decode_case(rng, 2, tq, 4, 2, 64, page, 5 * page + 5, np.float16)
     out = np.full_like(q, np.nan)
-    out, calls = dec.launches(q, kc, vc, table, lens, 0.125, out, splits)
+    out, calls = dec.launches(q, kc, vc, table, lens, 0.125, out, splits, pages_per_step=ps)
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target=target), grid, args)
     assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.125)) < 2e-3
@@ -248,14 +268,26 @@ def test_the_ticket_is_acq_rel_at_gpu_scope_and_the_partials_bypass_l1(tmp_path)
     assert "0 bytes spill stores" in ck.ptxas_report
 
 
-def _decode_cubin(tq, page, split, dtype=ml_dtypes.bfloat16, batch=16):
+@pytest.mark.parametrize("tq", [1, pytest.param(8, marks=pytest.mark.slow)])
+def test_two_pages_a_step_compile_without_spills(tq, tmp_path):
+    # pages of 16 two a step (decode_narrow, two warps): both pages' products on the
+    # tensor cores, through the TMA ring, no local memory
+    ck = _decode_cubin(tq, 16, True, batch=1, pages_per_step=2)
+    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+    ops = _sass(ck.cubin, tmp_path)
+    for op in ("UTMALDG", "HMMA", "LDSM"):
+        assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
+    assert not ops["LDL"] and not ops["STL"], "local memory"
+
+
+def _decode_cubin(tq, page, split, dtype=ml_dtypes.bfloat16, batch=16, pages_per_step=1):
     """The decode kernel for Llama-3-8B heads (32 / 8, D = 128) as a launch compiles it."""
     b, hq, hkv, d = batch, 32, 8, 128
     q = np.zeros((b, tq, hq, d), dtype)
     cache = np.zeros((64, page, hkv, d), dtype)
     table = np.zeros((b, 64), np.int32)
     _, calls = dec.launches(q, cache, cache, table, np.ones(b, np.int32), 0.088,
-                            num_splits=4 if split else 1)
+                            num_splits=4 if split else 1, pages_per_step=pages_per_step)
     kernel, grid, args = calls[0]
     return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
 

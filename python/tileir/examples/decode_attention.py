@@ -51,6 +51,42 @@ def _online_softmax_step(s, v, m, l, acc, qk_scale, dtype):
     return m_new, l, acc
 
 
+@ct.function
+def _page_scores(q, K, TABLE, b, j, kvh, PAGE, D):
+    """q k^T for the keys of page j of sequence b (raw, f32)."""
+    page = ct.load(TABLE, index=(b, j), shape=())
+    k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+    return ct.mma(q, ct.transpose(k), ct.zeros((q.shape[0], PAGE), dtype=np.float32))
+
+
+@ct.function
+def _page_values(p, V, TABLE, b, j, i, kvh, acc, PAGE, D):
+    """acc + P v for page j of sequence b, P the columns i * PAGE.. of p."""
+    page = ct.load(TABLE, index=(b, j), shape=())
+    v = ct.load(V, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+    return ct.mma(ct.extract(p, index=(0, i), shape=(p.shape[0], PAGE)), v, acc)
+
+
+@ct.function
+def _pages_step(q, K, V, TABLE, b, j, kvh, m, l, acc, qk_scale, dtype, PAGE, D, PS):
+    """One online-softmax step over PS = 2 pages seen whole, j the first: each page's
+    scores by its own product (its K page straight from the ring), side by side in
+    one (rows, 2 * PAGE) tile for one max, one exp2 and one rescale, then each page's
+    P v.  (Four pages of 16 a step spill on sm_90a: 255 registers, 60 bytes, at
+    Tq = 1 with two warps; with four the 16-key products fall to the FMA units.)"""
+    s = ct.cat((_page_scores(q, K, TABLE, b, j, kvh, PAGE, D),
+                _page_scores(q, K, TABLE, b, j + 1, kvh, PAGE, D)), axis=1)
+    m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+    p = ct.exp2(s * qk_scale - m_new)
+    alpha = ct.exp2(m - m_new)
+    l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+    p = p.astype(dtype)
+    acc = acc * alpha
+    for i in ct.static_iter(range(PS)):
+        acc = _page_values(p, V, TABLE, b, j + i, i, kvh, acc, PAGE, D)
+    return m_new, l, acc
+
+
 # num_warps (a hint): the compiler gives a 16-row product one warp, which must then
 # hold the last page's V in registers (it is masked there) and spills; four share it.
 # Pages of 16 take `decode_narrow`: a (16, 16) score tile split four ways is below
@@ -58,7 +94,8 @@ def _online_softmax_step(s, v, m, l, acc, qk_scale, dtype):
 @ct.kernel(num_warps=4)
 def decode(Q, K, V, TABLE, LENS, O, OP, LSE, COUNT, scale: float, TQ: ct.Constant[int],
            GP: ct.Constant[int], PAGE: ct.Constant[int], D: ct.Constant[int],
-           SPLIT: ct.Constant[bool], MERGE: ct.Constant[bool], SC: ct.Constant[int]):
+           SPLIT: ct.Constant[bool], MERGE: ct.Constant[bool], SC: ct.Constant[int],
+           PS: ct.Constant[int]):
     b = ct.bid(0)
     kvh = ct.bid(1)
     split = ct.bid(2)
@@ -82,12 +119,20 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, COUNT, scale: float, TQ: ct.Constan
     # Q is (B, Tq, Hkv, GROUP, D): the group's heads of every new token, one tile
     q = ct.load(Q, index=(b, 0, kvh, 0, 0), shape=(1, TQ, 1, GP, D),
                 padding_mode=ct.PaddingMode.ZERO).reshape((rows, D))
-    for j in range(first, full):
-        page = ct.load(TABLE, index=(b, j), shape=())
-        k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
-        v = ct.load(V, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
-        s = ct.mma(q, ct.transpose(k), ct.zeros((rows, PAGE), dtype=np.float32))
-        m, l, acc = _online_softmax_step(s, v, m, l, acc, qk_scale, Q.dtype)
+    if PS == 1:
+        for j in range(first, full):
+            page = ct.load(TABLE, index=(b, j), shape=())
+            k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+            v = ct.load(V, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+            s = ct.mma(q, ct.transpose(k), ct.zeros((rows, PAGE), dtype=np.float32))
+            m, l, acc = _online_softmax_step(s, v, m, l, acc, qk_scale, Q.dtype)
+    else:
+        # PS pages a step while whole groups remain; the rest go one by one below
+        groups = (full - first) // PS
+        for g in range(groups):
+            m, l, acc = _pages_step(q, K, V, TABLE, b, first + g * PS, kvh, m, l, acc,
+                                    qk_scale, Q.dtype, PAGE, D, PS)
+        full = first + groups * PS
     for j in range(full, last):
         # the last page(s): slots past the sequence hold anything (NaN too), so V is
         # zeroed there as well as the scores masked
@@ -301,9 +346,12 @@ def _counters(counters, b: int, hkv: int, like):
 
 
 def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_splits=None,
-             one_launch=True, counters=None):
+             one_launch=True, counters=None, pages_per_step=1):
     """The launches of one decode call: (out, [(kernel, grid, args), ...])."""
     _check(q, k_cache, block_table, seq_lens, "paged_decode_attention")
+    if pages_per_step not in (1, 2):
+        raise ValueError(f"paged_decode_attention: pages_per_step must be 1 or 2; got "
+                         f"{pages_per_step!r}")
     if tuple(v_cache.shape) != tuple(k_cache.shape):
         raise ValueError(f"paged_decode_attention: v_cache {tuple(v_cache.shape)} must have "
                          f"k_cache's shape {tuple(k_cache.shape)}")
@@ -332,7 +380,7 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
         return out, [(kernel, (b, hkv, 1),
                       (*head, q5.reshape(b, 1, tq, hkv, group, d),
                        seq_lens.reshape(b, 1, 1, 1, 1), seq_lens.reshape(b, 1), *tail,
-                       False, False, 1))]
+                       False, False, 1, pages_per_step))]
     # the splits' outputs (f32) and log2-sum-exps, (B, S, Tq, Hkv, GROUP[, D])
     op = _empty(q, (b, num_splits, tq, hkv, group, d), True)
     lse = _empty(q, (b, num_splits, tq, hkv, group), True)
@@ -340,16 +388,18 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
         count = _counters(counters, b, hkv, q)
         return out, [(kernel, (b, hkv, num_splits),
                       (*head, op, lse, count, *tail, True, True,
-                       merge_width(num_splits, gp, d)))]
+                       merge_width(num_splits, gp, d), pages_per_step))]
     return out, [(kernel, (b, hkv, num_splits),
-                  (*head, op, lse, seq_lens.reshape(b, 1), *tail, True, False, 1)),
+                  (*head, op, lse, seq_lens.reshape(b, 1), *tail, True, False, 1,
+                   pages_per_step)),
                  combine_launch(op.reshape(b * num_splits, tq, hkv, group, d),
                                 lse.reshape(b * num_splits, tq, hkv, group), o5, num_splits,
                                 gp, d)]
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, *,
-                           num_splits=None, one_launch=True, counters=None):
+                           num_splits=None, one_launch=True, counters=None,
+                           pages_per_step=1):
     """softmax(q k^T * scale) v over each sequence's pages, causal among its Tq new
     tokens; returns out (B, Tq, Hq, D) in q's dtype.
 
@@ -360,9 +410,11 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, ou
     B * Hkv elements that must be ZERO when passed (each launch leaves them zero
     again; a caller that reuses one buffer, e.g. across CUDA-graph replays, allocates
     it zeroed once; a launch cut short by an error can leave it nonzero).  None: a
-    fresh zeroed array per call."""
+    fresh zeroed array per call.  pages_per_step: pages (1 or 2) of one online-softmax
+    step where every row sees them whole (each page's own products, one max, one exp2
+    and one rescale for both: 32-key steps from the engine's pages of 16)."""
     out, calls = launches(q, k_cache, v_cache, block_table, seq_lens, scale, out, num_splits,
-                          one_launch, counters)
+                          one_launch, counters, pages_per_step)
     for kernel, grid, args in calls:
         ct.launch(None, grid, kernel, args)
     return out
