@@ -18,7 +18,12 @@ rule among the new tokens and the end of the sequence cut in.
 
 Split-KV: when batch x KV heads blocks cannot fill the GPU, grid axis 2 cuts each
 context into `num_splits` ranges of pages; each block writes its output over its
-keys (f32) and the log2-sum-exp of its rows, and `combine` merges the splits.
+keys (f32) and the log2-sum-exp of its rows, then takes a ticket on its (sequence,
+KV head)'s counter (an acq_rel atomic add at device scope); the block that draws the
+last merges the splits in order 0..S-1 with `combine`'s arithmetic, writes the
+output and resets the counter: one launch.  `one_launch=False` merges by a second
+launch, `combine`, instead.  `pages_per_step=2` runs two whole pages an
+online-softmax step (pages of 16: 32 keys a step).
 
 Host entry: `paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens,
 scale)` with torch CUDA tensors (torch's current stream) or NumPy arrays (the
