@@ -92,6 +92,8 @@ def test_one_launch_splits_are_shorter_and_fewer_than_a_long_merge():
     assert dec.choose_splits(8, 64, page=16, **one) == dec.MAX_MERGE   # 1k: capped
     assert dec.choose_splits(8, 4, page=64, **one) == 4          # 256 tokens, a page each
     assert dec.choose_splits(8, 64, page=64, **one) == dec.MAX_MERGE   # 4k
+    assert dec.choose_splits(8, 256, page=64, **one) == 32       # 16k: 512 keys a split
+    assert dec.choose_splits(8, 512, page=64, **one) == 33       # 32k: one round of the GPU
     assert dec.choose_splits(64 * 8, 64, page=64, **one) == 1    # batch 64 fills the GPU
     assert dec.choose_splits(16 * 8, 64, page=64, **one) == 2
     with pytest.raises(ValueError, match="page size"):

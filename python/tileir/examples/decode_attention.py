@@ -268,9 +268,12 @@ def tiles(tq: int, group: int) -> tuple[int, int]:
 # 8 (sequence, KV head) blocks leave 124 SMs idle, so shorter splits cut the loop at
 # the price of merge steps.  Modelled, to be measured (bench/decode_attention.py
 # --short): splits of 32 keys or more (2 pages of 16, 1 of 32 or 64), at most
-# MAX_MERGE of them (2 merge steps at Llama's 4 heads x 128 columns a KV head).
+# MAX_MERGE of them (2 merge steps at Llama's 4 heads x 128 columns a KV head) unless
+# each split still reads LONG_SPLIT_KEYS keys or more (long contexts: there the page
+# loop, not the merge, is the time, and the old rule's round of the GPU stands).
 MIN_KEYS_ONE_LAUNCH = 32
 MAX_MERGE = 16
+LONG_SPLIT_KEYS = 512
 
 
 def choose_splits(blocks: int, max_pages: int, sms: int = NUM_SMS, per_sm: int = 2, *,
@@ -280,13 +283,15 @@ def choose_splits(blocks: int, max_pages: int, sms: int = NUM_SMS, per_sm: int =
     (equal splits take equal time: a second, partial round would idle the rest), each
     split at least 4 pages long; none when the blocks fill a round already.  With
     `one_launch` (the merge in the kernel; `page`: the slots of a page), splits of at
-    least MIN_KEYS_ONE_LAUNCH keys, at most MAX_MERGE of them (see above)."""
+    least MIN_KEYS_ONE_LAUNCH keys, at most MAX_MERGE of them unless each keeps
+    LONG_SPLIT_KEYS keys (see above)."""
     if not one_launch:
         return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, 4)))
     if page is None:
         raise ValueError("choose_splits(one_launch=True) needs the page size")
     per = max(1, MIN_KEYS_ONE_LAUNCH // page)
-    return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, per), MAX_MERGE))
+    cap = max(MAX_MERGE, max_pages * page // LONG_SPLIT_KEYS)
+    return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, per), cap))
 
 
 def _is_torch(x) -> bool:
