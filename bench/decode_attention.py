@@ -32,7 +32,8 @@ latency-bound, the LLM engine's decode steps: batch 1 and 4, contexts 128 to 4k,
 of 16 and 64, every split count of SHORT_SPLITS beside the chooser's, the split
 contexts merged inside the kernel (one launch) and by the combine launch, and for
 pages of 16 two pages an online-softmax step (`pages_per_step=2`); a table of
-microseconds (CUDA-graph replay), decode_short.json (to tune `choose_splits`).  `run(out_dir)` is the entry for bench/attention.py.
+microseconds (CUDA-graph replay), decode_short.json (to tune `choose_splits`).
+`run(out_dir)` is the entry for bench/attention.py.
 """
 
 from __future__ import annotations

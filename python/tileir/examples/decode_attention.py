@@ -153,7 +153,8 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, COUNT, scale: float, TQ: ct.Constan
     out = acc / ct.where(l > 0, l, 1.0)
     if SPLIT:
         ct.store(OP, index=(b, split, 0, kvh, 0, 0), tile=out.reshape((1, 1, TQ, 1, GP, D)))
-        ct.store(LSE, index=(b, split, 0, kvh, 0), tile=(m + ct.log2(l)).reshape((1, 1, TQ, 1, GP)))
+        ct.store(LSE, index=(b, split, 0, kvh, 0),
+                 tile=(m + ct.log2(l)).reshape((1, 1, TQ, 1, GP)))
         if MERGE:
             # a ticket, after the stores: acq_rel at device scope releases this block's
             # partial (the whole block's stores: the atomic is the tile's) and, in the
@@ -203,7 +204,8 @@ def _merge_splits(OP, LSE, O, b, kvh, GP, D, SC):
                         padding_mode=ct.PaddingMode.ZERO, memory_order=RELAXED,
                         memory_scope=DEVICE).reshape((SC, GP, D))
             m, l, acc = _merge_step(lse, o, m, l, acc)
-        ct.store(O, index=(b, t, kvh, 0, 0), tile=(acc / l).reshape((1, 1, 1, GP, D)).astype(O.dtype))
+        ct.store(O, index=(b, t, kvh, 0, 0),
+                 tile=(acc / l).reshape((1, 1, 1, GP, D)).astype(O.dtype))
 
 
 @ct.kernel
