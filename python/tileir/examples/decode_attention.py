@@ -421,8 +421,9 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, ou
     launch, `combine`.  counters: the tickets, a contiguous int32 array of at least
     B * Hkv elements that must be ZERO when passed (each launch leaves them zero
     again; a caller that reuses one buffer, e.g. across CUDA-graph replays, allocates
-    it zeroed once; a launch cut short by an error can leave it nonzero).  None: a
-    fresh zeroed array per call.  pages_per_step: pages (1 or 2) of one online-softmax
+    it zeroed once; a launch cut short by an error can leave it nonzero; two launches
+    that may run at once, on two streams, need a buffer each).  None: a fresh zeroed
+    array per call.  pages_per_step: pages (1 or 2) of one online-softmax
     step where every row sees them whole (each page's own products, one max, one exp2
     and one rescale for both: 32-key steps from the engine's pages of 16)."""
     out, calls = launches(q, k_cache, v_cache, block_table, seq_lens, scale, out, num_splits,

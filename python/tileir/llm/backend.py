@@ -418,8 +418,10 @@ class Backend:
         """The paged decode kernel's split-KV tickets (a step needs batch x KV heads), at
         least n int32 zeros: allocated zeroed once, 4096 at first (512 sequences x 8
         heads; the engine's first decode step runs before any graph capture), and left
-        zero by every launch, so CUDA-graph replays reuse them.  A larger n allocates
-        anew; the old buffer stays alive for the graphs captured with it."""
+        zero by every launch, so CUDA-graph replays reuse them (the decode steps run
+        one after another on one stream: no two launches share them at once).  A
+        larger n allocates anew; the old buffer stays alive for the graphs captured
+        with it."""
         have = self._decode_counters
         if have is None or have[-1].shape[0] < n:
             size = max(n, 4096)
