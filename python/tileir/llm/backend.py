@@ -125,6 +125,9 @@ class Backend:
         self._part_dummies = {}
         self._counts = None           # the tickets' int32 counters, zero between launches
         self._old_counts = []
+        # the split-KV tickets of paged decode attention (one launch: the last split
+        # block of each sequence and KV head merges); zero between launches
+        self._decode_counters = None
         if device == "cuda":
             import torch
             if not torch.cuda.is_available():
@@ -474,6 +477,21 @@ class Backend:
                         self._t(out[lo:lo + n]), scale, True)
         return out
 
+    def decode_counters(self, n: int):
+        """The paged decode kernel's split-KV tickets (a step needs batch x KV heads), at
+        least n int32 zeros: allocated zeroed once, 4096 at first (512 sequences x 8
+        heads; the engine's first decode step runs before any graph capture), and left
+        zero by every launch, so CUDA-graph replays reuse them (the decode steps run
+        one after another on one stream: no two launches share them at once).  A
+        larger n allocates anew; the old buffer stays alive for the graphs captured
+        with it."""
+        have = self._decode_counters
+        if have is None or have[-1].shape[0] < n:
+            size = max(n, 4096)
+            have = (*(have or ()), self.zeros((size,), self.int32))
+            self._decode_counters = have
+        return have[-1]
+
     def attention_decode(self, q, k_cache, v_cache, block_table, seq_lens_dev, seq_lens,
                          scale, out=None):
         """One new token per sequence: q (B, Hq, D); caches (pages, PAGE, Hkv, D)."""
@@ -481,7 +499,8 @@ class Backend:
         if self.paged_ok(k_cache.shape[1]):
             b, hq, d = q.shape
             self.paged_decode(q.reshape(b, 1, hq, d), k_cache, v_cache, block_table,
-                              seq_lens_dev, scale, out=out.reshape(b, 1, hq, d))
+                              seq_lens_dev, scale, out=out.reshape(b, 1, hq, d),
+                              counters=self.decode_counters(b * k_cache.shape[2]))
             return out
         pages, page, hkv, d = k_cache.shape
         kc, vc = k_cache.reshape(pages, page, hkv * d), v_cache.reshape(pages, page, hkv * d)
