@@ -9,7 +9,13 @@ load (the padding elsewhere), a scatter a guarded store.
 Atomics are inline PTX, one `atom` per active element: PTX names the memory
 order (`.relaxed .acquire .release .acq_rel`) and scope (`.cta .gpu .sys`) of each
 cuTile order/scope pair directly, where LLVM's `atomicrmw` would leave the scope
-to syncscope names this MLIR's NVPTX backend does not all map.  16-bit float adds
+to syncscope names this MLIR's NVPTX backend does not all map.  A tile atomic is
+the block's, while an element's `atom` is one thread's, so the block gathers at a
+barrier before a release (or acq_rel) atomic, ordering every thread's earlier
+accesses before it (a barrier is cumulative at block scope: a split K's partial
+stored by all threads, then one ticket), and after an acquire (or acq_rel) one,
+ordering what any thread does next after it (the barrier that shares a replicated
+element's old value serves).  16-bit float adds
 take `atom.add.noftz.f16` (sm_70+) and `.bf16` (sm_90+); a bfloat16 add on sm_80,
 which has no such instruction, is a compare-and-swap loop on the aligned 32-bit
 word holding the element (`_bf16_add_by_cas`).
