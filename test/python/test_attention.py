@@ -443,6 +443,25 @@ def test_the_simulator_catches_a_broken_alternation(left_out, error, monkeypatch
         _simulate_pingpong(fresh, 300, 64, 64, False)
 
 
+def test_pingpong_in_the_varlen_kernel_runs_in_the_simulator():
+    # the loop inside the block's guard, its bounds read from cu_seqlens (an array the
+    # kernel never writes, so both warpgroups read the same trip count); sequences
+    # without queries (the guard skipped) or without keys (no trip at all)
+    rng = np.random.default_rng()
+    h, hkv, d, causal = 2, 1, 64, True
+    q, k, v, cu_q, cu_k = _packed(rng, [0, 130, 70, 9], [5, 200, 0, 9], h, hkv, d,
+                                  np.float16)
+    o = np.full_like(q, np.nan)
+    lse = np.full((h, q.shape[0]), np.nan, np.float32)
+    args = (q, k, v, o, lse, cu_q, cu_k, 1 / math.sqrt(d), h, h // hkv, 128, 64, d, causal,
+            True)
+    ck = example.attention_varlen.replace_hints(pingpong=True).compile(
+        args, stage="gpu", target="sm_90a")
+    assert "nvvm.barrier.arrive" in str(ck.module), "no turns"
+    simulate(ck, example.varlen_grid(130, 4, h, 128), args)
+    _check_varlen(o, lse, q, k, v, cu_q, cu_k, causal, 2e-3)
+
+
 # ---------------------------------------------------------------------------
 # GPU: pingpong=True against torch's SDPA (math backend) in fp32
 # ---------------------------------------------------------------------------
