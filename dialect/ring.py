@@ -485,6 +485,6 @@ class TurnOp(TileOpView):
             raise VerifyError(f"warpgroup must be -1 (each), 0 or 1, got {self.warpgroup}")
 
 
-__all__ = ["IsProducerOp", "SetMaxRegistersOp", "TurnOp", "RingAllocOp", "RingAcquireOp", "RingLoadOp",
-           "PrefetchL2Op", "RingCommitOp", "RingWaitOp",
+__all__ = ["IsProducerOp", "SetMaxRegistersOp", "TurnOp", "RingAllocOp", "RingAcquireOp",
+           "RingLoadOp", "PrefetchL2Op", "RingCommitOp", "RingWaitOp",
            "RingViewOp", "RingReleaseOp", "RingFreeOp", "MmaAsyncOp", "MmaWaitOp", "ring_type"]
