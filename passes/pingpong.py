@@ -19,7 +19,8 @@ Example:
   after:   "tile.turn"() {kind = "pass", warpgroup = 1}
            scf.for ... { ...; "tile.turn"() {kind = "wait", warpgroup = -1}
                          %s = "tile.mma_async"(...); %o = "tile.mma_async"(...)
-                         "tile.turn"() {kind = "pass", warpgroup = -1}; %w = "tile.mma_wait"(%s) ... }
+                         "tile.turn"() {kind = "pass", warpgroup = -1}
+                         %w = "tile.mma_wait"(%s) {pending = 1} ... }
            "tile.turn"() {kind = "wait", warpgroup = 0}
 """
 
