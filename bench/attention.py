@@ -8,9 +8,9 @@ The tileir kernel is `tileir.examples.attention` as written (a Q tile, a loop ov
 K/V tiles, an online softmax in fp32 with exp2), launched at each tile shape of
 --tiles; a shape the compiler refuses is reported, not skipped.  A tile may name a
 variant of the kernel's hints after a colon (VARIANTS: `fence`, rotation_fence=True;
-`unrotated`, product_rotation=False; `noproducer`, warp_specialize=False), timed as a
-column of its own beside the default.  References, timed
-in the same run with triton's do_bench (median):
+`unrotated`, product_rotation=False; `noproducer`, warp_specialize=False; `pingpong`,
+pingpong=True; `pingpong+fence`, both), timed as a column of its own beside the
+default.  References, timed in the same run with triton's do_bench (median):
 - cuDNN: torch SDPA with the CUDNN_ATTENTION backend;
 - FA2: torch SDPA with the FLASH_ATTENTION backend (FlashAttention-2);
 - Triton: the fused-attention algorithm of Triton's tutorial (written for this bench,
@@ -124,7 +124,8 @@ def sdpa(q, k, v, causal, backend):
 
 # variants of the kernel's hints a --tiles entry may name ("128x128:fence")
 VARIANTS = {"fence": {"rotation_fence": True}, "unrotated": {"product_rotation": False},
-            "noproducer": {"warp_specialize": False}}
+            "noproducer": {"warp_specialize": False}, "pingpong": {"pingpong": True},
+            "pingpong+fence": {"pingpong": True, "rotation_fence": True}}
 _kernels: dict = {}
 
 
