@@ -251,9 +251,10 @@ def short_table(rows) -> str:
     return "\n".join(out)
 
 
-def run_short(out_dir: str, batches=SHORT_BATCHES) -> list[dict]:
-    """--short: every (batch, context, page) of SHORT_* (batches: those batch sizes);
-    prints the table, writes decode_short.json into out_dir."""
+def run_short(out_dir: str, batches=SHORT_BATCHES, contexts=SHORT_CONTEXTS,
+              pages=SHORT_PAGES) -> list[dict]:
+    """--short: every (batch, context, page) of SHORT_* (or those given); prints the
+    table, writes decode_short.json into out_dir."""
     device = torch.cuda.get_device_name()
     print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
           flush=True)
@@ -262,8 +263,8 @@ def run_short(out_dir: str, batches=SHORT_BATCHES) -> list[dict]:
           flush=True)
     rows = []
     for batch in batches:
-        for ctx in SHORT_CONTEXTS:
-            for page in SHORT_PAGES:
+        for ctx in contexts:
+            for page in pages:
                 rows += measure_short(batch, ctx, page)
     print(short_table(rows))
     os.makedirs(out_dir, exist_ok=True)
@@ -462,9 +463,15 @@ def main(argv=None) -> int:
                         "64, each split count, merged in the kernel or by combine (only)")
     p.add_argument("--short-batches", default="1,4",
                    help="with --short: these batch sizes (comma-separated)")
+    p.add_argument("--short-contexts", default=",".join(map(str, SHORT_CONTEXTS)),
+                   help="with --short: these contexts (comma-separated)")
+    p.add_argument("--short-pages", default=",".join(map(str, SHORT_PAGES)),
+                   help="with --short: these page sizes (comma-separated)")
     args = p.parse_args(argv)
     if args.short:
-        run_short(args.out, [int(b) for b in args.short_batches.split(",") if b])
+        ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
+        run_short(args.out, ints(args.short_batches), ints(args.short_contexts),
+                  ints(args.short_pages))
         return 0
     splits = [int(s) for s in args.splits.split(",") if s]
     run(args.out, args.quick, splits, args.only_mla, args.mla_variants)
