@@ -20,8 +20,9 @@ bytes feeds 2 * 128 * 1088 FLOPs, 242 FLOP/byte, about the H200's ratio of the t
 (989 TFLOP/s / 4.2 TB/s = 235), so both times are within a few percent and the FLOPs'
 is the longer.  --mla-variants times configurations of the MLA kernel (rows a
 step, ring stages, the producer warpgroup, the products rotated or not:
-`mla_decode.variant`; the lazy rescale or one every step; the LLM engine's pages of
-16 slots) at batch 64, contexts 4k and 8k, each checked against fp32 torch first; --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
+`mla_decode.variant`; the LLM engine's pages of 16 slots) at batch 64, contexts 4k
+and 8k, each checked against fp32 torch first; --only-mla leaves out the decode
+shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged
@@ -52,30 +53,25 @@ DECODE = [(b, ctx) for b in (1, 16, 64) for ctx in (1024, 2048, 4096, 8192, 1638
 MLA_SHAPES = [(64, 4096), (64, 8192)]
 # dense bf16 tensor-core peak of an H100 / H200 SXM (FLOP/s), for MLA's bound
 TENSOR_PEAK = 989e12
-# (name, rows a step, hints, lazy rescale, cache page): the configurations
-# --mla-variants times.  "unrotated" (product_rotation=False): each step's products
-# stay in it, so with the 2-stage ring of 64-row steps a slot is refilled a whole step
-# before it is read (rotated, the copy of step j + 1 starts only once P c of step
-# j - 1 is done, mid-step j); "fenced" (rotation_fence=True): rotated, with the
+# (name, rows a step, hints, cache page): the configurations --mla-variants times.
+# The default keeps each step's products in it (product_rotation=False), so with the
+# 2-stage ring of 64-row steps a slot is refilled a whole step before it is read;
+# "rotated" (product_rotation=True): the copy of step j + 1 starts only once P c of
+# step j - 1 is done, mid-step j; "fenced" (rotation_fence=True): rotated, with the
 # softmax's exponentials kept before the wait for P c (ptxas otherwise waits first);
-# "page 16": the LLM engine's cache pages, one page a step
-UNROTATED = {"product_rotation": False}
-FENCED = {"rotation_fence": True}
+# "page 16": the LLM engine's cache pages, one page a step.  Measured on an H200,
+# 2026-11-29 (docs/attention.md): unrotated 0.43 of the bound, rotated 0.35.
+ROTATED = {"product_rotation": True}
+FENCED = {**ROTATED, "rotation_fence": True}
 MLA_VARIANTS = [
-    ("bn32", 32, {}, True, PAGE),
-    ("bn32 eager rescale", 32, {}, False, PAGE),
-    ("bn32 no producer", 32, {"warp_specialize": False}, True, PAGE),
-    ("bn64 (default; 2 stages)", 64, {}, True, PAGE),
-    ("bn64 eager rescale", 64, {}, False, PAGE),
-    ("bn64 no producer", 64, {"warp_specialize": False}, True, PAGE),
-    ("bn64 unrotated", 64, UNROTATED, True, PAGE),
-    ("bn64 unrotated eager rescale", 64, UNROTATED, False, PAGE),
-    ("bn64 unrotated no producer", 64, {**UNROTATED, "warp_specialize": False}, True, PAGE),
-    ("bn32 unrotated", 32, UNROTATED, True, PAGE),
-    ("bn32 fenced rotation", 32, FENCED, True, PAGE),
-    ("bn64 fenced rotation", 64, FENCED, True, PAGE),
-    ("page 16 (bn16)", 16, {}, True, 16),
-    ("page 16 (bn16) unrotated", 16, UNROTATED, True, 16),
+    ("bn64 (default: unrotated, 2 stages)", 64, {}, PAGE),
+    ("bn64 no producer", 64, {"warp_specialize": False}, PAGE),
+    ("bn64 rotated", 64, ROTATED, PAGE),
+    ("bn64 fenced rotation", 64, FENCED, PAGE),
+    ("bn32", 32, {}, PAGE),
+    ("bn32 rotated", 32, ROTATED, PAGE),
+    ("bn32 fenced rotation", 32, FENCED, PAGE),
+    ("page 16 (bn16)", 16, {}, 16),
 ]
 
 
@@ -209,7 +205,7 @@ def measure_mla(batch, ctx, copy_gbs, splits_list) -> dict:
     return row
 
 
-def check_mla(bn, hints, lazy, page=PAGE) -> float:
+def check_mla(bn, hints, page=PAGE) -> float:
     """Relative error of one MLA configuration against fp32 torch: batch 64 of ragged
     lengths, one token, unsplit (the grid, and so the compiled variant, that is timed)
     and split in two."""
@@ -223,7 +219,7 @@ def check_mla(bn, hints, lazy, page=PAGE) -> float:
     for splits in (1, 2):
         out = torch.full((b, tq, MLA_H, 512), float("nan"), device="cuda", dtype=DT)
         mla.mla_decode(q, kv, table, seq, 1 / math.sqrt(576), out, num_splits=splits, bn=bn,
-                       hints=hints, lazy=lazy)
+                       hints=hints)
         ref = []
         for i, n in enumerate(lens):
             lat = kv[table[i].long()].reshape(-1, 576)[:n]
@@ -238,16 +234,16 @@ def mla_variants(copy_gbs) -> list[dict]:
     times): printed as a table, best first; the rows for the JSON."""
     rows = []
     cases = {}
-    for name, bn, hints, lazy, page in MLA_VARIANTS:
-        row = {"variant": name, "bn": bn, "hints": hints, "lazy": lazy, "page": page}
+    for name, bn, hints, page in MLA_VARIANTS:
+        row = {"variant": name, "bn": bn, "hints": hints, "page": page}
         try:
-            row["error"] = check_mla(bn, hints, lazy, page)
+            row["error"] = check_mla(bn, hints, page)
             for batch, ctx in MLA_SHAPES:
                 if (batch, ctx, page) not in cases:      # one cache per page size
                     cases[batch, ctx, page] = _mla_case(batch, ctx, page)
                 kv, table, q, out, seq, nbytes, flops = cases[batch, ctx, page]
                 t = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out, bn=bn,
-                                                 hints=hints, lazy=lazy))
+                                                 hints=hints))
                 row[f"ctx={ctx}"] = _mla_figures(t, nbytes, flops, copy_gbs)
         except Exception as e:       # a configuration that does not compile: say why
             row["failed"] = f"{type(e).__name__}: {str(e)[:300]}"

@@ -184,11 +184,11 @@ def test_mla_decode_matches_the_naive_reference(batch, tq, heads, page, splits):
     assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
 
 
-@pytest.mark.parametrize("lazy", [True, False])
-def test_mla_rescales_lazily_and_exactly(lazy):
+def test_mla_rescales_exactly_where_the_maxima_jump():
     # small latents on each sequence's first page, large ones on its fourth: the row
-    # maxes rise by more than 8 (log2) at steps 0 and 3 and by less at the others
-    # (16-key steps), so in one run the lazy rescale runs and is skipped
+    # maxima rise by far more than the exponentials' range at steps 0 and 3 (so the
+    # accumulator's old terms are scaled by alpha = exp2(m_old - m_new) ~ 0 there) and
+    # little at the others (16-key steps)
     rng = np.random.default_rng()
     batch, tq, heads, page = 2, 2, 64, 16
     lens = rng.integers(5 * page, 7 * page, batch)
@@ -197,27 +197,30 @@ def test_mla_rescales_lazily_and_exactly(lazy):
     kv[table[:, 3]] *= 6.0
     scale = 1.0 / math.sqrt(576)
     out = np.full((batch, tq, heads, 512), np.nan, np.float32)
-    mla.mla_decode(q, kv, table, lens, scale, out, num_splits=1, lazy=lazy)
+    mla.mla_decode(q, kv, table, lens, scale, out, num_splits=1)
     assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
 
 
-@pytest.mark.parametrize("splits,tq,page,bn,hints,lazy", [
-    (2, 1, 32, 32, None, True),
-    (1, 2, 64, 64, None, True),                      # 64 rows a step, 2 stages
-    pytest.param(1, 2, 16, 16, None, False, marks=pytest.mark.slow),
-    pytest.param(3, 1, 64, 32, {"warp_specialize": False}, True, marks=pytest.mark.slow),
-    (1, 2, 64, 64, {"product_rotation": False}, True),   # both products in their step
-    (2, 1, 32, 32, {"rotation_fence": True}, True),      # a fence before P c's wait
+ROTATED = {"product_rotation": True}
+
+
+@pytest.mark.parametrize("splits,tq,page,bn,hints", [
+    (2, 1, 32, 32, ROTATED),
+    (1, 2, 64, 64, None),                            # the default: 64 rows, 2 stages
+    pytest.param(1, 2, 16, 16, None, marks=pytest.mark.slow),
+    pytest.param(3, 1, 64, 32, {"warp_specialize": False}, marks=pytest.mark.slow),
+    (1, 2, 64, 64, ROTATED),                         # P c of step j - 1 beside step j
+    (2, 1, 32, 32, {**ROTATED, "rotation_fence": True}),   # a fence before P c's wait
 ])
-def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints, lazy):
-    # the products rotated, a producer warpgroup (unless asked not to): the simulator
-    # runs the warp roles, the ring's barriers and the wgmma groups in flight
+def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints):
+    # a producer warpgroup (unless asked not to), the products in their step or
+    # rotated: the simulator runs the warp roles, the ring's barriers and the wgmma
+    # groups in flight
     rng = np.random.default_rng()
     lens = rng.integers(tq, 3 * page + 5, 1)
     q, kv, table, lens = mla.random_case(rng, 1, tq, 64, page, lens, np.float16)
     out = np.full((1, tq, 64, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints,
-                              lazy=lazy)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints)
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
     assert _rel(out, mla.reference(q, kv, table, lens, 0.3)) < 2e-3
@@ -259,9 +262,10 @@ def test_mla_runs_on_wgmma_and_tma_with_the_latent_tile_shared(splits, tmp_path)
     # the (64, 512) f32 accumulator by columns, a producer warpgroup issues the copies
     # (setmaxnreg), and the products are rotated: both score products of step j
     # (q_nope c^T, then q_rope r^T onto it) and P c of step j - 1 in flight, the scores
-    # waited for alone.  Not serialized by ptxas, no local memory in that loop (ptxas
-    # keeps a few scalars of the prologue and epilogue there: outside it)
-    ck = _mla_cubin(splits, bn=32)      # the counts below are a 32-row step's
+    # waited for alone (product_rotation=True; the default keeps each step's products
+    # in it).  Not serialized by ptxas, no local memory in that loop (ptxas keeps a few
+    # scalars of the prologue and epilogue there: outside it)
+    ck = _mla_cubin(splits, bn=32, hints=ROTATED)      # the counts are a 32-row step's
     assert ck.meta["num_threads"] == 384
     report = ck.ptxas_report
     assert "C7513" not in report and "C7520" not in report and "C7519" not in report, report
@@ -296,12 +300,12 @@ def _loop_around(lines, inside):
 
 
 def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
-    # product_rotation=False (the ring has 2 stages at 64 rows a step): a step issues its
+    # the default, product_rotation=False (the ring has 2 stages at 64 rows a step): a step issues its
     # scores (q_nope c^T and q_rope r^T as one group), waits once, runs the softmax,
     # issues P c and waits for it, then releases its
     # slot -- no wgmma group left in flight across steps, so the producer refills the
     # slot a whole step before it is read.  Still a producer warpgroup, no local memory
-    ck = _mla_cubin(1, bn=64, hints={"product_rotation": False})
+    ck = _mla_cubin(1, bn=64)
     assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
     report = ck.ptxas_report
     assert "C7513" not in report and "0 bytes spill" in report, report
@@ -323,7 +327,7 @@ def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     # rotation_fence=True: a fence before the wait for P c of step j - 1, so ptxas keeps
     # the wait below the softmax's exponentials (without it ptxas moved the wait up
     # to right after the exchanges of the row maxima: the exponentials waited for P c)
-    ck = _mla_cubin(1, bn=32, hints={"rotation_fence": True})
+    ck = _mla_cubin(1, bn=32, hints={**ROTATED, "rotation_fence": True})
     assert "C7513" not in ck.ptxas_report and "0 bytes spill" in ck.ptxas_report
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
     first, last = _main_loop(lines)

@@ -162,21 +162,21 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
     assert _err(out, ref) < 1e-2
 
 
-@pytest.mark.parametrize("bn,hints,lazy", [
-    (64, {}, True),                            # 64 rows a step, 2 stages
-    (32, {"warp_specialize": False}, True),    # rotated, the consumers issue the copies
-    (64, {"warp_specialize": False}, True),
-    (32, {}, False),                           # the accumulator rescaled every step
-    (64, {}, False),
-    (64, {"product_rotation": False}, True),   # each step's products in it
-    (64, {"product_rotation": False}, False),
-    (64, {"product_rotation": False, "warp_specialize": False}, True),
-    (32, {"product_rotation": False}, True),
-    (16, {"product_rotation": False}, True),   # one 16-slot page a step
-    (32, {"rotation_fence": True}, True),      # the exponentials beside P c
-    (64, {"rotation_fence": True}, False),
+ROTATED = {"product_rotation": True}
+
+
+@pytest.mark.parametrize("bn,hints", [
+    (64, {}),                                  # the default: 64 rows, 2 stages, unrotated
+    (64, {"warp_specialize": False}),          # the consumers issue the copies
+    (64, ROTATED),                             # P c of step j - 1 beside step j
+    (32, {}),
+    (32, ROTATED),
+    (32, {**ROTATED, "warp_specialize": False}),
+    (16, {}),                                  # one 16-slot page a step
+    (32, {**ROTATED, "rotation_fence": True}),  # the exponentials beside P c
+    (64, {**ROTATED, "rotation_fence": True}),
 ])
-def test_mla_configurations_match_fp32(bn, hints, lazy):
+def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
     b, tq, h, page = 3, 2, 128, 64
     dt = torch.bfloat16
@@ -192,9 +192,8 @@ def test_mla_configurations_match_fp32(bn, hints, lazy):
                        for i in range(b)])
     for splits in (1, 3):
         out = torch.full((b, tq, h, 512), float("nan"), device="cuda", dtype=dt)
-        mla.mla_decode(q, kv, table, seq, scale, out, num_splits=splits, bn=bn, hints=hints,
-                       lazy=lazy)
-        assert _err(out, ref) < 1e-2, (splits, bn, hints, lazy)
+        mla.mla_decode(q, kv, table, seq, scale, out, num_splits=splits, bn=bn, hints=hints)
+        assert _err(out, ref) < 1e-2, (splits, bn, hints)
 
 
 def test_mla_refuses_float32_on_the_gpu_by_name():
