@@ -202,6 +202,7 @@ def test_mla_rescales_exactly_where_the_maxima_jump():
 
 
 ROTATED = {"product_rotation": True}
+PARTS = {"copy_parts": True}
 
 
 @pytest.mark.parametrize("splits,tq,page,bn,hints", [
@@ -211,6 +212,8 @@ ROTATED = {"product_rotation": True}
     pytest.param(3, 1, 64, 32, {"warp_specialize": False}, marks=pytest.mark.slow),
     (1, 2, 64, 64, ROTATED),                         # P c of step j - 1 beside step j
     (2, 1, 32, 32, {**ROTATED, "rotation_fence": True}),   # a fence before P c's wait
+    (1, 2, 64, 64, PARTS),                           # a barrier per TMA box of a step
+    pytest.param(2, 3, 16, 16, PARTS, marks=pytest.mark.slow),
 ])
 def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints):
     # a producer warpgroup (unless asked not to), the products in their step or
@@ -323,6 +326,66 @@ def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
     assert not [line for line in loop if " STL" in line or " LDL" in line]
 
 
+def test_mla_copied_in_parts_waits_for_each_box_before_its_k_steps(tmp_path):
+    # copy_parts=True: a 64-row step's 72 KB arrive as 9 TMA boxes (the latent's 8 of
+    # 64 columns, then the RoPE part), each completing a barrier of its own; the
+    # consumers wait for box b just before the 4 score k steps that read it, so the
+    # scores start on the step's first 8 KB, and P c (which reads every box after
+    # them) waits for none again.  Not serialized (ptxas adds a warpgroup.arrive after
+    # each wait, C7519, as CUTLASS writes one), no local memory, the slot released
+    # after P c as before
+    ck = _mla_cubin(1, bn=64, hints=PARTS)
+    assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
+    report = ck.ptxas_report
+    assert "0 bytes spill" in report and not re.search(r"C75(10|13|20)", report), report
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
+    loop = lines[first:last + 1]
+    steps = []
+    for line in loop:
+        for name, op in (("wait", "SYNCS.PHASECHK"), ("score", "HGMMA.64x32x16"),
+                         ("P c", "HGMMA.64x256x16"), ("release", "SYNCS.ARRIVE"),
+                         ("barrier", "BAR.SYNC")):
+            if op in line:
+                steps.append(name)
+    # the row maxima's and P's exchanges between the warpgroups: 4 barriers
+    assert steps == (["wait"] + ["score"] * 4) * 9 + ["barrier"] * 4 + ["P c"] * 4 + \
+        ["release"], steps
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+    # the same kernel without the option: one wait for the whole step, before the scores
+    plain = _sass_text(_mla_cubin(1, bn=64).cubin, tmp_path).splitlines()
+    first, last = _loop_around(plain, lambda line: "HGMMA.64x256x16" in line)
+    waits = [i for i, line in enumerate(plain[first:last + 1]) if "SYNCS.PHASECHK" in line]
+    scores = [i for i, line in enumerate(plain[first:last + 1]) if "HGMMA.64x32x16" in line]
+    assert len(waits) == 1 and waits[0] < scores[0]
+
+
+def test_copy_parts_boxes_read_match_the_shared_layout():
+    # the boxes a k step waits for hold every byte it reads (the layout's reference
+    # offsets): MLA's latent tile (64, 512) bf16 with 128-byte swizzle, 8 boxes of 64
+    # columns, as q_nope c^T's B (K-major: a k step's 16 columns in one box) and as
+    # P c's B (N-major: each k step reads a row of every box)
+    from tileir.backend.layout.mma_layouts import Shared
+    from tileir.backend.pipeline.copy_parts import boxes_read
+    shape, eb = (64, 512), 2
+    lay = Shared(128, (1, 0))
+    box_bytes, box_elems = lay.box_bytes(shape, eb), lay.box_elems(shape, eb)
+    boxes = lay.num_boxes(shape, eb)
+    assert (boxes, box_elems) == (8, 64)
+    for name, view, k_dim in (("c^T", lay.permuted((1, 0)), 0), ("c", lay, 0)):
+        vshape = (512, 64) if name == "c^T" else shape
+        kext = vshape[k_dim]
+        for k0 in range(0, kext, 16):
+            read = {view.offset((k, n) if k_dim == 0 else (n, k), vshape, eb) // box_bytes
+                    for k in range(k0, k0 + 16) for n in range(vshape[1 - k_dim])}
+            waited = set(boxes_read(view.order, k_dim, (k0, k0 + 16), box_elems, boxes))
+            assert read <= waited, (name, k0, read, waited)
+            if name == "c^T":
+                assert waited == {k0 // 64}, (k0, waited)
+            else:
+                assert waited == set(range(8))
+
+
 def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     # rotation_fence=True: a fence before the wait for P c of step j - 1, so ptxas keeps
     # the wait below the softmax's exponentials (without it ptxas moved the wait up
@@ -337,7 +400,8 @@ def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     between = loop[scores:pc]
     # P of a 64 x 32 step: 8 elements a thread, each an exponential, before the wait
     assert sum("MUFU.EX2" in line for line in between) >= 8, "exponentials after the wait"
-    assert any("MEMBAR" in line for line in loop[pc - 4:pc]), "no fence before the wait"
+    # the fence a few instructions before the wait (two SASS text lines an instruction)
+    assert any("MEMBAR" in line for line in loop[pc - 16:pc]), "no fence before the wait"
 
 
 def test_mla_masks_only_the_last_step():

@@ -163,6 +163,7 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
 
 
 ROTATED = {"product_rotation": True}
+PARTS = {"copy_parts": True}
 
 
 @pytest.mark.parametrize("bn,hints", [
@@ -175,6 +176,9 @@ ROTATED = {"product_rotation": True}
     (16, {}),                                  # one 16-slot page a step
     (32, {**ROTATED, "rotation_fence": True}),  # the exponentials beside P c
     (64, {**ROTATED, "rotation_fence": True}),
+    (64, PARTS),                               # a barrier per TMA box, waited per k step
+    (32, PARTS),
+    (16, PARTS),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
