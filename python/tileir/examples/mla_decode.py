@@ -97,7 +97,7 @@ _variants: dict = {}
 
 def variant(**hints):
     """`mla` with some hints replaced (`num_stages`, `warp_specialize`, `product_rotation`,
-    `rotation_fence`), one
+    `rotation_fence`, `copy_parts`), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""
     key = tuple(sorted(hints.items()))
