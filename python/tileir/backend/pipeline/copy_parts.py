@@ -21,8 +21,9 @@ issue the copies too, ptxas serialized every wgmma of MLA decode: C7520), the lo
 not rotated (a rotated loop's second product reads the previous slot through a view
 of its own, which no part wait covers), no buffer is shared by a cluster pair, and
 every use of the loop's loaded tiles, through reshapes and permutes, is an A or B
-operand of a wgmma product (`products_only`): nothing else reads a slot without the
-wait.  It marks the `tile.ring_wait` of such a
+operand of a wgmma product in the loop's own block (`products_only`): nothing else
+reads a slot without the wait, and every box of a slot is waited for in every
+iteration before the slot is released.  It marks the `tile.ring_wait` of such a
 ring where the loop's tiles become the slot's views (`consume`); a marked ring's
 unmarked wait waits for all its parts.
 """
@@ -61,18 +62,23 @@ def boxes_read(order, k_dim: int, ks: tuple[int, int] | None, box_elems: int,
     return range(ks[0] // box_elems, (ks[1] - 1) // box_elems + 1)
 
 
-def products_only(value: ir.Value) -> bool:
-    """Whether every use of `value`, through reshapes and permutes, is operand A or B of
-    a wgmma product (a `#tile.mma_acc` version 3 result)."""
-    for use in value.uses:
+def products_only(value: ir.Value, body: ir.Block) -> bool:
+    """Whether `value` has uses and every one, through reshapes and permutes, is operand
+    A or B of a wgmma product (a `#tile.mma_acc` version 3 result) in `body` itself (the
+    loop's block, not a branch inside it): each iteration then runs a product that
+    reads, and so waits for, every box of the tile (a product reads its operands
+    whole)."""
+    uses = list(value.uses)
+    for use in uses:
         op = use.owner
         if op.name in _VIEWS:
-            if not products_only(op.results[0]):
+            if not products_only(op.results[0], body):
                 return False
         elif op.name in _PRODUCTS:
             lay = tile_layout(op.results[0].type)
-            if use.operand_number > 1 or not isinstance(lay, Mma) or lay.version != 3:
+            if use.operand_number > 1 or not isinstance(lay, Mma) or lay.version != 3 or \
+                    op.operation.block != body:
                 return False
         else:
             return False
-    return True
+    return bool(uses)

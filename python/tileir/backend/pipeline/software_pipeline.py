@@ -267,7 +267,7 @@ class _Pipeliner:
         # serialized every wgmma (C7520, MLA decode without the producer)
         parts = self.copy_parts and chain is None and \
             not any(ld.multicast for ld in loads) and \
-            all(products_only(ld.op.results[0]) for ld in loads)
+            all(products_only(ld.op.results[0], loop.regions[0].blocks[0]) for ld in loads)
         if (self.specialize or chained) and \
                 not self.specialized and self.guards(loop) is not None:
             self.specialized = True
@@ -709,7 +709,7 @@ class _Pipeliner:
             parity = arith.andi(arith.divui(it, c(stages)), c(1))
             wait = RingWaitOp(ring, slot, parity)
             if PARTS_ATTR in getattr(ring.owner, "operation", ring.owner).attributes and \
-                    all(products_only(ld.op.results[0]) for ld in loads):
+                    all(products_only(ld.op.results[0], body) for ld in loads):
                 # the views' products wait for the boxes they read (copy_parts.py)
                 wait.operation.attributes[PARTS_ATTR] = ir.UnitAttr.get()
             views = [RingViewOp(ring, slot, b).result for b in range(len(loads))]

@@ -488,7 +488,7 @@ def _ring_wait(cx, op):
     slot = cx.get(op.slot)
     if ring.tma and ring.part_base is not None:
         if PARTS_ATTR in op.operation.attributes:
-            # the views' products wait for their boxes (rules/mma.py `wait_parts`)
+            # the views' products wait for their boxes (rules/mma.py `_wait_parts`)
             ring.deferred[op.slot] = cx.get(op.parity)
             return
         for p in range(ring.parts):
