@@ -1,7 +1,7 @@
 """Decode attention over a paged KV cache, and MLA decode: bandwidth against a device copy.
 
     python bench/decode_attention.py [--out DIR] [--quick] [--splits 1,4,16]
-                                     [--only-mla] [--mla-variants]
+                                     [--only-mla] [--mla-variants] [--mla-phases]
 
 Kernels: `tileir.examples.decode_attention.paged_decode_attention` and
 `tileir.examples.mla_decode.mla_decode`, written the plain way (issue 29, items 3, 4).
@@ -21,8 +21,9 @@ bytes feeds 2 * 128 * 1088 FLOPs, 242 FLOP/byte, about the H200's ratio of the t
 is the longer.  --mla-variants times configurations of the MLA kernel (rows a
 step, ring stages, the producer warpgroup, the products rotated or not:
 `mla_decode.variant`; the LLM engine's pages of 16 slots) at batch 64, contexts 4k
-and 8k, each checked against fp32 torch first; --only-mla leaves out the decode
-shapes.  Times are medians of CUDA-graph
+and 8k, each checked against fp32 torch first; --mla-phases times a step of the
+default MLA kernel against its two products alone (`mla_decode.scores_only`,
+`values_only`); --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged
@@ -42,6 +43,7 @@ import sys
 import torch
 from triton.testing import do_bench, do_bench_cudagraph
 
+import tileir as ct
 from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 
@@ -275,6 +277,68 @@ def mla_variants(copy_gbs) -> list[dict]:
     return rows
 
 
+def check_phases() -> float:
+    """Worst relative error of `mla_decode.scores_only` / `values_only` against fp32
+    torch: batch 3 of ragged lengths, one token, pages of 64."""
+    torch.manual_seed(2)
+    lens = [2, 700, 2049]
+    kv, table = paged(len(lens), max(lens), (576,))
+    q = torch.randn(len(lens), 1, MLA_H, 576, device="cuda", dtype=DT)
+    seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    worst = 0.0
+    for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
+        out = torch.full((len(lens), 1, MLA_H, width), float("nan"), device="cuda")
+        k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, out)
+        ct.launch(None, grid, k, args)
+        ref = []
+        for i, n in enumerate(lens):
+            steps = -(-n // 64)
+            lat = kv[table[i].long()].reshape(-1, 576)[:steps * 64].float()
+            if kernel is mla.scores_only:
+                ref.append((q[i].float() @ lat.T).reshape(1, MLA_H, steps, 64).amax(2))
+            else:
+                p = torch.exp2(q[i, :, :, :64].float() / 64).to(DT).float()
+                ref.append(p.repeat(1, 1, steps) @ lat[:, :512])
+        worst = max(worst, _err(out, torch.stack(ref)))
+    return worst
+
+
+def mla_phases() -> list[dict]:
+    """Time a step of the default MLA kernel against its two products alone
+    (`mla_decode.scores_only`, `values_only`: the same pages, tiles, warps and stages),
+    batch 64 at MLA_SHAPES (CUDA graph): microseconds and cycles at the peak's 1.83 GHz
+    a 64-key step of one block; the rest is the softmax, its exchanges and the turn."""
+    err = check_phases()
+    print(f"MLA phases: relative error of the phase kernels vs fp32: {err:.1e}", flush=True)
+    rows = []
+    for batch, ctx in MLA_SHAPES:
+        kv, table, q, out, seq, _, _ = _mla_case(batch, ctx)
+        steps = ctx // 64
+        row = {"batch": batch, "ctx": ctx, "error": err}
+        row["mla"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
+                                                  num_splits=1))["graph"]
+        for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
+            o = torch.empty(batch, 1, MLA_H, width, device="cuda")
+            k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, o)
+            row[k.name] = timed(lambda: ct.launch(None, grid, k, args))["graph"]
+        per = {key: row[key] * 1e3 / steps for key in ("mla", "scores_only", "values_only")}
+        row["us a step"] = per
+        row["cycles a step"] = {key: v * 1.83e3 for key, v in per.items()}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print("MLA phases, batch 64 (CUDA graph): a 64-key step of one block, us (cycles at "
+          "1.83 GHz)")
+    print("| context | mla | scores only | P c only | mla - both |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        u = r["us a step"]
+        rest = u["mla"] - u["scores_only"] - u["values_only"]
+        print(f"| {r['ctx'] // 1024}k | " + " | ".join(
+            f"{v:.3f} ({v * 1.83e3:.0f})" for v in (u["mla"], u["scores_only"],
+                                                   u["values_only"], rest)) + " |")
+    return rows
+
+
 def table_text(rows, copy_gbs) -> str:
     out = [f"device copy: {copy_gbs:.0f} GB/s (read + written)",
            "| kernel | batch | context | splits | ms (graph) | GB/s | x copy | TFLOP/s "
@@ -321,9 +385,10 @@ def plot(rows, path, device):
 
 
 def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = False,
-        variants: bool = False) -> list[dict]:
-    """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations);
-    prints the tables; writes JSON and PNG into out_dir."""
+        variants: bool = False, phases: bool = False) -> list[dict]:
+    """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations;
+    `phases`: and MLA's two products alone); prints the tables; writes JSON and PNG
+    into out_dir."""
     device = torch.cuda.get_device_name()
     print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
           flush=True)
@@ -344,10 +409,12 @@ def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = Fals
         print(json.dumps(rows[-1]), flush=True)
     print(table_text(rows, copy_gbs))
     var_rows = mla_variants(copy_gbs) if variants else []
+    phase_rows = mla_phases() if phases else []
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "decode_attention.json"), "w") as f:
         json.dump({"device": device, "copy GB/s": copy_gbs, "tensor peak": TENSOR_PEAK,
-                   "checks": errs, "rows": rows, "mla variants": var_rows}, f, indent=1)
+                   "checks": errs, "rows": rows, "mla variants": var_rows,
+                   "mla phases": phase_rows}, f, indent=1)
     plot(rows, os.path.join(out_dir, "decode_attention.png"), device)
     return rows
 
@@ -361,9 +428,11 @@ def main(argv=None) -> int:
     p.add_argument("--only-mla", action="store_true", help="MLA decode's shapes only")
     p.add_argument("--mla-variants", action="store_true",
                    help="also time MLA_VARIANTS (rows a step, stages, producer warpgroup)")
+    p.add_argument("--mla-phases", action="store_true",
+                   help="also time MLA's two products alone against the whole step")
     args = p.parse_args(argv)
     splits = [int(s) for s in args.splits.split(",") if s]
-    run(args.out, args.quick, splits, args.only_mla, args.mla_variants)
+    run(args.out, args.quick, splits, args.only_mla, args.mla_variants, args.mla_phases)
     return 0
 
 

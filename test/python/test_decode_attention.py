@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import tileir as ct
 from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 from tileir.sim import simulate
@@ -402,6 +403,51 @@ def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     assert sum("MUFU.EX2" in line for line in between) >= 8, "exponentials after the wait"
     # the fence a few instructions before the wait (two SASS text lines an instruction)
     assert any("MEMBAR" in line for line in loop[pc - 16:pc]), "no fence before the wait"
+
+
+@pytest.mark.parametrize("kernel", ["scores_only", "values_only"])
+@pytest.mark.parametrize("tq,page,bn", [(1, 64, 64), (3, 16, 64), (2, 64, 32)])
+def test_mla_phase_kernels_match_their_reference(kernel, tq, page, bn):
+    # the MLA loop's products alone (bench/decode_attention.py --mla-phases times them):
+    # the interpreter against float64 over the gathered pages, ragged lengths
+    rng = np.random.default_rng()
+    kernel = getattr(mla, kernel)
+    lens = rng.integers(tq, 3 * page + 7, 3)
+    q, kv, table, lens = mla.random_case(rng, 3, tq, 128, page, lens)
+    width = min(bn, page) if kernel is mla.scores_only else 512
+    out = np.full((3, tq, 128, width), np.nan, np.float32)
+    k, grid, args = mla.phase_launch(kernel, q, kv, table, lens, out, bn=bn)
+    ct.launch(None, grid, k, args)
+    ref = mla.phase_reference(kernel, q, kv, table, lens, bn=bn)
+    assert _rel(out, ref) < 1e-5
+
+
+@pytest.mark.parametrize("kernel,product,count", [("scores_only", "HGMMA.64x32x16", 36),
+                                                  ("values_only", "HGMMA.64x256x16", 4)])
+def test_mla_phase_kernels_compile_like_the_mla_loop(kernel, product, count, tmp_path):
+    # the same warps, producer warpgroup and 2-stage ring as `mla` at 64 rows a step,
+    # its product's wgmmas in the loop, no local memory; and the simulator runs them
+    kernel = getattr(mla, kernel)
+    b = 64
+    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
+    out = np.zeros((b, 1, 128, 64 if kernel is mla.scores_only else 512), np.float32)
+    k, grid, args = mla.phase_launch(kernel, q, kv, np.zeros((b, 64), np.int32),
+                                     np.ones(b, np.int32), out)
+    ck = k.compile(args, target="sm_90a", grid=grid, sm_count=132)
+    assert ck.meta["num_threads"] == 384 and "0 bytes spill" in ck.ptxas_report
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _loop_around(lines, lambda line: product in line)
+    loop = lines[first:last + 1]
+    assert sum(product in line for line in loop) == count
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+    rng = np.random.default_rng()
+    lens = rng.integers(1, 3 * 64 + 5, 1)
+    q, kv, table, lens = mla.random_case(rng, 1, 1, 64, 64, lens, np.float16)
+    out = np.full((1, 1, 64, out.shape[-1]), np.nan, np.float32)
+    k, grid, args = mla.phase_launch(kernel, q, kv, table, lens, out)
+    simulate(k.compile(args, stage="gpu", target="sm_90a"), grid, args)
+    assert _rel(out, mla.phase_reference(kernel, q, kv, table, lens)) < 1e-5
 
 
 def test_mla_masks_only_the_last_step():

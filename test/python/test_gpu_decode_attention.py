@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+import tileir as ct
 from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 
@@ -198,6 +199,36 @@ def test_mla_configurations_match_fp32(bn, hints):
         out = torch.full((b, tq, h, 512), float("nan"), device="cuda", dtype=dt)
         mla.mla_decode(q, kv, table, seq, scale, out, num_splits=splits, bn=bn, hints=hints)
         assert _err(out, ref) < 1e-2, (splits, bn, hints)
+
+
+@pytest.mark.parametrize("kernel,page", [("scores_only", 64), ("values_only", 64),
+                                         ("scores_only", 16), ("values_only", 16)])
+def test_mla_phase_kernels_match_fp32(kernel, page):
+    # the MLA loop's products alone (bench/decode_attention.py --mla-phases), each over
+    # whole steps of the gathered cache (a last step's stale slots count)
+    kernel = getattr(mla, kernel)
+    b, h, dt = 3, 128, torch.bfloat16
+    lens = [2, 700, 2049]
+    stale = lambda shape: torch.randn(shape, device="cuda")  # noqa: E731
+    table, num = _table(lens, page)
+    kv, _ = _cache(table, num, lens, page, (576,), dt, stale)
+    q = torch.randn(b, 1, h, 576, device="cuda").to(dt)
+    width = min(64, page) if kernel is mla.scores_only else 512
+    out = torch.full((b, 1, h, width), float("nan"), device="cuda")
+    k, grid, args = mla.phase_launch(kernel, q, kv, table,
+                                     torch.tensor(lens, dtype=torch.int32, device="cuda"), out)
+    ct.launch(None, grid, k, args)
+    bn = min(64, page)
+    ref = []
+    for i, n in enumerate(lens):
+        steps = -(-n // bn)
+        lat = kv[table[i].long()].reshape(-1, 576)[:steps * bn].float()
+        if kernel is mla.scores_only:
+            ref.append((q[i].float() @ lat.T).reshape(1, h, steps, bn).amax(2))
+        else:
+            p = torch.exp2(q[i, :, :, :bn].float() / 64).to(dt).float()
+            ref.append(p.repeat(1, 1, steps) @ lat[:, :512])
+    assert _err(out, torch.stack(ref)) < 1e-2
 
 
 def test_mla_refuses_float32_on_the_gpu_by_name():

@@ -199,3 +199,90 @@ def run(rng, batch=2, tq=2, heads=64, page=16):
     out = np.full((batch, tq, heads, DL), np.nan, np.float32)
     mla_decode(q, kv, table, lens, scale, out, num_splits=2)
     return out, reference(q, kv, table, lens, scale), 1e-4, 1e-5
+
+
+# -- the loop's two products alone, for timing them (bench/decode_attention.py
+# --mla-phases): a step of `mla` is its scores, its softmax and exchanges, and P c;
+# these kernels walk the same pages with the same tiles, warps and hints (and the
+# producer warpgroup and 2 stages `mla` gets at 64 rows) and run one product each, so the GPU measures each product's time a step, and the full kernel's
+# time less theirs is the softmax's (docs/attention.md, "Where the unrotated loop's
+# time goes").  Each keeps its product's result alive with one cheap op a step.
+
+@ct.kernel(num_warps=8, product_rotation=False, warp_specialize=True, num_stages=2)
+def scores_only(Q, KV, TABLE, LENS, S, HB: ct.Constant[int], PAGE: ct.Constant[int],
+                BN: ct.Constant[int]):
+    """The elementwise maximum over a sequence's steps of its (HB, BN) score tiles
+    Q . [c_kv; k_rope]^T (unscaled, unmasked: a last step's slots past the sequence
+    count too); S is (B, Tq, H / HB, HB, BN) f32."""
+    bt = ct.bid(0)
+    hb = ct.bid(1)
+    tq = Q.shape[1]
+    b = bt // tq
+    t = bt % tq
+    steps = ct.cdiv(ct.load(LENS, index=(b,), shape=()), BN)
+    q_nope = ct.load(Q, index=(b, t, hb, 0), shape=(1, 1, HB, DL)).reshape((HB, DL))
+    q_rope = ct.load(Q, index=(b, t, hb, DL // DR), shape=(1, 1, HB, DR)).reshape((HB, DR))
+    top = ct.full((HB, BN), -np.inf, dtype=np.float32)
+    for j in range(steps):
+        page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
+        i = j % (PAGE // BN)
+        c = ct.load(KV, index=(page, i, 0), shape=(1, BN, DL)).reshape((BN, DL))
+        r = ct.load(KV, index=(page, i, DL // DR), shape=(1, BN, DR)).reshape((BN, DR))
+        s = ct.mma(q_nope, ct.transpose(c), ct.zeros((HB, BN), dtype=np.float32))
+        s = ct.mma(q_rope, ct.transpose(r), s)
+        top = ct.maximum(top, s)           # (a sum would fold into the product)
+    ct.store(S, index=(b, t, hb, 0, 0), tile=top.reshape((1, 1, 1, HB, BN)))
+
+
+@ct.kernel(num_warps=8, product_rotation=False, warp_specialize=True, num_stages=2)
+def values_only(Q, KV, TABLE, LENS, O, HB: ct.Constant[int], PAGE: ct.Constant[int],
+                BN: ct.Constant[int]):
+    """The sum over a sequence's steps of P . c_kv with one P for all of them, made in
+    registers as the softmax's is: P = exp2(Q[:, :BN] / 64) rounded to Q's dtype; O is
+    (B, Tq, H / HB, HB, 512) f32."""
+    bt = ct.bid(0)
+    hb = ct.bid(1)
+    tq = Q.shape[1]
+    b = bt // tq
+    t = bt % tq
+    steps = ct.cdiv(ct.load(LENS, index=(b,), shape=()), BN)
+    q = ct.load(Q, index=(b, t, hb, 0), shape=(1, 1, HB, BN)).reshape((HB, BN))
+    p = ct.exp2(q.astype(np.float32) * (1.0 / 64)).astype(Q.dtype)
+    acc = ct.zeros((HB, DL), dtype=np.float32)
+    for j in range(steps):
+        page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
+        i = j % (PAGE // BN)
+        c = ct.load(KV, index=(page, i, 0), shape=(1, BN, DL)).reshape((BN, DL))
+        acc = ct.mma(p, c, acc)
+    ct.store(O, index=(b, t, hb, 0, 0), tile=acc.reshape((1, 1, 1, HB, DL)))
+
+
+def phase_launch(kernel, q, kv_cache, block_table, seq_lens, out, bn=DEFAULT_BN, hb=64):
+    """(kernel, grid, args) of `scores_only` or `values_only` over `mla_decode`'s grid
+    (unsplit); `out` (B, Tq, H, BN) or (B, Tq, H, 512), f32."""
+    b, tq, h, _ = q.shape
+    page = kv_cache.shape[1]
+    o5 = out.reshape(b, tq, h // hb, hb, out.shape[-1])
+    return kernel, (b * tq, h // hb, 1), (q, kv_cache, block_table, seq_lens, o5, hb, page,
+                                         min(bn, page))
+
+
+def phase_reference(kernel, q, kv_cache, block_table, seq_lens, bn=DEFAULT_BN) -> np.ndarray:
+    """float64 results of `scores_only` or `values_only` over the gathered pages."""
+    dtype = np.asarray(q).dtype
+    q = np.asarray(q, np.float64)
+    b, tq, h, _ = q.shape
+    page = kv_cache.shape[1]
+    bn = min(bn, page)
+    outs = []
+    for i in range(b):
+        steps = -(-int(seq_lens[i]) // bn)
+        ids = np.asarray(block_table[i][:-(-steps * bn // page)])
+        kv = np.asarray(kv_cache[ids], np.float64).reshape(-1, DL + DR)[:steps * bn]
+        if kernel is scores_only:
+            s = np.einsum("thd,nd->thn", q[i], kv).reshape(tq, h, steps, bn)
+            outs.append(s.max(axis=2))
+        else:
+            p = np.exp2(q[i, :, :, :bn] / 64).astype(dtype).astype(np.float64)
+            outs.append(np.einsum("thn,nd->thd", np.tile(p, (1, 1, steps)), kv[:, :DL]))
+    return np.stack(outs)
