@@ -304,11 +304,11 @@ def _loop_around(lines, inside):
 
 
 def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
-    # the default, product_rotation=False (the ring has 2 stages at 64 rows a step): a step issues its
-    # scores (q_nope c^T and q_rope r^T as one group), waits once, runs the softmax,
-    # issues P c and waits for it, then releases its
-    # slot -- no wgmma group left in flight across steps, so the producer refills the
-    # slot a whole step before it is read.  Still a producer warpgroup, no local memory
+    # the default, product_rotation=False (the ring has 2 stages at 64 rows a step): a
+    # step issues its scores (q_nope c^T and q_rope r^T as one group), waits once, runs
+    # the softmax, issues P c and waits for it, then releases its slot -- no wgmma group
+    # left in flight across steps, so the producer refills the slot a whole step before
+    # it is read.  Still a producer warpgroup, no local memory
     ck = _mla_cubin(1, bn=64)
     assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
     report = ck.ptxas_report

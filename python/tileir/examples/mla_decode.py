@@ -20,7 +20,10 @@ each 64-row step waited for its own copy.  On an H200, 2026-11-29, B64 at 4k and
 8k: 0.43 of the bound unrotated, 0.35 rotated, 0.33 at 32 rows a step, 0.20 at the
 LLM engine's 16-slot pages (docs/attention.md, "Decode and MLA decode").
 `mla_decode(..., bn=, hints=)` runs other configurations
-(bench/decode_attention.py --mla-variants times them).
+(bench/decode_attention.py --mla-variants times them; `hints={"copy_parts": True}`
+waits for a step's TMA boxes one by one, each before the score k steps that read
+it); `scores_only` and `values_only` are the loop's two products alone, for timing
+them (--mla-phases).
 The latents past a token are masked in the scores only, so a cache's unused slots
 must hold finite numbers (zeros, stale tokens).
 """
@@ -204,9 +207,10 @@ def run(rng, batch=2, tq=2, heads=64, page=16):
 # -- the loop's two products alone, for timing them (bench/decode_attention.py
 # --mla-phases): a step of `mla` is its scores, its softmax and exchanges, and P c;
 # these kernels walk the same pages with the same tiles, warps and hints (and the
-# producer warpgroup and 2 stages `mla` gets at 64 rows) and run one product each, so the GPU measures each product's time a step, and the full kernel's
-# time less theirs is the softmax's (docs/attention.md, "Where the unrotated loop's
-# time goes").  Each keeps its product's result alive with one cheap op a step.
+# producer warpgroup and 2 stages `mla` gets at 64 rows) and run one product each,
+# so the GPU measures each product's time a step, and the full kernel's time less
+# theirs is the softmax's (docs/attention.md, "Where the unrotated loop's time
+# goes").  Each keeps its product's result alive with one cheap op a step.
 
 @ct.kernel(num_warps=8, product_rotation=False, warp_specialize=True, num_stages=2)
 def scores_only(Q, KV, TABLE, LENS, S, HB: ct.Constant[int], PAGE: ct.Constant[int],
