@@ -64,6 +64,9 @@ class LoweringContext:
         # results of wgmma.mma_async not waited for yet: a product accumulating onto one
         # needs no fence (the same shape's accumulator is ordered by the hardware)
         self.in_flight_acc: set = set()
+        # ring views copied in parts whose boxes the products wait for, by the view's
+        # shared-memory base (rules/ring.py `Parts`, rules/mma.py)
+        self.smem_parts: dict[ir.Value, object] = {}
         self.arrays: dict[ir.Value, ArrayABI] = {}
         self.grid_size: list[ir.Value] = []      # a persistent kernel's grid (i32 x 3)
         # a stream-K kernel's workspace (`!llvm.ptr<1>`) and the bytes of one block's slot
