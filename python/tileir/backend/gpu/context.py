@@ -82,6 +82,10 @@ class LoweringContext:
         self.last_reads: tuple[ir.Block, int, int] | None = None
         self.loop_depth = 0       # > 0 while lowering a loop body
         self.stores_seen = False  # a global store was lowered (or a loop may repeat one)
+        # the arrays (ids of their ArrayABI) a tile load has read so far: a store to one
+        # of them from a layout that holds an element in several threads waits for the
+        # block first (`memory.lower_store`)
+        self.loaded_arrays: set[int] = set()
         # the i32 the kernel's top-level `griddepcontrol.wait` yields: pure policy loads
         # take it as an operand, so LLVM cannot hoist them above the wait
         self.wait_token: ir.Value | None = None
