@@ -259,6 +259,64 @@ def gemv_add(x, w, r, y, part, count, BM: ct.Constant[int], BN: ct.Constant[int]
 
 
 @ct.function
+def _norm_row(y, g, eps, out, row, TILE: ct.Constant[int]):
+    """out[row] = RMSNorm(y[row]) * g, as `tileir.examples.rmsnorm` computes it (the
+    whole row one (1, TILE) f32 tile, mean square as sum / N, then x * rsqrt(ms + eps)
+    * g, one rounding to out's dtype), so that the bits are the separate launch's; y read
+    with relaxed device-scope loads (from L2: rows other blocks stored, never a stale L1
+    line)."""
+    t = ct.astype(ct.load(y, index=(row, 0), shape=(1, TILE), padding_mode=ZERO,
+                          memory_order=RELAXED, memory_scope=DEVICE), ct.float32)
+    w = ct.load(g, index=(0,), shape=(TILE,), padding_mode=ZERO)
+    ms = ct.sum(t * t, axis=1, keepdims=True) / y.shape[1]
+    ct.store(out, index=(row, 0),
+             tile=ct.astype(t * ct.rsqrt(ms + eps) * ct.astype(w, ct.float32), out.dtype))
+
+
+@ct.function
+def _norm_tail(y, g, eps, out, count, BM: ct.Constant[int], BN: ct.Constant[int],
+               TILE: ct.Constant[int]):
+    """The grid's ticket, taken by a block that stored its N tile of y: count[T] (T, the
+    N tiles; past their own counters) drawn acquire-release at device scope, as `_last`
+    draws a tile's.  The block that draws T - 1 has every tile of y behind it: it
+    writes RMSNorm(y) * g of all y's rows into out (`_norm_row`, a row at a time) and
+    puts count[T] back to 0."""
+    tiles = ct.num_tiles(y, axis=1, shape=(BM, BN))
+    ticket = ct.atomic_add(count, (tiles,), 1, memory_order=ACQ_REL, memory_scope=DEVICE)
+    if ticket == tiles - 1:
+        for row in range(y.shape[0]):
+            _norm_row(y, g, eps, out, row, TILE)
+        _reset(count, tiles)
+
+
+@ct.kernel
+def gemv_add_norm(x, w, r, y, part, count, g, eps, out, BM: ct.Constant[int],
+                  BN: ct.Constant[int], BK: ct.Constant[int], SPLIT: ct.Constant[int],
+                  FMA: ct.Constant[bool], TICKET: ct.Constant[bool],
+                  TILE: ct.Constant[int]):
+    """`gemv_add` (y = x @ W^T + r, y may be r), then the next norm in its tail: out =
+    RMSNorm(y) * g (weight g, epsilon eps; TILE: y's width rounded up to a power of
+    two), written by the block that stores y's last N tile (`_norm_tail`, the grid's
+    ticket on count[cdiv(N, BN)]).  A split K takes the tiles' tickets (TICKET must be
+    set: the combine launch would store y after this one ends)."""
+    ct.static_assert(SPLIT == 1 or TICKET,
+                     "gemv_add_norm: a split K needs TICKET (its last blocks store y)")
+    j = ct.bid(0)
+    s = ct.bid(1)
+    acc = _partial(x, x, 0.0, w, j, s, BM, BN, BK, SPLIT, FMA, False)
+    if SPLIT == 1:
+        ct.store(y, index=(0, j), tile=_plus(acc, r, j, BM, BN, y.dtype))
+        _norm_tail(y, g, eps, out, count, BM, BN, TILE)
+    else:
+        ct.store(part, index=(s, 0, j), tile=ct.reshape(acc, (1, BM, BN)))
+        if _last(count, j, SPLIT):
+            total = _sum_splits(part, j, SPLIT, BM, BN, True)
+            ct.store(y, index=(0, j), tile=_plus(total, r, j, BM, BN, y.dtype))
+            _reset(count, j)
+            _norm_tail(y, g, eps, out, count, BM, BN, TILE)
+
+
+@ct.function
 def _swiglu(gate, up, dtype):
     # transformers rounds each projection to the activation dtype before silu(g) * u
     g = ct.astype(ct.astype(gate, dtype), ct.float32)
@@ -460,7 +518,9 @@ def combine_tiles(m: int, n: int, p: Plan) -> tuple[int, int, int]:
     return p.split, bm, max(1, min(next_pow2(n), 4096 // (next_pow2(p.split) * bm)))
 
 
-def counters(n: int, p: Plan) -> int:
+def counters(n: int, p: Plan, tail: bool = False) -> int:
     """The counters a launch of plan p over n weight rows takes (TICKET: one an N
-    tile)."""
+    tile; tail, `gemv_add_norm`: one more after them, the grid's)."""
+    if tail:
+        return ct.cdiv(n, p.bn) + 1
     return ct.cdiv(n, p.bn) if p.split > 1 and p.ticket else 0
