@@ -131,6 +131,84 @@ def test_ticket_adds_the_splits_as_the_combine_does(kind, norm, split, dtype):
         _check(one, _ref(xr, ws, r, dtype), dtype)
 
 
+def _tail(x, w, r, g, eps, p: G.Plan, dtype, count):
+    """gemv_add_norm in the interpreter as Backend._gemv launches it: r updated in place
+    (returned) and RMSNorm of its new rows (NaN-poisoned before)."""
+    m, n = r.shape
+    y = r.copy()
+    part = np.full((p.split, m, n), np.nan, np.float32)
+    out = np.full((m, n), np.nan, dtype)
+    ct.launch(None, G.grid(n, p), G.gemv_add_norm,
+              (x, w, y, y, part, count, g, eps, out) + tuple(p) + (G.next_pow2(n),))
+    return y, out
+
+
+def _separate_norm(y, g, eps, dtype):
+    """The norm's own launch (Backend.rmsnorm's kernel) over y's rows."""
+    from tileir.examples.rmsnorm import rmsnorm
+    out = np.full(y.shape, np.nan, dtype)
+    ct.launch(None, (y.shape[0],), rmsnorm, (y, g, out, eps, G.next_pow2(y.shape[1])))
+    return out
+
+
+@pytest.mark.parametrize("split", [1, 2, 4])
+@pytest.mark.parametrize("m", [1, 3, 16])
+@pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
+def test_norm_tail_matches_the_separate_norm(split, m, dtype):
+    """gemv_add_norm: the residual GEMV's rows as gemv_add stores them (the same
+    launch's other blocks' tiles too), and RMSNorm of all of them written by the block
+    that draws the grid's last ticket, bit for bit the separate rmsnorm launch over
+    those rows and within rounding of float64; the counters (each N tile's and the
+    grid's, after them) back at zero, those past them untouched, so a second launch on
+    the same counters is right too.  Ragged N (45: three 16-row tiles, the last
+    partial; the norm's 64-wide row tile past it zero) and K (200: seven 32-wide
+    tiles, split 1, 2 or 4 ways); residual rows scaled by 3 (a norm taken as 1 is far
+    off)."""
+    rng = np.random.default_rng()
+    n, k, eps = 45, 200, 1e-5
+    p = G.Plan(G.next_pow2(m), 16, 32, split, False, split > 1)
+    assert G.counters(n, p, tail=True) == 4
+    count = np.zeros(G.counters(n, p, tail=True) + 3, np.int32)
+    count[-3:] = 7                                  # not the launch's: left alone
+    for _ in range(2):
+        x, ws, r = _inputs(rng, "add", m, n, k, dtype)
+        r = (3.0 * r.astype(np.float32)).astype(dtype)
+        g = (0.5 + rng.random(n)).astype(dtype)
+        y, out = _tail(x, ws[0], r, g, eps, p, dtype, count)
+        assert not count[:-3].any() and (count[-3:] == 7).all(), count
+        plain = _run("add", x, ws, r, p, dtype)
+        assert y.tobytes() == plain.tobytes()
+        assert out.tobytes() == _separate_norm(y, g, eps, dtype).tobytes()
+        _check(out, _normed_ref(y, g, eps, np.float64), dtype)
+        _check(y, _ref(x, ws, r, dtype), dtype)
+
+
+def test_norm_tail_over_rows_wider_than_a_kilobyte_tile():
+    """Rows of 2085 columns (a 4096-wide norm tile, 131 16-row weight tiles on the grid's
+    ticket) and FMA products, one row: still the separate norm's bits."""
+    rng = np.random.default_rng()
+    m, n, k = 1, 2085, 64
+    x, ws, r = _inputs(rng, "add", m, n, k, np.float32)
+    g = (0.5 + rng.random(n)).astype(np.float32)
+    p = G.Plan(1, 16, 32, 2, True, True)
+    count = np.zeros(G.counters(n, p, tail=True), np.int32)
+    y, out = _tail(x, ws[0], r, g, 1e-6, p, np.float32, count)
+    assert not count.any()
+    assert out.tobytes() == _separate_norm(y, g, 1e-6, np.float32).tobytes()
+    _check(y, _ref(x, ws, r, np.float32), np.float32)
+
+
+def test_norm_tail_needs_the_ticket_to_split():
+    """A split K without TICKET would store y after the launch (the combine's): the
+    kernel refuses it while compiling, naming the rule."""
+    rng = np.random.default_rng()
+    x, ws, r = _inputs(rng, "add", 1, 45, 100, np.float32)
+    g = np.ones(45, np.float32)
+    with pytest.raises(Exception, match="a split K needs TICKET"):
+        _tail(x, ws[0], r, g, 1e-5, G.Plan(1, 16, 32, 2, False, False), np.float32,
+              np.zeros(8, np.int32))
+
+
 def _norm_inputs(rng, x, k, dtype):
     """RMSNorm's weight g (around 1, so the normed rows differ from x by more than its
     scale) and eps."""
@@ -330,6 +408,52 @@ def test_backend_fuses_the_norm_into_decode_gemvs(dtype):
         b.linear(x[:1], w, residual=b.asarray(np.zeros((1, n))), norm=(g, 1e-5))
     with pytest.raises(ValueError, match="needs the weights"):
         b.fuses_norm(1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_backend_norms_in_the_residual_gemvs_tail(dtype):
+    """Backend.linear_add_norm: over at most DECODE_ROWS rows one gemv_add_norm launch
+    updates the residual and returns its rows' norm (no rmsnorm launch), the separate
+    norm's bits; with gemv_norm_tail off, or a split K finished by the combine launch
+    (gemv_ticket off), or more rows, the residual GEMM alone and None (the caller
+    norms); the counters back at zero."""
+    from tileir.llm.backend import DECODE_ROWS, Backend
+    rng = np.random.default_rng()
+    b = Backend("numpy", dtype)
+    b.decode_gemv = True
+    assert b.gemv_norm_tail and b.gemv_ticket           # the defaults
+    launched = []
+    run = b._launch
+    b._launch = lambda grid, kernel, args: (launched.append(kernel.name),
+                                            run(grid, kernel, args))
+    k, n = 72, 40
+    w = b.asarray(rng.standard_normal((n, k)) / 8)
+    g = b.asarray(0.5 + rng.random(n))
+    cases = [(1, {}, ["gemv_add_norm"]), (DECODE_ROWS, {}, ["gemv_add_norm"]),
+             (3, {"gemv_norm_tail": False}, ["gemv_add"]),
+             (3, {"gemv_ticket": False}, ["gemv_add", "gemv_combine_add"]),
+             (DECODE_ROWS + 1, {}, ["linear_add"])]
+    for m, switches, want in cases:
+        for name, value in switches.items():
+            setattr(b, name, value)
+        x = b.asarray(rng.standard_normal((m, k)))
+        r = b.asarray(3.0 * rng.standard_normal((m, n)))
+        before = r.astype(np.float64)
+        launched.clear()
+        normed = b.linear_add_norm(x, w, r, (g, 1e-5))
+        assert launched == want, (m, switches, launched)
+        _check(r, x.astype(np.float64) @ w.astype(np.float64).T + before, b.dtype)
+        if want == ["gemv_add_norm"]:
+            assert normed.tobytes() == b.rmsnorm(r, g, 1e-5).tobytes()
+            _check(normed, _normed_ref(r, g, 1e-5, np.float64), b.dtype)
+        else:
+            assert normed is None
+        assert b._counts is None or not b._counts.any()
+        for name in switches:
+            setattr(b, name, True)
+    launched.clear()
+    assert b.linear_add_norm(x[:1], w, r[:1], None) is None     # no norm after it
+    assert launched == ["gemv_add"]
 
 
 def test_fuses_norm_on_the_gpu_follows_the_gemv_route():
