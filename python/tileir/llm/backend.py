@@ -360,12 +360,13 @@ class Backend:
     def linear_add_norm(self, x, w, residual, then):
         """residual += x @ w^T, and with then = (g, eps) RMSNorm(residual) * g of the
         new rows: returned where the GEMV made it in its tail (`gemv_norm_tail`; a
-        decode GEMV that finishes in its own launch), else None (the caller launches
-        the norm; a prompt's rows always)."""
+        decode GEMV that finishes in its own launch, whose blocks hold a row:
+        `gemv.norm_tail_fits`), else None (the caller launches the norm; a prompt's
+        rows always)."""
         m, n, k = x.shape[0], w.shape[0], x.shape[1]
         if then is not None and self.gemv_norm_tail and self._gemv_ok(m, None, n, k):
             p = self._plan(m, n, k)
-            if p.split == 1 or p.ticket:
+            if (p.split == 1 or p.ticket) and G.norm_tail_fits(n, p):
                 normed = self.empty(residual.shape)
                 self._gemv(x, (w,), residual, residual, then=then, normed=normed)
                 return normed

@@ -518,6 +518,21 @@ def combine_tiles(m: int, n: int, p: Plan) -> tuple[int, int, int]:
     return p.split, bm, max(1, min(next_pow2(n), 4096 // (next_pow2(p.split) * bm)))
 
 
+# f32 elements a thread holds at most of the norm tail's row, one (1, next_pow2(N)) tile
+# as in the separate norm (whose bits it must give): at 128 a one-warp block spilled
+# (4096 columns on mma.sync's 32 threads: 2.3 KB of local memory), at 64 none did (7168
+# on wgmma's 128 threads, 2048 on 32)
+TAIL_PER_THREAD = 64
+
+
+def norm_tail_fits(n: int, p: Plan) -> bool:
+    """Whether gemv_add_norm's blocks of plan p hold a row n wide in registers: a
+    mma.sync block (tensor cores, BN under 64) is one warp, wgmma's and the FMA form's
+    128 threads or more."""
+    threads = 32 if not p.fma and p.bn < 64 else 128
+    return next_pow2(n) <= TAIL_PER_THREAD * threads
+
+
 def counters(n: int, p: Plan, tail: bool = False) -> int:
     """The counters a launch of plan p over n weight rows takes (TICKET: one an N
     tile; tail, `gemv_add_norm`: one more after them, the grid's)."""
