@@ -45,6 +45,14 @@ The rows then come from registers, not the ring: mma.sync reads them there, wgmm
 is staged to shared memory each iteration (the weights' ring is unchanged), the next
 iteration's rows loaded ahead.
 
+`gemv_add_norm` is `gemv_add` with the next RMSNorm in its tail: each block that stores
+an N tile of y (the tile's last split block, or every block at SPLIT = 1) then draws a
+ticket on one grid-wide counter (`count[cdiv(N, BN)]`, after the tiles' own, as the
+tiles' ticket is drawn); the block that draws the last reads all of y's rows back
+(relaxed device-scope loads, as the partials) and writes RMSNorm(y) * g as the separate
+norm computes it, then resets that counter (`Backend.gemv_norm_tail`: the norm's launch
+after O and down saved; `norm_tail_fits`: the rows a block holds).
+
 `gemv_swiglu` runs a loop a weight (each its own ring); `gemv_swiglu_fused` loads both
 weights' tiles in one loop (one ring, no ramp between the two), a candidate the
 decode sweep ranks (bench/sweep_llm_decode.py --gemv).

@@ -149,7 +149,9 @@ class Model:
         be = self.be
         self.shard.begin_step()
         residual = self.shard.embedding(be, batch.ids, self.embed)
-        ready = None            # RMSNorm(residual) * g of the next norm, made by a reduction
+        # RMSNorm(residual) * g of the next norm, where a residual GEMV's tail or a
+        # reduction made it (`add_row`)
+        ready = None
         for i, layer in enumerate(self.layers):
             if i + 1 < len(self.layers):
                 after = self.then(self.layers[i + 1]["ln1"])
