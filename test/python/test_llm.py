@@ -440,6 +440,7 @@ def _sim_backend(dtype, fuse_norm=False, decode_gemv=False, gemv_norm=False):
                      tuple(args))
     b = Sim("numpy", dtype, fuse_norm)
     b.decode_gemv, b.gemv_norm = decode_gemv, gemv_norm
+    b.gemv_norm_tail = not gemv_norm        # gemv_norm: the prologue alone, as measured
     return b
 
 
@@ -455,8 +456,9 @@ def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm,
                                            decode_gemv):
     """bf16, every tileir.llm kernel as sm_90a code in the simulator (strided views, TMA
     descriptors, the GEMMs' rings; with decode_gemv the decode steps' GEMVs and their
-    combines; "gemv_norm": with the norms in their prologue): the tiny models within
-    bf16 error of float64."""
+    combines, and the norms after O and down in those GEMVs' tail; "gemv_norm": with
+    the norms in their prologue instead): the tiny models within bf16 error of
+    float64."""
     d = _model(tmp_path, arch, **overrides)
     llm = LLM(d, backend=_sim_backend("bfloat16", fuse_norm, bool(decode_gemv),
                                       decode_gemv == "gemv_norm"), page_size=16)
@@ -467,6 +469,8 @@ def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm,
     res = compare(llm, _prompts(np.random.default_rng(), [5, 2]), steps=3)
     if decode_gemv == "gemv_norm":
         assert {("gemv", True), ("gemv_swiglu", True)} <= launched, launched
+    elif decode_gemv:
+        assert "gemv_add_norm" in {name for name, _ in launched}, launched
     # bf16 activations between some twenty kernels of a random model against float64:
     # 0.011-0.018 on six seeds, 0.053 on one earlier draw; the interpreter running the
     # same model in bf16 gives the same figure to four digits, so the bound is the
