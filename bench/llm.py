@@ -301,7 +301,8 @@ def gemm_weight_bytes(llm) -> dict:
                 if be.decode_gemv and tuple(w.shape) in G.SWEPT:
                     kernel = GEMV_OF[kernel]
                     if (kernel == "gemv_add" and key != "sdown" and be.gemv_norm_tail
-                            and G.norm_tail_fits(w.shape[0], G.SWEPT[tuple(w.shape)])):
+                            and G.norm_tail_fits(w.shape[0], G.SWEPT[tuple(w.shape)],
+                                                 be.wgmma)):
                         kernel = "gemv_add_norm"
                 out[kernel] = out.get(kernel, 0) + _nbytes(w)
     return out

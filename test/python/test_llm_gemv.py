@@ -705,6 +705,8 @@ def test_norm_tail_fits_the_blocks_it_takes(n, p):
     one-warp mma.sync block) is refused (it spilled 2.3 KB)."""
     fits = G.norm_tail_fits(n, p)
     assert fits == (n <= G.TAIL_PER_THREAD * (128 if p.fma or p.bn >= 64 else 32))
+    # sm_80 has no wgmma: a 64-row block is one mma.sync warp there
+    assert G.norm_tail_fits(n, p, wgmma=False) == (fits and (p.fma or n <= 2048))
     ck = _compile(G.gemv_add_norm, _tail_args(p.bm, n, 4096, p), G.grid(n, p))
     assert ck.meta["num_threads"] >= (128 if p.fma or p.bn >= 64 else 32)
     if fits:

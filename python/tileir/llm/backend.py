@@ -135,7 +135,10 @@ class Backend:
             self.torch = torch
             self.dtype = getattr(torch, dtype)
             self.int32, self.float32 = torch.int32, torch.float32
+            # the GEMVs' 64-row tiles on wgmma (four warps a block) or mma.sync (one)
+            self.wgmma = torch.cuda.get_device_capability()[0] >= 9
         else:
+            self.wgmma = True            # the interpreter: the plans as on an H200
             self.torch = None
             if dtype == "bfloat16":
                 import ml_dtypes
@@ -366,7 +369,7 @@ class Backend:
         m, n, k = x.shape[0], w.shape[0], x.shape[1]
         if then is not None and self.gemv_norm_tail and self._gemv_ok(m, None, n, k):
             p = self._plan(m, n, k)
-            if (p.split == 1 or p.ticket) and G.norm_tail_fits(n, p):
+            if (p.split == 1 or p.ticket) and G.norm_tail_fits(n, p, self.wgmma):
                 normed = self.empty(residual.shape)
                 self._gemv(x, (w,), residual, residual, then=then, normed=normed)
                 return normed

@@ -533,11 +533,11 @@ def combine_tiles(m: int, n: int, p: Plan) -> tuple[int, int, int]:
 TAIL_PER_THREAD = 64
 
 
-def norm_tail_fits(n: int, p: Plan) -> bool:
+def norm_tail_fits(n: int, p: Plan, wgmma: bool = True) -> bool:
     """Whether gemv_add_norm's blocks of plan p hold a row n wide in registers: a
-    mma.sync block (tensor cores, BN under 64) is one warp, wgmma's and the FMA form's
-    128 threads or more."""
-    threads = 32 if not p.fma and p.bn < 64 else 128
+    mma.sync block (tensor cores, BN under 64, or any BN without wgmma: sm_80) is one
+    warp, wgmma's and the FMA form's 128 threads or more."""
+    threads = 32 if not p.fma and (p.bn < 64 or not wgmma) else 128
     return next_pow2(n) <= TAIL_PER_THREAD * threads
 
 
