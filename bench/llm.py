@@ -23,9 +23,9 @@ measures it), the time a step needs to read every weight once.
 Beside the defaults, batch-1 decode is also timed without the L2 prefetch, with the
 one-row GEMMs on the wgmma tiles instead of tileir.llm.gemv (`Backend.decode_gemv`),
 with O's and down's split K added up by a second launch instead of the GEMV's last
-blocks (`Backend.gemv_ticket`), with RoPE and the cache write as two launches
-(`Backend.rope_slots`), with the norms after O and down launched instead of made in
-those GEMVs' tail (`Backend.gemv_norm_tail`), and with the norms before QKV and gate/up
+blocks (`Backend.gemv_ticket`), with RoPE and the cache write in one launch
+(`Backend.rope_slots`), with the norms after O and down made in those GEMVs' tail
+instead of launched (`Backend.gemv_norm_tail`), and with the norms before QKV and gate/up
 in the GEMVs' prologue (`Backend.gemv_norm`; with --profile, the step by kernel of those
 two too), and the prefill with SwiGLU in one kernel (`--fuse-norm`: with norms inside
 GEMMs too).  (Without the ticket, O's and down's norms are launched as well: their tail
@@ -230,23 +230,23 @@ def bench_model(name, raw, args, copy_tbs):
             res["tileir_gemv_combine_b1_tok_s"] = ((new - 1)
                                                    / ours_decode_s(llm, prompts[1], new))
             llm.backend.gemv_ticket = True
-            # RoPE and the K/V cache write as two launches (rope, write_slots), as before
-            # rope_write_slots (on by default: Backend.rope_slots)
-            llm.backend.rope_slots = False
-            llm.engine.graphs.clear()
-            res["tileir_rope_apart_b1_tok_s"] = ((new - 1)
-                                                 / ours_decode_s(llm, prompts[1], new))
+            # RoPE and the K/V cache write in one launch (rope_write_slots) instead of
+            # two (rope, write_slots; Backend.rope_slots, off by default)
             llm.backend.rope_slots = True
             llm.engine.graphs.clear()
-            # the norms after O + residual and down + residual as rmsnorm launches, as
-            # before the residual GEMV's tail made them (on by default:
-            # Backend.gemv_norm_tail); off for the prologue's case below too
-            llm.backend.gemv_norm_tail = False
+            res["tileir_rope_slots_b1_tok_s"] = ((new - 1)
+                                                 / ours_decode_s(llm, prompts[1], new))
+            llm.backend.rope_slots = False
             llm.engine.graphs.clear()
-            res["tileir_norm_launches_b1_tok_s"] = ((new - 1)
-                                                    / ours_decode_s(llm, prompts[1], new))
+            # the norms after O + residual and down + residual made in those GEMVs'
+            # tail instead of launched (Backend.gemv_norm_tail, off by default)
+            llm.backend.gemv_norm_tail = True
+            llm.engine.graphs.clear()
+            res["tileir_norm_tail_b1_tok_s"] = ((new - 1)
+                                                / ours_decode_s(llm, prompts[1], new))
             if args.profile:
-                res["profile_norm_launches_b1"] = profile_decode(llm, prompts[1], copy_tbs)
+                res["profile_norm_tail_b1"] = profile_decode(llm, prompts[1], copy_tbs)
+            llm.backend.gemv_norm_tail = False
             # the norms before QKV and gate/up inside the one-row GEMVs (the GEMV's
             # prologue: Backend.gemv_norm, off by default), no RMSNorm launch of their
             # own; the LM head keeps its wgmma kernel, so the final norm stays
@@ -257,7 +257,6 @@ def bench_model(name, raw, args, copy_tbs):
             if args.profile:
                 res["profile_gemv_norm_b1"] = profile_decode(llm, prompts[1], copy_tbs)
             llm.backend.gemv_norm = False
-            llm.backend.gemv_norm_tail = True
             llm.engine.graphs.clear()
             if args.fuse_norm:
                 # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
@@ -358,8 +357,8 @@ B1_ALTERNATIVES = (
     ("tileir_no_l2_prefetch_b1_tok_s", "no L2 prefetch"),
     ("tileir_no_decode_gemv_b1_tok_s", "one-row GEMMs on wgmma tiles"),
     ("tileir_gemv_combine_b1_tok_s", "split GEMVs with a combine launch"),
-    ("tileir_rope_apart_b1_tok_s", "RoPE and the cache write in two launches"),
-    ("tileir_norm_launches_b1_tok_s", "norms after O and down launched, not in their tail"),
+    ("tileir_rope_slots_b1_tok_s", "RoPE and the cache write in one launch"),
+    ("tileir_norm_tail_b1_tok_s", "norms after O and down in their tail, not launched"),
     ("tileir_gemv_norm_b1_tok_s", "norms in the GEMVs' prologue"),
     ("tileir_fuse_norm_b1_tok_s", "norms fused into GEMMs"),
 )
@@ -660,10 +659,10 @@ def main():
         if r.get("profile_b1"):
             text += f"\n\n{r['model']}, batch-1 decode step by kernel:\n\n" + profile_table(
                 r["profile_b1"])
-        if r.get("profile_norm_launches_b1"):
+        if r.get("profile_norm_tail_b1"):
             text += (f"\n\n{r['model']}, batch-1 decode step by kernel, norms after O and "
-                     f"down launched (gemv_norm_tail off):\n\n"
-                     + profile_table(r["profile_norm_launches_b1"]))
+                     f"down in their tail (gemv_norm_tail):\n\n"
+                     + profile_table(r["profile_norm_tail_b1"]))
         if r.get("profile_gemv_norm_b1"):
             text += (f"\n\n{r['model']}, batch-1 decode step by kernel, norms in the "
                      f"GEMVs' prologue (gemv_norm):\n\n"

@@ -227,7 +227,7 @@ def _decode_run(d, dtype, tail: bool):
     ("deepseek_v3", "bfloat16", 1e-1, {"q_lora_rank": None, "first_k_dense_replace": 2})],
     ids=["llama-f32", "llama-bf16", "deepseek-moe", "deepseek-dense-bf16"])
 def test_decode_gemvs_norm_in_their_tail(tmp_path, arch, dtype, tol, overrides):
-    """Backend.gemv_norm_tail (on by default): a decode step's norm after O + residual
+    """Backend.gemv_norm_tail (off by default until measured): a decode step's norm after O + residual
     and down + residual (ln2, the next layer's ln1, the final norm) is made in that
     GEMV's tail, not launched; the logits are the two-kernel path's bit for bit, step
     by step, and the reference's within tolerance.  Each decode step launches L + D

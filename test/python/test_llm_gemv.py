@@ -421,7 +421,8 @@ def test_backend_norms_in_the_residual_gemvs_tail(dtype):
     rng = np.random.default_rng()
     b = Backend("numpy", dtype)
     b.decode_gemv = True
-    assert b.gemv_norm_tail and b.gemv_ticket           # the defaults
+    assert b.gemv_ticket and not b.gemv_norm_tail       # the defaults
+    b.gemv_norm_tail = True
     launched = []
     run = b._launch
     b._launch = lambda grid, kernel, args: (launched.append(kernel.name),

@@ -120,8 +120,9 @@ class Backend:
         # in that GEMV's tail: the block that stores the last tile of the new residual
         # rows (a grid-wide ticket after the weight-row slices' own) norms all of them
         # into the next GEMV's input, bit for bit as the norm's own launch (gemv_add_norm);
-        # False: the `rmsnorm` launch after the GEMV (bench/llm.py times both)
-        self.gemv_norm_tail = True
+        # False: the `rmsnorm` launch after the GEMV (bench/llm.py times both).  Off
+        # until its GPU tests and bench/llm.py's row have run (written 2026-11-29)
+        self.gemv_norm_tail = False
         # RoPE of q and k and the K/V cache write in one launch (`rope_write_slots`,
         # `rope_write_latent`) instead of `rope` then `write_slots`.  Off: on an H200
         # (2026-11-29) the one launch took 108 us a Llama-3-8B decode step against the
