@@ -202,7 +202,8 @@ def test_mla_rescales_lazily_and_exactly(lazy):
 
 
 @pytest.mark.parametrize("splits,tq,page,bn,hints,lazy", [
-    (2, 1, 32, 32, None, True),
+    # in --full: the rotation_fence case below runs this configuration with one fence more
+    pytest.param(2, 1, 32, 32, None, True, marks=pytest.mark.slow),
     (1, 2, 64, 64, None, True),                      # 64 rows a step, 2 stages
     pytest.param(1, 2, 16, 16, None, False, marks=pytest.mark.slow),
     pytest.param(3, 1, 64, 32, {"warp_specialize": False}, True, marks=pytest.mark.slow),
@@ -319,6 +320,10 @@ def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
     assert not [line for line in loop if " STL" in line or " LDL" in line]
 
 
+# In --full (2 s of CPU: a cubin and its SASS): the fast tier runs this option's code
+# in the simulator (test_the_generated_mla_runs_in_the_simulator, rotation_fence=True),
+# and an MLA cubin's SASS in test_unrotated_mla_frees_each_slot_in_its_own_step
+@pytest.mark.slow
 def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     # rotation_fence=True: a fence before the wait for P c of step j - 1, so ptxas keeps
     # the wait below the softmax's exponentials (without it ptxas moved the wait up

@@ -446,7 +446,8 @@ def test_combines_use_16_byte_loads(kind, tmp_path):
     assert not any(op.startswith(("LDL", "STL")) for op in ops)
 
 
-@pytest.mark.parametrize("norm", [False, True])
+# norm=False in --full: the same FMA product without the prologue that norm=True adds
+@pytest.mark.parametrize("norm", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_fma_product_loads_16_bytes_and_reduces_after_the_loop(norm, tmp_path):
     """One row on the FMA units (QKV's swept plan): the weight tile in 16-byte loads,
     the product summed per element in the loop (no shuffle or barrier there) and
@@ -470,6 +471,9 @@ def _rings(ir_text: str):
         r'"tile.ring_alloc"\(\) \{stages = (\d+) : i64, tiles = \[(.*?)\]\}', ir_text)]
 
 
+# the fast tier: each kind's first plan (gate/up's swept wgmma plan, the fused one, qkv on
+# mma.sync); the 64-row wgmma plan, 16 rows and split K in --full (1-1.5 s of CPU each)
+@pytest.mark.sweep(keep=("kind",))
 @pytest.mark.parametrize("kind,m,n,k,p", [
     ("swiglu", 1, 14336, 4096, G.SWEPT[14336, 4096]),        # gate/up's plan: wgmma, 128 rows
     ("swiglu", 1, 14336, 4096, G.Plan(8, 64, 128, 1, False)),   # wgmma, 64 rows
@@ -529,7 +533,9 @@ def test_l2_prefetch_option_reaches_the_gemv_rings():
 
 
 @pytest.mark.parametrize("kind,bn,bk,split,norm", [
-    ("add", 64, 128, 2, False), ("swiglu", 64, 128, 2, False), ("linear", 16, 256, 1, False),
+    ("add", 64, 128, 2, False), ("swiglu", 64, 128, 2, False),
+    # mma.sync without the norm in --full: the normed case below runs the same product
+    pytest.param("linear", 16, 256, 1, False, marks=pytest.mark.slow),
     ("swiglu", 64, 128, 2, True), ("linear", 16, 256, 1, True), ("linear", 64, 128, 1, True)])
 def test_generated_code_in_the_simulator(kind, bn, bk, split, norm):
     """sm_90a code in tileir.sim on a ragged shape: 3 rows, 96 weight rows (a partial
