@@ -149,6 +149,8 @@ def test_decode_gemvs_match_reference(tmp_path, arch, dtype, tol):
     assert gemv.plan(3, 96, 64, on_gpu=False).split == 2
 
 
+# the fast tier: each (arch, dtype) once; DeepSeek without q LoRA in --full
+@pytest.mark.sweep(keep=("arch", "dtype"))
 @pytest.mark.parametrize("arch,dtype,tol,overrides", [
     ("llama", "float32", 1e-4, {}), ("llama", "bfloat16", 1e-1, {}),
     ("deepseek_v3", "float32", 1e-4, {}),
