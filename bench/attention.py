@@ -2,11 +2,15 @@
 and a Triton kernel, in one run.
 
     python bench/attention.py [--out DIR] [--quick] [--tiles 128x128,128x64,64x64]
+                              [--tiles 128x128,128x128:fence,128x128:unrotated]
 
 The tileir kernel is `tileir.examples.attention` as written (a Q tile, a loop over
 K/V tiles, an online softmax in fp32 with exp2), launched at each tile shape of
---tiles; a shape the compiler refuses is reported, not skipped.  References, timed
-in the same run with triton's do_bench (median):
+--tiles; a shape the compiler refuses is reported, not skipped.  A tile may name a
+variant of the kernel's hints after a colon (VARIANTS: `fence`, rotation_fence=True;
+`unrotated`, product_rotation=False; `noproducer`, warp_specialize=False; `pingpong`,
+pingpong=True; `pingpong+fence`, both), timed as a column of its own beside the
+default.  References, timed in the same run with triton's do_bench (median):
 - cuDNN: torch SDPA with the CUDNN_ATTENTION backend;
 - FA2: torch SDPA with the FLASH_ATTENTION backend (FlashAttention-2);
 - Triton: the fused-attention algorithm of Triton's tutorial (written for this bench,
@@ -118,10 +122,42 @@ def sdpa(q, k, v, causal, backend):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
 
-def tileir_call(q, k, v, o, causal, bm, bn):
+# variants of the kernel's hints a --tiles entry may name ("128x128:fence")
+VARIANTS = {"fence": {"rotation_fence": True}, "unrotated": {"product_rotation": False},
+            "noproducer": {"warp_specialize": False}, "pingpong": {"pingpong": True},
+            "pingpong+fence": {"pingpong": True, "rotation_fence": True}}
+_kernels: dict = {}
+
+
+def _kernel(variant: str | None):
+    if not variant:
+        return example.attention
+    if variant not in _kernels:
+        _kernels[variant] = example.attention.replace_hints(**VARIANTS[variant])
+    return _kernels[variant]
+
+
+def parse_tiles(text: str) -> list[tuple]:
+    """'128x128,128x64:fence' -> [(128, 128, None), (128, 64, 'fence')]."""
+    tiles = []
+    for t in text.split(","):
+        size, _, variant = t.partition(":")
+        if variant and variant not in VARIANTS:
+            raise SystemExit(f"--tiles: unknown variant {variant!r}; known: {sorted(VARIANTS)}")
+        bm, bn = map(int, size.split("x"))
+        tiles.append((bm, bn, variant or None))
+    return tiles
+
+
+def tile_key(bm, bn, variant=None) -> str:
+    return f"tileir {bm}x{bn}" + (f" {variant}" if variant else "")
+
+
+def tileir_call(q, k, v, o, causal, bm, bn, variant=None):
     h, d = q.shape[1], q.shape[3]
     args = (q, k, v, o, 1.0 / math.sqrt(d), h, h // k.shape[1], bm, bn, d, causal)
-    return lambda: ct.launch(None, example.grid(q, bm), example.attention, args)
+    kernel = _kernel(variant)
+    return lambda: ct.launch(None, example.grid(q, bm), kernel, args)
 
 
 def rel_err(out, ref) -> float:
@@ -149,7 +185,7 @@ def check(label, fn_of, b=2, h=8, hkv=4, s=1000, d=128) -> dict:
     return errs
 
 
-def measure(shape, tiles: list[tuple[int, int]]) -> dict:
+def measure(shape, tiles: list[tuple]) -> dict:
     label, b, h, hkv, s, d, causal = shape
     flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
     q = torch.randn(b, h, s, d, device="cuda", dtype=DT)
@@ -175,10 +211,10 @@ def measure(shape, tiles: list[tuple[int, int]]) -> dict:
         if best is None or t > best[0]:
             best = (t, cfg)
     row["triton"], row["triton_cfg"] = (best if best else (None, None))
-    for bm, bn in tiles:
-        key = f"tileir {bm}x{bn}"
+    for bm, bn, *variant in tiles:
+        key = tile_key(bm, bn, *variant)
         try:
-            fn = tileir_call(q, k, v, o, causal, bm, bn)
+            fn = tileir_call(q, k, v, o, causal, bm, bn, *variant)
             fn()
             row[key] = tf(do_bench(fn, return_mode="median"))
         except Exception as e:
@@ -288,13 +324,13 @@ def varlen_table(rows) -> str:
 
 
 def table(rows, tiles) -> str:
-    keys = ["cudnn", "fa2", "triton"] + [f"tileir {bm}x{bn}" for bm, bn in tiles]
+    keys = ["cudnn", "fa2", "triton"] + [tile_key(*t) for t in tiles]
     head = "| shape | " + " | ".join(keys) + " | best tileir / cuDNN | / Triton |"
     out = [head, "|" + "---|" * (len(keys) + 3)]
     for r in rows:
         cells = [f"{r[k]:.0f}" if r.get(k) else "refused" if k.startswith("tileir") else "-"
                  for k in keys]
-        ours = max((r.get(f"tileir {bm}x{bn}") or 0) for bm, bn in tiles)
+        ours = max((r.get(tile_key(*t)) or 0) for t in tiles)
         vs_triton = f"{ours / r['triton']:.2f}" if r.get("triton") else "-"
         out.append(f"| {r['shape']} | " + " | ".join(cells) +
                    f" | {ours / r['cudnn']:.2f} | {vs_triton} |")
@@ -309,7 +345,7 @@ def plot(rows, tiles, path, device):
     except ImportError:
         print("matplotlib missing: no plot")
         return
-    keys = ["cudnn", "fa2", "triton"] + [f"tileir {bm}x{bn}" for bm, bn in tiles]
+    keys = ["cudnn", "fa2", "triton"] + [tile_key(*t) for t in tiles]
     fig, ax = plt.subplots(figsize=(12, 5))
     width = 0.8 / len(keys)
     for i, key in enumerate(keys):
@@ -350,12 +386,13 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=".")
     p.add_argument("--quick", action="store_true", help="the first two shapes only")
-    p.add_argument("--tiles", default="128x128,128x64,64x64")
+    p.add_argument("--tiles", default="128x128,128x64,64x64",
+                   help="BMxBN[:variant],... (variants: " + ", ".join(VARIANTS) + ")")
     p.add_argument("--shapes", default="", help="only shapes whose label holds this text")
     p.add_argument("--only-extra", action="store_true",
                    help="only the D=256 rows and the variable-length batch")
     args = p.parse_args(argv)
-    tiles = [tuple(map(int, t.split("x"))) for t in args.tiles.split(",")]
+    tiles = parse_tiles(args.tiles)
     device = torch.cuda.get_device_name()
     print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
           flush=True)
@@ -367,9 +404,10 @@ def main(argv=None) -> int:
         return 0
     checks = {"triton": check("triton", lambda q, k, v, o, c:
                               triton_call(q, k, v, o, c, TRITON_CONFIGS[0]))}
-    for bm, bn in tiles:
-        checks[f"tileir {bm}x{bn}"] = check(f"tileir {bm}x{bn}", lambda q, k, v, o, c:
-                                            tileir_call(q, k, v, o, c, bm, bn))
+    for bm, bn, variant in tiles:
+        key = tile_key(bm, bn, variant)
+        checks[key] = check(key, lambda q, k, v, o, c: tileir_call(q, k, v, o, c, bm, bn,
+                                                                   variant))
     print("relative error vs fp32 math (B2 H8/4 S1000 D128):", json.dumps(checks), flush=True)
     rows = []
     for shape in [s for s in (SHAPES[:2] if args.quick else SHAPES) if args.shapes in s[0]]:

@@ -2,6 +2,7 @@
 
     python bench/decode_attention.py [--out DIR] [--quick] [--splits 1,4,16]
                                      [--only-mla] [--mla-variants]
+    python bench/decode_attention.py --short [--short-batches 1,4] [--out DIR]
 
 Kernels: `tileir.examples.decode_attention.paged_decode_attention` and
 `tileir.examples.mla_decode.mla_decode`, written the plain way (issue 29, items 3, 4).
@@ -26,7 +27,13 @@ replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged
 lengths.  Prints a table; writes decode_attention.json and decode_attention.png into
---out (default bench/results).  `run(out_dir)` is the entry for bench/attention.py.
+--out (default bench/results).  --short (alone) times decode's latency where it is
+latency-bound, the LLM engine's decode steps: batch 1 and 4, contexts 128 to 4k, pages
+of 16 and 64, every split count of SHORT_SPLITS beside the chooser's, the split
+contexts merged inside the kernel (one launch) and by the combine launch, and for
+pages of 16 two pages an online-softmax step (`pages_per_step=2`); a table of
+microseconds (CUDA-graph replay), decode_short.json (to tune `choose_splits`).
+`run(out_dir)` is the entry for bench/attention.py.
 """
 
 from __future__ import annotations
@@ -122,15 +129,20 @@ def check() -> dict:
     q = torch.randn(b, tq, HQ, D, device="cuda", dtype=DT)
     seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
     errs = {}
-    for splits in (None, 1, 7):
+    ref = []
+    for i, n in enumerate(lens):
+        k = kc[table[i].long()].reshape(-1, HKV, D)[:n].repeat_interleave(HQ // HKV, 1)
+        v = vc[table[i].long()].reshape(-1, HKV, D)[:n].repeat_interleave(HQ // HKV, 1)
+        ref.append(_attend(q[i], k, v, 1 / math.sqrt(D)))
+    ref = torch.stack(ref)
+    counters = torch.zeros(b * HKV, device="cuda", dtype=torch.int32)
+    for splits, one in ((None, True), (1, True), (7, True), (16, True), (7, False)):
         out = torch.full_like(q, float("nan"))
-        dec.paged_decode_attention(q, kc, vc, table, seq, 1 / math.sqrt(D), out, num_splits=splits)
-        ref = []
-        for i, n in enumerate(lens):
-            k = kc[table[i].long()].reshape(-1, HKV, D)[:n].repeat_interleave(HQ // HKV, 1)
-            v = vc[table[i].long()].reshape(-1, HKV, D)[:n].repeat_interleave(HQ // HKV, 1)
-            ref.append(_attend(q[i], k, v, 1 / math.sqrt(D)))
-        errs[f"decode splits={splits}"] = _err(out, torch.stack(ref))
+        dec.paged_decode_attention(q, kc, vc, table, seq, 1 / math.sqrt(D), out, num_splits=splits,
+                                   one_launch=one, counters=counters)
+        errs[f"decode splits={splits}{'' if one else ' +combine'}"] = _err(out, ref)
+    if counters.any():
+        errs["decode counters left nonzero"] = float("inf")
     kv, table = paged(b, max(lens), (576,))
     q = torch.randn(b, tq, MLA_H, 576, device="cuda", dtype=DT)
     for splits in (None, 1, 5):
@@ -154,23 +166,112 @@ def _attend(q, k, v, scale):
     return torch.einsum("htn,nhd->thd", torch.softmax(s, -1), v.float())
 
 
-def measure_decode(batch, ctx, copy_gbs, splits_list) -> dict:
-    kc, table = paged(batch, ctx, (HKV, D))
+def _decode_case(batch, ctx, page=PAGE):
+    """Llama-3-8B's heads over `batch` sequences of `ctx` tokens, one new token each:
+    the arrays, the bytes the kernel must move, and zeroed split-KV counters (passed
+    to every call: one allocated per call would add a memset to each replay)."""
+    kc, table = paged(batch, ctx, (HKV, D), page=page)
     vc = torch.randn_like(kc)
     q = torch.randn(batch, 1, HQ, D, device="cuda", dtype=DT)
     out = torch.empty_like(q)
     seq = torch.full((batch,), ctx, device="cuda", dtype=torch.int32)
     nbytes = 2 * batch * ctx * HKV * D * 2 + 2 * q.numel() * 2 + table.numel() * 4
-    chosen = dec.choose_splits(batch * HKV, table.shape[1],
-                               torch.cuda.get_device_properties(0).multi_processor_count)
+    counters = torch.zeros(batch * HKV, device="cuda", dtype=torch.int32)
+    return kc, vc, table, q, out, seq, nbytes, counters
+
+
+def _sms() -> int:
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def measure_decode(batch, ctx, copy_gbs, splits_list) -> dict:
+    kc, vc, table, q, out, seq, nbytes, counters = _decode_case(batch, ctx)
+    chosen = dec.choose_splits(batch * HKV, table.shape[1], _sms(), page=PAGE, one_launch=True)
     row = {"kernel": "decode", "batch": batch, "ctx": ctx, "bytes": nbytes, "splits": chosen}
     for s in [None] + [s for s in splits_list if s != chosen]:
         t = timed(lambda: dec.paged_decode_attention(q, kc, vc, table, seq, 0.088, out,
-                                                     num_splits=s))
+                                                     num_splits=s, counters=counters))
         key = "tileir" if s is None else f"splits={s}"
         row[key] = {mode: {"ms": ms, "GB/s": nbytes / ms / 1e6,
                            "x copy": nbytes / ms / 1e6 / copy_gbs} for mode, ms in t.items()}
     return row
+
+
+# --short: decode latency at batch 1 and 4 over short contexts (the LLM engine's decode
+# steps: issue 30), every split count beside the chooser's, merged in the kernel (one
+# launch) or by the combine launch, pages of 16 (the engine's) and 64
+SHORT_BATCHES = (1, 4)
+SHORT_CONTEXTS = (128, 256, 512, 1024, 2048, 4096)
+SHORT_PAGES = (16, 64)
+SHORT_SPLITS = (1, 2, 4, 8, 16, 32)
+
+
+def measure_short(batch, ctx, page) -> list[dict]:
+    """Microseconds (CUDA-graph replay, median) of one decode call at each split count
+    and both merges (pages of 16: also two pages an online-softmax step, merged in the
+    kernel); a row per variant."""
+    kc, vc, table, q, out, seq, nbytes, counters = _decode_case(batch, ctx, page)
+    pages = table.shape[1]
+    rows = []
+    for one, ps in ((True, 1), (False, 1)) + (((True, 2),) if page == 16 else ()):
+        chosen = dec.choose_splits(batch * HKV, pages, _sms(), page=page, one_launch=one)
+        row = {"kernel": "decode short", "batch": batch, "ctx": ctx, "page": page,
+               "one launch": one, "pages a step": ps, "chosen": chosen, "bytes": nbytes,
+               "us": {}}
+        for s in sorted({chosen, *(s for s in SHORT_SPLITS if s <= pages)}):
+            ms = do_bench_cudagraph(
+                lambda: dec.paged_decode_attention(q, kc, vc, table, seq, 0.088, out,
+                                                   num_splits=s, one_launch=one,
+                                                   counters=counters, pages_per_step=ps),
+                rep=20, return_mode="median")
+            row["us"][s] = ms * 1e3
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def short_table(rows) -> str:
+    """A row per (batch, context, page, merge): microseconds at each split count, the
+    chooser's marked with *, and the best."""
+    out = ["decode latency, Llama-3-8B heads (32 / 8, D 128), bf16, one new token, "
+           "CUDA-graph replay (us)",
+           "| batch | context | page | merge | " + " | ".join(f"S={s}" for s in SHORT_SPLITS)
+           + " | chooser | best |",
+           "|---|---|---|---|" + "---|" * len(SHORT_SPLITS) + "---|---|"]
+    for r in rows:
+        cells = [(f"{r['us'][s]:.2f}" + ("*" if s == r["chosen"] else "")) if s in r["us"]
+                 else "-" for s in SHORT_SPLITS]
+        best = min(r["us"], key=r["us"].get)
+        out.append(f"| {r['batch']} | {r['ctx']} | {r['page']} | "
+                   f"{'in kernel' if r['one launch'] else '+combine'}"
+                   f"{', 2 pages a step' if r['pages a step'] == 2 else ''} | "
+                   + " | ".join(cells)
+                   + f" | S={r['chosen']}: {r['us'][r['chosen']]:.2f} | "
+                   f"S={best}: {r['us'][best]:.2f} |")
+    return "\n".join(out)
+
+
+def run_short(out_dir: str, batches=SHORT_BATCHES, contexts=SHORT_CONTEXTS,
+              pages=SHORT_PAGES) -> list[dict]:
+    """--short: every (batch, context, page) of SHORT_* (or those given); prints the
+    table, writes decode_short.json into out_dir."""
+    device = torch.cuda.get_device_name()
+    print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+          flush=True)
+    errs = check()
+    print("relative error vs fp32 (ragged lengths 1000/77/3001, Tq 2):", json.dumps(errs),
+          flush=True)
+    rows = []
+    for batch in batches:
+        for ctx in contexts:
+            for page in pages:
+                rows += measure_short(batch, ctx, page)
+    print(short_table(rows))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "decode_short.json"), "w") as f:
+        json.dump({"device": device, "checks": errs, "rows": rows}, f, indent=1)
+    print(f"wrote {os.path.join(out_dir, 'decode_short.json')}")
+    return rows
 
 
 def mla_bound_ms(nbytes, flops, copy_gbs) -> float:
@@ -357,7 +458,21 @@ def main(argv=None) -> int:
     p.add_argument("--only-mla", action="store_true", help="MLA decode's shapes only")
     p.add_argument("--mla-variants", action="store_true",
                    help="also time MLA_VARIANTS (rows a step, stages, producer warpgroup)")
+    p.add_argument("--short", action="store_true",
+                   help="decode latency at batch 1 and 4, contexts 128 to 4k, pages 16 and "
+                        "64, each split count, merged in the kernel or by combine (only)")
+    p.add_argument("--short-batches", default="1,4",
+                   help="with --short: these batch sizes (comma-separated)")
+    p.add_argument("--short-contexts", default=",".join(map(str, SHORT_CONTEXTS)),
+                   help="with --short: these contexts (comma-separated)")
+    p.add_argument("--short-pages", default=",".join(map(str, SHORT_PAGES)),
+                   help="with --short: these page sizes (comma-separated)")
     args = p.parse_args(argv)
+    if args.short:
+        ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
+        run_short(args.out, ints(args.short_batches), ints(args.short_contexts),
+                  ints(args.short_pages))
+        return 0
     splits = [int(s) for s in args.splits.split(",") if s]
     run(args.out, args.quick, splits, args.only_mla, args.mla_variants)
     return 0

@@ -22,9 +22,11 @@ measures it), the time a step needs to read every weight once.
 
 Beside the defaults, batch-1 decode is also timed without the L2 prefetch, with the
 one-row GEMMs on the wgmma tiles instead of tileir.llm.gemv (`Backend.decode_gemv`),
-and with the norms before QKV and gate/up in the GEMVs' prologue (`Backend.gemv_norm`;
-with --profile, its step by kernel too), and the prefill with SwiGLU in one kernel
-(`--fuse-norm`: with norms inside GEMMs too).
+with O's and down's split K added up by a second launch instead of the GEMV's last
+blocks (`Backend.gemv_ticket`), with RoPE and the cache write as two launches
+(`Backend.rope_slots`), and with the norms before QKV and gate/up in the GEMVs'
+prologue (`Backend.gemv_norm`; with --profile, its step by kernel too), and the
+prefill with SwiGLU in one kernel (`--fuse-norm`: with norms inside GEMMs too).
 
 Prints a table, writes llm.json and llm.png into --out and, with --results-md,
 appends a dated entry to that file.
@@ -217,6 +219,21 @@ def bench_model(name, raw, args, copy_tbs):
             res["tileir_no_decode_gemv_b1_tok_s"] = ((new - 1)
                                                      / ours_decode_s(llm, prompts[1], new))
             llm.backend.decode_gemv = True
+            # O's and down's split K added up by the combine kernel's second launch, as
+            # before the last block's ticket did it in the GEMV's own (on by default:
+            # Backend.gemv_ticket)
+            llm.backend.gemv_ticket = False
+            llm.engine.graphs.clear()
+            res["tileir_gemv_combine_b1_tok_s"] = ((new - 1)
+                                                   / ours_decode_s(llm, prompts[1], new))
+            llm.backend.gemv_ticket = True
+            # RoPE and the K/V cache write as two launches (rope, write_slots), as before
+            # rope_write_slots (on by default: Backend.rope_slots)
+            llm.backend.rope_slots = False
+            llm.engine.graphs.clear()
+            res["tileir_rope_apart_b1_tok_s"] = ((new - 1)
+                                                 / ours_decode_s(llm, prompts[1], new))
+            llm.backend.rope_slots = True
             llm.engine.graphs.clear()
             # the norms before QKV and gate/up inside the one-row GEMVs (the GEMV's
             # prologue: Backend.gemv_norm, off by default), no RMSNorm launch of their
@@ -321,6 +338,8 @@ def profile_table(rows) -> str:
 B1_ALTERNATIVES = (
     ("tileir_no_l2_prefetch_b1_tok_s", "no L2 prefetch"),
     ("tileir_no_decode_gemv_b1_tok_s", "one-row GEMMs on wgmma tiles"),
+    ("tileir_gemv_combine_b1_tok_s", "split GEMVs with a combine launch"),
+    ("tileir_rope_apart_b1_tok_s", "RoPE and the cache write in two launches"),
     ("tileir_gemv_norm_b1_tok_s", "norms in the GEMVs' prologue"),
     ("tileir_fuse_norm_b1_tok_s", "norms fused into GEMMs"),
 )

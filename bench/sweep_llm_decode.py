@@ -13,10 +13,13 @@ specialization, tileir.llm's decode tiles ("tuned"), at decode rows the plain an
 kernels with `l2_prefetch` ("/l2pf"), and torch (cuBLAS; SwiGLU as two products and
 silu * up).  At decode rows also tileir.llm.gemv's kernels: "gemv/plan/l2pf" as
 Backend.decode_gemv launches them (gemv.plan's tiles and split, the l2_prefetch
-option, the combine kernel when K is split; its launch is in the timed graph), and
-"gemv/BNxBK/kS[/sN][/ws][/fma]" other tiles, splits, ring stages, a producer
-warpgroup, FMA products.  With --gemv: only the backend's current kernels
-(plain/l2pf, tuned/l2pf), the GEMVs and torch, and the LM head (128256 x 4096) too.
+option; a split K added up by each weight-row slice's last block, one launch),
+"gemv/plan/combine/l2pf" the same plan with the combine kernel's second launch
+instead (where the plan splits K; both launches in the timed graph), and
+"gemv/BNxBK/kS[/combine][/sN][/ws][/fma]" other tiles, splits (one launch, or with
+/combine two), ring stages, a producer warpgroup, FMA products.  With --gemv: only
+the backend's current kernels (plain/l2pf, tuned/l2pf), the GEMVs and torch, and the
+LM head (128256 x 4096) too.
 Prints the best four per shape, writes sweep_m{M}.json (--gemv: gemv_m{M}.json) into
 $OUT.  The measurement behind tileir.llm.backend's decode tiles (_DECODE) and
 Backend.decode_gemv."""
@@ -71,19 +74,25 @@ def gemv_variants(n, k, swiglu=False):
     weights in one loop; hints "fused")."""
     plan = G.plan(M, n, k)
     out = [("gemv/plan/l2pf", "l2pf", plan), ("gemv/plan", None, plan)]
+    if plan.split > 1:              # the split's second launch, as before the ticket
+        out.append(("gemv/plan/combine/l2pf", "l2pf", plan._replace(ticket=False)))
     for bn, bk, splits in ((64, 128, (1, 2, 4, 8)), (64, 256, (1, 2)), (128, 128, (1, 2)),
                            (32, 128, (1, 2, 4)), (32, 256, (1, 2)), (16, 256, (1, 2)),
                            (16, 512, (1,))):
         for sp in splits:
-            p = plan._replace(bn=bn, bk=bk, split=sp)
+            p = plan._replace(bn=bn, bk=bk, split=sp, ticket=sp > 1)
             if p != plan and ct.cdiv(k, bk) >= 2 * sp:
                 out.append((f"gemv/{bn}x{bk}/k{sp}/l2pf", "l2pf", p))
+                if sp > 1:
+                    out.append((f"gemv/{bn}x{bk}/k{sp}/combine/l2pf", "l2pf",
+                                p._replace(ticket=False)))
     for hint, tag in ((dict(num_stages=6), "s6"), (dict(num_stages=8), "s8"),
                       (dict(warp_specialize=True), "ws")):
         out.append((f"gemv/plan/{tag}/l2pf", dict(hint, l2_prefetch=True), plan))
     if M == 1:                         # one row on the FMA units, 16-byte weight loads
         for bn, bk, sp in ((8, 256, 1), (16, 256, 1), (8, 512, 2), (4, 512, 1)):
-            out.append((f"gemv/{bn}x{bk}/k{sp}/fma/l2pf", "l2pf", G.Plan(1, bn, bk, sp, True)))
+            out.append((f"gemv/{bn}x{bk}/k{sp}/fma/l2pf", "l2pf",
+                        G.Plan(1, bn, bk, sp, True, sp > 1)))
     if swiglu:
         for bn, bk in ((64, 128), (32, 128), (16, 256)):
             out.append((f"gemv/fused/{bn}x{bk}/k1/l2pf", "fused",
@@ -116,6 +125,7 @@ for name, n, k in shapes:
         swiglu = kind in (G.gemv_swiglu, G.gemv_swiglu_fused)
         lead = (2,) if swiglu else ()
         part = torch.empty(lead + (p.split, M, n), device="cuda", dtype=torch.float32)
+        count = torch.zeros(max(1, G.counters(n, p)), device="cuda", dtype=torch.int32)
         tiles = tuple(p)
         grid = G.grid(n, p) + (1,)
         ctiles = G.combine_tiles(M, n, p)
@@ -123,16 +133,16 @@ for name, n, k in shapes:
         def args(i):
             # (gemv and the SwiGLU kernels: x as RMSNorm's weight, unread without NORM)
             if swiglu:
-                return (x, x, 0.0, ws_[i], wu[i], y, part), (part, y)
+                return (x, x, 0.0, ws_[i], wu[i], y, part, count), (part, y)
             if kind is G.gemv_add:
-                return (x, ws_[i], y, y, part), (part, y, y)
-            return (x, x, 0.0, ws_[i], y, part), (part, y)
+                return (x, ws_[i], y, y, part, count), (part, y, y)
+            return (x, x, 0.0, ws_[i], y, part, count), (part, y)
         flag = () if kind is G.gemv_add else (False,)           # NORM
         def fn():
             for i in range(COPIES):
                 a, c = args(i)
                 ct.launch(None, grid, kernel, a + tiles + flag)
-                if p.split > 1:
+                if p.split > 1 and not p.ticket:
                     ct.launch(None, cgrid, fin, c + ctiles)
         return fn
 
@@ -195,7 +205,8 @@ for name, n, k in shapes:
             break
     best = sorted(((v, c) for c, v in res.items() if isinstance(v, float)), reverse=True)[:4]
     print(name, "plain", res.get("plain"), "torch", res.get("torch"), "gemv/plan/l2pf",
-          res.get("gemv/plan/l2pf"), "best", best, flush=True)
+          res.get("gemv/plan/l2pf"), "gemv/plan/combine/l2pf",
+          res.get("gemv/plan/combine/l2pf"), "best", best, flush=True)
     out.append(res)
     del ws_, wu
     torch.cuda.empty_cache()

@@ -453,6 +453,38 @@ class SetMaxRegistersOp(TileOpView):
             raise VerifyError(f"count must be a multiple of 8 in 24..256, got {self.count}")
 
 
-__all__ = ["IsProducerOp", "SetMaxRegistersOp", "RingAllocOp", "RingAcquireOp", "RingLoadOp",
-           "PrefetchL2Op", "RingCommitOp", "RingWaitOp",
+@DIALECT.op
+class TurnOp(TileOpView):
+    """The tensor cores' turn between the two consumer warpgroups of a warp-specialized
+    kernel (`tile-pingpong`, backend/pipeline/pingpong.py): `kind` "wait" waits until
+    it is this warpgroup's turn to issue its products, "pass" gives the turn to the
+    other warpgroup.  `warpgroup` -1: every consumer warpgroup runs it; 0 or 1: only
+    that one (the alternation's start and end)."""
+
+    OPERATION_NAME = "tile.turn"
+    SPEC = Spec(attributes=(("kind", "str_attr"), ("warpgroup", "int_attr")))
+
+    def __init__(self, kind: str, warpgroup: int = -1, *, loc=None, ip=None):
+        attrs = {"kind": ir.StringAttr.get(kind),
+                 "warpgroup": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), warpgroup)}
+        super().__init__(ir.Operation.create(self.OPERATION_NAME, attributes=attrs,
+                                             loc=loc, ip=ip))
+
+    @property
+    def kind(self) -> str:
+        return self.str_attr("kind")
+
+    @property
+    def warpgroup(self) -> int:
+        return self.int_attr("warpgroup")
+
+    def verify(self) -> None:
+        if self.kind not in ("wait", "pass"):
+            raise VerifyError(f"kind must be 'wait' or 'pass', got '{self.kind}'")
+        if self.warpgroup not in (-1, 0, 1):
+            raise VerifyError(f"warpgroup must be -1 (each), 0 or 1, got {self.warpgroup}")
+
+
+__all__ = ["IsProducerOp", "SetMaxRegistersOp", "TurnOp", "RingAllocOp", "RingAcquireOp",
+           "RingLoadOp", "PrefetchL2Op", "RingCommitOp", "RingWaitOp",
            "RingViewOp", "RingReleaseOp", "RingFreeOp", "MmaAsyncOp", "MmaWaitOp", "ring_type"]

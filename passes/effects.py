@@ -37,7 +37,7 @@ WRITE_OPS = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.at
                        "tile.ring_alloc", "tile.ring_acquire", "tile.ring_load",
                        "tile.ring_commit", "tile.ring_wait", "tile.ring_view", "tile.ring_release",
                        "tile.ring_free", "tile.prefetch_l2", "tile.mma_async", "tile.mma_wait",
-                       "tile.is_producer", "tile.set_max_registers"})
+                       "tile.is_producer", "tile.set_max_registers", "tile.turn"})
 PURE_TILE_OPS = frozenset({
     "tile.bid", "tile.num_blocks", "tile.dim", "tile.stride", "tile.iota", "tile.broadcast",
     "tile.reshape", "tile.permute", "tile.extract_slice", "tile.insert_slice", "tile.concat",

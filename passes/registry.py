@@ -19,9 +19,9 @@ from mlir import ir
 from . import (assign_layouts, canonicalize, cluster_pairs, cluster_rows, cse, dce,
                defer_online_reductions, emit_cubin, emit_ptx, group_blocks, guard_masks,
                hoist_loads, inline,
-               launch_order, licm, lower_to_gpu, lower_to_llvm, persistent_tiles, pipeline_loops,
-               programmatic_launch, reassociate_reductions, retile_blocks, reverse_rereads,
-               split_blocks, version_bounds)
+               launch_order, licm, lower_to_gpu, lower_to_llvm, persistent_tiles, pingpong,
+               pipeline_loops, programmatic_launch, reassociate_reductions, retile_blocks,
+               reverse_rereads, split_blocks, version_bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +40,7 @@ PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     hoist_loads,
     retile_blocks, cluster_rows, split_blocks, launch_order, defer_online_reductions,
     assign_layouts,
-    cluster_pairs, persistent_tiles, group_blocks, pipeline_loops, version_bounds,
+    cluster_pairs, persistent_tiles, group_blocks, pipeline_loops, pingpong, version_bounds,
     programmatic_launch, lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
 # The tile passes that take a kernel out of Tile IR (to the gpu dialect, to LLVM, to a
@@ -93,11 +93,13 @@ STAGES: dict[str, tuple[str, ...]] = {
     # Register loads go up to where their operands are ready first: a schedule for
     # the target, before the loops that follow are wrapped or rotated.  Last, a kernel
     # without loops gets a version for blocks whose tiles lie inside their arrays.
+    # The consumer warpgroups' turns (a kernel that asks for them) go around the
+    # product issue the pipeliner left in its rotated loops: after it.
     # Then an sm_90a kernel opens with a wait for the previous kernel in the stream
     # and lets the next one launch: launches overlap runs, the stream's order kept.
     "pipeline": ("tile-hoist-loads", "tile-cluster-pairs", "tile-persistent-tiles",
-                 "tile-group-blocks", "tile-pipeline-loops", "tile-version-bounds",
-                 "tile-programmatic-launch"),
+                 "tile-group-blocks", "tile-pipeline-loops", "tile-pingpong",
+                 "tile-version-bounds", "tile-programmatic-launch"),
     "gpu": ("tile-lower-to-gpu",),
     "llvm": ("tile-lower-to-llvm",),
     "ptx": ("tile-emit-ptx",),

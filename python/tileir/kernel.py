@@ -444,7 +444,7 @@ class Kernel(KernelEntry):
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch", "l2_prefetch", "product_rotation",
-                       "rotation_fence"):
+                       "rotation_fence", "pingpong"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -775,7 +775,11 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     True puts a CTA memory fence before the wait for the second product, the one
     instruction that keeps ptxas from placing that wait above the softmax's
     exponentials, which then run after the product instead of beside it; off by
-    default until measured, docs/attention.md) and
+    default until measured, docs/attention.md), `pingpong` (sm_90a, a rotated loop
+    of a warp-specialized kernel with two consumer warpgroups: True makes the two
+    take turns at issuing their products, one's softmax beside the other's
+    products, FlashAttention-3's ping-pong; off by default until measured,
+    docs/attention.md) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -787,7 +791,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
-             "product_rotation", "rotation_fence"}
+             "product_rotation", "rotation_fence", "pingpong"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

@@ -607,6 +607,33 @@ func.func @indexed(%x: !tile.array<f32, 1 : i64>, %c: !tile.array<i32, 1 : i64>)
 
 // -----
 
+// A tile atomic is the block's: with release ordering (here acq_rel) a barrier
+// comes first, so the one thread's `atom` publishes what every thread stored
+// before it; the broadcast of its old value ends with a barrier (the acquire side).
+
+// CHECK-LABEL: gpu.func @ticket(
+// CHECK:         llvm.store
+// CHECK:         gpu.barrier
+// CHECK:         scf.if
+// CHECK:           llvm.inline_asm has_side_effects "atom.acq_rel.gpu.global.add.s32 $0, [$1], $2;"
+// CHECK:         memref.store
+// CHECK:         gpu.barrier
+// CHECK:         memref.load
+#t = #tile.blocked<array<i64: 1>, array<i64: 32>, array<i64: 1>, array<i64: 0>>
+func.func @ticket(%x: !tile.array<f32, 1 : i64>, %c: !tile.array<i32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32} {
+  %c0 = arith.constant 0 : i32
+  %v = arith.constant dense<1.0> : tensor<32xf32, #t>
+  "tile.store"(%x, %v, %c0) : (!tile.array<f32, 1 : i64>, tensor<32xf32, #t>, i32) -> ()
+  %i = arith.constant dense<0> : tensor<1xi32, #t>
+  %m = arith.constant dense<true> : tensor<1xi1, #t>
+  %one = arith.constant dense<1> : tensor<1xi32, #t>
+  %o = "tile.atomic_rmw"(%c, %one, %m, %i) {check_bounds = 1 : i64, kind = "add", memory_order = "acq_rel", memory_scope = "device"} : (!tile.array<i32, 1 : i64>, tensor<1xi32, #t>, tensor<1xi1, #t>, tensor<1xi32, #t>) -> tensor<1xi32, #t>
+  "tile.store"(%c, %o, %c0) : (!tile.array<i32, 1 : i64>, tensor<1xi32, #t>, i32) -> ()
+  return
+}
+
+// -----
+
 // A line printed by several tile.print ops (`more`) becomes one gpu.printf in
 // thread 0, the tile's conversion repeated per element in brackets; the tile's
 // elements reach thread 0 through shared memory.  A failed assert prints and traps.

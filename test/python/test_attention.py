@@ -333,3 +333,236 @@ def test_head_dim_256_at_128x128_without_a_ring_computes_attention():
     ref = example.reference(q, k, v, 1 / math.sqrt(d), True)
     assert np.isfinite(o).all()
     assert np.linalg.norm(o.astype(np.float64) - ref) / np.linalg.norm(ref) < 2e-3
+
+
+# ---------------------------------------------------------------------------
+# pingpong=True: the two consumer warpgroups take turns at the tensor cores
+# (tile-pingpong, backend/pipeline/pingpong.py; docs/attention.md)
+# ---------------------------------------------------------------------------
+PINGPONG = example.attention.replace_hints(pingpong=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_pingpong_leaves_the_interpreter_alone(causal):
+    # a schedule of the GPU's warpgroups: the interpreter runs the same tile code
+    rng = np.random.default_rng()
+    b, h, hkv, s, d = 1, 4, 2, 77, 32
+    q, k, v = (rng.standard_normal((b, n, s, d)).astype(np.float32) for n in (h, hkv, hkv))
+    outs = []
+    for kernel in (example.attention, PINGPONG):
+        o = np.full_like(q, np.nan)
+        ct.launch(None, example.grid(q, 32), kernel,
+                  (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 32, 32, d, causal))
+        outs.append(o)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
+    np.testing.assert_allclose(outs[1], ref, rtol=1e-4, atol=1e-5)
+
+
+def _pingpong_loop(text: str) -> list[str]:
+    """The SASS instructions from the consumers' turn wait (a `BAR.SYNC` on a register
+    id) to the first wgmma wait after it."""
+    ins = [m.group(1).strip() for m in re.finditer(r"^\s+/\*[0-9a-f]+\*/\s+([^;]*);", text,
+                                                    re.M)]
+    start = next(i for i, x in enumerate(ins) if re.match(r"BAR\.SYNC\S* R\d+, 0x100", x))
+    end = next(i for i in range(start, len(ins)) if ins[i].startswith("WARPGROUP.DEPBAR"))
+    return ins[start:end + 1]
+
+
+@pytest.mark.parametrize("d,causal", [(128, False), (128, True), (64, False),
+                                      pytest.param(64, True, marks=pytest.mark.slow)])
+def test_pingpong_turns_around_the_products_in_the_sass(d, causal, tmp_path):
+    q = np.zeros((4, 32, 4096, d), ml_dtypes.bfloat16)
+    args = (q, q, q, q, 1 / math.sqrt(d), 32, 1, 128, 128, d, causal)
+    plain, pp = (kernel.compile(args, target="sm_90a", grid=(32, 128, 1), sm_count=132)
+                 for kernel in (example.attention, PINGPONG))
+    ops, text = _sass(pp.cubin, tmp_path), _sass_text(pp.cubin, tmp_path)
+    assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+    assert "0 bytes spill stores, 0 bytes spill loads" in pp.ptxas_report, pp.ptxas_report
+    assert ops["HGMMA"] == _sass(plain.cubin, tmp_path)["HGMMA"]
+    assert pp.meta["num_threads"] == 384 and ops["USETMAXREG"] == 2
+    # the loop: wait for my turn (bar.sync 6 + w, 256: a register id), issue the scores'
+    # and P V's wgmmas, hand the turn over (bar.arrive 7 - w, 256), then wait for the
+    # scores alone
+    loop = _pingpong_loop(text)
+    assert loop[-1] == "WARPGROUP.DEPBAR.LE gsb0, 0x1", loop[-3:]
+    assert re.match(r"BAR\.ARV R\d+, 0x100", loop[-2]), loop[-3:]
+    hgmma = [x for x in loop if x.startswith("HGMMA")]
+    assert len(hgmma) == d // 16 + 128 // 16 and hgmma[-1].endswith("gsb0"), hgmma
+    assert not any(x.startswith("BAR") for x in loop[1:-2]), loop
+    # warpgroup 1 lets warpgroup 0 go first, and warpgroup 0 takes its last pass, at the
+    # first turn barrier (after the consumers' 1 and the TMA store groups' 2 .. 5)
+    assert len(re.findall(r"BAR\.ARV 0x6, 0x100", text)) == 1
+    assert len(re.findall(r"BAR\.SYNC\S* 0x6, 0x100", text)) == 1
+    assert "used 16 barriers" in pp.ptxas_report    # register ids: ptxas reserves all 16
+
+
+def _simulate_pingpong(kernel, s, d, bn, causal, h=2, hkv=1):
+    """The outputs of `kernel` and of the plain one, simulated on the same inputs."""
+    rng = np.random.default_rng()
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    outs = []
+    for kern in (kernel, example.attention):
+        o = np.full_like(q, np.nan)
+        args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, bn, d, causal)
+        ck = kern.compile(args, stage="gpu", target="sm_90a")
+        assert ("nvvm.barrier.arrive" in str(ck.module)) == (kern is kernel)
+        simulate(ck, example.grid(q, 128), args)
+        outs.append(o)
+    return outs, example.reference(q, k, v, 1 / math.sqrt(d), causal)
+
+
+# ragged lengths: 1 key tile (the rotated loop runs no trip: only the start and end of
+# the alternation), 2, and causal blocks of 1, 3 and 5 tiles (every block its own count)
+@pytest.mark.parametrize("s,bn,causal", [(40, 64, False), (100, 64, True), (300, 64, True),
+                                         (300, 128, False)])
+def test_pingpong_runs_in_the_simulator(s, bn, causal):
+    # the simulator replays the named barriers per warp as the hardware counts them
+    # (sim.hardware.NamedBarriers): a turn that never comes or is never taken fails here
+    # (GQA: two query heads on one key/value head)
+    (o, plain), ref = _simulate_pingpong(PINGPONG, s, 64, bn, causal)
+    np.testing.assert_array_equal(o, plain)       # the turns order issue, not arithmetic
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
+@pytest.mark.parametrize("left_out,error", [("start", "waits at barrier 6"),
+                                            ("end", "left with 128 of 256 arrivals")])
+def test_the_simulator_catches_a_broken_alternation(left_out, error, monkeypatch):
+    # the same pass without the start (warpgroup 0 waits for a pass that never comes) or
+    # the end (warpgroup 1's last pass never taken): the simulator must say so
+    from mlir import ir
+    from tileir.backend.pipeline import pingpong
+    from tileir.dialect.ring import TurnOp
+    from tileir.sim import SimError
+
+    def broken(loop, first, last):
+        with loop.location:
+            TurnOp("wait", ip=ir.InsertionPoint(first))
+            TurnOp("pass", ip=ir.InsertionPoint.after(last))
+            if left_out != "start":
+                TurnOp("pass", 1, ip=ir.InsertionPoint(loop))
+            if left_out != "end":
+                TurnOp("wait", 0, ip=ir.InsertionPoint.after(loop))
+
+    monkeypatch.setenv("TILEIR_CACHE", "0")      # (nothing of this compile is kept)
+    monkeypatch.setattr(pingpong, "_take_turns", broken)
+    fresh = example.attention.replace_hints(pingpong=True)   # (not PINGPONG's compiles)
+    with pytest.raises(SimError, match=error):
+        _simulate_pingpong(fresh, 300, 64, 64, False)
+
+
+def test_pingpong_in_the_varlen_kernel_runs_in_the_simulator():
+    # the loop inside the block's guard, its bounds read from cu_seqlens (an array the
+    # kernel never writes, so both warpgroups read the same trip count); sequences
+    # without queries (the guard skipped) or without keys (no trip at all)
+    rng = np.random.default_rng()
+    h, hkv, d, causal = 2, 1, 64, True
+    q, k, v, cu_q, cu_k = _packed(rng, [0, 130, 70, 9], [5, 200, 0, 9], h, hkv, d,
+                                  np.float16)
+    o = np.full_like(q, np.nan)
+    lse = np.full((h, q.shape[0]), np.nan, np.float32)
+    args = (q, k, v, o, lse, cu_q, cu_k, 1 / math.sqrt(d), h, h // hkv, 128, 64, d, causal,
+            True)
+    ck = example.attention_varlen.replace_hints(pingpong=True).compile(
+        args, stage="gpu", target="sm_90a")
+    assert "nvvm.barrier.arrive" in str(ck.module), "no turns"
+    simulate(ck, example.varlen_grid(130, 4, h, 128), args)
+    _check_varlen(o, lse, q, k, v, cu_q, cu_k, causal, 2e-3)
+
+
+@ct.kernel(pingpong=True)
+def _split_causal(Q, K, V, O, scale: float, H: ct.Constant[int], BM: ct.Constant[int],
+                  BN: ct.Constant[int], D: ct.Constant[int]):
+    """Causal attention with the key tiles below the diagonal in one loop (no mask) and
+    the diagonal ones in a second (masked), as FlashAttention-3 splits them."""
+    mb = ct.bid(0)
+    b = ct.bid(1) // H
+    h = ct.bid(1) % H
+    q = ct.load(Q, index=(b, h, mb, 0), shape=(1, 1, BM, D),
+                padding_mode=ct.PaddingMode.ZERO).reshape((BM, D))
+    qk_scale = scale * example.LOG2E
+    m = ct.full((BM, 1), -np.inf, dtype=np.float32)
+    l = ct.zeros((BM, 1), dtype=np.float32)
+    acc = ct.zeros((BM, D), dtype=np.float32)
+    rows = mb * BM + ct.arange(BM, dtype=np.int32)[:, None]
+    n_kv = K.shape[2]
+    below = min(mb * BM, n_kv) // BN
+    for j in range(below):
+        k = ct.load(K, index=(b, h, j, 0), shape=(1, 1, BN, D),
+                    padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
+        s = ct.mma(q, ct.transpose(k), ct.zeros((BM, BN), dtype=np.float32))
+        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+        p = ct.exp2(s * qk_scale - m_new)
+        alpha = ct.exp2(m - m_new)
+        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+        v = ct.load(V, index=(b, h, j, 0), shape=(1, 1, BN, D),
+                    padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
+        acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
+        m = m_new
+    for j in range(below, ct.cdiv(min((mb + 1) * BM, n_kv), BN)):
+        k = ct.load(K, index=(b, h, j, 0), shape=(1, 1, BN, D),
+                    padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
+        s = ct.mma(q, ct.transpose(k), ct.zeros((BM, BN), dtype=np.float32))
+        cols = j * BN + ct.arange(BN, dtype=np.int32)[None, :]
+        s = ct.where((cols < n_kv) & (rows >= cols), s, -np.inf)
+        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+        p = ct.exp2(s * qk_scale - m_new)
+        alpha = ct.exp2(m - m_new)
+        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+        v = ct.load(V, index=(b, h, j, 0), shape=(1, 1, BN, D),
+                    padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
+        acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
+        m = m_new
+    ct.store(O, index=(b, h, mb, 0), tile=(acc / l).reshape((1, 1, BM, D)).astype(O.dtype))
+
+
+def test_pingpong_alternates_in_each_of_two_loops_in_the_simulator():
+    # the unmasked and the diagonal loop each take turns with their own start and end
+    # (the first on the producer's ring, the second on the consumers' own), and the
+    # blocks' loops run 0, 2 and 4 trips below the diagonal
+    rng = np.random.default_rng()
+    s, d, h = 300, 64, 2
+    q, k, v = (rng.standard_normal((1, h, s, d)).astype(np.float16) for _ in range(3))
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, 128, 64, d)
+    text = str(_split_causal.compile(args, stage="pipeline", target="sm_90a").module)
+    assert text.count('"tile.turn"') == 8 and text.count("tile.ring_alloc") == 2, text
+    simulate(_split_causal.compile(args, stage="gpu", target="sm_90a"),
+             example.grid(q, 128), args)
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), True)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
+# ---------------------------------------------------------------------------
+# GPU: pingpong=True against torch's SDPA (math backend) in fp32
+# ---------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("b,h,hkv,s,d", [(1, 4, 4, 128, 64), (2, 8, 2, 1000, 128),
+                                         (3, 6, 3, 77, 64), (1, 2, 1, 513, 128),
+                                         (1, 4, 1, 4099, 128)])
+@pytest.mark.parametrize("bn", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_pingpong_matches_sdpa_on_the_gpu(b, h, hkv, s, d, bn, causal, dtype):
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    dt = getattr(torch, dtype)
+    q = torch.randn(b, h, s, d, device="cuda", dtype=dt)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    o = torch.full_like(q, float("nan"))
+    ct.launch(None, example.grid(q, 128), PINGPONG,
+              (q, k, v, o, 1.0 / math.sqrt(d), h, h // hkv, 128, bn, d, causal))
+    torch.cuda.synchronize()
+    group = h // hkv
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float().repeat_interleave(group, dim=1),
+            v.float().repeat_interleave(group, dim=1), is_causal=causal)
+    assert torch.isfinite(o).all()
+    err = (torch.linalg.norm(o.float() - ref) / torch.linalg.norm(ref)).item()
+    assert err < 1e-2, err

@@ -189,6 +189,30 @@ def test_batched_gemm_runs_correctly(batch, m, n, k, axis, sms, tma_store, clust
     _check(c, ref, BF16)
 
 
+def test_tiles_written_wide_run_persistent_with_a_deeper_ring(rng, tmp_path):
+    """cuTile's BatchMatMul tiles (128 x 256 x 128) on a grid of many waves cannot be
+    widened; they run persistent (one block an SM walking the tiles) and their 96 KB K
+    slots are halved, a ring of 64-long K tiles twice as deep: at 32 x 1024^3 for 132
+    SMs, no spills; in the simulator at ragged sizes on 2 SMs, every element right."""
+    a, b, c = (np.empty(s, np.float16) for s in ((32, 1024, 1024),) * 3)
+    ck = bmm.compile((a, b, c, 128, 256, 128, 0), target="sm_90a",
+                     grid=bmm_grid(32, 1024, 1024, 128, 256, 0), sm_count=132)
+    assert ck.meta["persistent"] and not ck.meta.get("grid_scale"), ck.meta
+    pipeline = ck.artifacts["pipeline"]
+    assert "tensor<1x128x64xf16," in pipeline and "tensor<1x64x256xf16," in pipeline
+    assert "tensor<1x128x128xf16," not in pipeline
+    assert min(int(n) for n in re.findall(r"stages = (\d+)", pipeline)) >= 4
+    assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report
+    # as written for a grid of one wave: one block a tile, the K tiles kept
+    one = bmm.compile((a[:2], b[:2], c[:2], 128, 256, 128, 0), target="sm_90a",
+                      grid=bmm_grid(2, 1024, 1024, 128, 256, 0), sm_count=132, stage="pipeline")
+    assert "tile.persistent_loop" not in one.artifacts["pipeline"]
+    assert "tensor<1x128x128xf16," in one.artifacts["pipeline"]
+    ck, c, ref = _run_bmm(rng, 2, 200, 500, 200, np.float16, 0, 2, tiles=(128, 256, 128))
+    assert ck.meta["persistent"]
+    _check(c, ref, np.float16)
+
+
 @SLOW
 def test_batched_gemm_on_sm80_runs_correctly(rng):
     """mma.sync: the (1, M, N) tile keeps the accumulator's registers up to the store,

@@ -60,14 +60,18 @@ def test_more_splits_than_pages_leave_empty_splits_harmless():
     assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.3)) < 1e-5
 
 
-def test_many_splits_merge_a_few_at_a_time():
-    # 13 splits of a 128-wide head, 8 heads a KV head: the combine merges 4 splits a
-    # step (a (4, 8, 128) tile), 4 steps, the last with 3 splits past the end
+@pytest.mark.parametrize("one_launch", [False, True])
+def test_many_splits_merge_a_few_at_a_time(one_launch):
+    # 13 splits of a 128-wide head, 8 heads a KV head: the merge (the combine launch,
+    # or the last split block) takes 4 splits a step (a (4, 8, 128) tile), 4 steps,
+    # the last with 3 splits past the end
     rng = np.random.default_rng()
     q, kc, vc, table, lens = _decode_case(rng, 2, 1, 16, 2, 128, 16, 20 * 16)
-    _, calls = dec.launches(q, kc, vc, table, lens, 0.09, None, 13)
-    assert calls[1][2][-1] == 4
-    out = dec.paged_decode_attention(q, kc, vc, table, lens, 0.09, num_splits=13)
+    _, calls = dec.launches(q, kc, vc, table, lens, 0.09, None, 13, one_launch)
+    # the merge width: combine's last argument, the decode kernel's SC (then PS)
+    assert len(calls) == (1 if one_launch else 2) and calls[-1][2][-2 if one_launch else -1] == 4
+    out = dec.paged_decode_attention(q, kc, vc, table, lens, 0.09, num_splits=13,
+                                     one_launch=one_launch)
     assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.09)) < 1e-5
 
 
@@ -78,6 +82,86 @@ def test_the_splits_chooser_fills_one_round_of_the_gpu_and_keeps_splits_long():
     assert dec.choose_splits(1 * 8, 16, sms=132) == 4         # at least 4 pages a split
     assert dec.choose_splits(64 * 2, 128, sms=132, per_sm=1) == 1   # MLA at batch 64
     assert dec.tiles(1, 4) == (4, 4) and dec.tiles(3, 8) == (4, 8) and dec.tiles(8, 4) == (8, 4)
+
+
+def test_one_launch_splits_are_shorter_and_fewer_than_a_long_merge():
+    one = dict(sms=132, one_launch=True)
+    # batch 1, 8 KV heads, the engine's 16-slot pages: 2 pages (32 keys) a split
+    assert dec.choose_splits(8, 8, page=16, **one) == 4          # 128 tokens
+    assert dec.choose_splits(8, 16, page=16, **one) == 8         # 256
+    assert dec.choose_splits(8, 64, page=16, **one) == dec.MAX_MERGE   # 1k: capped
+    assert dec.choose_splits(8, 4, page=64, **one) == 4          # 256 tokens, a page each
+    assert dec.choose_splits(8, 64, page=64, **one) == dec.MAX_MERGE   # 4k
+    assert dec.choose_splits(8, 256, page=64, **one) == 32       # 16k: 512 keys a split
+    assert dec.choose_splits(8, 512, page=64, **one) == 33       # 32k: one round of the GPU
+    assert dec.choose_splits(64 * 8, 64, page=64, **one) == 1    # batch 64 fills the GPU
+    assert dec.choose_splits(16 * 8, 64, page=64, **one) == 2
+    with pytest.raises(ValueError, match="page size"):
+        dec.choose_splits(8, 16, one_launch=True)
+
+
+def _counting_case(rng, batch, tq, heads, kv_heads, d, page, max_len, spare=2):
+    q, kc, vc, table, lens = _decode_case(rng, batch, tq, heads, kv_heads, d, page, max_len)
+    # a bigger buffer than needed, its tail poisoned: only the first B * Hkv are used
+    counters = np.zeros(batch * kv_heads + spare, np.int32)
+    counters[batch * kv_heads:] = -7
+    return q, kc, vc, table, lens, counters
+
+
+@pytest.mark.parametrize("batch,tq,heads,kv_heads,page,splits", [
+    (3, 1, 8, 2, 16, 2),          # GQA 4
+    (2, 2, 4, 1, 16, 5),          # MQA, 2 tokens, 5 splits (some see no key)
+    (2, 4, 8, 8, 64, 3),          # MHA, 4 tokens, page 64
+    (4, 3, 12, 4, 16, 8),         # a group of 3 padded to 4, 8 splits
+    (1, 1, 32, 8, 64, 7),         # Llama-3-8B's group, page 64
+    (2, 1, 8, 2, 16, None),       # the chooser's (one-launch) splits
+])
+def test_one_launch_merges_in_the_last_split_block(batch, tq, heads, kv_heads, page, splits):
+    rng = np.random.default_rng()
+    d = 32
+    q, kc, vc, table, lens, counters = _counting_case(rng, batch, tq, heads, kv_heads, d, page,
+                                                      5 * page - 3)
+    scale = 1.0 / math.sqrt(d)
+    out, calls = dec.launches(q, kc, vc, table, lens, scale, np.full_like(q, np.nan), splits,
+                              counters=counters)
+    assert len(calls) == 1                                   # no combine launch
+    ref = dec.gather_reference(q, kc, vc, table, lens, scale)
+    for _ in range(2):                                       # the counters come back zero
+        out[...] = np.nan
+        dec.paged_decode_attention(q, kc, vc, table, lens, scale, out, num_splits=splits,
+                                   counters=counters)
+        assert _rel(out, ref) < 1e-5
+        assert not counters[:batch * kv_heads].any() and (counters[batch * kv_heads:] == -7).all()
+    # the same arithmetic, in the same order, as the combine launch (at the same splits)
+    two = dec.paged_decode_attention(q, kc, vc, table, lens, scale, num_splits=calls[0][1][2],
+                                     one_launch=False)
+    assert np.array_equal(out, two)
+
+
+@pytest.mark.parametrize("batch,tq,heads,kv_heads,page,splits", [
+    (2, 1, 8, 2, 16, 1),          # unsplit: the pairs, then an odd page and the masked end
+    (3, 3, 4, 1, 16, 3),          # split, 3 tokens
+    (2, 2, 8, 8, 64, 2),          # MHA, pages of 64 (128-key steps)
+])
+def test_two_pages_a_step(batch, tq, heads, kv_heads, page, splits):
+    rng = np.random.default_rng()
+    d = 32
+    q, kc, vc, table, lens = _decode_case(rng, batch, tq, heads, kv_heads, d, page, 11 * page)
+    out = np.full_like(q, np.nan)
+    dec.paged_decode_attention(q, kc, vc, table, lens, 0.2, out, num_splits=splits,
+                               pages_per_step=2)
+    assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.2)) < 1e-5
+    with pytest.raises(ValueError, match="pages_per_step must be 1 or 2; got 4"):
+        dec.paged_decode_attention(q, kc, vc, table, lens, 0.2, pages_per_step=4)
+
+
+def test_bad_counters_are_named():
+    q = np.zeros((2, 1, 4, 32), np.float32)
+    cache = np.zeros((4, 16, 2, 32), np.float32)
+    args = (q, cache, cache, np.zeros((2, 2), np.int32), np.ones(2, np.int32), 1.0)
+    for bad in (np.zeros(3, np.int32), np.zeros(4, np.float32), np.zeros(8, np.int32)[::2]):
+        with pytest.raises(ValueError, match="counters must be a contiguous int32"):
+            dec.paged_decode_attention(*args, num_splits=2, counters=bad)
 
 
 @pytest.mark.parametrize("bad,msg", [
@@ -104,30 +188,108 @@ def test_an_output_that_is_not_dense_is_refused():
                                    np.ones(2, np.int32), 1.0, out)
 
 
-@pytest.mark.parametrize("target,splits,tq,page", [
-    ("sm_90a", 2, 3, 16),
-    pytest.param("sm_90a", 1, 1, 64, marks=pytest.mark.slow),
-    pytest.param("sm_80", 1, 2, 16, marks=pytest.mark.slow),
-    pytest.param("sm_80", 3, 1, 64, marks=pytest.mark.slow),
+@pytest.mark.parametrize("target,splits,tq,page,ps", [
+    ("sm_90a", 2, 3, 16, 1),
+    ("sm_90a", 1, 1, 16, 2),                       # two pages a step
+    pytest.param("sm_90a", 1, 1, 64, 1, marks=pytest.mark.slow),
+    pytest.param("sm_80", 1, 2, 16, 1, marks=pytest.mark.slow),
+    pytest.param("sm_80", 3, 1, 64, 1, marks=pytest.mark.slow),
+    pytest.param("sm_80", 2, 2, 16, 2, marks=pytest.mark.slow),
 ])
-def test_the_generated_decode_runs_in_the_simulator(target, splits, tq, page):
+def test_the_generated_decode_runs_in_the_simulator(target, splits, tq, page, ps):
     rng = np.random.default_rng()
-    q, kc, vc, table, lens = _decode_case(rng, 2, tq, 4, 2, 64, page, 3 * page + 5, np.float16)
+    q, kc, vc, table, lens = _decode_case(rng, 2, tq, 4, 2, 64, page, 5 * page + 5, np.float16)
     out = np.full_like(q, np.nan)
-    out, calls = dec.launches(q, kc, vc, table, lens, 0.125, out, splits)
+    out, calls = dec.launches(q, kc, vc, table, lens, 0.125, out, splits, pages_per_step=ps)
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target=target), grid, args)
     assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.125)) < 2e-3
 
 
-def _decode_cubin(tq, page, split, dtype=ml_dtypes.bfloat16):
+@pytest.mark.parametrize("target,splits,tq,page", [
+    ("sm_90a", 3, 2, 16),
+    pytest.param("sm_90a", 4, 1, 64, marks=pytest.mark.slow),
+    pytest.param("sm_80", 3, 3, 16, marks=pytest.mark.slow),
+])
+def test_the_last_block_to_finish_merges_whatever_the_order(target, splits, tq, page):
+    # the generated kernel run block by block in the simulator: for each (sequence, KV
+    # head) one split held back (a different one each), the rest in a shuffled order.
+    # Before it runs, the counters read splits - 1 and nothing is merged (the output
+    # still NaN); after it, the output is right and the counters zero
+    rng = np.random.default_rng()
+    b, hkv = 2, 2
+    q, kc, vc, table, lens = _decode_case(rng, b, tq, 4, hkv, 64, page, 3 * page + 5,
+                                          np.float16)
+    counters = np.zeros(b * hkv, np.int32)
+    out = np.full_like(q, np.nan)
+    out, calls = dec.launches(q, kc, vc, table, lens, 0.125, out, splits, counters=counters)
+    (kernel, grid, args), = calls
+    compiled = kernel.compile(args, stage="gpu", target=target)
+    held = {(x, y): int(rng.integers(splits)) for x in range(b) for y in range(hkv)}
+    first = [(x, y, z) for x in range(b) for y in range(hkv) for z in range(splits)
+             if z != held[x, y]]
+    rng.shuffle(first)
+    simulate(compiled, grid, args, blocks=[tuple(map(int, i)) for i in first])
+    assert (counters == splits - 1).all() and np.isnan(out).all()
+    last = [(x, y, z) for (x, y), z in held.items()]
+    simulate(compiled, grid, args, blocks=last)
+    assert not counters.any()
+    assert _rel(out, dec.gather_reference(q, kc, vc, table, lens, 0.125)) < 2e-3
+
+
+def _decode_text(ck, tmp_path):
+    ptx = ck.artifacts["ptx"]
+    return ptx if isinstance(ptx, str) else ptx.decode(), _sass_text(ck.cubin, tmp_path)
+
+
+def test_the_ticket_is_acq_rel_at_gpu_scope_and_the_partials_bypass_l1(tmp_path):
+    # Llama-3-8B's heads at batch 1, pages of 16, one launch: every consumer thread's
+    # stores, a barrier, then one thread's atom.acq_rel.gpu (ptxas: MEMBAR.ALL.GPU
+    # before the ATOMG, CCTL.IVALL after); the last block reads the partials with
+    # ld.relaxed.gpu (LDG.E.STRONG.GPU: from L2); no local memory
+    ck = _decode_cubin(1, 16, True, batch=1)
+    ptx, sass = _decode_text(ck, tmp_path)
+    lines = ptx.splitlines()
+    atoms = [i for i, line in enumerate(lines) if "atom." in line]
+    assert len(atoms) == 1 and "atom.acq_rel.gpu.global.add.s32" in lines[atoms[0]], \
+        [lines[i] for i in atoms]
+    stores = [i for i, line in enumerate(lines) if "st.global" in line]
+    before = [i for i in stores if i < atoms[0]]
+    assert before, "no partial stored before the ticket"
+    assert any("bar.sync" in line for line in lines[max(before):atoms[0]]), \
+        "no barrier between the partials' stores and the ticket"
+    loads = [i for i, line in enumerate(lines) if "ld.relaxed.gpu.global.b32" in line]
+    assert loads and min(loads) > atoms[0]
+    sass_lines = sass.splitlines()
+    atom = next(i for i, line in enumerate(sass_lines) if "ATOMG.E.ADD.S32.STRONG.GPU" in line)
+    assert any("MEMBAR.ALL.GPU" in line for line in sass_lines[atom - 8:atom])
+    assert any("CCTL.IVALL" in line for line in sass_lines[atom:atom + 4])
+    assert sum("LDG.E.STRONG.GPU" in line for line in sass_lines) >= 16
+    ops = _sass(ck.cubin, tmp_path)
+    assert not ops["LDL"] and not ops["STL"], "local memory"
+    assert "0 bytes spill stores" in ck.ptxas_report
+
+
+@pytest.mark.parametrize("tq", [1, pytest.param(8, marks=pytest.mark.slow)])
+def test_two_pages_a_step_compile_without_spills(tq, tmp_path):
+    # pages of 16 two a step (decode_narrow, two warps): both pages' products on the
+    # tensor cores, through the TMA ring, no local memory
+    ck = _decode_cubin(tq, 16, True, batch=1, pages_per_step=2)
+    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+    ops = _sass(ck.cubin, tmp_path)
+    for op in ("UTMALDG", "HMMA", "LDSM"):
+        assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
+    assert not ops["LDL"] and not ops["STL"], "local memory"
+
+
+def _decode_cubin(tq, page, split, dtype=ml_dtypes.bfloat16, batch=16, pages_per_step=1):
     """The decode kernel for Llama-3-8B heads (32 / 8, D = 128) as a launch compiles it."""
-    b, hq, hkv, d = 16, 32, 8, 128
+    b, hq, hkv, d = batch, 32, 8, 128
     q = np.zeros((b, tq, hq, d), dtype)
     cache = np.zeros((64, page, hkv, d), dtype)
     table = np.zeros((b, 64), np.int32)
     _, calls = dec.launches(q, cache, cache, table, np.ones(b, np.int32), 0.088,
-                            num_splits=4 if split else 1)
+                            num_splits=4 if split else 1, pages_per_step=pages_per_step)
     kernel, grid, args = calls[0]
     return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
 
@@ -361,3 +523,19 @@ def test_mla_refuses_shapes_it_does_not_take():
     kv = np.zeros((4, 16, 576), np.float32)
     with pytest.raises(ValueError, match="multiple of 64"):
         mla.mla_decode(q, kv, np.zeros((1, 4), np.int32), np.ones(1, np.int32), 1.0)
+
+
+def test_the_llm_backend_passes_one_counters_buffer_it_owns():
+    # Backend.attention_decode: the paged kernel with the backend's tickets (allocated
+    # once, zero after every call), the split contexts merged in the one launch
+    from tileir.llm.backend import Backend
+    be = Backend("numpy", "float32")
+    rng = np.random.default_rng()
+    for batch in (3, 2, 3):
+        q, kc, vc, table, lens = _decode_case(rng, batch, 1, 8, 2, 32, 16, 9 * 16)
+        out = be.attention_decode(q[:, 0], kc, vc, table, lens, lens.tolist(), 0.17)
+        ref = dec.gather_reference(q, kc, vc, table, lens, 0.17)[:, 0]
+        assert _rel(out, ref) < 1e-5
+        counters = be.decode_counters(batch * 2)
+        assert counters is be.decode_counters(1) and not counters.any()
+    assert len(be._decode_counters) == 1

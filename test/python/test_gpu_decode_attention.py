@@ -2,7 +2,10 @@
 tileir.examples.mla_decode) against float32 torch attention over each sequence's
 gathered pages: batch, query / KV heads (MHA, GQA, MQA), Tq = 1..8 new tokens (causal
 among themselves), pages of 16 and 64 slots, ragged lengths, split-KV (chosen and
-forced), bf16 and fp16 (decode: float32 too, on tf32).  Fresh random inputs,
+forced; the split contexts merged in the decode kernel or by a combine launch), bf16
+and fp16 (decode: float32 too, on tf32), and decode captured in a CUDA graph and
+replayed (the split-KV tickets zero after each replay, the output bit for bit the
+same on a replay of the same inputs).  Fresh random inputs,
 NaN-poisoned outputs, and NaN in the decode cache's unused slots (the MLA cache holds
 stale finite tokens there: its contract).  Marked `gpu`: skipped cleanly without
 one."""
@@ -104,6 +107,83 @@ def test_decode_matches_fp32_over_the_gathered_cache(b, hq, hkv, tq, page, split
     ref = torch.stack([_attend(q[i], ks[i].repeat_interleave(g, 1), vs[i].repeat_interleave(g, 1),
                                scale) for i in range(b)])
     assert _err(out, ref) < 1e-2
+
+
+@pytest.mark.parametrize("page,tq,splits,one_launch,ps", [
+    (16, 1, None, True, 1),     # the engine's pages, the chooser's one-launch splits
+    (16, 1, None, False, 1),    # decode + combine
+    (64, 1, 16, True, 1),       # MAX_MERGE splits: two merge steps
+    (16, 4, 8, True, 1),
+    (64, 2, 3, False, 1),
+    (16, 1, 4, True, 2),        # two pages a step
+    (16, 3, 1, True, 2),
+])
+def test_decode_replays_in_a_cuda_graph(page, tq, splits, one_launch, ps):
+    # Llama-3-8B's heads, batch 3, short ragged contexts: the call captured once with
+    # the caller's counters, replayed over fresh caches, queries and lengths (the
+    # engine's decode steps); each replay right, the counters zero after it, and a
+    # second replay of the same inputs bit for bit the same (the fixed merge order)
+    b, hq, hkv, d, cap = 3, 32, 8, 128, 700
+    dt = torch.bfloat16
+    table, num = _table([cap] * b, page)
+    nan = lambda shape: torch.full(shape, float("nan"), device="cuda")  # noqa: E731
+    kc, vc = nan((num, page, hkv, d)).to(dt), nan((num, page, hkv, d)).to(dt)
+    q = torch.empty(b, tq, hq, d, device="cuda", dtype=dt)
+    seq = torch.full((b,), cap, device="cuda", dtype=torch.int32)
+    out = torch.empty_like(q)
+    counters = torch.zeros(b * hkv + 5, device="cuda", dtype=torch.int32)
+    counters[b * hkv:] = -7
+    scale = 1 / math.sqrt(d)
+
+    def call():
+        dec.paged_decode_attention(q, kc, vc, table, seq, scale, out, num_splits=splits,
+                                   one_launch=one_launch, counters=counters,
+                                   pages_per_step=ps)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):                      # compiles outside the capture
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(4):
+        lens = torch.randint(tq, cap + 1, (b,)).tolist()
+        k_new, ks = _cache(table, num, lens, page, (hkv, d), dt, nan)
+        v_new, vs = _cache(table, num, lens, page, (hkv, d), dt, nan)
+        kc.copy_(k_new)
+        vc.copy_(v_new)
+        q.copy_(torch.randn(b, tq, hq, d, device="cuda"))
+        seq.copy_(torch.tensor(lens, dtype=torch.int32))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = torch.stack([_attend(q[i], ks[i].repeat_interleave(4, 1),
+                                   vs[i].repeat_interleave(4, 1), scale) for i in range(b)])
+        assert _err(out, ref) < 1e-2
+        assert (counters[:b * hkv] == 0).all() and (counters[b * hkv:] == -7).all()
+        first = out.clone()
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, first)
+
+
+def test_one_launch_agrees_with_decode_and_combine():
+    # the same splits both ways: the merge's arithmetic and order are combine's
+    b, hq, hkv, d, page = 2, 32, 8, 128, 16
+    lens = [1000, 37]
+    table, num = _table(lens, page)
+    nan = lambda shape: torch.full(shape, float("nan"), device="cuda")  # noqa: E731
+    kc, _ = _cache(table, num, lens, page, (hkv, d), torch.bfloat16, nan)
+    vc, _ = _cache(table, num, lens, page, (hkv, d), torch.bfloat16, nan)
+    q = torch.randn(b, 1, hq, d, device="cuda", dtype=torch.bfloat16)
+    seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    one = dec.paged_decode_attention(q, kc, vc, table, seq, 0.09, num_splits=11)
+    two = dec.paged_decode_attention(q, kc, vc, table, seq, 0.09, num_splits=11,
+                                     one_launch=False)
+    assert torch.isfinite(one).all()
+    assert (one.float() - two.float()).abs().max().item() <= 1e-2 * two.float().abs().max().item()
 
 
 def test_decode_takes_float32_on_tf32_tensor_cores():

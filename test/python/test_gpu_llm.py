@@ -198,3 +198,47 @@ def test_fused_norm_linear_at_the_qkv_shape():
         torch.cuda.synchronize()
         assert torch.isfinite(y).all()
         assert (y.double() - ref).abs().max().item() < 0.05
+
+
+@pytest.mark.parametrize("t", [1, 37])
+@pytest.mark.parametrize("arch", ["llama", "deepseek"])
+def test_rope_and_cache_write_in_one_launch_match_the_two(arch, t):
+    """Backend.rope_slots: RoPE and the cache write in one launch give the two kernels'
+    bits (rope, then write_slots) at Llama-3-8B's heads (32 q, 8 k/v of 128) and
+    DeepSeek-V3's latent row (512 + 64), for a decode step's token and a ragged prompt's
+    37 at scattered slots of a NaN-poisoned cache (untouched outside the slots)."""
+    from tileir.llm.backend import Backend
+    be = Backend("cuda", "bfloat16")
+    gen = torch.Generator(device="cuda").manual_seed(t * 31 + len(arch))
+    page, pages = 16, 40
+    d = 128 if arch == "llama" else 64
+    ang = torch.rand(4096, d // 2, device="cuda", generator=gen) * 6.3
+    cos, sin = ang.cos(), ang.sin()
+    pos = torch.randint(0, 4096, (t,), device="cuda", generator=gen, dtype=torch.int32)
+    slots = torch.randperm(pages * page, device="cuda", generator=gen)[:t].to(torch.int32)
+    if arch == "llama":
+        rows = torch.randn(t, 48 * d, device="cuda", generator=gen).bfloat16()
+        cache = torch.full((pages, page, 16, d), float("nan"), device="cuda",
+                           dtype=torch.bfloat16)
+    else:
+        rows = torch.randn(t, 1536 + 576, device="cuda", generator=gen).bfloat16()
+        cache = torch.full((pages, page, 576), float("nan"), device="cuda",
+                           dtype=torch.bfloat16)
+    outs = []
+    for fused in (True, False):
+        be.rope_slots = fused
+        x, c = rows.clone(), cache.clone()
+        if arch == "llama":
+            be.rope_write_slots(x, cos, sin, pos, c, slots)
+        else:
+            be.rope_write_latent(x[:, 1536:], 512, cos, sin, pos, c, slots)
+        torch.cuda.synchronize()
+        outs.append((x, c))
+    (x, c), (x2, c2) = outs
+    assert torch.equal(x, x2) and not torch.equal(x, rows)           # rotated, alike
+    flat, flat2 = c.reshape(pages * page, -1), c2.reshape(pages * page, -1)
+    assert torch.equal(flat[slots.long()], flat2[slots.long()])
+    assert not flat[slots.long()].isnan().any()
+    rest = torch.ones(pages * page, dtype=torch.bool, device="cuda")
+    rest[slots.long()] = False
+    assert flat[rest].isnan().all() and flat2[rest].isnan().all()

@@ -1,7 +1,9 @@
 """tileir.llm.gemv, the decode GEMVs: the interpreter against float64 NumPy (every kernel,
-both products, split and whole K, ragged shapes, 1 to 16 rows, bf16 and f32), the
-sm_90a code (TMA rings, tensor cores, 16-byte loads, no local memory, instructions per
-weight byte) and tileir.sim running it; on the GPU, against torch at Llama-3-8B widths."""
+both products, split and whole K, a split finished by its last block's ticket or by the
+combine launch, ragged shapes, 1 to 16 rows, bf16 and f32), the sm_90a code (TMA rings,
+tensor cores, 16-byte loads, the ticket's ordering, no local memory, instructions per
+weight byte) and tileir.sim running it; on the GPU, against torch at Llama-3-8B widths
+(and the ticket's one launch against the two, run again and replayed in a CUDA graph)."""
 
 import collections
 import re
@@ -27,32 +29,37 @@ def _ref(x, ws, r, dtype):
     return ys[0] + (0.0 if r is None else r.astype(np.float64))
 
 
-def _run(kind, x, ws, r, p: G.Plan, out_dtype, norm=None):
+def _run(kind, x, ws, r, p: G.Plan, out_dtype, norm=None, count=None):
     """Launch `kind` ('linear', 'add', 'swiglu', 'fused') as Backend._gemv does, in the
     interpreter, with norm = (g, eps) RMSNorm(x) * g in place of x; outputs and partials
-    NaN-poisoned."""
+    NaN-poisoned.  A split K is finished by the last block's ticket (p.ticket: counters
+    `count`, zeros, asserted back to zero after) or by the combine launch."""
     m, n = x.shape[0], ws[0].shape[0]
     lead = (2,) if kind in ("swiglu", "fused") else ()
     part = np.full(lead + (p.split, m, n), np.nan, np.float32)
-    tiles = (p.bm, p.bn, p.bk, p.split, p.fma)
+    count = np.zeros(G.counters(n, p) + 3, np.int32) if count is None else count
+    tiles = tuple(p)
     g, eps = norm if norm is not None else (x, 0.0)
     if kind != "add":
         tiles += (norm is not None,)
     if kind == "add":
         y = r.copy()                         # in place, as the residual stream
-        args, fin = (x, ws[0], y, y, part), (G.gemv_combine_add, (part, y, y))
+        args, fin = (x, ws[0], y, y, part, count), (G.gemv_combine_add, (part, y, y))
         kernel = G.gemv_add
     else:
         y = np.full((m, n), np.nan, out_dtype)
         if kind in ("swiglu", "fused"):
             kernel = G.gemv_swiglu if kind == "swiglu" else G.gemv_swiglu_fused
-            args, fin = (x, g, eps, ws[0], ws[1], y, part), (G.gemv_combine_swiglu, (part, y))
+            args = (x, g, eps, ws[0], ws[1], y, part, count)
+            fin = (G.gemv_combine_swiglu, (part, y))
         else:
-            kernel, args, fin = G.gemv, (x, g, eps, ws[0], y, part), (G.gemv_combine, (part, y))
+            kernel, fin = G.gemv, (G.gemv_combine, (part, y))
+            args = (x, g, eps, ws[0], y, part, count)
     ct.launch(None, G.grid(n, p), kernel, args + tiles)
-    if p.split > 1:
-        bs, bm, bc = G.combine_tiles(m, n, p)
-        ct.launch(None, (ct.cdiv(n, bc),), fin[0], fin[1] + (bs, bm, bc))
+    if p.split > 1 and not p.ticket:
+        ctiles = G.combine_tiles(m, n, p)
+        ct.launch(None, (ct.cdiv(n, ctiles[2]),), fin[0], fin[1] + ctiles)
+    assert not count.any(), count            # the last blocks reset their counters
     return y
 
 
@@ -74,25 +81,54 @@ def _check(y, ref, dtype):
     assert err < tol, err
 
 
-# the fast tier: each kernel in each dtype on each product form and split (32 of 96
-# cases); every row count in `tile-check --full`
-@pytest.mark.sweep(keep=("kind", "dtype", "split", "fma"))
+# the fast tier: each kernel in each dtype on each product form, split and finish (48
+# of 144 cases); every row count in `tile-check --full`
+@pytest.mark.sweep(keep=("kind", "dtype", "split", "fma", "ticket"))
 @pytest.mark.parametrize("kind", ["linear", "add", "swiglu", "fused"])
 @pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
 @pytest.mark.parametrize("m", [1, 5, 16])
-@pytest.mark.parametrize("split,fma", [(1, False), (3, False), (1, True), (2, True)])
-def test_gemv_family_against_float64(kind, dtype, m, split, fma):
+@pytest.mark.parametrize("split,fma,ticket", [(1, False, False), (3, False, True),
+                                              (3, False, False), (1, True, False),
+                                              (2, True, True), (2, True, False)])
+def test_gemv_family_against_float64(kind, dtype, m, split, fma, ticket):
     """Ragged N (45: a partial weight-row tile) and K (100: three 32-wide tiles and a
-    partial one); split 3 of 4 K tiles leaves the last split one tile, and split 2 two.
-    "fused": gemv_swiglu_fused, both weights in one loop (tensor cores only)."""
+    partial one); split 3 of 4 K tiles leaves the last split one tile, and split 2 two,
+    added up by the last block's ticket or by the combine launch.  "fused":
+    gemv_swiglu_fused, both weights in one loop (tensor cores only)."""
     if kind == "fused" and fma:
         pytest.skip("gemv_swiglu_fused has no FMA form")
     rng = np.random.default_rng()
     n, k = 45, 100
     x, ws, r = _inputs(rng, kind, m, n, k, dtype)
-    p = G.Plan(G.next_pow2(m), 16, 32, split, fma)
+    p = G.Plan(G.next_pow2(m), 16, 32, split, fma, ticket)
     y = _run(kind, x, ws, r, p, dtype)
     _check(y, _ref(x, ws, r, dtype), dtype)
+
+
+@pytest.mark.parametrize("kind,norm", [("linear", False), ("linear", True), ("add", False),
+                                       ("swiglu", False), ("swiglu", True), ("fused", True)])
+@pytest.mark.parametrize("split", [2, 4])
+@pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
+def test_ticket_adds_the_splits_as_the_combine_does(kind, norm, split, dtype):
+    """A split K finished by the last block of each weight-row slice (one launch) gives
+    the combine kernel's bits (the partials added in the order s = 0..SPLIT-1 by both),
+    is within rounding of float64 (with NORM: of the normed rows' product), and leaves
+    its counters at zero, so a second launch on the same counters (other inputs) is
+    right too.  3 rows, ragged N (45: three 16-row slices, the last partial; counters
+    past them untouched) and K (200: seven 32-wide tiles, split 2 or 4 ways)."""
+    rng = np.random.default_rng()
+    m, n, k = 3, 45, 200
+    p = G.Plan(4, 16, 32, split, False, True)
+    count = np.zeros(G.counters(n, p) + 5, np.int32)
+    assert G.counters(n, p) == 3 and G.counters(n, p._replace(ticket=False)) == 0
+    for _ in range(2):
+        x, ws, r = _inputs(rng, kind, m, n, k, dtype)
+        nm = _norm_inputs(rng, x, k, dtype) if norm else None
+        one = _run(kind, x, ws, r, p, dtype, norm=nm, count=count)
+        two = _run(kind, x, ws, r, p._replace(ticket=False), dtype, norm=nm)
+        assert one.dtype == two.dtype and one.tobytes() == two.tobytes()
+        xr = _normed_ref(x, *nm, dtype) if norm else x
+        _check(one, _ref(xr, ws, r, dtype), dtype)
 
 
 def _norm_inputs(rng, x, k, dtype):
@@ -177,23 +213,29 @@ def test_empty_splits_and_rows_past_m_are_harmless():
     rng = np.random.default_rng()
     m, n, k = 3, 20, 40                       # two 32-wide tiles, four splits
     x, ws, r = _inputs(rng, "add", m, n, k, np.float32)
-    p = G.Plan(8, 16, 32, 4, False)
-    y = _run("add", x, ws, r, p, np.float32)
-    _check(y, _ref(x, ws, r, np.float32), np.float32)
+    for ticket in (False, True):
+        p = G.Plan(8, 16, 32, 4, False, ticket)
+        y = _run("add", x, ws, r, p, np.float32)
+        _check(y, _ref(x, ws, r, np.float32), np.float32)
     big = np.full((5, n), 7.0, np.float32)
     part = np.zeros((1, 1, 1), np.float32)
+    count = np.zeros(1, np.int32)
     ct.launch(None, G.grid(n, p._replace(split=1)), G.gemv,
-              (x, x, 0.0, ws[0], big[:m], part) + tuple(p._replace(split=1)) + (False,))
+              (x, x, 0.0, ws[0], big[:m], part, count) + tuple(p._replace(split=1))
+              + (False,))
     np.testing.assert_allclose(big[:m], _ref(x, ws, None, np.float32), rtol=1e-5,
                                atol=1e-5)
     assert (big[m:] == 7.0).all()
 
 
 def test_plan():
-    # at one row, Llama-3-8B's swept shapes take their measured plans
+    # at one row, Llama-3-8B's swept shapes take their measured plans; O and down, split
+    # in two, finish in their own launch
     for (n, k), want in G.SWEPT.items():
         assert G.plan(1, n, k) == want
         assert G.plan(2, n, k) == G.plan(2, n, k, swept=False)     # one row only
+        assert want.ticket == (want.split > 1)
+    assert G.SWEPT[4096, 4096].split == G.SWEPT[4096, 14336].split == 2
     # the rule, at one row: a block for every SM without splitting K
     for (n, k), (bn, bk) in {(6144, 4096): (32, 128), (4096, 4096): (16, 256),
                              (4096, 14336): (16, 256), (14336, 4096): (64, 128),
@@ -203,12 +245,14 @@ def test_plan():
         assert ct.cdiv(n, p.bn) >= 132
     # too narrow even at 16 rows a block: K split until the SMs have a block each
     p = G.plan(1, 1024, 4096)
-    assert (p.bn, p.split) == (16, 2)
+    assert (p.bn, p.split, p.ticket) == (16, 2, True)
+    assert G.counters(1024, p) == 64 and G.counters(1024, p._replace(ticket=False)) == 0
     assert G.plan(1, 1024, 1024).split == 1           # 4 tiles: too short to split
     assert G.plan(9, 6144, 4096).bm == 16
     exact = G.plan(3, 4096, 4096, exact=True)
     assert exact.fma and exact.bm * exact.bn * exact.bk == 2048
-    assert G.plan(3, 64, 64, on_gpu=False).split == 2
+    assert G.plan(3, 64, 64, on_gpu=False)[3:] == (2, False, True)
+    assert not G.plan(3, 64, 32, on_gpu=False).ticket              # one K tile: no split
     for m in (0, 17):
         with pytest.raises(ValueError, match="1 to 16 rows"):
             G.plan(m, 64, 64)
@@ -217,8 +261,10 @@ def test_plan():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_backend_routes_decode_rows_to_the_gemvs(dtype):
     """Backend.decode_gemv: linear, its residual form and SwiGLU at up to DECODE_ROWS
-    rows launch the GEMVs (the combines too: the interpreter's plan splits K), more
-    rows and a fused norm the GEMM kernels; the answers are the GEMMs' within rounding."""
+    rows launch the GEMVs (the interpreter's plan splits K: the last blocks add the
+    splits up, or with gemv_ticket off the combines do), more rows and a fused norm the
+    GEMM kernels; the answers are the GEMMs' within rounding; the counters end at
+    zero."""
     from tileir.llm.backend import DECODE_ROWS, Backend
     rng = np.random.default_rng()
     b = Backend("numpy", dtype)
@@ -229,16 +275,19 @@ def test_backend_routes_decode_rows_to_the_gemvs(dtype):
                                             run(grid, kernel, args))
     k, n = 72, 40
     w, w2 = (b.asarray(rng.standard_normal((n, k)) / 8) for _ in range(2))
-    for m in (1, DECODE_ROWS, DECODE_ROWS + 1):
+    for m, ticket in ((1, True), (1, False), (DECODE_ROWS, True), (DECODE_ROWS + 1, True)):
+        b.gemv_ticket = ticket
         x = b.asarray(rng.standard_normal((m, k)))
         r = b.asarray(rng.standard_normal((m, n)))
         launched.clear()
         y, s = b.linear(x, w), b.linear_swiglu(x, w, w2)
         r_ref = r.astype(np.float64)
         added = b.linear(x, w, residual=r)
-        gemv = {"gemv", "gemv_add", "gemv_swiglu", "gemv_combine", "gemv_combine_add",
-                "gemv_combine_swiglu"}
+        gemv = {"gemv", "gemv_add", "gemv_swiglu"}
+        if not ticket:
+            gemv |= {"gemv_combine", "gemv_combine_add", "gemv_combine_swiglu"}
         assert (set(launched) == gemv) == (m <= DECODE_ROWS), (m, launched)
+        assert b._counts is not None and not b._counts.any()
         _check(y, _ref(x, [w], None, b.dtype), b.dtype)
         _check(s, _ref(x, [w, w2], None, b.dtype), b.dtype)
         _check(added, x.astype(np.float64) @ w.astype(np.float64).T + r_ref, b.dtype)
@@ -250,8 +299,8 @@ def test_backend_routes_decode_rows_to_the_gemvs(dtype):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_backend_fuses_the_norm_into_decode_gemvs(dtype):
     """Backend.gemv_norm: linear and linear_swiglu with norm = (g, eps) over at most
-    DECODE_ROWS rows launch one GEMV with NORM (and the combine of the interpreter's
-    split K), no rmsnorm; more rows the GEMM kernels with their own NORM; the answers
+    DECODE_ROWS rows launch one GEMV with NORM (the interpreter's split K added up by
+    its last blocks), no rmsnorm; more rows the GEMM kernels with their own NORM; the answers
     RMSNorm-then-product's within rounding.  `fuses_norm` answers per call."""
     from tileir.llm.backend import DECODE_ROWS, Backend
     rng = np.random.default_rng()
@@ -271,10 +320,8 @@ def test_backend_fuses_the_norm_into_decode_gemvs(dtype):
         launched.clear()
         y = b.linear(x, w, norm=(g, 1e-5))
         s = b.linear_swiglu(x, w, w2, norm=(g, 1e-5))
-        if m <= DECODE_ROWS:       # NORM set (the kernels' last argument); combines after
-            assert launched == [("gemv", True), ("gemv_combine", launched[1][1]),
-                                ("gemv_swiglu", True),
-                                ("gemv_combine_swiglu", launched[3][1])], launched
+        if m <= DECODE_ROWS:       # NORM set (the kernels' last argument), split K
+            assert launched == [("gemv", True), ("gemv_swiglu", True)], launched
         else:
             assert [name for name, _ in launched] == ["linear", "linear_swiglu"], launched
         _check(y, _ref(xn, [w], None, b.dtype), b.dtype)
@@ -343,15 +390,16 @@ def _llama_args(kind, m, n, k, p, dtype=BF16, norm=False):
     y = np.zeros((m, n), dtype)
     lead = (2,) if kind in ("swiglu", "fused") else ()
     part = np.zeros(lead + (p.split, m, n), np.float32)
+    count = np.zeros(max(1, G.counters(n, p)), np.int32)
     tiles = tuple(p)
     if kind == "add":
-        return G.gemv_add, (x, w, y, y, part) + tiles
+        return G.gemv_add, (x, w, y, y, part, count) + tiles
     g = np.zeros(k, dtype)                  # RMSNorm's weight (read with norm only)
     if kind == "swiglu":
-        return G.gemv_swiglu, (x, g, 1e-5, w, w, y, part) + tiles + (norm,)
+        return G.gemv_swiglu, (x, g, 1e-5, w, w, y, part, count) + tiles + (norm,)
     if kind == "fused":
-        return G.gemv_swiglu_fused, (x, g, 1e-5, w, w, y, part) + tiles + (norm,)
-    return G.gemv, (x, g, 1e-5, w, y, part) + tiles + (norm,)
+        return G.gemv_swiglu_fused, (x, g, 1e-5, w, w, y, part, count) + tiles + (norm,)
+    return G.gemv, (x, g, 1e-5, w, y, part, count) + tiles + (norm,)
 
 
 def _compile(kernel, args, grid, stage=None):
@@ -429,6 +477,50 @@ def test_fused_swiglu_streams_both_weights_through_one_ring(tmp_path):
     assert ops["UTMALDG"] and ops["HMMA"] and not ops["LDL"] and not ops["STL"], ops
 
 
+@pytest.mark.parametrize("kind,n,k,p", [
+    ("add", 4096, 4096, G.SWEPT[4096, 4096]), ("add", 4096, 14336, G.SWEPT[4096, 14336]),
+    ("swiglu", 14336, 4096, G.Plan(8, 64, 128, 2, False, True)),
+    ("linear", 6144, 4096, G.Plan(1, 8, 512, 2, True, True))],
+    ids=["o", "down", "gate_up_split", "qkv_fma_split"])
+def test_ticket_orders_the_partials_before_the_last_block_reads_them(kind, n, k, p,
+                                                                     tmp_path):
+    """The one-launch split K's sm_90a code: the block's partial stores, then a block
+    barrier and the release fence (MEMBAR.GPU) before the one ticket
+    (ATOMG.ADD.S32.STRONG.GPU: acq_rel at device scope), L1 invalidated after it (the
+    acquire half: CCTL.IVALL), the partials read back with strong device-scope loads
+    (from L2) and only after the ticket, the counter reset by the last store; the
+    weights still stream through the TMA ring, no local memory, no spills."""
+    kernel, args = _llama_args(kind, 1, n, k, p)
+    ck = _compile(kernel, args, G.grid(n, p))
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    insns = _instructions(_sass_text(ck.cubin, tmp_path))
+    ops = [op for _, op, _ in insns]
+    atoms = [i for i, op in enumerate(ops) if op.startswith("ATOM")]
+    assert [ops[i] for i in atoms] == ["ATOMG.E.ADD.S32.STRONG.GPU"], ops
+    t = atoms[0]
+    stores = [i for i, op in enumerate(ops[:t]) if op.startswith("STG")]
+    assert stores, "no partial stored before the ticket"
+    between = ops[stores[-1]:t]
+    assert any(op.startswith("BAR.SYNC") for op in between), between
+    assert "MEMBAR.ALL.GPU" in between, between
+    assert "CCTL.IVALL" in ops[t:t + 4], ops[t:t + 4]
+    strong = [i for i, op in enumerate(ops) if op.startswith("LDG") and "STRONG.GPU" in op]
+    assert strong and min(strong) > t, (strong, t)
+    # the partials (f32 words) come back one element a strong load: every split's
+    # (BM rows x BN columns x SPLIT, SwiGLU's two) spread over the block's threads (the
+    # FMA form's 16 words held alike by several threads: at most that many a thread)
+    words = (2 if kind == "swiglu" else 1) * p.split * p.bm * p.bn
+    if p.fma:
+        assert len(strong) <= words, (len(strong), words)
+    else:
+        assert len(strong) * ck.meta["num_threads"] == words, (len(strong), words)
+    last_store = max(i for i, op in enumerate(ops) if op.startswith("STG"))
+    assert last_store > max(strong) and not any(op.startswith("UTMASTG") for op in ops)
+    assert "UTMALDG" in {op.split(".")[0] for op in ops} or p.fma, "the weights' ring"
+    assert not any(op.startswith(("LDL", "STL")) for op in ops)
+
+
 @pytest.mark.parametrize("kind", ["linear", "add", "swiglu"])
 def test_combines_use_16_byte_loads(kind, tmp_path):
     m, n = 1, 4096
@@ -439,8 +531,8 @@ def test_combines_use_16_byte_loads(kind, tmp_path):
     kernel, args = {"linear": (G.gemv_combine, (part, y)),
                     "add": (G.gemv_combine_add, (part, y, y)),
                     "swiglu": (G.gemv_combine_swiglu, (part, y))}[kind]
-    bs, bm, bc = G.combine_tiles(m, n, p)
-    ck = _compile(kernel, args + (bs, bm, bc), (ct.cdiv(n, bc),))
+    ctiles = G.combine_tiles(m, n, p)
+    ck = _compile(kernel, args + ctiles, (ct.cdiv(n, ctiles[2]),))
     ops = collections.Counter(op for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path)))
     assert ops["LDG.E.128"] or ops["LDG.E.128.CONSTANT"], sorted(ops)
     assert not any(op.startswith(("LDL", "STL")) for op in ops)
@@ -532,43 +624,49 @@ def test_l2_prefetch_option_reaches_the_gemv_rings():
     assert len(wait) == 1 and pf and max(pf) < wait[0]
 
 
-@pytest.mark.parametrize("kind,bn,bk,split,norm", [
-    ("add", 64, 128, 2, False), ("swiglu", 64, 128, 2, False),
-    # mma.sync without the norm in --full: the normed case below runs the same product
-    pytest.param("linear", 16, 256, 1, False, marks=pytest.mark.slow),
-    ("swiglu", 64, 128, 2, True), ("linear", 16, 256, 1, True), ("linear", 64, 128, 1, True)])
-def test_generated_code_in_the_simulator(kind, bn, bk, split, norm):
+@pytest.mark.parametrize("kind,bn,bk,split,norm,ticket", [
+    ("add", 64, 128, 2, False, False), ("add", 64, 128, 2, False, True),
+    ("swiglu", 64, 128, 2, False, False), ("swiglu", 64, 128, 2, False, True),
+    ("linear", 16, 256, 2, False, True),
+    # in --full: the cases around it run the same mma.sync product (split with the
+    # ticket; whole with the norm)
+    pytest.param("linear", 16, 256, 1, False, False, marks=pytest.mark.slow),
+    ("swiglu", 64, 128, 2, True, False), ("linear", 16, 256, 1, True, False),
+    ("linear", 64, 128, 1, True, False)])
+def test_generated_code_in_the_simulator(kind, bn, bk, split, norm, ticket):
     """sm_90a code in tileir.sim on a ragged shape: 3 rows, 96 weight rows (a partial
     64-row tile on wgmma; six 16-row blocks on mma.sync), 328 columns (three 128-wide
-    tiles or two 256-wide, the last partial), K split two ways then the combine, or
-    whole; with norm, RMSNorm in the prologue (the normed rows staged into shared
-    memory for wgmma's B, or in registers for mma.sync)."""
+    tiles or two 256-wide, the last partial), K split two ways then the combine or the
+    last block's ticket (its counters back at zero after), or whole; with norm, RMSNorm
+    in the prologue (the normed rows staged into shared memory for wgmma's B, or in
+    registers for mma.sync)."""
     from tileir.kernel import hardware_grid
     from tileir.sim import simulate
     rng = np.random.default_rng()
     m, n, k = 3, 96, 328
     x, ws, r = _inputs(rng, kind, m, n, k, BF16)
     g, eps = _norm_inputs(rng, x, k, BF16)
-    p = G.Plan(8, bn, bk, split, False)
+    p = G.Plan(8, bn, bk, split, False, ticket)
     lead = (2,) if kind == "swiglu" else ()
     part = np.full(lead + (p.split, m, n), np.nan, np.float32)
+    count = np.zeros(G.counters(n, p) + 2, np.int32)
     flag = ()
     if kind == "add":
         y = r.copy()
-        kernel, args = G.gemv_add, (x, ws[0], y, y, part)
+        kernel, args = G.gemv_add, (x, ws[0], y, y, part, count)
         fin, fargs = G.gemv_combine_add, (part, y, y)
     elif kind == "swiglu":
         y = np.full((m, n), np.nan, BF16)
-        kernel, args = G.gemv_swiglu, (x, g, eps, ws[0], ws[1], y, part)
+        kernel, args = G.gemv_swiglu, (x, g, eps, ws[0], ws[1], y, part, count)
         fin, fargs = G.gemv_combine_swiglu, (part, y)
         flag = (norm,)
     else:
         y = np.full((m, n), np.nan, BF16)
-        kernel, args = G.gemv, (x, g, eps, ws[0], y, part)
+        kernel, args = G.gemv, (x, g, eps, ws[0], y, part, count)
         fin, fargs = G.gemv_combine, (part, y)
         flag = (norm,)
     launches = [(kernel, args + tuple(p) + flag, G.grid(n, p))]
-    if split > 1:
+    if split > 1 and not ticket:
         ctiles = G.combine_tiles(m, n, p)
         launches.append((fin, fargs + ctiles, (ct.cdiv(n, ctiles[2]),)))
     for kern, a, grid in launches:
@@ -576,6 +674,7 @@ def test_generated_code_in_the_simulator(kind, bn, bk, split, norm):
         ck = kern.compile(a, "gpu", target="sm_90a", grid=grid, sm_count=132)
         simulate(ck, hardware_grid(ck.meta, grid), a)
     _check(y, _ref(_normed_ref(x, g, eps, BF16) if norm else x, ws, r, BF16), BF16)
+    assert not count.any(), count
 
 
 # ---------------------------------------------------------------- GPU
@@ -614,6 +713,107 @@ def test_plan_on_the_gpu_against_torch(kind, n, k, m):
     assert not y.isnan().any()
     err = ((y.float() - ref).abs().max() / ref.abs().max().clamp(min=1.0)).item()
     assert err < 2e-2, err
+
+
+def _gpu_gemv(torch, kind, p: G.Plan, x, ws, y, count):
+    """One decode GEMV as Backend._gemv launches it on the GPU (l2_prefetch; the combine
+    launch after a split K without the ticket); y: the output (for "add" the residual,
+    updated in place)."""
+    m, n = x.shape[0], ws[0].shape[0]
+    lead = (2,) if kind == "swiglu" else ()
+    part = torch.full(lead + (p.split, m, n), float("nan"), device="cuda",
+                      dtype=torch.float32)
+    if kind == "add":
+        kernel, args, fin = G.gemv_add, (x, ws[0], y, y, part, count), \
+            (G.gemv_combine_add, (part, y, y))
+    elif kind == "swiglu":
+        kernel, args, fin = G.gemv_swiglu, (x, x, 0.0, ws[0], ws[1], y, part, count), \
+            (G.gemv_combine_swiglu, (part, y))
+    else:
+        kernel, args, fin = G.gemv, (x, x, 0.0, ws[0], y, part, count), \
+            (G.gemv_combine, (part, y))
+    flag = () if kind == "add" else (False,)
+    ct.launch(None, G.grid(n, p), kernel.replace_hints(l2_prefetch=True),
+              args + tuple(p) + flag)
+    if p.split > 1 and not p.ticket:
+        ctiles = G.combine_tiles(m, n, p)
+        ct.launch(None, (ct.cdiv(n, ctiles[2]),), fin[0], fin[1] + ctiles)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 5])
+@pytest.mark.parametrize("kind,n,k,p", [
+    ("add", 4096, 4096, G.SWEPT[4096, 4096]), ("add", 4096, 14336, G.SWEPT[4096, 14336]),
+    ("swiglu", 14336, 4096, G.Plan(8, 64, 128, 2, False, True)),
+    ("linear", 6144, 4096, G.Plan(8, 32, 128, 4, False, True)),
+    ("linear", 6144, 4096, G.Plan(1, 8, 512, 2, True, True))],
+    ids=["o", "down", "gate_up_split2", "qkv_split4", "qkv_fma_split2"])
+def test_ticket_on_the_gpu_matches_the_combine(kind, n, k, p, m):
+    """The one-launch split K at Llama-3-8B widths: the combine launch's bits, run after
+    run on the same counters, and replayed in a CUDA graph (new inputs copied in before
+    each replay) the same again; the counters at zero after each; within rounding of a
+    float32 torch product of the same bf16 inputs."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    if p.fma and m > 1:
+        pytest.skip("the FMA form takes one row")
+    gen = torch.Generator(device="cuda").manual_seed(m * 7919 + n + k + p.split)
+    bf = torch.bfloat16
+
+    def inputs():
+        x = torch.randn(m, k, device="cuda", generator=gen).to(bf)
+        ws = [(torch.randn(n, k, device="cuda", generator=gen) / k ** 0.5).to(bf)
+              for _ in range(2 if kind == "swiglu" else 1)]
+        r = torch.randn(m, n, device="cuda", generator=gen).to(bf)
+        return x, ws, r
+
+    def reference(x, ws, r):
+        gf = [x.float() @ w.float().T for w in ws]
+        if kind == "swiglu":
+            gt, ut = (t.to(bf).float() for t in gf)
+            return torch.nn.functional.silu(gt) * ut
+        return gf[0] + (r.float() if kind == "add" else 0.0)
+
+    def fresh_y(r):
+        return r.clone() if kind == "add" else \
+            torch.full((m, n), float("nan"), device="cuda", dtype=bf)
+
+    count = torch.zeros(G.counters(n, p) + 7, device="cuda", dtype=torch.int32)
+    two_launch = p._replace(ticket=False)
+    for _ in range(2):                                 # the counters reset themselves
+        x, ws, r = inputs()
+        one, two = fresh_y(r), fresh_y(r)
+        _gpu_gemv(torch, kind, p, x, ws, one, count)
+        _gpu_gemv(torch, kind, two_launch, x, ws, two, count)
+        torch.cuda.synchronize()
+        assert not one.isnan().any() and torch.equal(one, two)
+        assert not count.any()
+        ref = reference(x, ws, r)
+        err = ((one.float() - ref).abs().max() / ref.abs().max().clamp(min=1.0)).item()
+        assert err < 2e-2, err
+    # a CUDA graph of the one launch, replayed on new inputs copied into its buffers
+    x, ws, r = inputs()
+    y = fresh_y(r)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        _gpu_gemv(torch, kind, p, x, ws, y, count)     # compiled before the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            _gpu_gemv(torch, kind, p, x, ws, y, count)
+    torch.cuda.synchronize()
+    for _ in range(4):
+        x2, ws2, r2 = inputs()
+        x.copy_(x2)
+        for w, w2 in zip(ws, ws2):
+            w.copy_(w2)
+        y.copy_(fresh_y(r2))
+        graph.replay()
+        two = fresh_y(r2)
+        _gpu_gemv(torch, kind, two_launch, x2, ws2, two, count)
+        torch.cuda.synchronize()
+        assert torch.equal(y, two) and not count.any()
 
 
 def _llama_against_transformers(tmp_path, dtype, switches) -> set:
@@ -726,14 +926,16 @@ def test_norm_gemvs_on_the_gpu_against_torch(kind, n, k, m, plan_of):
     lead = () if kind == "linear" else (2,)
     part = torch.full(lead + (p.split, m, n), float("nan"), device="cuda",
                       dtype=torch.float32)
+    count = torch.zeros(max(1, G.counters(n, p)), device="cuda", dtype=torch.int32)
     kernel = {"linear": G.gemv, "swiglu": G.gemv_swiglu, "fused": G.gemv_swiglu_fused}[kind]
     fin = G.gemv_combine if kind == "linear" else G.gemv_combine_swiglu
     ct.launch(None, G.grid(n, p), kernel.replace_hints(l2_prefetch=True),
-              (x, g, eps, *ws, y, part) + tuple(p) + (True,))
-    if p.split > 1:
-        bs, bm, bc = G.combine_tiles(m, n, p)
-        ct.launch(None, (ct.cdiv(n, bc),), fin, (part, y, bs, bm, bc))
+              (x, g, eps, *ws, y, part, count) + tuple(p) + (True,))
+    if p.split > 1 and not p.ticket:
+        ctiles = G.combine_tiles(m, n, p)
+        ct.launch(None, (ct.cdiv(n, ctiles[2]),), fin, (part, y) + ctiles)
     torch.cuda.synchronize()
+    assert not count.any()
     xn = _torch_normed(torch, x, g, eps).float()
     gf = [xn @ w.float().T for w in ws]
     if kind == "linear":

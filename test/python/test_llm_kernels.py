@@ -1,4 +1,8 @@
-"""tileir.llm's own kernels in the interpreter against float64 NumPy."""
+"""tileir.llm's own kernels in the interpreter against float64 NumPy (and the fused
+RoPE + cache writes against the two kernels they replace, their sm_90a code and
+tileir.sim running it)."""
+
+import collections
 
 import numpy as np
 import pytest
@@ -115,6 +119,144 @@ def test_write_slots_and_gather_pages():
     out = _nan((10, width))
     ct.launch(None, (3, 1), K.gather_pages, (cache, table, 0, out, page, 32))
     np.testing.assert_array_equal(out, cache[[2, 3, 6]].reshape(-1, width)[:10])
+
+
+def _rope_ref(x, cos, sin, pos):
+    """float64 "rotate half" of x (T, H, D) at positions pos."""
+    half = x.shape[-1] // 2
+    c, s = cos[pos][:, None, :].astype(np.float64), sin[pos][:, None, :].astype(np.float64)
+    x1, x2 = x[..., :half].astype(np.float64), x[..., half:].astype(np.float64)
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+
+
+def _rope_case(rng, t, half, dtype, width):
+    """cos/sin tables of 50 positions, t positions, t scattered slots in 7 pages of 4,
+    rows (t, width) and a NaN-poisoned cache (the slots' rows written, the rest kept)."""
+    ang = rng.uniform(0, 6.3, (50, half))
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    pos = rng.integers(0, 50, t).astype(np.int32)
+    slots = rng.choice(28, t, replace=False).astype(np.int32)
+    rows = rng.standard_normal((t, width)).astype(dtype)
+    return cos, sin, pos, slots, rows
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("hq,hkv", [(6, 3), (4, 1), (8, 2)])
+def test_rope_write_slots_is_rope_then_write_slots(dtype, hq, hkv):
+    """Backend.rope_write_slots, one launch: q and k rotated in place, k (rotated) and v
+    in the cache at their slots, every other cache row untouched; bit for bit the two
+    kernels' result (`rope_slots` off), and within a rounding of float64.  Ragged head
+    counts (6 q heads and 6 k/v heads: tiles of 8, the rest padding), 5 tokens."""
+    from tileir.llm.backend import Backend
+    rng = np.random.default_rng()
+    be = Backend("numpy", dtype)
+    t, d, page = 5, 16, 4
+    cos, sin, pos, slots, qkv = _rope_case(rng, t, d // 2, be.dtype, (hq + 2 * hkv) * d)
+    cache = np.full((7, page, 2 * hkv, d), np.nan, be.dtype)
+    outs = []
+    for fused in (True, False):
+        be.rope_slots = fused
+        x, c = qkv.copy(), cache.copy()
+        launched = []
+        run = be._launch
+        be._launch = lambda grid, kernel, args: (launched.append(kernel.name),
+                                                 run(grid, kernel, args))
+        be.rope_write_slots(x, cos, sin, pos, c, slots)
+        be._launch = run
+        assert launched == (["rope_write_slots"] if fused else ["rope", "write_slots"])
+        outs.append((x, c))
+    (x, c), (x2, c2) = outs
+    assert x.tobytes() == x2.tobytes() and c.tobytes() == c2.tobytes()
+    heads = qkv.reshape(t, -1, d)
+    ref = heads.astype(np.float64)
+    ref[:, :hq + hkv] = _rope_ref(heads[:, :hq + hkv], cos, sin, pos)
+    tol = 1e-2 if dtype == "bfloat16" else 1e-6
+    np.testing.assert_allclose(x.reshape(t, -1, d).astype(np.float64), ref, rtol=tol,
+                               atol=tol)
+    flat = c.reshape(-1, 2 * hkv, d)
+    np.testing.assert_array_equal(flat[slots], x.reshape(t, -1, d)[:, hq:])
+    rest = np.setdiff1d(np.arange(flat.shape[0]), slots)
+    assert np.isnan(flat[rest].astype(np.float32)).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("rank,rp", [(24, 16), (32, 8)])
+def test_rope_write_latent_is_rope_then_write_slots(dtype, rank, rp):
+    """Backend.rope_write_latent, one launch: the latent rows' k_rope (their last rp
+    columns) rotated in place, the rows into the cache at their slots, the rest of the
+    cache untouched; bit for bit `rope` then `write_slots`; the rows are views of a wider
+    projection output (MLA's q_a and kv_a stacked), as in the model."""
+    from tileir.llm.backend import Backend
+    rng = np.random.default_rng()
+    be = Backend("numpy", dtype)
+    t, page, qa = 5, 4, 12
+    cos, sin, pos, slots, a = _rope_case(rng, t, rp // 2, be.dtype, qa + rank + rp)
+    cache = np.full((7, page, rank + rp), np.nan, be.dtype)
+    outs = []
+    for fused in (True, False):
+        be.rope_slots = fused
+        x, c = a.copy(), cache.copy()
+        be.rope_write_latent(x[:, qa:], rank, cos, sin, pos, c, slots)
+        outs.append((x, c))
+    (x, c), (x2, c2) = outs
+    assert x.tobytes() == x2.tobytes() and c.tobytes() == c2.tobytes()
+    tol = 1e-2 if dtype == "bfloat16" else 1e-6
+    want = _rope_ref(a[:, None, qa + rank:], cos, sin, pos)[:, 0]
+    np.testing.assert_allclose(x[:, qa + rank:].astype(np.float64), want, rtol=tol, atol=tol)
+    assert x[:, :qa + rank].tobytes() == a[:, :qa + rank].tobytes()
+    flat = c.reshape(-1, rank + rp)
+    np.testing.assert_array_equal(flat[slots], x[:, qa:])
+    rest = np.setdiff1d(np.arange(flat.shape[0]), slots)
+    assert np.isnan(flat[rest].astype(np.float32)).all()
+
+
+def _llama_rope_args(t, pages, page, hq=32, hkv=8, d=128, dtype=None):
+    """rope_write_slots' arguments at Llama-3-8B's heads (zeros; views of one qkv)."""
+    import ml_dtypes
+    dtype = dtype or ml_dtypes.bfloat16
+    heads = np.zeros((t, hq + 2 * hkv, d), dtype)
+    cache = np.zeros((pages, page, 2 * hkv, d), dtype)
+    cos = np.zeros((4096, d // 2), np.float32)
+    return (heads[:, :hq], heads[:, hq:hq + hkv], heads[:, hq + hkv:], cos, cos,
+            np.zeros(t, np.int32), cache[:, :, :hkv], cache[:, :, hkv:],
+            np.zeros(t, np.int32), hq, hkv, d // 2, page)
+
+
+def test_rope_write_slots_sm90a_code(tmp_path):
+    """Llama-3-8B's heads (32 q, 8 k, 8 v of 128): one block a token, no local memory or
+    spills, the rows loaded and stored in 16-byte vectors (the element-wise forms in
+    the code are the ragged edges' fallback)."""
+    from test_llm_gemv import _instructions, _sass_text
+    ck = K.rope_write_slots.compile(_llama_rope_args(1, 64, 16), target="sm_90a",
+                                    grid=(1, 1, 1), sm_count=132)
+    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+    ops = collections.Counter(op for _, op, _ in _instructions(_sass_text(ck.cubin,
+                                                                           tmp_path)))
+    assert not any(op.startswith(("LDL", "STL")) for op in ops), "local memory"
+    assert ops["STG.E.128"] and ops["LDG.E.128"], sorted(ops)
+
+
+def test_generated_rope_write_slots_in_the_simulator():
+    """The sm_90a code in tileir.sim: 3 tokens, 6 q heads and 2 k/v heads of 32, pages
+    of 4: the interpreter's bits (rope then write_slots)."""
+    import ml_dtypes
+    from tileir.llm.backend import Backend
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    bf = ml_dtypes.bfloat16
+    t, hq, hkv, d, page = 3, 6, 2, 32, 4
+    cos, sin, pos, slots, qkv = _rope_case(rng, t, d // 2, bf, (hq + 2 * hkv) * d)
+    cache = np.full((7, page, 2 * hkv, d), np.nan, bf)
+    be = Backend("numpy", "bfloat16")
+    be.rope_slots = False
+    want_x, want_c = qkv.copy(), cache.copy()
+    be.rope_write_slots(want_x, cos, sin, pos, want_c, slots)
+    heads = qkv.reshape(t, -1, d)
+    args = (heads[:, :hq], heads[:, hq:hq + hkv], heads[:, hq + hkv:], cos, sin, pos,
+            cache[:, :, :hkv], cache[:, :, hkv:], slots, 8, 2, d // 2, page)
+    ck = K.rope_write_slots.compile(args, stage="gpu", target="sm_90a", grid=(t, 1, 1))
+    simulate(ck, (t, 1, 1), args)
+    assert qkv.tobytes() == want_x.tobytes() and cache.tobytes() == want_c.tobytes()
 
 
 def _sample_ref(l, u, temp, k, p):

@@ -9,6 +9,8 @@ that disagrees with the hardware's gives wrong numbers.
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -966,3 +968,60 @@ def test_a_shared_store_onto_a_live_mbarrier_is_reported():
             shared.write(np.array(touching), data)
     del shared.barriers[64]                                      # invalidated
     shared.write(np.array([64, 0, 8]), data)
+
+
+# ---------------------------------------------------------------------------
+# named barriers, replayed per warp as the hardware counts them (hardware.NamedBarriers)
+# ---------------------------------------------------------------------------
+class _At:
+    """An op's stand-in: what the replay's messages name."""
+
+    def __init__(self, where: str):
+        self.location = where
+
+
+def _warps(*warps) -> np.ndarray:
+    mask = np.zeros(8 * 32, bool)
+    for w in warps:
+        mask[32 * w:32 * (w + 1)] = True
+    return mask
+
+
+def _turns(named, rounds: int, start: bool = True, end: bool = True):
+    """Two warpgroups of 4 warps taking `rounds` turns each at barriers 6 + w: wait for
+    mine, pass to the other's; warpgroup 1 passes first, warpgroup 0 takes its last."""
+    wg0, wg1 = _warps(0, 1, 2, 3), _warps(4, 5, 6, 7)
+    if start:
+        named.record("arrive", np.full(256, 6), 256, wg1, _At("start"))
+    for _ in range(rounds):
+        named.record("sync", np.repeat([6, 7], 128), 256, wg0 | wg1, _At("wait"))
+        named.record("arrive", np.repeat([7, 6], 128), 256, wg0 | wg1, _At("pass"))
+    if end:
+        named.record("sync", np.full(256, 6), 256, wg0, _At("end"))
+
+
+@pytest.mark.parametrize("rounds", [0, 1, 5])
+def test_named_barriers_taken_in_turns_complete(rounds):
+    from tileir.sim.hardware import NamedBarriers
+    named = NamedBarriers()
+    _turns(named, rounds)
+    named.record("sync", np.ones(256, int), 256, _warps(*range(8)), _At("exchange"))
+    assert named.check() is None
+
+
+@pytest.mark.parametrize("change,error", [
+    ({"start": False}, r"warp 0 waits at barrier 6 \(wait\) with 128 of its 256"),
+    ({"end": False}, "barrier 6 is left with 128 of 256 arrivals"),
+    ({"exchange": 6}, r"barrier 6 is used for 256 threads at \w+ and for 128 at exchange")])
+def test_named_barriers_that_hang_or_collide_are_reported(change, error):
+    # the start or the end left out; or warpgroup 1 syncing its own 128 threads on
+    # barrier 6 after its turns (an exchange given a turn's id), whose phase then
+    # mixes with a turn's
+    from tileir.sim.hardware import NamedBarriers
+    named = NamedBarriers()
+    change = dict(change)
+    bar = change.pop("exchange", None)
+    _turns(named, 2, **change)
+    if bar is not None:
+        named.record("sync", np.full(256, bar), 128, _warps(4, 5, 6, 7), _At("exchange"))
+    assert re.search(error, named.check() or ""), named.check()

@@ -18,7 +18,12 @@ rule among the new tokens and the end of the sequence cut in.
 
 Split-KV: when batch x KV heads blocks cannot fill the GPU, grid axis 2 cuts each
 context into `num_splits` ranges of pages; each block writes its output over its
-keys (f32) and the log2-sum-exp of its rows, and `combine` merges the splits.
+keys (f32) and the log2-sum-exp of its rows, then takes a ticket on its (sequence,
+KV head)'s counter (an acq_rel atomic add at device scope); the block that draws the
+last merges the splits in order 0..S-1 with `combine`'s arithmetic, writes the
+output and resets the counter: one launch.  `one_launch=False` merges by a second
+launch, `combine`, instead.  `pages_per_step=2` runs two whole pages an
+online-softmax step (pages of 16: 32 keys a step).
 
 Host entry: `paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens,
 scale)` with torch CUDA tensors (torch's current stream) or NumPy arrays (the
@@ -35,6 +40,8 @@ from . import next_pow2
 
 LOG2E = 1.0 / math.log(2.0)
 NUM_SMS = 132        # an H200; with torch tensors the host entry asks for the real count
+RELAXED, ACQ_REL = ct.MemoryOrder.RELAXED, ct.MemoryOrder.ACQ_REL
+DEVICE = ct.MemoryScope.DEVICE
 
 
 @ct.function
@@ -49,14 +56,51 @@ def _online_softmax_step(s, v, m, l, acc, qk_scale, dtype):
     return m_new, l, acc
 
 
+@ct.function
+def _page_scores(q, K, TABLE, b, j, kvh, PAGE, D):
+    """q k^T for the keys of page j of sequence b (raw, f32)."""
+    page = ct.load(TABLE, index=(b, j), shape=())
+    k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+    return ct.mma(q, ct.transpose(k), ct.zeros((q.shape[0], PAGE), dtype=np.float32))
+
+
+@ct.function
+def _page_values(p, V, TABLE, b, j, i, kvh, acc, PAGE, D):
+    """acc + P v for page j of sequence b, P the columns i * PAGE.. of p."""
+    page = ct.load(TABLE, index=(b, j), shape=())
+    v = ct.load(V, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+    return ct.mma(ct.extract(p, index=(0, i), shape=(p.shape[0], PAGE)), v, acc)
+
+
+@ct.function
+def _pages_step(q, K, V, TABLE, b, j, kvh, m, l, acc, qk_scale, dtype, PAGE, D, PS):
+    """One online-softmax step over PS = 2 pages seen whole, j the first: each page's
+    scores by its own product (its K page straight from the ring), side by side in
+    one (rows, 2 * PAGE) tile for one max, one exp2 and one rescale, then each page's
+    P v.  (Four pages of 16 a step spill on sm_90a: 255 registers, 60 bytes, at
+    Tq = 1 with two warps; with four the 16-key products fall to the FMA units.)"""
+    s = ct.cat((_page_scores(q, K, TABLE, b, j, kvh, PAGE, D),
+                _page_scores(q, K, TABLE, b, j + 1, kvh, PAGE, D)), axis=1)
+    m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
+    p = ct.exp2(s * qk_scale - m_new)
+    alpha = ct.exp2(m - m_new)
+    l = l * alpha + ct.sum(p, axis=1, keepdims=True)
+    p = p.astype(dtype)
+    acc = acc * alpha
+    for i in ct.static_iter(range(PS)):
+        acc = _page_values(p, V, TABLE, b, j + i, i, kvh, acc, PAGE, D)
+    return m_new, l, acc
+
+
 # num_warps (a hint): the compiler gives a 16-row product one warp, which must then
 # hold the last page's V in registers (it is masked there) and spills; four share it.
 # Pages of 16 take `decode_narrow`: a (16, 16) score tile split four ways is below
 # mma.sync's 16 x 8 and would run on the FMA units; two warps keep it on the tensor cores
 @ct.kernel(num_warps=4)
-def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
+def decode(Q, K, V, TABLE, LENS, O, OP, LSE, COUNT, scale: float, TQ: ct.Constant[int],
            GP: ct.Constant[int], PAGE: ct.Constant[int], D: ct.Constant[int],
-           SPLIT: ct.Constant[bool]):
+           SPLIT: ct.Constant[bool], MERGE: ct.Constant[bool], SC: ct.Constant[int],
+           PS: ct.Constant[int]):
     b = ct.bid(0)
     kvh = ct.bid(1)
     split = ct.bid(2)
@@ -80,12 +124,20 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
     # Q is (B, Tq, Hkv, GROUP, D): the group's heads of every new token, one tile
     q = ct.load(Q, index=(b, 0, kvh, 0, 0), shape=(1, TQ, 1, GP, D),
                 padding_mode=ct.PaddingMode.ZERO).reshape((rows, D))
-    for j in range(first, full):
-        page = ct.load(TABLE, index=(b, j), shape=())
-        k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
-        v = ct.load(V, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
-        s = ct.mma(q, ct.transpose(k), ct.zeros((rows, PAGE), dtype=np.float32))
-        m, l, acc = _online_softmax_step(s, v, m, l, acc, qk_scale, Q.dtype)
+    if PS == 1:
+        for j in range(first, full):
+            page = ct.load(TABLE, index=(b, j), shape=())
+            k = ct.load(K, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+            v = ct.load(V, index=(page, kvh, 0, 0), shape=(1, 1, PAGE, D)).reshape((PAGE, D))
+            s = ct.mma(q, ct.transpose(k), ct.zeros((rows, PAGE), dtype=np.float32))
+            m, l, acc = _online_softmax_step(s, v, m, l, acc, qk_scale, Q.dtype)
+    else:
+        # PS pages a step while whole groups remain; the rest go one by one below
+        groups = (full - first) // PS
+        for g in range(groups):
+            m, l, acc = _pages_step(q, K, V, TABLE, b, first + g * PS, kvh, m, l, acc,
+                                    qk_scale, Q.dtype, PAGE, D, PS)
+        full = first + groups * PS
     for j in range(full, last):
         # the last page(s): slots past the sequence hold anything (NaN too), so V is
         # zeroed there as well as the scores masked
@@ -100,15 +152,60 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, scale: float, TQ: ct.Constant[int],
     # a split whose keys a row cannot see leaves l = 0: output 0, log-sum-exp -inf
     out = acc / ct.where(l > 0, l, 1.0)
     if SPLIT:
-        ct.store(OP, index=(b * splits + split, 0, kvh, 0, 0),
-                 tile=out.reshape((1, TQ, 1, GP, D)))
-        ct.store(LSE, index=(b * splits + split, 0, kvh, 0),
-                 tile=(m + ct.log2(l)).reshape((1, TQ, 1, GP)))
+        ct.store(OP, index=(b, split, 0, kvh, 0, 0), tile=out.reshape((1, 1, TQ, 1, GP, D)))
+        ct.store(LSE, index=(b, split, 0, kvh, 0),
+                 tile=(m + ct.log2(l)).reshape((1, 1, TQ, 1, GP)))
+        if MERGE:
+            # a ticket, after the stores: acq_rel at device scope releases this block's
+            # partial (the whole block's stores: the atomic is the tile's) and, in the
+            # block that draws the last ticket, acquires every other split's
+            ticket = ct.atomic_add(COUNT, (b, kvh), 1, memory_order=ACQ_REL,
+                                   memory_scope=DEVICE)
+            if ticket == splits - 1:
+                _merge_splits(OP, LSE, O, b, kvh, GP, D, SC)
+                # ready for the next launch (a CUDA graph's replay, the next layer)
+                ct.store(COUNT, index=(b, kvh), tile=ct.zeros((1, 1), dtype=np.int32))
     else:
         ct.store(O, index=(b, 0, kvh, 0, 0), tile=out.reshape((1, TQ, 1, GP, D)).astype(O.dtype))
 
 
 decode_narrow = decode.replace_hints(num_warps=2)
+
+
+@ct.function
+def _merge_step(lse, o, m, l, acc):
+    """SC splits into the running merge of one token's rows: each split's output o
+    (SC, GP, DC) weighted by 2^(its log2-sum-exp lse (SC, GP, 1) - the largest so far);
+    m, l: the running maximum and sum of weights (1, GP, 1), acc the weighted sum."""
+    m_new = ct.maximum(m, ct.max(lse, axis=0, keepdims=True))
+    alpha = ct.exp2(m - m_new)
+    w = ct.exp2(lse - m_new)
+    l = l * alpha + ct.sum(w, axis=0, keepdims=True)
+    acc = acc * alpha + ct.sum(o * w, axis=0, keepdims=True)
+    return m_new, l, acc
+
+
+@ct.function
+def _merge_splits(OP, LSE, O, b, kvh, GP, D, SC):
+    """The split-KV merge of sequence b, KV head kvh, inside the decode kernel (the block
+    that drew the last ticket): `combine`'s arithmetic and order (SC splits a step,
+    0..S-1, one token at a time, all D columns), so the result does not depend on
+    which block came last.  The partials are read with relaxed device-scope loads
+    (ld.relaxed.gpu: from L2, never a stale L1 line)."""
+    for t in range(O.shape[1]):
+        m = ct.full((1, GP, 1), -1e30, dtype=np.float32)
+        l = ct.zeros((1, GP, 1), dtype=np.float32)
+        acc = ct.zeros((1, GP, D), dtype=np.float32)
+        for c in range(ct.num_tiles(LSE, axis=1, shape=(1, SC, 1, 1, GP))):
+            lse = ct.load(LSE, index=(b, c, t, kvh, 0), shape=(1, SC, 1, 1, GP),
+                          padding_mode=ct.PaddingMode.NEG_INF, memory_order=RELAXED,
+                          memory_scope=DEVICE).reshape((SC, GP, 1))
+            o = ct.load(OP, index=(b, c, t, kvh, 0, 0), shape=(1, SC, 1, 1, GP, D),
+                        padding_mode=ct.PaddingMode.ZERO, memory_order=RELAXED,
+                        memory_scope=DEVICE).reshape((SC, GP, D))
+            m, l, acc = _merge_step(lse, o, m, l, acc)
+        ct.store(O, index=(b, t, kvh, 0, 0),
+                 tile=(acc / l).reshape((1, 1, 1, GP, D)).astype(O.dtype))
 
 
 @ct.kernel
@@ -134,12 +231,7 @@ def combine(OP, LSE, O, GP: ct.Constant[int], DC: ct.Constant[int], SC: ct.Const
                       padding_mode=ct.PaddingMode.NEG_INF).reshape((SC, GP, 1))
         o = ct.load(OP, index=(b, c, t * hkv + kvh, 0, col), shape=(1, SC, 1, GP, DC),
                     padding_mode=ct.PaddingMode.ZERO).reshape((SC, GP, DC))
-        m_new = ct.maximum(m, ct.max(lse, axis=0, keepdims=True))
-        alpha = ct.exp2(m - m_new)
-        w = ct.exp2(lse - m_new)
-        l = l * alpha + ct.sum(w, axis=0, keepdims=True)
-        acc = acc * alpha + ct.sum(o * w, axis=0, keepdims=True)
-        m = m_new
+        m, l, acc = _merge_step(lse, o, m, l, acc)
     ct.store(O, index=(b, t, kvh, 0, col), tile=(acc / l).reshape((1, 1, 1, GP, DC)).astype(O.dtype))
 
 
@@ -148,11 +240,17 @@ def combine_launch(op, lse, o5, splits: int, gp: int, dc: int):
     Hkv, GROUP, D), lse (B * splits, Tq, Hkv, GROUP) into o5 (B, Tq, Hkv, GROUP, D), dc
     columns a block: as many splits at a time as keep a block's tile at 4096 floats."""
     b, tq, hkv, group, d = o5.shape
-    sc = max(1, min(next_pow2(splits), 4096 // (gp * dc)))
-    sc = 1 << (sc.bit_length() - 1)                 # a power of two
+    sc = merge_width(splits, gp, dc)
     return (combine, (b, hkv, tq * (d // dc)),
             (op.reshape(b, splits, tq * hkv, group, d), lse.reshape(b, splits, tq * hkv, group),
              o5, gp, dc, sc))
+
+
+def merge_width(splits: int, gp: int, dc: int) -> int:
+    """Splits merged a step (a power of two): as many as keep the step's (SC, GP, DC)
+    tile of partial outputs at 4096 floats."""
+    sc = max(1, min(next_pow2(splits), 4096 // (gp * dc)))
+    return 1 << (sc.bit_length() - 1)
 
 
 def tiles(tq: int, group: int) -> tuple[int, int]:
@@ -164,12 +262,38 @@ def tiles(tq: int, group: int) -> tuple[int, int]:
     return t, gp
 
 
-def choose_splits(blocks: int, max_pages: int, sms: int = NUM_SMS, per_sm: int = 2) -> int:
+# One-launch split-KV (the merge inside the decode kernel): a split costs a block and
+# its share of the last block's merge (SC splits a step, a few hundred ns each: L2
+# reads), no second launch (2.9 us a call on the H200, 2026-11-29, batch 1, Llama-3-8B).
+# A block's time is a fixed part (start, Q, the table's first reads, the stores: most
+# of `decode`'s 7.5 us at 4 pages of 16 slots) plus the page loop; at batch 1 the
+# 8 (sequence, KV head) blocks leave 124 SMs idle, so shorter splits cut the loop at
+# the price of merge steps.  Modelled, to be measured (bench/decode_attention.py
+# --short): splits of 32 keys or more (2 pages of 16, 1 of 32 or 64), at most
+# MAX_MERGE of them (2 merge steps at Llama's 4 heads x 128 columns a KV head) unless
+# each split still reads LONG_SPLIT_KEYS keys or more (long contexts: there the page
+# loop, not the merge, is the time, and the old rule's round of the GPU stands).
+MIN_KEYS_ONE_LAUNCH = 32
+MAX_MERGE = 16
+LONG_SPLIT_KEYS = 512
+
+
+def choose_splits(blocks: int, max_pages: int, sms: int = NUM_SMS, per_sm: int = 2, *,
+                  page: int | None = None, one_launch: bool = False) -> int:
     """Splits of each context for a grid of `blocks` (sequence, head group) blocks: as
     many as keep every block in one round of the GPU's `sms * per_sm` resident blocks
     (equal splits take equal time: a second, partial round would idle the rest), each
-    split at least 4 pages long; none when the blocks fill a round already."""
-    return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, 4)))
+    split at least 4 pages long; none when the blocks fill a round already.  With
+    `one_launch` (the merge in the kernel; `page`: the slots of a page), splits of at
+    least MIN_KEYS_ONE_LAUNCH keys, at most MAX_MERGE of them unless each keeps
+    LONG_SPLIT_KEYS keys (see above)."""
+    if not one_launch:
+        return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, 4)))
+    if page is None:
+        raise ValueError("choose_splits(one_launch=True) needs the page size")
+    per = max(1, MIN_KEYS_ONE_LAUNCH // page)
+    cap = max(MAX_MERGE, max_pages * page // LONG_SPLIT_KEYS)
+    return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, per), cap))
 
 
 def _is_torch(x) -> bool:
@@ -216,9 +340,30 @@ def _sms(x) -> int:
     return NUM_SMS
 
 
-def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_splits=None):
+def _counters(counters, b: int, hkv: int, like):
+    """The tickets of the one-launch merge as a (B, Hkv) int32 view (first B * Hkv
+    elements of `counters`, which must be zero), or a fresh zeroed array."""
+    if counters is None:
+        if _is_torch(like):
+            import torch
+            return torch.zeros((b, hkv), device=like.device, dtype=torch.int32)
+        return np.zeros((b, hkv), np.int32)
+    n = counters.numel() if _is_torch(counters) else counters.size
+    dense = counters.is_contiguous() if _is_torch(counters) else counters.flags.c_contiguous
+    if str(counters.dtype) not in ("int32", "torch.int32") or n < b * hkv or not dense:
+        raise ValueError(f"paged_decode_attention: counters must be a contiguous int32 array "
+                         f"of at least B * Hkv = {b} * {hkv} = {b * hkv} elements (zero); got "
+                         f"{counters.dtype} of {n}{'' if dense else ', not contiguous'}")
+    return counters.reshape(-1)[:b * hkv].reshape(b, hkv)
+
+
+def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_splits=None,
+             one_launch=True, counters=None, pages_per_step=1):
     """The launches of one decode call: (out, [(kernel, grid, args), ...])."""
     _check(q, k_cache, block_table, seq_lens, "paged_decode_attention")
+    if pages_per_step not in (1, 2):
+        raise ValueError(f"paged_decode_attention: pages_per_step must be 1 or 2; got "
+                         f"{pages_per_step!r}")
     if tuple(v_cache.shape) != tuple(k_cache.shape):
         raise ValueError(f"paged_decode_attention: v_cache {tuple(v_cache.shape)} must have "
                          f"k_cache's shape {tuple(k_cache.shape)}")
@@ -229,7 +374,8 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
         out = _empty(q, (b, tq, hq, d), False)
     _check_out(out, (b, tq, hq, d), "paged_decode_attention")
     if num_splits is None:
-        num_splits = choose_splits(b * hkv, block_table.shape[1], _sms(q))   # 2 blocks an SM
+        num_splits = choose_splits(b * hkv, block_table.shape[1], _sms(q), page=page,
+                                   one_launch=one_launch)
     t, gp = tiles(tq, group)
     q5 = q.reshape(b, tq, hkv, group, d)
     o5 = out.reshape(b, tq, hkv, group, d)
@@ -237,25 +383,51 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
     kv = [c.permute(0, 2, 1, 3) if _is_torch(c) else c.transpose(0, 2, 1, 3)
           for c in (k_cache, v_cache)]
     kernel = decode if page >= 32 else decode_narrow
+    head = (q5, kv[0], kv[1], block_table, seq_lens, o5)
+    tail = (float(scale), t, gp, page, d)
     if num_splits == 1:
-        # the partial arrays are not used: stand-ins of their ranks that nothing writes
-        # (a simulator that copies arrays back would clobber a view of the output)
-        return out, [(kernel, (b, hkv, 1), (q5, kv[0], kv[1], block_table, seq_lens, o5, o5,
-                                             seq_lens.reshape(b, 1, 1, 1), float(scale), t,
-                                             gp, page, d, False))]
-    op = _empty(q, (b * num_splits, tq, hkv, group, d), True)
-    lse = _empty(q, (b * num_splits, tq, hkv, group), True)
+        # the partial arrays and counters are not used: stand-ins of their ranks that
+        # nothing writes, views of inputs (a simulator that copies arrays back would
+        # clobber the output with a view of it)
+        return out, [(kernel, (b, hkv, 1),
+                      (*head, q5.reshape(b, 1, tq, hkv, group, d),
+                       seq_lens.reshape(b, 1, 1, 1, 1), seq_lens.reshape(b, 1), *tail,
+                       False, False, 1, pages_per_step))]
+    # the splits' outputs (f32) and log2-sum-exps, (B, S, Tq, Hkv, GROUP[, D])
+    op = _empty(q, (b, num_splits, tq, hkv, group, d), True)
+    lse = _empty(q, (b, num_splits, tq, hkv, group), True)
+    if one_launch:
+        count = _counters(counters, b, hkv, q)
+        return out, [(kernel, (b, hkv, num_splits),
+                      (*head, op, lse, count, *tail, True, True,
+                       merge_width(num_splits, gp, d), pages_per_step))]
     return out, [(kernel, (b, hkv, num_splits),
-                  (q5, kv[0], kv[1], block_table, seq_lens, o5, op, lse, float(scale), t, gp,
-                   page, d, True)),
-                 combine_launch(op, lse, o5, num_splits, gp, d)]
+                  (*head, op, lse, seq_lens.reshape(b, 1), *tail, True, False, 1,
+                   pages_per_step)),
+                 combine_launch(op.reshape(b * num_splits, tq, hkv, group, d),
+                                lse.reshape(b * num_splits, tq, hkv, group), o5, num_splits,
+                                gp, d)]
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, *,
-                           num_splits=None):
+                           num_splits=None, one_launch=True, counters=None,
+                           pages_per_step=1):
     """softmax(q k^T * scale) v over each sequence's pages, causal among its Tq new
-    tokens; returns out (B, Tq, Hq, D) in q's dtype."""
-    out, calls = launches(q, k_cache, v_cache, block_table, seq_lens, scale, out, num_splits)
+    tokens; returns out (B, Tq, Hq, D) in q's dtype.
+
+    num_splits: ranges of pages each context is cut into (None: `choose_splits`).
+    one_launch: split contexts are merged inside the decode kernel, by the last split
+    block of each (sequence, KV head) to finish (a ticket counter); False: by a second
+    launch, `combine`.  counters: the tickets, a contiguous int32 array of at least
+    B * Hkv elements that must be ZERO when passed (each launch leaves them zero
+    again; a caller that reuses one buffer, e.g. across CUDA-graph replays, allocates
+    it zeroed once; a launch cut short by an error can leave it nonzero; two launches
+    that may run at once, on two streams, need a buffer each).  None: a fresh zeroed
+    array per call.  pages_per_step: pages (1 or 2) of one online-softmax
+    step where every row sees them whole (each page's own products, one max, one exp2
+    and one rescale for both: 32-key steps from the engine's pages of 16)."""
+    out, calls = launches(q, k_cache, v_cache, block_table, seq_lens, scale, out, num_splits,
+                          one_launch, counters, pages_per_step)
     for kernel, grid, args in calls:
         ct.launch(None, grid, kernel, args)
     return out

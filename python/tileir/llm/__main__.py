@@ -15,7 +15,8 @@ def _common(p):
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--device", default=None, choices=["cuda", "numpy"],
                    help="default: cuda when torch sees a GPU, else the NumPy interpreter")
-    p.add_argument("--page-size", type=int, default=16)
+    p.add_argument("--page-size", type=int, default=None,
+                   help="KV-cache slots a page (default: 16 for Llama, 64 for DeepSeek-V3)")
     p.add_argument("--no-cuda-graphs", action="store_true")
     p.add_argument("--fuse-norm", action="store_true",
                    help="each RMSNorm inside the GEMM that reads it")

@@ -98,11 +98,11 @@ class Backend:
         # 2026-11-29: Llama-3-8B batch-1 decode 185.7 -> 191.9 tok/s.
         self.l2_prefetch = True
         # GEMMs of at most DECODE_ROWS rows (a fused norm: gemv_norm) on tileir.llm.gemv's
-        # decode GEMVs (a block per weight-row slice and K run, split K added up by a
-        # second launch) instead of the GEMM kernels' tiles: on the GPU by default, for
-        # the one-row shapes a sweep measured faster (gemv.SWEPT; H200, 2026-11-29,
-        # Llama-3-8B batch 1: 188.1 -> 200.4 tok/s in one run, bench/RESULTS.md); in
-        # the interpreter when set (every shape, for the tests).
+        # decode GEMVs (a block per weight-row slice and K run, split K added up by the
+        # slice's last block: gemv_ticket) instead of the GEMM kernels' tiles: on the GPU
+        # by default, for the one-row shapes a sweep measured faster (gemv.SWEPT; H200,
+        # 2026-11-29, Llama-3-8B batch 1: 188.1 -> 200.4 tok/s in one run,
+        # bench/RESULTS.md); in the interpreter when set (every shape, for the tests).
         self.decode_gemv = device == "cuda"
         # with decode_gemv, a product that reads RMSNorm(x) * g (`linear`'s and
         # `linear_swiglu`'s norm) and takes a GEMV applies the norm in the GEMV's
@@ -111,7 +111,23 @@ class Backend:
         # output is) instead of a launch of its own before it; the models ask
         # `fuses_norm` per call.  Off until measured on the GPU.
         self.gemv_norm = False
+        # with decode_gemv, a split K finished in the GEMV's own launch: the last block
+        # of each weight-row slice (a ticket on `_counters`) adds the partials up and
+        # applies the epilogue (gemv's TICKET; O and down, split in two at one row);
+        # False: the combine kernel's second launch, as before (bench/llm.py times both).
+        self.gemv_ticket = True
+        # RoPE of q and k and the K/V cache write in one launch (`rope_write_slots`,
+        # `rope_write_latent`) instead of `rope` then `write_slots`.  Off: on an H200
+        # (2026-11-29) the one launch took 108 us a Llama-3-8B decode step against the
+        # two's 100, and in float32 at Llama-3-8B's widths its greedy tokens parted from
+        # transformers' (bf16 and the interpreter agree; not yet understood)
+        self.rope_slots = False
         self._part_dummies = {}
+        self._counts = None           # the tickets' int32 counters, zero between launches
+        self._old_counts = []
+        # the split-KV tickets of paged decode attention (one launch: the last split
+        # block of each sequence and KV head merges); zero between launches
+        self._decode_counters = None
         if device == "cuda":
             import torch
             if not torch.cuda.is_available():
@@ -231,10 +247,13 @@ class Backend:
         """A decode GEMV (`decode_gemv`): x @ ws[0]^T (+ residual) into out (which may be
         residual), or SwiGLU of two weights; with norm = (g, eps), RMSNorm(x) * g in
         place of x (not with a residual); with a split K, the partials (f32, in a
-        buffer of this call) added up by the matching combine kernel."""
+        buffer of this call) added up by the last block of each weight-row slice
+        (`gemv_ticket`, the plans' TICKET) or by the matching combine kernel."""
         m, k = x.shape
         n = ws[0].shape[0]
         p = G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
+        if not self.gemv_ticket:
+            p = p._replace(ticket=False)
         lead = (2,) if len(ws) == 2 else ()
         if p.split > 1:
             part = self.empty(lead + (p.split, m, n), self.float32)
@@ -243,26 +262,39 @@ class Backend:
             if key not in self._part_dummies:
                 self._part_dummies[key] = self.empty(lead + (1, 1, 1), self.float32)
             part = self._part_dummies[key]
-        tiles = (p.bm, p.bn, p.bk, p.split, p.fma)
+        count = self._counters(G.counters(n, p))
+        tiles = tuple(p)
         g, eps = norm if norm is not None else (x, 0.0)
         if residual is not None:
-            kernel, args, fin = G.gemv_add, (x, ws[0], residual, out, part), \
+            kernel, args, fin = G.gemv_add, (x, ws[0], residual, out, part, count), \
                 (G.gemv_combine_add, (part, residual, out))
         elif len(ws) == 2:
-            kernel, args, fin = G.gemv_swiglu, (x, g, float(eps), ws[0], ws[1], out, part), \
-                (G.gemv_combine_swiglu, (part, out))
+            kernel, fin = G.gemv_swiglu, (G.gemv_combine_swiglu, (part, out))
+            args = (x, g, float(eps), ws[0], ws[1], out, part, count)
             tiles += (norm is not None,)
         else:
-            kernel, args, fin = G.gemv, (x, g, float(eps), ws[0], out, part), \
-                (G.gemv_combine, (part, out))
+            kernel, fin = G.gemv, (G.gemv_combine, (part, out))
+            args = (x, g, float(eps), ws[0], out, part, count)
             tiles += (norm is not None,)
         if self.l2_prefetch and self.torch is not None:
             kernel = _l2_prefetching(kernel)
         self._launch(G.grid(n, p), kernel, args + tiles)
-        if p.split > 1:
+        if p.split > 1 and not p.ticket:
             bs, bm, bc = G.combine_tiles(m, n, p)
             self._launch((ct.cdiv(n, bc),), fin[0], fin[1] + (bs, bm, bc))
         return out
+
+    def _counters(self, tiles: int):
+        """The GEMVs' ticket counters (int32, zero between launches: each launch's last
+        blocks put back what its tickets added), at least `tiles` of them; one buffer
+        for every GEMV, which run one after another in the stream.  A larger need
+        replaces it with a larger zeroed one, the old kept alive (a captured CUDA
+        graph's launches may still point at it)."""
+        if self._counts is None or self._counts.shape[0] < tiles:
+            if self._counts is not None:
+                self._old_counts.append(self._counts)
+            self._counts = self.zeros((max(256, next_pow2(tiles)),), self.int32)
+        return self._counts
 
     def _gemv_ok(self, m: int, norm, n: int, k: int) -> bool:
         """Whether `decode_gemv` takes this product: at most DECODE_ROWS rows, a fused
@@ -341,6 +373,40 @@ class Backend:
         return out
 
     # ---- paged cache
+    def rope_write_slots(self, qkv, cos, sin, positions, cache, slots):
+        """Llama's attention: qkv (T, (Hq + 2 Hkv) * D), the QKV projection's rows; RoPE of
+        its q and k heads in place (cos and sin rows at positions), and its k (rotated)
+        and v heads into cache (pages, PAGE, 2 Hkv, D) at slots (T,).  One launch
+        (`rope_slots`), or `rope` then `write_slots`: the same bits."""
+        t = qkv.shape[0]
+        pages, page, kv_heads, d = cache.shape
+        hkv = kv_heads // 2
+        heads = qkv.reshape(t, -1, d)
+        hq = heads.shape[1] - kv_heads
+        if not self.rope_slots:
+            self.rope(heads[:, :hq + hkv], cos, sin, positions)      # q and k at once
+            self.write_slots(qkv[:, hq * d:], cache.reshape(pages, page, -1), slots)
+            return
+        self._launch((t,), K.rope_write_slots,
+                     (heads[:, :hq], heads[:, hq:hq + hkv], heads[:, hq + hkv:], cos, sin,
+                      positions, cache[:, :, :hkv], cache[:, :, hkv:], slots, next_pow2(hq),
+                      next_pow2(hkv), d // 2, page))
+
+    def rope_write_latent(self, latent, rank: int, cos, sin, positions, cache, slots):
+        """MLA's latent rows [c_kv, k_rope] (T, rank + rp): RoPE of k_rope in place, and
+        the rows into cache (pages, PAGE, rank + rp) at slots.  One launch (`rope_slots`),
+        or `rope` then `write_slots`: the same bits."""
+        t = latent.shape[0]
+        kr = latent[:, rank:][:, None]                  # (T, 1, rp): one head
+        if not self.rope_slots:
+            self.rope(kr, cos, sin, positions)
+            self.write_slots(latent, cache, slots)
+            return
+        self._launch((t,), K.rope_write_latent,
+                     (latent[:, :rank], kr, cos, sin, positions, cache[:, :, :rank],
+                      cache[:, :, rank:][:, :, None], slots, next_pow2(rank),
+                      kr.shape[2] // 2, cache.shape[1]))
+
     def write_slots(self, src, cache, slots):
         """src (T, W) rows into cache (pages, PAGE, W) at slots (T,)."""
         width = src.shape[1]
@@ -411,6 +477,21 @@ class Backend:
                         self._t(out[lo:lo + n]), scale, True)
         return out
 
+    def decode_counters(self, n: int):
+        """The paged decode kernel's split-KV tickets (a step needs batch x KV heads), at
+        least n int32 zeros: allocated zeroed once, 4096 at first (512 sequences x 8
+        heads; the engine's first decode step runs before any graph capture), and left
+        zero by every launch, so CUDA-graph replays reuse them (the decode steps run
+        one after another on one stream: no two launches share them at once).  A
+        larger n allocates anew; the old buffer stays alive for the graphs captured
+        with it."""
+        have = self._decode_counters
+        if have is None or have[-1].shape[0] < n:
+            size = max(n, 4096)
+            have = (*(have or ()), self.zeros((size,), self.int32))
+            self._decode_counters = have
+        return have[-1]
+
     def attention_decode(self, q, k_cache, v_cache, block_table, seq_lens_dev, seq_lens,
                          scale, out=None):
         """One new token per sequence: q (B, Hq, D); caches (pages, PAGE, Hkv, D)."""
@@ -418,7 +499,8 @@ class Backend:
         if self.paged_ok(k_cache.shape[1]):
             b, hq, d = q.shape
             self.paged_decode(q.reshape(b, 1, hq, d), k_cache, v_cache, block_table,
-                              seq_lens_dev, scale, out=out.reshape(b, 1, hq, d))
+                              seq_lens_dev, scale, out=out.reshape(b, 1, hq, d),
+                              counters=self.decode_counters(b * k_cache.shape[2]))
             return out
         pages, page, hkv, d = k_cache.shape
         kc, vc = k_cache.reshape(pages, page, hkv * d), v_cache.reshape(pages, page, hkv * d)

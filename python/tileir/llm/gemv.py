@@ -17,9 +17,24 @@ kernels are shaped for that, as a cuTile user writes a GEMV:
 - with SPLIT = 1 the block applies the epilogue (the cast; the residual add of
   `gemv_add`; SwiGLU's silu(g) * u of `gemv_swiglu`, each projection rounded to the
   activation dtype first as transformers does) and stores y; with SPLIT > 1 it stores
-  its f32 partial sums into `part` (SPLIT, M, N) and `gemv_combine` (`gemv_combine_add`,
-  `gemv_combine_swiglu`) adds the SPLIT partials in a fixed order and applies the epilogue:
-  two launches, no atomics, the same result on every run.
+  its f32 partial sums into `part` (SPLIT, M, N), and the SPLIT partials are added in
+  the fixed order s = 0, 1, ..., SPLIT - 1 (the same bits on every run) before the
+  epilogue: with TICKET (the plans' default) by the block of each N tile that finishes
+  last, in the same launch; without, by `gemv_combine` (`gemv_combine_add`,
+  `gemv_combine_swiglu`), a second launch.
+
+The ticket: after storing its partial, each block adds 1 to its N tile's int32 counter
+(`count[j]`, an atomic add with acquire-release ordering at device scope); the block
+that draws SPLIT - 1 has the tile's other partials behind it.  The memory model: the
+add's release half orders the whole block's partial stores before the ticket (a tile
+atomic is the block's: the compiler gathers its threads at a barrier before the one
+thread's `atom.acq_rel.gpu`), its acquire half orders the last block's reads after
+every other ticket, and those reads are relaxed device-scope loads (`ld.relaxed.gpu`:
+from L2, so no line an SM's L1 held before can be read stale).  The last block then
+stores y and puts the counter back to 0, so the next launch (a later step, a CUDA
+graph's replay) starts from zeros.  The counters are a buffer of the caller's
+(`tileir.llm.backend.Backend` holds one, zeroed once) with an entry per N tile; the
+blocks never wait for each other, so any grid size is safe.
 
 With NORM, `gemv`, `gemv_swiglu` and `gemv_swiglu_fused` take the residual rows, RMSNorm's
 weight g and eps for the norm's output: every block first finds its rows'
@@ -48,6 +63,8 @@ import tileir as ct
 from tileir.examples import next_pow2
 
 ZERO = ct.PaddingMode.ZERO
+ACQ_REL, RELAXED = ct.MemoryOrder.ACQ_REL, ct.MemoryOrder.RELAXED
+DEVICE = ct.MemoryScope.DEVICE
 
 
 # columns of one row a load of the norm's prologue (2 KB of bf16, 16 bytes a thread of
@@ -146,12 +163,59 @@ def _partial(x, g, inv, w, j, s, BM: ct.Constant[int], BN: ct.Constant[int],
     return ct.transpose(acc)
 
 
+@ct.function
+def _split(part, index, shape, ORDERED: ct.Constant[bool]):
+    """part's tile at `index`; ORDERED: relaxed device-scope loads, which read L2 (the
+    ticket's reader: another block's partial, never a stale L1 line)."""
+    if ORDERED:
+        return ct.load(part, index=index, shape=shape, padding_mode=ZERO,
+                       memory_order=RELAXED, memory_scope=DEVICE)
+    return ct.load(part, index=index, shape=shape, padding_mode=ZERO)
+
+
+@ct.function
+def _sum_splits(part, j, SPLIT: ct.Constant[int], BM: ct.Constant[int],
+                BC: ct.Constant[int], ORDERED: ct.Constant[bool]):
+    """The SPLIT partials of part (SPLIT, M, N), columns j * BC.., added in the order
+    s = 0, 1, ..., SPLIT - 1 (the combine kernels and the ticket's last block alike)."""
+    acc = ct.reshape(_split(part, (0, 0, j), (1, BM, BC), ORDERED), (BM, BC))
+    for s in ct.static_iter(range(1, SPLIT)):
+        acc = acc + ct.reshape(_split(part, (s, 0, j), (1, BM, BC), ORDERED), (BM, BC))
+    return acc
+
+
+@ct.function
+def _sum_splits_of(part, h, j, SPLIT: ct.Constant[int], BM: ct.Constant[int],
+                   BC: ct.Constant[int], ORDERED: ct.Constant[bool]):
+    """`_sum_splits` of part[h] (SwiGLU's (2, SPLIT, M, N): h 0 the gate, 1 the up)."""
+    acc = ct.reshape(_split(part, (h, 0, 0, j), (1, 1, BM, BC), ORDERED), (BM, BC))
+    for s in ct.static_iter(range(1, SPLIT)):
+        acc = acc + ct.reshape(_split(part, (h, s, 0, j), (1, 1, BM, BC), ORDERED), (BM, BC))
+    return acc
+
+
+@ct.function
+def _last(count, j, SPLIT: ct.Constant[int]):
+    """Whether this block, its partial stored, is the last of N tile j's SPLIT blocks:
+    a ticket drawn on count[j] (acquire-release at device scope; the module's
+    docstring)."""
+    ticket = ct.atomic_add(count, (j,), 1, memory_order=ACQ_REL, memory_scope=DEVICE)
+    return ticket == SPLIT - 1
+
+
+@ct.function
+def _reset(count, j):
+    """count[j] back to 0 for the next launch (every ticket of this one is drawn)."""
+    ct.store(count, index=(j,), tile=ct.zeros((1,), dtype=ct.int32))
+
+
 @ct.kernel
-def gemv(x, g, eps, w, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
+def gemv(x, g, eps, w, y, part, count, BM: ct.Constant[int], BN: ct.Constant[int],
          BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool],
-         NORM: ct.Constant[bool]):
-    """y = x @ W^T (SPLIT = 1), or split s's partial sums into part[s] (SPLIT > 1); with
-    NORM, RMSNorm(x) * g (weight g, epsilon eps) in place of x."""
+         TICKET: ct.Constant[bool], NORM: ct.Constant[bool]):
+    """y = x @ W^T (SPLIT = 1), or split s's partial sums into part[s] (SPLIT > 1), with
+    TICKET added up by the N tile's last block (count: its counters); with NORM,
+    RMSNorm(x) * g (weight g, epsilon eps) in place of x."""
     j = ct.bid(0)
     s = ct.bid(1)
     inv = _inv_rms(x, eps, BM) if NORM else eps
@@ -160,21 +224,38 @@ def gemv(x, g, eps, w, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
         ct.store(y, index=(0, j), tile=ct.astype(acc, y.dtype))
     else:
         ct.store(part, index=(s, 0, j), tile=ct.reshape(acc, (1, BM, BN)))
+        if TICKET:
+            if _last(count, j, SPLIT):
+                total = _sum_splits(part, j, SPLIT, BM, BN, True)
+                ct.store(y, index=(0, j), tile=ct.astype(total, y.dtype))
+                _reset(count, j)
+
+
+@ct.function
+def _plus(acc, r, j, BM: ct.Constant[int], BN: ct.Constant[int], dtype):
+    """acc + r's (BM, BN) tile j, rounded to dtype."""
+    res = ct.astype(ct.load(r, index=(0, j), shape=(BM, BN), padding_mode=ZERO), ct.float32)
+    return ct.astype(acc + res, dtype)
 
 
 @ct.kernel
-def gemv_add(x, w, r, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
-             BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool]):
-    """y = x @ W^T + r (y may be r: the residual updated in place); SPLIT > 1 as `gemv`."""
+def gemv_add(x, w, r, y, part, count, BM: ct.Constant[int], BN: ct.Constant[int],
+             BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool],
+             TICKET: ct.Constant[bool]):
+    """y = x @ W^T + r (y may be r: the residual updated in place); SPLIT > 1 and
+    TICKET as `gemv`."""
     j = ct.bid(0)
     s = ct.bid(1)
     acc = _partial(x, x, 0.0, w, j, s, BM, BN, BK, SPLIT, FMA, False)
     if SPLIT == 1:
-        res = ct.astype(ct.load(r, index=(0, j), shape=(BM, BN), padding_mode=ZERO),
-                        ct.float32)
-        ct.store(y, index=(0, j), tile=ct.astype(acc + res, y.dtype))
+        ct.store(y, index=(0, j), tile=_plus(acc, r, j, BM, BN, y.dtype))
     else:
         ct.store(part, index=(s, 0, j), tile=ct.reshape(acc, (1, BM, BN)))
+        if TICKET:
+            if _last(count, j, SPLIT):
+                total = _sum_splits(part, j, SPLIT, BM, BN, True)
+                ct.store(y, index=(0, j), tile=_plus(total, r, j, BM, BN, y.dtype))
+                _reset(count, j)
 
 
 @ct.function
@@ -185,13 +266,30 @@ def _swiglu(gate, up, dtype):
     return ct.astype(g / (1.0 + ct.exp(-g)) * u, dtype)
 
 
+@ct.function
+def _swiglu_partials(gate, up, y, part, count, j, s, BM: ct.Constant[int],
+                     BN: ct.Constant[int], SPLIT: ct.Constant[int],
+                     TICKET: ct.Constant[bool]):
+    """Split s's (BM, BN) gate and up partials into part[0, s] and part[1, s]; with
+    TICKET, the N tile's last block adds them up and stores SwiGLU's y."""
+    ct.store(part, index=(0, s, 0, j), tile=ct.reshape(gate, (1, 1, BM, BN)))
+    ct.store(part, index=(1, s, 0, j), tile=ct.reshape(up, (1, 1, BM, BN)))
+    if TICKET:
+        if _last(count, j, SPLIT):
+            gate = _sum_splits_of(part, 0, j, SPLIT, BM, BN, True)
+            up = _sum_splits_of(part, 1, j, SPLIT, BM, BN, True)
+            ct.store(y, index=(0, j), tile=_swiglu(gate, up, y.dtype))
+            _reset(count, j)
+
+
 @ct.kernel
-def gemv_swiglu(x, g, eps, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constant[int],
-                BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool],
-                NORM: ct.Constant[bool]):
+def gemv_swiglu(x, g, eps, wg, wu, y, part, count, BM: ct.Constant[int],
+                BN: ct.Constant[int], BK: ct.Constant[int], SPLIT: ct.Constant[int],
+                FMA: ct.Constant[bool], TICKET: ct.Constant[bool], NORM: ct.Constant[bool]):
     """y = silu(x @ Wg^T) * (x @ Wu^T); SPLIT > 1: the two partials into part[0, s] and
-    part[1, s] ((2, SPLIT, M, N)), `gemv_combine_swiglu` finishes.  NORM as `gemv` (the
-    rows' norm found once, for both products)."""
+    part[1, s] ((2, SPLIT, M, N)), finished by the last block (TICKET, as `gemv`) or by
+    `gemv_combine_swiglu`.  NORM as `gemv` (the rows' norm found once, for both
+    products)."""
     j = ct.bid(0)
     s = ct.bid(1)
     inv = _inv_rms(x, eps, BM) if NORM else eps
@@ -200,18 +298,18 @@ def gemv_swiglu(x, g, eps, wg, wu, y, part, BM: ct.Constant[int], BN: ct.Constan
     if SPLIT == 1:
         ct.store(y, index=(0, j), tile=_swiglu(gate, up, y.dtype))
     else:
-        ct.store(part, index=(0, s, 0, j), tile=ct.reshape(gate, (1, 1, BM, BN)))
-        ct.store(part, index=(1, s, 0, j), tile=ct.reshape(up, (1, 1, BM, BN)))
+        _swiglu_partials(gate, up, y, part, count, j, s, BM, BN, SPLIT, TICKET)
 
 
 @ct.kernel
-def gemv_swiglu_fused(x, g, eps, wg, wu, y, part, BM: ct.Constant[int],
+def gemv_swiglu_fused(x, g, eps, wg, wu, y, part, count, BM: ct.Constant[int],
                       BN: ct.Constant[int], BK: ct.Constant[int], SPLIT: ct.Constant[int],
-                      FMA: ct.Constant[bool], NORM: ct.Constant[bool]):
+                      FMA: ct.Constant[bool], TICKET: ct.Constant[bool],
+                      NORM: ct.Constant[bool]):
     """`gemv_swiglu` with both weights' tiles in one loop (one ring of x, W_g and W_u
     tiles, as the MoE's gate_up_decode) instead of a loop a weight: no second ring's
     ramp between the two, at twice the ring's bytes a stage.  Tensor cores only (FMA is
-    taken for the signature and must be False); NORM as `gemv`."""
+    taken for the signature and must be False); TICKET and NORM as `gemv`."""
     j = ct.bid(0)
     s = ct.bid(1)
     inv = _inv_rms(x, eps, BM) if NORM else eps
@@ -241,45 +339,38 @@ def gemv_swiglu_fused(x, g, eps, wg, wu, y, part, BM: ct.Constant[int],
     if SPLIT == 1:
         ct.store(y, index=(0, j), tile=_swiglu(ct.transpose(gate), ct.transpose(up), y.dtype))
     else:
-        ct.store(part, index=(0, s, 0, j),
-                 tile=ct.reshape(ct.transpose(gate), (1, 1, BM, BN)))
-        ct.store(part, index=(1, s, 0, j), tile=ct.reshape(ct.transpose(up), (1, 1, BM, BN)))
+        _swiglu_partials(ct.transpose(gate), ct.transpose(up), y, part, count, j, s, BM, BN,
+                         SPLIT, TICKET)
 
 
-@ct.function
-def _sum_splits(part, j, BS: ct.Constant[int], BM: ct.Constant[int], BC: ct.Constant[int]):
-    """The SPLIT partials of columns j * BC.. added (BS: SPLIT rounded up to a power of
-    two, the missing splits read as zeros)."""
-    t = ct.load(part, index=(0, 0, j), shape=(BS, BM, BC), padding_mode=ZERO)
-    return ct.sum(t, axis=0)
-
+# The combine kernels: a split K's second launch (plans without TICKET), the partials
+# added as the ticket's last block adds them (`_sum_splits`: the same bits).
 
 @ct.kernel
-def gemv_combine(part, y, BS: ct.Constant[int], BM: ct.Constant[int],
+def gemv_combine(part, y, SPLIT: ct.Constant[int], BM: ct.Constant[int],
                  BC: ct.Constant[int]):
     """y = the sum of part's (SPLIT, M, N) partials, cast to y's dtype."""
     j = ct.bid(0)
-    ct.store(y, index=(0, j), tile=ct.astype(_sum_splits(part, j, BS, BM, BC), y.dtype))
+    ct.store(y, index=(0, j),
+             tile=ct.astype(_sum_splits(part, j, SPLIT, BM, BC, False), y.dtype))
 
 
 @ct.kernel
-def gemv_combine_add(part, r, y, BS: ct.Constant[int], BM: ct.Constant[int],
+def gemv_combine_add(part, r, y, SPLIT: ct.Constant[int], BM: ct.Constant[int],
                      BC: ct.Constant[int]):
     """y = the sum of part's partials + r (y may be r)."""
     j = ct.bid(0)
-    res = ct.astype(ct.load(r, index=(0, j), shape=(BM, BC), padding_mode=ZERO), ct.float32)
-    ct.store(y, index=(0, j), tile=ct.astype(_sum_splits(part, j, BS, BM, BC) + res, y.dtype))
+    ct.store(y, index=(0, j),
+             tile=_plus(_sum_splits(part, j, SPLIT, BM, BC, False), r, j, BM, BC, y.dtype))
 
 
 @ct.kernel
-def gemv_combine_swiglu(part, y, BS: ct.Constant[int], BM: ct.Constant[int],
-                   BC: ct.Constant[int]):
+def gemv_combine_swiglu(part, y, SPLIT: ct.Constant[int], BM: ct.Constant[int],
+                        BC: ct.Constant[int]):
     """y = silu(gate) * up from part (2, SPLIT, M, N): the gate's and the up's partials."""
     j = ct.bid(0)
-    g = ct.load(part, index=(0, 0, 0, j), shape=(1, BS, BM, BC), padding_mode=ZERO)
-    u = ct.load(part, index=(1, 0, 0, j), shape=(1, BS, BM, BC), padding_mode=ZERO)
-    gate = ct.reshape(ct.sum(g, axis=1), (BM, BC))
-    up = ct.reshape(ct.sum(u, axis=1), (BM, BC))
+    gate = _sum_splits_of(part, 0, j, SPLIT, BM, BC, False)
+    up = _sum_splits_of(part, 1, j, SPLIT, BM, BC, False)
     ct.store(y, index=(0, j), tile=_swiglu(gate, up, y.dtype))
 
 
@@ -295,12 +386,15 @@ TILES = ((64, 128), (32, 128), (16, 256))
 class Plan(NamedTuple):
     """A decode GEMV's schedule: BM activation rows (M padded), BN weight rows and BK
     columns a tile, SPLIT runs of K (grid (cdiv(N, BN), SPLIT)), FMA products or the
-    tensor cores'."""
+    tensor cores', and with a split K whether the last block of each N tile adds the
+    partials up (TICKET: one launch) or the combine kernel does (a second launch).
+    The kernels take the fields in this order, as their constants."""
     bm: int
     bn: int
     bk: int
     split: int
     fma: bool
+    ticket: bool = False
 
 
 # One-row plans a sweep found fastest (H200, 2026-11-29, `bench/sweep_llm_decode.py 1
@@ -308,10 +402,12 @@ class Plan(NamedTuple):
 # widths: QKV 0.79 on the FMA units (the wgmma tiles 0.64, cuBLAS 0.72), O 0.65 at 64
 # rows x 128 split in two (0.52, 0.60), down 0.85 at 64 x 256 split in two (0.75,
 # 0.87), SwiGLU's gate/up 0.89 at 128 x 128 (0.79, 0.83).  `plan`'s rule chose 0.50-0.71.
+# (Those split figures include the combine's launch; O and down now finish in their
+# own launch, TICKET: `--gemv` times both as "gemv/plan/l2pf" and "gemv/plan/combine".)
 SWEPT = {
     (6144, 4096): Plan(1, 8, 256, 1, True),
-    (4096, 4096): Plan(8, 64, 128, 2, False),
-    (4096, 14336): Plan(8, 64, 256, 2, False),
+    (4096, 4096): Plan(8, 64, 128, 2, False, True),
+    (4096, 14336): Plan(8, 64, 256, 2, False, True),
     (14336, 4096): Plan(8, 128, 128, 1, False),
 }
 
@@ -329,11 +425,14 @@ def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
     is 41-74 KB of shared memory, 3-5 blocks an SM.  exact (f32 operands, which the
     tensor cores would take as tf32) sums f32 products on the FMA units over
     (BM, BN, BK) tiles of 2048 products.  The interpreter takes small tiles, and a split
-    wherever K has two tiles, so that the tests run the combine kernels."""
+    wherever K has two tiles, so that the tests run the split's code.  A split K is
+    finished in its own launch (TICKET) everywhere; `Backend.gemv_ticket` = False (the
+    sweep's and bench/llm.py's comparison) takes the combine launch instead."""
     if not 1 <= m <= 16:
         raise ValueError(f"a decode GEMV takes 1 to 16 rows, got {m}")
     if not on_gpu:
-        return Plan(next_pow2(m), 16, 32, 2 if k > 32 else 1, exact)
+        split = 2 if k > 32 else 1
+        return Plan(next_pow2(m), 16, 32, split, exact, split > 1)
     if exact:
         bm = next_pow2(m)
         return Plan(bm, max(1, 2048 // (bm * 64)), 64, 1, True)
@@ -347,7 +446,7 @@ def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
     while (blocks * split < sm_count and blocks * split * 2 <= resident * sm_count
            and tiles // (split * 2) >= 8):
         split *= 2
-    return Plan(bm, bn, bk, split, False)
+    return Plan(bm, bn, bk, split, False, split > 1)
 
 
 def grid(n: int, p: Plan) -> tuple[int, int]:
@@ -355,7 +454,13 @@ def grid(n: int, p: Plan) -> tuple[int, int]:
 
 
 def combine_tiles(m: int, n: int, p: Plan) -> tuple[int, int, int]:
-    """(BS, BM, BC) of the combine kernels: the split rounded up to a power of two, the
-    rows, and columns a block (at most 4096 partials a tile)."""
-    bs, bm = next_pow2(p.split), next_pow2(m)
-    return bs, bm, max(1, min(next_pow2(n), 4096 // (bs * bm)))
+    """(SPLIT, BM, BC) of the combine kernels: the split, the rows rounded up to a power
+    of two, and columns a block (at most 4096 partials a block's tiles)."""
+    bm = next_pow2(m)
+    return p.split, bm, max(1, min(next_pow2(n), 4096 // (next_pow2(p.split) * bm)))
+
+
+def counters(n: int, p: Plan) -> int:
+    """The counters a launch of plan p over n weight rows takes (TICKET: one an N
+    tile)."""
+    return ct.cdiv(n, p.bn) if p.split > 1 and p.ticket else 0

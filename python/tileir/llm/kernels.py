@@ -17,6 +17,9 @@ loads and stores, f32 math, a cast on the way out.
   W_UK and W_UV);
 - `add`: y += x;
 - `rope`: rotary embedding at each token's position, cos and sin read from a table;
+- `rope_write_slots`: RoPE of q and k and the K/V cache write in one launch (Llama's
+  attention: q and k rotated in place, the rotated k and v into their cache slot);
+  `rope_write_latent` the same for MLA's latent row (k_rope rotated, the row cached);
 - `copy_heads`: (T, H, w) rows copied between views (a one-head source broadcast):
   MLA's expanded prompt form assembles its padded q, k and v with it;
 - `write_slots`: rows written into a paged cache at their slots (page * PAGE + offset);
@@ -125,18 +128,94 @@ def add(x, y, TILE: ct.Constant[int]):
     ct.store(y, index=(i, j), tile=ct.astype(a + b, y.dtype))
 
 
+@ct.function
+def _angle(cos, sin, positions, t, HALF: ct.Constant[int]):
+    """(cos, sin) of token t's position, (1, 1, HALF) f32 rows of the tables."""
+    p = ct.load(positions, index=(t,), shape=(1,)).item()
+    c = ct.reshape(ct.load(cos, index=(p, 0), shape=(1, HALF)), (1, 1, HALF))
+    s = ct.reshape(ct.load(sin, index=(p, 0), shape=(1, HALF)), (1, 1, HALF))
+    return c, s
+
+
+@ct.function
+def _halves(x, t, HEADS: ct.Constant[int], HALF: ct.Constant[int]):
+    """Token t's heads of x (T, H, 2 * HALF): their first and second halves, f32."""
+    x1 = ct.load(x, index=(t, 0, 0), shape=(1, HEADS, HALF), padding_mode=ZERO)
+    x2 = ct.load(x, index=(t, 0, 1), shape=(1, HEADS, HALF), padding_mode=ZERO)
+    return ct.astype(x1, ct.float32), ct.astype(x2, ct.float32)
+
+
+@ct.function
+def _rotated(x1, x2, c, s):
+    """The "rotate half" form: (x1 cos - x2 sin, x2 cos + x1 sin)."""
+    return x1 * c - x2 * s, x2 * c + x1 * s
+
+
 @ct.kernel
 def rope(x, out, cos, sin, positions, HEADS: ct.Constant[int], HALF: ct.Constant[int]):
     t = ct.bid(0)
-    p = ct.load(positions, index=(t,), shape=(1,)).item()
-    x1 = ct.astype(ct.load(x, index=(t, 0, 0), shape=(1, HEADS, HALF), padding_mode=ZERO),
-                   ct.float32)
-    x2 = ct.astype(ct.load(x, index=(t, 0, 1), shape=(1, HEADS, HALF), padding_mode=ZERO),
-                   ct.float32)
-    c = ct.reshape(ct.load(cos, index=(p, 0), shape=(1, HALF)), (1, 1, HALF))
-    s = ct.reshape(ct.load(sin, index=(p, 0), shape=(1, HALF)), (1, 1, HALF))
-    ct.store(out, index=(t, 0, 0), tile=ct.astype(x1 * c - x2 * s, out.dtype))
-    ct.store(out, index=(t, 0, 1), tile=ct.astype(x2 * c + x1 * s, out.dtype))
+    c, s = _angle(cos, sin, positions, t, HALF)
+    x1, x2 = _halves(x, t, HEADS, HALF)
+    r1, r2 = _rotated(x1, x2, c, s)
+    ct.store(out, index=(t, 0, 0), tile=ct.astype(r1, out.dtype))
+    ct.store(out, index=(t, 0, 1), tile=ct.astype(r2, out.dtype))
+
+
+@ct.kernel
+def rope_write_slots(q, k, v, cos, sin, positions, k_cache, v_cache, slots,
+                     QH: ct.Constant[int], KH: ct.Constant[int], HALF: ct.Constant[int],
+                     PAGE: ct.Constant[int]):
+    """`rope` of q (T, Hq, D) and k (T, Hkv, D) in place, and k (rotated) and v (T, Hkv,
+    D) into k_cache and v_cache (pages, PAGE, Hkv, D) at slots (T,): `rope` then
+    `write_slots` in one launch, the same bits (the same f32 rotation; v copied).  q, k
+    and v are views of the QKV projection's output that do not overlap: every element
+    is loaded once before it is stored.  QH, KH: the head counts rounded up to powers
+    of two."""
+    t = ct.bid(0)
+    c, s = _angle(cos, sin, positions, t, HALF)
+    q1, q2 = _halves(q, t, QH, HALF)
+    r1, r2 = _rotated(q1, q2, c, s)
+    ct.store(q, index=(t, 0, 0), tile=ct.astype(r1, q.dtype))
+    ct.store(q, index=(t, 0, 1), tile=ct.astype(r2, q.dtype))
+    k1, k2 = _halves(k, t, KH, HALF)
+    r1, r2 = _rotated(k1, k2, c, s)
+    b1, b2 = ct.astype(r1, k.dtype), ct.astype(r2, k.dtype)
+    ct.store(k, index=(t, 0, 0), tile=b1)            # the prompt's attention reads k here
+    ct.store(k, index=(t, 0, 1), tile=b2)
+    slot = ct.load(slots, index=(t,), shape=(1,)).item()
+    page, row = slot // PAGE, slot % PAGE
+    ct.store(k_cache, index=(page, row, 0, 0),
+             tile=ct.reshape(ct.astype(b1, k_cache.dtype), (1, 1, KH, HALF)))
+    ct.store(k_cache, index=(page, row, 0, 1),
+             tile=ct.reshape(ct.astype(b2, k_cache.dtype), (1, 1, KH, HALF)))
+    rows = ct.load(v, index=(t, 0, 0), shape=(1, KH, 2 * HALF), padding_mode=ZERO)
+    ct.store(v_cache, index=(page, row, 0, 0),
+             tile=ct.reshape(ct.astype(rows, v_cache.dtype), (1, 1, KH, 2 * HALF)))
+
+
+@ct.kernel
+def rope_write_latent(ckv, kr, cos, sin, positions, cache_ckv, cache_kr, slots,
+                      R: ct.Constant[int], HALF: ct.Constant[int], PAGE: ct.Constant[int]):
+    """MLA's latent row [c_kv, k_rope] (views ckv (T, r) and kr (T, 1, rp) of it): `rope`
+    of k_rope in place and the row, k_rope rotated, into the cache's views cache_ckv
+    (pages, PAGE, r) and cache_kr (pages, PAGE, 1, rp) at slots: `rope` then
+    `write_slots` in one launch, the same bits.  R: r rounded up to a power of two."""
+    t = ct.bid(0)
+    c, s = _angle(cos, sin, positions, t, HALF)
+    a1, a2 = _halves(kr, t, 1, HALF)
+    k1, k2 = _rotated(a1, a2, c, s)
+    b1, b2 = ct.astype(k1, kr.dtype), ct.astype(k2, kr.dtype)
+    ct.store(kr, index=(t, 0, 0), tile=b1)
+    ct.store(kr, index=(t, 0, 1), tile=b2)
+    slot = ct.load(slots, index=(t,), shape=(1,)).item()
+    page, row = slot // PAGE, slot % PAGE
+    ct.store(cache_kr, index=(page, row, 0, 0),
+             tile=ct.reshape(ct.astype(b1, cache_kr.dtype), (1, 1, 1, HALF)))
+    ct.store(cache_kr, index=(page, row, 0, 1),
+             tile=ct.reshape(ct.astype(b2, cache_kr.dtype), (1, 1, 1, HALF)))
+    lat = ct.load(ckv, index=(t, 0), shape=(1, R), padding_mode=ZERO)
+    ct.store(cache_ckv, index=(page, row, 0),
+             tile=ct.reshape(ct.astype(lat, cache_ckv.dtype), (1, 1, R)))
 
 
 @ct.kernel

@@ -187,12 +187,11 @@ class Llama(Model):
         be, d, hq, hkv = self.be, self.cfg.head_dim, self.hq, self.hkv
         t = x.shape[0]
         qkv = be.linear(x, layer["qkv"], norm=norm)
-        heads = qkv.reshape(t, hq + 2 * hkv, d)
-        be.rope(heads[:, :hq + hkv], self.cos, self.sin, batch.positions)   # q and k at once
-        q, k, v = heads[:, :hq], heads[:, hq:hq + hkv], heads[:, hq + hkv:]
         cache = self.caches[i]
-        pages, page = cache.shape[:2]
-        be.write_slots(qkv[:, hq * d:], cache.reshape(pages, page, -1), batch.slots)
+        # q and k rotated in place, k and v into the cache: one launch
+        be.rope_write_slots(qkv, self.cos, self.sin, batch.positions, cache, batch.slots)
+        heads = qkv.reshape(t, hq + 2 * hkv, d)
+        q, k, v = heads[:, :hq], heads[:, hq:hq + hkv], heads[:, hq + hkv:]
         if batch.prefill:
             lens = [batch.cu_seqlens[j + 1] - batch.cu_seqlens[j]
                     for j in range(len(batch.cu_seqlens) - 1)]
@@ -310,9 +309,10 @@ class DeepseekV3(Model):
             latent = a
         q = q.reshape(t, h, nope + rp)
         be.rmsnorm(latent[:, :r], layer["kv_a_ln"], cfg.rms_norm_eps, out=latent[:, :r])
-        be.rope(latent[:, r:].reshape(t, 1, rp), self.cos, self.sin, batch.positions)
         cache = self.caches[i]
-        be.write_slots(latent, cache, batch.slots)
+        # k_rope rotated in place, the latent row into the cache: one launch
+        be.rope_write_latent(latent, r, self.cos, self.sin, batch.positions, cache,
+                             batch.slots)
         mla_ok = be.mla_ok(h, r + rp, cache.shape[1])
         if batch.prefill:
             if mla_ok and not be.varlen_ok(_pow2(max(nope + rp, cfg.v_head_dim))):

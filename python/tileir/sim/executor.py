@@ -55,6 +55,7 @@ class _Block:
         self.cluster: list["_Block"] = [self]   # the blocks of its cluster, by rank
         self.cluster_arrivals = 0  # barrier.cluster.arrive's so far
         self.cluster_waits = 0     # barrier.cluster.wait's so far
+        self.named = hw.NamedBarriers()   # bar.sync / bar.arrive, replayed at the end
 
 
 @dataclasses.dataclass
@@ -160,6 +161,7 @@ class _Simulator:
                 if version == blk.version:
                     raise SimError(f"block {blk.bid} would hang: {blk.waiting}")
                 version = blk.version
+        _check_named(blk)
         if any(blk.shared.bulk_reads()):
             raise SimError(f"block {blk.bid} exits while TMA stores may still read its "
                            f"shared memory (no cp.async.bulk.wait_group.read 0 at the end)")
@@ -182,6 +184,7 @@ class _Simulator:
                     next(gen)
                     still.append((blk, gen))
                 except StopIteration:
+                    _check_named(blk)
                     if any(blk.shared.bulk_reads()):
                         raise SimError(f"block {blk.bid} exits while TMA stores may still "
                                        f"read its shared memory") from None
@@ -216,6 +219,12 @@ class _Simulator:
 
     def get(self, blk: _Block, v: ir.Value) -> Any:
         return blk.env[v]
+
+
+def _check_named(blk: _Block) -> None:
+    error = blk.named.check()
+    if error is not None:
+        raise SimError(f"block {blk.bid} would hang or race at its named barriers: {error}")
 
 
 def _decode(op: ir.Operation) -> tuple:

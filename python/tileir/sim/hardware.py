@@ -211,6 +211,74 @@ class Barrier:
         return self.phase % 2 != parity % 2
 
 
+class NamedBarriers:
+    """A block's named barriers (`bar.sync id, n` and `bar.arrive id, n`, ids 0-15), as
+    the hardware counts them: a barrier's phase completes once `n` threads arrived,
+    waiting (sync) or not (arrive), and releases the threads that wait in it.
+
+    The executor runs a block's threads in lockstep, which no barrier holds up, so the
+    barriers are checked apart from it: each warp's barrier operations are recorded in
+    its program order (`record`) and replayed at the block's end (`check`) with each
+    warp running until it waits, round after round.  A replay that stops with warps
+    still waiting means the GPU would hang; a phase whose arrivals name different
+    thread counts, or one that receives more arrivals than its count, means two uses of
+    one id collide; arrivals left in a phase at the end were never waited for.
+    mbarriers are not part of the replay (the executor models them as it runs)."""
+
+    def __init__(self):
+        # warp -> [(kind, id, count, threads of the warp, op)], in its program order
+        self.events: dict[int, list[tuple]] = {}
+
+    def record(self, kind: str, ids: np.ndarray, count: int, mask: np.ndarray,
+               op) -> None:
+        active = np.nonzero(mask)[0]
+        for w in np.unique(active // 32):
+            mine = active[active // 32 == w]
+            for bar in np.unique(ids[mine]):
+                n = int((ids[mine] == bar).sum())
+                self.events.setdefault(int(w), []).append((kind, int(bar), count, n, op))
+
+    def check(self) -> str | None:
+        """None when the recorded operations complete on the GPU; else what goes wrong."""
+        queues = {w: list(reversed(ev)) for w, ev in self.events.items()}
+        phases: dict[int, list] = {}        # id -> [count, arrived, waiting warps, first op]
+        waiting: dict[int, tuple] = {}      # warp -> the (id, op) it waits at
+        moved = True
+        while moved:
+            moved = False
+            for w, queue in queues.items():
+                while queue and w not in waiting:
+                    kind, bar, count, n, op = queue.pop()
+                    moved = True
+                    phase = phases.setdefault(bar, [count, 0, [], op])
+                    if phase[0] != count:
+                        return (f"barrier {bar} is used for {phase[0]} threads at "
+                                f"{phase[3].location} and for {count} at {op.location} "
+                                f"in one phase: two uses of one id collide")
+                    phase[1] += n
+                    if phase[1] > count:
+                        return (f"barrier {bar} of {count} threads gets {phase[1]} "
+                                f"arrivals (last at {op.location}): two uses of one id "
+                                f"collide")
+                    if kind == "sync":
+                        waiting[w] = (bar, op)
+                        phase[2].append(w)
+                    if phase[1] == count:
+                        for x in phase[2]:
+                            del waiting[x]
+                        del phases[bar]
+        if waiting:
+            w, (bar, op) = next(iter(waiting.items()))
+            count, arrived = phases[bar][:2]
+            return (f"warp {w} waits at barrier {bar} ({op.location}) with {arrived} of "
+                    f"its {count} threads arrived, and no other warp can move on "
+                    f"(warps waiting: {sorted(waiting)})")
+        for bar, (count, arrived, _, op) in phases.items():
+            return (f"barrier {bar} is left with {arrived} of {count} arrivals at the "
+                    f"block's end (first at {op.location}): a wait is missing")
+        return None
+
+
 # ---------------------------------------------------------------------------
 # Tensor maps and TMA
 # ---------------------------------------------------------------------------

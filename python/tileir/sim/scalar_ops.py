@@ -339,20 +339,43 @@ def _axis(o) -> int:
 def _barrier(sim, blk, o, mask):
     if not mask.all():
         raise SimError("a block barrier reached by only some threads (the GPU would hang)")
+    blk.named.record("sync", np.zeros(sim.threads, np.int64), sim.threads, mask, o)
 
 
 @op("nvvm.barrier")
 def _named_barrier(sim, blk, o, mask):
-    """`bar.sync id, count`: the threads running here must be the `count` it waits for."""
+    """`bar.sync id, count`: recorded for the replay of the block's barriers
+    (hardware.NamedBarriers); at most `count` threads may reach it at once here."""
+    _named(sim, blk, o, mask, "sync")
+
+
+@op("nvvm.barrier.arrive")
+def _named_arrive(sim, blk, o, mask):
+    """`bar.arrive id, count`: counts towards the barrier's phase without waiting."""
+    _named(sim, blk, o, mask, "arrive")
+
+
+def _named(sim, blk, o, mask, kind: str) -> None:
     vals = operands(sim, blk, o)
-    count = uniform(vals[1], mask, "a barrier's thread count") if len(vals) > 1 else \
-        sim.threads
-    ids = np.asarray(vals[0]) if np.ndim(vals[0]) else np.full(sim.threads, vals[0])
-    for i in np.unique(ids[mask]):         # threads at different barriers: each its own
-        if int((mask & (ids == i)).sum()) != count:
+    if o.name == "nvvm.barrier.arrive":      # (id?, number_of_threads)
+        bar, count = vals if len(vals) == 2 else (0, vals[0])
+    else:                                    # (id?, number_of_threads?, predicate?)
+        has_id, has_count = static(sim, o, _barrier_segments)
+        bar = vals[0] if has_id else 0
+        count = vals[has_id] if has_count else sim.threads
+    count = uniform(count, mask, "a barrier's thread count") if np.ndim(count) else int(count)
+    ids = np.asarray(bar) if np.ndim(bar) else np.full(sim.threads, bar)
+    for i in np.unique(ids[mask]):           # threads at different barriers: each its own
+        if int((mask & (ids == i)).sum()) > count:
             raise SimError(f"barrier {int(i)} of {count} threads reached by "
-                           f"{int((mask & (ids == i)).sum())} (the GPU would hang or pass "
-                           f"early)")
+                           f"{int((mask & (ids == i)).sum())} at once")
+    blk.named.record(kind, ids.astype(np.int64), count, mask, o)
+
+
+def _barrier_segments(o) -> tuple[int, int]:
+    """Whether `nvvm.barrier` has its id and its thread count (optional operands)."""
+    sizes = list(ir.DenseI32ArrayAttr(o.attributes["operandSegmentSizes"]))
+    return sizes[0], sizes[1]
 
 
 @op("nvvm.bar.warp.sync")

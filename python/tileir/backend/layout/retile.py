@@ -29,6 +29,9 @@ block computes a tile the original grid did not cover.  A kernel coarsened for a
 grid of many waves also becomes persistent (`tile.persistent`, unless the kernel
 sets `persistent` or asks for warp specialization): one block per SM walks the
 tiles, its ring running on from one tile to the next (backend/pipeline/persistent.py).
+So does a kernel whose tiles are written as wide as a block holds (128 x 256, one
+product) on such a grid, its K slots halved to at most WIDE_SLOT bytes (a deeper
+ring of the same bytes in flight).
 
 Two rescalings keep the grid:
 - *short axes* (`_shrink_short_axes`): when every array dim that follows `bid(a)`
@@ -633,6 +636,8 @@ ACC_PER_THREAD = 128          # accumulator registers a thread may hold (128 x 2
 # 128 x 128 ones fit
 PROMOTED_ACC_PER_THREAD = 64
 DEFAULT_WIDE_WARPS = 8        # the warps of a 128-row wgmma accumulator (mma_plan)
+WIDE_SLOT = 64 * 1024         # the most bytes a K slot of tiles written wide keeps (a
+                              # 128 x 256 x 64 slot is 48 KB: four fit beside the epilogue)
 
 
 def retile(func: ir.Operation, target: str) -> Fraction | None:
@@ -676,11 +681,22 @@ def retile(func: ir.Operation, target: str) -> Fraction | None:
                 apply(func, tied, factor)
                 applied = factor
                 break
-    if applied is not None and applied > 1 and PERSISTENT_ATTR not in func.attributes and \
-            not _asks(func, WARP_SPECIALIZE_ATTR):
+    written_wide = applied is None and "wide" in wish and any(
+        _at_widest(t, int(wish["wide"]), target, warps) for t in _candidates(func))
+    if (written_wide or applied is not None and applied > 1) and \
+            PERSISTENT_ATTR not in func.attributes and not _asks(func, WARP_SPECIALIZE_ATTR):
         # a grid of many waves of the wider tiles runs persistent: one block per SM
-        # whose ring runs on from tile to tile (measured 0.3-3.8 % faster on the H100)
+        # whose ring runs on from tile to tile (measured 0.3-3.8 % faster on the H100);
+        # so do tiles written as wide as a block holds (cuTile's BatchMatMul sample,
+        # 128 x 256 x 128: 0.60x torch.bmm as one block a tile, H200 2026-11-29)
         func.attributes[PERSISTENT_ATTR] = ir.BoolAttr.get(True)
+    if written_wide and target == "sm_90a":
+        # ... and their K slots at most WIDE_SLOT bytes: the sample's 96 KB slots left a
+        # ring of 2; half-long K tiles make it 4 of the same bytes in flight
+        for k in _k_loops(func):
+            if _ring_fed(func, k) and not _sums_promoted(k) and \
+                    k.stage_bytes() > WIDE_SLOT and k.tile // 2 >= MIN_SPLIT_K:
+                apply_loop(k, Fraction(1, 2))
     if applied is not None and applied < 1 and target == "sm_90a":
         # narrower tiles, longer K: a ring slot keeps about the bytes it had (TMA: one
         # copy per box; cp.async's per-thread copies of 256-long tiles spill on sm_80)
@@ -821,6 +837,15 @@ def _factor(tied: Tied, kind: str, arg: int, target: str,
                 return Fraction(1, s)
             s //= 2
     return None
+
+
+def _at_widest(tied: Tied, arg: int, target: str, warps: int | None) -> bool:
+    """Whether the axis could be widened for a wide grid (sm_90a, one product, an even
+    grid axis) but its tiles are already as wide as a block holds (a TMA box, or the
+    accumulator registers of its threads)."""
+    return (target == "sm_90a" and bool(arg >> tied.axis & 1)
+            and sum(1 for v in tied.dims if _is_product(v)) == 1
+            and _factor(tied, "wide", arg, target, warps) is None)
 
 
 def _is_product(v: ir.Value) -> bool:

@@ -4,9 +4,12 @@ register of each tile they carry."""
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, llvm, scf
+from mlir.dialects import arith, llvm, nvvm, scf
+
+from tileir.dialect import TileIRError
 
 from ..context import Frag, LoweringContext, lin_of
+from ..tma_store import GROUP_BARRIER_BASE
 from .registry import lower_block, rule
 
 
@@ -114,6 +117,52 @@ def _is_producer(cx, op):
 def _set_max_registers(cx, op):
     llvm.inline_asm(None, [], f"setmaxnreg.{op.action}.sync.aligned.u32 {op.count};", "",
                     has_side_effects=True)
+
+
+# Named barriers (16 a block): 0 the block's, 1 the consumer warps' (LoweringContext.
+# barrier), GROUP_BARRIER_BASE .. + num_warps // 2 - 1 the TMA store's warp groups (two
+# warps or more each: tma_store.py), then the consumer warpgroups' two turns
+# (tile.turn): warpgroup w waits on the turn barrier of w, the other arrives on it.
+NAMED_BARRIERS = 16
+
+
+def turn_barrier(num_warps: int) -> int:
+    """The first of the two turn barriers of a kernel of `num_warps` consumer warps."""
+    return GROUP_BARRIER_BASE + num_warps // 2
+
+
+@rule("tile.turn")
+def _turn(cx, op):
+    """`bar.sync turn(w), 256` to wait for warpgroup w's turn at the tensor cores,
+    `bar.arrive turn(1 - w), 256` to hand it to the other (`tile-pingpong`): each of the
+    two barriers completes with one warpgroup waiting and the other arriving."""
+    base = turn_barrier(cx.num_warps)
+    if cx.role != "consumer" or cx.num_warps != 8 or base + 1 >= NAMED_BARRIERS:
+        raise TileIRError(f"internal error: tile.turn needs the consumer branch of two "
+                          f"warpgroups (role {cx.role}, {cx.num_warps} warps)",
+                          ir.Location.current)
+    _, _, warp = cx.thread_ids()
+    wg = arith.shrui(warp, cx.const(2))
+    count = cx.const(256)
+    mine = op.kind == "wait"
+    if op.warpgroup < 0:
+        # the barrier of this warpgroup's turn (wait) or of the other's (pass)
+        bar = arith.addi(wg, cx.const(base)) if mine else \
+            arith.subi(cx.const(base + 1), wg)
+        _turn_barrier(mine, bar, count)
+        return
+    only = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, wg, cx.const(op.warpgroup)))
+    with ir.InsertionPoint(only.then_block):
+        _turn_barrier(mine, cx.const(base + (op.warpgroup if mine else 1 - op.warpgroup)),
+                      count)
+        scf.YieldOp([])
+
+
+def _turn_barrier(wait: bool, bar: ir.Value, count: ir.Value) -> None:
+    if wait:
+        nvvm.barrier(None, barrier_id=bar, number_of_threads=count)
+    else:
+        nvvm.barrier_arrive(count, barrier_id=bar)
 
 
 def _contains_store(block: ir.Block) -> bool:

@@ -9,7 +9,13 @@ load (the padding elsewhere), a scatter a guarded store.
 Atomics are inline PTX, one `atom` per active element: PTX names the memory
 order (`.relaxed .acquire .release .acq_rel`) and scope (`.cta .gpu .sys`) of each
 cuTile order/scope pair directly, where LLVM's `atomicrmw` would leave the scope
-to syncscope names this MLIR's NVPTX backend does not all map.  16-bit float adds
+to syncscope names this MLIR's NVPTX backend does not all map.  A tile atomic is
+the block's, while an element's `atom` is one thread's, so the block gathers at a
+barrier before a release (or acq_rel) atomic, ordering every thread's earlier
+accesses before it (a barrier is cumulative at block scope: a split K's partial
+stored by all threads, then one ticket), and after an acquire (or acq_rel) one,
+ordering what any thread does next after it (the barrier that shares a replicated
+element's old value serves).  16-bit float adds
 take `atom.add.noftz.f16` (sm_70+) and `.bf16` (sm_90+); a bfloat16 add on sm_80,
 which has no such instruction, is a compare-and-swap loop on the aligned 32-bit
 word holding the element (`_bf16_add_by_cas`).
@@ -171,6 +177,12 @@ def _atom(cx, op, kind: str, signed: bool, operands_of) -> None:
     ptx_t = _ptx_type(kind, elem, signed)
     fallback = cx.frag(op.operands[1])            # update (rmw) or expected (cas)
     owner = _owner(cx, fallback.lin)
+    if sem in ("release", "acq_rel"):
+        # a tile atomic is the block's: its release covers what every thread wrote
+        # before it, so a barrier first (cumulative at block scope), as a release
+        # fence does (rules/ordering.py); one thread's atom would publish its own
+        # writes alone
+        cx.barrier()
     regs = []
     for r in range(fallback.lin.num_regs):
         ptr, acts = _element(cx, op, r, op.check_bounds)
@@ -188,7 +200,11 @@ def _atom(cx, op, kind: str, signed: bool, operands_of) -> None:
             return llvm.inline_asm(elem, [ptr, *values], asm, cons, has_side_effects=True)
         regs.append(_guarded(acts, elem, then, lambda r=r: fallback.regs[r]))
     if owner is not None:                 # the replicas learn the owners' old values
-        regs = _from_owners(cx, fallback.lin, elem, regs, owner)
+        regs = _from_owners(cx, fallback.lin, elem, regs, owner)   # (ends with a barrier)
+    elif sem in ("acquire", "acq_rel"):
+        # the mirror image: no thread reads what the acquire guards before every
+        # atom of the block is done
+        cx.barrier()
     cx.values[op.result] = Frag(fallback.lin, elem, regs)
 
 
