@@ -369,7 +369,13 @@ def _pingpong_loop(text: str) -> list[str]:
     return ins[start:end + 1]
 
 
-@pytest.mark.parametrize("d,causal", [(128, False), (128, True), (64, False),
+# the fast tier: head dim 128 without the mask (two cubins and their SASS, ~4 s of CPU
+# each case); causal and head dim 64 in --full: their turns are run in the simulator by
+# test_pingpong_runs_in_the_simulator (64, causal) and
+# test_pingpong_alternates_in_each_of_two_loops_in_the_simulator
+@pytest.mark.parametrize("d,causal", [(128, False),
+                                      pytest.param(128, True, marks=pytest.mark.slow),
+                                      pytest.param(64, False, marks=pytest.mark.slow),
                                       pytest.param(64, True, marks=pytest.mark.slow)])
 def test_pingpong_turns_around_the_products_in_the_sass(d, causal, tmp_path):
     q = np.zeros((4, 32, 4096, d), ml_dtypes.bfloat16)
@@ -413,9 +419,13 @@ def _simulate_pingpong(kernel, s, d, bn, causal, h=2, hkv=1):
 
 
 # ragged lengths: 1 key tile (the rotated loop runs no trip: only the start and end of
-# the alternation), 2, and causal blocks of 1, 3 and 5 tiles (every block its own count)
-@pytest.mark.parametrize("s,bn,causal", [(40, 64, False), (100, 64, True), (300, 64, True),
-                                         (300, 128, False)])
+# the alternation), 2, and causal blocks of 1, 3 and 5 tiles (every block its own count);
+# the 300-long cases (2-3 s of CPU each) in --full: causal blocks of several tiles are
+# kept by (100, 64, True) and the two-loop test, 128-key tiles by the SASS test
+@pytest.mark.parametrize("s,bn,causal", [(40, 64, False), (100, 64, True),
+                                         pytest.param(300, 64, True, marks=pytest.mark.slow),
+                                         pytest.param(300, 128, False,
+                                                      marks=pytest.mark.slow)])
 def test_pingpong_runs_in_the_simulator(s, bn, causal):
     # the simulator replays the named barriers per warp as the hardware counts them
     # (sim.hardware.NamedBarriers): a turn that never comes or is never taken fails here

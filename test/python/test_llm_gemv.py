@@ -477,6 +477,8 @@ def test_fused_swiglu_streams_both_weights_through_one_ring(tmp_path):
     assert ops["UTMALDG"] and ops["HMMA"] and not ops["LDL"] and not ops["STL"], ops
 
 
+# the fast tier: each kind once (down's ticket is o's, at a longer K)
+@pytest.mark.sweep(keep=("kind",))
 @pytest.mark.parametrize("kind,n,k,p", [
     ("add", 4096, 4096, G.SWEPT[4096, 4096]), ("add", 4096, 14336, G.SWEPT[4096, 14336]),
     ("swiglu", 14336, 4096, G.Plan(8, 64, 128, 2, False, True)),
