@@ -242,6 +242,12 @@ def _decode_text(ck, tmp_path):
     return ptx if isinstance(ptx, str) else ptx.decode(), _sass_text(ck.cubin, tmp_path)
 
 
+# in --full (3.6 s of CPU: a cubin at Llama-3-8B's heads and its SASS): the same ticket
+# (an acq_rel atomic at gpu scope, strong loads of the partials) is checked in SASS by
+# test_llm_gemv's test_ticket_orders_the_partials_before_the_last_block_reads_them, and
+# this kernel's merge in the last block runs in the simulator here
+# (test_the_last_block_to_finish_merges_whatever_the_order)
+@pytest.mark.slow
 def test_the_ticket_is_acq_rel_at_gpu_scope_and_the_partials_bypass_l1(tmp_path):
     # Llama-3-8B's heads at batch 1, pages of 16, one launch: every consumer thread's
     # stores, a barrier, then one thread's atom.acq_rel.gpu (ptxas: MEMBAR.ALL.GPU

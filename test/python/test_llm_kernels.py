@@ -222,6 +222,9 @@ def _llama_rope_args(t, pages, page, hq=32, hkv=8, d=128, dtype=None):
             np.zeros(t, np.int32), hq, hkv, d // 2, page)
 
 
+# in --full: rope_write_slots is off by default (Backend's rope_slots); its sm_90a code
+# runs in the simulator in the fast tier (test_generated_rope_write_slots_in_the_simulator)
+@pytest.mark.slow
 def test_rope_write_slots_sm90a_code(tmp_path):
     """Llama-3-8B's heads (32 q, 8 k, 8 v of 128): one block a token, no local memory or
     spills, the rows loaded and stored in 16-byte vectors (the element-wise forms in
