@@ -101,15 +101,15 @@ def split_marker_expression(pytest_args: list[str]) -> tuple[str | None, list[st
 def tier_arguments(full: bool, gpu: bool, pytest_args: list[str],
                    leave_out_gpu: bool = False) -> list[str]:
     """pytest's `-m` for the tier asked for: the fast tier leaves out tests marked
-    `slow` (and with `leave_out_gpu`, those marked `gpu`), `--gpu` keeps the `gpu`
-    ones; a `-m` the user gave is kept, and-ed in."""
+    `slow` (and with `leave_out_gpu`, unless the user gave a `-m`, those marked
+    `gpu`), `--gpu` keeps the `gpu` ones; a `-m` the user gave is kept, and-ed in."""
     expr, rest = split_marker_expression(pytest_args)
     terms = [f"({expr})"] if expr else []
     if gpu:
         terms.append("gpu")
     if not full:
         terms.append("not slow")
-        if leave_out_gpu and not gpu:
+        if leave_out_gpu and not gpu and not expr:
             terms.append("not gpu")
     return (["-m", " and ".join(terms)] if terms else []) + rest
 
