@@ -263,8 +263,9 @@ def main(argv=None) -> int:
                 print(f"== {name}: compute-sanitizer ({args.sanitizer}) reported errors")
                 counts = (counts[0], counts[1] + 1, counts[2])
             elif rc == PYTEST_NO_TESTS and name == "pytest" and counts == (0, 0, 0):
-                print("== pytest: no test selected (the fast tier leaves out tests marked "
-                      "`slow`: --full runs them)")
+                gpu_too = ", and without a GPU those marked `gpu`" if leave_out_gpu else ""
+                print(f"== pytest: no test selected (the fast tier leaves out tests marked "
+                      f"`slow`{gpu_too}: --full runs them)")
             elif rc != 0 and counts[1] == 0:
                 counts = (counts[0], 1, counts[2])     # the runner itself failed
             print(f"== {name}: {counts[0]} passed, {counts[1]} failed, {counts[2]} skipped\n")
