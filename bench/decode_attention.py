@@ -1,7 +1,7 @@
 """Decode attention over a paged KV cache, and MLA decode: bandwidth against a device copy.
 
     python bench/decode_attention.py [--out DIR] [--quick] [--splits 1,4,16]
-                                     [--only-mla] [--mla-variants]
+                                     [--only-mla] [--mla-variants] [--mla-phases]
     python bench/decode_attention.py --short [--short-batches 1,4] [--out DIR]
 
 Kernels: `tileir.examples.decode_attention.paged_decode_attention` and
@@ -21,8 +21,10 @@ bytes feeds 2 * 128 * 1088 FLOPs, 242 FLOP/byte, about the H200's ratio of the t
 (989 TFLOP/s / 4.2 TB/s = 235), so both times are within a few percent and the FLOPs'
 is the longer.  --mla-variants times configurations of the MLA kernel (rows a
 step, ring stages, the producer warpgroup, the products rotated or not:
-`mla_decode.variant`; the lazy rescale or one every step; the LLM engine's pages of
-16 slots) at batch 64, contexts 4k and 8k, each checked against fp32 torch first; --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
+`mla_decode.variant`; the LLM engine's pages of 16 slots) at batch 64, contexts 4k
+and 8k, each checked against fp32 torch first; --mla-phases times a step of the
+default MLA kernel against its two products alone (`mla_decode.scores_only`,
+`values_only`); --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged
@@ -48,6 +50,7 @@ import sys
 import torch
 from triton.testing import do_bench, do_bench_cudagraph
 
+import tileir as ct
 from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 
@@ -59,30 +62,33 @@ DECODE = [(b, ctx) for b in (1, 16, 64) for ctx in (1024, 2048, 4096, 8192, 1638
 MLA_SHAPES = [(64, 4096), (64, 8192)]
 # dense bf16 tensor-core peak of an H100 / H200 SXM (FLOP/s), for MLA's bound
 TENSOR_PEAK = 989e12
-# (name, rows a step, hints, lazy rescale, cache page): the configurations
-# --mla-variants times.  "unrotated" (product_rotation=False): each step's products
-# stay in it, so with the 2-stage ring of 64-row steps a slot is refilled a whole step
-# before it is read (rotated, the copy of step j + 1 starts only once P c of step
-# j - 1 is done, mid-step j); "fenced" (rotation_fence=True): rotated, with the
+# (name, rows a step, hints, cache page): the configurations --mla-variants times.
+# The default keeps each step's products in it (product_rotation=False), so with the
+# 2-stage ring of 64-row steps a slot is refilled a whole step before it is read;
+# "rotated" (product_rotation=True): the copy of step j + 1 starts only once P c of
+# step j - 1 is done, mid-step j; "fenced" (rotation_fence=True): rotated, with the
 # softmax's exponentials kept before the wait for P c (ptxas otherwise waits first);
-# "page 16": the LLM engine's cache pages, one page a step
-UNROTATED = {"product_rotation": False}
-FENCED = {"rotation_fence": True}
+# "page 16": the LLM engine's cache pages, one page a step; "copy in parts"
+# (copy_parts=True): each TMA box of a step (the latent's 64-column boxes, the RoPE
+# part) completes its own barrier and the score product's k steps wait for the box
+# they read, so the scores start on a step's first 8 KB instead of all 72 KB.
+# Measured on an H200, 2026-11-29 (docs/attention.md): unrotated 0.43 of the bound,
+# rotated 0.35; copy in parts not yet measured.
+ROTATED = {"product_rotation": True}
+FENCED = {**ROTATED, "rotation_fence": True}
+PARTS = {"copy_parts": True}
 MLA_VARIANTS = [
-    ("bn32", 32, {}, True, PAGE),
-    ("bn32 eager rescale", 32, {}, False, PAGE),
-    ("bn32 no producer", 32, {"warp_specialize": False}, True, PAGE),
-    ("bn64 (default; 2 stages)", 64, {}, True, PAGE),
-    ("bn64 eager rescale", 64, {}, False, PAGE),
-    ("bn64 no producer", 64, {"warp_specialize": False}, True, PAGE),
-    ("bn64 unrotated", 64, UNROTATED, True, PAGE),
-    ("bn64 unrotated eager rescale", 64, UNROTATED, False, PAGE),
-    ("bn64 unrotated no producer", 64, {**UNROTATED, "warp_specialize": False}, True, PAGE),
-    ("bn32 unrotated", 32, UNROTATED, True, PAGE),
-    ("bn32 fenced rotation", 32, FENCED, True, PAGE),
-    ("bn64 fenced rotation", 64, FENCED, True, PAGE),
-    ("page 16 (bn16)", 16, {}, True, 16),
-    ("page 16 (bn16) unrotated", 16, UNROTATED, True, 16),
+    ("bn64 (default: unrotated, 2 stages)", 64, {}, PAGE),
+    ("bn64 copy in parts", 64, PARTS, PAGE),
+    ("bn64 no producer", 64, {"warp_specialize": False}, PAGE),
+    ("bn64 rotated", 64, ROTATED, PAGE),
+    ("bn64 fenced rotation", 64, FENCED, PAGE),
+    ("bn32", 32, {}, PAGE),
+    ("bn32 rotated", 32, ROTATED, PAGE),
+    ("bn32 fenced rotation", 32, FENCED, PAGE),
+    ("bn32 copy in parts", 32, PARTS, PAGE),
+    ("page 16 (bn16)", 16, {}, 16),
+    ("page 16 (bn16) copy in parts", 16, PARTS, 16),
 ]
 
 
@@ -310,7 +316,7 @@ def measure_mla(batch, ctx, copy_gbs, splits_list) -> dict:
     return row
 
 
-def check_mla(bn, hints, lazy, page=PAGE) -> float:
+def check_mla(bn, hints, page=PAGE) -> float:
     """Relative error of one MLA configuration against fp32 torch: batch 64 of ragged
     lengths, one token, unsplit (the grid, and so the compiled variant, that is timed)
     and split in two."""
@@ -324,7 +330,7 @@ def check_mla(bn, hints, lazy, page=PAGE) -> float:
     for splits in (1, 2):
         out = torch.full((b, tq, MLA_H, 512), float("nan"), device="cuda", dtype=DT)
         mla.mla_decode(q, kv, table, seq, 1 / math.sqrt(576), out, num_splits=splits, bn=bn,
-                       hints=hints, lazy=lazy)
+                       hints=hints)
         ref = []
         for i, n in enumerate(lens):
             lat = kv[table[i].long()].reshape(-1, 576)[:n]
@@ -339,16 +345,16 @@ def mla_variants(copy_gbs) -> list[dict]:
     times): printed as a table, best first; the rows for the JSON."""
     rows = []
     cases = {}
-    for name, bn, hints, lazy, page in MLA_VARIANTS:
-        row = {"variant": name, "bn": bn, "hints": hints, "lazy": lazy, "page": page}
+    for name, bn, hints, page in MLA_VARIANTS:
+        row = {"variant": name, "bn": bn, "hints": hints, "page": page}
         try:
-            row["error"] = check_mla(bn, hints, lazy, page)
+            row["error"] = check_mla(bn, hints, page)
             for batch, ctx in MLA_SHAPES:
                 if (batch, ctx, page) not in cases:      # one cache per page size
                     cases[batch, ctx, page] = _mla_case(batch, ctx, page)
                 kv, table, q, out, seq, nbytes, flops = cases[batch, ctx, page]
                 t = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out, bn=bn,
-                                                 hints=hints, lazy=lazy))
+                                                 hints=hints))
                 row[f"ctx={ctx}"] = _mla_figures(t, nbytes, flops, copy_gbs)
         except Exception as e:       # a configuration that does not compile: say why
             row["failed"] = f"{type(e).__name__}: {str(e)[:300]}"
@@ -369,6 +375,68 @@ def mla_variants(copy_gbs) -> list[dict]:
     for r in rows:
         if "failed" in r:
             print(f"| {r['variant']} | failed: {r['failed']} |")
+    return rows
+
+
+def check_phases() -> float:
+    """Worst relative error of `mla_decode.scores_only` / `values_only` against fp32
+    torch: batch 3 of ragged lengths, one token, pages of 64."""
+    torch.manual_seed(2)
+    lens = [2, 700, 2049]
+    kv, table = paged(len(lens), max(lens), (576,))
+    q = torch.randn(len(lens), 1, MLA_H, 576, device="cuda", dtype=DT)
+    seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    worst = 0.0
+    for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
+        out = torch.full((len(lens), 1, MLA_H, width), float("nan"), device="cuda")
+        k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, out)
+        ct.launch(None, grid, k, args)
+        ref = []
+        for i, n in enumerate(lens):
+            steps = -(-n // 64)
+            lat = kv[table[i].long()].reshape(-1, 576)[:steps * 64].float()
+            if kernel is mla.scores_only:
+                ref.append((q[i].float() @ lat.T).reshape(1, MLA_H, steps, 64).amax(2))
+            else:
+                p = torch.exp2(q[i, :, :, :64].float() / 64).to(DT).float()
+                ref.append(p.repeat(1, 1, steps) @ lat[:, :512])
+        worst = max(worst, _err(out, torch.stack(ref)))
+    return worst
+
+
+def mla_phases() -> list[dict]:
+    """Time a step of the default MLA kernel against its two products alone
+    (`mla_decode.scores_only`, `values_only`: the same pages, tiles, warps and stages),
+    batch 64 at MLA_SHAPES (CUDA graph): microseconds and cycles at the peak's 1.83 GHz
+    a 64-key step of one block; the rest is the softmax, its exchanges and the turn."""
+    err = check_phases()
+    print(f"MLA phases: relative error of the phase kernels vs fp32: {err:.1e}", flush=True)
+    rows = []
+    for batch, ctx in MLA_SHAPES:
+        kv, table, q, out, seq, _, _ = _mla_case(batch, ctx)
+        steps = ctx // 64
+        row = {"batch": batch, "ctx": ctx, "error": err}
+        row["mla"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
+                                                  num_splits=1))["graph"]
+        for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
+            o = torch.empty(batch, 1, MLA_H, width, device="cuda")
+            k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, o)
+            row[k.name] = timed(lambda: ct.launch(None, grid, k, args))["graph"]
+        per = {key: row[key] * 1e3 / steps for key in ("mla", "scores_only", "values_only")}
+        row["us a step"] = per
+        row["cycles a step"] = {key: v * 1.83e3 for key, v in per.items()}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print("MLA phases, batch 64 (CUDA graph): a 64-key step of one block, us (cycles at "
+          "1.83 GHz)")
+    print("| context | mla | scores only | P c only | mla - both |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        u = r["us a step"]
+        rest = u["mla"] - u["scores_only"] - u["values_only"]
+        print(f"| {r['ctx'] // 1024}k | " + " | ".join(
+            f"{v:.3f} ({v * 1.83e3:.0f})" for v in (u["mla"], u["scores_only"],
+                                                   u["values_only"], rest)) + " |")
     return rows
 
 
@@ -418,9 +486,10 @@ def plot(rows, path, device):
 
 
 def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = False,
-        variants: bool = False) -> list[dict]:
-    """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations);
-    prints the tables; writes JSON and PNG into out_dir."""
+        variants: bool = False, phases: bool = False) -> list[dict]:
+    """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations;
+    `phases`: and MLA's two products alone); prints the tables; writes JSON and PNG
+    into out_dir."""
     device = torch.cuda.get_device_name()
     print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
           flush=True)
@@ -441,10 +510,12 @@ def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = Fals
         print(json.dumps(rows[-1]), flush=True)
     print(table_text(rows, copy_gbs))
     var_rows = mla_variants(copy_gbs) if variants else []
+    phase_rows = mla_phases() if phases else []
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "decode_attention.json"), "w") as f:
         json.dump({"device": device, "copy GB/s": copy_gbs, "tensor peak": TENSOR_PEAK,
-                   "checks": errs, "rows": rows, "mla variants": var_rows}, f, indent=1)
+                   "checks": errs, "rows": rows, "mla variants": var_rows,
+                   "mla phases": phase_rows}, f, indent=1)
     plot(rows, os.path.join(out_dir, "decode_attention.png"), device)
     return rows
 
@@ -467,6 +538,8 @@ def main(argv=None) -> int:
                    help="with --short: these contexts (comma-separated)")
     p.add_argument("--short-pages", default=",".join(map(str, SHORT_PAGES)),
                    help="with --short: these page sizes (comma-separated)")
+    p.add_argument("--mla-phases", action="store_true",
+                   help="also time MLA's two products alone against the whole step")
     args = p.parse_args(argv)
     if args.short:
         ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
@@ -474,7 +547,7 @@ def main(argv=None) -> int:
                   ints(args.short_pages))
         return 0
     splits = [int(s) for s in args.splits.split(",") if s]
-    run(args.out, args.quick, splits, args.only_mla, args.mla_variants)
+    run(args.out, args.quick, splits, args.only_mla, args.mla_variants, args.mla_phases)
     return 0
 
 

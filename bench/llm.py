@@ -23,10 +23,13 @@ measures it), the time a step needs to read every weight once.
 Beside the defaults, batch-1 decode is also timed without the L2 prefetch, with the
 one-row GEMMs on the wgmma tiles instead of tileir.llm.gemv (`Backend.decode_gemv`),
 with O's and down's split K added up by a second launch instead of the GEMV's last
-blocks (`Backend.gemv_ticket`), with RoPE and the cache write as two launches
-(`Backend.rope_slots`), and with the norms before QKV and gate/up in the GEMVs'
-prologue (`Backend.gemv_norm`; with --profile, its step by kernel too), and the
-prefill with SwiGLU in one kernel (`--fuse-norm`: with norms inside GEMMs too).
+blocks (`Backend.gemv_ticket`), with RoPE and the cache write in one launch
+(`Backend.rope_slots`), with the norms after O and down made in those GEMVs' tail
+instead of launched (`Backend.gemv_norm_tail`), and with the norms before QKV and gate/up
+in the GEMVs' prologue (`Backend.gemv_norm`; with --profile, the step by kernel of those
+two too), and the prefill with SwiGLU in one kernel (`--fuse-norm`: with norms inside
+GEMMs too).  (Without the ticket, O's and down's norms are launched as well: their tail
+needs the GEMV to finish in its own launch.)
 
 Prints a table, writes llm.json and llm.png into --out and, with --results-md,
 appends a dated entry to that file.
@@ -227,14 +230,23 @@ def bench_model(name, raw, args, copy_tbs):
             res["tileir_gemv_combine_b1_tok_s"] = ((new - 1)
                                                    / ours_decode_s(llm, prompts[1], new))
             llm.backend.gemv_ticket = True
-            # RoPE and the K/V cache write as two launches (rope, write_slots), as before
-            # rope_write_slots (on by default: Backend.rope_slots)
-            llm.backend.rope_slots = False
-            llm.engine.graphs.clear()
-            res["tileir_rope_apart_b1_tok_s"] = ((new - 1)
-                                                 / ours_decode_s(llm, prompts[1], new))
+            # RoPE and the K/V cache write in one launch (rope_write_slots) instead of
+            # two (rope, write_slots; Backend.rope_slots, off by default)
             llm.backend.rope_slots = True
             llm.engine.graphs.clear()
+            res["tileir_rope_slots_b1_tok_s"] = ((new - 1)
+                                                 / ours_decode_s(llm, prompts[1], new))
+            llm.backend.rope_slots = False
+            llm.engine.graphs.clear()
+            # the norms after O + residual and down + residual made in those GEMVs'
+            # tail instead of launched (Backend.gemv_norm_tail, off by default)
+            llm.backend.gemv_norm_tail = True
+            llm.engine.graphs.clear()
+            res["tileir_norm_tail_b1_tok_s"] = ((new - 1)
+                                                / ours_decode_s(llm, prompts[1], new))
+            if args.profile:
+                res["profile_norm_tail_b1"] = profile_decode(llm, prompts[1], copy_tbs)
+            llm.backend.gemv_norm_tail = False
             # the norms before QKV and gate/up inside the one-row GEMVs (the GEMV's
             # prologue: Backend.gemv_norm, off by default), no RMSNorm launch of their
             # own; the LM head keeps its wgmma kernel, so the final norm stays
@@ -276,15 +288,21 @@ GEMV_OF = {"linear": "gemv", "linear_add": "gemv_add", "linear_swiglu": "gemv_sw
 def gemm_weight_bytes(llm) -> dict:
     """Weight bytes each GEMM kernel streams in one batch-1 decode step, by kernel name:
     with `decode_gemv`, the one-row shapes gemv.SWEPT takes under the GEMVs' names (the
-    LM head keeps its GEMM kernel)."""
+    LM head keeps its GEMM kernel; O and down, a norm after each, gemv_add_norm with
+    `gemv_norm_tail` where their blocks hold a row)."""
     from tileir.llm import gemv as G
+    be = llm.backend
     out = {"linear": _nbytes(llm.model.lm_head)}
     for layer in llm.model.layers:
         for key, kernel in GEMM_KERNELS:
             if key in layer:
                 w = layer[key]
-                if llm.backend.decode_gemv and tuple(w.shape) in G.SWEPT:
+                if be.decode_gemv and tuple(w.shape) in G.SWEPT:
                     kernel = GEMV_OF[kernel]
+                    if (kernel == "gemv_add" and key != "sdown" and be.gemv_norm_tail
+                            and G.norm_tail_fits(w.shape[0], G.SWEPT[tuple(w.shape)],
+                                                 be.wgmma)):
+                        kernel = "gemv_add_norm"
                 out[kernel] = out.get(kernel, 0) + _nbytes(w)
     return out
 
@@ -339,7 +357,8 @@ B1_ALTERNATIVES = (
     ("tileir_no_l2_prefetch_b1_tok_s", "no L2 prefetch"),
     ("tileir_no_decode_gemv_b1_tok_s", "one-row GEMMs on wgmma tiles"),
     ("tileir_gemv_combine_b1_tok_s", "split GEMVs with a combine launch"),
-    ("tileir_rope_apart_b1_tok_s", "RoPE and the cache write in two launches"),
+    ("tileir_rope_slots_b1_tok_s", "RoPE and the cache write in one launch"),
+    ("tileir_norm_tail_b1_tok_s", "norms after O and down in their tail, not launched"),
     ("tileir_gemv_norm_b1_tok_s", "norms in the GEMVs' prologue"),
     ("tileir_fuse_norm_b1_tok_s", "norms fused into GEMMs"),
 )
@@ -640,6 +659,10 @@ def main():
         if r.get("profile_b1"):
             text += f"\n\n{r['model']}, batch-1 decode step by kernel:\n\n" + profile_table(
                 r["profile_b1"])
+        if r.get("profile_norm_tail_b1"):
+            text += (f"\n\n{r['model']}, batch-1 decode step by kernel, norms after O and "
+                     f"down in their tail (gemv_norm_tail):\n\n"
+                     + profile_table(r["profile_norm_tail_b1"]))
         if r.get("profile_gemv_norm_b1"):
             text += (f"\n\n{r['model']}, batch-1 decode step by kernel, norms in the "
                      f"GEMVs' prologue (gemv_norm):\n\n"

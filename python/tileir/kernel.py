@@ -444,7 +444,7 @@ class Kernel(KernelEntry):
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch", "l2_prefetch", "product_rotation",
-                       "rotation_fence", "pingpong"):
+                       "rotation_fence", "pingpong", "copy_parts"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -779,7 +779,11 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     of a warp-specialized kernel with two consumer warpgroups: True makes the two
     take turns at issuing their products, one's softmax beside the other's
     products, FlashAttention-3's ping-pong; off by default until measured,
-    docs/attention.md) and
+    docs/attention.md), `copy_parts` (sm_90a, a pipelined loop whose loaded tiles
+    only feed wgmma products, not rotated: True gives each TMA box of a ring slot its
+    own barrier, and each product's k steps wait only for the boxes they read, so the
+    first product starts on the slot's first box; off by default until measured,
+    backend/pipeline/copy_parts.py) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -791,7 +795,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
-             "product_rotation", "rotation_fence", "pingpong"}
+             "product_rotation", "rotation_fence", "pingpong", "copy_parts"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

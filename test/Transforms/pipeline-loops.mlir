@@ -424,3 +424,137 @@ func.func @register_a(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.a
   "tile.store"(%c, %r, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
   return
 }
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#st = #tile.shared<128 : i64, array<i64: 0, 1>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+
+// copy_parts (the kernel asks; backend/pipeline/copy_parts.py), a producer
+// warpgroup: every use of the loaded tiles, through a permute, is a wgmma operand,
+// so the ring gets a barrier per TMA box (tile.copy_parts on its ring_alloc) and
+// the consumers' wait is left to the products (tile.copy_parts on the ring_wait);
+// the producer's loop is unchanged.
+// CHECK-LABEL: func.func @copy_parts
+// CHECK:       %[[R:.*]] = "tile.ring_alloc"() {stages = 3 : i64, tile.copy_parts, tiles = [tensor<64x128xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>, tensor<64x128xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>]}
+// CHECK:       scf.if
+// CHECK:         "tile.ring_acquire"(%[[R]]
+// CHECK:       } else {
+// CHECK:         scf.for
+// CHECK:           "tile.ring_wait"(%[[R]], %{{.*}}, %{{.*}}) {tile.copy_parts}
+// CHECK-NEXT:      %[[TA:.*]] = "tile.ring_view"(%[[R]], %{{.*}}) {buffer = 0 : i64}
+// CHECK-NEXT:      %[[TB:.*]] = "tile.ring_view"(%[[R]], %{{.*}}) {buffer = 1 : i64}
+// CHECK-NEXT:      %[[TT:.*]] = "tile.permute"(%[[TB]])
+// CHECK-NEXT:      "tile.mma_async"(%[[TA]], %[[TT]]
+// On sm_80 (cp.async, no TMA boxes) the option changes nothing.
+// SM80-LABEL: func.func @copy_parts
+// SM80:       "tile.ring_alloc"() {stages = 3 : i64, tiles = [
+// SM80:       "tile.ring_wait"(%{{.*}}, %{{.*}}, %{{.*}}) :
+func.func @copy_parts(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32, tile.copy_parts = true, tile.warp_specialize = true} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16, #sa>
+    %tb = "tile.load"(%b, %c0, %k) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16, #sa>
+    %tt = "tile.permute"(%tb) {permutation = array<i64: 1, 0>} : (tensor<64x128xbf16, #sa>) -> tensor<128x64xbf16, #st>
+    %d = "tile.mma"(%ta, %tt, %acc) : (tensor<64x128xbf16, #sa>, tensor<128x64xbf16, #st>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %i, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#st = #tile.shared<128 : i64, array<i64: 0, 1>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+
+// copy_parts, but B's tile is also stored as it is (threads reading the slot, no
+// product to wait for its boxes): the ring keeps one barrier a slot and its wait.
+// So does a loop without a producer warpgroup (@copy_parts_no_producer).
+// CHECK-LABEL: func.func @copy_parts_read_elsewhere
+// CHECK:       "tile.ring_alloc"() {stages = 3 : i64, tiles = [
+// CHECK:       scf.for
+// CHECK:         "tile.ring_wait"(%{{.*}}, %{{.*}}, %{{.*}}) :
+func.func @copy_parts_read_elsewhere(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>, %e: !tile.array<bf16, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32, tile.copy_parts = true, tile.warp_specialize = true} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16, #sa>
+    %tb = "tile.load"(%b, %c0, %k) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16, #sa>
+    %tt = "tile.permute"(%tb) {permutation = array<i64: 1, 0>} : (tensor<64x128xbf16, #sa>) -> tensor<128x64xbf16, #st>
+    %d = "tile.mma"(%ta, %tt, %acc) : (tensor<64x128xbf16, #sa>, tensor<128x64xbf16, #st>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    "tile.store"(%e, %tb, %i, %k) : (!tile.array<bf16, 2 : i64>, tensor<64x128xbf16, #sa>, i32, i32) -> ()
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %i, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#st = #tile.shared<128 : i64, array<i64: 0, 1>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+
+// CHECK-LABEL: func.func @copy_parts_no_producer
+// CHECK:       "tile.ring_alloc"() {stages = 3 : i64, tiles = [
+// CHECK:       scf.for
+// CHECK:         "tile.ring_wait"(%{{.*}}, %{{.*}}, %{{.*}}) :
+func.func @copy_parts_no_producer(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32, tile.copy_parts = true, tile.warp_specialize = false} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16, #sa>
+    %tb = "tile.load"(%b, %c0, %k) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16, #sa>
+    %tt = "tile.permute"(%tb) {permutation = array<i64: 1, 0>} : (tensor<64x128xbf16, #sa>) -> tensor<128x64xbf16, #st>
+    %d = "tile.mma"(%ta, %tt, %acc) : (tensor<64x128xbf16, #sa>, tensor<128x64xbf16, #st>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %i, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#st = #tile.shared<128 : i64, array<i64: 0, 1>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>
+
+// copy_parts, but the product sits in a branch: an iteration that skips it would
+// release the slot with boxes nobody waited for, so the ring keeps its one wait.
+// CHECK-LABEL: func.func @copy_parts_in_a_branch
+// CHECK:       "tile.ring_alloc"() {stages = 3 : i64, tiles = [
+// CHECK:       "tile.ring_wait"(%{{.*}}, %{{.*}}, %{{.*}}) :
+func.func @copy_parts_in_a_branch(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>, %f: i1) attributes {tile.kernel, tile.num_warps = 4 : i32, tile.num_stages = 3 : i32, tile.copy_parts = true, tile.warp_specialize = true} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %n = "tile.dim"(%a) {axis = 1 : i64} : (!tile.array<bf16, 2 : i64>) -> i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32, #acc>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16, #sa>
+    %tb = "tile.load"(%b, %c0, %k) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16, #sa>
+    %tt = "tile.permute"(%tb) {permutation = array<i64: 1, 0>} : (tensor<64x128xbf16, #sa>) -> tensor<128x64xbf16, #st>
+    %d = scf.if %f -> (tensor<64x64xf32, #acc>) {
+      %e = "tile.mma"(%ta, %tt, %acc) : (tensor<64x128xbf16, #sa>, tensor<128x64xbf16, #st>, tensor<64x64xf32, #acc>) -> tensor<64x64xf32, #acc>
+      scf.yield %e : tensor<64x64xf32, #acc>
+    } else {
+      scf.yield %acc : tensor<64x64xf32, #acc>
+    }
+    scf.yield %d : tensor<64x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %i, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
+  return
+}

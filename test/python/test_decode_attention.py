@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import tileir as ct
 from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 from tileir.sim import simulate
@@ -352,11 +353,11 @@ def test_mla_decode_matches_the_naive_reference(batch, tq, heads, page, splits):
     assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
 
 
-@pytest.mark.parametrize("lazy", [True, False])
-def test_mla_rescales_lazily_and_exactly(lazy):
+def test_mla_rescales_exactly_where_the_maxima_jump():
     # small latents on each sequence's first page, large ones on its fourth: the row
-    # maxes rise by more than 8 (log2) at steps 0 and 3 and by less at the others
-    # (16-key steps), so in one run the lazy rescale runs and is skipped
+    # maxima rise by far more than the exponentials' range at steps 0 and 3 (so the
+    # accumulator's old terms are scaled by alpha = exp2(m_old - m_new) ~ 0 there) and
+    # little at the others (16-key steps)
     rng = np.random.default_rng()
     batch, tq, heads, page = 2, 2, 64, 16
     lens = rng.integers(5 * page, 7 * page, batch)
@@ -365,28 +366,34 @@ def test_mla_rescales_lazily_and_exactly(lazy):
     kv[table[:, 3]] *= 6.0
     scale = 1.0 / math.sqrt(576)
     out = np.full((batch, tq, heads, 512), np.nan, np.float32)
-    mla.mla_decode(q, kv, table, lens, scale, out, num_splits=1, lazy=lazy)
+    mla.mla_decode(q, kv, table, lens, scale, out, num_splits=1)
     assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
 
 
-@pytest.mark.parametrize("splits,tq,page,bn,hints,lazy", [
+ROTATED = {"product_rotation": True}
+PARTS = {"copy_parts": True}
+
+
+@pytest.mark.parametrize("splits,tq,page,bn,hints", [
     # in --full: the rotation_fence case below runs this configuration with one fence more
-    pytest.param(2, 1, 32, 32, None, True, marks=pytest.mark.slow),
-    (1, 2, 64, 64, None, True),                      # 64 rows a step, 2 stages
-    pytest.param(1, 2, 16, 16, None, False, marks=pytest.mark.slow),
-    pytest.param(3, 1, 64, 32, {"warp_specialize": False}, True, marks=pytest.mark.slow),
-    (1, 2, 64, 64, {"product_rotation": False}, True),   # both products in their step
-    (2, 1, 32, 32, {"rotation_fence": True}, True),      # a fence before P c's wait
+    pytest.param(2, 1, 32, 32, ROTATED, marks=pytest.mark.slow),
+    (1, 2, 64, 64, None),                            # the default: 64 rows, 2 stages
+    pytest.param(1, 2, 16, 16, None, marks=pytest.mark.slow),
+    pytest.param(3, 1, 64, 32, {"warp_specialize": False}, marks=pytest.mark.slow),
+    (1, 2, 64, 64, ROTATED),                         # P c of step j - 1 beside step j
+    (2, 1, 32, 32, {**ROTATED, "rotation_fence": True}),   # a fence before P c's wait
+    (1, 2, 64, 64, PARTS),                           # a barrier per TMA box of a step
+    pytest.param(2, 3, 16, 16, PARTS, marks=pytest.mark.slow),
 ])
-def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints, lazy):
-    # the products rotated, a producer warpgroup (unless asked not to): the simulator
-    # runs the warp roles, the ring's barriers and the wgmma groups in flight
+def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints):
+    # a producer warpgroup (unless asked not to), the products in their step or
+    # rotated: the simulator runs the warp roles, the ring's barriers and the wgmma
+    # groups in flight
     rng = np.random.default_rng()
     lens = rng.integers(tq, 3 * page + 5, 1)
     q, kv, table, lens = mla.random_case(rng, 1, tq, 64, page, lens, np.float16)
     out = np.full((1, tq, 64, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints,
-                              lazy=lazy)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints)
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
     assert _rel(out, mla.reference(q, kv, table, lens, 0.3)) < 2e-3
@@ -428,9 +435,10 @@ def test_mla_runs_on_wgmma_and_tma_with_the_latent_tile_shared(splits, tmp_path)
     # the (64, 512) f32 accumulator by columns, a producer warpgroup issues the copies
     # (setmaxnreg), and the products are rotated: both score products of step j
     # (q_nope c^T, then q_rope r^T onto it) and P c of step j - 1 in flight, the scores
-    # waited for alone.  Not serialized by ptxas, no local memory in that loop (ptxas
-    # keeps a few scalars of the prologue and epilogue there: outside it)
-    ck = _mla_cubin(splits, bn=32)      # the counts below are a 32-row step's
+    # waited for alone (product_rotation=True; the default keeps each step's products
+    # in it).  Not serialized by ptxas, no local memory in that loop (ptxas keeps a few
+    # scalars of the prologue and epilogue there: outside it)
+    ck = _mla_cubin(splits, bn=32, hints=ROTATED)      # the counts are a 32-row step's
     assert ck.meta["num_threads"] == 384
     report = ck.ptxas_report
     assert "C7513" not in report and "C7520" not in report and "C7519" not in report, report
@@ -465,12 +473,12 @@ def _loop_around(lines, inside):
 
 
 def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
-    # product_rotation=False (the ring has 2 stages at 64 rows a step): a step issues its
-    # scores (q_nope c^T and q_rope r^T as one group), waits once, runs the softmax,
-    # issues P c and waits for it, then releases its
-    # slot -- no wgmma group left in flight across steps, so the producer refills the
-    # slot a whole step before it is read.  Still a producer warpgroup, no local memory
-    ck = _mla_cubin(1, bn=64, hints={"product_rotation": False})
+    # the default, product_rotation=False (the ring has 2 stages at 64 rows a step): a
+    # step issues its scores (q_nope c^T and q_rope r^T as one group), waits once, runs
+    # the softmax, issues P c and waits for it, then releases its slot -- no wgmma group
+    # left in flight across steps, so the producer refills the slot a whole step before
+    # it is read.  Still a producer warpgroup, no local memory
+    ck = _mla_cubin(1, bn=64)
     assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
     report = ck.ptxas_report
     assert "C7513" not in report and "0 bytes spill" in report, report
@@ -488,6 +496,66 @@ def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
     assert not [line for line in loop if " STL" in line or " LDL" in line]
 
 
+def test_mla_copied_in_parts_waits_for_each_box_before_its_k_steps(tmp_path):
+    # copy_parts=True: a 64-row step's 72 KB arrive as 9 TMA boxes (the latent's 8 of
+    # 64 columns, then the RoPE part), each completing a barrier of its own; the
+    # consumers wait for box b just before the 4 score k steps that read it, so the
+    # scores start on the step's first 8 KB, and P c (which reads every box after
+    # them) waits for none again.  Not serialized (ptxas adds a warpgroup.arrive after
+    # each wait, C7519, as CUTLASS writes one), no local memory, the slot released
+    # after P c as before
+    ck = _mla_cubin(1, bn=64, hints=PARTS)
+    assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
+    report = ck.ptxas_report
+    assert "0 bytes spill" in report and not re.search(r"C75(10|13|20)", report), report
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
+    loop = lines[first:last + 1]
+    steps = []
+    for line in loop:
+        for name, op in (("wait", "SYNCS.PHASECHK"), ("score", "HGMMA.64x32x16"),
+                         ("P c", "HGMMA.64x256x16"), ("release", "SYNCS.ARRIVE"),
+                         ("barrier", "BAR.SYNC")):
+            if op in line:
+                steps.append(name)
+    # the row maxima's and P's exchanges between the warpgroups: 4 barriers
+    assert steps == (["wait"] + ["score"] * 4) * 9 + ["barrier"] * 4 + ["P c"] * 4 + \
+        ["release"], steps
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+    # the same kernel without the option: one wait for the whole step, before the scores
+    plain = _sass_text(_mla_cubin(1, bn=64).cubin, tmp_path).splitlines()
+    first, last = _loop_around(plain, lambda line: "HGMMA.64x256x16" in line)
+    waits = [i for i, line in enumerate(plain[first:last + 1]) if "SYNCS.PHASECHK" in line]
+    scores = [i for i, line in enumerate(plain[first:last + 1]) if "HGMMA.64x32x16" in line]
+    assert len(waits) == 1 and waits[0] < scores[0]
+
+
+def test_copy_parts_boxes_read_match_the_shared_layout():
+    # the boxes a k step waits for hold every byte it reads (the layout's reference
+    # offsets): MLA's latent tile (64, 512) bf16 with 128-byte swizzle, 8 boxes of 64
+    # columns, as q_nope c^T's B (K-major: a k step's 16 columns in one box) and as
+    # P c's B (N-major: each k step reads a row of every box)
+    from tileir.backend.layout.mma_layouts import Shared
+    from tileir.backend.pipeline.copy_parts import boxes_read
+    shape, eb = (64, 512), 2
+    lay = Shared(128, (1, 0))
+    box_bytes, box_elems = lay.box_bytes(shape, eb), lay.box_elems(shape, eb)
+    boxes = lay.num_boxes(shape, eb)
+    assert (boxes, box_elems) == (8, 64)
+    for name, view, k_dim in (("c^T", lay.permuted((1, 0)), 0), ("c", lay, 0)):
+        vshape = (512, 64) if name == "c^T" else shape
+        kext = vshape[k_dim]
+        for k0 in range(0, kext, 16):
+            read = {view.offset((k, n) if k_dim == 0 else (n, k), vshape, eb) // box_bytes
+                    for k in range(k0, k0 + 16) for n in range(vshape[1 - k_dim])}
+            waited = set(boxes_read(view.order, k_dim, (k0, k0 + 16), box_elems, boxes))
+            assert read <= waited, (name, k0, read, waited)
+            if name == "c^T":
+                assert waited == {k0 // 64}, (k0, waited)
+            else:
+                assert waited == set(range(8))
+
+
 # In --full (2 s of CPU: a cubin and its SASS): the fast tier runs this option's code
 # in the simulator (test_the_generated_mla_runs_in_the_simulator, rotation_fence=True),
 # and an MLA cubin's SASS in test_unrotated_mla_frees_each_slot_in_its_own_step
@@ -496,7 +564,7 @@ def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     # rotation_fence=True: a fence before the wait for P c of step j - 1, so ptxas keeps
     # the wait below the softmax's exponentials (without it ptxas moved the wait up
     # to right after the exchanges of the row maxima: the exponentials waited for P c)
-    ck = _mla_cubin(1, bn=32, hints={"rotation_fence": True})
+    ck = _mla_cubin(1, bn=32, hints={**ROTATED, "rotation_fence": True})
     assert "C7513" not in ck.ptxas_report and "0 bytes spill" in ck.ptxas_report
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
     first, last = _main_loop(lines)
@@ -506,7 +574,53 @@ def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     between = loop[scores:pc]
     # P of a 64 x 32 step: 8 elements a thread, each an exponential, before the wait
     assert sum("MUFU.EX2" in line for line in between) >= 8, "exponentials after the wait"
-    assert any("MEMBAR" in line for line in loop[pc - 4:pc]), "no fence before the wait"
+    # the fence a few instructions before the wait (two SASS text lines an instruction)
+    assert any("MEMBAR" in line for line in loop[pc - 16:pc]), "no fence before the wait"
+
+
+@pytest.mark.parametrize("kernel", ["scores_only", "values_only"])
+@pytest.mark.parametrize("tq,page,bn", [(1, 64, 64), (3, 16, 64), (2, 64, 32)])
+def test_mla_phase_kernels_match_their_reference(kernel, tq, page, bn):
+    # the MLA loop's products alone (bench/decode_attention.py --mla-phases times them):
+    # the interpreter against float64 over the gathered pages, ragged lengths
+    rng = np.random.default_rng()
+    kernel = getattr(mla, kernel)
+    lens = rng.integers(tq, 3 * page + 7, 3)
+    q, kv, table, lens = mla.random_case(rng, 3, tq, 128, page, lens)
+    width = min(bn, page) if kernel is mla.scores_only else 512
+    out = np.full((3, tq, 128, width), np.nan, np.float32)
+    k, grid, args = mla.phase_launch(kernel, q, kv, table, lens, out, bn=bn)
+    ct.launch(None, grid, k, args)
+    ref = mla.phase_reference(kernel, q, kv, table, lens, bn=bn)
+    assert _rel(out, ref) < 1e-5
+
+
+@pytest.mark.parametrize("kernel,product,count", [("scores_only", "HGMMA.64x32x16", 36),
+                                                  ("values_only", "HGMMA.64x256x16", 4)])
+def test_mla_phase_kernels_compile_like_the_mla_loop(kernel, product, count, tmp_path):
+    # the same warps, producer warpgroup and 2-stage ring as `mla` at 64 rows a step,
+    # its product's wgmmas in the loop, no local memory; and the simulator runs them
+    kernel = getattr(mla, kernel)
+    b = 64
+    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
+    out = np.zeros((b, 1, 128, 64 if kernel is mla.scores_only else 512), np.float32)
+    k, grid, args = mla.phase_launch(kernel, q, kv, np.zeros((b, 64), np.int32),
+                                     np.ones(b, np.int32), out)
+    ck = k.compile(args, target="sm_90a", grid=grid, sm_count=132)
+    assert ck.meta["num_threads"] == 384 and "0 bytes spill" in ck.ptxas_report
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _loop_around(lines, lambda line: product in line)
+    loop = lines[first:last + 1]
+    assert sum(product in line for line in loop) == count
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+    rng = np.random.default_rng()
+    lens = rng.integers(1, 3 * 64 + 5, 1)
+    q, kv, table, lens = mla.random_case(rng, 1, 1, 64, 64, lens, np.float16)
+    out = np.full((1, 1, 64, out.shape[-1]), np.nan, np.float32)
+    k, grid, args = mla.phase_launch(kernel, q, kv, table, lens, out)
+    simulate(k.compile(args, stage="gpu", target="sm_90a"), grid, args)
+    assert _rel(out, mla.phase_reference(kernel, q, kv, table, lens)) < 1e-5
 
 
 def test_mla_masks_only_the_last_step():

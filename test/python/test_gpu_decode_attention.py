@@ -17,6 +17,7 @@ import math
 import pytest
 from conftest import lazy_import
 
+import tileir as ct
 from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 
@@ -243,21 +244,25 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
     assert _err(out, ref) < 1e-2
 
 
-@pytest.mark.parametrize("bn,hints,lazy", [
-    (64, {}, True),                            # 64 rows a step, 2 stages
-    (32, {"warp_specialize": False}, True),    # rotated, the consumers issue the copies
-    (64, {"warp_specialize": False}, True),
-    (32, {}, False),                           # the accumulator rescaled every step
-    (64, {}, False),
-    (64, {"product_rotation": False}, True),   # each step's products in it
-    (64, {"product_rotation": False}, False),
-    (64, {"product_rotation": False, "warp_specialize": False}, True),
-    (32, {"product_rotation": False}, True),
-    (16, {"product_rotation": False}, True),   # one 16-slot page a step
-    (32, {"rotation_fence": True}, True),      # the exponentials beside P c
-    (64, {"rotation_fence": True}, False),
+ROTATED = {"product_rotation": True}
+PARTS = {"copy_parts": True}
+
+
+@pytest.mark.parametrize("bn,hints", [
+    (64, {}),                                  # the default: 64 rows, 2 stages, unrotated
+    (64, {"warp_specialize": False}),          # the consumers issue the copies
+    (64, ROTATED),                             # P c of step j - 1 beside step j
+    (32, {}),
+    (32, ROTATED),
+    (32, {**ROTATED, "warp_specialize": False}),
+    (16, {}),                                  # one 16-slot page a step
+    (32, {**ROTATED, "rotation_fence": True}),  # the exponentials beside P c
+    (64, {**ROTATED, "rotation_fence": True}),
+    (64, PARTS),                               # a barrier per TMA box, waited per k step
+    (32, PARTS),
+    (16, PARTS),
 ])
-def test_mla_configurations_match_fp32(bn, hints, lazy):
+def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
     b, tq, h, page = 3, 2, 128, 64
     dt = torch.bfloat16
@@ -273,9 +278,38 @@ def test_mla_configurations_match_fp32(bn, hints, lazy):
                        for i in range(b)])
     for splits in (1, 3):
         out = torch.full((b, tq, h, 512), float("nan"), device="cuda", dtype=dt)
-        mla.mla_decode(q, kv, table, seq, scale, out, num_splits=splits, bn=bn, hints=hints,
-                       lazy=lazy)
-        assert _err(out, ref) < 1e-2, (splits, bn, hints, lazy)
+        mla.mla_decode(q, kv, table, seq, scale, out, num_splits=splits, bn=bn, hints=hints)
+        assert _err(out, ref) < 1e-2, (splits, bn, hints)
+
+
+@pytest.mark.parametrize("kernel,page", [("scores_only", 64), ("values_only", 64),
+                                         ("scores_only", 16), ("values_only", 16)])
+def test_mla_phase_kernels_match_fp32(kernel, page):
+    # the MLA loop's products alone (bench/decode_attention.py --mla-phases), each over
+    # whole steps of the gathered cache (a last step's stale slots count)
+    kernel = getattr(mla, kernel)
+    b, h, dt = 3, 128, torch.bfloat16
+    lens = [2, 700, 2049]
+    stale = lambda shape: torch.randn(shape, device="cuda")  # noqa: E731
+    table, num = _table(lens, page)
+    kv, _ = _cache(table, num, lens, page, (576,), dt, stale)
+    q = torch.randn(b, 1, h, 576, device="cuda").to(dt)
+    width = min(64, page) if kernel is mla.scores_only else 512
+    out = torch.full((b, 1, h, width), float("nan"), device="cuda")
+    k, grid, args = mla.phase_launch(kernel, q, kv, table,
+                                     torch.tensor(lens, dtype=torch.int32, device="cuda"), out)
+    ct.launch(None, grid, k, args)
+    bn = min(64, page)
+    ref = []
+    for i, n in enumerate(lens):
+        steps = -(-n // bn)
+        lat = kv[table[i].long()].reshape(-1, 576)[:steps * bn].float()
+        if kernel is mla.scores_only:
+            ref.append((q[i].float() @ lat.T).reshape(1, h, steps, bn).amax(2))
+        else:
+            p = torch.exp2(q[i, :, :, :bn].float() / 64).to(dt).float()
+            ref.append(p.repeat(1, 1, steps) @ lat[:, :512])
+    assert _err(out, torch.stack(ref)) < 1e-2
 
 
 def test_mla_refuses_float32_on_the_gpu_by_name():

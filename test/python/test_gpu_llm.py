@@ -177,6 +177,51 @@ def test_cuda_graph_decode_matches_eager(tmp_path):
     assert runs[0] == runs[1]
 
 
+@pytest.mark.parametrize("graphs", [False, True])
+def test_norm_tail_decode_matches_the_norm_launches(tmp_path, graphs):
+    """Llama-3-8B widths, two layers, one sequence at a time (the one-row GEMVs: O and
+    down split K with the ticket): with gemv_norm_tail each decode step's logits are
+    those of the rmsnorm launches bit for bit, eager and replayed in CUDA graphs, and
+    an eager decode step launches one rmsnorm (the first layer's ln1) against five."""
+    raw = copy.deepcopy(LLAMA3_8B_2L)
+    _needs(raw)
+    if graphs and _optional("tileir.examples.decode_attention",
+                            "paged_decode_attention") is None:
+        pytest.skip("CUDA graphs need the paged decode kernel (branch decode)")
+    from tileir.llm.engine import SamplingParams
+    _save_hf(raw, tmp_path, torch.bfloat16)
+    gc.collect()
+    torch.cuda.empty_cache()
+    rng = np.random.default_rng()
+    prompts = [rng.integers(0, raw["vocab_size"], n).tolist() for n in (1, 7, 40)]
+    runs, norms = [], []
+    for tail in (True, False):
+        llm = LLM(str(tmp_path), dtype="bfloat16", max_model_len=256, cuda_graphs=graphs)
+        be, eng = llm.backend, llm.engine
+        be.gemv_norm_tail = tail
+        names = []
+        run = be._launch
+        be._launch = lambda grid, kernel, args: (names.append(kernel.name),
+                                                 run(grid, kernel, args))
+        steps = []
+        for p in prompts:
+            eng.add_request(p, SamplingParams(max_new_tokens=10, ignore_eos=True))
+            while eng.has_work():
+                names.clear()
+                eng.step()
+                steps.append(eng.last_logits.float().clone())
+                if len(steps) == 2:          # the first prompt's first decode step
+                    norms.append(names.count("rmsnorm"))
+        runs.append(torch.stack(steps))
+        del llm, be, eng
+        gc.collect()
+        torch.cuda.empty_cache()
+    assert torch.isfinite(runs[0]).all()
+    assert torch.equal(runs[0], runs[1])
+    if not graphs:
+        assert norms == [1, 5], norms
+
+
 def test_fused_norm_linear_at_the_qkv_shape():
     """The fused-RMSNorm GEMM at Llama-3-8B's QKV shape (467 x 6144 x 4096: 4 x 48 blocks,
     two consumer warpgroups, A made in registers each iteration), ten launches: each one

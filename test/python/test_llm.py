@@ -143,7 +143,8 @@ def test_decode_gemvs_match_reference(tmp_path, arch, dtype, tol):
     if dtype == "float32":
         assert res["tokens_agree"], res
     names = set(launched)
-    assert {"gemv", "gemv_add", "gemv_swiglu"} <= names, names
+    # O and down + residual with the next norm in their tail (gemv_norm_tail)
+    assert {"gemv", "gemv_add_norm", "gemv_swiglu"} <= names, names
     assert not any(name.startswith("gemv_combine") for name in names), names
     # the prompt's 27 rows took the GEMMs
     assert {"linear", "linear_add"} <= names, names
@@ -169,6 +170,7 @@ def test_decode_gemvs_with_the_norm_fused_match_reference(tmp_path, arch, dtype,
     llm = LLM(d, dtype=dtype, device="numpy", page_size=16, max_batch=4)
     be = llm.backend
     be.decode_gemv = be.gemv_norm = True
+    be.gemv_norm_tail = False            # the norms before GEMMs in their prologue only
     launched, norms = [], []
     run, rmsnorm = be._launch, be.rmsnorm
     be._launch = lambda grid, kernel, args: (launched.append((kernel.name, args[-1])),
@@ -190,6 +192,67 @@ def test_decode_gemvs_with_the_norm_fused_match_reference(tmp_path, arch, dtype,
     few = [fresh for rows, fresh in norms if rows <= DECODE_ROWS]
     assert sum(few) == moe * sum(decodes) and sum(decodes) >= 3, (norms, decodes)
     assert any(rows > DECODE_ROWS and fresh for rows, fresh in norms), norms
+
+
+def _decode_run(d, dtype, tail: bool):
+    """compare() of the model in d with decode_gemv, gemv_norm_tail = tail: its result,
+    each step's [decode?, rmsnorm launches over at most DECODE_ROWS rows, logits], the
+    kernels launched and the model's layers."""
+    from tileir.llm.backend import DECODE_ROWS
+    llm = LLM(d, dtype=dtype, device="numpy", page_size=16, max_batch=4)
+    be = llm.backend
+    be.decode_gemv, be.gemv_norm_tail = True, tail
+    launched, steps = [], []
+    run = be._launch
+
+    def launch(grid, kernel, args):
+        launched.append(kernel.name)
+        if kernel.name == "rmsnorm" and args[0].shape[0] <= DECODE_ROWS:
+            steps[-1][1] += 1
+        return run(grid, kernel, args)
+    be._launch = launch
+    forward = llm.model.forward
+
+    def step(batch):
+        steps.append([not batch.prefill, 0])
+        out = forward(batch)
+        steps[-1].append(be.numpy(out).copy())
+        return out
+    llm.model.forward = step
+    res = compare(llm, _prompts(np.random.default_rng(7), [9, 1, 17]), steps=4)
+    return res, steps, set(launched), llm.model.layers
+
+
+@pytest.mark.parametrize("arch,dtype,tol,overrides", [
+    ("llama", "float32", 1e-4, {}), ("llama", "bfloat16", 1e-1, {}),
+    ("deepseek_v3", "float32", 1e-4, {}),
+    ("deepseek_v3", "bfloat16", 1e-1, {"q_lora_rank": None, "first_k_dense_replace": 2})],
+    ids=["llama-f32", "llama-bf16", "deepseek-moe", "deepseek-dense-bf16"])
+def test_decode_gemvs_norm_in_their_tail(tmp_path, arch, dtype, tol, overrides):
+    """Backend.gemv_norm_tail (off by default until measured): a decode step's norm after O + residual
+    and down + residual (ln2, the next layer's ln1, the final norm) is made in that
+    GEMV's tail, not launched; the logits are the two-kernel path's bit for bit, step
+    by step, and the reference's within tolerance.  Each decode step launches L + D
+    fewer rmsnorms (L layers, D of them dense: every ln2, and the norm after each
+    dense layer's down); Llama one, the first layer's ln1 after the embedding;
+    DeepSeek keeps q_a_ln, kv_a_ln and the norm after a MoE layer (its sum an add)."""
+    d = _model(tmp_path, arch, **overrides)
+    on, steps_on, names, layers = _decode_run(d, dtype, True)
+    off, steps_off, names_off, _ = _decode_run(d, dtype, False)
+    assert on["max_rel_err"] < tol, on
+    assert on["tokens"] == off["tokens"]
+    if dtype == "float32":
+        assert on["tokens_agree"], on
+    dense = sum("router" not in layer for layer in layers)
+    assert len(steps_on) == len(steps_off)
+    assert sum(decode for decode, *_ in steps_on) >= 3, steps_on
+    for (decode, n_on, l_on), (_, n_off, l_off) in zip(steps_on, steps_off):
+        assert l_on.tobytes() == l_off.tobytes()
+        if decode:
+            assert n_off - n_on == len(layers) + dense, (n_on, n_off)
+            if arch == "llama":
+                assert n_on == 1, n_on
+    assert "gemv_add_norm" in names and "gemv_add_norm" not in names_off
 
 
 @pytest.mark.parametrize("arch,page", [("llama", 16), ("deepseek_v3", 64)])
@@ -382,6 +445,7 @@ def _sim_backend(dtype, fuse_norm=False, decode_gemv=False, gemv_norm=False):
                      tuple(args))
     b = Sim("numpy", dtype, fuse_norm)
     b.decode_gemv, b.gemv_norm = decode_gemv, gemv_norm
+    b.gemv_norm_tail = not gemv_norm        # gemv_norm: the prologue alone, as measured
     return b
 
 
@@ -397,8 +461,9 @@ def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm,
                                            decode_gemv):
     """bf16, every tileir.llm kernel as sm_90a code in the simulator (strided views, TMA
     descriptors, the GEMMs' rings; with decode_gemv the decode steps' GEMVs and their
-    combines; "gemv_norm": with the norms in their prologue): the tiny models within
-    bf16 error of float64."""
+    combines, and the norms after O and down in those GEMVs' tail; "gemv_norm": with
+    the norms in their prologue instead): the tiny models within bf16 error of
+    float64."""
     d = _model(tmp_path, arch, **overrides)
     llm = LLM(d, backend=_sim_backend("bfloat16", fuse_norm, bool(decode_gemv),
                                       decode_gemv == "gemv_norm"), page_size=16)
@@ -409,6 +474,8 @@ def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm,
     res = compare(llm, _prompts(np.random.default_rng(), [5, 2]), steps=3)
     if decode_gemv == "gemv_norm":
         assert {("gemv", True), ("gemv_swiglu", True)} <= launched, launched
+    elif decode_gemv:
+        assert "gemv_add_norm" in {name for name, _ in launched}, launched
     # bf16 activations between some twenty kernels of a random model against float64:
     # 0.011-0.018 on six seeds, 0.053 on one earlier draw; the interpreter running the
     # same model in bf16 gives the same figure to four digits, so the bound is the

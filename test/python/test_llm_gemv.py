@@ -131,6 +131,84 @@ def test_ticket_adds_the_splits_as_the_combine_does(kind, norm, split, dtype):
         _check(one, _ref(xr, ws, r, dtype), dtype)
 
 
+def _tail(x, w, r, g, eps, p: G.Plan, dtype, count):
+    """gemv_add_norm in the interpreter as Backend._gemv launches it: r updated in place
+    (returned) and RMSNorm of its new rows (NaN-poisoned before)."""
+    m, n = r.shape
+    y = r.copy()
+    part = np.full((p.split, m, n), np.nan, np.float32)
+    out = np.full((m, n), np.nan, dtype)
+    ct.launch(None, G.grid(n, p), G.gemv_add_norm,
+              (x, w, y, y, part, count, g, eps, out) + tuple(p) + (G.next_pow2(n),))
+    return y, out
+
+
+def _separate_norm(y, g, eps, dtype):
+    """The norm's own launch (Backend.rmsnorm's kernel) over y's rows."""
+    from tileir.examples.rmsnorm import rmsnorm
+    out = np.full(y.shape, np.nan, dtype)
+    ct.launch(None, (y.shape[0],), rmsnorm, (y, g, out, eps, G.next_pow2(y.shape[1])))
+    return out
+
+
+@pytest.mark.parametrize("split", [1, 2, 4])
+@pytest.mark.parametrize("m", [1, 3, 16])
+@pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
+def test_norm_tail_matches_the_separate_norm(split, m, dtype):
+    """gemv_add_norm: the residual GEMV's rows as gemv_add stores them (the same
+    launch's other blocks' tiles too), and RMSNorm of all of them written by the block
+    that draws the grid's last ticket, bit for bit the separate rmsnorm launch over
+    those rows and within rounding of float64; the counters (each N tile's and the
+    grid's, after them) back at zero, those past them untouched, so a second launch on
+    the same counters is right too.  Ragged N (45: three 16-row tiles, the last
+    partial; the norm's 64-wide row tile past it zero) and K (200: seven 32-wide
+    tiles, split 1, 2 or 4 ways); residual rows scaled by 3 (a norm taken as 1 is far
+    off)."""
+    rng = np.random.default_rng()
+    n, k, eps = 45, 200, 1e-5
+    p = G.Plan(G.next_pow2(m), 16, 32, split, False, split > 1)
+    assert G.counters(n, p, tail=True) == 4
+    count = np.zeros(G.counters(n, p, tail=True) + 3, np.int32)
+    count[-3:] = 7                                  # not the launch's: left alone
+    for _ in range(2):
+        x, ws, r = _inputs(rng, "add", m, n, k, dtype)
+        r = (3.0 * r.astype(np.float32)).astype(dtype)
+        g = (0.5 + rng.random(n)).astype(dtype)
+        y, out = _tail(x, ws[0], r, g, eps, p, dtype, count)
+        assert not count[:-3].any() and (count[-3:] == 7).all(), count
+        plain = _run("add", x, ws, r, p, dtype)
+        assert y.tobytes() == plain.tobytes()
+        assert out.tobytes() == _separate_norm(y, g, eps, dtype).tobytes()
+        _check(out, _normed_ref(y, g, eps, np.float64), dtype)
+        _check(y, _ref(x, ws, r, dtype), dtype)
+
+
+def test_norm_tail_over_rows_wider_than_a_kilobyte_tile():
+    """Rows of 2085 columns (a 4096-wide norm tile, 131 16-row weight tiles on the grid's
+    ticket) and FMA products, one row: still the separate norm's bits."""
+    rng = np.random.default_rng()
+    m, n, k = 1, 2085, 64
+    x, ws, r = _inputs(rng, "add", m, n, k, np.float32)
+    g = (0.5 + rng.random(n)).astype(np.float32)
+    p = G.Plan(1, 16, 32, 2, True, True)
+    count = np.zeros(G.counters(n, p, tail=True), np.int32)
+    y, out = _tail(x, ws[0], r, g, 1e-6, p, np.float32, count)
+    assert not count.any()
+    assert out.tobytes() == _separate_norm(y, g, 1e-6, np.float32).tobytes()
+    _check(y, _ref(x, ws, r, np.float32), np.float32)
+
+
+def test_norm_tail_needs_the_ticket_to_split():
+    """A split K without TICKET would store y after the launch (the combine's): the
+    kernel refuses it while compiling, naming the rule."""
+    rng = np.random.default_rng()
+    x, ws, r = _inputs(rng, "add", 1, 45, 100, np.float32)
+    g = np.ones(45, np.float32)
+    with pytest.raises(Exception, match="a split K needs TICKET"):
+        _tail(x, ws[0], r, g, 1e-5, G.Plan(1, 16, 32, 2, False, False), np.float32,
+              np.zeros(8, np.int32))
+
+
 def _norm_inputs(rng, x, k, dtype):
     """RMSNorm's weight g (around 1, so the normed rows differ from x by more than its
     scale) and eps."""
@@ -332,6 +410,53 @@ def test_backend_fuses_the_norm_into_decode_gemvs(dtype):
         b.fuses_norm(1)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_backend_norms_in_the_residual_gemvs_tail(dtype):
+    """Backend.linear_add_norm: over at most DECODE_ROWS rows one gemv_add_norm launch
+    updates the residual and returns its rows' norm (no rmsnorm launch), the separate
+    norm's bits; with gemv_norm_tail off, or a split K finished by the combine launch
+    (gemv_ticket off), or more rows, the residual GEMM alone and None (the caller
+    norms); the counters back at zero."""
+    from tileir.llm.backend import DECODE_ROWS, Backend
+    rng = np.random.default_rng()
+    b = Backend("numpy", dtype)
+    b.decode_gemv = True
+    assert b.gemv_ticket and not b.gemv_norm_tail       # the defaults
+    b.gemv_norm_tail = True
+    launched = []
+    run = b._launch
+    b._launch = lambda grid, kernel, args: (launched.append(kernel.name),
+                                            run(grid, kernel, args))
+    k, n = 72, 40
+    w = b.asarray(rng.standard_normal((n, k)) / 8)
+    g = b.asarray(0.5 + rng.random(n))
+    cases = [(1, {}, ["gemv_add_norm"]), (DECODE_ROWS, {}, ["gemv_add_norm"]),
+             (3, {"gemv_norm_tail": False}, ["gemv_add"]),
+             (3, {"gemv_ticket": False}, ["gemv_add", "gemv_combine_add"]),
+             (DECODE_ROWS + 1, {}, ["linear_add"])]
+    for m, switches, want in cases:
+        for name, value in switches.items():
+            setattr(b, name, value)
+        x = b.asarray(rng.standard_normal((m, k)))
+        r = b.asarray(3.0 * rng.standard_normal((m, n)))
+        before = r.astype(np.float64)
+        launched.clear()
+        normed = b.linear_add_norm(x, w, r, (g, 1e-5))
+        assert launched == want, (m, switches, launched)
+        _check(r, x.astype(np.float64) @ w.astype(np.float64).T + before, b.dtype)
+        if want == ["gemv_add_norm"]:
+            assert normed.tobytes() == b.rmsnorm(r, g, 1e-5).tobytes()
+            _check(normed, _normed_ref(r, g, 1e-5, np.float64), b.dtype)
+        else:
+            assert normed is None
+        assert b._counts is None or not b._counts.any()
+        for name in switches:
+            setattr(b, name, True)
+    launched.clear()
+    assert b.linear_add_norm(x[:1], w, r[:1], None) is None     # no norm after it
+    assert launched == ["gemv_add"]
+
+
 def test_fuses_norm_on_the_gpu_follows_the_gemv_route():
     """On the GPU the decode GEMVs take only one row of the swept shapes, so the norm is
     fused there and nowhere else: QKV's and gate/up's one row yes; the LM head (its
@@ -521,6 +646,114 @@ def test_ticket_orders_the_partials_before_the_last_block_reads_them(kind, n, k,
     assert last_store > max(strong) and not any(op.startswith("UTMASTG") for op in ops)
     assert "UTMALDG" in {op.split(".")[0] for op in ops} or p.fma, "the weights' ring"
     assert not any(op.startswith(("LDL", "STL")) for op in ops)
+
+
+def _tail_args(m, n, k, p, dtype=BF16):
+    """gemv_add_norm's arguments at a shape (zeros: compiled, not run)."""
+    x, w = np.zeros((m, k), dtype), np.zeros((n, k), dtype)
+    y, out = np.zeros((m, n), dtype), np.zeros((m, n), dtype)
+    part = np.zeros((p.split, m, n), np.float32)
+    count = np.zeros(G.counters(n, p, tail=True), np.int32)
+    return (x, w, y, y, part, count, np.zeros(n, dtype), 1e-5, out) + tuple(p) + (
+        G.next_pow2(n),)
+
+
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("n,k,p", [(4096, 4096, G.SWEPT[4096, 4096]),
+                                   (4096, 14336, G.SWEPT[4096, 14336]),
+                                   (4096, 4096, G.Plan(8, 64, 128, 1, False))],
+                         ids=["o", "down", "o_split1"])
+def test_norm_tail_orders_the_rows_before_the_grid_ticket(n, k, p, m, tmp_path):
+    """gemv_add_norm's sm_90a code at Llama-3-8B's widths: after y's stores (the tile's
+    last split block's, or every block's at split 1) a block barrier and the release
+    fence (MEMBAR.ALL.GPU) before the grid's ticket, the last ATOMG (acq_rel at GPU
+    scope), L1 invalidated after it; the new rows read back only after it, with strong
+    GPU-scope loads (from L2), a row's 4096 columns over the block's threads; the normed
+    rows and the counter's reset stored last; the weights still on the TMA ring, no
+    local memory, no spills."""
+    p = p._replace(bm=max(p.bm, m))
+    ck = _compile(G.gemv_add_norm, _tail_args(m, n, k, p), G.grid(n, p))
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    ops = [op for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path))]
+    atoms = [i for i, op in enumerate(ops) if op.startswith("ATOM")]
+    # a tile's ticket (split K), then the grid's
+    assert [ops[i] for i in atoms] == ["ATOMG.E.ADD.S32.STRONG.GPU"] * (1 + (p.split > 1))
+    t = atoms[-1]
+    stores = [i for i, op in enumerate(ops[:t]) if op.startswith("STG")]
+    assert stores and (p.split == 1 or stores[-1] > atoms[0]), "no y tile before the ticket"
+    between = ops[stores[-1]:t]
+    assert any(op.startswith("BAR.SYNC") for op in between), between
+    assert "MEMBAR.ALL.GPU" in between, between
+    assert "CCTL.IVALL" in ops[t:t + 4], ops[t:t + 4]
+    rows = [i for i, op in enumerate(ops) if op == "LDG.E.U16.STRONG.GPU"]
+    assert rows and min(rows) > t, (rows, t)
+    threads = ck.meta["num_threads"]
+    assert len(rows) * threads >= n and (threads != 128 or len(rows) * threads == n)
+    last_store = max(i for i, op in enumerate(ops) if op.startswith("STG"))
+    assert last_store > max(rows)
+    assert "UTMALDG" in {op.split(".")[0] for op in ops}, "the weights' ring"
+    assert not any(op.startswith(("LDL", "STL")) for op in ops)
+
+
+@pytest.mark.parametrize("n,p", [(7168, G.Plan(16, 64, 128, 2, False, True)),
+                                 (2048, G.Plan(16, 16, 256, 1, False)),
+                                 (8192, G.Plan(1, 8, 256, 1, True)),
+                                 (4096, G.Plan(8, 16, 256, 1, False))],
+                         ids=["wgmma_7168", "mma_sync_2048", "fma_8192", "mma_sync_4096"])
+def test_norm_tail_fits_the_blocks_it_takes(n, p):
+    """gemv.norm_tail_fits at its limits (TAIL_PER_THREAD f32 of the row a thread, the
+    threads the rule assumes of each product form): the blocks are as wide as assumed
+    and hold a row that fits without local memory; a row twice that (4096 columns on a
+    one-warp mma.sync block) is refused (it spilled 2.3 KB)."""
+    fits = G.norm_tail_fits(n, p)
+    assert fits == (n <= G.TAIL_PER_THREAD * (128 if p.fma or p.bn >= 64 else 32))
+    # sm_80 has no wgmma: a 64-row block is one mma.sync warp there
+    assert G.norm_tail_fits(n, p, wgmma=False) == (fits and (p.fma or n <= 2048))
+    ck = _compile(G.gemv_add_norm, _tail_args(p.bm, n, 4096, p), G.grid(n, p))
+    assert ck.meta["num_threads"] >= (128 if p.fma or p.bn >= 64 else 32)
+    if fits:
+        assert re.findall(r"(\d+) bytes spill stores", ck.ptxas_report) == ["0"]
+    else:                                   # why the rule refuses it
+        assert re.findall(r"(\d+) bytes spill stores", ck.ptxas_report) != ["0"]
+
+
+@pytest.mark.parametrize("split,bn", [(2, 64), (1, 64), (2, 16)])
+def test_norm_tail_in_the_simulator(split, bn):
+    """gemv_add_norm's sm_90a code in tileir.sim: 3 rows of 1000 (ragged: a partial
+    weight-row tile, a 1024-wide norm tile), K 256 split two ways (wgmma's 64-row
+    tiles or mma.sync's 16) or whole (the producer warpgroup's ring): the residual as
+    gemv_add's own sm_90a code makes it, the normed rows bit for bit the rmsnorm
+    kernel's sm_90a code over them, counters back at zero."""
+    from tileir.examples.rmsnorm import rmsnorm
+    from tileir.kernel import hardware_grid
+    from tileir.sim import simulate
+
+    def sim(kernel, args, grid):
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        ck = kernel.compile(args, "gpu", target="sm_90a", grid=grid, sm_count=132)
+        simulate(ck, hardware_grid(ck.meta, grid), args)
+
+    rng = np.random.default_rng()
+    m, n, k, eps = 3, 1000, 256, 1e-5
+    x, ws, r = _inputs(rng, "add", m, n, k, BF16)
+    r = (3.0 * r.astype(np.float32)).astype(BF16)
+    g = (0.5 + rng.random(n)).astype(BF16)
+    p = G.Plan(8, bn, 128, split, False, split > 1)
+    args = list(_tail_args(m, n, k, p))
+    y, out = r.copy(), np.full((m, n), np.nan, BF16)
+    args[:9] = x, ws[0], y, y, np.full((split, m, n), np.nan, np.float32), args[5], g, \
+        eps, out
+    sim(G.gemv_add_norm, tuple(args), G.grid(n, p))
+    assert not args[5].any()
+    plain = r.copy()
+    sim(G.gemv_add, (x, ws[0], plain, plain, np.full((split, m, n), np.nan, np.float32),
+                     np.zeros(G.counters(n, p) + 1, np.int32)) + tuple(p), G.grid(n, p))
+    assert y.tobytes() == plain.tobytes()
+    ref = np.full((m, n), np.nan, BF16)
+    sim(rmsnorm, (y, g, ref, eps, G.next_pow2(n)), (m,))
+    assert out.tobytes() == ref.tobytes()
+    _check(out, _normed_ref(y, g, eps, np.float64), BF16)
 
 
 @pytest.mark.parametrize("kind", ["linear", "add", "swiglu"])
@@ -816,6 +1049,84 @@ def test_ticket_on_the_gpu_matches_the_combine(kind, n, k, p, m):
         _gpu_gemv(torch, kind, two_launch, x2, ws2, two, count)
         torch.cuda.synchronize()
         assert torch.equal(y, two) and not count.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 5, 16])
+@pytest.mark.parametrize("n,k,split1", [(4096, 4096, False), (4096, 14336, False),
+                                        (4096, 4096, True)], ids=["o", "down", "o_split1"])
+def test_norm_tail_on_the_gpu_matches_the_two_kernels(n, k, split1, m):
+    """gemv_add_norm at Llama-3-8B's O and down (the swept plan Backend takes at one
+    row, its rows widened to m: K split in two with the tiles' tickets; or whole, every
+    block taking the grid's ticket)
+    against the two-kernel path (gemv_add of the same plan, then the rmsnorm launch as
+    Backend.rmsnorm makes it): the residual and the normed rows bit for bit, run after
+    run on the same counters (at zero after each), then replayed in a CUDA graph on new
+    inputs copied in; the normed rows within bf16 rounding of float64."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tileir.examples.rmsnorm import rmsnorm
+    p = G.plan(1, n, k)._replace(bm=max(8, G.next_pow2(m)))    # the swept plan's blocks
+    if split1:
+        p = p._replace(split=1, ticket=False)
+    assert G.norm_tail_fits(n, p)
+    gen = torch.Generator(device="cuda").manual_seed(m * 7919 + n + k + split1)
+    bf, eps = torch.bfloat16, 1e-5
+    count = torch.zeros(G.counters(n, p, tail=True) + 7, device="cuda", dtype=torch.int32)
+
+    def inputs():
+        x = torch.randn(m, k, device="cuda", generator=gen).to(bf)
+        w = (torch.randn(n, k, device="cuda", generator=gen) / k ** 0.5).to(bf)
+        r = (3 * torch.randn(m, n, device="cuda", generator=gen)).to(bf)
+        g = (0.5 + torch.rand(n, device="cuda", generator=gen)).to(bf)
+        return x, w, r, g
+
+    def part():
+        return torch.full((p.split, m, n), float("nan"), device="cuda", dtype=torch.float32)
+
+    def tail(x, w, y, g, out):
+        ct.launch(None, G.grid(n, p), G.gemv_add_norm.replace_hints(l2_prefetch=True),
+                  (x, w, y, y, part(), count, g, eps, out) + tuple(p) + (G.next_pow2(n),))
+
+    def two(x, w, r, g):
+        y = r.clone()
+        ct.launch(None, G.grid(n, p), G.gemv_add.replace_hints(l2_prefetch=True),
+                  (x, w, y, y, part(), count) + tuple(p))
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=bf)
+        ct.launch(None, (m,), rmsnorm, (y, g, out, eps, G.next_pow2(n)))
+        return y, out
+
+    for _ in range(2):
+        x, w, r, g = inputs()
+        y, out = r.clone(), torch.full((m, n), float("nan"), device="cuda", dtype=bf)
+        tail(x, w, y, g, out)
+        y2, out2 = two(x, w, r, g)
+        torch.cuda.synchronize()
+        assert not out.isnan().any() and not count.any()
+        assert torch.equal(y, y2) and torch.equal(out, out2)
+        y64 = y.double()
+        ref = y64 / torch.sqrt((y64 * y64).mean(1, keepdim=True) + eps) * g.double()
+        assert ((out.double() - ref).abs().max() / ref.abs().max()).item() < 1e-2
+    x, w, r, g = inputs()
+    y, out = r.clone(), torch.full((m, n), float("nan"), device="cuda", dtype=bf)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        tail(x, w, y, g, out)                          # compiled before the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            tail(x, w, y, g, out)
+    torch.cuda.synchronize()
+    for _ in range(4):
+        x2, w2, r2, g2 = inputs()
+        for a, b in ((x, x2), (w, w2), (y, r2), (g, g2)):
+            a.copy_(b)
+        out.fill_(float("nan"))
+        graph.replay()
+        y2, out2 = two(x2, w2, r2, g2)
+        torch.cuda.synchronize()
+        assert torch.equal(y, y2) and torch.equal(out, out2) and not count.any()
 
 
 def _llama_against_transformers(tmp_path, dtype, switches) -> set:

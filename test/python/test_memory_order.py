@@ -109,3 +109,37 @@ def test_ordered_kernels_keep_their_grid():
 
     ck = publish.compile((x, x), target="sm_90a", grid=(4,), sm_count=132)
     assert "grid_rewrites" not in ck.meta
+
+
+@ct.kernel(num_warps=16)
+def rotate_in_place(x, big, S: ct.Constant[int]):
+    """x (S, 64) updated in place, in a block of 16 warps (sized for `big`'s 2048
+    elements): x's tile of S x 64 has fewer elements than the block's threads hold at
+    4 a thread, so its layout keeps each element in several threads."""
+    a = ct.load(x, index=(0, 0), shape=(S, 64))
+    ct.store(x, index=(0, 0), tile=a * 2.0 + 1.0)
+    b = ct.load(big, index=(0, 0), shape=(32, 64))
+    ct.store(big, index=(0, 0), tile=b + 1.0)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_an_in_place_store_from_a_replicated_layout_waits_for_the_loads(target):
+    """A tile stored where the block loaded it: every copy of a replicated element
+    loads before any copy stores (a barrier between, or one copy's store would feed
+    another copy's load: RoPE rotated twice on the GPU, 2026-11-29); a layout with one
+    copy an element (`big`'s 32 x 64 at 4 a thread) stores without one."""
+    import re
+    for s, replicated in ((8, True), (32, False)):
+        args = (np.zeros((s, 64), np.float32), np.zeros((32, 64), np.float32), s)
+        ptx = rotate_in_place.compile(args, target=target).artifacts["ptx"]
+        body = ptx[ptx.index(".entry"):]
+        first_store = body.index("st.global")
+        # (LLVM may copy the barrier into the interior and the edge paths of the store)
+        assert ("bar.sync" in body[:first_store]) == replicated, (s, body[:first_store])
+        assert bool(re.findall(r"^\s*bar\.sync", body, re.M)) == replicated, s
+    args = (np.arange(8 * 64, dtype=np.float32).reshape(8, 64), np.ones((32, 64), np.float32), 8)
+    ck = rotate_in_place.compile(args, stage="gpu", target="sm_90a")
+    want = args[0] * 2.0 + 1.0
+    simulate(ck, (1, 1, 1), args)
+    np.testing.assert_array_equal(args[0], want)
+    np.testing.assert_array_equal(args[1], 2.0)

@@ -11,19 +11,19 @@ time (or a page, if smaller) through the block table with the online softmax of
 `tileir.examples.decode_attention`, whose host helpers, causal rule (token t of Tq at
 position seq_len - Tq + t) and split-KV combine it shares.  num_warps=8 (a hint):
 two warpgroups split the (64, 512) f32 accumulator by columns, 128 registers each.
-On sm_90a the compiler gives the loop FlashAttention-3's schedule (docs/attention.md):
-a producer warpgroup copies the pages through a TMA ring, and the score products of
-step j run beside P . c_kv of step j - 1.  LAZY (the default): the accumulator is
-rescaled only when a row's max grew past 2^8 (the old max kept otherwise: exact, and
-128 multiplies a thread fewer on most steps).  `mla_decode(..., bn=, hints=, lazy=)`
-runs other configurations (bench/decode_attention.py --mla-variants times them; on an
-H200, 2026-11-29, B64 at 4k and 8k: BN 64 at 0.35 of the tensor-core bound, BN 32 at
-0.33, without the producer warpgroup 0.27-0.34).  At 64 rows the ring has 2 stages
-(72 KB a step beside Q's 72 KB), and the rotation keeps a step's slot until its P c is
-done, in the next step, so each step waited for its own copy (about 6k cycles a step
-against 2.2k of tensor-core work): `hints={"product_rotation": False}` keeps each
-step's products in it and frees the slot a whole step before it is refilled
-(docs/attention.md, "Why MLA ran at 0.35 of its bound").
+On sm_90a a producer warpgroup copies the pages through a TMA ring (2 stages of
+72 KB at 64 rows a step, beside Q's 72 KB).  `product_rotation=False` (a hint):
+each step's two products stay in it, so a slot is released after its own P . c_kv
+and refilled a whole step before it is read; rotated (FlashAttention-3's overlap
+of the softmax with the previous step's P . c_kv) a slot is held a step longer and
+each 64-row step waited for its own copy.  On an H200, 2026-11-29, B64 at 4k and
+8k: 0.43 of the bound unrotated, 0.35 rotated, 0.33 at 32 rows a step, 0.20 at the
+LLM engine's 16-slot pages (docs/attention.md, "Decode and MLA decode").
+`mla_decode(..., bn=, hints=)` runs other configurations
+(bench/decode_attention.py --mla-variants times them; `hints={"copy_parts": True}`
+waits for a step's TMA boxes one by one, each before the score k steps that read
+it); `scores_only` and `values_only` are the loop's two products alone, for timing
+them (--mla-phases).
 The latents past a token are masked in the scores only, so a cache's unused slots
 must hold finite numbers (zeros, stale tokens).
 """
@@ -41,10 +41,9 @@ DL, DR = 512, 64           # latent rank, RoPE dim
 DEFAULT_BN = 64            # latent rows a step, at most a page (see the module docstring)
 
 
-@ct.kernel(num_warps=8)
+@ct.kernel(num_warps=8, product_rotation=False)
 def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
-        PAGE: ct.Constant[int], BN: ct.Constant[int], SPLIT: ct.Constant[bool],
-        LAZY: ct.Constant[bool]):
+        PAGE: ct.Constant[int], BN: ct.Constant[int], SPLIT: ct.Constant[bool]):
     bt = ct.bid(0)                        # sequence b, token t
     hb = ct.bid(1)                        # heads hb*HB ..
     split = ct.bid(2)
@@ -76,19 +75,12 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
         pos = j * BN + ct.arange(BN, dtype=np.int32)
         s = ct.where(pos[None, :] <= limit, s, -np.inf)
         m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
-        if LAZY:
-            # the (64, 512) accumulator is rescaled only when some row's max grew by
-            # more than 8 (log2 units); else the old max stays (probabilities < 2^8)
-            grow = ct.max(m_new - m) > 8.0
-            m_new = ct.where(grow, m_new, m)
-            alpha = ct.exp2(m - m_new, flush_to_zero=True)
-            if grow:
-                acc = acc * alpha
-                l = l * alpha
-        else:
-            alpha = ct.exp2(m - m_new, flush_to_zero=True)
-            acc = acc * alpha
-            l = l * alpha
+        # rescaled every step: a lazy rescale (only where a row's max grew past 2^8)
+        # measured no faster on the H200 (0.42 against 0.43 of the bound, 2026-11-29):
+        # it saves 128 multiplies a thread but adds an exchange of the growth test
+        alpha = ct.exp2(m - m_new, flush_to_zero=True)
+        acc = acc * alpha
+        l = l * alpha
         p = ct.exp2(s * qk_scale - m_new, flush_to_zero=True)
         l = l + p
         acc = ct.mma(p.astype(Q.dtype), c, acc)
@@ -107,7 +99,8 @@ _variants: dict = {}
 
 
 def variant(**hints):
-    """`mla` with some hints replaced (`num_stages`, `warp_specialize`, `num_warps`), one
+    """`mla` with some hints replaced (`num_stages`, `warp_specialize`, `product_rotation`,
+    `rotation_fence`, `copy_parts`), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""
     key = tuple(sorted(hints.items()))
@@ -119,10 +112,9 @@ def variant(**hints):
 
 
 def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=None, hb=64,
-             bn=DEFAULT_BN, hints=None, lazy=True):
+             bn=DEFAULT_BN, hints=None):
     """The launches of one MLA decode call: (out, [(kernel, grid, args), ...]); `bn`
-    latent rows a step, `hints` those of `variant`, `lazy` the rescale only where a
-    row's max grew past 2^8 (else every step)."""
+    latent rows a step, `hints` those of `variant`."""
     if q.ndim != 4 or q.shape[-1] != DL + DR or kv_cache.ndim != 3 or \
             kv_cache.shape[-1] != DL + DR:
         raise ValueError(f"mla_decode: q must be (B, Tq, H, {DL + DR}) and kv_cache (pages, PAGE, "
@@ -151,21 +143,21 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
     if num_splits == 1:
         return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, o5,
                                      seq_lens.reshape(b, 1, 1, 1), float(scale), hb, page,
-                                     min(bn, page), False, lazy))]
+                                     min(bn, page), False))]
     op = dec._empty(q, (b * num_splits, tq, h // hb, hb, DL), True)
     lse = dec._empty(q, (b * num_splits, tq, h // hb, hb), True)
     return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, op, lse, float(scale),
-                                 hb, page, min(bn, page), True, lazy)),
+                                 hb, page, min(bn, page), True)),
                  dec.combine_launch(op, lse, o5, num_splits, hb, 128)]
 
 
 def mla_decode(q, kv_cache, block_table, seq_lens, scale, out=None, *, num_splits=None,
-               bn=DEFAULT_BN, hints=None, lazy=True):
+               bn=DEFAULT_BN, hints=None):
     """softmax(q . kv^T * scale) @ kv[:, :512] over each sequence's latent pages, causal
-    among its Tq new tokens; returns out (B, Tq, H, 512) in q's dtype.  `bn`, `hints`
-    (`variant`'s) and `lazy` choose another configuration of the kernel."""
+    among its Tq new tokens; returns out (B, Tq, H, 512) in q's dtype.  `bn` and `hints`
+    (`variant`'s) choose another configuration of the kernel."""
     out, calls = launches(q, kv_cache, block_table, seq_lens, scale, out, num_splits, bn=bn,
-                          hints=hints, lazy=lazy)
+                          hints=hints)
     for kernel, grid, args in calls:
         ct.launch(None, grid, kernel, args)
     return out
@@ -210,3 +202,91 @@ def run(rng, batch=2, tq=2, heads=64, page=16):
     out = np.full((batch, tq, heads, DL), np.nan, np.float32)
     mla_decode(q, kv, table, lens, scale, out, num_splits=2)
     return out, reference(q, kv, table, lens, scale), 1e-4, 1e-5
+
+
+# -- the loop's two products alone, for timing them (bench/decode_attention.py
+# --mla-phases): a step of `mla` is its scores, its softmax and exchanges, and P c;
+# these kernels walk the same pages with the same tiles, warps and hints (and the
+# producer warpgroup and 2 stages `mla` gets at 64 rows) and run one product each,
+# so the GPU measures each product's time a step, and the full kernel's time less
+# theirs is the softmax's (docs/attention.md, "Where the unrotated loop's time
+# goes").  Each keeps its product's result alive with one cheap op a step.
+
+@ct.kernel(num_warps=8, product_rotation=False, warp_specialize=True, num_stages=2)
+def scores_only(Q, KV, TABLE, LENS, S, HB: ct.Constant[int], PAGE: ct.Constant[int],
+                BN: ct.Constant[int]):
+    """The elementwise maximum over a sequence's steps of its (HB, BN) score tiles
+    Q . [c_kv; k_rope]^T (unscaled, unmasked: a last step's slots past the sequence
+    count too); S is (B, Tq, H / HB, HB, BN) f32."""
+    bt = ct.bid(0)
+    hb = ct.bid(1)
+    tq = Q.shape[1]
+    b = bt // tq
+    t = bt % tq
+    steps = ct.cdiv(ct.load(LENS, index=(b,), shape=()), BN)
+    q_nope = ct.load(Q, index=(b, t, hb, 0), shape=(1, 1, HB, DL)).reshape((HB, DL))
+    q_rope = ct.load(Q, index=(b, t, hb, DL // DR), shape=(1, 1, HB, DR)).reshape((HB, DR))
+    top = ct.full((HB, BN), -np.inf, dtype=np.float32)
+    for j in range(steps):
+        page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
+        i = j % (PAGE // BN)
+        c = ct.load(KV, index=(page, i, 0), shape=(1, BN, DL)).reshape((BN, DL))
+        r = ct.load(KV, index=(page, i, DL // DR), shape=(1, BN, DR)).reshape((BN, DR))
+        s = ct.mma(q_nope, ct.transpose(c), ct.zeros((HB, BN), dtype=np.float32))
+        s = ct.mma(q_rope, ct.transpose(r), s)
+        top = ct.maximum(top, s)           # (a sum would fold into the product)
+    ct.store(S, index=(b, t, hb, 0, 0), tile=top.reshape((1, 1, 1, HB, BN)))
+
+
+@ct.kernel(num_warps=8, product_rotation=False, warp_specialize=True, num_stages=2)
+def values_only(Q, KV, TABLE, LENS, O, HB: ct.Constant[int], PAGE: ct.Constant[int],
+                BN: ct.Constant[int]):
+    """The sum over a sequence's steps of P . c_kv with one P for all of them, made in
+    registers as the softmax's is: P = exp2(Q[:, :BN] / 64) rounded to Q's dtype; O is
+    (B, Tq, H / HB, HB, 512) f32."""
+    bt = ct.bid(0)
+    hb = ct.bid(1)
+    tq = Q.shape[1]
+    b = bt // tq
+    t = bt % tq
+    steps = ct.cdiv(ct.load(LENS, index=(b,), shape=()), BN)
+    q = ct.load(Q, index=(b, t, hb, 0), shape=(1, 1, HB, BN)).reshape((HB, BN))
+    p = ct.exp2(q.astype(np.float32) * (1.0 / 64)).astype(Q.dtype)
+    acc = ct.zeros((HB, DL), dtype=np.float32)
+    for j in range(steps):
+        page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
+        i = j % (PAGE // BN)
+        c = ct.load(KV, index=(page, i, 0), shape=(1, BN, DL)).reshape((BN, DL))
+        acc = ct.mma(p, c, acc)
+    ct.store(O, index=(b, t, hb, 0, 0), tile=acc.reshape((1, 1, 1, HB, DL)))
+
+
+def phase_launch(kernel, q, kv_cache, block_table, seq_lens, out, bn=DEFAULT_BN, hb=64):
+    """(kernel, grid, args) of `scores_only` or `values_only` over `mla_decode`'s grid
+    (unsplit); `out` (B, Tq, H, BN) or (B, Tq, H, 512), f32."""
+    b, tq, h, _ = q.shape
+    page = kv_cache.shape[1]
+    o5 = out.reshape(b, tq, h // hb, hb, out.shape[-1])
+    return kernel, (b * tq, h // hb, 1), (q, kv_cache, block_table, seq_lens, o5, hb, page,
+                                         min(bn, page))
+
+
+def phase_reference(kernel, q, kv_cache, block_table, seq_lens, bn=DEFAULT_BN) -> np.ndarray:
+    """float64 results of `scores_only` or `values_only` over the gathered pages."""
+    dtype = np.asarray(q).dtype
+    q = np.asarray(q, np.float64)
+    b, tq, h, _ = q.shape
+    page = kv_cache.shape[1]
+    bn = min(bn, page)
+    outs = []
+    for i in range(b):
+        steps = -(-int(seq_lens[i]) // bn)
+        ids = np.asarray(block_table[i][:-(-steps * bn // page)])
+        kv = np.asarray(kv_cache[ids], np.float64).reshape(-1, DL + DR)[:steps * bn]
+        if kernel is scores_only:
+            s = np.einsum("thd,nd->thn", q[i], kv).reshape(tq, h, steps, bn)
+            outs.append(s.max(axis=2))
+        else:
+            p = np.exp2(q[i, :, :, :bn] / 64).astype(dtype).astype(np.float64)
+            outs.append(np.einsum("thn,nd->thd", np.tile(p, (1, 1, steps)), kv[:, :DL]))
+    return np.stack(outs)

@@ -116,6 +116,13 @@ class Backend:
         # applies the epilogue (gemv's TICKET; O and down, split in two at one row);
         # False: the combine kernel's second launch, as before (bench/llm.py times both).
         self.gemv_ticket = True
+        # with decode_gemv, the RMSNorm after a residual GEMV (O, down: `linear_add_norm`)
+        # in that GEMV's tail: the block that stores the last tile of the new residual
+        # rows (a grid-wide ticket after the weight-row slices' own) norms all of them
+        # into the next GEMV's input, bit for bit as the norm's own launch (gemv_add_norm);
+        # False: the `rmsnorm` launch after the GEMV (bench/llm.py times both).  Off
+        # until its GPU tests and bench/llm.py's row have run (written 2026-11-29)
+        self.gemv_norm_tail = False
         # RoPE of q and k and the K/V cache write in one launch (`rope_write_slots`,
         # `rope_write_latent`) instead of `rope` then `write_slots`.  Off: on an H200
         # (2026-11-29) the one launch took 108 us a Llama-3-8B decode step against the
@@ -135,7 +142,10 @@ class Backend:
             self.torch = torch
             self.dtype = getattr(torch, dtype)
             self.int32, self.float32 = torch.int32, torch.float32
+            # the GEMVs' 64-row tiles on wgmma (four warps a block) or mma.sync (one)
+            self.wgmma = torch.cuda.get_device_capability()[0] >= 9
         else:
+            self.wgmma = True            # the interpreter: the plans as on an H200
             self.torch = None
             if dtype == "bfloat16":
                 import ml_dtypes
@@ -243,17 +253,23 @@ class Backend:
         prefetch = self.l2_prefetch and m <= DECODE_ROWS
         return (_l2_prefetching(kernel) if prefetch else kernel), tiles
 
-    def _gemv(self, x, ws, out, residual=None, norm=None):
+    def _plan(self, m: int, n: int, k: int) -> G.Plan:
+        """The decode GEMV's plan for an (m, k) x (n, k)^T product (`gemv.plan`; the
+        combine launch in place of the ticket without `gemv_ticket`)."""
+        p = G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
+        return p if self.gemv_ticket else p._replace(ticket=False)
+
+    def _gemv(self, x, ws, out, residual=None, norm=None, then=None, normed=None):
         """A decode GEMV (`decode_gemv`): x @ ws[0]^T (+ residual) into out (which may be
         residual), or SwiGLU of two weights; with norm = (g, eps), RMSNorm(x) * g in
         place of x (not with a residual); with a split K, the partials (f32, in a
         buffer of this call) added up by the last block of each weight-row slice
-        (`gemv_ticket`, the plans' TICKET) or by the matching combine kernel."""
+        (`gemv_ticket`, the plans' TICKET) or by the matching combine kernel.  With a
+        residual and then = (g, eps), also RMSNorm(out) * g into normed, in the same
+        launch (`gemv_add_norm`: the plan must finish in it, split 1 or TICKET)."""
         m, k = x.shape
         n = ws[0].shape[0]
-        p = G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
-        if not self.gemv_ticket:
-            p = p._replace(ticket=False)
+        p = self._plan(m, n, k)
         lead = (2,) if len(ws) == 2 else ()
         if p.split > 1:
             part = self.empty(lead + (p.split, m, n), self.float32)
@@ -262,10 +278,17 @@ class Backend:
             if key not in self._part_dummies:
                 self._part_dummies[key] = self.empty(lead + (1, 1, 1), self.float32)
             part = self._part_dummies[key]
-        count = self._counters(G.counters(n, p))
+        count = self._counters(G.counters(n, p, tail=then is not None))
         tiles = tuple(p)
         g, eps = norm if norm is not None else (x, 0.0)
-        if residual is not None:
+        if then is not None:
+            if residual is None or (p.split > 1 and not p.ticket):
+                raise ValueError("a norm in the GEMV's tail takes a residual GEMV that "
+                                 "finishes in its own launch (split 1 or gemv_ticket)")
+            kernel, fin = G.gemv_add_norm, None
+            args = (x, ws[0], residual, out, part, count, then[0], float(then[1]), normed)
+            tiles += (next_pow2(n),)
+        elif residual is not None:
             kernel, args, fin = G.gemv_add, (x, ws[0], residual, out, part, count), \
                 (G.gemv_combine_add, (part, residual, out))
         elif len(ws) == 2:
@@ -343,6 +366,22 @@ class Backend:
         self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), kernel,
                      (x, g, float(eps), w, out, bm, bn, bk, self.exact, norm is not None))
         return out
+
+    def linear_add_norm(self, x, w, residual, then):
+        """residual += x @ w^T, and with then = (g, eps) RMSNorm(residual) * g of the
+        new rows: returned where the GEMV made it in its tail (`gemv_norm_tail`; a
+        decode GEMV that finishes in its own launch, whose blocks hold a row:
+        `gemv.norm_tail_fits`), else None (the caller launches the norm; a prompt's
+        rows always)."""
+        m, n, k = x.shape[0], w.shape[0], x.shape[1]
+        if then is not None and self.gemv_norm_tail and self._gemv_ok(m, None, n, k):
+            p = self._plan(m, n, k)
+            if (p.split == 1 or p.ticket) and G.norm_tail_fits(n, p, self.wgmma):
+                normed = self.empty(residual.shape)
+                self._gemv(x, (w,), residual, residual, then=then, normed=normed)
+                return normed
+        self.linear(x, w, residual=residual)
+        return None
 
     def linear_swiglu(self, x, w_gate, w_up, out=None, norm=None):
         """silu(x @ w_gate^T) * (x @ w_up^T), each projection rounded to the activation

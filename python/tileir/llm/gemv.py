@@ -45,6 +45,14 @@ The rows then come from registers, not the ring: mma.sync reads them there, wgmm
 is staged to shared memory each iteration (the weights' ring is unchanged), the next
 iteration's rows loaded ahead.
 
+`gemv_add_norm` is `gemv_add` with the next RMSNorm in its tail: each block that stores
+an N tile of y (the tile's last split block, or every block at SPLIT = 1) then draws a
+ticket on one grid-wide counter (`count[cdiv(N, BN)]`, after the tiles' own, as the
+tiles' ticket is drawn); the block that draws the last reads all of y's rows back
+(relaxed device-scope loads, as the partials) and writes RMSNorm(y) * g as the separate
+norm computes it, then resets that counter (`Backend.gemv_norm_tail`: the norm's launch
+after O and down saved; `norm_tail_fits`: the rows a block holds).
+
 `gemv_swiglu` runs a loop a weight (each its own ring); `gemv_swiglu_fused` loads both
 weights' tiles in one loop (one ring, no ramp between the two), a candidate the
 decode sweep ranks (bench/sweep_llm_decode.py --gemv).
@@ -259,6 +267,64 @@ def gemv_add(x, w, r, y, part, count, BM: ct.Constant[int], BN: ct.Constant[int]
 
 
 @ct.function
+def _norm_row(y, g, eps, out, row, TILE: ct.Constant[int]):
+    """out[row] = RMSNorm(y[row]) * g, as `tileir.examples.rmsnorm` computes it (the
+    whole row one (1, TILE) f32 tile, mean square as sum / N, then x * rsqrt(ms + eps)
+    * g, one rounding to out's dtype), so that the bits are the separate launch's; y read
+    with relaxed device-scope loads (from L2: rows other blocks stored, never a stale L1
+    line)."""
+    t = ct.astype(ct.load(y, index=(row, 0), shape=(1, TILE), padding_mode=ZERO,
+                          memory_order=RELAXED, memory_scope=DEVICE), ct.float32)
+    w = ct.load(g, index=(0,), shape=(TILE,), padding_mode=ZERO)
+    ms = ct.sum(t * t, axis=1, keepdims=True) / y.shape[1]
+    ct.store(out, index=(row, 0),
+             tile=ct.astype(t * ct.rsqrt(ms + eps) * ct.astype(w, ct.float32), out.dtype))
+
+
+@ct.function
+def _norm_tail(y, g, eps, out, count, BM: ct.Constant[int], BN: ct.Constant[int],
+               TILE: ct.Constant[int]):
+    """The grid's ticket, taken by a block that stored its N tile of y: count[T] (T, the
+    N tiles; past their own counters) drawn acquire-release at device scope, as `_last`
+    draws a tile's.  The block that draws T - 1 has every tile of y behind it: it
+    writes RMSNorm(y) * g of all y's rows into out (`_norm_row`, a row at a time) and
+    puts count[T] back to 0."""
+    tiles = ct.num_tiles(y, axis=1, shape=(BM, BN))
+    ticket = ct.atomic_add(count, (tiles,), 1, memory_order=ACQ_REL, memory_scope=DEVICE)
+    if ticket == tiles - 1:
+        for row in range(y.shape[0]):
+            _norm_row(y, g, eps, out, row, TILE)
+        _reset(count, tiles)
+
+
+@ct.kernel
+def gemv_add_norm(x, w, r, y, part, count, g, eps, out, BM: ct.Constant[int],
+                  BN: ct.Constant[int], BK: ct.Constant[int], SPLIT: ct.Constant[int],
+                  FMA: ct.Constant[bool], TICKET: ct.Constant[bool],
+                  TILE: ct.Constant[int]):
+    """`gemv_add` (y = x @ W^T + r, y may be r), then the next norm in its tail: out =
+    RMSNorm(y) * g (weight g, epsilon eps; TILE: y's width rounded up to a power of
+    two), written by the block that stores y's last N tile (`_norm_tail`, the grid's
+    ticket on count[cdiv(N, BN)]).  A split K takes the tiles' tickets (TICKET must be
+    set: the combine launch would store y after this one ends)."""
+    ct.static_assert(SPLIT == 1 or TICKET,
+                     "gemv_add_norm: a split K needs TICKET (its last blocks store y)")
+    j = ct.bid(0)
+    s = ct.bid(1)
+    acc = _partial(x, x, 0.0, w, j, s, BM, BN, BK, SPLIT, FMA, False)
+    if SPLIT == 1:
+        ct.store(y, index=(0, j), tile=_plus(acc, r, j, BM, BN, y.dtype))
+        _norm_tail(y, g, eps, out, count, BM, BN, TILE)
+    else:
+        ct.store(part, index=(s, 0, j), tile=ct.reshape(acc, (1, BM, BN)))
+        if _last(count, j, SPLIT):
+            total = _sum_splits(part, j, SPLIT, BM, BN, True)
+            ct.store(y, index=(0, j), tile=_plus(total, r, j, BM, BN, y.dtype))
+            _reset(count, j)
+            _norm_tail(y, g, eps, out, count, BM, BN, TILE)
+
+
+@ct.function
 def _swiglu(gate, up, dtype):
     # transformers rounds each projection to the activation dtype before silu(g) * u
     g = ct.astype(ct.astype(gate, dtype), ct.float32)
@@ -460,7 +526,24 @@ def combine_tiles(m: int, n: int, p: Plan) -> tuple[int, int, int]:
     return p.split, bm, max(1, min(next_pow2(n), 4096 // (next_pow2(p.split) * bm)))
 
 
-def counters(n: int, p: Plan) -> int:
+# f32 elements a thread holds at most of the norm tail's row, one (1, next_pow2(N)) tile
+# as in the separate norm (whose bits it must give): at 128 a one-warp block spilled
+# (4096 columns on mma.sync's 32 threads: 2.3 KB of local memory), at 64 none did (7168
+# on wgmma's 128 threads, 2048 on 32)
+TAIL_PER_THREAD = 64
+
+
+def norm_tail_fits(n: int, p: Plan, wgmma: bool = True) -> bool:
+    """Whether gemv_add_norm's blocks of plan p hold a row n wide in registers: a
+    mma.sync block (tensor cores, BN under 64, or any BN without wgmma: sm_80) is one
+    warp, wgmma's and the FMA form's 128 threads or more."""
+    threads = 32 if not p.fma and (p.bn < 64 or not wgmma) else 128
+    return next_pow2(n) <= TAIL_PER_THREAD * threads
+
+
+def counters(n: int, p: Plan, tail: bool = False) -> int:
     """The counters a launch of plan p over n weight rows takes (TICKET: one an N
-    tile)."""
+    tile; tail, `gemv_add_norm`: one more after them, the grid's)."""
+    if tail:
+        return ct.cdiv(n, p.bn) + 1
     return ct.cdiv(n, p.bn) if p.split > 1 and p.ticket else 0

@@ -113,31 +113,50 @@ class Model:
             return x, (g, eps)
         return self.be.rmsnorm(x, g, eps), None
 
-    def logits(self, residual, batch: Batch):
+    def logits(self, residual, batch: Batch, ready=None):
+        """ready: RMSNorm(residual) * g of the final norm where the last layer's GEMV
+        made it (its tail), gathered in place of residual's rows (the norm is a row's)."""
         be = self.be
-        rows = be.embedding(batch.last_rows, residual)       # the last token of each sequence
-        x, norm = self.normed(rows, self.norm, self.lm_head)
+        if ready is not None:
+            x, norm = be.embedding(batch.last_rows, ready), None
+        else:
+            rows = be.embedding(batch.last_rows, residual)   # the last token of each sequence
+            x, norm = self.normed(rows, self.norm, self.lm_head)
         out = be.empty((x.shape[0], self.lm_head.shape[0]), be.float32)
         return self.shard.gather_logits(be, be.linear(x, self.lm_head, out=out, norm=norm),
                                         self.cfg.vocab_size)
 
     def mlp(self, x, norm, residual, gate, up, down, then=None):
         a = self.be.linear_swiglu(x, gate, up, norm=norm)
-        return self.shard.add_row_parallel(self.be, a, down, residual, then)
+        return self.add_row(a, down, residual, then)
+
+    def add_row(self, x, w, residual, then=None):
+        """residual += x @ w^T (a row-parallel weight: O, down); returns RMSNorm(residual)
+        * g for then = (g, eps) where the kernels made it (one rank: the decode GEMV's
+        tail, `Backend.linear_add_norm`; more: the peer reduction,
+        `Shard.add_row_parallel`), else None (the caller norms)."""
+        if self.shard.size == 1:
+            return self.be.linear_add_norm(x, w, residual, then)
+        return self.shard.add_row_parallel(self.be, x, w, residual, then)
 
     def then(self, g):
-        """The norm (g, eps) that a tensor-parallel reduction may apply to the residual it
-        makes, for the GEMM after it (`Shard.add_row_parallel`); None where the backend
-        fuses norms into GEMMs."""
+        """The norm (g, eps) that the residual GEMM before it may apply to the residual
+        rows it makes (`add_row`: a decode GEMV's tail, or a tensor-parallel reduction),
+        for the GEMM after it; None where the backend fuses norms into GEMMs."""
         return None if self.be.fuse_norm else (g, self.cfg.rms_norm_eps)
 
     def forward(self, batch: Batch):
         be = self.be
         self.shard.begin_step()
         residual = self.shard.embedding(be, batch.ids, self.embed)
-        ready = None            # RMSNorm(residual) * g of the next norm, made by a reduction
+        # RMSNorm(residual) * g of the next norm, where a residual GEMV's tail or a
+        # reduction made it (`add_row`)
+        ready = None
         for i, layer in enumerate(self.layers):
-            after = self.then(self.layers[i + 1]["ln1"]) if i + 1 < len(self.layers) else None
+            if i + 1 < len(self.layers):
+                after = self.then(self.layers[i + 1]["ln1"])
+            else:       # the final norm: one rank's GEMV tail (the peer path's own norms)
+                after = self.then(self.norm) if self.shard.size == 1 else None
             x, norm = (ready, None) if ready is not None else self.normed(
                 residual, layer["ln1"], *self.attention_weights(layer))
             ready = self.attention(i, layer, x, norm, residual, batch, self.then(layer["ln2"]))
@@ -150,7 +169,7 @@ class Model:
                     residual, layer["ln2"], layer["gate"], layer["up"])
                 ready = self.mlp(x, norm, residual, layer["gate"], layer["up"], layer["down"],
                                  after)
-        return self.logits(residual, batch)
+        return self.logits(residual, batch, ready)
 
 
 class Llama(Model):
@@ -199,7 +218,7 @@ class Llama(Model):
         else:
             o = be.attention_decode(q, cache[:, :, :hkv], cache[:, :, hkv:], batch.block_table,
                                     batch.seq_lens, batch.host_seq_lens, self.scale)
-        return self.shard.add_row_parallel(be, o.reshape(t, -1), layer["o"], residual, then)
+        return self.add_row(o.reshape(t, -1), layer["o"], residual, then)
 
 
 def _pow2(n: int) -> int:
@@ -323,7 +342,7 @@ class DeepseekV3(Model):
             o = self.absorbed(layer, q, cache, batch)
         else:
             o = self.expanded_decode(layer, q, cache, batch)
-        return self.shard.add_row_parallel(be, o.reshape(t, -1), layer["o"], residual, then)
+        return self.add_row(o.reshape(t, -1), layer["o"], residual, then)
 
     def absorbed(self, layer, q, cache, batch):
         """Attention in the absorbed form: q_abs = [q_nope @ W_UK, rope(q_rope)] against the

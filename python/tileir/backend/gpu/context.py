@@ -64,6 +64,9 @@ class LoweringContext:
         # results of wgmma.mma_async not waited for yet: a product accumulating onto one
         # needs no fence (the same shape's accumulator is ordered by the hardware)
         self.in_flight_acc: set = set()
+        # ring views copied in parts whose boxes the products wait for, by the view's
+        # shared-memory base (rules/ring.py `Parts`, rules/mma.py)
+        self.smem_parts: dict[ir.Value, object] = {}
         self.arrays: dict[ir.Value, ArrayABI] = {}
         self.grid_size: list[ir.Value] = []      # a persistent kernel's grid (i32 x 3)
         # a stream-K kernel's workspace (`!llvm.ptr<1>`) and the bytes of one block's slot
@@ -79,6 +82,10 @@ class LoweringContext:
         self.last_reads: tuple[ir.Block, int, int] | None = None
         self.loop_depth = 0       # > 0 while lowering a loop body
         self.stores_seen = False  # a global store was lowered (or a loop may repeat one)
+        # the arrays (ids of their ArrayABI) a tile load has read so far: a store to one
+        # of them from a layout that holds an element in several threads waits for the
+        # block first (`memory.lower_store`)
+        self.loaded_arrays: set[int] = set()
         # the i32 the kernel's top-level `griddepcontrol.wait` yields: pure policy loads
         # take it as an operand, so LLVM cannot hoist them above the wait
         self.wait_token: ir.Value | None = None

@@ -164,6 +164,7 @@ def _wants_l2_policy(cx: LoweringContext, arr: ArrayABI) -> bool:
 def lower_load(cx: LoweringContext, op) -> None:
     lin = lin_of(op.result.type)
     arr, index = cx.arrays[op.array], [cx.get(i) for i in op.index]
+    cx.loaded_arrays.add(id(arr))
     scope = access_scope(op.operation)
     cx.values[op.result] = relaxed_load(cx, arr, index, lin, op.padding, scope) \
         if scope else load_tile(cx, arr, index, lin, op.padding,
@@ -338,10 +339,23 @@ def _guarded_scalar_load(ptr, cond, pad, t) -> ir.Value:
     return if_op.results[0]
 
 
+def replicated(lin) -> bool:
+    """Whether the layout holds some element in several threads (a lane or warp bit
+    that moves no coordinate): a small tile in a block sized for a larger one."""
+    return any(not any(b) for b in lin.lanes + lin.warps)
+
+
 def lower_store(cx: LoweringContext, op) -> None:
     cx.stores_seen = True
     arr = cx.arrays[op.array]
     frag = cx.frag(op.tile)
+    if id(arr) in cx.loaded_arrays and replicated(frag.lin):
+        # A tile store follows the block's earlier loads of its array (tile order).
+        # Every copy of a replicated element stores it, and one thread's store may
+        # overwrite an element before another copy's load of it has run: an update
+        # in place would read its own result (RoPE rotated twice).  The block gathers
+        # first; each thread has its loaded values in registers by then.
+        cx.barrier()
     addr = _Addressing(cx, arr, [cx.get(i) for i in op.index], frag.lin)
     store_t = storage_type(arr.elem)
     regs = frag.regs

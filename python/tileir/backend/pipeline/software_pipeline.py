@@ -75,6 +75,7 @@ from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, smem_tile_bytes
 
 from .cluster_pairs import MULTICAST_ATTR
+from .copy_parts import PARTS_ATTR, asked as parts_asked, products_only
 from .persistent import flatten_tile_loop, specialize_tile_loop
 from .product_rotation import find_chain, fits_registers, issue_chains, rotate
 from .programmatic import overlaps
@@ -166,6 +167,9 @@ class _Pipeliner:
                            not ir.BoolAttr(func.attributes[PRODUCT_ROTATION_ATTR]).value)
         self.rotation_fence = ROTATION_FENCE_ATTR in func.attributes and \
             ir.BoolAttr(func.attributes[ROTATION_FENCE_ATTR]).value
+        # a slot's boxes each with a barrier, waited for by the products that read them
+        # (copy_parts.py; the kernel option `copy_parts`)
+        self.copy_parts = parts_asked(func, chip)
         self.held = 0                 # bytes of shared memory beside the ring (see loop)
         # L2 prefetches before the wait that tile-programmatic-launch will place (it runs
         # later in the stage): only where it will, since without programmatic launch the
@@ -257,10 +261,17 @@ class _Pipeliner:
         chained = chain is not None and self.chains_specialize
         if not self.rotate:
             chain = None
+        # in parts: only where nothing but wgmma operands reads the tiles, not rotated
+        # (the rotated product reads the previous slot through a view no wait covers),
+        # and with a producer warpgroup: where the consumers issue the copies too, ptxas
+        # serialized every wgmma (C7520, MLA decode without the producer)
+        parts = self.copy_parts and chain is None and \
+            not any(ld.multicast for ld in loads) and \
+            all(products_only(ld.op.results[0], loop.regions[0].blocks[0]) for ld in loads)
         if (self.specialize or chained) and \
                 not self.specialized and self.guards(loop) is not None:
             self.specialized = True
-            return self.loop_specialized(loop, loads, tiles, chain)
+            return self.loop_specialized(loop, loads, tiles, chain, parts)
         if _walks_tiles(loop.parent) and loop.parent.parent == self.func:
             if self.specialize and not self.specialized:
                 if specialize_tile_loop(self, loop, loads, tiles):
@@ -354,10 +365,13 @@ class _Pipeliner:
                     index = _clone_slice(ld.slice, loop, k, ld.index, mapping)
                     PrefetchL2Op(pred, ld.array, index, ld.op.results[0].type)
 
-    def ring_alloc(self, stages: int, loads) -> ir.Value:
+    def ring_alloc(self, stages: int, loads, parts: bool = False) -> ir.Value:
         """A ring of `stages` slots for `loads`' tiles; the buffers of loads a cluster pair
-        shares are listed in its `tile.multicast`."""
+        shares are listed in its `tile.multicast`; `parts`: copied in parts
+        (copy_parts.py)."""
         alloc = RingAllocOp(stages, [ld.op.results[0].type for ld in loads])
+        if parts:
+            alloc.operation.attributes[PARTS_ATTR] = ir.UnitAttr.get()
         shared = [b for b, ld in enumerate(loads) if ld.multicast]
         if shared:
             alloc.operation.attributes[MULTICAST_ATTR] = ir.DenseI64ArrayAttr.get(shared)
@@ -410,7 +424,8 @@ class _Pipeliner:
         return (arith.remui(g, c(stages)),
                 arith.xori(arith.andi(arith.divui(g, c(stages)), c(1)), c(1)))
 
-    def loop_specialized(self, loop: ir.Operation, loads, tiles, chain=None) -> None:
+    def loop_specialized(self, loop: ir.Operation, loads, tiles, chain=None,
+                         parts: bool = False) -> None:
         """The ring with its producer in warps of its own (warp specialization):
 
             ring_alloc
@@ -437,7 +452,7 @@ class _Pipeliner:
         block_ops = [op.operation for op in loop.block.operations]
         after = block_ops[block_ops.index(loop) + 1:-1]
         with ir.InsertionPoint(loop), loc:
-            ring = self.ring_alloc(stages, loads)
+            ring = self.ring_alloc(stages, loads, parts)
             branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
         shuffle = warps >= 8          # registers move between warpgroups (see below)
         with ir.InsertionPoint(branch.then_block), loc:
@@ -692,7 +707,11 @@ class _Pipeliner:
                 it = arith.addi(base, it)
             slot = arith.remui(it, c(stages))
             parity = arith.andi(arith.divui(it, c(stages)), c(1))
-            RingWaitOp(ring, slot, parity)
+            wait = RingWaitOp(ring, slot, parity)
+            if PARTS_ATTR in getattr(ring.owner, "operation", ring.owner).attributes and \
+                    all(products_only(ld.op.results[0], body) for ld in loads):
+                # the views' products wait for the boxes they read (copy_parts.py)
+                wait.operation.attributes[PARTS_ATTR] = ir.UnitAttr.get()
             views = [RingViewOp(ring, slot, b).result for b in range(len(loads))]
         for ld, tile in zip(loads, views):
             ld.op.results[0].replace_all_uses_with(tile)

@@ -111,6 +111,7 @@ def _load(cx, op):
     tile = new_tile(cx, lay, t.shape, t.element_type)
     cx.values[op.result] = tile
     arr = cx.arrays[op.array]
+    cx.loaded_arrays.add(id(arr))
     index = [cx.get(i) for i in op.index]
     slow = lay.order[-1]                               # slabs along the slowest dim
     slabs = _slabs(cx, t, lay, arr.aligned)

@@ -26,6 +26,7 @@ from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import promotes_sums
 from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared
 from tileir.backend.layout.mma_plan import K_STEP
+from tileir.backend.pipeline.copy_parts import boxes_read
 from tileir.backend.pipeline.product_rotation import FENCE_ATTR
 
 from ..context import I32, I64, Frag, LoweringContext, _bits, is_fp8, reg_type
@@ -265,6 +266,9 @@ def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
     if packed_out is not None:
         packed_out.extend(packed)
     for kk in range(k // step):
+        # a ring view copied in parts: this k step's boxes waited for, before it reads them
+        _wait_parts(cx, a, 1, (kk * step, (kk + 1) * step))
+        _wait_parts(cx, b, 0, (kk * step, (kk + 1) * step))
         for mi in range(rm):
             for ni in range(rn):
                 base = (ni + mi * rn) * per
@@ -281,6 +285,20 @@ def _wgmma(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
                 regs[base:base + per] = out
     nvvm.wgmma_commit_group_sync_aligned()
     return Frag(acc.lin, acc.elem, regs)
+
+
+def _wait_parts(cx: LoweringContext, tile, k_dim: int, ks: tuple[int, int] | None = None):
+    """Waits for the boxes of a ring view copied in parts (rules/ring.py `Parts`) that
+    elements [k0, k1) = `ks` of the product's K (dim `k_dim` of the operand tile) read
+    (`copy_parts.boxes_read`); all its boxes without `ks`."""
+    if not isinstance(tile, SmemTile) or isinstance(tile.base, int):
+        return
+    parts = cx.smem_parts.get(tile.base)
+    if parts is None:
+        return
+    # (a sub-tile's coordinates are offset from the view's: all its boxes)
+    parts.wait(cx, boxes_read(tile.layout.order, k_dim, None if tile.xor else ks,
+                              parts.box_elems, len(parts.barriers)))
 
 
 # Accumulator columns one promoted chunk sums (its partial sums: 32 registers a thread)
@@ -311,6 +329,8 @@ def _wgmma_promoted(cx: LoweringContext, lay: Mma, a, b, acc: Frag, elem: str,
                           "memory", ir.Location.current)
     db = _Desc(cx, b, 0, 1, col0, (bn, n))
     da = _Desc(cx, a, 1, 0, row0, (bm, m))
+    _wait_parts(cx, a, 1)            # (ring views copied in parts: all their boxes)
+    _wait_parts(cx, b, 0)
     f32 = ir.F32Type.get()
     width = min(inn, PROMOTE_COLUMNS)
     regs = list(acc.regs)

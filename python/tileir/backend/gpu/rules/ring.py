@@ -20,6 +20,14 @@ slot's transaction bytes count the box as cut.
 `ring_wait` is every thread waiting on *full*; `ring_release` is lane 0 of
 each warp arriving on *empty*.
 
+A ring copied in parts (`tile.copy_parts` on its `ring_alloc`,
+backend/pipeline/copy_parts.py) has a full barrier per TMA box of a slot instead: the
+acquire announces each box's bytes on its own barrier and each box completes its own.
+A `ring_wait` marked the same way emits nothing: its slot's views carry their boxes'
+barriers and the wait's parity (`Parts`, in `cx.smem_parts` by the view's base), and
+the wgmma rule waits for a box before the first k step that reads it; an unmarked
+wait waits for every box.
+
 A ring whose `tile.multicast` lists buffers belongs to a cluster pair
 (`backend/pipeline/cluster_pairs.py`): the two blocks of a (2, 1, 1) cluster load those
 tiles alike, so block r copies half r of each (`cluster_pairs.split`: boxes r,
@@ -50,6 +58,7 @@ from mlir.dialects import arith, gpu, llvm, nvvm, scf
 
 from tileir.dialect import TileIRError
 from tileir.backend.pipeline.cluster_pairs import MULTICAST_ATTR, half_bytes, split
+from tileir.backend.pipeline.copy_parts import PARTS_ATTR
 from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes, tile_bytes, tma_clip_dim
 from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
@@ -74,6 +83,13 @@ class Ring:
     empty: int = 0
     tx: ir.Value | None = None  # i32 bytes per slot when a box may be clipped (runtime)
     multicast: frozenset = frozenset()   # buffers a cluster pair shares (copied in halves)
+    # copied in parts: the first part (box) of each buffer, and the part count; a
+    # slot's full barriers are then `parts` consecutive ones
+    part_base: list[int] | None = None
+    parts: int = 1
+    clipped: dict = dataclasses.field(default_factory=dict)   # buffer -> (dim, rows kept)
+    # a marked ring_wait's parity by its (tile-level) slot value: its views' Parts
+    deferred: dict = dataclasses.field(default_factory=dict)
 
     def slot_base(self, cx: LoweringContext, slot: ir.Value) -> ir.Value:
         return arith.addi(cx.const(self.base), arith.muli(slot, cx.const(self.stage_bytes)))
@@ -82,6 +98,23 @@ class Ring:
         off = arith.addi(cx.const(which), arith.muli(slot, cx.const(BARRIER_BYTES)))
         return cx.smem_ptr(off)
 
+    def full_part(self, cx: LoweringContext, slot: ir.Value, part: int) -> ir.Value:
+        """The full barrier of part `part` of `slot` (part 0: the slot's only one when
+        the ring is not copied in parts)."""
+        off = arith.addi(cx.const(self.full + part * BARRIER_BYTES),
+                         arith.muli(slot, cx.const(self.parts * BARRIER_BYTES)))
+        return cx.smem_ptr(off)
+
+    def part_tx(self, cx: LoweringContext, buffer: int) -> ir.Value:
+        """Bytes one box of `buffer` delivers (a clipped box: its kept rows')."""
+        lay, shape, elem = self.tiles[buffer]
+        eb = max(1, _bits(elem) // 8)
+        per_box = tile_bytes(shape, elem) // lay.num_boxes(shape, eb)
+        if buffer not in self.clipped:
+            return cx.const(per_box)
+        clip, kept = self.clipped[buffer]
+        return arith.muli(kept, cx.const(per_box // shape[clip]))
+
     def tx_bytes(self) -> int:
         """Bytes the copies of one slot deliver: every element of every tile (TMA counts
         a box's out-of-bounds zeros as delivered), not the boxes' padded footprint."""
@@ -89,6 +122,33 @@ class Ring:
 
     def tx_value(self, cx: LoweringContext) -> ir.Value:
         return self.tx if self.tx is not None else cx.const(self.tx_bytes())
+
+
+@dataclasses.dataclass
+class Parts:
+    """The boxes of a ring view copied in parts, waited for by the products that read
+    them: each box's full barrier, the elements of the tile's fastest dim a box holds,
+    the parity to wait for, and the boxes already waited for by the blocks whose code
+    runs before what is lowered next (a block and the blocks inside it)."""
+    barriers: list[ir.Value]
+    box_elems: int
+    parity: ir.Value
+    waited: dict = dataclasses.field(default_factory=dict)   # ir.Block -> set of boxes
+
+    def wait(self, cx: LoweringContext, boxes) -> None:
+        """Waits for `boxes` not waited for yet where the insertion point is."""
+        block = ir.InsertionPoint.current.block
+        done = set()
+        b = block
+        while b is not None:
+            done |= self.waited.get(b, set())
+            owner = b.owner
+            op = getattr(owner, "operation", owner)
+            b = op.block if op is not None and op.name != "builtin.module" else None
+        for box in sorted(set(boxes) - done):
+            nvvm.mbarrier_try_wait_parity(self.barriers[box], self.parity,
+                                          cx.const(_WAIT_TICKS))
+            self.waited.setdefault(block, set()).add(box)
 
 
 def copy_box(lay: Shared, shape, eb: int, multicast: bool) -> tuple[tuple[int, ...], int | None]:
@@ -126,21 +186,29 @@ def _ring_alloc(cx, op):
     stage_bytes = at
     tma = cx.chip.startswith("sm_90")
     stages = op.stages
-    size = stages * stage_bytes + (2 * stages * BARRIER_BYTES if tma else 0)
+    part_base, parts = None, 1
+    if tma and PARTS_ATTR in op.operation.attributes and not multicast_buffers(op.operation):
+        boxes = [lay.num_boxes(shape, max(1, _bits(elem) // 8)) for lay, shape, elem in tiles]
+        part_base = [sum(boxes[:b]) for b in range(len(boxes))]
+        parts = sum(boxes)
+    size = stages * stage_bytes + ((parts + 1) * stages * BARRIER_BYTES if tma else 0)
     # earlier users of this memory are done (readers of an exchange, TMA stores)
     # before its barriers are initialized and clipped rows zeroed
     cx.smem_barrier_before()
     base = cx.alloc_smem(size)
     ring = Ring(stages, tiles, offsets, stage_bytes, base, size, tma,
-                multicast=multicast_buffers(op.operation) if tma else frozenset())
+                multicast=multicast_buffers(op.operation) if tma else frozenset(),
+                part_base=part_base, parts=parts)
     if tma:
         ring.full = base + stages * stage_bytes
-        ring.empty = ring.full + stages * BARRIER_BYTES
+        ring.empty = ring.full + stages * parts * BARRIER_BYTES
         releasers = cx.num_warps * (2 if ring.multicast else 1)
         if_op = scf.IfOp(cx.first_thread(), [], has_else=False)
         with ir.InsertionPoint(if_op.then_block):
             for s in range(stages):
-                nvvm.mbarrier_init(cx.smem_ptr(ring.full + s * BARRIER_BYTES), cx.const(1))
+                for p in range(parts):
+                    nvvm.mbarrier_init(cx.smem_ptr(ring.full + (s * parts + p) * BARRIER_BYTES),
+                                       cx.const(1))
                 nvvm.mbarrier_init(cx.smem_ptr(ring.empty + s * BARRIER_BYTES),
                                    cx.const(releasers))
             nvvm.fence_mbarrier_init()
@@ -148,6 +216,7 @@ def _ring_alloc(cx, op):
         clips = _clipped_buffers(cx, op, ring)
         if clips:
             ring.tx = _clipped_tx(cx, ring, clips)
+            ring.clipped = {b: (clip, kept) for b, clip, kept in clips}
             _zero_clipped_rows(cx, ring, clips)
     if ring.multicast:           # both blocks' barriers are initialized for both
         cluster_sync(cx)
@@ -264,8 +333,16 @@ def _ring_acquire(cx, op):
     with ir.InsertionPoint(if_op.then_block):
         nvvm.mbarrier_try_wait_parity(ring.barrier(cx, ring.empty, slot), cx.get(op.parity),
                                       cx.const(_WAIT_TICKS))
-        nvvm.mbarrier_arrive_expect_tx(None, ring.barrier(cx, ring.full, slot),
-                                       ring.tx_value(cx))
+        if ring.part_base is None:
+            nvvm.mbarrier_arrive_expect_tx(None, ring.barrier(cx, ring.full, slot),
+                                           ring.tx_value(cx))
+        else:                    # each box's bytes on its own barrier
+            for b, first in enumerate(ring.part_base):
+                lay, shape, elem = ring.tiles[b]
+                tx = ring.part_tx(cx, b)
+                for box in range(lay.num_boxes(shape, max(1, _bits(elem) // 8))):
+                    nvvm.mbarrier_arrive_expect_tx(None, ring.full_part(cx, slot, first + box),
+                                                   tx)
         scf.YieldOp([])
 
 
@@ -316,6 +393,8 @@ def _tma_load(cx, op, ring, lay, shape, elem, slot, dst, index) -> None:
             if b:
                 coords[0] = arith.addi(coords[0], cx.const(b * box_inner))
             to = cx.smem_ptr(arith.addi(dst, cx.const(b * box_bytes)))
+            if ring.part_base is not None:      # copied in parts: the box's own barrier
+                bar = ring.full_part(cx, slot, ring.part_base[op.buffer] + b)
             cluster = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<7>"), to)
             nvvm.cp_async_bulk_tensor_shared_cluster_global(cluster, tmap, coords, bar, [],
                                                             multicast_mask=mask)
@@ -407,7 +486,15 @@ def _ring_commit(cx, op):
 def _ring_wait(cx, op):
     ring: Ring = cx.get(op.ring)
     slot = cx.get(op.slot)
-    if ring.tma:
+    if ring.tma and ring.part_base is not None:
+        if PARTS_ATTR in op.operation.attributes:
+            # the views' products wait for their boxes (rules/mma.py `_wait_parts`)
+            ring.deferred[op.slot] = cx.get(op.parity)
+            return
+        for p in range(ring.parts):
+            nvvm.mbarrier_try_wait_parity(ring.full_part(cx, slot, p), cx.get(op.parity),
+                                          cx.const(_WAIT_TICKS))
+    elif ring.tma:
         nvvm.mbarrier_try_wait_parity(ring.barrier(cx, ring.full, slot), cx.get(op.parity),
                                       cx.const(_WAIT_TICKS))
     else:
@@ -422,6 +509,13 @@ def _ring_view(cx, op):
     lay, shape, elem = ring.tiles[op.buffer]
     base = arith.addi(ring.slot_base(cx, cx.get(op.slot)), cx.const(ring.offsets[op.buffer]))
     cx.values[op.result] = SmemTile(lay, shape, elem, base)
+    if op.slot in ring.deferred:          # its wait was deferred to the products
+        eb = max(1, _bits(elem) // 8)
+        slot = cx.get(op.slot)
+        cx.smem_parts[base] = Parts(
+            [ring.full_part(cx, slot, ring.part_base[op.buffer] + b)
+             for b in range(lay.num_boxes(shape, eb))],
+            lay.box_elems(shape, eb), ring.deferred[op.slot])
 
 
 @rule("tile.ring_release")
@@ -459,7 +553,9 @@ def _ring_free(cx, op):
         if_op = _if(cx.first_thread())
         with ir.InsertionPoint(if_op.then_block):
             for s in range(ring.stages):
-                nvvm.mbarrier_inval(cx.smem_ptr(ring.full + s * BARRIER_BYTES))
+                for p in range(ring.parts):
+                    nvvm.mbarrier_inval(cx.smem_ptr(ring.full + (s * ring.parts + p) *
+                                                    BARRIER_BYTES))
                 nvvm.mbarrier_inval(cx.smem_ptr(ring.empty + s * BARRIER_BYTES))
             scf.YieldOp([])
     else:
