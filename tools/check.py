@@ -6,7 +6,8 @@ Counts come from each runner's JUnit XML report, so the final line
 Extra arguments go to pytest (e.g. `tile-check -k frontend`).
 
 Two tiers: plain `tile-check` runs the fast tier, every test but those marked
-`slow` (the long sweeps: fuzz runs, simulator GEMM grids); `tile-check --full`
+`slow` (the long sweeps: fuzz runs, simulator GEMM grids), and on a machine without
+a GPU but those marked `gpu` (each would only skip); `tile-check --full`
 runs every test, as CI does; the line before the totals names the tier that ran,
 its time, and the other tier's time as last measured on the project's 2-core
 machine (`MEASURED`, from bench/RESULTS.md).  Both runners use one worker per CPU (`lit -j`,
@@ -43,7 +44,8 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "404 s of CPU, 210 s wall on two quiet CPUs (201c92e, 2026-11-29)",
+    "fast": "341 s of CPU, 179 s wall at load 2, about 150 s on two quiet CPUs "
+            "(2dbf165, 2026-11-29)",
     "full": "526 s wall, 3516 passed (1f45197, 2026-11-29, two quiet CPUs)",
 }
 
@@ -96,16 +98,36 @@ def split_marker_expression(pytest_args: list[str]) -> tuple[str | None, list[st
     return expr, rest
 
 
-def tier_arguments(full: bool, gpu: bool, pytest_args: list[str]) -> list[str]:
+def tier_arguments(full: bool, gpu: bool, pytest_args: list[str],
+                   leave_out_gpu: bool = False) -> list[str]:
     """pytest's `-m` for the tier asked for: the fast tier leaves out tests marked
-    `slow`, `--gpu` keeps the `gpu` ones; a `-m` the user gave is kept, and-ed in."""
+    `slow` (and with `leave_out_gpu`, unless the user gave a `-m`, those marked
+    `gpu`), `--gpu` keeps the `gpu` ones; a `-m` the user gave is kept, and-ed in."""
     expr, rest = split_marker_expression(pytest_args)
     terms = [f"({expr})"] if expr else []
     if gpu:
         terms.append("gpu")
     if not full:
         terms.append("not slow")
+        if leave_out_gpu and not gpu and not expr:
+            terms.append("not gpu")
     return (["-m", " and ".join(terms)] if terms else []) + rest
+
+
+def have_gpu() -> bool:
+    """Whether the CUDA driver sees a GPU (as test/python/conftest.py asks)."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return False
+    try:
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return False
+        err, n = driver.cuDeviceGetCount()
+        return err == driver.CUresult.CUDA_SUCCESS and n > 0
+    except Exception:   # the driver library itself is missing
+        return False
 
 
 def tier_line(full: bool, gpu: bool, seconds: float) -> str:
@@ -179,7 +201,10 @@ def main(argv=None) -> int:
     args, pytest_args = p.parse_known_args(argv)
     if args.gpu:
         args.no_lit = True
-    pytest_args = tier_arguments(args.full, args.gpu, pytest_args)
+    # Without a GPU the fast tier leaves the GPU tests out instead of running each to
+    # its skip: a thousand of them cost pytest-xdist's workers and reports ~4 s of CPU
+    leave_out_gpu = not (args.full or args.gpu) and not have_gpu()
+    pytest_args = tier_arguments(args.full, args.gpu, pytest_args, leave_out_gpu)
     # The GPU tier shares one GPU (and its timings) between tests: one process, unless asked
     jobs = args.jobs or (1 if args.gpu or args.sanitizer else cpu_count())
     if args.durations is not None:
@@ -238,12 +263,17 @@ def main(argv=None) -> int:
                 print(f"== {name}: compute-sanitizer ({args.sanitizer}) reported errors")
                 counts = (counts[0], counts[1] + 1, counts[2])
             elif rc == PYTEST_NO_TESTS and name == "pytest" and counts == (0, 0, 0):
-                print("== pytest: no test selected (the fast tier leaves out tests marked "
-                      "`slow`: --full runs them)")
+                gpu_too = ", and without a GPU those marked `gpu`" if leave_out_gpu else ""
+                print(f"== pytest: no test selected (the fast tier leaves out tests marked "
+                      f"`slow`{gpu_too}: --full runs them)")
             elif rc != 0 and counts[1] == 0:
                 counts = (counts[0], 1, counts[2])     # the runner itself failed
             print(f"== {name}: {counts[0]} passed, {counts[1]} failed, {counts[2]} skipped\n")
             totals = [t + c for t, c in zip(totals, counts)]
+    if leave_out_gpu and not args.no_pytest:
+        print("== no GPU here: the tests marked `gpu` were left out (each would skip); "
+              "`tile-check --full` counts them as skipped, `tile-check --gpu` runs them "
+              "on a GPU machine")
     print(tier_line(args.full, args.gpu, time.monotonic() - start))
     print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
     return 1 if totals[1] else 0

@@ -5,6 +5,9 @@ cubins can share one for the session (`shared_compile_cache`, `session_dir`); te
 that run tile-opt as a command can reach a warm one (`tile_opt_server`)."""
 
 import hashlib
+import importlib
+import importlib.util
+import itertools
 import os
 import subprocess
 import sys
@@ -71,10 +74,23 @@ def _tier_sweeps(items):
             first.add(key)
 
 
+@pytest.fixture(scope="session")
+def _private_caches(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tileir-caches")
+
+
+_PRIVATE_CACHES = itertools.count()
+
+
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory, monkeypatch):
-    """Tests never read or fill the user's compile cache (~/.cache/tileir)."""
-    monkeypatch.setenv("TILEIR_CACHE_DIR", str(tmp_path_factory.mktemp("tileir-cache")))
+def _private_cache(_private_caches, monkeypatch):
+    """Tests never read or fill the user's compile cache (~/.cache/tileir): each gets an
+    empty folder of its own, numbered by this worker's count and made directly, since
+    tmp_path_factory.mktemp lists every folder made before (near the end of a fast-tier
+    run ~2 ms a test, and every `tmp_path` listed the caches too)."""
+    path = _private_caches / str(next(_PRIVATE_CACHES))
+    path.mkdir()
+    monkeypatch.setenv("TILEIR_CACHE_DIR", str(path))
 
 
 @pytest.fixture(scope="session")
@@ -125,6 +141,28 @@ def tile_opt_server(tmp_path_factory):
     yield path
     server.terminate()
     server.wait(timeout=60)
+
+
+class _LazyModule:
+    """A module imported when a test first reads one of its names (`lazy_import`)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        if attr.startswith("_"):        # pytest probes a module's names as it collects
+            raise AttributeError(attr)
+        return getattr(importlib.import_module(self._name), attr)
+
+
+def lazy_import(name: str):
+    """`name`, imported when a test first uses it, or the whole file skipped where it is
+    not installed (as pytest.importorskip).  For the GPU test files: without a GPU
+    each of their tests skips, and importing torch while pytest collects them cost
+    each xdist worker of `tile-check` about 3 s of CPU."""
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"could not import {name!r}", allow_module_level=True)
+    return _LazyModule(name)
 
 
 def session_memo(session_dir: Path, kind: str, data: bytes, make) -> str:

@@ -189,8 +189,11 @@ def _simulated_varlen(target, causal, d, dtype, tiles, lengths):
     _check_varlen(o, lse, q, k, v, cu_q, cu_k, causal, 2e-3)
 
 
+# the fast tier: causal on sm_90a; not causal (the same loop, its mask an end test
+# instead of the diagonal) in --full, and in the interpreter in the fast tier
+# (test_varlen_in_the_interpreter)
 @pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("causal", [pytest.param(False, marks=pytest.mark.slow), True])
 @pytest.mark.parametrize("lengths", [
     # a zero-length query sequence, a zero-length key one, one token, q shorter than k
     ([0, 1, 70, 9], [5, 0, 100, 9]),
@@ -252,6 +255,10 @@ def test_varlen_runs_on_tma_and_wgmma_without_local_memory(d, causal, tmp_path):
     assert not re.search(r"C75(0[78]|1\d|20)", ck.ptxas_report), ck.ptxas_report
 
 
+# In --full (2 s of CPU): the fast tier keeps the varlen kernel's producer and SASS
+# (test_varlen_runs_on_tma_and_wgmma_without_local_memory) and the log-sum-exp output's
+# numbers (test_varlen_in_the_interpreter, with_lse=True)
+@pytest.mark.slow
 def test_varlen_with_the_log_sum_exp_keeps_its_producer_without_local_memory(tmp_path):
     # the second scattered output in the consumers' epilogue, after setmaxnreg
     ck = _compiled_varlen(128, example.varlen_tiles(128, "sm_90a"), True, with_lse=True)
@@ -299,6 +306,9 @@ def test_head_dim_256_at_128x128_needs_no_local_memory():
     assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
 
 
+# In --full (2 s of CPU): the same kernel's ring, wgmma and TMA without local memory at
+# head dim 128 are test_128x128_attention_runs_on_tma_and_wgmma_without_local_memory's
+@pytest.mark.slow
 def test_head_dim_256_at_128x64_keeps_a_ring_without_local_memory(tmp_path):
     q = np.zeros((4, 32, 4096, 256), ml_dtypes.bfloat16)
     ck = example.attention.compile((q, q, q, q, 0.0625, 32, 1, 128, 64, 256, False),
@@ -359,7 +369,13 @@ def _pingpong_loop(text: str) -> list[str]:
     return ins[start:end + 1]
 
 
-@pytest.mark.parametrize("d,causal", [(128, False), (128, True), (64, False),
+# the fast tier: head dim 128 without the mask (two cubins and their SASS, ~4 s of CPU
+# each case); causal and head dim 64 in --full: their turns are run in the simulator by
+# test_pingpong_runs_in_the_simulator (64, causal) and
+# test_pingpong_alternates_in_each_of_two_loops_in_the_simulator
+@pytest.mark.parametrize("d,causal", [(128, False),
+                                      pytest.param(128, True, marks=pytest.mark.slow),
+                                      pytest.param(64, False, marks=pytest.mark.slow),
                                       pytest.param(64, True, marks=pytest.mark.slow)])
 def test_pingpong_turns_around_the_products_in_the_sass(d, causal, tmp_path):
     q = np.zeros((4, 32, 4096, d), ml_dtypes.bfloat16)
@@ -403,9 +419,13 @@ def _simulate_pingpong(kernel, s, d, bn, causal, h=2, hkv=1):
 
 
 # ragged lengths: 1 key tile (the rotated loop runs no trip: only the start and end of
-# the alternation), 2, and causal blocks of 1, 3 and 5 tiles (every block its own count)
-@pytest.mark.parametrize("s,bn,causal", [(40, 64, False), (100, 64, True), (300, 64, True),
-                                         (300, 128, False)])
+# the alternation), 2, and causal blocks of 1, 3 and 5 tiles (every block its own count);
+# the 300-long cases (2-3 s of CPU each) in --full: causal blocks of several tiles are
+# kept by (100, 64, True) and the two-loop test, 128-key tiles by the SASS test
+@pytest.mark.parametrize("s,bn,causal", [(40, 64, False), (100, 64, True),
+                                         pytest.param(300, 64, True, marks=pytest.mark.slow),
+                                         pytest.param(300, 128, False,
+                                                      marks=pytest.mark.slow)])
 def test_pingpong_runs_in_the_simulator(s, bn, causal):
     # the simulator replays the named barriers per warp as the hardware counts them
     # (sim.hardware.NamedBarriers): a turn that never comes or is never taken fails here

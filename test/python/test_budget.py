@@ -101,6 +101,9 @@ def test_sm80_k_tiles_are_split_when_two_stages_do_not_fit(kernel, shape):
     assert _no_spills(ck), ck.ptxas_report
 
 
+# in --full: test_sm80_k_tiles_are_split_when_two_stages_do_not_fit keeps the fit, and
+# test_aot's test_tile_compile_fills_the_cache_for_each_target keeps tile-compile
+@pytest.mark.slow
 def test_tile_compile_builds_the_sm80_gemm_that_did_not_fit(tmp_path, capsys):
     assert aot.main([f"{__name__}:gemm", "--args", "f16[2],f16[2],f16[2],128,256,128",
                      "--target", "sm_80", "--cache-dir", str(tmp_path)]) == 0

@@ -33,6 +33,13 @@ def test_skipped():
 '''
 
 
+@pytest.fixture(autouse=True)
+def _a_gpu_machine(monkeypatch):
+    """tile-check as on a GPU machine (its fast tier keeps the `gpu` tests), unless a
+    test says otherwise: the counts below do not depend on this machine's GPU."""
+    monkeypatch.setattr(check, "have_gpu", lambda: True)
+
+
 @pytest.fixture
 def project(tmp_path):
     (tmp_path / "test").mkdir()
@@ -91,6 +98,22 @@ def test_the_fast_tier_leaves_out_slow_tests_and_full_runs_them(project, capsys)
     assert tier.endswith(f"plain `tile-check`): {check.MEASURED['fast']}")
 
 
+def test_without_a_gpu_the_fast_tier_leaves_the_gpu_tests_out(project, capsys, monkeypatch):
+    """They would each run to a skip; --full still counts them (as skipped where the
+    project's conftest skips them), --gpu runs them."""
+    monkeypatch.setattr(check, "have_gpu", lambda: False)
+    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "test"]) == 0
+    out = capsys.readouterr().out
+    assert "-m not slow and not gpu" in out and "the tests marked `gpu` were left out" in out
+    assert out.strip().splitlines()[-1] == "1 passed, 0 failed, 1 skipped"
+    assert check.main(["--root", str(project), "--no-lit", "-j", "1", "--full", "test"]) == 0
+    out = capsys.readouterr().out
+    assert "not gpu" not in out and "were left out" not in out
+    assert out.strip().splitlines()[-1] == "3 passed, 0 failed, 1 skipped"
+    assert check.main(["--root", str(project), "--gpu", "test"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "1 passed, 0 failed, 0 skipped"
+
+
 def test_workers_keep_the_counts_exact(project, capsys):
     """pytest-xdist's workers report to one JUnit file: the same counts as one process."""
     assert check.main(["--root", str(project), "--no-lit", "-j", "1", "--full", "test"]) == 0
@@ -118,6 +141,16 @@ def test_a_selection_of_only_slow_tests_is_no_failure(project, capsys):
 ])
 def test_the_tier_is_anded_with_a_marker_expression_given(full, gpu, given, want):
     assert check.tier_arguments(full, gpu, given) == want
+
+
+@pytest.mark.parametrize("full, gpu, given, want", [
+    (False, False, [], ["-m", "not slow and not gpu"]),
+    (False, False, ["-m", "a"], ["-m", "(a) and not slow"]),     # the user's selection
+    (True, False, [], []),
+    (False, True, [], ["-m", "gpu and not slow"]),
+])
+def test_without_a_gpu_only_the_fast_tier_leaves_gpu_tests_out(full, gpu, given, want):
+    assert check.tier_arguments(full, gpu, given, leave_out_gpu=True) == want
 
 
 @pytest.mark.parametrize("exit_code, last", [(0, "1 passed, 0 failed, 0 skipped"),

@@ -981,7 +981,8 @@ def test_rounding_to_fp8_saturates_as_the_gpu_does(src, dst):
     assert want[0] == top and want[1] == -top and np.isnan(want[2].astype(np.float32))
 
 
-@pytest.mark.parametrize("src", ["float32", "float16", pytest.param("bfloat16", marks=pytest.mark.slow),
+@pytest.mark.parametrize("src", ["float32", "float16",
+                                 pytest.param("bfloat16", marks=pytest.mark.slow),
                                  pytest.param("float64", marks=pytest.mark.slow)])
 def test_float_to_int_saturates_everywhere(src):
     """Truncation toward zero, saturating, NaN to 0 (docs/interpreter.md) on the GPU
@@ -1240,8 +1241,9 @@ _ATOMIC_DTYPES = {"add": _ATOMIC_INTS + ("float32", "float64", "float16", "bfloa
                   "xor": _ATOMIC_INTS}        # cuTile's table
 
 
+# the fast tier: max and and (or and xor take and's path: one atom.<op>.b<n> a dtype)
 @pytest.mark.parametrize("kind", [pytest.param(i, marks=pytest.mark.slow)
-                                  if k in ("add", "min", "xchg", "cas") else i
+                                  if k in ("add", "min", "xchg", "cas", "or", "xor") else i
                                   for i, k in enumerate(_KINDS)], ids=_KINDS)
 def test_every_atomic_on_every_dtype_it_takes_compiles_and_runs(kind, rng):
     """Each atomic on each array dtype cuTile allows it: the cubin builds for both

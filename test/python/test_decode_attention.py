@@ -243,6 +243,12 @@ def _decode_text(ck, tmp_path):
     return ptx if isinstance(ptx, str) else ptx.decode(), _sass_text(ck.cubin, tmp_path)
 
 
+# in --full (3.6 s of CPU: a cubin at Llama-3-8B's heads and its SASS): the same ticket
+# (an acq_rel atomic at gpu scope, strong loads of the partials) is checked in SASS by
+# test_llm_gemv's test_ticket_orders_the_partials_before_the_last_block_reads_them, and
+# this kernel's merge in the last block runs in the simulator here
+# (test_the_last_block_to_finish_merges_whatever_the_order)
+@pytest.mark.slow
 def test_the_ticket_is_acq_rel_at_gpu_scope_and_the_partials_bypass_l1(tmp_path):
     # Llama-3-8B's heads at batch 1, pages of 16, one launch: every consumer thread's
     # stores, a barrier, then one thread's atom.acq_rel.gpu (ptxas: MEMBAR.ALL.GPU
@@ -369,7 +375,8 @@ PARTS = {"copy_parts": True}
 
 
 @pytest.mark.parametrize("splits,tq,page,bn,hints", [
-    (2, 1, 32, 32, ROTATED),
+    # in --full: the rotation_fence case below runs this configuration with one fence more
+    pytest.param(2, 1, 32, 32, ROTATED, marks=pytest.mark.slow),
     (1, 2, 64, 64, None),                            # the default: 64 rows, 2 stages
     pytest.param(1, 2, 16, 16, None, marks=pytest.mark.slow),
     pytest.param(3, 1, 64, 32, {"warp_specialize": False}, marks=pytest.mark.slow),
@@ -549,6 +556,10 @@ def test_copy_parts_boxes_read_match_the_shared_layout():
                 assert waited == set(range(8))
 
 
+# In --full (2 s of CPU: a cubin and its SASS): the fast tier runs this option's code
+# in the simulator (test_the_generated_mla_runs_in_the_simulator, rotation_fence=True),
+# and an MLA cubin's SASS in test_unrotated_mla_frees_each_slot_in_its_own_step
+@pytest.mark.slow
 def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     # rotation_fence=True: a fence before the wait for P c of step j - 1, so ptxas keeps
     # the wait below the softmax's exponentials (without it ptxas moved the wait up

@@ -7,16 +7,21 @@ both the aligned (16-byte vector) and unaligned (column-offset view) variants.
 
 import numpy as np
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 from tileir.examples import layernorm, next_pow2, rmsnorm, softmax, transpose, vector_add
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 # tolerance of one rounding of an f32 result to the output type, plus f32 noise
-TOL = {torch.float32: (2e-5, 1e-5), torch.float16: (2e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2)}
+TOL = {"float32": (2e-5, 1e-5), "float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2)}
+
+def tol(dtype):
+    """TOL of a torch dtype."""
+    return TOL[str(dtype).removeprefix("torch.")]
 
 
 def rand(*shape, dtype, offset=False):
@@ -32,7 +37,7 @@ def poisoned(*shape, dtype):
 
 
 def close(out, ref):
-    rtol, atol = TOL[out.dtype]
+    rtol, atol = tol(out.dtype)
     assert not out.isnan().any(), "some output elements were not written"
     torch.testing.assert_close(out.float(), ref.float(), rtol=rtol, atol=atol)
 
@@ -41,7 +46,7 @@ def close(out, ref):
 @pytest.mark.parametrize("n", [1, 1000, 65536 + 17])
 @pytest.mark.parametrize("offset", [False, True])
 def test_vector_add(dtype, n, offset):
-    d = DTYPES[dtype]
+    d = getattr(torch, DTYPES[dtype])
     a, b = rand(n, dtype=d, offset=offset), rand(n, dtype=d, offset=offset)
     c = poisoned(n, dtype=d)
     ct.launch(None, (ct.cdiv(n, 1024),), vector_add.vector_add, (a, b, c, 1024))
@@ -55,7 +60,7 @@ ROWS = [(1, 1), (7, 1000), (64, 4096), (3, 8192 + 5)]
 @pytest.mark.parametrize("m,n", ROWS)
 @pytest.mark.parametrize("offset", [False, True])
 def test_softmax(dtype, m, n, offset):
-    d = DTYPES[dtype]
+    d = getattr(torch, DTYPES[dtype])
     x = rand(m, n, dtype=d, offset=offset) * 4
     y = poisoned(m, n, dtype=d)
     ct.launch(None, (m,), softmax.softmax, (x, y, next_pow2(n)))
@@ -66,7 +71,7 @@ def test_softmax(dtype, m, n, offset):
 @pytest.mark.parametrize("m,n", ROWS)
 @pytest.mark.parametrize("offset", [False, True])
 def test_rmsnorm(dtype, m, n, offset):
-    d = DTYPES[dtype]
+    d = getattr(torch, DTYPES[dtype])
     x, w = rand(m, n, dtype=d, offset=offset), rand(n, dtype=d)
     y = poisoned(m, n, dtype=d)
     ct.launch(None, (m,), rmsnorm.rmsnorm, (x, w, y, 1e-6, next_pow2(n)))
@@ -79,7 +84,7 @@ def test_rmsnorm(dtype, m, n, offset):
 @pytest.mark.parametrize("m,n", ROWS)
 @pytest.mark.parametrize("offset", [False, True])
 def test_layernorm(dtype, m, n, offset):
-    d = DTYPES[dtype]
+    d = getattr(torch, DTYPES[dtype])
     x = rand(m, n, dtype=d, offset=offset) + 3
     w, b = rand(n, dtype=d), rand(n, dtype=d)
     y = poisoned(m, n, dtype=d)
@@ -92,7 +97,7 @@ def test_layernorm(dtype, m, n, offset):
 @pytest.mark.parametrize("m,n,tm,tn", [(1, 1, 16, 16), (300, 170, 64, 32), (1024, 1000, 64, 64),
                                        (33, 4097, 32, 128), (4096, 32, 128, 16)])
 def test_transpose_sweep(dtype, m, n, tm, tn):
-    d = DTYPES[dtype]
+    d = getattr(torch, DTYPES[dtype])
     x = rand(m, n, dtype=d)
     y = poisoned(n, m, dtype=d)
     ct.launch(None, (ct.cdiv(m, tm), ct.cdiv(n, tn)), transpose.transpose, (x, y, tm, tn))
@@ -125,7 +130,7 @@ def reduce_rows(x, out, KIND: ct.Constant[int], AXIS: ct.Constant[int],
 @pytest.mark.parametrize("m,n,tm,tn", [(37, 100, 16, 128), (256, 512, 16, 512), (5, 3000, 8, 4096),
                                        (1000, 7, 256, 8)])
 def test_reduction_sweep(dtype, kind, axis, m, n, tm, tn):
-    d = DTYPES[dtype]
+    d = getattr(torch, DTYPES[dtype])
     if axis == 0:
         m, n, tm, tn = n, m, tn, tm       # reduce columns: tiles span all rows
     x = rand(m, n, dtype=d)
@@ -181,7 +186,7 @@ def test_argmax_argmin_sweep(dtype, argmax, axis, propagate_nan, m, n, tm, tn):
     if dtype == "i32":
         x = torch.randint(-8, 8, (m, n), device="cuda", dtype=torch.int32)
     else:
-        x = torch.randint(-8, 8, (m, n), device="cuda").to(DTYPES[dtype])
+        x = torch.randint(-8, 8, (m, n), device="cuda").to(getattr(torch, DTYPES[dtype]))
         x[torch.rand(m, n, device="cuda") < 0.002] = float("nan")
     blocks = ct.cdiv(m, tm) if axis == 1 else ct.cdiv(n, tn)
     out = torch.full((blocks * (tm if axis == 1 else tn),), -7, device="cuda",
@@ -224,7 +229,7 @@ def chunked_row_sum(x, out, TN: ct.Constant[int]):
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("m,n,tn", [(3, 1, 64), (17, 1000, 128), (64, 4097, 512)])
 def test_loops_and_branches(dtype, m, n, tn):
-    x = rand(m, n, dtype=DTYPES[dtype])
+    x = rand(m, n, dtype=getattr(torch, DTYPES[dtype]))
     out = poisoned(m, dtype=torch.float32)
     ct.launch(None, (m,), chunked_row_sum, (x, out, tn))
     ref = x.double().sum(-1).abs()
@@ -351,7 +356,8 @@ def axpby(x, y, out, alpha, beta, TILE: ct.Constant[int]):
     ct.store(out, index=(pid,), tile=ct.astype(alpha * a + beta * b, out.dtype))
 
 
-def _axpby_case(n, offset=False, d=torch.float32):
+def _axpby_case(n, offset=False, d=None):
+    d = torch.float32 if d is None else d
     x, y = rand(n, dtype=d, offset=offset), rand(n, dtype=d, offset=offset)
     return x, y, poisoned(n, dtype=d)
 
@@ -648,10 +654,11 @@ def _pair_copy(x, y, TM: ct.Constant[int]):
     ct.store(y, index=(i, j), tile=t)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int8])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64", "int8"])
 @pytest.mark.parametrize("cols", [1, 5])
 def test_two_element_groups_at_the_edge(dtype, cols):
     # views of rows that start on 16 bytes: the aligned (vector) path
+    dtype = getattr(torch, dtype)
     base = (torch.randn(37, 16, device="cuda") * 10 + 20).to(dtype)
     x = base[:, :cols]
     out = torch.full((37, 16), 7, device="cuda", dtype=dtype)

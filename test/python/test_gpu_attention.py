@@ -9,12 +9,13 @@ import itertools
 import math
 
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 from tileir.examples import attention as example
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
 
 @pytest.fixture(autouse=True)

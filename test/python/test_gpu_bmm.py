@@ -9,6 +9,7 @@ Marked `gpu`: skipped cleanly without an NVIDIA GPU."""
 from __future__ import annotations
 
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 from tileir.examples.bmm import bmm, bmm_grid
@@ -16,10 +17,14 @@ from tileir.examples.bmm import bmm, bmm_grid
 from test_bmm import bmm_heads, bmm_residual
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
 # relative Frobenius error: one rounding of the output plus the f32 sums
-TOL = {torch.bfloat16: 8e-3, torch.float16: 2e-3}
+TOL = {"bfloat16": 8e-3, "float16": 2e-3}
+
+def tol(dtype):
+    """TOL of a torch dtype."""
+    return TOL[str(dtype).removeprefix("torch.")]
 
 
 def _rel_err(out, ref) -> float:
@@ -36,13 +41,14 @@ def _bmm(batch, m, n, k, dtype, tiles, axis):
     return c, torch.bmm(a.double(), b.double())
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("axis", [0, 1, 2])
 @pytest.mark.parametrize("batch,m,n,k", [(1, 1, 8, 8), (3, 17, 136, 72), (5, 300, 264, 200),
                                          (4, 257, 1000, 1032), (2, 127, 24, 4104)])
 def test_batched_gemm_ragged(dtype, axis, batch, m, n, k):
+    dtype = getattr(torch, dtype)
     c, ref = _bmm(batch, m, n, k, dtype, (128, 128, 64), axis)
-    assert _rel_err(c, ref) < TOL[dtype]
+    assert _rel_err(c, ref) < tol(dtype)
 
 
 @pytest.mark.parametrize("batch,m,n,k", [(4, 512, 1024, 256), (3, 300, 520, 136),
@@ -50,7 +56,7 @@ def test_batched_gemm_ragged(dtype, axis, batch, m, n, k):
 def test_batched_gemm_at_the_samples_tiles(batch, m, n, k):
     """cuTile's BatchMatMul: fp16, 128 x 256 x 128 tiles, the batch on grid axis 0."""
     c, ref = _bmm(batch, m, n, k, torch.float16, (128, 256, 128), 0)
-    assert _rel_err(c, ref) < TOL[torch.float16]
+    assert _rel_err(c, ref) < tol(torch.float16)
 
 
 @pytest.mark.parametrize("axis", [0, 2])
@@ -60,13 +66,13 @@ def test_batched_gemm_as_benchmarked(axis, batch, m, n, k):
     """bench/bmm.py's launches: persistent, in cluster pairs where the grid allows, the
     epilogue by TMA; and the LLM-shaped products (one row tile a batch)."""
     c, ref = _bmm(batch, m, n, k, torch.bfloat16, (128, 128, 64), axis)
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
 def test_batched_gemm_unaligned():
     """Rows of 200 and 520 bytes: no TMA, the register path, the same result."""
     c, ref = _bmm(3, 200, 260, 100, torch.bfloat16, (128, 128, 64), 0)
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
 def test_batched_epilogue():
@@ -78,7 +84,7 @@ def test_batched_epilogue():
               (a, b, d, c, 0.5, 128, 128, 64))
     torch.cuda.synchronize()
     ref = 0.5 * torch.bmm(a.double(), b.double()) + d.double()
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
 def test_four_dimensional_scores():
@@ -89,4 +95,4 @@ def test_four_dimensional_scores():
     ct.launch(None, (ct.cdiv(1000, 128), ct.cdiv(1000, 128), 16), bmm_heads,
               (q, k, s, 8, 128, 128, 64))
     torch.cuda.synchronize()
-    assert _rel_err(s, q.double() @ k.double().transpose(-1, -2)) < TOL[torch.float16]
+    assert _rel_err(s, q.double() @ k.double().transpose(-1, -2)) < tol(torch.float16)

@@ -10,6 +10,7 @@ in its metadata), a large grid's is not.
 """
 
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 from tileir.examples import llm_ops
@@ -17,10 +18,14 @@ from tileir.examples import llm_ops
 from test_cluster_rows import row_stats     # sum, max and min of each row, C at a time
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
-DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
-TOL = {torch.float32: (1e-5, 1e-6), torch.bfloat16: (1.6e-2, 1e-5)}
+DTYPES = {"f32": "float32", "bf16": "bfloat16"}
+TOL = {"float32": (1e-5, 1e-6), "bfloat16": (1.6e-2, 1e-5)}
+
+def tol(dtype):
+    """TOL of a torch dtype."""
+    return TOL[str(dtype).removeprefix("torch.")]
 
 
 def _compiled(kernel, args, grid):
@@ -42,7 +47,7 @@ def _rows(rows, n, dtype):
 @pytest.mark.parametrize("rows", [1, 3, 16, 64])
 @pytest.mark.parametrize("n", [128256, 5000, 300])
 def test_vocab_softmax_and_logsumexp_at_decode_sizes(dtype, rows, n):
-    d = DTYPES[dtype]
+    d = getattr(torch, DTYPES[dtype])
     x = _rows(rows, n, d)
     y = torch.full_like(x, float("nan"))
     lse = torch.full((rows,), float("nan"), device="cuda")
@@ -50,7 +55,7 @@ def test_vocab_softmax_and_logsumexp_at_decode_sizes(dtype, rows, n):
     ct.launch(None, (rows,), llm_ops.vocab_logsumexp, (x, lse, 1024))
     torch.cuda.synchronize()
     ref = torch.softmax(x.double(), 1)
-    rtol, atol = TOL[d]
+    rtol, atol = tol(d)
     assert not y.isnan().any() and not lse.isnan().any()
     torch.testing.assert_close(y.double(), ref.to(d).double(), rtol=rtol, atol=atol)
     torch.testing.assert_close(lse.double(), torch.logsumexp(x.double(), 1),
@@ -72,12 +77,12 @@ def test_a_large_grid_keeps_one_block_a_row_for_one_pass():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows,n", [(300, 20000), (1000, 128256 // 4 + 3)])
 def test_a_large_grid_deals_a_rereading_softmax_to_clusters_of_four(dtype, rows, n):
-    d = DTYPES[dtype]
+    d = getattr(torch, DTYPES[dtype])
     x = _rows(rows, n, d)
     y = torch.full_like(x, float("nan"))
     ct.launch(None, (rows,), llm_ops.vocab_softmax, (x, y, 2048))
     torch.cuda.synchronize()
-    rtol, atol = TOL[d]
+    rtol, atol = tol(d)
     assert not y.isnan().any()
     torch.testing.assert_close(y.double(), torch.softmax(x.double(), 1).to(d).double(),
                                rtol=rtol, atol=atol)

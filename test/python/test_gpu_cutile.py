@@ -14,6 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 
@@ -21,7 +22,7 @@ import test_cutile_api as api
 import test_cutile_views as views
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
 
 def both(kernel, grid, args, poison=np.nan):

@@ -15,13 +15,14 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
 
 @pytest.fixture(autouse=True)

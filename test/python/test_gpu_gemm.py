@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 from tileir.runtime import launcher
@@ -22,7 +23,7 @@ from test_tensor_cores import (attention, batched_tiles, bgemm, gemm, gemm_f16_a
                                lower_gemm)
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
 
 def _rel_err(out, ref) -> float:
@@ -31,8 +32,12 @@ def _rel_err(out, ref) -> float:
 
 
 # relative Frobenius error: one rounding of the output (bf16: 2^-9) plus the f32 sums
-TOL = {torch.bfloat16: 8e-3, torch.float16: 2e-3, torch.float32: 3e-3,   # f32: tf32 inputs
-       torch.float8_e4m3fn: 6e-2}
+TOL = {"bfloat16": 8e-3, "float16": 2e-3, "float32": 3e-3,   # f32: tf32 inputs
+       "float8_e4m3fn": 6e-2}
+
+def tol(dtype):
+    """TOL of a torch dtype."""
+    return TOL[str(dtype).removeprefix("torch.")]
 SIZES = [1, 17, 127, 256, 4097]
 
 
@@ -46,14 +51,15 @@ def _run(kernel, a, b, out_dtype, tiles, nt=False, grid=None):
     return c, ref
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("m", SIZES)
 @pytest.mark.parametrize("n,k", [(17, 4097), (256, 64), (127, 1), (4097, 127)])
 def test_plain_gemm_ragged(dtype, m, n, k):
+    dtype = getattr(torch, dtype)
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(k, n, device="cuda", dtype=dtype)
     c, ref = _run(gemm, a, b, dtype, (128, 128, 64))
-    assert _rel_err(c, ref) < TOL[dtype]
+    assert _rel_err(c, ref) < tol(dtype)
 
 
 @pytest.mark.parametrize("tiles", [(64, 64, 32), (128, 128, 64), (128, 256, 64), (64, 128, 64)])
@@ -64,7 +70,7 @@ def test_tile_shapes_and_transposed_weights(tiles, nt):
     b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) if nt else \
         torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     c, ref = _run(gemm_nt if nt else gemm, a, b, torch.bfloat16, tiles, nt=nt)
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
 @pytest.mark.parametrize("warps,tiles", [(8, (128, 128, 64)), (8, (128, 256, 64)),
@@ -74,7 +80,7 @@ def test_warp_specialized_gemm(warps, tiles):
     a = torch.randn(1000, 4097, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(4097, 777, device="cuda", dtype=torch.bfloat16)
     c, ref = _run(kernel, a, b, torch.bfloat16, tiles)
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
 def test_unaligned_operands_take_the_synchronous_path():
@@ -82,20 +88,21 @@ def test_unaligned_operands_take_the_synchronous_path():
     a = big[:, 1:]                                   # base and rows not 16-byte aligned
     b = torch.randn(200, 136, device="cuda", dtype=torch.bfloat16)
     c, ref = _run(gemm, a, b, torch.bfloat16, (128, 128, 64))
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
 def test_fp8_gemm():
     a = torch.randn(1000, 512, device="cuda").to(torch.float8_e4m3fn)
     w = torch.randn(777, 512, device="cuda").to(torch.float8_e4m3fn)
     c, ref = _run(gemm_nt, a, w, torch.bfloat16, (128, 128, 64), nt=True)
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float8_e4m3fn])
+@pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
 def test_f16_accumulator_gemm(dtype):
     """mma into a float16 accumulator (cuTile allows it for f16 and fp8 operands): f32
     sums on the tensor cores, one rounding to f16 per K tile; ragged M, N and K."""
+    dtype = getattr(torch, dtype)
     a = (torch.randn(1000, 520, device="cuda") * 0.5).to(dtype)
     b = (torch.randn(520, 776, device="cuda") * 0.5).to(dtype)
     c, ref = _run(gemm_f16_acc, a, b, torch.float16, (128, 128, 64))
@@ -117,11 +124,13 @@ def test_e4m3_times_e5m2_gemm(fast):
     assert err < (4e-3 if fast else 4e-4), err
 
 
-@pytest.mark.parametrize("da,db", [(torch.uint8, torch.uint8), (torch.int8, torch.uint8),
-                                   (torch.uint8, torch.int8), (torch.int8, torch.int8)])
+@pytest.mark.parametrize("da,db", [("uint8", "uint8"), ("int8", "uint8"),
+                                   ("uint8", "int8"), ("int8", "int8")])
 def test_int8_products_are_exact(da, db):
     """cuTile's int8 / uint8 products into int32, every pairing: exact (uint8 through
     the signed product and row or column sums); ragged M, N, K."""
+    da = getattr(torch, da)
+    db = getattr(torch, db)
     def draw(shape, d):
         info = torch.iinfo(d)
         return torch.randint(info.min, info.max + 1, shape, device="cuda").to(d)
@@ -141,7 +150,7 @@ def test_batched_mma_tiles(batch):
     c = torch.full((batch, 300, 64), float("nan"), device="cuda", dtype=torch.bfloat16)
     ct.launch(None, (ct.cdiv(300, 64),), batched_tiles, (a, b, c, batch, 64, 64, 32))
     torch.cuda.synchronize()
-    assert _rel_err(c, a.double() @ b.double()) < TOL[torch.bfloat16]
+    assert _rel_err(c, a.double() @ b.double()) < tol(torch.bfloat16)
 
 
 def test_a_widened_operand_feeds_the_tensor_cores():
@@ -152,7 +161,7 @@ def test_a_widened_operand_feeds_the_tensor_cores():
     c = torch.full((1000, 200), float("nan"), device="cuda")
     ct.launch(None, (ct.cdiv(1000, 64), ct.cdiv(200, 64)), gemm_widened_a, (a, b, c, 64, 64, 32))
     torch.cuda.synchronize()
-    assert _rel_err(c, a.double() @ b.double()) < TOL[torch.float32]
+    assert _rel_err(c, a.double() @ b.double()) < tol(torch.float32)
 
 
 @pytest.mark.parametrize("nt", [False, True])
@@ -160,7 +169,7 @@ def test_tf32_gemm(nt):
     a = torch.randn(500, 300, device="cuda")
     b = torch.randn(200, 300, device="cuda") if nt else torch.randn(300, 200, device="cuda")
     c, ref = _run(gemm_nt if nt else gemm, a, b, torch.float32, (64, 64, 32), nt=nt)
-    assert _rel_err(c, ref) < TOL[torch.float32]
+    assert _rel_err(c, ref) < tol(torch.float32)
 
 
 def test_batched_gemm():
@@ -169,7 +178,7 @@ def test_batched_gemm():
     c = torch.full((5, 300, 170), float("nan"), device="cuda", dtype=torch.bfloat16)
     ct.launch(None, (ct.cdiv(300, 64), ct.cdiv(170, 64), 5), bgemm, (a, b, c, 64, 64, 32))
     torch.cuda.synchronize()
-    assert _rel_err(c, a.double() @ b.double()) < TOL[torch.bfloat16]
+    assert _rel_err(c, a.double() @ b.double()) < tol(torch.bfloat16)
 
 
 def test_fused_epilogue():
@@ -181,16 +190,17 @@ def test_fused_epilogue():
               (x, w, bias, y, 0.5, 128, 128, 64))
     torch.cuda.synchronize()
     h = 0.5 * (x.double() @ w.double().t()) + bias.double()
-    assert _rel_err(y, h / (1 + torch.exp(-h))) < TOL[torch.bfloat16]
+    assert _rel_err(y, h / (1 + torch.exp(-h))) < tol(torch.bfloat16)
 
 
-@pytest.mark.parametrize("dtype,tiles", [(torch.bfloat16, (128, 128, 64)),
-                                         (torch.float32, (64, 64, 32))])    # f32: tf32
+@pytest.mark.parametrize("dtype,tiles", [("bfloat16", (128, 128, 64)),
+                                         ("float32", (64, 64, 32))])    # f32: tf32
 @pytest.mark.parametrize("nt", [False, True])
 def test_sm80_code_through_the_ptx_jit(nt, dtype, tiles):
     """The Ampere path (cp.async ring, ldmatrix, mma.sync m16n8k16; m16n8k8 for f32 as
     tf32) compiled for sm_80 and run from its PTX, which the driver compiles for this
     GPU."""
+    dtype = getattr(torch, dtype)
     m, n, k = 300, 200, 520
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(n, k, device="cuda", dtype=dtype) if nt else \
@@ -207,7 +217,7 @@ def test_sm80_code_through_the_ptx_jit(nt, dtype, tiles):
                     [args[i] for i in ck.runtime_params])
     torch.cuda.synchronize()
     ref = a.double() @ (b.double().t() if nt else b.double())
-    assert _rel_err(c, ref) < TOL[dtype]
+    assert _rel_err(c, ref) < tol(dtype)
 
 
 def test_attention_with_p_in_registers():
@@ -240,7 +250,7 @@ def test_cached_launch_does_no_compile_work(monkeypatch):
     for _ in range(3):
         ct.launch(None, (2, 2), k, (a, b, c, 128, 128, 64))
     torch.cuda.synchronize()
-    assert _rel_err(c, a.double() @ b.double()) < TOL[torch.bfloat16]
+    assert _rel_err(c, a.double() @ b.double()) < tol(torch.bfloat16)
 
 
 
@@ -255,10 +265,10 @@ def test_retiled_gemm_matches_torch(m, n, retile):
     a = torch.randn(m, 256, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, 256, device="cuda", dtype=torch.bfloat16)
     c, ref = _run(kernel, a, w, torch.bfloat16, (128, 128, 64), nt=True)
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("nt", [True, False])
 @pytest.mark.parametrize("m,n,k", [(4096, 2296, 1000), (2048, 8192, 4104), (4096, 4096, 64)])
 def test_cluster_pair_gemm_matches_torch(dtype, nt, m, n, k):
@@ -266,6 +276,7 @@ def test_cluster_pair_gemm_matches_torch(dtype, nt, m, n, k):
     persistent, neighbouring row tiles in (2, 1, 1) clusters that multicast the B tile
     they share (its halves, one from each block); ragged N and K (rows of 16-byte
     multiples: TMA copies them)."""
+    dtype = getattr(torch, dtype)
     from tileir.runtime import driver
     kernel = gemm_nt if nt else gemm
     a = torch.randn(m, k, device="cuda", dtype=dtype)
@@ -276,7 +287,7 @@ def test_cluster_pair_gemm_matches_torch(dtype, nt, m, n, k):
                         sm_count=driver.sm_count(driver.current_device()))
     assert ck.meta["cluster"] == [2, 1, 1] and "multicast" in ck.artifacts["gpu"]
     c, ref = _run(kernel, a, b, dtype, (128, 128, 64), nt=nt)
-    assert _rel_err(c, ref) < TOL[dtype]
+    assert _rel_err(c, ref) < tol(dtype)
 
 
 def test_cluster_pair_gemm_with_a_fused_epilogue():
@@ -290,7 +301,7 @@ def test_cluster_pair_gemm_with_a_fused_epilogue():
               (x, w, bias, y, 0.5, 128, 128, 64))
     torch.cuda.synchronize()
     h = 0.5 * (x.double() @ w.double().t()) + bias.double()
-    assert _rel_err(y, h * torch.sigmoid(h)) < TOL[torch.bfloat16]
+    assert _rel_err(y, h * torch.sigmoid(h)) < tol(torch.bfloat16)
 
 
 @pytest.mark.parametrize("ws", [False, True])
@@ -301,7 +312,7 @@ def test_persistent_gemm_matches_torch(ws, m, n, k):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     c, ref = _run(kernel, a, w, torch.bfloat16, (128, 128, 64), nt=True)
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
 @pytest.mark.parametrize("m,n,k,options", [
@@ -319,9 +330,9 @@ def test_stream_k_gemm_matches_torch(m, n, k, options):
     on = ct.kernel(gemm_nt.fn, stream_k=True, **options)
     off = ct.kernel(gemm_nt.fn, **options) if options else gemm_nt
     c, ref = _run(on, a, w, torch.bfloat16, (128, 128, 64), nt=True)
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
     c2, _ = _run(off, a, w, torch.bfloat16, (128, 128, 64), nt=True)
-    assert _rel_err(c2, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c2, ref) < tol(torch.bfloat16)
     import numpy as np
     from test_tensor_cores import BF16
     grid = (ct.cdiv(m, 128), ct.cdiv(n, 128))
@@ -350,7 +361,7 @@ def test_stream_k_gemms_on_two_streams_and_in_a_graph():
                 ct.launch(None, grid, kernel, (a[i], w[i], c[i], 128, 128, 64))
     torch.cuda.synchronize()
     for i in range(2):
-        assert _rel_err(c[i], a[i].double() @ w[i].double().t()) < TOL[torch.bfloat16]
+        assert _rel_err(c[i], a[i].double() @ w[i].double().t()) < tol(torch.bfloat16)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         ct.launch(None, grid, kernel, (a[2], w[2], c[2], 128, 128, 64))
@@ -358,7 +369,7 @@ def test_stream_k_gemms_on_two_streams_and_in_a_graph():
         c[2].fill_(float("nan"))
         g.replay()
         torch.cuda.synchronize()
-        assert _rel_err(c[2], a[2].double() @ w[2].double().t()) < TOL[torch.bfloat16]
+        assert _rel_err(c[2], a[2].double() @ w[2].double().t()) < tol(torch.bfloat16)
 
 
 @pytest.mark.parametrize("tiles,warps", [((64, 64, 64), 4), ((128, 128, 128), 8)])
@@ -376,7 +387,7 @@ def test_persistent_ring_across_tiles_of_different_lengths(tiles, warps):
     mask = torch.kron(torch.tril(torch.ones(rows, rows, device="cuda", dtype=torch.float64)),
                       torch.ones(bm, bm, device="cuda", dtype=torch.float64))
     ref = (a.double() * mask) @ b.double()
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)
 
 
 @pytest.mark.parametrize("m", [1, 16, 63, 64, 65])
@@ -388,4 +399,4 @@ def test_decode_gemm_on_the_tiles_of_its_launch_matches_torch(m, n, k):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     c, ref = _run(gemm_nt, a, w, torch.bfloat16, (128, 128, 64), nt=True)
-    assert _rel_err(c, ref) < TOL[torch.bfloat16]
+    assert _rel_err(c, ref) < tol(torch.bfloat16)

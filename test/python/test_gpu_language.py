@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 
 import test_language as lang
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
 
 from test_gpu_cutile import both  # noqa: E402  (interpreter and GPU outputs)

@@ -14,10 +14,13 @@ import gc
 
 import numpy as np
 import pytest
+from conftest import _have_gpu
 
+pytestmark = pytest.mark.gpu
+if not _have_gpu():     # asked before importing torch (3 s of CPU a pytest worker)
+    pytest.skip("needs an NVIDIA GPU", allow_module_level=True)
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 

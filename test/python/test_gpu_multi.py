@@ -3,12 +3,15 @@ current one, arrays on different devices, a stream of another device.  Skipped
 cleanly where fewer than two GPUs are visible."""
 
 import pytest
+from conftest import _have_gpu
 
 import tileir as ct
 from tileir.errors import TileValueError
 from tileir.examples import vector_add
 
 pytestmark = pytest.mark.gpu
+if not _have_gpu():     # asked before importing torch (3 s of CPU a pytest worker)
+    pytest.skip("needs two GPUs", allow_module_level=True)
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
     pytest.skip("needs two GPUs", allow_module_level=True)

@@ -5,11 +5,12 @@ PTX (an sm_80 cubin cannot load on sm_90)."""
 
 import ml_dtypes
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
 
 def _launch(kernel, grid, args, target="sm_80"):

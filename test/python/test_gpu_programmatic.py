@@ -4,11 +4,12 @@ memory, so chains of kernels that read what the last one wrote, and write what i
 read, give exact results, between torch's kernels, across streams and in graphs."""
 
 import pytest
+from conftest import lazy_import
 
 import tileir as ct
 
 pytestmark = pytest.mark.gpu
-torch = pytest.importorskip("torch")
+torch = lazy_import("torch")
 
 
 def _bump(x, y, T: ct.Constant[int]):

@@ -151,6 +151,8 @@ def test_decode_gemvs_match_reference(tmp_path, arch, dtype, tol):
     assert gemv.plan(3, 96, 64, on_gpu=False).split == 2
 
 
+# the fast tier: each (arch, dtype) once; DeepSeek without q LoRA in --full
+@pytest.mark.sweep(keep=("arch", "dtype"))
 @pytest.mark.parametrize("arch,dtype,tol,overrides", [
     ("llama", "float32", 1e-4, {}), ("llama", "bfloat16", 1e-1, {}),
     ("deepseek_v3", "float32", 1e-4, {}),
@@ -291,7 +293,10 @@ def test_deepseek_moe_matches_reference(tmp_path, fused):
     assert res["tokens_agree"], res
 
 
-@pytest.mark.parametrize("prompts", ["expanded", "absorbed"])
+# "expanded" in --full (1.7 s of CPU): prompts on the varlen kernel are kept by
+# test_deepseek_mla_matches_reference (varlen)
+@pytest.mark.parametrize("prompts", [pytest.param("expanded", marks=pytest.mark.slow),
+                                     "absorbed"])
 def test_deepseek_mla_on_the_mla_decode_kernel(tmp_path, prompts):
     """DeepSeek-V3's own latent widths (512 + 64) and 64 heads take mla_decode for decode;
     prompts in the expanded form (q/k 16 + 64 and v 16 padded to 128) on the varlen

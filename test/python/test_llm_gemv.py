@@ -602,6 +602,8 @@ def test_fused_swiglu_streams_both_weights_through_one_ring(tmp_path):
     assert ops["UTMALDG"] and ops["HMMA"] and not ops["LDL"] and not ops["STL"], ops
 
 
+# the fast tier: each kind once (down's ticket is o's, at a longer K)
+@pytest.mark.sweep(keep=("kind",))
 @pytest.mark.parametrize("kind,n,k,p", [
     ("add", 4096, 4096, G.SWEPT[4096, 4096]), ("add", 4096, 14336, G.SWEPT[4096, 14336]),
     ("swiglu", 14336, 4096, G.Plan(8, 64, 128, 2, False, True)),
@@ -771,7 +773,8 @@ def test_combines_use_16_byte_loads(kind, tmp_path):
     assert not any(op.startswith(("LDL", "STL")) for op in ops)
 
 
-@pytest.mark.parametrize("norm", [False, True])
+# norm=False in --full: the same FMA product without the prologue that norm=True adds
+@pytest.mark.parametrize("norm", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_fma_product_loads_16_bytes_and_reduces_after_the_loop(norm, tmp_path):
     """One row on the FMA units (QKV's swept plan): the weight tile in 16-byte loads,
     the product summed per element in the loop (no shuffle or barrier there) and
@@ -795,6 +798,9 @@ def _rings(ir_text: str):
         r'"tile.ring_alloc"\(\) \{stages = (\d+) : i64, tiles = \[(.*?)\]\}', ir_text)]
 
 
+# the fast tier: each kind's first plan (gate/up's swept wgmma plan, the fused one, qkv on
+# mma.sync); the 64-row wgmma plan, 16 rows and split K in --full (1-1.5 s of CPU each)
+@pytest.mark.sweep(keep=("kind",))
 @pytest.mark.parametrize("kind,m,n,k,p", [
     ("swiglu", 1, 14336, 4096, G.SWEPT[14336, 4096]),        # gate/up's plan: wgmma, 128 rows
     ("swiglu", 1, 14336, 4096, G.Plan(8, 64, 128, 1, False)),   # wgmma, 64 rows
@@ -856,7 +862,10 @@ def test_l2_prefetch_option_reaches_the_gemv_rings():
 @pytest.mark.parametrize("kind,bn,bk,split,norm,ticket", [
     ("add", 64, 128, 2, False, False), ("add", 64, 128, 2, False, True),
     ("swiglu", 64, 128, 2, False, False), ("swiglu", 64, 128, 2, False, True),
-    ("linear", 16, 256, 2, False, True), ("linear", 16, 256, 1, False, False),
+    ("linear", 16, 256, 2, False, True),
+    # in --full: the cases around it run the same mma.sync product (split with the
+    # ticket; whole with the norm)
+    pytest.param("linear", 16, 256, 1, False, False, marks=pytest.mark.slow),
     ("swiglu", 64, 128, 2, True, False), ("linear", 16, 256, 1, True, False),
     ("linear", 64, 128, 1, True, False)])
 def test_generated_code_in_the_simulator(kind, bn, bk, split, norm, ticket):

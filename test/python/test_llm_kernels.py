@@ -222,6 +222,9 @@ def _llama_rope_args(t, pages, page, hq=32, hkv=8, d=128, dtype=None):
             np.zeros(t, np.int32), hq, hkv, d // 2, page)
 
 
+# in --full: rope_write_slots is off by default (Backend's rope_slots); its sm_90a code
+# runs in the simulator in the fast tier (test_generated_rope_write_slots_in_the_simulator)
+@pytest.mark.slow
 def test_rope_write_slots_sm90a_code(tmp_path):
     """Llama-3-8B's heads (32 q, 8 k, 8 v of 128): one block a token, no local memory or
     spills, the rows loaded and stored in 16-byte vectors (the element-wise forms in
@@ -301,9 +304,11 @@ def _bf(*shape):
     return np.zeros(shape, ml_dtypes.bfloat16)
 
 
+# "qkv decode" in --full: "qkv decode, norm fused" compiles the same linear with the norm
 @pytest.mark.parametrize("name,kernel,args,grid", [
-    ("qkv decode", K.linear, (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(6144, 4096), _bf(1, 6144),
-                              128, 128, 64, False, False), (1, 48, 1)),
+    pytest.param("qkv decode", K.linear, (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(6144, 4096),
+                                          _bf(1, 6144), 128, 128, 64, False, False),
+                 (1, 48, 1), marks=pytest.mark.slow),
     ("qkv decode, norm fused", K.linear, (_bf(1, 4096), _bf(4096), 1e-5, _bf(6144, 4096),
                                           _bf(1, 6144), 128, 128, 64, False, True), (1, 48, 1)),
     ("gate/up decode", K.linear_swiglu, (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(14336, 4096),
@@ -376,7 +381,8 @@ def test_attention_exact(s, l, causal):
     np.testing.assert_allclose(o, (p / p.sum(-1, keepdims=True)) @ v64, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("d,bm", [(128, 8), (256, 4)])
+# head dim 256 in --full: the same kernel at 128 keeps the path (no local memory, FMA)
+@pytest.mark.parametrize("d,bm", [(128, 8), pytest.param(256, 4, marks=pytest.mark.slow)])
 def test_attention_exact_compiles_without_spills(d, bm, tmp_path):
     from test_tensor_cores import _sass
     q = np.zeros((1, 32, 300, d), np.float32)

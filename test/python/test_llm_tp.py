@@ -142,7 +142,13 @@ def _same_run(ours, ref, rel):
             assert tok[i] == ref_tok[i]
 
 
-@pytest.mark.parametrize("size", [2, pytest.param(4, marks=pytest.mark.slow)])
+# Both sizes in --full: two processes that import torch and run three models each
+# (15 s of CPU, 21 s of wall: the fast tier's longest test).  The fast tier keeps
+# the sharding itself (test_splits_that_*, test_one_rank_seam_is_the_whole_tensor,
+# test_vocab_slices_padded, test_local_experts_kernel, test_more_ranks_need_torchrun)
+# and the one-rank models (test_llm.py).
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [2, 4])
 def test_sharded_models_match_one_rank(tmp_path, size):
     cases, prompts, ranks = _spawn(tmp_path, size)
     for name, (model_dir, dtype) in cases.items():

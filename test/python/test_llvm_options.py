@@ -64,7 +64,9 @@ print(ck.artifacts["ptx"])
 '''
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+# sm_80 in --full: the SLP vectorizer runs on the LLVM module before the target's NVPTX
+# backend; sm_90a keeps the path (and the other tests here compile for both targets)
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=pytest.mark.slow)])
 def test_the_fuzzers_slp_kernel_compiles_and_agrees_with_the_interpreter(target, tmp_path):
     kernel = tmp_path / "slp_kernel.py"
     kernel.write_text(KERNEL)

@@ -550,7 +550,8 @@ def test_compiled_gemm_uses_tensor_cores_and_no_local_memory(target, kernel, dty
 
 @pytest.mark.parametrize("target,m,n,k,options,grid", [
     ("sm_90a", 16, 4096, 4096, {}, (1, 32)),         # decode: 64 x 32 x 256, warp-specialized
-    ("sm_90a", 64, 28672, 4096, {}, (1, 224)),       # rows shrunk to 64: 64 x 128 x 64
+    pytest.param("sm_90a", 64, 28672, 4096, {}, (1, 224),   # rows shrunk to 64: 64 x 128
+                 marks=pytest.mark.slow),                   # x 64 (test_llm_kernels' 64 rows)
     ("sm_90a", 4096, 4096, 4096, {}, (32, 32)),      # wide: 128 x 256
     pytest.param("sm_90a", 4096, 4096, 4096, {"persistent": True}, (32, 32),
                  marks=pytest.mark.slow),
@@ -597,9 +598,12 @@ def test_cluster_pairs_where_they_pay(dtype, grid, paired, tmp_path):
     assert ("UTMALDG.2D.MULTICAST" in text) == paired and ("UCGABAR_ARV" in text) == paired
 
 
+# fp8 in --full: the f16 accumulator's path is the float16 case's; fp8 on wgmma is kept
+# by test_cluster_pairs_where_they_pay (float8_e4m3fn)
 @pytest.mark.parametrize("target,dtype", [("sm_90a", np.float16),
                                           pytest.param("sm_80", np.float16, marks=pytest.mark.slow),
-                                          ("sm_90a", ml_dtypes.float8_e4m3fn)])
+                                          pytest.param("sm_90a", ml_dtypes.float8_e4m3fn,
+                                                       marks=pytest.mark.slow)])
 def test_an_f16_accumulator_runs_on_tensor_cores_in_f32(target, dtype, tmp_path):
     """An f16 accumulator is widened for the tensor cores (f32 sums, one rounding to
     f16 per mma): the K loop carries it in the accumulator layout, so the casts need
@@ -634,7 +638,10 @@ def test_a_fused_epilogue_converts_its_scalars_for_free():
     assert "tensor.splat %arg4 : tensor<128x256xf32, #tile.mma_acc" in layout
 
 
-@pytest.mark.parametrize("kernel", [gemm, pytest.param(gemm_nt, marks=pytest.mark.slow)])
+# in --full (1.5 s of CPU): tf32 mma.sync on sm_80 is kept by test_simt's
+# test_f32_products_run_on_tf32_mma_sync (gemm_nt, sm_80), run in the simulator
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", [gemm, gemm_nt])
 def test_sm80_f32_gemm_runs_on_tf32_tensor_cores(kernel, tmp_path):
     """f32 operands on sm_80: mma.sync.m16n8k8 as tf32 (HMMA.1688.F32.TF32), fed by a
     cp.async ring, no local memory."""

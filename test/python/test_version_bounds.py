@@ -80,7 +80,9 @@ def _top_if(module: ir.Module) -> ir.Operation:
     return best
 
 
-@pytest.mark.parametrize("target", TARGETS)
+# sm_80 in --full (2.4 s of CPU): the versioning is done before the lowering splits by
+# target; sm_80's lowering of the same accesses is kept by the other tests here
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=pytest.mark.slow)])
 def test_the_unchecked_version_has_no_per_thread_branches(target):
     q = ct.ArraySpec("bfloat16", 3, aligned=True)
     c = ct.ArraySpec("float32", 2, aligned=True)

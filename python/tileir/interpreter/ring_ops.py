@@ -167,6 +167,14 @@ def _set_max_registers(op, cx: CompileContext) -> Step:
     return lambda frame: None            # registers are the GPU's concern
 
 
+@rule("tile.turn")
+def _turn(op, cx: CompileContext) -> Step:
+    """The consumer warpgroups' turns at the tensor cores order when products are
+    issued, not what they compute; only warp-specialized code holds them (its
+    tile.is_producer faults here first)."""
+    return lambda frame: None
+
+
 @rule("tile.mma_async")
 def _mma_async(op, cx: CompileContext) -> Step:
     return pure(op, cx, _mma_fn(op))
