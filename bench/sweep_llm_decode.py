@@ -39,6 +39,9 @@ sys.path.insert(0, "bench")
 # What ptxas makes of each one-row plan (sm_90a) and a streaming model of it: the
 # candidates of gemv.CANDIDATES were chosen by it, the GPU run (--gemv, --cand) judges.
 SMS, COPY_BW, LATENCY_US, START_US = 132, 4.23e12, 0.9, 0.6
+# issue: a warp of a dependent loop (waits, products, converts) at half an instruction
+# a cycle, an SM's four schedulers at one each, at the H200's clock under load
+CLOCK, WARP_IPC, SM_IPC = 1.75e9, 0.5, 4.0
 SM_REGS, SM_THREADS, SM_SHARED, BLOCK_RESERVED = 65536, 2048, 233472, 1024
 NEED_PER_SM = COPY_BW * LATENCY_US * 1e-6 / SMS     # Little's law: bytes in flight an SM
 
@@ -108,6 +111,16 @@ def plan_facts(kind, n, k, p, hints):
     blocks = min(tiles, SMS) if persistent else tiles
     body = _steady_loop(_sass_ops(ck.cubin))
     ops = [op for _, op, _ in body]
+    # what a trip executes: the bounds checks' element-wise slow paths (a BSSY ..
+    # BSYNC region the full tiles branch over, past its first few instructions) left out
+    executed, skip = 0, False
+    for i, o in enumerate(ops):
+        if o.startswith("BSSY"):
+            skip, start = True, i
+        elif o.startswith("BSYNC"):
+            skip = False
+        if not skip or i - start < 4:
+            executed += 1
     tile = p.bn * p.bk * 2 * (2 if kind == "fused" else 1)     # weight bytes a step
     if stages:          # a TMA ring: S - 1 weight tiles in flight while one is consumed
         flight = (stages[0] - 1) * tile
@@ -122,6 +135,8 @@ def plan_facts(kind, n, k, p, hints):
                 waves=blocks / (SMS * (1 if persistent else resident)),
                 flight_block=flight, flight_sm=flight * on_sm, load=load,
                 loop_insns=len(ops), per_byte=len(ops) * warps / bytes_per_step,
+                exec_per_byte=executed * warps / bytes_per_step, warps=warps, on_sm=on_sm,
+                step=bytes_per_step, executed=executed,
                 serial=sorted({o.split(".")[0] for o in ops
                                if o.startswith(("BAR", "SHFL", "MEMBAR", "DEPBAR"))}))
 
@@ -137,6 +152,11 @@ def predict(kind, n, k, p, f):
     weights = n * k * 2 * (2 if kind in ("swiglu", "fused") else 1)
     per_tile = weights / f["tiles"]
     rate = f["flight_block"] / (LATENCY_US * 1e-6)          # bytes/s a block alone
+    # ... unless its warps cannot issue the loop that fast (each warp runs the whole
+    # trip), or the SM's schedulers cannot for all its blocks
+    if f["executed"]:
+        rate = min(rate, WARP_IPC * CLOCK * f["step"] / f["executed"],
+                   SM_IPC * CLOCK / (f["exec_per_byte"] * f["on_sm"]))
     loops = 2 if kind == "swiglu" else 1
     if f["persistent"]:   # tile t to block t % P; one K loop's ring runs on across a
         P = f["blocks"]   # block's tiles, gemv_swiglu's two rings ramp in every tile
@@ -181,7 +201,7 @@ def model_main():
     print(f"copy {COPY_BW / 1e12:.2f} TB/s, latency {LATENCY_US} us: "
           f"{NEED_PER_SM / 1024:.1f} KB in flight an SM needed")
     print("shape    plan                    regs thr  smem  st res waves  "
-          "KB/blk KB/SM load      insn/B   serial            model")
+          "KB/blk KB/SM load      insn/B (run)  serial   model")
     for name, kind, n, k in shapes:
         rows = [("swept", kind, G.SWEPT[n, k], {})]
         rows += [(c.name, "fused" if c.fused else kind, c.plan, c.hints())
@@ -192,7 +212,8 @@ def model_main():
                   f"{f['smem'] // 1024:4d}K {','.join(map(str, f['stages'])) or '-':>3s} "
                   f"{'P' if f['persistent'] else f['resident']:>3} {f['waves']:5.2f} "
                   f"{f['flight_block'] / 1024:6.1f} {f['flight_sm'] / 1024:5.1f} "
-                  f"{f['load']:9s} {f['per_byte']:.3f}  {','.join(f['serial']) or '-':17s} "
+                  f"{f['load']:9s} {f['per_byte']:.3f} ({f['exec_per_byte']:.3f}) "
+                  f"{','.join(f['serial']) or '-':8s} "
                   f"{predict(kd, n, k, p, f):.2f}", flush=True)
     return 0
 
