@@ -414,6 +414,10 @@ for name, n, k in shapes:
     print(name, "plain", res.get("plain"), "torch", res.get("torch"), "gemv/plan/l2pf",
           res.get("gemv/plan/l2pf"), "gemv/plan/combine/l2pf",
           res.get("gemv/plan/combine/l2pf"), "best", best, flush=True)
+    cand = sorted(((v, c[len("gemv/cand/"):]) for c, v in res.items()
+                   if c.startswith("gemv/cand/")), key=lambda t: -t[0] if isinstance(t[0], float) else 0)
+    if cand:            # the model's candidates against the plan (x copy; errors as text)
+        print(f"  {name} candidates vs plan {res.get('gemv/plan/l2pf')}:", cand, flush=True)
     out.append(res)
     del ws_, wu
     torch.cuda.empty_cache()
