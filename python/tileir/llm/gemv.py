@@ -481,10 +481,12 @@ SWEPT = {
 # Candidates for the one-row sweep (bench/sweep_llm_decode.py --gemv times each beside
 # SWEPT; nothing routes to them until a measurement puts one in SWEPT).  Each names a
 # plan and the kernel options it takes: `persistent` (one block an SM walking the N
-# tiles with its ring running on from tile to tile: no ramp between a block's tiles),
-# `stages` (the ring's depth: more weight bytes in flight a block), `fused`
-# (gate/up: gemv_swiglu_fused, both weights through one ring).  docs/llm.md, "Where
-# the one-row GEMVs lose copy bandwidth", gives the model that proposed them.
+# tiles with its ring running on from tile to tile: no ramp between a block's tiles;
+# gemv_swiglu's two loops a tile ramp in each), `stages` (the ring's depth: more
+# weight bytes in flight a block), `fused` (gate/up: gemv_swiglu_fused, both weights
+# through one ring), `warps` (num_warps: a 32-row mma.sync tile on two warps).
+# docs/llm.md, "Where the one-row GEMVs lose copy bandwidth", gives the model that
+# proposed them (`bench/sweep_llm_decode.py --model`).
 class Candidate(NamedTuple):
     name: str
     plan: Plan
