@@ -962,17 +962,18 @@ def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     assert ops["UTMALDG"] and ops["HGMMA" if p.bn >= 64 else "HMMA"], ops
 
 
-@pytest.mark.parametrize("n,k,c", [c for c in CANDIDATES if c.values[2].persistent])
-def test_persistent_candidates_in_the_simulator(n, k, c):
-    """The persistent candidates' sm_90a code in tileir.sim, 3 blocks walking a ragged
-    grid (4 weight-row tiles, the last partial, times the split): each block's ring runs
-    on across its tiles (and, split, across the tiles' K runs; the tickets drawn inside
-    the walk, the counters back at zero), 3 rows against float64."""
+@pytest.mark.parametrize("n,k,c", CANDIDATES)
+def test_candidates_in_the_simulator(n, k, c):
+    """The candidates' sm_90a code in tileir.sim on a ragged grid (4 weight-row tiles, the
+    last partial, times the split; K of 2 x SPLIT tiles, the last partial): a persistent
+    one on 3 blocks, each walking several tiles with its ring running on across them
+    (and, split, across the tiles' K runs; the tickets drawn inside the walk), the
+    counters back at zero, 3 rows (1 on the FMA form) against float64."""
     from tileir.kernel import hardware_grid
     from tileir.sim import simulate
     rng = np.random.default_rng()
     p, kind = c.plan, _kind_of(n, k, c)
-    m, nn, kk = 3, 3 * p.bn + p.bn // 2, 2 * p.split * p.bk - p.bk // 2 + 8
+    m, nn, kk = 1 if p.fma else 3, 3 * p.bn + p.bn // 2, 2 * p.split * p.bk - p.bk // 2 + 8
     x, ws, r = _inputs(rng, kind, m, nn, kk, BF16)
     lead = (2,) if kind in ("swiglu", "fused") else ()
     part = np.full(lead + (p.split, m, nn), np.nan, np.float32)
@@ -988,7 +989,7 @@ def test_persistent_candidates_in_the_simulator(n, k, c):
     kernel = kernel.replace_hints(**c.hints())
     grid = G.grid(nn, p) + (1,)
     ck = kernel.compile(args, "gpu", target="sm_90a", grid=grid, sm_count=132)
-    assert ck.meta["persistent"]
+    assert bool(ck.meta.get("persistent")) == c.persistent
     simulate(ck, hardware_grid(ck.meta, grid), args, sm_count=3)
     _check(y, _ref(x, ws, r, BF16), BF16)
     assert not count.any(), count
