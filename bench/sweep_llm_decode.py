@@ -3,6 +3,11 @@
     OUT=DIR python bench/sweep_llm_decode.py [M]        (M rows, default 1)
     OUT=DIR python bench/sweep_llm_decode.py [M] --gemv (the decode GEMVs against the
                                                          backend's tiles and torch)
+    OUT=DIR python bench/sweep_llm_decode.py 1 --cand   (only the plan, gemv.CANDIDATES
+                                                         and torch: a short run)
+    python bench/sweep_llm_decode.py --model            (no GPU: the SASS facts and the
+                                                         streaming model of SWEPT and
+                                                         CANDIDATES, docs/llm.md)
 
 Each variant: 8 launches over 8 weight copies in one CUDA graph (no launch finds its
 weight in L2), replayed; weight bytes over the time a launch, against the run's copy
@@ -17,14 +22,205 @@ option; a split K added up by each weight-row slice's last block, one launch),
 "gemv/plan/combine/l2pf" the same plan with the combine kernel's second launch
 instead (where the plan splits K; both launches in the timed graph), and
 "gemv/BNxBK/kS[/combine][/sN][/ws][/fma]" other tiles, splits (one launch, or with
-/combine two), ring stages, a producer warpgroup, FMA products.  With --gemv: only
+/combine two), ring stages, a producer warpgroup, FMA products; at one row
+"gemv/cand/NAME/l2pf", gemv.CANDIDATES (persistent walks, deeper rings, finer tiles,
+the fused SwiGLU), timed right after the plan so that the budget never cuts them.
+With --gemv: only
 the backend's current kernels (plain/l2pf, tuned/l2pf), the GEMVs and torch, and the
 LM head (128256 x 4096) too.
 Prints the best four per shape, writes sweep_m{M}.json (--gemv: gemv_m{M}.json) into
 $OUT.  The measurement behind tileir.llm.backend's decode tiles (_DECODE) and
 Backend.decode_gemv."""
-import os, sys, json, time, torch
+import os, sys, json, time
 sys.path.insert(0, "bench")
+
+
+# ------------------------------------------------------------------ --model (no GPU)
+# What ptxas makes of each one-row plan (sm_90a) and a streaming model of it: the
+# candidates of gemv.CANDIDATES were chosen by it, the GPU run (--gemv, --cand) judges.
+SMS, COPY_BW, LATENCY_US, START_US = 132, 4.23e12, 0.9, 0.6
+# issue: a warp of a dependent loop (waits, products, converts) at half an instruction
+# a cycle, an SM's four schedulers at one each, at the H200's clock under load
+CLOCK, WARP_IPC, SM_IPC = 1.75e9, 0.5, 4.0
+SM_REGS, SM_THREADS, SM_SHARED, BLOCK_RESERVED = 65536, 2048, 233472, 1024
+NEED_PER_SM = COPY_BW * LATENCY_US * 1e-6 / SMS     # Little's law: bytes in flight an SM
+
+
+def _sass_ops(cubin):
+    """[(address, opcode, operands)] of the cubin's SASS (cuobjdump)."""
+    import re, subprocess, tempfile
+    from tileir.backend.target.toolchain import find_cuda_tool
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin); f.flush()
+        text = subprocess.run([find_cuda_tool("cuobjdump"), "-sass", f.name],
+                              capture_output=True, text=True, check=True).stdout
+    pat = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?"
+                     r"([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)([^;]*);", re.M)
+    return [(int(a, 16), op, rest) for a, op, rest in pat.findall(text)]
+
+
+def _steady_loop(insns):
+    """The innermost backward-branch body that loads weights and multiplies them (TMA
+    and HGMMA/HMMA, or 16-byte loads and FFMA): the mbarrier waits' retry loops, which
+    also branch back, multiply nothing."""
+    import re
+    loops = []
+    for addr, op, rest in insns:
+        t = re.search(r"0x([0-9a-f]+)", rest)
+        if op.startswith("BRA") and t and int(t.group(1), 16) < addr:
+            body = [i for i in insns if int(t.group(1), 16) <= i[0] <= addr]
+            ops = {o.split(".")[0] for _, o, _ in body}
+            if ops & {"UTMALDG", "LDG"} and ops & {"HGMMA", "HMMA", "FFMA", "FMUL"}:
+                loops.append(body)
+    return min(loops, key=len) if loops else []
+
+
+def plan_facts(kind, n, k, p, hints):
+    """Registers, threads, shared memory, ring stages, blocks an SM, bytes in flight an
+    SM in the steady loop, waves, and the steady loop's SASS, of plan p at one row."""
+    import re
+    import numpy as np
+    import tileir as ct
+    from tileir.llm import gemv as G
+    bf = np.dtype("bfloat16") if hasattr(np, "bfloat16") else __import__("ml_dtypes").bfloat16
+    x, w, y = np.zeros((1, k), bf), np.zeros((n, k), bf), np.zeros((1, n), bf)
+    lead = (2,) if kind in ("swiglu", "fused") else ()
+    part = np.zeros(lead + (p.split, 1, n), np.float32)
+    count = np.zeros(max(1, G.counters(n, p)), np.int32)
+    kernel = {"linear": G.gemv, "add": G.gemv_add, "swiglu": G.gemv_swiglu,
+              "fused": G.gemv_swiglu_fused}[kind].replace_hints(l2_prefetch=True, **hints)
+    if kind == "add":
+        args = (x, w, y, y, part, count) + tuple(p)
+    elif kind in ("swiglu", "fused"):
+        args = (x, x[0], 1e-5, w, w, y, part, count) + tuple(p) + (False,)
+    else:
+        args = (x, x[0], 1e-5, w, y, part, count) + tuple(p) + (False,)
+    grid = G.grid(n, p) + (1,)
+    ir = kernel.compile(args, "pipeline", target="sm_90a", grid=grid, sm_count=SMS).ir()
+    stages = [int(v) for v in re.findall(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ir)]
+    ck = kernel.compile(args, target="sm_90a", grid=grid, sm_count=SMS)
+    regs = int(re.findall(r"Used (\d+) registers", ck.ptxas_report)[0])
+    spill = int(re.findall(r"(\d+) bytes spill stores", ck.ptxas_report)[0])
+    threads, smem = ck.meta["num_threads"], ck.meta["shared_bytes"]
+    warps = threads // 32
+    per_warp = -(-regs * 32 // 256) * 256
+    resident = min(SM_REGS // (per_warp * warps), SM_THREADS // threads, 32,
+                   SM_SHARED // (smem + BLOCK_RESERVED))
+    persistent = bool(ck.meta.get("persistent"))
+    tiles = grid[0] * grid[1]
+    blocks = min(tiles, SMS) if persistent else tiles
+    body = _steady_loop(_sass_ops(ck.cubin))
+    ops = [op for _, op, _ in body]
+    # what a trip executes: the bounds checks' element-wise slow paths (a BSSY ..
+    # BSYNC region the full tiles branch over, past its first few instructions) left out
+    executed, skip = 0, False
+    for i, o in enumerate(ops):
+        if o.startswith("BSSY"):
+            skip, start = True, i
+        elif o.startswith("BSYNC"):
+            skip = False
+        if not skip or i - start < 4:
+            executed += 1
+    tile = p.bn * p.bk * 2 * (2 if kind == "fused" else 1)     # weight bytes a step
+    if stages:          # a TMA ring: S - 1 weight tiles in flight while one is consumed
+        flight = (stages[0] - 1) * tile
+        load = "UTMALDG"
+    else:               # plain 16-byte loads, issued a trip ahead (register prefetch)
+        flight = tile
+        load = "LDG.E.128"
+    bytes_per_step = flight / (stages[0] - 1) if stages else flight
+    on_sm = 1 if persistent else max(1, min(resident, -(-blocks // SMS)))
+    return dict(regs=regs, spill=spill, threads=threads, smem=smem, stages=stages,
+                resident=resident, persistent=persistent, blocks=blocks, tiles=tiles,
+                waves=blocks / (SMS * (1 if persistent else resident)),
+                flight_block=flight, flight_sm=flight * on_sm, load=load,
+                loop_insns=len(ops), per_byte=len(ops) * warps / bytes_per_step,
+                exec_per_byte=executed * warps / bytes_per_step, warps=warps, on_sm=on_sm,
+                step=bytes_per_step, executed=executed,
+                serial=sorted({o.split(".")[0] for o in ops
+                               if o.startswith(("BAR", "SHFL", "MEMBAR", "DEPBAR"))}))
+
+
+def predict(kind, n, k, p, f):
+    """Fraction of copy bandwidth the fluid model gives plan p (facts f): blocks take
+    slots (f["resident"] an SM, or one persistent block an SM walking its tiles), each
+    streams after a latency's ramp at (its bytes in flight) / latency, all of them
+    scaled down together when their sum passes the copy bandwidth; a block streams
+    again after a ramp where its ring drains (gemv_swiglu's second loop); the kernel
+    starts START_US after launch; a ticket adds two latencies at the end."""
+    import heapq
+    weights = n * k * 2 * (2 if kind in ("swiglu", "fused") else 1)
+    per_tile = weights / f["tiles"]
+    rate = f["flight_block"] / (LATENCY_US * 1e-6)          # bytes/s a block alone
+    # ... unless its warps cannot issue the loop that fast (each warp runs the whole
+    # trip), or the SM's schedulers cannot for all its blocks
+    if f["executed"]:
+        rate = min(rate, WARP_IPC * CLOCK * f["step"] / f["executed"],
+                   SM_IPC * CLOCK / (f["exec_per_byte"] * f["on_sm"]))
+    loops = 2 if kind == "swiglu" else 1
+    if f["persistent"]:   # tile t to block t % P; one K loop's ring runs on across a
+        P = f["blocks"]   # block's tiles, gemv_swiglu's two rings ramp in every tile
+        work = [[per_tile * len(range(b, f["tiles"], P)),
+                 loops * len(range(b, f["tiles"], P)) if loops > 1 else 1]
+                for b in range(P)]
+        slots, queue = P, []
+    else:
+        slots = min(f["blocks"], SMS * f["resident"])
+        work, queue = [], [[per_tile, loops] for _ in range(f["tiles"])]
+    dt, t = 0.02e-6, START_US * 1e-6
+    active = []                                # [bytes left, ramps left, ramp ends at]
+    for w in (work or [queue.pop() for _ in range(slots)]):
+        active.append([w[0], w[1], t + LATENCY_US * 1e-6, w[0] / w[1]])
+    while active:
+        streaming = [a for a in active if a[2] <= t]
+        scale = min(1.0, COPY_BW / (rate * len(streaming))) if streaming else 1.0
+        for a in streaming:
+            a[0] -= rate * scale * dt
+            # gemv_swiglu: the first weight done, its ring drained: the second's ramp
+            if a[1] > 1 and a[0] <= a[3] * (a[1] - 1):
+                a[1] -= 1
+                a[2] = t + LATENCY_US * 1e-6
+        t += dt
+        done = [a for a in active if a[0] <= 0]
+        active = [a for a in active if a[0] > 0]
+        for _ in done:
+            if queue:
+                w = queue.pop()
+                active.append([w[0], w[1], t + LATENCY_US * 1e-6, w[0] / w[1]])
+    if p.split > 1 and p.ticket:
+        t += 2 * LATENCY_US * 1e-6
+    return weights / (t * COPY_BW)
+
+
+def model_main():
+    """Prints, per one-row shape, the swept plan and the candidates: what ptxas made
+    of them and the model's fraction of copy bandwidth (docs/llm.md's table)."""
+    from tileir.llm import gemv as G
+    shapes = [("qkv", "linear", 6144, 4096), ("o", "add", 4096, 4096),
+              ("down", "add", 4096, 14336), ("gate_up", "swiglu", 14336, 4096)]
+    print(f"copy {COPY_BW / 1e12:.2f} TB/s, latency {LATENCY_US} us: "
+          f"{NEED_PER_SM / 1024:.1f} KB in flight an SM needed")
+    print("shape    plan                    regs thr  smem  st res waves  "
+          "KB/blk KB/SM load      insn/B (run)  serial   model")
+    for name, kind, n, k in shapes:
+        rows = [("swept", kind, G.SWEPT[n, k], {})]
+        rows += [(c.name, "fused" if c.fused else kind, c.plan, c.hints())
+                 for c in G.CANDIDATES[n, k]]
+        for label, kd, p, hints in rows:
+            f = plan_facts(kd, n, k, p, hints)
+            print(f"{name:8s} {label:23s} {f['regs']:4d} {f['threads']:3d} "
+                  f"{f['smem'] // 1024:4d}K {','.join(map(str, f['stages'])) or '-':>3s} "
+                  f"{'P' if f['persistent'] else f['resident']:>3} {f['waves']:5.2f} "
+                  f"{f['flight_block'] / 1024:6.1f} {f['flight_sm'] / 1024:5.1f} "
+                  f"{f['load']:9s} {f['per_byte']:.3f} ({f['exec_per_byte']:.3f}) "
+                  f"{','.join(f['serial']) or '-':8s} "
+                  f"{predict(kd, n, k, p, f):.2f}", flush=True)
+    return 0
+
+
+if "--model" in sys.argv:
+    sys.exit(model_main())
+import torch
 from llm_ops import copy_bandwidth
 import tileir as ct
 from tileir.llm import kernels as K
@@ -32,7 +228,8 @@ from tileir.llm import gemv as G
 from tileir.llm.backend import _DECODE
 bw = copy_bandwidth() * 1e12
 print(f"copy {bw/1e12:.2f} TB/s", flush=True)
-GEMV_ONLY = "--gemv" in sys.argv
+GEMV_ONLY = "--gemv" in sys.argv or "--cand" in sys.argv
+CAND_ONLY = "--cand" in sys.argv  # the plan, the candidates, cuBLAS: no other variant
 pos = [a for a in sys.argv[1:] if not a.startswith("--")]
 M = int(pos[0]) if pos else 1
 # the sweep stops adding candidates past this many seconds (SWEEP_BUDGET_S overrides)
@@ -76,6 +273,14 @@ def gemv_variants(n, k, swiglu=False):
     out = [("gemv/plan/l2pf", "l2pf", plan), ("gemv/plan", None, plan)]
     if plan.split > 1:              # the split's second launch, as before the ticket
         out.append(("gemv/plan/combine/l2pf", "l2pf", plan._replace(ticket=False)))
+    if M == 1:      # the streaming model's candidates (gemv.CANDIDATES), before the budget
+        for c in G.CANDIDATES.get((n, k), ()):
+            hints = dict(c.hints(), l2_prefetch=True)
+            if c.fused:
+                hints["fused"] = True
+            out.append((f"gemv/cand/{c.name}/l2pf", hints, c.plan))
+    if CAND_ONLY:
+        return out
     for bn, bk, splits in ((64, 128, (1, 2, 4, 8)), (64, 256, (1, 2)), (128, 128, (1, 2)),
                            (32, 128, (1, 2, 4)), (32, 256, (1, 2)), (16, 256, (1, 2)),
                            (16, 512, (1,))):
@@ -121,6 +326,8 @@ for name, n, k in shapes:
             kind, hints = G.gemv_swiglu_fused, "l2pf"
         if hints == "l2pf":
             hints = dict(l2_prefetch=True)
+        if isinstance(hints, dict) and hints.get("fused"):      # a fused candidate
+            kind, hints = G.gemv_swiglu_fused, {h: v for h, v in hints.items() if h != "fused"}
         kernel = kind.replace_hints(**hints) if hints else kind
         swiglu = kind in (G.gemv_swiglu, G.gemv_swiglu_fused)
         lead = (2,) if swiglu else ()
@@ -207,6 +414,10 @@ for name, n, k in shapes:
     print(name, "plain", res.get("plain"), "torch", res.get("torch"), "gemv/plan/l2pf",
           res.get("gemv/plan/l2pf"), "gemv/plan/combine/l2pf",
           res.get("gemv/plan/combine/l2pf"), "best", best, flush=True)
+    cand = sorted(((v, c[len("gemv/cand/"):]) for c, v in res.items()
+                   if c.startswith("gemv/cand/")), key=lambda t: -t[0] if isinstance(t[0], float) else 0)
+    if cand:            # the model's candidates against the plan (x copy; errors as text)
+        print(f"  {name} candidates vs plan {res.get('gemv/plan/l2pf')}:", cand, flush=True)
     out.append(res)
     del ws_, wu
     torch.cuda.empty_cache()

@@ -207,6 +207,50 @@ func.func @batched(%a: !tile.array<bf16, 3 : i64> {tile.aligned}, %b: !tile.arra
 
 // -----
 
+// Two K loops a tile (a SwiGLU GEMV's gate, then its up): the producer of a
+// specialized tile loop walks one loop's copies only, so none is specialized; each
+// loop is pipelined in place with its own ring, inside the walk.
+
+// WS-LABEL: func.func @two_k_loops
+// WS-NOT:     tile.is_producer
+// WS:         scf.for
+// WS:           %[[R1:.*]] = "tile.ring_alloc"()
+// WS:           scf.for
+// WS:             "tile.ring_wait"(%[[R1]]
+// WS:           "tile.ring_free"(%[[R1]])
+// WS:           %[[R2:.*]] = "tile.ring_alloc"()
+// WS:           scf.for
+// WS:             "tile.ring_wait"(%[[R2]]
+// WS:           "tile.ring_free"(%[[R2]])
+// WS:         } {tile.persistent_loop}
+module attributes {tile.target = "sm_90a"} {
+func.func @two_k_loops(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %b: !tile.array<bf16, 2 : i64> {tile.aligned}, %d: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64> {tile.aligned}, %e: !tile.array<f32, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.persistent = true, tile.warp_specialize = true} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c8 = arith.constant 8 : i32
+  %zero = arith.constant dense<0.0> : tensor<64x64xf32>
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %acc = scf.for %t = %c0 to %c8 step %c1 iter_args(%x = %zero) -> (tensor<64x64xf32>) : i32 {
+    %ta = "tile.load"(%a, %i, %t) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %tb = "tile.load"(%b, %t, %j) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %y = "tile.mma"(%ta, %tb, %x) : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    scf.yield %y : tensor<64x64xf32>
+  }
+  %acc2 = scf.for %t = %c0 to %c8 step %c1 iter_args(%x = %zero) -> (tensor<64x64xf32>) : i32 {
+    %ta = "tile.load"(%a, %i, %t) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %td = "tile.load"(%d, %t, %j) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16>
+    %y = "tile.mma"(%ta, %td, %x) : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    scf.yield %y : tensor<64x64xf32>
+  }
+  "tile.store"(%c, %acc, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
+  "tile.store"(%e, %acc2, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
+  return
+}
+}
+
+// -----
+
 // Without `tile.persistent` (or with it false): no change.
 
 // CHECK-LABEL: func.func @plain
@@ -220,4 +264,3 @@ func.func @plain(%c: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.pe
   "tile.store"(%c, %v, %i) : (!tile.array<f32, 1 : i64>, tensor<64xf32>, i32) -> ()
   return
 }
-

@@ -29,11 +29,12 @@ def _ref(x, ws, r, dtype):
     return ys[0] + (0.0 if r is None else r.astype(np.float64))
 
 
-def _run(kind, x, ws, r, p: G.Plan, out_dtype, norm=None, count=None):
+def _run(kind, x, ws, r, p: G.Plan, out_dtype, norm=None, count=None, hints=None):
     """Launch `kind` ('linear', 'add', 'swiglu', 'fused') as Backend._gemv does, in the
     interpreter, with norm = (g, eps) RMSNorm(x) * g in place of x; outputs and partials
     NaN-poisoned.  A split K is finished by the last block's ticket (p.ticket: counters
-    `count`, zeros, asserted back to zero after) or by the combine launch."""
+    `count`, zeros, asserted back to zero after) or by the combine launch.  hints: the
+    kernel's options (a sweep candidate's, `G.Candidate.hints`)."""
     m, n = x.shape[0], ws[0].shape[0]
     lead = (2,) if kind in ("swiglu", "fused") else ()
     part = np.full(lead + (p.split, m, n), np.nan, np.float32)
@@ -55,6 +56,8 @@ def _run(kind, x, ws, r, p: G.Plan, out_dtype, norm=None, count=None):
         else:
             kernel, fin = G.gemv, (G.gemv_combine, (part, y))
             args = (x, g, eps, ws[0], y, part, count)
+    if hints:
+        kernel = kernel.replace_hints(**hints)
     ct.launch(None, G.grid(n, p), kernel, args + tiles)
     if p.split > 1 and not p.ticket:
         ctiles = G.combine_tiles(m, n, p)
@@ -912,6 +915,95 @@ def test_generated_code_in_the_simulator(kind, bn, bk, split, norm, ticket):
     assert not count.any(), count
 
 
+# ---------------------------------------------------------------- sweep candidates
+
+_KINDS = {(6144, 4096): "linear", (4096, 4096): "add", (4096, 14336): "add",
+          (14336, 4096): "swiglu"}
+CANDIDATES = [pytest.param(n, k, c, id=f"{_KINDS[n, k]}{n}x{k}-{c.name}")
+              for (n, k), cs in G.CANDIDATES.items() for c in cs]
+
+
+def _kind_of(n, k, c):
+    return "fused" if c.fused else _KINDS[n, k]
+
+
+@pytest.mark.parametrize("n,k,c", CANDIDATES)
+def test_candidates_against_float64(n, k, c):
+    """Each sweep candidate's plan and options in the interpreter, on a ragged shape of
+    its own tiles: 2.5 weight-row tiles plus one row, K of 2 x SPLIT tiles and a partial
+    one (each split's run ends ragged or short), 1 row (and 3 on the tensor cores),
+    bf16 and NaN-poisoned outputs against float64 (the persistent walk itself runs in the
+    simulator below: the interpreter runs the user's grid)."""
+    rng = np.random.default_rng()
+    p, kind = c.plan, _kind_of(n, k, c)
+    nn = 2 * p.bn + p.bn // 2 + 1
+    kk = 2 * p.split * p.bk + p.bk // 2 + 3
+    for m in (1,) if p.fma else (1, 3):
+        x, ws, r = _inputs(rng, kind, m, nn, kk, BF16)
+        y = _run(kind, x, ws, r, p, BF16, hints=c.hints())
+        _check(y, _ref(x, ws, r, BF16), BF16)
+
+
+@pytest.mark.parametrize("n,k,c", CANDIDATES)
+def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
+    """Each candidate at its Llama-3-8B width, sm_90a: no local memory, the ring depth
+    it asks (tensor cores: TMA into `stages` slots, HGMMA or HMMA) or the FMA form's
+    16-byte loads, a persistent kernel where it asks one, and shared memory an SM
+    holds."""
+    p, kind = c.plan, _kind_of(n, k, c)
+    kernel, args = _llama_args(kind, 1, n, k, p)
+    kernel = kernel.replace_hints(l2_prefetch=True, **c.hints())
+    grid = G.grid(n, p)
+    ck = _compile(kernel, args, grid)
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    assert bool(ck.meta.get("persistent")) == c.persistent
+    assert ck.meta["shared_bytes"] <= G.SM_SHARED - 1024
+    ops = collections.Counter(op.split(".")[0] for _, op, _ in
+                              _instructions(_sass_text(ck.cubin, tmp_path)))
+    assert not ops["LDL"] and not ops["STL"], ops
+    if p.fma:
+        assert ops["LDG"] and not ops["UTMALDG"], ops
+        return
+    ring = _compile(kernel, args, grid, "pipeline").ir()
+    stages = [int(v) for v in re.findall(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ring)]
+    assert stages and set(stages) == {c.stages or G.STAGES}, stages
+    assert ops["UTMALDG"] and ops["HGMMA" if p.bn >= 64 else "HMMA"], ops
+
+
+@pytest.mark.parametrize("n,k,c", CANDIDATES)
+def test_candidates_in_the_simulator(n, k, c):
+    """The candidates' sm_90a code in tileir.sim on a ragged grid (4 weight-row tiles, the
+    last partial, times the split; K of 2 x SPLIT tiles, the last partial): a persistent
+    one on 3 blocks, each walking several tiles with its ring running on across them
+    (and, split, across the tiles' K runs; the tickets drawn inside the walk), the
+    counters back at zero, 3 rows (1 on the FMA form) against float64."""
+    from tileir.kernel import hardware_grid
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    p, kind = c.plan, _kind_of(n, k, c)
+    m, nn, kk = 1 if p.fma else 3, 3 * p.bn + p.bn // 2, 2 * p.split * p.bk - p.bk // 2 + 8
+    x, ws, r = _inputs(rng, kind, m, nn, kk, BF16)
+    lead = (2,) if kind in ("swiglu", "fused") else ()
+    part = np.full(lead + (p.split, m, nn), np.nan, np.float32)
+    count = np.zeros(G.counters(nn, p) + 2, np.int32)
+    if kind == "add":
+        y = r.copy()
+        kernel, args = G.gemv_add, (x, ws[0], y, y, part, count) + tuple(p)
+    else:
+        y = np.full((m, nn), np.nan, BF16)
+        kernel = {"linear": G.gemv, "swiglu": G.gemv_swiglu,
+                  "fused": G.gemv_swiglu_fused}[kind]
+        args = (x, x, 0.0) + tuple(ws) + (y, part, count) + tuple(p) + (False,)
+    kernel = kernel.replace_hints(**c.hints())
+    grid = G.grid(nn, p) + (1,)
+    ck = kernel.compile(args, "gpu", target="sm_90a", grid=grid, sm_count=132)
+    assert bool(ck.meta.get("persistent")) == c.persistent
+    simulate(ck, hardware_grid(ck.meta, grid), args, sm_count=3)
+    _check(y, _ref(x, ws, r, BF16), BF16)
+    assert not count.any(), count
+
+
 # ---------------------------------------------------------------- GPU
 
 @pytest.mark.gpu
@@ -950,29 +1042,65 @@ def test_plan_on_the_gpu_against_torch(kind, n, k, m):
     assert err < 2e-2, err
 
 
-def _gpu_gemv(torch, kind, p: G.Plan, x, ws, y, count):
+def _gpu_gemv(torch, kind, p: G.Plan, x, ws, y, count, hints=None):
     """One decode GEMV as Backend._gemv launches it on the GPU (l2_prefetch; the combine
     launch after a split K without the ticket); y: the output (for "add" the residual,
-    updated in place)."""
+    updated in place); hints: a sweep candidate's options ("fused" in kind: both
+    weights through one ring)."""
     m, n = x.shape[0], ws[0].shape[0]
-    lead = (2,) if kind == "swiglu" else ()
+    lead = (2,) if kind in ("swiglu", "fused") else ()
     part = torch.full(lead + (p.split, m, n), float("nan"), device="cuda",
                       dtype=torch.float32)
     if kind == "add":
         kernel, args, fin = G.gemv_add, (x, ws[0], y, y, part, count), \
             (G.gemv_combine_add, (part, y, y))
-    elif kind == "swiglu":
-        kernel, args, fin = G.gemv_swiglu, (x, x, 0.0, ws[0], ws[1], y, part, count), \
-            (G.gemv_combine_swiglu, (part, y))
+    elif kind in ("swiglu", "fused"):
+        kernel = G.gemv_swiglu if kind == "swiglu" else G.gemv_swiglu_fused
+        args = (x, x, 0.0, ws[0], ws[1], y, part, count)
+        fin = (G.gemv_combine_swiglu, (part, y))
     else:
         kernel, args, fin = G.gemv, (x, x, 0.0, ws[0], y, part, count), \
             (G.gemv_combine, (part, y))
     flag = () if kind == "add" else (False,)
-    ct.launch(None, G.grid(n, p), kernel.replace_hints(l2_prefetch=True),
+    ct.launch(None, G.grid(n, p), kernel.replace_hints(l2_prefetch=True, **(hints or {})),
               args + tuple(p) + flag)
     if p.split > 1 and not p.ticket:
         ctiles = G.combine_tiles(m, n, p)
         ct.launch(None, (ct.cdiv(n, ctiles[2]),), fin[0], fin[1] + ctiles)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k,c", CANDIDATES)
+def test_candidates_on_the_gpu_against_torch(n, k, c):
+    """Each sweep candidate as the sweep launches it (its options, l2_prefetch) at its
+    Llama-3-8B width, one row: twice on the same counters (back at zero after each),
+    NaN-poisoned outputs, within rounding of a float32 torch product of the same bf16
+    inputs; a persistent kernel walks the whole grid on one block an SM."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    kind, p = _kind_of(n, k, c), c.plan
+    gen = torch.Generator(device="cuda").manual_seed(n + k + p.bn * p.bk + p.split)
+    bf = torch.bfloat16
+    count = torch.zeros(G.counters(n, p) + 7, device="cuda", dtype=torch.int32)
+    for _ in range(2):
+        x = torch.randn(1, k, device="cuda", generator=gen).to(bf)
+        ws = [(torch.randn(n, k, device="cuda", generator=gen) / k ** 0.5).to(bf)
+              for _ in range(2 if kind in ("swiglu", "fused") else 1)]
+        r = torch.randn(1, n, device="cuda", generator=gen).to(bf)
+        y = r.clone() if kind == "add" else \
+            torch.full((1, n), float("nan"), device="cuda", dtype=bf)
+        _gpu_gemv(torch, kind, p, x, ws, y, count, hints=c.hints())
+        torch.cuda.synchronize()
+        gf = [x.float() @ w.float().T for w in ws]
+        if kind in ("swiglu", "fused"):
+            gt, ut = (t.to(bf).float() for t in gf)
+            ref = torch.nn.functional.silu(gt) * ut
+        else:
+            ref = gf[0] + (r.float() if kind == "add" else 0.0)
+        assert not y.isnan().any() and not count.any()
+        err = ((y.float() - ref).abs().max() / ref.abs().max().clamp(min=1.0)).item()
+        assert err < 2e-2, err
 
 
 @pytest.mark.gpu

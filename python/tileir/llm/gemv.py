@@ -478,6 +478,65 @@ SWEPT = {
 }
 
 
+# Candidates for the one-row sweep (bench/sweep_llm_decode.py --gemv times each beside
+# SWEPT; nothing routes to them until a measurement puts one in SWEPT).  Each names a
+# plan and the kernel options it takes: `persistent` (one block an SM walking the N
+# tiles with its ring running on from tile to tile: no ramp between a block's tiles;
+# gemv_swiglu's two loops a tile ramp in each), `stages` (the ring's depth: more
+# weight bytes in flight a block), `fused` (gate/up: gemv_swiglu_fused, both weights
+# through one ring), `warps` (num_warps: a 32-row mma.sync tile on two warps).
+# docs/llm.md, "Where the one-row GEMVs lose copy bandwidth", gives the model that
+# proposed them (`bench/sweep_llm_decode.py --model`).
+class Candidate(NamedTuple):
+    name: str
+    plan: Plan
+    persistent: bool = False
+    stages: int | None = None
+    fused: bool = False
+    warps: int | None = None
+
+    def hints(self) -> dict:
+        """The kernel options (`Kernel.replace_hints`) besides l2_prefetch."""
+        out = {}
+        if self.persistent:
+            out["persistent"] = True
+        if self.stages:
+            out["num_stages"] = self.stages
+        if self.warps:
+            out["num_warps"] = self.warps
+        return out
+
+
+CANDIDATES = {
+    (6144, 4096): (         # QKV: the tensor cores' form with 8-stage rings (the FMA form's
+        # 24 KB in flight an SM are short of the 28 KB needed); two warps a block (one
+        # issues the loop too slowly for an SM's share in the model)
+        Candidate("16x256/s8/pers", Plan(8, 16, 256, 1, False), True, 8),
+        Candidate("32x256/s8/w2/pers", Plan(8, 32, 256, 1, False), True, 8, warps=2),
+        Candidate("32x128/s8", Plan(8, 32, 128, 1, False), False, 8),
+    ),
+    (4096, 4096): (         # O: K whole (no ticket's tail), persistent, 8 stages
+        Candidate("32x128/k1/s8/pers", Plan(8, 32, 128, 1, False), True, 8),
+        Candidate("32x256/k1/s8/w2/pers", Plan(8, 32, 256, 1, False), True, 8, warps=2),
+        Candidate("16x256/k1/s8/pers", Plan(8, 16, 256, 1, False), True, 8),
+        Candidate("64x128/k2/s8/pers", Plan(8, 64, 128, 2, False, True), True, 8),
+        Candidate("64x128/k4/s6/pers", Plan(8, 64, 128, 4, False, True), True, 6),
+    ),
+    (4096, 14336): (        # down: deeper rings, finer tiles (the 128-block grid: 4 SMs idle)
+        Candidate("64x256/k2/s6", Plan(8, 64, 256, 2, False, True), False, 6),
+        Candidate("32x256/k2/s8/w2/pers", Plan(8, 32, 256, 2, False, True), True, 8, warps=2),
+        Candidate("32x256/k4/s8/pers", Plan(8, 32, 256, 4, False, True), True, 8),
+        Candidate("64x128/k4/s8/pers", Plan(8, 64, 128, 4, False, True), True, 8),
+    ),
+    (14336, 4096): (        # gate/up: one ring for both weights (no ramp between them)
+        Candidate("fused/64x128/s4/pers", Plan(8, 64, 128, 1, False), True, 4, True),
+        Candidate("fused/32x128/s8/pers", Plan(8, 32, 128, 1, False), True, 8, True),
+        Candidate("64x128/s8/pers", Plan(8, 64, 128, 1, False), True, 8),
+        Candidate("128x128/s6/pers", Plan(8, 128, 128, 1, False), True, 6),
+    ),
+}
+
+
 def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
          sm_count: int = 132, swept: bool = True) -> Plan:
     """The schedule for an (m, k) x (n, k)^T product: at one row, a shape a sweep

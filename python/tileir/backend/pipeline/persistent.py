@@ -146,6 +146,11 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     if len(outer.results):
         return False
     body = outer.regions[0].blocks[0]
+    # one K loop a tile only: the producer walks this loop's copies, so a second K loop
+    # would be pipelined in place inside the consumers' branch, its copies waiting on
+    # a producer that never issues them (a SwiGLU GEMV's gate then up loops)
+    if [op.operation for op in body.operations if op.name == "scf.for"] != [loop]:
+        return False
     # what the producer recomputes: the K bounds, the loads' index slices' inputs
     prefix = _tile_prefix(outer, loop, loads)
     if prefix is None:
