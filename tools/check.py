@@ -44,9 +44,8 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "341 s of CPU, 179 s wall at load 2, about 150 s on two quiet CPUs "
-            "(2dbf165, 2026-11-29)",
-    "full": "526 s wall, 3516 passed (1f45197, 2026-11-29, two quiet CPUs)",
+    "fast": "213 s wall, 411 s of CPU, 3055 passed (f9c68f1, 2026-11-29, two quiet CPUs)",
+    "full": "620 s wall, 3754 passed (f9c68f1, 2026-11-29, two nearly quiet CPUs)",
 }
 
 
