@@ -114,7 +114,8 @@ def tier_arguments(full: bool, gpu: bool, pytest_args: list[str],
 
 
 def have_gpu() -> bool:
-    """Whether the CUDA driver sees a GPU (as test/python/conftest.py asks)."""
+    """Whether the CUDA driver sees a GPU (test/python/conftest.py asks it too, for the
+    `gpu` marker)."""
     try:
         from cuda.bindings import driver
     except ImportError:

@@ -18,27 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tileir.tools.check import have_gpu     # (tile-check asks the same)
 
-def _probe_gpu() -> bool:
-    try:
-        from cuda.bindings import driver
-    except ImportError:
-        return False
-    try:
-        (err,) = driver.cuInit(0)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            return False
-        err, n = driver.cuDeviceGetCount()
-        return err == driver.CUresult.CUDA_SUCCESS and n > 0
-    except Exception:   # the driver library itself is missing
-        return False
-
-
-# Asked once, as pytest loads this file, before any test module imports torch or JAX:
-# cuda.bindings set up after another library has initialized CUDA looks up 34 driver
-# entry points that the driver refuses (cuGetProcAddress_v2: invalid argument), which
-# compute-sanitizer reports as API errors of the run (bench/RESULTS.md, 2026-11-26).
-_HAVE_GPU = _probe_gpu()
+_HAVE_GPU = have_gpu()
 
 
 def _have_gpu() -> bool:

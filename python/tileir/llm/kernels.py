@@ -151,14 +151,33 @@ def _rotated(x1, x2, c, s):
     return x1 * c - x2 * s, x2 * c + x1 * s
 
 
+@ct.function
+def _rotate_into(x, out, t, c, s, HEADS: ct.Constant[int], HALF: ct.Constant[int]):
+    """Token t's heads of x rotated by (c, s) and stored into out (x itself: in place);
+    returns the two halves as stored, in out's dtype."""
+    x1, x2 = _halves(x, t, HEADS, HALF)
+    r1, r2 = _rotated(x1, x2, c, s)
+    b1, b2 = ct.astype(r1, out.dtype), ct.astype(r2, out.dtype)
+    ct.store(out, index=(t, 0, 0), tile=b1)
+    ct.store(out, index=(t, 0, 1), tile=b2)
+    return b1, b2
+
+
+@ct.function
+def _into_slot(cache, page, row, b1, b2, HEADS: ct.Constant[int], HALF: ct.Constant[int]):
+    """The rotated halves of a token's heads into slot `row` of `page` of the cache
+    (pages, PAGE, heads, 2 * HALF)."""
+    ct.store(cache, index=(page, row, 0, 0),
+             tile=ct.reshape(ct.astype(b1, cache.dtype), (1, 1, HEADS, HALF)))
+    ct.store(cache, index=(page, row, 0, 1),
+             tile=ct.reshape(ct.astype(b2, cache.dtype), (1, 1, HEADS, HALF)))
+
+
 @ct.kernel
 def rope(x, out, cos, sin, positions, HEADS: ct.Constant[int], HALF: ct.Constant[int]):
     t = ct.bid(0)
     c, s = _angle(cos, sin, positions, t, HALF)
-    x1, x2 = _halves(x, t, HEADS, HALF)
-    r1, r2 = _rotated(x1, x2, c, s)
-    ct.store(out, index=(t, 0, 0), tile=ct.astype(r1, out.dtype))
-    ct.store(out, index=(t, 0, 1), tile=ct.astype(r2, out.dtype))
+    _rotate_into(x, out, t, c, s, HEADS, HALF)
 
 
 @ct.kernel
@@ -173,21 +192,11 @@ def rope_write_slots(q, k, v, cos, sin, positions, k_cache, v_cache, slots,
     of two."""
     t = ct.bid(0)
     c, s = _angle(cos, sin, positions, t, HALF)
-    q1, q2 = _halves(q, t, QH, HALF)
-    r1, r2 = _rotated(q1, q2, c, s)
-    ct.store(q, index=(t, 0, 0), tile=ct.astype(r1, q.dtype))
-    ct.store(q, index=(t, 0, 1), tile=ct.astype(r2, q.dtype))
-    k1, k2 = _halves(k, t, KH, HALF)
-    r1, r2 = _rotated(k1, k2, c, s)
-    b1, b2 = ct.astype(r1, k.dtype), ct.astype(r2, k.dtype)
-    ct.store(k, index=(t, 0, 0), tile=b1)            # the prompt's attention reads k here
-    ct.store(k, index=(t, 0, 1), tile=b2)
+    _rotate_into(q, q, t, c, s, QH, HALF)
+    b1, b2 = _rotate_into(k, k, t, c, s, KH, HALF)   # the prompt's attention reads k here
     slot = ct.load(slots, index=(t,), shape=(1,)).item()
     page, row = slot // PAGE, slot % PAGE
-    ct.store(k_cache, index=(page, row, 0, 0),
-             tile=ct.reshape(ct.astype(b1, k_cache.dtype), (1, 1, KH, HALF)))
-    ct.store(k_cache, index=(page, row, 0, 1),
-             tile=ct.reshape(ct.astype(b2, k_cache.dtype), (1, 1, KH, HALF)))
+    _into_slot(k_cache, page, row, b1, b2, KH, HALF)
     rows = ct.load(v, index=(t, 0, 0), shape=(1, KH, 2 * HALF), padding_mode=ZERO)
     ct.store(v_cache, index=(page, row, 0, 0),
              tile=ct.reshape(ct.astype(rows, v_cache.dtype), (1, 1, KH, 2 * HALF)))
@@ -202,17 +211,10 @@ def rope_write_latent(ckv, kr, cos, sin, positions, cache_ckv, cache_kr, slots,
     `write_slots` in one launch, the same bits.  R: r rounded up to a power of two."""
     t = ct.bid(0)
     c, s = _angle(cos, sin, positions, t, HALF)
-    a1, a2 = _halves(kr, t, 1, HALF)
-    k1, k2 = _rotated(a1, a2, c, s)
-    b1, b2 = ct.astype(k1, kr.dtype), ct.astype(k2, kr.dtype)
-    ct.store(kr, index=(t, 0, 0), tile=b1)
-    ct.store(kr, index=(t, 0, 1), tile=b2)
+    b1, b2 = _rotate_into(kr, kr, t, c, s, 1, HALF)
     slot = ct.load(slots, index=(t,), shape=(1,)).item()
     page, row = slot // PAGE, slot % PAGE
-    ct.store(cache_kr, index=(page, row, 0, 0),
-             tile=ct.reshape(ct.astype(b1, cache_kr.dtype), (1, 1, 1, HALF)))
-    ct.store(cache_kr, index=(page, row, 0, 1),
-             tile=ct.reshape(ct.astype(b2, cache_kr.dtype), (1, 1, 1, HALF)))
+    _into_slot(cache_kr, page, row, b1, b2, 1, HALF)
     lat = ct.load(ckv, index=(t, 0), shape=(1, R), padding_mode=ZERO)
     ct.store(cache_ckv, index=(page, row, 0),
              tile=ct.reshape(ct.astype(lat, cache_ckv.dtype), (1, 1, R)))
