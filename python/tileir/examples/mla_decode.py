@@ -212,18 +212,23 @@ def run(rng, batch=2, tq=2, heads=64, page=16):
 # theirs is the softmax's (docs/attention.md, "Where the unrotated loop's time
 # goes").  Each keeps its product's result alive with one cheap op a step.
 
+@ct.function
+def _phase_block(Q, LENS, BN: ct.Constant[int]):
+    """A phase kernel's block: its sequence b, token t, head block hb, and the BN-row
+    steps of the sequence's whole cache."""
+    bt = ct.bid(0)
+    tq = Q.shape[1]
+    b = bt // tq
+    return b, bt % tq, ct.bid(1), ct.cdiv(ct.load(LENS, index=(b,), shape=()), BN)
+
+
 @ct.kernel(num_warps=8, product_rotation=False, warp_specialize=True, num_stages=2)
 def scores_only(Q, KV, TABLE, LENS, S, HB: ct.Constant[int], PAGE: ct.Constant[int],
                 BN: ct.Constant[int]):
     """The elementwise maximum over a sequence's steps of its (HB, BN) score tiles
     Q . [c_kv; k_rope]^T (unscaled, unmasked: a last step's slots past the sequence
     count too); S is (B, Tq, H / HB, HB, BN) f32."""
-    bt = ct.bid(0)
-    hb = ct.bid(1)
-    tq = Q.shape[1]
-    b = bt // tq
-    t = bt % tq
-    steps = ct.cdiv(ct.load(LENS, index=(b,), shape=()), BN)
+    b, t, hb, steps = _phase_block(Q, LENS, BN)
     q_nope = ct.load(Q, index=(b, t, hb, 0), shape=(1, 1, HB, DL)).reshape((HB, DL))
     q_rope = ct.load(Q, index=(b, t, hb, DL // DR), shape=(1, 1, HB, DR)).reshape((HB, DR))
     top = ct.full((HB, BN), -np.inf, dtype=np.float32)
@@ -244,12 +249,7 @@ def values_only(Q, KV, TABLE, LENS, O, HB: ct.Constant[int], PAGE: ct.Constant[i
     """The sum over a sequence's steps of P . c_kv with one P for all of them, made in
     registers as the softmax's is: P = exp2(Q[:, :BN] / 64) rounded to Q's dtype; O is
     (B, Tq, H / HB, HB, 512) f32."""
-    bt = ct.bid(0)
-    hb = ct.bid(1)
-    tq = Q.shape[1]
-    b = bt // tq
-    t = bt % tq
-    steps = ct.cdiv(ct.load(LENS, index=(b,), shape=()), BN)
+    b, t, hb, steps = _phase_block(Q, LENS, BN)
     q = ct.load(Q, index=(b, t, hb, 0), shape=(1, 1, HB, BN)).reshape((HB, BN))
     p = ct.exp2(q.astype(np.float32) * (1.0 / 64)).astype(Q.dtype)
     acc = ct.zeros((HB, DL), dtype=np.float32)
