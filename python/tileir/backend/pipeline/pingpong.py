@@ -47,11 +47,10 @@ from tileir.dialect.ring import TurnOp
 from tileir.dialect.verifier import kernel_functions
 from tileir.backend.layout.mma_layouts import Mma
 
+from .pure_slices import written_args
+
 PINGPONG_ATTR = "tile.pingpong"
 CONSUMER_WARPS = 8                 # two warpgroups
-# ops that write their first operand (an array): a load from such an array may differ
-# between two threads' reads, so a bound read from it is not known to be uniform
-_WRITES = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.atomic_cas"})
 
 
 def pingpong_loops(module: ir.Module, chip: str) -> int:
@@ -133,16 +132,7 @@ class _Uniform:
 
     def __init__(self, func: ir.Operation):
         self.entry = func.regions[0].blocks[0]
-        written = set()
-
-        def visit(o):
-            o = o.operation
-            if o.name in _WRITES and isinstance(o.operands[0].owner, ir.Block):
-                written.add(o.operands[0].arg_number)
-            return ir.WalkResult.ADVANCE
-
-        func.walk(visit)
-        self.written = written
+        self.written = written_args(func)
         self.memo: dict = {}
 
     def bounds(self, loop: ir.Operation) -> bool:

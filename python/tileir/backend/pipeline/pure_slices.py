@@ -72,3 +72,22 @@ def clone_ops(ops: list[ir.Operation], mapping: dict) -> None:
                 new.operands[i] = mapping[x]
         for old_r, new_r in zip(op.results, new.results):
             mapping[old_r] = new_r
+
+
+# the ops that write the array of their first operand
+WRITES = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.atomic_cas"})
+
+
+def written_args(func: ir.Operation) -> set[int]:
+    """The argument numbers of the arrays some op of `func` writes: loads from the
+    others read memory nothing in the kernel changes (the `reads` of `pure_slice`)."""
+    written = set()
+
+    def visit(o):
+        o = o.operation
+        if o.name in WRITES and isinstance(o.operands[0].owner, ir.Block):
+            written.add(o.operands[0].arg_number)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return written

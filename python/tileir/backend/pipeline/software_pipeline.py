@@ -79,14 +79,12 @@ from .copy_parts import PARTS_ATTR, asked as parts_asked, products_only
 from .persistent import flatten_tile_loop, specialize_tile_loop
 from .product_rotation import find_chain, fits_registers, issue_chains, rotate
 from .programmatic import overlaps
-from .pure_slices import clone_ops, defined_in, pure_slice
+from .pure_slices import clone_ops, defined_in, pure_slice, written_args
 from .register_prefetch import prefetch_loop
 from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS,
                     PRODUCER_WARPS, PRODUCER_WARPS_ATTR, async_capable)
 
 NUM_STAGES_ATTR = "tile.num_stages"
-# ops that write their first operand (an array)
-_WRITES = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.atomic_cas"})
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
 # The kernel option `l2_prefetch` (kernel.py): the first tiles into L2 before the
 # grid-dependency wait (`prefetch_first`)
@@ -212,15 +210,7 @@ class _Pipeliner:
         if not isinstance(array.owner, ir.Block) or array.owner != self.func.regions[0].blocks[0]:
             return False
         if self._written is None:
-            written = set()
-
-            def visit(o):
-                o = o.operation
-                if o.name in _WRITES and isinstance(o.operands[0].owner, ir.Block):
-                    written.add(o.operands[0].arg_number)
-                return ir.WalkResult.ADVANCE
-            self.func.walk(visit)
-            self._written = written
+            self._written = written_args(self.func)
         return array.arg_number not in self._written
 
     # -- the transformation -------------------------------------------------------------
