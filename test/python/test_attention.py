@@ -15,6 +15,7 @@ import pytest
 
 import tileir as ct
 from tileir.examples import attention as example
+from tileir.examples import decode_attention as dec_example
 from tileir.sim import simulate
 
 from test_tensor_cores import _sass, _sass_text
@@ -503,28 +504,18 @@ def _split_causal(Q, K, V, O, scale: float, H: ct.Constant[int], BM: ct.Constant
         k = ct.load(K, index=(b, h, j, 0), shape=(1, 1, BN, D),
                     padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
         s = ct.mma(q, ct.transpose(k), ct.zeros((BM, BN), dtype=np.float32))
-        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
-        p = ct.exp2(s * qk_scale - m_new)
-        alpha = ct.exp2(m - m_new)
-        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
         v = ct.load(V, index=(b, h, j, 0), shape=(1, 1, BN, D),
                     padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
-        acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
-        m = m_new
+        m, l, acc = dec_example._online_softmax_step(s, v, m, l, acc, qk_scale, Q.dtype)
     for j in range(below, ct.cdiv(min((mb + 1) * BM, n_kv), BN)):
         k = ct.load(K, index=(b, h, j, 0), shape=(1, 1, BN, D),
                     padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
         s = ct.mma(q, ct.transpose(k), ct.zeros((BM, BN), dtype=np.float32))
         cols = j * BN + ct.arange(BN, dtype=np.int32)[None, :]
         s = ct.where((cols < n_kv) & (rows >= cols), s, -np.inf)
-        m_new = ct.maximum(m, ct.max(s, axis=1, keepdims=True) * qk_scale)
-        p = ct.exp2(s * qk_scale - m_new)
-        alpha = ct.exp2(m - m_new)
-        l = l * alpha + ct.sum(p, axis=1, keepdims=True)
         v = ct.load(V, index=(b, h, j, 0), shape=(1, 1, BN, D),
                     padding_mode=ct.PaddingMode.ZERO).reshape((BN, D))
-        acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
-        m = m_new
+        m, l, acc = dec_example._online_softmax_step(s, v, m, l, acc, qk_scale, Q.dtype)
     ct.store(O, index=(b, h, mb, 0), tile=(acc / l).reshape((1, 1, BM, D)).astype(O.dtype))
 
 
