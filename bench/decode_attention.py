@@ -257,16 +257,23 @@ def short_table(rows) -> str:
     return "\n".join(out)
 
 
-def run_short(out_dir: str, batches=SHORT_BATCHES, contexts=SHORT_CONTEXTS,
-              pages=SHORT_PAGES) -> list[dict]:
-    """--short: every (batch, context, page) of SHORT_* (or those given); prints the
-    table, writes decode_short.json into out_dir."""
+def _start() -> tuple[str, dict]:
+    """The device's name and the time, then every kernel checked against fp32 torch
+    (`check`), printed; returns (device, errors)."""
     device = torch.cuda.get_device_name()
     print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
           flush=True)
     errs = check()
     print("relative error vs fp32 (ragged lengths 1000/77/3001, Tq 2):", json.dumps(errs),
           flush=True)
+    return device, errs
+
+
+def run_short(out_dir: str, batches=SHORT_BATCHES, contexts=SHORT_CONTEXTS,
+              pages=SHORT_PAGES) -> list[dict]:
+    """--short: every (batch, context, page) of SHORT_* (or those given); prints the
+    table, writes decode_short.json into out_dir."""
+    device, errs = _start()
     rows = []
     for batch in batches:
         for ctx in contexts:
@@ -490,12 +497,7 @@ def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = Fals
     """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations;
     `phases`: and MLA's two products alone); prints the tables; writes JSON and PNG
     into out_dir."""
-    device = torch.cuda.get_device_name()
-    print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-          flush=True)
-    errs = check()
-    print("relative error vs fp32 (ragged lengths 1000/77/3001, Tq 2):", json.dumps(errs),
-          flush=True)
+    device, errs = _start()
     bad = [k for k, e in errs.items() if not e < 2e-2]
     if bad:
         print(f"MISMATCH: {', '.join(bad)} (the timings below time a wrong kernel)", flush=True)
