@@ -1401,3 +1401,52 @@ def test_llama_with_norms_in_the_gemvs_matches_transformers(tmp_path, dtype):
     transformers (`_llama_against_transformers`)."""
     launched = _llama_against_transformers(tmp_path, dtype, ("decode_gemv", "gemv_norm"))
     assert {("gemv", True), ("gemv_swiglu", True)} <= launched, launched
+
+
+def test_a_routed_candidate_is_what_the_backend_launches(monkeypatch):
+    """gemv.ROUTED names, per one-row shape, the candidate a GPU sweep measured faster:
+    Backend launches its plan, its kernel (the fused SwiGLU) and its options (a
+    Kernel of their own), and the products are right; other row counts, float32 (the
+    FMA form) and unrouted shapes keep their plans; a name no candidate has is an
+    error naming the shape's candidates."""
+    from tileir.llm.backend import Backend
+    rng = np.random.default_rng()
+    k, n = 96, 40
+    down = G.Candidate("16x32/k3/s6/pers", G.Plan(8, 16, 32, 3, False, True), True, 6)
+    fused = G.Candidate("fused/16x32", G.Plan(8, 16, 32, 1, False), False, 4, True)
+    monkeypatch.setattr(G, "CANDIDATES", {(n, k): (down,), (2 * n, k): (fused,)})
+    monkeypatch.setattr(G, "ROUTED", {(n, k): down.name, (2 * n, k): fused.name})
+    b = Backend("numpy", "bfloat16")
+    b.decode_gemv = True
+    launched = []
+    run = b._launch
+    b._launch = lambda grid, kernel, args: (launched.append((kernel.name, grid,
+                                                             dict(kernel.options))),
+                                            run(grid, kernel, args))
+    x = b.asarray(rng.standard_normal((1, k)))
+    w = b.asarray(rng.standard_normal((n, k)) / 8)
+    r = b.asarray(rng.standard_normal((1, n)))
+    ref = x.astype(np.float64) @ w.astype(np.float64).T + r.astype(np.float64)
+    b.linear(x, w, residual=r)
+    _check(r, ref, b.dtype)
+    (name, grid, options), = launched
+    assert name == "gemv_add" and grid == G.grid(n, down.plan)
+    assert options["persistent"] and options["num_stages"] == 6
+    launched.clear()
+    wg, wu = (b.asarray(rng.standard_normal((2 * n, k)) / 8) for _ in range(2))
+    y = b.linear_swiglu(x, wg, wu)
+    g64 = x.astype(np.float64) @ wg.astype(np.float64).T
+    u64 = x.astype(np.float64) @ wu.astype(np.float64).T
+    _check(y, g64 / (1 + np.exp(-g64)) * u64, b.dtype)
+    assert [(nm, o.get("num_stages")) for nm, _, o in launched] == [("gemv_swiglu_fused", 4)]
+    launched.clear()
+    b.linear(b.asarray(rng.standard_normal((2, k))), w, residual=b.asarray(
+        rng.standard_normal((2, n))))                   # two rows: the plan's rule
+    assert [(nm, "persistent" in o) for nm, _, o in launched] == [("gemv_add", False)]
+    launched.clear()
+    f32 = Backend("numpy", "float32")
+    f32.decode_gemv = True
+    assert f32._plan(1, n, k) == G.plan(1, n, k, exact=True, on_gpu=False)
+    monkeypatch.setattr(G, "ROUTED", {(n, k): "no such plan"})
+    with pytest.raises(ValueError, match=r"16x32/k3/s6/pers"):
+        b.linear(x, w, residual=r)

@@ -75,6 +75,12 @@ def _l2_prefetching(kernel):
     return kernel.replace_hints(l2_prefetch=True)
 
 
+@functools.cache
+def _with_hints(kernel, hints: tuple):
+    """`kernel` with the options `hints` ((name, value) pairs; one Kernel per set)."""
+    return kernel.replace_hints(**dict(hints)) if hints else kernel
+
+
 def _tile(n: int, cap: int) -> int:
     return min(next_pow2(n), cap)
 
@@ -254,9 +260,12 @@ class Backend:
         return (_l2_prefetching(kernel) if prefetch else kernel), tiles
 
     def _plan(self, m: int, n: int, k: int) -> G.Plan:
-        """The decode GEMV's plan for an (m, k) x (n, k)^T product (`gemv.plan`; the
-        combine launch in place of the ticket without `gemv_ticket`)."""
-        p = G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
+        """The decode GEMV's plan for an (m, k) x (n, k)^T product (a routed candidate's,
+        `gemv.routed`, else `gemv.plan`; the combine launch in place of the ticket
+        without `gemv_ticket`)."""
+        cand = None if self.exact else G.routed(m, n, k)
+        p = cand.plan if cand is not None else \
+            G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
         return p if self.gemv_ticket else p._replace(ticket=False)
 
     def _gemv(self, x, ws, out, residual=None, norm=None, then=None, normed=None):
@@ -299,6 +308,11 @@ class Backend:
             kernel, fin = G.gemv, (G.gemv_combine, (part, out))
             args = (x, g, float(eps), ws[0], out, part, count)
             tiles += (norm is not None,)
+        cand = None if self.exact else G.routed(m, n, k)
+        if cand is not None:          # a routed candidate's kernel options (and kernel)
+            if cand.fused and kernel is G.gemv_swiglu:
+                kernel = G.gemv_swiglu_fused
+            kernel = _with_hints(kernel, tuple(sorted(cand.hints().items())))
         if self.l2_prefetch and self.torch is not None:
             kernel = _l2_prefetching(kernel)
         self._launch(G.grid(n, p), kernel, args + tiles)
@@ -326,7 +340,7 @@ class Backend:
         LM head keeps its wgmma kernel, at 0.99x copy)."""
         if not (self.decode_gemv and m <= DECODE_ROWS and (norm is None or self.gemv_norm)):
             return False
-        return self.torch is None or (m == 1 and (n, k) in G.SWEPT)
+        return self.torch is None or (m == 1 and ((n, k) in G.SWEPT or (n, k) in G.ROUTED))
 
     def fuses_norm(self, m: int, *ws) -> bool:
         """Whether `linear` / `linear_swiglu` over m rows and each weight of ws (those

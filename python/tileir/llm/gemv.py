@@ -479,7 +479,7 @@ SWEPT = {
 
 
 # Candidates for the one-row sweep (bench/sweep_llm_decode.py --gemv times each beside
-# SWEPT; nothing routes to them until a measurement puts one in SWEPT).  Each names a
+# SWEPT; nothing routes to them until a measurement names one in ROUTED).  Each names a
 # plan and the kernel options it takes: `persistent` (one block an SM walking the N
 # tiles with its ring running on from tile to tile: no ramp between a block's tiles;
 # gemv_swiglu's two loops a tile ramp in each), `stages` (the ring's depth: more
@@ -535,6 +535,25 @@ CANDIDATES = {
         Candidate("128x128/s6/pers", Plan(8, 128, 128, 1, False), True, 6),
     ),
 }
+
+
+# One-row shapes routed to a candidate (its name in CANDIDATES[n, k]) where a GPU sweep
+# measured it faster than SWEPT's plan by more than runs of one plan move (~2 %):
+# `Backend` then launches the candidate's plan, kernel and options.  Empty until such a
+# measurement (`bench/sweep_llm_decode.py 1 --cand`).
+ROUTED: dict[tuple[int, int], str] = {}
+
+
+def routed(m: int, n: int, k: int) -> Candidate | None:
+    """The candidate ROUTED takes for an (m, k) x (n, k)^T product, or None."""
+    if m != 1 or (n, k) not in ROUTED:
+        return None
+    name = ROUTED[n, k]
+    for c in CANDIDATES.get((n, k), ()):
+        if c.name == name:
+            return c
+    raise ValueError(f"gemv.ROUTED[{n}, {k}] = {name!r} names no candidate of that shape; "
+                     f"CANDIDATES has {[c.name for c in CANDIDATES.get((n, k), ())]}")
 
 
 def plan(m: int, n: int, k: int, *, exact: bool = False, on_gpu: bool = True,
