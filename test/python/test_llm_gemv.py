@@ -661,6 +661,7 @@ def _tail_args(m, n, k, p, dtype=BF16):
         G.next_pow2(n),)
 
 
+@pytest.mark.sweep(keep=("n", "k", "p"))        # 16 rows: the interpreter's tests keep them
 @pytest.mark.parametrize("m", [1, 16])
 @pytest.mark.parametrize("n,k,p", [(4096, 4096, G.SWEPT[4096, 4096]),
                                    (4096, 14336, G.SWEPT[4096, 14336]),
@@ -699,11 +700,12 @@ def test_norm_tail_orders_the_rows_before_the_grid_ticket(n, k, p, m, tmp_path):
     assert not any(op.startswith(("LDL", "STL")) for op in ops)
 
 
-@pytest.mark.parametrize("n,p", [(7168, G.Plan(16, 64, 128, 2, False, True)),
-                                 (2048, G.Plan(16, 16, 256, 1, False)),
-                                 (8192, G.Plan(1, 8, 256, 1, True)),
-                                 (4096, G.Plan(8, 16, 256, 1, False))],
-                         ids=["wgmma_7168", "mma_sync_2048", "fma_8192", "mma_sync_4096"])
+@pytest.mark.parametrize("n,p", [
+    pytest.param(7168, G.Plan(16, 64, 128, 2, False, True), id="wgmma_7168"),
+    # (a fitting mma.sync and FMA block: wgmma_7168 keeps the fitting path)
+    pytest.param(2048, G.Plan(16, 16, 256, 1, False), id="mma_sync_2048", marks=pytest.mark.slow),
+    pytest.param(8192, G.Plan(1, 8, 256, 1, True), id="fma_8192", marks=pytest.mark.slow),
+    pytest.param(4096, G.Plan(8, 16, 256, 1, False), id="mma_sync_4096")])
 def test_norm_tail_fits_the_blocks_it_takes(n, p):
     """gemv.norm_tail_fits at its limits (TAIL_PER_THREAD f32 of the row a thread, the
     threads the rule assumes of each product form): the blocks are as wide as assumed
@@ -721,7 +723,10 @@ def test_norm_tail_fits_the_blocks_it_takes(n, p):
         assert re.findall(r"(\d+) bytes spill stores", ck.ptxas_report) != ["0"]
 
 
-@pytest.mark.parametrize("split,bn", [(2, 64), (1, 64), (2, 16)])
+@pytest.mark.parametrize("split,bn", [
+    (2, 64),
+    # (the grid ticket at split 1 and on mma.sync: the SASS tests keep both paths)
+    pytest.param(1, 64, marks=pytest.mark.slow), pytest.param(2, 16, marks=pytest.mark.slow)])
 def test_norm_tail_in_the_simulator(split, bn):
     """gemv_add_norm's sm_90a code in tileir.sim: 3 rows of 1000 (ragged: a partial
     weight-row tile, a 1024-wide norm tile), K 256 split two ways (wgmma's 64-row
@@ -921,6 +926,19 @@ _KINDS = {(6144, 4096): "linear", (4096, 4096): "add", (4096, 14336): "add",
           (14336, 4096): "swiglu"}
 CANDIDATES = [pytest.param(n, k, c, id=f"{_KINDS[n, k]}{n}x{k}-{c.name}")
               for (n, k), cs in G.CANDIDATES.items() for c in cs]
+# The candidates whose compiles (and, the first two, simulator runs) the fast tier keeps:
+# each option path once (the fused SwiGLU walked persistent; a split K of 4 finished by
+# the ticket, persistent; two warps a mma.sync block, persistent; a deep ring as written);
+# the others, the same paths at other tiles, wait for `--full`
+_FAST_CANDIDATES = ("fused/64x128/s4/pers", "64x128/k4/s6/pers", "32x256/s8/w2/pers",
+                    "32x128/s8")
+
+
+def _tiered(cases, fast: int):
+    """cases, all but those of the first `fast` names of _FAST_CANDIDATES marked slow."""
+    keep = _FAST_CANDIDATES[:fast]
+    return [c if c.values[2].name in keep else
+            pytest.param(*c.values, id=c.id, marks=pytest.mark.slow) for c in cases]
 
 
 def _kind_of(n, k, c):
@@ -944,7 +962,7 @@ def test_candidates_against_float64(n, k, c):
         _check(y, _ref(x, ws, r, BF16), BF16)
 
 
-@pytest.mark.parametrize("n,k,c", CANDIDATES)
+@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 4))
 def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     """Each candidate at its Llama-3-8B width, sm_90a: no local memory, the ring depth
     it asks (tensor cores: TMA into `stages` slots, HGMMA or HMMA) or the FMA form's
@@ -971,7 +989,7 @@ def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     assert ops["UTMALDG"] and ops["HGMMA" if p.bn >= 64 else "HMMA"], ops
 
 
-@pytest.mark.parametrize("n,k,c", CANDIDATES)
+@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 2))
 def test_candidates_in_the_simulator(n, k, c):
     """The candidates' sm_90a code in tileir.sim on a ragged grid (4 weight-row tiles, the
     last partial, times the split; K of 2 x SPLIT tiles, the last partial): a persistent
