@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any, Callable
 
 from mlir import ir
 
@@ -98,3 +99,22 @@ def bitwidth(t: ir.Type) -> int:
     if isinstance(t, ir.IntegerType):
         return t.width
     return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8}[str(t)]
+
+
+# What a pass or the simulator asks of a type, by the type itself (MLIR uniques types:
+# equal types hash alike), without printing or inspecting it on every op.  A key keeps
+# its context alive, so the memo is emptied when it grows past a few kernels' types (a
+# test that builds a context per kernel would keep every one of them otherwise).
+_BY_TYPE: dict[tuple[str, ir.Type], Any] = {}
+_BY_TYPE_KEPT = 512
+
+
+def by_type(what: str, t: ir.Type, make: Callable[[ir.Type], Any]) -> Any:
+    """`make(t)`, once per type and `what`."""
+    key = (what, t)
+    found = _BY_TYPE.get(key)
+    if found is None:
+        if len(_BY_TYPE) >= _BY_TYPE_KEPT:
+            _BY_TYPE.clear()
+        found = _BY_TYPE[key] = make(t)
+    return found

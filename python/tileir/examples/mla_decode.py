@@ -41,6 +41,19 @@ DL, DR = 512, 64           # latent rank, RoPE dim
 DEFAULT_BN = 64            # latent rows a step, at most a page (see the module docstring)
 
 
+@ct.function
+def _step_scores(KV, TABLE, b, j, q_nope, q_rope, HB: ct.Constant[int],
+                 PAGE: ct.Constant[int], BN: ct.Constant[int]):
+    """Step j of sequence b: its BN latent rows c (BN, 512) from the page the block
+    table names, and their raw scores q_nope c^T + q_rope k_rope^T, (HB, BN) f32."""
+    page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
+    i = j % (PAGE // BN)
+    c = ct.load(KV, index=(page, i, 0), shape=(1, BN, DL)).reshape((BN, DL))
+    r = ct.load(KV, index=(page, i, DL // DR), shape=(1, BN, DR)).reshape((BN, DR))
+    s = ct.mma(q_nope, ct.transpose(c), ct.zeros((HB, BN), dtype=np.float32))
+    return c, ct.mma(q_rope, ct.transpose(r), s)
+
+
 @ct.kernel(num_warps=8, product_rotation=False)
 def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
         PAGE: ct.Constant[int], BN: ct.Constant[int], SPLIT: ct.Constant[bool]):
@@ -64,12 +77,7 @@ def mla(Q, KV, TABLE, LENS, O, OP, LSE, scale: float, HB: ct.Constant[int],
     l = ct.zeros((HB, BN), dtype=np.float32)   # row sums by column, summed after the loop
     acc = ct.zeros((HB, DL), dtype=np.float32)
     for j in range(first, last):
-        page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
-        i = j % (PAGE // BN)
-        c = ct.load(KV, index=(page, i, 0), shape=(1, BN, DL)).reshape((BN, DL))
-        r = ct.load(KV, index=(page, i, DL // DR), shape=(1, BN, DR)).reshape((BN, DR))
-        s = ct.mma(q_nope, ct.transpose(c), ct.zeros((HB, BN), dtype=np.float32))
-        s = ct.mma(q_rope, ct.transpose(r), s)
+        c, s = _step_scores(KV, TABLE, b, j, q_nope, q_rope, HB, PAGE, BN)
         # keys past the token's position: masked (only the last step has them; their
         # latents then weigh 0, so the cache's unused slots must hold finite numbers)
         pos = j * BN + ct.arange(BN, dtype=np.int32)
@@ -233,12 +241,7 @@ def scores_only(Q, KV, TABLE, LENS, S, HB: ct.Constant[int], PAGE: ct.Constant[i
     q_rope = ct.load(Q, index=(b, t, hb, DL // DR), shape=(1, 1, HB, DR)).reshape((HB, DR))
     top = ct.full((HB, BN), -np.inf, dtype=np.float32)
     for j in range(steps):
-        page = ct.load(TABLE, index=(b, j // (PAGE // BN)), shape=())
-        i = j % (PAGE // BN)
-        c = ct.load(KV, index=(page, i, 0), shape=(1, BN, DL)).reshape((BN, DL))
-        r = ct.load(KV, index=(page, i, DL // DR), shape=(1, BN, DR)).reshape((BN, DR))
-        s = ct.mma(q_nope, ct.transpose(c), ct.zeros((HB, BN), dtype=np.float32))
-        s = ct.mma(q_rope, ct.transpose(r), s)
+        _, s = _step_scores(KV, TABLE, b, j, q_nope, q_rope, HB, PAGE, BN)
         top = ct.maximum(top, s)           # (a sum would fold into the product)
     ct.store(S, index=(b, t, hb, 0, 0), tile=top.reshape((1, 1, 1, HB, BN)))
 

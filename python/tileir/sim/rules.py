@@ -14,28 +14,11 @@ import ml_dtypes
 import numpy as np
 from mlir import ir
 
+from tileir.dialect.types import by_type
+
 from .hardware import SimError
 
 DYNAMIC = -2147483648      # llvm.getelementptr's marker for a dynamic index
-
-
-# What the rules ask of a type, by the type itself (MLIR uniques types: equal types hash
-# alike), without printing it on every op the simulator runs.  A key keeps its context
-# alive, so the memo is emptied when it grows past a few kernels' types (a test that
-# builds a context per kernel would keep every one of them otherwise).
-_BY_TYPE: dict[tuple[str, ir.Type], Any] = {}
-_BY_TYPE_KEPT = 512
-
-
-def by_type(what: str, t: ir.Type, make: Callable[[ir.Type], Any]) -> Any:
-    """`make(t)`, once per type and `what`."""
-    key = (what, t)
-    found = _BY_TYPE.get(key)
-    if found is None:
-        if len(_BY_TYPE) >= _BY_TYPE_KEPT:
-            _BY_TYPE.clear()
-        found = _BY_TYPE[key] = make(t)
-    return found
 
 
 def np_dtype(t: ir.Type) -> np.dtype:

@@ -22,6 +22,7 @@ from mlir.passmanager import PassManager
 from tileir import deadline
 from tileir.dialect import TileIRError
 from tileir.dialect.diagnostics import from_mlir_error
+from tileir.dialect.types import by_type
 from . import llvm_options
 
 TARGETS = ("sm_80", "sm_90a")
@@ -127,20 +128,8 @@ def _llvm_compatible(t: ir.Type) -> bool:
         type(t).__name__.startswith("Float")
 
 
-# _llvm_compatible by type: MLIR uniques types (equal types hash alike), and a module
-# has a few dozen distinct ones among thousands of values.  A key keeps its context
-# alive: the memo is emptied when it grows past a few modules' types.
-_COMPATIBLE: dict[ir.Type, bool] = {}
-_COMPATIBLE_KEPT = 512
-
-
 def _compatible(t: ir.Type) -> bool:
-    ok = _COMPATIBLE.get(t)
-    if ok is None:
-        if len(_COMPATIBLE) >= _COMPATIBLE_KEPT:
-            _COMPATIBLE.clear()
-        ok = _COMPATIBLE[t] = _llvm_compatible(t)
-    return ok
+    return by_type("llvm", t, _llvm_compatible)
 
 
 def _power_of_two_attr(attr: ir.Attribute) -> bool:
