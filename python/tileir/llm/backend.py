@@ -133,7 +133,8 @@ class Backend:
         # `rope_write_latent`) instead of `rope` then `write_slots`.  Off: on an H200
         # (2026-11-29) the one launch took 108 us a Llama-3-8B decode step against the
         # two's 100, and in float32 at Llama-3-8B's widths its greedy tokens parted from
-        # transformers' (bf16 and the interpreter agree; not yet understood)
+        # transformers' (k's in-place store from a replicated layout, fixed since in the
+        # lowering: gpu/memory.py `lower_store`; not yet re-run on a GPU)
         self.rope_slots = False
         self._part_dummies = {}
         self._counts = None           # the tickets' int32 counters, zero between launches
@@ -259,14 +260,17 @@ class Backend:
         prefetch = self.l2_prefetch and m <= DECODE_ROWS
         return (_l2_prefetching(kernel) if prefetch else kernel), tiles
 
-    def _plan(self, m: int, n: int, k: int) -> G.Plan:
-        """The decode GEMV's plan for an (m, k) x (n, k)^T product (a routed candidate's,
-        `gemv.routed`, else `gemv.plan`; the combine launch in place of the ticket
-        without `gemv_ticket`)."""
+    def _route(self, m: int, n: int, k: int) -> tuple[G.Candidate | None, G.Plan]:
+        """The decode GEMV for an (m, k) x (n, k)^T product: the routed candidate
+        (`gemv.routed`) or None, and the plan (the candidate's, else `gemv.plan`; the
+        combine launch in place of the ticket without `gemv_ticket`)."""
         cand = None if self.exact else G.routed(m, n, k)
         p = cand.plan if cand is not None else \
             G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
-        return p if self.gemv_ticket else p._replace(ticket=False)
+        return cand, (p if self.gemv_ticket else p._replace(ticket=False))
+
+    def _plan(self, m: int, n: int, k: int) -> G.Plan:
+        return self._route(m, n, k)[1]
 
     def _gemv(self, x, ws, out, residual=None, norm=None, then=None, normed=None):
         """A decode GEMV (`decode_gemv`): x @ ws[0]^T (+ residual) into out (which may be
@@ -278,7 +282,7 @@ class Backend:
         launch (`gemv_add_norm`: the plan must finish in it, split 1 or TICKET)."""
         m, k = x.shape
         n = ws[0].shape[0]
-        p = self._plan(m, n, k)
+        cand, p = self._route(m, n, k)
         lead = (2,) if len(ws) == 2 else ()
         if p.split > 1:
             part = self.empty(lead + (p.split, m, n), self.float32)
@@ -308,7 +312,6 @@ class Backend:
             kernel, fin = G.gemv, (G.gemv_combine, (part, out))
             args = (x, g, float(eps), ws[0], out, part, count)
             tiles += (norm is not None,)
-        cand = None if self.exact else G.routed(m, n, k)
         if cand is not None:          # a routed candidate's kernel options (and kernel)
             if cand.fused and kernel is G.gemv_swiglu:
                 kernel = G.gemv_swiglu_fused
