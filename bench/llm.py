@@ -20,7 +20,7 @@ bound: the model's weight bytes over the run's measured copy bandwidth (the best
 large device-to-device copies, bytes read + written over time, as bench/llm_ops.py
 measures it), the time a step needs to read every weight once.
 
-Beside the defaults, batch-1 decode is also timed without the L2 prefetch, with the
+Beside the defaults, batch-1 decode is also timed with the L2 prefetch, with the
 one-row GEMMs on the wgmma tiles instead of tileir.llm.gemv (`Backend.decode_gemv`),
 with O's and down's split K added up by a second launch instead of the GEMV's last
 blocks (`Backend.gemv_ticket`), with RoPE and the cache write in one launch
@@ -208,56 +208,19 @@ def bench_model(name, raw, args, copy_tbs):
             res["tileir_b1_vs_bound"] = res["tileir_b1_tok_s"] / res["bound_tok_s"]
             if args.profile:
                 res["profile_b1"] = profile_decode(llm, prompts[1], copy_tbs)
-            # the decode GEMMs without their first tiles prefetched into L2 before the
-            # wait for the previous kernel (on by default: Backend.l2_prefetch)
-            llm.backend.l2_prefetch = False
-            llm.engine.graphs.clear()
-            res["tileir_no_l2_prefetch_b1_tok_s"] = ((new - 1)
-                                                     / ours_decode_s(llm, prompts[1], new))
-            llm.backend.l2_prefetch = True
-            # the one-row GEMMs on the wgmma tiles, not tileir.llm.gemv's GEMVs (on by
-            # default: Backend.decode_gemv)
-            llm.backend.decode_gemv = False
-            llm.engine.graphs.clear()
-            res["tileir_no_decode_gemv_b1_tok_s"] = ((new - 1)
-                                                     / ours_decode_s(llm, prompts[1], new))
-            llm.backend.decode_gemv = True
-            # O's and down's split K added up by the combine kernel's second launch, as
-            # before the last block's ticket did it in the GEMV's own (on by default:
-            # Backend.gemv_ticket)
-            llm.backend.gemv_ticket = False
-            llm.engine.graphs.clear()
-            res["tileir_gemv_combine_b1_tok_s"] = ((new - 1)
-                                                   / ours_decode_s(llm, prompts[1], new))
-            llm.backend.gemv_ticket = True
-            # RoPE and the K/V cache write in one launch (rope_write_slots) instead of
-            # two (rope, write_slots; Backend.rope_slots, off by default)
-            llm.backend.rope_slots = True
-            llm.engine.graphs.clear()
-            res["tileir_rope_slots_b1_tok_s"] = ((new - 1)
-                                                 / ours_decode_s(llm, prompts[1], new))
-            llm.backend.rope_slots = False
-            llm.engine.graphs.clear()
-            # the norms after O + residual and down + residual made in those GEMVs'
-            # tail instead of launched (Backend.gemv_norm_tail, off by default)
-            llm.backend.gemv_norm_tail = True
-            llm.engine.graphs.clear()
-            res["tileir_norm_tail_b1_tok_s"] = ((new - 1)
-                                                / ours_decode_s(llm, prompts[1], new))
-            if args.profile:
-                res["profile_norm_tail_b1"] = profile_decode(llm, prompts[1], copy_tbs)
-            llm.backend.gemv_norm_tail = False
-            # the norms before QKV and gate/up inside the one-row GEMVs (the GEMV's
-            # prologue: Backend.gemv_norm, off by default), no RMSNorm launch of their
-            # own; the LM head keeps its wgmma kernel, so the final norm stays
-            llm.backend.gemv_norm = True
-            llm.engine.graphs.clear()
-            res["tileir_gemv_norm_b1_tok_s"] = ((new - 1)
-                                                / ours_decode_s(llm, prompts[1], new))
-            if args.profile:
-                res["profile_gemv_norm_b1"] = profile_decode(llm, prompts[1], copy_tbs)
-            llm.backend.gemv_norm = False
-            llm.engine.graphs.clear()
+            for key, _, attr, value, profile in B1_ALTERNATIVES:
+                if attr is None:
+                    continue
+                default = getattr(llm.backend, attr)
+                setattr(llm.backend, attr, value)
+                llm.engine.graphs.clear()
+                try:
+                    res[key] = (new - 1) / ours_decode_s(llm, prompts[1], new)
+                    if profile and args.profile:
+                        res[profile] = profile_decode(llm, prompts[1], copy_tbs)
+                finally:
+                    setattr(llm.backend, attr, default)
+                    llm.engine.graphs.clear()
             if args.fuse_norm:
                 # the same with each RMSNorm inside the GEMM that reads it (fuse_norm)
                 llm.backend.fuse_norm = True
@@ -352,15 +315,33 @@ def profile_table(rows) -> str:
     return "\n".join(lines)
 
 
-# batch-1 decode beside the defaults: (result key, what differs), the table's order
+# batch-1 decode beside the defaults, in the table's order: (result key, what differs,
+# the Backend attribute set for the row and its value there, the key of the row's
+# decode step by kernel with --profile).  Defaults: Backend's docstrings.
 B1_ALTERNATIVES = (
-    ("tileir_no_l2_prefetch_b1_tok_s", "no L2 prefetch"),
-    ("tileir_no_decode_gemv_b1_tok_s", "one-row GEMMs on wgmma tiles"),
-    ("tileir_gemv_combine_b1_tok_s", "split GEMVs with a combine launch"),
-    ("tileir_rope_slots_b1_tok_s", "RoPE and the cache write in one launch"),
-    ("tileir_norm_tail_b1_tok_s", "norms after O and down in their tail, not launched"),
-    ("tileir_gemv_norm_b1_tok_s", "norms in the GEMVs' prologue"),
-    ("tileir_fuse_norm_b1_tok_s", "norms fused into GEMMs"),
+    # the decode GEMMs' first weight tiles prefetched into L2 before the wait for the
+    # previous kernel (off by default since 2026-11-29: bench/RESULTS.md)
+    ("tileir_l2_prefetch_b1_tok_s", "first weight tiles prefetched into L2", "l2_prefetch",
+     True, None),
+    # the one-row GEMMs on the wgmma tiles, not tileir.llm.gemv's GEMVs
+    ("tileir_no_decode_gemv_b1_tok_s", "one-row GEMMs on wgmma tiles", "decode_gemv",
+     False, None),
+    # O's and down's split K added up by the combine kernel's second launch, not by the
+    # GEMV's last block (its ticket)
+    ("tileir_gemv_combine_b1_tok_s", "split GEMVs with a combine launch", "gemv_ticket",
+     False, None),
+    # RoPE and the K/V cache write in one launch (rope_write_slots), not two
+    ("tileir_rope_slots_b1_tok_s", "RoPE and the cache write in one launch", "rope_slots",
+     True, None),
+    # the norms after O + residual and down + residual in those GEMVs' tail, not launched
+    ("tileir_norm_tail_b1_tok_s", "norms after O and down in their tail, not launched",
+     "gemv_norm_tail", True, "profile_norm_tail_b1"),
+    # the norms before QKV and gate/up in the one-row GEMVs' prologue; the LM head keeps
+    # its wgmma kernel, so the final norm stays
+    ("tileir_gemv_norm_b1_tok_s", "norms in the GEMVs' prologue", "gemv_norm", True,
+     "profile_gemv_norm_b1"),
+    # --fuse-norm: each RMSNorm inside the GEMM that reads it (timed with the prefill)
+    ("tileir_fuse_norm_b1_tok_s", "norms fused into GEMMs", None, None, None),
 )
 
 
@@ -391,7 +372,7 @@ def table(results) -> str:
                          f"{r['tileir_prefill_fused_swiglu_ms']:.1f} | | | "
                          f"{r['hf_eager_prefill_ms'] / r['tileir_prefill_fused_swiglu_ms']:.2f} "
                          f"(vs eager) | |")
-        for key, case in B1_ALTERNATIVES:
+        for key, case, *_ in B1_ALTERNATIVES:
             if key in r:
                 lines.append(f"| {r['model']} | decode b1, {case} (tok/s) | {r[key]:.1f} "
                              f"| | | | {r[key] / r['bound_tok_s']:.2f} |")

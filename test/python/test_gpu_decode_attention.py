@@ -113,7 +113,7 @@ def test_decode_matches_fp32_over_the_gathered_cache(b, hq, hkv, tq, page, split
 @pytest.mark.parametrize("page,tq,splits,one_launch,ps", [
     (16, 1, None, True, 1),     # the engine's pages, the chooser's one-launch splits
     (16, 1, None, False, 1),    # decode + combine
-    (64, 1, 16, True, 1),       # MAX_MERGE splits: two merge steps
+    (64, 1, 16, True, 1),       # 16 splits: two merge steps
     (16, 4, 8, True, 1),
     (64, 2, 3, False, 1),
     (16, 1, 4, True, 2),        # two pages a step

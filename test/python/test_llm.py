@@ -259,10 +259,10 @@ def test_decode_gemvs_norm_in_their_tail(tmp_path, arch, dtype, tol, overrides):
     assert "gemv_add_norm" in names and "gemv_add_norm" not in names_off
 
 
-@pytest.mark.parametrize("arch,page", [("llama", 16), ("deepseek_v3", 64)])
+@pytest.mark.parametrize("arch,page", [("llama", 64), ("deepseek_v3", 64)])
 def test_default_page_size_follows_the_attention_kernel(tmp_path, arch, page):
-    """No page_size: Llama's cache takes pages of 16 slots, DeepSeek's MLA pages of 64
-    (a whole step of mla_decode's 64-row loop); the model's tokens are those of 16-slot
+    """No page_size: both caches take pages of 64 slots (a decode step of each
+    attention kernel reads a whole page); the model's tokens are those of 16-slot
     pages, over prompts that cross a 64-slot page."""
     d = _model(tmp_path, arch)
     prompts = _prompts(np.random.default_rng(), [70, 5])

@@ -262,38 +262,54 @@ def tiles(tq: int, group: int) -> tuple[int, int]:
     return t, gp
 
 
-# One-launch split-KV (the merge inside the decode kernel): a split costs a block and
-# its share of the last block's merge (SC splits a step, a few hundred ns each: L2
-# reads), no second launch (2.9 us a call on the H200, 2026-11-29, batch 1, Llama-3-8B).
-# A block's time is a fixed part (start, Q, the table's first reads, the stores: most
-# of `decode`'s 7.5 us at 4 pages of 16 slots) plus the page loop; at batch 1 the
-# 8 (sequence, KV head) blocks leave 124 SMs idle, so shorter splits cut the loop at
-# the price of merge steps.  Modelled, to be measured (bench/decode_attention.py
-# --short): splits of 32 keys or more (2 pages of 16, 1 of 32 or 64), at most
-# MAX_MERGE of them (2 merge steps at Llama's 4 heads x 128 columns a KV head) unless
-# each split still reads LONG_SPLIT_KEYS keys or more (long contexts: there the page
-# loop, not the merge, is the time, and the old rule's round of the GPU stands).
-MIN_KEYS_ONE_LAUNCH = 32
-MAX_MERGE = 16
-LONG_SPLIT_KEYS = 512
+# One-launch split-KV (the merge inside the decode kernel): a block's time, modelled
+# from `bench/decode_attention.py --short` (H200, 2026-11-29 06:14 UTC, batch 1,
+# Llama-3-8B's 8 KV heads of 4 Q heads x 128 columns, pages of 16 and 64, contexts of
+# 256, 1k and 4k; the model is within ~10 % of each of the 27 measured points):
+#   FIXED_US (start, Q, the table's first reads, the stores)
+#   + one online-softmax step a page: STEP_US + STEP_KEY_US a key of it
+#   + with S > 1 splits, the last block's merge: MERGE_US + MERGE_SPLIT_US a split
+#     (the other splits' outputs and log-sum-exps read back from L2, in order).
+# At batch 1 the 8 (sequence, KV head) blocks leave 124 SMs idle: splits shorten the
+# page loop at the price of the merge.  A 256-token context in 64-slot pages runs
+# best whole (5.8 us; 4 splits 7.6), 1k best in 8 splits (8.6 against 13.0 whole).
+# One block an SM: with two (32 splits of 8 heads, 4k in pages of 64) the call took
+# 22.7 us against 13.0 at 16 splits, past what the model says; at the contexts where
+# more splits would pay (16k and up) 16 splits of 8 heads already stream the cache at
+# most of the copy bandwidth.
+FIXED_US = 3.2
+STEP_US = 0.40
+STEP_KEY_US = 0.0035
+MERGE_US = 1.8
+MERGE_SPLIT_US = 0.3
+
+
+def split_time_us(splits: int, max_pages: int, page: int) -> float:
+    """The modelled time of one (sequence, KV head)'s decode over max_pages pages of
+    `page` slots cut into `splits` ranges (one-launch merge; see above)."""
+    steps = ct.cdiv(max_pages, splits)
+    merge = MERGE_US + MERGE_SPLIT_US * splits if splits > 1 else 0.0
+    return FIXED_US + steps * (STEP_US + STEP_KEY_US * page) + merge
 
 
 def choose_splits(blocks: int, max_pages: int, sms: int = NUM_SMS, per_sm: int = 2, *,
                   page: int | None = None, one_launch: bool = False) -> int:
-    """Splits of each context for a grid of `blocks` (sequence, head group) blocks: as
-    many as keep every block in one round of the GPU's `sms * per_sm` resident blocks
-    (equal splits take equal time: a second, partial round would idle the rest), each
-    split at least 4 pages long; none when the blocks fill a round already.  With
-    `one_launch` (the merge in the kernel; `page`: the slots of a page), splits of at
-    least MIN_KEYS_ONE_LAUNCH keys, at most MAX_MERGE of them unless each keeps
-    LONG_SPLIT_KEYS keys (see above)."""
+    """Splits of each context for a grid of `blocks` (sequence, head group) blocks.
+
+    With a second launch merging them (`one_launch=False`): as many as keep every
+    block in one round of the GPU's `sms * per_sm` resident blocks (equal splits take
+    equal time: a second, partial round would idle the rest), each split at least 4
+    pages long; none when the blocks fill a round already.  With the merge in the
+    kernel (`one_launch`; `page`: the slots of a page): at most one block an SM (see
+    above), the count of the least modelled time (`split_time_us`), the fewer splits
+    on a tie."""
     if not one_launch:
         return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, 4)))
     if page is None:
         raise ValueError("choose_splits(one_launch=True) needs the page size")
-    per = max(1, MIN_KEYS_ONE_LAUNCH // page)
-    cap = max(MAX_MERGE, max_pages * page // LONG_SPLIT_KEYS)
-    return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, per), cap))
+    cap = max(1, min(sms // blocks, max_pages))
+    return min(range(1, cap + 1),
+               key=lambda s: (round(split_time_us(s, max_pages, page), 6), s))
 
 
 def _is_torch(x) -> bool:

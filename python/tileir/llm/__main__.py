@@ -16,7 +16,7 @@ def _common(p):
     p.add_argument("--device", default=None, choices=["cuda", "numpy"],
                    help="default: cuda when torch sees a GPU, else the NumPy interpreter")
     p.add_argument("--page-size", type=int, default=None,
-                   help="KV-cache slots a page (default: 16 for Llama, 64 for DeepSeek-V3)")
+                   help="KV-cache slots a page (default: 64)")
     p.add_argument("--no-cuda-graphs", action="store_true")
     p.add_argument("--fuse-norm", action="store_true",
                    help="each RMSNorm inside the GEMM that reads it")

@@ -100,9 +100,12 @@ class Backend:
         self.split_swiglu_rows: int | None = 256
         # the decode GEMMs (linear, linear_add, linear_swiglu over at most DECODE_ROWS
         # rows) with the `l2_prefetch` kernel option: their first weight tiles into L2
-        # before the wait for the previous kernel (docs/gpu-backend.md).  H200,
-        # 2026-11-29: Llama-3-8B batch-1 decode 185.7 -> 191.9 tok/s.
-        self.l2_prefetch = True
+        # before the wait for the previous kernel (docs/gpu-backend.md).  Off: on an
+        # H200 it paid on the wgmma-tile GEMMs (2026-11-29, 185.7 -> 191.9 tok/s at
+        # Llama-3-8B batch 1) and costs on the GEMVs that replaced them (06:16 UTC,
+        # bench/sweep_llm_decode.py: gate/up 0.925 of copy without it, 0.888 with, down
+        # 0.845 / 0.817, O 0.641 / 0.601; the whole step 208.7 / 205.6 tok/s).
+        self.l2_prefetch = False
         # GEMMs of at most DECODE_ROWS rows (a fused norm: gemv_norm) on tileir.llm.gemv's
         # decode GEMVs (a block per weight-row slice and K run, split K added up by the
         # slice's last block: gemv_ticket) instead of the GEMM kernels' tiles: on the GPU

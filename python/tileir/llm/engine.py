@@ -111,13 +111,17 @@ class Progress:
 
 
 def default_page_size(cfg) -> int:
-    """Slots a KV-cache page when none is asked for.  Llama: 16, as vLLM's default.
-    DeepSeek's MLA: 64, a whole step of `mla_decode`'s 64-row loop (FlashMLA asks for
-    64 too); at 16 a step holds 16 rows and its score products are bound by shared
-    memory, not the tensor cores: batch 64, 4k context on an H200 (2026-11-29,
-    `bench/decode_attention.py --mla-variants`), 0.43 of the kernel's bound at 64 slots
-    against 0.20 at 16."""
-    return 16 if cfg.arch == "llama" else 64
+    """Slots a KV-cache page when none is asked for: 64, for both architectures.
+    Llama's `paged_decode_attention` runs an online-softmax step a page, so a 64-slot
+    page reads four times the keys a step of a 16-slot one: batch 1, 8 KV heads on an
+    H200 (2026-11-29, `bench/decode_attention.py --short`, the best split count of
+    each), a 256-token context 5.8 us a call at 64 against 8.7 at 16, 1k 8.6 against
+    11.4, 4k 12.2 against 20.0.  DeepSeek's MLA: a whole step of `mla_decode`'s 64-row
+    loop (FlashMLA asks for 64 too); at 16 a step holds 16 rows and its score
+    products are bound by shared memory: batch 64, 4k context, 0.43 of the kernel's
+    bound at 64 slots against 0.20 at 16 (`--mla-variants`).  (vLLM's default, 16,
+    suits kernels that gather a step's rows across pages.)"""
+    return 64
 
 
 class Engine:
@@ -125,8 +129,7 @@ class Engine:
                  max_batch: int = 64, max_model_len: int | None = None,
                  max_prefill_tokens: int = 8192, cuda_graphs: bool = True, seed: int = 0,
                  cache_memory_fraction: float = 0.5):
-        """page_size: slots a page of the KV cache (default `default_page_size`: 16 for
-        Llama, 64 for DeepSeek's MLA).  max_model_len: the longest prompt + new tokens
+        """page_size: slots a page of the KV cache (default `default_page_size`: 64).  max_model_len: the longest prompt + new tokens
         (default: the model's context, at most 8192; pass more for long contexts).  num_pages: the KV cache's pages of
         page_size tokens (default: on the GPU, cache_memory_fraction of the memory free
         after the weights, at most what max_batch full-length requests need; on the CPU
