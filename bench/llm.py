@@ -273,7 +273,8 @@ def gemm_weight_bytes(llm) -> dict:
 def profile_decode(llm, prompts, copy_tbs, steps=16) -> list:
     """Each kernel's share of a decode step (CUPTI's kernel times over `steps` steps of
     the batch), and for the GEMMs their weight bytes over their time against the copy
-    bandwidth."""
+    bandwidth.  The last row, kernel "(timeline)", is the device's time line of those
+    steps (`timeline`)."""
     from torch.profiler import ProfilerActivity, profile
     eng = llm.engine
     for p in prompts:
@@ -302,16 +303,47 @@ def profile_decode(llm, prompts, copy_tbs, steps=16) -> list:
         if name in wbytes and wbytes[name]:
             row["x_copy"] = wbytes[name] / (us / steps * 1e-6) / (copy_tbs * 1e12)
         rows.append(row)
+    rows.append({"kernel": "(timeline)", **timeline(prof, steps)})
     return rows
+
+
+def timeline(prof, steps) -> dict:
+    """Where a step's time goes on the device: from the first kernel's start to the
+    last one's end (span), the time some kernel runs (busy: the union of the kernels'
+    intervals), the time none does (idle: launch gaps, the host), and the kernels'
+    summed durations (above busy where programmatic launches overlap a kernel's wait
+    with the one before), each a step."""
+    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                   if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start)
+    if not spans:
+        return {}
+    busy, (lo, hi) = 0.0, spans[0]
+    for a, b in spans[1:]:
+        if a > hi:
+            busy, lo, hi = busy + hi - lo, a, b
+        else:
+            hi = max(hi, b)
+    busy += hi - lo
+    span = max(b for _, b in spans) - spans[0][0]
+    return {"span_us_per_step": span / steps, "busy_us_per_step": busy / steps,
+            "idle_us_per_step": (span - busy) / steps,
+            "kernel_us_per_step": sum(b - a for a, b in spans) / steps}
 
 
 def profile_table(rows) -> str:
     lines = ["| kernel | us / step | launches / step | share | weights x copy |",
              "|---|---|---|---|---|"]
+    line = next((p for p in rows if p["kernel"] == "(timeline)"), None)
+    rows = [p for p in rows if p is not line]
     for p in rows[:25]:
         xc = f"{p['x_copy']:.2f}" if "x_copy" in p else ""
         lines.append(f"| {p['kernel'][:60]} | {p['us_per_step']:.1f} | "
                      f"{p['launches_per_step']:.0f} | {p['share']:.1%} | {xc} |")
+    if line and "span_us_per_step" in line:
+        lines.append(f"\nA step on the device: {line['span_us_per_step']:.1f} us from the first "
+                     f"kernel's start to the last one's end, {line['busy_us_per_step']:.1f} us "
+                     f"with a kernel running, {line['idle_us_per_step']:.1f} us with none; the "
+                     f"kernels' durations add up to {line['kernel_us_per_step']:.1f} us.")
     return "\n".join(lines)
 
 
