@@ -684,6 +684,6 @@ def test_the_llm_backend_passes_one_counters_buffer_it_owns():
         out = be.attention_decode(q[:, 0], kc, vc, table, lens, lens.tolist(), 0.17)
         ref = dec.gather_reference(q, kc, vc, table, lens, 0.17)[:, 0]
         assert _rel(out, ref) < 1e-5
-        counters = be.decode_counters(batch * 2)
-        assert counters is be.decode_counters(1) and not counters.any()
-    assert len(be._decode_counters) == 1
+        counters = be.decode_tickets.at_least(batch * 2)
+        assert counters is be.decode_tickets.at_least(1) and be.decode_tickets.all_zero()
+    assert len(be.decode_tickets.buffers) == 1

@@ -85,6 +85,30 @@ def _tile(n: int, cap: int) -> int:
     return min(next_pow2(n), cap)
 
 
+class Tickets:
+    """Ticket counters of kernels whose last block finishes a launch's work (a GEMV's
+    split K, decode attention's split KV): int32 zeros that every launch leaves zero,
+    so that launches one after another in the stream, and CUDA-graph replays of them,
+    share one buffer.  `at_least(n)` allocates it zeroed the first time (`first`
+    counters at least: the engine's first steps run before any graph capture) and anew,
+    larger, when a launch needs more; the old buffers stay alive for the graphs
+    captured with them."""
+
+    def __init__(self, backend, first: int):
+        self.backend, self.first = backend, first
+        self.buffers = []
+
+    def at_least(self, n: int):
+        if not self.buffers or self.buffers[-1].shape[0] < n:
+            size = max(self.first, next_pow2(n))
+            self.buffers.append(self.backend.zeros((size,), self.backend.int32))
+        return self.buffers[-1]
+
+    def all_zero(self) -> bool:
+        """Whether every counter is back at zero (no launch left a ticket drawn)."""
+        return not any(b.any() for b in self.buffers)
+
+
 class Backend:
     def __init__(self, device: str = "numpy", dtype: str = "float32", fuse_norm: bool = False):
         if device not in ("numpy", "cuda"):
@@ -121,7 +145,7 @@ class Backend:
         # `fuses_norm` per call.  Off until measured on the GPU.
         self.gemv_norm = False
         # with decode_gemv, a split K finished in the GEMV's own launch: the last block
-        # of each weight-row slice (a ticket on `_counters`) adds the partials up and
+        # of each weight-row slice (a ticket on `gemv_tickets`) adds the partials up and
         # applies the epilogue (gemv's TICKET; O and down, split in two at one row);
         # False: the combine kernel's second launch, as before (bench/llm.py times both).
         self.gemv_ticket = True
@@ -140,11 +164,10 @@ class Backend:
         # lowering: gpu/memory.py `lower_store`; not yet re-run on a GPU)
         self.rope_slots = False
         self._part_dummies = {}
-        self._counts = None           # the tickets' int32 counters, zero between launches
-        self._old_counts = []
-        # the split-KV tickets of paged decode attention (one launch: the last split
-        # block of each sequence and KV head merges); zero between launches
-        self._decode_counters = None
+        # the GEMVs' split-K tickets, and paged decode attention's split-KV tickets (one
+        # launch: the last split block of each sequence and KV head merges)
+        self.gemv_tickets = Tickets(self, 256)
+        self.decode_tickets = Tickets(self, 4096)
         if device == "cuda":
             import torch
             if not torch.cuda.is_available():
@@ -294,7 +317,7 @@ class Backend:
             if key not in self._part_dummies:
                 self._part_dummies[key] = self.empty(lead + (1, 1, 1), self.float32)
             part = self._part_dummies[key]
-        count = self._counters(G.counters(n, p, tail=then is not None))
+        count = self.gemv_tickets.at_least(G.counters(n, p, tail=then is not None))
         tiles = tuple(p)
         g, eps = norm if norm is not None else (x, 0.0)
         if then is not None:
@@ -326,18 +349,6 @@ class Backend:
             bs, bm, bc = G.combine_tiles(m, n, p)
             self._launch((ct.cdiv(n, bc),), fin[0], fin[1] + (bs, bm, bc))
         return out
-
-    def _counters(self, tiles: int):
-        """The GEMVs' ticket counters (int32, zero between launches: each launch's last
-        blocks put back what its tickets added), at least `tiles` of them; one buffer
-        for every GEMV, which run one after another in the stream.  A larger need
-        replaces it with a larger zeroed one, the old kept alive (a captured CUDA
-        graph's launches may still point at it)."""
-        if self._counts is None or self._counts.shape[0] < tiles:
-            if self._counts is not None:
-                self._old_counts.append(self._counts)
-            self._counts = self.zeros((max(256, next_pow2(tiles)),), self.int32)
-        return self._counts
 
     def _gemv_ok(self, m: int, norm, n: int, k: int) -> bool:
         """Whether `decode_gemv` takes this product: at most DECODE_ROWS rows, a fused
@@ -536,21 +547,6 @@ class Backend:
                         self._t(out[lo:lo + n]), scale, True)
         return out
 
-    def decode_counters(self, n: int):
-        """The paged decode kernel's split-KV tickets (a step needs batch x KV heads), at
-        least n int32 zeros: allocated zeroed once, 4096 at first (512 sequences x 8
-        heads; the engine's first decode step runs before any graph capture), and left
-        zero by every launch, so CUDA-graph replays reuse them (the decode steps run
-        one after another on one stream: no two launches share them at once).  A
-        larger n allocates anew; the old buffer stays alive for the graphs captured
-        with it."""
-        have = self._decode_counters
-        if have is None or have[-1].shape[0] < n:
-            size = max(n, 4096)
-            have = (*(have or ()), self.zeros((size,), self.int32))
-            self._decode_counters = have
-        return have[-1]
-
     def attention_decode(self, q, k_cache, v_cache, block_table, seq_lens_dev, seq_lens,
                          scale, out=None):
         """One new token per sequence: q (B, Hq, D); caches (pages, PAGE, Hkv, D)."""
@@ -559,7 +555,7 @@ class Backend:
             b, hq, d = q.shape
             self.paged_decode(q.reshape(b, 1, hq, d), k_cache, v_cache, block_table,
                               seq_lens_dev, scale, out=out.reshape(b, 1, hq, d),
-                              counters=self.decode_counters(b * k_cache.shape[2]))
+                              counters=self.decode_tickets.at_least(b * k_cache.shape[2]))
             return out
         pages, page, hkv, d = k_cache.shape
         kc, vc = k_cache.reshape(pages, page, hkv * d), v_cache.reshape(pages, page, hkv * d)
