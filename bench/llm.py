@@ -354,7 +354,7 @@ B1_ALTERNATIVES = (
     # the decode GEMMs' first weight tiles prefetched into L2 before the wait for the
     # previous kernel (off by default since 2026-11-29: bench/RESULTS.md)
     ("tileir_l2_prefetch_b1_tok_s", "first weight tiles prefetched into L2", "l2_prefetch",
-     True, None),
+     True, "profile_l2_prefetch_b1"),
     # the one-row GEMMs on the wgmma tiles, not tileir.llm.gemv's GEMVs
     ("tileir_no_decode_gemv_b1_tok_s", "one-row GEMMs on wgmma tiles", "decode_gemv",
      False, None),
@@ -672,14 +672,10 @@ def main():
         if r.get("profile_b1"):
             text += f"\n\n{r['model']}, batch-1 decode step by kernel:\n\n" + profile_table(
                 r["profile_b1"])
-        if r.get("profile_norm_tail_b1"):
-            text += (f"\n\n{r['model']}, batch-1 decode step by kernel, norms after O and "
-                     f"down in their tail (gemv_norm_tail):\n\n"
-                     + profile_table(r["profile_norm_tail_b1"]))
-        if r.get("profile_gemv_norm_b1"):
-            text += (f"\n\n{r['model']}, batch-1 decode step by kernel, norms in the "
-                     f"GEMVs' prologue (gemv_norm):\n\n"
-                     + profile_table(r["profile_gemv_norm_b1"]))
+        for _, case, attr, _, profile in B1_ALTERNATIVES:
+            if profile and r.get(profile):
+                text += (f"\n\n{r['model']}, batch-1 decode step by kernel, {case} "
+                         f"({attr}):\n\n" + profile_table(r[profile]))
     print(text)
     plot(results, os.path.join(args.out, "llm.png"))
     if args.results_md:

@@ -119,9 +119,11 @@ def test_bf16_logits_match_transformers(tmp_path, raw, fuse_norm):
     ours = _ours_last_logits(llm, prompts)
     assert torch.isfinite(ours).all()
     err, hf_err = _rel(ours, fp32), _rel(hf16, fp32)
-    assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (err, hf_err)
     agree = (ours.argmax(-1) == fp32.argmax(-1)).float().mean().item()
     hf_agree = (hf16.argmax(-1) == fp32.argmax(-1)).float().mean().item()
+    print(f"bf16 logits against float32: error {err:.3g} (transformers' bf16 {hf_err:.3g}), "
+          f"argmax agreeing {agree:.2f} ({hf_agree:.2f})")
+    assert err < max(2 * hf_err, 1e-3) and err < 2e-2, (err, hf_err)
     assert agree >= hf_agree - 0.25, (agree, hf_agree)   # one prompt of 4
 
 
