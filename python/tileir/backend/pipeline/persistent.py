@@ -45,6 +45,15 @@ from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTER
 
 PERSISTENT_ATTR = "tile.persistent"
 LOOP_ATTR = "tile.persistent_loop"
+# L2 lookahead of a ring continued across tiles (`flatten_tile_loop`, sm_90a): with
+# each copy of iteration it + S - 1 into the ring, an L2 prefetch of the tiles of
+# iteration it + S - 1 + L2_AHEAD (this tile's, else the block's next tile's), so
+# operands that miss L2 (a batched GEMM's, whose batches share nothing) are on
+# their way from DRAM L2_AHEAD iterations before the ring asks for them, with no
+# shared memory spent.  0 (the default) issues none; bench/bmm.py --schedules
+# measures 4, 8 and 16 against it.  Read when a kernel is compiled: a compile
+# cache keyed without it (TILEIR_CACHE=0 when changing it).
+L2_AHEAD = 0
 
 
 def make_persistent(module: ir.Module) -> None:
@@ -337,10 +346,31 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
             pl.issue(ring, loads, *pl.producer_slot(arith.addi(it, c(ahead_max)), stages),
                      arith.ori(here, there), k_here, loop,
                      alt=(arith.xori(here, c(1, 1)), k_there, mapping))
+            if L2_AHEAD > 0 and pl.chip.startswith("sm_90"):
+                _prefetch_ahead(pl, loads, tiles, loop, nj, n, lb, step, n2, lb2, step2,
+                                has_next, mapping)
     with ir.InsertionPoint(next_yield.operation), loc:
         next_yield.operation.operands[0] = arith.addi(base, n)
         next_yield.operation.operands[1] = arith.select(spare, c(ahead_max), c(0))
     return True
+
+
+def _prefetch_ahead(pl, loads, tiles, loop, nj, n, lb, step, n2, lb2, step2, has_next,
+                    mapping) -> None:
+    """`L2_AHEAD` iterations past copy `nj` (counted from this tile's first, of `n`):
+    L2 prefetches of that iteration's tiles, this tile's while it has them, else the
+    next tile's (`mapping` its values; `lb2`, `step2`, `n2` its K loop) if there is
+    one.  A hint: nothing waits for it, and a box past the array's edge is clipped by
+    its tensor map as the ring's copy is."""
+    c = pl.const
+    pj = arith.addi(nj, c(L2_AHEAD))
+    here = arith.cmpi(arith.CmpIPredicate.slt, pj, n)
+    j2 = arith.subi(pj, n)
+    there = arith.andi(has_next, arith.cmpi(arith.CmpIPredicate.slt, j2, n2))
+    k_here = arith.addi(lb, arith.muli(pj, step))
+    k_there = arith.addi(lb2, arith.muli(j2, step2))
+    pl.prefetch(loads, tiles, arith.ori(here, there), k_here, loop,
+                alt=(arith.xori(here, c(1, 1)), k_there, mapping))
 
 
 def _trips(lb: ir.Value, ub: ir.Value, step: ir.Value, c) -> ir.Value:
