@@ -69,8 +69,9 @@ def _wrap(func: ir.Operation) -> None:
     linear = ORDER_ATTR in func.attributes and \
         ir.StringAttr(func.attributes[ORDER_ATTR]).value == "linear"
     sk = stream_k.plan(func, body)
-    # (stream-K's segments decode tiles over planes of axes 0 and 1)
-    x, y, z = (0, 1, 2) if linear or sk is not None else walk_order(func)
+    # (stream-K's segments walk the same planes: a batched product's batch axis last,
+    # where walking its columns last would read each batch's A once per column tile)
+    x, y, z = (0, 1, 2) if linear else walk_order(func)
 
     def c(v: int, bits: int = 32) -> ir.Value:
         return arith.ConstantOp(ir.IntegerType.get_signless(bits), v).result
@@ -87,7 +88,7 @@ def _wrap(func: ir.Operation) -> None:
         return {x: bx, y: by, z: bz}
 
     if sk is not None:
-        decoded, g = stream_k.wrap(func, body, ret, sk, decode, c)
+        decoded, g = stream_k.wrap(func, body, ret, sk, decode, c, (x, y))
     else:
         pair = pair_axis(func)
         with ir.InsertionPoint(ret), func.location:
