@@ -31,9 +31,11 @@ miss L2, as a batched product's do: batches share nothing, so it reads 1.5x the
 DRAM bytes of the 2-d GEMM, whose B every row tile shares); `stream-K` (the last
 wave's tiles split along K: 32 x 1024^3 is 7.76 waves of 128 x 256 tile pairs on
 132 SMs); `no cluster pairs`; `warp-specialized` (a producer warpgroup walks the
-tiles ahead); `copy parts`; `per-warpgroup TMA store`; `not persistent`.  Medians
+tiles ahead); `copy parts`; `per-warpgroup TMA store`; `not persistent`; the
+tiles as written (128 x 128, not retiled: two blocks an SM, one's epilogue beside the
+other's products) with 4 or 8 warps.  Medians
 of the rounds as x torch.bmm, the widest spread between one candidate's rounds;
-writes bmm_schedules.json.  Three rounds of the two default shapes: about 90 s.
+writes bmm_schedules.json.  Three rounds of the two default shapes: about 100 s.
 """
 
 from __future__ import annotations
@@ -147,6 +149,10 @@ SCHEDULES = [
     ("copy parts", {"copy_parts": True}, {}),
     ("per-warpgroup TMA store", {}, {"group": 4}),
     ("not persistent", {"persistent": False}, {}),
+    # as written, not retiled: 98 KB, two blocks an SM, one's epilogue beside the
+    # other's products (a ping-pong of blocks), with one or two warpgroups
+    ("128 x 128, 2 blocks/SM, 4 warps", {"retile": False, "num_warps": 4}, {}),
+    ("128 x 128, 2 blocks/SM, 8 warps", {"retile": False}, {}),
 ]
 SCHEDULE_SHAPES = [s for s in SHAPES if s[0] in ("32x1024^3", "8x4096^2x1024")]
 _DEFAULTS = {"ahead": persistent.L2_AHEAD, "pairs": cluster_pairs.ENABLED,
