@@ -47,7 +47,9 @@ PERSISTENT_ATTR = "tile.persistent"
 LOOP_ATTR = "tile.persistent_loop"
 # L2 lookahead of a ring continued across tiles (`flatten_tile_loop`, sm_90a): with
 # each copy of iteration it + S - 1 into the ring, an L2 prefetch of the tiles of
-# iteration it + S - 1 + L2_AHEAD (this tile's, else the block's next tile's), so
+# iteration it + S - 1 + L2_AHEAD (this tile's, else the block's next tile's; a
+# block's first tile prefetches iterations S - 1 .. S + L2_AHEAD - 2 with the
+# ring's first copies), so
 # operands that miss L2 (a batched GEMM's, whose batches share nothing) are on
 # their way from DRAM L2_AHEAD iterations before the ring asks for them, with no
 # shared memory spent.  0 (the default) issues none; bench/bmm.py --schedules
@@ -331,6 +333,15 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
                 k = arith.addi(lb, arith.muli(c(j), step)) if j else lb
                 pl.issue(ring, loads, *pl.producer_slot(arith.addi(base, c(j)), stages),
                          pred, k, loop)
+            if L2_AHEAD > 0 and pl.chip.startswith("sm_90"):
+                # the lookahead of the copies above, which no tile before announced
+                ahead_loop = scf.ForOp(c(ahead_max), arith.minsi(n, c(ahead_max + L2_AHEAD)),
+                                       c(1), [])
+                with ir.InsertionPoint(ahead_loop.body):
+                    j = ahead_loop.induction_variable
+                    pl.prefetch(loads, tiles, c(1, 1), arith.addi(lb, arith.muli(j, step)),
+                                loop)
+                    scf.YieldOp([])
             scf.YieldOp([])
     it, at, _ = pl.consume_and_release(loop, ring, loads, stages, base)
     iv = loop.regions[0].blocks[0].arguments[0]
