@@ -191,7 +191,8 @@ def measure_schedules(label, bsz, m, n, k, rounds: int) -> dict:
         errors[name] = rel_err(c, ref)
         if not errors[name] < 1e-2:
             raise RuntimeError(f"{name} on {label}: relative error {errors[name]:.1e}")
-        compiled[name] = {"cluster": meta.get("cluster"), "persistent": bool(meta.get("persistent")),
+        compiled[name] = {"cluster": meta.get("cluster"),
+                          "persistent": bool(meta.get("persistent")),
                           "threads": meta["num_threads"], "shared_bytes": meta["shared_bytes"],
                           "workspace": meta.get("workspace")}
         fns[name] = (lambda kernel=kernel: ct.launch(None, grid, kernel, args))
@@ -217,7 +218,7 @@ def schedules_table(rows) -> str:
            "|---|" + "---|" * len(rows)]
     for name in names:
         out.append(f"| {name} | " + " | ".join(
-            f"{r['x torch.bmm'][name]:.3f}x (±{100 * r['spread'][name]:.1f} %)" for r in rows)
+            f"{r['x torch.bmm'][name]:.3f}x (spread {100 * r['spread'][name]:.1f} %)" for r in rows)
             + " |")
     return "\n".join(out)
 
