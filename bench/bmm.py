@@ -34,7 +34,9 @@ wave's tiles split along K: 32 x 1024^3 is 7.76 waves of 128 x 256 tile pairs on
 tiles ahead); `copy parts`; `per-warpgroup TMA store`; `not persistent`; the
 tiles as written (128 x 128, not retiled: two blocks an SM, one's epilogue beside the
 other's products) with 4 or 8 warps.  Medians
-of the rounds as x torch.bmm, the widest spread between one candidate's rounds;
+of the rounds as x torch.bmm, the widest spread between one candidate's rounds, and
+the SM clock and board power while each runs back to back (NVML, where torch has
+pynvml: whether the batched kernel's extra DRAM bytes cost it clock);
 writes bmm_schedules.json.  Three rounds of the two default shapes: about 100 s.
 """
 
@@ -46,6 +48,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 import torch
 from triton.testing import do_bench_cudagraph
@@ -208,7 +211,40 @@ def measure_schedules(label, bsz, m, n, k, rounds: int) -> dict:
     return {"shape": label, "torch.bmm TFLOP/s": 2 * bsz * m * n * k / base / 1e9,
             "x torch.bmm": {name: base / statistics.median(t) for name, t in times.items()},
             "spread": {name: max(t) / min(t) - 1 for name, t in times.items()},
+            "under load": {name: under_load(fn) for name, fn in fns.items()},
             "errors": errors, "compiled": compiled}
+
+
+def under_load(fn, seconds: float = 0.2) -> dict:
+    """The SM clock (MHz) and board power (W), medians of NVML samples taken while `fn`
+    runs back to back for about `seconds`: the batched kernel reads 1.5x the DRAM
+    bytes of the 2-d GEMM of the same work (192 against 130 MiB at 32 x 1024^3) with
+    the same instructions, and a power-capped chip pays for bytes in clock.  Empty
+    where torch has no NVML (pynvml)."""
+    try:
+        torch.cuda.clock_rate()
+        torch.cuda.power_draw()
+    except Exception:                # (no such function, no pynvml, an NVMLError)
+        return {}
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    each = (time.perf_counter() - start) / 10
+    for _ in range(max(1, int(seconds / each))):
+        fn()
+    clocks, watts = [], []
+    while not torch.cuda.current_stream().query():
+        clocks.append(torch.cuda.clock_rate())
+        watts.append(torch.cuda.power_draw() / 1000)
+        time.sleep(0.005)
+    torch.cuda.synchronize()
+    if not clocks:
+        return {}
+    return {"sm_clock_mhz": statistics.median(clocks), "power_w": statistics.median(watts),
+            "samples": len(clocks)}
 
 
 def schedules_table(rows) -> str:
@@ -216,10 +252,14 @@ def schedules_table(rows) -> str:
     out = ["| candidate | " + " | ".join(f"{r['shape']} (torch.bmm {r['torch.bmm TFLOP/s']:.0f} "
                                          f"TFLOP/s)" for r in rows) + " |",
            "|---|" + "---|" * len(rows)]
+
+    def load(r, name) -> str:
+        u = r["under load"].get(name) or {}
+        return f", {u['sm_clock_mhz']:.0f} MHz {u['power_w']:.0f} W" if u else ""
     for name in names:
         out.append(f"| {name} | " + " | ".join(
-            f"{r['x torch.bmm'][name]:.3f}x (spread {100 * r['spread'][name]:.1f} %)" for r in rows)
-            + " |")
+            f"{r['x torch.bmm'][name]:.3f}x (spread {100 * r['spread'][name]:.1f} %"
+            f"{load(r, name)})" for r in rows) + " |")
     return "\n".join(out)
 
 
