@@ -48,6 +48,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -215,7 +216,7 @@ def measure_schedules(label, bsz, m, n, k, rounds: int) -> dict:
             "errors": errors, "compiled": compiled}
 
 
-def under_load(fn, seconds: float = 0.2) -> dict:
+def under_load(fn, seconds: float = 0.3) -> dict:
     """The SM clock (MHz) and board power (W), medians of NVML samples taken while `fn`
     runs back to back for about `seconds`: the batched kernel reads 1.5x the DRAM
     bytes of the 2-d GEMM of the same work (192 against 130 MiB at 32 x 1024^3) with
@@ -233,14 +234,24 @@ def under_load(fn, seconds: float = 0.2) -> dict:
         fn()
     torch.cuda.synchronize()
     each = (time.perf_counter() - start) / 10
-    for _ in range(max(1, int(seconds / each))):
-        fn()
     clocks, watts = [], []
-    while not torch.cuda.current_stream().query():
-        clocks.append(torch.cuda.clock_rate())
-        watts.append(torch.cuda.power_draw() / 1000)
-        time.sleep(0.005)
-    torch.cuda.synchronize()
+    done = threading.Event()
+
+    def sample():                    # (whatever stream the launches use)
+        time.sleep(min(0.05, seconds / 4))          # past the first launches' ramp
+        while not done.is_set():
+            clocks.append(torch.cuda.clock_rate())
+            watts.append(torch.cuda.power_draw() / 1000)
+            time.sleep(0.005)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        for _ in range(max(1, int(seconds / each))):
+            fn()
+        torch.cuda.synchronize()
+    finally:
+        done.set()
+        sampler.join()
     if not clocks:
         return {}
     return {"sm_clock_mhz": statistics.median(clocks), "power_w": statistics.median(watts),
