@@ -17,6 +17,27 @@ projection (128 heads x 1024 x 512 x 128).  Times: medians of CUDA-graph replays
 checked against an fp32 torch.bmm (relative Frobenius error, outputs poisoned with
 NaN); each variant's compiled form (cluster, persistence, retiling, TMA store) is
 recorded.  Prints a table; writes bmm.json and bmm.png into --out.
+
+    python bench/bmm.py --schedules [--out DIR] [--rounds 3] [--shapes TEXT]
+
+instead times what the compiler could do differently for the batched kernel (bf16,
+batch on grid axis 0, 128 x 128 x 64 as written), each compiled afresh (disk cache
+off) and first checked against fp32 torch.bmm, against torch.bmm and the 2-d GEMM of
+the same work, rounds in alternating order: `plain` (today's choices: 128 x 256
+tiles, persistent, cluster pairs sharing B by multicast, ring across tiles,
+TMA-store epilogue); `L2 ahead D` (persistent.L2_AHEAD = D: with each copy into
+the ring, an L2 prefetch of the tiles D iterations further on, for operands that
+miss L2, as a batched product's do: batches share nothing, so it reads 1.5x the
+DRAM bytes of the 2-d GEMM, whose B every row tile shares); `stream-K` (the last
+wave's tiles split along K: 32 x 1024^3 is 7.76 waves of 128 x 256 tile pairs on
+132 SMs); `no cluster pairs`; `warp-specialized` (a producer warpgroup walks the
+tiles ahead); `copy parts`; `per-warpgroup TMA store`; `not persistent`; the
+tiles as written (128 x 128, not retiled: two blocks an SM, one's epilogue beside the
+other's products) with 4 or 8 warps.  Medians
+of the rounds as x torch.bmm, the widest spread between one candidate's rounds, and
+the SM clock and board power while each runs back to back (NVML, where torch has
+pynvml: whether the batched kernel's extra DRAM bytes cost it clock);
+writes bmm_schedules.json.  Three rounds of the two default shapes: about 100 s.
 """
 
 from __future__ import annotations
@@ -25,12 +46,17 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
+import threading
+import time
 
 import torch
 from triton.testing import do_bench_cudagraph
 
 import tileir as ct
+from tileir.backend.layout import tma_store
+from tileir.backend.pipeline import cluster_pairs, persistent
 from tileir.examples.bmm import bmm, bmm_grid
 
 ZERO = ct.PaddingMode.ZERO
@@ -115,6 +141,155 @@ def measure(label, bsz, m, n, k, dt, sm90) -> dict:
     return row
 
 
+# --schedules: (name, kernel options, compiler state), the state as `_compiler` takes it
+SCHEDULES = [
+    ("plain", {}, {}),
+    ("L2 ahead 4", {}, {"ahead": 4}),
+    ("L2 ahead 8", {}, {"ahead": 8}),
+    ("L2 ahead 16", {}, {"ahead": 16}),
+    ("stream-K", {"stream_k": True}, {}),
+    ("no cluster pairs", {}, {"pairs": False}),
+    ("warp-specialized", {"warp_specialize": True, "persistent": True}, {}),
+    ("copy parts", {"copy_parts": True}, {}),
+    ("per-warpgroup TMA store", {}, {"group": 4}),
+    ("not persistent", {"persistent": False}, {}),
+    # as written, not retiled: 98 KB, two blocks an SM, one's epilogue beside the
+    # other's products (a ping-pong of blocks), with one or two warpgroups
+    ("128 x 128, 2 blocks/SM, 4 warps", {"retile": False, "num_warps": 4}, {}),
+    ("128 x 128, 2 blocks/SM, 8 warps", {"retile": False}, {}),
+]
+SCHEDULE_SHAPES = [s for s in SHAPES if s[0] in ("32x1024^3", "8x4096^2x1024")]
+_DEFAULTS = {"ahead": persistent.L2_AHEAD, "pairs": cluster_pairs.ENABLED,
+             "group": tma_store.GROUP_WARPS}
+
+
+def _compiler(ahead: int = _DEFAULTS["ahead"], pairs: bool = _DEFAULTS["pairs"],
+              group: int = _DEFAULTS["group"]) -> None:
+    """The compiler's module-level choices (read when a kernel compiles)."""
+    persistent.L2_AHEAD = ahead
+    cluster_pairs.ENABLED = pairs
+    tma_store.GROUP_WARPS = group
+
+
+def measure_schedules(label, bsz, m, n, k, rounds: int) -> dict:
+    """Each SCHEDULES candidate of the batched kernel, torch.bmm and the 2-d GEMM."""
+    dt = torch.bfloat16
+    a = torch.randn(bsz, m, k, device="cuda", dtype=dt)
+    b = torch.randn(bsz, k, n, device="cuda", dtype=dt)
+    c = torch.empty(bsz, m, n, device="cuda", dtype=dt)
+    ref = torch.bmm(a.float(), b.float())
+    grid = bmm_grid(bsz, m, n, *TILES[:2], 0)
+    args = (a, b, c, *TILES, 0)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    fns, errors, compiled = {}, {}, {}
+    for name, options, state in SCHEDULES:
+        kernel = ct.kernel(bmm.fn, **options)       # its own specializations
+        _compiler(**state)
+        try:
+            c.fill_(float("nan"))
+            ct.launch(None, grid, kernel, args)     # compiles with this compiler state
+            torch.cuda.synchronize()
+            meta = kernel.compile(args, target="sm_90a", grid=grid, sm_count=sms).meta
+        finally:
+            _compiler()
+        errors[name] = rel_err(c, ref)
+        if not errors[name] < 1e-2:
+            raise RuntimeError(f"{name} on {label}: relative error {errors[name]:.1e}")
+        compiled[name] = {"cluster": meta.get("cluster"),
+                          "persistent": bool(meta.get("persistent")),
+                          "threads": meta["num_threads"], "shared_bytes": meta["shared_bytes"],
+                          "workspace": meta.get("workspace")}
+        fns[name] = (lambda kernel=kernel: ct.launch(None, grid, kernel, args))
+    a2, b2, c2 = a.view(bsz * m, k), b[0], c.view(bsz * m, n)
+    grid2 = (ct.cdiv(bsz * m, TILES[0]), ct.cdiv(n, TILES[1]), 1)
+    fns["2-d GEMM"] = lambda: ct.launch(None, grid2, gemm, (a2, b2, c2, *TILES))
+    fns["torch.bmm"] = lambda: torch.bmm(a, b)
+    times = {name: [] for name in fns}
+    for r in range(rounds):
+        for name in (fns if r % 2 == 0 else reversed(list(fns))):
+            times[name].append(do_bench_cudagraph(fns[name], rep=60, return_mode="median"))
+    base = statistics.median(times["torch.bmm"])
+    return {"shape": label, "torch.bmm TFLOP/s": 2 * bsz * m * n * k / base / 1e9,
+            "x torch.bmm": {name: base / statistics.median(t) for name, t in times.items()},
+            "spread": {name: max(t) / min(t) - 1 for name, t in times.items()},
+            "under load": {name: under_load(fn) for name, fn in fns.items()},
+            "errors": errors, "compiled": compiled}
+
+
+def under_load(fn, seconds: float = 0.3) -> dict:
+    """The SM clock (MHz) and board power (W), medians of NVML samples taken while `fn`
+    runs back to back for about `seconds`: the batched kernel reads 1.5x the DRAM
+    bytes of the 2-d GEMM of the same work (192 against 130 MiB at 32 x 1024^3) with
+    the same instructions, and a power-capped chip pays for bytes in clock.  Empty
+    where torch has no NVML (pynvml)."""
+    try:
+        torch.cuda.clock_rate()
+        torch.cuda.power_draw()
+    except Exception:                # (no such function, no pynvml, an NVMLError)
+        return {}
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    each = (time.perf_counter() - start) / 10
+    clocks, watts = [], []
+    done = threading.Event()
+
+    def sample():                    # (whatever stream the launches use)
+        time.sleep(min(0.05, seconds / 4))          # past the first launches' ramp
+        while not done.is_set():
+            clocks.append(torch.cuda.clock_rate())
+            watts.append(torch.cuda.power_draw() / 1000)
+            time.sleep(0.005)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        for _ in range(max(1, int(seconds / each))):
+            fn()
+        torch.cuda.synchronize()
+    finally:
+        done.set()
+        sampler.join()
+    if not clocks:
+        return {}
+    return {"sm_clock_mhz": statistics.median(clocks), "power_w": statistics.median(watts),
+            "samples": len(clocks)}
+
+
+def schedules_table(rows) -> str:
+    names = list(rows[0]["x torch.bmm"])
+    out = ["| candidate | " + " | ".join(f"{r['shape']} (torch.bmm {r['torch.bmm TFLOP/s']:.0f} "
+                                         f"TFLOP/s)" for r in rows) + " |",
+           "|---|" + "---|" * len(rows)]
+
+    def load(r, name) -> str:
+        u = r["under load"].get(name) or {}
+        return f", {u['sm_clock_mhz']:.0f} MHz {u['power_w']:.0f} W" if u else ""
+    for name in names:
+        out.append(f"| {name} | " + " | ".join(
+            f"{r['x torch.bmm'][name]:.3f}x (spread {100 * r['spread'][name]:.1f} %"
+            f"{load(r, name)})" for r in rows) + " |")
+    return "\n".join(out)
+
+
+def main_schedules(args, device) -> int:
+    os.environ["TILEIR_CACHE"] = "0"            # each candidate compiled in this process
+    shapes = [s for s in SCHEDULE_SHAPES if args.shapes in s[0]] if args.shapes \
+        else SCHEDULE_SHAPES
+    rows = []
+    for shape in shapes:
+        rows.append(measure_schedules(*shape, args.rounds))
+        print(schedules_table(rows[-1:]), flush=True)
+    print(schedules_table(rows))
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bmm_schedules.json"), "w") as f:
+        json.dump({"device": device, "date": datetime.date.today().isoformat(),
+                   "torch": torch.__version__, "rows": rows}, f, indent=1)
+    return 0
+
+
 def table(rows) -> str:
     out = ["| dtype | B x M x N x K | torch.bmm TFLOP/s | batch axis 0 | batch axis 2 | "
            "sample tiles (128x256x128) | 2-d GEMM x torch.mm | worst error |",
@@ -159,12 +334,17 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="the first two shapes, first dtype")
     p.add_argument("--shapes", default="", help="only shapes whose label holds this text")
     p.add_argument("--dtypes", default="bf16,fp16", help="bf16, fp16 or both (comma)")
+    p.add_argument("--schedules", action="store_true",
+                   help="time the compiler's candidate schedules instead (see above)")
+    p.add_argument("--rounds", type=int, default=3, help="--schedules: rounds of timings")
     args = p.parse_args(argv)
     dtypes = [{"bf16": torch.bfloat16, "fp16": torch.float16}[d] for d in args.dtypes.split(",")]
     device = torch.cuda.get_device_name()
     sm90 = torch.cuda.get_device_capability() >= (9, 0)
     print(f"{device}, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
           flush=True)
+    if args.schedules:
+        return main_schedules(args, device)
     rows = []
     shapes = [s for s in (SHAPES[:2] if args.quick else SHAPES) if args.shapes in s[0]]
     for dt in dtypes[:1] if args.quick else dtypes:

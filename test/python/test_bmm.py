@@ -7,8 +7,10 @@ instructions at the same tiles (the TMA ring, the epilogue's TMA store with its
 stmatrix, cluster pairs with multicast where the 2-d kernel has them, the same ring
 depth, persistence and retiling), and the simulator runs it correctly at ragged
 batched sizes, with the batch on grid axis 0 (the sample's) or 2, into aligned and
-unaligned arrays, for both targets.  The GPU runs are test_gpu_bmm.py; the speed
-against torch.bmm is bench/bmm.py."""
+unaligned arrays, for both targets.  The candidates bench/bmm.py --schedules times
+run right too: the L2 lookahead (`persistent.L2_AHEAD`: the boxes it prefetches are
+those the ring loads later) and stream-K (the batch walked last).  The GPU runs are
+test_gpu_bmm.py; the speed against torch.bmm is bench/bmm.py."""
 
 from __future__ import annotations
 
@@ -151,13 +153,14 @@ def test_batched_gemm_pairs_rows_in_a_cluster_as_the_2d_gemm_does(tmp_path):
         assert counters
 
 
-def _run_bmm(rng, batch, m, n, k, dtype, axis, sms, tiles=(128, 128, 64), target="sm_90a"):
+def _run_bmm(rng, batch, m, n, k, dtype, axis, sms, tiles=(128, 128, 64), target="sm_90a",
+             kernel=bmm):
     a = rng.standard_normal((batch, m, k)).astype(dtype)
     b = rng.standard_normal((batch, k, n)).astype(dtype)
     c = np.full((batch, m, n), np.nan, dtype)
     args = (a, b, c, *tiles, axis)
     grid = bmm_grid(batch, m, n, tiles[0], tiles[1], axis)
-    ck = bmm.compile(args, stage="gpu", target=target, grid=grid, sm_count=sms)
+    ck = kernel.compile(args, stage="gpu", target=target, grid=grid, sm_count=sms)
     simulate(ck, hardware_grid(ck.meta, grid), args, sm_count=sms)
     ref = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
     return ck, c, ref
@@ -268,3 +271,128 @@ def test_the_interpreter_agrees(axis, rng):
     ct.launch(None, bmm_grid(batch, m, n, 32, 32, axis), bmm, (a, b, c, 32, 32, 16, axis))
     ref = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
     assert np.abs(c - ref).max() < 1e-4 * np.abs(ref).max()
+
+
+def _record_tma(monkeypatch):
+    """Wraps the simulator's TMA loads and L2 prefetches: returns the list they append
+    (kind, block id, cluster's block ids, array address, array dims, box coordinates)
+    to, one entry a thread that issues one, in the order the simulator runs them."""
+    from tileir.sim import rules
+    events = []
+
+    def wrap(name, kind, first):        # first: where the tensor map is among operands
+        inner = rules.OPS[name]
+
+        def recorded(sim, blk, o, mask):
+            vals = rules.operands(sim, blk, o)
+            sizes = list(ir.DenseI32ArrayAttr(o.attributes["operandSegmentSizes"]))
+            coords = vals[first + 1:first + 1 + sizes[first + 1]]
+            cluster = tuple(b.bid for b in getattr(blk, "cluster", None) or [blk])
+            for t in np.nonzero(mask)[0]:
+                tm = sim.tensor_maps[int(vals[first][t])]
+                events.append((kind, blk.bid, cluster, tm.address, tuple(tm.dims),
+                               tuple(int(c[t]) for c in coords)))
+            return inner(sim, blk, o, mask)
+        monkeypatch.setitem(rules.OPS, name, recorded)
+
+    wrap("nvvm.cp.async.bulk.tensor.shared.cluster.global", "load", 1)
+    wrap("nvvm.cp.async.bulk.tensor.prefetch", "prefetch", 0)
+    return events
+
+
+@pytest.mark.parametrize("batch,m,n,k,axis,ahead,clustered", [
+    (3, 200, 264, 200, 0, 2, False),
+    pytest.param(2, 500, 1000, 264, 2, 3, True, marks=SLOW),     # pairs: B multicast
+])
+def test_l2_lookahead_prefetches_what_the_ring_loads_later(batch, m, n, k, axis, ahead,
+                                                           clustered, rng, monkeypatch):
+    """persistent.L2_AHEAD = D: with each copy into the ring an L2 prefetch of the tiles
+    D iterations on, across tiles of a block.  In the simulator, at ragged sizes:
+    every box a block prefetches is one its cluster loads later (A's, which no pair
+    shares, by the block itself, after the prefetch), most loads were prefetched
+    first, and the product is right.  Off (0, the default), no prefetch at all."""
+    from tileir.backend.pipeline import persistent
+    monkeypatch.setenv("TILEIR_CACHE", "0")
+    monkeypatch.setattr(persistent, "L2_AHEAD", ahead)
+    events = _record_tma(monkeypatch)
+    # (kernels of their own: the module knob is no part of a specialization's key)
+    ck, c, ref = _run_bmm(rng, batch, m, n, k, BF16, axis, 2, kernel=ct.kernel(bmm.fn))
+    _check(c, ref, BF16)
+    assert ck.meta["persistent"] and (ck.meta.get("cluster") == [2, 1, 1]) == clustered
+    assert "nvvm.cp.async.bulk.tensor.prefetch" in ck.artifacts["gpu"]
+    a_dims = (k, m, batch)                                 # innermost first
+    prefetched = [e for e in events if e[0] == "prefetch"]
+    loads = [e for e in events if e[0] == "load"]
+    assert prefetched and loads
+    own_later = collections.defaultdict(set)               # block -> boxes it loads after
+    for i, e in enumerate(events):
+        if e[0] == "prefetch":
+            own_later[(i, e[1])] = {x[3:] for x in events[i:] if x[0] == "load" and x[1] == e[1]}
+    by_cluster = collections.defaultdict(set)
+    for e in loads:
+        by_cluster[e[2]].add(e[3:])
+    for i, e in enumerate(events):
+        if e[0] != "prefetch":
+            continue
+        assert e[3:] in by_cluster[e[2]], f"prefetched a box its cluster never loads: {e}"
+        if e[4] == a_dims:
+            assert e[3:] in own_later[(i, e[1])], f"A's box prefetched after its load: {e}"
+    # the loads of A that a prefetch of the same block announced
+    seen = collections.defaultdict(set)
+    announced = total = 0
+    for e in events:
+        if e[4] != a_dims:
+            continue
+        if e[0] == "prefetch":
+            seen[e[1]].add(e[3:])
+        else:
+            total += 1
+            announced += e[3:] in seen[e[1]]
+    assert announced >= total // 2, (announced, total)
+    # the default: none
+    monkeypatch.setattr(persistent, "L2_AHEAD", 0)
+    off = ct.kernel(bmm.fn).compile(ck_args(batch, m, n, k, axis), stage="gpu",
+                                    target="sm_90a", grid=bmm_grid(batch, m, n, 128, 128, axis),
+                                    sm_count=2)
+    assert "prefetch" not in off.artifacts["gpu"]
+
+
+def ck_args(batch, m, n, k, axis, tiles=(128, 128, 64)):
+    """bmm's arguments (uninitialized) for a compile."""
+    a, b, c = (np.empty(s, BF16) for s in ((batch, m, k), (batch, k, n), (batch, m, n)))
+    return (a, b, c, *tiles, axis)
+
+
+@pytest.mark.parametrize("axis", [0, pytest.param(2, marks=SLOW)])
+def test_stream_k_walks_the_batch_last(axis, rng):
+    """Stream-K (opt-in) on the batched kernel: its segment loop decodes the batch as
+    the tile counter over a plane of the row and column tiles (the batch walked last,
+    as the plain tile loop does), and in the simulator a last wave split along K
+    (21 tiles on 2 blocks) gives every element right."""
+    kernel = ct.kernel(bmm.fn, stream_k=True, persistent=True, retile=False)
+    batch, m, n, k = 7, 100, 300, 200
+    a = rng.standard_normal((batch, m, k)).astype(BF16)
+    b = rng.standard_normal((batch, k, n)).astype(BF16)
+    c = np.full((batch, m, n), np.nan, BF16)
+    args = (a, b, c, 128, 128, 64, axis)
+    grid = bmm_grid(batch, m, n, 128, 128, axis)
+    ck = kernel.compile(args, stage="gpu", target="sm_90a", grid=grid, sm_count=2)
+    assert "tile.partial_add" in ck.artifacts["pipeline"]
+    with tile_context():
+        module = ir.Module.parse(ck.artifacts["pipeline"])
+        loads = []
+        module.operation.walk(lambda op: (loads.append(op) if op.name == "tile.ring_load"
+                                          else None) or ir.WalkResult.ADVANCE)
+        planes = set()
+        for load in loads:
+            z = load.operands[4]                           # (ring, slot, pred, array, z, ...)
+            while z.owner.name == "arith.select":
+                z = z.owner.operands[1]
+            assert z.owner.name == "arith.divui", z.owner
+            plane = z.owner.operands[1].owner
+            assert plane.name == "arith.muli", plane
+            planes.add(frozenset(ir.IntegerAttr(v.owner.attributes["axis"]).value
+                                 for v in plane.operands))
+        assert planes == {frozenset({0, 1, 2}) - {axis}}
+    simulate(ck, hardware_grid(ck.meta, grid), args, sm_count=2)
+    _check(c, np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64)), BF16)

@@ -3,7 +3,8 @@ written as cuTile's BatchMatMul sample writes them) against a float64 torch
 reference: ragged batched sizes with the batch on each grid axis, bf16 and fp16, the
 sample's 128 x 256 x 128 tiles, the benchmark's and LLM-shaped launches (retiled,
 persistent, in cluster pairs, stored by TMA), four-dimensional arrays and an
-epilogue on the (1, M, N) tile.  Fresh random inputs, outputs poisoned with NaN.
+epilogue on the (1, M, N) tile, and the candidates bench/bmm.py --schedules times
+(L2 lookahead, stream-K).  Fresh random inputs, outputs poisoned with NaN.
 Marked `gpu`: skipped cleanly without an NVIDIA GPU."""
 
 from __future__ import annotations
@@ -67,6 +68,26 @@ def test_batched_gemm_as_benchmarked(axis, batch, m, n, k):
     epilogue by TMA; and the LLM-shaped products (one row tile a batch)."""
     c, ref = _bmm(batch, m, n, k, torch.bfloat16, (128, 128, 64), axis)
     assert _rel_err(c, ref) < tol(torch.bfloat16)
+
+
+@pytest.mark.parametrize("candidate", ["l2 ahead 8", "l2 ahead 16", "stream-K"])
+@pytest.mark.parametrize("batch,m,n,k", [(32, 1024, 1024, 1024), (5, 300, 264, 200),
+                                         (3, 1000, 1032, 520)])
+def test_batched_gemm_schedule_candidates(candidate, batch, m, n, k, monkeypatch):
+    """bench/bmm.py --schedules' compiler candidates, each in a kernel of its own (the
+    module knob is no part of a specialization's key) with the disk cache off."""
+    from tileir.backend.pipeline import persistent
+    monkeypatch.setenv("TILEIR_CACHE", "0")
+    options = {"stream_k": True} if candidate == "stream-K" else {}
+    if candidate.startswith("l2 ahead"):
+        monkeypatch.setattr(persistent, "L2_AHEAD", int(candidate.split()[-1]))
+    kernel = ct.kernel(bmm.fn, **options)
+    a = torch.randn(batch, m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(batch, k, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.full((batch, m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    ct.launch(None, bmm_grid(batch, m, n, 128, 128, 0), kernel, (a, b, c, 128, 128, 64, 0))
+    torch.cuda.synchronize()
+    assert _rel_err(c, torch.bmm(a.double(), b.double())) < tol(torch.bfloat16)
 
 
 def test_batched_gemm_unaligned():

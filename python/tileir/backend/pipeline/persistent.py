@@ -45,6 +45,17 @@ from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTER
 
 PERSISTENT_ATTR = "tile.persistent"
 LOOP_ATTR = "tile.persistent_loop"
+# L2 lookahead of a ring continued across tiles (`flatten_tile_loop`, sm_90a): with
+# each copy of iteration it + S - 1 into the ring, an L2 prefetch of the tiles of
+# iteration it + S - 1 + L2_AHEAD (this tile's, else the block's next tile's; a
+# block's first tile prefetches iterations S - 1 .. S + L2_AHEAD - 2 with the
+# ring's first copies), so
+# operands that miss L2 (a batched GEMM's, whose batches share nothing) are on
+# their way from DRAM L2_AHEAD iterations before the ring asks for them, with no
+# shared memory spent.  0 (the default) issues none; bench/bmm.py --schedules
+# measures 4, 8 and 16 against it.  Read when a kernel is compiled: a compile
+# cache keyed without it (TILEIR_CACHE=0 when changing it).
+L2_AHEAD = 0
 
 
 def make_persistent(module: ir.Module) -> None:
@@ -60,8 +71,9 @@ def _wrap(func: ir.Operation) -> None:
     linear = ORDER_ATTR in func.attributes and \
         ir.StringAttr(func.attributes[ORDER_ATTR]).value == "linear"
     sk = stream_k.plan(func, body)
-    # (stream-K's segments decode tiles over planes of axes 0 and 1)
-    x, y, z = (0, 1, 2) if linear or sk is not None else walk_order(func)
+    # (stream-K's segments walk the same planes: a batched product's batch axis last,
+    # where walking its columns last would read each batch's A once per column tile)
+    x, y, z = (0, 1, 2) if linear else walk_order(func)
 
     def c(v: int, bits: int = 32) -> ir.Value:
         return arith.ConstantOp(ir.IntegerType.get_signless(bits), v).result
@@ -78,7 +90,7 @@ def _wrap(func: ir.Operation) -> None:
         return {x: bx, y: by, z: bz}
 
     if sk is not None:
-        decoded, g = stream_k.wrap(func, body, ret, sk, decode, c)
+        decoded, g = stream_k.wrap(func, body, ret, sk, decode, c, (x, y))
     else:
         pair = pair_axis(func)
         with ir.InsertionPoint(ret), func.location:
@@ -321,6 +333,15 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
                 k = arith.addi(lb, arith.muli(c(j), step)) if j else lb
                 pl.issue(ring, loads, *pl.producer_slot(arith.addi(base, c(j)), stages),
                          pred, k, loop)
+            if L2_AHEAD > 0 and pl.chip.startswith("sm_90"):
+                # the lookahead of the copies above, which no tile before announced
+                ahead_loop = scf.ForOp(c(ahead_max), arith.minsi(n, c(ahead_max + L2_AHEAD)),
+                                       c(1), [])
+                with ir.InsertionPoint(ahead_loop.body):
+                    j = ahead_loop.induction_variable
+                    pl.prefetch(loads, tiles, c(1, 1), arith.addi(lb, arith.muli(j, step)),
+                                loop)
+                    scf.YieldOp([])
             scf.YieldOp([])
     it, at, _ = pl.consume_and_release(loop, ring, loads, stages, base)
     iv = loop.regions[0].blocks[0].arguments[0]
@@ -337,10 +358,31 @@ def flatten_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
             pl.issue(ring, loads, *pl.producer_slot(arith.addi(it, c(ahead_max)), stages),
                      arith.ori(here, there), k_here, loop,
                      alt=(arith.xori(here, c(1, 1)), k_there, mapping))
+            if L2_AHEAD > 0 and pl.chip.startswith("sm_90"):
+                _prefetch_ahead(pl, loads, tiles, loop, nj, n, lb, step, n2, lb2, step2,
+                                has_next, mapping)
     with ir.InsertionPoint(next_yield.operation), loc:
         next_yield.operation.operands[0] = arith.addi(base, n)
         next_yield.operation.operands[1] = arith.select(spare, c(ahead_max), c(0))
     return True
+
+
+def _prefetch_ahead(pl, loads, tiles, loop, nj, n, lb, step, n2, lb2, step2, has_next,
+                    mapping) -> None:
+    """`L2_AHEAD` iterations past copy `nj` (counted from this tile's first, of `n`):
+    L2 prefetches of that iteration's tiles, this tile's while it has them, else the
+    next tile's (`mapping` its values; `lb2`, `step2`, `n2` its K loop) if there is
+    one.  A hint: nothing waits for it, and a box past the array's edge is clipped by
+    its tensor map as the ring's copy is."""
+    c = pl.const
+    pj = arith.addi(nj, c(L2_AHEAD))
+    here = arith.cmpi(arith.CmpIPredicate.slt, pj, n)
+    j2 = arith.subi(pj, n)
+    there = arith.andi(has_next, arith.cmpi(arith.CmpIPredicate.slt, j2, n2))
+    k_here = arith.addi(lb, arith.muli(pj, step))
+    k_there = arith.addi(lb2, arith.muli(j2, step2))
+    pl.prefetch(loads, tiles, arith.ori(here, there), k_here, loop,
+                alt=(arith.xori(here, c(1, 1)), k_there, mapping))
 
 
 def _trips(lb: ir.Value, ub: ir.Value, step: ir.Value, c) -> ir.Value:

@@ -645,6 +645,20 @@ class _Pipeliner:
             RingLoadOp(ring, slot, pred, ld.array, index, buffer)
         RingCommitOp(ring)
 
+    def prefetch(self, loads, tiles, pred, k, loop, outer=None, alt=None) -> None:
+        """L2 prefetches (`tile.prefetch_l2`, where `pred`) of the tiles (of types
+        `tiles`) that `issue` would copy for iteration `k` (the same `outer` and `alt`);
+        a multicast tile whole, by both blocks of its pair (the second finds it in
+        flight)."""
+        for ld, tile in zip(loads, tiles):
+            index = _clone_slice(ld.slice, loop, k, ld.index, outer)
+            if alt is not None:
+                cond, k2, outer2 = alt
+                other = _clone_slice(ld.slice, loop, k2, ld.index, outer2)
+                index = [arith.select(cond, b, a) if a != b else a
+                         for a, b in zip(index, other)]
+            PrefetchL2Op(pred, ld.array, index, tile)
+
     def make_async(self, loop: ir.Operation) -> list[tuple[int, ir.Operation]]:
         """Turns each wgmma accumulation the loop carries into mma_async + mma_wait(1);
         returns (iter-arg index, wait op) for each."""

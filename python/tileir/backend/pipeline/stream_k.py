@@ -137,10 +137,12 @@ def _slice(value: ir.Value, body: list[ir.Operation]) -> list[ir.Operation] | No
 
 
 def wrap(func: ir.Operation, body: list[ir.Operation], ret: ir.Operation, p: Plan,
-         decode, c) -> tuple[dict, scf.ForOp]:
+         decode, c, plane_axes: tuple[int, int] = (0, 1)) -> tuple[dict, scf.ForOp]:
     """The stream-K tile loop at `ret` with `body` moved in (see the module doc);
-    `decode(t)` gives the tile's (b0, b1, b2) and `c(v)` an i32 constant.  Returns the
-    decoded block ids by axis and the grid values, for `persistent` to substitute."""
+    `decode(t, plane, g)` gives the tile's (b0, b1, b2), walking planes of the grid
+    axes `plane_axes` (a batched product's: those other than its batch axis), and
+    `c(v)` an i32 constant.  Returns the decoded block ids by axis and the grid
+    values, for `persistent` to substitute."""
     from tileir.dialect.tile import BidOp, GridSizeOp, NumBlocksOp
     with ir.InsertionPoint(ret), func.location:
         g = [GridSizeOp(a).result for a in range(3)]
@@ -148,8 +150,8 @@ def wrap(func: ir.Operation, body: list[ir.Operation], ret: ir.Operation, p: Pla
         nb = [NumBlocksOp(a).result for a in range(3)]
         pid = arith.addi(hw[0], arith.muli(arith.addi(hw[1], arith.muli(hw[2], nb[1])), nb[0]))
         blocks = arith.muli(arith.muli(nb[0], nb[1]), nb[2])
-        plane = arith.muli(g[0], g[1])
-        tiles = arith.muli(plane, g[2])
+        plane = arith.muli(g[plane_axes[0]], g[plane_axes[1]])
+        tiles = arith.muli(arith.muli(g[0], g[1]), g[2])
         mapping: dict = {}
         clone_ops(p.trips, mapping)
         ub = list(p.loop.operands)[1]
