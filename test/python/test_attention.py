@@ -464,6 +464,71 @@ def test_the_simulator_catches_a_broken_alternation(left_out, error, monkeypatch
         _simulate_pingpong(fresh, 300, 64, 64, False)
 
 
+# ---------------------------------------------------------------------------
+# Unasked, the compiler chooses the ping-pong where the GPU measured a gain: the
+# tutorial kernel at head dim >= 128 (backend/pipeline/pingpong.py, MIN_HEAD_DIM)
+# ---------------------------------------------------------------------------
+UNPINGPONGED = example.attention.replace_hints(pingpong=False)
+
+
+def _choice(ck) -> str:
+    """What tile-pingpong decided for a compiled kernel, from its pipeline-stage IR (what
+    TILEIR_DUMP_IR prints)."""
+    found = re.search(r'tile\.pingpong_choice = "([^"]*)"', ck.artifacts["pipeline"])
+    return found.group(1) if found else ""
+
+
+@pytest.mark.parametrize("s,causal", [(200, True), pytest.param(300, False,
+                                                               marks=pytest.mark.slow)])
+def test_the_plain_kernel_at_head_dim_128_chooses_pingpong_in_the_simulator(s, causal):
+    # the tutorial source as written, no hint: turns at head dim 128 (ragged: blocks of
+    # one and two key tiles, causal a different count per block; GQA), the same bits as
+    # with pingpong=False, and the reason in the IR, naming the source line of the loop
+    rng = np.random.default_rng()
+    h, hkv, d = 2, 1, 128
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    outs = []
+    for kernel in (example.attention, UNPINGPONGED):
+        o = np.full_like(q, np.nan)
+        args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 128, d, causal)
+        ck = kernel.compile(args, stage="gpu", target="sm_90a")
+        chosen = kernel is example.attention
+        assert ("nvvm.barrier.arrive" in str(ck.module)) == chosen
+        if chosen:
+            assert re.fullmatch(r"attention\.py:\d+: ping-pong of the two consumer warpgroups "
+                                r"\(chosen: an attention loop of head dim 128 >= 128.*",
+                                _choice(ck)), _choice(ck)
+        else:
+            assert _choice(ck) == ""          # turned off: nothing decided
+        simulate(ck, example.grid(q, 128), args)
+        outs.append(o)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
+    o = outs[0].astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
+def test_pingpong_is_not_chosen_at_head_dim_64_nor_for_a_gemm():
+    # head dim 64 (measured -1.6 to +0.2 %): no turns, and the reason; a GEMM's loop is
+    # no candidate: nothing said, its IR as before
+    q = np.zeros((1, 2, 300, 64), ml_dtypes.bfloat16)
+    args = (q, q, q, q, 0.125, 2, 1, 128, 128, 64, True)
+    ck = example.attention.compile(args, stage="pipeline", target="sm_90a")
+    assert '"tile.turn"' not in ck.artifacts["pipeline"]
+    assert "no ping-pong: head dim 64 < 128" in _choice(ck), _choice(ck)
+    forced = PINGPONG.compile(args, stage="pipeline", target="sm_90a")
+    assert '"tile.turn"' in forced.artifacts["pipeline"]
+    assert "(asked: pingpong=True)" in _choice(forced)
+    from tileir.examples import matmul
+    a = np.zeros((512, 512), ml_dtypes.bfloat16)
+    gemm = matmul.matmul.compile((a, a, np.zeros((512, 512), np.float32), 128, 128, 64),
+                                 stage="pipeline", target="sm_90a")
+    assert "tile.mma_async" in gemm.artifacts["pipeline"]
+    assert "pingpong" not in gemm.artifacts["pipeline"]
+    assert '"tile.turn"' not in gemm.artifacts["pipeline"]
+
+
 def test_pingpong_in_the_varlen_kernel_runs_in_the_simulator():
     # the loop inside the block's guard, its bounds read from cu_seqlens (an array the
     # kernel never writes, so both warpgroups read the same trip count); sequences
@@ -566,4 +631,36 @@ def test_pingpong_matches_sdpa_on_the_gpu(b, h, hkv, s, d, bn, causal, dtype):
             v.float().repeat_interleave(group, dim=1), is_causal=causal)
     assert torch.isfinite(o).all()
     err = (torch.linalg.norm(o.float() - ref) / torch.linalg.norm(ref)).item()
+    assert err < 1e-2, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("b,h,hkv,s", [(2, 8, 2, 1000), (1, 4, 1, 4099), (3, 6, 3, 77)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_the_chosen_pingpong_matches_sdpa_and_the_plain_schedule_on_the_gpu(b, h, hkv, s,
+                                                                           causal, dtype):
+    # the tutorial kernel as written at head dim 128 (ping-pong chosen by the compiler)
+    # against fp32 SDPA, and bit for bit against pingpong=False: the turns order issue
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    dt, d = getattr(torch, dtype), 128
+    q = torch.randn(b, h, s, d, device="cuda", dtype=dt)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    outs = []
+    for kernel in (example.attention, UNPINGPONGED):
+        o = torch.full_like(q, float("nan"))
+        ct.launch(None, example.grid(q, 128), kernel,
+                  (q, k, v, o, 1.0 / math.sqrt(d), h, h // hkv, 128, 128, d, causal))
+        outs.append(o)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0], outs[1])
+    group = h // hkv
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float().repeat_interleave(group, dim=1),
+            v.float().repeat_interleave(group, dim=1), is_causal=causal)
+    assert torch.isfinite(outs[0]).all()
+    err = (torch.linalg.norm(outs[0].float() - ref) / torch.linalg.norm(ref)).item()
     assert err < 1e-2, err
