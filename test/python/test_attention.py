@@ -664,3 +664,117 @@ def test_the_chosen_pingpong_matches_sdpa_and_the_plain_schedule_on_the_gpu(b, h
     assert torch.isfinite(outs[0]).all()
     err = (torch.linalg.norm(outs[0].float() - ref) / torch.linalg.norm(ref)).item()
     assert err < 1e-2, err
+
+
+# ---------------------------------------------------------------------------
+# Head dim 64 (docs/attention.md, "Head dim 64"): fp_fusion=True (s * scale - m as
+# one FFMA) and 256 x 64 tiles on four consumer warpgroups (num_warps=16)
+# ---------------------------------------------------------------------------
+FUSED = example.attention.replace_hints(fp_fusion=True)
+FOUR_WARPGROUPS = example.attention.replace_hints(num_warps=16)
+
+
+def test_fp_fusion_makes_the_softmax_one_ffma_an_element(tmp_path):
+    # the softmax's subtract of s * scale - m (and l * alpha + sum) fused into the
+    # multiplies: an instruction fewer an element, the product and layout untouched
+    q = np.zeros((4, 32, 4096, 64), ml_dtypes.bfloat16)
+    args = (q, q, q, q, 0.125, 32, 1, 128, 128, 64, False)
+    plain, fused = (kernel.compile(args, target="sm_90a", grid=(32, 128, 1), sm_count=132)
+                    for kernel in (example.attention, FUSED))
+    assert "fastmath<contract>" in fused.artifacts["tile"]
+    assert "fastmath<contract>" not in plain.artifacts["tile"]
+    assert "fma.rn.f32" in fused.artifacts["ptx"] and "fma.rn.f32" not in plain.artifacts["ptx"]
+    p, f = _sass(plain.cubin, tmp_path), _sass(fused.cubin, tmp_path)
+    # 64 scores a thread an iteration, in each of the loop's two copies (the first trip
+    # and the rotated loop)
+    assert f["FFMA"] >= 2 * 64 and not p["FFMA"], (p["FFMA"], f["FFMA"])
+    fp_ops = lambda ops: ops["FFMA"] + ops["FMUL"] + ops["FADD"]        # noqa: E731
+    assert fp_ops(p) - fp_ops(f) >= 2 * 64, (fp_ops(p), fp_ops(f))
+    assert f["HGMMA"] == p["HGMMA"] and f["MUFU"] == p["MUFU"]
+    assert not f["LDL"] and not f["STL"], "local memory (spills)"
+    assert fused.meta["num_threads"] == 384
+
+
+@pytest.mark.parametrize("d,causal", [(64, True), pytest.param(128, False,
+                                                               marks=pytest.mark.slow)])
+def test_fp_fusion_computes_attention_in_the_simulator_and_the_interpreter(d, causal):
+    rng = np.random.default_rng()
+    h, hkv, s = 2, 1, 200
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 128, d, causal)
+    simulate(FUSED.compile(args, stage="gpu", target="sm_90a"), example.grid(q, 128), args)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+    q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
+    o32 = np.full_like(q32, np.nan)
+    ct.launch(None, example.grid(q32, 64), FUSED,
+              (q32, k32, v32, o32, 1 / math.sqrt(d), h, h // hkv, 64, 64, d, causal))
+    np.testing.assert_allclose(o32, ref, rtol=0, atol=1e-4)
+
+
+def test_four_consumer_warpgroups_at_256x64_fit_without_local_memory(tmp_path):
+    # head dim 64, 256 query rows a block: a producer warpgroup and four consumer ones
+    # (64 rows each), 112 registers each after setmaxnreg, 4 ring stages of 16 KiB
+    # beside Q's 32 KiB; 256 x 128 tiles would spill (S, P of the rotation and O pass 112)
+    q = np.zeros((4, 32, 4096, 64), ml_dtypes.bfloat16)
+    for causal in (False, True):
+        ck = FOUR_WARPGROUPS.compile((q, q, q, q, 0.125, 32, 1, 256, 64, 64, causal),
+                                     target="sm_90a", grid=(16, 128, 1), sm_count=132)
+        ops = _sass(ck.cubin, tmp_path)
+        assert ck.meta["num_threads"] == 640 and ops["USETMAXREG"] == 2
+        assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report, ck.ptxas_report
+        assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+        assert ops["HGMMA"] and ops["UTMALDG"]
+        assert ck.meta["shared_bytes"] <= 232448
+        # no ping-pong (it alternates two warpgroups): nothing decided, nothing said
+        assert _choice(ck) == ""
+
+
+@pytest.mark.parametrize("s,causal", [(300, True), pytest.param(100, False,
+                                                               marks=pytest.mark.slow)])
+def test_four_consumer_warpgroups_compute_attention_in_the_simulator(s, causal):
+    # causal blocks of 1 and 2 Q tiles (5 key tiles of 64 for the second), ragged, GQA
+    rng = np.random.default_rng()
+    h, hkv, d = 2, 1, 64
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 256, 64, d, causal)
+    ck = FOUR_WARPGROUPS.compile(args, stage="gpu", target="sm_90a")
+    assert "tile.is_producer" in ck.artifacts["pipeline"]
+    simulate(ck, example.grid(q, 256), args)
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,bm,bn", [("fused", 128, 128), ("four", 256, 64)])
+@pytest.mark.parametrize("b,h,hkv,s,d", [(2, 8, 2, 1000, 64), (1, 4, 1, 4099, 64),
+                                         (3, 6, 3, 77, 64), (1, 2, 1, 513, 128)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_head_dim_64_variants_match_sdpa_on_the_gpu(variant, bm, bn, b, h, hkv, s, d, causal,
+                                                    dtype):
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    kernel = {"fused": FUSED, "four": FOUR_WARPGROUPS}[variant]
+    dt = getattr(torch, dtype)
+    q = torch.randn(b, h, s, d, device="cuda", dtype=dt)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    o = torch.full_like(q, float("nan"))
+    ct.launch(None, example.grid(q, bm), kernel,
+              (q, k, v, o, 1.0 / math.sqrt(d), h, h // hkv, bm, bn, d, causal))
+    torch.cuda.synchronize()
+    group = h // hkv
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float().repeat_interleave(group, dim=1),
+            v.float().repeat_interleave(group, dim=1), is_causal=causal)
+    assert torch.isfinite(o).all()
+    err = (torch.linalg.norm(o.float() - ref) / torch.linalg.norm(ref)).item()
+    assert err < 1e-2, err
