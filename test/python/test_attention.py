@@ -751,8 +751,44 @@ def test_four_consumer_warpgroups_compute_attention_in_the_simulator(s, causal):
     assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
 
 
+# persistent=True with a producer warpgroup: one block an SM walks the (mb, head)
+# tiles, the producer copying the next tile's K and V while the consumers finish this
+# one (specialize_tile_loop, backend/pipeline/persistent.py; the products not rotated)
+PERSISTENT = example.attention.replace_hints(persistent=True, warp_specialize=True)
+
+
+@pytest.mark.parametrize("causal", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_persistent_attention_walks_its_tiles_in_the_simulator(causal):
+    # 2 blocks walk 6 tiles (3 Q tiles x 2 heads; causal: 1, 2 and 3 key tiles each,
+    # ragged): the ring's slots and phases run on from one tile to the next
+    rng = np.random.default_rng()
+    h, hkv, s, d = 2, 1, 300, 64
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 128, d, causal)
+    ck = PERSISTENT.compile(args, stage="gpu", target="sm_90a")
+    assert ck.meta.get("persistent") and "tile.is_producer" in ck.artifacts["pipeline"]
+    simulate(ck, example.grid(q, 128), args, sm_count=2)
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
+@pytest.mark.slow
+def test_persistent_attention_keeps_its_producer_without_local_memory(tmp_path):
+    q = np.zeros((4, 32, 4096, 64), ml_dtypes.bfloat16)
+    ck = PERSISTENT.compile((q, q, q, q, 0.125, 32, 1, 128, 128, 64, True), target="sm_90a",
+                            grid=(32, 128, 1), sm_count=132)
+    ops = _sass(ck.cubin, tmp_path)
+    assert ck.meta["num_threads"] == 384 and ops["USETMAXREG"] == 2
+    assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report, ck.ptxas_report
+    assert not ops["LDL"] and not ops["STL"]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant,bm,bn", [("fused", 128, 128), ("four", 256, 64)])
+@pytest.mark.parametrize("variant,bm,bn", [("fused", 128, 128), ("four", 256, 64),
+                                           ("persistent", 128, 128)])
 @pytest.mark.parametrize("b,h,hkv,s,d", [(2, 8, 2, 1000, 64), (1, 4, 1, 4099, 64),
                                          (3, 6, 3, 77, 64), (1, 2, 1, 513, 128)])
 @pytest.mark.parametrize("causal", [False, True])
@@ -761,7 +797,7 @@ def test_head_dim_64_variants_match_sdpa_on_the_gpu(variant, bm, bn, b, h, hkv, 
                                                     dtype):
     torch = pytest.importorskip("torch")
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    kernel = {"fused": FUSED, "four": FOUR_WARPGROUPS}[variant]
+    kernel = {"fused": FUSED, "four": FOUR_WARPGROUPS, "persistent": PERSISTENT}[variant]
     dt = getattr(torch, dtype)
     q = torch.randn(b, h, s, d, device="cuda", dtype=dt)
     k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
