@@ -635,11 +635,12 @@ def test_pingpong_matches_sdpa_on_the_gpu(b, h, hkv, s, d, bn, causal, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("b,h,hkv,s", [(2, 8, 2, 1000), (1, 4, 1, 4099), (3, 6, 3, 77)])
+@pytest.mark.parametrize("b,h,hkv,s,dtype", [(2, 8, 2, 1000, "bfloat16"),
+                                             (1, 4, 1, 4099, "float16"),
+                                             (3, 6, 3, 77, "bfloat16")])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_the_chosen_pingpong_matches_sdpa_and_the_plain_schedule_on_the_gpu(b, h, hkv, s,
-                                                                           causal, dtype):
+                                                                           dtype, causal):
     # the tutorial kernel as written at head dim 128 (ping-pong chosen by the compiler)
     # against fp32 SDPA, and bit for bit against pingpong=False: the turns order issue
     torch = pytest.importorskip("torch")
@@ -715,6 +716,9 @@ def test_fp_fusion_computes_attention_in_the_simulator_and_the_interpreter(d, ca
     np.testing.assert_allclose(o32, ref, rtol=0, atol=1e-4)
 
 
+# In --full (two cubins, ~5 s of CPU): the fast tier keeps the four warpgroups' code in
+# the simulator (test_four_consumer_warpgroups_compute_attention_in_the_simulator)
+@pytest.mark.slow
 def test_four_consumer_warpgroups_at_256x64_fit_without_local_memory(tmp_path):
     # head dim 64, 256 query rows a block: a producer warpgroup and four consumer ones
     # (64 rows each), 112 registers each after setmaxnreg, 4 ring stages of 16 KiB
@@ -789,12 +793,12 @@ def test_persistent_attention_keeps_its_producer_without_local_memory(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant,bm,bn", [("fused", 128, 128), ("four", 256, 64),
                                            ("persistent", 128, 128)])
-@pytest.mark.parametrize("b,h,hkv,s,d", [(2, 8, 2, 1000, 64), (1, 4, 1, 4099, 64),
-                                         (3, 6, 3, 77, 64), (1, 2, 1, 513, 128)])
+@pytest.mark.parametrize("b,h,hkv,s,d,dtype", [(1, 4, 1, 4099, 64, "bfloat16"),
+                                               (3, 6, 3, 77, 64, "float16"),
+                                               (1, 2, 1, 513, 128, "bfloat16")])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_head_dim_64_variants_match_sdpa_on_the_gpu(variant, bm, bn, b, h, hkv, s, d, causal,
-                                                    dtype):
+def test_head_dim_64_variants_match_sdpa_on_the_gpu(variant, bm, bn, b, h, hkv, s, d, dtype,
+                                                    causal):
     torch = pytest.importorskip("torch")
     from torch.nn.attention import SDPBackend, sdpa_kernel
     kernel = {"fused": FUSED, "four": FOUR_WARPGROUPS, "persistent": PERSISTENT}[variant]
