@@ -54,11 +54,10 @@ import os
 
 from mlir import ir
 
-from tileir.errors import file_line_col
-
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.ring import TurnOp
 from tileir.dialect.verifier import kernel_functions
+from tileir.errors import file_line_col
 from tileir.backend.layout.mma_layouts import DotOperand, Mma
 
 from .pure_slices import written_args
