@@ -455,9 +455,9 @@ class Kernel(KernelEntry):
             _allow_contraction(fn)
         order = self.options.get("block_order")
         if order is not None:
-            if order not in ("grouped", "linear"):
+            if order not in ("grouped", "linear", "reversed"):
                 raise KernelOptionError(f"kernel '{self.name}': option block_order must be "
-                                        f"'grouped' or 'linear', got {order!r}")
+                                        f"'grouped', 'linear' or 'reversed', got {order!r}")
             fn.attributes["tile.block_order"] = ir.StringAttr.get(order)
         retile = self.options.get("retile")
         if retile is not None and retile is not False:
@@ -760,7 +760,10 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     per block / 32), `num_stages` (shared-memory stages of a software-pipelined
     loop, 2 to 8; default: what fits, up to 4), `block_order` ("grouped": a 2-d
     grid's blocks take their tiles in groups along axis 0 for L2 reuse, the
-    default for tensor-core loops; "linear": the hardware's order),
+    default for tensor-core loops; "linear": the hardware's order; "reversed": the
+    grouped order from its last tile, so the heaviest tiles of causal attention,
+    whose trip count grows with `bid(0)`, start first and the light ones fill the
+    tail; not for persistent kernels),
     `warp_specialize` (sm_90a: a producer warpgroup issues the pipelined loop's
     copies and hands its registers to the consumers; by default on sm_90a for
     grids smaller than the GPU, else off), `retile`
