@@ -12,7 +12,8 @@ variant of the kernel's hints after a colon (VARIANTS: `fence`, rotation_fence=T
 pingpong=True; `nopingpong`, pingpong=False (the compiler chooses it at head dim >=
 128); `pingpong+fence`; `fma`, fp_fusion=True; `pingpong+fma`, `nopingpong+fma`; `w16`,
 num_warps=16, four consumer warpgroups, for 256 x 64 tiles at D=64; `w16+fma`;
-`persistent`, persistent=True with a producer warpgroup; `persistent+fma`), timed
+`reversed`, block_order="reversed", `reversed+fma`; `persistent`, persistent=True
+with a producer warpgroup; `persistent+fma`), timed
 as a column of its own beside the default.  Every tile is checked for correctness at
 each head dim of the shapes run (D=64 and D=128), and a shape's cell is left empty
 (`-`) where a tile was not meant for its head dim (`--tiles 256x64:w16@64`: only D=64
@@ -132,6 +133,7 @@ def sdpa(q, k, v, causal, backend):
 # (the ping-pong is the compiler's choice at head dim >= 128 and off below it:
 # `pingpong` forces it, `nopingpong` turns it off; `fma`, fp_fusion=True: s * scale - m
 # as one FFMA; `w16`, 16 warps: four consumer warpgroups of 64 rows, for 256-row tiles;
+# `reversed`, block_order="reversed": the causal blocks with the most key tiles first;
 # `persistent`: one block an SM walks the tiles, its producer warpgroup copying the next
 # tile's K and V while the consumers finish this one -- products not rotated)
 VARIANTS = {"fence": {"rotation_fence": True}, "unrotated": {"product_rotation": False},
@@ -141,6 +143,8 @@ VARIANTS = {"fence": {"rotation_fence": True}, "unrotated": {"product_rotation":
             "fma": {"fp_fusion": True}, "pingpong+fma": {"pingpong": True, "fp_fusion": True},
             "nopingpong+fma": {"pingpong": False, "fp_fusion": True},
             "w16": {"num_warps": 16}, "w16+fma": {"num_warps": 16, "fp_fusion": True},
+            "reversed": {"block_order": "reversed"},
+            "reversed+fma": {"block_order": "reversed", "fp_fusion": True},
             "persistent": {"persistent": True, "warp_specialize": True},
             "persistent+fma": {"persistent": True, "warp_specialize": True,
                                "fp_fusion": True}}

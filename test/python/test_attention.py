@@ -790,9 +790,32 @@ def test_persistent_attention_keeps_its_producer_without_local_memory(tmp_path):
     assert not ops["LDL"] and not ops["STL"]
 
 
+# block_order="reversed": the grouped order from its last tile, the causal blocks with
+# the most key tiles first (backend/pipeline/block_order.py)
+REVERSED = example.attention.replace_hints(block_order="reversed")
+
+
+def test_reversed_block_order_computes_every_tile_once_in_the_simulator():
+    # 3 Q tiles x 2 heads, causal (2, 4 and 5 key tiles of 64), with the ping-pong
+    # forced so that its turns are checked on the remapped block ids
+    rng = np.random.default_rng()
+    h, hkv, s, d = 2, 1, 300, 64
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 64, d, True)
+    ck = REVERSED.replace_hints(pingpong=True).compile(args, stage="gpu", target="sm_90a")
+    assert "nvvm.barrier.arrive" in str(ck.module), "no turns"
+    assert "(asked: pingpong=True)" in _choice(ck)
+    simulate(ck, example.grid(q, 128), args)
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), True)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant,bm,bn", [("fused", 128, 128), ("four", 256, 64),
-                                           ("persistent", 128, 128)])
+                                           ("persistent", 128, 128), ("reversed", 128, 128)])
 @pytest.mark.parametrize("b,h,hkv,s,d,dtype", [(1, 4, 1, 4099, 64, "bfloat16"),
                                                (3, 6, 3, 77, 64, "float16"),
                                                (1, 2, 1, 513, 128, "bfloat16")])
@@ -801,7 +824,8 @@ def test_head_dim_64_variants_match_sdpa_on_the_gpu(variant, bm, bn, b, h, hkv, 
                                                     causal):
     torch = pytest.importorskip("torch")
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    kernel = {"fused": FUSED, "four": FOUR_WARPGROUPS, "persistent": PERSISTENT}[variant]
+    kernel = {"fused": FUSED, "four": FOUR_WARPGROUPS, "persistent": PERSISTENT,
+              "reversed": REVERSED}[variant]
     dt = getattr(torch, dtype)
     q = torch.randn(b, h, s, d, device="cuda", dtype=dt)
     k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
