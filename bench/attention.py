@@ -9,8 +9,15 @@ K/V tiles, an online softmax in fp32 with exp2), launched at each tile shape of
 --tiles; a shape the compiler refuses is reported, not skipped.  A tile may name a
 variant of the kernel's hints after a colon (VARIANTS: `fence`, rotation_fence=True;
 `unrotated`, product_rotation=False; `noproducer`, warp_specialize=False; `pingpong`,
-pingpong=True; `pingpong+fence`, both), timed as a column of its own beside the
-default.  References, timed in the same run with triton's do_bench (median):
+pingpong=True; `nopingpong`, pingpong=False (the compiler chooses it at head dim >=
+128); `pingpong+fence`; `fma`, fp_fusion=True; `pingpong+fma`, `nopingpong+fma`; `w16`,
+num_warps=16, four consumer warpgroups, for 256 x 64 tiles at D=64; `w16+fma`;
+`reversed`, block_order="reversed", `reversed+fma`; `persistent`, persistent=True
+with a producer warpgroup; `persistent+fma`), timed
+as a column of its own beside the default.  Every tile is checked for correctness at
+each head dim of the shapes run (D=64 and D=128), and a shape's cell is left empty
+(`-`) where a tile was not meant for its head dim (`--tiles 256x64:w16@64`: only D=64
+rows).  References, timed in the same run with triton's do_bench (median):
 - cuDNN: torch SDPA with the CUDNN_ATTENTION backend;
 - FA2: torch SDPA with the FLASH_ATTENTION backend (FlashAttention-2);
 - Triton: the fused-attention algorithm of Triton's tutorial (written for this bench,
@@ -123,9 +130,24 @@ def sdpa(q, k, v, causal, backend):
 
 
 # variants of the kernel's hints a --tiles entry may name ("128x128:fence")
+# (the ping-pong is the compiler's choice at head dim >= 128 and off below it:
+# `pingpong` forces it, `nopingpong` turns it off; `fma`, fp_fusion=True: s * scale - m
+# as one FFMA; `w16`, 16 warps: four consumer warpgroups of 64 rows, for 256-row tiles;
+# `reversed`, block_order="reversed": the causal blocks with the most key tiles first;
+# `persistent`: one block an SM walks the tiles, its producer warpgroup copying the next
+# tile's K and V while the consumers finish this one -- products not rotated)
 VARIANTS = {"fence": {"rotation_fence": True}, "unrotated": {"product_rotation": False},
             "noproducer": {"warp_specialize": False}, "pingpong": {"pingpong": True},
-            "pingpong+fence": {"pingpong": True, "rotation_fence": True}}
+            "nopingpong": {"pingpong": False},
+            "pingpong+fence": {"pingpong": True, "rotation_fence": True},
+            "fma": {"fp_fusion": True}, "pingpong+fma": {"pingpong": True, "fp_fusion": True},
+            "nopingpong+fma": {"pingpong": False, "fp_fusion": True},
+            "w16": {"num_warps": 16}, "w16+fma": {"num_warps": 16, "fp_fusion": True},
+            "reversed": {"block_order": "reversed"},
+            "reversed+fma": {"block_order": "reversed", "fp_fusion": True},
+            "persistent": {"persistent": True, "warp_specialize": True},
+            "persistent+fma": {"persistent": True, "warp_specialize": True,
+                               "fp_fusion": True}}
 _kernels: dict = {}
 
 
@@ -138,19 +160,22 @@ def _kernel(variant: str | None):
 
 
 def parse_tiles(text: str) -> list[tuple]:
-    """'128x128,128x64:fence' -> [(128, 128, None), (128, 64, 'fence')]."""
+    """'128x128,128x64:fence,256x64:w16@64' -> [(128, 128, None, None), (128, 64,
+    'fence', None), (256, 64, 'w16', 64)]: BM, BN, the variant, the only head dim."""
     tiles = []
     for t in text.split(","):
+        t, _, dim = t.partition("@")
         size, _, variant = t.partition(":")
         if variant and variant not in VARIANTS:
             raise SystemExit(f"--tiles: unknown variant {variant!r}; known: {sorted(VARIANTS)}")
         bm, bn = map(int, size.split("x"))
-        tiles.append((bm, bn, variant or None))
+        tiles.append((bm, bn, variant or None, int(dim) if dim else None))
     return tiles
 
 
-def tile_key(bm, bn, variant=None) -> str:
-    return f"tileir {bm}x{bn}" + (f" {variant}" if variant else "")
+def tile_key(bm, bn, variant=None, dim=None) -> str:
+    return f"tileir {bm}x{bn}" + (f" {variant}" if variant else "") + \
+        (f" @D{dim}" if dim else "")
 
 
 def tileir_call(q, k, v, o, causal, bm, bn, variant=None):
@@ -211,10 +236,12 @@ def measure(shape, tiles: list[tuple]) -> dict:
         if best is None or t > best[0]:
             best = (t, cfg)
     row["triton"], row["triton_cfg"] = (best if best else (None, None))
-    for bm, bn, *variant in tiles:
-        key = tile_key(bm, bn, *variant)
+    for bm, bn, *rest in tiles:
+        key = tile_key(bm, bn, *rest)
+        if len(rest) > 1 and rest[1] not in (None, d):
+            continue                        # a tile meant for another head dim
         try:
-            fn = tileir_call(q, k, v, o, causal, bm, bn, *variant)
+            fn = tileir_call(q, k, v, o, causal, bm, bn, *rest[:1])
             fn()
             row[key] = tf(do_bench(fn, return_mode="median"))
         except Exception as e:
@@ -328,7 +355,7 @@ def table(rows, tiles) -> str:
     head = "| shape | " + " | ".join(keys) + " | best tileir / cuDNN | / Triton |"
     out = [head, "|" + "---|" * (len(keys) + 3)]
     for r in rows:
-        cells = [f"{r[k]:.0f}" if r.get(k) else "refused" if k.startswith("tileir") else "-"
+        cells = [f"{r[k]:.0f}" if r.get(k) else "refused" if k + " error" in r else "-"
                  for k in keys]
         ours = max((r.get(tile_key(*t)) or 0) for t in tiles)
         vs_triton = f"{ours / r['triton']:.2f}" if r.get("triton") else "-"
@@ -386,7 +413,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=".")
     p.add_argument("--quick", action="store_true", help="the first two shapes only")
-    p.add_argument("--tiles", default="128x128,128x64,64x64",
+    p.add_argument("--tiles", default="128x128,128x128:fma@64,128x64,64x64",
                    help="BMxBN[:variant],... (variants: " + ", ".join(VARIANTS) + ")")
     p.add_argument("--shapes", default="", help="only shapes whose label holds this text")
     p.add_argument("--only-extra", action="store_true",
@@ -404,13 +431,17 @@ def main(argv=None) -> int:
         return 0
     checks = {"triton": check("triton", lambda q, k, v, o, c:
                               triton_call(q, k, v, o, c, TRITON_CONFIGS[0]))}
-    for bm, bn, variant in tiles:
-        key = tile_key(bm, bn, variant)
-        checks[key] = check(key, lambda q, k, v, o, c: tileir_call(q, k, v, o, c, bm, bn,
-                                                                   variant))
-    print("relative error vs fp32 math (B2 H8/4 S1000 D128):", json.dumps(checks), flush=True)
+    shapes = [s for s in (SHAPES[:2] if args.quick else SHAPES) if args.shapes in s[0]]
+    for bm, bn, variant, dim in tiles:
+        key = tile_key(bm, bn, variant, dim)
+        checks[key] = {}
+        for d in sorted({s[5] for s in shapes if dim in (None, s[5])}):
+            errs = check(key, lambda q, k, v, o, c: tileir_call(q, k, v, o, c, bm, bn,
+                                                                variant), d=d)
+            checks[key].update({f"D{d} {kind}": e for kind, e in errs.items()})
+    print("relative error vs fp32 math (B2 H8/4 S1000):", json.dumps(checks), flush=True)
     rows = []
-    for shape in [s for s in (SHAPES[:2] if args.quick else SHAPES) if args.shapes in s[0]]:
+    for shape in shapes:
         rows.append(measure(shape, tiles))
         print(json.dumps(rows[-1]), flush=True)
     text = table(rows, tiles)

@@ -5,13 +5,17 @@ Flag:          --tile-pingpong
 Input/output:  pipeline-stage Tile IR -> the same, with `tile.turn` ops (dialect/ring.py)
                around the product issue of each qualifying loop and before and after
                the loop.
-Precondition:  tile-pipeline-loops ran.  Only kernels with `tile.pingpong = true` (the
-               kernel option `pingpong=True`) for an sm_90 target (`tile.target`,
-               sm_90a when absent); in them, loops of the consumer branch of a
-               warp-specialized split with two consumer warpgroups, rotated by
-               product_rotation.py, each warpgroup owning its rows, block-uniform
-               bounds (tileir.backend.pipeline.pingpong has the contract).  Anything
-               else is left as it is.
+Precondition:  tile-pipeline-loops ran.  An sm_90 target (`tile.target`, sm_90a when
+               absent); loops of the consumer branch of a warp-specialized split
+               with two consumer warpgroups, rotated by product_rotation.py, each
+               warpgroup owning its rows, block-uniform bounds
+               (tileir.backend.pipeline.pingpong has the contract).  Of those, a
+               kernel with `tile.pingpong = true` (the kernel option) gets turns in
+               all, one with `false` in none; otherwise the compiler chooses:
+               attention-shaped loops of head dim >= 128 (where the GPU measured
+               a gain).  Anything else is left as it is.  The decisions, with
+               their reasons, are the module attribute `tile.pingpong_choice`
+               (and tile-opt's remarks).
 
 Example:
   before:  scf.for ... { ...; %s = "tile.mma_async"(%q, %k, %z); %o = "tile.mma_async"(%p, %v, %a)

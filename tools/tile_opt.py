@@ -262,6 +262,7 @@ def _compile(chunk: source.Chunk, options: Options, context: ir.Context) -> str 
         run_stage(module, options.run_stage, print_after_all=hook, verify_each=True)
     else:
         run_passes(module, options.passes, print_after_all=hook, verify_each=True)
+    _pingpong_remark(module, _module_location(module, chunk))
     if options.emit != EMIT_MLIR:
         return _emitted(module, options.emit, _module_location(module, chunk))
     text = module.operation.get_asm(enable_debug_info=options.debug_info,
@@ -276,6 +277,15 @@ def _fit_remark(module: ir.Module, loc: ir.Location) -> None:
     if FIT_ATTR in attrs:
         where = ":".join(map(str, file_line_col(loc) or ("<input>",)))
         print(f"{where}: remark: {ir.StringAttr(attrs[FIT_ATTR]).value}", file=sys.stderr)
+
+
+def _pingpong_remark(module: ir.Module, loc: ir.Location) -> None:
+    """What tile-pingpong decided and why (backend/pipeline/pingpong.py), as a remark."""
+    from tileir.backend.pipeline.pingpong import CHOICE_ATTR
+    attrs = module.operation.attributes
+    if CHOICE_ATTR in attrs:
+        where = ":".join(map(str, file_line_col(loc) or ("<input>",)))
+        print(f"{where}: remark: {ir.StringAttr(attrs[CHOICE_ATTR]).value}", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------

@@ -444,18 +444,20 @@ class Kernel(KernelEntry):
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch", "l2_prefetch", "product_rotation",
-                       "rotation_fence", "pingpong", "copy_parts"):
+                       "rotation_fence", "pingpong", "copy_parts", "fp_fusion"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
                     raise KernelOptionError(f"kernel '{self.name}': option {option} must be "
                                             f"True or False, got {flag!r}")
                 fn.attributes[f"tile.{option}"] = ir.BoolAttr.get(flag)
+        if self.options.get("fp_fusion"):
+            _allow_contraction(fn)
         order = self.options.get("block_order")
         if order is not None:
-            if order not in ("grouped", "linear"):
+            if order not in ("grouped", "linear", "reversed"):
                 raise KernelOptionError(f"kernel '{self.name}': option block_order must be "
-                                        f"'grouped' or 'linear', got {order!r}")
+                                        f"'grouped', 'linear' or 'reversed', got {order!r}")
             fn.attributes["tile.block_order"] = ir.StringAttr.get(order)
         retile = self.options.get("retile")
         if retile is not None and retile is not False:
@@ -584,6 +586,25 @@ def _string_attr(module: ir.Module, name: str) -> str | None:
     from mlir import ir
     attrs = module.operation.attributes
     return ir.StringAttr(attrs[name]).value if name in attrs else None
+
+
+def _allow_contraction(fn) -> None:
+    """`fastmath<contract>` on the f32 multiplies, adds and subtracts of a kernel (the
+    option `fp_fusion`): LLVM then fuses a multiply into the add or subtract that takes
+    its result (`fma.rn.f32`, one rounding) where it may."""
+    from mlir import ir
+    contract = ir.Attribute.parse("#arith.fastmath<contract>")
+
+    def visit(op):
+        op = op.operation
+        if op.name in ("arith.mulf", "arith.addf", "arith.subf"):
+            t = op.results[0].type
+            elem = t.element_type if isinstance(t, ir.ShapedType) else t
+            if isinstance(elem, ir.F32Type):
+                op.attributes["fastmath"] = contract
+        return ir.WalkResult.ADVANCE
+
+    fn.operation.walk(visit)
 
 
 def _retile_option(kernel: str, value: Any) -> list[int]:
@@ -739,7 +760,10 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     per block / 32), `num_stages` (shared-memory stages of a software-pipelined
     loop, 2 to 8; default: what fits, up to 4), `block_order` ("grouped": a 2-d
     grid's blocks take their tiles in groups along axis 0 for L2 reuse, the
-    default for tensor-core loops; "linear": the hardware's order),
+    default for tensor-core loops; "linear": the hardware's order; "reversed": the
+    grouped order from its last tile, so the heaviest tiles of causal attention,
+    whose trip count grows with `bid(0)`, start first and the light ones fill the
+    tail; not for persistent kernels),
     `warp_specialize` (sm_90a: a producer warpgroup issues the pipelined loop's
     copies and hands its registers to the consumers; by default on sm_90a for
     grids smaller than the GPU, else off), `retile`
@@ -783,7 +807,11 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     only feed wgmma products, not rotated: True gives each TMA box of a ring slot its
     own barrier, and each product's k steps wait only for the boxes they read, so the
     first product starts on the slot's first box; off by default until measured,
-    backend/pipeline/copy_parts.py) and
+    backend/pipeline/copy_parts.py), `fp_fusion` (True lets a float32 multiply and
+    the add or subtract that takes its result become one fused multiply-add, FFMA,
+    rounded once, as Triton's `enable_fp_fusion` and nvcc's `-fmad` do: the f32
+    `mulf`, `addf` and `subf` of the kernel carry `fastmath<contract>`; off by
+    default until measured; docs/attention.md) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -795,7 +823,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
-             "product_rotation", "rotation_fence", "pingpong", "copy_parts"}
+             "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

@@ -180,3 +180,41 @@ func.func @computed_operand(%a: !tile.array<bf16, 3 : i64>, %b: !tile.array<bf16
   "tile.store"(%c, %r3, %h, %i, %c0) : (!tile.array<f32, 3 : i64>, tensor<1x64x64xf32>, i32, i32, i32) -> ()
   return
 }
+
+// -----
+
+// block_order = "reversed": the grouped order from its last tile (pid' = G0 G1 - 1 - pid),
+// so the blocks with the longest loops (causal attention's last Q tiles) start first.
+
+// CHECK-LABEL: func.func @reversed
+// CHECK-DAG:     %[[B0:.*]] = "tile.bid"() {axis = 0 : i64}
+// CHECK-DAG:     %[[B1:.*]] = "tile.bid"() {axis = 1 : i64}
+// CHECK-DAG:     %[[G0:.*]] = "tile.num_blocks"() {axis = 0 : i64}
+// CHECK-DAG:     %[[G1:.*]] = "tile.num_blocks"() {axis = 1 : i64}
+// CHECK:         %[[ROWS:.*]] = arith.muli %[[B1]], %[[G0]] : i32
+// CHECK-NEXT:    %[[PID:.*]] = arith.addi %[[ROWS]], %[[B0]] : i32
+// CHECK-NEXT:    %[[ALL:.*]] = arith.muli %[[G0]], %[[G1]] : i32
+// CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1 : i32
+// CHECK-NEXT:    %[[LAST:.*]] = arith.subi %[[ALL]], %[[ONE]] : i32
+// CHECK-NEXT:    %[[REV:.*]] = arith.subi %[[LAST]], %[[PID]] : i32
+// CHECK-NEXT:    %[[C8:.*]] = arith.constant 8 : i32
+// CHECK-NEXT:    %[[PER:.*]] = arith.muli %[[C8]], %[[G1]] : i32
+// CHECK-NEXT:    arith.divui %[[REV]], %[[PER]] : i32
+// CHECK-NOT:     "tile.bid"
+// CHECK:         "tile.store"
+func.func @reversed(%a: !tile.array<bf16, 2 : i64>, %b: !tile.array<bf16, 2 : i64>, %c: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.block_order = "reversed"} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %i = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %j = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %n = arith.addi %i, %c1 : i32
+  %z = arith.constant dense<0.0> : tensor<64x64xf32>
+  %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) -> (tensor<64x64xf32>) : i32 {
+    %ta = "tile.load"(%a, %i, %k) {padding = "zero", tile_shape = array<i64: 64, 32>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x32xbf16>
+    %tb = "tile.load"(%b, %k, %j) {padding = "zero", tile_shape = array<i64: 32, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<32x64xbf16>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<64x32xbf16>, tensor<32x64xbf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    scf.yield %d : tensor<64x64xf32>
+  }
+  "tile.store"(%c, %r, %i, %j) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32>, i32, i32) -> ()
+  return
+}

@@ -171,7 +171,8 @@ def test_attention_lse_in_the_interpreter(causal):
     np.testing.assert_allclose(lse, example.reference_lse(q, k, scale, causal), rtol=0, atol=1e-5)
 
 
-def _simulated_varlen(target, causal, d, dtype, tiles, lengths):
+def _simulated_varlen(target, causal, d, dtype, tiles, lengths,
+                      kernel=example.attention_varlen):
     rng = np.random.default_rng()
     h, hkv = 2, 1
     q, k, v, cu_q, cu_k = _packed(rng, *lengths, h, hkv, d, dtype)
@@ -182,10 +183,10 @@ def _simulated_varlen(target, causal, d, dtype, tiles, lengths):
     if target == "sm_90a":
         # the form the GPU runs: a producer warpgroup split inside the block's `if`
         # (blocks past their sequence's end skip the ring and the split alike)
-        text = str(example.attention_varlen.compile(args, stage="pipeline", target=target).module)
+        text = str(kernel.compile(args, stage="pipeline", target=target).module)
         guard = text.index("scf.if")
         assert guard < text.index("tile.ring_alloc") < text.index("tile.is_producer"), text
-    simulate(example.attention_varlen.compile(args, stage="gpu", target=target),
+    simulate(kernel.compile(args, stage="gpu", target=target),
              example.varlen_grid(max(lengths[0]), len(lengths[0]), h, bm), args)
     _check_varlen(o, lse, q, k, v, cu_q, cu_k, causal, 2e-3)
 
@@ -215,10 +216,13 @@ def test_the_generated_varlen_attention_at_larger_head_dims(target, d, tiles):
 @pytest.mark.slow
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_the_varlen_plan_the_host_launches_computes_attention(d):
-    # sm_90a at flash_attention_varlen's tiles: the TMA ring, the masked first and
-    # last K tiles, a Q tile shared by two sequences, the scattered rows
+    # sm_90a at flash_attention_varlen's tiles and options (fp_fusion at D = 64): the
+    # TMA ring, the masked first and last K tiles, a Q tile shared by two sequences,
+    # the scattered rows
+    kernel = example.varlen_kernel(d)
+    assert (kernel is not example.attention_varlen) == (d == 64)
     _simulated_varlen("sm_90a", True, d, ml_dtypes.bfloat16, example.varlen_tiles(d),
-                      ([100, 0, 60], [150, 3, 60]))
+                      ([100, 0, 60], [150, 3, 60]), kernel)
 
 
 def _compiled_varlen(d, tiles, causal, target="sm_90a", with_lse=False):
@@ -464,6 +468,71 @@ def test_the_simulator_catches_a_broken_alternation(left_out, error, monkeypatch
         _simulate_pingpong(fresh, 300, 64, 64, False)
 
 
+# ---------------------------------------------------------------------------
+# Unasked, the compiler chooses the ping-pong where the GPU measured a gain: the
+# tutorial kernel at head dim >= 128 (backend/pipeline/pingpong.py, MIN_HEAD_DIM)
+# ---------------------------------------------------------------------------
+UNPINGPONGED = example.attention.replace_hints(pingpong=False)
+
+
+def _choice(ck) -> str:
+    """What tile-pingpong decided for a compiled kernel, from its pipeline-stage IR (what
+    TILEIR_DUMP_IR prints)."""
+    found = re.search(r'tile\.pingpong_choice = "([^"]*)"', ck.artifacts["pipeline"])
+    return found.group(1) if found else ""
+
+
+@pytest.mark.parametrize("s,causal", [(200, True), pytest.param(300, False,
+                                                               marks=pytest.mark.slow)])
+def test_the_plain_kernel_at_head_dim_128_chooses_pingpong_in_the_simulator(s, causal):
+    # the tutorial source as written, no hint: turns at head dim 128 (ragged: blocks of
+    # one and two key tiles, causal a different count per block; GQA), the same bits as
+    # with pingpong=False, and the reason in the IR, naming the source line of the loop
+    rng = np.random.default_rng()
+    h, hkv, d = 2, 1, 128
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    outs = []
+    for kernel in (example.attention, UNPINGPONGED):
+        o = np.full_like(q, np.nan)
+        args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 128, d, causal)
+        ck = kernel.compile(args, stage="gpu", target="sm_90a")
+        chosen = kernel is example.attention
+        assert ("nvvm.barrier.arrive" in str(ck.module)) == chosen
+        if chosen:
+            assert re.fullmatch(r"attention\.py:\d+: ping-pong of the two consumer warpgroups "
+                                r"\(chosen: an attention loop of head dim 128 >= 128.*",
+                                _choice(ck)), _choice(ck)
+        else:
+            assert _choice(ck) == ""          # turned off: nothing decided
+        simulate(ck, example.grid(q, 128), args)
+        outs.append(o)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
+    o = outs[0].astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
+def test_pingpong_is_not_chosen_at_head_dim_64_nor_for_a_gemm():
+    # head dim 64 (measured -1.6 to +0.2 %): no turns, and the reason; a GEMM's loop is
+    # no candidate: nothing said, its IR as before
+    q = np.zeros((1, 2, 300, 64), ml_dtypes.bfloat16)
+    args = (q, q, q, q, 0.125, 2, 1, 128, 128, 64, True)
+    ck = example.attention.compile(args, stage="pipeline", target="sm_90a")
+    assert '"tile.turn"' not in ck.artifacts["pipeline"]
+    assert "no ping-pong: head dim 64 < 128" in _choice(ck), _choice(ck)
+    forced = PINGPONG.compile(args, stage="pipeline", target="sm_90a")
+    assert '"tile.turn"' in forced.artifacts["pipeline"]
+    assert "(asked: pingpong=True)" in _choice(forced)
+    from tileir.examples import matmul
+    a = np.zeros((512, 512), ml_dtypes.bfloat16)
+    gemm = matmul.matmul.compile((a, a, np.zeros((512, 512), np.float32), 128, 128, 64),
+                                 stage="pipeline", target="sm_90a")
+    assert "tile.mma_async" in gemm.artifacts["pipeline"]
+    assert "pingpong" not in gemm.artifacts["pipeline"]
+    assert '"tile.turn"' not in gemm.artifacts["pipeline"]
+
+
 def test_pingpong_in_the_varlen_kernel_runs_in_the_simulator():
     # the loop inside the block's guard, its bounds read from cu_seqlens (an array the
     # kernel never writes, so both warpgroups read the same trip count); sequences
@@ -558,6 +627,216 @@ def test_pingpong_matches_sdpa_on_the_gpu(b, h, hkv, s, d, bn, causal, dtype):
     o = torch.full_like(q, float("nan"))
     ct.launch(None, example.grid(q, 128), PINGPONG,
               (q, k, v, o, 1.0 / math.sqrt(d), h, h // hkv, 128, bn, d, causal))
+    torch.cuda.synchronize()
+    group = h // hkv
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float().repeat_interleave(group, dim=1),
+            v.float().repeat_interleave(group, dim=1), is_causal=causal)
+    assert torch.isfinite(o).all()
+    err = (torch.linalg.norm(o.float() - ref) / torch.linalg.norm(ref)).item()
+    assert err < 1e-2, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("b,h,hkv,s,dtype,bn", [(2, 8, 2, 1000, "bfloat16", 128),
+                                                (1, 4, 1, 4099, "float16", 64),
+                                                (3, 6, 3, 77, "bfloat16", 128)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_chosen_pingpong_matches_sdpa_and_the_plain_schedule_on_the_gpu(b, h, hkv, s,
+                                                                           dtype, bn, causal):
+    # the tutorial kernel as written at head dim 128 (ping-pong chosen by the compiler)
+    # against fp32 SDPA, and bit for bit against pingpong=False: the turns order issue
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    dt, d = getattr(torch, dtype), 128
+    q = torch.randn(b, h, s, d, device="cuda", dtype=dt)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    outs = []
+    for kernel in (example.attention, UNPINGPONGED):
+        o = torch.full_like(q, float("nan"))
+        ct.launch(None, example.grid(q, 128), kernel,
+                  (q, k, v, o, 1.0 / math.sqrt(d), h, h // hkv, 128, bn, d, causal))
+        outs.append(o)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0], outs[1])
+    group = h // hkv
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q.float(), k.float().repeat_interleave(group, dim=1),
+            v.float().repeat_interleave(group, dim=1), is_causal=causal)
+    assert torch.isfinite(outs[0]).all()
+    err = (torch.linalg.norm(outs[0].float() - ref) / torch.linalg.norm(ref)).item()
+    assert err < 1e-2, err
+
+
+# ---------------------------------------------------------------------------
+# Head dim 64 (docs/attention.md, "Head dim 64"): fp_fusion=True (s * scale - m as
+# one FFMA) and 256 x 64 tiles on four consumer warpgroups (num_warps=16)
+# ---------------------------------------------------------------------------
+FUSED = example.attention.replace_hints(fp_fusion=True)
+FOUR_WARPGROUPS = example.attention.replace_hints(num_warps=16)
+
+
+def test_fp_fusion_makes_the_softmax_one_ffma_an_element(tmp_path):
+    # the softmax's subtract of s * scale - m (and l * alpha + sum) fused into the
+    # multiplies: an instruction fewer an element, the product and layout untouched
+    q = np.zeros((4, 32, 4096, 64), ml_dtypes.bfloat16)
+    args = (q, q, q, q, 0.125, 32, 1, 128, 128, 64, False)
+    plain, fused = (kernel.compile(args, target="sm_90a", grid=(32, 128, 1), sm_count=132)
+                    for kernel in (example.attention, FUSED))
+    assert "fastmath<contract>" in fused.artifacts["tile"]
+    assert "fastmath<contract>" not in plain.artifacts["tile"]
+    assert "fma.rn.f32" in fused.artifacts["ptx"] and "fma.rn.f32" not in plain.artifacts["ptx"]
+    p, f = _sass(plain.cubin, tmp_path), _sass(fused.cubin, tmp_path)
+    # 64 scores a thread an iteration, in each of the loop's two copies (the first trip
+    # and the rotated loop)
+    assert f["FFMA"] >= 2 * 64 and not p["FFMA"], (p["FFMA"], f["FFMA"])
+    fp_ops = lambda ops: ops["FFMA"] + ops["FMUL"] + ops["FADD"]        # noqa: E731
+    assert fp_ops(p) - fp_ops(f) >= 2 * 64, (fp_ops(p), fp_ops(f))
+    assert f["HGMMA"] == p["HGMMA"] and f["MUFU"] == p["MUFU"]
+    assert not f["LDL"] and not f["STL"], "local memory (spills)"
+    assert fused.meta["num_threads"] == 384
+
+
+@pytest.mark.parametrize("d,causal", [(64, True), pytest.param(128, False,
+                                                               marks=pytest.mark.slow)])
+def test_fp_fusion_computes_attention_in_the_simulator_and_the_interpreter(d, causal):
+    rng = np.random.default_rng()
+    h, hkv, s = 2, 1, 200
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 128, d, causal)
+    simulate(FUSED.compile(args, stage="gpu", target="sm_90a"), example.grid(q, 128), args)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+    q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
+    o32 = np.full_like(q32, np.nan)
+    ct.launch(None, example.grid(q32, 64), FUSED,
+              (q32, k32, v32, o32, 1 / math.sqrt(d), h, h // hkv, 64, 64, d, causal))
+    np.testing.assert_allclose(o32, ref, rtol=0, atol=1e-4)
+
+
+# In --full (two cubins, ~5 s of CPU): the fast tier keeps the four warpgroups' code in
+# the simulator (test_four_consumer_warpgroups_compute_attention_in_the_simulator)
+@pytest.mark.slow
+def test_four_consumer_warpgroups_at_256x64_fit_without_local_memory(tmp_path):
+    # head dim 64, 256 query rows a block: a producer warpgroup and four consumer ones
+    # (64 rows each), 112 registers each after setmaxnreg, 4 ring stages of 16 KiB
+    # beside Q's 32 KiB; 256 x 128 tiles would spill (S, P of the rotation and O pass 112)
+    q = np.zeros((4, 32, 4096, 64), ml_dtypes.bfloat16)
+    for causal in (False, True):
+        ck = FOUR_WARPGROUPS.compile((q, q, q, q, 0.125, 32, 1, 256, 64, 64, causal),
+                                     target="sm_90a", grid=(16, 128, 1), sm_count=132)
+        ops = _sass(ck.cubin, tmp_path)
+        assert ck.meta["num_threads"] == 640 and ops["USETMAXREG"] == 2
+        assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report, ck.ptxas_report
+        assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
+        assert ops["HGMMA"] and ops["UTMALDG"]
+        assert ck.meta["shared_bytes"] <= 232448
+        # no ping-pong (it alternates two warpgroups): nothing decided, nothing said
+        assert _choice(ck) == ""
+
+
+@pytest.mark.parametrize("s,causal", [(300, True), pytest.param(100, False,
+                                                               marks=pytest.mark.slow)])
+def test_four_consumer_warpgroups_compute_attention_in_the_simulator(s, causal):
+    # causal blocks of 1 and 2 Q tiles (5 key tiles of 64 for the second), ragged, GQA
+    rng = np.random.default_rng()
+    h, hkv, d = 2, 1, 64
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 256, 64, d, causal)
+    ck = FOUR_WARPGROUPS.compile(args, stage="gpu", target="sm_90a")
+    assert "tile.is_producer" in ck.artifacts["pipeline"]
+    simulate(ck, example.grid(q, 256), args)
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
+# persistent=True with a producer warpgroup: one block an SM walks the (mb, head)
+# tiles, the producer copying the next tile's K and V while the consumers finish this
+# one (specialize_tile_loop, backend/pipeline/persistent.py; the products not rotated)
+PERSISTENT = example.attention.replace_hints(persistent=True, warp_specialize=True)
+
+
+@pytest.mark.parametrize("causal", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_persistent_attention_walks_its_tiles_in_the_simulator(causal):
+    # 2 blocks walk 6 tiles (3 Q tiles x 2 heads; causal: 1, 2 and 3 key tiles each,
+    # ragged): the ring's slots and phases run on from one tile to the next
+    rng = np.random.default_rng()
+    h, hkv, s, d = 2, 1, 300, 64
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 128, d, causal)
+    ck = PERSISTENT.compile(args, stage="gpu", target="sm_90a")
+    assert ck.meta.get("persistent") and "tile.is_producer" in ck.artifacts["pipeline"]
+    simulate(ck, example.grid(q, 128), args, sm_count=2)
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
+@pytest.mark.slow
+def test_persistent_attention_keeps_its_producer_without_local_memory(tmp_path):
+    q = np.zeros((4, 32, 4096, 64), ml_dtypes.bfloat16)
+    ck = PERSISTENT.compile((q, q, q, q, 0.125, 32, 1, 128, 128, 64, True), target="sm_90a",
+                            grid=(32, 128, 1), sm_count=132)
+    ops = _sass(ck.cubin, tmp_path)
+    assert ck.meta["num_threads"] == 384 and ops["USETMAXREG"] == 2
+    assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report, ck.ptxas_report
+    assert not ops["LDL"] and not ops["STL"]
+
+
+# block_order="reversed": the grouped order from its last tile, the causal blocks with
+# the most key tiles first (backend/pipeline/block_order.py)
+REVERSED = example.attention.replace_hints(block_order="reversed")
+
+
+def test_reversed_block_order_computes_every_tile_once_in_the_simulator():
+    # 3 Q tiles x 2 heads, causal (2, 4 and 5 key tiles of 64), with the ping-pong
+    # forced so that its turns are checked on the remapped block ids
+    rng = np.random.default_rng()
+    h, hkv, s, d = 2, 1, 300, 64
+    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    o = np.full_like(q, np.nan)
+    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 64, d, True)
+    ck = REVERSED.replace_hints(pingpong=True).compile(args, stage="gpu", target="sm_90a")
+    assert "nvvm.barrier.arrive" in str(ck.module), "no turns"
+    assert "(asked: pingpong=True)" in _choice(ck)
+    simulate(ck, example.grid(q, 128), args)
+    ref = example.reference(q, k, v, 1 / math.sqrt(d), True)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,bm,bn", [("fused", 128, 128), ("four", 256, 64),
+                                           ("persistent", 128, 128), ("reversed", 128, 128)])
+@pytest.mark.parametrize("b,h,hkv,s,d,dtype", [(1, 4, 1, 4099, 64, "bfloat16"),
+                                               (3, 6, 3, 77, 64, "float16"),
+                                               (1, 2, 1, 513, 128, "bfloat16")])
+@pytest.mark.parametrize("causal", [False, True])
+def test_head_dim_64_variants_match_sdpa_on_the_gpu(variant, bm, bn, b, h, hkv, s, d, dtype,
+                                                    causal):
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    kernel = {"fused": FUSED, "four": FOUR_WARPGROUPS, "persistent": PERSISTENT,
+              "reversed": REVERSED}[variant]
+    dt = getattr(torch, dtype)
+    q = torch.randn(b, h, s, d, device="cuda", dtype=dt)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt)
+    o = torch.full_like(q, float("nan"))
+    ct.launch(None, example.grid(q, bm), kernel,
+              (q, k, v, o, 1.0 / math.sqrt(d), h, h // hkv, bm, bn, d, causal))
     torch.cuda.synchronize()
     group = h // hkv
     with sdpa_kernel(SDPBackend.MATH):

@@ -1,8 +1,7 @@
 """Ping-pong of the two consumer warpgroups: they take turns at the tensor cores
 (stage `pipeline`, sm_90a; the pass `tile-pingpong`, after tile-pipeline-loops).
 
-Contract.  In a kernel that asks for it (`@ct.kernel(pingpong=True)`: the attribute
-`tile.pingpong`), a loop of the consumer branch of a warp-specialized kernel (the else
+Contract.  A loop of the consumer branch of a warp-specialized kernel (the else
 side of `scf.if tile.is_producer`, software_pipeline.py) with two consumer warpgroups
 (`tile.num_warps` 8), rotated by product_rotation.py -- its body issues its products
 as one run of `tile.mma_async` (the scores of iteration j, then P V of j - 1) and
@@ -36,44 +35,118 @@ them) but resynchronize the two.  Each loop that qualifies gets its own start an
 end, so two such loops in one kernel alternate each on its own.  The barrier ids are
 the gpu stage's (rules/control.py, `turn_barrier`: after the consumers' barrier 1 and
 the TMA store's group barriers).  Loops that do not qualify are left as they are.
+
+Who decides.  The kernel option `pingpong` (the attribute `tile.pingpong`): True
+gives every qualifying loop its turns, False none.  Without it the compiler chooses,
+where the GPU measured a gain: an attention-shaped loop (exactly two products, the
+second's A operand the registers of a softmax -- `math.exp2` in the body -- between
+them) whose second product is at least MIN_HEAD_DIM columns wide (the head dim: on
+an H200, 2026-11-29, D 128 gained 0 to +7 % over eight shapes, D 64 -1.6 to +0.2 %).
+What was decided for each qualifying loop, and why, is the module attribute
+`tile.pingpong_choice` (in every later stage's IR, TILEIR_DUMP_IR, and a remark of
+`tile-opt`); kernels without a qualifying loop (GEMMs, MLA's column-split loop)
+get no attribute, so their IR is as before.
 """
 
 from __future__ import annotations
+
+import os
 
 from mlir import ir
 
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.ring import TurnOp
 from tileir.dialect.verifier import kernel_functions
-from tileir.backend.layout.mma_layouts import Mma
+from tileir.errors import file_line_col
+from tileir.backend.layout.mma_layouts import DotOperand, Mma
 
 from .pure_slices import written_args
 
-PINGPONG_ATTR = "tile.pingpong"
+PINGPONG_ATTR = "tile.pingpong"        # the kernel option: True forces, False forbids
+CHOICE_ATTR = "tile.pingpong_choice"   # on the module: what was decided and why, in words
 CONSUMER_WARPS = 8                 # two warpgroups
+# The narrowest second product (attention's head dim) the compiler gives turns unasked:
+# on an H200 (bench/attention.py, 2026-11-29) the turns gained 0 to +7 % at D 128 (four
+# shapes, full and causal) and -1.6 to +0.2 % at D 64, where the products are short
+# and the softmax's exponentials dominate both warpgroups' time anyway.
+MIN_HEAD_DIM = 128
 
 
 def pingpong_loops(module: ir.Module, chip: str) -> int:
-    """Brackets the product issue of every qualifying loop (see the contract) with
-    turns; returns how many loops got them."""
+    """Brackets the product issue of every qualifying loop (see the contract) that the
+    kernel asks for or the compiler chooses with turns, records why in the module's
+    `tile.pingpong_choice`; returns how many loops got turns."""
     if not chip.startswith("sm_90"):
         return 0
-    done = 0
+    done, said = 0, []
     for func in kernel_functions(module):
         attrs = func.attributes
-        if PINGPONG_ATTR not in attrs or not ir.BoolAttr(attrs[PINGPONG_ATTR]).value:
-            continue
+        asked = ir.BoolAttr(attrs[PINGPONG_ATTR]).value if PINGPONG_ATTR in attrs else None
         warps = ir.IntegerAttr(attrs["tile.num_warps"]).value \
             if "tile.num_warps" in attrs else 4
-        if warps != CONSUMER_WARPS:
+        if asked is False or warps != CONSUMER_WARPS:
             continue
         uniform = _Uniform(func)
         for loop in _consumer_loops(func):
             issue = _issue_run(loop)
-            if issue is not None and uniform.bounds(loop):
+            if issue is None or not uniform.bounds(loop):
+                continue
+            take, why = _decide(asked, loop, *issue)
+            said.append(f"{_where(loop)}: {why}")
+            if take:
                 _take_turns(loop, *issue)
                 done += 1
+    if said:
+        module.operation.attributes[CHOICE_ATTR] = ir.StringAttr.get("; ".join(said))
+    elif CHOICE_ATTR in module.operation.attributes:     # (a rerun of the stage)
+        del module.operation.attributes[CHOICE_ATTR]
     return done
+
+
+def _decide(asked: bool | None, loop: ir.Operation, first: ir.Operation,
+            last: ir.Operation) -> tuple[bool, str]:
+    """Whether a qualifying loop gets turns, and why, in words."""
+    if asked:
+        return True, "ping-pong of the two consumer warpgroups (asked: pingpong=True)"
+    ops = [op.operation for op in loop.regions[0].blocks[0].operations]
+    products = ops[ops.index(first):ops.index(last) + 1]
+    softmax = any(op.name == "math.exp2" for op in _walk(loop))
+    from_registers = len(products) == 2 and \
+        isinstance(tile_layout(products[1].operands[0].type), DotOperand)
+    if not (softmax and from_registers):
+        return False, ("no ping-pong: not attention-shaped (two products, the second's A "
+                       "operand the softmax's registers); pingpong=True forces it")
+    width = ir.RankedTensorType(last.results[0].type).shape[-1]
+    if width < MIN_HEAD_DIM:
+        return False, (f"no ping-pong: head dim {width} < {MIN_HEAD_DIM} (measured on an "
+                       f"H200: -1.6 to +0.2 % at 64); pingpong=True forces it")
+    return True, (f"ping-pong of the two consumer warpgroups (chosen: an attention loop "
+                  f"of head dim {width} >= {MIN_HEAD_DIM}, measured on an H200: 0 to "
+                  f"+7 % at 128); pingpong=False turns it off")
+
+
+def _walk(op: ir.Operation) -> list[ir.Operation]:
+    found = []
+
+    def visit(o):
+        found.append(o.operation)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
+def _where(loop: ir.Operation) -> str:
+    """The loop's source line, `attention.py:63` (the file's base name: the words stay
+    the same wherever the source lies), or its kernel's name where it has none."""
+    flc = file_line_col(loop.location)
+    if flc is not None:
+        return f"{os.path.basename(flc[0])}:{flc[1]}"
+    parent = loop.parent
+    while parent is not None and parent.name != "func.func":
+        parent = parent.parent
+    name = ir.StringAttr(parent.attributes["sym_name"]).value if parent is not None else "?"
+    return f"kernel '{name}'"
 
 
 def _consumer_loops(func: ir.Operation) -> list[ir.Operation]:
