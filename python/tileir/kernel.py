@@ -444,7 +444,7 @@ class Kernel(KernelEntry):
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch", "l2_prefetch", "product_rotation",
-                       "rotation_fence", "pingpong", "copy_parts"):
+                       "rotation_fence", "pingpong", "copy_parts", "warpgroup_split"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -783,7 +783,11 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     only feed wgmma products, not rotated: True gives each TMA box of a ring slot its
     own barrier, and each product's k steps wait only for the boxes they read, so the
     first product starts on the slot's first box; off by default until measured,
-    backend/pipeline/copy_parts.py) and
+    backend/pipeline/copy_parts.py), `warpgroup_split` (sm_90a, a loop of two chained
+    products on two consumer warpgroups that split the second's output by columns:
+    True makes the layout stage plan the scores, the softmax and its carried row
+    statistics for one warpgroup, P and the row scale handed to the other; a plan
+    only so far, the compiled kernel is unchanged; backend/layout/warpgroup_split.py) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -795,7 +799,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
-             "product_rotation", "rotation_fence", "pingpong", "copy_parts"}
+             "product_rotation", "rotation_fence", "pingpong", "copy_parts", "warpgroup_split"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
