@@ -1,0 +1,110 @@
+"""MLA decode's warpgroup split (the kernel option `warpgroup_split`): the plan the
+layout stage makes for FlashMLA's schedule (tileir.backend.layout.warpgroup_split,
+docs/attention.md, "What pays, and what was built").  CPU only: the plan's marks on
+DeepSeek-V3's loop, the loops it leaves alone and why, and the kernel it compiles
+(so far the default's) run in the simulator against the naive reference."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from mlir import ir
+
+from tileir.backend.layout import warpgroup_split as ws
+from tileir.examples import mla_decode as mla
+from tileir.sim import simulate
+
+SPLIT = {"warpgroup_split": True}
+
+
+def _deepseek(kernel_hints=None, stage="layout", bn=64):
+    """The first launch of MLA decode at DeepSeek-V3's shapes (batch 64, 128 heads,
+    pages of 64), compiled for sm_90a up to `stage`."""
+    b = 64
+    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
+    out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
+    _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
+                            out, 1, bn=bn, hints=kernel_hints)
+    kernel, grid, args = calls[0]
+    return kernel.compile(args, stage=stage, target="sm_90a", grid=grid, sm_count=132).module
+
+
+def _walk(module) -> list[ir.Operation]:
+    out = []
+    module.operation.walk(lambda op: out.append(op.operation) or ir.WalkResult.ADVANCE)
+    return out
+
+
+def test_the_mla_loop_plans_its_scores_for_one_warpgroup():
+    ops = _walk(_deepseek(SPLIT))
+    loops = [op for op in ops if ws.PLAN_ATTR in op.attributes and op.name == "scf.for"]
+    assert len(loops) == 1
+    plan = ir.DictAttr(loops[0].attributes[ws.PLAN_ATTR])
+    # a 64-key step: Q (64 x 576 bf16, 72 KB) read by both warpgroups and the latent
+    # row block (72 KB) split by columns, 216 KB; owned, 144 KB
+    assert list(ir.DenseI64ArrayAttr(plan["score_bytes"])) == [221184, 147456]
+    # P (64 x 64 bf16) and alpha (64 f32) cross once a step; l is read after the loop
+    assert ir.IntegerAttr(plan["handoff_bytes"]).value == 64 * 64 * 2 + 64 * 4
+    assert list(ir.DenseI64ArrayAttr(plan["owned_results"])) == [1]
+    products = [op for op in ops if op.name == "tile.mma"]
+    owned = [op for op in products if ws.OWNER_ATTR in op.attributes]
+    assert len(products) == 3 and len(owned) == 2            # q_nope c^T, q_rope r^T
+    pc = next(op for op in products if ws.OWNER_ATTR not in op.attributes)
+    p = ws._defining(pc.operands[0])
+    if p.name == "tile.convert_layout":        # (today's exchange of P's halves)
+        p = ws._defining(p.operands[0])
+    assert p.name == "arith.truncf" and ws.HANDOFF_ATTR in p.attributes
+    handoffs = [op for op in ops if ws.HANDOFF_ATTR in op.attributes]
+    assert sorted(op.name for op in handoffs) == ["arith.truncf", "math.exp2"]
+    # no load, store or ring op is owned: the copies serve both warpgroups
+    assert not [op for op in ops if ws.OWNER_ATTR in op.attributes and
+                not ws._pure(op) and op.name != "tile.mma"]
+
+
+def test_the_plan_changes_no_op():
+    # a plan only: the layout stage's ops and their layouts are the default kernel's
+    def names(module):
+        return [(op.name, [str(r.type) for r in op.results]) for op in _walk(module)]
+    assert names(_deepseek(SPLIT)) == names(_deepseek())
+
+
+@pytest.mark.parametrize("kernel, warps, why", [
+    ("mla", 4, "two consumer warpgroups"),
+    ("values_only", 8, "not computed from a product of the loop"),
+    ("scores_only", 8, "0 products accumulate"),
+])
+def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
+    b = 2
+    q = np.zeros((b, 1, 64, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((4, 64, 576), ml_dtypes.bfloat16)
+    table, lens = np.zeros((b, 4), np.int32), np.ones(b, np.int32)
+    if kernel == "mla":
+        out = np.zeros((b, 1, 64, 512), ml_dtypes.bfloat16)
+        _, calls = mla.launches(q, kv, table, lens, 0.04, out, 1)
+        k, _, args = calls[0]
+    else:
+        k = getattr(mla, kernel)
+        out = np.zeros((b, 1, 64, 64 if kernel == "scores_only" else 512), np.float32)
+        k, _, args = mla.phase_launch(k, q, kv, table, lens, out)
+    module = k.compile(args, stage="tile", target="sm_90a").module
+    loops = [op for op in _walk(module) if op.name == "scf.for"]
+    reasons = [ws.plan_loop(loop, "sm_90a", warps) for loop in loops]
+    assert reasons and all(isinstance(r, str) for r in reasons)
+    assert any(why in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("splits, tq, page, bn", [(1, 2, 64, 64), (2, 1, 32, 32)])
+def test_the_split_kernel_runs_in_the_simulator(splits, tq, page, bn):
+    # the option's kernel, marks and all, through the gpu stage: the simulator's run of
+    # a ragged case (unused slots stale) against the float64 reference
+    rng = np.random.default_rng()
+    lens = rng.integers(tq, 3 * page + 5, 1)
+    q, kv, table, lens = mla.random_case(rng, 1, tq, 64, page, lens, np.float16)
+    out = np.full((1, tq, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=SPLIT)
+    for kernel, grid, args in calls:
+        simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
