@@ -30,7 +30,7 @@ def _broadcast(cx, op):
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
     r = L.restrict(res_lin, src.shape)
-    if r.lanes != src.lin.lanes or r.warps != src.lin.warps or \
+    if r.lanes != src.lin.lanes or not _same_warps(r.warps, src.lin.warps) or \
             not set(r.regs) <= set(src.lin.regs):
         # the source elements each thread needs, in the result layout's arrangement
         src = swizzled_exchange(cx, src, r) if _bits(src.elem) >= 8 else \
@@ -110,7 +110,7 @@ def _convert(cx, op):
     if _is_splat(op.source):                      # one block-uniform value: free anywhere
         cx.values[op.result] = Frag(res_lin, src.elem, [src.regs[0]] * res_lin.num_regs)
         return
-    if src.lin == res_lin:
+    if src.lin == res_lin or _same_but_replicas(src.lin, res_lin):
         cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
         return
     if _bits(src.elem) >= 8:
@@ -118,6 +118,22 @@ def _convert(cx, op):
         return
     strides = _row_major(res_lin.shape)
     cx.values[op.result] = smem_exchange(cx, src, res_lin, strides, strides)
+
+
+def _same_but_replicas(a: L.Linear, b: L.Linear) -> bool:
+    """Whether two layouts put every element in the same registers of the same lanes
+    and warps, one of them naming more warps, which hold replicas (zero bases): one
+    warpgroup's product (tile-split-warpgroups) read as an operand that both
+    warpgroups hold whole."""
+    return a.shape == b.shape and a.regs == b.regs and a.lanes == b.lanes and \
+        _same_warps(a.warps, b.warps)
+
+
+def _same_warps(a: tuple, b: tuple) -> bool:
+    """Whether two layouts' warp bases agree, the warps past the shorter list holding
+    replicas (zero bases) in the longer."""
+    short, long_ = sorted((a, b), key=len)
+    return long_[:len(short)] == short and all(not any(w) for w in long_[len(short):])
 
 
 def _is_splat(value: ir.Value) -> bool:
