@@ -1,8 +1,9 @@
 """MLA decode's warpgroup split (the kernel option `warpgroup_split`): the plan the
 layout stage makes for FlashMLA's schedule (tileir.backend.layout.warpgroup_split,
-docs/attention.md, "What pays, and what was built").  CPU only: the plan's marks on
-DeepSeek-V3's loop, the loops it leaves alone and why, and the kernel it compiles
-(so far the default's) run in the simulator against the naive reference."""
+docs/attention.md, "The warpgroup split") and the layouts it gives the owned ops.
+CPU only: the plan's marks on DeepSeek-V3's loop, the loops it leaves alone and why,
+the owned products' one-warpgroup layouts, the SASS of the loop (whole scores in each
+warpgroup, no exchange), and the kernel in the simulator against the naive reference."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from mlir import ir
 from tileir.backend.layout import warpgroup_split as ws
 from tileir.examples import mla_decode as mla
 from tileir.sim import simulate
+
+from test_decode_attention import _loop_around
+from test_tensor_cores import _sass_text
 
 SPLIT = {"warpgroup_split": True}
 
@@ -29,6 +33,17 @@ def _deepseek(kernel_hints=None, stage="layout", bn=64):
                             out, 1, bn=bn, hints=kernel_hints)
     kernel, grid, args = calls[0]
     return kernel.compile(args, stage=stage, target="sm_90a", grid=grid, sm_count=132).module
+
+
+def _deepseek_cubin(kernel_hints):
+    b = 64
+    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
+    out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
+    _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
+                            out, 1, bn=64, hints=kernel_hints)
+    kernel, grid, args = calls[0]
+    return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
 
 
 def _walk(module) -> list[ir.Operation]:
@@ -63,11 +78,43 @@ def test_the_mla_loop_plans_its_scores_for_one_warpgroup():
                 not ws._pure(op) and op.name != "tile.mma"]
 
 
-def test_the_plan_changes_no_op():
-    # a plan only: the layout stage's ops and their layouts are the default kernel's
-    def names(module):
-        return [(op.name, [str(r.type) for r in op.results]) for op in _walk(module)]
-    assert names(_deepseek(SPLIT)) == names(_deepseek())
+def test_the_score_products_take_one_warpgroups_layout():
+    # the layout stage plans each owned product for 4 warps (m64n64: the whole score
+    # tile) and gives its results' ops that layout; P reaches P c's A operand as it is
+    # (the other warpgroup holds replicas), the rest keeps the default's layouts
+    ops = _walk(_deepseek(SPLIT))
+    owned = [op for op in ops if op.name == "tile.mma" and ws.OWNER_ATTR in op.attributes]
+    one = "#tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>"
+    assert len(owned) == 2 and all(one in str(op.results[0].type) for op in owned)
+    pc = next(op for op in ops if op.name == "tile.mma" and ws.OWNER_ATTR not in op.attributes)
+    assert "array<i64: 4, 2>, array<i64: 64, 256>" in str(pc.results[0].type)
+    loop = next(op for op in ops if ws.PLAN_ATTR in op.attributes)
+    inside = ws._ops_under(loop)
+    # one conversion in the loop (P's, lowered to nothing); the default has the same one
+    # from the column halves, an exchange through shared memory
+    assert [op for op in inside if op.name == "tile.convert_layout"] == \
+        [ws._defining(pc.operands[0])]
+    default = [op for op in _walk(_deepseek()) if op.name == "tile.convert_layout"]
+    assert len(default) == 1
+
+
+def test_the_split_loop_runs_whole_scores_in_each_warpgroup_without_barriers(tmp_path):
+    # sm_90a, DeepSeek-V3's launch: each consumer warpgroup issues the 36 k steps of the
+    # whole 64 x 64 score tile (m64n64k16) and its half of P c (4 x m64n256k16, P from
+    # its own registers); no exchange of row maxima or P: no barrier, no shared-memory
+    # store or load in the loop; no local memory, the producer warpgroup and setmaxnreg
+    ck = _deepseek_cubin(SPLIT)
+    assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
+    report = ck.ptxas_report
+    assert "C7513" not in report and "C7520" not in report and "0 bytes spill" in report, \
+        report
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
+    loop = lines[first:last + 1]
+    assert sum("HGMMA.64x64x16" in line for line in loop) == 36
+    assert sum("HGMMA.64x256x16" in line for line in loop) == 4
+    for op in (" BAR.", " STS", " LDS", "STSM", "LDSM", " STL", " LDL"):
+        assert not [line for line in loop if op in line], f"{op.strip()} in the loop"
 
 
 @pytest.mark.parametrize("kernel, warps, why", [
@@ -95,15 +142,19 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
     assert any(why in r for r in reasons), reasons
 
 
-@pytest.mark.parametrize("splits, tq, page, bn", [(1, 2, 64, 64), (2, 1, 32, 32)])
-def test_the_split_kernel_runs_in_the_simulator(splits, tq, page, bn):
+@pytest.mark.parametrize("splits, tq, page, bn, hints", [
+    (1, 2, 64, 64, SPLIT),
+    (2, 1, 32, 32, SPLIT),
+    (1, 1, 64, 64, {**SPLIT, "copy_parts": True}),      # a barrier per TMA box too
+])
+def test_the_split_kernel_runs_in_the_simulator(splits, tq, page, bn, hints):
     # the option's kernel, marks and all, through the gpu stage: the simulator's run of
     # a ragged case (unused slots stale) against the float64 reference
     rng = np.random.default_rng()
     lens = rng.integers(tq, 3 * page + 5, 1)
     q, kv, table, lens = mla.random_case(rng, 1, tq, 64, page, lens, np.float16)
     out = np.full((1, tq, 64, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=SPLIT)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints)
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
     ref = mla.reference(q, kv, table, lens, 0.3)
