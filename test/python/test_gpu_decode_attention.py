@@ -246,6 +246,7 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
 
 ROTATED = {"product_rotation": True}
 PARTS = {"copy_parts": True}
+SPLIT = {"warpgroup_split": True}
 
 
 @pytest.mark.parametrize("bn,hints", [
@@ -261,6 +262,9 @@ PARTS = {"copy_parts": True}
     (64, PARTS),                               # a barrier per TMA box, waited per k step
     (32, PARTS),
     (16, PARTS),
+    (64, SPLIT),                               # whole scores in each warpgroup
+    (32, SPLIT),
+    (64, {**SPLIT, **PARTS}),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
