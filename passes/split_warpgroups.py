@@ -10,8 +10,9 @@ Precondition:  only kernels with `tile.warpgroup_split = true` (the kernel optio
                result feeds the A operand of a second product accumulated across the
                loop, that product's output split by columns over the two warpgroups
                (tileir.backend.layout.warpgroup_split has the contract).  Anything
-               else is left as it is.  The marks are a plan: no later stage reads
-               them yet, so the compiled kernel is unchanged.
+               else is left as it is.  tile-assign-layouts reads the marks: each
+               owned product is planned for one warpgroup (the other holds
+               replicas of its results).
 
 Example:
   before:  scf.for ... { %s = "tile.mma"(%q, %kt, %z) ...; %p = arith.truncf %e

@@ -786,8 +786,9 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     backend/pipeline/copy_parts.py), `warpgroup_split` (sm_90a, a loop of two chained
     products on two consumer warpgroups that split the second's output by columns:
     True makes the layout stage plan the scores, the softmax and its carried row
-    statistics for one warpgroup, P and the row scale handed to the other; a plan
-    only so far, the compiled kernel is unchanged; backend/layout/warpgroup_split.py) and
+    statistics for one warpgroup (the whole score tile a warpgroup, no exchange of
+    row maxima or P; both warpgroups still run that code, each its replica; off by
+    default until measured; backend/layout/warpgroup_split.py) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,

@@ -1,4 +1,5 @@
 // RUN: tile-opt %s -split-input-file --tile-split-warpgroups | FileCheck %s
+// RUN: tile-opt %s -split-input-file --tile-split-warpgroups --tile-assign-layouts | FileCheck %s --check-prefix=LAYOUT
 
 // tile-split-warpgroups, backend/layout/warpgroup_split.py: in a kernel that asks for it
 // (warpgroup_split=True), the scores of a two-product loop, the softmax and the row
@@ -38,6 +39,22 @@
 // 2 x 16 KB (Q, by both warpgroups) + 16 KB split by columns, 32 KB owned; l is used
 // after the loop.
 // CHECK-NEXT:    } {tile.warpgroup_split = {handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owner = 0 : i64, score_bytes = array<i64: 49152, 32768>}}
+
+// tile-assign-layouts reads the marks: the owned product is planned for one warpgroup
+// (the whole 64 x 64 score tile, replicated in the other), the second one as before
+// (two warpgroups, 64 of O's columns each); P reaches its A operand by a conversion
+// between layouts that differ only in the replicas' warps.
+// LAYOUT-LABEL: func.func @mla_like
+// LAYOUT:         "tile.mma"({{.*}}) {tile.owner = 0 : i64} : ({{.*}}) -> tensor<64x64xf32, #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>>
+// LAYOUT:         %[[PB:.*]] = arith.truncf {{.*}} to tensor<64x64xbf16, #tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>>
+// LAYOUT-NEXT:    %[[PA:.*]] = "tile.convert_layout"(%[[PB]]) : {{.*}} -> tensor<64x64xbf16, #tile.mma_operand<0 : i64, #tile.mma_acc<3 : i64, array<i64: 4, 2>, array<i64: 64, 64>>, 2 : i64>>
+// LAYOUT-NEXT:    "tile.mma"(%[[PA]], {{.*}}) -> tensor<64x128xf32, #tile.mma_acc<3 : i64, array<i64: 4, 2>, array<i64: 64, 64>>>
+// The loops left alone keep the kernel's warps: no product of four.
+// LAYOUT-LABEL: func.func @four_warps
+// LAYOUT-LABEL: func.func @not_asked
+// LAYOUT-NOT:     array<i64: 4, 1>
+// LAYOUT-LABEL: func.func @scores_stored
+// LAYOUT-NOT:     array<i64: 4, 1>
 
 func.func @mla_like(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf16, 3 : i64>,
                     %o_arr: !tile.array<f32, 2 : i64>, %n: i32, %steps: i32)

@@ -15,8 +15,8 @@ warpgroup (MLA, a 64-key step: 144 KB of operands instead of 216), no row maxima
 cross the warpgroups, and the owner's softmax of step j + 1 can run beside the other
 warpgroup's `P c` of step j.
 
-This module plans that split and writes the plan into the IR; it changes no op.  For
-each qualifying `scf.for`:
+This module plans that split and writes the plan into the IR (it changes no op;
+`tile-assign-layouts` reads the marks).  For each qualifying `scf.for`:
 
 * the score products: the `tile.mma`s of the loop body, other than the second product,
   from whose results the second product's A operand is computed;
@@ -42,12 +42,15 @@ the score products' M one warpgroup's 64 rows, every owned op pure (no load,
 store or atomic: the owner runs them alone; the score products' operands stay the
 ring's, read by both).  Anything else is left unmarked, and `plan_loop` says why.
 
-What the plan is for, not built yet: the layout stage giving the owned ops layouts
-of the owner's four warps and the hand-offs a shared-memory exchange of one
-writer warpgroup; the gpu stage running owned ops under `warpgroup == owner` and
-the hand-off with a full/empty pair of named barriers (the owner may run a step
-ahead); the ring releasing a slot after both warpgroups' `P c`.  Until then the
-marks are a plan only and the kernel compiles as without the option.
+What reads the plan: `tile-assign-layouts` plans each owned product for one
+warpgroup's four warps (m64nN: the whole score tile), so the owned ops get layouts of
+four warps, which the other warpgroup holds as replicas: today both warpgroups run
+the owner's code (each computes the whole scores and softmax; P and alpha reach
+`P c` and O's rescale in registers, no exchange in the loop).  Not built yet: the gpu
+stage running owned ops under `warpgroup == owner` alone, each hand-off a
+shared-memory exchange written by the owner with a full/empty pair of named barriers
+(the owner may run a step ahead), and the ring releasing a slot after both
+warpgroups' `P c` (docs/attention.md, "The warpgroup split").
 
     %s = "tile.mma"(%q, %kt, %z)                  %s = "tile.mma"(%q, %kt, %z) {tile.owner = 0}
     %p = arith.truncf %e                    ->    %p = arith.truncf %e {tile.handoff = array<i64: 0>, tile.owner = 0}
