@@ -44,13 +44,14 @@ ring's, read by both).  Anything else is left unmarked, and `plan_loop` says why
 
 What reads the plan: `tile-assign-layouts` plans each owned product for one
 warpgroup's four warps (m64nN: the whole score tile), so the owned ops get layouts of
-four warps, which the other warpgroup holds as replicas: today both warpgroups run
-the owner's code (each computes the whole scores and softmax; P and alpha reach
-`P c` and O's rescale in registers, no exchange in the loop).  Not built yet: the gpu
-stage running owned ops under `warpgroup == owner` alone, each hand-off a
-shared-memory exchange written by the owner with a full/empty pair of named barriers
-(the owner may run a step ahead), and the ring releasing a slot after both
-warpgroups' `P c` (docs/attention.md, "The warpgroup split").
+four warps, which the other warpgroup holds as replicas; the pipeliner keeps the mark
+on an owned chain's `mma_async`/`mma_wait`; the gpu stage runs the owned ops of a
+block under `warp < 4` alone and passes the hand-offs through shared memory written by
+the owner's threads (backend/gpu/owner_runs.py), unless the kernel asks for replicas
+(`split_replicas`: both warpgroups run the owned ops, P and alpha stay in registers,
+no exchange).  Not built yet: the skew (the owner a step ahead, each hand-off a
+full/empty pair of named barriers, the ring releasing a slot after both warpgroups'
+`P c`; docs/attention.md, "The warpgroup split").
 
     %s = "tile.mma"(%q, %kt, %z)                  %s = "tile.mma"(%q, %kt, %z) {tile.owner = 0}
     %p = arith.truncf %e                    ->    %p = arith.truncf %e {tile.handoff = array<i64: 0>, tile.owner = 0}
@@ -71,6 +72,7 @@ from .mma_plan import plan as mma_plan
 
 SPLIT_ATTR = "tile.warpgroup_split"     # the kernel option (a bool on the function)
 PLAN_ATTR = "tile.warpgroup_split"      # the plan (a dictionary on the scf.for)
+REPLICAS_ATTR = "tile.split_replicas"   # the kernel option: both warpgroups run them
 OWNER_ATTR = "tile.owner"
 HANDOFF_ATTR = "tile.handoff"
 OWNER = 0
@@ -94,6 +96,17 @@ class Plan:
     @property
     def handoff_bytes(self) -> int:
         return sum(_tile_bytes(v.type) for v in self.handoffs)
+
+
+def owner_alone(func: ir.Operation) -> bool:
+    """Whether the owned ops run in the owner warpgroup alone (the gpu stage,
+    backend/gpu/owner_runs.py): a split kernel that does not ask for replicas
+    (`split_replicas`, which keeps both warpgroups running them)."""
+    return _flag(func, SPLIT_ATTR) and not _flag(func, REPLICAS_ATTR)
+
+
+def _flag(func: ir.Operation, name: str) -> bool:
+    return name in func.attributes and ir.BoolAttr(func.attributes[name]).value
 
 
 def asked(func: ir.Operation, chip: str) -> bool:
