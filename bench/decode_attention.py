@@ -24,7 +24,7 @@ step, ring stages, the producer warpgroup, the products rotated or not:
 `mla_decode.variant`; the LLM engine's pages of 16 slots) at batch 64, contexts 4k
 and 8k, each checked against fp32 torch first; --mla-phases times a step of the
 default MLA kernel against its two products alone (`mla_decode.scores_only`,
-`values_only`) and against the kernel with the warpgroup split (`SPLIT`); --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
+`values_only`) and against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`); --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged
@@ -77,13 +77,16 @@ TENSOR_PEAK = 989e12
 ROTATED = {"product_rotation": True}
 FENCED = {**ROTATED, "rotation_fence": True}
 PARTS = {"copy_parts": True}
-# the layout stage's warpgroup split (backend/layout/warpgroup_split.py): each consumer
-# warpgroup computes the whole 64 x 64 score tile and softmax, no exchange in the loop
+# the warpgroup split (backend/layout/warpgroup_split.py): warpgroup 0 alone computes the
+# whole 64 x 64 score tile and the softmax and hands P and alpha over (owner_runs.py);
+# with replicas, each warpgroup computes them itself, no exchange in the loop
 SPLIT = {"warpgroup_split": True}
+REPLICAS = {**SPLIT, "split_replicas": True}
 MLA_VARIANTS = [
     ("bn64 (default: unrotated, 2 stages)", 64, {}, PAGE),
-    ("bn64 warpgroup split (whole scores a warpgroup)", 64, SPLIT, PAGE),
-    ("bn64 warpgroup split, copy in parts", 64, {**SPLIT, **PARTS}, PAGE),
+    ("bn64 warpgroup split (scores by warpgroup 0)", 64, SPLIT, PAGE),
+    ("bn64 split replicas (scores in each warpgroup)", 64, REPLICAS, PAGE),
+    ("bn64 split replicas, copy in parts", 64, {**REPLICAS, **PARTS}, PAGE),
     ("bn64 copy in parts", 64, PARTS, PAGE),
     ("bn64 no producer", 64, {"warp_specialize": False}, PAGE),
     ("bn64 rotated", 64, ROTATED, PAGE),
@@ -432,27 +435,31 @@ def mla_phases() -> list[dict]:
                                                   num_splits=1))["graph"]
         row["mla_split"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
                                                         num_splits=1, hints=SPLIT))["graph"]
+        row["mla_replicas"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
+                                                           num_splits=1,
+                                                           hints=REPLICAS))["graph"]
         for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
             o = torch.empty(batch, 1, MLA_H, width, device="cuda")
             k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, o)
             row[k.name] = timed(lambda: ct.launch(None, grid, k, args))["graph"]
         per = {key: row[key] * 1e3 / steps
-               for key in ("mla", "mla_split", "scores_only", "values_only")}
+               for key in ("mla", "mla_split", "mla_replicas", "scores_only", "values_only")}
         row["us a step"] = per
         row["cycles a step"] = {key: v * 1.83e3 for key, v in per.items()}
         rows.append(row)
         print(json.dumps(row), flush=True)
     print("MLA phases, batch 64 (CUDA graph): a 64-key step of one block, us (cycles at "
           "1.83 GHz)")
-    print("| context | mla | scores only | P c only | mla - both | mla, warpgroup split |")
-    print("|---|---|---|---|---|---|")
+    print("| context | mla | scores only | P c only | mla - both | mla, warpgroup split "
+          "| mla, split replicas |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         u = r["us a step"]
         rest = u["mla"] - u["scores_only"] - u["values_only"]
         print(f"| {r['ctx'] // 1024}k | " + " | ".join(
             f"{v:.3f} ({v * 1.83e3:.0f})" for v in (u["mla"], u["scores_only"],
                                                    u["values_only"], rest,
-                                                   u["mla_split"])) + " |")
+                                                   u["mla_split"], u["mla_replicas"])) + " |")
     return rows
 
 

@@ -247,6 +247,7 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
 ROTATED = {"product_rotation": True}
 PARTS = {"copy_parts": True}
 SPLIT = {"warpgroup_split": True}
+REPLICAS = {**SPLIT, "split_replicas": True}
 
 
 @pytest.mark.parametrize("bn,hints", [
@@ -262,9 +263,11 @@ SPLIT = {"warpgroup_split": True}
     (64, PARTS),                               # a barrier per TMA box, waited per k step
     (32, PARTS),
     (16, PARTS),
-    (64, SPLIT),                               # whole scores in each warpgroup
+    (64, SPLIT),                               # scores and softmax by warpgroup 0
     (32, SPLIT),
-    (64, {**SPLIT, **PARTS}),
+    (64, REPLICAS),                            # by each warpgroup, no exchange
+    (32, REPLICAS),
+    (64, {**REPLICAS, **PARTS}),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct

@@ -1,11 +1,14 @@
-"""MLA decode's warpgroup split (the kernel option `warpgroup_split`): the plan the
-layout stage makes for FlashMLA's schedule (tileir.backend.layout.warpgroup_split,
-docs/attention.md, "The warpgroup split") and the layouts it gives the owned ops.
-CPU only: the plan's marks on DeepSeek-V3's loop, the loops it leaves alone and why,
-the owned products' one-warpgroup layouts, the SASS of the loop (whole scores in each
-warpgroup, no exchange), and the kernel in the simulator against the naive reference."""
+"""MLA decode's warpgroup split (the kernel options `warpgroup_split`, `split_replicas`):
+the plan the layout stage makes for FlashMLA's schedule
+(tileir.backend.layout.warpgroup_split), the layouts it gives the owned ops, and the
+owner warpgroup running them alone (backend/gpu/owner_runs.py); docs/attention.md,
+"The warpgroup split".  CPU only: the plan's marks on DeepSeek-V3's loop, the loops
+it leaves alone and why, the SASS of both forms, and both in the simulator against
+the naive reference."""
 
 from __future__ import annotations
+
+import re
 
 import ml_dtypes
 import numpy as np
@@ -20,6 +23,7 @@ from test_decode_attention import _loop_around
 from test_tensor_cores import _sass_text
 
 SPLIT = {"warpgroup_split": True}
+REPLICAS = {**SPLIT, "split_replicas": True}
 
 
 def _deepseek(kernel_hints=None, stage="layout", bn=64):
@@ -98,23 +102,48 @@ def test_the_score_products_take_one_warpgroups_layout():
     assert len(default) == 1
 
 
-def test_the_split_loop_runs_whole_scores_in_each_warpgroup_without_barriers(tmp_path):
-    # sm_90a, DeepSeek-V3's launch: each consumer warpgroup issues the 36 k steps of the
-    # whole 64 x 64 score tile (m64n64k16) and its half of P c (4 x m64n256k16, P from
-    # its own registers); no exchange of row maxima or P: no barrier, no shared-memory
-    # store or load in the loop; no local memory, the producer warpgroup and setmaxnreg
-    ck = _deepseek_cubin(SPLIT)
+def test_replicas_run_whole_scores_in_each_warpgroup_without_barriers(tmp_path):
+    # split_replicas=True: each consumer warpgroup issues the 36 k steps of the whole
+    # 64 x 64 score tile (m64n64k16) and its half of P c (4 x m64n256k16, P from its
+    # own registers); no exchange of row maxima or P: no barrier, no shared-memory store
+    # or load in the loop; no local memory, the producer warpgroup and setmaxnreg
+    ck = _deepseek_cubin(REPLICAS)
     assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
     report = ck.ptxas_report
     assert "C7513" not in report and "C7520" not in report and "0 bytes spill" in report, \
         report
-    lines = _sass_text(ck.cubin, tmp_path).splitlines()
-    first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
-    loop = lines[first:last + 1]
+    loop = _split_loop(ck, tmp_path)
     assert sum("HGMMA.64x64x16" in line for line in loop) == 36
     assert sum("HGMMA.64x256x16" in line for line in loop) == 4
     for op in (" BAR.", " STS", " LDS", "STSM", "LDSM", " STL", " LDL"):
         assert not [line for line in loop if op in line], f"{op.strip()} in the loop"
+
+
+def test_the_owner_alone_runs_the_scores_and_hands_p_over(tmp_path):
+    # warpgroup_split=True: the 36 score wgmmas and the softmax behind one branch (taken
+    # by warpgroup 0 alone), P written by its threads (stmatrix) and read by both
+    # (ldmatrix) for P c; alpha crosses the same way; 4 barriers a step
+    ck = _deepseek_cubin(SPLIT)
+    assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
+    report = ck.ptxas_report
+    assert "C7513" not in report and "C7520" not in report, report
+    loop = _split_loop(ck, tmp_path)
+    scores = [i for i, line in enumerate(loop) if "HGMMA.64x64x16" in line]
+    pc = [i for i, line in enumerate(loop) if "HGMMA.64x256x16" in line]
+    assert len(scores) == 36 and len(pc) == 4 and scores[-1] < pc[0]
+    # a forward branch over the owner's run, just before its first wgmma
+    skip = [i for i, line in enumerate(loop[:scores[0]]) if re.search(r"@!?P\d BRA", line)]
+    assert skip, "no branch around the owner's products"
+    stsm = [i for i, line in enumerate(loop) if "STSM" in line]
+    ldsm = [i for i, line in enumerate(loop) if "LDSM" in line]
+    assert len(stsm) == 4 and len(ldsm) == 4 and max(stsm) < min(ldsm) < pc[0]
+    assert sum(" BAR.SYNC" in line for line in loop) == 4
+
+
+def _split_loop(ck, tmp_path) -> list[str]:
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
+    return lines[first:last + 1]
 
 
 @pytest.mark.parametrize("kernel, warps, why", [
@@ -145,11 +174,14 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
 @pytest.mark.parametrize("splits, tq, page, bn, hints", [
     (1, 2, 64, 64, SPLIT),
     (2, 1, 32, 32, SPLIT),
-    (1, 1, 64, 64, {**SPLIT, "copy_parts": True}),      # a barrier per TMA box too
+    (1, 1, 64, 64, {**SPLIT, "copy_parts": True}),      # (parts: not with the owner alone)
+    (1, 2, 64, 64, REPLICAS),                           # both warpgroups run the scores
+    (2, 1, 32, 32, REPLICAS),
 ])
 def test_the_split_kernel_runs_in_the_simulator(splits, tq, page, bn, hints):
-    # the option's kernel, marks and all, through the gpu stage: the simulator's run of
-    # a ragged case (unused slots stale) against the float64 reference
+    # the split kernel through the gpu stage, the owner alone or replicas: the
+    # simulator's run (warp roles, named barriers, each warpgroup's wgmmas) of a ragged
+    # case (unused slots stale) against the float64 reference
     rng = np.random.default_rng()
     lens = rng.integers(tq, 3 * page + 5, 1)
     q, kv, table, lens = mla.random_case(rng, 1, tq, 64, page, lens, np.float16)

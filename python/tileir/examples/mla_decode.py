@@ -108,8 +108,9 @@ _variants: dict = {}
 
 def variant(**hints):
     """`mla` with some hints replaced (`num_stages`, `warp_specialize`, `product_rotation`,
-    `rotation_fence`, `copy_parts`, `warpgroup_split`: the scores and softmax planned for
-    one warpgroup, whole in each, no exchange in the loop), one
+    `rotation_fence`, `copy_parts`, `warpgroup_split`: the scores and softmax by
+    warpgroup 0, P and alpha handed over; `split_replicas`: with it, by each warpgroup,
+    no exchange), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""
     key = tuple(sorted(hints.items()))
