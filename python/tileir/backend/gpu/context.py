@@ -57,6 +57,7 @@ class LoweringContext:
         self.owner_exec = False
         self.owner_run = False
         self.owner_only: set = set()
+        self.handoffs = False     # a hand-off left the owner ahead (owner_runs.py)
         self.chip = chip
         # (array argument index, box, swizzle) -> the kernel's CUtensorMap parameter
         self.tensor_maps: dict[tuple, ir.Value] = {}

@@ -172,3 +172,85 @@ def _producers(values: set) -> list:
 def _user(use) -> ir.Operation:
     owner = use.owner
     return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
+# -- hand-offs: the owner a step ahead -----------------------------------------------
+# In the consumer branch of a warp-specialized kernel a hand-off (an exchange of an
+# owner-only value into a layout both warpgroups hold) that leaves the owner's own
+# registers as they are needs no barrier of both warpgroups: the owner waits until the
+# other has read the previous hand-off (*empty*), writes, and arrives (*full*) without
+# waiting; the other waits for *full*, reads, and arrives on *empty*.  So the owner runs
+# ahead into the next step (its half of P c, the next scores) while the other reads P
+# and runs its half of P c (FlashMLA's and TileLang's schedule).  Two named barriers
+# after the ping-pong's turns (rules/control.py); the other warpgroup arrives on empty
+# once when the branch opens and the owner waits on it once when it closes
+# (`open_handoffs`, `close_handoffs`), so every wait meets its arrivals.
+
+
+def handoff_barriers(cx: LoweringContext) -> tuple[int, int]:
+    """(empty, full): the named barrier ids of the hand-offs."""
+    from .rules.control import turn_barrier
+    base = turn_barrier(cx.num_warps) + 2
+    return base, base + 1
+
+
+def skewed(cx: LoweringContext, src: Frag, res) -> bool:
+    """Whether a hand-off of `src` into layout `res` may leave the owner ahead: the
+    consumer branch of two warpgroups, and the owner's own registers already the
+    result's (the layouts differ only in the warps that hold replicas)."""
+    from .rules.shape import _same_warps
+    return cx.role == "consumer" and cx.num_warps == 2 * OWNER_WARPS and \
+        src.lin.regs == res.regs and src.lin.lanes == res.lanes and \
+        _same_warps(src.lin.warps, res.warps)
+
+
+def skewed_handoff(cx: LoweringContext, src: Frag, res, write, read) -> Frag:
+    """The hand-off of `src` into layout `res` (see above): `write()` stores the owner's
+    registers into the exchange buffer, `read()` returns the other warpgroup's `Frag`."""
+    from mlir.dialects import nvvm
+    empty, full = handoff_barriers(cx)
+    count = cx.const(32 * cx.num_warps)
+    cx.handoffs = True
+    types = [r.type for r in src.regs]
+    branch = scf.IfOp(is_owner(cx), types, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        nvvm.barrier(None, barrier_id=cx.const(empty), number_of_threads=count)
+        write()
+        nvvm.barrier_arrive(count, barrier_id=cx.const(full))
+        scf.YieldOp(list(src.regs))
+    with ir.InsertionPoint(branch.else_block):
+        nvvm.barrier(None, barrier_id=cx.const(full), number_of_threads=count)
+        got = read()
+        if [r.type for r in got.regs] != types:
+            raise TileIRError("internal error: a hand-off reads registers of other types "
+                              "than the owner's", ir.Location.current)
+        nvvm.barrier_arrive(count, barrier_id=cx.const(empty))
+        scf.YieldOp(list(got.regs))
+    # every later exchange waits for both warpgroups again (the buffer is the hand-off's)
+    cx.smem_uses += 1
+    cx.last_reads = None
+    return Frag(res, src.elem, list(branch.results))
+
+
+def open_handoffs(cx: LoweringContext, block: ir.Block) -> None:
+    """At the top of a consumer branch that hands off: the other warpgroup's first
+    arrival on *empty* (the buffer starts empty)."""
+    from mlir.dialects import nvvm
+    empty, _ = handoff_barriers(cx)
+    with ir.InsertionPoint.at_block_begin(block):
+        other = scf.IfOp(arith.xori(is_owner(cx), cx.const(1, ir.IntegerType.get_signless(1))))
+        with ir.InsertionPoint(other.then_block):
+            nvvm.barrier_arrive(cx.const(32 * cx.num_warps), barrier_id=cx.const(empty))
+            scf.YieldOp([])
+
+
+def close_handoffs(cx: LoweringContext) -> None:
+    """At the end of that branch (before its yield): the owner takes the last arrival
+    on *empty*, the other warpgroup's read of the last hand-off."""
+    from mlir.dialects import nvvm
+    empty, _ = handoff_barriers(cx)
+    owner = scf.IfOp(is_owner(cx))
+    with ir.InsertionPoint(owner.then_block):
+        nvvm.barrier(None, barrier_id=cx.const(empty),
+                     number_of_threads=cx.const(32 * cx.num_warps))
+        scf.YieldOp([])

@@ -19,6 +19,7 @@ from tileir.dialect.layout import tile_layout
 from tileir.backend.layout import layouts as L
 from tileir.backend.layout.mma_layouts import Shared, choose_swizzle
 from ..context import Frag, LoweringContext, _bits, index, lin_of
+from ..owner_runs import skewed, skewed_handoff
 from ..shared import SmemTile, load_frag, new_tile, staging_linear, store_frag, write_shared
 from .registry import rule
 
@@ -193,6 +194,9 @@ def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear,
     layout = Shared(choose_swizzle(shape[-1] * eb), tuple(reversed(range(len(shape)))))
     tile = SmemTile(layout, shape, src.elem, 0)
     tile.base = cx.scratch(tile.nbytes)
+    if owner_writes and skewed(cx, src, res_lin):
+        return skewed_handoff(cx, src, res_lin, lambda: store_frag(cx, src, tile),
+                              lambda: load_frag(cx, tile, res_lin))
     cx.smem_barrier_before()                       # earlier readers of the scratch are done
     with _owner_only(cx, owner_writes):
         store_frag(cx, src, tile)
@@ -241,18 +245,27 @@ def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides
     is_i1 = isinstance(src.elem, ir.IntegerType) and src.elem.width == 1
     mem_t = ir.IntegerType.get_signless(8) if is_i1 else src.elem
     buf = cx.smem(n, mem_t)
-    cx.smem_barrier_before()            # earlier readers of the shared buffer are done
-    with _owner_only(cx, owner_writes):
+
+    def write():
         for r in range(src.lin.num_regs):
             v = arith.extui(mem_t, src.regs[r]) if is_i1 else src.regs[r]
             memref.store(v, buf, [index(_flat_index(cx, src.lin, r, src_strides))])
+
+    def read() -> Frag:
+        regs = []
+        for r in range(res_lin.num_regs):
+            v = memref.load(buf, [index(_flat_index(cx, res_lin, r, res_strides))])
+            if is_i1:
+                v = arith.cmpi(arith.CmpIPredicate.ne, v, cx.const(0, mem_t))
+            regs.append(v)
+        return Frag(res_lin, src.elem, regs)
+
+    if owner_writes and src_strides == res_strides and skewed(cx, src, res_lin):
+        return skewed_handoff(cx, src, res_lin, write, read)
+    cx.smem_barrier_before()            # earlier readers of the shared buffer are done
+    with _owner_only(cx, owner_writes):
+        write()
     cx.barrier()
-    regs = []
-    for r in range(res_lin.num_regs):
-        v = memref.load(buf, [index(_flat_index(cx, res_lin, r, res_strides))])
-        if is_i1:
-            v = arith.cmpi(arith.CmpIPredicate.ne, v, cx.const(0, mem_t))
-        regs.append(v)
-    return Frag(res_lin, src.elem, regs)
+    return read()
 
 
