@@ -49,9 +49,9 @@ on an owned chain's `mma_async`/`mma_wait`; the gpu stage runs the owned ops of 
 block under `warp < 4` alone and passes the hand-offs through shared memory written by
 the owner's threads (backend/gpu/owner_runs.py), unless the kernel asks for replicas
 (`split_replicas`: both warpgroups run the owned ops, P and alpha stay in registers,
-no exchange).  Not built yet: the skew (the owner a step ahead, each hand-off a
-full/empty pair of named barriers, the ring releasing a slot after both warpgroups'
-`P c`; docs/attention.md, "The warpgroup split").
+no exchange).  The owner's hand-offs are pairs of named barriers (empty, full), so it
+runs up to a step ahead of the other warpgroup (docs/attention.md, "The warpgroup
+split").
 
     %s = "tile.mma"(%q, %kt, %z)                  %s = "tile.mma"(%q, %kt, %z) {tile.owner = 0}
     %p = arith.truncf %e                    ->    %p = arith.truncf %e {tile.handoff = array<i64: 0>, tile.owner = 0}
