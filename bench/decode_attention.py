@@ -1,7 +1,8 @@
 """Decode attention over a paged KV cache, and MLA decode: bandwidth against a device copy.
 
     python bench/decode_attention.py [--out DIR] [--quick] [--splits 1,4,16]
-                                     [--only-mla] [--mla-variants] [--mla-phases]
+                                     [--only-mla] [--mla-variants [--mla-only WORDS]]
+                                     [--mla-phases]
     python bench/decode_attention.py --short [--short-batches 1,4] [--out DIR]
 
 Kernels: `tileir.examples.decode_attention.paged_decode_attention` and
@@ -355,12 +356,15 @@ def check_mla(bn, hints, page=PAGE) -> float:
     return worst
 
 
-def mla_variants(copy_gbs) -> list[dict]:
-    """Each configuration of MLA_VARIANTS at batch 64, contexts 4k and 8k (CUDA-graph
-    times): printed as a table, best first; the rows for the JSON."""
+def mla_variants(copy_gbs, only=()) -> list[dict]:
+    """Each configuration of MLA_VARIANTS (`only`: those whose name contains one of
+    these words) at batch 64, contexts 4k and 8k (CUDA-graph times): printed as a
+    table, best first; the rows for the JSON."""
     rows = []
     cases = {}
     for name, bn, hints, page in MLA_VARIANTS:
+        if only and not any(word in name for word in only):
+            continue
         row = {"variant": name, "bn": bn, "hints": hints, "page": page}
         try:
             row["error"] = check_mla(bn, hints, page)
@@ -509,10 +513,10 @@ def plot(rows, path, device):
 
 
 def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = False,
-        variants: bool = False, phases: bool = False) -> list[dict]:
-    """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations;
-    `phases`: and MLA's two products alone); prints the tables; writes JSON and PNG
-    into out_dir."""
+        variants: bool = False, phases: bool = False, only_variants=()) -> list[dict]:
+    """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations,
+    those whose name contains a word of `only_variants` if any; `phases`: and MLA's two
+    products alone); prints the tables; writes JSON and PNG into out_dir."""
     device, errs = _start()
     bad = [k for k, e in errs.items() if not e < 2e-2]
     if bad:
@@ -527,7 +531,7 @@ def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = Fals
         rows.append(measure_mla(batch, ctx, copy_gbs, splits_list))
         print(json.dumps(rows[-1]), flush=True)
     print(table_text(rows, copy_gbs))
-    var_rows = mla_variants(copy_gbs) if variants else []
+    var_rows = mla_variants(copy_gbs, only_variants) if variants else []
     phase_rows = mla_phases() if phases else []
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "decode_attention.json"), "w") as f:
@@ -556,6 +560,9 @@ def main(argv=None) -> int:
                    help="with --short: these contexts (comma-separated)")
     p.add_argument("--short-pages", default=",".join(map(str, SHORT_PAGES)),
                    help="with --short: these page sizes (comma-separated)")
+    p.add_argument("--mla-only", default="",
+                   help="with --mla-variants: only the variants whose name contains one of "
+                        "these words (comma-separated), e.g. 'default,split'")
     p.add_argument("--mla-phases", action="store_true",
                    help="also time MLA's two products alone against the whole step")
     args = p.parse_args(argv)
@@ -565,7 +572,8 @@ def main(argv=None) -> int:
                   ints(args.short_pages))
         return 0
     splits = [int(s) for s in args.splits.split(",") if s]
-    run(args.out, args.quick, splits, args.only_mla, args.mla_variants, args.mla_phases)
+    run(args.out, args.quick, splits, args.only_mla, args.mla_variants, args.mla_phases,
+        [w for w in args.mla_only.split(",") if w])
     return 0
 
 
