@@ -263,11 +263,13 @@ REPLICAS = {**SPLIT, "split_replicas": True}
     (64, PARTS),                               # a barrier per TMA box, waited per k step
     (32, PARTS),
     (16, PARTS),
-    (64, SPLIT),                               # scores and softmax by warpgroup 0
-    (32, SPLIT),
-    (64, REPLICAS),                            # by each warpgroup, no exchange
-    (32, REPLICAS),
-    (64, {**REPLICAS, **PARTS}),
+    # the warpgroup split: scores and softmax by warpgroup 0, a step ahead; replicas:
+    # by each warpgroup, no exchange
+    pytest.param(64, SPLIT, id="split-64"),
+    pytest.param(32, SPLIT, id="split-32"),
+    pytest.param(64, REPLICAS, id="replicas-64"),
+    pytest.param(32, REPLICAS, id="replicas-32"),
+    pytest.param(64, {**REPLICAS, **PARTS}, id="replicas-parts-64"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
