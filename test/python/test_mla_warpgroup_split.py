@@ -182,21 +182,22 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
     assert any(why in r for r in reasons), reasons
 
 
-@pytest.mark.parametrize("splits, tq, page, bn, hints", [
-    (1, 2, 64, 64, SPLIT),
-    (2, 1, 32, 32, SPLIT),
-    (1, 1, 64, 64, {**SPLIT, "copy_parts": True}),      # (parts: not with the owner alone)
-    (1, 2, 64, 64, REPLICAS),                           # both warpgroups run the scores
-    (2, 1, 32, 32, REPLICAS),
+@pytest.mark.parametrize("batch, splits, tq, page, bn, hints", [
+    (1, 1, 2, 64, 64, SPLIT),
+    (1, 2, 1, 32, 32, SPLIT),
+    (2, 3, 3, 64, 64, SPLIT),                          # 3 tokens, 3 splits, 2 sequences
+    (1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True}),   # (parts: not with the owner alone)
+    (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores
+    (1, 2, 1, 32, 32, REPLICAS),
 ])
-def test_the_split_kernel_runs_in_the_simulator(splits, tq, page, bn, hints):
+def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hints):
     # the split kernel through the gpu stage, the owner alone or replicas: the
     # simulator's run (warp roles, named barriers, each warpgroup's wgmmas) of a ragged
     # case (unused slots stale) against the float64 reference
     rng = np.random.default_rng()
-    lens = rng.integers(tq, 3 * page + 5, 1)
-    q, kv, table, lens = mla.random_case(rng, 1, tq, 64, page, lens, np.float16)
-    out = np.full((1, tq, 64, 512), np.nan, np.float16)
+    lens = rng.integers(tq, 3 * page + 5, batch)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
+    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
     out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints)
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
