@@ -26,7 +26,7 @@ them) runs them in both warpgroups, replicas as before: correct, not faster.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, llvm, scf
+from mlir.dialects import arith, llvm, scf, vector
 
 from tileir.dialect import TileIRError
 from tileir.backend.layout.warpgroup_split import OWNER_ATTR
@@ -92,16 +92,19 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
         finally:
             cx.owner_run = False
     flat = []
-    for v in escaping:
-        got = cx.get(v)
-        if isinstance(got, Frag):
-            flat.extend(got.regs)
-        elif isinstance(got, ir.Value):
-            flat.append(got)
-        else:
-            raise TileIRError(f"internal error: an owned value that is not a tile or a "
-                              f"scalar ({type(got).__name__}) is read outside its run",
-                              v.owner.location)
+    with ir.InsertionPoint(probe.then_block):
+        for v in escaping:
+            got = cx.get(v)
+            if isinstance(got, Frag):
+                # 16-bit values leave the run packed in pairs: half the registers live
+                # across the branch (P: 16, not 32)
+                flat.extend(_packed(got.regs))
+            elif isinstance(got, ir.Value):
+                flat.append(got)
+            else:
+                raise TileIRError(f"internal error: an owned value that is not a tile or "
+                                  f"a scalar ({type(got).__name__}) is read outside its run",
+                                  v.owner.location)
     types = [v.type for v in flat]
     new = scf.IfOp(cond, types, has_else=True)
     with ir.InsertionPoint(new.then_block):
@@ -115,10 +118,46 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
     for v in escaping:
         got = cx.get(v)
         if isinstance(got, Frag):
-            cx.values[v] = Frag(got.lin, got.elem, [next(it) for _ in got.regs])
+            words = [next(it) for _ in range(_packed_count(got.regs))]
+            cx.values[v] = Frag(got.lin, got.elem, _unpacked(words, got.regs))
         else:
             cx.values[v] = next(it)
         cx.owner_only.add(v)
+
+
+def _sixteen(regs: list) -> bool:
+    return bool(regs) and len(regs) % 2 == 0 and str(regs[0].type) in ("bf16", "f16")
+
+
+def _packed_count(regs: list) -> int:
+    return len(regs) // 2 if _sixteen(regs) else len(regs)
+
+
+def _packed(regs: list) -> list:
+    """16-bit registers in pairs, each an i32 (low half first); others as they are."""
+    if not _sixteen(regs):
+        return list(regs)
+    i32 = ir.IntegerType.get_signless(32)
+    vt = ir.VectorType.get([2], regs[0].type)
+    out = []
+    for i in range(0, len(regs), 2):
+        v = llvm.UndefOp(vt).result
+        v = llvm.insertelement(v, regs[i], arith.ConstantOp(i32, 0).result)
+        v = llvm.insertelement(v, regs[i + 1], arith.ConstantOp(i32, 1).result)
+        out.append(llvm.bitcast(i32, v))
+    return out
+
+
+def _unpacked(words: list, like: list) -> list:
+    """The registers `_packed` made of `like`, unpacked."""
+    if not _sixteen(like):
+        return list(words)
+    vt = ir.VectorType.get([2], like[0].type)
+    out = []
+    for w in words:
+        v = llvm.bitcast(vt, w)
+        out.extend(vector.extract(v, [], [j]) for j in (0, 1))
+    return out
 
 
 def taint(cx: LoweringContext, op: ir.Operation) -> None:
