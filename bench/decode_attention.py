@@ -88,6 +88,7 @@ MLA_VARIANTS = [
     ("bn64 warpgroup split (scores by warpgroup 0)", 64, SPLIT, PAGE),
     ("bn64 split replicas (scores in each warpgroup)", 64, REPLICAS, PAGE),
     ("bn64 split replicas, copy in parts", 64, {**REPLICAS, **PARTS}, PAGE),
+    ("bn32 warpgroup split (4 stages)", 32, SPLIT, PAGE),
     ("bn64 copy in parts", 64, PARTS, PAGE),
     ("bn64 no producer", 64, {"warp_specialize": False}, PAGE),
     ("bn64 rotated", 64, ROTATED, PAGE),
