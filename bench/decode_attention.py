@@ -25,7 +25,9 @@ step, ring stages, the producer warpgroup, the products rotated or not:
 `mla_decode.variant`; the LLM engine's pages of 16 slots) at batch 64, contexts 4k
 and 8k, each checked against fp32 torch first; --mla-phases times a step of the
 default MLA kernel against its two products alone (`mla_decode.scores_only`,
-`values_only`) and against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`); --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
+`values_only`) and against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`);
+--mla-only WORDS keeps the variants whose name contains one; --only-mla leaves out
+the decode shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged

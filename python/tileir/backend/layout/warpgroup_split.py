@@ -53,9 +53,12 @@ no exchange).  The owner's hand-offs are pairs of named barriers (empty, full), 
 runs up to a step ahead of the other warpgroup (docs/attention.md, "The warpgroup
 split").
 
-    %s = "tile.mma"(%q, %kt, %z)                  %s = "tile.mma"(%q, %kt, %z) {tile.owner = 0}
-    %p = arith.truncf %e                    ->    %p = arith.truncf %e {tile.handoff = array<i64: 0>, tile.owner = 0}
-    %o = "tile.mma"(%p, %v, %acc)                 %o = "tile.mma"(%p, %v, %acc)
+    before:  %s = "tile.mma"(%q, %kt, %z)
+             %p = arith.truncf %e
+             %o = "tile.mma"(%p, %v, %acc)
+    after:   %s = "tile.mma"(%q, %kt, %z) {tile.owner = 0}
+             %p = arith.truncf %e {tile.handoff = array<i64: 0>, tile.owner = 0}
+             %o = "tile.mma"(%p, %v, %acc)
 """
 
 from __future__ import annotations
