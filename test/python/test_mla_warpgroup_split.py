@@ -185,10 +185,10 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
 @pytest.mark.parametrize("batch, splits, tq, page, bn, hints", [
     (1, 1, 2, 64, 64, SPLIT),
     (1, 2, 1, 32, 32, SPLIT),
-    (2, 3, 3, 64, 64, SPLIT),                          # 3 tokens, 3 splits, 2 sequences
+    pytest.param(2, 3, 3, 64, 64, SPLIT, marks=pytest.mark.slow),   # 3 tokens, 3 splits
     (1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True}),   # (parts: not with the owner alone)
     (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores
-    (1, 2, 1, 32, 32, REPLICAS),
+    pytest.param(1, 2, 1, 32, 32, REPLICAS, marks=pytest.mark.slow),
 ])
 def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hints):
     # the split kernel through the gpu stage, the owner alone or replicas: the
