@@ -130,7 +130,8 @@ def _set_max_registers(cx, op):
 # Named barriers (16 a block): 0 the block's, 1 the consumer warps' (LoweringContext.
 # barrier), GROUP_BARRIER_BASE .. + num_warps // 2 - 1 the TMA store's warp groups (two
 # warps or more each: tma_store.py), then the consumer warpgroups' two turns
-# (tile.turn): warpgroup w waits on the turn barrier of w, the other arrives on it.
+# (tile.turn): warpgroup w waits on the turn barrier of w, the other arrives on it;
+# then the owner warpgroup's hand-offs, empty and full (owner_runs.handoff_barriers).
 NAMED_BARRIERS = 16
 
 
