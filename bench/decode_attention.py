@@ -88,6 +88,7 @@ REPLICAS = {**SPLIT, "split_replicas": True}
 MLA_VARIANTS = [
     ("bn64 (default: unrotated, 2 stages)", 64, {}, PAGE),
     ("bn64 warpgroup split (scores by warpgroup 0)", 64, SPLIT, PAGE),
+    ("bn64 warpgroup split, copy in parts", 64, {**SPLIT, **PARTS}, PAGE),
     ("bn64 split replicas (scores in each warpgroup)", 64, REPLICAS, PAGE),
     ("bn64 split replicas, copy in parts", 64, {**REPLICAS, **PARTS}, PAGE),
     ("bn32 warpgroup split (4 stages)", 32, SPLIT, PAGE),

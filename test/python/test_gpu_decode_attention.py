@@ -267,6 +267,7 @@ REPLICAS = {**SPLIT, "split_replicas": True}
     # by each warpgroup, no exchange
     pytest.param(64, SPLIT, id="split-64"),
     pytest.param(32, SPLIT, id="split-32"),
+    pytest.param(64, {**SPLIT, **PARTS}, id="split-parts-64"),
     pytest.param(64, REPLICAS, id="replicas-64"),
     pytest.param(32, REPLICAS, id="replicas-32"),
     pytest.param(64, {**REPLICAS, **PARTS}, id="replicas-parts-64"),

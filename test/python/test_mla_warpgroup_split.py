@@ -151,6 +151,22 @@ def test_the_owner_alone_runs_the_scores_and_hands_p_over(tmp_path):
     assert not [line for line in loop if " STL" in line or " LDL" in line]
 
 
+def test_the_owner_alone_copied_in_parts_waits_per_box_and_both_wait_before_p_c(tmp_path):
+    # copy_parts=True with the split: the owner's score k steps wait for the boxes they
+    # read (its run is a block of its own), and P c, which both warpgroups run after it,
+    # waits again for the 8 boxes of the latent it reads (at once for the owner, whose
+    # boxes landed; the other warpgroup waits for them here, having waited for none)
+    ck = _deepseek_cubin({**SPLIT, "copy_parts": True})
+    assert "C7513" not in ck.ptxas_report and "C7520" not in ck.ptxas_report
+    loop = _split_loop(ck, tmp_path)
+    scores = [i for i, line in enumerate(loop) if "HGMMA.64x64x16" in line]
+    pc = [i for i, line in enumerate(loop) if "HGMMA.64x256x16" in line]
+    waits = [i for i, line in enumerate(loop) if "SYNCS.PHASECHK" in line]
+    assert len([i for i in waits if i < scores[-1]]) == 9
+    assert len([i for i in waits if scores[-1] < i < pc[0]]) == 8
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+
+
 def _split_loop(ck, tmp_path) -> list[str]:
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
     first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
@@ -186,7 +202,7 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
     (1, 1, 2, 64, 64, SPLIT),
     (1, 2, 1, 32, 32, SPLIT),
     pytest.param(2, 3, 3, 64, 64, SPLIT, marks=pytest.mark.slow),   # 3 tokens, 3 splits
-    (1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True}),   # (parts: not with the owner alone)
+    (1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True}),   # a barrier per TMA box too
     (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores
     pytest.param(1, 2, 1, 32, 32, REPLICAS, marks=pytest.mark.slow),
 ])

@@ -73,7 +73,6 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, PrefetchL2
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, smem_tile_bytes
-from tileir.backend.layout.warpgroup_split import PLAN_ATTR, owner_alone
 
 from .cluster_pairs import MULTICAST_ATTR
 from .copy_parts import PARTS_ATTR, asked as parts_asked, products_only
@@ -256,10 +255,7 @@ class _Pipeliner:
         # (the rotated product reads the previous slot through a view no wait covers),
         # and with a producer warpgroup: where the consumers issue the copies too, ptxas
         # serialized every wgmma (C7520, MLA decode without the producer)
-        # nor where one warpgroup's scores wait for the boxes and the other's P c would
-        # read them unwaited (a warpgroup split run by its owner alone, owner_runs.py)
         parts = self.copy_parts and chain is None and \
-            not (owner_alone(self.func) and PLAN_ATTR in loop.attributes) and \
             not any(ld.multicast for ld in loads) and \
             all(products_only(ld.op.results[0], loop.regions[0].blocks[0]) for ld in loads)
         if (self.specialize or chained) and \
