@@ -119,10 +119,12 @@ func.func @mla_like(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf16, 3
 
 // Left alone: the loop of @mla_like, but the kernel has 4 warps (one warpgroup owns
 // everything already), does not ask, or stores the scores inside the loop (both
-// warpgroups would need them: the split hands over only P and the row scale).
+// warpgroups would need them: the split hands over only P and the row scale).  A
+// kernel that asked gets the reason on the loop.
 // CHECK-LABEL: func.func @four_warps
 // CHECK-NOT:   tile.owner
 // CHECK-NOT:   tile.warpgroup_split = {
+// CHECK:       } {tile.warpgroup_split_skipped = "4 warps: the split needs two consumer warpgroups (8 warps)
 // CHECK:       return
 func.func @four_warps(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf16, 3 : i64>,
                     %o_arr: !tile.array<f32, 2 : i64>, %s_arr: !tile.array<f32, 2 : i64>, %steps: i32)
@@ -160,10 +162,11 @@ func.func @four_warps(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf16,
 
 // Left alone: the loop of @mla_like, but the kernel has 4 warps (one warpgroup owns
 // everything already), does not ask, or stores the scores inside the loop (both
-// warpgroups would need them: the split hands over only P and the row scale).
+// warpgroups would need them: the split hands over only P and the row scale).  A
+// kernel that asked gets the reason on the loop.
 // CHECK-LABEL: func.func @not_asked
 // CHECK-NOT:   tile.owner
-// CHECK-NOT:   tile.warpgroup_split = {
+// CHECK-NOT:   tile.warpgroup_split
 // CHECK:       return
 func.func @not_asked(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf16, 3 : i64>,
                     %o_arr: !tile.array<f32, 2 : i64>, %s_arr: !tile.array<f32, 2 : i64>, %steps: i32)
@@ -201,10 +204,12 @@ func.func @not_asked(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf16, 
 
 // Left alone: the loop of @mla_like, but the kernel has 4 warps (one warpgroup owns
 // everything already), does not ask, or stores the scores inside the loop (both
-// warpgroups would need them: the split hands over only P and the row scale).
+// warpgroups would need them: the split hands over only P and the row scale).  A
+// kernel that asked gets the reason on the loop.
 // CHECK-LABEL: func.func @scores_stored
 // CHECK-NOT:   tile.owner
 // CHECK-NOT:   tile.warpgroup_split = {
+// CHECK:       } {tile.warpgroup_split_skipped = "tile.store reads an owned value inside the loop
 // CHECK:       return
 func.func @scores_stored(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf16, 3 : i64>,
                     %o_arr: !tile.array<f32, 2 : i64>, %s_arr: !tile.array<f32, 2 : i64>, %steps: i32)

@@ -40,7 +40,8 @@ warpgroups) and the products' wgmma plans (`mma_plan.plan`) decide whether a loo
 qualifies: the second product's accumulator split by columns over two warpgroups,
 the score products' M one warpgroup's 64 rows, every owned op pure (no load,
 store or atomic: the owner runs them alone; the score products' operands stay the
-ring's, read by both).  Anything else is left unmarked, and `plan_loop` says why.
+ring's, read by both).  Anything else is left unmarked, with the reason `plan_loop`
+gives in `tile.warpgroup_split_skipped` on the loop (TILEIR_DUMP_IR shows it).
 
 What reads the plan: `tile-assign-layouts` plans each owned product for one
 warpgroup's four warps (m64nN: the whole score tile), so the owned ops get layouts of
@@ -76,6 +77,7 @@ from .mma_plan import plan as mma_plan
 SPLIT_ATTR = "tile.warpgroup_split"     # the kernel option (a bool on the function)
 PLAN_ATTR = "tile.warpgroup_split"      # the plan (a dictionary on the scf.for)
 REPLICAS_ATTR = "tile.split_replicas"   # the kernel option: both warpgroups run them
+SKIPPED_ATTR = "tile.warpgroup_split_skipped"   # on a loop left alone: the reason
 OWNER_ATTR = "tile.owner"
 HANDOFF_ATTR = "tile.handoff"
 OWNER = 0
@@ -131,6 +133,8 @@ def split_warpgroups(module: ir.Module, chip: str) -> list[Plan | str]:
             plan = plan_loop(loop, chip, warps)
             if isinstance(plan, Plan):
                 mark(plan)
+            else:       # what the kernel asked for and did not get, and why (IR dumps)
+                loop.attributes[SKIPPED_ATTR] = ir.StringAttr.get(plan)
             out.append(plan)
     return out
 
