@@ -1,7 +1,8 @@
 """Decode attention over a paged KV cache, and MLA decode: bandwidth against a device copy.
 
     python bench/decode_attention.py [--out DIR] [--quick] [--splits 1,4,16]
-                                     [--only-mla] [--mla-variants] [--mla-phases]
+                                     [--only-mla] [--mla-variants [--mla-only WORDS]]
+                                     [--mla-phases]
     python bench/decode_attention.py --short [--short-batches 1,4] [--out DIR]
 
 Kernels: `tileir.examples.decode_attention.paged_decode_attention` and
@@ -24,7 +25,9 @@ step, ring stages, the producer warpgroup, the products rotated or not:
 `mla_decode.variant`; the LLM engine's pages of 16 slots) at batch 64, contexts 4k
 and 8k, each checked against fp32 torch first; --mla-phases times a step of the
 default MLA kernel against its two products alone (`mla_decode.scores_only`,
-`values_only`); --only-mla leaves out the decode shapes.  Times are medians of CUDA-graph
+`values_only`) and against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`);
+--mla-only WORDS keeps the variants whose name contains one; --only-mla leaves out
+the decode shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
 included).  --splits also times each listed num_splits beside the chooser's (to tune
 `choose_splits`).  Each kernel is first checked against fp32 torch on ragged
@@ -77,8 +80,18 @@ TENSOR_PEAK = 989e12
 ROTATED = {"product_rotation": True}
 FENCED = {**ROTATED, "rotation_fence": True}
 PARTS = {"copy_parts": True}
+# the warpgroup split (backend/layout/warpgroup_split.py): warpgroup 0 alone computes the
+# whole 64 x 64 score tile and the softmax and hands P and alpha over (owner_runs.py);
+# with replicas, each warpgroup computes them itself, no exchange in the loop
+SPLIT = {"warpgroup_split": True}
+REPLICAS = {**SPLIT, "split_replicas": True}
 MLA_VARIANTS = [
     ("bn64 (default: unrotated, 2 stages)", 64, {}, PAGE),
+    ("bn64 warpgroup split (scores by warpgroup 0)", 64, SPLIT, PAGE),
+    ("bn64 warpgroup split, copy in parts", 64, {**SPLIT, **PARTS}, PAGE),
+    ("bn64 split replicas (scores in each warpgroup)", 64, REPLICAS, PAGE),
+    ("bn64 split replicas, copy in parts", 64, {**REPLICAS, **PARTS}, PAGE),
+    ("bn32 warpgroup split (4 stages)", 32, SPLIT, PAGE),
     ("bn64 copy in parts", 64, PARTS, PAGE),
     ("bn64 no producer", 64, {"warp_specialize": False}, PAGE),
     ("bn64 rotated", 64, ROTATED, PAGE),
@@ -347,12 +360,15 @@ def check_mla(bn, hints, page=PAGE) -> float:
     return worst
 
 
-def mla_variants(copy_gbs) -> list[dict]:
-    """Each configuration of MLA_VARIANTS at batch 64, contexts 4k and 8k (CUDA-graph
-    times): printed as a table, best first; the rows for the JSON."""
+def mla_variants(copy_gbs, only=()) -> list[dict]:
+    """Each configuration of MLA_VARIANTS (`only`: those whose name contains one of
+    these words) at batch 64, contexts 4k and 8k (CUDA-graph times): printed as a
+    table, best first; the rows for the JSON."""
     rows = []
     cases = {}
     for name, bn, hints, page in MLA_VARIANTS:
+        if only and not any(word in name for word in only):
+            continue
         row = {"variant": name, "bn": bn, "hints": hints, "page": page}
         try:
             row["error"] = check_mla(bn, hints, page)
@@ -425,25 +441,33 @@ def mla_phases() -> list[dict]:
         row = {"batch": batch, "ctx": ctx, "error": err}
         row["mla"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
                                                   num_splits=1))["graph"]
+        row["mla_split"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
+                                                        num_splits=1, hints=SPLIT))["graph"]
+        row["mla_replicas"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
+                                                           num_splits=1,
+                                                           hints=REPLICAS))["graph"]
         for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
             o = torch.empty(batch, 1, MLA_H, width, device="cuda")
             k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, o)
             row[k.name] = timed(lambda: ct.launch(None, grid, k, args))["graph"]
-        per = {key: row[key] * 1e3 / steps for key in ("mla", "scores_only", "values_only")}
+        per = {key: row[key] * 1e3 / steps
+               for key in ("mla", "mla_split", "mla_replicas", "scores_only", "values_only")}
         row["us a step"] = per
         row["cycles a step"] = {key: v * 1.83e3 for key, v in per.items()}
         rows.append(row)
         print(json.dumps(row), flush=True)
     print("MLA phases, batch 64 (CUDA graph): a 64-key step of one block, us (cycles at "
           "1.83 GHz)")
-    print("| context | mla | scores only | P c only | mla - both |")
-    print("|---|---|---|---|---|")
+    print("| context | mla | scores only | P c only | mla - both | mla, warpgroup split "
+          "| mla, split replicas |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         u = r["us a step"]
         rest = u["mla"] - u["scores_only"] - u["values_only"]
         print(f"| {r['ctx'] // 1024}k | " + " | ".join(
             f"{v:.3f} ({v * 1.83e3:.0f})" for v in (u["mla"], u["scores_only"],
-                                                   u["values_only"], rest)) + " |")
+                                                   u["values_only"], rest,
+                                                   u["mla_split"], u["mla_replicas"])) + " |")
     return rows
 
 
@@ -493,10 +517,10 @@ def plot(rows, path, device):
 
 
 def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = False,
-        variants: bool = False, phases: bool = False) -> list[dict]:
-    """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations;
-    `phases`: and MLA's two products alone); prints the tables; writes JSON and PNG
-    into out_dir."""
+        variants: bool = False, phases: bool = False, only_variants=()) -> list[dict]:
+    """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations,
+    those whose name contains a word of `only_variants` if any; `phases`: and MLA's two
+    products alone); prints the tables; writes JSON and PNG into out_dir."""
     device, errs = _start()
     bad = [k for k, e in errs.items() if not e < 2e-2]
     if bad:
@@ -511,7 +535,7 @@ def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = Fals
         rows.append(measure_mla(batch, ctx, copy_gbs, splits_list))
         print(json.dumps(rows[-1]), flush=True)
     print(table_text(rows, copy_gbs))
-    var_rows = mla_variants(copy_gbs) if variants else []
+    var_rows = mla_variants(copy_gbs, only_variants) if variants else []
     phase_rows = mla_phases() if phases else []
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "decode_attention.json"), "w") as f:
@@ -540,6 +564,9 @@ def main(argv=None) -> int:
                    help="with --short: these contexts (comma-separated)")
     p.add_argument("--short-pages", default=",".join(map(str, SHORT_PAGES)),
                    help="with --short: these page sizes (comma-separated)")
+    p.add_argument("--mla-only", default="",
+                   help="with --mla-variants: only the variants whose name contains one of "
+                        "these words (comma-separated), e.g. 'default,split'")
     p.add_argument("--mla-phases", action="store_true",
                    help="also time MLA's two products alone against the whole step")
     args = p.parse_args(argv)
@@ -549,7 +576,8 @@ def main(argv=None) -> int:
                   ints(args.short_pages))
         return 0
     splits = [int(s) for s in args.splits.split(",") if s]
-    run(args.out, args.quick, splits, args.only_mla, args.mla_variants, args.mla_phases)
+    run(args.out, args.quick, splits, args.only_mla, args.mla_variants, args.mla_phases,
+        [w for w in args.mla_only.split(",") if w])
     return 0
 
 

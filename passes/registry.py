@@ -21,7 +21,7 @@ from . import (assign_layouts, canonicalize, cluster_pairs, cluster_rows, cse, d
                hoist_loads, inline,
                launch_order, licm, lower_to_gpu, lower_to_llvm, persistent_tiles, pingpong,
                pipeline_loops, programmatic_launch, reassociate_reductions, retile_blocks,
-               reverse_rereads, split_blocks, version_bounds)
+               reverse_rereads, split_blocks, split_warpgroups, version_bounds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +39,7 @@ PASSES: dict[str, PassInfo] = {p.name: p for p in map(_info, (
     inline, canonicalize, licm, cse, dce, reverse_rereads, guard_masks, reassociate_reductions,
     hoist_loads,
     retile_blocks, cluster_rows, split_blocks, launch_order, defer_online_reductions,
-    assign_layouts,
+    split_warpgroups, assign_layouts,
     cluster_pairs, persistent_tiles, group_blocks, pipeline_loops, pingpong, version_bounds,
     programmatic_launch, lower_to_gpu, lower_to_llvm, emit_ptx, emit_cubin))}
 
@@ -84,8 +84,12 @@ STAGES: dict[str, tuple[str, ...]] = {
     # first: they set the tile shapes layouts, warps and MMA plans are chosen for; on
     # a small grid, online softmax loops then carry their max and sum per lane.
     # Then, on any grid, the axis that walks contiguous memory is launched fastest.
+    # A kernel that asks for a warpgroup split gets its plan (which ops one consumer
+    # warpgroup owns) before layouts, which are to be chosen for it: after the
+    # rewrites above, which change the loops it reads.
     "layout": ("tile-retile-blocks", "tile-cluster-rows", "tile-split-blocks",
-               "tile-launch-order", "tile-defer-online-reductions", "tile-assign-layouts"),
+               "tile-launch-order", "tile-defer-online-reductions", "tile-split-warpgroups",
+               "tile-assign-layouts"),
     # After layouts: only then is it known which loads go to shared memory.
     # Cluster pairs before the tile loop is made: it walks pairs of tiles then.
     # Persistent first: the tile loop it makes is what grouped order and the

@@ -444,7 +444,8 @@ class Kernel(KernelEntry):
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch", "l2_prefetch", "product_rotation",
-                       "rotation_fence", "pingpong", "copy_parts", "fp_fusion"):
+                       "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
+                       "warpgroup_split", "split_replicas"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -811,7 +812,13 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     the add or subtract that takes its result become one fused multiply-add, FFMA,
     rounded once, as Triton's `enable_fp_fusion` and nvcc's `-fmad` do: the f32
     `mulf`, `addf` and `subf` of the kernel carry `fastmath<contract>`; off by
-    default until measured; docs/attention.md) and
+    default until measured; docs/attention.md), `warpgroup_split` (sm_90a, a loop of two chained
+    products on two consumer warpgroups that split the second's output by columns:
+    True gives the scores, the softmax and its carried row statistics to warpgroup 0,
+    which computes the whole score tile alone and hands P and the row scale to the
+    other through shared memory; `split_replicas` True with it makes both warpgroups
+    run that code, each its replica, with no exchange; off by default until measured;
+    backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -823,7 +830,8 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     known = {"num_ctas", "occupancy", "opt_level", "num_worker_warps", "num_warps",
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
-             "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion"}
+             "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
+             "warpgroup_split", "split_replicas"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

@@ -246,6 +246,8 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
 
 ROTATED = {"product_rotation": True}
 PARTS = {"copy_parts": True}
+SPLIT = {"warpgroup_split": True}
+REPLICAS = {**SPLIT, "split_replicas": True}
 
 
 @pytest.mark.parametrize("bn,hints", [
@@ -261,6 +263,14 @@ PARTS = {"copy_parts": True}
     (64, PARTS),                               # a barrier per TMA box, waited per k step
     (32, PARTS),
     (16, PARTS),
+    # the warpgroup split: scores and softmax by warpgroup 0, a step ahead; replicas:
+    # by each warpgroup, no exchange
+    pytest.param(64, SPLIT, id="split-64"),
+    pytest.param(32, SPLIT, id="split-32"),
+    pytest.param(64, {**SPLIT, **PARTS}, id="split-parts-64"),
+    pytest.param(64, REPLICAS, id="replicas-64"),
+    pytest.param(32, REPLICAS, id="replicas-32"),
+    pytest.param(64, {**REPLICAS, **PARTS}, id="replicas-parts-64"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct

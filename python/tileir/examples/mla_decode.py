@@ -22,8 +22,10 @@ LLM engine's 16-slot pages (docs/attention.md, "Decode and MLA decode").
 `mla_decode(..., bn=, hints=)` runs other configurations
 (bench/decode_attention.py --mla-variants times them; `hints={"copy_parts": True}`
 waits for a step's TMA boxes one by one, each before the score k steps that read
-it); `scores_only` and `values_only` are the loop's two products alone, for timing
-them (--mla-phases).
+it; `hints={"warpgroup_split": True}` gives the scores and the softmax to one
+warpgroup, which hands P and the row scale to the other and runs a step ahead of it,
+FlashMLA's split; not measured yet); `scores_only` and `values_only` are the loop's
+two products alone, for timing them (--mla-phases).
 The latents past a token are masked in the scores only, so a cache's unused slots
 must hold finite numbers (zeros, stale tokens).
 """
@@ -108,7 +110,9 @@ _variants: dict = {}
 
 def variant(**hints):
     """`mla` with some hints replaced (`num_stages`, `warp_specialize`, `product_rotation`,
-    `rotation_fence`, `copy_parts`), one
+    `rotation_fence`, `copy_parts`, `warpgroup_split`: the scores and softmax by
+    warpgroup 0, P and alpha handed over; `split_replicas`: with it, by each warpgroup,
+    no exchange), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""
     key = tuple(sorted(hints.items()))

@@ -51,6 +51,13 @@ class LoweringContext:
         self.num_warps = num_warps
         self.producer_warps = producer_warps
         self.role = None          # "producer" / "consumer" inside a specialized branch
+        # tile-split-warpgroups' owned ops run by the owner warpgroup alone
+        # (owner_runs.py): whether the kernel asks, whether a run is being lowered, and
+        # the values only the owner's threads hold (undefined in the other warpgroup)
+        self.owner_exec = False
+        self.owner_run = False
+        self.owner_only: set = set()
+        self.handoffs = False     # a hand-off left the owner ahead (owner_runs.py)
         self.chip = chip
         # (array argument index, box, swizzle) -> the kernel's CUtensorMap parameter
         self.tensor_maps: dict[tuple, ir.Value] = {}
@@ -204,6 +211,10 @@ class LoweringContext:
         """A barrier of the threads that run this code: the block, or in the consumer
         branch of a warp-specialized kernel its consumer warps alone (named barrier 1:
         the producer warps never reach it)."""
+        if self.owner_run:
+            raise TileIRError("internal error: a barrier of both consumer warpgroups in ops "
+                              "one warpgroup runs alone (backend/gpu/owner_runs.py)",
+                              ir.Location.current)
         if self.role == "consumer":
             nvvm.barrier(None, barrier_id=self.const(1),
                          number_of_threads=self.const(32 * self.num_warps))

@@ -45,9 +45,11 @@ from .encodings import is_distributed
 from .retile import note_grid_rewrite, unit_dims_only
 from .split import small_grid
 from .mma_layouts import Mma, Shared, choose_swizzle
+from .warpgroup_split import OWNER_ATTR
 
 NUM_WARPS_ATTR = "tile.num_warps"
 DEFAULT_MAX_WARPS = 16
+WARPGROUP = 4                      # warps of a warpgroup (wgmma)
 # On a small grid (at most one block for every two SMs: decode) a kernel without
 # loops whose block streams 32 KB or more takes up to 32 warps: nothing else runs on
 # its SM, and a shorter chain a thread is what shortens the kernel.  Fused add +
@@ -77,7 +79,7 @@ class MmaAssignment:
             a, b, acc = op.operands
             k = a.type.shape[-1]
             p = mma_plan.plan(tuple(acc.type.shape), str(acc.type.element_type),
-                              str(a.type.element_type), self.chip, self.num_warps, k)
+                              str(a.type.element_type), self.chip, self._mma_warps(op), k)
             if p is None and a.type.rank != 2:
                 raise TileIRError(
                     f"a batched (3-d) mma is not lowered to the GPU: operands {_shape(a)} x "
@@ -100,6 +102,14 @@ class MmaAssignment:
         self.propagate_through_loops()
         while self.propagate_forward():
             self.propagate_through_loops()
+
+    def _mma_warps(self, op: ir.Operation) -> int:
+        """The warps a product is planned for: the kernel's, or one warpgroup's for a
+        product tile-split-warpgroups gave to an owner (`tile.owner`): its layout then
+        covers four warps and the other warpgroup holds replicas."""
+        if OWNER_ATTR in op.attributes and self.num_warps == 2 * WARPGROUP:
+            return WARPGROUP
+        return self.num_warps
 
     def propagate_forward(self) -> bool:
         """What is computed from a product's result prefers the layout it gets from it

@@ -53,6 +53,7 @@ from tileir.dialect.ring import MmaAsyncOp, MmaWaitOp, RingReleaseOp, RingViewOp
 from tileir.dialect.tile import MmaOp, promotes_sums
 from tileir.dialect.types import bitwidth, is_float
 from tileir.backend.layout.mma_layouts import Mma, Shared
+from tileir.backend.layout.warpgroup_split import OWNER_ATTR
 
 from .pure_slices import clone_ops
 
@@ -115,9 +116,15 @@ def issue_chains(loop: ir.Operation) -> int:
         head, last = chain[0], chain[-1]
         with ir.InsertionPoint(last), last.location:
             acc = head.operands[2]
+            made = []
             for p in chain:
-                acc = MmaAsyncOp(p.operands[0], p.operands[1], acc).result
+                made.append(MmaAsyncOp(p.operands[0], p.operands[1], acc).operation)
+                acc = made[-1].results[0]
             waited = MmaWaitOp(acc, 0)
+            # a chain one warpgroup owns (tile-split-warpgroups) stays its own
+            if all(OWNER_ATTR in p.attributes for p in chain):
+                for op in made + [waited.operation]:
+                    op.attributes[OWNER_ATTR] = chain[0].attributes[OWNER_ATTR]
         last.results[0].replace_all_uses_with(waited.results[0])
         for p in reversed(chain):
             p.erase()

@@ -8,6 +8,7 @@ from mlir.dialects import arith, llvm, nvvm, scf
 
 from tileir.dialect import TileIRError
 
+from .. import owner_runs
 from ..context import Frag, LoweringContext, lin_of
 from ..tma_store import GROUP_BARRIER_BASE
 from .registry import lower_block, rule
@@ -97,9 +98,16 @@ def _if(cx, op):
     outer = cx.role
     for region, blk, role in zip(op.regions, (new.then_block, new.else_block), roles):
         cx.role = role
+        handing = cx.handoffs
         with ir.InsertionPoint(blk):
             if len(region.blocks):
+                cx.handoffs = False
                 term = lower_block(cx, region.blocks[0])
+                if role == "consumer" and role != outer and cx.handoffs:
+                    # the owner's hand-offs ran ahead: balance their barriers
+                    owner_runs.open_handoffs(cx, blk)
+                    owner_runs.close_handoffs(cx)
+                cx.handoffs = cx.handoffs or handing
                 scf.YieldOp(_flatten(cx, list(term.operands)) if term is not None else [])
             else:
                 scf.YieldOp([])
@@ -122,7 +130,8 @@ def _set_max_registers(cx, op):
 # Named barriers (16 a block): 0 the block's, 1 the consumer warps' (LoweringContext.
 # barrier), GROUP_BARRIER_BASE .. + num_warps // 2 - 1 the TMA store's warp groups (two
 # warps or more each: tma_store.py), then the consumer warpgroups' two turns
-# (tile.turn): warpgroup w waits on the turn barrier of w, the other arrives on it.
+# (tile.turn): warpgroup w waits on the turn barrier of w, the other arrives on it;
+# then the owner warpgroup's hand-offs, empty and full (owner_runs.handoff_barriers).
 NAMED_BARRIERS = 16
 
 

@@ -11,10 +11,15 @@ from __future__ import annotations
 from typing import Callable
 
 from mlir import ir
+from mlir.dialects import scf
 
 from tileir.dialect import TileIRError
 
+from .. import owner_runs
 from ..context import LoweringContext
+
+# stores whose value may be one warpgroup's alone (owner_runs.py): that warpgroup stores
+OWNER_STORES = frozenset({"tile.store"})
 
 RULES: dict[str, Callable] = {}
 PREFIX_RULES: dict[str, Callable] = {}
@@ -37,13 +42,24 @@ def prefix_rule(*prefixes: str):
 
 
 def lower_block(cx: LoweringContext, block: ir.Block) -> ir.Operation | None:
-    """Lowers every op of `block`; returns its terminator (for the parent rule)."""
-    for op in block.operations:
-        op = op.operation
-        if op.name in ("scf.yield", "scf.condition", "func.return"):
-            return op
+    """Lowers every op of `block`; returns its terminator (for the parent rule).  Ops
+    one warpgroup owns run as one run under its predicate (owner_runs.py)."""
+    ops = [op.operation for op in block.operations]
+    term = None
+    if ops and ops[-1].name in ("scf.yield", "scf.condition", "func.return"):
+        term = ops.pop()
+    plan = owner_runs.schedule(ops) if cx.owner_exec and not cx.owner_run else None
+    if plan is None:
+        for op in ops:
+            lower_op(cx, op)
+        return term
+    before, run, after = plan
+    for op in before:
         lower_op(cx, op)
-    return None
+    owner_runs.lower_run(cx, run, lower_op)
+    for op in after:
+        lower_op(cx, op)
+    return term
 
 
 def lower_op(cx: LoweringContext, op: ir.Operation) -> None:
@@ -54,4 +70,13 @@ def lower_op(cx: LoweringContext, op: ir.Operation) -> None:
     if fn is None:
         raise TileIRError(f"no GPU lowering for '{name}'", op.location)
     with op.location:
+        if cx.owner_only and not cx.owner_run and name in OWNER_STORES and \
+                any(v in cx.owner_only for v in op.operands):
+            # an owner-only value stored: by the owner's threads (the others hold none)
+            with ir.InsertionPoint(scf.IfOp(owner_runs.is_owner(cx)).then_block):
+                fn(cx, op.opview)
+                scf.YieldOp([])
+            return
         fn(cx, op.opview if name.startswith("tile.") else op)
+    if cx.owner_only and not cx.owner_run:
+        owner_runs.taint(cx, op)

@@ -8,8 +8,10 @@ scratch buffer's offset.
 
 from __future__ import annotations
 
+import contextlib
+
 from mlir import ir
-from mlir.dialects import arith, memref
+from mlir.dialects import arith, memref, scf
 
 
 from tileir.dialect.layout import tile_layout
@@ -17,6 +19,7 @@ from tileir.dialect.layout import tile_layout
 from tileir.backend.layout import layouts as L
 from tileir.backend.layout.mma_layouts import Shared, choose_swizzle
 from ..context import Frag, LoweringContext, _bits, index, lin_of
+from ..owner_runs import skewed, skewed_handoff
 from ..shared import SmemTile, load_frag, new_tile, staging_linear, store_frag, write_shared
 from .registry import rule
 
@@ -30,17 +33,35 @@ def _broadcast(cx, op):
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
     r = L.restrict(res_lin, src.shape)
-    if r.lanes != src.lin.lanes or r.warps != src.lin.warps or \
-            not set(r.regs) <= set(src.lin.regs):
-        # the source elements each thread needs, in the result layout's arrangement
-        src = swizzled_exchange(cx, src, r) if _bits(src.elem) >= 8 else \
-            smem_exchange(cx, src, r, _row_major(src.shape), _row_major(src.shape))
+    owned = op.source in cx.owner_only
+    moved = _owner_widened(cx, op.source, src.lin, r) or r.lanes != src.lin.lanes or \
+        not _same_warps(r.warps, src.lin.warps) or not set(r.regs) <= set(src.lin.regs)
+    if moved:
+        # the source elements each thread needs, in the result layout's arrangement (a
+        # value one warpgroup holds alone: its threads write, owner_runs.py)
+        src = swizzled_exchange(cx, src, r, owned) if _bits(src.elem) >= 8 else \
+            smem_exchange(cx, src, r, _row_major(src.shape), _row_major(src.shape), owned)
     where = _reg_index(src.lin)
     regs = []
     for i in range(res_lin.num_regs):
         c = tuple(v if v < s else 0 for v, s in zip(res_lin.reg_coord(i), src.shape))
         regs.append(src.regs[where[c]])
     cx.values[op.result] = Frag(res_lin, src.elem, regs)
+    _still_owned(cx, op, owned and not moved)
+
+
+def _still_owned(cx: LoweringContext, op, owned: bool) -> None:
+    """A result computed in registers from one warpgroup's value is that warpgroup's
+    too; one read back from an exchange its threads wrote is everyone's."""
+    if owned:
+        cx.owner_only.add(op.result)
+
+
+def _owner_widened(cx: LoweringContext, value: ir.Value, src: L.Linear,
+                   res: L.Linear) -> bool:
+    """Whether `value` is one warpgroup's alone (owner_runs.py) and `res` names more
+    warps than its layout: the other warpgroup's share must come from the owner."""
+    return value in cx.owner_only and len(res.warps) > len(src.warps)
 
 
 def _squeeze(lin: L.Linear) -> tuple:
@@ -60,12 +81,14 @@ def _reshape(cx, op):
         return
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
+    owned = op.source in cx.owner_only
     if _squeeze(src.lin) == _squeeze(res_lin):          # only unit dims change: free
         cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
+        _still_owned(cx, op, owned)
         return
     # row-major order is what reshape preserves: exchange through shared memory
     cx.values[op.result] = smem_exchange(cx, src, res_lin, _row_major(src.shape),
-                                         _row_major(res_lin.shape))
+                                         _row_major(res_lin.shape), owned)
 
 
 @rule("tile.permute")
@@ -77,16 +100,18 @@ def _permute(cx, op):
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
     moved = lambda c: tuple(c[p] for p in perm)  # noqa: E731
+    owned = op.source in cx.owner_only
     if (tuple(map(moved, src.lin.regs)), tuple(map(moved, src.lin.lanes)),
             tuple(map(moved, src.lin.warps))) == (res_lin.regs, res_lin.lanes, res_lin.warps):
         cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
+        _still_owned(cx, op, owned)
         return
     res_shape = res_lin.shape
     strides = _row_major(res_shape)
     # source element c lands at result coordinate (c[perm[0]], c[perm[1]], ...)
     inv = [perm.index(d) for d in range(len(perm))]
     src_flat = [strides[inv[d]] for d in range(len(perm))]
-    cx.values[op.result] = smem_exchange(cx, src, res_lin, src_flat, strides)
+    cx.values[op.result] = smem_exchange(cx, src, res_lin, src_flat, strides, owned)
 
 
 @rule("tile.convert_layout")
@@ -107,17 +132,39 @@ def _convert(cx, op):
         return
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
+    owned = op.source in cx.owner_only
     if _is_splat(op.source):                      # one block-uniform value: free anywhere
         cx.values[op.result] = Frag(res_lin, src.elem, [src.regs[0]] * res_lin.num_regs)
+        _still_owned(cx, op, owned)
         return
-    if src.lin == res_lin:
+    # one warpgroup's value wanted by both goes through shared memory, the owner's
+    # threads writing it (owner_runs.py)
+    if not _owner_widened(cx, op.source, src.lin, res_lin) and \
+            (src.lin == res_lin or _same_but_replicas(src.lin, res_lin)):
         cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
+        _still_owned(cx, op, owned)
         return
     if _bits(src.elem) >= 8:
-        cx.values[op.result] = swizzled_exchange(cx, src, res_lin)
+        cx.values[op.result] = swizzled_exchange(cx, src, res_lin, owned)
         return
     strides = _row_major(res_lin.shape)
-    cx.values[op.result] = smem_exchange(cx, src, res_lin, strides, strides)
+    cx.values[op.result] = smem_exchange(cx, src, res_lin, strides, strides, owned)
+
+
+def _same_but_replicas(a: L.Linear, b: L.Linear) -> bool:
+    """Whether two layouts put every element in the same registers of the same lanes
+    and warps, one of them naming more warps, which hold replicas (zero bases): one
+    warpgroup's product (tile-split-warpgroups) read as an operand that both
+    warpgroups hold whole."""
+    return a.shape == b.shape and a.regs == b.regs and a.lanes == b.lanes and \
+        _same_warps(a.warps, b.warps)
+
+
+def _same_warps(a: tuple, b: tuple) -> bool:
+    """Whether two layouts' warp bases agree, the warps past the shorter list holding
+    replicas (zero bases) in the longer."""
+    short, long_ = sorted((a, b), key=len)
+    return long_[:len(short)] == short and all(not any(w) for w in long_[len(short):])
 
 
 def _is_splat(value: ir.Value) -> bool:
@@ -136,19 +183,38 @@ def _is_splat(value: ir.Value) -> bool:
     return False
 
 
-def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear) -> Frag:
+def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear,
+                      owner_writes: bool = False) -> Frag:
     """A layout conversion through a scratch tile in shared memory, laid out row by
     row with the widest swizzle the rows allow: both sides move vectors (up to 16
-    bytes), and the rows one warp touches at once fall on different banks."""
+    bytes), and the rows one warp touches at once fall on different banks.
+    `owner_writes`: only the owner warpgroup's threads write (owner_runs.py)."""
     shape = res_lin.shape
     eb = max(1, _bits(src.elem) // 8)
     layout = Shared(choose_swizzle(shape[-1] * eb), tuple(reversed(range(len(shape)))))
     tile = SmemTile(layout, shape, src.elem, 0)
     tile.base = cx.scratch(tile.nbytes)
+    if owner_writes and skewed(cx, src, res_lin):
+        return skewed_handoff(cx, src, res_lin, lambda: store_frag(cx, src, tile),
+                              lambda: load_frag(cx, tile, res_lin))
     cx.smem_barrier_before()                       # earlier readers of the scratch are done
-    store_frag(cx, src, tile)
+    with _owner_only(cx, owner_writes):
+        store_frag(cx, src, tile)
     cx.barrier()
     return load_frag(cx, tile, res_lin)
+
+
+@contextlib.contextmanager
+def _owner_only(cx: LoweringContext, on: bool):
+    """Code emitted inside runs in the owner warpgroup only when `on`."""
+    if not on:
+        yield
+        return
+    from ..owner_runs import is_owner
+    branch = scf.IfOp(is_owner(cx))
+    with ir.InsertionPoint(branch.then_block):
+        yield
+        scf.YieldOp([])
 
 
 def _row_major(shape) -> list[int]:
@@ -170,7 +236,7 @@ def _flat_index(cx: LoweringContext, lin: L.Linear, r: int, strides) -> ir.Value
 
 
 def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides,
-                  res_strides) -> Frag:
+                  res_strides, owner_writes: bool = False) -> Frag:
     """Writes `src` to shared memory at sum(coord * src_strides) and reads `res_lin`'s
     elements back at sum(coord * res_strides)."""
     n = 1
@@ -179,17 +245,27 @@ def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides
     is_i1 = isinstance(src.elem, ir.IntegerType) and src.elem.width == 1
     mem_t = ir.IntegerType.get_signless(8) if is_i1 else src.elem
     buf = cx.smem(n, mem_t)
+
+    def write():
+        for r in range(src.lin.num_regs):
+            v = arith.extui(mem_t, src.regs[r]) if is_i1 else src.regs[r]
+            memref.store(v, buf, [index(_flat_index(cx, src.lin, r, src_strides))])
+
+    def read() -> Frag:
+        regs = []
+        for r in range(res_lin.num_regs):
+            v = memref.load(buf, [index(_flat_index(cx, res_lin, r, res_strides))])
+            if is_i1:
+                v = arith.cmpi(arith.CmpIPredicate.ne, v, cx.const(0, mem_t))
+            regs.append(v)
+        return Frag(res_lin, src.elem, regs)
+
+    if owner_writes and src_strides == res_strides and skewed(cx, src, res_lin):
+        return skewed_handoff(cx, src, res_lin, write, read)
     cx.smem_barrier_before()            # earlier readers of the shared buffer are done
-    for r in range(src.lin.num_regs):
-        v = arith.extui(mem_t, src.regs[r]) if is_i1 else src.regs[r]
-        memref.store(v, buf, [index(_flat_index(cx, src.lin, r, src_strides))])
+    with _owner_only(cx, owner_writes):
+        write()
     cx.barrier()
-    regs = []
-    for r in range(res_lin.num_regs):
-        v = memref.load(buf, [index(_flat_index(cx, res_lin, r, res_strides))])
-        if is_i1:
-            v = arith.cmpi(arith.CmpIPredicate.ne, v, cx.const(0, mem_t))
-        regs.append(v)
-    return Frag(res_lin, src.elem, regs)
+    return read()
 
 

@@ -1,0 +1,295 @@
+"""Ops one warpgroup owns, run by it alone (stage `gpu`; tile-split-warpgroups' marks).
+
+tile-split-warpgroups marks the ops of a two-product loop that one consumer warpgroup
+(the owner, 0) runs (`tile.owner`), and tile-assign-layouts gives them layouts of that
+warpgroup's four warps, which the other warpgroup holds as replicas.  Where the kernel
+asks for the owner to run them alone (`owner_only`), the lowering of a block gathers
+its owned ops into one run and emits it under `if warp < 4`:
+
+    %s = mma(q, c^T) {owner}              scf.if %is_owner -> (P, alpha, m, l) {
+    %p = exp2(...) {owner}          ->       wgmmas, softmax ...; yield P, alpha, m, l
+    %pb = truncf %p {owner, handoff}      } else { yield undef, ... }
+    %o = mma(convert(%pb), c, acc)        %o = mma(exchange(P: owner writes), c, acc)
+
+A block's pure ops between its first and last owned op that do not read the run's
+values move above it; those that do (and no later owned op reads) move below it.  The
+run's results are the owner's alone (`LoweringContext.owner_only`): in the other
+warpgroup they are undefined, and so is whatever is computed from them outside a run,
+until a conversion or broadcast into a layout both warpgroups hold: that exchange
+through shared memory is written by the owner's warps only (rules/shape.py), and a
+store of an owner-only value is the owner's (lower_owned_store).  Nothing that needs
+both warpgroups (a consumer barrier) may run inside a run: `LoweringContext.barrier`
+refuses it.  A block whose owned ops cannot be gathered (an op with effects between
+them) runs them in both warpgroups, replicas as before: correct, not faster.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, llvm, scf, vector
+
+from tileir.dialect import TileIRError
+from tileir.backend.layout.warpgroup_split import OWNER_ATTR
+
+from .context import Frag, LoweringContext
+
+OWNER_WARPS = 4            # warpgroup 0: warps 0-3 of the consumer warps
+_PURE_PREFIXES = ("arith.", "math.")
+_PURE = frozenset({"tile.iota", "tile.broadcast", "tile.reshape", "tile.permute",
+                   "tile.reduce", "tile.convert_layout", "tensor.splat", "tensor.extract",
+                   "tile.extract_slice", "tile.concat"})
+
+
+def is_owner(cx: LoweringContext) -> ir.Value:
+    """i1: this thread is one of the owner warpgroup's."""
+    _, _, warp = cx.thread_ids()
+    return arith.cmpi(arith.CmpIPredicate.ult, warp, cx.const(OWNER_WARPS))
+
+
+def schedule(ops: list[ir.Operation]) -> tuple[list, list, list] | None:
+    """(before, run, after): the block's ops (terminator excluded) with its owned ops
+    gathered into one run; None when the block has none or they cannot be gathered."""
+    owned = [i for i, op in enumerate(ops) if OWNER_ATTR in op.attributes]
+    if not owned:
+        return None
+    first, last = owned[0], owned[-1]
+    run_ops = [op for op in ops[first:last + 1] if OWNER_ATTR in op.attributes]
+    run_set = set(run_ops)
+    produced = {r for op in run_ops for r in op.results}
+    up, down = [], []
+    for op in ops[first:last + 1]:
+        if op in run_set:
+            continue
+        if not _pure(op):
+            return None
+        reads = _reads(op)
+        if reads & produced or any(x in down for x in _producers(reads)):
+            # reads the run: below it, unless a later owned op reads it too
+            if any(r in _reads_of(run_ops) for r in op.results):
+                return None
+            down.append(op)
+            produced |= set(op.results)      # (what reads it goes below too)
+        else:
+            up.append(op)
+    return ops[:first] + up, run_ops, down + ops[last + 1:]
+
+
+def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
+    """Lowers `run` under `if warp < 4`; its values read outside it become the
+    results of the if (undefined in the other warpgroup, `cx.owner_only`)."""
+    inside = set(run)
+    escaping = [r for op in run for r in op.results
+                if any(_user(u) not in inside for u in r.uses)]
+    cond = is_owner(cx)
+    # the types of the escaping registers are known once lowered: lower into a first
+    # if without results, then move its ops into the one that yields them
+    probe = scf.IfOp(cond, [], has_else=True)
+    with ir.InsertionPoint(probe.then_block):
+        cx.owner_run = True
+        try:
+            for op in run:
+                lower_op(cx, op)
+        finally:
+            cx.owner_run = False
+    flat = []
+    with ir.InsertionPoint(probe.then_block):
+        for v in escaping:
+            got = cx.get(v)
+            if isinstance(got, Frag):
+                # 16-bit values leave the run packed in pairs: half the registers live
+                # across the branch (P: 16, not 32)
+                flat.extend(_packed(got.regs))
+            elif isinstance(got, ir.Value):
+                flat.append(got)
+            else:
+                raise TileIRError(f"internal error: an owned value that is not a tile or "
+                                  f"a scalar ({type(got).__name__}) is read outside its run",
+                                  v.owner.location)
+    types = [v.type for v in flat]
+    new = scf.IfOp(cond, types, has_else=True)
+    with ir.InsertionPoint(new.then_block):
+        yield_op = scf.YieldOp(flat)
+    for op in list(probe.then_block.operations):
+        op.operation.move_before(yield_op.operation)
+    with ir.InsertionPoint(new.else_block):
+        scf.YieldOp([llvm.UndefOp(t).result for t in types])
+    probe.operation.erase()
+    it = iter(new.results)
+    for v in escaping:
+        got = cx.get(v)
+        if isinstance(got, Frag):
+            words = [next(it) for _ in range(_packed_count(got.regs))]
+            cx.values[v] = Frag(got.lin, got.elem, _unpacked(words, got.regs))
+        else:
+            cx.values[v] = next(it)
+        cx.owner_only.add(v)
+
+
+def _sixteen(regs: list) -> bool:
+    return bool(regs) and len(regs) % 2 == 0 and str(regs[0].type) in ("bf16", "f16")
+
+
+def _packed_count(regs: list) -> int:
+    return len(regs) // 2 if _sixteen(regs) else len(regs)
+
+
+def _packed(regs: list) -> list:
+    """16-bit registers in pairs, each an i32 (low half first); others as they are."""
+    if not _sixteen(regs):
+        return list(regs)
+    i32 = ir.IntegerType.get_signless(32)
+    vt = ir.VectorType.get([2], regs[0].type)
+    out = []
+    for i in range(0, len(regs), 2):
+        v = llvm.UndefOp(vt).result
+        v = llvm.insertelement(v, regs[i], arith.ConstantOp(i32, 0).result)
+        v = llvm.insertelement(v, regs[i + 1], arith.ConstantOp(i32, 1).result)
+        out.append(llvm.bitcast(i32, v))
+    return out
+
+
+def _unpacked(words: list, like: list) -> list:
+    """The registers `_packed` made of `like`, unpacked."""
+    if not _sixteen(like):
+        return list(words)
+    vt = ir.VectorType.get([2], like[0].type)
+    out = []
+    for w in words:
+        v = llvm.bitcast(vt, w)
+        out.extend(vector.extract(v, [], [j]) for j in (0, 1))
+    return out
+
+
+def taint(cx: LoweringContext, op: ir.Operation) -> None:
+    """After `op` is lowered outside a run: its results are owner-only where it read an
+    owner-only value (a loop or if: where its regions yield one)."""
+    if op.name in ("scf.for", "scf.if"):
+        for region in op.regions:
+            for block in region.blocks:
+                ops = list(block.operations)
+                if not ops:
+                    continue
+                for i, v in enumerate(ops[-1].operands):
+                    if v in cx.owner_only and i < len(op.results):
+                        cx.owner_only.add(op.results[i])
+        return
+    if op.name in ("tile.convert_layout", "tile.broadcast", "tile.reshape", "tile.permute"):
+        return                      # (rules/shape.py: owner-written where they exchange)
+    if any(v in cx.owner_only for v in op.operands):
+        cx.owner_only.update(op.results)
+
+
+def _pure(op: ir.Operation) -> bool:
+    return (op.name.startswith(_PURE_PREFIXES) or op.name in _PURE) and not op.regions
+
+
+def _reads(op: ir.Operation) -> set:
+    return set(op.operands)
+
+
+def _reads_of(ops: list[ir.Operation]) -> set:
+    out: set = set()
+    for op in ops:
+        out |= set(op.operands)
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    out |= _reads_of([inner.operation])
+    return out
+
+
+def _producers(values: set) -> list:
+    out = []
+    for v in values:
+        owner = v.owner
+        owner = owner.operation if isinstance(owner, ir.OpView) else owner
+        if isinstance(owner, ir.Operation):
+            out.append(owner)
+    return out
+
+
+def _user(use) -> ir.Operation:
+    owner = use.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
+# -- hand-offs: the owner a step ahead -----------------------------------------------
+# In the consumer branch of a warp-specialized kernel a hand-off (an exchange of an
+# owner-only value into a layout both warpgroups hold) that leaves the owner's own
+# registers as they are needs no barrier of both warpgroups: the owner waits until the
+# other has read the previous hand-off (*empty*), writes, and arrives (*full*) without
+# waiting; the other waits for *full*, reads, and arrives on *empty*.  So the owner runs
+# ahead into the next step (its half of P c, the next scores) while the other reads P
+# and runs its half of P c (FlashMLA's and TileLang's schedule).  Two named barriers
+# after the ping-pong's turns (rules/control.py); the other warpgroup arrives on empty
+# once when the branch opens and the owner waits on it once when it closes
+# (`open_handoffs`, `close_handoffs`), so every wait meets its arrivals.
+
+
+def handoff_barriers(cx: LoweringContext) -> tuple[int, int]:
+    """(empty, full): the named barrier ids of the hand-offs."""
+    from .rules.control import turn_barrier
+    base = turn_barrier(cx.num_warps) + 2
+    return base, base + 1
+
+
+def skewed(cx: LoweringContext, src: Frag, res) -> bool:
+    """Whether a hand-off of `src` into layout `res` may leave the owner ahead: the
+    consumer branch of two warpgroups, and the owner's own registers already the
+    result's (the layouts differ only in the warps that hold replicas)."""
+    from .rules.shape import _same_warps
+    return cx.role == "consumer" and cx.num_warps == 2 * OWNER_WARPS and \
+        src.lin.regs == res.regs and src.lin.lanes == res.lanes and \
+        _same_warps(src.lin.warps, res.warps)
+
+
+def skewed_handoff(cx: LoweringContext, src: Frag, res, write, read) -> Frag:
+    """The hand-off of `src` into layout `res` (see above): `write()` stores the owner's
+    registers into the exchange buffer, `read()` returns the other warpgroup's `Frag`."""
+    from mlir.dialects import nvvm
+    empty, full = handoff_barriers(cx)
+    count = cx.const(32 * cx.num_warps)
+    cx.handoffs = True
+    types = [r.type for r in src.regs]
+    branch = scf.IfOp(is_owner(cx), types, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        nvvm.barrier(None, barrier_id=cx.const(empty), number_of_threads=count)
+        write()
+        nvvm.barrier_arrive(count, barrier_id=cx.const(full))
+        scf.YieldOp(list(src.regs))
+    with ir.InsertionPoint(branch.else_block):
+        nvvm.barrier(None, barrier_id=cx.const(full), number_of_threads=count)
+        got = read()
+        if [r.type for r in got.regs] != types:
+            raise TileIRError("internal error: a hand-off reads registers of other types "
+                              "than the owner's", ir.Location.current)
+        nvvm.barrier_arrive(count, barrier_id=cx.const(empty))
+        scf.YieldOp(list(got.regs))
+    # every later exchange waits for both warpgroups again (the buffer is the hand-off's)
+    cx.smem_uses += 1
+    cx.last_reads = None
+    return Frag(res, src.elem, list(branch.results))
+
+
+def open_handoffs(cx: LoweringContext, block: ir.Block) -> None:
+    """At the top of a consumer branch that hands off: the other warpgroup's first
+    arrival on *empty* (the buffer starts empty)."""
+    from mlir.dialects import nvvm
+    empty, _ = handoff_barriers(cx)
+    with ir.InsertionPoint.at_block_begin(block):
+        other = scf.IfOp(arith.xori(is_owner(cx), cx.const(1, ir.IntegerType.get_signless(1))))
+        with ir.InsertionPoint(other.then_block):
+            nvvm.barrier_arrive(cx.const(32 * cx.num_warps), barrier_id=cx.const(empty))
+            scf.YieldOp([])
+
+
+def close_handoffs(cx: LoweringContext) -> None:
+    """At the end of that branch (before its yield): the owner takes the last arrival
+    on *empty*, the other warpgroup's read of the last hand-off."""
+    from mlir.dialects import nvvm
+    empty, _ = handoff_barriers(cx)
+    owner = scf.IfOp(is_owner(cx))
+    with ir.InsertionPoint(owner.then_block):
+        nvvm.barrier(None, barrier_id=cx.const(empty),
+                     number_of_threads=cx.const(32 * cx.num_warps))
+        scf.YieldOp([])

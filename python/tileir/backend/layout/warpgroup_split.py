@@ -1,0 +1,375 @@
+"""Which ops of a two-product loop one consumer warpgroup owns (sm_90a, the kernel
+option `warpgroup_split`): the plan of FlashMLA's and TileLang's MLA split.
+
+A loop of chained products, `S = Q K^T` (a chain of products, each onto the previous
+one's result, as MLA's `q_nope c^T` then `q_rope r^T`) and `O = P V + O * alpha`, on
+two consumer warpgroups that split the output O by columns (MLA decode: a (64, 512)
+f32 accumulator, 256 columns a warpgroup), splits the scores by columns too: each
+warpgroup reads all of Q for half of S's columns, and the softmax combines its row
+maxima and P's halves through shared memory.  Owned instead, the scores, the softmax
+and the running row statistics belong to one warpgroup (the owner, 0), which computes
+S whole (m64nN), and hands the other warpgroup, once a step, only what O's update
+reads from them: P (the second product's A operand) and the row scale alpha (a
+(M, 1) tile broadcast onto O).  The scores' wgmmas then read A once, not once a
+warpgroup (MLA, a 64-key step: 144 KB of operands instead of 216), no row maxima
+cross the warpgroups, and the owner's softmax of step j + 1 can run beside the other
+warpgroup's `P c` of step j.
+
+This module plans that split and writes the plan into the IR (it changes no op;
+`tile-assign-layouts` reads the marks).  For each qualifying `scf.for`:
+
+* the score products: the `tile.mma`s of the loop body, other than the second product,
+  from whose results the second product's A operand is computed;
+* owned: the ops computed from the score products' results (and from the carried
+  values they update: the row maxima m, the row sums l) that the second product's A
+  operand or those carried values need, and the pure ops (the mask's iota and
+  compare, a guard's scalar test) whose every use is an owned op;  a loop-carried
+  value is owned when the loop yields an owned value for it;
+* hand-offs: the owned values an op that is not owned reads (P; alpha, broadcast
+  onto O): what crosses to the other warpgroup through shared memory each step;
+* owned results: the loop's owned results used after the loop (m and l for O's
+  normalization and the log-sum-exp): crossing once.
+
+Marks: `tile.owner = 0 : i64` on each owned op (the score products included),
+`tile.handoff = array<i64: ...>` (result numbers) on an owned op whose results are
+handed off, and on the loop `tile.warpgroup_split`, a dictionary: `owner`, the
+bytes handed off a step (`handoff_bytes`), the score operands' shared-memory bytes
+a step split by columns and owned (`score_bytes = array<i64: split, owned>`) and
+`owned_results`.  The layout stage's warp count (`tile.num_warps`, 8: two consumer
+warpgroups) and the products' wgmma plans (`mma_plan.plan`) decide whether a loop
+qualifies: the second product's accumulator split by columns over two warpgroups,
+the score products' M one warpgroup's 64 rows, every owned op pure (no load,
+store or atomic: the owner runs them alone; the score products' operands stay the
+ring's, read by both).  Anything else is left unmarked, with the reason `plan_loop`
+gives in `tile.warpgroup_split_skipped` on the loop (TILEIR_DUMP_IR shows it).
+
+What reads the plan: `tile-assign-layouts` plans each owned product for one
+warpgroup's four warps (m64nN: the whole score tile), so the owned ops get layouts of
+four warps, which the other warpgroup holds as replicas; the pipeliner keeps the mark
+on an owned chain's `mma_async`/`mma_wait`; the gpu stage runs the owned ops of a
+block under `warp < 4` alone and passes the hand-offs through shared memory written by
+the owner's threads (backend/gpu/owner_runs.py), unless the kernel asks for replicas
+(`split_replicas`: both warpgroups run the owned ops, P and alpha stay in registers,
+no exchange).  The owner's hand-offs are pairs of named barriers (empty, full), so it
+runs up to a step ahead of the other warpgroup (docs/attention.md, "The warpgroup
+split").
+
+    before:  %s = "tile.mma"(%q, %kt, %z)
+             %p = arith.truncf %e
+             %o = "tile.mma"(%p, %v, %acc)
+    after:   %s = "tile.mma"(%q, %kt, %z) {tile.owner = 0}
+             %p = arith.truncf %e {tile.handoff = array<i64: 0>, tile.owner = 0}
+             %o = "tile.mma"(%p, %v, %acc)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from mlir import ir
+
+from tileir.dialect.types import bitwidth
+from tileir.dialect.verifier import kernel_functions
+
+from .mma_plan import plan as mma_plan
+
+SPLIT_ATTR = "tile.warpgroup_split"     # the kernel option (a bool on the function)
+PLAN_ATTR = "tile.warpgroup_split"      # the plan (a dictionary on the scf.for)
+REPLICAS_ATTR = "tile.split_replicas"   # the kernel option: both warpgroups run them
+SKIPPED_ATTR = "tile.warpgroup_split_skipped"   # on a loop left alone: the reason
+OWNER_ATTR = "tile.owner"
+HANDOFF_ATTR = "tile.handoff"
+OWNER = 0
+CONSUMER_WARPS = 8                      # two consumer warpgroups
+_PURE_PREFIXES = ("arith.", "math.")
+_PURE_OPS = frozenset({"tile.iota", "tile.broadcast", "tile.reshape", "tile.permute",
+                       "tile.reduce", "tile.extract_slice", "tile.concat", "tensor.splat",
+                       "tensor.extract", "scf.if", "scf.yield"})
+
+
+@dataclasses.dataclass
+class Plan:
+    loop: ir.Operation
+    scores: list[ir.Operation]          # the score products (tile.mma)
+    second: ir.Operation                # the product whose A operand is P
+    owned: list[ir.Operation]           # in walk order, the score products included
+    handoffs: list[ir.Value]            # owned values read by ops that are not owned
+    owned_results: list[int]            # loop results owned and used after the loop
+    score_bytes: tuple[int, int]        # score operands a step: split by columns, owned
+
+    @property
+    def handoff_bytes(self) -> int:
+        return sum(_tile_bytes(v.type) for v in self.handoffs)
+
+
+def owner_alone(func: ir.Operation) -> bool:
+    """Whether the owned ops run in the owner warpgroup alone (the gpu stage,
+    backend/gpu/owner_runs.py): a split kernel that does not ask for replicas
+    (`split_replicas`, which keeps both warpgroups running them)."""
+    return _flag(func, SPLIT_ATTR) and not _flag(func, REPLICAS_ATTR)
+
+
+def _flag(func: ir.Operation, name: str) -> bool:
+    return name in func.attributes and ir.BoolAttr(func.attributes[name]).value
+
+
+def asked(func: ir.Operation, chip: str) -> bool:
+    """Whether the kernel asks for the split on a target with warpgroups."""
+    return chip.startswith("sm_90") and SPLIT_ATTR in func.attributes and \
+        ir.BoolAttr(func.attributes[SPLIT_ATTR]).value
+
+
+def split_warpgroups(module: ir.Module, chip: str) -> list[Plan | str]:
+    """Plans and marks every loop of the kernels that ask; returns each loop's plan
+    or the reason it was left alone, in walk order."""
+    out: list[Plan | str] = []
+    for func in kernel_functions(module):
+        if not asked(func, chip):
+            continue
+        warps = ir.IntegerAttr(func.attributes["tile.num_warps"]).value \
+            if "tile.num_warps" in func.attributes else 4
+        for loop in _loops(func):
+            plan = plan_loop(loop, chip, warps)
+            if isinstance(plan, Plan):
+                mark(plan)
+            else:       # what the kernel asked for and did not get, and why (IR dumps)
+                loop.attributes[SKIPPED_ATTR] = ir.StringAttr.get(plan)
+            out.append(plan)
+    return out
+
+
+def _loops(func: ir.Operation) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "scf.for":
+            found.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return found
+
+
+def plan_loop(loop: ir.Operation, chip: str, num_warps: int) -> Plan | str:
+    """The ownership plan of one `scf.for`, or why it has none."""
+    if num_warps != CONSUMER_WARPS:
+        return f"{num_warps} warps: the split needs two consumer warpgroups (8 warps)"
+    body = loop.regions[0].blocks[0]
+    inside = _ops_under(loop)
+    products = [op for op in inside if op.name == "tile.mma"]
+    carried = list(body.arguments)[1:]
+    seconds = [op for op in products if _carried_acc(op, carried, inside)]
+    if len(seconds) != 1:
+        return f"{len(seconds)} products accumulate onto a carried value; the split takes one"
+    second = seconds[0]
+    feeding = _backward(second.operands[0], inside)
+    scores = [op for op in products if op != second and op in feeding]
+    if not scores:
+        return "the second product's A operand is not computed from a product of the loop"
+    acc = second.operands[2].type
+    plan2 = _plan(second, chip, num_warps)
+    if plan2 is None or plan2.acc.groups != (1, 2):
+        return (f"the second product's accumulator {list(acc.shape)} is not split by "
+                f"columns over two warpgroups")
+    for op in scores:
+        m = ir.RankedTensorType(op.results[0].type).shape[0]
+        if m != 64 or _plan(op, chip, num_warps) is None:
+            return f"a score product of {m} rows: one warpgroup owns 64"
+    owned_vals, owned_ops = _owned(loop, body, scores, second, inside)
+    bad = [op for op in owned_ops if op not in scores and not _pure(op)]
+    if bad:
+        return f"an owned op has effects: {bad[0].name} (the owner would run it alone)"
+    for op in owned_ops:
+        for r in op.results:
+            for u in r.uses:
+                reader = _user(u)
+                if reader in inside and reader not in owned_ops and reader != second and \
+                        not _pure(reader):
+                    return (f"{reader.name} reads an owned value inside the loop (the "
+                            f"split hands over only what the second product's step reads)")
+    handoffs: list[ir.Value] = []
+    for op in owned_ops:
+        for r in op.results:
+            if any(_user(u) not in owned_ops and _user(u) in inside and
+                   _user(u).name != "scf.yield" for u in r.uses):
+                handoffs.append(r)
+    results = [i for i, (arg, res) in enumerate(zip(carried, loop.results))
+               if arg in owned_vals and any(True for _ in res.uses)]
+    split_bytes = owned_bytes = 0
+    for op in scores:
+        a, b = (_tile_bytes(v.type) for v in op.operands[:2])
+        split_bytes += 2 * a + b                 # each warpgroup reads all of A
+        owned_bytes += a + b
+    return Plan(loop, scores, second, owned_ops, handoffs, results, (split_bytes, owned_bytes))
+
+
+def mark(plan: Plan) -> None:
+    """Writes `plan` into its loop (see the contract)."""
+    i64 = ir.IntegerType.get_signless(64)
+    for op in plan.owned:
+        op.attributes[OWNER_ATTR] = ir.IntegerAttr.get(i64, OWNER)
+    by_op: dict[ir.Operation, list[int]] = {}
+    for v in plan.handoffs:
+        by_op.setdefault(_defining(v), []).append(ir.OpResult(v).result_number)
+    for op, numbers in by_op.items():
+        op.attributes[HANDOFF_ATTR] = ir.DenseI64ArrayAttr.get(sorted(numbers))
+    plan.loop.attributes[PLAN_ATTR] = ir.DictAttr.get({
+        "owner": ir.IntegerAttr.get(i64, OWNER),
+        "handoff_bytes": ir.IntegerAttr.get(i64, plan.handoff_bytes),
+        "score_bytes": ir.DenseI64ArrayAttr.get(list(plan.score_bytes)),
+        "owned_results": ir.DenseI64ArrayAttr.get(plan.owned_results),
+    })
+
+
+def _owned(loop, body, scores, second, inside) -> tuple[set, list[ir.Operation]]:
+    """(owned values, owned ops in walk order): the forward closure of the score
+    products' results and the owned carried values, cut to what the second product's
+    A operand and the owned carried values need, then the pure ops only owned ops use."""
+    carried = list(body.arguments)[1:]
+    yields = list(body.operations)[-1].operands
+    seeds = {r for op in scores for r in op.results}
+    owned_args: set = set()
+    while True:
+        reach = _forward(seeds | owned_args, second, inside)
+        new = {arg for arg, y in zip(carried, yields)
+               if y in reach and _defining(y) != second}
+        if new <= owned_args:
+            break
+        owned_args |= new
+    roots = [second.operands[0]] + [y for arg, y in zip(carried, yields) if arg in owned_args]
+    need = _backward_values(roots, inside)
+    ops = {op for op in inside if op in scores or
+           (any(r in reach and r in need for r in op.results))}
+    # the ops of an owned scf.if's regions that its yields need
+    for op in list(ops):
+        if op.name == "scf.if":
+            for region in op.regions:
+                for block in region.blocks:
+                    for inner in block.operations:
+                        inner = inner.operation
+                        if inner.name == "scf.yield" or \
+                                any(r in need for r in inner.results):
+                            ops.add(inner)
+    # pure ops every use of which is owned (the mask's iota and compare, a guard's
+    # test), but not views of the loaded tiles: those stay the ring's, read by both
+    loaded = _forward({r for op in inside if op.name == "tile.load" for r in op.results},
+                      second, inside)
+    changed = True
+    while changed:
+        changed = False
+        for op in inside:
+            if op in ops or not _pure(op) or op.name == "scf.yield" or not op.results or \
+                    any(r in loaded for r in op.results):
+                continue
+            users = [_user(u) for r in op.results for u in r.uses]
+            if users and all(u in ops for u in users):
+                ops.add(op)
+                changed = True
+    values = set(owned_args) | {r for op in ops for r in op.results}
+    return values, [op for op in inside if op in ops]
+
+
+def _forward(seeds: set, stop: ir.Operation, inside: list) -> set:
+    """Values of the loop body computed from `seeds`, not through `stop`; a yield of an
+    scf.if carries its operands to the if's results (the loop's own yield ends a path)."""
+    reach = set(seeds)
+    work = list(seeds)
+    while work:
+        v = work.pop()
+        for use in v.uses:
+            op = _user(use)
+            if op == stop or op not in inside:
+                continue
+            if op.name == "scf.yield":
+                parent = op.parent
+                parent = parent.operation if isinstance(parent, ir.OpView) else parent
+                if parent.name != "scf.if":
+                    continue
+                outs = [parent.results[use.operand_number]]
+            else:
+                outs = list(op.results)
+            for r in outs:
+                if r not in reach:
+                    reach.add(r)
+                    work.append(r)
+    return reach
+
+
+def _backward_values(roots: list, inside: list) -> set:
+    """Values of the loop body the `roots` are computed from (through scf.if yields)."""
+    need: set = set()
+    work = list(roots)
+    while work:
+        v = work.pop()
+        if v in need:
+            continue
+        need.add(v)
+        op = _defining(v)
+        if op is None or op not in inside:
+            continue
+        work.extend(op.operands)
+        if op.name == "scf.if":
+            n = ir.OpResult(v).result_number
+            for region in op.regions:
+                for block in region.blocks:
+                    work.append(list(block.operations)[-1].operands[n])
+    return need
+
+
+def _backward(v: ir.Value, inside: list) -> set:
+    """The ops of the loop body `v` is computed from."""
+    return {op for op in (_defining(x) for x in _backward_values([v], inside))
+            if op is not None and op in inside}
+
+
+def _carried_acc(op: ir.Operation, carried: list, inside: list) -> bool:
+    """Whether a product's accumulator is computed from a carried value of the loop
+    and its result is yielded for that value (an output accumulated across steps)."""
+    acc_from = _backward_values([op.operands[2]], inside)
+    body = op.parent
+    while body is not None and (body.operation if isinstance(body, ir.OpView) else body) \
+            .name != "scf.for":
+        body = body.parent
+    if body is None:
+        return False
+    yields = list(body.regions[0].blocks[0].operations)[-1].operands
+    return any(arg in acc_from and y == op.results[0] for arg, y in zip(carried, yields))
+
+
+def _plan(op: ir.Operation, chip: str, num_warps: int):
+    a, _, acc = (ir.RankedTensorType(v.type) for v in op.operands[:3])
+    return mma_plan(tuple(acc.shape), str(acc.element_type), str(a.element_type), chip,
+                    num_warps, a.shape[-1])
+
+
+def _pure(op: ir.Operation) -> bool:
+    return op.name.startswith(_PURE_PREFIXES) or op.name in _PURE_OPS
+
+
+def _tile_bytes(t: ir.Type) -> int:
+    t = ir.RankedTensorType(t)
+    return math.prod(t.shape) * bitwidth(t.element_type) // 8
+
+
+def _ops_under(root: ir.Operation) -> list[ir.Operation]:
+    out: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op != root:
+            out.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return out
+
+
+def _defining(v: ir.Value) -> ir.Operation | None:
+    owner = v.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    return owner if isinstance(owner, ir.Operation) else None
+
+
+def _user(use) -> ir.Operation:
+    owner = use.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner

@@ -1,0 +1,221 @@
+"""MLA decode's warpgroup split (the kernel options `warpgroup_split`, `split_replicas`):
+the plan the layout stage makes for FlashMLA's schedule
+(tileir.backend.layout.warpgroup_split), the layouts it gives the owned ops, and the
+owner warpgroup running them alone (backend/gpu/owner_runs.py); docs/attention.md,
+"The warpgroup split".  CPU only: the plan's marks on DeepSeek-V3's loop, the loops
+it leaves alone and why, the SASS of both forms, and both in the simulator against
+the naive reference."""
+
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+from mlir import ir
+
+from tileir.backend.layout import warpgroup_split as ws
+from tileir.examples import mla_decode as mla
+from tileir.sim import simulate
+
+from test_decode_attention import _loop_around
+from test_tensor_cores import _sass_text
+
+SPLIT = {"warpgroup_split": True}
+REPLICAS = {**SPLIT, "split_replicas": True}
+
+
+def _deepseek(kernel_hints=None, stage="layout", bn=64):
+    """The first launch of MLA decode at DeepSeek-V3's shapes (batch 64, 128 heads,
+    pages of 64), compiled for sm_90a up to `stage`."""
+    b = 64
+    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
+    out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
+    _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
+                            out, 1, bn=bn, hints=kernel_hints)
+    kernel, grid, args = calls[0]
+    return kernel.compile(args, stage=stage, target="sm_90a", grid=grid, sm_count=132).module
+
+
+def _deepseek_cubin(kernel_hints):
+    b = 64
+    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
+    out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
+    _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
+                            out, 1, bn=64, hints=kernel_hints)
+    kernel, grid, args = calls[0]
+    return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+
+
+def _walk(module) -> list[ir.Operation]:
+    out = []
+    module.operation.walk(lambda op: out.append(op.operation) or ir.WalkResult.ADVANCE)
+    return out
+
+
+def test_the_mla_loop_plans_its_scores_for_one_warpgroup():
+    ops = _walk(_deepseek(SPLIT))
+    loops = [op for op in ops if ws.PLAN_ATTR in op.attributes and op.name == "scf.for"]
+    assert len(loops) == 1
+    plan = ir.DictAttr(loops[0].attributes[ws.PLAN_ATTR])
+    # a 64-key step: Q (64 x 576 bf16, 72 KB) read by both warpgroups and the latent
+    # row block (72 KB) split by columns, 216 KB; owned, 144 KB
+    assert list(ir.DenseI64ArrayAttr(plan["score_bytes"])) == [221184, 147456]
+    # P (64 x 64 bf16) and alpha (64 f32) cross once a step; l is read after the loop
+    assert ir.IntegerAttr(plan["handoff_bytes"]).value == 64 * 64 * 2 + 64 * 4
+    assert list(ir.DenseI64ArrayAttr(plan["owned_results"])) == [1]
+    products = [op for op in ops if op.name == "tile.mma"]
+    owned = [op for op in products if ws.OWNER_ATTR in op.attributes]
+    assert len(products) == 3 and len(owned) == 2            # q_nope c^T, q_rope r^T
+    pc = next(op for op in products if ws.OWNER_ATTR not in op.attributes)
+    p = ws._defining(pc.operands[0])
+    if p.name == "tile.convert_layout":        # (today's exchange of P's halves)
+        p = ws._defining(p.operands[0])
+    assert p.name == "arith.truncf" and ws.HANDOFF_ATTR in p.attributes
+    handoffs = [op for op in ops if ws.HANDOFF_ATTR in op.attributes]
+    assert sorted(op.name for op in handoffs) == ["arith.truncf", "math.exp2"]
+    # no load, store or ring op is owned: the copies serve both warpgroups
+    assert not [op for op in ops if ws.OWNER_ATTR in op.attributes and
+                not ws._pure(op) and op.name != "tile.mma"]
+
+
+def test_the_score_products_take_one_warpgroups_layout():
+    # the layout stage plans each owned product for 4 warps (m64n64: the whole score
+    # tile) and gives its results' ops that layout; P reaches P c's A operand as it is
+    # (the other warpgroup holds replicas), the rest keeps the default's layouts
+    ops = _walk(_deepseek(SPLIT))
+    owned = [op for op in ops if op.name == "tile.mma" and ws.OWNER_ATTR in op.attributes]
+    one = "#tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>"
+    assert len(owned) == 2 and all(one in str(op.results[0].type) for op in owned)
+    pc = next(op for op in ops if op.name == "tile.mma" and ws.OWNER_ATTR not in op.attributes)
+    assert "array<i64: 4, 2>, array<i64: 64, 256>" in str(pc.results[0].type)
+    loop = next(op for op in ops if ws.PLAN_ATTR in op.attributes)
+    inside = ws._ops_under(loop)
+    # one conversion in the loop (P's, lowered to nothing); the default has the same one
+    # from the column halves, an exchange through shared memory
+    assert [op for op in inside if op.name == "tile.convert_layout"] == \
+        [ws._defining(pc.operands[0])]
+    default = [op for op in _walk(_deepseek()) if op.name == "tile.convert_layout"]
+    assert len(default) == 1
+
+
+def test_replicas_run_whole_scores_in_each_warpgroup_without_barriers(tmp_path):
+    # split_replicas=True: each consumer warpgroup issues the 36 k steps of the whole
+    # 64 x 64 score tile (m64n64k16) and its half of P c (4 x m64n256k16, P from its
+    # own registers); no exchange of row maxima or P: no barrier, no shared-memory store
+    # or load in the loop; no local memory, the producer warpgroup and setmaxnreg
+    ck = _deepseek_cubin(REPLICAS)
+    assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
+    report = ck.ptxas_report
+    assert "C7513" not in report and "C7520" not in report and "0 bytes spill" in report, \
+        report
+    loop = _split_loop(ck, tmp_path)
+    assert sum("HGMMA.64x64x16" in line for line in loop) == 36
+    assert sum("HGMMA.64x256x16" in line for line in loop) == 4
+    for op in (" BAR.", " STS", " LDS", "STSM", "LDSM", " STL", " LDL"):
+        assert not [line for line in loop if op in line], f"{op.strip()} in the loop"
+
+
+def test_the_owner_alone_runs_the_scores_and_hands_p_over(tmp_path):
+    # warpgroup_split=True: the 36 score wgmmas and the softmax behind one branch (taken
+    # by warpgroup 0 alone); alpha and P handed over through shared memory, each by a
+    # pair of named barriers: the owner waits on empty, writes (P by stmatrix), arrives
+    # on full and goes on with its own registers; the other waits on full, reads (P by
+    # ldmatrix) and arrives on empty.  No barrier of both warpgroups in the loop: the
+    # owner may run a step ahead (its P c half and the next scores beside the other's)
+    ck = _deepseek_cubin(SPLIT)
+    assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
+    report = ck.ptxas_report
+    assert "C7513" not in report and "C7520" not in report, report
+    loop = _split_loop(ck, tmp_path)
+    scores = [i for i, line in enumerate(loop) if "HGMMA.64x64x16" in line]
+    pc = [i for i, line in enumerate(loop) if "HGMMA.64x256x16" in line]
+    assert len(scores) == 36 and len(pc) == 4 and scores[-1] < pc[0]
+    # a forward branch over the owner's run, just before its first wgmma
+    assert [line for line in loop[:scores[0]] if re.search(r"@!?P\d BRA", line)], \
+        "no branch around the owner's products"
+    stsm = [i for i, line in enumerate(loop) if "STSM" in line]
+    ldsm = [i for i, line in enumerate(loop) if "LDSM" in line]
+    assert len(stsm) == 4 and len(ldsm) == 4 and max(stsm) < min(ldsm) < pc[0]
+    empty, full = 8, 9                  # after the ping-pong's turns 6, 7
+    bars = [re.search(r"BAR\.(SYNC\.DEFER_BLOCKING|ARV) 0x(\d+), 0x100", line)
+            for line in loop if " BAR." in line]
+    assert all(bars) and sorted((b.group(1)[:4], int(b.group(2))) for b in bars) == \
+        sorted([("SYNC", empty), ("ARV", full), ("SYNC", full), ("ARV", empty)] * 2)
+    # no local memory: P leaves the owner's branch packed in pairs (16 registers);
+    # unpacked, ptxas spilled 32 bytes around the hand-offs
+    assert "0 bytes spill" in report, report
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+
+
+def test_the_owner_alone_copied_in_parts_waits_per_box_and_both_wait_before_p_c(tmp_path):
+    # copy_parts=True with the split: the owner's score k steps wait for the boxes they
+    # read (its run is a block of its own), and P c, which both warpgroups run after it,
+    # waits again for the 8 boxes of the latent it reads (at once for the owner, whose
+    # boxes landed; the other warpgroup waits for them here, having waited for none)
+    ck = _deepseek_cubin({**SPLIT, "copy_parts": True})
+    assert "C7513" not in ck.ptxas_report and "C7520" not in ck.ptxas_report
+    loop = _split_loop(ck, tmp_path)
+    scores = [i for i, line in enumerate(loop) if "HGMMA.64x64x16" in line]
+    pc = [i for i, line in enumerate(loop) if "HGMMA.64x256x16" in line]
+    waits = [i for i, line in enumerate(loop) if "SYNCS.PHASECHK" in line]
+    assert len([i for i in waits if i < scores[-1]]) == 9
+    assert len([i for i in waits if scores[-1] < i < pc[0]]) == 8
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+
+
+def _split_loop(ck, tmp_path) -> list[str]:
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
+    return lines[first:last + 1]
+
+
+@pytest.mark.parametrize("kernel, warps, why", [
+    ("mla", 4, "two consumer warpgroups"),
+    ("values_only", 8, "not computed from a product of the loop"),
+    ("scores_only", 8, "0 products accumulate"),
+])
+def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
+    b = 2
+    q = np.zeros((b, 1, 64, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((4, 64, 576), ml_dtypes.bfloat16)
+    table, lens = np.zeros((b, 4), np.int32), np.ones(b, np.int32)
+    if kernel == "mla":
+        out = np.zeros((b, 1, 64, 512), ml_dtypes.bfloat16)
+        _, calls = mla.launches(q, kv, table, lens, 0.04, out, 1)
+        k, _, args = calls[0]
+    else:
+        k = getattr(mla, kernel)
+        out = np.zeros((b, 1, 64, 64 if kernel == "scores_only" else 512), np.float32)
+        k, _, args = mla.phase_launch(k, q, kv, table, lens, out)
+    module = k.compile(args, stage="tile", target="sm_90a").module
+    loops = [op for op in _walk(module) if op.name == "scf.for"]
+    reasons = [ws.plan_loop(loop, "sm_90a", warps) for loop in loops]
+    assert reasons and all(isinstance(r, str) for r in reasons)
+    assert any(why in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("batch, splits, tq, page, bn, hints", [
+    (1, 1, 2, 64, 64, SPLIT),
+    (1, 2, 1, 32, 32, SPLIT),
+    pytest.param(2, 3, 3, 64, 64, SPLIT, marks=pytest.mark.slow),   # 3 tokens, 3 splits
+    (1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True}),   # a barrier per TMA box too
+    (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores
+    pytest.param(1, 2, 1, 32, 32, REPLICAS, marks=pytest.mark.slow),
+])
+def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hints):
+    # the split kernel through the gpu stage, the owner alone or replicas: the
+    # simulator's run (warp roles, named barriers, each warpgroup's wgmmas) of a ragged
+    # case (unused slots stale) against the float64 reference
+    rng = np.random.default_rng()
+    lens = rng.integers(tq, 3 * page + 5, batch)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
+    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints)
+    for kernel, grid, args in calls:
+        simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
