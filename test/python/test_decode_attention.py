@@ -396,8 +396,11 @@ def test_mla_rescales_exactly_where_the_maxima_jump():
     assert _rel(out, mla.reference(q, kv, table, lens, scale)) < 1e-5
 
 
-ROTATED = {"product_rotation": True}
-PARTS = {"copy_parts": True}
+# the schedules these tests pin down keep both warpgroups on the scores; the warpgroup
+# split (the default at 32 rows a step or more) has its own: test_mla_warpgroup_split.py
+NOSPLIT = {"warpgroup_split": False}
+ROTATED = {"product_rotation": True, **NOSPLIT}
+PARTS = {"copy_parts": True, **NOSPLIT}
 
 
 @pytest.mark.parametrize("splits,tq,page,bn,hints", [
@@ -504,7 +507,7 @@ def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
     # the softmax, issues P c and waits for it, then releases its slot -- no wgmma group
     # left in flight across steps, so the producer refills the slot a whole step before
     # it is read.  Still a producer warpgroup, no local memory
-    ck = _mla_cubin(1, bn=64)
+    ck = _mla_cubin(1, bn=64, hints=NOSPLIT)
     assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
     report = ck.ptxas_report
     assert "C7513" not in report and "0 bytes spill" in report, report
@@ -549,7 +552,7 @@ def test_mla_copied_in_parts_waits_for_each_box_before_its_k_steps(tmp_path):
         ["release"], steps
     assert not [line for line in loop if " STL" in line or " LDL" in line]
     # the same kernel without the option: one wait for the whole step, before the scores
-    plain = _sass_text(_mla_cubin(1, bn=64).cubin, tmp_path).splitlines()
+    plain = _sass_text(_mla_cubin(1, bn=64, hints=NOSPLIT).cubin, tmp_path).splitlines()
     first, last = _loop_around(plain, lambda line: "HGMMA.64x256x16" in line)
     waits = [i for i, line in enumerate(plain[first:last + 1]) if "SYNCS.PHASECHK" in line]
     scores = [i for i, line in enumerate(plain[first:last + 1]) if "HGMMA.64x32x16" in line]
