@@ -1206,9 +1206,13 @@ def test_norm_tail_on_the_gpu_matches_the_two_kernels(n, k, split1, m):
     row, its rows widened to m: K split in two with the tiles' tickets; or whole, every
     block taking the grid's ticket)
     against the two-kernel path (gemv_add of the same plan, then the rmsnorm launch as
-    Backend.rmsnorm makes it): the residual and the normed rows bit for bit, run after
-    run on the same counters (at zero after each), then replayed in a CUDA graph on new
-    inputs copied in; the normed rows within bf16 rounding of float64."""
+    Backend.rmsnorm makes it): the residual bit for bit and the normed rows within one
+    bf16 step of them (the tail sums a row's squares over its block's threads, the
+    rmsnorm launch over its own: their f32 sums may part in the last bit, and a row's
+    outputs then round apart here and there: on the H200, 2026-11-29, 3 of 65536 in
+    one of six draws), run after run on the same counters (at zero after each), then
+    replayed in a CUDA graph on new inputs copied in; the normed rows within bf16
+    rounding of float64."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
@@ -1251,7 +1255,7 @@ def test_norm_tail_on_the_gpu_matches_the_two_kernels(n, k, split1, m):
         torch.cuda.synchronize()
         assert not out.isnan().any() and not count.any()
         _bitwise(torch, y, y2, "y")
-        _bitwise(torch, out, out2, "out")
+        _within_a_step(torch, out, out2, "out")
         y64 = y.double()
         ref = y64 / torch.sqrt((y64 * y64).mean(1, keepdim=True) + eps) * g.double()
         assert ((out.double() - ref).abs().max() / ref.abs().max()).item() < 1e-2
@@ -1274,8 +1278,20 @@ def test_norm_tail_on_the_gpu_matches_the_two_kernels(n, k, split1, m):
         y2, out2 = two(x2, w2, r2, g2)
         torch.cuda.synchronize()
         _bitwise(torch, y, y2, "y (graph)")
-        _bitwise(torch, out, out2, "out (graph)")
+        _within_a_step(torch, out, out2, "out (graph)")
         assert not count.any()
+
+
+def _within_a_step(torch, got, want, what):
+    """got and want (bf16) at most one representable step apart anywhere, and equal in
+    all but a few of every thousand elements."""
+    step = torch.finfo(torch.bfloat16).eps * want.float().abs().clamp_min(
+        torch.finfo(torch.bfloat16).tiny)
+    diff = (got.float() - want.float()).abs()
+    apart = int((diff > 0).sum())
+    assert (diff <= step).all() and apart <= got.numel() // 1000, (
+        f"{what}: {apart} of {got.numel()} elements differ, at most by "
+        f"{diff.max().item():.3g} ({(diff / step).max().item():.2f} steps)")
 
 
 def _bitwise(torch, got, want, what):

@@ -152,9 +152,10 @@ class Backend:
         # with decode_gemv, the RMSNorm after a residual GEMV (O, down: `linear_add_norm`)
         # in that GEMV's tail: the block that stores the last tile of the new residual
         # rows (a grid-wide ticket after the weight-row slices' own) norms all of them
-        # into the next GEMV's input, bit for bit as the norm's own launch (gemv_add_norm);
-        # False: the `rmsnorm` launch after the GEMV (bench/llm.py times both).  Off
-        # until its GPU tests and bench/llm.py's row have run (written 2026-11-29)
+        # into the next GEMV's input, as the norm's own launch (gemv_add_norm; a row's
+        # squares summed in another order: an output may round a bf16 step apart);
+        # False: the `rmsnorm` launch after the GEMV (bench/llm.py times both).  Off:
+        # slower on the H200 (2026-11-29, Llama-3-8B batch 1: 195.3 tok/s against 218.0)
         self.gemv_norm_tail = False
         # RoPE of q and k and the K/V cache write in one launch (`rope_write_slots`,
         # `rope_write_latent`) instead of `rope` then `write_slots`.  Off: on an H200

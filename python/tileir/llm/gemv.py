@@ -270,9 +270,12 @@ def gemv_add(x, w, r, y, part, count, BM: ct.Constant[int], BN: ct.Constant[int]
 def _norm_row(y, g, eps, out, row, TILE: ct.Constant[int]):
     """out[row] = RMSNorm(y[row]) * g, as `tileir.examples.rmsnorm` computes it (the
     whole row one (1, TILE) f32 tile, mean square as sum / N, then x * rsqrt(ms + eps)
-    * g, one rounding to out's dtype), so that the bits are the separate launch's; y read
-    with relaxed device-scope loads (from L2: rows other blocks stored, never a stale L1
-    line)."""
+    * g, one rounding to out's dtype).  The same arithmetic, but the sum of squares
+    runs over this block's threads, not the rmsnorm launch's: the f32 sums may part in
+    the last bit, and an output then rounds to the neighbouring bf16 value (on the
+    H200: 3 of 65536 elements in one of six draws; bit for bit in the interpreter).  y
+    read with relaxed device-scope loads (from L2: rows other blocks stored, never a
+    stale L1 line)."""
     t = ct.astype(ct.load(y, index=(row, 0), shape=(1, TILE), padding_mode=ZERO,
                           memory_order=RELAXED, memory_scope=DEVICE), ct.float32)
     w = ct.load(g, index=(0,), shape=(TILE,), padding_mode=ZERO)
