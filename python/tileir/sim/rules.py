@@ -106,10 +106,12 @@ def op(*names):
 
 
 def operands(sim, blk, o):
-    values = sim.operands.get(o)
-    if values is None:
-        values = sim.operands[o] = list(o.operands)
-    return [blk.env[v] for v in values]
+    """The values of op `o`'s operands in block `blk` (their numbers read once per op)."""
+    ids = sim.operands.get(o)
+    if ids is None:
+        ids = sim.operands[o] = [sim.vid(v) for v in o.operands]
+    env = blk.env
+    return [env[i] for i in ids]
 
 
 def attr_int(o, name: str) -> int:
