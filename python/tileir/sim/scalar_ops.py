@@ -14,14 +14,17 @@ from .rules import (BLOCKED, OPS, PREFIX_OPS, SharedRef, SimError, attr_int, np_
 # -- arith ---------------------------------------------------------------------------
 @op("arith.constant")
 def _constant(sim, blk, o, mask):
-    # constants are shared, read-only: no rule writes into its operands
-    found = sim.constants.get(o)
+    # constants are shared, read-only: no rule writes into its operands.  Kept for this
+    # simulation by the op's decoding slots (their id: an int, hashed without the
+    # bindings; they live as long as the parsed kernel) or by the op
+    key = id(sim.slots_now) if o is sim.op_now else o
+    found = sim.constants.get(key)
     if found is None:
         attr, t = o.attributes["value"], o.results[0].type
         found = sim.constants.get((attr, t))
         if found is None:
             found = sim.constants[attr, t] = _make_constant(sim, attr, t)
-        sim.constants[o] = found
+        sim.constants[key] = found
     return found
 
 
