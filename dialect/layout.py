@@ -15,6 +15,7 @@ from mlir import ir
 
 from .ods import Arg, Spec, TileOpView, VerifyError
 from .tile import DIALECT
+from .types import by_type
 
 DIALECT.attribute("blocked", "a Triton-style blocked distribution over lanes and warps",
                   size_per_thread="i64_array_attr", threads_per_warp="i64_array_attr",
@@ -33,8 +34,15 @@ DIALECT.attribute("shared", "a tile in shared memory: swizzled boxes along the f
 
 
 def tile_layout(t: ir.Type):
-    """The layout (a `tileir.backend.layout.layouts` object) of a tile type, or None."""
-    if not isinstance(t, ir.RankedTensorType) or t.encoding is None:
+    """The layout (a `tileir.backend.layout.layouts` object) of a tile type, or None
+    (read once per type: the lowering asks for every value it lowers)."""
+    if not isinstance(t, ir.RankedTensorType):
+        return None
+    return by_type("layout", t, _read_layout)
+
+
+def _read_layout(t: ir.RankedTensorType):
+    if t.encoding is None:
         return None
     from tileir.backend.layout import encodings
     return encodings.parse(str(t.encoding))

@@ -47,6 +47,10 @@ MAX_ARRAY_RANK = 8     # dims of an array argument (each passes a dim and a stri
 
 def array_info(t: ir.Type) -> ArrayInfo | None:
     """Returns the element type and rank of an array type, or None for other types."""
+    return by_type("array_info", t, _array_info)
+
+
+def _array_info(t: ir.Type) -> ArrayInfo | None:
     m = _ARRAY_RE.match(str(t))
     if m is None:
         return None
@@ -106,14 +110,15 @@ def bitwidth(t: ir.Type) -> int:
 # its context alive, so the memo is emptied when it grows past a few kernels' types (a
 # test that builds a context per kernel would keep every one of them otherwise).
 _BY_TYPE: dict[tuple[str, ir.Type], Any] = {}
-_BY_TYPE_KEPT = 512
+_BY_TYPE_KEPT = 1024
+_MISSING = object()
 
 
 def by_type(what: str, t: ir.Type, make: Callable[[ir.Type], Any]) -> Any:
-    """`make(t)`, once per type and `what`."""
+    """`make(t)`, once per type and `what` (None among the answers kept)."""
     key = (what, t)
-    found = _BY_TYPE.get(key)
-    if found is None:
+    found = _BY_TYPE.get(key, _MISSING)
+    if found is _MISSING:
         if len(_BY_TYPE) >= _BY_TYPE_KEPT:
             _BY_TYPE.clear()
         found = _BY_TYPE[key] = make(t)

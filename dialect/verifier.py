@@ -15,7 +15,7 @@ from .diagnostics import Diagnostic, TileIRError
 from .ods import VerifyError
 from .ring import MAX_STAGES
 from .tile import DIALECT
-from .types import MAX_ARRAY_RANK, array_info, is_power_of_two
+from .types import MAX_ARRAY_RANK, array_info, by_type, is_power_of_two
 
 KERNEL_ATTR = "tile.kernel"
 FUNCTION_ATTR = "tile.function"
@@ -68,6 +68,12 @@ def _types_of(op: ir.Operation):
 
 
 def _check_tile_type(t: ir.Type) -> str | None:
+    """What is wrong with `t` in Tile IR, or None (once per type: a kernel's values
+    share a few types)."""
+    return by_type("tile_type", t, _tile_type_problem)
+
+
+def _tile_type_problem(t: ir.Type) -> str | None:
     if isinstance(t, ir.RankedTensorType):
         bad = [d for d in t.shape if not is_power_of_two(d)]
         if bad:

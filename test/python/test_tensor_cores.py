@@ -206,17 +206,27 @@ def attention(q, k, v, o, scale: float, BM: ct.Constant[int], BN: ct.Constant[in
 # Register fragments, from the PTX ISA
 # ---------------------------------------------------------------------------
 def _owners(lin) -> dict[tuple, set]:
-    """coordinate -> {(warp, lane, register)} of a linear layout."""
+    """coordinate -> {(warp, lane, register)} of a linear layout: a hardware index's
+    coordinate is the sum of the bases of its set bits, the lane's, the warp's and the
+    register's (each part summed once per index, not once per element)."""
+    def coords(n: int, bases) -> list[tuple]:
+        out = []
+        for bits in range(n):
+            c = [0] * len(lin.shape)
+            for i, b in enumerate(bases):
+                if bits >> i & 1:
+                    c = [x + y for x, y in zip(c, b)]
+            out.append(tuple(c))
+        return out
+
+    lanes, warps, regs = (coords(32, lin.lanes), coords(lin.num_warps, lin.warps),
+                          coords(lin.num_regs, lin.regs))
     out = collections.defaultdict(set)
-    for w in range(lin.num_warps):
-        for lane in range(32):
-            for r in range(lin.num_regs):
-                c = [0] * len(lin.shape)
-                for bits, bases in ((lane, lin.lanes), (w, lin.warps), (r, lin.regs)):
-                    for i, b in enumerate(bases):
-                        if bits >> i & 1:
-                            c = [x + y for x, y in zip(c, b)]
-                out[tuple(c)].add((w, lane, r))
+    for w, cw in enumerate(warps):
+        for lane, cl in enumerate(lanes):
+            base = [x + y for x, y in zip(cw, cl)]
+            for r, cr in enumerate(regs):
+                out[tuple(x + y for x, y in zip(base, cr))].add((w, lane, r))
     return out
 
 

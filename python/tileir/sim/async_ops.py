@@ -227,7 +227,7 @@ def _whole_warps(mask: np.ndarray, what: str) -> None:
 
 @op("nvvm.wgmma.mma_async")
 def _wgmma(sim, blk, o, mask):
-    acc, desc_a, desc_b = [blk.env[v] for v in o.operands]
+    acc, desc_a, desc_b = operands(sim, blk, o)
     shape = str(o.attributes["shape"])
     m, n, k = (int(x) for x in re.findall(r"= (\d+)", shape))
     ta = re.search(r"<(\w+)>", str(o.attributes["typeA"])).group(1)

@@ -2,7 +2,10 @@
 
 Values: a scalar is a NumPy array of shape (threads,), a vector (threads, n), an
 LLVM struct a tuple of values; pointers are int64 addresses (global, shared
-offsets, or a tensor-map handle); a shared-memory memref is a `SharedRef`.
+offsets, or a tensor-map handle); a shared-memory memref is a `SharedRef`.  A
+block's values are kept by number (`_Simulator.vid`), not by `ir.Value`: hashing a
+value goes through the bindings (~0.4 us), and the run loop reads and writes a few
+per op.
 Control flow runs under an active-thread mask: both sides of a divergent
 `scf.if` run, each for its threads, and their results merge per thread.
 
@@ -26,6 +29,7 @@ from . import hardware as hw
 from .hardware import SimError
 from . import rules
 from .rules import BLOCKED, OPS, PREFIX_OPS, SUSPENDING, np_dtype
+from tileir.dialect.types import by_type
 # the ops' rules register into OPS as their modules load; the decoder asks ptx_ops for
 # the inline PTX's text and the cluster wait
 from . import async_ops, memory_ops, scalar_ops  # noqa: F401
@@ -49,7 +53,7 @@ class _Block:
         self.bid = bid
         self.threads = sim.threads
         self.shared = hw.Shared(sim.meta["shared_bytes"])
-        self.env: dict[ir.Value, Any] = {}
+        self.env: dict[int, Any] = {}        # by the value's number (_Simulator.vid)
         self.version = 0          # bumped whenever an mbarrier changes
         self.waiting = ""         # what the last blocked wait waited for
         self.cluster: list["_Block"] = [self]   # the blocks of its cluster, by rank
@@ -67,7 +71,8 @@ class _Parsed:
     module: ir.Module
     func: ir.Operation
     decoded: dict = dataclasses.field(default_factory=dict)      # ir.Block -> its ops
-    operands: dict = dataclasses.field(default_factory=dict)     # ir.Operation -> values
+    operands: dict = dataclasses.field(default_factory=dict)     # ir.Operation -> numbers
+    ids: dict = dataclasses.field(default_factory=dict)          # ir.Value -> its number
     statics: dict = dataclasses.field(default_factory=dict)      # ir.Operation -> rules.static
 
 
@@ -134,14 +139,27 @@ class _Simulator:
         # every trip of a loop: a K loop runs its body thousands of times per block,
         # nor on every simulation of the kernel: `_Parsed`)
         self.decoded: dict[ir.Block, list[tuple]] = parsed.decoded
-        self.operands: dict[ir.Operation, list[ir.Value]] = parsed.operands  # by op
+        self.operands: dict[ir.Operation, list[int]] = parsed.operands  # by op
+        self.ids: dict[ir.Value, int] = parsed.ids       # a value's key in a block's env
         self.statics: dict[ir.Operation, Any] = parsed.statics    # rules.static
         self.stdout = sys.stdout               # where device printf writes
+        # the op whose rule runs now, and its decoding's slots [operand numbers,
+        # rules.static's answer]: rules find them without hashing the op (~0.8 us)
+        self.op_now: ir.Operation | None = None
+        self.slots_now: list = [None, None]
 
     # -- values ---------------------------------------------------------------------
+    def vid(self, v: ir.Value) -> int:
+        """The number of value `v`, its key in a block's `env` (numbered as first met)."""
+        i = self.ids.get(v)
+        if i is None:
+            i = self.ids[v] = len(self.ids)
+        return i
+
     def full(self, value, t: ir.Type) -> Any:
-        if str(t).startswith("!llvm.struct"):
-            return tuple(self.full(value, et) for et in _struct_types(t))
+        fields = struct_types(t)
+        if fields is not None:
+            return tuple(self.full(value, et) for et in fields)
         if isinstance(t, ir.VectorType):
             return np.full((self.threads, t.shape[0]), value, np_dtype(t.element_type))
         return np.full(self.threads, value, np_dtype(t))
@@ -154,7 +172,7 @@ class _Simulator:
     def run_block(self, blk: _Block, args: list[Any]) -> None:
         body = self.func.regions[0].blocks[0]
         for a, v in zip(body.arguments, args):
-            blk.env[a] = v
+            blk.env[self.vid(a)] = v
         version = None
         for signal in self.run(blk, body, np.ones(self.threads, bool)):
             if signal is BLOCKED:
@@ -174,7 +192,7 @@ class _Simulator:
         for blk in blks:
             blk.cluster = blks
             for a, v in zip(body.arguments, args):
-                blk.env[a] = v
+                blk.env[self.vid(a)] = v
         live = [(blk, self.run(blk, body, np.ones(self.threads, bool))) for blk in blks]
         while live:
             state = [(b.version, b.cluster_arrivals, b.cluster_waits) for b, _ in live]
@@ -197,28 +215,33 @@ class _Simulator:
     def run(self, blk: _Block, block: ir.Block, mask: np.ndarray):
         ops = self.decoded.get(block)
         if ops is None:
-            ops = self.decoded[block] = [_decode(op.operation) for op in block.operations]
-        for op, name, fn, values in ops:
-            if name in ("scf.yield", "scf.condition", "gpu.return"):
-                return [blk.env[v] for v in values]       # the terminator's operands
+            ops = self.decoded[block] = [_decode(op.operation, self.vid)
+                                         for op in block.operations]
+        env = blk.env
+        for op, name, fn, kind, values, slots in ops:
+            if kind is _ENDS:
+                return [env[v] for v in values]       # the terminator's operands
             if fn is None:
                 raise SimError(f"{op.location}: the simulator has no model of '{name}'")
             try:
+                self.op_now, self.slots_now = op, slots
                 out = fn(self, blk, op, mask)
-                if name in SUSPENDING:
+                if kind is _SUSPENDS:
                     out = yield from out
             except SimError as e:
                 if str(e).startswith("loc(") or " at block " in str(e):
                     raise
                 raise SimError(f"{op.location}: '{name}' at block {blk.bid}: {e}") from None
             if out is not None:
-                outs = out if isinstance(out, list) else [out]
-                for r, v in zip(values, outs):
-                    blk.env[r] = v
+                if isinstance(out, list):
+                    for r, v in zip(values, out):
+                        env[r] = v
+                elif values:
+                    env[values[0]] = out
         return []
 
     def get(self, blk: _Block, v: ir.Value) -> Any:
-        return blk.env[v]
+        return blk.env[self.vid(v)]
 
 
 def _check_named(blk: _Block) -> None:
@@ -227,23 +250,39 @@ def _check_named(blk: _Block) -> None:
         raise SimError(f"block {blk.bid} would hang or race at its named barriers: {error}")
 
 
-def _decode(op: ir.Operation) -> tuple:
-    """(op, name, its rule or None, its results) for `_Simulator.run`; for a
-    terminator, its operands instead of its results."""
+# What `_Simulator.run` does with an op besides running its rule (`_decode`)
+_PLAIN, _SUSPENDS, _ENDS = "plain", "suspends", "ends"
+
+
+def _decode(op: ir.Operation, vid) -> tuple:
+    """(op, name, its rule or None, what run does with it, its results' numbers, the
+    slots its rule's operand numbers and static answer are kept in) for
+    `_Simulator.run`; for a terminator, its operands' numbers instead of its
+    results'."""
     name = op.name
     if name in ("scf.yield", "scf.condition", "gpu.return"):
-        return op, name, None, list(op.operands)
+        return op, name, None, _ENDS, [vid(v) for v in op.operands], None
     fn = OPS.get(name)
     if name == "llvm.inline_asm" and asm_text(op).startswith("barrier.cluster.wait"):
         fn, name = cluster_wait, "barrier.cluster.wait"
     if fn is None:
         fn = next((f for p, f in PREFIX_OPS if name.startswith(p)), None)
-    return op, name, fn, list(op.results)
+    return op, name, fn, _SUSPENDS if name in SUSPENDING else _PLAIN, \
+        [vid(v) for v in op.results], [None, None]
 
 
-def _struct_types(t: ir.Type) -> list[ir.Type]:
-    inner = str(t)[len("!llvm.struct<("):-2]
-    return [ir.Type.parse(x.strip()) for x in _split(inner)]
+def struct_types(t: ir.Type) -> list[ir.Type] | None:
+    """The field types of an `!llvm.struct` type, None for any other type (once per
+    type: printing one takes ~15 us)."""
+    return by_type("struct_fields", t, _struct_fields)
+
+
+def _struct_fields(t: ir.Type) -> list[ir.Type] | None:
+    text = str(t)
+    if not text.startswith("!llvm.struct"):
+        return None
+    inner = text[len("!llvm.struct<("):-2]
+    return [ir.Type.parse(x.strip(), t.context) for x in _split(inner)]
 
 
 def _split(s: str) -> list[str]:

@@ -82,6 +82,11 @@ class Memory:
     def _offsets(self, addr: np.ndarray, nbytes: int, what: str) -> np.ndarray:
         off = addr.astype(np.int64) - BASE_ADDRESS
         idx = off[:, None] + np.arange(nbytes)[None, :]
+        if not idx.size:
+            return idx
+        # in bounds (checked on the addresses, not on every byte's index), then valid
+        if 0 <= off.min() and off.max() + nbytes <= self.bytes.size and self.valid[idx].all():
+            return idx
         bad = (idx < 0) | (idx >= self.bytes.size)
         if bad.any() or not self.valid[np.clip(idx, 0, self.bytes.size - 1)].all():
             first = addr[np.nonzero(bad.any(1) | ~self.valid[np.clip(
@@ -112,8 +117,10 @@ class Shared:
         self.bulk_open: dict[int, list[tuple[int, int]]] = {}
 
     def _idx(self, addr: np.ndarray, nbytes: int, what: str) -> np.ndarray:
-        idx = addr.astype(np.int64)[:, None] + np.arange(nbytes)[None, :]
-        if ((idx < 0) | (idx >= self.bytes.size)).any():
+        at = addr.astype(np.int64)
+        idx = at[:, None] + np.arange(nbytes)[None, :]
+        # (on the addresses: the first and last byte of each access)
+        if idx.size and (at.min() < 0 or at.max() + nbytes > self.bytes.size):
             raise SimError(f"{what} of {nbytes} bytes at shared offset "
                            f"{int(addr.min())}..{int(addr.max())} is outside the block's "
                            f"{self.bytes.size} bytes of shared memory")

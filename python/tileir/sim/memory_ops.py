@@ -16,28 +16,26 @@ from .rules import (DYNAMIC, SharedRef, SimError, by_type, nbytes_of, np_dtype, 
 # -- memref (shared memory) ----------------------------------------------------------------
 @op("memref.view")
 def _view(sim, blk, o, mask):
-    src, shift = blk.env[o.operands[0]], blk.env[o.operands[1]]
+    src, shift = operands(sim, blk, o)[:2]
     t = ir.MemRefType(o.results[0].type)
     return SharedRef(src.offset + np.asarray(shift, np.int64), np_dtype(t.element_type))
 
 
 @op("memref.extract_aligned_pointer_as_index")
 def _extract_ptr(sim, blk, o, mask):
-    return blk.env[o.operands[0]].offset.copy()
+    return operands(sim, blk, o)[0].offset.copy()
 
 
 @op("memref.load")
 def _mload(sim, blk, o, mask):
-    ref = blk.env[o.operands[0]]
-    (idx,) = [blk.env[v] for v in list(o.operands)[1:]]
+    ref, idx = operands(sim, blk, o)
     addr = ref.offset + np.asarray(idx, np.int64) * ref.dtype.itemsize
     return read_memory(sim, blk, 3, addr, ref.dtype, mask, None)
 
 
 @op("memref.store")
 def _mstore(sim, blk, o, mask):
-    value, ref = blk.env[o.operands[0]], blk.env[o.operands[1]]
-    (idx,) = [blk.env[v] for v in list(o.operands)[2:]]
+    value, ref, idx = operands(sim, blk, o)
     addr = ref.offset + np.asarray(idx, np.int64) * ref.dtype.itemsize
     write_memory(sim, blk, 3, addr, np.asarray(value, ref.dtype), mask)
 
@@ -50,6 +48,10 @@ def _space(t: ir.Type) -> int:
 def _address_space(t: ir.Type) -> int:
     m = re.match(r"!llvm\.ptr(?:<(\d+)>)?", str(t))
     return int(m.group(1) or 0) if m else 0
+
+
+def _is_pointer(t: ir.Type) -> bool:
+    return by_type("pointer", t, lambda t: str(t).startswith("!llvm.ptr"))
 
 
 def read_memory(sim, blk, space, addr, dtype, mask, count) -> np.ndarray:
@@ -128,27 +130,30 @@ def _masked_store(sim, blk, o, mask):
 
 @op("llvm.getelementptr")
 def _gep(sim, blk, o, mask):
-    base_value, size, index = static(sim, o, _gep_static)
+    base_value, size, index, dynamic = static(sim, o, lambda o: _gep_static(sim, o))
     base = np.asarray(blk.env[base_value], np.int64)
-    idx = np.asarray(blk.env[index], np.int64) if isinstance(index, ir.Value) else index
+    idx = np.asarray(blk.env[index], np.int64) if dynamic else index
     return base + idx * size
 
 
-def _gep_static(o):
-    """(the base operand, the element's size, the index: a constant or the operand)."""
+def _gep_static(sim, o):
+    """(the base operand's number, the element's size, the index: a constant or the
+    operand's number, whether it is the operand)."""
     size = nbytes_of(ir.TypeAttr(o.attributes["elem_type"]).value)
     raw = list(ir.DenseI32ArrayAttr(o.attributes["rawConstantIndices"]))
     if len(raw) != 1:
         raise SimError("getelementptr with more than one index is not modelled")
     operands_ = list(o.operands)
-    return operands_[0], size, operands_[1] if raw[0] == DYNAMIC else raw[0]
+    dynamic = raw[0] == DYNAMIC
+    return (sim.vid(operands_[0]), size, sim.vid(operands_[1]) if dynamic else raw[0],
+            dynamic)
 
 
 @op("llvm.inttoptr", "llvm.ptrtoint", "llvm.addrspacecast")
 def _ptr_cast(sim, blk, o, mask):
     (a,) = operands(sim, blk, o)
     t = o.results[0].type
-    return np.asarray(a).astype(np.int64) if str(t).startswith("!llvm.ptr") else \
+    return np.asarray(a).astype(np.int64) if _is_pointer(t) else \
         np.asarray(a).astype(np_dtype(t))
 
 
@@ -192,7 +197,7 @@ def _from_elements(sim, blk, o, mask):
 
 @op("vector.extract")
 def _vextract(sim, blk, o, mask):
-    (v,) = [blk.env[o.operands[0]]]
+    v = operands(sim, blk, o)[0]
     (pos,) = list(ir.DenseI64ArrayAttr(o.attributes["static_position"]))
     return np.asarray(v)[:, pos]
 

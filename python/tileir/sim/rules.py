@@ -54,6 +54,11 @@ def static(sim, o: ir.Operation, make: Callable[[ir.Operation], Any]) -> Any:
     """`make(o)`: what a rule reads of op `o` itself (attributes, types), not of the
     values it runs on; read once per op (kept with the parsed kernel, `sim.statics`),
     not on every trip of a loop."""
+    if o is sim.op_now:              # the running rule's op: its slot, not a hash of it
+        found = sim.slots_now[1]
+        if found is None:
+            found = sim.slots_now[1] = make(o)
+        return found
     found = sim.statics.get(o)
     if found is None:
         found = sim.statics[o] = make(o)
@@ -106,10 +111,17 @@ def op(*names):
 
 
 def operands(sim, blk, o):
-    values = sim.operands.get(o)
-    if values is None:
-        values = sim.operands[o] = list(o.operands)
-    return [blk.env[v] for v in values]
+    """The values of op `o`'s operands in block `blk` (their numbers read once per op)."""
+    if o is sim.op_now:              # the running rule's op: its slot, not a hash of it
+        ids = sim.slots_now[0]
+        if ids is None:
+            ids = sim.slots_now[0] = [sim.vid(v) for v in o.operands]
+    else:
+        ids = sim.operands.get(o)
+        if ids is None:
+            ids = sim.operands[o] = [sim.vid(v) for v in o.operands]
+    env = blk.env
+    return [env[i] for i in ids]
 
 
 def attr_int(o, name: str) -> int:

@@ -14,14 +14,17 @@ from .rules import (BLOCKED, OPS, PREFIX_OPS, SharedRef, SimError, attr_int, np_
 # -- arith ---------------------------------------------------------------------------
 @op("arith.constant")
 def _constant(sim, blk, o, mask):
-    # constants are shared, read-only: no rule writes into its operands
-    found = sim.constants.get(o)
+    # constants are shared, read-only: no rule writes into its operands.  Kept for this
+    # simulation by the op's decoding slots (their id: an int, hashed without the
+    # bindings; they live as long as the parsed kernel) or by the op
+    key = id(sim.slots_now) if o is sim.op_now else o
+    found = sim.constants.get(key)
     if found is None:
         attr, t = o.attributes["value"], o.results[0].type
         found = sim.constants.get((attr, t))
         if found is None:
             found = sim.constants[attr, t] = _make_constant(sim, attr, t)
-        sim.constants[o] = found
+        sim.constants[key] = found
     return found
 
 
@@ -244,7 +247,7 @@ PREFIX_OPS.append(("math.", _math))
 def _if(sim, blk, o, mask):
     """Both sides of a divergent branch run as coroutines, each for its threads,
     switching where one waits on the other (a producer and its consumers)."""
-    cond = np.asarray(blk.env[o.operands[0]], bool)
+    cond = np.asarray(operands(sim, blk, o)[0], bool)
     regions = list(o.regions)
     sides = []
     for region, m in ((regions[0], mask & cond), (regions[1], mask & ~cond)):
@@ -275,16 +278,17 @@ def _if(sim, blk, o, mask):
 
 @op("scf.for")
 def _for(sim, blk, o, mask):
-    ops = list(o.operands)
-    lb = uniform(blk.env[ops[0]], mask, "a loop's lower bound")
-    ub = uniform(blk.env[ops[1]], mask, "a loop's upper bound")
-    step = uniform(blk.env[ops[2]], mask, "a loop's step")
-    carried = [blk.env[v] for v in ops[3:]]
+    ops = operands(sim, blk, o)
+    lb = uniform(ops[0], mask, "a loop's lower bound")
+    ub = uniform(ops[1], mask, "a loop's upper bound")
+    step = uniform(ops[2], mask, "a loop's step")
+    carried = ops[3:]
     body = o.regions[0].blocks[0]
+    iv, *args = [sim.vid(a) for a in body.arguments]
     iv_t = body.arguments[0].type
     for i in range(lb, ub, step):
-        blk.env[body.arguments[0]] = sim.full(i, iv_t)
-        for a, v in zip(list(body.arguments)[1:], carried):
+        blk.env[iv] = sim.full(i, iv_t)
+        for a, v in zip(args, carried):
             blk.env[a] = v
         carried = yield from sim.run(blk, body, mask)
     return carried
@@ -295,10 +299,12 @@ def _while(sim, blk, o, mask):
     """Threads leave the loop when their own condition fails (a compare-and-swap loop
     diverges); the others run on, the leavers masked off, until none is left."""
     before, after = (r.blocks[0] for r in o.regions)
-    carried = [blk.env[v] for v in o.operands]
+    carried = operands(sim, blk, o)
+    before_args = [sim.vid(a) for a in before.arguments]
+    after_args = [sim.vid(a) for a in after.arguments]
     active, results = mask.copy(), None
     while True:
-        for a, v in zip(before.arguments, carried):
+        for a, v in zip(before_args, carried):
             blk.env[a] = v
         out = yield from sim.run(blk, before, active)      # scf.condition's operands
         stay = np.asarray(out[0], bool) & active
@@ -308,7 +314,7 @@ def _while(sim, blk, o, mask):
         active = stay
         if not active.any():
             return results
-        for a, v in zip(after.arguments, out[1:]):
+        for a, v in zip(after_args, out[1:]):
             blk.env[a] = v
         carried = yield from sim.run(blk, after, active)
 

@@ -150,26 +150,28 @@ def _check_translatable(module: ir.Module) -> None:
     def visit(op):
         if op.name in ("gpu.module", "builtin.module"):
             return ir.WalkResult.ADVANCE
-        types = [v.type for v in list(op.operands) + list(op.results)]
-        for i in range(len(op.attributes)):
-            named = op.attributes[i]
-            attr = named.attr
+        types = [v.type for v in op.operands]
+        types += [v.type for v in op.results]
+        attrs = op.attributes          # (a new view on every read of op.attributes)
+        for i in range(len(attrs)):
+            named = attrs[i]
+            attr, name = named.attr, named.name
             if isinstance(attr, ir.TypeAttr):
                 types.append(attr.value)
-            elif named.name == "alignment" and not _power_of_two_attr(attr):
+            elif name == "alignment" and not _power_of_two_attr(attr):
                 bad.append((op, f"alignment {ir.IntegerAttr(attr).value}, not a power of two"))
-            elif named.name == "arg_attrs" and isinstance(attr, ir.ArrayAttr):
+            elif name == "arg_attrs" and isinstance(attr, ir.ArrayAttr):
                 for i, d in enumerate(ir.ArrayAttr(attr)):
                     d = ir.DictAttr(d)
                     if "llvm.align" in d and not _power_of_two_attr(d["llvm.align"]):
                         bad.append((op, f"argument #{i} aligned to "
                                         f"{ir.IntegerAttr(d['llvm.align']).value}, not a "
                                         f"power of two"))
-            elif named.name in ("nvvm.maxntid", "nvvm.reqntid") and \
+            elif name in ("nvvm.maxntid", "nvvm.reqntid") and \
                     isinstance(attr, ir.DenseI32ArrayAttr):
                 dims = list(ir.DenseI32ArrayAttr(attr))
                 if any(d < 1 for d in dims) or math.prod(dims) > 1024:
-                    bad.append((op, f"{named.name} {dims}: a block has 1 to 1024 threads"))
+                    bad.append((op, f"{name} {dims}: a block has 1 to 1024 threads"))
         for t in types:
             if not _compatible(t):
                 bad.append((op, f"type {t}, which has no LLVM equivalent: the 'llvm' stage "
