@@ -449,3 +449,10 @@ def _bits_of(t: ir.Type) -> int:
 def index(v: ir.Value) -> ir.Value:
     """An i32/i64 value as `index` (for memref accesses)."""
     return arith.index_cast(ir.IndexType.get(), v)
+
+
+def same_warps(a: tuple, b: tuple) -> bool:
+    """Whether two layouts' warp bases agree, the warps past the shorter list holding
+    replicas (zero bases) in the longer."""
+    short, long_ = sorted((a, b), key=len)
+    return long_[:len(short)] == short and all(not any(w) for w in long_[len(short):])

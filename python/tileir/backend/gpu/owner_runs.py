@@ -31,7 +31,8 @@ from mlir.dialects import arith, llvm, scf, vector
 from tileir.dialect import TileIRError
 from tileir.backend.layout.warpgroup_split import OWNER_ATTR
 
-from .context import Frag, LoweringContext
+from . import barriers
+from .context import Frag, LoweringContext, same_warps
 
 OWNER_WARPS = 4            # warpgroup 0: warps 0-3 of the consumer warps
 _PURE_PREFIXES = ("arith.", "math.")
@@ -227,20 +228,17 @@ def _user(use) -> ir.Operation:
 
 
 def handoff_barriers(cx: LoweringContext) -> tuple[int, int]:
-    """(empty, full): the named barrier ids of the hand-offs."""
-    from .rules.control import turn_barrier
-    base = turn_barrier(cx.num_warps) + 2
-    return base, base + 1
+    """(empty, full): the named barrier ids of the hand-offs (barriers.py)."""
+    return barriers.handoff_barriers(cx.num_warps)
 
 
 def skewed(cx: LoweringContext, src: Frag, res) -> bool:
     """Whether a hand-off of `src` into layout `res` may leave the owner ahead: the
     consumer branch of two warpgroups, and the owner's own registers already the
     result's (the layouts differ only in the warps that hold replicas)."""
-    from .rules.shape import _same_warps
     return cx.role == "consumer" and cx.num_warps == 2 * OWNER_WARPS and \
         src.lin.regs == res.regs and src.lin.lanes == res.lanes and \
-        _same_warps(src.lin.warps, res.warps)
+        same_warps(src.lin.warps, res.warps)
 
 
 def skewed_handoff(cx: LoweringContext, src: Frag, res, write, read) -> Frag:

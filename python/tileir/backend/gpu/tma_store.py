@@ -9,10 +9,10 @@ from mlir.dialects import arith, nvvm, scf
 
 from tileir.backend.layout import layouts as L
 from tileir.backend.layout.tma_store import StorePlan
+from .barriers import GROUP_BARRIER_BASE
 from .context import Frag, LoweringContext
 from .shared import SmemTile, fence_async_proxy, store_frag
 
-GROUP_BARRIER_BASE = 2       # named barriers 2, 3, ...: one per group (1 is the consumers')
 
 
 def slab_frag(frag: Frag, s: int, width: int) -> Frag:

@@ -33,7 +33,7 @@ where the other warpgroup would wait on it for ever.  Barriers of both warpgroup
 elsewhere in the body are safe (each warpgroup passes its turn before it reaches
 them) but resynchronize the two.  Each loop that qualifies gets its own start and
 end, so two such loops in one kernel alternate each on its own.  The barrier ids are
-the gpu stage's (rules/control.py, `turn_barrier`: after the consumers' barrier 1 and
+the gpu stage's (backend/gpu/barriers.py, `turn_barrier`: after the consumers' barrier 1 and
 the TMA store's group barriers).  Loops that do not qualify are left as they are.
 
 Who decides.  The kernel option `pingpong` (the attribute `tile.pingpong`): True

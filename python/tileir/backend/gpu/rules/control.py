@@ -10,7 +10,7 @@ from tileir.dialect import TileIRError
 
 from .. import owner_runs
 from ..context import Frag, LoweringContext, lin_of
-from ..tma_store import GROUP_BARRIER_BASE
+from ..barriers import NAMED_BARRIERS, turn_barrier
 from .registry import lower_block, rule
 
 
@@ -125,19 +125,6 @@ def _is_producer(cx, op):
 def _set_max_registers(cx, op):
     llvm.inline_asm(None, [], f"setmaxnreg.{op.action}.sync.aligned.u32 {op.count};", "",
                     has_side_effects=True)
-
-
-# Named barriers (16 a block): 0 the block's, 1 the consumer warps' (LoweringContext.
-# barrier), GROUP_BARRIER_BASE .. + num_warps // 2 - 1 the TMA store's warp groups (two
-# warps or more each: tma_store.py), then the consumer warpgroups' two turns
-# (tile.turn): warpgroup w waits on the turn barrier of w, the other arrives on it;
-# then the owner warpgroup's hand-offs, empty and full (owner_runs.handoff_barriers).
-NAMED_BARRIERS = 16
-
-
-def turn_barrier(num_warps: int) -> int:
-    """The first of the two turn barriers of a kernel of `num_warps` consumer warps."""
-    return GROUP_BARRIER_BASE + num_warps // 2
 
 
 @rule("tile.turn")

@@ -18,7 +18,7 @@ from tileir.dialect.layout import tile_layout
 
 from tileir.backend.layout import layouts as L
 from tileir.backend.layout.mma_layouts import Shared, choose_swizzle
-from ..context import Frag, LoweringContext, _bits, index, lin_of
+from ..context import Frag, LoweringContext, _bits, index, lin_of, same_warps
 from ..owner_runs import skewed, skewed_handoff
 from ..shared import SmemTile, load_frag, new_tile, staging_linear, store_frag, write_shared
 from .registry import rule
@@ -35,7 +35,7 @@ def _broadcast(cx, op):
     r = L.restrict(res_lin, src.shape)
     owned = op.source in cx.owner_only
     moved = _owner_widened(cx, op.source, src.lin, r) or r.lanes != src.lin.lanes or \
-        not _same_warps(r.warps, src.lin.warps) or not set(r.regs) <= set(src.lin.regs)
+        not same_warps(r.warps, src.lin.warps) or not set(r.regs) <= set(src.lin.regs)
     if moved:
         # the source elements each thread needs, in the result layout's arrangement (a
         # value one warpgroup holds alone: its threads write, owner_runs.py)
@@ -157,14 +157,7 @@ def _same_but_replicas(a: L.Linear, b: L.Linear) -> bool:
     warpgroup's product (tile-split-warpgroups) read as an operand that both
     warpgroups hold whole."""
     return a.shape == b.shape and a.regs == b.regs and a.lanes == b.lanes and \
-        _same_warps(a.warps, b.warps)
-
-
-def _same_warps(a: tuple, b: tuple) -> bool:
-    """Whether two layouts' warp bases agree, the warps past the shorter list holding
-    replicas (zero bases) in the longer."""
-    short, long_ = sorted((a, b), key=len)
-    return long_[:len(short)] == short and all(not any(w) for w in long_[len(short):])
+        same_warps(a.warps, b.warps)
 
 
 def _is_splat(value: ir.Value) -> bool:
