@@ -44,8 +44,8 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "201 s wall, 388 s of CPU, 3020 passed (755c588, 2026-11-29, two quiet CPUs)",
-    "full": "620 s wall, 3754 passed (f9c68f1, 2026-11-29, two nearly quiet CPUs)",
+    "fast": "217 s wall, 417 s of CPU, 3051 tests (68b4261, 2026-11-29, two quiet CPUs)",
+    "full": "613 s wall, 3796 passed (de6164a, 2026-11-29, CI on a clean clone)",
 }
 
 
