@@ -1,8 +1,9 @@
 """Shared pytest setup: the `gpu` marker skips cleanly without an NVIDIA GPU; the
-`sweep` marker puts all but a sweep's first cases in the full tier (`slow`); every
-test gets an empty compile cache of its own, and tests that compile many identical
-cubins can share one for the session (`shared_compile_cache`, `session_dir`); tests
-that run tile-opt as a command can reach a warm one (`tile_opt_server`)."""
+`sweep` marker puts all but a sweep's first cases in the full tier (`slow`); tests
+compile through one compile cache for the run (a specialization another test or
+worker compiled is loaded, not compiled again), except those that patch anything or
+are marked `private_cache`, which get an empty one of their own (`_compile_cache`);
+tests that run tile-opt as a command can reach a warm one (`tile_opt_server`)."""
 
 import hashlib
 import importlib
@@ -62,17 +63,43 @@ def _private_caches(tmp_path_factory) -> Path:
 
 
 _PRIVATE_CACHES = itertools.count()
+# the run's shared compile cache in this folder instead (`--basetemp`'s): a second run
+# given the first one's folder finds every cubin compiled, as a test does whose kernels
+# other tests compiled first (how the tests that need a private cache were found)
+SHARED_CACHE_ENV = "TILEIR_TEST_SHARED_CACHE"
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(_private_caches, monkeypatch):
-    """Tests never read or fill the user's compile cache (~/.cache/tileir): each gets an
-    empty folder of its own, numbered by this worker's count and made directly, since
-    tmp_path_factory.mktemp lists every folder made before (near the end of a fast-tier
-    run ~2 ms a test, and every `tmp_path` listed the caches too)."""
-    path = _private_caches / str(next(_PRIVATE_CACHES))
-    path.mkdir()
-    monkeypatch.setenv("TILEIR_CACHE_DIR", str(path))
+def _compile_cache(request, _private_caches, session_dir):
+    """Tests never read or fill the user's compile cache (~/.cache/tileir).  They share
+    one for the run (`shared_compile_cache`: new each run, so what it holds this tree's
+    compiler compiled; its writes are atomic, tileir/cache.py, so workers share it),
+    except a test that could fill it with what another compiler compiles or must see
+    its own compile: one that uses `monkeypatch` (itself or through a fixture: it may
+    patch the compiler, whose key covers the source files, not a patched function) or
+    is marked `private_cache` (it reads a compiled kernel's `module`, which a cache hit
+    does not have, or counts compiles).  Those get an empty folder of their own,
+    numbered by this worker's count and made directly (tmp_path_factory.mktemp lists
+    every folder made before: near the end of a run ~2 ms a test).  Set here, not
+    through monkeypatch, so that `monkeypatch` in a test's closure says the test's own."""
+    if "monkeypatch" in request.fixturenames or request.node.get_closest_marker("private_cache"):
+        path = _private_caches / str(next(_PRIVATE_CACHES))
+        path.mkdir()
+    else:
+        path = shared_cache_dir(session_dir)
+    old = os.environ.get("TILEIR_CACHE_DIR")
+    os.environ["TILEIR_CACHE_DIR"] = str(path)
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("TILEIR_CACHE_DIR", None)
+        else:
+            os.environ["TILEIR_CACHE_DIR"] = old
+
+
+def shared_cache_dir(session_dir: Path) -> Path:
+    return Path(os.environ.get(SHARED_CACHE_ENV) or session_dir / "compile-cache")
 
 
 @pytest.fixture(scope="session")
@@ -90,16 +117,14 @@ def session_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def shared_compile_cache(session_dir, monkeypatch) -> Path:
-    """This test's cubins go through one compile cache for the whole run instead of an
-    empty one of its own: a specialization another test (or worker) compiled is loaded,
-    not compiled again.  The cache is new each run, so what it holds was compiled by
-    this tree's compiler; its writes are atomic (tileir/cache.py), so workers share it.
-    Only for tests that do not count compiles or change the compiler while they run:
-    the key covers the compiler's source files, not a monkeypatched function."""
-    root = session_dir / "compile-cache"
-    monkeypatch.setenv("TILEIR_CACHE_DIR", str(root))
-    return root
+def shared_compile_cache(request, session_dir) -> Path:
+    """The run's shared compile cache, which this test's compiles go through (a test that
+    patches nothing and is not marked `private_cache`: `_compile_cache`)."""
+    path = shared_cache_dir(session_dir)
+    if os.environ.get("TILEIR_CACHE_DIR") != str(path):
+        raise RuntimeError(f"{request.node.nodeid} asks for the shared compile cache but "
+                           f"patches something or is marked private_cache")
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -129,8 +129,9 @@ def module_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _shared_cache(module_cache, monkeypatch):
-    """The tests of this module share one private cache: each specialization compiles once
-    (after conftest's fixture, which gives every test an empty one)."""
+    """The tests of this module share one cache of their own: each specialization
+    compiles once, and no other test's compile of it is loaded in its place (after
+    conftest's `_compile_cache`)."""
     monkeypatch.setenv("TILEIR_CACHE_DIR", str(module_cache))
 
 
