@@ -44,8 +44,8 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "217 s wall, 417 s of CPU, 3051 tests (68b4261, 2026-11-29, two quiet CPUs)",
-    "full": "613 s wall, 3796 passed (de6164a, 2026-11-29, CI on a clean clone)",
+    "fast": "196 s wall, 381 s of CPU, 3051 passed (9a19b87, 2026-11-29, two quiet CPUs)",
+    "full": "581 s wall, 3796 passed (9a19b87, 2026-11-29, CI on a clean clone)",
 }
 
 
