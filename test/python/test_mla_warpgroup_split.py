@@ -17,6 +17,7 @@ from mlir import ir
 
 from tileir.backend.layout import warpgroup_split as ws
 from tileir.examples import mla_decode as mla
+from tileir.passes import effects
 from tileir.sim import simulate
 
 from test_decode_attention import _loop_around
@@ -71,9 +72,9 @@ def test_the_mla_loop_plans_its_scores_for_one_warpgroup():
     owned = [op for op in products if ws.OWNER_ATTR in op.attributes]
     assert len(products) == 3 and len(owned) == 2            # q_nope c^T, q_rope r^T
     pc = next(op for op in products if ws.OWNER_ATTR not in op.attributes)
-    p = ws._defining(pc.operands[0])
+    p = effects.defining_op(pc.operands[0])
     if p.name == "tile.convert_layout":        # (today's exchange of P's halves)
-        p = ws._defining(p.operands[0])
+        p = effects.defining_op(p.operands[0])
     assert p.name == "arith.truncf" and ws.HANDOFF_ATTR in p.attributes
     handoffs = [op for op in ops if ws.HANDOFF_ATTR in op.attributes]
     assert sorted(op.name for op in handoffs) == ["arith.truncf", "math.exp2"]
@@ -93,11 +94,11 @@ def test_the_score_products_take_one_warpgroups_layout():
     pc = next(op for op in ops if op.name == "tile.mma" and ws.OWNER_ATTR not in op.attributes)
     assert "array<i64: 4, 2>, array<i64: 64, 256>" in str(pc.results[0].type)
     loop = next(op for op in ops if ws.PLAN_ATTR in op.attributes)
-    inside = ws._ops_under(loop)
+    inside = effects.ops_under(loop)
     # one conversion in the loop (P's, lowered to nothing); the default has the same one
     # from the column halves, an exchange through shared memory
     assert [op for op in inside if op.name == "tile.convert_layout"] == \
-        [ws._defining(pc.operands[0])]
+        [effects.defining_op(pc.operands[0])]
     default = [op for op in _walk(_deepseek()) if op.name == "tile.convert_layout"]
     assert len(default) == 1
 

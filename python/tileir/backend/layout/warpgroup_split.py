@@ -140,23 +140,17 @@ def split_warpgroups(module: ir.Module, chip: str) -> list[Plan | str]:
 
 
 def _loops(func: ir.Operation) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "scf.for":
-            found.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit)
-    return found
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    return [op for op in effects.ops_under(func) if op.name == "scf.for"]
 
 
 def plan_loop(loop: ir.Operation, chip: str, num_warps: int) -> Plan | str:
     """The ownership plan of one `scf.for`, or why it has none."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
     if num_warps != CONSUMER_WARPS:
         return f"{num_warps} warps: the split needs two consumer warpgroups (8 warps)"
     body = loop.regions[0].blocks[0]
-    inside = _ops_under(loop)
+    inside = effects.ops_under(loop)
     products = [op for op in inside if op.name == "tile.mma"]
     carried = list(body.arguments)[1:]
     seconds = [op for op in products if _carried_acc(op, carried, inside)]
@@ -183,7 +177,7 @@ def plan_loop(loop: ir.Operation, chip: str, num_warps: int) -> Plan | str:
     for op in owned_ops:
         for r in op.results:
             for u in r.uses:
-                reader = _user(u)
+                reader = effects.user(u)
                 if reader in inside and reader not in owned_ops and reader != second and \
                         not _pure(reader):
                     return (f"{reader.name} reads an owned value inside the loop (the "
@@ -191,8 +185,8 @@ def plan_loop(loop: ir.Operation, chip: str, num_warps: int) -> Plan | str:
     handoffs: list[ir.Value] = []
     for op in owned_ops:
         for r in op.results:
-            if any(_user(u) not in owned_ops and _user(u) in inside and
-                   _user(u).name != "scf.yield" for u in r.uses):
+            if any(effects.user(u) not in owned_ops and effects.user(u) in inside and
+                   effects.user(u).name != "scf.yield" for u in r.uses):
                 handoffs.append(r)
     results = [i for i, (arg, res) in enumerate(zip(carried, loop.results))
                if arg in owned_vals and any(True for _ in res.uses)]
@@ -206,12 +200,13 @@ def plan_loop(loop: ir.Operation, chip: str, num_warps: int) -> Plan | str:
 
 def mark(plan: Plan) -> None:
     """Writes `plan` into its loop (see the contract)."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
     i64 = ir.IntegerType.get_signless(64)
     for op in plan.owned:
         op.attributes[OWNER_ATTR] = ir.IntegerAttr.get(i64, OWNER)
     by_op: dict[ir.Operation, list[int]] = {}
     for v in plan.handoffs:
-        by_op.setdefault(_defining(v), []).append(ir.OpResult(v).result_number)
+        by_op.setdefault(effects.defining_op(v), []).append(ir.OpResult(v).result_number)
     for op, numbers in by_op.items():
         op.attributes[HANDOFF_ATTR] = ir.DenseI64ArrayAttr.get(sorted(numbers))
     plan.loop.attributes[PLAN_ATTR] = ir.DictAttr.get({
@@ -226,6 +221,7 @@ def _owned(loop, body, scores, second, inside) -> tuple[set, list[ir.Operation]]
     """(owned values, owned ops in walk order): the forward closure of the score
     products' results and the owned carried values, cut to what the second product's
     A operand and the owned carried values need, then the pure ops only owned ops use."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
     carried = list(body.arguments)[1:]
     yields = list(body.operations)[-1].operands
     seeds = {r for op in scores for r in op.results}
@@ -233,7 +229,7 @@ def _owned(loop, body, scores, second, inside) -> tuple[set, list[ir.Operation]]
     while True:
         reach = _forward(seeds | owned_args, second, inside)
         new = {arg for arg, y in zip(carried, yields)
-               if y in reach and _defining(y) != second}
+               if y in reach and effects.defining_op(y) != second}
         if new <= owned_args:
             break
         owned_args |= new
@@ -262,7 +258,7 @@ def _owned(loop, body, scores, second, inside) -> tuple[set, list[ir.Operation]]
             if op in ops or not _pure(op) or op.name == "scf.yield" or not op.results or \
                     any(r in loaded for r in op.results):
                 continue
-            users = [_user(u) for r in op.results for u in r.uses]
+            users = [effects.user(u) for r in op.results for u in r.uses]
             if users and all(u in ops for u in users):
                 ops.add(op)
                 changed = True
@@ -273,12 +269,13 @@ def _owned(loop, body, scores, second, inside) -> tuple[set, list[ir.Operation]]
 def _forward(seeds: set, stop: ir.Operation, inside: list) -> set:
     """Values of the loop body computed from `seeds`, not through `stop`; a yield of an
     scf.if carries its operands to the if's results (the loop's own yield ends a path)."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
     reach = set(seeds)
     work = list(seeds)
     while work:
         v = work.pop()
         for use in v.uses:
-            op = _user(use)
+            op = effects.user(use)
             if op == stop or op not in inside:
                 continue
             if op.name == "scf.yield":
@@ -298,6 +295,7 @@ def _forward(seeds: set, stop: ir.Operation, inside: list) -> set:
 
 def _backward_values(roots: list, inside: list) -> set:
     """Values of the loop body the `roots` are computed from (through scf.if yields)."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
     need: set = set()
     work = list(roots)
     while work:
@@ -305,7 +303,7 @@ def _backward_values(roots: list, inside: list) -> set:
         if v in need:
             continue
         need.add(v)
-        op = _defining(v)
+        op = effects.defining_op(v)
         if op is None or op not in inside:
             continue
         work.extend(op.operands)
@@ -319,7 +317,8 @@ def _backward_values(roots: list, inside: list) -> set:
 
 def _backward(v: ir.Value, inside: list) -> set:
     """The ops of the loop body `v` is computed from."""
-    return {op for op in (_defining(x) for x in _backward_values([v], inside))
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    return {op for op in (effects.defining_op(x) for x in _backward_values([v], inside))
             if op is not None and op in inside}
 
 
@@ -352,24 +351,3 @@ def _tile_bytes(t: ir.Type) -> int:
     return math.prod(t.shape) * bitwidth(t.element_type) // 8
 
 
-def _ops_under(root: ir.Operation) -> list[ir.Operation]:
-    out: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op != root:
-            out.append(op.operation)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
-    return out
-
-
-def _defining(v: ir.Value) -> ir.Operation | None:
-    owner = v.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    return owner if isinstance(owner, ir.Operation) else None
-
-
-def _user(use) -> ir.Operation:
-    owner = use.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner

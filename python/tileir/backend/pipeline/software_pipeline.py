@@ -636,13 +636,7 @@ class _Pipeliner:
         with `outer2`'s values instead (another tile's, in a persistent kernel)."""
         RingAcquireOp(ring, slot, parity, pred)
         for buffer, ld in enumerate(loads):
-            index = _clone_slice(ld.slice, loop, k, ld.index, outer)
-            if alt is not None:
-                cond, k2, outer2 = alt
-                other = _clone_slice(ld.slice, loop, k2, ld.index, outer2)
-                index = [arith.select(cond, b, a) if a != b else a
-                         for a, b in zip(index, other)]
-            RingLoadOp(ring, slot, pred, ld.array, index, buffer)
+            RingLoadOp(ring, slot, pred, ld.array, _index_at(ld, loop, k, outer, alt), buffer)
         RingCommitOp(ring)
 
     def prefetch(self, loads, tiles, pred, k, loop, outer=None, alt=None) -> None:
@@ -651,13 +645,7 @@ class _Pipeliner:
         a multicast tile whole, by both blocks of its pair (the second finds it in
         flight)."""
         for ld, tile in zip(loads, tiles):
-            index = _clone_slice(ld.slice, loop, k, ld.index, outer)
-            if alt is not None:
-                cond, k2, outer2 = alt
-                other = _clone_slice(ld.slice, loop, k2, ld.index, outer2)
-                index = [arith.select(cond, b, a) if a != b else a
-                         for a, b in zip(index, other)]
-            PrefetchL2Op(pred, ld.array, index, tile)
+            PrefetchL2Op(pred, ld.array, _index_at(ld, loop, k, outer, alt), tile)
 
     def make_async(self, loop: ir.Operation) -> list[tuple[int, ir.Operation]]:
         """Turns each wgmma accumulation the loop carries into mma_async + mma_wait(1);
@@ -786,6 +774,17 @@ def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
     mapping[iv] = k
     clone_ops(ops, mapping)
     return [mapping.get(v, v) for v in values]
+
+
+def _index_at(ld, loop, k, outer=None, alt=None) -> list[ir.Value]:
+    """The index of load `ld` at iteration `k` (its slice cloned with `outer`'s values);
+    `alt = (cond, k2, outer2)`: where `cond` holds, the index at `k2` with `outer2`'s."""
+    index = _clone_slice(ld.slice, loop, k, ld.index, outer)
+    if alt is None:
+        return index
+    cond, k2, outer2 = alt
+    other = _clone_slice(ld.slice, loop, k2, ld.index, outer2)
+    return [arith.select(cond, b, a) if a != b else a for a, b in zip(index, other)]
 
 
 def _ops_in_order(func: ir.Operation) -> list[ir.Operation]:
