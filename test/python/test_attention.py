@@ -730,11 +730,45 @@ def test_four_consumer_warpgroups_at_256x64_fit_without_local_memory(tmp_path):
         ops = _sass(ck.cubin, tmp_path)
         assert ck.meta["num_threads"] == 640 and ops["USETMAXREG"] == 2
         assert "0 bytes spill stores, 0 bytes spill loads" in ck.ptxas_report, ck.ptxas_report
+        # the launch count register_shares balances the pool with (ptxas's, not a guess)
+        assert "Used 96 registers" in ck.ptxas_report, ck.ptxas_report
         assert not ops["LDL"] and not ops["STL"], "local memory (spills)"
         assert ops["HGMMA"] and ops["UTMALDG"]
         assert ck.meta["shared_bytes"] <= 232448
         # no ping-pong (it alternates two warpgroups): nothing decided, nothing said
         assert _choice(ck) == ""
+
+
+def test_register_shares_are_paid_from_what_the_producer_releases():
+    # setmaxnreg.inc takes registers only from the block's own pool (what dec released):
+    # 640 threads launch at 96, so a producer keeping 40 releases 7 168 registers and
+    # four consumer warpgroups at 112 ask 8 192 -- the block hung on the H200
+    from tileir.backend.pipeline.rings import launch_registers, register_shares
+    for warps, launch, shares in ((8, 168, (40, 232)), (12, 128, (40, 152)),
+                                  (16, 96, (32, 112))):
+        assert launch_registers(128 + 32 * warps) == launch
+        assert register_shares(warps) == shares
+        producer, consumer = shares
+        assert 32 * warps * (consumer - launch) <= 128 * (launch - producer)
+
+
+def test_the_simulator_refuses_increases_the_pool_cannot_pay(monkeypatch):
+    # the shares of the first four-warpgroup kernel (40 / 112 at 640 threads): the
+    # simulator replays the block's register pool and names the hang
+    from tileir.backend.pipeline import software_pipeline
+    from tileir.sim import SimError
+    monkeypatch.setattr(software_pipeline, "register_shares", lambda warps: (40, 112))
+    h, hkv, s, d = 2, 1, 90, 64
+    q, k, v = (np.zeros((1, n, s, d), np.float16) for n in (h, hkv, hkv))
+    args = (q, k, v, np.zeros_like(q), 0.125, h, h // hkv, 256, 64, d, False)
+    # a kernel object of its own: its compiled specializations keep the patched shares
+    ck = example.attention.replace_hints(num_warps=16).compile(args, stage="gpu",
+                                                              target="sm_90a")
+    with pytest.raises(SimError, match=r"setmaxnreg.inc to 112 waits for good: the block's "
+                                       r"640 threads launch with 96 registers each, the "
+                                       r"decreases release 7168 registers and the "
+                                       r"increases ask 8192"):
+        simulate(ck, example.grid(q, 256), args)
 
 
 @pytest.mark.parametrize("s,causal", [(300, True), pytest.param(100, False,

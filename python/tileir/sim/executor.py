@@ -60,6 +60,7 @@ class _Block:
         self.cluster_arrivals = 0  # barrier.cluster.arrive's so far
         self.cluster_waits = 0     # barrier.cluster.wait's so far
         self.named = hw.NamedBarriers()   # bar.sync / bar.arrive, replayed at the end
+        self.registers = hw.RegisterPool(self.threads)   # setmaxnreg, checked at the end
 
 
 @dataclasses.dataclass
@@ -179,7 +180,7 @@ class _Simulator:
                 if version == blk.version:
                     raise SimError(f"block {blk.bid} would hang: {blk.waiting}")
                 version = blk.version
-        _check_named(blk)
+        _check_at_end(blk)
         if any(blk.shared.bulk_reads()):
             raise SimError(f"block {blk.bid} exits while TMA stores may still read its "
                            f"shared memory (no cp.async.bulk.wait_group.read 0 at the end)")
@@ -202,7 +203,7 @@ class _Simulator:
                     next(gen)
                     still.append((blk, gen))
                 except StopIteration:
-                    _check_named(blk)
+                    _check_at_end(blk)
                     if any(blk.shared.bulk_reads()):
                         raise SimError(f"block {blk.bid} exits while TMA stores may still "
                                        f"read its shared memory") from None
@@ -244,10 +245,15 @@ class _Simulator:
         return blk.env[self.vid(v)]
 
 
-def _check_named(blk: _Block) -> None:
+def _check_at_end(blk: _Block) -> None:
+    """What the executor's lockstep cannot see as it runs: the named barriers' and the
+    register pool's waits, replayed once the block is done."""
     error = blk.named.check()
     if error is not None:
         raise SimError(f"block {blk.bid} would hang or race at its named barriers: {error}")
+    error = blk.registers.check()
+    if error is not None:
+        raise SimError(f"block {blk.bid} would hang: {error}")
 
 
 # What `_Simulator.run` does with an op besides running its rule (`_decode`)

@@ -218,6 +218,47 @@ class Barrier:
         return self.phase % 2 != parity % 2
 
 
+class RegisterPool:
+    """A block's register pool under `setmaxnreg` (PTX ISA): every warp launches with
+    the registers ptxas gives a kernel of the block's size (the register file over its
+    threads, in steps of 8); `dec` puts a warp's surplus in the block's own pool and
+    `inc` takes from it, waiting until the pool holds enough.  The SM's other free
+    registers never enter it, so a block whose increases outgrow its decreases waits in
+    its `inc` for good.  Checked at the block's end, as the named barriers are (the
+    executor runs the warpgroups in lockstep, not in the order the GPU would)."""
+
+    FILE = 65536                 # 32-bit registers of an SM
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.launch = min(255, self.FILE // threads) // 8 * 8
+        self.now: dict[int, int] = {}       # warp -> its count, where it changed
+        self.first_inc = None               # (op, count) of the first increase
+
+    def record(self, action: str, count: int, mask: np.ndarray, op) -> None:
+        if count % 8 or not 24 <= count <= 256:
+            raise SimError(f"setmaxnreg.{action} {count}: a multiple of 8 in [24, 256]")
+        for w in np.unique(np.nonzero(mask)[0] // 32):
+            was = self.now.get(int(w), self.launch)
+            if (action == "inc") != (count >= was) and count != was:
+                raise SimError(f"setmaxnreg.{action} {count} from {was} registers")
+            self.now[int(w)] = count
+        if action == "inc" and self.first_inc is None:
+            self.first_inc = (op, count)
+
+    def check(self) -> str | None:
+        """None when every increase can be met from what the decreases released."""
+        grown = sum(32 * (n - self.launch) for n in self.now.values())
+        if grown <= 0:
+            return None
+        op, count = self.first_inc
+        released = sum(32 * (self.launch - n) for n in self.now.values() if n < self.launch)
+        return (f"{op.location}: setmaxnreg.inc to {count} waits for good: the block's "
+                f"{self.threads} threads launch with {self.launch} registers each, the "
+                f"decreases release {released} registers and the increases ask "
+                f"{released + grown}")
+
+
 class NamedBarriers:
     """A block's named barriers (`bar.sync id, n` and `bar.arrive id, n`, ids 0-15), as
     the hardware counts them: a barrier's phase completes once `n` threads arrived,

@@ -146,8 +146,10 @@ def _inline_asm(sim, blk, o, mask):
             raise SimError(f"the kernel trapped (block {blk.bid}, threads "
                            f"{np.nonzero(mask)[0].tolist()[:8]})")
         return None
-    if asm.startswith("setmaxnreg"):
-        return None                               # registers are not modelled
+    m = re.match(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);", asm)
+    if m:                                         # checked at the block's end
+        blk.registers.record(m.group(1), int(m.group(2)), mask, o)
+        return None
     if asm.startswith("createpolicy"):
         return np.zeros(sim.threads, np.int64)
     # 16-byte accesses: streaming stores, loads with an L2 policy, stream-K partials

@@ -40,8 +40,8 @@ from . import stream_k
 from .block_order import ORDER_ATTR, grouped, walk_order
 from .cluster_pairs import pair_axis
 from .pure_slices import clone_ops, defined_in, pure_slice
-from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS, PRODUCER_WARPS,
-                    PRODUCER_WARPS_ATTR)
+from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_WARPS,
+                    PRODUCER_WARPS_ATTR, register_shares)
 
 PERSISTENT_ATTR = "tile.persistent"
 LOOP_ATTR = "tile.persistent_loop"
@@ -185,7 +185,7 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     # -- producer: the tile loop's index math and the copies only
     with ir.InsertionPoint(branch.then_block), loc:
         if shuffle:
-            SetMaxRegistersOp(PRODUCER_REGISTERS, "dec")
+            SetMaxRegistersOp(register_shares(warps)[0], "dec")
         walk = scf.ForOp(outer.operands[0], outer.operands[1], outer.operands[2], [c(0)])
         with ir.InsertionPoint(walk.body):
             mapping = {body.arguments[0]: walk.induction_variable}
@@ -203,8 +203,7 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     # -- consumers: the tile loop, counting ring iterations across tiles
     with ir.InsertionPoint(branch.else_block), loc:
         if shuffle:
-            regs = (65536 - 32 * PRODUCER_WARPS * PRODUCER_REGISTERS) // (32 * warps)
-            SetMaxRegistersOp(min(240, regs // 8 * 8), "inc")
+            SetMaxRegistersOp(register_shares(warps)[1], "inc")
         tiles_loop, next_base = _rebuild(outer, [c(0)])
         free_at = scf.YieldOp([])
     base = tiles_loop.inner_iter_args[0]

@@ -81,8 +81,8 @@ from .product_rotation import find_chain, fits_registers, issue_chains, rotate
 from .programmatic import overlaps
 from .pure_slices import clone_ops, defined_in, pure_slice, written_args
 from .register_prefetch import prefetch_loop
-from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_REGISTERS,
-                    PRODUCER_WARPS, PRODUCER_WARPS_ATTR, async_capable)
+from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_WARPS,
+                    PRODUCER_WARPS_ATTR, async_capable, register_shares)
 
 NUM_STAGES_ATTR = "tile.num_stages"
 WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
@@ -447,7 +447,7 @@ class _Pipeliner:
         shuffle = warps >= 8          # registers move between warpgroups (see below)
         with ir.InsertionPoint(branch.then_block), loc:
             if shuffle:
-                SetMaxRegistersOp(PRODUCER_REGISTERS, "dec")
+                SetMaxRegistersOp(register_shares(warps)[0], "dec")
             producer = scf.ForOp(lb, ub, step, [])
             with ir.InsertionPoint(producer.body):
                 it = arith.divui(arith.subi(producer.induction_variable, lb), step)
@@ -458,8 +458,7 @@ class _Pipeliner:
         with ir.InsertionPoint(branch.else_block), loc:
             if shuffle:
                 # what the producer warpgroup gives back, shared by the consumers
-                regs = (65536 - 32 * PRODUCER_WARPS * PRODUCER_REGISTERS) // (32 * warps)
-                SetMaxRegistersOp(min(240, regs // 8 * 8), "inc")
+                SetMaxRegistersOp(register_shares(warps)[1], "inc")
             done = scf.YieldOp([])
         loop.move_before(done.operation)
         if chain is not None:         # the products rotated (product_rotation.py)
@@ -484,9 +483,10 @@ class _Pipeliner:
         rows and columns it masks) and cu_seqlens bounds.  The originals nothing else
         reads are erased.
 
-        Why: ptxas keeps a value live across `setmaxnreg` within the producer's 40
-        registers, and spills what does not fit there (~100 bytes on varlen attention,
-        reloaded each iteration); a recomputed one is born after the register change.
+        Why: ptxas keeps a value live across `setmaxnreg` within the producer's few
+        registers (`register_shares`), and spills what does not fit there (~100 bytes on
+        varlen attention, reloaded each iteration); a recomputed one is born after the
+        register change.
         Scalars of pure arithmetic on the arguments are left (ptxas recomputes them
         from the parameter bank), and so are the originals' other readers: left in
         place, LLVM would merge the copies back into them."""
