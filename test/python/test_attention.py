@@ -171,7 +171,8 @@ def test_attention_lse_in_the_interpreter(causal):
     np.testing.assert_allclose(lse, example.reference_lse(q, k, scale, causal), rtol=0, atol=1e-5)
 
 
-def _simulated_varlen(target, causal, d, dtype, tiles, lengths):
+def _simulated_varlen(target, causal, d, dtype, tiles, lengths,
+                      kernel=example.attention_varlen):
     rng = np.random.default_rng()
     h, hkv = 2, 1
     q, k, v, cu_q, cu_k = _packed(rng, *lengths, h, hkv, d, dtype)
@@ -182,10 +183,10 @@ def _simulated_varlen(target, causal, d, dtype, tiles, lengths):
     if target == "sm_90a":
         # the form the GPU runs: a producer warpgroup split inside the block's `if`
         # (blocks past their sequence's end skip the ring and the split alike)
-        text = str(example.attention_varlen.compile(args, stage="pipeline", target=target).module)
+        text = str(kernel.compile(args, stage="pipeline", target=target).module)
         guard = text.index("scf.if")
         assert guard < text.index("tile.ring_alloc") < text.index("tile.is_producer"), text
-    simulate(example.attention_varlen.compile(args, stage="gpu", target=target),
+    simulate(kernel.compile(args, stage="gpu", target=target),
              example.varlen_grid(max(lengths[0]), len(lengths[0]), h, bm), args)
     _check_varlen(o, lse, q, k, v, cu_q, cu_k, causal, 2e-3)
 
@@ -215,10 +216,13 @@ def test_the_generated_varlen_attention_at_larger_head_dims(target, d, tiles):
 @pytest.mark.slow
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_the_varlen_plan_the_host_launches_computes_attention(d):
-    # sm_90a at flash_attention_varlen's tiles: the TMA ring, the masked first and
-    # last K tiles, a Q tile shared by two sequences, the scattered rows
+    # sm_90a at flash_attention_varlen's tiles and options (fp_fusion at D = 64): the
+    # TMA ring, the masked first and last K tiles, a Q tile shared by two sequences,
+    # the scattered rows
+    kernel = example.varlen_kernel(d)
+    assert (kernel is not example.attention_varlen) == (d == 64)
     _simulated_varlen("sm_90a", True, d, ml_dtypes.bfloat16, example.varlen_tiles(d),
-                      ([100, 0, 60], [150, 3, 60]))
+                      ([100, 0, 60], [150, 3, 60]), kernel)
 
 
 def _compiled_varlen(d, tiles, causal, target="sm_90a", with_lse=False):

@@ -248,6 +248,27 @@ TILES = {"sm_90a": {64: (128, 128), 128: (128, 128), 256: (128, 64)},
          "sm_80": {64: (128, 32), 128: (64, 64), 256: (64, 32)}}
 
 
+# Kernel options by target and head dim, beside the tiles.  sm_90a, D = 64: the
+# softmax's issue, not the tensor cores, sets the pace there, and fp_fusion makes
+# `s * scale - m` one FFMA an element (docs/attention.md, "Head dim 64").  Measured
+# on the H200 (2026-11-29, bench/attention.py, B4 H32 S4096 D64, TFLOP/s): 435 full
+# and 388 causal with it, 414 and 373 without (cuDNN 467 and 434).
+HINTS = {"sm_90a": {64: {"fp_fusion": True}}, "sm_80": {}}
+_varlen_kernels: dict = {}
+
+
+def varlen_kernel(d: int, target: str = "sm_90a"):
+    """The kernel `flash_attention_varlen` launches for head dim `d` on `target`:
+    `attention_varlen`, with HINTS' options where it names some."""
+    hints = HINTS[target].get(d)
+    if not hints:
+        return attention_varlen
+    key = (target, d)
+    if key not in _varlen_kernels:
+        _varlen_kernels[key] = attention_varlen.replace_hints(**hints)
+    return _varlen_kernels[key]
+
+
 def varlen_tiles(d: int, target: str = "sm_90a") -> tuple[int, int]:
     """The (BM, BN) `flash_attention_varlen` launches for head dim `d` on `target`."""
     if d < 16 or d > 256 or d & (d - 1):
@@ -301,7 +322,8 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     if q.dtype != k.dtype or q.dtype != v.dtype:
         raise ValueError(f"q, k and v must have one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
     on_torch = type(q).__module__.startswith("torch")
-    bm, bn = varlen_tiles(d, _target(q) if on_torch else "sm_90a")
+    target = _target(q) if on_torch else "sm_90a"
+    bm, bn = varlen_tiles(d, target)
     if out is None:
         out = q.new_empty(q.shape) if on_torch else np.empty_like(q)
     elif tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype:
@@ -321,7 +343,7 @@ def flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     # without lse the kernel's LSE parameter is compiled out: any array will do
     args = (q, k, v, out, cu_seqlens_q if lse is None else lse, cu_seqlens_q, cu_seqlens_k,
             float(scale), hq, hq // hkv, bm, bn, d, bool(causal), lse is not None)
-    ct.launch(None, varlen_grid(max_seqlen_q, batch, hq, bm), attention_varlen, args)
+    ct.launch(None, varlen_grid(max_seqlen_q, batch, hq, bm), varlen_kernel(d, target), args)
     return out
 
 
