@@ -25,6 +25,11 @@ instead (where the plan splits K; both launches in the timed graph), and
 /combine two), ring stages, a producer warpgroup, FMA products; at one row
 "gemv/cand/NAME/l2pf", gemv.CANDIDATES (persistent walks, deeper rings, finer tiles,
 the fused SwiGLU), timed right after the plan so that the budget never cuts them.
+Early weight loads (the `early_loads` option on the weights, Backend.gemv_early_loads)
+are timed against the same kernel without them, neither with l2_prefetch, first:
+"gemv/plan" and "gemv/plan/early"; where the plan is the FMA form (no ring: QKV at one
+row) the tensor cores' ring forms instead, "gemv/ring/BNxBK/k1[/early]"; at one row
+each non-persistent candidate, "gemv/cand/NAME[/early]".
 With --gemv: only
 the backend's current kernels (plain/l2pf, tuned/l2pf), the GEMVs and torch, and the
 LM head (128256 x 4096) too.
@@ -271,6 +276,16 @@ def gemv_variants(n, k, swiglu=False):
     weights in one loop; hints "fused")."""
     plan = G.plan(M, n, k)
     out = [("gemv/plan/l2pf", "l2pf", plan), ("gemv/plan", None, plan)]
+    # the weights' first ring tiles loaded before the wait for the previous kernel
+    # (Backend.gemv_early_loads), against "gemv/plan" (neither with l2_prefetch)
+    if not plan.fma:
+        out.append(("gemv/plan/early", "early", plan))
+    else:           # (the FMA form has no ring): the tensor cores' ring forms, both ways
+        bm = 8 if M <= 8 else 16
+        for bn, bk in ((32, 128), (64, 128)):
+            p = G.Plan(bm, bn, bk, 1, False)
+            out += [(f"gemv/ring/{bn}x{bk}/k1", None, p),
+                    (f"gemv/ring/{bn}x{bk}/k1/early", "early", p)]
     if plan.split > 1:              # the split's second launch, as before the ticket
         out.append(("gemv/plan/combine/l2pf", "l2pf", plan._replace(ticket=False)))
     if M == 1:      # the streaming model's candidates (gemv.CANDIDATES), before the budget
@@ -279,6 +294,10 @@ def gemv_variants(n, k, swiglu=False):
             if c.fused:
                 hints["fused"] = True
             out.append((f"gemv/cand/{c.name}/l2pf", hints, c.plan))
+            if not c.persistent:    # (a persistent walk's ring is not the body's: no early loads)
+                plain = {h: v for h, v in hints.items() if h != "l2_prefetch"}
+                out += [(f"gemv/cand/{c.name}", plain, c.plan),
+                        (f"gemv/cand/{c.name}/early", dict(plain, early=True), c.plan)]
     if CAND_ONLY:
         return out
     for bn, bk, splits in ((64, 128, (1, 2, 4, 8)), (64, 256, (1, 2)), (128, 128, (1, 2)),
@@ -326,8 +345,13 @@ for name, n, k in shapes:
             kind, hints = G.gemv_swiglu_fused, "l2pf"
         if hints == "l2pf":
             hints = dict(l2_prefetch=True)
+        if hints == "early":
+            hints = dict(early=True)
         if isinstance(hints, dict) and hints.get("fused"):      # a fused candidate
             kind, hints = G.gemv_swiglu_fused, {h: v for h, v in hints.items() if h != "fused"}
+        if isinstance(hints, dict) and hints.get("early"):      # early_loads on the weights
+            hints = dict({h: v for h, v in hints.items() if h != "early"},
+                         **G.early_hints(kind))
         kernel = kind.replace_hints(**hints) if hints else kind
         swiglu = kind in (G.gemv_swiglu, G.gemv_swiglu_fused)
         lead = (2,) if swiglu else ()
@@ -418,6 +442,11 @@ for name, n, k in shapes:
                    if c.startswith("gemv/cand/")), key=lambda t: -t[0] if isinstance(t[0], float) else 0)
     if cand:            # the model's candidates against the plan (x copy; errors as text)
         print(f"  {name} candidates vs plan {res.get('gemv/plan/l2pf')}:", cand, flush=True)
+    early = {c: v for c, v in res.items() if c.endswith("/early")}
+    if early:           # early weight loads against the same kernel without them
+        print(f"  {name} early loads (without -> with):", {
+            c[:-len("/early")]: (res.get(c[:-len("/early")]), v) for c, v in early.items()},
+            flush=True)
     out.append(res)
     del ws_, wu
     torch.cuda.empty_cache()

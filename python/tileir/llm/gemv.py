@@ -57,6 +57,15 @@ after O and down saved; `norm_tail_fits`: the rows a block holds).
 weights' tiles in one loop (one ring, no ramp between the two), a candidate the
 decode sweep ranks (bench/sweep_llm_decode.py --gemv).
 
+Early weight loads (`early_loading`, `Backend.gemv_early_loads`): each kernel may take its
+weight arguments (`WEIGHTS`) as the `early_loads` kernel option, a promise that no
+kernel before it in the stream writes them.  Launched programmatically on sm_90a, the
+first weight tiles of every block's ring then start into shared memory before the
+kernel's wait for the previous kernel, and only the activation rows' loads (which that
+kernel wrote) wait (backend/pipeline/software_pipeline.py `load_early`).  Only the first
+ring of a kernel, written in its body: `gemv_swiglu`'s up loop, a persistent
+candidate's rings and the FMA form (plain loads, no ring) are as without it.
+
 `plan` picks the tiles and the split for a shape; `tileir.llm.backend.Backend` routes
 its GEMMs of at most DECODE_ROWS rows here when `decode_gemv` is set.
 """
@@ -444,6 +453,23 @@ def gemv_combine_swiglu(part, y, SPLIT: ct.Constant[int], BM: ct.Constant[int],
 
 
 # ----------------------------------------------------------------------------- host side
+
+# Each decode GEMV kernel's weight arguments: what no kernel of a decode step writes, so
+# what the kernel may take as its `early_loads` option (`early_loading`).
+WEIGHTS = {"gemv": ("w",), "gemv_add": ("w",), "gemv_add_norm": ("w",),
+           "gemv_swiglu": ("wg", "wu"), "gemv_swiglu_fused": ("wg", "wu")}
+
+
+def early_hints(kernel) -> dict:
+    """The kernel option that lets `kernel` (a decode GEMV) start its first weight tiles
+    before its wait for the previous kernel: `early_loads` on its weights (`WEIGHTS`)."""
+    return {"early_loads": WEIGHTS[kernel.name]}
+
+
+def early_loading(kernel):
+    """`kernel` (a decode GEMV, or one with candidate options) with `early_hints`."""
+    return kernel.replace_hints(**early_hints(kernel))
+
 
 SM_SHARED = 233472      # bytes of shared memory an SM of sm_90 holds (228 KB)
 STAGES = 4              # the ring the compiler builds for the plan's tiles (what fits, <= 4)
