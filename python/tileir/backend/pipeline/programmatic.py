@@ -91,19 +91,21 @@ def _wait_point(func: ir.Operation) -> ir.InsertionPoint:
         the stream writes those arrays (the author's promise; `early_arrays` refuses
         an array this kernel writes).
 
-    The wait goes after the last of them in the body's leading run of such ops and
-    pure ones (indices, loop bounds): a ring load of any other array (the same slots'
-    activation rows), like any other op with effects, ends the run, so it follows the
-    wait."""
+    The wait goes after the last prefetch or early load in the body's leading run of
+    such ops and pure ones (indices, loop bounds): a ring load of any other array (the
+    same slots' activation rows), like any other op with effects, ends the run, so it
+    follows the wait; and a ring allocated and acquired at the top with no early load
+    after it (a kernel without the option) stays after the wait, as it always was."""
     from tileir.passes import effects       # (passes import the backend: not at load)
     classify = effects.Effects()
     ops = [op.operation for op in func.regions[0].blocks[0].operations]
     early = None
     last = None
     for i, op in enumerate(ops):
-        if op.name in (PrefetchL2Op.OPERATION_NAME, RingAllocOp.OPERATION_NAME,
-                       RingAcquireOp.OPERATION_NAME):
+        if op.name == PrefetchL2Op.OPERATION_NAME:
             last = i
+        elif op.name in (RingAllocOp.OPERATION_NAME, RingAcquireOp.OPERATION_NAME):
+            continue         # (before the wait only where early loads into it follow)
         elif op.name == RingLoadOp.OPERATION_NAME:
             early = early_arrays(func) if early is None else early
             array = op.operands[3]
