@@ -144,20 +144,26 @@ def early_arrays(func: ir.Operation) -> set[int]:
                               func.location)
         out[args.index(name)] = name
 
+    writes = []
+
     def visit(op: ir.Operation) -> ir.WalkResult:
         target = op.operands[0] if op.name in WRITES and len(op.operands) else None
         if target is not None and isinstance(target.owner, ir.Block) and \
                 target.owner == func.regions[0].blocks[0] and target.arg_number in out:
-            name = out[target.arg_number]
-            raise TileIRError(f"kernel '{kernel}': option early_loads names {name!r}, which "
-                              f"this kernel writes here ({op.name}); early_loads lists "
-                              f"arrays that no kernel before this one in the stream writes "
-                              f"(a model's weights), and a kernel that writes {name!r} is "
-                              f"such a kernel for its own next launch: drop {name!r} from "
-                              f"early_loads", op.location)
+            writes.append(op)
+            return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
-    func.walk(visit)
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)      # (raised out here: a walk wraps errors)
+    if writes:
+        op = writes[0]
+        name = out[op.operands[0].arg_number]
+        raise TileIRError(f"kernel '{kernel}': option early_loads names {name!r}, which "
+                          f"this kernel writes here ({op.name}); early_loads lists arrays "
+                          f"that no kernel before this one in the stream writes (a model's "
+                          f"weights), and a kernel that writes {name!r} is such a kernel "
+                          f"for its own next launch: drop {name!r} from early_loads",
+                          op.location)
     return set(out)
 
 
