@@ -1498,3 +1498,176 @@ def test_a_routed_candidate_is_what_the_backend_launches(monkeypatch):
     monkeypatch.setattr(G, "ROUTED", {(n, k): "no such plan"})
     with pytest.raises(ValueError, match=r"16x32/k3/s6/pers"):
         b.linear(x, w, residual=r)
+
+
+# ------------------------------------------------------------ early weight loads
+# The `early_loads` option on the GEMVs' weights (gemv.early_loading,
+# Backend.gemv_early_loads; backend/pipeline/software_pipeline.py `load_early`): the
+# first ring's first S - 1 weight tiles issued before the grid-dependency wait.
+
+TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global"      # (not the TMA store)
+_MAP = re.compile(r"\[(%rd\d+), \{[^}]*\}\]")
+
+
+def _early_ptx(ck):
+    """(TMA loads before the wait, after it) of `ck`'s PTX, each as its tensor map
+    register; the wait's count."""
+    ptx = ck.artifacts["ptx"].splitlines()
+    waits = [i for i, line in enumerate(ptx) if "griddepcontrol.wait" in line]
+    loads = [(i, _MAP.search(line).group(1)) for i, line in enumerate(ptx) if TMA_LOAD in line]
+    at = waits[0] if waits else -1
+    return [m for i, m in loads if i < at], [m for i, m in loads if i > at], len(waits)
+
+
+@pytest.mark.parametrize("kind,n,k,p,threads", [
+    ("add", 4096, 4096, G.SWEPT[4096, 4096], 128),          # O: the prologue, 4 stages
+    ("add", 4096, 14336, G.SWEPT[4096, 14336], 128),        # down: 3 stages, 64 x 256
+    ("swiglu", 14336, 4096, G.SWEPT[14336, 4096], 256),     # gate/up: the producer warps
+    pytest.param("linear", 6144, 4096, G.Plan(8, 32, 128, 1, False), 32,
+                 marks=pytest.mark.slow)],                  # QKV's ring form: mma.sync
+    ids=["o", "down", "gate_up", "qkv_ring"])
+def test_early_loads_issue_the_weight_tiles_before_the_wait(kind, n, k, p, threads,
+                                                             tmp_path):
+    """Llama-3-8B's one-row GEMVs with early_loads on their weights, sm_90a: the PTX
+    issues (S - 1) x (boxes of a weight tile) TMA loads before `griddepcontrol.wait`,
+    all through one tensor map (the weight's; gemv_swiglu: its first loop's, W_g), and
+    the activation rows' loads, through another map, after it; ptxas keeps that order
+    (every early UTMALDG before ACQBULK, the wait, and PREEXIT, the release of the
+    next kernel) and spills nothing."""
+    kernel, args = _llama_args(kind, 1, n, k, p)
+    ck = _compile(G.early_loading(kernel), args, G.grid(n, p))
+    assert ck.meta["num_threads"] == threads
+    ring = _compile(G.early_loading(kernel), args, G.grid(n, p), "pipeline").ir()
+    stages = int(re.search(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ring).group(1))
+    before, after, waits = _early_ptx(ck)
+    boxes = p.bk * 2 // 128                   # 128-byte swizzle rows of a bf16 tile
+    assert waits == 1
+    assert len(before) == (stages - 1) * boxes, (len(before), stages)
+    assert len(set(before)) == 1              # the weight's map only
+    assert set(after) - set(before), "the activation rows' loads follow the wait"
+    # the plain kernel issues the same loads, all after its wait
+    plain_before, plain_after, _ = _early_ptx(_compile(kernel, args, G.grid(n, p)))
+    assert not plain_before and len(plain_after) == len(before) + len(after)
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    ops = [op for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path))]
+    at = {name: [i for i, op in enumerate(ops) if op.split(".")[0] == name]
+          for name in ("UTMALDG", "ACQBULK", "PREEXIT", "LDL", "STL")}
+    assert len(at["ACQBULK"]) == 1 and not at["LDL"] and not at["STL"], at
+    early = [i for i in at["UTMALDG"] if i < at["ACQBULK"][0]]
+    assert len(early) == len(before), (len(early), len(before))
+    assert at["ACQBULK"][0] < at["PREEXIT"][0]
+
+
+def test_early_loads_change_nothing_without_a_programmatic_launch():
+    """A kernel launched plainly (`programmatic_launch=False`: no wait, the kernel
+    starts after the one before it ends) compiles with early_loads as without; and
+    without the option, the GEMVs' PTX is the plain kernel's (`early_loads=()`)."""
+    p = G.SWEPT[4096, 4096]
+    kernel, args = _llama_args("add", 1, 4096, 4096, p)
+    grid = G.grid(4096, p)
+    plain = kernel.replace_hints(programmatic_launch=False)
+    ptx = _compile(plain, args, grid).artifacts["ptx"]
+    early = _compile(G.early_loading(plain), args, grid).artifacts["ptx"]
+    assert "griddepcontrol" not in early and early == ptx
+    assert _compile(kernel.replace_hints(early_loads=()), args, grid).artifacts["ptx"] == \
+        _compile(kernel, args, grid).artifacts["ptx"]
+
+
+@pytest.mark.parametrize("kind,p,hints,norm", [
+    ("add", G.Plan(8, 64, 128, 2, False, True), {"warp_specialize": False}, False),
+    ("add", G.Plan(8, 64, 128, 2, False, True), {"warp_specialize": True}, False),
+    ("swiglu", G.Plan(8, 64, 128, 1, False), {}, False),
+    ("linear", G.Plan(8, 16, 256, 2, False, True), {}, False),
+    ("linear", G.Plan(8, 64, 128, 1, False), {}, True)],
+    ids=["o_prologue", "o_producer", "gate_up", "mma_sync_split", "normed"])
+def test_early_loads_in_the_simulator(kind, p, hints, norm, rng):
+    """sm_90a code with early_loads in tileir.sim, ragged: 3 rows, 96 weight rows (a
+    partial tile), 328 columns (K of three 128-wide tiles, or two 256-wide, the last
+    partial: a split's run shorter than the ring's prologue, whose loads past it are
+    predicated off), the prologue and the producer warps, gemv_swiglu's two rings (the
+    first loaded early), a split finished by the ticket, and the normed rows (from
+    registers: a ring of weights alone).  NaN-poisoned outputs against float64, and
+    the same bits as the kernel without the option."""
+    from tileir.kernel import hardware_grid
+    from tileir.sim import simulate
+    m, n, k = 3, 96, 328
+    x, ws, r = _inputs(rng, kind, m, n, k, BF16)
+    g, eps = _norm_inputs(rng, x, k, BF16)
+    outs = []
+    for early in (False, True):
+        lead = (2,) if kind == "swiglu" else ()
+        part = np.full(lead + (p.split, m, n), np.nan, np.float32)
+        count = np.zeros(G.counters(n, p) + 2, np.int32)
+        if kind == "add":
+            y = r.copy()
+            kernel, args = G.gemv_add, (x, ws[0], y, y, part, count)
+        else:
+            y = np.full((m, n), np.nan, BF16)
+            kernel = G.gemv_swiglu if kind == "swiglu" else G.gemv
+            args = (x, g, eps) + tuple(ws) + (y, part, count)
+        args += tuple(p) + (() if kind == "add" else (norm,))
+        kernel = kernel.replace_hints(**hints)
+        if early:
+            kernel = G.early_loading(kernel)
+        grid = tuple(G.grid(n, p)) + (1,)
+        ck = kernel.compile(args, "gpu", target="sm_90a", grid=grid, sm_count=132)
+        if early:
+            gpu = ck.ir()
+            assert gpu.index("griddepcontrol.wait") > gpu.index("nvvm.cp.async.bulk.tensor")
+        simulate(ck, hardware_grid(ck.meta, grid), args)
+        assert not count.any(), count
+        outs.append(y)
+    _check(outs[1], _ref(_normed_ref(x, g, eps, BF16) if norm else x, ws, r, BF16), BF16)
+    assert np.array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16))
+
+
+def test_early_loads_refuses_an_array_the_kernel_writes():
+    """early_loads on an array the kernel stores to is refused at the pipeline stage,
+    naming the argument and showing the store's source line; a name that is no
+    parameter, a scalar or a bare string, at the option."""
+    from tileir.errors import KernelOptionError, TileIRError
+    p = G.SWEPT[4096, 4096]
+    kernel, args = _llama_args("add", 1, 4096, 4096, p)
+    with pytest.raises(TileIRError) as e:
+        _compile(kernel.replace_hints(early_loads=("w", "y")), args, G.grid(4096, p),
+                 "pipeline")
+    text = str(e.value)
+    assert "option early_loads names 'y', which this kernel writes here" in text, text
+    assert "gemv.py" in text and "ct.store(y" in text, text
+    for bad, what in ((("wt",), "names 'wt', which is not one of its parameters"),
+                      (("BN",), "names 'BN', which is not an array here"),
+                      ("w", "must be a tuple of argument names")):
+        with pytest.raises(KernelOptionError, match=re.escape(what)):
+            _compile(kernel.replace_hints(early_loads=bad), args, G.grid(4096, p),
+                     "pipeline")
+
+
+def test_backend_launches_the_gemvs_with_early_loads(rng):
+    """Backend.gemv_early_loads: each decode GEMV (gemv, gemv_add, gemv_swiglu,
+    gemv_add_norm) launched with early_loads on its weights (gemv.WEIGHTS), one kernel
+    object each, none without it; the interpreter's answers are those without it (it
+    ignores the option), bit for bit."""
+    from tileir.llm.backend import Backend
+    x = rng.standard_normal((2, 40)).astype(BF16)
+    w, w2 = ((rng.standard_normal((24, 40)) / 8).astype(BF16) for _ in range(2))
+    r = rng.standard_normal((2, 24)).astype(BF16)
+    g = rng.standard_normal(24).astype(BF16)
+    outs = []
+    for early in (False, True):
+        b = Backend("numpy", "bfloat16")
+        b.decode_gemv, b.gemv_norm_tail, b.gemv_early_loads = True, True, early
+        launched = []
+        run = b._launch
+        b._launch = lambda grid, kernel, args: (launched.append(kernel), run(grid, kernel, args))
+        res = r.copy()
+        outs.append([b.linear(x, w), b.linear_swiglu(x, w, w2), b.linear(x, w),
+                     b.linear_add_norm(x, w, res, (g, 1e-5)), res])
+        gemvs = [k for k in launched if k.name in G.WEIGHTS]
+        assert [k.name for k in gemvs] == ["gemv", "gemv_swiglu", "gemv", "gemv_add_norm"]
+        assert all(k.options.get("early_loads") == (G.WEIGHTS[k.name] if early else None)
+                   for k in launched), [(k.name, k.options.get("early_loads"))
+                                        for k in launched]
+        assert gemvs[0] is gemvs[2]             # made once per kernel
+    for a, c in zip(*outs):
+        assert a is not None and np.array_equal(a.view(np.uint16), c.view(np.uint16))
