@@ -1671,3 +1671,101 @@ def test_backend_launches_the_gemvs_with_early_loads(rng):
         assert gemvs[0] is gemvs[2]             # made once per kernel
     for a, c in zip(*outs):
         assert a is not None and np.array_equal(a.view(np.uint16), c.view(np.uint16))
+
+
+def _mlp_chain(torch, layers, xs, early: bool, graph: bool):
+    """Llama-3-8B's one-row GEMVs in a step's order, each reading the rows the one before
+    it wrote (launched programmatically: its blocks wait for that kernel, and with
+    `early` load their first weight tiles before the wait): per layer O + residual
+    (x += x @ Wo^T), gate/up + SwiGLU (h), down + residual (x += h @ Wd^T), then a
+    4096 x 4096 product on the tensor cores' ring (q = x @ Wq^T, 32 x 128 tiles: the
+    ring form a QKV candidate takes), which the next layer's O reads (the first O reads
+    a copy of xs).  Outputs
+    NaN-poisoned before the run; `graph`: captured once, replayed twice."""
+    bf = torch.bfloat16
+    plans = {"o": G.SWEPT[4096, 4096], "down": G.SWEPT[4096, 14336],
+             "gate_up": G.SWEPT[14336, 4096], "q": G.Plan(8, 32, 128, 1, False)}
+    kernels = {"o": G.gemv_add, "down": G.gemv_add, "gate_up": G.gemv_swiglu, "q": G.gemv}
+    kernels = {k: G.early_loading(v) if early else v for k, v in kernels.items()}
+    count = torch.zeros(256, device="cuda", dtype=torch.int32)
+    parts = {k: torch.full(((2,) if k == "gate_up" else ()) + (p.split, 1, 14336),
+                           float("nan"), device="cuda", dtype=torch.float32)
+             for k, p in plans.items()}
+    x = xs.clone()
+    h = torch.full((1, 14336), float("nan"), device="cuda", dtype=bf)
+    qs = [torch.full((1, 4096), float("nan"), device="cuda", dtype=bf) for _ in layers]
+
+    x0 = xs.clone()         # the first O's input (never written: O reads it while its
+                            # blocks write x, the residual, in place)
+
+    def step():
+        src = x0
+        for i, (wo, wg, wu, wd, wq) in enumerate(layers):
+            ct.launch(None, G.grid(4096, plans["o"]), kernels["o"],
+                      (src, wo, x, x, parts["o"], count) + tuple(plans["o"]))
+            ct.launch(None, G.grid(14336, plans["gate_up"]), kernels["gate_up"],
+                      (x, x, 0.0, wg, wu, h, parts["gate_up"], count)
+                      + tuple(plans["gate_up"]) + (False,))
+            ct.launch(None, G.grid(4096, plans["down"]), kernels["down"],
+                      (h, wd, x, x, parts["down"], count) + tuple(plans["down"]))
+            ct.launch(None, G.grid(4096, plans["q"]), kernels["q"],
+                      (x, x, 0.0, wq, qs[i], parts["q"], count) + tuple(plans["q"])
+                      + (False,))
+            src = qs[i]
+
+    if graph:
+        step()                              # compiled, warmed up, outside the capture
+        torch.cuda.synchronize()
+        x.copy_(xs)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                step()
+        torch.cuda.synchronize()
+        for q in qs:
+            q.fill_(float("nan"))
+        h.fill_(float("nan"))
+        x.copy_(xs)
+        g.replay()
+    else:
+        step()
+    torch.cuda.synchronize()
+    assert not count.any()
+    return x, h, qs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_early_loads_on_the_gpu_in_a_chain(graph):
+    """Four layers of the decode step's GEMVs with early_loads on their weights, each
+    reading what the kernel before it wrote: the same bits as without the option (the
+    activation rows still load after the wait), no NaN left, the first layer within
+    rounding of a float32 torch chain of the same bf16 inputs; eager and replayed from
+    a CUDA graph."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    gen = torch.Generator(device="cuda").manual_seed(int(np.random.SeedSequence().entropy
+                                                         % 2**31))
+    bf = torch.bfloat16
+
+    def weight(n, k):
+        return (torch.randn(n, k, device="cuda", generator=gen) / k ** 0.5).to(bf)
+
+    layers = [(weight(4096, 4096), weight(14336, 4096), weight(14336, 4096),
+               weight(4096, 14336), weight(4096, 4096)) for _ in range(4)]
+    xs = torch.randn(1, 4096, device="cuda", generator=gen).to(bf)
+    plain = _mlp_chain(torch, layers, xs, early=False, graph=graph)
+    early = _mlp_chain(torch, layers, xs, early=True, graph=graph)
+    for a, b in zip([plain[0], plain[1]] + plain[2], [early[0], early[1]] + early[2]):
+        assert not b.isnan().any()
+        assert torch.equal(a, b)
+    wo, wg, wu, wd, wq = layers[0]
+    x1 = (xs.float() @ wo.float().T + xs.float()).to(bf)
+    gt, ut = ((x1.float() @ w.float().T).to(bf).float() for w in (wg, wu))
+    hh = (torch.nn.functional.silu(gt) * ut).to(bf)
+    x2 = hh.float() @ wd.float().T + x1.float()
+    q = x2.to(bf).float() @ wq.float().T
+    got = early[2][0].float()
+    assert ((got - q).abs().max() / q.abs().max()).item() < 3e-2
