@@ -56,6 +56,40 @@ and the consumer branch recomputes the tiles and loaded values it uses of `pre`'
 (`rematerialize`: ptxas spills what is live across the register change).  Any
 other loop (inside another loop, under a guard that fails these) keeps its copies
 in the consumers' hands.
+
+Early loads (sm_90a, the kernel option `early_loads`: arrays W the author promises
+no kernel before this one in the stream writes, a model's weights; `load_early`).
+The first ring the kernel's body builds starts at the kernel's top, before the
+grid-dependency wait that tile-programmatic-launch places later in the stage:
+
+    ring_alloc                                   (top of the kernel)
+    for p < S - 1:  acquire(slot p, parity 1, k_p < ub); loads of W into slot p
+    -- wait; launch_dependents --                (programmatic.py `_wait_point`)
+    ...; for p < S - 1:  loads of the other arrays into slot p (k_p < ub); commit
+    for i: ... as without the option
+
+  - The contract with the wait: `_wait_point` puts it after the last ring load in the
+    body's leading run of pure ops, ring allocations and acquires, L2 prefetches and
+    ring loads of W; a load of any other array ends the run.  So the only memory read
+    before the wait is of W, and W is never an array the kernel writes
+    (`early_arrays` refuses one, at its write: the kernel's next launch would be an
+    earlier kernel that writes it).  Barriers and shared memory (the ring's
+    initialization, the clipped rows it zeroes) are the block's own.
+  - A slot's full barrier expects the whole slot's bytes from the acquire on, so it
+    completes only once the loads after the wait land too: a consumer never sees a
+    slot with W's tile and not the rest.  The predicate is the prologue's, k_p < ub,
+    at both halves of the slot (an iteration past a short K run loads nothing, and its
+    acquire announces nothing).
+  - Warp-specialized rings: the producer branch issues the other arrays' loads of
+    rounds 0 .. S - 2 (no acquire: taken at the top), then its loop from round S - 1;
+    the top's copies are issued by the block's thread 0 (any thread may arrive on the
+    barrier and issue TMA; the consumers' waits do not care who did).
+  - Launched without programmatic stream serialization, or with its wait a no-op, the
+    kernel starts after the previous one ends and the order in its body changes
+    nothing; compiled without the wait (`programmatic_launch=False`, the author's own
+    grid-dependency ops, sm_80), nothing moves (`overlaps`).
+  - Only the first ring: a later loop's starts long after the wait, and its ring
+    would take its shared memory beside the first's from the kernel's top.
 """
 
 from __future__ import annotations
