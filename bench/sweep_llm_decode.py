@@ -5,6 +5,8 @@
                                                          backend's tiles and torch)
     OUT=DIR python bench/sweep_llm_decode.py 1 --cand   (only the plan, gemv.CANDIDATES
                                                          and torch: a short run)
+    OUT=DIR python bench/sweep_llm_decode.py 1 --early  (only the early-loads pairs,
+                                                         the plan and torch: shorter)
     python bench/sweep_llm_decode.py --model            (no GPU: the SASS facts and the
                                                          streaming model of SWEPT and
                                                          CANDIDATES, docs/llm.md)
@@ -33,8 +35,8 @@ each non-persistent candidate, "gemv/cand/NAME[/early]".
 With --gemv: only
 the backend's current kernels (plain/l2pf, tuned/l2pf), the GEMVs and torch, and the
 LM head (128256 x 4096) too.
-Prints the best four per shape, writes sweep_m{M}.json (--gemv: gemv_m{M}.json) into
-$OUT.  The measurement behind tileir.llm.backend's decode tiles (_DECODE) and
+Prints the best four per shape, writes sweep_m{M}.json (--gemv: gemv_m{M}.json,
+--early: early_m{M}.json) into $OUT.  The measurement behind tileir.llm.backend's decode tiles (_DECODE) and
 Backend.decode_gemv."""
 import os, sys, json, time
 sys.path.insert(0, "bench")
@@ -233,12 +235,17 @@ from tileir.llm import gemv as G
 from tileir.llm.backend import _DECODE
 bw = copy_bandwidth() * 1e12
 print(f"copy {bw/1e12:.2f} TB/s", flush=True)
-GEMV_ONLY = "--gemv" in sys.argv or "--cand" in sys.argv
-CAND_ONLY = "--cand" in sys.argv  # the plan, the candidates, cuBLAS: no other variant
+EARLY_ONLY = "--early" in sys.argv  # the GEMVs with and without early_loads, the plan, cuBLAS
+GEMV_ONLY = "--gemv" in sys.argv or "--cand" in sys.argv or EARLY_ONLY
+CAND_ONLY = "--cand" in sys.argv or EARLY_ONLY  # the plan, the candidates, cuBLAS
 pos = [a for a in sys.argv[1:] if not a.startswith("--")]
 M = int(pos[0]) if pos else 1
 # the sweep stops adding candidates past this many seconds (SWEEP_BUDGET_S overrides)
-BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", 420 if GEMV_ONLY else 230))
+BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", 150 if EARLY_ONLY else
+                                420 if GEMV_ONLY else 230))
+# --early: each row timed three times, the best kept (the pairs differ by a few percent,
+# about what runs of one kernel move)
+REPEATS = 3 if EARLY_ONLY else 1
 COPIES = 8
 def graph_us(fn):
     fn(); torch.cuda.synchronize()
@@ -298,6 +305,10 @@ def gemv_variants(n, k, swiglu=False):
                 plain = {h: v for h, v in hints.items() if h != "l2_prefetch"}
                 out += [(f"gemv/cand/{c.name}", plain, c.plan),
                         (f"gemv/cand/{c.name}/early", dict(plain, early=True), c.plan)]
+    if EARLY_ONLY:      # each early row, the row it is timed against, and the plan
+        names = {c for c, _, _ in out}
+        return [v for v in out if v[0] == "gemv/plan" or v[0].endswith("/early")
+                or v[0] + "/early" in names]
     if CAND_ONLY:
         return out
     for bn, bk, splits in ((64, 128, (1, 2, 4, 8)), (64, 256, (1, 2)), (128, 128, (1, 2)),
@@ -390,7 +401,9 @@ for name, n, k in shapes:
             "gate_up": K.linear_swiglu}[name]
     plain_tiles = (128, 64, 64) if name == "gate_up" else (128, 128, 64)
     cands = [("plain", base, plain_tiles)]
-    if M <= 64:         # the first tiles into L2 before the wait (l2_prefetch), as retiled
+    if EARLY_ONLY:      # (no GEMM-tile kernels: the GEMVs' pairs alone)
+        cands = []
+    elif M <= 64:       # the first tiles into L2 before the wait (l2_prefetch), as retiled
         cands.append(("plain/l2pf", base.replace_hints(l2_prefetch=True), plain_tiles))
         if base.name in _DECODE:        # ... and with tileir.llm's decode tiles, both ways
             tuned, tl = _DECODE[base.name][:2]
@@ -426,7 +439,7 @@ for name, n, k in shapes:
                 fn = run_gemv(kernel[1], tl)
             else:
                 fn = run(kernel, *tl)
-            us = graph_us(fn)
+            us = min(graph_us(fn) for _ in range(REPEATS))
             # one-row products: weight bytes x copy bandwidth; prefill rows: TFLOP/s
             res[cname] = round(nbytes / (us * 1e-6) / bw, 3) if M <= 64 else \
                 round(nbytes * M / (us * 1e-6) / 1e12, 1)
@@ -451,5 +464,5 @@ for name, n, k in shapes:
     del ws_, wu
     torch.cuda.empty_cache()
 import os
-stem = "gemv" if GEMV_ONLY else "sweep"
+stem = "early" if EARLY_ONLY else "gemv" if GEMV_ONLY else "sweep"
 json.dump(out, open(os.path.join(os.environ.get("OUT", "."), f"{stem}_m{M}.json"), "w"), indent=1)
