@@ -1736,16 +1736,19 @@ def _mlp_chain(torch, layers, xs, early: bool, graph: bool):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
-def test_early_loads_on_the_gpu_in_a_chain(graph):
+@pytest.mark.parametrize("mode", ["eager", "graph", "plain_launch"])
+def test_early_loads_on_the_gpu_in_a_chain(mode, monkeypatch):
     """Four layers of the decode step's GEMVs with early_loads on their weights, each
     reading what the kernel before it wrote: the same bits as without the option (the
     activation rows still load after the wait), no NaN left, the first layer within
-    rounding of a float32 torch chain of the same bf16 inputs; eager and replayed from
-    a CUDA graph."""
+    rounding of a float32 torch chain of the same bf16 inputs; eager, replayed from a
+    CUDA graph, and launched without programmatic stream serialization
+    (TILEIR_PROGRAMMATIC_LAUNCH=0: each kernel starts after the one before it ends, its
+    wait a no-op, the early loads then just loads)."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
+    graph = mode == "graph"
     gen = torch.Generator(device="cuda").manual_seed(int(np.random.SeedSequence().entropy
                                                          % 2**31))
     bf = torch.bfloat16
@@ -1757,6 +1760,8 @@ def test_early_loads_on_the_gpu_in_a_chain(graph):
                weight(4096, 14336), weight(4096, 4096)) for _ in range(4)]
     xs = torch.randn(1, 4096, device="cuda", generator=gen).to(bf)
     plain = _mlp_chain(torch, layers, xs, early=False, graph=graph)
+    if mode == "plain_launch":      # (read when a kernel's dispatcher is made: the early
+        monkeypatch.setenv("TILEIR_PROGRAMMATIC_LAUNCH", "0")   # kernels are new objects)
     early = _mlp_chain(torch, layers, xs, early=True, graph=graph)
     for a, b in zip([plain[0], plain[1]] + plain[2], [early[0], early[1]] + early[2]):
         assert not b.isnan().any()
