@@ -1677,11 +1677,11 @@ def _mlp_chain(torch, layers, xs, early: bool, graph: bool):
     """Llama-3-8B's one-row GEMVs in a step's order, each reading the rows the one before
     it wrote (launched programmatically: its blocks wait for that kernel, and with
     `early` load their first weight tiles before the wait): per layer O + residual
-    (x += x @ Wo^T), gate/up + SwiGLU (h), down + residual (x += h @ Wd^T), then a
-    4096 x 4096 product on the tensor cores' ring (q = x @ Wq^T, 32 x 128 tiles: the
-    ring form a QKV candidate takes), which the next layer's O reads (the first O reads
-    a copy of xs).  Outputs
-    NaN-poisoned before the run; `graph`: captured once, replayed twice."""
+    (x += q @ Wo^T, q the layer before's product; the first layer's a copy of xs),
+    gate/up + SwiGLU (h), down + residual (x += h @ Wd^T), then a 4096 x 4096 product
+    on the tensor cores' ring (q = x @ Wq^T, 32 x 128 tiles: the ring form a QKV
+    candidate takes).  h and q NaN-poisoned before the run; `graph`: captured once
+    (after a warm-up run outside it), replayed once from the same inputs."""
     bf = torch.bfloat16
     plans = {"o": G.SWEPT[4096, 4096], "down": G.SWEPT[4096, 14336],
              "gate_up": G.SWEPT[14336, 4096], "q": G.Plan(8, 32, 128, 1, False)}
