@@ -826,7 +826,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     still runs; off by default until measured, docs/gpu-backend.md),
     `early_loads` (sm_90a, a kernel launched programmatically: a tuple of array
     argument names, the author's promise that no kernel before this one in the stream
-    writes them, a model's weights say: the first pipelined loop's ring starts its
+    writes them (a model's weights, say): the first pipelined loop's ring starts its
     first S - 1 tiles of those arrays into shared memory before the wait for the
     previous kernel, the other arrays' tiles of the same slots after it; an array
     the kernel itself writes is refused; none by default, docs/gpu-backend.md),
