@@ -9,7 +9,8 @@
                                                          the plan and torch: shorter)
     python bench/sweep_llm_decode.py --model            (no GPU: the SASS facts and the
                                                          streaming model of SWEPT and
-                                                         CANDIDATES, docs/llm.md)
+                                                         CANDIDATES, without and with
+                                                         early loads, docs/llm.md)
 
 Each variant: 8 launches over 8 weight copies in one CUDA graph (no launch finds its
 weight in L2), replayed; weight bytes over the time a launch, against the run's copy
@@ -148,13 +149,17 @@ def plan_facts(kind, n, k, p, hints):
                                if o.startswith(("BAR", "SHFL", "MEMBAR", "DEPBAR"))}))
 
 
-def predict(kind, n, k, p, f):
+def predict(kind, n, k, p, f, early=False):
     """Fraction of copy bandwidth the fluid model gives plan p (facts f): blocks take
     slots (f["resident"] an SM, or one persistent block an SM walking its tiles), each
     streams after a latency's ramp at (its bytes in flight) / latency, all of them
     scaled down together when their sum passes the copy bandwidth; a block streams
     again after a ramp where its ring drains (gemv_swiglu's second loop); the kernel
-    starts START_US after launch; a ticket adds two latencies at the end."""
+    starts START_US after launch; a ticket adds two latencies at the end.  `early`
+    (the `early_loads` option on the weights): the first wave's blocks, placed while
+    the kernel before runs, have their ring's first tiles in flight at the wait, so
+    they start without the ramp (a ring in the kernel's body only: not the FMA form's
+    plain loads, not a persistent walk's ring)."""
     import heapq
     weights = n * k * 2 * (2 if kind in ("swiglu", "fused") else 1)
     per_tile = weights / f["tiles"]
@@ -176,8 +181,9 @@ def predict(kind, n, k, p, f):
         work, queue = [], [[per_tile, loops] for _ in range(f["tiles"])]
     dt, t = 0.02e-6, START_US * 1e-6
     active = []                                # [bytes left, ramps left, ramp ends at]
+    first_ramp = 0.0 if early and f["stages"] and not f["persistent"] else LATENCY_US * 1e-6
     for w in (work or [queue.pop() for _ in range(slots)]):
-        active.append([w[0], w[1], t + LATENCY_US * 1e-6, w[0] / w[1]])
+        active.append([w[0], w[1], t + first_ramp, w[0] / w[1]])
     while active:
         streaming = [a for a in active if a[2] <= t]
         scale = min(1.0, COPY_BW / (rate * len(streaming))) if streaming else 1.0
@@ -208,7 +214,7 @@ def model_main():
     print(f"copy {COPY_BW / 1e12:.2f} TB/s, latency {LATENCY_US} us: "
           f"{NEED_PER_SM / 1024:.1f} KB in flight an SM needed")
     print("shape    plan                    regs thr  smem  st res waves  "
-          "KB/blk KB/SM load      insn/B (run)  serial   model")
+          "KB/blk KB/SM load      insn/B (run)  serial   model early")
     for name, kind, n, k in shapes:
         rows = [("swept", kind, G.SWEPT[n, k], {})]
         rows += [(c.name, "fused" if c.fused else kind, c.plan, c.hints())
@@ -221,7 +227,8 @@ def model_main():
                   f"{f['flight_block'] / 1024:6.1f} {f['flight_sm'] / 1024:5.1f} "
                   f"{f['load']:9s} {f['per_byte']:.3f} ({f['exec_per_byte']:.3f}) "
                   f"{','.join(f['serial']) or '-':8s} "
-                  f"{predict(kd, n, k, p, f):.2f}", flush=True)
+                  f"{predict(kd, n, k, p, f):.2f}  {predict(kd, n, k, p, f, True):.2f}",
+                  flush=True)
     return 0
 
 
