@@ -217,7 +217,8 @@ def model_main():
           "KB/blk KB/SM load      insn/B (run)  serial   model early")
     for name, kind, n, k in shapes:
         rows = [("swept", kind, G.SWEPT[n, k], {})]
-        rows += [(c.name, "fused" if c.fused else kind, c.plan, c.hints())
+        rows += [(c.name, "fused" if c.fused else kind, c.plan, c.hints(
+                     {"linear": G.gemv, "add": G.gemv_add, "swiglu": G.gemv_swiglu}[kind]))
                  for c in G.CANDIDATES[n, k]]
         for label, kd, p, hints in rows:
             f = plan_facts(kd, n, k, p, hints)
@@ -307,11 +308,19 @@ def gemv_variants(n, k, swiglu=False):
             hints = dict(c.hints(), l2_prefetch=True)
             if c.fused:
                 hints["fused"] = True
+            if c.early:             # its early_loads (resolved by run_gemv: the kernel's)
+                hints["early"] = True
             out.append((f"gemv/cand/{c.name}/l2pf", hints, c.plan))
-            if not c.persistent:    # (a persistent walk's ring is not the body's: no early loads)
-                plain = {h: v for h, v in hints.items() if h != "l2_prefetch"}
-                out += [(f"gemv/cand/{c.name}", plain, c.plan),
-                        (f"gemv/cand/{c.name}/early", dict(plain, early=True), c.plan)]
+            # without l2_prefetch, without and with early loads (a persistent walk's ring
+            # is not the body's: none); an early candidate's row is its twin's pair
+            plain = {h: v for h, v in hints.items() if h not in ("l2_prefetch", "early")}
+            pair = [(f"gemv/cand/{c.name}", plain, c.plan),
+                    (f"gemv/cand/{c.name}/early", dict(plain, early=True), c.plan)]
+            if c.early:
+                pair = [(f"gemv/cand/{c.name}", dict(plain, early=True), c.plan)]
+            if not c.persistent:
+                names = {v[0] for v in out}
+                out += [v for v in pair if v[0] not in names]
     if EARLY_ONLY:      # each early row, the row it is timed against, and the plan
         names = {c for c, _, _ in out}
         return [v for v in out if v[0] == "gemv/plan" or v[0].endswith("/early")

@@ -56,6 +56,8 @@ def _run(kind, x, ws, r, p: G.Plan, out_dtype, norm=None, count=None, hints=None
         else:
             kernel, fin = G.gemv, (G.gemv_combine, (part, y))
             args = (x, g, eps, ws[0], y, part, count)
+    if isinstance(hints, G.Candidate):       # its options for this kernel
+        hints = hints.hints(kernel)
     if hints:
         kernel = kernel.replace_hints(**hints)
     ct.launch(None, G.grid(n, p), kernel, args + tiles)
@@ -928,10 +930,10 @@ CANDIDATES = [pytest.param(n, k, c, id=f"{_KINDS[n, k]}{n}x{k}-{c.name}")
               for (n, k), cs in G.CANDIDATES.items() for c in cs]
 # The candidates whose compiles (and, the first two, simulator runs) the fast tier keeps:
 # each option path once (the fused SwiGLU walked persistent; a split K of 4 finished by
-# the ticket, persistent; two warps a mma.sync block, persistent; a deep ring as written);
-# the others, the same paths at other tiles, wait for `--full`
+# the ticket, persistent; two warps a mma.sync block, persistent; a deep ring as written;
+# its early weight loads); the others, the same paths at other tiles, wait for `--full`
 _FAST_CANDIDATES = ("fused/64x128/s4/pers", "64x128/k4/s6/pers", "32x256/s8/w2/pers",
-                    "32x128/s8")
+                    "32x128/s8", "32x128/s8/early")
 
 
 def _tiered(cases, fast: int):
@@ -958,11 +960,11 @@ def test_candidates_against_float64(n, k, c):
     kk = 2 * p.split * p.bk + p.bk // 2 + 3
     for m in (1,) if p.fma else (1, 3):
         x, ws, r = _inputs(rng, kind, m, nn, kk, BF16)
-        y = _run(kind, x, ws, r, p, BF16, hints=c.hints())
+        y = _run(kind, x, ws, r, p, BF16, hints=c)
         _check(y, _ref(x, ws, r, BF16), BF16)
 
 
-@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 4))
+@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 5))
 def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     """Each candidate at its Llama-3-8B width, sm_90a: no local memory, the ring depth
     it asks (tensor cores: TMA into `stages` slots, HGMMA or HMMA) or the FMA form's
@@ -970,7 +972,7 @@ def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     holds."""
     p, kind = c.plan, _kind_of(n, k, c)
     kernel, args = _llama_args(kind, 1, n, k, p)
-    kernel = kernel.replace_hints(l2_prefetch=True, **c.hints())
+    kernel = kernel.replace_hints(l2_prefetch=True, **c.hints(kernel))
     grid = G.grid(n, p)
     ck = _compile(kernel, args, grid)
     assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
@@ -987,6 +989,10 @@ def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     stages = [int(v) for v in re.findall(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ring)]
     assert stages and set(stages) == {c.stages or G.STAGES}, stages
     assert ops["UTMALDG"] and ops["HGMMA" if p.bn >= 64 else "HMMA"], ops
+    if c.early:         # its first weight tiles issued before the wait, the rows' after
+        before, after, waits = _early_ptx(ck)
+        assert waits == 1 and len(before) == (c.stages - 1) * (p.bk * 2 // 128)
+        assert len(set(before)) == 1 and set(after) - set(before)
 
 
 @pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 2))
@@ -1013,7 +1019,7 @@ def test_candidates_in_the_simulator(n, k, c):
         kernel = {"linear": G.gemv, "swiglu": G.gemv_swiglu,
                   "fused": G.gemv_swiglu_fused}[kind]
         args = (x, x, 0.0) + tuple(ws) + (y, part, count) + tuple(p) + (False,)
-    kernel = kernel.replace_hints(**c.hints())
+    kernel = kernel.replace_hints(**c.hints(kernel))
     grid = G.grid(nn, p) + (1,)
     ck = kernel.compile(args, "gpu", target="sm_90a", grid=grid, sm_count=132)
     assert bool(ck.meta.get("persistent")) == c.persistent
@@ -1080,6 +1086,8 @@ def _gpu_gemv(torch, kind, p: G.Plan, x, ws, y, count, hints=None):
         kernel, args, fin = G.gemv, (x, x, 0.0, ws[0], y, part, count), \
             (G.gemv_combine, (part, y))
     flag = () if kind == "add" else (False,)
+    if isinstance(hints, G.Candidate):       # its options for this kernel
+        hints = hints.hints(kernel)
     ct.launch(None, G.grid(n, p), kernel.replace_hints(l2_prefetch=True, **(hints or {})),
               args + tuple(p) + flag)
     if p.split > 1 and not p.ticket:
@@ -1108,7 +1116,7 @@ def test_candidates_on_the_gpu_against_torch(n, k, c):
         r = torch.randn(1, n, device="cuda", generator=gen).to(bf)
         y = r.clone() if kind == "add" else \
             torch.full((1, n), float("nan"), device="cuda", dtype=bf)
-        _gpu_gemv(torch, kind, p, x, ws, y, count, hints=c.hints())
+        _gpu_gemv(torch, kind, p, x, ws, y, count, hints=c)
         torch.cuda.synchronize()
         gf = [x.float() @ w.float().T for w in ws]
         if kind in ("swiglu", "fused"):

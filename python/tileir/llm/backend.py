@@ -357,11 +357,11 @@ class Backend:
         if cand is not None:          # a routed candidate's kernel options (and kernel)
             if cand.fused and kernel is G.gemv_swiglu:
                 kernel = G.gemv_swiglu_fused
-            kernel = _with_hints(kernel, tuple(sorted(cand.hints().items())))
+            kernel = _with_hints(kernel, tuple(sorted(cand.hints(kernel).items())))
         if self.l2_prefetch and self.torch is not None:
             kernel = _l2_prefetching(kernel)
-        if self.gemv_early_loads:      # (the interpreter takes the option and ignores it)
-            kernel = _early_loading(kernel)
+        if self.gemv_early_loads and "early_loads" not in kernel.options:
+            kernel = _early_loading(kernel)   # (the interpreter takes it and ignores it)
         self._launch(G.grid(n, p), kernel, args + tiles)
         if p.split > 1 and not p.ticket:
             bs, bm, bc = G.combine_tiles(m, n, p)

@@ -513,7 +513,9 @@ SWEPT = {
 # tiles with its ring running on from tile to tile: no ramp between a block's tiles;
 # gemv_swiglu's two loops a tile ramp in each), `stages` (the ring's depth: more
 # weight bytes in flight a block), `fused` (gate/up: gemv_swiglu_fused, both weights
-# through one ring), `warps` (num_warps: a 32-row mma.sync tile on two warps).
+# through one ring), `warps` (num_warps: a 32-row mma.sync tile on two warps), `early`
+# (the `early_loads` option on the weights, `early_hints`: a ring form's first weight
+# tiles before the wait for the previous kernel; QKV's alternative to the FMA form).
 # docs/llm.md, "Where the one-row GEMVs lose copy bandwidth", gives the model that
 # proposed them (`bench/sweep_llm_decode.py --model`).
 class Candidate(NamedTuple):
@@ -523,10 +525,12 @@ class Candidate(NamedTuple):
     stages: int | None = None
     fused: bool = False
     warps: int | None = None
+    early: bool = False
 
-    def hints(self) -> dict:
-        """The kernel options (`Kernel.replace_hints`) besides l2_prefetch."""
-        out = {}
+    def hints(self, kernel=None) -> dict:
+        """The kernel options (`Kernel.replace_hints`) besides l2_prefetch; with `early`
+        and the decode GEMV `kernel` it launches, that kernel's `early_hints` too."""
+        out = dict(early_hints(kernel)) if self.early and kernel is not None else {}
         if self.persistent:
             out["persistent"] = True
         if self.stages:
@@ -543,6 +547,9 @@ CANDIDATES = {
         Candidate("16x256/s8/pers", Plan(8, 16, 256, 1, False), True, 8),
         Candidate("32x256/s8/w2/pers", Plan(8, 32, 256, 1, False), True, 8, warps=2),
         Candidate("32x128/s8", Plan(8, 32, 128, 1, False), False, 8),
+        # ... and with its first weight tiles loaded before the wait (the FMA form has no
+        # ring to load early: docs/llm.md, "Early weight loads")
+        Candidate("32x128/s8/early", Plan(8, 32, 128, 1, False), False, 8, early=True),
     ),
     (4096, 4096): (         # O: K whole (no ticket's tail), persistent, 8 stages
         Candidate("32x128/k1/s8/pers", Plan(8, 32, 128, 1, False), True, 8),
