@@ -352,7 +352,7 @@ def gemv_variants(n, k, swiglu=False):
 
 
 shapes = [("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336), ("gate_up", 14336, 4096)]
-if GEMV_ONLY:
+if GEMV_ONLY and not EARLY_ONLY:   # (--early: the head's GEMV walks persistent, no early loads)
     shapes.append(("lm_head", 128256, 4096))
 for name, n, k in shapes:
     ws_ = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(COPIES)]
