@@ -20,7 +20,9 @@ bound: the model's weight bytes over the run's measured copy bandwidth (the best
 large device-to-device copies, bytes read + written over time, as bench/llm_ops.py
 measures it), the time a step needs to read every weight once.
 
-Beside the defaults, batch-1 decode is also timed with the L2 prefetch, with the
+Beside the defaults, batch-1 decode is also timed with the L2 prefetch, with the GEMVs'
+first weight tiles loaded before their wait for the previous kernel
+(`Backend.gemv_early_loads`), with the
 one-row GEMMs on the wgmma tiles instead of tileir.llm.gemv (`Backend.decode_gemv`),
 with O's and down's split K added up by a second launch instead of the GEMV's last
 blocks (`Backend.gemv_ticket`), with RoPE and the cache write in one launch
@@ -355,6 +357,10 @@ B1_ALTERNATIVES = (
     # previous kernel (off by default since 2026-11-29: bench/RESULTS.md)
     ("tileir_l2_prefetch_b1_tok_s", "first weight tiles prefetched into L2", "l2_prefetch",
      True, "profile_l2_prefetch_b1"),
+    # the GEMVs' first weight tiles loaded into their rings before the wait for the
+    # previous kernel (the `early_loads` option on the weights; off until measured)
+    ("tileir_gemv_early_loads_b1_tok_s", "weight tiles loaded before the wait",
+     "gemv_early_loads", True, "profile_gemv_early_loads_b1"),
     # the one-row GEMMs on the wgmma tiles, not tileir.llm.gemv's GEMVs
     ("tileir_no_decode_gemv_b1_tok_s", "one-row GEMMs on wgmma tiles", "decode_gemv",
      False, None),

@@ -5,9 +5,12 @@
                                                          backend's tiles and torch)
     OUT=DIR python bench/sweep_llm_decode.py 1 --cand   (only the plan, gemv.CANDIDATES
                                                          and torch: a short run)
+    OUT=DIR python bench/sweep_llm_decode.py 1 --early  (only the early-loads pairs,
+                                                         the plan and torch: shorter)
     python bench/sweep_llm_decode.py --model            (no GPU: the SASS facts and the
                                                          streaming model of SWEPT and
-                                                         CANDIDATES, docs/llm.md)
+                                                         CANDIDATES, without and with
+                                                         early loads, docs/llm.md)
 
 Each variant: 8 launches over 8 weight copies in one CUDA graph (no launch finds its
 weight in L2), replayed; weight bytes over the time a launch, against the run's copy
@@ -25,11 +28,16 @@ instead (where the plan splits K; both launches in the timed graph), and
 /combine two), ring stages, a producer warpgroup, FMA products; at one row
 "gemv/cand/NAME/l2pf", gemv.CANDIDATES (persistent walks, deeper rings, finer tiles,
 the fused SwiGLU), timed right after the plan so that the budget never cuts them.
+Early weight loads (the `early_loads` option on the weights, Backend.gemv_early_loads)
+are timed against the same kernel without them, neither with l2_prefetch, first:
+"gemv/plan" and "gemv/plan/early"; where the plan is the FMA form (no ring: QKV at one
+row) the tensor cores' ring forms instead, "gemv/ring/BNxBK/k1[/early]"; at one row
+each non-persistent candidate, "gemv/cand/NAME[/early]".
 With --gemv: only
 the backend's current kernels (plain/l2pf, tuned/l2pf), the GEMVs and torch, and the
 LM head (128256 x 4096) too.
-Prints the best four per shape, writes sweep_m{M}.json (--gemv: gemv_m{M}.json) into
-$OUT.  The measurement behind tileir.llm.backend's decode tiles (_DECODE) and
+Prints the best four per shape, writes sweep_m{M}.json (--gemv: gemv_m{M}.json,
+--early: early_m{M}.json) into $OUT.  The measurement behind tileir.llm.backend's decode tiles (_DECODE) and
 Backend.decode_gemv."""
 import os, sys, json, time
 sys.path.insert(0, "bench")
@@ -141,13 +149,17 @@ def plan_facts(kind, n, k, p, hints):
                                if o.startswith(("BAR", "SHFL", "MEMBAR", "DEPBAR"))}))
 
 
-def predict(kind, n, k, p, f):
+def predict(kind, n, k, p, f, early=False):
     """Fraction of copy bandwidth the fluid model gives plan p (facts f): blocks take
     slots (f["resident"] an SM, or one persistent block an SM walking its tiles), each
     streams after a latency's ramp at (its bytes in flight) / latency, all of them
     scaled down together when their sum passes the copy bandwidth; a block streams
     again after a ramp where its ring drains (gemv_swiglu's second loop); the kernel
-    starts START_US after launch; a ticket adds two latencies at the end."""
+    starts START_US after launch; a ticket adds two latencies at the end.  `early`
+    (the `early_loads` option on the weights): the first wave's blocks, placed while
+    the kernel before runs, have their ring's first tiles in flight at the wait, so
+    they start without the ramp (a ring in the kernel's body only: not the FMA form's
+    plain loads, not a persistent walk's ring)."""
     import heapq
     weights = n * k * 2 * (2 if kind in ("swiglu", "fused") else 1)
     per_tile = weights / f["tiles"]
@@ -169,8 +181,9 @@ def predict(kind, n, k, p, f):
         work, queue = [], [[per_tile, loops] for _ in range(f["tiles"])]
     dt, t = 0.02e-6, START_US * 1e-6
     active = []                                # [bytes left, ramps left, ramp ends at]
+    first_ramp = 0.0 if early and f["stages"] and not f["persistent"] else LATENCY_US * 1e-6
     for w in (work or [queue.pop() for _ in range(slots)]):
-        active.append([w[0], w[1], t + LATENCY_US * 1e-6, w[0] / w[1]])
+        active.append([w[0], w[1], t + first_ramp, w[0] / w[1]])
     while active:
         streaming = [a for a in active if a[2] <= t]
         scale = min(1.0, COPY_BW / (rate * len(streaming))) if streaming else 1.0
@@ -201,10 +214,11 @@ def model_main():
     print(f"copy {COPY_BW / 1e12:.2f} TB/s, latency {LATENCY_US} us: "
           f"{NEED_PER_SM / 1024:.1f} KB in flight an SM needed")
     print("shape    plan                    regs thr  smem  st res waves  "
-          "KB/blk KB/SM load      insn/B (run)  serial   model")
+          "KB/blk KB/SM load      insn/B (run)  serial   model early")
     for name, kind, n, k in shapes:
         rows = [("swept", kind, G.SWEPT[n, k], {})]
-        rows += [(c.name, "fused" if c.fused else kind, c.plan, c.hints())
+        rows += [(c.name, "fused" if c.fused else kind, c.plan, c.hints(
+                     {"linear": G.gemv, "add": G.gemv_add, "swiglu": G.gemv_swiglu}[kind]))
                  for c in G.CANDIDATES[n, k]]
         for label, kd, p, hints in rows:
             f = plan_facts(kd, n, k, p, hints)
@@ -214,7 +228,8 @@ def model_main():
                   f"{f['flight_block'] / 1024:6.1f} {f['flight_sm'] / 1024:5.1f} "
                   f"{f['load']:9s} {f['per_byte']:.3f} ({f['exec_per_byte']:.3f}) "
                   f"{','.join(f['serial']) or '-':8s} "
-                  f"{predict(kd, n, k, p, f):.2f}", flush=True)
+                  f"{predict(kd, n, k, p, f):.2f}  {predict(kd, n, k, p, f, True):.2f}",
+                  flush=True)
     return 0
 
 
@@ -228,12 +243,17 @@ from tileir.llm import gemv as G
 from tileir.llm.backend import _DECODE
 bw = copy_bandwidth() * 1e12
 print(f"copy {bw/1e12:.2f} TB/s", flush=True)
-GEMV_ONLY = "--gemv" in sys.argv or "--cand" in sys.argv
-CAND_ONLY = "--cand" in sys.argv  # the plan, the candidates, cuBLAS: no other variant
+EARLY_ONLY = "--early" in sys.argv  # the GEMVs with and without early_loads, the plan, cuBLAS
+GEMV_ONLY = "--gemv" in sys.argv or "--cand" in sys.argv or EARLY_ONLY
+CAND_ONLY = "--cand" in sys.argv or EARLY_ONLY  # the plan, the candidates, cuBLAS
 pos = [a for a in sys.argv[1:] if not a.startswith("--")]
 M = int(pos[0]) if pos else 1
 # the sweep stops adding candidates past this many seconds (SWEEP_BUDGET_S overrides)
-BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", 420 if GEMV_ONLY else 230))
+BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", 150 if EARLY_ONLY else
+                                420 if GEMV_ONLY else 230))
+# --early: each row timed three times, the best kept (the pairs differ by a few percent,
+# about what runs of one kernel move)
+REPEATS = 3 if EARLY_ONLY else 1
 COPIES = 8
 def graph_us(fn):
     fn(); torch.cuda.synchronize()
@@ -271,6 +291,16 @@ def gemv_variants(n, k, swiglu=False):
     weights in one loop; hints "fused")."""
     plan = G.plan(M, n, k)
     out = [("gemv/plan/l2pf", "l2pf", plan), ("gemv/plan", None, plan)]
+    # the weights' first ring tiles loaded before the wait for the previous kernel
+    # (Backend.gemv_early_loads), against "gemv/plan" (neither with l2_prefetch)
+    if not plan.fma:
+        out.append(("gemv/plan/early", "early", plan))
+    else:           # (the FMA form has no ring): the tensor cores' ring forms, both ways
+        bm = 8 if M <= 8 else 16
+        for bn, bk in ((32, 128), (64, 128)):
+            p = G.Plan(bm, bn, bk, 1, False)
+            out += [(f"gemv/ring/{bn}x{bk}/k1", None, p),
+                    (f"gemv/ring/{bn}x{bk}/k1/early", "early", p)]
     if plan.split > 1:              # the split's second launch, as before the ticket
         out.append(("gemv/plan/combine/l2pf", "l2pf", plan._replace(ticket=False)))
     if M == 1:      # the streaming model's candidates (gemv.CANDIDATES), before the budget
@@ -278,7 +308,23 @@ def gemv_variants(n, k, swiglu=False):
             hints = dict(c.hints(), l2_prefetch=True)
             if c.fused:
                 hints["fused"] = True
+            if c.early:             # its early_loads (resolved by run_gemv: the kernel's)
+                hints["early"] = True
             out.append((f"gemv/cand/{c.name}/l2pf", hints, c.plan))
+            # without l2_prefetch, without and with early loads (a persistent walk's ring
+            # is not the body's: none); an early candidate's row is its twin's pair
+            plain = {h: v for h, v in hints.items() if h not in ("l2_prefetch", "early")}
+            pair = [(f"gemv/cand/{c.name}", plain, c.plan),
+                    (f"gemv/cand/{c.name}/early", dict(plain, early=True), c.plan)]
+            if c.early:
+                pair = [(f"gemv/cand/{c.name}", dict(plain, early=True), c.plan)]
+            if not c.persistent:
+                names = {v[0] for v in out}
+                out += [v for v in pair if v[0] not in names]
+    if EARLY_ONLY:      # each early row, the row it is timed against, and the plan
+        names = {c for c, _, _ in out}
+        return [v for v in out if v[0] == "gemv/plan" or v[0].endswith("/early")
+                or v[0] + "/early" in names]
     if CAND_ONLY:
         return out
     for bn, bk, splits in ((64, 128, (1, 2, 4, 8)), (64, 256, (1, 2)), (128, 128, (1, 2)),
@@ -306,7 +352,7 @@ def gemv_variants(n, k, swiglu=False):
 
 
 shapes = [("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336), ("gate_up", 14336, 4096)]
-if GEMV_ONLY:
+if GEMV_ONLY and not EARLY_ONLY:   # (--early: the head's GEMV walks persistent, no early loads)
     shapes.append(("lm_head", 128256, 4096))
 for name, n, k in shapes:
     ws_ = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(COPIES)]
@@ -326,8 +372,13 @@ for name, n, k in shapes:
             kind, hints = G.gemv_swiglu_fused, "l2pf"
         if hints == "l2pf":
             hints = dict(l2_prefetch=True)
+        if hints == "early":
+            hints = dict(early=True)
         if isinstance(hints, dict) and hints.get("fused"):      # a fused candidate
             kind, hints = G.gemv_swiglu_fused, {h: v for h, v in hints.items() if h != "fused"}
+        if isinstance(hints, dict) and hints.get("early"):      # early_loads on the weights
+            hints = dict({h: v for h, v in hints.items() if h != "early"},
+                         **G.early_hints(kind))
         kernel = kind.replace_hints(**hints) if hints else kind
         swiglu = kind in (G.gemv_swiglu, G.gemv_swiglu_fused)
         lead = (2,) if swiglu else ()
@@ -366,7 +417,9 @@ for name, n, k in shapes:
             "gate_up": K.linear_swiglu}[name]
     plain_tiles = (128, 64, 64) if name == "gate_up" else (128, 128, 64)
     cands = [("plain", base, plain_tiles)]
-    if M <= 64:         # the first tiles into L2 before the wait (l2_prefetch), as retiled
+    if EARLY_ONLY:      # (no GEMM-tile kernels: the GEMVs' pairs alone)
+        cands = []
+    elif M <= 64:       # the first tiles into L2 before the wait (l2_prefetch), as retiled
         cands.append(("plain/l2pf", base.replace_hints(l2_prefetch=True), plain_tiles))
         if base.name in _DECODE:        # ... and with tileir.llm's decode tiles, both ways
             tuned, tl = _DECODE[base.name][:2]
@@ -402,7 +455,7 @@ for name, n, k in shapes:
                 fn = run_gemv(kernel[1], tl)
             else:
                 fn = run(kernel, *tl)
-            us = graph_us(fn)
+            us = min(graph_us(fn) for _ in range(REPEATS))
             # one-row products: weight bytes x copy bandwidth; prefill rows: TFLOP/s
             res[cname] = round(nbytes / (us * 1e-6) / bw, 3) if M <= 64 else \
                 round(nbytes * M / (us * 1e-6) / 1e12, 1)
@@ -418,9 +471,14 @@ for name, n, k in shapes:
                    if c.startswith("gemv/cand/")), key=lambda t: -t[0] if isinstance(t[0], float) else 0)
     if cand:            # the model's candidates against the plan (x copy; errors as text)
         print(f"  {name} candidates vs plan {res.get('gemv/plan/l2pf')}:", cand, flush=True)
+    early = {c: v for c, v in res.items() if c.endswith("/early")}
+    if early:           # early weight loads against the same kernel without them
+        print(f"  {name} early loads (without -> with):", {
+            c[:-len("/early")]: (res.get(c[:-len("/early")]), v) for c, v in early.items()},
+            flush=True)
     out.append(res)
     del ws_, wu
     torch.cuda.empty_cache()
 import os
-stem = "gemv" if GEMV_ONLY else "sweep"
+stem = "early" if EARLY_ONLY else "gemv" if GEMV_ONLY else "sweep"
 json.dump(out, open(os.path.join(os.environ.get("OUT", "."), f"{stem}_m{M}.json"), "w"), indent=1)

@@ -25,6 +25,13 @@ Precondition:  the `layout` stage ran (loads feeding shared memory have
                ISA's weak read, a hint, with no destination), so running before the
                wait is safe whatever the previous kernel writes: a wasted fetch at
                worst (software_pipeline.py `prefetch_first`).
+               With the kernel's `tile.early_loads` (option `early_loads=(names)`,
+               arrays the author promises no earlier kernel in the stream writes),
+               likewise on sm_90a where the wait will be placed: the first ring of the
+               kernel's body is allocated at its top, with its prologue's acquires and
+               those arrays' loads (software_pipeline.py `load_early`); the slots'
+               other loads stay in the prologue, after the wait.  A named array the
+               kernel writes is an error at the write, on every target.
 
 Example:        (S = 3, one tile)
   before:  scf.for %k = %c0 to %n step %c1 iter_args(%acc = %z) {

@@ -4,8 +4,9 @@ Flag:          --tile-programmatic-launch
 Input/output:  pipeline-stage Tile IR -> the same, each sm_90a kernel's body opening
                with `tile.grid_dependency wait` and then
                `tile.grid_dependency launch_dependents` (stage `pipeline`, last; after
-               the L2 prefetches tile-pipeline-loops put at the top for the
-               `l2_prefetch` option, when only pure ops precede them), the
+               the L2 prefetches and the early ring loads tile-pipeline-loops put at
+               the top for the `l2_prefetch` and `early_loads` options, when only pure
+               ops and ring allocations and acquires precede them), the
                kernel marked `tile.overlapped`; the launcher then launches it with
                programmatic stream serialization (meta `programmatic_launch`).
 Precondition:  verified IR.  Unchanged: modules for another target (`tile.target`

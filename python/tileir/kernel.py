@@ -36,8 +36,8 @@ from .frontend.source import SourceInfo
 from .function import KernelEntry
 from .annotations import param_annotation, tuple_constness
 from .semantics import ByTarget, resolve_option
-from .specialization import (RUNTIME_KINDS, ConstantAnnotation, classify_arg, format_arg_specs,
-                             leaf_values, typed_key)
+from .specialization import (RUNTIME_KINDS, ArrayParam, ConstantAnnotation, classify_arg,
+                             format_arg_specs, leaf_values, typed_key)
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -417,6 +417,7 @@ class Kernel(KernelEntry):
         mb = ModuleBuilder(ctx)
         fn = FunctionCompiler(mb, self.source()).build(self.name, params, kernel=True)
         self._apply_hints(fn, target)
+        self._apply_early_loads(fn, params)
         if wish is not None:
             from .backend.layout.retile import WISH_ATTR
             fn.attributes[WISH_ATTR] = ir.StringAttr.get(wish)
@@ -470,6 +471,36 @@ class Kernel(KernelEntry):
                                     f"False or None (automatic), got {hints!r}")
         if hints is not None:
             fn.attributes["tile.cache_hints"] = ir.BoolAttr.get(hints)
+
+    def _apply_early_loads(self, fn, params) -> None:
+        """The `early_loads` option: the names of array arguments whose tiles a
+        pipelined loop may start loading before the kernel's grid-dependency wait
+        (`tile.early_loads`, backend/pipeline/software_pipeline.py `load_early`).  Each
+        must name an array parameter; the pipeline stage refuses one the kernel
+        writes (programmatic.py `early_arrays`)."""
+        from mlir import ir
+        names = self.options.get("early_loads")
+        if names is None:
+            return
+        if isinstance(names, str) or not isinstance(names, (tuple, list)) or \
+                not all(isinstance(n, str) for n in names):
+            raise KernelOptionError(f"kernel '{self.name}': option early_loads must be a "
+                                    f"tuple of argument names (arrays no kernel before "
+                                    f"this one in the stream writes), got {names!r}")
+        kinds = dict(params)
+        for n in names:
+            if n not in kinds:
+                raise KernelOptionError(f"kernel '{self.name}': option early_loads names "
+                                        f"{n!r}, which is not one of its parameters "
+                                        f"({', '.join(kinds)})")
+            if not isinstance(kinds[n], ArrayParam):
+                raise KernelOptionError(f"kernel '{self.name}': option early_loads names "
+                                        f"{n!r}, which is not an array here (got "
+                                        f"{kinds[n]!r}); it lists arrays whose tiles may "
+                                        f"be loaded before the wait for the previous kernel")
+        if names:
+            fn.attributes["tile.early_loads"] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(n) for n in dict.fromkeys(names)])
 
     def tile_ir(self, *args, stage: str = "tile") -> str:
         """The Tile IR of this kernel specialized for `args` (compile-time args as values)."""
@@ -793,6 +824,12 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     True issues, before its wait for the previous kernel, L2 prefetches of the tiles
     its pipelined loop's first stages load, so they stream in while that kernel
     still runs; off by default until measured, docs/gpu-backend.md),
+    `early_loads` (sm_90a, a kernel launched programmatically: a tuple of array
+    argument names, the author's promise that no kernel before this one in the stream
+    writes them (a model's weights, say): the first pipelined loop's ring starts its
+    first S - 1 tiles of those arrays into shared memory before the wait for the
+    previous kernel, the other arrays' tiles of the same slots after it; an array
+    the kernel itself writes is refused; none by default, docs/gpu-backend.md),
     `product_rotation` (sm_90a, a loop of two chained products such as attention's:
     True, the default, issues iteration j's first product beside the second of
     iteration j - 1; False keeps both in their iteration, which frees a ring slot an
@@ -831,7 +868,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
              "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
-             "warpgroup_split", "split_replicas"}
+             "warpgroup_split", "split_replicas", "early_loads"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

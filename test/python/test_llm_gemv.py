@@ -56,6 +56,8 @@ def _run(kind, x, ws, r, p: G.Plan, out_dtype, norm=None, count=None, hints=None
         else:
             kernel, fin = G.gemv, (G.gemv_combine, (part, y))
             args = (x, g, eps, ws[0], y, part, count)
+    if isinstance(hints, G.Candidate):       # its options for this kernel
+        hints = hints.hints(kernel)
     if hints:
         kernel = kernel.replace_hints(**hints)
     ct.launch(None, G.grid(n, p), kernel, args + tiles)
@@ -928,10 +930,10 @@ CANDIDATES = [pytest.param(n, k, c, id=f"{_KINDS[n, k]}{n}x{k}-{c.name}")
               for (n, k), cs in G.CANDIDATES.items() for c in cs]
 # The candidates whose compiles (and, the first two, simulator runs) the fast tier keeps:
 # each option path once (the fused SwiGLU walked persistent; a split K of 4 finished by
-# the ticket, persistent; two warps a mma.sync block, persistent; a deep ring as written);
-# the others, the same paths at other tiles, wait for `--full`
+# the ticket, persistent; two warps a mma.sync block, persistent; a deep ring as written;
+# its early weight loads); the others, the same paths at other tiles, wait for `--full`
 _FAST_CANDIDATES = ("fused/64x128/s4/pers", "64x128/k4/s6/pers", "32x256/s8/w2/pers",
-                    "32x128/s8")
+                    "32x128/s8", "32x128/s8/early")
 
 
 def _tiered(cases, fast: int):
@@ -958,11 +960,11 @@ def test_candidates_against_float64(n, k, c):
     kk = 2 * p.split * p.bk + p.bk // 2 + 3
     for m in (1,) if p.fma else (1, 3):
         x, ws, r = _inputs(rng, kind, m, nn, kk, BF16)
-        y = _run(kind, x, ws, r, p, BF16, hints=c.hints())
+        y = _run(kind, x, ws, r, p, BF16, hints=c)
         _check(y, _ref(x, ws, r, BF16), BF16)
 
 
-@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 4))
+@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 5))
 def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     """Each candidate at its Llama-3-8B width, sm_90a: no local memory, the ring depth
     it asks (tensor cores: TMA into `stages` slots, HGMMA or HMMA) or the FMA form's
@@ -970,7 +972,7 @@ def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     holds."""
     p, kind = c.plan, _kind_of(n, k, c)
     kernel, args = _llama_args(kind, 1, n, k, p)
-    kernel = kernel.replace_hints(l2_prefetch=True, **c.hints())
+    kernel = kernel.replace_hints(l2_prefetch=True, **c.hints(kernel))
     grid = G.grid(n, p)
     ck = _compile(kernel, args, grid)
     assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
@@ -987,6 +989,10 @@ def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     stages = [int(v) for v in re.findall(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ring)]
     assert stages and set(stages) == {c.stages or G.STAGES}, stages
     assert ops["UTMALDG"] and ops["HGMMA" if p.bn >= 64 else "HMMA"], ops
+    if c.early:         # its first weight tiles issued before the wait, the rows' after
+        before, after, waits = _early_ptx(ck)
+        assert waits == 1 and len(before) == (c.stages - 1) * (p.bk * 2 // 128)
+        assert len(set(before)) == 1 and set(after) - set(before)
 
 
 @pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 2))
@@ -1013,7 +1019,7 @@ def test_candidates_in_the_simulator(n, k, c):
         kernel = {"linear": G.gemv, "swiglu": G.gemv_swiglu,
                   "fused": G.gemv_swiglu_fused}[kind]
         args = (x, x, 0.0) + tuple(ws) + (y, part, count) + tuple(p) + (False,)
-    kernel = kernel.replace_hints(**c.hints())
+    kernel = kernel.replace_hints(**c.hints(kernel))
     grid = G.grid(nn, p) + (1,)
     ck = kernel.compile(args, "gpu", target="sm_90a", grid=grid, sm_count=132)
     assert bool(ck.meta.get("persistent")) == c.persistent
@@ -1080,6 +1086,8 @@ def _gpu_gemv(torch, kind, p: G.Plan, x, ws, y, count, hints=None):
         kernel, args, fin = G.gemv, (x, x, 0.0, ws[0], y, part, count), \
             (G.gemv_combine, (part, y))
     flag = () if kind == "add" else (False,)
+    if isinstance(hints, G.Candidate):       # its options for this kernel
+        hints = hints.hints(kernel)
     ct.launch(None, G.grid(n, p), kernel.replace_hints(l2_prefetch=True, **(hints or {})),
               args + tuple(p) + flag)
     if p.split > 1 and not p.ticket:
@@ -1108,7 +1116,7 @@ def test_candidates_on_the_gpu_against_torch(n, k, c):
         r = torch.randn(1, n, device="cuda", generator=gen).to(bf)
         y = r.clone() if kind == "add" else \
             torch.full((1, n), float("nan"), device="cuda", dtype=bf)
-        _gpu_gemv(torch, kind, p, x, ws, y, count, hints=c.hints())
+        _gpu_gemv(torch, kind, p, x, ws, y, count, hints=c)
         torch.cuda.synchronize()
         gf = [x.float() @ w.float().T for w in ws]
         if kind in ("swiglu", "fused"):
@@ -1498,3 +1506,279 @@ def test_a_routed_candidate_is_what_the_backend_launches(monkeypatch):
     monkeypatch.setattr(G, "ROUTED", {(n, k): "no such plan"})
     with pytest.raises(ValueError, match=r"16x32/k3/s6/pers"):
         b.linear(x, w, residual=r)
+
+
+# ------------------------------------------------------------ early weight loads
+# The `early_loads` option on the GEMVs' weights (gemv.early_loading,
+# Backend.gemv_early_loads; backend/pipeline/software_pipeline.py `load_early`): the
+# first ring's first S - 1 weight tiles issued before the grid-dependency wait.
+
+TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global"      # (not the TMA store)
+_MAP = re.compile(r"\[(%rd\d+), \{[^}]*\}\]")
+
+
+def _early_ptx(ck):
+    """(TMA loads before the wait, after it) of `ck`'s PTX, each as its tensor map
+    register; the wait's count."""
+    ptx = ck.artifacts["ptx"].splitlines()
+    waits = [i for i, line in enumerate(ptx) if "griddepcontrol.wait" in line]
+    loads = [(i, _MAP.search(line).group(1)) for i, line in enumerate(ptx) if TMA_LOAD in line]
+    at = waits[0] if waits else -1
+    return [m for i, m in loads if i < at], [m for i, m in loads if i > at], len(waits)
+
+
+@pytest.mark.parametrize("kind,n,k,p,threads", [
+    ("add", 4096, 4096, G.SWEPT[4096, 4096], 128),          # O: the prologue, 4 stages
+    ("add", 4096, 14336, G.SWEPT[4096, 14336], 128),        # down: 3 stages, 64 x 256
+    ("swiglu", 14336, 4096, G.SWEPT[14336, 4096], 256),     # gate/up: the producer warps
+    pytest.param("linear", 6144, 4096, G.Plan(8, 32, 128, 1, False), 32,
+                 marks=pytest.mark.slow)],                  # QKV's ring form: mma.sync
+    ids=["o", "down", "gate_up", "qkv_ring"])
+def test_early_loads_issue_the_weight_tiles_before_the_wait(kind, n, k, p, threads,
+                                                             tmp_path):
+    """Llama-3-8B's one-row GEMVs with early_loads on their weights, sm_90a: the PTX
+    issues (S - 1) x (boxes of a weight tile) TMA loads before `griddepcontrol.wait`,
+    all through one tensor map (the weight's; gemv_swiglu: its first loop's, W_g), and
+    the activation rows' loads, through another map, after it; ptxas keeps that order
+    (every early UTMALDG before ACQBULK, the wait, and PREEXIT, the release of the
+    next kernel) and spills nothing."""
+    kernel, args = _llama_args(kind, 1, n, k, p)
+    ck = _compile(G.early_loading(kernel), args, G.grid(n, p))
+    assert ck.meta["num_threads"] == threads
+    ring = _compile(G.early_loading(kernel), args, G.grid(n, p), "pipeline").ir()
+    stages = int(re.search(r'"tile.ring_alloc"\(\) \{stages = (\d+)', ring).group(1))
+    before, after, waits = _early_ptx(ck)
+    boxes = p.bk * 2 // 128                   # 128-byte swizzle rows of a bf16 tile
+    assert waits == 1
+    assert len(before) == (stages - 1) * boxes, (len(before), stages)
+    assert len(set(before)) == 1              # the weight's map only
+    assert set(after) - set(before), "the activation rows' loads follow the wait"
+    # the plain kernel issues the same loads, all after its wait
+    plain_before, plain_after, _ = _early_ptx(_compile(kernel, args, G.grid(n, p)))
+    assert not plain_before and len(plain_after) == len(before) + len(after)
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    ops = [op for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path))]
+    at = {name: [i for i, op in enumerate(ops) if op.split(".")[0] == name]
+          for name in ("UTMALDG", "ACQBULK", "PREEXIT", "LDL", "STL")}
+    assert len(at["ACQBULK"]) == 1 and not at["LDL"] and not at["STL"], at
+    early = [i for i in at["UTMALDG"] if i < at["ACQBULK"][0]]
+    assert len(early) == len(before), (len(early), len(before))
+    assert at["ACQBULK"][0] < at["PREEXIT"][0]
+
+
+def test_early_loads_change_nothing_without_a_programmatic_launch():
+    """A kernel launched plainly (`programmatic_launch=False`: no wait, the kernel
+    starts after the one before it ends) compiles with early_loads as without; and
+    without the option, the GEMVs' PTX is the plain kernel's (`early_loads=()`)."""
+    p = G.SWEPT[4096, 4096]
+    kernel, args = _llama_args("add", 1, 4096, 4096, p)
+    grid = G.grid(4096, p)
+    plain = kernel.replace_hints(programmatic_launch=False)
+    ptx = _compile(plain, args, grid).artifacts["ptx"]
+    early = _compile(G.early_loading(plain), args, grid).artifacts["ptx"]
+    assert "griddepcontrol" not in early and early == ptx
+    assert _compile(kernel.replace_hints(early_loads=()), args, grid).artifacts["ptx"] == \
+        _compile(kernel, args, grid).artifacts["ptx"]
+
+
+@pytest.mark.parametrize("kind,p,hints,norm", [
+    ("add", G.Plan(8, 64, 128, 2, False, True), {"warp_specialize": False}, False),
+    ("add", G.Plan(8, 64, 128, 2, False, True), {"warp_specialize": True}, False),
+    ("swiglu", G.Plan(8, 64, 128, 1, False), {}, False),
+    ("linear", G.Plan(8, 16, 256, 2, False, True), {}, False),
+    ("linear", G.Plan(8, 64, 128, 1, False), {}, True)],
+    ids=["o_prologue", "o_producer", "gate_up", "mma_sync_split", "normed"])
+def test_early_loads_in_the_simulator(kind, p, hints, norm, rng):
+    """sm_90a code with early_loads in tileir.sim, ragged: 3 rows, 96 weight rows (a
+    partial tile), 328 columns (K of three 128-wide tiles, or two 256-wide, the last
+    partial: a split's run shorter than the ring's prologue, whose loads past it are
+    predicated off), the prologue and the producer warps, gemv_swiglu's two rings (the
+    first loaded early), a split finished by the ticket, and the normed rows (from
+    registers: a ring of weights alone).  NaN-poisoned outputs against float64, and
+    the same bits as the kernel without the option."""
+    from tileir.kernel import hardware_grid
+    from tileir.sim import simulate
+    m, n, k = 3, 96, 328
+    x, ws, r = _inputs(rng, kind, m, n, k, BF16)
+    g, eps = _norm_inputs(rng, x, k, BF16)
+    outs = []
+    for early in (False, True):
+        lead = (2,) if kind == "swiglu" else ()
+        part = np.full(lead + (p.split, m, n), np.nan, np.float32)
+        count = np.zeros(G.counters(n, p) + 2, np.int32)
+        if kind == "add":
+            y = r.copy()
+            kernel, args = G.gemv_add, (x, ws[0], y, y, part, count)
+        else:
+            y = np.full((m, n), np.nan, BF16)
+            kernel = G.gemv_swiglu if kind == "swiglu" else G.gemv
+            args = (x, g, eps) + tuple(ws) + (y, part, count)
+        args += tuple(p) + (() if kind == "add" else (norm,))
+        kernel = kernel.replace_hints(**hints)
+        if early:
+            kernel = G.early_loading(kernel)
+        grid = tuple(G.grid(n, p)) + (1,)
+        ck = kernel.compile(args, "gpu", target="sm_90a", grid=grid, sm_count=132)
+        if early:
+            gpu = ck.ir()
+            assert gpu.index("griddepcontrol.wait") > gpu.index("nvvm.cp.async.bulk.tensor")
+        simulate(ck, hardware_grid(ck.meta, grid), args)
+        assert not count.any(), count
+        outs.append(y)
+    _check(outs[1], _ref(_normed_ref(x, g, eps, BF16) if norm else x, ws, r, BF16), BF16)
+    assert np.array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16))
+
+
+def test_early_loads_refuses_an_array_the_kernel_writes():
+    """early_loads on an array the kernel stores to is refused at the pipeline stage,
+    naming the argument and showing the store's source line; a name that is no
+    parameter, a scalar or a bare string, at the option."""
+    from tileir.errors import KernelOptionError, TileIRError
+    p = G.SWEPT[4096, 4096]
+    kernel, args = _llama_args("add", 1, 4096, 4096, p)
+    with pytest.raises(TileIRError) as e:
+        _compile(kernel.replace_hints(early_loads=("w", "y")), args, G.grid(4096, p),
+                 "pipeline")
+    text = str(e.value)
+    assert "option early_loads names 'y', which this kernel writes here" in text, text
+    assert "gemv.py" in text and "ct.store(y" in text, text
+    for bad, what in ((("wt",), "names 'wt', which is not one of its parameters"),
+                      (("BN",), "names 'BN', which is not an array here"),
+                      ("w", "must be a tuple of argument names")):
+        with pytest.raises(KernelOptionError, match=re.escape(what)):
+            _compile(kernel.replace_hints(early_loads=bad), args, G.grid(4096, p),
+                     "pipeline")
+
+
+def test_backend_launches_the_gemvs_with_early_loads(rng):
+    """Backend.gemv_early_loads: each decode GEMV (gemv, gemv_add, gemv_swiglu,
+    gemv_add_norm) launched with early_loads on its weights (gemv.WEIGHTS), one kernel
+    object each, none without it; the interpreter's answers are those without it (it
+    ignores the option), bit for bit."""
+    from tileir.llm.backend import Backend
+    x = rng.standard_normal((2, 40)).astype(BF16)
+    w, w2 = ((rng.standard_normal((24, 40)) / 8).astype(BF16) for _ in range(2))
+    r = rng.standard_normal((2, 24)).astype(BF16)
+    g = rng.standard_normal(24).astype(BF16)
+    outs = []
+    for early in (False, True):
+        b = Backend("numpy", "bfloat16")
+        b.decode_gemv, b.gemv_norm_tail, b.gemv_early_loads = True, True, early
+        launched = []
+        run = b._launch
+        b._launch = lambda grid, kernel, args: (launched.append(kernel), run(grid, kernel, args))
+        res = r.copy()
+        outs.append([b.linear(x, w), b.linear_swiglu(x, w, w2), b.linear(x, w),
+                     b.linear_add_norm(x, w, res, (g, 1e-5)), res])
+        gemvs = [k for k in launched if k.name in G.WEIGHTS]
+        assert [k.name for k in gemvs] == ["gemv", "gemv_swiglu", "gemv", "gemv_add_norm"]
+        assert all(k.options.get("early_loads") == (G.WEIGHTS[k.name] if early else None)
+                   for k in launched), [(k.name, k.options.get("early_loads"))
+                                        for k in launched]
+        assert gemvs[0] is gemvs[2]             # made once per kernel
+    for a, c in zip(*outs):
+        assert a is not None and np.array_equal(a.view(np.uint16), c.view(np.uint16))
+
+
+def _mlp_chain(torch, layers, xs, early: bool, graph: bool):
+    """Llama-3-8B's one-row GEMVs in a step's order, each reading the rows the one before
+    it wrote (launched programmatically: its blocks wait for that kernel, and with
+    `early` load their first weight tiles before the wait): per layer O + residual
+    (x += q @ Wo^T, q the layer before's product; the first layer's a copy of xs),
+    gate/up + SwiGLU (h), down + residual (x += h @ Wd^T), then a 4096 x 4096 product
+    on the tensor cores' ring (q = x @ Wq^T, 32 x 128 tiles: the ring form a QKV
+    candidate takes).  h and q NaN-poisoned before the run; `graph`: captured once
+    (after a warm-up run outside it), replayed once from the same inputs."""
+    bf = torch.bfloat16
+    plans = {"o": G.SWEPT[4096, 4096], "down": G.SWEPT[4096, 14336],
+             "gate_up": G.SWEPT[14336, 4096], "q": G.Plan(8, 32, 128, 1, False)}
+    kernels = {"o": G.gemv_add, "down": G.gemv_add, "gate_up": G.gemv_swiglu, "q": G.gemv}
+    kernels = {k: G.early_loading(v) if early else v for k, v in kernels.items()}
+    count = torch.zeros(256, device="cuda", dtype=torch.int32)
+    parts = {k: torch.full(((2,) if k == "gate_up" else ()) + (p.split, 1, 14336),
+                           float("nan"), device="cuda", dtype=torch.float32)
+             for k, p in plans.items()}
+    x = xs.clone()
+    h = torch.full((1, 14336), float("nan"), device="cuda", dtype=bf)
+    qs = [torch.full((1, 4096), float("nan"), device="cuda", dtype=bf) for _ in layers]
+
+    x0 = xs.clone()         # the first O's input (never written: O reads it while its
+                            # blocks write x, the residual, in place)
+
+    def step():
+        src = x0
+        for i, (wo, wg, wu, wd, wq) in enumerate(layers):
+            ct.launch(None, G.grid(4096, plans["o"]), kernels["o"],
+                      (src, wo, x, x, parts["o"], count) + tuple(plans["o"]))
+            ct.launch(None, G.grid(14336, plans["gate_up"]), kernels["gate_up"],
+                      (x, x, 0.0, wg, wu, h, parts["gate_up"], count)
+                      + tuple(plans["gate_up"]) + (False,))
+            ct.launch(None, G.grid(4096, plans["down"]), kernels["down"],
+                      (h, wd, x, x, parts["down"], count) + tuple(plans["down"]))
+            ct.launch(None, G.grid(4096, plans["q"]), kernels["q"],
+                      (x, x, 0.0, wq, qs[i], parts["q"], count) + tuple(plans["q"])
+                      + (False,))
+            src = qs[i]
+
+    if graph:
+        step()                              # compiled, warmed up, outside the capture
+        torch.cuda.synchronize()
+        x.copy_(xs)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                step()
+        torch.cuda.synchronize()
+        for q in qs:
+            q.fill_(float("nan"))
+        h.fill_(float("nan"))
+        x.copy_(xs)
+        g.replay()
+    else:
+        step()
+    torch.cuda.synchronize()
+    assert not count.any()
+    return x, h, qs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["eager", "graph", "plain_launch"])
+def test_early_loads_on_the_gpu_in_a_chain(mode, monkeypatch):
+    """Four layers of the decode step's GEMVs with early_loads on their weights, each
+    reading what the kernel before it wrote: the same bits as without the option (the
+    activation rows still load after the wait), no NaN left, the first layer within
+    rounding of a float32 torch chain of the same bf16 inputs; eager, replayed from a
+    CUDA graph, and launched without programmatic stream serialization
+    (TILEIR_PROGRAMMATIC_LAUNCH=0: each kernel starts after the one before it ends, its
+    wait a no-op, the early loads then just loads)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    graph = mode == "graph"
+    gen = torch.Generator(device="cuda").manual_seed(int(np.random.SeedSequence().entropy
+                                                         % 2**31))
+    bf = torch.bfloat16
+
+    def weight(n, k):
+        return (torch.randn(n, k, device="cuda", generator=gen) / k ** 0.5).to(bf)
+
+    layers = [(weight(4096, 4096), weight(14336, 4096), weight(14336, 4096),
+               weight(4096, 14336), weight(4096, 4096)) for _ in range(4)]
+    xs = torch.randn(1, 4096, device="cuda", generator=gen).to(bf)
+    plain = _mlp_chain(torch, layers, xs, early=False, graph=graph)
+    if mode == "plain_launch":      # (read when a kernel's dispatcher is made: the early
+        monkeypatch.setenv("TILEIR_PROGRAMMATIC_LAUNCH", "0")   # kernels are new objects)
+    early = _mlp_chain(torch, layers, xs, early=True, graph=graph)
+    for a, b in zip([plain[0], plain[1]] + plain[2], [early[0], early[1]] + early[2]):
+        assert not b.isnan().any()
+        assert torch.equal(a, b)
+    wo, wg, wu, wd, wq = layers[0]
+    x1 = (xs.float() @ wo.float().T + xs.float()).to(bf)
+    gt, ut = ((x1.float() @ w.float().T).to(bf).float() for w in (wg, wu))
+    hh = (torch.nn.functional.silu(gt) * ut).to(bf)
+    x2 = hh.float() @ wd.float().T + x1.float()
+    q = x2.to(bf).float() @ wq.float().T
+    got = early[2][0].float()
+    assert ((got - q).abs().max() / q.abs().max()).item() < 3e-2

@@ -76,6 +76,13 @@ def _l2_prefetching(kernel):
 
 
 @functools.cache
+def _early_loading(kernel):
+    """`kernel` (a decode GEMV) with `early_loads` on its weights (`gemv.early_loading`;
+    made once per kernel)."""
+    return G.early_loading(kernel)
+
+
+@functools.cache
 def _with_hints(kernel, hints: tuple):
     """`kernel` with the options `hints` ((name, value) pairs; one Kernel per set)."""
     return kernel.replace_hints(**dict(hints)) if hints else kernel
@@ -137,6 +144,14 @@ class Backend:
         # 2026-11-29, Llama-3-8B batch 1: 188.1 -> 200.4 tok/s in one run,
         # bench/RESULTS.md); in the interpreter when set (every shape, for the tests).
         self.decode_gemv = device == "cuda"
+        # with decode_gemv, the GEMVs launched with the `early_loads` kernel option on their
+        # weights (gemv.WEIGHTS): on sm_90a each block's first S - 1 weight tiles start
+        # into its ring's shared memory before the wait for the previous kernel (which
+        # the weights need not wait for: no kernel of a step writes them), the activation
+        # rows after it (docs/gpu-backend.md, "Early loads").  Off until measured on the
+        # GPU (`bench/sweep_llm_decode.py 1 --gemv` rows "gemv/plan/early", bench/llm.py's
+        # "weight tiles loaded before the wait"); set it to True to take it.
+        self.gemv_early_loads = False
         # with decode_gemv, a product that reads RMSNorm(x) * g (`linear`'s and
         # `linear_swiglu`'s norm) and takes a GEMV applies the norm in the GEMV's
         # prologue (each block finds its rows' rsqrt(mean(x^2) + eps) from the whole
@@ -342,9 +357,11 @@ class Backend:
         if cand is not None:          # a routed candidate's kernel options (and kernel)
             if cand.fused and kernel is G.gemv_swiglu:
                 kernel = G.gemv_swiglu_fused
-            kernel = _with_hints(kernel, tuple(sorted(cand.hints().items())))
+            kernel = _with_hints(kernel, tuple(sorted(cand.hints(kernel).items())))
         if self.l2_prefetch and self.torch is not None:
             kernel = _l2_prefetching(kernel)
+        if self.gemv_early_loads and "early_loads" not in kernel.options:
+            kernel = _early_loading(kernel)   # (the interpreter takes it and ignores it)
         self._launch(G.grid(n, p), kernel, args + tiles)
         if p.split > 1 and not p.ticket:
             bs, bm, bc = G.combine_tiles(m, n, p)

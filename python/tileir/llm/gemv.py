@@ -57,6 +57,15 @@ after O and down saved; `norm_tail_fits`: the rows a block holds).
 weights' tiles in one loop (one ring, no ramp between the two), a candidate the
 decode sweep ranks (bench/sweep_llm_decode.py --gemv).
 
+Early weight loads (`early_loading`, `Backend.gemv_early_loads`): each kernel may take its
+weight arguments (`WEIGHTS`) as the `early_loads` kernel option, a promise that no
+kernel before it in the stream writes them.  Launched programmatically on sm_90a, the
+first weight tiles of every block's ring then start into shared memory before the
+kernel's wait for the previous kernel, and only the activation rows' loads (which that
+kernel wrote) wait (backend/pipeline/software_pipeline.py `load_early`).  Only the first
+ring of a kernel, written in its body: `gemv_swiglu`'s up loop, a persistent
+candidate's rings and the FMA form (plain loads, no ring) are as without it.
+
 `plan` picks the tiles and the split for a shape; `tileir.llm.backend.Backend` routes
 its GEMMs of at most DECODE_ROWS rows here when `decode_gemv` is set.
 """
@@ -445,6 +454,23 @@ def gemv_combine_swiglu(part, y, SPLIT: ct.Constant[int], BM: ct.Constant[int],
 
 # ----------------------------------------------------------------------------- host side
 
+# Each decode GEMV kernel's weight arguments: what no kernel of a decode step writes, so
+# what the kernel may take as its `early_loads` option (`early_loading`).
+WEIGHTS = {"gemv": ("w",), "gemv_add": ("w",), "gemv_add_norm": ("w",),
+           "gemv_swiglu": ("wg", "wu"), "gemv_swiglu_fused": ("wg", "wu")}
+
+
+def early_hints(kernel) -> dict:
+    """The kernel option that lets `kernel` (a decode GEMV) start its first weight tiles
+    before its wait for the previous kernel: `early_loads` on its weights (`WEIGHTS`)."""
+    return {"early_loads": WEIGHTS[kernel.name]}
+
+
+def early_loading(kernel):
+    """`kernel` (a decode GEMV, or one with candidate options) with `early_hints`."""
+    return kernel.replace_hints(**early_hints(kernel))
+
+
 SM_SHARED = 233472      # bytes of shared memory an SM of sm_90 holds (228 KB)
 STAGES = 4              # the ring the compiler builds for the plan's tiles (what fits, <= 4)
 # (BN, BK) a block, widest first: 64 weight rows on wgmma (64 x 8 or 16), 32 and 16 on
@@ -487,7 +513,9 @@ SWEPT = {
 # tiles with its ring running on from tile to tile: no ramp between a block's tiles;
 # gemv_swiglu's two loops a tile ramp in each), `stages` (the ring's depth: more
 # weight bytes in flight a block), `fused` (gate/up: gemv_swiglu_fused, both weights
-# through one ring), `warps` (num_warps: a 32-row mma.sync tile on two warps).
+# through one ring), `warps` (num_warps: a 32-row mma.sync tile on two warps), `early`
+# (the `early_loads` option on the weights, `early_hints`: a ring form's first weight
+# tiles before the wait for the previous kernel; QKV's alternative to the FMA form).
 # docs/llm.md, "Where the one-row GEMVs lose copy bandwidth", gives the model that
 # proposed them (`bench/sweep_llm_decode.py --model`).
 class Candidate(NamedTuple):
@@ -497,10 +525,12 @@ class Candidate(NamedTuple):
     stages: int | None = None
     fused: bool = False
     warps: int | None = None
+    early: bool = False
 
-    def hints(self) -> dict:
-        """The kernel options (`Kernel.replace_hints`) besides l2_prefetch."""
-        out = {}
+    def hints(self, kernel=None) -> dict:
+        """The kernel options (`Kernel.replace_hints`) besides l2_prefetch; with `early`
+        and the decode GEMV `kernel` it launches, that kernel's `early_hints` too."""
+        out = dict(early_hints(kernel)) if self.early and kernel is not None else {}
         if self.persistent:
             out["persistent"] = True
         if self.stages:
@@ -517,6 +547,9 @@ CANDIDATES = {
         Candidate("16x256/s8/pers", Plan(8, 16, 256, 1, False), True, 8),
         Candidate("32x256/s8/w2/pers", Plan(8, 32, 256, 1, False), True, 8, warps=2),
         Candidate("32x128/s8", Plan(8, 32, 128, 1, False), False, 8),
+        # ... and with its first weight tiles loaded before the wait (the FMA form has no
+        # ring to load early: docs/llm.md, "Early weight loads")
+        Candidate("32x128/s8/early", Plan(8, 32, 128, 1, False), False, 8, early=True),
     ),
     (4096, 4096): (         # O: K whole (no ticket's tail), persistent, 8 stages
         Candidate("32x128/k1/s8/pers", Plan(8, 32, 128, 1, False), True, 8),

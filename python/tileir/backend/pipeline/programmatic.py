@@ -10,7 +10,8 @@ replay on the H100, RoPE of Llama-3-70B at one token went from 1.36 to 0.91 us, 
 LayerNorm of Llama-3-8B at 64 rows from 2.20 to 1.77 (bench/RESULTS.md).
 
 The rewrite is the two ops at the top of the kernel's body (after its leading L2
-prefetches, if the pipeliner put some there: see `_wait_point`), the wait first,
+prefetches and early ring loads, if the pipeliner put some there: see `_wait_point`
+and `early_arrays`), the wait first,
 before any access to memory, so whatever the previous kernel wrote is what this one reads,
 and nothing it reads or writes is touched before that kernel is done: the order of
 kernels in the stream is kept.  The dependents it lets launch wait in the same way:
@@ -37,15 +38,21 @@ from __future__ import annotations
 
 from mlir import ir
 
+from tileir.dialect import TileIRError
 from tileir.dialect.debug import GridDependencyOp
-from tileir.dialect.ring import PrefetchL2Op
+from tileir.dialect.ring import PrefetchL2Op, RingAcquireOp, RingAllocOp, RingLoadOp
 from tileir.dialect.verifier import kernel_functions, module_chip
+
+from .pure_slices import WRITES
 
 # The kernel option (kernel.py): False keeps the kernel's launches strictly ordered.
 OPTION_ATTR = "tile.programmatic_launch"
 # Set by this pass on a kernel it gave the ops: its wait opens the body, so every launch
 # of it may be programmatic.
 PLACED_HERE_ATTR = "tile.overlapped"
+# The kernel option `early_loads` (kernel.py): names of array arguments no kernel before
+# this one in the stream writes (`early_arrays`)
+EARLY_LOADS_ATTR = "tile.early_loads"
 # Wait first: a kernel releases its dependents only once it runs, so at most one
 # kernel's blocks wait ahead.  Released before its own wait, each waiting kernel would
 # let the next one launch, a cascade of waiting blocks that took the SM slots of the
@@ -72,20 +79,92 @@ def overlaps(func: ir.Operation) -> bool:
 
 
 def _wait_point(func: ir.Operation) -> ir.InsertionPoint:
-    """Where the wait goes: the top of the body, or after its leading L2 prefetches
-    (`tile.prefetch_l2`, software_pipeline.py's `l2_prefetch` option) where only
-    pure ops (their indices) come before the last: those prefetches then fetch the
-    first tiles while the previous kernel runs, and read nothing into this one."""
+    """Where the wait goes: the top of the body, or after the ops the pipeliner put at
+    its top to run while the previous kernel still runs:
+
+      - L2 prefetches (`tile.prefetch_l2`, software_pipeline.py's `l2_prefetch`
+        option), which read nothing into this kernel;
+      - the first pipelined loop's ring (`tile.ring_alloc`: shared memory and its
+        barriers), its prologue's acquires of fresh slots and its TMA loads of the
+        arrays the kernel's `early_loads` option names (software_pipeline.py
+        `load_early`): real reads, safe only because no kernel before this one in
+        the stream writes those arrays (the author's promise; `early_arrays` refuses
+        an array this kernel writes).
+
+    The wait goes after the last prefetch or early load in the body's leading run of
+    such ops and pure ones (indices, loop bounds): a ring load of any other array (the
+    same slots' activation rows), like any other op with effects, ends the run, so it
+    follows the wait; and a ring allocated and acquired at the top with no early load
+    after it (a kernel without the option) stays after the wait, as it always was."""
     from tileir.passes import effects       # (passes import the backend: not at load)
     classify = effects.Effects()
     ops = [op.operation for op in func.regions[0].blocks[0].operations]
-    last = max((i for i, op in enumerate(ops) if op.name == PrefetchL2Op.OPERATION_NAME),
-               default=None)
-    if last is None or not all(op.name == PrefetchL2Op.OPERATION_NAME or
-                               (classify.of(op) == effects.Effect.PURE and not op.regions)
-                               for op in ops[:last]):
+    early = None
+    last = None
+    for i, op in enumerate(ops):
+        if op.name == PrefetchL2Op.OPERATION_NAME:
+            last = i
+        elif op.name in (RingAllocOp.OPERATION_NAME, RingAcquireOp.OPERATION_NAME):
+            continue         # (before the wait only where early loads into it follow)
+        elif op.name == RingLoadOp.OPERATION_NAME:
+            early = early_arrays(func) if early is None else early
+            array = op.operands[3]
+            if not isinstance(array.owner, ir.Block) or array.arg_number not in early:
+                break
+            last = i
+        elif op.regions or classify.of(op) != effects.Effect.PURE:
+            break
+    if last is None:
         return ir.InsertionPoint(ops[0])
     return ir.InsertionPoint.after(ops[last])
+
+
+def early_arrays(func: ir.Operation) -> set[int]:
+    """The argument numbers of the arrays the kernel's `early_loads` option names (by
+    the kernel's `tile.arg_names`; `argN` for IR without them): arrays whose tiles may
+    be loaded before the wait for the previous kernel, because the author promises no
+    kernel before this one in the stream writes them (a model's weights).
+
+    Refused, with the write's source line: an array some op of this kernel writes
+    (`tile.store`, `scatter`, an atomic).  Its next launch would be a kernel before
+    itself that writes it, and nothing in the kernel could say which of its reads
+    see which launch's writes."""
+    if EARLY_LOADS_ATTR not in func.attributes:
+        return set()
+    names = [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes[EARLY_LOADS_ATTR])]
+    params = func.regions[0].blocks[0].arguments
+    args = [ir.StringAttr(a).value for a in ir.ArrayAttr(func.attributes["tile.arg_names"])] \
+        if "tile.arg_names" in func.attributes else [f"arg{i}" for i in range(len(params))]
+    kernel = ir.StringAttr(func.attributes["sym_name"]).value
+    out = {}
+    for name in names:
+        if name not in args:
+            raise TileIRError(f"kernel '{kernel}': option early_loads names {name!r}, which "
+                              f"is not one of its arguments ({', '.join(args)})",
+                              func.location)
+        out[args.index(name)] = name
+
+    writes = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        target = op.operands[0] if op.name in WRITES and len(op.operands) else None
+        if target is not None and isinstance(target.owner, ir.Block) and \
+                target.owner == func.regions[0].blocks[0] and target.arg_number in out:
+            writes.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)      # (raised out here: a walk wraps errors)
+    if writes:
+        op = writes[0]
+        name = out[op.operands[0].arg_number]
+        raise TileIRError(f"kernel '{kernel}': option early_loads names {name!r}, which "
+                          f"this kernel writes here ({op.name}); early_loads lists arrays "
+                          f"that no kernel before this one in the stream writes (a model's "
+                          f"weights), and a kernel that writes {name!r} is such a kernel "
+                          f"for its own next launch: drop {name!r} from early_loads",
+                          op.location)
+    return set(out)
 
 
 ALWAYS, ON_REQUEST = "always", "on_request"

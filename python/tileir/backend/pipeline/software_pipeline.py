@@ -56,6 +56,40 @@ and the consumer branch recomputes the tiles and loaded values it uses of `pre`'
 (`rematerialize`: ptxas spills what is live across the register change).  Any
 other loop (inside another loop, under a guard that fails these) keeps its copies
 in the consumers' hands.
+
+Early loads (sm_90a, the kernel option `early_loads`: arrays W the author promises
+no kernel before this one in the stream writes, a model's weights; `load_early`).
+The first ring the kernel's body builds starts at the kernel's top, before the
+grid-dependency wait that tile-programmatic-launch places later in the stage:
+
+    ring_alloc                                   (top of the kernel)
+    for p < S - 1:  acquire(slot p, parity 1, k_p < ub); loads of W into slot p
+    -- wait; launch_dependents --                (programmatic.py `_wait_point`)
+    ...; for p < S - 1:  loads of the other arrays into slot p (k_p < ub); commit
+    for i: ... as without the option
+
+  - The contract with the wait: `_wait_point` puts it after the last ring load in the
+    body's leading run of pure ops, ring allocations and acquires, L2 prefetches and
+    ring loads of W; a load of any other array ends the run.  So the only memory read
+    before the wait is of W, and W is never an array the kernel writes
+    (`early_arrays` refuses one, at its write: the kernel's next launch would be an
+    earlier kernel that writes it).  Barriers and shared memory (the ring's
+    initialization, the clipped rows it zeroes) are the block's own.
+  - A slot's full barrier expects the whole slot's bytes from the acquire on, so it
+    completes only once the loads after the wait land too: a consumer never sees a
+    slot with W's tile and not the rest.  The predicate is the prologue's, k_p < ub,
+    at both halves of the slot (an iteration past a short K run loads nothing, and its
+    acquire announces nothing).
+  - Warp-specialized rings: the producer branch issues the other arrays' loads of
+    rounds 0 .. S - 2 (no acquire: taken at the top), then its loop from round S - 1;
+    the top's copies are issued by the block's thread 0 (any thread may arrive on the
+    barrier and issue TMA; the consumers' waits do not care who did).
+  - Launched without programmatic stream serialization, or with its wait a no-op, the
+    kernel starts after the previous one ends and the order in its body changes
+    nothing; compiled without the wait (`programmatic_launch=False`, the author's own
+    grid-dependency ops, sm_80), nothing moves (`overlaps`).
+  - Only the first ring: a later loop's starts long after the wait, and its ring
+    would take its shared memory beside the first's from the kernel's top.
 """
 
 from __future__ import annotations
@@ -78,7 +112,7 @@ from .cluster_pairs import MULTICAST_ATTR
 from .copy_parts import PARTS_ATTR, asked as parts_asked, products_only
 from .persistent import flatten_tile_loop, specialize_tile_loop
 from .product_rotation import find_chain, fits_registers, issue_chains, rotate
-from .programmatic import overlaps
+from .programmatic import early_arrays, overlaps
 from .pure_slices import clone_ops, defined_in, pure_slice, written_args
 from .register_prefetch import prefetch_loop
 from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_WARPS,
@@ -175,6 +209,12 @@ class _Pipeliner:
         self.l2_prefetch = chip.startswith("sm_90") and L2_PREFETCH_ATTR in func.attributes \
             and ir.BoolAttr(func.attributes[L2_PREFETCH_ATTR]).value and overlaps(func)
         self.prefetch_anchor: ir.Operation | None = None   # the prefetches go before it
+        # the arrays of the `early_loads` option (checked on every target: one the kernel
+        # writes is refused), loaded early where tile-programmatic-launch places its wait
+        # (`load_early`); the first ring of the kernel's body only (`early_done`)
+        early = early_arrays(func)
+        self.early = early if chip.startswith("sm_90") and overlaps(func) else set()
+        self.early_done = False
 
     def run(self) -> None:
         loops = []
@@ -270,17 +310,21 @@ class _Pipeliner:
             elif not self.specialize and flatten_tile_loop(self, loop, loads, tiles):
                 return
         stages = self.num_stages(loop, tiles)
-        self.prefetch_first(loop, loads, stages)
+        early = self.load_early(loop, loads, stages)
+        self.prefetch_first(loop, loads, stages, early)
         lb, ub, step = list(loop.operands)[:3]
         loc = loop.location
         c = self.const
 
         with ir.InsertionPoint(loop), loc:
-            ring = self.ring_alloc(stages, loads)
+            ring = self.ring_alloc(stages, loads) if early is None else early[0]
             for p in range(stages - 1):                       # the prologue
                 k = arith.addi(lb, arith.muli(c(p), step)) if p else lb
                 pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
-                self.issue(ring, loads, c(p), c(1), pred, k, loop)
+                if early is None:
+                    self.issue(ring, loads, c(p), c(1), pred, k, loop)
+                else:            # acquired, its early arrays' tiles on their way
+                    self.issue_rest(ring, loads, early[1], c(p), pred, k, loop)
 
         if chain is not None:
             tail = rotate(self, loop, chain, ring, loads, stages)
@@ -297,7 +341,7 @@ class _Pipeliner:
         with ir.InsertionPoint.after(waits), loc:          # after the products' waits
             RingFreeOp(ring)
 
-    def prefetch_first(self, loop: ir.Operation, loads, stages: int) -> None:
+    def prefetch_first(self, loop: ir.Operation, loads, stages: int, early=None) -> None:
         """With the kernel's `l2_prefetch` option: at the top of the kernel, L2 prefetches
         (`tile.prefetch_l2`) of the tiles the ring's first S - 1 iterations load, the
         prologue's (or the producer's first S - 1 rounds'), each under the prologue's
@@ -320,31 +364,21 @@ class _Pipeliner:
         (inside another loop or a branch, a persistent kernel's tile loop) or whose
         bounds need more than pure ops on the kernel's arguments, a load whose index
         needs more (a table read: a real load before the wait), and the tiles a cluster
-        pair multicasts (their copies are split between the pair's blocks)."""
+        pair multicasts (their copies are split between the pair's blocks), and with
+        `early` (`load_early`'s answer) the loads it issued before the wait (their tiles
+        come into the ring itself)."""
         if not self.l2_prefetch or loop.parent != self.func:
             return
-        iv = loop.regions[0].blocks[0].arguments[0]
         lb, ub, step = list(loop.operands)[:3]
-
-        def outside(ld: _Load) -> list[ir.Value]:
-            """The values of the kernel's body the load's index is computed from."""
-            used = [v for op in ld.slice for v in op.operands] + list(ld.index)
-            return [v for v in used if v != iv and not defined_in(v, loop)]
-
-        def from_arguments(values) -> list[ir.Operation] | None:
-            return pure_slice(self.func, values, lambda v: isinstance(v.owner, ir.Block)
-                              and v.owner == self.entry, before=loop)
-
-        chosen = [ld for ld in loads if not ld.multicast
-                  and not any(op.name == "tile.load" for op in ld.slice)
-                  and from_arguments(outside(ld)) is not None]
-        entry = from_arguments([lb, ub, step, *(v for ld in chosen for v in outside(ld))])
+        issued = early[1] if early is not None else set()
+        chosen = [ld for b, ld in enumerate(loads) if not ld.multicast and b not in issued
+                  and self.hoistable(ld, loop)]
+        entry = self.from_arguments(
+            [lb, ub, step, *(v for ld in chosen for v in _outside(ld, loop))], loop)
         if not chosen or entry is None:
             return
-        if self.prefetch_anchor is None:      # a later loop's prefetches follow
-            self.prefetch_anchor = self.entry.operations[0].operation
         c = self.const
-        with ir.InsertionPoint(self.prefetch_anchor), loop.location:
+        with ir.InsertionPoint(self.top()), loop.location:
             mapping: dict = {}
             clone_ops(entry, mapping)
             lb, ub, step = (mapping.get(v, v) for v in (lb, ub, step))
@@ -354,6 +388,88 @@ class _Pipeliner:
                 for ld in chosen:
                     index = _clone_slice(ld.slice, loop, k, ld.index, mapping)
                     PrefetchL2Op(pred, ld.array, index, ld.op.results[0].type)
+
+    def load_early(self, loop: ir.Operation, loads, stages: int,
+                   parts: bool = False) -> tuple[ir.Value, set[int]] | None:
+        """With the kernel's `early_loads` option (`self.early`: arrays no kernel before
+        this one in the stream writes, programmatic.py `early_arrays`): at the top of
+        the kernel, the ring (`tile.ring_alloc`), and for each of the prologue's
+        iterations p = 0 .. S - 2 (k = lb + p * step, under the prologue's predicate
+        k < ub) the acquire of fresh slot p, which announces the whole slot's bytes on
+        its full barrier, and the slot's loads of those arrays.  tile-programmatic-launch
+        then puts its wait after them (`_wait_point`), so the first S - 1 weight tiles
+        of every resident block are in flight while the previous kernel finishes.  The
+        slot's other loads (the activation rows the previous kernel wrote) stay where
+        the prologue is, after the wait (`issue_rest`): the slot's barrier completes
+        only once those bytes land too, so no consumer reads a slot half filled.
+        Returns the ring and the buffers loaded early, or None (the ring built as
+        without the option).
+
+        Which rings: the first the kernel's body builds, in the non-specialized
+        prologue or the warp-specialized producer's first rounds (its loop then starts
+        at round S - 1); a later loop starts long after the wait, and a ring that
+        lives from the kernel's top holds its shared memory beside every other ring's.
+        Only on sm_90a where tile-programmatic-launch will place the wait (`overlaps`):
+        without a wait the kernel starts after the previous one ends, and launched
+        plainly (no programmatic stream serialization) the wait returns at once: the
+        loads then come after the previous kernel as every load does, and the order
+        in the body changes nothing.  Left as without the option: a loop not directly
+        in the body, whose bounds need more than pure ops on the kernel's arguments,
+        or a ring a cluster pair shares; loads whose index needs a memory read."""
+        if not self.early or self.early_done or loop.parent != self.func or \
+                any(ld.multicast for ld in loads):
+            return None
+        self.early_done = True     # (a later ring would start long after the wait)
+        chosen = {b for b, ld in enumerate(loads) if isinstance(ld.array.owner, ir.Block)
+                  and ld.array.arg_number in self.early and self.hoistable(ld, loop)}
+        lb, ub, step = list(loop.operands)[:3]
+        entry = self.from_arguments(
+            [lb, ub, step, *(v for b in chosen for v in _outside(loads[b], loop))], loop)
+        if not chosen or entry is None:
+            return None
+        c = self.const
+        with ir.InsertionPoint(self.top()), loop.location:
+            mapping: dict = {}
+            clone_ops(entry, mapping)
+            lb, ub, step = (mapping.get(v, v) for v in (lb, ub, step))
+            ring = self.ring_alloc(stages, loads, parts)
+            for p in range(stages - 1):
+                k = arith.addi(lb, arith.muli(c(p), step)) if p else lb
+                pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
+                RingAcquireOp(ring, c(p), c(1), pred)      # a fresh slot: passes at once
+                for b in sorted(chosen):
+                    ld = loads[b]
+                    RingLoadOp(ring, c(p), pred, ld.array,
+                               _clone_slice(ld.slice, loop, k, ld.index, mapping), b)
+        return ring, chosen
+
+    def issue_rest(self, ring, loads, early: set[int], slot, pred, k, loop) -> None:
+        """The loads of iteration `k` into `slot` that `load_early` left (the buffers not
+        in `early`), then the commit: the slot was acquired at the kernel's top."""
+        for buffer, ld in enumerate(loads):
+            if buffer not in early:
+                RingLoadOp(ring, slot, pred, ld.array, _index_at(ld, loop, k), buffer)
+        RingCommitOp(ring)
+
+    def hoistable(self, ld: _Load, loop: ir.Operation) -> bool:
+        """Whether `ld`'s index for the first iterations can be computed at the kernel's
+        top: from pure ops on the kernel's arguments (no table read: a real load)."""
+        return not ld.multicast and not any(op.name == "tile.load" for op in ld.slice) \
+            and self.from_arguments(_outside(ld, loop), loop) is not None
+
+    def from_arguments(self, values, loop: ir.Operation) -> list[ir.Operation] | None:
+        """The ops of the kernel's body before `loop` that compute `values` from the
+        kernel's arguments by pure ops, or None."""
+        return pure_slice(self.func, values, lambda v: isinstance(v.owner, ir.Block)
+                          and v.owner == self.entry, before=loop)
+
+    def top(self) -> ir.Operation:
+        """What the ops that run before the grid-dependency wait go before: the first op
+        of the kernel's body when the first of them was placed (a later loop's, and the
+        early loads after the prefetches, follow the earlier ones)."""
+        if self.prefetch_anchor is None:
+            self.prefetch_anchor = self.entry.operations[0].operation
+        return self.prefetch_anchor
 
     def ring_alloc(self, stages: int, loads, parts: bool = False) -> ir.Value:
         """A ring of `stages` slots for `loads`' tiles; the buffers of loads a cluster pair
@@ -433,7 +549,8 @@ class _Pipeliner:
             if "tile.num_warps" in self.func.attributes else 4
         stages = self.stages_opt or self.num_stages_for(
             tiles, 1, MAX_SMALL_GRID_STAGES if self.small_grid else MAX_DEFAULT_STAGES)
-        self.prefetch_first(loop, loads, stages)
+        early = self.load_early(loop, loads, stages, parts)
+        self.prefetch_first(loop, loads, stages, early)
         lb, ub, step = list(loop.operands)[:3]
         c = self.const
         loc = loop.location
@@ -442,13 +559,23 @@ class _Pipeliner:
         block_ops = [op.operation for op in loop.block.operations]
         after = block_ops[block_ops.index(loop) + 1:-1]
         with ir.InsertionPoint(loop), loc:
-            ring = self.ring_alloc(stages, loads, parts)
+            ring = self.ring_alloc(stages, loads, parts) if early is None else early[0]
             branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
         shuffle = warps >= 8          # registers move between warpgroups (see below)
         with ir.InsertionPoint(branch.then_block), loc:
             if shuffle:
                 SetMaxRegistersOp(register_shares(warps)[0], "dec")
-            producer = scf.ForOp(lb, ub, step, [])
+            start = lb
+            if early is not None:
+                # the first S - 1 rounds were acquired at the kernel's top, their early
+                # arrays' tiles issued there: the rest of their tiles, then the loop
+                # from round S - 1
+                for p in range(stages - 1):
+                    k = arith.addi(lb, arith.muli(c(p), step)) if p else lb
+                    pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
+                    self.issue_rest(ring, loads, early[1], c(p), pred, k, loop)
+                start = arith.addi(lb, arith.muli(c(stages - 1), step))
+            producer = scf.ForOp(start, ub, step, [])
             with ir.InsertionPoint(producer.body):
                 it = arith.divui(arith.subi(producer.induction_variable, lb), step)
                 self.issue(ring, loads, *self.producer_slot(it, stages), c(1, 1),
@@ -763,6 +890,14 @@ class _Pipeliner:
 def _walks_tiles(op: ir.Operation) -> bool:
     """Whether `op` is a persistent kernel's tile loop (backend/pipeline/persistent.py)."""
     return op.name == "scf.for" and "tile.persistent_loop" in op.attributes
+
+
+def _outside(ld: _Load, loop: ir.Operation) -> list[ir.Value]:
+    """The values of the kernel's body (defined outside `loop`) that load `ld`'s index is
+    computed from, the loop counter aside."""
+    iv = loop.regions[0].blocks[0].arguments[0]
+    used = [v for op in ld.slice for v in op.operands] + list(ld.index)
+    return [v for v in used if v != iv and not defined_in(v, loop)]
 
 
 def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
