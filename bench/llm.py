@@ -211,7 +211,8 @@ def bench_model(name, raw, args, copy_tbs):
             if args.profile:
                 res["profile_b1"] = profile_decode(llm, prompts[1], copy_tbs)
             for key, _, attr, value, profile in B1_ALTERNATIVES:
-                if attr is None:
+                if attr is None or (args.alternatives is not None
+                                    and attr not in args.alternatives):
                     continue
                 default = getattr(llm.backend, attr)
                 setattr(llm.backend, attr, value)
@@ -656,7 +657,16 @@ def main():
     ap.add_argument("--no-tp1", action="store_true", help="with --tp: skip the TP=1 runs")
     ap.add_argument("--no-cuda-graphs", action="store_true",
                     help="with --tp: decode eagerly (the collectives outside any graph)")
+    ap.add_argument("--alternatives", default=None, metavar="ATTR,...",
+                    help="time only these batch-1 alternatives, by Backend attribute (" +
+                         ", ".join(a for _, _, a, _, _ in B1_ALTERNATIVES if a) +
+                         "; default all, '' none)")
     args = ap.parse_args()
+    if args.alternatives is not None:
+        args.alternatives = [a for a in args.alternatives.split(",") if a]
+        unknown = set(args.alternatives) - {a for _, _, a, _, _ in B1_ALTERNATIVES}
+        if unknown:
+            ap.error(f"--alternatives: no such row {sorted(unknown)}")
     if args.tp > 1:
         return main_tp(args)
     args.models = args.models or ",".join(MODELS)
