@@ -358,10 +358,10 @@ B1_ALTERNATIVES = (
     # previous kernel (off by default since 2026-11-29: bench/RESULTS.md)
     ("tileir_l2_prefetch_b1_tok_s", "first weight tiles prefetched into L2", "l2_prefetch",
      True, "profile_l2_prefetch_b1"),
-    # the GEMVs' first weight tiles loaded into their rings before the wait for the
-    # previous kernel (the `early_loads` option on the weights; off until measured)
-    ("tileir_gemv_early_loads_b1_tok_s", "weight tiles loaded before the wait",
-     "gemv_early_loads", True, "profile_gemv_early_loads_b1"),
+    # the GEMVs' weight tiles all loaded after the wait for the previous kernel (by
+    # default the first ones start into their rings before it: `early_loads`)
+    ("tileir_no_gemv_early_loads_b1_tok_s", "weight tiles after the wait",
+     "gemv_early_loads", False, "profile_no_gemv_early_loads_b1"),
     # the one-row GEMMs on the wgmma tiles, not tileir.llm.gemv's GEMVs
     ("tileir_no_decode_gemv_b1_tok_s", "one-row GEMMs on wgmma tiles", "decode_gemv",
      False, None),

@@ -148,10 +148,12 @@ class Backend:
         # weights (gemv.WEIGHTS): on sm_90a each block's first S - 1 weight tiles start
         # into its ring's shared memory before the wait for the previous kernel (which
         # the weights need not wait for: no kernel of a step writes them), the activation
-        # rows after it (docs/gpu-backend.md, "Early loads").  Off until measured on the
-        # GPU (`bench/sweep_llm_decode.py 1 --gemv` rows "gemv/plan/early", bench/llm.py's
-        # "weight tiles loaded before the wait"); set it to True to take it.
-        self.gemv_early_loads = False
+        # rows after it (docs/gpu-backend.md, "Early loads").  On: measured on the H200
+        # (2026-11-29 09:16 UTC, `bench/sweep_llm_decode.py 1 --early`, x copy, without ->
+        # with) O 0.641 -> 0.652, down 0.846 -> 0.848, gate/up 0.929 -> 0.930, and down's
+        # 6-stage candidate 0.828 -> 0.891 (routed: gemv.ROUTED); QKV's FMA form has no
+        # ring.  bench/llm.py times the step without it ("weight tiles after the wait").
+        self.gemv_early_loads = True
         # with decode_gemv, a product that reads RMSNorm(x) * g (`linear`'s and
         # `linear_swiglu`'s norm) and takes a GEMV applies the norm in the GEMV's
         # prologue (each block finds its rows' rsqrt(mean(x^2) + eps) from the whole

@@ -552,6 +552,13 @@ CANDIDATES = {
         Candidate("32x128/s8/early", Plan(8, 32, 128, 1, False), False, 8, early=True),
     ),
     (4096, 4096): (         # O: K whole (no ticket's tail), persistent, 8 stages
+        # deeper rings loaded early: more of each block's 16 tiles in flight before the
+        # wait (down's 6-stage ring gained 8 % from early loads, its 4-stage plan 0.2 %)
+        Candidate("64x128/k2/s6/early", Plan(8, 64, 128, 2, False, True), False, 6,
+                  early=True),
+        Candidate("64x128/k2/s8/early", Plan(8, 64, 128, 2, False, True), False, 8,
+                  early=True),
+        Candidate("32x128/k1/s8/early", Plan(8, 32, 128, 1, False), False, 8, early=True),
         Candidate("32x128/k1/s8/pers", Plan(8, 32, 128, 1, False), True, 8),
         Candidate("32x256/k1/s8/w2/pers", Plan(8, 32, 256, 1, False), True, 8, warps=2),
         Candidate("16x256/k1/s8/pers", Plan(8, 16, 256, 1, False), True, 8),
@@ -560,6 +567,9 @@ CANDIDATES = {
     ),
     (4096, 14336): (        # down: deeper rings, finer tiles (the 128-block grid: 4 SMs idle)
         Candidate("64x256/k2/s6", Plan(8, 64, 256, 2, False, True), False, 6),
+        # ... with its first 5 weight tiles a block loaded before the wait (routed)
+        Candidate("64x256/k2/s6/early", Plan(8, 64, 256, 2, False, True), False, 6,
+                  early=True),
         Candidate("32x256/k2/s8/w2/pers", Plan(8, 32, 256, 2, False, True), True, 8, warps=2),
         Candidate("32x256/k4/s8/pers", Plan(8, 32, 256, 4, False, True), True, 8),
         Candidate("64x128/k4/s8/pers", Plan(8, 64, 128, 4, False, True), True, 8),
@@ -575,9 +585,10 @@ CANDIDATES = {
 
 # One-row shapes routed to a candidate (its name in CANDIDATES[n, k]) where a GPU sweep
 # measured it faster than SWEPT's plan by more than runs of one plan move (~2 %):
-# `Backend` then launches the candidate's plan, kernel and options.  Empty until such a
-# measurement (`bench/sweep_llm_decode.py 1 --cand`).
-ROUTED: dict[tuple[int, int], str] = {}
+# `Backend` then launches the candidate's plan, kernel and options.  down: 6 stages with
+# early loads, 0.891 of copy against the plan's 0.848 with them and 0.846 without (H200,
+# 2026-11-29 09:16 UTC, `bench/sweep_llm_decode.py 1 --early`, best of three).
+ROUTED: dict[tuple[int, int], str] = {(4096, 14336): "64x256/k2/s6/early"}
 
 
 def routed(m: int, n: int, k: int) -> Candidate | None:
