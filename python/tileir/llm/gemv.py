@@ -575,6 +575,9 @@ CANDIDATES = {
         Candidate("64x128/k4/s8/pers", Plan(8, 64, 128, 4, False, True), True, 8),
     ),
     (14336, 4096): (        # gate/up: one ring for both weights (no ramp between them)
+        # deeper rings loaded early (as O's and down's routed candidates)
+        Candidate("128x128/s6/early", Plan(8, 128, 128, 1, False), False, 6, early=True),
+        Candidate("64x128/s8/early", Plan(8, 64, 128, 1, False), False, 8, early=True),
         Candidate("fused/64x128/s4/pers", Plan(8, 64, 128, 1, False), True, 4, True),
         Candidate("fused/32x128/s8/pers", Plan(8, 32, 128, 1, False), True, 8, True),
         Candidate("64x128/s8/pers", Plan(8, 64, 128, 1, False), True, 8),
@@ -588,7 +591,9 @@ CANDIDATES = {
 # `Backend` then launches the candidate's plan, kernel and options.  down: 6 stages with
 # early loads, 0.891 of copy against the plan's 0.848 with them and 0.846 without (H200,
 # 2026-11-29 09:16 UTC, `bench/sweep_llm_decode.py 1 --early`, best of three).
-ROUTED: dict[tuple[int, int], str] = {(4096, 14336): "64x256/k2/s6/early"}
+# O: 8 stages with early loads, 0.705 against the plan's 0.653 with them (09:24 UTC).
+ROUTED: dict[tuple[int, int], str] = {(4096, 14336): "64x256/k2/s6/early",
+                                      (4096, 4096): "64x128/k2/s8/early"}
 
 
 def routed(m: int, n: int, k: int) -> Candidate | None:
