@@ -25,6 +25,7 @@ from test_tensor_cores import _sass_text
 
 SPLIT = {"warpgroup_split": True}
 REPLICAS = {**SPLIT, "split_replicas": True}
+RESCALE = {**SPLIT, "early_rescale": True}
 
 
 def _deepseek(kernel_hints=None, stage="layout", bn=64):
@@ -168,6 +169,41 @@ def test_the_owner_alone_copied_in_parts_waits_per_box_and_both_wait_before_p_c(
     assert not [line for line in loop if " STL" in line or " LDL" in line]
 
 
+@pytest.mark.parametrize("fp_fusion", [False, True])
+def test_each_warpgroup_rescales_o_as_soon_as_it_holds_alpha(fp_fusion, tmp_path):
+    # early_rescale=True: the owner multiplies its half of O by alpha inside its run,
+    # among the softmax's exponentials (before it hands alpha over), and the other
+    # warpgroup right after reading alpha, before it waits for P; after P's hand-off
+    # both go straight to P c.  Without the option both do the 128 multiplies a thread
+    # between P's hand-off and P c
+    hints = {**RESCALE, "fp_fusion": True} if fp_fusion else RESCALE
+    ck = _deepseek_cubin(hints)
+    report = ck.ptxas_report
+    assert "0 bytes spill" in report and not re.search(r"C75(13|20)", report), report
+    loop = _split_loop(ck, tmp_path)
+    bars = [(i, re.search(r"BAR\.(SYNC\.DEFER_BLOCKING|ARV) 0x(\d+)", line))
+            for i, line in enumerate(loop) if " BAR." in line]
+    arrive = [i for i, b in bars if b.group(1) == "ARV" and b.group(2) == "9"]
+    wait = [i for i, b in bars if b.group(1) != "ARV" and b.group(2) == "9"]
+    assert len(arrive) == 2 and len(wait) == 2, bars      # alpha, then P
+    exps = [i for i, line in enumerate(loop) if "MUFU.EX2" in line]
+    fmul = [i for i, line in enumerate(loop) if re.search(r"\bFMUL\b", line)]
+    pc = min(i for i, line in enumerate(loop) if "HGMMA.64x256x16" in line)
+    # the owner's 128 among its exponentials, before alpha's hand-off
+    owner = [i for i in fmul if exps[0] < i < arrive[0]]
+    assert len(owner) >= 128 and max(owner) > exps[len(exps) // 2], (len(owner), exps)
+    # the other's 128 after reading alpha, before waiting for P
+    other = [i for i in fmul if wait[0] < i < wait[1]]
+    assert len(other) == 128, len(other)
+    # none after P's hand-off
+    assert not [i for i in fmul if min(wait[1], arrive[1]) < i < pc]
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+    # the option changes nothing without the split
+    plain = _deepseek_cubin({"warpgroup_split": False})
+    assert _deepseek_cubin({"warpgroup_split": False, "early_rescale": True}).cubin == \
+        plain.cubin
+
+
 def _split_loop(ck, tmp_path) -> list[str]:
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
     first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
@@ -206,6 +242,9 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
     (1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True}),   # a barrier per TMA box too
     (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores
     pytest.param(1, 2, 1, 32, 32, REPLICAS, marks=pytest.mark.slow),
+    (2, 2, 2, 64, 64, RESCALE),                         # O rescaled where alpha is
+    pytest.param(1, 3, 1, 32, 32, {**RESCALE, "fp_fusion": True}, marks=pytest.mark.slow),
+    pytest.param(1, 1, 3, 64, 64, {**RESCALE, "copy_parts": True}, marks=pytest.mark.slow),
 ])
 def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hints):
     # the split kernel through the gpu stage, the owner alone or replicas: the

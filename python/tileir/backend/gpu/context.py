@@ -59,6 +59,7 @@ class LoweringContext:
         self.owner_run = False
         self.owner_only: set = set()
         self.handoffs = False     # a hand-off left the owner ahead (owner_runs.py)
+        self.owner_rescale = False  # O rescaled in the owner's run (`early_rescale`)
         self.chip = chip
         # (array argument index, box, swizzle) -> the kernel's CUtensorMap parameter
         self.tensor_maps: dict[tuple, ir.Value] = {}

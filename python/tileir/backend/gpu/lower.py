@@ -32,7 +32,7 @@ from tileir.backend.layout.assign import NUM_WARPS_ATTR, check_tile_registers
 from tileir.backend.layout import tma_store
 from tileir.backend.layout.budget import SharedMemoryOverflow
 from tileir.backend.pipeline.programmatic import ALWAYS, ON_REQUEST, launch_mode
-from tileir.backend.layout.warpgroup_split import owner_alone
+from tileir.backend.layout.warpgroup_split import early_rescale, owner_alone
 from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_REWRITES_ATTR, GRID_SCALE_ATTR,
                                           PERM_ATTR)
 from .context import I32, I64, ArrayABI, LoweringContext
@@ -199,6 +199,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     # owned ops run by their warpgroup alone (owner_runs.py): a warpgroup split not
     # asked to keep replicas
     cx.owner_exec = owner_alone(func)
+    cx.owner_rescale = early_rescale(func)
     cx.globals_before = gfunc.operation
     it = iter(body.arguments)
     for i, a in enumerate(entry.arguments):

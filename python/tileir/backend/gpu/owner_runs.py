@@ -21,6 +21,18 @@ store of an owner-only value is the owner's (lower_owned_store).  Nothing that n
 both warpgroups (a consumer barrier) may run inside a run: `LoweringContext.barrier`
 refuses it.  A block whose owned ops cannot be gathered (an op with effects between
 them) runs them in both warpgroups, replicas as before: correct, not faster.
+
+With the kernel option `early_rescale` (`rescales`), a multiply of a value defined
+before the run (O) by the broadcast of one the run hands off (alpha) is lowered
+twice: at the end of the owner's run, from the owner's own registers (the broadcast
+moves nothing there), and for the other warpgroup alone right after the hand-off
+(`if warp >= 4`, the owner passing its product through).  The owner's 128 multiplies
+of O's rescale then sit in the basic block of the softmax's exponentials, where
+ptxas fills the MUFU pipe's gaps with them, instead of between P's hand-off and `P c`
+in both warpgroups:
+
+    if owner { S, softmax, P ; O' = O * alpha } else { O' = O }
+    alpha handed over ; if not owner { O' = O' * alpha } ; P handed over ; O' += P c
 """
 
 from __future__ import annotations
@@ -45,6 +57,83 @@ def is_owner(cx: LoweringContext) -> ir.Value:
     """i1: this thread is one of the owner warpgroup's."""
     _, _, warp = cx.thread_ids()
     return arith.cmpi(arith.CmpIPredicate.ult, warp, cx.const(OWNER_WARPS))
+
+
+def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
+    """Lowers a block's ops (terminator excluded) with its owned ops in one run; False
+    when it has none or they cannot be gathered (the caller lowers the ops as they
+    are)."""
+    plan = schedule(ops)
+    if plan is None:
+        return False
+    before, run, after = plan
+    for op in before:
+        lower_op(cx, op)
+    pairs = rescales(run, after) if cx.owner_rescale else []
+    early = lower_run(cx, run, lower_op, pairs)
+    for op in after:
+        if op in early:
+            _other_rescale(cx, op, early[op], lower_op)
+        else:
+            lower_op(cx, op)
+    return True
+
+
+def rescales(run: list[ir.Operation], after: list[ir.Operation]) -> list[tuple]:
+    """(broadcast, multiply, factor) of `after`: a pure `arith.mulf` of a value defined
+    before the run (the factor: O) by the `tile.broadcast` of a value the run hands
+    off (alpha), both after the run; `lower_run` lowers them in the owner's run too."""
+    produced = {r for op in run for r in op.results}
+    later = set(after)
+    out = []
+    for b in after:
+        if b.name != "tile.broadcast" or b.operands[0] not in produced:
+            continue
+        for use in b.results[0].uses:
+            m = _user(use)
+            if m.name != "arith.mulf" or m not in later or m.regions:
+                continue
+            x = m.operands[1 - use.operand_number]
+            if x in produced or _producer(x) in later:
+                continue
+            out.append((b, m, x))
+    return out
+
+
+def _producer(v: ir.Value):
+    owner = v.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    return owner if isinstance(owner, ir.Operation) else None
+
+
+def _other_rescale(cx: LoweringContext, m: ir.Operation, owners: list, lower_op) -> None:
+    """The multiply `m` for the other warpgroup alone, from the run's results `owners`
+    (there: its factor as it was); the owner passes its product (`owners`) through."""
+    x = next(v for v in m.operands if _producer(v) is None or
+             _producer(v).name != "tile.broadcast")
+    saved = cx.values[x]
+    other = arith.xori(is_owner(cx), cx.const(1, ir.IntegerType.get_signless(1)))
+    probe = scf.IfOp(other, [], has_else=False)
+    cx.values[x] = Frag(saved.lin, saved.elem, owners)
+    try:
+        with ir.InsertionPoint(probe.then_block):
+            cx.owner_run = True         # (no barrier of both warpgroups in a branch)
+            try:
+                lower_op(cx, m)
+            finally:
+                cx.owner_run = False
+    finally:
+        cx.values[x] = saved
+    got = cx.get(m.results[0])
+    new = scf.IfOp(other, [r.type for r in got.regs], has_else=True)
+    with ir.InsertionPoint(new.then_block):
+        yield_op = scf.YieldOp(list(got.regs))
+    for op in list(probe.then_block.operations):
+        op.operation.move_before(yield_op.operation)
+    with ir.InsertionPoint(new.else_block):
+        scf.YieldOp(owners)
+    probe.operation.erase()
+    cx.values[m.results[0]] = Frag(got.lin, got.elem, list(new.results))
 
 
 def schedule(ops: list[ir.Operation]) -> tuple[list, list, list] | None:
@@ -75,9 +164,13 @@ def schedule(ops: list[ir.Operation]) -> tuple[list, list, list] | None:
     return ops[:first] + up, run_ops, down + ops[last + 1:]
 
 
-def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
+def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op,
+              pairs: list[tuple] = ()) -> dict:
     """Lowers `run` under `if warp < 4`; its values read outside it become the
-    results of the if (undefined in the other warpgroup, `cx.owner_only`)."""
+    results of the if (undefined in the other warpgroup, `cx.owner_only`).  Each
+    (broadcast, multiply, factor) of `pairs` is lowered at the end of the run too,
+    and the if yields the product (the other warpgroup: the factor as it is);
+    returns {multiply: those results} (`_other_rescale` finishes them)."""
     inside = set(run)
     escaping = [r for op in run for r in op.results
                 if any(_user(u) not in inside for u in r.uses)]
@@ -90,6 +183,12 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
         try:
             for op in run:
                 lower_op(cx, op)
+            products = []
+            for b, m, x in pairs:
+                # the owner's rescale: from its own registers of the handed-off value
+                lower_op(cx, b)
+                lower_op(cx, m)
+                products.append((m, list(cx.get(m.results[0]).regs), list(cx.get(x).regs)))
         finally:
             cx.owner_run = False
     flat = []
@@ -107,14 +206,18 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
                                   f"a scalar ({type(got).__name__}) is read outside its run",
                                   v.owner.location)
     types = [v.type for v in flat]
-    new = scf.IfOp(cond, types, has_else=True)
+    mine = [r for _, regs, _ in products for r in regs]
+    new = scf.IfOp(cond, types + [r.type for r in mine], has_else=True)
     with ir.InsertionPoint(new.then_block):
-        yield_op = scf.YieldOp(flat)
+        yield_op = scf.YieldOp(flat + mine)
     for op in list(probe.then_block.operations):
         op.operation.move_before(yield_op.operation)
     with ir.InsertionPoint(new.else_block):
-        scf.YieldOp([llvm.UndefOp(t).result for t in types])
+        scf.YieldOp([llvm.UndefOp(t).result for t in types] +
+                    [r for _, _, old in products for r in old])
     probe.operation.erase()
+    it = iter(new.results[len(types):])
+    early = {m: [next(it) for _ in regs] for m, regs, _ in products}
     it = iter(new.results)
     for v in escaping:
         got = cx.get(v)
@@ -124,6 +227,7 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
         else:
             cx.values[v] = next(it)
         cx.owner_only.add(v)
+    return early
 
 
 def _sixteen(regs: list) -> bool:
