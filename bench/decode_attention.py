@@ -25,7 +25,8 @@ step, ring stages, the producer warpgroup, the products rotated or not:
 `mla_decode.variant`; the LLM engine's pages of 16 slots) at batch 64, contexts 4k
 and 8k, each checked against fp32 torch first; --mla-phases times a step of the
 default MLA kernel against its two products alone (`mla_decode.scores_only`,
-`values_only`) and against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`);
+`values_only`) and against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`,
+`RESCALE` with fp fusion);
 --mla-only WORDS keeps the variants whose name contains one; --only-mla leaves out
 the decode shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
@@ -89,8 +90,21 @@ PARTS = {"copy_parts": True}
 # with replicas, each warpgroup computes them itself, no exchange in the loop
 SPLIT = {"warpgroup_split": True}
 REPLICAS = {**SPLIT, "split_replicas": True}
+# the owner's critical path (docs/attention.md, "Where the split step goes"): with
+# early_rescale each warpgroup multiplies its half of O by alpha as soon as it holds
+# it (the owner among its exponentials, the other before it waits for P), not both
+# between P's hand-off and P c; fp_fusion makes the softmax's multiply-adds FFMAs
+# (the owner's run: 225 -> 161 instructions a step)
+RESCALE = {**SPLIT, "early_rescale": True}
+FUSION = {"fp_fusion": True}
 MLA_VARIANTS = [
     ("bn64 (default: unrotated, warpgroup split, 2 stages)", 64, {}, PAGE),
+    ("bn64 split, early rescale", 64, RESCALE, PAGE),
+    ("bn64 split, fp fusion", 64, {**SPLIT, **FUSION}, PAGE),
+    ("bn64 split, early rescale, fp fusion", 64, {**RESCALE, **FUSION}, PAGE),
+    ("bn64 split, early rescale, fp fusion, copy in parts", 64,
+     {**RESCALE, **FUSION, **PARTS}, PAGE),
+    ("bn32 split, early rescale, fp fusion", 32, {**RESCALE, **FUSION}, PAGE),
     ("bn64 no split (scores in both warpgroups)", 64, NOSPLIT, PAGE),
     ("bn64 warpgroup split, copy in parts", 64, {**SPLIT, **PARTS}, PAGE),
     ("bn64 split replicas (scores in each warpgroup)", 64, REPLICAS, PAGE),
@@ -450,12 +464,16 @@ def mla_phases() -> list[dict]:
         row["mla_replicas"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
                                                            num_splits=1,
                                                            hints=REPLICAS))["graph"]
+        row["mla_rescale"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
+                                                          num_splits=1,
+                                                          hints={**RESCALE, **FUSION}))["graph"]
         for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
             o = torch.empty(batch, 1, MLA_H, width, device="cuda")
             k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, o)
             row[k.name] = timed(lambda: ct.launch(None, grid, k, args))["graph"]
         per = {key: row[key] * 1e3 / steps
-               for key in ("mla", "mla_split", "mla_replicas", "scores_only", "values_only")}
+               for key in ("mla", "mla_split", "mla_replicas", "mla_rescale", "scores_only",
+                           "values_only")}
         row["us a step"] = per
         row["cycles a step"] = {key: v * 1.83e3 for key, v in per.items()}
         rows.append(row)
@@ -463,15 +481,16 @@ def mla_phases() -> list[dict]:
     print("MLA phases, batch 64 (CUDA graph): a 64-key step of one block, us (cycles at "
           "1.83 GHz)")
     print("| context | mla | scores only | P c only | mla - both | mla, warpgroup split "
-          "| mla, split replicas |")
-    print("|---|---|---|---|---|---|---|")
+          "| mla, split replicas | mla, split, early rescale, fp fusion |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         u = r["us a step"]
         rest = u["mla"] - u["scores_only"] - u["values_only"]
         print(f"| {r['ctx'] // 1024}k | " + " | ".join(
             f"{v:.3f} ({v * 1.83e3:.0f})" for v in (u["mla"], u["scores_only"],
                                                    u["values_only"], rest,
-                                                   u["mla_split"], u["mla_replicas"])) + " |")
+                                                   u["mla_split"], u["mla_replicas"],
+                                                   u["mla_rescale"])) + " |")
     return rows
 
 

@@ -248,6 +248,8 @@ ROTATED = {"product_rotation": True}
 PARTS = {"copy_parts": True}
 SPLIT = {"warpgroup_split": True}
 REPLICAS = {**SPLIT, "split_replicas": True}
+RESCALE = {**SPLIT, "early_rescale": True}
+FUSION = {"fp_fusion": True}
 
 
 @pytest.mark.parametrize("bn,hints", [
@@ -271,6 +273,12 @@ REPLICAS = {**SPLIT, "split_replicas": True}
     pytest.param(64, REPLICAS, id="replicas-64"),
     pytest.param(32, REPLICAS, id="replicas-32"),
     pytest.param(64, {**REPLICAS, **PARTS}, id="replicas-parts-64"),
+    # O rescaled where each warpgroup holds alpha (early_rescale), the softmax's FFMAs
+    pytest.param(64, RESCALE, id="rescale-64"),
+    pytest.param(64, {**SPLIT, **FUSION}, id="split-fusion-64"),
+    pytest.param(64, {**RESCALE, **FUSION}, id="rescale-fusion-64"),
+    pytest.param(64, {**RESCALE, **FUSION, **PARTS}, id="rescale-fusion-parts-64"),
+    pytest.param(32, {**RESCALE, **FUSION}, id="rescale-fusion-32"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
