@@ -25,8 +25,9 @@ step, ring stages, the producer warpgroup, the products rotated or not:
 `mla_decode.variant`; the LLM engine's pages of 16 slots) at batch 64, contexts 4k
 and 8k, each checked against fp32 torch first; --mla-phases times a step of the
 default MLA kernel against its two products alone (`mla_decode.scores_only`,
-`values_only`) and against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`,
-`RESCALE` with fp fusion);
+`values_only`), against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`,
+`RESCALE` with fp fusion) and against the default and `RESCALE` reading one
+sequence's pages for all (L2 serves every copy: the step without memory waits);
 --mla-only WORDS keeps the variants whose name contains one; --only-mla leaves out
 the decode shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
@@ -467,13 +468,22 @@ def mla_phases() -> list[dict]:
         row["mla_rescale"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
                                                           num_splits=1,
                                                           hints={**RESCALE, **FUSION}))["graph"]
+        # every sequence's table names the first one's pages (4.7 MB at 4k: L2 holds
+        # them): the same work with the copies served from L2, so the step's time
+        # without waiting for memory
+        shared = table[:1].expand_as(table).contiguous()
+        row["mla_l2"] = timed(lambda: mla.mla_decode(q, kv, shared, seq, 0.0417, out,
+                                                     num_splits=1))["graph"]
+        row["mla_rescale_l2"] = timed(
+            lambda: mla.mla_decode(q, kv, shared, seq, 0.0417, out, num_splits=1,
+                                   hints={**RESCALE, **FUSION}))["graph"]
         for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
             o = torch.empty(batch, 1, MLA_H, width, device="cuda")
             k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, o)
             row[k.name] = timed(lambda: ct.launch(None, grid, k, args))["graph"]
         per = {key: row[key] * 1e3 / steps
-               for key in ("mla", "mla_split", "mla_replicas", "mla_rescale", "scores_only",
-                           "values_only")}
+               for key in ("mla", "mla_split", "mla_replicas", "mla_rescale", "mla_l2",
+                           "mla_rescale_l2", "scores_only", "values_only")}
         row["us a step"] = per
         row["cycles a step"] = {key: v * 1.83e3 for key, v in per.items()}
         rows.append(row)
@@ -481,8 +491,9 @@ def mla_phases() -> list[dict]:
     print("MLA phases, batch 64 (CUDA graph): a 64-key step of one block, us (cycles at "
           "1.83 GHz)")
     print("| context | mla | scores only | P c only | mla - both | mla, warpgroup split "
-          "| mla, split replicas | mla, split, early rescale, fp fusion |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| mla, split replicas | mla, split, early rescale, fp fusion | mla, pages in L2 "
+          "| early rescale, fp fusion, pages in L2 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         u = r["us a step"]
         rest = u["mla"] - u["scores_only"] - u["values_only"]
@@ -490,7 +501,8 @@ def mla_phases() -> list[dict]:
             f"{v:.3f} ({v * 1.83e3:.0f})" for v in (u["mla"], u["scores_only"],
                                                    u["values_only"], rest,
                                                    u["mla_split"], u["mla_replicas"],
-                                                   u["mla_rescale"])) + " |")
+                                                   u["mla_rescale"], u["mla_l2"],
+                                                   u["mla_rescale_l2"])) + " |")
     return rows
 
 
