@@ -41,10 +41,11 @@ from mlir import ir
 from mlir.dialects import arith, llvm, scf, vector
 
 from tileir.dialect import TileIRError
+from tileir.backend.layout import layouts as L
 from tileir.backend.layout.warpgroup_split import OWNER_ATTR
 
 from . import barriers
-from .context import Frag, LoweringContext, same_warps
+from .context import Frag, LoweringContext, lin_of, same_warps
 
 OWNER_WARPS = 4            # warpgroup 0: warps 0-3 of the consumer warps
 _PURE_PREFIXES = ("arith.", "math.")
@@ -82,12 +83,15 @@ def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
 def rescales(run: list[ir.Operation], after: list[ir.Operation]) -> list[tuple]:
     """(broadcast, multiply, factor) of `after`: a pure `arith.mulf` of a value defined
     before the run (the factor: O) by the `tile.broadcast` of a value the run hands
-    off (alpha), both after the run; `lower_run` lowers them in the owner's run too."""
+    off (alpha), both after the run, where the broadcast moves nothing in the owner's
+    threads (its layouts differ only in the warps that hold replicas); `lower_run`
+    lowers them in the owner's run too."""
     produced = {r for op in run for r in op.results}
     later = set(after)
     out = []
     for b in after:
-        if b.name != "tile.broadcast" or b.operands[0] not in produced:
+        if b.name != "tile.broadcast" or b.operands[0] not in produced or \
+                not _local_broadcast(b):
             continue
         for use in b.results[0].uses:
             m = _user(use)
@@ -98,6 +102,15 @@ def rescales(run: list[ir.Operation], after: list[ir.Operation]) -> list[tuple]:
                 continue
             out.append((b, m, x))
     return out
+
+
+def _local_broadcast(b: ir.Operation) -> bool:
+    """Whether the broadcast `b` finds every element a thread needs in its own
+    registers, up to replicas (rules/shape.py's test for an exchange)."""
+    src = lin_of(b.operands[0].type)
+    r = L.restrict(lin_of(b.results[0].type), src.shape)
+    return r.lanes == src.lanes and same_warps(r.warps, src.warps) and \
+        set(r.regs) <= set(src.regs)
 
 
 def _producer(v: ir.Value):
