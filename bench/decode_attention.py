@@ -106,6 +106,9 @@ MLA_VARIANTS = [
     ("bn64 split, early rescale, fp fusion, copy in parts", 64,
      {**RESCALE, **FUSION, **PARTS}, PAGE),
     ("bn32 split, early rescale, fp fusion", 32, {**RESCALE, **FUSION}, PAGE),
+    # the hand-offs signalled through mbarriers instead of named barriers (racecheck
+    # flags the named barriers' alpha and l hand-offs: docs/attention.md)
+    ("bn64 split, mbarrier hand-offs", 64, {**SPLIT, "mbarrier_handoffs": True}, PAGE),
     ("bn64 no split (scores in both warpgroups)", 64, NOSPLIT, PAGE),
     ("bn64 warpgroup split, copy in parts", 64, {**SPLIT, **PARTS}, PAGE),
     ("bn64 split replicas (scores in each warpgroup)", 64, REPLICAS, PAGE),

@@ -10,6 +10,11 @@ follow the skewed hand-offs' `bar.arrive` / `bar.sync` pairs (docs/attention.md,
         python3 bench/race_mla.py
     compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 20 \\
         python3 bench/race_mla.py --no-skew
+    compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 20 \\
+        python3 bench/race_mla.py --hints '{"warpgroup_split": true, "mbarrier_handoffs": true}'
+
+(the last: the same skewed protocol signalled through mbarriers, the kernel option
+`mbarrier_handoffs`).
 """
 
 import argparse

@@ -445,7 +445,8 @@ class Kernel(KernelEntry):
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch", "l2_prefetch", "product_rotation",
                        "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
-                       "warpgroup_split", "split_replicas", "early_rescale"):
+                       "warpgroup_split", "split_replicas", "early_rescale",
+                       "mbarrier_handoffs"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -820,9 +821,11 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     run that code, each its replica, with no exchange; `early_rescale` True with it
     has each warpgroup multiply its half of the accumulator by the handed-off row
     scale as soon as it holds it: the owner inside its run (beside the softmax's
-    exponentials), the other right after the hand-off, not both after P's; off by
-    default until measured; backend/layout/warpgroup_split.py,
-    backend/gpu/owner_runs.py) and
+    exponentials), the other right after the hand-off, not both after P's;
+    `mbarrier_handoffs` True with it signals the hand-offs through two mbarriers
+    (every thread's arrival a release, the waits acquires) instead of named
+    barriers (`bar.arrive` / `bar.sync`); off by default until measured;
+    backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -835,7 +838,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
              "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
-             "warpgroup_split", "split_replicas", "early_rescale"}
+             "warpgroup_split", "split_replicas", "early_rescale", "mbarrier_handoffs"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

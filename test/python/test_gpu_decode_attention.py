@@ -279,6 +279,8 @@ FUSION = {"fp_fusion": True}
     pytest.param(64, {**RESCALE, **FUSION}, id="rescale-fusion-64"),
     pytest.param(64, {**RESCALE, **FUSION, **PARTS}, id="rescale-fusion-parts-64"),
     pytest.param(32, {**RESCALE, **FUSION}, id="rescale-fusion-32"),
+    # the hand-offs on mbarriers (.release arrivals, .acquire waits)
+    pytest.param(64, {**SPLIT, "mbarrier_handoffs": True}, id="mbarrier-64"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct

@@ -26,6 +26,7 @@ from test_tensor_cores import _sass_text
 SPLIT = {"warpgroup_split": True}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
+MBARRIERS = {**SPLIT, "mbarrier_handoffs": True}
 
 
 def _deepseek(kernel_hints=None, stage="layout", bn=64):
@@ -204,6 +205,22 @@ def test_each_warpgroup_rescales_o_as_soon_as_it_holds_alpha(fp_fusion, tmp_path
         plain.cubin
 
 
+def test_hand_offs_on_mbarriers_signal_through_syncs_not_named_barriers(tmp_path):
+    # mbarrier_handoffs=True: each hand-off waits on an mbarrier's phase (the owner on
+    # *empty*, the other warpgroup on *full*) and every thread of the side that is done
+    # arrives on the other (.release): in the loop, 2 waits and 2 arrivals a hand-off
+    # (alpha, P) beside the slot's wait and release, and no named barrier
+    ck = _deepseek_cubin(MBARRIERS)
+    assert "C7513" not in ck.ptxas_report and "C7520" not in ck.ptxas_report
+    loop = _split_loop(ck, tmp_path)
+    assert not [line for line in loop if " BAR." in line]
+    assert sum("SYNCS.PHASECHK" in line for line in loop) == 1 + 2 * 2
+    assert sum("SYNCS.ARRIVE" in line for line in loop) == 1 + 2 * 2
+    stsm = [i for i, line in enumerate(loop) if "STSM" in line]
+    ldsm = [i for i, line in enumerate(loop) if "LDSM" in line]
+    assert len(stsm) == 4 and len(ldsm) == 4
+
+
 def test_unskewed_hand_offs_run_in_the_simulator(monkeypatch):
     # owner_runs.SKEW = False (bench/race_mla.py --no-skew, an A/B for racecheck): every
     # hand-off between two barriers of both warpgroups, no named-barrier arrive left
@@ -264,6 +281,8 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
     (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores
     pytest.param(1, 2, 1, 32, 32, REPLICAS, marks=pytest.mark.slow),
     (2, 2, 2, 64, 64, RESCALE),                         # O rescaled where alpha is
+    (1, 2, 2, 64, 64, MBARRIERS),                       # hand-offs on mbarriers
+    pytest.param(1, 3, 1, 32, 32, {**MBARRIERS, **RESCALE}, marks=pytest.mark.slow),
     pytest.param(1, 3, 1, 32, 32, {**RESCALE, "fp_fusion": True}, marks=pytest.mark.slow),
     pytest.param(1, 1, 3, 64, 64, {**RESCALE, "copy_parts": True}, marks=pytest.mark.slow),
 ])

@@ -52,6 +52,7 @@ OWNER_WARPS = 4            # warpgroup 0: warps 0-3 of the consumer warps
 # runs ahead; `skewed`), for A/B runs: bench/race_mla.py --no-skew (with the compile
 # cache off: the switch is not part of a cache key)
 SKEW = True
+_WAIT_TICKS = 0x989680      # try_wait's suspend-time hint (ns), as rules/ring.py's
 _PURE_PREFIXES = ("arith.", "math.")
 _PURE = frozenset({"tile.iota", "tile.broadcast", "tile.reshape", "tile.permute",
                    "tile.reduce", "tile.convert_layout", "tensor.splat", "tensor.extract",
@@ -368,21 +369,37 @@ def skewed_handoff(cx: LoweringContext, src: Frag, res, write, read) -> Frag:
     from mlir.dialects import nvvm
     empty, full = handoff_barriers(cx)
     count = cx.const(32 * cx.num_warps)
+    mbar = cx.handoff_mbarriers is not None
+    if mbar:
+        parity = _mbarrier_parity(cx)
+        empty_at, full_at = (cx.smem_ptr(o) for o in cx.handoff_mbarriers)
     cx.handoffs = True
     types = [r.type for r in src.regs]
     branch = scf.IfOp(is_owner(cx), types, has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        nvvm.barrier(None, barrier_id=cx.const(empty), number_of_threads=count)
+        if mbar:
+            nvvm.mbarrier_try_wait_parity(empty_at, parity, cx.const(_WAIT_TICKS))
+        else:
+            nvvm.barrier(None, barrier_id=cx.const(empty), number_of_threads=count)
         write()
-        nvvm.barrier_arrive(count, barrier_id=cx.const(full))
+        if mbar:
+            nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64), full_at)
+        else:
+            nvvm.barrier_arrive(count, barrier_id=cx.const(full))
         scf.YieldOp(list(src.regs))
     with ir.InsertionPoint(branch.else_block):
-        nvvm.barrier(None, barrier_id=cx.const(full), number_of_threads=count)
+        if mbar:
+            nvvm.mbarrier_try_wait_parity(full_at, parity, cx.const(_WAIT_TICKS))
+        else:
+            nvvm.barrier(None, barrier_id=cx.const(full), number_of_threads=count)
         got = read()
         if [r.type for r in got.regs] != types:
             raise TileIRError("internal error: a hand-off reads registers of other types "
                               "than the owner's", ir.Location.current)
-        nvvm.barrier_arrive(count, barrier_id=cx.const(empty))
+        if mbar:
+            nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64), empty_at)
+        else:
+            nvvm.barrier_arrive(count, barrier_id=cx.const(empty))
         scf.YieldOp(list(got.regs))
     # every later exchange waits for both warpgroups again (the buffer is the hand-off's)
     cx.smem_uses += 1
@@ -398,7 +415,11 @@ def open_handoffs(cx: LoweringContext, block: ir.Block) -> None:
     with ir.InsertionPoint.at_block_begin(block):
         other = scf.IfOp(arith.xori(is_owner(cx), cx.const(1, ir.IntegerType.get_signless(1))))
         with ir.InsertionPoint(other.then_block):
-            nvvm.barrier_arrive(cx.const(32 * cx.num_warps), barrier_id=cx.const(empty))
+            if cx.handoff_mbarriers is not None:
+                nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64),
+                                     cx.smem_ptr(cx.handoff_mbarriers[0]))
+            else:
+                nvvm.barrier_arrive(cx.const(32 * cx.num_warps), barrier_id=cx.const(empty))
             scf.YieldOp([])
 
 
@@ -407,8 +428,86 @@ def close_handoffs(cx: LoweringContext) -> None:
     on *empty*, the other warpgroup's read of the last hand-off."""
     from mlir.dialects import nvvm
     empty, _ = handoff_barriers(cx)
+    last = _mbarrier_parity(cx, count=False) if cx.handoff_mbarriers is not None else None
     owner = scf.IfOp(is_owner(cx))
     with ir.InsertionPoint(owner.then_block):
-        nvvm.barrier(None, barrier_id=cx.const(empty),
-                     number_of_threads=cx.const(32 * cx.num_warps))
+        if last is not None:
+            nvvm.mbarrier_try_wait_parity(cx.smem_ptr(cx.handoff_mbarriers[0]), last,
+                                          cx.const(_WAIT_TICKS))
+        else:
+            nvvm.barrier(None, barrier_id=cx.const(empty),
+                         number_of_threads=cx.const(32 * cx.num_warps))
         scf.YieldOp([])
+
+
+# -- hand-offs on mbarriers (the kernel option `mbarrier_handoffs`) --------------------
+# Instead of the named barriers `empty` and `full` (`bar.sync` by the waiting side,
+# `bar.arrive` by the other), the same protocol on two mbarriers of one warpgroup's 128 arrivals each: the owner
+# waits for *empty*'s phase k (completed by the other warpgroup's first arrival, then by
+# its read of hand-off k - 1), writes, and every owner thread arrives on *full*
+# (.release); the other waits for *full*'s phase k (.acquire), reads, and arrives on
+# *empty*.  Phase k's parity is k's: the hand-offs are counted in the order they are
+# lowered, which is the order they run as long as a loop body hands off an even number
+# of times an iteration and none is conditional (checked: `_mbarrier_parity`), so the
+# parities are constants.
+
+
+def prepare_handoffs(cx: LoweringContext) -> None:
+    """At the kernel's entry, before any buffer (all threads of the block): where the
+    kernel asks for `mbarrier_handoffs` (`cx.owner_mbarriers`), the two mbarriers, at
+    the bottom of the shared memory (the rings above them stay free to be reused by
+    the epilogue's exchanges once freed), initialized by the first thread and
+    published to the block by a barrier."""
+    from mlir.dialects import nvvm
+    if not cx.owner_mbarriers or cx.handoff_mbarriers is not None:
+        return
+    base = cx.alloc_smem(16, align=8)
+    cx.handoff_mbarriers = (base, base + 8)            # (empty, full)
+    cx.handoff_count = 0
+    cx.handoff_loops = {}
+    first = scf.IfOp(cx.first_thread(), [], has_else=False)
+    with ir.InsertionPoint(first.then_block):
+        for offset in cx.handoff_mbarriers:
+            nvvm.mbarrier_init(cx.smem_ptr(offset), cx.const(32 * OWNER_WARPS))
+        nvvm.fence_mbarrier_init()
+        scf.YieldOp([])
+    cx.barrier()
+
+
+def _mbarrier_parity(cx: LoweringContext, count: bool = True) -> ir.Value:
+    """The parity of the next hand-off's phase (`count`: and count it), i32; refuses a
+    hand-off whose count an iteration cannot be told statically."""
+    k = cx.handoff_count
+    if count:
+        # the consumer branch's if around it, at most one loop, nothing else
+        enclosing = _enclosing(ir.InsertionPoint.current.block)
+        loops = [op for op in enclosing if op.name in ("scf.for", "scf.while")]
+        ifs = [op for op in enclosing if op.name == "scf.if"]
+        if len(loops) > 1 or len(ifs) > 1:
+            raise TileIRError("hand-offs on mbarriers (mbarrier_handoffs=True) need each "
+                              "hand-off outside conditionals and in at most one loop",
+                              ir.Location.current)
+        cx.handoff_count += 1
+        if loops:
+            cx.handoff_loops[loops[0]] = cx.handoff_loops.get(loops[0], 0) + 1
+    else:
+        odd = [n for n in cx.handoff_loops.values() if n % 2]
+        if odd:
+            raise TileIRError(f"hand-offs on mbarriers (mbarrier_handoffs=True) need an even "
+                              f"number of hand-offs a loop iteration; a loop has {odd[0]}",
+                              ir.Location.current)
+    return cx.const(k % 2)
+
+
+def _enclosing(block: ir.Block) -> list[ir.Operation]:
+    """The ops around `block` up to the kernel's function (innermost first)."""
+    out = []
+    op = block.owner
+    while op is not None:
+        op = op.operation if isinstance(op, ir.OpView) else op
+        if op.name in ("gpu.func", "func.func", "llvm.func", "builtin.module"):
+            break
+        out.append(op)
+        parent = op.parent
+        op = parent if parent is not None else None
+    return out
