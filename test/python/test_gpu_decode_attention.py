@@ -303,7 +303,8 @@ def test_mla_configurations_match_fp32(bn, hints):
 
 
 @pytest.mark.parametrize("kernel,page", [("scores_only", 64), ("values_only", 64),
-                                         ("scores_only", 16), ("values_only", 16)])
+                                         ("scores_only", 16), ("values_only", 16),
+                                         ("products_only", 64)])
 def test_mla_phase_kernels_match_fp32(kernel, page):
     # the MLA loop's products alone (bench/decode_attention.py --mla-phases), each over
     # whole steps of the gathered cache (a last step's stale slots count)
@@ -326,6 +327,8 @@ def test_mla_phase_kernels_match_fp32(kernel, page):
         lat = kv[table[i].long()].reshape(-1, 576)[:steps * bn].float()
         if kernel is mla.scores_only:
             ref.append((q[i].float() @ lat.T).reshape(1, h, steps, bn).amax(2))
+        elif kernel is mla.products_only:      # the split's products, no softmax
+            ref.append((q[i].float() @ lat.T).to(dt).float() @ lat[:, :512])
         else:
             p = torch.exp2(q[i, :, :, :bn].float() / 64).to(dt).float()
             ref.append(p.repeat(1, 1, steps) @ lat[:, :512])
