@@ -25,7 +25,10 @@ waits for a step's TMA boxes one by one, each before the score k steps that read
 it; the scores and the softmax run in one warpgroup, which hands P and the row scale to
 the other and runs a step ahead of it (FlashMLA's split; `warpgroup_split`, the
 default at 32 rows a step or more: 0.47 of the bound at 64 rows, `default_hints`;
-`hints={"warpgroup_split": False}` turns it off); `scores_only` and `values_only` are
+`hints={"warpgroup_split": False}` turns it off; with it, `early_rescale` has each
+warpgroup rescale its half of O as soon as it holds the row scale, `fp_fusion` fuses the
+softmax's multiply-adds, `mbarrier_handoffs` signals the hand-offs through mbarriers:
+opt-in until measured); `scores_only` and `values_only` are
 the loop's two products alone, and `products_only` both split as by default with no
 softmax, for timing them (--mla-phases).
 The latents past a token are masked in the scores only, so a cache's unused slots
@@ -124,9 +127,10 @@ _variants: dict = {}
 
 def variant(**hints):
     """`mla` with some hints replaced (`num_stages`, `warp_specialize`, `product_rotation`,
-    `rotation_fence`, `copy_parts`, `warpgroup_split`: the scores and softmax by
-    warpgroup 0, P and alpha handed over; `split_replicas`: with it, by each warpgroup,
-    no exchange), one
+    `rotation_fence`, `copy_parts`, `fp_fusion`, `warpgroup_split`: the scores and
+    softmax by warpgroup 0, P and alpha handed over; with it `split_replicas`: by each
+    warpgroup, no exchange; `early_rescale`: O rescaled where alpha is held;
+    `mbarrier_handoffs`: the hand-offs on mbarriers), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""
     key = tuple(sorted(hints.items()))
