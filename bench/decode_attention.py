@@ -25,7 +25,10 @@ step, ring stages, the producer warpgroup, the products rotated or not:
 `mla_decode.variant`; the LLM engine's pages of 16 slots) at batch 64, contexts 4k
 and 8k, each checked against fp32 torch first; --mla-phases times a step of the
 default MLA kernel against its two products alone (`mla_decode.scores_only`,
-`values_only`) and against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`);
+`values_only`), both split as by default with no softmax (`products_only`, also with
+the pages in L2), against the kernel with the warpgroup split (`SPLIT`, `REPLICAS`,
+`RESCALE` with fp fusion) and against the default and `RESCALE` reading one
+sequence's pages for all (L2 serves every copy: the step without memory waits);
 --mla-only WORDS keeps the variants whose name contains one; --only-mla leaves out
 the decode shapes.  Times are medians of CUDA-graph
 replays (GPU time) and of Python launches (do_bench: host cost
@@ -89,8 +92,24 @@ PARTS = {"copy_parts": True}
 # with replicas, each warpgroup computes them itself, no exchange in the loop
 SPLIT = {"warpgroup_split": True}
 REPLICAS = {**SPLIT, "split_replicas": True}
+# the owner's critical path (docs/attention.md, "Where the split step goes"): with
+# early_rescale each warpgroup multiplies its half of O by alpha as soon as it holds
+# it (the owner among its exponentials, the other before it waits for P), not both
+# between P's hand-off and P c; fp_fusion makes the softmax's multiply-adds FFMAs
+# (the owner's run: 225 -> 161 instructions a step)
+RESCALE = {**SPLIT, "early_rescale": True}
+FUSION = {"fp_fusion": True}
 MLA_VARIANTS = [
     ("bn64 (default: unrotated, warpgroup split, 2 stages)", 64, {}, PAGE),
+    ("bn64 split, early rescale", 64, RESCALE, PAGE),
+    ("bn64 split, fp fusion", 64, {**SPLIT, **FUSION}, PAGE),
+    ("bn64 split, early rescale, fp fusion", 64, {**RESCALE, **FUSION}, PAGE),
+    ("bn64 split, early rescale, fp fusion, copy in parts", 64,
+     {**RESCALE, **FUSION, **PARTS}, PAGE),
+    ("bn32 split, early rescale, fp fusion", 32, {**RESCALE, **FUSION}, PAGE),
+    # the hand-offs signalled through mbarriers instead of named barriers (racecheck
+    # flags the named barriers' alpha and l hand-offs: docs/attention.md)
+    ("bn64 split, mbarrier hand-offs", 64, {**SPLIT, "mbarrier_handoffs": True}, PAGE),
     ("bn64 no split (scores in both warpgroups)", 64, NOSPLIT, PAGE),
     ("bn64 warpgroup split, copy in parts", 64, {**SPLIT, **PARTS}, PAGE),
     ("bn64 split replicas (scores in each warpgroup)", 64, REPLICAS, PAGE),
@@ -414,7 +433,8 @@ def check_phases() -> float:
     q = torch.randn(len(lens), 1, MLA_H, 576, device="cuda", dtype=DT)
     seq = torch.tensor(lens, device="cuda", dtype=torch.int32)
     worst = 0.0
-    for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
+    for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512),
+                          (mla.products_only, 512)):
         out = torch.full((len(lens), 1, MLA_H, width), float("nan"), device="cuda")
         k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, out)
         ct.launch(None, grid, k, args)
@@ -424,6 +444,8 @@ def check_phases() -> float:
             lat = kv[table[i].long()].reshape(-1, 576)[:steps * 64].float()
             if kernel is mla.scores_only:
                 ref.append((q[i].float() @ lat.T).reshape(1, MLA_H, steps, 64).amax(2))
+            elif kernel is mla.products_only:
+                ref.append((q[i].float() @ lat.T).to(DT).float() @ lat[:, :512])
             else:
                 p = torch.exp2(q[i, :, :, :64].float() / 64).to(DT).float()
                 ref.append(p.repeat(1, 1, steps) @ lat[:, :512])
@@ -450,12 +472,31 @@ def mla_phases() -> list[dict]:
         row["mla_replicas"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
                                                            num_splits=1,
                                                            hints=REPLICAS))["graph"]
-        for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512)):
+        row["mla_rescale"] = timed(lambda: mla.mla_decode(q, kv, table, seq, 0.0417, out,
+                                                          num_splits=1,
+                                                          hints={**RESCALE, **FUSION}))["graph"]
+        # every sequence's table names the first one's pages (4.7 MB at 4k: L2 holds
+        # them): the same work with the copies served from L2, so the step's time
+        # without waiting for memory
+        shared = table[:1].expand_as(table).contiguous()
+        row["mla_l2"] = timed(lambda: mla.mla_decode(q, kv, shared, seq, 0.0417, out,
+                                                     num_splits=1))["graph"]
+        row["mla_rescale_l2"] = timed(
+            lambda: mla.mla_decode(q, kv, shared, seq, 0.0417, out, num_splits=1,
+                                   hints={**RESCALE, **FUSION}))["graph"]
+        for kernel, width in ((mla.scores_only, 64), (mla.values_only, 512),
+                              (mla.products_only, 512)):
             o = torch.empty(batch, 1, MLA_H, width, device="cuda")
             k, grid, args = mla.phase_launch(kernel, q, kv, table, seq, o)
             row[k.name] = timed(lambda: ct.launch(None, grid, k, args))["graph"]
+        # the split's products without the softmax, the pages in L2 (no memory waits)
+        o = torch.empty(batch, 1, MLA_H, 512, device="cuda")
+        k, grid, args = mla.phase_launch(mla.products_only, q, kv, shared, seq, o)
+        row["products_only_l2"] = timed(lambda: ct.launch(None, grid, k, args))["graph"]
         per = {key: row[key] * 1e3 / steps
-               for key in ("mla", "mla_split", "mla_replicas", "scores_only", "values_only")}
+               for key in ("mla", "mla_split", "mla_replicas", "mla_rescale", "mla_l2",
+                           "mla_rescale_l2", "scores_only", "values_only", "products_only",
+                           "products_only_l2")}
         row["us a step"] = per
         row["cycles a step"] = {key: v * 1.83e3 for key, v in per.items()}
         rows.append(row)
@@ -463,15 +504,20 @@ def mla_phases() -> list[dict]:
     print("MLA phases, batch 64 (CUDA graph): a 64-key step of one block, us (cycles at "
           "1.83 GHz)")
     print("| context | mla | scores only | P c only | mla - both | mla, warpgroup split "
-          "| mla, split replicas |")
-    print("|---|---|---|---|---|---|---|")
+          "| mla, split replicas | mla, split, early rescale, fp fusion | mla, pages in L2 "
+          "| early rescale, fp fusion, pages in L2 | split products only (no softmax) "
+          "| split products only, pages in L2 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         u = r["us a step"]
         rest = u["mla"] - u["scores_only"] - u["values_only"]
         print(f"| {r['ctx'] // 1024}k | " + " | ".join(
             f"{v:.3f} ({v * 1.83e3:.0f})" for v in (u["mla"], u["scores_only"],
                                                    u["values_only"], rest,
-                                                   u["mla_split"], u["mla_replicas"])) + " |")
+                                                   u["mla_split"], u["mla_replicas"],
+                                                   u["mla_rescale"], u["mla_l2"],
+                                                   u["mla_rescale_l2"], u["products_only"],
+                                                   u["products_only_l2"])) + " |")
     return rows
 
 

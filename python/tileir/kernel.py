@@ -446,7 +446,8 @@ class Kernel(KernelEntry):
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch", "l2_prefetch", "product_rotation",
                        "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
-                       "warpgroup_split", "split_replicas"):
+                       "warpgroup_split", "split_replicas", "early_rescale",
+                       "mbarrier_handoffs"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -854,7 +855,13 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     True gives the scores, the softmax and its carried row statistics to warpgroup 0,
     which computes the whole score tile alone and hands P and the row scale to the
     other through shared memory; `split_replicas` True with it makes both warpgroups
-    run that code, each its replica, with no exchange; off by default until measured;
+    run that code, each its replica, with no exchange; `early_rescale` True with it
+    has each warpgroup multiply its half of the accumulator by the handed-off row
+    scale as soon as it holds it: the owner inside its run (beside the softmax's
+    exponentials), the other right after the hand-off, not both after P's;
+    `mbarrier_handoffs` True with it signals the hand-offs through two mbarriers
+    (every thread's arrival a release, the waits acquires) instead of named
+    barriers (`bar.arrive` / `bar.sync`); off by default until measured;
     backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
@@ -868,7 +875,8 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
              "cache_hints", "num_stages", "block_order", "warp_specialize", "retile",
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
              "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
-             "warpgroup_split", "split_replicas", "early_loads"}
+             "warpgroup_split", "split_replicas", "early_loads", "early_rescale",
+             "mbarrier_handoffs"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

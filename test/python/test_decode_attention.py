@@ -607,7 +607,7 @@ def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     assert any("MEMBAR" in line for line in loop[pc - 16:pc]), "no fence before the wait"
 
 
-@pytest.mark.parametrize("kernel", ["scores_only", "values_only"])
+@pytest.mark.parametrize("kernel", ["scores_only", "values_only", "products_only"])
 @pytest.mark.parametrize("tq,page,bn", [(1, 64, 64), (3, 16, 64), (2, 64, 32)])
 def test_mla_phase_kernels_match_their_reference(kernel, tq, page, bn):
     # the MLA loop's products alone (bench/decode_attention.py --mla-phases times them):
@@ -627,7 +627,10 @@ def test_mla_phase_kernels_match_their_reference(kernel, tq, page, bn):
 @pytest.mark.parametrize("kernel,product,count", [
     ("scores_only", "HGMMA.64x32x16", 36),
     # (the same loop with the other product: scores_only keeps the phase kernels' path)
-    pytest.param("values_only", "HGMMA.64x256x16", 4, marks=pytest.mark.slow)])
+    pytest.param("values_only", "HGMMA.64x256x16", 4, marks=pytest.mark.slow),
+    # both products split over the warpgroups as `mla` by default, no softmax: the
+    # owner's 36 whole-tile score k steps (its P handed over as `mla`'s is)
+    ("products_only", "HGMMA.64x64x16", 36)])
 def test_mla_phase_kernels_compile_like_the_mla_loop(kernel, product, count, tmp_path):
     # the same warps, producer warpgroup and 2-stage ring as `mla` at 64 rows a step,
     # its product's wgmmas in the loop, no local memory; and the simulator runs them

@@ -248,6 +248,8 @@ ROTATED = {"product_rotation": True}
 PARTS = {"copy_parts": True}
 SPLIT = {"warpgroup_split": True}
 REPLICAS = {**SPLIT, "split_replicas": True}
+RESCALE = {**SPLIT, "early_rescale": True}
+FUSION = {"fp_fusion": True}
 
 
 @pytest.mark.parametrize("bn,hints", [
@@ -271,6 +273,14 @@ REPLICAS = {**SPLIT, "split_replicas": True}
     pytest.param(64, REPLICAS, id="replicas-64"),
     pytest.param(32, REPLICAS, id="replicas-32"),
     pytest.param(64, {**REPLICAS, **PARTS}, id="replicas-parts-64"),
+    # O rescaled where each warpgroup holds alpha (early_rescale), the softmax's FFMAs
+    pytest.param(64, RESCALE, id="rescale-64"),
+    pytest.param(64, {**SPLIT, **FUSION}, id="split-fusion-64"),
+    pytest.param(64, {**RESCALE, **FUSION}, id="rescale-fusion-64"),
+    pytest.param(64, {**RESCALE, **FUSION, **PARTS}, id="rescale-fusion-parts-64"),
+    pytest.param(32, {**RESCALE, **FUSION}, id="rescale-fusion-32"),
+    # the hand-offs on mbarriers (.release arrivals, .acquire waits)
+    pytest.param(64, {**SPLIT, "mbarrier_handoffs": True}, id="mbarrier-64"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
@@ -293,7 +303,8 @@ def test_mla_configurations_match_fp32(bn, hints):
 
 
 @pytest.mark.parametrize("kernel,page", [("scores_only", 64), ("values_only", 64),
-                                         ("scores_only", 16), ("values_only", 16)])
+                                         ("scores_only", 16), ("values_only", 16),
+                                         ("products_only", 64)])
 def test_mla_phase_kernels_match_fp32(kernel, page):
     # the MLA loop's products alone (bench/decode_attention.py --mla-phases), each over
     # whole steps of the gathered cache (a last step's stale slots count)
@@ -316,6 +327,8 @@ def test_mla_phase_kernels_match_fp32(kernel, page):
         lat = kv[table[i].long()].reshape(-1, 576)[:steps * bn].float()
         if kernel is mla.scores_only:
             ref.append((q[i].float() @ lat.T).reshape(1, h, steps, bn).amax(2))
+        elif kernel is mla.products_only:      # the split's products, no softmax
+            ref.append((q[i].float() @ lat.T).to(dt).float() @ lat[:, :512])
         else:
             p = torch.exp2(q[i, :, :, :bn].float() / 64).to(dt).float()
             ref.append(p.repeat(1, 1, steps) @ lat[:, :512])

@@ -25,6 +25,8 @@ from test_tensor_cores import _sass_text
 
 SPLIT = {"warpgroup_split": True}
 REPLICAS = {**SPLIT, "split_replicas": True}
+RESCALE = {**SPLIT, "early_rescale": True}
+MBARRIERS = {**SPLIT, "mbarrier_handoffs": True}
 
 
 def _deepseek(kernel_hints=None, stage="layout", bn=64):
@@ -168,6 +170,78 @@ def test_the_owner_alone_copied_in_parts_waits_per_box_and_both_wait_before_p_c(
     assert not [line for line in loop if " STL" in line or " LDL" in line]
 
 
+@pytest.mark.parametrize("fp_fusion", [False, True])
+def test_each_warpgroup_rescales_o_as_soon_as_it_holds_alpha(fp_fusion, tmp_path):
+    # early_rescale=True: the owner multiplies its half of O by alpha inside its run,
+    # among the softmax's exponentials (before it hands alpha over), and the other
+    # warpgroup right after reading alpha, before it waits for P; after P's hand-off
+    # both go straight to P c.  Without the option both do the 128 multiplies a thread
+    # between P's hand-off and P c
+    hints = {**RESCALE, "fp_fusion": True} if fp_fusion else RESCALE
+    ck = _deepseek_cubin(hints)
+    report = ck.ptxas_report
+    assert "0 bytes spill" in report and not re.search(r"C75(13|20)", report), report
+    loop = _split_loop(ck, tmp_path)
+    bars = [(i, re.search(r"BAR\.(SYNC\.DEFER_BLOCKING|ARV) 0x(\d+)", line))
+            for i, line in enumerate(loop) if " BAR." in line]
+    arrive = [i for i, b in bars if b.group(1) == "ARV" and b.group(2) == "9"]
+    wait = [i for i, b in bars if b.group(1) != "ARV" and b.group(2) == "9"]
+    assert len(arrive) == 2 and len(wait) == 2, bars      # alpha, then P
+    exps = [i for i, line in enumerate(loop) if "MUFU.EX2" in line]
+    fmul = [i for i, line in enumerate(loop) if re.search(r"\bFMUL\b", line)]
+    pc = min(i for i, line in enumerate(loop) if "HGMMA.64x256x16" in line)
+    # the owner's 128 among its exponentials, before alpha's hand-off
+    owner = [i for i in fmul if exps[0] < i < arrive[0]]
+    assert len(owner) >= 128 and max(owner) > exps[len(exps) // 2], (len(owner), exps)
+    # the other's 128 after reading alpha, before waiting for P
+    other = [i for i in fmul if wait[0] < i < wait[1]]
+    assert len(other) == 128, len(other)
+    # none after P's hand-off
+    assert not [i for i in fmul if min(wait[1], arrive[1]) < i < pc]
+    assert not [line for line in loop if " STL" in line or " LDL" in line]
+    # the option changes nothing without the split
+    plain = _deepseek_cubin({"warpgroup_split": False})
+    assert _deepseek_cubin({"warpgroup_split": False, "early_rescale": True}).cubin == \
+        plain.cubin
+
+
+def test_hand_offs_on_mbarriers_signal_through_syncs_not_named_barriers(tmp_path):
+    # mbarrier_handoffs=True: each hand-off waits on an mbarrier's phase (the owner on
+    # *empty*, the other warpgroup on *full*) and every thread of the side that is done
+    # arrives on the other (.release): in the loop, 2 waits and 2 arrivals a hand-off
+    # (alpha, P) beside the slot's wait and release, and no named barrier
+    ck = _deepseek_cubin(MBARRIERS)
+    assert "C7513" not in ck.ptxas_report and "C7520" not in ck.ptxas_report
+    loop = _split_loop(ck, tmp_path)
+    assert not [line for line in loop if " BAR." in line]
+    assert sum("SYNCS.PHASECHK" in line for line in loop) == 1 + 2 * 2
+    assert sum("SYNCS.ARRIVE" in line for line in loop) == 1 + 2 * 2
+    stsm = [i for i, line in enumerate(loop) if "STSM" in line]
+    ldsm = [i for i, line in enumerate(loop) if "LDSM" in line]
+    assert len(stsm) == 4 and len(ldsm) == 4
+
+
+def test_unskewed_hand_offs_run_in_the_simulator(monkeypatch):
+    # owner_runs.SKEW = False (bench/race_mla.py --no-skew, an A/B for racecheck): every
+    # hand-off between two barriers of both warpgroups, no named-barrier arrive left
+    # in the kernel, the owner no longer ahead; the same results
+    from tileir.backend.gpu import owner_runs
+    monkeypatch.setattr(owner_runs, "SKEW", False)
+    monkeypatch.setenv("TILEIR_CACHE", "0")
+    rng = np.random.default_rng()
+    lens = rng.integers(2, 3 * 64 + 5, 1)
+    q, kv, table, lens = mla.random_case(rng, 1, 2, 64, 64, lens, np.float16)
+    out = np.full((1, 2, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, 1, bn=64, hints=RESCALE)
+    kernel, grid, args = calls[0]
+    ck = kernel.compile(args, stage="gpu", target="sm_90a")
+    named = [op for op in _walk(ck.module) if op.name == "nvvm.barrier.arrive"]
+    assert not named, "a named-barrier arrive without the skew"
+    simulate(ck, grid, args)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+
+
 def _split_loop(ck, tmp_path) -> list[str]:
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
     first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
@@ -206,6 +280,11 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
     (1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True}),   # a barrier per TMA box too
     (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores
     pytest.param(1, 2, 1, 32, 32, REPLICAS, marks=pytest.mark.slow),
+    (2, 2, 2, 64, 64, RESCALE),                         # O rescaled where alpha is
+    (1, 2, 2, 64, 64, MBARRIERS),                       # hand-offs on mbarriers
+    pytest.param(1, 3, 1, 32, 32, {**MBARRIERS, **RESCALE}, marks=pytest.mark.slow),
+    pytest.param(1, 3, 1, 32, 32, {**RESCALE, "fp_fusion": True}, marks=pytest.mark.slow),
+    pytest.param(1, 1, 3, 64, 64, {**RESCALE, "copy_parts": True}, marks=pytest.mark.slow),
 ])
 def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hints):
     # the split kernel through the gpu stage, the owner alone or replicas: the

@@ -25,8 +25,12 @@ waits for a step's TMA boxes one by one, each before the score k steps that read
 it; the scores and the softmax run in one warpgroup, which hands P and the row scale to
 the other and runs a step ahead of it (FlashMLA's split; `warpgroup_split`, the
 default at 32 rows a step or more: 0.47 of the bound at 64 rows, `default_hints`;
-`hints={"warpgroup_split": False}` turns it off); `scores_only` and `values_only` are
-the loop's two products alone, for timing them (--mla-phases).
+`hints={"warpgroup_split": False}` turns it off; with it, `early_rescale` has each
+warpgroup rescale its half of O as soon as it holds the row scale, `fp_fusion` fuses the
+softmax's multiply-adds, `mbarrier_handoffs` signals the hand-offs through mbarriers:
+opt-in until measured); `scores_only` and `values_only` are
+the loop's two products alone, and `products_only` both split as by default with no
+softmax, for timing them (--mla-phases).
 The latents past a token are masked in the scores only, so a cache's unused slots
 must hold finite numbers (zeros, stale tokens).
 """
@@ -123,9 +127,10 @@ _variants: dict = {}
 
 def variant(**hints):
     """`mla` with some hints replaced (`num_stages`, `warp_specialize`, `product_rotation`,
-    `rotation_fence`, `copy_parts`, `warpgroup_split`: the scores and softmax by
-    warpgroup 0, P and alpha handed over; `split_replicas`: with it, by each warpgroup,
-    no exchange), one
+    `rotation_fence`, `copy_parts`, `fp_fusion`, `warpgroup_split`: the scores and
+    softmax by warpgroup 0, P and alpha handed over; with it `split_replicas`: by each
+    warpgroup, no exchange; `early_rescale`: O rescaled where alpha is held;
+    `mbarrier_handoffs`: the hand-offs on mbarriers), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""
     key = tuple(sorted(hints.items()))
@@ -282,9 +287,28 @@ def values_only(Q, KV, TABLE, LENS, O, HB: ct.Constant[int], PAGE: ct.Constant[i
     ct.store(O, index=(b, t, hb, 0, 0), tile=acc.reshape((1, 1, 1, HB, DL)))
 
 
+@ct.kernel(num_warps=8, product_rotation=False, warp_specialize=True, num_stages=2,
+           warpgroup_split=True)
+def products_only(Q, KV, TABLE, LENS, O, HB: ct.Constant[int], PAGE: ct.Constant[int],
+                  BN: ct.Constant[int]):
+    """`mla`'s loop with the softmax left out, split over the warpgroups as `mla` is by
+    default: warpgroup 0 computes each step's scores and hands them over as P, rounded
+    to Q's dtype (no maximum, no exponential, no row scale); both multiply P by c_kv,
+    each its half of O.  O is (B, Tq, H / HB, HB, 512) f32, the sum over a sequence's
+    steps of P c_kv (a last step's slots past the sequence count too)."""
+    b, t, hb, steps = _phase_block(Q, LENS, BN)
+    q_nope = ct.load(Q, index=(b, t, hb, 0), shape=(1, 1, HB, DL)).reshape((HB, DL))
+    q_rope = ct.load(Q, index=(b, t, hb, DL // DR), shape=(1, 1, HB, DR)).reshape((HB, DR))
+    acc = ct.zeros((HB, DL), dtype=np.float32)
+    for j in range(steps):
+        c, s = _step_scores(KV, TABLE, b, j, q_nope, q_rope, HB, PAGE, BN)
+        acc = ct.mma(s.astype(Q.dtype), c, acc)
+    ct.store(O, index=(b, t, hb, 0, 0), tile=acc.reshape((1, 1, 1, HB, DL)))
+
+
 def phase_launch(kernel, q, kv_cache, block_table, seq_lens, out, bn=DEFAULT_BN, hb=64):
-    """(kernel, grid, args) of `scores_only` or `values_only` over `mla_decode`'s grid
-    (unsplit); `out` (B, Tq, H, BN) or (B, Tq, H, 512), f32."""
+    """(kernel, grid, args) of `scores_only`, `values_only` or `products_only` over
+    `mla_decode`'s grid (unsplit); `out` (B, Tq, H, BN) or (B, Tq, H, 512), f32."""
     b, tq, h, _ = q.shape
     page = kv_cache.shape[1]
     o5 = out.reshape(b, tq, h // hb, hb, out.shape[-1])
@@ -293,7 +317,8 @@ def phase_launch(kernel, q, kv_cache, block_table, seq_lens, out, bn=DEFAULT_BN,
 
 
 def phase_reference(kernel, q, kv_cache, block_table, seq_lens, bn=DEFAULT_BN) -> np.ndarray:
-    """float64 results of `scores_only` or `values_only` over the gathered pages."""
+    """float64 results of `scores_only`, `values_only` or `products_only` over the
+    gathered pages."""
     dtype = np.asarray(q).dtype
     q = np.asarray(q, np.float64)
     b, tq, h, _ = q.shape
@@ -307,6 +332,9 @@ def phase_reference(kernel, q, kv_cache, block_table, seq_lens, bn=DEFAULT_BN) -
         if kernel is scores_only:
             s = np.einsum("thd,nd->thn", q[i], kv).reshape(tq, h, steps, bn)
             outs.append(s.max(axis=2))
+        elif kernel is products_only:
+            p = np.einsum("thd,nd->thn", q[i], kv).astype(dtype).astype(np.float64)
+            outs.append(np.einsum("thn,nd->thd", p, kv[:, :DL]))
         else:
             p = np.exp2(q[i, :, :, :bn] / 64).astype(dtype).astype(np.float64)
             outs.append(np.einsum("thn,nd->thd", np.tile(p, (1, 1, steps)), kv[:, :DL]))

@@ -59,6 +59,13 @@ class LoweringContext:
         self.owner_run = False
         self.owner_only: set = set()
         self.handoffs = False     # a hand-off left the owner ahead (owner_runs.py)
+        # the kernel option `mbarrier_handoffs`: the hand-offs' mbarriers (empty, full
+        # offsets), how many hand-offs were lowered, and how many in each loop
+        self.owner_mbarriers = False
+        self.handoff_mbarriers: tuple[int, int] | None = None
+        self.handoff_count = 0
+        self.handoff_loops: dict = {}
+        self.owner_rescale = False  # O rescaled in the owner's run (`early_rescale`)
         self.chip = chip
         # (array argument index, box, swizzle) -> the kernel's CUtensorMap parameter
         self.tensor_maps: dict[tuple, ir.Value] = {}

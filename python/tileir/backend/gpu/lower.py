@@ -32,9 +32,11 @@ from tileir.backend.layout.assign import NUM_WARPS_ATTR, check_tile_registers
 from tileir.backend.layout import tma_store
 from tileir.backend.layout.budget import SharedMemoryOverflow
 from tileir.backend.pipeline.programmatic import ALWAYS, ON_REQUEST, launch_mode
-from tileir.backend.layout.warpgroup_split import owner_alone
+from tileir.backend.layout.warpgroup_split import (early_rescale, mbarrier_handoffs,
+                                                    owner_alone)
 from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_REWRITES_ATTR, GRID_SCALE_ATTR,
                                           PERM_ATTR)
+from . import owner_runs
 from .context import I32, I64, ArrayABI, LoweringContext
 from .rules import lower_block
 from .rules.cluster import finish_cluster
@@ -199,6 +201,8 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     # owned ops run by their warpgroup alone (owner_runs.py): a warpgroup split not
     # asked to keep replicas
     cx.owner_exec = owner_alone(func)
+    cx.owner_rescale = early_rescale(func)
+    cx.owner_mbarriers = mbarrier_handoffs(func)
     cx.globals_before = gfunc.operation
     it = iter(body.arguments)
     for i, a in enumerate(entry.arguments):
@@ -224,6 +228,10 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     cx.bulk_stores = bool(planned)
     cx.bulk_by_warps = any(p.warp_rows for _, p in planned)   # then every warp issues
     with ir.InsertionPoint(body):
+        # the hand-offs' mbarriers before any buffer: below the rings, which the
+        # epilogue's exchanges reuse once freed (owner_runs.prepare_handoffs)
+        with func.location:
+            owner_runs.prepare_handoffs(cx)
         lower_block(cx, entry)
         with func.location:
             cx.wait_bulk_reads()          # the block's shared memory outlives its TMA stores

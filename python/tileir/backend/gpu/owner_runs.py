@@ -21,6 +21,18 @@ store of an owner-only value is the owner's (lower_owned_store).  Nothing that n
 both warpgroups (a consumer barrier) may run inside a run: `LoweringContext.barrier`
 refuses it.  A block whose owned ops cannot be gathered (an op with effects between
 them) runs them in both warpgroups, replicas as before: correct, not faster.
+
+With the kernel option `early_rescale` (`rescales`), a multiply of a value defined
+before the run (O) by the broadcast of one the run hands off (alpha) is lowered
+twice: at the end of the owner's run, from the owner's own registers (the broadcast
+moves nothing there), and for the other warpgroup alone right after the hand-off
+(`if warp >= 4`, the owner passing its product through).  The owner's 128 multiplies
+of O's rescale then sit in the basic block of the softmax's exponentials, where
+ptxas fills the MUFU pipe's gaps with them, instead of between P's hand-off and `P c`
+in both warpgroups:
+
+    if owner { S, softmax, P ; O' = O * alpha } else { O' = O }
+    alpha handed over ; if not owner { O' = O' * alpha } ; P handed over ; O' += P c
 """
 
 from __future__ import annotations
@@ -29,12 +41,18 @@ from mlir import ir
 from mlir.dialects import arith, llvm, scf, vector
 
 from tileir.dialect import TileIRError
+from tileir.backend.layout import layouts as L
 from tileir.backend.layout.warpgroup_split import OWNER_ATTR
 
 from . import barriers
-from .context import Frag, LoweringContext, same_warps
+from .context import Frag, LoweringContext, lin_of, same_warps
 
 OWNER_WARPS = 4            # warpgroup 0: warps 0-3 of the consumer warps
+# False: every hand-off between two barriers of both warpgroups (the owner no longer
+# runs ahead; `skewed`), for A/B runs: bench/race_mla.py --no-skew (with the compile
+# cache off: the switch is not part of a cache key)
+SKEW = True
+_WAIT_TICKS = 0x989680      # try_wait's suspend-time hint (ns), as rules/ring.py's
 _PURE_PREFIXES = ("arith.", "math.")
 _PURE = frozenset({"tile.iota", "tile.broadcast", "tile.reshape", "tile.permute",
                    "tile.reduce", "tile.convert_layout", "tensor.splat", "tensor.extract",
@@ -45,6 +63,95 @@ def is_owner(cx: LoweringContext) -> ir.Value:
     """i1: this thread is one of the owner warpgroup's."""
     _, _, warp = cx.thread_ids()
     return arith.cmpi(arith.CmpIPredicate.ult, warp, cx.const(OWNER_WARPS))
+
+
+def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
+    """Lowers a block's ops (terminator excluded) with its owned ops in one run; False
+    when it has none or they cannot be gathered (the caller lowers the ops as they
+    are)."""
+    plan = schedule(ops)
+    if plan is None:
+        return False
+    before, run, after = plan
+    for op in before:
+        lower_op(cx, op)
+    pairs = rescales(run, after) if cx.owner_rescale else []
+    early = lower_run(cx, run, lower_op, pairs)
+    for op in after:
+        if op in early:
+            _other_rescale(cx, op, early[op], lower_op)
+        else:
+            lower_op(cx, op)
+    return True
+
+
+def rescales(run: list[ir.Operation], after: list[ir.Operation]) -> list[tuple]:
+    """(broadcast, multiply, factor) of `after`: a pure `arith.mulf` of a value defined
+    before the run (the factor: O) by the `tile.broadcast` of a value the run hands
+    off (alpha), both after the run, where the broadcast moves nothing in the owner's
+    threads (its layouts differ only in the warps that hold replicas); `lower_run`
+    lowers them in the owner's run too."""
+    produced = {r for op in run for r in op.results}
+    later = set(after)
+    out = []
+    for b in after:
+        if b.name != "tile.broadcast" or b.operands[0] not in produced or \
+                not _local_broadcast(b):
+            continue
+        for use in b.results[0].uses:
+            m = _user(use)
+            if m.name != "arith.mulf" or m not in later or m.regions:
+                continue
+            x = m.operands[1 - use.operand_number]
+            if x in produced or _producer(x) in later:
+                continue
+            out.append((b, m, x))
+    return out
+
+
+def _local_broadcast(b: ir.Operation) -> bool:
+    """Whether the broadcast `b` finds every element a thread needs in its own
+    registers, up to replicas (rules/shape.py's test for an exchange)."""
+    src = lin_of(b.operands[0].type)
+    r = L.restrict(lin_of(b.results[0].type), src.shape)
+    return r.lanes == src.lanes and same_warps(r.warps, src.warps) and \
+        set(r.regs) <= set(src.regs)
+
+
+def _producer(v: ir.Value):
+    owner = v.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    return owner if isinstance(owner, ir.Operation) else None
+
+
+def _other_rescale(cx: LoweringContext, m: ir.Operation, owners: list, lower_op) -> None:
+    """The multiply `m` for the other warpgroup alone, from the run's results `owners`
+    (there: its factor as it was); the owner passes its product (`owners`) through."""
+    x = next(v for v in m.operands if _producer(v) is None or
+             _producer(v).name != "tile.broadcast")
+    saved = cx.values[x]
+    other = arith.xori(is_owner(cx), cx.const(1, ir.IntegerType.get_signless(1)))
+    probe = scf.IfOp(other, [], has_else=False)
+    cx.values[x] = Frag(saved.lin, saved.elem, owners)
+    try:
+        with ir.InsertionPoint(probe.then_block):
+            cx.owner_run = True         # (no barrier of both warpgroups in a branch)
+            try:
+                lower_op(cx, m)
+            finally:
+                cx.owner_run = False
+    finally:
+        cx.values[x] = saved
+    got = cx.get(m.results[0])
+    new = scf.IfOp(other, [r.type for r in got.regs], has_else=True)
+    with ir.InsertionPoint(new.then_block):
+        yield_op = scf.YieldOp(list(got.regs))
+    for op in list(probe.then_block.operations):
+        op.operation.move_before(yield_op.operation)
+    with ir.InsertionPoint(new.else_block):
+        scf.YieldOp(owners)
+    probe.operation.erase()
+    cx.values[m.results[0]] = Frag(got.lin, got.elem, list(new.results))
 
 
 def schedule(ops: list[ir.Operation]) -> tuple[list, list, list] | None:
@@ -75,9 +182,13 @@ def schedule(ops: list[ir.Operation]) -> tuple[list, list, list] | None:
     return ops[:first] + up, run_ops, down + ops[last + 1:]
 
 
-def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
+def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op,
+              pairs: list[tuple] = ()) -> dict:
     """Lowers `run` under `if warp < 4`; its values read outside it become the
-    results of the if (undefined in the other warpgroup, `cx.owner_only`)."""
+    results of the if (undefined in the other warpgroup, `cx.owner_only`).  Each
+    (broadcast, multiply, factor) of `pairs` is lowered at the end of the run too,
+    and the if yields the product (the other warpgroup: the factor as it is);
+    returns {multiply: those results} (`_other_rescale` finishes them)."""
     inside = set(run)
     escaping = [r for op in run for r in op.results
                 if any(_user(u) not in inside for u in r.uses)]
@@ -90,6 +201,12 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
         try:
             for op in run:
                 lower_op(cx, op)
+            products = []
+            for b, m, x in pairs:
+                # the owner's rescale: from its own registers of the handed-off value
+                lower_op(cx, b)
+                lower_op(cx, m)
+                products.append((m, list(cx.get(m.results[0]).regs), list(cx.get(x).regs)))
         finally:
             cx.owner_run = False
     flat = []
@@ -107,14 +224,18 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
                                   f"a scalar ({type(got).__name__}) is read outside its run",
                                   v.owner.location)
     types = [v.type for v in flat]
-    new = scf.IfOp(cond, types, has_else=True)
+    mine = [r for _, regs, _ in products for r in regs]
+    new = scf.IfOp(cond, types + [r.type for r in mine], has_else=True)
     with ir.InsertionPoint(new.then_block):
-        yield_op = scf.YieldOp(flat)
+        yield_op = scf.YieldOp(flat + mine)
     for op in list(probe.then_block.operations):
         op.operation.move_before(yield_op.operation)
     with ir.InsertionPoint(new.else_block):
-        scf.YieldOp([llvm.UndefOp(t).result for t in types])
+        scf.YieldOp([llvm.UndefOp(t).result for t in types] +
+                    [r for _, _, old in products for r in old])
     probe.operation.erase()
+    it = iter(new.results[len(types):])
+    early = {m: [next(it) for _ in regs] for m, regs, _ in products}
     it = iter(new.results)
     for v in escaping:
         got = cx.get(v)
@@ -124,6 +245,7 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op) -> None:
         else:
             cx.values[v] = next(it)
         cx.owner_only.add(v)
+    return early
 
 
 def _sixteen(regs: list) -> bool:
@@ -236,7 +358,7 @@ def skewed(cx: LoweringContext, src: Frag, res) -> bool:
     """Whether a hand-off of `src` into layout `res` may leave the owner ahead: the
     consumer branch of two warpgroups, and the owner's own registers already the
     result's (the layouts differ only in the warps that hold replicas)."""
-    return cx.role == "consumer" and cx.num_warps == 2 * OWNER_WARPS and \
+    return SKEW and cx.role == "consumer" and cx.num_warps == 2 * OWNER_WARPS and \
         src.lin.regs == res.regs and src.lin.lanes == res.lanes and \
         same_warps(src.lin.warps, res.warps)
 
@@ -247,21 +369,37 @@ def skewed_handoff(cx: LoweringContext, src: Frag, res, write, read) -> Frag:
     from mlir.dialects import nvvm
     empty, full = handoff_barriers(cx)
     count = cx.const(32 * cx.num_warps)
+    mbar = cx.handoff_mbarriers is not None
+    if mbar:
+        parity = _mbarrier_parity(cx)
+        empty_at, full_at = (cx.smem_ptr(o) for o in cx.handoff_mbarriers)
     cx.handoffs = True
     types = [r.type for r in src.regs]
     branch = scf.IfOp(is_owner(cx), types, has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        nvvm.barrier(None, barrier_id=cx.const(empty), number_of_threads=count)
+        if mbar:
+            nvvm.mbarrier_try_wait_parity(empty_at, parity, cx.const(_WAIT_TICKS))
+        else:
+            nvvm.barrier(None, barrier_id=cx.const(empty), number_of_threads=count)
         write()
-        nvvm.barrier_arrive(count, barrier_id=cx.const(full))
+        if mbar:
+            nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64), full_at)
+        else:
+            nvvm.barrier_arrive(count, barrier_id=cx.const(full))
         scf.YieldOp(list(src.regs))
     with ir.InsertionPoint(branch.else_block):
-        nvvm.barrier(None, barrier_id=cx.const(full), number_of_threads=count)
+        if mbar:
+            nvvm.mbarrier_try_wait_parity(full_at, parity, cx.const(_WAIT_TICKS))
+        else:
+            nvvm.barrier(None, barrier_id=cx.const(full), number_of_threads=count)
         got = read()
         if [r.type for r in got.regs] != types:
             raise TileIRError("internal error: a hand-off reads registers of other types "
                               "than the owner's", ir.Location.current)
-        nvvm.barrier_arrive(count, barrier_id=cx.const(empty))
+        if mbar:
+            nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64), empty_at)
+        else:
+            nvvm.barrier_arrive(count, barrier_id=cx.const(empty))
         scf.YieldOp(list(got.regs))
     # every later exchange waits for both warpgroups again (the buffer is the hand-off's)
     cx.smem_uses += 1
@@ -277,7 +415,11 @@ def open_handoffs(cx: LoweringContext, block: ir.Block) -> None:
     with ir.InsertionPoint.at_block_begin(block):
         other = scf.IfOp(arith.xori(is_owner(cx), cx.const(1, ir.IntegerType.get_signless(1))))
         with ir.InsertionPoint(other.then_block):
-            nvvm.barrier_arrive(cx.const(32 * cx.num_warps), barrier_id=cx.const(empty))
+            if cx.handoff_mbarriers is not None:
+                nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64),
+                                     cx.smem_ptr(cx.handoff_mbarriers[0]))
+            else:
+                nvvm.barrier_arrive(cx.const(32 * cx.num_warps), barrier_id=cx.const(empty))
             scf.YieldOp([])
 
 
@@ -286,8 +428,86 @@ def close_handoffs(cx: LoweringContext) -> None:
     on *empty*, the other warpgroup's read of the last hand-off."""
     from mlir.dialects import nvvm
     empty, _ = handoff_barriers(cx)
+    last = _mbarrier_parity(cx, count=False) if cx.handoff_mbarriers is not None else None
     owner = scf.IfOp(is_owner(cx))
     with ir.InsertionPoint(owner.then_block):
-        nvvm.barrier(None, barrier_id=cx.const(empty),
-                     number_of_threads=cx.const(32 * cx.num_warps))
+        if last is not None:
+            nvvm.mbarrier_try_wait_parity(cx.smem_ptr(cx.handoff_mbarriers[0]), last,
+                                          cx.const(_WAIT_TICKS))
+        else:
+            nvvm.barrier(None, barrier_id=cx.const(empty),
+                         number_of_threads=cx.const(32 * cx.num_warps))
         scf.YieldOp([])
+
+
+# -- hand-offs on mbarriers (the kernel option `mbarrier_handoffs`) --------------------
+# Instead of the named barriers `empty` and `full` (`bar.sync` by the waiting side,
+# `bar.arrive` by the other), the same protocol on two mbarriers of one warpgroup's 128 arrivals each: the owner
+# waits for *empty*'s phase k (completed by the other warpgroup's first arrival, then by
+# its read of hand-off k - 1), writes, and every owner thread arrives on *full*
+# (.release); the other waits for *full*'s phase k (.acquire), reads, and arrives on
+# *empty*.  Phase k's parity is k's: the hand-offs are counted in the order they are
+# lowered, which is the order they run as long as a loop body hands off an even number
+# of times an iteration and none is conditional (checked: `_mbarrier_parity`), so the
+# parities are constants.
+
+
+def prepare_handoffs(cx: LoweringContext) -> None:
+    """At the kernel's entry, before any buffer (all threads of the block): where the
+    kernel asks for `mbarrier_handoffs` (`cx.owner_mbarriers`), the two mbarriers, at
+    the bottom of the shared memory (the rings above them stay free to be reused by
+    the epilogue's exchanges once freed), initialized by the first thread and
+    published to the block by a barrier."""
+    from mlir.dialects import nvvm
+    if not cx.owner_mbarriers or cx.handoff_mbarriers is not None:
+        return
+    base = cx.alloc_smem(16, align=8)
+    cx.handoff_mbarriers = (base, base + 8)            # (empty, full)
+    cx.handoff_count = 0
+    cx.handoff_loops = {}
+    first = scf.IfOp(cx.first_thread(), [], has_else=False)
+    with ir.InsertionPoint(first.then_block):
+        for offset in cx.handoff_mbarriers:
+            nvvm.mbarrier_init(cx.smem_ptr(offset), cx.const(32 * OWNER_WARPS))
+        nvvm.fence_mbarrier_init()
+        scf.YieldOp([])
+    cx.barrier()
+
+
+def _mbarrier_parity(cx: LoweringContext, count: bool = True) -> ir.Value:
+    """The parity of the next hand-off's phase (`count`: and count it), i32; refuses a
+    hand-off whose count an iteration cannot be told statically."""
+    k = cx.handoff_count
+    if count:
+        # the consumer branch's if around it, at most one loop, nothing else
+        enclosing = _enclosing(ir.InsertionPoint.current.block)
+        loops = [op for op in enclosing if op.name in ("scf.for", "scf.while")]
+        ifs = [op for op in enclosing if op.name == "scf.if"]
+        if len(loops) > 1 or len(ifs) > 1:
+            raise TileIRError("hand-offs on mbarriers (mbarrier_handoffs=True) need each "
+                              "hand-off outside conditionals and in at most one loop",
+                              ir.Location.current)
+        cx.handoff_count += 1
+        if loops:
+            cx.handoff_loops[loops[0]] = cx.handoff_loops.get(loops[0], 0) + 1
+    else:
+        odd = [n for n in cx.handoff_loops.values() if n % 2]
+        if odd:
+            raise TileIRError(f"hand-offs on mbarriers (mbarrier_handoffs=True) need an even "
+                              f"number of hand-offs a loop iteration; a loop has {odd[0]}",
+                              ir.Location.current)
+    return cx.const(k % 2)
+
+
+def _enclosing(block: ir.Block) -> list[ir.Operation]:
+    """The ops around `block` up to the kernel's function (innermost first)."""
+    out = []
+    op = block.owner
+    while op is not None:
+        op = op.operation if isinstance(op, ir.OpView) else op
+        if op.name in ("gpu.func", "func.func", "llvm.func", "builtin.module"):
+            break
+        out.append(op)
+        parent = op.parent
+        op = parent if parent is not None else None
+    return out

@@ -77,6 +77,8 @@ from .mma_plan import plan as mma_plan
 SPLIT_ATTR = "tile.warpgroup_split"     # the kernel option (a bool on the function)
 PLAN_ATTR = "tile.warpgroup_split"      # the plan (a dictionary on the scf.for)
 REPLICAS_ATTR = "tile.split_replicas"   # the kernel option: both warpgroups run them
+RESCALE_ATTR = "tile.early_rescale"     # the kernel option: O rescaled where alpha is
+MBARRIER_ATTR = "tile.mbarrier_handoffs"    # the kernel option: hand-offs on mbarriers
 SKIPPED_ATTR = "tile.warpgroup_split_skipped"   # on a loop left alone: the reason
 OWNER_ATTR = "tile.owner"
 HANDOFF_ATTR = "tile.handoff"
@@ -108,6 +110,21 @@ def owner_alone(func: ir.Operation) -> bool:
     backend/gpu/owner_runs.py): a split kernel that does not ask for replicas
     (`split_replicas`, which keeps both warpgroups running them)."""
     return _flag(func, SPLIT_ATTR) and not _flag(func, REPLICAS_ATTR)
+
+
+def early_rescale(func: ir.Operation) -> bool:
+    """Whether each warpgroup rescales its part of the second product's accumulator as
+    soon as it holds the row scale (the kernel option `early_rescale`,
+    backend/gpu/owner_runs.py `rescales`): the owner inside its run, the other right
+    after the hand-off, instead of both after all the hand-offs."""
+    return owner_alone(func) and _flag(func, RESCALE_ATTR)
+
+
+def mbarrier_handoffs(func: ir.Operation) -> bool:
+    """Whether the owner's hand-offs signal through two mbarriers (.release arrivals
+    of every thread, .acquire waits) instead of named barriers (the kernel option
+    `mbarrier_handoffs`, backend/gpu/owner_runs.py `prepare_handoffs`)."""
+    return owner_alone(func) and _flag(func, MBARRIER_ATTR)
 
 
 def _flag(func: ir.Operation, name: str) -> bool:

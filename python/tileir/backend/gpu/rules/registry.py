@@ -48,16 +48,9 @@ def lower_block(cx: LoweringContext, block: ir.Block) -> ir.Operation | None:
     term = None
     if ops and ops[-1].name in ("scf.yield", "scf.condition", "func.return"):
         term = ops.pop()
-    plan = owner_runs.schedule(ops) if cx.owner_exec and not cx.owner_run else None
-    if plan is None:
-        for op in ops:
-            lower_op(cx, op)
+    if cx.owner_exec and not cx.owner_run and owner_runs.lower_block(cx, ops, lower_op):
         return term
-    before, run, after = plan
-    for op in before:
-        lower_op(cx, op)
-    owner_runs.lower_run(cx, run, lower_op)
-    for op in after:
+    for op in ops:
         lower_op(cx, op)
     return term
 
