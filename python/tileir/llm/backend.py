@@ -154,6 +154,10 @@ class Backend:
         # 6-stage candidate 0.828 -> 0.891 (routed: gemv.ROUTED); QKV's FMA form has no
         # ring.  bench/llm.py times the step without it ("weight tiles after the wait").
         self.gemv_early_loads = True
+        # with decode_gemv, the one-row shapes gemv.ROUTED names launch their candidate
+        # (down, O: deeper rings with early loads); False keeps gemv.SWEPT's plans
+        # (bench/llm.py's row "the swept plans, no routed candidates")
+        self.gemv_routed = True
         # with decode_gemv, a product that reads RMSNorm(x) * g (`linear`'s and
         # `linear_swiglu`'s norm) and takes a GEMV applies the norm in the GEMV's
         # prologue (each block finds its rows' rsqrt(mean(x^2) + eps) from the whole
@@ -308,7 +312,7 @@ class Backend:
         """The decode GEMV for an (m, k) x (n, k)^T product: the routed candidate
         (`gemv.routed`) or None, and the plan (the candidate's, else `gemv.plan`; the
         combine launch in place of the ticket without `gemv_ticket`)."""
-        cand = None if self.exact else G.routed(m, n, k)
+        cand = None if self.exact or not self.gemv_routed else G.routed(m, n, k)
         p = cand.plan if cand is not None else \
             G.plan(m, n, k, exact=self.exact, on_gpu=self.torch is not None)
         return cand, (p if self.gemv_ticket else p._replace(ticket=False))
