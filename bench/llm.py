@@ -362,9 +362,9 @@ B1_ALTERNATIVES = (
     # default the first ones start into their rings before it: `early_loads`)
     ("tileir_no_gemv_early_loads_b1_tok_s", "weight tiles after the wait",
      "gemv_early_loads", False, "profile_no_gemv_early_loads_b1"),
-    # the swept plans for every one-row GEMV, not the candidates gemv.ROUTED names
-    ("tileir_no_gemv_routed_b1_tok_s", "the swept plans, no routed candidates",
-     "gemv_routed", False, None),
+    # the candidates gemv.ROUTED names (deeper rings with early loads), not the swept plans
+    ("tileir_gemv_routed_b1_tok_s", "routed candidates (down, O)", "gemv_routed", True,
+     None),
     # the one-row GEMMs on the wgmma tiles, not tileir.llm.gemv's GEMVs
     ("tileir_no_decode_gemv_b1_tok_s", "one-row GEMMs on wgmma tiles", "decode_gemv",
      False, None),

@@ -1473,7 +1473,7 @@ def test_a_routed_candidate_is_what_the_backend_launches(monkeypatch):
     monkeypatch.setattr(G, "CANDIDATES", {(n, k): (down,), (2 * n, k): (fused,)})
     monkeypatch.setattr(G, "ROUTED", {(n, k): down.name, (2 * n, k): fused.name})
     b = Backend("numpy", "bfloat16")
-    b.decode_gemv = True
+    b.decode_gemv = b.gemv_routed = True
     launched = []
     run = b._launch
     b._launch = lambda grid, kernel, args: (launched.append((kernel.name, grid,
@@ -1499,6 +1499,12 @@ def test_a_routed_candidate_is_what_the_backend_launches(monkeypatch):
     b.linear(b.asarray(rng.standard_normal((2, k))), w, residual=b.asarray(
         rng.standard_normal((2, n))))                   # two rows: the plan's rule
     assert [(nm, "persistent" in o) for nm, _, o in launched] == [("gemv_add", False)]
+    launched.clear()
+    b.gemv_routed = False                                # the default: the plan's kernel
+    b.linear(x, w, residual=r)
+    assert [(nm, g, "persistent" in o) for nm, g, o in launched] == [
+        ("gemv_add", G.grid(n, b._plan(1, n, k)), False)]
+    b.gemv_routed = True
     launched.clear()
     f32 = Backend("numpy", "float32")
     f32.decode_gemv = True

@@ -151,13 +151,17 @@ class Backend:
         # rows after it (docs/gpu-backend.md, "Early loads").  On: measured on the H200
         # (2026-11-29 09:16 UTC, `bench/sweep_llm_decode.py 1 --early`, x copy, without ->
         # with) O 0.641 -> 0.652, down 0.846 -> 0.848, gate/up 0.929 -> 0.930, and down's
-        # 6-stage candidate 0.828 -> 0.891 (routed: gemv.ROUTED); QKV's FMA form has no
-        # ring.  bench/llm.py times the step without it ("weight tiles after the wait").
+        # 6-stage candidate 0.828 -> 0.891 (gemv.ROUTED, `gemv_routed`); QKV's FMA form
+        # has no ring.  bench/llm.py times the step without it ("weight tiles after the
+        # wait"): 216.5 tok/s against 219.5 with it (09:32 UTC).
         self.gemv_early_loads = True
-        # with decode_gemv, the one-row shapes gemv.ROUTED names launch their candidate
-        # (down, O: deeper rings with early loads); False keeps gemv.SWEPT's plans
-        # (bench/llm.py's row "the swept plans, no routed candidates")
-        self.gemv_routed = True
+        # with decode_gemv, True launches the one-row shapes gemv.ROUTED names on their
+        # candidate (down, O: deeper rings with early loads, 5-8 % faster alone); off: in
+        # a Llama-3-8B batch-1 step (H200, 2026-11-29 09:32 UTC, one run of bench/llm.py)
+        # 219.5 tok/s with them, 220.4 on gemv.SWEPT's plans: what a GEMV gains alone the
+        # step does not (their rings take a whole SM's shared memory, so fewer of the
+        # next kernel's blocks are placed early beside them)
+        self.gemv_routed = False
         # with decode_gemv, a product that reads RMSNorm(x) * g (`linear`'s and
         # `linear_swiglu`'s norm) and takes a GEMV applies the norm in the GEMV's
         # prologue (each block finds its rows' rsqrt(mean(x^2) + eps) from the whole

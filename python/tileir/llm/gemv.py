@@ -588,7 +588,8 @@ CANDIDATES = {
 
 # One-row shapes routed to a candidate (its name in CANDIDATES[n, k]) where a GPU sweep
 # measured it faster than SWEPT's plan by more than runs of one plan move (~2 %):
-# `Backend` then launches the candidate's plan, kernel and options.  down: 6 stages with
+# `Backend` launches the candidate's plan, kernel and options where `gemv_routed` is
+# set (off: the step measured no gain from these two, backend.py).  down: 6 stages with
 # early loads, 0.891 of copy against the plan's 0.848 with them and 0.846 without (H200,
 # 2026-11-29 09:16 UTC, `bench/sweep_llm_decode.py 1 --early`, best of three).
 # O: 8 stages with early loads, 0.705 against the plan's 0.653 with them (09:24 UTC).
