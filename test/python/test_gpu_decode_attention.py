@@ -246,7 +246,8 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
 
 ROTATED = {"product_rotation": True}
 PARTS = {"copy_parts": True}
-SPLIT = {"warpgroup_split": True}
+# the split alone (the default adds early_rescale and fp_fusion: mla_decode.SPLIT_HINTS)
+SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
 FUSION = {"fp_fusion": True}

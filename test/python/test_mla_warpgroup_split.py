@@ -23,7 +23,8 @@ from tileir.sim import simulate
 from test_decode_attention import _loop_around
 from test_tensor_cores import _sass_text
 
-SPLIT = {"warpgroup_split": True}
+# the split alone (the default adds early_rescale and fp_fusion: mla_decode.SPLIT_HINTS)
+SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
 MBARRIERS = {**SPLIT, "mbarrier_handoffs": True}

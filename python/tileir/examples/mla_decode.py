@@ -50,14 +50,21 @@ DEFAULT_BN = 64            # latent rows a step, at most a page (see the module 
 # the row scale handed to the other, which runs P c a step behind) at 32 rows a step
 # or more: on an H200, 2026-11-29 07:00 UTC, batch 64, 4k and 8k, 0.47 of the bound
 # at 64 rows against 0.43 without it, 0.38 at 32 rows against 0.33; at 16 rows
-# (pages of 16) not measured, so not taken.
+# (pages of 16) not measured, so not taken.  With it, `early_rescale` (each warpgroup
+# rescales its half of O before P c: the owner between its exponentials) and
+# `fp_fusion` (FFMA in the softmax): 0.49 / 0.49 of the bound at 4k / 8k against the
+# split alone's 0.48 / 0.46 in the same run (H200, 2026-11-29 09:30 UTC).
 SPLIT_ROWS = 32
+SPLIT_HINTS = {"warpgroup_split": True, "early_rescale": True, "fp_fusion": True}
 
 
-def default_hints(rows: int) -> dict:
+def default_hints(rows: int, hints: dict | None = None) -> dict:
     """The hints a launch of `rows` latent rows a step takes unless its caller's
-    `hints` say otherwise."""
-    return {"warpgroup_split": True} if rows >= SPLIT_ROWS else {}
+    `hints` say otherwise: SPLIT_HINTS at SPLIT_ROWS or more, none of them where
+    `hints` turn the split off (its companions are options of the split)."""
+    if rows < SPLIT_ROWS or not (hints or {}).get("warpgroup_split", True):
+        return {}
+    return dict(SPLIT_HINTS)
 
 
 @ct.function
@@ -170,7 +177,7 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
         num_splits = dec.choose_splits(b * tq * (h // hb), block_table.shape[1], dec._sms(q), 1)
     o5 = out.reshape(b, tq, h // hb, hb, DL)     # heads in blocks of HB
     grid = (b * tq, h // hb, num_splits)
-    kernel = variant(**{**default_hints(min(bn, page)), **(hints or {})})
+    kernel = variant(**{**default_hints(min(bn, page), hints), **(hints or {})})
     if num_splits == 1:
         return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, o5,
                                      seq_lens.reshape(b, 1, 1, 1), float(scale), hb, page,
