@@ -34,8 +34,10 @@ def _llvm_bin() -> str:
 
 
 config.environment["PATH"] = os.pathsep.join([_llvm_bin(), os.environ.get("PATH", "")])
-# Keep the user's site-packages and editable install visible to the tools.
-for name in ("PYTHONPATH", "HOME"):
+# Keep the user's site-packages and editable install visible to the tools; and where
+# tile-check shares the run's bytecode (PYTHONPYCACHEPREFIX, tools/check.py), the tools'
+# Pythons write theirs there, not into the tree.
+for name in ("PYTHONPATH", "HOME", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE"):
     if name in os.environ:
         config.environment[name] = os.environ[name]
 

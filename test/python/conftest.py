@@ -189,6 +189,38 @@ def session_memo(session_dir: Path, kind: str, data: bytes, make) -> str:
     return text
 
 
+# The run's folder (`session_dir`) for `sass_text`, which the helpers of test files call
+# without fixtures; set by `_sass_memo` before the first test
+_SESSION_DIR: Path | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sass_memo(session_dir):
+    global _SESSION_DIR
+    _SESSION_DIR = session_dir
+    yield
+    _SESSION_DIR = None
+
+
+def sass_text(cubin: bytes, scratch: Path) -> str:
+    """`cuobjdump -sass` of `cubin`, disassembled once a run (`session_memo`: by the
+    cubin's bytes, whichever test or worker asks).  nvdisasm, which cuobjdump runs,
+    costs ~0.5 s of CPU a cubin however small (its start-up), and tests of one kernel
+    each read its SASS: the fast tier disassembled 12 of 80 cubins twice or more
+    (2026-11-29).  `scratch`: a folder for the cubin's file (a test's tmp_path)."""
+    from tileir.backend.target.toolchain import find_cuda_tool
+
+    def disassemble() -> str:
+        path = scratch / f"{hashlib.sha256(cubin).hexdigest()[:16]}.cubin"
+        path.write_bytes(cubin)
+        return subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(path)],
+                              capture_output=True, text=True, check=True).stdout
+
+    if _SESSION_DIR is None:                # (a helper called outside a test)
+        return disassemble()
+    return session_memo(_SESSION_DIR, "sass", cubin, disassemble)
+
+
 @pytest.fixture
 def rng():
     """Fresh random inputs every run; the seed is printed on failure."""

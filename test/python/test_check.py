@@ -153,6 +153,23 @@ def test_without_a_gpu_only_the_fast_tier_leaves_gpu_tests_out(full, gpu, given,
     assert check.tier_arguments(full, gpu, given, leave_out_gpu=True) == want
 
 
+def test_the_runs_processes_share_bytecode_in_its_temporary_folder(tmp_path):
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/bin"}
+    check.share_bytecode(env, tmp_path)
+    assert env == {"PYTHONPYCACHEPREFIX": str(tmp_path / "bytecode"), "PATH": "/bin"}
+    # a prefix of the user's own is theirs: kept, with their choice not to write
+    mine = {"PYTHONPYCACHEPREFIX": "/elsewhere", "PYTHONDONTWRITEBYTECODE": "1"}
+    check.share_bytecode(mine, tmp_path)
+    assert mine == {"PYTHONPYCACHEPREFIX": "/elsewhere", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def test_a_run_leaves_no_bytecode_in_the_tree(project, capsys, monkeypatch):
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    assert check.main(["--root", str(project), "--no-lit", "-j", "1"]) == 0
+    assert not list(project.rglob("__pycache__")) and not list(project.rglob("*.pyc"))
+
+
 @pytest.mark.parametrize("exit_code, last", [(0, "1 passed, 0 failed, 0 skipped"),
                                              (check.SANITIZER_ERROR,
                                               "1 passed, 1 failed, 0 skipped")])

@@ -406,10 +406,16 @@ PARTS = {"copy_parts": True, **NOSPLIT}
 @pytest.mark.parametrize("splits,tq,page,bn,hints", [
     # in --full: the rotation_fence case below runs this configuration with one fence more
     pytest.param(2, 1, 32, 32, ROTATED, marks=pytest.mark.slow),
-    (1, 2, 64, 64, None),                            # the default: 64 rows, 2 stages
+    # the default: 64 rows, 2 stages, which at 64 rows is the warpgroup split: in --full,
+    # as test_mla_warpgroup_split's test_the_split_kernel_runs_in_the_simulator
+    # [1-1-2-64-64-hints0] runs that kernel at this configuration (1 sequence, 2
+    # tokens, pages and steps of 64)
+    pytest.param(1, 2, 64, 64, None, marks=pytest.mark.slow),
     pytest.param(1, 2, 16, 16, None, marks=pytest.mark.slow),
     pytest.param(3, 1, 64, 32, {"warp_specialize": False}, marks=pytest.mark.slow),
-    (1, 2, 64, 64, ROTATED),                         # P c of step j - 1 beside step j
+    # P c of step j - 1 beside step j: in --full, the rotation_fence case below runs the
+    # rotated products (with one fence more, split in two)
+    pytest.param(1, 2, 64, 64, ROTATED, marks=pytest.mark.slow),
     (2, 1, 32, 32, {**ROTATED, "rotation_fence": True}),   # a fence before P c's wait
     (1, 2, 64, 64, PARTS),                           # a barrier per TMA box of a step
     pytest.param(2, 3, 16, 16, PARTS, marks=pytest.mark.slow),
@@ -525,6 +531,13 @@ def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
     assert not [line for line in loop if " STL" in line or " LDL" in line]
 
 
+# In --full (3.3 s of CPU: two cubins and their SASS): copy_parts' per-box waits before
+# the score k steps are checked in the SASS of the schedule MLA takes at 64 rows (the
+# warpgroup split) by test_mla_warpgroup_split's
+# test_the_owner_alone_copied_in_parts_waits_per_box_and_both_wait_before_p_c, and this
+# schedule with copy_parts runs in the simulator
+# (test_the_generated_mla_runs_in_the_simulator, PARTS)
+@pytest.mark.slow
 def test_mla_copied_in_parts_waits_for_each_box_before_its_k_steps(tmp_path):
     # copy_parts=True: a 64-row step's 72 KB arrive as 9 TMA boxes (the latent's 8 of
     # 64 columns, then the RoPE part), each completing a barrier of its own; the

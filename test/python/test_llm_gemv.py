@@ -7,13 +7,12 @@ weight byte) and tileir.sim running it; on the GPU, against torch at Llama-3-8B 
 
 import collections
 import re
-import subprocess
 
 import numpy as np
 import pytest
+from conftest import sass_text
 
 import tileir as ct
-from tileir.backend.target.toolchain import find_cuda_tool
 from tileir.llm import gemv as G
 
 BF16 = pytest.importorskip("ml_dtypes").bfloat16
@@ -488,10 +487,7 @@ def test_fuses_norm_on_the_gpu_follows_the_gemv_route():
 # ---------------------------------------------------------------- sm_90a code
 
 def _sass_text(cubin: bytes, tmp_path) -> str:
-    path = tmp_path / "k.cubin"
-    path.write_bytes(cubin)
-    return subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(path)],
-                          capture_output=True, text=True, check=True).stdout
+    return sass_text(cubin, tmp_path)            # (disassembled once a run: conftest)
 
 
 _INSN = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)"

@@ -14,15 +14,14 @@ import collections
 import ctypes
 import os
 import re
-import subprocess
 
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import sass_text
 
 import tileir as ct
 from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, swizzle_bits
-from tileir.backend.target.toolchain import find_cuda_tool
 from tileir.dialect import TileIRError
 from tileir.interpreter import InterpreterError
 from tileir.runtime import tensor_maps
@@ -516,10 +515,7 @@ def test_wgmma_descriptors_address_the_shared_layout(which, shape, order):
 # Compiled GEMMs: the instructions each target needs, and no local memory
 # ---------------------------------------------------------------------------
 def _sass_text(cubin: bytes, tmp_path) -> str:
-    path = tmp_path / "k.cubin"
-    path.write_bytes(cubin)
-    return subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(path)],
-                          capture_output=True, text=True, check=True).stdout
+    return sass_text(cubin, tmp_path)            # (disassembled once a run: conftest)
 
 
 def _sass(cubin: bytes, tmp_path) -> collections.Counter:

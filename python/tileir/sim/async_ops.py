@@ -260,20 +260,17 @@ def wgmma_register_a(sim, blk, o, asm, args, mask):
     acc, a_words, desc_b = args[:nd], args[nd:nd + 4], args[nd + 4]
     tnsp_b = asm.rstrip().rstrip("}").rstrip().rstrip(";").split(",")[-1].strip() == "1"
     dtype = hw.ELEM[elem][0]
-    afrag = hw.a_fragment_coords()
+    thread, element, row, col = _WGMMA_A16
     out = [np.array(x, np.float32, copy=True) for x in acc]
     for g, sel in _warpgroups(sim, mask):
         db = uniform(np.asarray(desc_b)[sel], np.ones(128, bool), "wgmma descriptor B")
         B = hw.to_float(hw.read_operand(blk.shared, db, n, 16, not tnsp_b, elem), elem)
+        # each thread's 4 words as its 8 elements, in order (words j = 0..3, each
+        # word's low half first), placed at their (row, col) of the 64 x 16 A
+        vals = np.concatenate([np.ascontiguousarray(np.asarray(a_words[j])[sel])
+                               .view(dtype).reshape(128, -1) for j in range(4)], axis=1)
         A = np.zeros((64, 16))
-        for w in range(4):
-            for lane in range(32):
-                t = 128 * g + 32 * w + lane
-                vals = np.concatenate([np.asarray(a_words[j])[t:t + 1].view(dtype)
-                                       for j in range(4)])
-                for i in range(8):
-                    r, c = afrag[(lane, i)]
-                    A[16 * w + r, c] = float(vals[i])
+        A[row, col] = vals[thread, element].astype(np.float64)
         stacked = np.stack(out)
         _accumulate(stacked, 128 * g, n, A @ B.T)
         out = list(stacked)
@@ -309,6 +306,10 @@ def _fragment_index(coords: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 
 
 _A16 = _fragment_index(hw.a_fragment_coords())
+# wgmma's register A: warp w of the warpgroup holds rows 16 w to 16 w + 15 as mma.sync's
+# 16 x 16 A fragment: (thread of the warpgroup, element, row, col)
+_WGMMA_A16 = tuple(np.concatenate(x) for x in zip(*[
+    (32 * w + _A16[0], _A16[1], 16 * w + _A16[2], _A16[3]) for w in range(4)]))
 _B16 = _fragment_index(hw.b_fragment_coords())
 _C16 = _fragment_index(hw.c_fragment_coords())
 _ATF32 = _fragment_index(hw.a_fragment_coords_tf32())
