@@ -112,6 +112,9 @@ MLA_VARIANTS = [
     # the hand-offs signalled through mbarriers instead of named barriers (racecheck
     # flags the named barriers' alpha and l hand-offs: docs/attention.md)
     ("bn64 split, mbarrier hand-offs", 64, {**SPLIT, "mbarrier_handoffs": True}, PAGE),
+    # the default with every hand-off between barriers of both warpgroups (no owner
+    # ahead; racecheck reports nothing there: bench/RESULTS.md, session 23)
+    ("bn64 default, unskewed hand-offs", 64, {"skewed_handoffs": False}, PAGE),
     ("bn64 no split (scores in both warpgroups)", 64, NOSPLIT, PAGE),
     ("bn64 warpgroup split, copy in parts", 64, {**SPLIT, **PARTS}, PAGE),
     ("bn64 split replicas (scores in each warpgroup)", 64, REPLICAS, PAGE),

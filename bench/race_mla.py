@@ -1,8 +1,7 @@
 """One small MLA decode launch for compute-sanitizer (racecheck, synccheck): batch 1,
 128 heads, one token, a ragged context in pages of 64, unsplit, checked against fp32
 torch.  --no-skew lowers every hand-off of the warpgroup split between two barriers
-of both warpgroups (`owner_runs.SKEW = False`, the compile cache off: the switch is
-no part of a cache key), so one racecheck run of each tells whether its reports
+of both warpgroups (the kernel option `skewed_handoffs=False`), so one racecheck run of each tells whether its reports
 follow the skewed hand-offs' `bar.arrive` / `bar.sync` pairs (docs/attention.md,
 "The warpgroup split").
 
@@ -20,7 +19,6 @@ follow the skewed hand-offs' `bar.arrive` / `bar.sync` pairs (docs/attention.md,
 import argparse
 import json
 import math
-import os
 import sys
 
 import torch
@@ -35,12 +33,10 @@ def main(argv=None) -> int:
                     help="every hand-off between barriers of both warpgroups")
     ap.add_argument("--len", type=int, default=700, help="the context's tokens")
     args = ap.parse_args(argv)
-    if args.no_skew:
-        os.environ["TILEIR_CACHE"] = "0"        # (read when a kernel compiles)
-    from tileir.backend.gpu import owner_runs
     from tileir.examples import mla_decode as mla
-    owner_runs.SKEW = not args.no_skew
     hints = json.loads(args.hints)
+    if args.no_skew:
+        hints["skewed_handoffs"] = False
     torch.manual_seed(3)
     n, page, heads = args.len, 64, 128
     pages = -(-n // page)
@@ -56,7 +52,7 @@ def main(argv=None) -> int:
     p = torch.softmax(q[0, 0].float() @ lat.T * scale, dim=-1)
     ref = p @ lat[:, :512]
     err = ((out[0, 0].float() - ref).norm() / ref.norm()).item()
-    print(f"hints {hints}, skew {owner_runs.SKEW}: relative error {err:.2e}, "
+    print(f"hints {hints}: relative error {err:.2e}, "
           f"finite {bool(torch.isfinite(out).all())}")
     return 0 if err < 1e-2 else 1
 

@@ -447,7 +447,7 @@ class Kernel(KernelEntry):
                        "programmatic_launch", "l2_prefetch", "product_rotation",
                        "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
                        "warpgroup_split", "split_replicas", "early_rescale",
-                       "mbarrier_handoffs"):
+                       "mbarrier_handoffs", "skewed_handoffs"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -862,7 +862,9 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     `mbarrier_handoffs` True with it signals the hand-offs through two mbarriers
     (every thread's arrival a release, the waits acquires) instead of named
     barriers (`bar.arrive` / `bar.sync`); off by default until measured;
-    backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py) and
+    `skewed_handoffs` (True by default) lets the owner run a step ahead through a
+    hand-off whose layout allows it, False puts every hand-off between barriers of
+    both warpgroups; backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -876,7 +878,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
              "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
              "warpgroup_split", "split_replicas", "early_loads", "early_rescale",
-             "mbarrier_handoffs"}
+             "mbarrier_handoffs", "skewed_handoffs"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

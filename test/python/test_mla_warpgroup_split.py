@@ -222,22 +222,23 @@ def test_hand_offs_on_mbarriers_signal_through_syncs_not_named_barriers(tmp_path
     assert len(stsm) == 4 and len(ldsm) == 4
 
 
-def test_unskewed_hand_offs_run_in_the_simulator(monkeypatch):
-    # owner_runs.SKEW = False (bench/race_mla.py --no-skew, an A/B for racecheck): every
+def test_unskewed_hand_offs_run_in_the_simulator():
+    # skewed_handoffs=False (bench/race_mla.py --no-skew, an A/B for racecheck): every
     # hand-off between two barriers of both warpgroups, no named-barrier arrive left
     # in the kernel, the owner no longer ahead; the same results
-    from tileir.backend.gpu import owner_runs
-    monkeypatch.setattr(owner_runs, "SKEW", False)
-    monkeypatch.setenv("TILEIR_CACHE", "0")
     rng = np.random.default_rng()
     lens = rng.integers(2, 3 * 64 + 5, 1)
     q, kv, table, lens = mla.random_case(rng, 1, 2, 64, 64, lens, np.float16)
     out = np.full((1, 2, 64, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.3, out, 1, bn=64, hints=RESCALE)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, 1, bn=64,
+                              hints={**RESCALE, "skewed_handoffs": False})
     kernel, grid, args = calls[0]
     ck = kernel.compile(args, stage="gpu", target="sm_90a")
     named = [op for op in _walk(ck.module) if op.name == "nvvm.barrier.arrive"]
     assert not named, "a named-barrier arrive without the skew"
+    skewed = mla.variant(**{**mla.SPLIT_HINTS, **RESCALE}).compile(args, stage="gpu",
+                                                                    target="sm_90a")
+    assert [op for op in _walk(skewed.module) if op.name == "nvvm.barrier.arrive"]
     simulate(ck, grid, args)
     ref = mla.reference(q, kv, table, lens, 0.3)
     assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3

@@ -66,6 +66,7 @@ class LoweringContext:
         self.handoff_count = 0
         self.handoff_loops: dict = {}
         self.owner_rescale = False  # O rescaled in the owner's run (`early_rescale`)
+        self.owner_skew = False     # the owner may run ahead (`skewed_handoffs`)
         self.chip = chip
         # (array argument index, box, swizzle) -> the kernel's CUtensorMap parameter
         self.tensor_maps: dict[tuple, ir.Value] = {}

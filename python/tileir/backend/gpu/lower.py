@@ -33,7 +33,7 @@ from tileir.backend.layout import tma_store
 from tileir.backend.layout.budget import SharedMemoryOverflow
 from tileir.backend.pipeline.programmatic import ALWAYS, ON_REQUEST, launch_mode
 from tileir.backend.layout.warpgroup_split import (early_rescale, mbarrier_handoffs,
-                                                    owner_alone)
+                                                    owner_alone, skewed_handoffs)
 from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_REWRITES_ATTR, GRID_SCALE_ATTR,
                                           PERM_ATTR)
 from . import owner_runs
@@ -203,6 +203,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     cx.owner_exec = owner_alone(func)
     cx.owner_rescale = early_rescale(func)
     cx.owner_mbarriers = mbarrier_handoffs(func)
+    cx.owner_skew = skewed_handoffs(func)
     cx.globals_before = gfunc.operation
     it = iter(body.arguments)
     for i, a in enumerate(entry.arguments):

@@ -48,10 +48,6 @@ from . import barriers
 from .context import Frag, LoweringContext, lin_of, same_warps
 
 OWNER_WARPS = 4            # warpgroup 0: warps 0-3 of the consumer warps
-# False: every hand-off between two barriers of both warpgroups (the owner no longer
-# runs ahead; `skewed`), for A/B runs: bench/race_mla.py --no-skew (with the compile
-# cache off: the switch is not part of a cache key)
-SKEW = True
 _WAIT_TICKS = 0x989680      # try_wait's suspend-time hint (ns), as rules/ring.py's
 _PURE_PREFIXES = ("arith.", "math.")
 _PURE = frozenset({"tile.iota", "tile.broadcast", "tile.reshape", "tile.permute",
@@ -358,7 +354,7 @@ def skewed(cx: LoweringContext, src: Frag, res) -> bool:
     """Whether a hand-off of `src` into layout `res` may leave the owner ahead: the
     consumer branch of two warpgroups, and the owner's own registers already the
     result's (the layouts differ only in the warps that hold replicas)."""
-    return SKEW and cx.role == "consumer" and cx.num_warps == 2 * OWNER_WARPS and \
+    return cx.owner_skew and cx.role == "consumer" and cx.num_warps == 2 * OWNER_WARPS and \
         src.lin.regs == res.regs and src.lin.lanes == res.lanes and \
         same_warps(src.lin.warps, res.warps)
 

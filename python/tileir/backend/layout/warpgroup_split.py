@@ -79,6 +79,7 @@ PLAN_ATTR = "tile.warpgroup_split"      # the plan (a dictionary on the scf.for)
 REPLICAS_ATTR = "tile.split_replicas"   # the kernel option: both warpgroups run them
 RESCALE_ATTR = "tile.early_rescale"     # the kernel option: O rescaled where alpha is
 MBARRIER_ATTR = "tile.mbarrier_handoffs"    # the kernel option: hand-offs on mbarriers
+SKEW_ATTR = "tile.skewed_handoffs"      # the kernel option (default True): the owner ahead
 SKIPPED_ATTR = "tile.warpgroup_split_skipped"   # on a loop left alone: the reason
 OWNER_ATTR = "tile.owner"
 HANDOFF_ATTR = "tile.handoff"
@@ -125,6 +126,14 @@ def mbarrier_handoffs(func: ir.Operation) -> bool:
     of every thread, .acquire waits) instead of named barriers (the kernel option
     `mbarrier_handoffs`, backend/gpu/owner_runs.py `prepare_handoffs`)."""
     return owner_alone(func) and _flag(func, MBARRIER_ATTR)
+
+
+def skewed_handoffs(func: ir.Operation) -> bool:
+    """Whether a hand-off whose layouts allow it may leave the owner a step ahead (the
+    kernel option `skewed_handoffs`, True unless set False: backend/gpu/owner_runs.py
+    `skewed`); False puts every hand-off between barriers of both warpgroups."""
+    return owner_alone(func) and (SKEW_ATTR not in func.attributes
+                                  or _flag(func, SKEW_ATTR))
 
 
 def _flag(func: ir.Operation, name: str) -> bool:
