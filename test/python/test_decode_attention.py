@@ -215,8 +215,12 @@ def test_an_output_that_is_not_dense_is_refused():
                                    np.ones(2, np.int32), 1.0, out)
 
 
+# In --full (0.7 s): sm_90a-2-3-16-1, one launch of a split run and merged by its last
+# block; test_the_last_block_to_finish_merges_whatever_the_order[sm_90a-3-2-16] keeps
+# that kernel's run in the simulator (the same pages of 16, splits and tokens) in the
+# fast tier, and [sm_90a-1-1-16-2] two pages a step
 @pytest.mark.parametrize("target,splits,tq,page,ps", [
-    ("sm_90a", 2, 3, 16, 1),
+    pytest.param("sm_90a", 2, 3, 16, 1, marks=pytest.mark.slow),
     ("sm_90a", 1, 1, 16, 2),                       # two pages a step
     pytest.param("sm_90a", 1, 1, 64, 1, marks=pytest.mark.slow),
     pytest.param("sm_80", 1, 2, 16, 1, marks=pytest.mark.slow),
@@ -303,7 +307,13 @@ def test_the_ticket_is_acq_rel_at_gpu_scope_and_the_partials_bypass_l1(tmp_path)
     assert "0 bytes spill stores" in ck.ptxas_report
 
 
-@pytest.mark.parametrize("tq", [1, pytest.param(8, marks=pytest.mark.slow)])
+# In --full (3.2 s at tq 1): the same SASS properties (TMA ring, tensor cores, no local
+# memory) on decode_narrow, the family's kernel for pages under 32 slots (here two a step);
+# test_decode_streams_pages_through_a_tma_ring_without_spills[1-64-False] keeps them in
+# the fast tier, and decode_narrow's two pages a step run in the simulator in it
+# (test_the_generated_decode_runs_in_the_simulator[sm_90a-1-1-16-2])
+@pytest.mark.slow
+@pytest.mark.parametrize("tq", [1, 8])
 def test_two_pages_a_step_compile_without_spills(tq, tmp_path):
     # pages of 16 two a step (decode_narrow, two warps): both pages' products on the
     # tensor cores, through the TMA ring, no local memory
@@ -620,8 +630,18 @@ def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     assert any("MEMBAR" in line for line in loop[pc - 16:pc]), "no fence before the wait"
 
 
-@pytest.mark.parametrize("kernel", ["scores_only", "values_only", "products_only"])
-@pytest.mark.parametrize("tq,page,bn", [(1, 64, 64), (3, 16, 64), (2, 64, 32)])
+# the fast tier: each kernel once and each step's shape once (a step of one page, of
+# four 16-slot pages, half a page); in --full (0.1-0.8 s each) the other six pairs,
+# the same kernels on the same step shapes
+_PHASE_FAST = {("scores_only", 2, 64, 32), ("values_only", 1, 64, 64),
+               ("products_only", 3, 16, 64)}
+
+
+@pytest.mark.parametrize("kernel,tq,page,bn", [
+    pytest.param(kernel, *shape, id="-".join(map(str, shape + (kernel,))),
+                 marks=() if (kernel, *shape) in _PHASE_FAST else pytest.mark.slow)
+    for shape in [(1, 64, 64), (3, 16, 64), (2, 64, 32)]
+    for kernel in ["scores_only", "values_only", "products_only"]])
 def test_mla_phase_kernels_match_their_reference(kernel, tq, page, bn):
     # the MLA loop's products alone (bench/decode_attention.py --mla-phases times them):
     # the interpreter against float64 over the gathered pages, ragged lengths
@@ -642,8 +662,11 @@ def test_mla_phase_kernels_match_their_reference(kernel, tq, page, bn):
     # (the same loop with the other product: scores_only keeps the phase kernels' path)
     pytest.param("values_only", "HGMMA.64x256x16", 4, marks=pytest.mark.slow),
     # both products split over the warpgroups as `mla` by default, no softmax: the
-    # owner's 36 whole-tile score k steps (its P handed over as `mla`'s is)
-    ("products_only", "HGMMA.64x64x16", 36)])
+    # owner's 36 whole-tile score k steps (its P handed over as `mla`'s is).  In --full
+    # (2.2 s): scores_only keeps the phase kernels' compile and simulator run in the fast
+    # tier, and test_mla_warpgroup_split's
+    # test_the_owner_alone_runs_the_scores_and_hands_p_over the owner's 36 k steps
+    pytest.param("products_only", "HGMMA.64x64x16", 36, marks=pytest.mark.slow)])
 def test_mla_phase_kernels_compile_like_the_mla_loop(kernel, product, count, tmp_path):
     # the same warps, producer warpgroup and 2-stage ring as `mla` at 64 rows a step,
     # its product's wgmmas in the loop, no local memory; and the simulator runs them

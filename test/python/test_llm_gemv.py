@@ -85,9 +85,11 @@ def _check(y, ref, dtype):
     assert err < tol, err
 
 
-# the fast tier: each kernel in each dtype on each product form, split and finish (48
-# of 144 cases); every row count in `tile-check --full`
-@pytest.mark.sweep(keep=("kind", "dtype", "split", "fma", "ticket"))
+# the fast tier: each kernel on each product form, split and finish in bf16 (24 of 144
+# cases); every row count in `tile-check --full`, and (0.03 s each) the float32 cases,
+# the same kernels' paths in the other dtype: test_ticket_adds_the_splits_as_the_combine_does
+# keeps float32 GEMVs (split, ticket and combine) in the fast tier
+@pytest.mark.sweep(keep=("kind", "split", "fma", "ticket"))
 @pytest.mark.parametrize("kind", ["linear", "add", "swiglu", "fused"])
 @pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
 @pytest.mark.parametrize("m", [1, 5, 16])
@@ -109,6 +111,10 @@ def test_gemv_family_against_float64(kind, dtype, m, split, fma, ticket):
     _check(y, _ref(x, ws, r, dtype), dtype)
 
 
+# the fast tier: each kernel, norm and dtype split two ways.  In --full (0.1 s each): the
+# 4-way splits, the same ticket adding more partials in the same order; each
+# [...-2-...] case keeps its kernel's ticket in the fast tier
+@pytest.mark.sweep(keep=("kind", "norm", "dtype"))
 @pytest.mark.parametrize("kind,norm", [("linear", False), ("linear", True), ("add", False),
                                        ("swiglu", False), ("swiglu", True), ("fused", True)])
 @pytest.mark.parametrize("split", [2, 4])
@@ -155,6 +161,11 @@ def _separate_norm(y, g, eps, dtype):
     return out
 
 
+# the fast tier: each split and row count in bf16; in --full (0.1 s each) the same in
+# float32, the same tail's paths (the norm's bits against the separate kernel's) in
+# the other dtype; test_norm_tail_over_rows_wider_than_a_kilobyte_tile keeps a float32
+# tail in the fast tier
+@pytest.mark.sweep(keep=("split", "m"))
 @pytest.mark.parametrize("split", [1, 2, 4])
 @pytest.mark.parametrize("m", [1, 3, 16])
 @pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
@@ -235,9 +246,11 @@ def _unfused(kind, x, ws, g, eps, p: G.Plan, dtype):
     return _run(kind, xn, ws, None, p, dtype)
 
 
-# the fast tier: each kernel in each dtype, product form and block width; every row
-# count and split in `tile-check --full`
-@pytest.mark.sweep(keep=("kind", "dtype", "fma", "bn"))
+# the fast tier: each kernel in bf16 on each product form and block width; every row
+# count and split in `tile-check --full`, and the float32 cases (0.03 s each), the same
+# prologue in the other dtype: test_backend_fuses_the_norm_into_decode_gemvs[float32]
+# keeps float32 normed GEMVs in the fast tier
+@pytest.mark.sweep(keep=("kind", "fma", "bn"))
 @pytest.mark.parametrize("kind", ["linear", "swiglu", "fused"])
 @pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
 @pytest.mark.parametrize("m", [1, 2, 7, 16])
@@ -340,7 +353,14 @@ def test_plan():
             G.plan(m, 64, 64)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+# In --full (0.3 s each): the Backend tests' bfloat16 cases, the same routes (they do
+# not depend on the dtype) in the other dtype; their float32 cases keep the routes in
+# the fast tier, and the GEMVs' bf16 rounding is kept by the interpreter's sweeps
+# (test_gemv_family_against_float64, test_ticket_adds_the_splits_as_the_combine_does)
+BACKEND_DTYPES = ["float32", pytest.param("bfloat16", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("dtype", BACKEND_DTYPES)
 def test_backend_routes_decode_rows_to_the_gemvs(dtype):
     """Backend.decode_gemv: linear, its residual form and SwiGLU at up to DECODE_ROWS
     rows launch the GEMVs (the interpreter's plan splits K: the last blocks add the
@@ -378,7 +398,7 @@ def test_backend_routes_decode_rows_to_the_gemvs(dtype):
     assert launched == ["linear"]                 # a norm without gemv_norm: the GEMM's
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", BACKEND_DTYPES)
 def test_backend_fuses_the_norm_into_decode_gemvs(dtype):
     """Backend.gemv_norm: linear and linear_swiglu with norm = (g, eps) over at most
     DECODE_ROWS rows launch one GEMV with NORM (the interpreter's split K added up by
@@ -414,7 +434,7 @@ def test_backend_fuses_the_norm_into_decode_gemvs(dtype):
         b.fuses_norm(1)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", BACKEND_DTYPES)
 def test_backend_norms_in_the_residual_gemvs_tail(dtype):
     """Backend.linear_add_norm: over at most DECODE_ROWS rows one gemv_add_norm launch
     updates the residual and returns its rows' norm (no rmsnorm launch), the separate
@@ -538,7 +558,10 @@ LLAMA = [("linear", 6144, 4096), ("add", 4096, 4096), ("swiglu", 14336, 4096),
          ("add", 4096, 14336)]
 
 
-@pytest.mark.sweep(keep=("m",))
+# the fast tier: qkv at one row alone.  In --full (0.7 s): qkv-16, the same mma.sync
+# m16n8k16 ring at 16 activation rows; test_tensor_core_plan_streams_weights_through_tma_rings
+# [qkv-1] keeps the rule's tensor-core plan, its ring and SASS in the fast tier
+@pytest.mark.sweep
 @pytest.mark.parametrize("m", [1, 16])
 @pytest.mark.parametrize("kind,n,k", LLAMA, ids=["qkv", "o", "gate_up", "down"])
 def test_tensor_core_plan_streams_weights_through_tma_rings(kind, n, k, m, tmp_path):
@@ -603,11 +626,16 @@ def test_fused_swiglu_streams_both_weights_through_one_ring(tmp_path):
     assert ops["UTMALDG"] and ops["HMMA"] and not ops["LDL"] and not ops["STL"], ops
 
 
-# the fast tier: each kind once (down's ticket is o's, at a longer K)
+# the fast tier: each product form once (down's ticket is o's, at a longer K).  In
+# --full (0.9 s): gate_up_split, the same wgmma ticket's ordering on gemv_swiglu's two
+# partials; [o] keeps the tensor-core ticket's SASS in the fast tier, [qkv_fma_split] the
+# FMA form's, and test_generated_code_in_the_simulator[swiglu-64-128-2-False-True] runs
+# gemv_swiglu's ticket in the simulator
 @pytest.mark.sweep(keep=("kind",))
 @pytest.mark.parametrize("kind,n,k,p", [
     ("add", 4096, 4096, G.SWEPT[4096, 4096]), ("add", 4096, 14336, G.SWEPT[4096, 14336]),
-    ("swiglu", 14336, 4096, G.Plan(8, 64, 128, 2, False, True)),
+    pytest.param("swiglu", 14336, 4096, G.Plan(8, 64, 128, 2, False, True),
+                 marks=pytest.mark.slow),
     ("linear", 6144, 4096, G.Plan(1, 8, 512, 2, True, True))],
     ids=["o", "down", "gate_up_split", "qkv_fma_split"])
 def test_ticket_orders_the_partials_before_the_last_block_reads_them(kind, n, k, p,
@@ -659,12 +687,15 @@ def _tail_args(m, n, k, p, dtype=BF16):
         G.next_pow2(n),)
 
 
+# In --full (1.0 s): down, the same split K's tile ticket then grid ticket at a longer K;
+# test_norm_tail_orders_the_rows_before_the_grid_ticket[o-1] keeps that path in the
+# fast tier, [o_split1-1] the grid's ticket alone
 @pytest.mark.sweep(keep=("n", "k", "p"))        # 16 rows: the interpreter's tests keep them
 @pytest.mark.parametrize("m", [1, 16])
-@pytest.mark.parametrize("n,k,p", [(4096, 4096, G.SWEPT[4096, 4096]),
-                                   (4096, 14336, G.SWEPT[4096, 14336]),
-                                   (4096, 4096, G.Plan(8, 64, 128, 1, False))],
-                         ids=["o", "down", "o_split1"])
+@pytest.mark.parametrize("n,k,p", [
+    pytest.param(4096, 4096, G.SWEPT[4096, 4096], id="o"),
+    pytest.param(4096, 14336, G.SWEPT[4096, 14336], id="down", marks=pytest.mark.slow),
+    pytest.param(4096, 4096, G.Plan(8, 64, 128, 1, False), id="o_split1")])
 def test_norm_tail_orders_the_rows_before_the_grid_ticket(n, k, p, m, tmp_path):
     """gemv_add_norm's sm_90a code at Llama-3-8B's widths: after y's stores (the tile's
     last split block's, or every block's at split 1) a block barrier and the release
@@ -762,7 +793,12 @@ def test_norm_tail_in_the_simulator(split, bn):
     _check(out, _normed_ref(y, g, eps, np.float64), BF16)
 
 
-@pytest.mark.parametrize("kind", ["linear", "add", "swiglu"])
+# In --full (0.6 s each): add and swiglu, the same 16-byte loads of the partials in the
+# other combine kernels of the family; test_combines_use_16_byte_loads[linear] keeps
+# the property in the fast tier (and the simulator runs gemv_combine_add:
+# test_generated_code_in_the_simulator[add-64-128-2-False-False])
+@pytest.mark.parametrize("kind", ["linear", pytest.param("add", marks=pytest.mark.slow),
+                                  pytest.param("swiglu", marks=pytest.mark.slow)])
 def test_combines_use_16_byte_loads(kind, tmp_path):
     m, n = 1, 4096
     p = G.plan(m, n, 4096)
@@ -804,13 +840,18 @@ def _rings(ir_text: str):
         r'"tile.ring_alloc"\(\) \{stages = (\d+) : i64, tiles = \[(.*?)\]\}', ir_text)]
 
 
-# the fast tier: each kind's first plan (gate/up's swept wgmma plan, the fused one, qkv on
-# mma.sync); the 64-row wgmma plan, 16 rows and split K in --full (1-1.5 s of CPU each)
+# the fast tier: each kind's first plan (gate/up's swept wgmma plan, qkv on mma.sync);
+# the 64-row wgmma plan, 16 rows and split K in --full (1-1.5 s of CPU each).  In --full
+# too (1.3 s): gate_up_fused, the same staged K-major B for wgmma on the family's fused
+# kernel; [gate_up_swept] keeps the norm's wgmma staging in the fast tier, and
+# test_candidates_compile_for_sm90a_without_spills[swiglu14336x4096-fused/64x128/s4/pers]
+# the fused kernel's ring
 @pytest.mark.sweep(keep=("kind",))
 @pytest.mark.parametrize("kind,m,n,k,p", [
     ("swiglu", 1, 14336, 4096, G.SWEPT[14336, 4096]),        # gate/up's plan: wgmma, 128 rows
     ("swiglu", 1, 14336, 4096, G.Plan(8, 64, 128, 1, False)),   # wgmma, 64 rows
-    ("fused", 1, 14336, 4096, G.Plan(8, 64, 128, 1, False)),
+    pytest.param("fused", 1, 14336, 4096, G.Plan(8, 64, 128, 1, False),
+                 marks=pytest.mark.slow),
     ("linear", 1, 6144, 4096, G.Plan(8, 32, 128, 1, False)),    # mma.sync, 32 rows
     ("linear", 16, 6144, 4096, G.Plan(16, 32, 128, 1, False)),
     ("linear", 1, 6144, 4096, G.Plan(8, 64, 128, 2, False)),    # split K
@@ -865,14 +906,20 @@ def test_l2_prefetch_option_reaches_the_gemv_rings():
     assert len(wait) == 1 and pf and max(pf) < wait[0]
 
 
+# In --full too: swiglu-64-128-2-False-False (0.4 s), the combine launch after a second
+# kernel of the family (add-64-128-2-False-False keeps the combine in the simulator in
+# the fast tier, swiglu-64-128-2-False-True gemv_swiglu's split); swiglu-64-128-2-True-False
+# (0.3 s), the normed rows staged for wgmma's B (linear-64-128-1-True-False keeps them)
 @pytest.mark.parametrize("kind,bn,bk,split,norm,ticket", [
     ("add", 64, 128, 2, False, False), ("add", 64, 128, 2, False, True),
-    ("swiglu", 64, 128, 2, False, False), ("swiglu", 64, 128, 2, False, True),
+    pytest.param("swiglu", 64, 128, 2, False, False, marks=pytest.mark.slow),
+    ("swiglu", 64, 128, 2, False, True),
     ("linear", 16, 256, 2, False, True),
     # in --full: the cases around it run the same mma.sync product (split with the
     # ticket; whole with the norm)
     pytest.param("linear", 16, 256, 1, False, False, marks=pytest.mark.slow),
-    ("swiglu", 64, 128, 2, True, False), ("linear", 16, 256, 1, True, False),
+    pytest.param("swiglu", 64, 128, 2, True, False, marks=pytest.mark.slow),
+    ("linear", 16, 256, 1, True, False),
     ("linear", 64, 128, 1, True, False)])
 def test_generated_code_in_the_simulator(kind, bn, bk, split, norm, ticket):
     """sm_90a code in tileir.sim on a ragged shape: 3 rows, 96 weight rows (a partial
@@ -926,10 +973,13 @@ CANDIDATES = [pytest.param(n, k, c, id=f"{_KINDS[n, k]}{n}x{k}-{c.name}")
               for (n, k), cs in G.CANDIDATES.items() for c in cs]
 # The candidates whose compiles (and, the first two, simulator runs) the fast tier keeps:
 # each option path once (the fused SwiGLU walked persistent; a split K of 4 finished by
-# the ticket, persistent; two warps a mma.sync block, persistent; a deep ring as written;
-# its early weight loads); the others, the same paths at other tiles, wait for `--full`
+# the ticket, persistent; two warps a mma.sync block, persistent; a deep ring with its
+# early weight loads); the others, the same paths at other tiles, wait for `--full`.
+# In --full (0.8 s): the compile of "32x128/s8", the same 8-stage mma.sync ring without
+# early loads; [linear6144x4096-32x128/s8/early] keeps the ring's depth (its stages are
+# checked alike) in the fast tier
 _FAST_CANDIDATES = ("fused/64x128/s4/pers", "64x128/k4/s6/pers", "32x256/s8/w2/pers",
-                    "32x128/s8", "32x128/s8/early")
+                    "32x128/s8/early", "32x128/s8")
 
 
 def _tiered(cases, fast: int):
@@ -960,7 +1010,7 @@ def test_candidates_against_float64(n, k, c):
         _check(y, _ref(x, ws, r, BF16), BF16)
 
 
-@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 5))
+@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 4))
 def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     """Each candidate at its Llama-3-8B width, sm_90a: no local memory, the ring depth
     it asks (tensor cores: TMA into `stages` slots, HGMMA or HMMA) or the FMA form's
@@ -1529,9 +1579,12 @@ def _early_ptx(ck):
     return [m for i, m in loads if i < at], [m for i, m in loads if i > at], len(waits)
 
 
+# In --full (1.6 s): down, the same prologue's early loads on gemv_add (3 stages of
+# 64 x 256 tiles); [o] keeps that path in the fast tier, [gate_up] the producer warps'
 @pytest.mark.parametrize("kind,n,k,p,threads", [
     ("add", 4096, 4096, G.SWEPT[4096, 4096], 128),          # O: the prologue, 4 stages
-    ("add", 4096, 14336, G.SWEPT[4096, 14336], 128),        # down: 3 stages, 64 x 256
+    pytest.param("add", 4096, 14336, G.SWEPT[4096, 14336], 128,
+                 marks=pytest.mark.slow),                   # down: 3 stages, 64 x 256
     ("swiglu", 14336, 4096, G.SWEPT[14336, 4096], 256),     # gate/up: the producer warps
     pytest.param("linear", 6144, 4096, G.Plan(8, 32, 128, 1, False), 32,
                  marks=pytest.mark.slow)],                  # QKV's ring form: mma.sync
@@ -1584,11 +1637,17 @@ def test_early_loads_change_nothing_without_a_programmatic_launch():
         _compile(kernel, args, grid).artifacts["ptx"]
 
 
+# In --full (2.1 s): mma_sync_split, early loads on a mma.sync ring split by the ticket;
+# [o_prologue] keeps a ticket's split (runs shorter than the ring's prologue) with early
+# loads in the simulator, test_generated_code_in_the_simulator[linear-16-256-2-False-True]
+# the mma.sync ring's ticket there, and test_candidates_compile_for_sm90a_without_spills
+# [linear6144x4096-32x128/s8/early] early loads on a mma.sync ring in the fast tier
 @pytest.mark.parametrize("kind,p,hints,norm", [
     ("add", G.Plan(8, 64, 128, 2, False, True), {"warp_specialize": False}, False),
     ("add", G.Plan(8, 64, 128, 2, False, True), {"warp_specialize": True}, False),
     ("swiglu", G.Plan(8, 64, 128, 1, False), {}, False),
-    ("linear", G.Plan(8, 16, 256, 2, False, True), {}, False),
+    pytest.param("linear", G.Plan(8, 16, 256, 2, False, True), {}, False,
+                 marks=pytest.mark.slow),
     ("linear", G.Plan(8, 64, 128, 1, False), {}, True)],
     ids=["o_prologue", "o_producer", "gate_up", "mma_sync_split", "normed"])
 def test_early_loads_in_the_simulator(kind, p, hints, norm, rng):

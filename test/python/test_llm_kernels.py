@@ -304,18 +304,25 @@ def _bf(*shape):
     return np.zeros(shape, ml_dtypes.bfloat16)
 
 
-# "qkv decode" in --full: "qkv decode, norm fused" compiles the same linear with the norm
+# "qkv decode" in --full: "qkv decode, norm fused" compiles the same linear with the norm.
+# In --full too: "gate/up decode" (1.3 s) and "down + residual, 64 rows" (1.1 s), the same
+# SASS properties (HGMMA, UTMALDG, no local memory) on the family's SwiGLU and residual
+# epilogues; "qkv decode, norm fused" keeps them in the fast tier,
+# test_prompt_residual_gemms_take_their_swept_tiles linear_add's wgmma SASS, and
+# test_generated_gemm_epilogues_in_the_simulator runs both epilogues in the simulator
 @pytest.mark.parametrize("name,kernel,args,grid", [
     pytest.param("qkv decode", K.linear, (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(6144, 4096),
                                           _bf(1, 6144), 128, 128, 64, False, False),
                  (1, 48, 1), marks=pytest.mark.slow),
     ("qkv decode, norm fused", K.linear, (_bf(1, 4096), _bf(4096), 1e-5, _bf(6144, 4096),
                                           _bf(1, 6144), 128, 128, 64, False, True), (1, 48, 1)),
-    ("gate/up decode", K.linear_swiglu, (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(14336, 4096),
-                                         _bf(14336, 4096), _bf(1, 14336), 128, 64, 64, False,
-                                         False), (1, 224, 1)),
-    ("down + residual, 64 rows", K.linear_add, (_bf(64, 14336), _bf(4096, 14336), _bf(64, 4096),
-                                                _bf(64, 4096), 128, 128, 64, False), (1, 32, 1)),
+    pytest.param("gate/up decode", K.linear_swiglu,
+                 (_bf(1, 4096), _bf(1, 4096), 0.0, _bf(14336, 4096), _bf(14336, 4096),
+                  _bf(1, 14336), 128, 64, 64, False, False), (1, 224, 1),
+                 marks=pytest.mark.slow),
+    pytest.param("down + residual, 64 rows", K.linear_add,
+                 (_bf(64, 14336), _bf(4096, 14336), _bf(64, 4096), _bf(64, 4096), 128, 128,
+                  64, False), (1, 32, 1), marks=pytest.mark.slow),
 ])
 def test_llama_8b_gemms_run_on_wgmma_and_tma(name, kernel, args, grid, tmp_path):
     from test_tensor_cores import _sass

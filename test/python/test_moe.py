@@ -324,7 +324,8 @@ def _v3_launches(t, dtype=BF16):
 # T = 1, 16 and 64 take the decode tiles (16-row blocks, one an expert), 2048 the
 # prefill ones (64-row wgmma tiles): the fast tier keeps 64 (the router, gate_up and
 # down cubins on wgmma and TMA without spills); 2048 (6 s of CPU) in --full, beside
-# test_llm_kernels' 64-row wgmma GEMM (down + residual) in the fast tier
+# test_llm_kernels' wgmma GEMMs in the fast tier (test_prompt_residual_gemms_take_their_
+# swept_tiles, test_llama_8b_gemms_run_on_wgmma_and_tma["qkv decode, norm fused"])
 @pytest.mark.parametrize("t", [pytest.param(1, marks=pytest.mark.slow),
                                pytest.param(16, marks=pytest.mark.slow), 64,
                                pytest.param(2048, marks=pytest.mark.slow)])
