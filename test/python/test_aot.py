@@ -106,6 +106,9 @@ def sha256(data: bytes) -> str:
 # ---------------------------------------------------------------------------
 # No MLIR on the GPU host
 # ---------------------------------------------------------------------------
+# In --full (0.5 s, a fresh Python): test_cached_cubins_are_served_without_mlir keeps a
+# host without MLIR importing tileir (and serving a kernel) with no compiler module loaded
+@pytest.mark.slow
 def test_tileir_imports_without_mlir():
     code = NO_MLIR + textwrap.dedent(f"""
         import tileir, tileir.kernel, tileir.cache, tileir.runtime, tileir.specialization

@@ -96,7 +96,11 @@ RAGGED = [([0, 1, 77, 5, 40, 130], [3, 1, 60, 0, 90, 130]),
           ([1, 9, 0, 33], [1, 200, 0, 33])]
 
 
-@pytest.mark.parametrize("lengths", RAGGED)
+# In --full (0.3 s each): lengths1; the fast tier's lengths0 cases keep its paths (one
+# token, an empty sequence, keys longer than queries and across tiles) and more (queries
+# longer than keys, sequences without keys, several query tiles) on both masks
+@pytest.mark.parametrize("lengths", [RAGGED[0], pytest.param(RAGGED[1],
+                                                             marks=pytest.mark.slow)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("h,hkv", [(4, 2), pytest.param(3, 3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("with_lse", [pytest.param(False, marks=pytest.mark.slow), True])
@@ -425,10 +429,14 @@ def _simulate_pingpong(kernel, s, d, bn, causal, h=2, hkv=1):
 
 
 # ragged lengths: 1 key tile (the rotated loop runs no trip: only the start and end of
-# the alternation), 2, and causal blocks of 1, 3 and 5 tiles (every block its own count);
-# the 300-long cases (2-3 s of CPU each) in --full: causal blocks of several tiles are
-# kept by (100, 64, True) and the two-loop test, 128-key tiles by the SASS test
-@pytest.mark.parametrize("s,bn,causal", [(40, 64, False), (100, 64, True),
+# the alternation), 2, and causal blocks of 1, 3 and 5 tiles (every block its own count).
+# The fast tier keeps (40, 64, False); in --full the 300-long cases (2-3 s of CPU each)
+# and (100, 64, True) (0.5 s): causal blocks of several 64-key tiles, ragged, with the
+# turns are kept by test_reversed_block_order_computes_every_tile_once_in_the_simulator
+# (pingpong=True forced: 2, 4 and 5 key tiles a block, GQA) and the two-loop test,
+# 128-key tiles by the SASS test
+@pytest.mark.parametrize("s,bn,causal", [(40, 64, False),
+                                         pytest.param(100, 64, True, marks=pytest.mark.slow),
                                          pytest.param(300, 64, True, marks=pytest.mark.slow),
                                          pytest.param(300, 128, False,
                                                       marks=pytest.mark.slow)])

@@ -114,6 +114,9 @@ def test_without_a_gpu_the_fast_tier_leaves_the_gpu_tests_out(project, capsys, m
     assert capsys.readouterr().out.strip().splitlines()[-1] == "1 passed, 0 failed, 0 skipped"
 
 
+# In --full (2.9 s): test_lit_runs_alongside_pytest_and_both_are_counted keeps pytest
+# under xdist's workers (-j 2, " -n 2 ") with its exact counts in the fast tier
+@pytest.mark.slow
 def test_workers_keep_the_counts_exact(project, capsys):
     """pytest-xdist's workers report to one JUnit file: the same counts as one process."""
     assert check.main(["--root", str(project), "--no-lit", "-j", "1", "--full", "test"]) == 0
@@ -170,7 +173,11 @@ def test_a_run_leaves_no_bytecode_in_the_tree(project, capsys, monkeypatch):
     assert not list(project.rglob("__pycache__")) and not list(project.rglob("*.pyc"))
 
 
-@pytest.mark.parametrize("exit_code, last", [(0, "1 passed, 0 failed, 0 skipped"),
+# In --full (1.1 s): the clean run (0); the fast tier keeps the sanitizer's arguments and
+# a run through it by the SANITIZER_ERROR case, and a passing --gpu run by
+# test_gpu_runs_only_the_gpu_tier
+@pytest.mark.parametrize("exit_code, last", [pytest.param(0, "1 passed, 0 failed, 0 skipped",
+                                                          marks=pytest.mark.slow),
                                              (check.SANITIZER_ERROR,
                                               "1 passed, 1 failed, 0 skipped")])
 def test_sanitizer_errors_fail_the_run(project, tmp_path, monkeypatch, capsys, exit_code, last):

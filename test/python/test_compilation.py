@@ -178,7 +178,12 @@ def export(kernel, signatures, gpu_code) -> bytes:
 # --------------------------------------------------------------------------
 # Export: one cubin, every symbol
 # --------------------------------------------------------------------------
-@pytest.mark.parametrize("gpu_code, to_file", [("sm_90a", False), ("sm_80", True)])
+# In --full (0.3 s): sm_90a into memory; [sm_80-True] keeps the mangled symbols of two
+# signatures in one cubin, and test_cuobjdump_sees_one_elf_for_the_target_with_both_symbols
+# an sm_90a export into memory, both symbols in it
+@pytest.mark.parametrize("gpu_code, to_file", [pytest.param("sm_90a", False,
+                                                            marks=pytest.mark.slow),
+                                               ("sm_80", True)])
 def test_two_signatures_export_into_one_cubin(gpu_code, to_file, tmp_path):
     signatures = [vadd_signature(ct.float32, 1024),
                   vadd_signature(ct.float16, 512, aligned=False)]

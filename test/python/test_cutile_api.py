@@ -981,7 +981,10 @@ def test_rounding_to_fp8_saturates_as_the_gpu_does(src, dst):
     assert want[0] == top and want[1] == -top and np.isnan(want[2].astype(np.float32))
 
 
-@pytest.mark.parametrize("src", ["float32", "float16",
+# In --full (1.7 s): float32, whose bounds are all finite; float16 keeps
+# elementwise._float_to_int in the fast tier with both kinds of bound (finite for 8-bit
+# targets, infinity where its range ends first)
+@pytest.mark.parametrize("src", [pytest.param("float32", marks=pytest.mark.slow), "float16",
                                  pytest.param("bfloat16", marks=pytest.mark.slow),
                                  pytest.param("float64", marks=pytest.mark.slow)])
 def test_float_to_int_saturates_everywhere(src):

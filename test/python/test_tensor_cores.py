@@ -530,11 +530,15 @@ NEEDS = {"sm_90a": ("HGMMA", "UTMALDG", "SYNCS", "STSM", "UTMASTG"),
          "sm_80": ("HMMA", "LDGSTS", "LDSM")}
 
 
-# the fast tier: the 128 x 128 x 64 fp16 GEMM on each target (its instructions, no
-# spills); bf16, narrower tiles and a transposed B in `tile-check --full` (the
-# simulator's fast cases run the last two)
+# the fast tier: the 128 x 128 x 64 fp16 GEMM on sm_80 (its instructions, no spills);
+# bf16, narrower tiles and a transposed B in `tile-check --full` (the simulator's fast
+# cases run the last two).  In --full (0.9 s): sm_90a; the same check of every sm_90a
+# instruction (HGMMA, UTMALDG, SYNCS, STSM, UTMASTG), no local memory and wgmma not
+# serialized is kept on the GEMM by test_gemms_as_launched_use_tensor_cores_and_no_local_memory
+# [sm_90a-4096-4096-4096-options2-grid2] (its 128 x 256 tiles: the most registers) and
+# [sm_90a-16-4096-4096-options0-grid0]
 @pytest.mark.sweep(keep=("target",))
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("target", [pytest.param("sm_90a", marks=pytest.mark.slow), "sm_80"])
 @pytest.mark.parametrize("kernel,dtype,tiles", [
     pytest.param(gemm, BF16, (128, 128, 64), marks=pytest.mark.slow),
     (gemm, np.float16, (128, 128, 64)), (gemm, BF16, (64, 64, 32)),
