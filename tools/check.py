@@ -44,8 +44,8 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "196 s wall, 381 s of CPU, 3051 passed (9a19b87, 2026-11-29, two quiet CPUs)",
-    "full": "581 s wall, 3796 passed (9a19b87, 2026-11-29, CI on a clean clone)",
+    "fast": "181-201 s wall, 349-383 s of CPU, 2984 passed (5eb5a4a, 2026-11-29, two runs)",
+    "full": "618 s wall, 3848 passed (5eb5a4a, 2026-11-29, CI on a clean clone)",
 }
 
 
