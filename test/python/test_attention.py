@@ -28,7 +28,7 @@ def test_the_generated_attention_computes_attention(target, causal):
     b, h, hkv, s, d = 1, 2, 1, 100, 64
     q, k, v = (rng.standard_normal((b, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
     o = np.full_like(q, np.nan)
-    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 64, 64, d, causal)
+    args = _args(q, k, v, o, 64, 64, causal)
     simulate(example.attention.compile(args, stage="gpu", target=target),
              example.grid(q, 64), args)
     ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
@@ -413,14 +413,33 @@ def test_pingpong_turns_around_the_products_in_the_sass(d, causal, tmp_path):
     assert "used 16 barriers" in pp.ptxas_report    # register ids: ptxas reserves all 16
 
 
+def _gqa_inputs(rng, h, hkv, s, d):
+    """Random float16 q (1, h, s, d) and k, v (1, hkv, s, d)."""
+    return tuple(rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+
+
+def _args(q, k, v, o, bm, bn, causal):
+    """The tutorial kernel's arguments for q, k, v into o at (bm, bn) tiles."""
+    h, hkv, d = q.shape[1], k.shape[1], q.shape[3]
+    return (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, bm, bn, d, causal)
+
+
+def _check_attention(o, q, k, v, causal):
+    """o is finite and within 2e-3 (relative, Frobenius) of float64 attention."""
+    ref = example.reference(q, k, v, 1 / math.sqrt(q.shape[3]), causal)
+    o = o.astype(np.float64)
+    assert np.isfinite(o).all()
+    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+
+
 def _simulate_pingpong(kernel, s, d, bn, causal, h=2, hkv=1):
     """The outputs of `kernel` and of the plain one, simulated on the same inputs."""
     rng = np.random.default_rng()
-    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    q, k, v = _gqa_inputs(rng, h, hkv, s, d)
     outs = []
     for kern in (kernel, example.attention):
         o = np.full_like(q, np.nan)
-        args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, bn, d, causal)
+        args = _args(q, k, v, o, 128, bn, causal)
         ck = kern.compile(args, stage="gpu", target="sm_90a")
         assert ("nvvm.barrier.arrive" in str(ck.module)) == (kern is kernel)
         simulate(ck, example.grid(q, 128), args)
@@ -499,11 +518,11 @@ def test_the_plain_kernel_at_head_dim_128_chooses_pingpong_in_the_simulator(s, c
     # with pingpong=False, and the reason in the IR, naming the source line of the loop
     rng = np.random.default_rng()
     h, hkv, d = 2, 1, 128
-    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    q, k, v = _gqa_inputs(rng, h, hkv, s, d)
     outs = []
     for kernel in (example.attention, UNPINGPONGED):
         o = np.full_like(q, np.nan)
-        args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 128, d, causal)
+        args = _args(q, k, v, o, 128, 128, causal)
         ck = kernel.compile(args, stage="gpu", target="sm_90a")
         chosen = kernel is example.attention
         assert ("nvvm.barrier.arrive" in str(ck.module)) == chosen
@@ -516,10 +535,7 @@ def test_the_plain_kernel_at_head_dim_128_chooses_pingpong_in_the_simulator(s, c
         simulate(ck, example.grid(q, 128), args)
         outs.append(o)
     np.testing.assert_array_equal(outs[0], outs[1])
-    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
-    o = outs[0].astype(np.float64)
-    assert np.isfinite(o).all()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+    _check_attention(outs[0], q, k, v, causal)
 
 
 def test_pingpong_is_not_chosen_at_head_dim_64_nor_for_a_gemm():
@@ -610,10 +626,7 @@ def test_pingpong_alternates_in_each_of_two_loops_in_the_simulator():
     assert text.count('"tile.turn"') == 8 and text.count("tile.ring_alloc") == 2, text
     simulate(_split_causal.compile(args, stage="gpu", target="sm_90a"),
              example.grid(q, 128), args)
-    ref = example.reference(q, k, v, 1 / math.sqrt(d), True)
-    o = o.astype(np.float64)
-    assert np.isfinite(o).all()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+    _check_attention(o, q, k, v, True)
 
 
 # ---------------------------------------------------------------------------
@@ -714,18 +727,16 @@ def test_fp_fusion_makes_the_softmax_one_ffma_an_element(tmp_path):
 def test_fp_fusion_computes_attention_in_the_simulator_and_the_interpreter(d, causal):
     rng = np.random.default_rng()
     h, hkv, s = 2, 1, 200
-    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    q, k, v = _gqa_inputs(rng, h, hkv, s, d)
     ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
     o = np.full_like(q, np.nan)
-    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 128, d, causal)
+    args = _args(q, k, v, o, 128, 128, causal)
     simulate(FUSED.compile(args, stage="gpu", target="sm_90a"), example.grid(q, 128), args)
-    o = o.astype(np.float64)
-    assert np.isfinite(o).all()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+    _check_attention(o, q, k, v, causal)
     q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
     o32 = np.full_like(q32, np.nan)
     ct.launch(None, example.grid(q32, 64), FUSED,
-              (q32, k32, v32, o32, 1 / math.sqrt(d), h, h // hkv, 64, 64, d, causal))
+              _args(q32, k32, v32, o32, 64, 64, causal))
     np.testing.assert_allclose(o32, ref, rtol=0, atol=1e-4)
 
 
@@ -790,16 +801,13 @@ def test_four_consumer_warpgroups_compute_attention_in_the_simulator(s, causal):
     # causal blocks of 1 and 2 Q tiles (5 key tiles of 64 for the second), ragged, GQA
     rng = np.random.default_rng()
     h, hkv, d = 2, 1, 64
-    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    q, k, v = _gqa_inputs(rng, h, hkv, s, d)
     o = np.full_like(q, np.nan)
-    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 256, 64, d, causal)
+    args = _args(q, k, v, o, 256, 64, causal)
     ck = FOUR_WARPGROUPS.compile(args, stage="gpu", target="sm_90a")
     assert "tile.is_producer" in ck.artifacts["pipeline"]
     simulate(ck, example.grid(q, 256), args)
-    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
-    o = o.astype(np.float64)
-    assert np.isfinite(o).all()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+    _check_attention(o, q, k, v, causal)
 
 
 # persistent=True with a producer warpgroup: one block an SM walks the (mb, head)
@@ -814,16 +822,13 @@ def test_persistent_attention_walks_its_tiles_in_the_simulator(causal):
     # ragged): the ring's slots and phases run on from one tile to the next
     rng = np.random.default_rng()
     h, hkv, s, d = 2, 1, 300, 64
-    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    q, k, v = _gqa_inputs(rng, h, hkv, s, d)
     o = np.full_like(q, np.nan)
-    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 128, d, causal)
+    args = _args(q, k, v, o, 128, 128, causal)
     ck = PERSISTENT.compile(args, stage="gpu", target="sm_90a")
     assert ck.meta.get("persistent") and "tile.is_producer" in ck.artifacts["pipeline"]
     simulate(ck, example.grid(q, 128), args, sm_count=2)
-    ref = example.reference(q, k, v, 1 / math.sqrt(d), causal)
-    o = o.astype(np.float64)
-    assert np.isfinite(o).all()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+    _check_attention(o, q, k, v, causal)
 
 
 @pytest.mark.slow
@@ -847,17 +852,14 @@ def test_reversed_block_order_computes_every_tile_once_in_the_simulator():
     # forced so that its turns are checked on the remapped block ids
     rng = np.random.default_rng()
     h, hkv, s, d = 2, 1, 300, 64
-    q, k, v = (rng.standard_normal((1, n, s, d)).astype(np.float16) for n in (h, hkv, hkv))
+    q, k, v = _gqa_inputs(rng, h, hkv, s, d)
     o = np.full_like(q, np.nan)
-    args = (q, k, v, o, 1 / math.sqrt(d), h, h // hkv, 128, 64, d, True)
+    args = _args(q, k, v, o, 128, 64, True)
     ck = REVERSED.replace_hints(pingpong=True).compile(args, stage="gpu", target="sm_90a")
     assert "nvvm.barrier.arrive" in str(ck.module), "no turns"
     assert "(asked: pingpong=True)" in _choice(ck)
     simulate(ck, example.grid(q, 128), args)
-    ref = example.reference(q, k, v, 1 / math.sqrt(d), True)
-    o = o.astype(np.float64)
-    assert np.isfinite(o).all()
-    assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
+    _check_attention(o, q, k, v, True)
 
 
 @pytest.mark.gpu
