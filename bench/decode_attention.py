@@ -90,7 +90,7 @@ PARTS = {"copy_parts": True}
 # the warpgroup split (backend/layout/warpgroup_split.py): warpgroup 0 alone computes the
 # whole 64 x 64 score tile and the softmax and hands P and alpha over (owner_runs.py);
 # with replicas, each warpgroup computes them itself, no exchange in the loop
-# the split alone (the default adds early_rescale and fp_fusion: mla_decode.SPLIT_HINTS)
+# the split alone, its options off whatever the default (mla_decode.SPLIT_HINTS) adds
 SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False}
 REPLICAS = {**SPLIT, "split_replicas": True}
 # the owner's critical path (docs/attention.md, "Where the split step goes"): with
@@ -101,11 +101,10 @@ REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
 FUSION = {"fp_fusion": True}
 MLA_VARIANTS = [
-    ("bn64 (default: unrotated, warpgroup split, early rescale, fp fusion, 2 stages)", 64,
-     {}, PAGE),
+    ("bn64 (default: unrotated, warpgroup split, 2 stages)", 64, {}, PAGE),
     ("bn64 split, early rescale", 64, RESCALE, PAGE),
     ("bn64 split, fp fusion", 64, {**SPLIT, **FUSION}, PAGE),
-    ("bn64 split alone", 64, SPLIT, PAGE),
+    ("bn64 split, early rescale, fp fusion", 64, {**RESCALE, **FUSION}, PAGE),
     ("bn64 split, early rescale, fp fusion, copy in parts", 64,
      {**RESCALE, **FUSION, **PARTS}, PAGE),
     ("bn32 split, early rescale, fp fusion", 32, {**RESCALE, **FUSION}, PAGE),

@@ -246,7 +246,7 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
 
 ROTATED = {"product_rotation": True}
 PARTS = {"copy_parts": True}
-# the split alone (the default adds early_rescale and fp_fusion: mla_decode.SPLIT_HINTS)
+# the split alone, its options off whatever the default (mla_decode.SPLIT_HINTS) adds
 SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}

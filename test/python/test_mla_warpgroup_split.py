@@ -23,7 +23,7 @@ from tileir.sim import simulate
 from test_decode_attention import _loop_around
 from test_tensor_cores import _sass_text
 
-# the split alone (the default adds early_rescale and fp_fusion: mla_decode.SPLIT_HINTS)
+# the split alone, its options off whatever the default (mla_decode.SPLIT_HINTS) adds
 SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
@@ -287,12 +287,12 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
     (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores
     pytest.param(1, 2, 1, 32, 32, REPLICAS, marks=pytest.mark.slow),
     # O rescaled where alpha is: in --full (2.2 s): [1-3-1-32-32-hints9] (0.8 s) keeps
-    # early_rescale in the simulator in the fast tier (with fp_fusion: the default's
-    # options), [1-2-2-64-64-hints7] two splits of the split kernel at 2 tokens
+    # early_rescale in the simulator in the fast tier (with fp_fusion: the pair measured
+    # fastest), [1-2-2-64-64-hints7] two splits of the split kernel at 2 tokens
     pytest.param(2, 2, 2, 64, 64, RESCALE, marks=pytest.mark.slow),
     (1, 2, 2, 64, 64, MBARRIERS),                       # hand-offs on mbarriers
     pytest.param(1, 3, 1, 32, 32, {**MBARRIERS, **RESCALE}, marks=pytest.mark.slow),
-    (1, 3, 1, 32, 32, {**RESCALE, "fp_fusion": True}),   # the default's options
+    (1, 3, 1, 32, 32, {**RESCALE, "fp_fusion": True}),   # the pair measured fastest
     pytest.param(1, 1, 3, 64, 64, {**RESCALE, "copy_parts": True}, marks=pytest.mark.slow),
 ])
 def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hints):
