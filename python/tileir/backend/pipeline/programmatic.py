@@ -43,7 +43,7 @@ from tileir.dialect.debug import GridDependencyOp
 from tileir.dialect.ring import PrefetchL2Op, RingAcquireOp, RingAllocOp, RingLoadOp
 from tileir.dialect.verifier import kernel_functions, module_chip
 
-from .pure_slices import WRITES
+from .pure_slices import first_writes
 
 # The kernel option (kernel.py): False keeps the kernel's launches strictly ordered.
 OPTION_ATTR = "tile.programmatic_launch"
@@ -144,17 +144,7 @@ def early_arrays(func: ir.Operation) -> set[int]:
                               func.location)
         out[args.index(name)] = name
 
-    writes = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        target = op.operands[0] if op.name in WRITES and len(op.operands) else None
-        if target is not None and isinstance(target.owner, ir.Block) and \
-                target.owner == func.regions[0].blocks[0] and target.arg_number in out:
-            writes.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit, ir.WalkOrder.PRE_ORDER)      # (raised out here: a walk wraps errors)
+    writes = [op for i, op in first_writes(func).items() if i in out]
     if writes:
         op = writes[0]
         name = out[op.operands[0].arg_number]

@@ -81,13 +81,19 @@ WRITES = frozenset({"tile.store", "tile.scatter", "tile.atomic_rmw", "tile.atomi
 def written_args(func: ir.Operation) -> set[int]:
     """The argument numbers of the arrays some op of `func` writes: loads from the
     others read memory nothing in the kernel changes (the `reads` of `pure_slice`)."""
-    written = set()
+    return set(first_writes(func))
+
+
+def first_writes(func: ir.Operation) -> dict[int, ir.Operation]:
+    """The first op (in program order) writing each array argument `func` writes, by
+    the argument's number."""
+    first: dict[int, ir.Operation] = {}
 
     def visit(o):
         o = o.operation
         if o.name in WRITES and isinstance(o.operands[0].owner, ir.Block):
-            written.add(o.operands[0].arg_number)
+            first.setdefault(o.operands[0].arg_number, o)
         return ir.WalkResult.ADVANCE
 
-    func.walk(visit)
-    return written
+    func.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return first
