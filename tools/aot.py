@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Sequence
 
 from tileir.cache import Cache, format_size
-from tileir.errors import Diagnostic, SourceLocation, TileIRError
-from tileir.kernel import DEFAULT_TARGET, CompiledKernel, Kernel
+from tileir.errors import Diagnostic, SourceLocation, TileError, TileIRError
+from tileir.kernel import DEFAULT_TARGET, CompiledKernel, Kernel, spill_bytes
 from tileir.specialization import SPEC_SYNTAX, ArgSpecError, parse_arg_specs
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -186,16 +186,17 @@ def _syntax_diagnostic(error: SyntaxError) -> Diagnostic:
 # Printing
 # --------------------------------------------------------------------------
 _REGISTERS = re.compile(r"Used (\d+) registers")
-_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
 def ptxas_resources(report: str | None) -> str:
     """'40 registers, no spills' (or the spilled bytes) from ptxas' `-v` report."""
     registers = _REGISTERS.search(report or "")
-    spills = _SPILLS.search(report or "")
-    if registers is None or spills is None:
+    if registers is None:
         return "no ptxas report"
-    stores, loads = int(spills[1]), int(spills[2])
+    try:
+        stores, loads = spill_bytes(report)
+    except TileError:
+        return "no ptxas report"
     spilled = "no spills" if stores == loads == 0 else \
         f"spills: {stores} B stored, {loads} B loaded"
     return f"{registers[1]} registers, {spilled}"

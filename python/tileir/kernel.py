@@ -67,6 +67,19 @@ def mlir_context() -> ir.Context:
 # ---------------------------------------------------------------------------
 # Kernels
 # ---------------------------------------------------------------------------
+_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def spill_bytes(report: str) -> tuple[int, int]:
+    """(stores, loads): the bytes every function of ptxas' resource report (`-v`)
+    spills, summed.  A report without such a line (not ptxas' `-v` output) raises:
+    a check for "no spills" must not pass on a report that says nothing."""
+    found = _SPILLS.findall(report or "")
+    if not found:
+        raise TileError(f"no spill counts in ptxas' report:\n{(report or '').strip()}")
+    return sum(int(s) for s, _ in found), sum(int(l) for _, l in found)
+
+
 @dataclasses.dataclass
 class CompiledKernel:
     """One specialization of a kernel: its artifacts and how launch arguments map to IR args.
@@ -116,6 +129,15 @@ class CompiledKernel:
     def loaded_from_cache(self) -> bool:
         """True when this specialization came from the on-disk cache, not from a compile here."""
         return self.module is None and self.entry is not None
+
+    @property
+    def spills(self) -> tuple[int, int]:
+        """(stores, loads): the bytes of local memory ptxas spilled to, from its report
+        (every function of the cubin, summed); (0, 0) is a kernel that never spills."""
+        if self.ptxas_report is None:
+            raise TileError(f"kernel '{self.name}' has no ptxas report (stage "
+                            f"'{self.stage}': compile to 'cubin')")
+        return spill_bytes(self.ptxas_report)
 
     @property
     def cubin(self) -> bytes:
