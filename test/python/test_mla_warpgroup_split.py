@@ -207,6 +207,7 @@ def test_each_warpgroup_rescales_o_as_soon_as_it_holds_alpha(fp_fusion, tmp_path
     # none after P's hand-off
     assert not [i for i in fmul if min(wait[1], arrive[1]) < i < pc]
     assert not [line for line in loop if " STL" in line or " LDL" in line]
+    assert _fmnmx_depth(loop) == 4          # the row maxima's tree (rules/reduce.py)
     # the option changes nothing without the split
     plain = _deepseek_cubin({"warpgroup_split": False})
     assert _deepseek_cubin({"warpgroup_split": False, "early_rescale": True}).cubin == \
