@@ -205,6 +205,41 @@ func.func @reduce_in_warp(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %out: !t
 
 // -----
 
+// A max within the thread is a tree: pairs first, then pairs of pairs (8 of a
+// row in 3 dependent steps, not a chain of 7); any order gives the same bits.
+// (A float sum keeps its chain above: its rounding follows the order.)
+
+// CHECK-LABEL: gpu.func @reduce_max_tree_in_warp
+// CHECK:         %[[E0:.*]] = vector.extract %[[V:.*]][0] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E1:.*]] = vector.extract %[[V]][1] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E2:.*]] = vector.extract %[[V]][2] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E3:.*]] = vector.extract %[[V]][3] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E4:.*]] = vector.extract %[[W:.*]][0] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E5:.*]] = vector.extract %[[W]][1] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E6:.*]] = vector.extract %[[W]][2] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[E7:.*]] = vector.extract %[[W]][3] : f32 from vector<4xf32>
+// CHECK-NEXT:    %[[M01:.*]] = arith.maximumf %[[E0]], %[[E1]] : f32
+// CHECK-NEXT:    %[[M23:.*]] = arith.maximumf %[[E2]], %[[E3]] : f32
+// CHECK-NEXT:    %[[M45:.*]] = arith.maximumf %[[E4]], %[[E5]] : f32
+// CHECK-NEXT:    %[[M67:.*]] = arith.maximumf %[[E6]], %[[E7]] : f32
+// CHECK-NEXT:    %[[M03:.*]] = arith.maximumf %[[M01]], %[[M23]] : f32
+// CHECK-NEXT:    %[[M47:.*]] = arith.maximumf %[[M45]], %[[M67]] : f32
+// CHECK-NEXT:    %[[M:.*]] = arith.maximumf %[[M03]], %[[M47]] : f32
+// CHECK:         %[[R1:.*]], %{{.*}} = gpu.shuffle xor %[[M]], %c1_i32{{.*}}, %c32_i32{{.*}} : f32
+// CHECK-NEXT:    arith.maximumf %[[M]], %[[R1]] : f32
+// CHECK:         gpu.return
+#row = #tile.blocked<array<i64: 1, 8>, array<i64: 1, 32>, array<i64: 1, 1>, array<i64: 1, 0>>
+func.func @reduce_max_tree_in_warp(%x: !tile.array<f32, 2 : i64> {tile.aligned}, %out: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.num_warps = 1 : i32, tile.cache_hints = false} {
+  %c0 = arith.constant 0 : i32
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %t = "tile.load"(%x, %b, %c0) {padding = "neg_inf", tile_shape = array<i64: 1, 256>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x256xf32, #row>
+  %s = "tile.reduce"(%t) {axis = 1 : i64, kind = "max"} : (tensor<1x256xf32, #row>) -> tensor<1xf32, #tile.slice<1 : i64, #row>>
+  "tile.store"(%out, %s, %b) : (!tile.array<f32, 1 : i64>, tensor<1xf32, #tile.slice<1 : i64, #row>>, i32) -> ()
+  return
+}
+
+// -----
+
 // Across warps: after the lane shuffles, the warps' partials meet in shared
 // memory (one dynamic buffer at the kernel entry, sized in the metadata),
 // written before and read after a barrier.

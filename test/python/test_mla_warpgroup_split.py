@@ -153,6 +153,9 @@ def test_the_owner_alone_runs_the_scores_and_hands_p_over(tmp_path):
     # unpacked, ptxas spilled 32 bytes around the hand-offs
     assert "0 bytes spill" in report, report
     assert not [line for line in loop if " STL" in line or " LDL" in line]
+    # the row maxima: a thread's 16 scores of a row meet in a tree of 4 dependent
+    # FMNMX before the first shuffle (rules/reduce.py; a chain was 15 deep)
+    assert _fmnmx_depth(loop) == 4
 
 
 def test_the_owner_alone_copied_in_parts_waits_per_box_and_both_wait_before_p_c(tmp_path):
@@ -204,6 +207,7 @@ def test_each_warpgroup_rescales_o_as_soon_as_it_holds_alpha(fp_fusion, tmp_path
     # none after P's hand-off
     assert not [i for i in fmul if min(wait[1], arrive[1]) < i < pc]
     assert not [line for line in loop if " STL" in line or " LDL" in line]
+    assert _fmnmx_depth(loop) == 4          # the row maxima's tree (rules/reduce.py)
     # the option changes nothing without the split
     plain = _deepseek_cubin({"warpgroup_split": False})
     assert _deepseek_cubin({"warpgroup_split": False, "early_rescale": True}).cubin == \
@@ -246,6 +250,25 @@ def test_unskewed_hand_offs_run_in_the_simulator():
     simulate(ck, grid, args)
     ref = mla.reference(q, kv, table, lens, 0.3)
     assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+
+
+def _fmnmx_depth(lines: list[str]) -> int:
+    """The longest chain of dependent FMNMX (through their registers) feeding the
+    first SHFL.BFLY of `lines`."""
+    depth: dict[str, int] = {}
+    for line in lines:
+        m = re.search(r"FMNMX (R\d+), (R\d+)(?:\.reuse)?, (R\d+)", line)
+        if m:
+            dst, a, b = m.groups()
+            depth[dst] = 1 + max(depth.get(a, 0), depth.get(b, 0))
+            continue
+        m = re.search(r"SHFL\.BFLY PT, R\d+, (R\d+)", line)
+        if m:
+            return depth.get(m.group(1), 0)
+        m = re.search(r"\*/\s+(?:@!?U?P\w+\s+)?[A-Z][A-Z0-9_.]*\s+(R\d+)", line)
+        if m:                       # another write of the register ends its chain
+            depth.pop(m.group(1), None)
+    raise AssertionError("no SHFL.BFLY in the loop")
 
 
 def _split_loop(ck, tmp_path) -> list[str]:

@@ -1,5 +1,9 @@
 """Reductions: `tile.reduce` in registers, then xor shuffles across lanes, then shared
-memory across warps; argmax/argmin carry (value, index) pairs through the same steps."""
+memory across warps; argmax/argmin carry (value, index) pairs through the same steps.
+A thread's own elements meet in a tree (pairs, then pairs of pairs) wherever the
+order cannot change the result (all but float sums and products, which keep their
+chain in register order: their rounding follows it), so 16 elements of a row are 4
+dependent steps, not 15."""
 
 from __future__ import annotations
 
@@ -118,14 +122,14 @@ def _reduce(cx, op):
     arg = kind in ARG_KINDS
     along = cx.thread_coords(src.lin)[axis] if arg else None
     drop = lambda c: c[:axis] + c[axis + 1:]  # noqa: E731
-    groups: dict[tuple, tuple] = {}
+    partials: list[tuple[tuple, tuple]] = []     # (key, partial), in register order
     for r in range(src.lin.num_regs):       # 1. within the thread
         coord = src.lin.reg_coord(r)
         v = (fp8_to_f32(cx, src.regs[r], src.elem) if fp8 else _widen(src.regs[r], work),)
         if arg:                             # the element's index along the axis
             v += (arith.addi(along, cx.const(coord[axis])) if coord[axis] else along,)
-        key = drop(coord)
-        groups[key] = comb(groups[key], v) if key in groups else v
+        partials.append((drop(coord), v))
+    groups = _tree(partials, comb) if _exact(kind, work) else _chain(partials, comb)
     lane_bits = [i for i, b in enumerate(src.lin.lanes) if b[axis]]
     for key in groups:                      # 2. across lanes: butterfly shuffles
         for bit in lane_bits:
@@ -142,6 +146,36 @@ def _reduce(cx, op):
     regs = [f32_to_fp8(cx, groups[res_lin.reg_coord(j)][-1], out) if is_fp8(out) else
             _narrow(groups[res_lin.reg_coord(j)][-1], out) for j in range(res_lin.num_regs)]
     cx.values[op.result] = Frag(res_lin, res_t.element_type, regs)
+
+
+def _exact(kind: str, work: ir.Type) -> bool:
+    """Whether any order of combination gives the same bits: all but a float sum or
+    product, whose roundings depend on it (max and min pick an operand; integers
+    wrap; the arg kinds' winner does not depend on the order, `_arg_combine`)."""
+    return kind not in ("sum", "prod") or isinstance(work, ir.IntegerType)
+
+
+def _chain(partials: list, comb) -> dict:
+    """Each key's partials combined left to right in register order (a float sum's
+    rounding order)."""
+    groups: dict[tuple, tuple] = {}
+    for key, v in partials:
+        groups[key] = comb(groups[key], v) if key in groups else v
+    return groups
+
+
+def _tree(partials: list, comb) -> dict:
+    """Each key's partials combined pairwise, level by level over all keys: the 16 of
+    a row are 4 dependent steps instead of a chain of 15 (the MLA owner's row maxima,
+    docs/attention.md), and each level's steps are independent of each other."""
+    level: dict[tuple, list] = {}
+    for key, v in partials:
+        level.setdefault(key, []).append(v)
+    while any(len(vs) > 1 for vs in level.values()):
+        for key, vs in level.items():
+            level[key] = [comb(vs[i], vs[i + 1]) if i + 1 < len(vs) else vs[i]
+                          for i in range(0, len(vs), 2)]
+    return {key: vs[0] for key, vs in level.items()}
 
 
 def _shuffle_xor(cx, partial: tuple, mask: int) -> tuple:
