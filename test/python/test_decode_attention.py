@@ -18,6 +18,7 @@ import pytest
 import tileir as ct
 from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
+from tileir.kernel import spill_bytes
 from tileir.sim import simulate
 
 from test_tensor_cores import _sass, _sass_text
@@ -304,7 +305,7 @@ def test_the_ticket_is_acq_rel_at_gpu_scope_and_the_partials_bypass_l1(tmp_path)
     assert sum("LDG.E.STRONG.GPU" in line for line in sass_lines) >= 16
     ops = _sass(ck.cubin, tmp_path)
     assert not ops["LDL"] and not ops["STL"], "local memory"
-    assert "0 bytes spill stores" in ck.ptxas_report
+    assert ck.spills == (0, 0)
 
 
 # In --full (3.2 s at tq 1): the same SASS properties (TMA ring, tensor cores, no local
@@ -318,7 +319,7 @@ def test_two_pages_a_step_compile_without_spills(tq, tmp_path):
     # pages of 16 two a step (decode_narrow, two warps): both pages' products on the
     # tensor cores, through the TMA ring, no local memory
     ck = _decode_cubin(tq, 16, True, batch=1, pages_per_step=2)
-    assert "0 bytes spill stores" in ck.ptxas_report, ck.ptxas_report
+    assert ck.spills == (0, 0), ck.ptxas_report
     ops = _sass(ck.cubin, tmp_path)
     for op in ("UTMALDG", "HMMA", "LDSM"):
         assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
@@ -345,7 +346,7 @@ def _decode_cubin(tq, page, split, dtype=ml_dtypes.bfloat16, batch=16, pages_per
 def test_decode_streams_pages_through_a_tma_ring_without_spills(tq, page, split, tmp_path):
     ck = _decode_cubin(tq, page, split)
     report = ck.ptxas_report
-    assert "0 bytes spill stores" in report and "0 bytes spill loads" in report, report
+    assert spill_bytes(report) == (0, 0), report
     ops = _sass(ck.cubin, tmp_path)
     for op in ("UTMALDG", "SYNCS", "HMMA", "LDSM"):
         assert ops[op], f"no {op} in the SASS: {sorted(ops)}"
@@ -526,7 +527,7 @@ def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
     ck = _mla_cubin(1, bn=64, hints=NOSPLIT)
     assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
     report = ck.ptxas_report
-    assert "C7513" not in report and "0 bytes spill" in report, report
+    assert "C7513" not in report and spill_bytes(report) == (0, 0), report
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
     first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
     loop = lines[first:last + 1]
@@ -559,7 +560,7 @@ def test_mla_copied_in_parts_waits_for_each_box_before_its_k_steps(tmp_path):
     ck = _mla_cubin(1, bn=64, hints=PARTS)
     assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
     report = ck.ptxas_report
-    assert "0 bytes spill" in report and not re.search(r"C75(10|13|20)", report), report
+    assert spill_bytes(report) == (0, 0) and not re.search(r"C75(10|13|20)", report), report
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
     first, last = _loop_around(lines, lambda line: "HGMMA.64x256x16" in line)
     loop = lines[first:last + 1]
@@ -617,7 +618,7 @@ def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     # the wait below the softmax's exponentials (without it ptxas moved the wait up
     # to right after the exchanges of the row maxima: the exponentials waited for P c)
     ck = _mla_cubin(1, bn=32, hints={**ROTATED, "rotation_fence": True})
-    assert "C7513" not in ck.ptxas_report and "0 bytes spill" in ck.ptxas_report
+    assert "C7513" not in ck.ptxas_report and ck.spills == (0, 0)
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
     first, last = _main_loop(lines)
     loop = lines[first:last + 1]
@@ -693,7 +694,7 @@ def test_mla_phase_kernels_compile_like_the_mla_loop(kernel, product, count, tmp
     k, grid, args = mla.phase_launch(kernel, q, kv, np.zeros((b, 64), np.int32),
                                      np.ones(b, np.int32), out)
     ck = k.compile(args, target="sm_90a", grid=grid, sm_count=132)
-    assert ck.meta["num_threads"] == 384 and "0 bytes spill" in ck.ptxas_report
+    assert ck.meta["num_threads"] == 384 and ck.spills == (0, 0)
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
     first, last = _loop_around(lines, lambda line: product in line)
     loop = lines[first:last + 1]
