@@ -28,6 +28,8 @@ from tileir import cache as cache_mod
 from tileir.cache import Cache, CacheCorruptError, cache_key
 from tileir.examples.softmax import softmax
 from tileir.examples.vector_add import vector_add
+from tileir.errors import TileError
+from tileir.kernel import spill_bytes
 from tileir.specialization import (ArgSpecError, ArrayParam, ArraySpec, ScalarParam,
                                    classify_arg, format_arg_specs, parse_arg_specs)
 from tileir.tools.aot import ptxas_resources
@@ -592,6 +594,16 @@ def test_tile_compile_is_the_installed_command_and_documents_the_syntax():
 ])
 def test_ptxas_resources(report, resources):
     assert ptxas_resources(report) == resources
+
+
+def test_spill_bytes_sums_every_function_and_refuses_a_report_without_counts():
+    report = ("ptxas info    : Function properties for a\n"
+              "    0 bytes stack frame, 780 bytes spill stores, 812 bytes spill loads\n"
+              "ptxas info    : Function properties for b\n"
+              "    0 bytes stack frame, 0 bytes spill stores, 4 bytes spill loads\n")
+    assert spill_bytes(report) == (780, 816)       # '780 bytes' is not '0 bytes'
+    with pytest.raises(TileError, match="no spill counts"):
+        spill_bytes("ptxas info    : Used 40 registers")
 
 
 # ---------------------------------------------------------------------------
