@@ -495,3 +495,48 @@ def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm,
     # same model in bf16 gives the same figure to four digits, so the bound is the
     # format's, not the compiler's
     assert res["max_rel_err"] < 1e-1, res
+
+
+def _qkv_rope_run(d, dtype, on: bool):
+    """compare() of the model in d with decode_gemv and qkv_rope = on: its result, each
+    step's logits and the kernels launched at prompt and at decode rows."""
+    llm = LLM(d, dtype=dtype, device="numpy", page_size=16, max_batch=4)
+    be = llm.backend
+    be.decode_gemv, be.qkv_rope = True, on
+    steps, launched = [], {True: set(), False: set()}
+    run, forward = be._launch, llm.model.forward
+
+    def step(batch):
+        steps.append(not batch.prefill)
+        out = forward(batch)
+        steps.append(be.numpy(out).copy())
+        return out
+    be._launch = lambda grid, kernel, args: (launched[steps[-1] is True].add(kernel.name),
+                                             run(grid, kernel, args))
+    llm.model.forward = step
+    res = compare(llm, _prompts(np.random.default_rng(11), [9, 1, 17]), steps=5)
+    return res, steps[1::2], launched
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-4), ("bfloat16", 1e-1)])
+def test_qkv_rope_in_the_gemv_gives_the_same_tokens(tmp_path, dtype, tol):
+    """Backend.qkv_rope: a decode step's QKV GEMV rotates q and k and writes k and v into
+    the cache in its epilogue (gemv_qkv_rope), and no rope or write_slots launches at
+    decode rows; the prompts keep the GEMM, rope and write_slots.  The logits are the
+    three-launch path's bit for bit, step by step (so the same tokens), and the
+    reference's within tolerance."""
+    d = _model(tmp_path, "llama")
+    on, logits_on, launched = _qkv_rope_run(d, dtype, True)
+    off, logits_off, launched_off = _qkv_rope_run(d, dtype, False)
+    assert on["tokens"] == off["tokens"]
+    assert on["max_rel_err"] < tol, on
+    if dtype == "float32":
+        assert on["tokens_agree"], on
+    assert len(logits_on) == len(logits_off) >= 4
+    for a, b in zip(logits_on, logits_off):
+        assert a.tobytes() == b.tobytes()
+    decode, prompt = launched[True], launched[False]
+    assert "gemv_qkv_rope" in decode and not {"rope", "write_slots"} & decode, decode
+    assert {"rope", "write_slots"} <= prompt and "gemv_qkv_rope" not in prompt, prompt
+    assert "gemv_qkv_rope" not in launched_off[True] | launched_off[False]
+    assert {"rope", "write_slots"} <= launched_off[True]
