@@ -1843,3 +1843,209 @@ def test_early_loads_on_the_gpu_in_a_chain(mode, monkeypatch):
     q = x2.to(bf).float() @ wq.float().T
     got = early[2][0].float()
     assert ((got - q).abs().max() / q.abs().max()).item() < 3e-2
+
+
+# ------------------------------------------------- QKV with RoPE and the cache write
+
+def _qkv_rope_inputs(rng, m, hq, hkv, d, k, dtype, pages=6, page=4):
+    """Random QKV inputs (x, g, w), RoPE tables at 64 positions, each row's position
+    and its slot on shuffled pages, and a cache of random values (the slots the launch
+    does not write must keep them)."""
+    n = (hq + 2 * hkv) * d
+    x = rng.standard_normal((m, k)).astype(dtype)
+    g = (1 + 0.1 * rng.standard_normal(k)).astype(dtype)
+    w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(dtype)
+    ang = rng.uniform(0, 2 * np.pi, (64, d // 2))
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    positions = rng.integers(0, 64, m).astype(np.int32)
+    slots = rng.permutation(pages * page)[:m].astype(np.int32)
+    cache = rng.standard_normal((pages, page, 2 * hkv, d)).astype(dtype)
+    return x, g, w, cos, sin, positions, slots, cache
+
+
+def _qkv_rope_args(inputs, p: G.Plan, norm: bool):
+    """gemv_qkv_rope's arguments for inputs (`_qkv_rope_inputs`) and plan p: y and the
+    partials NaN-poisoned, the cache a copy; returns (args, y, cache, count)."""
+    x, g, w, cos, sin, positions, slots, cache = inputs
+    m, n, d = x.shape[0], w.shape[0], cache.shape[3]
+    y = np.full((m, n), np.nan, x.dtype)
+    part = np.full((p.split, m, n), np.nan, np.float32)
+    count = np.zeros(G.counters(n, p) + 2, np.int32)
+    c = cache.copy()
+    args = (x, g, 1e-5, w, y, part, count, cos, sin, positions, c, slots) + tuple(p) + (
+        norm, d)
+    return args, y, c, count
+
+
+def _three_launches(inputs, p: G.Plan, norm: bool):
+    """What the fused kernel must equal: `gemv` (the same plan), then `kernels.rope` of
+    q and k in place, then `write_slots` of k and v, as Backend.rope_write_slots
+    launches them; returns (qkv, cache)."""
+    from tileir.examples import next_pow2
+    from tileir.llm import kernels as K
+    x, g, w, cos, sin, positions, slots, cache = inputs
+    m, n = x.shape[0], w.shape[0]
+    pages, page, kv2, d = cache.shape
+    hq = n // d - kv2
+    y = np.full((m, n), np.nan, x.dtype)
+    part = np.full((p.split, m, n), np.nan, np.float32)
+    count = np.zeros(G.counters(n, p) + 2, np.int32)
+    ct.launch(None, G.grid(n, p), G.gemv, (x, g, 1e-5, w, y, part, count) + tuple(p) + (norm,))
+    if p.split > 1 and not p.ticket:
+        ctiles = G.combine_tiles(m, n, p)
+        ct.launch(None, (ct.cdiv(n, ctiles[2]),), G.gemv_combine, (part, y) + ctiles)
+    heads = y.reshape(m, -1, d)[:, :hq + kv2 // 2]
+    ct.launch(None, (m,), K.rope, (heads, heads, cos, sin, positions, next_pow2(hq + kv2 // 2),
+                                   d // 2))
+    c = cache.copy()
+    tile = min(next_pow2(kv2 * d), 1024)
+    ct.launch(None, (m, ct.cdiv(kv2 * d, tile)), K.write_slots,
+              (y[:, hq * d:], c.reshape(pages, page, -1), slots, page, tile))
+    return y, c
+
+
+def _check_qkv_rope(inputs, y, c, want_y, want_c, bitwise: bool):
+    """The fused launch's qkv rows and cache against the three launches': no NaN left,
+    bit for bit (bitwise) or within one bf16 rounding; the slots the rows own written,
+    every other slot of the cache as it was."""
+    x, *_, slots, cache = inputs
+    assert not np.isnan(y.astype(np.float32)).any()
+    pages, page = cache.shape[:2]
+    flat, was = c.reshape(pages * page, -1), cache.reshape(pages * page, -1)
+    rest = np.setdiff1d(np.arange(pages * page), slots)
+    assert flat[rest].tobytes() == was[rest].tobytes()
+    if bitwise:
+        assert y.tobytes() == want_y.tobytes()
+        assert c.tobytes() == want_c.tobytes()
+        return
+    for got, want in ((y, want_y), (c, want_c)):
+        got, want = got.astype(np.float64), want.astype(np.float64)
+        step = np.abs(want) * 2.0 ** -7 if x.dtype == BF16 else np.abs(want) * 1e-6
+        assert (np.abs(got - want) <= step + 1e-30).all(), np.abs(got - want).max()
+
+
+# every product form and finish: FMA at one row (QKV's swept plan, shrunk) and at
+# several, the tensor cores' 16-, 32- and 64-row tiles (halves of 8-32 rows), K split
+# with the ticket, the norm in the prologue
+QKV_ROPE_PLANS = [
+    pytest.param(G.Plan(1, 8, 32, 1, True), 1, False, id="fma-1row"),
+    pytest.param(G.Plan(4, 8, 32, 1, True), 3, False, id="fma-3rows"),
+    pytest.param(G.Plan(4, 16, 32, 2, True, True), 3, True, id="fma-split-norm"),
+    pytest.param(G.Plan(8, 16, 32, 2, False, True), 5, False, id="tc16-split"),
+    pytest.param(G.Plan(8, 32, 32, 3, False, True), 7, True, id="tc32-split3-norm"),
+    pytest.param(G.Plan(16, 64, 32, 1, False), 16, False, id="tc64-16rows"),
+]
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("p,m,norm", QKV_ROPE_PLANS)
+def test_qkv_rope_matches_gemv_rope_and_write_slots(p, m, norm, dtype, rng):
+    """gemv_qkv_rope in the interpreter: the QKV rows (q and k rotated, v plain) and the
+    cache (k rotated and v at each row's slot, on shuffled pages) bit for bit what
+    gemv, rope and write_slots leave, for GQA heads of 64 (4 q, 2 kv) over a ragged K
+    of 200, 1 to 16 rows at random positions; y and the partials NaN-poisoned, every
+    other cache slot untouched, the tickets back at zero."""
+    inputs = _qkv_rope_inputs(rng, m, 4, 2, 64, 200, dtype)
+    want_y, want_c = _three_launches(inputs, p, norm)
+    args, y, c, count = _qkv_rope_args(inputs, p, norm)
+    ct.launch(None, G.grid(want_y.shape[1], p), G.gemv_qkv_rope, args)
+    _check_qkv_rope(inputs, y, c, want_y, want_c, bitwise=True)
+    assert not count.any(), count
+
+
+def test_qkv_rope_refuses_plans_whose_blocks_split_a_pair():
+    """A block must own both halves of its rotary pairs: BN dividing the head dim, and a
+    split K finished by its own blocks (TICKET); otherwise the compile-time assertion,
+    at the kernel's source line, and qkv_rope_fits says no (the backend then launches
+    gemv, rope and write_slots)."""
+    from tileir.errors import TileIRError
+    rng = np.random.default_rng()
+    inputs = _qkv_rope_inputs(rng, 2, 2, 1, 16, 64, BF16)
+    for p, what in ((G.Plan(2, 32, 32, 1, True), "BN must be even and divide the head dim"),
+                    (G.Plan(2, 16, 32, 2, False, False), "a split K needs TICKET")):
+        assert not G.qkv_rope_fits(16, p)
+        args, *_ = _qkv_rope_args(inputs, p, False)
+        with pytest.raises(TileIRError) as e:
+            ct.launch(None, G.grid(64, p), G.gemv_qkv_rope, args)
+        text = str(e.value)
+        assert what in text and "gemv.py" in text and "ct.static_assert(" in text, text
+    assert G.qkv_rope_fits(16, G.Plan(2, 16, 32, 2, False, True))
+    assert G.qkv_rope_fits(128, G.SWEPT[6144, 4096])
+
+
+def _qkv_llama_args(p: G.Plan, m=1, hq=32, hkv=8, d=128, k=4096):
+    """gemv_qkv_rope's arguments at Llama-3-8B's QKV (zeros: for compiling)."""
+    n = (hq + 2 * hkv) * d
+    x, w, y = np.zeros((m, k), BF16), np.zeros((n, k), BF16), np.zeros((m, n), BF16)
+    part = np.zeros((p.split, m, n), np.float32)
+    count = np.zeros(max(1, G.counters(n, p)), np.int32)
+    cos = np.zeros((8192, d // 2), np.float32)
+    ids = np.zeros(m, np.int32)
+    cache = np.zeros((64, 64, 2 * hkv, d), BF16)
+    return n, (x, np.zeros(k, BF16), 1e-5, w, y, part, count, cos, cos.copy(), ids, cache,
+               ids.copy()) + tuple(p) + (False, d)
+
+
+def test_qkv_rope_fma_plan_streams_as_the_gemv(tmp_path):
+    """QKV's swept plan (FMA, 8 weight rows: two 4-row half tiles a step) at Llama-3-8B's
+    widths on sm_90a: no local memory, the steady loop's weight loads 16 bytes wide with
+    no shuffle or barrier in it (the K sum reduced once after the loop, as `gemv`'s),
+    and no more loop instructions a weight byte than `gemv`'s at the same plan (one
+    pass over a 4 KB weight tile an iteration either way)."""
+    p = G.SWEPT[6144, 4096]
+    n, args = _qkv_llama_args(p)
+    ck = _compile(G.gemv_qkv_rope, args, G.grid(n, p))
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    kernel, plain = _llama_args("linear", 1, 6144, 4096, p)
+    ck0 = _compile(kernel, plain, G.grid(6144, p))
+
+    def loop_insns_per_byte(c):
+        insns = _instructions(_sass_text(c.cubin, tmp_path))
+        body = max((b for b in _loops(insns) if any(op.startswith("LDG.E.128")
+                                                    for _, op, _ in b)), key=len)
+        assert not any(op.startswith(("SHFL", "BAR", "LDL", "STL")) for _, op, _ in body)
+        warps = c.meta["num_threads"] // 32
+        return len(body) * warps / (p.bn * p.bk * 2), insns
+    fused, insns = loop_insns_per_byte(ck)
+    plain_rate, _ = loop_insns_per_byte(ck0)
+    assert fused <= plain_rate, (fused, plain_rate)
+    assert not any(op.startswith(("LDL", "STL")) for _, op, _ in insns)
+
+
+@pytest.mark.parametrize("p", [G.Plan(8, 32, 128, 1, False), G.Plan(8, 64, 128, 2, False, True)],
+                         ids=["tc32", "tc64-split"])
+def test_qkv_rope_tensor_core_plans_keep_the_tma_ring(p, tmp_path):
+    """The tensor-core plans at Llama-3-8B's QKV on sm_90a: the weights' half tiles
+    through TMA into the ring, mma.sync on them, no local memory."""
+    n, args = _qkv_llama_args(p)
+    ck = _compile(G.gemv_qkv_rope, args, G.grid(n, p))
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    ops = collections.Counter(op.split(".")[0]
+                              for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path)))
+    assert ops["UTMALDG"] and ops["HMMA"], ops
+    assert not ops["LDL"] and not ops["STL"], ops
+
+
+@pytest.mark.parametrize("p,m,norm", [
+    pytest.param(G.Plan(1, 8, 256, 1, True), 1, False, id="fma-swept"),
+    pytest.param(G.Plan(4, 8, 256, 1, True), 3, True, id="fma-3rows-norm"),
+    pytest.param(G.Plan(8, 32, 128, 2, False, True), 3, False, id="tc32-split")])
+def test_qkv_rope_generated_code_in_the_simulator(p, m, norm):
+    """gemv_qkv_rope's sm_90a code in tileir.sim on a ragged shape (GQA heads of 64: 4
+    q, 2 kv; K = 328, its last weight tile partial): the QKV rows and the cache within
+    one bf16 rounding of the interpreter's gemv, rope and write_slots (the product's
+    sums run in the GPU's order), every other cache slot untouched, the tickets back
+    at zero."""
+    from tileir.kernel import hardware_grid
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    inputs = _qkv_rope_inputs(rng, m, 4, 2, 64, 328, BF16)
+    want_y, want_c = _three_launches(inputs, G.Plan(p.bm, 16, 32, 1, False), norm)
+    args, y, c, count = _qkv_rope_args(inputs, p, norm)
+    grid = G.grid(want_y.shape[1], p) + (1,)
+    ck = G.gemv_qkv_rope.compile(args, "gpu", target="sm_90a", grid=grid, sm_count=132)
+    simulate(ck, hardware_grid(ck.meta, grid), args)
+    _check_qkv_rope(inputs, y, c, want_y, want_c, bitwise=False)
+    assert not count.any(), count
