@@ -2049,3 +2049,81 @@ def test_qkv_rope_generated_code_in_the_simulator(p, m, norm):
     simulate(ck, hardware_grid(ck.meta, grid), args)
     _check_qkv_rope(inputs, y, c, want_y, want_c, bitwise=False)
     assert not count.any(), count
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("p,m", [
+    pytest.param(G.SWEPT[6144, 4096], 1, id="fma-swept"),
+    pytest.param(G.plan(5, 6144, 4096), 5, id="rule-5rows"),
+    pytest.param(G.Plan(16, 64, 128, 2, False, True), 16, id="tc64-split-16rows")])
+def test_qkv_rope_on_the_gpu_matches_the_three_launches(p, m):
+    """gemv_qkv_rope at Llama-3-8B's QKV (32 q and 8 kv heads of 128) on the GPU against
+    the same plan's gemv, then rope and write_slots, launched twice (the second from a
+    CUDA graph's replay): the QKV rows and the written cache slots within one bf16
+    step of theirs (the FMA and mma sums may run in another order) and equal in all but
+    a few per thousand, the other slots of a NaN-poisoned cache untouched, the tickets
+    back at zero."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tileir.examples import next_pow2
+    from tileir.llm import kernels as K
+    hq, hkv, d, k, page, pages = 32, 8, 128, 4096, 64, 40
+    n = (hq + 2 * hkv) * d
+    gen = torch.Generator(device="cuda").manual_seed(int(np.random.SeedSequence().entropy
+                                                         % 2**31))
+    bf = torch.bfloat16
+    x = torch.randn(m, k, device="cuda", generator=gen).to(bf)
+    w = (torch.randn(n, k, device="cuda", generator=gen) / k ** 0.5).to(bf)
+    ang = torch.rand(8192, d // 2, device="cuda", generator=gen) * 6.3
+    cos, sin = ang.cos(), ang.sin()
+    pos = torch.randint(0, 8192, (m,), device="cuda", generator=gen, dtype=torch.int32)
+    slots = torch.randperm(pages * page, device="cuda", generator=gen)[:m].to(torch.int32)
+    count = torch.zeros(G.counters(n, p) + 1, device="cuda", dtype=torch.int32)
+    part = torch.empty(p.split, m, n, device="cuda", dtype=torch.float32)
+
+    def fresh():
+        return (torch.full((m, n), float("nan"), device="cuda", dtype=bf),
+                torch.full((pages, page, 2 * hkv, d), float("nan"), device="cuda", dtype=bf))
+    y0, c0 = fresh()
+    ct.launch(None, G.grid(n, p), G.gemv, (x, x, 0.0, w, y0, part, count) + tuple(p) + (False,))
+    heads = y0.view(m, -1, d)[:, :hq + hkv]
+    ct.launch(None, (m,), K.rope, (heads, heads, cos, sin, pos, next_pow2(hq + hkv), d // 2))
+    ct.launch(None, (m, 2), K.write_slots, (y0[:, hq * d:], c0.view(pages, page, -1), slots,
+                                            page, 1024))
+    y, c = fresh()
+    kernel = G.early_loading(G.gemv_qkv_rope)
+    args = (x, x, 0.0, w, y, part, count, cos, sin, pos, c, slots) + tuple(p) + (False, d)
+    ct.launch(None, G.grid(n, p), kernel, args)
+    torch.cuda.synchronize()
+    first = (y.clone(), c.clone())
+    y.fill_(float("nan"))
+    c.fill_(float("nan"))
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(graph, stream=s):
+            ct.launch(None, G.grid(n, p), kernel, args)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not count.any()
+    rows = slots.long()
+    for yy, cc in (first, (y, c)):
+        assert not yy.isnan().any()
+        _within_a_step(torch, yy, y0, "qkv rows")
+        flat, flat0 = cc.view(pages * page, -1), c0.view(pages * page, -1)
+        _within_a_step(torch, flat[rows], flat0[rows], "cache slots")
+        rest = torch.ones(pages * page, dtype=torch.bool, device="cuda")
+        rest[rows] = False
+        assert flat[rest].isnan().all()
+
+
+@pytest.mark.gpu
+def test_llama_with_qkv_rope_matches_transformers(tmp_path):
+    """Backend.qkv_rope (with decode_gemv) in float32: 32 greedy tokens of each prompt,
+    generated alone, identical to transformers' generate, the one-row decode steps' QKV
+    on gemv_qkv_rope (the exact FMA plan; asserted from the launches).  bf16's decode
+    steps: test_gpu_llm.py's test_qkv_rope_decode_logits_match_transformers."""
+    launched = _llama_against_transformers(tmp_path, "float32", ("decode_gemv", "qkv_rope"))
+    names = {name for name, _ in launched}
+    assert "gemv_qkv_rope" in names, names
