@@ -540,3 +540,54 @@ def test_qkv_rope_in_the_gemv_gives_the_same_tokens(tmp_path, dtype, tol):
     assert {"rope", "write_slots"} <= prompt and "gemv_qkv_rope" not in prompt, prompt
     assert "gemv_qkv_rope" not in launched_off[True] | launched_off[False]
     assert {"rope", "write_slots"} <= launched_off[True]
+
+
+def _qkv_rope_rank(rank, size, store, model_dir, prompts, out_dir):
+    """One tensor-parallel rank of `test_qkv_rope_under_tensor_parallelism`: the tiny
+    Llama over gloo with decode_gemv and qkv_rope on; its tokens, logits and whether
+    its decode steps launched gemv_qkv_rope, pickled."""
+    import datetime
+    import os
+    import pickle
+
+    import torch.distributed as dist
+    from test_llm_tp import _llm, _run
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
+                            world_size=size, timeout=datetime.timedelta(seconds=240))
+    try:
+        llm = _llm(model_dir, "float32", tensor_parallel_size=size)
+        llm.backend.decode_gemv = llm.backend.qkv_rope = True
+        names = set()
+        run = llm.backend._launch
+        llm.backend._launch = lambda grid, kernel, args: (names.add(kernel.name),
+                                                          run(grid, kernel, args))
+        res = _run(llm, prompts, 4) + ("gemv_qkv_rope" in names, llm.model.hq)
+        with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
+            pickle.dump(res, f)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow       # two processes that import torch (~15 s of CPU)
+def test_qkv_rope_under_tensor_parallelism(tmp_path):
+    """Backend.qkv_rope on two tensor-parallel ranks (gloo, the interpreter): each rank's
+    QKV columns are its own q, k and v heads (GQA: 4 q and 2 kv heads a rank), so its
+    GEMV rotates and caches them as one rank does all of them; the logits and greedy
+    tokens are one rank's (with the three launches) within float32 rounding."""
+    import pickle
+    torch = pytest.importorskip("torch")
+    from test_llm_tp import LLAMA, _llm, _run, _same_run
+    d = _model(tmp_path, "llama", **LLAMA)
+    prompts = _prompts(np.random.default_rng(), [9, 3, 14], vocab=298)
+    torch.multiprocessing.spawn(_qkv_rope_rank, args=(2, str(tmp_path / "store"), d, prompts,
+                                                      str(tmp_path)), nprocs=2)
+    ranks = []
+    for r in range(2):
+        with open(tmp_path / f"rank{r}.pkl", "rb") as f:
+            ranks.append(pickle.load(f))
+    ref = _run(_llm(d, "float32"), prompts, 4)
+    for tokens, logits, fused, heads in ranks:
+        assert fused and heads == LLAMA["num_attention_heads"] // 2
+        assert tokens == ranks[0][0]
+        _same_run((tokens, logits), ref, 1e-4)
