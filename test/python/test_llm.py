@@ -591,3 +591,20 @@ def test_qkv_rope_under_tensor_parallelism(tmp_path):
         assert fused and heads == LLAMA["num_attention_heads"] // 2
         assert tokens == ranks[0][0]
         _same_run((tokens, logits), ref, 1e-4)
+
+
+@pytest.mark.slow       # (the simulator: test_llm_gemv's qkv_rope simulator cases are fast)
+def test_generated_gpu_code_runs_qkv_rope_in_the_model(tmp_path):
+    """bf16, the one-layer tiny Llama with decode_gemv and qkv_rope, every kernel as
+    sm_90a code in the simulator: the decode steps' QKV GEMV (K split with the ticket)
+    rotates and caches in its epilogue, and the model is within bf16 error of float64."""
+    d = _model(tmp_path, "llama", num_hidden_layers=1)
+    be = _sim_backend("bfloat16", decode_gemv=True)
+    be.qkv_rope = True
+    llm = LLM(d, backend=be, page_size=16)
+    launched = set()
+    run = be._launch
+    be._launch = lambda grid, kernel, args: (launched.add(kernel.name), run(grid, kernel, args))
+    res = compare(llm, _prompts(np.random.default_rng(), [5, 2]), steps=3)
+    assert "gemv_qkv_rope" in launched, launched
+    assert res["max_rel_err"] < 1e-1, res
