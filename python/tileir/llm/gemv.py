@@ -502,23 +502,32 @@ def _pair_partial(x, g, inv, w, c1, c2, s, BM: ct.Constant[int], HB: ct.Constant
 
 
 @ct.function
-def _rope_slots_epilogue(acc1, acc2, y, cos, sin, positions, cache, slots, h, p0, c1, c2,
+def _row_ids(positions, slots, BM: ct.Constant[int]):
+    """Each row's position and cache slot, (BM, 1) each (the rows past M: 0), loaded
+    before the K loop: nothing waits for them until the epilogue, so their latency
+    passes while the weights stream (the tables' rows at the positions are gathered
+    after the loop: a load that waited on these here would hold up the first weight
+    loads behind it)."""
+    pos = ct.load(positions, index=(0,), shape=(BM,), padding_mode=ZERO)
+    slot = ct.load(slots, index=(0,), shape=(BM,), padding_mode=ZERO)
+    return ct.reshape(pos, (BM, 1)), ct.reshape(slot, (BM, 1))
+
+
+@ct.function
+def _rope_slots_epilogue(acc1, acc2, y, cos, sin, pos, slot, cache, h, p0, c1, c2,
                          BM: ct.Constant[int], HB: ct.Constant[int], D: ct.Constant[int]):
     """The block's two halves of HB rotary pairs of head h (columns p0.. of each half), as
     gemv, rope and write_slots leave them: rounded to y's dtype and stored into y (the
     QKV rows) at half tiles c1 and c2; for a q or k head first rotated in f32 by cos and
-    sin at each row's position and rounded again (`kernels.rope`'s arithmetic); for a k
-    or v head also stored into the cache (pages, PAGE, 2 Hkv, D) at each row's slot
-    (head h - Hq: k heads first, then v)."""
+    sin at each row's position pos (`_row_ids`) and rounded again (`kernels.rope`'s
+    arithmetic); for a k or v head also stored into the cache (pages, PAGE, 2 Hkv, D) at
+    each row's slot (head h - Hq: k heads first, then v)."""
     hkv = cache.shape[2] // 2
     hq = y.shape[1] // D - 2 * hkv
-    rows = ct.arange(BM, dtype=ct.int32)[:, None]
     cols = p0 + ct.arange(HB, dtype=ct.int32)[None, :]
     y1 = ct.astype(acc1, y.dtype)
     y2 = ct.astype(acc2, y.dtype)
     if h < hq + hkv:
-        pos = ct.reshape(ct.load(positions, index=(0,), shape=(BM,), padding_mode=ZERO),
-                         (BM, 1))
         c = ct.gather(cos, (pos, cols))
         sn = ct.gather(sin, (pos, cols))
         x1 = ct.astype(y1, ct.float32)
@@ -528,11 +537,9 @@ def _rope_slots_epilogue(acc1, acc2, y, cos, sin, positions, cache, slots, h, p0
     ct.store(y, index=(0, c1), tile=y1)
     ct.store(y, index=(0, c2), tile=y2)
     if h >= hq:
-        slot = ct.reshape(ct.load(slots, index=(0,), shape=(BM,), padding_mode=ZERO),
-                          (BM, 1))
         page = slot // cache.shape[1]
         row = slot % cache.shape[1]
-        mine = rows < y.shape[0]               # the padding rows past M write nothing
+        mine = ct.arange(BM, dtype=ct.int32)[:, None] < y.shape[0]   # rows past M: none
         ct.scatter(cache, (page, row, h - hq, cols), ct.astype(y1, cache.dtype), mask=mine)
         ct.scatter(cache, (page, row, h - hq, cols + D // 2), ct.astype(y2, cache.dtype),
                    mask=mine)
@@ -566,19 +573,20 @@ def gemv_qkv_rope(x, g, eps, w, y, part, count, cos, sin, positions, cache, slot
     p0 = (j % PER) * HB
     c1 = h * 2 * PER + j % PER     # the head's first-half rows p0.., in HB-row tiles
     c2 = c1 + PER                  # ... and its second-half rows D/2 + p0..
+    pos, slot = _row_ids(positions, slots, BM)
     inv = _inv_rms(x, eps, BM) if NORM else eps
     acc1, acc2 = _pair_partial(x, g, inv, w, c1, c2, s, BM, HB, BK, SPLIT, FMA, NORM)
     if SPLIT == 1:
-        _rope_slots_epilogue(acc1, acc2, y, cos, sin, positions, cache, slots, h, p0, c1,
-                             c2, BM, HB, D)
+        _rope_slots_epilogue(acc1, acc2, y, cos, sin, pos, slot, cache, h, p0, c1, c2, BM,
+                             HB, D)
     else:
         ct.store(part, index=(s, 0, c1), tile=ct.reshape(acc1, (1, BM, HB)))
         ct.store(part, index=(s, 0, c2), tile=ct.reshape(acc2, (1, BM, HB)))
         if _last(count, j, SPLIT):
             acc1 = _sum_splits(part, c1, SPLIT, BM, HB, True)
             acc2 = _sum_splits(part, c2, SPLIT, BM, HB, True)
-            _rope_slots_epilogue(acc1, acc2, y, cos, sin, positions, cache, slots, h, p0,
-                                 c1, c2, BM, HB, D)
+            _rope_slots_epilogue(acc1, acc2, y, cos, sin, pos, slot, cache, h, p0, c1, c2,
+                                 BM, HB, D)
             _reset(count, j)
 
 
