@@ -2127,3 +2127,33 @@ def test_llama_with_qkv_rope_matches_transformers(tmp_path):
     launched = _llama_against_transformers(tmp_path, "float32", ("decode_gemv", "qkv_rope"))
     names = {name for name, _ in launched}
     assert "gemv_qkv_rope" in names, names
+
+
+@pytest.mark.parametrize("d", [16, 8], ids=["fits", "head-narrower-than-the-tile"])
+def test_backend_routes_decode_qkv_to_gemv_qkv_rope(d, rng):
+    """Backend.linear_rope_write_slots with decode_gemv and qkv_rope: where the plan's
+    blocks own rotary pairs of one head (the interpreter's 16-row tiles, K split with the
+    ticket, against a head of 16) one launch of gemv_qkv_rope with early loads on its
+    weight; where they would not (heads of 8) gemv, rope and write_slots, as with
+    qkv_rope off.  The QKV rows and the cache are the same bits either way."""
+    from tileir.llm.backend import Backend
+    inputs = _qkv_rope_inputs(rng, 3, 4, 2, d, 64, BF16)
+    x, g, w, cos, sin, positions, slots, cache = inputs
+    outs = []
+    for on in (True, False):
+        b = Backend("numpy", "bfloat16")
+        b.decode_gemv, b.qkv_rope = True, on
+        launched = []
+        run = b._launch
+        b._launch = lambda grid, kernel, args: (launched.append(kernel), run(grid, kernel, args))
+        c = cache.copy()
+        outs.append((b.linear_rope_write_slots(x, w, cos, sin, positions, c, slots), c))
+        names = [k.name for k in launched]
+        if on and d == 16:
+            assert names == ["gemv_qkv_rope"], names
+            assert launched[0].options.get("early_loads") == ("w",)
+        else:
+            assert names == ["gemv", "rope", "write_slots"], names
+    (y, c), (y0, c0) = outs
+    assert y.tobytes() == y0.tobytes() and c.tobytes() == c0.tobytes()
+    assert not np.isnan(y.astype(np.float32)).any()
