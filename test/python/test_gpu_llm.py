@@ -301,9 +301,9 @@ def _decode_logits(llm, prompts, steps):
         eng.add_request(p, SamplingParams(max_new_tokens=steps, ignore_eos=True))
         toks, rows = [], []
         while eng.has_work():
-            (req, tok), = eng.step()
-            toks.append(tok)
-            rows.append(eng.last_logits[0].float().clone())
+            for row, (req, tok) in enumerate(eng.step()):
+                toks.append(tok)
+                rows.append(eng.last_logits[row].float().clone())
         tokens.append(toks)
         logits.append(torch.stack(rows[1:]))
     return tokens, logits
