@@ -53,6 +53,14 @@ tiles' ticket is drawn); the block that draws the last reads all of y's rows bac
 norm computes it, then resets that counter (`Backend.gemv_norm_tail`: the norm's launch
 after O and down saved; `norm_tail_fits`: the rows a block holds).
 
+`gemv_qkv_rope` is Llama's decode QKV with `kernels.rope` and `write_slots` in its
+epilogue (`Backend.qkv_rope`): a block owns BN / 2 rotary pairs of one head (the
+rows h D + p0.. and h D + D/2 + p0.., two (BN/2, BK) weight tiles a step, two
+accumulators), so it holds both halves of each pair it rotates; it stores q, k and v
+into y as `gemv` does, q and k rotated at each row's position, and k (rotated) and v
+into the paged cache at each row's slot: the three launches' bits, in one
+(`qkv_rope_fits`: the plans it takes).
+
 `gemv_swiglu` runs a loop a weight (each its own ring); `gemv_swiglu_fused` loads both
 weights' tiles in one loop (one ring, no ramp between the two), a candidate the
 decode sweep ranks (bench/sweep_llm_decode.py --gemv).
