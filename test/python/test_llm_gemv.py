@@ -2031,7 +2031,12 @@ def test_qkv_rope_tensor_core_plans_keep_the_tma_ring(p, tmp_path):
 @pytest.mark.parametrize("p,m,norm", [
     pytest.param(G.Plan(1, 8, 256, 1, True), 1, False, id="fma-swept"),
     pytest.param(G.Plan(4, 8, 256, 1, True), 3, True, id="fma-3rows-norm"),
-    pytest.param(G.Plan(8, 32, 128, 2, False, True), 3, False, id="tc32-split")])
+    pytest.param(G.Plan(8, 32, 128, 2, False, True), 3, False, id="tc32-split"),
+    # in --full: half tiles of 8 rows on mma.sync (25 s) and 16 rows of 64-row tiles, K
+    # split, the norm (7 s); tc32-split keeps the tensor cores' path in the fast tier
+    pytest.param(G.Plan(8, 16, 256, 1, False), 5, False, id="tc16", marks=pytest.mark.slow),
+    pytest.param(G.Plan(16, 64, 128, 2, False, True), 9, True, id="tc64-split-norm-16rows",
+                 marks=pytest.mark.slow)])
 def test_qkv_rope_generated_code_in_the_simulator(p, m, norm):
     """gemv_qkv_rope's sm_90a code in tileir.sim on a ragged shape (GQA heads of 64: 4
     q, 2 kv; K = 328, its last weight tile partial): the QKV rows and the cache within
