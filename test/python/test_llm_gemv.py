@@ -2016,10 +2016,16 @@ def test_qkv_rope_fma_plan_streams_as_the_gemv(tmp_path):
 @pytest.mark.parametrize("p", [G.Plan(8, 32, 128, 1, False), G.Plan(8, 64, 128, 2, False, True)],
                          ids=["tc32", "tc64-split"])
 def test_qkv_rope_tensor_core_plans_keep_the_tma_ring(p, tmp_path):
-    """The tensor-core plans at Llama-3-8B's QKV on sm_90a: the weights' half tiles
-    through TMA into the ring, mma.sync on them, no local memory."""
+    """The tensor-core plans at Llama-3-8B's QKV on sm_90a, with early loads as the
+    backend launches them: the weights' half tiles through TMA into the ring, the first
+    of them issued before the wait for the previous kernel, mma.sync on them, no local
+    memory."""
     n, args = _qkv_llama_args(p)
-    ck = _compile(G.gemv_qkv_rope, args, G.grid(n, p))
+    ck = _compile(G.early_loading(G.gemv_qkv_rope), args, G.grid(n, p))
+    ptx = ck.artifacts["ptx"].splitlines()
+    wait = [i for i, line in enumerate(ptx) if "griddepcontrol.wait" in line]
+    tma = [i for i, line in enumerate(ptx) if TMA_LOAD in line]
+    assert len(wait) == 1 and any(i < wait[0] for i in tma), (wait, tma)
     assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
                       ck.ptxas_report) == [("0", "0")], ck.ptxas_report
     ops = collections.Counter(op.split(".")[0]
