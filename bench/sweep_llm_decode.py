@@ -376,7 +376,7 @@ QKV_ROPE = (("qkv_rope/3launch", None), ("qkv_rope/fused", {}),
             ("qkv_rope/fused/w8", {"num_warps": 8}))
 
 
-def qkv_rope_fn(variant, hints, x, ws_, y):
+def qkv_rope_fn(hints, x, ws_, y):
     """The COPIES QKV launches with RoPE and the cache write, fused (hints: the fused
     kernel's options) or as three launches (hints None)."""
     from tileir.examples import next_pow2
@@ -519,7 +519,7 @@ for name, n, k in shapes:
                 else:
                     fn = lambda: [torch.matmul(x, ws_[i].T, out=y) for i in range(COPIES)]
             elif isinstance(kernel, tuple) and kernel[0] == "qkv_rope":
-                fn = qkv_rope_fn(cname, kernel[1], x, ws_, y)
+                fn = qkv_rope_fn(kernel[1], x, ws_, y)
             elif isinstance(kernel, tuple):
                 fn = run_gemv(kernel[1], tl)
             else:
