@@ -255,7 +255,8 @@ def gemm_weight_bytes(llm) -> dict:
     """Weight bytes each GEMM kernel streams in one batch-1 decode step, by kernel name:
     with `decode_gemv`, the one-row shapes gemv.SWEPT takes under the GEMVs' names (the
     LM head keeps its GEMM kernel; O and down, a norm after each, gemv_add_norm with
-    `gemv_norm_tail` where their blocks hold a row)."""
+    `gemv_norm_tail` where their blocks hold a row; Llama's QKV gemv_qkv_rope with
+    `qkv_rope`)."""
     from tileir.llm import gemv as G
     be = llm.backend
     out = {"linear": _nbytes(llm.model.lm_head)}
@@ -269,6 +270,9 @@ def gemm_weight_bytes(llm) -> dict:
                             and G.norm_tail_fits(w.shape[0], G.SWEPT[tuple(w.shape)],
                                                  be.wgmma)):
                         kernel = "gemv_add_norm"
+                    if key == "qkv" and be.qkv_rope and G.qkv_rope_fits(
+                            llm.cfg.head_dim, G.SWEPT[tuple(w.shape)]):
+                        kernel = "gemv_qkv_rope"
                 out[kernel] = out.get(kernel, 0) + _nbytes(w)
     return out
 
@@ -375,6 +379,10 @@ B1_ALTERNATIVES = (
     # RoPE and the K/V cache write in one launch (rope_write_slots), not two
     ("tileir_rope_slots_b1_tok_s", "RoPE and the cache write in one launch", "rope_slots",
      True, None),
+    # Llama's decode QKV with RoPE of q and k and the K/V cache write in its epilogue
+    # (gemv_qkv_rope), not the GEMV then rope and write_slots: two launches a layer fewer
+    ("tileir_qkv_rope_b1_tok_s", "RoPE and the cache write in the QKV GEMV", "qkv_rope",
+     True, "profile_qkv_rope_b1"),
     # the norms after O + residual and down + residual in those GEMVs' tail, not launched
     ("tileir_norm_tail_b1_tok_s", "norms after O and down in their tail, not launched",
      "gemv_norm_tail", True, "profile_norm_tail_b1"),

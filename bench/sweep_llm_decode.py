@@ -7,6 +7,9 @@
                                                          and torch: a short run)
     OUT=DIR python bench/sweep_llm_decode.py 1 --early  (only the early-loads pairs,
                                                          the plan and torch: shorter)
+    OUT=DIR python bench/sweep_llm_decode.py 1 --qkv-rope (QKV alone: the plan's gemv
+                                                         with and without rope and
+                                                         write_slots, gemv_qkv_rope)
     python bench/sweep_llm_decode.py --model            (no GPU: the SASS facts and the
                                                          streaming model of SWEPT and
                                                          CANDIDATES, without and with
@@ -33,6 +36,10 @@ are timed against the same kernel without them, neither with l2_prefetch, first:
 "gemv/plan" and "gemv/plan/early"; where the plan is the FMA form (no ring: QKV at one
 row) the tensor cores' ring forms instead, "gemv/ring/BNxBK/k1[/early]"; at one row
 each non-persistent candidate, "gemv/cand/NAME[/early]".
+QKV with its epilogue (Backend.qkv_rope): "qkv_rope/3launch", the plan's gemv then
+`rope` and `write_slots` as the backend launches them, against "qkv_rope/fused"
+(gemv_qkv_rope, one launch; "/w8" on 8 warps), in weight bytes x copy over all the
+launches (with --gemv, and alone with --qkv-rope: writes qkv_rope_m{M}.json).
 With --gemv: only
 the backend's current kernels (plain/l2pf, tuned/l2pf), the GEMVs and torch, and the
 LM head (128256 x 4096) too.
@@ -244,13 +251,15 @@ from tileir.llm.backend import _DECODE
 bw = copy_bandwidth() * 1e12
 print(f"copy {bw/1e12:.2f} TB/s", flush=True)
 EARLY_ONLY = "--early" in sys.argv  # the GEMVs with and without early_loads, the plan, cuBLAS
-GEMV_ONLY = "--gemv" in sys.argv or "--cand" in sys.argv or EARLY_ONLY
+# QKV alone: its plan's gemv, then with rope and write_slots, against gemv_qkv_rope
+QKV_ROPE_ONLY = "--qkv-rope" in sys.argv
+GEMV_ONLY = "--gemv" in sys.argv or "--cand" in sys.argv or EARLY_ONLY or QKV_ROPE_ONLY
 CAND_ONLY = "--cand" in sys.argv or EARLY_ONLY  # the plan, the candidates, cuBLAS
 pos = [a for a in sys.argv[1:] if not a.startswith("--")]
 M = int(pos[0]) if pos else 1
 # the sweep stops adding candidates past this many seconds (SWEEP_BUDGET_S overrides)
 BUDGET_S = float(os.environ.get("SWEEP_BUDGET_S", 150 if EARLY_ONLY else
-                                420 if GEMV_ONLY else 230))
+                                60 if QKV_ROPE_ONLY else 420 if GEMV_ONLY else 230))
 # --early: each row timed three times, the best kept (the pairs differ by a few percent,
 # about what runs of one kernel move)
 REPEATS = 3 if EARLY_ONLY else 1
@@ -352,8 +361,62 @@ def gemv_variants(n, k, swiglu=False):
 
 
 shapes = [("qkv", 6144, 4096), ("o", 4096, 4096), ("down", 4096, 14336), ("gate_up", 14336, 4096)]
-if GEMV_ONLY and not EARLY_ONLY:   # (--early: the head's GEMV walks persistent, no early loads)
-    shapes.append(("lm_head", 128256, 4096))
+if GEMV_ONLY and not (EARLY_ONLY or QKV_ROPE_ONLY):   # (--early: the head's GEMV walks
+    shapes.append(("lm_head", 128256, 4096))        # persistent, no early loads)
+if QKV_ROPE_ONLY:
+    shapes = shapes[:1]
+# QKV's epilogue in the GEMV (gemv_qkv_rope, Backend.qkv_rope) against the plan's gemv
+# followed by `rope` (q and k) and `write_slots` (k and v), as Backend launches them:
+# Llama-3-8B's 32 q and 8 kv heads of 128, each row at its own position and slot.  Both
+# in weight bytes x copy over the launches' whole time (the two launches' gaps inside),
+# so the pair shows what a step gains per layer; "/w8": the fused kernel on 8 warps
+# (the plan's gemv takes 256 threads for its 8 x 256 tile, the fused one 128 for its
+# two 4 x 256 halves).
+QKV_ROPE = (("qkv_rope/3launch", None), ("qkv_rope/fused", {}),
+            ("qkv_rope/fused/w8", {"num_warps": 8}))
+
+
+def qkv_rope_fn(hints, x, ws_, y):
+    """The COPIES QKV launches with RoPE and the cache write, fused (hints: the fused
+    kernel's options) or as three launches (hints None)."""
+    from tileir.examples import next_pow2
+    hq, hkv, d, page = 32, 8, 128, 64
+    p = G.plan(M, ws_[0].shape[0], ws_[0].shape[1])
+    n = ws_[0].shape[0]
+    ang = torch.rand(8192, d // 2, device="cuda") * 6.3
+    cos, sin = ang.cos(), ang.sin()
+    pos = torch.randint(0, 8192, (M,), device="cuda", dtype=torch.int32)
+    cache = torch.zeros(64, page, 2 * hkv, d, device="cuda", dtype=torch.bfloat16)
+    slots = torch.randperm(64 * page, device="cuda")[:M].to(torch.int32)
+    part = torch.empty(p.split, M, n, device="cuda", dtype=torch.float32)
+    count = torch.zeros(max(1, G.counters(n, p)), device="cuda", dtype=torch.int32)
+    grid = G.grid(n, p) + (1,)
+    if hints is not None:
+        if not G.qkv_rope_fits(d, p):
+            raise ValueError(f"gemv_qkv_rope does not take the plan {p}")
+        kernel = G.gemv_qkv_rope.replace_hints(**G.early_hints(G.gemv_qkv_rope), **hints)
+        def fn():
+            for i in range(COPIES):
+                ct.launch(None, grid, kernel, (x, x, 0.0, ws_[i], y, part, count, cos, sin,
+                                               pos, cache, slots) + tuple(p) + (False, d))
+        return fn
+    if p.split > 1 and not p.ticket:
+        raise ValueError("the three launches' gemv takes no combine launch here")
+    kernel = G.gemv.replace_hints(**G.early_hints(G.gemv))
+    heads = y.view(M, -1, d)[:, :hq + hkv]
+    flat = cache.view(64, page, -1)
+    tile = min(next_pow2(2 * hkv * d), 1024)
+    def fn():
+        for i in range(COPIES):
+            ct.launch(None, grid, kernel, (x, x, 0.0, ws_[i], y, part, count) + tuple(p) +
+                      (False,))
+            ct.launch(None, (M, 1, 1), K.rope, (heads, heads, cos, sin, pos,
+                                                next_pow2(hq + hkv), d // 2))
+            ct.launch(None, (M, ct.cdiv(2 * hkv * d, tile), 1), K.write_slots,
+                      (y[:, hq * d:], flat, slots, page, tile))
+    return fn
+
+
 for name, n, k in shapes:
     ws_ = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(COPIES)]
     wu = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(COPIES)] if name == "gate_up" else None
@@ -425,7 +488,11 @@ for name, n, k in shapes:
             tuned, tl = _DECODE[base.name][:2]
             cands += [("tuned", tuned, tl),
                       ("tuned/l2pf", tuned.replace_hints(l2_prefetch=True), tl)]
-    if M <= 16:         # the decode GEMVs (Backend.decode_gemv), first: the budget
+    if M <= 16 and name == "qkv":       # the QKV epilogue pair, before the budget
+        cands += [(c, ("qkv_rope", h), None) for c, h in QKV_ROPE]
+    if QKV_ROPE_ONLY:   # ... beside the plan's gemv alone and torch
+        cands = [("gemv/plan", ("gemv", None), G.plan(M, n, k))] + cands[-len(QKV_ROPE):]
+    elif M <= 16:       # the decode GEMVs (Backend.decode_gemv), first: the budget
         cands += [(c, ("gemv", h), p) for c, h, p in gemv_variants(n, k, name == "gate_up")]
     if GEMV_ONLY:
         tiles, depths = [], ()
@@ -451,6 +518,8 @@ for name, n, k in shapes:
                     fn = lambda: [torch.matmul(x, ws_[i].T) for i in range(COPIES)]
                 else:
                     fn = lambda: [torch.matmul(x, ws_[i].T, out=y) for i in range(COPIES)]
+            elif isinstance(kernel, tuple) and kernel[0] == "qkv_rope":
+                fn = qkv_rope_fn(kernel[1], x, ws_, y)
             elif isinstance(kernel, tuple):
                 fn = run_gemv(kernel[1], tl)
             else:
@@ -471,6 +540,11 @@ for name, n, k in shapes:
                    if c.startswith("gemv/cand/")), key=lambda t: -t[0] if isinstance(t[0], float) else 0)
     if cand:            # the model's candidates against the plan (x copy; errors as text)
         print(f"  {name} candidates vs plan {res.get('gemv/plan/l2pf')}:", cand, flush=True)
+    if "qkv_rope/fused" in res:         # the epilogue in the GEMV against the launches
+        print(f"  {name} QKV + RoPE + cache write (x copy over all launches): three "
+              f"launches {res.get('qkv_rope/3launch')}, fused {res.get('qkv_rope/fused')}, "
+              f"fused on 8 warps {res.get('qkv_rope/fused/w8')}; the gemv alone "
+              f"{res.get('gemv/plan')}", flush=True)
     early = {c: v for c, v in res.items() if c.endswith("/early")}
     if early:           # early weight loads against the same kernel without them
         print(f"  {name} early loads (without -> with):", {
@@ -480,5 +554,6 @@ for name, n, k in shapes:
     del ws_, wu
     torch.cuda.empty_cache()
 import os
-stem = "early" if EARLY_ONLY else "gemv" if GEMV_ONLY else "sweep"
+stem = ("early" if EARLY_ONLY else "qkv_rope" if QKV_ROPE_ONLY else "gemv" if GEMV_ONLY
+        else "sweep")
 json.dump(out, open(os.path.join(os.environ.get("OUT", "."), f"{stem}_m{M}.json"), "w"), indent=1)

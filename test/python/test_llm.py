@@ -495,3 +495,116 @@ def test_generated_gpu_code_runs_the_model(tmp_path, arch, overrides, fuse_norm,
     # same model in bf16 gives the same figure to four digits, so the bound is the
     # format's, not the compiler's
     assert res["max_rel_err"] < 1e-1, res
+
+
+def _qkv_rope_run(d, dtype, on: bool):
+    """compare() of the model in d with decode_gemv and qkv_rope = on: its result, each
+    step's logits and the kernels launched at prompt and at decode rows."""
+    llm = LLM(d, dtype=dtype, device="numpy", page_size=16, max_batch=4)
+    be = llm.backend
+    be.decode_gemv, be.qkv_rope = True, on
+    steps, launched = [], {True: set(), False: set()}
+    run, forward = be._launch, llm.model.forward
+
+    def step(batch):
+        steps.append(not batch.prefill)
+        out = forward(batch)
+        steps.append(be.numpy(out).copy())
+        return out
+    be._launch = lambda grid, kernel, args: (launched[steps[-1] is True].add(kernel.name),
+                                             run(grid, kernel, args))
+    llm.model.forward = step
+    res = compare(llm, _prompts(np.random.default_rng(11), [9, 1, 17]), steps=5)
+    return res, steps[1::2], launched
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-4), ("bfloat16", 1e-1)])
+def test_qkv_rope_in_the_gemv_gives_the_same_tokens(tmp_path, dtype, tol):
+    """Backend.qkv_rope: a decode step's QKV GEMV rotates q and k and writes k and v into
+    the cache in its epilogue (gemv_qkv_rope), and no rope or write_slots launches at
+    decode rows; the prompts keep the GEMM, rope and write_slots.  The logits are the
+    three-launch path's bit for bit, step by step (so the same tokens), and the
+    reference's within tolerance."""
+    d = _model(tmp_path, "llama")
+    on, logits_on, launched = _qkv_rope_run(d, dtype, True)
+    off, logits_off, launched_off = _qkv_rope_run(d, dtype, False)
+    assert on["tokens"] == off["tokens"]
+    assert on["max_rel_err"] < tol, on
+    if dtype == "float32":
+        assert on["tokens_agree"], on
+    assert len(logits_on) == len(logits_off) >= 4
+    for a, b in zip(logits_on, logits_off):
+        assert a.tobytes() == b.tobytes()
+    decode, prompt = launched[True], launched[False]
+    assert "gemv_qkv_rope" in decode and not {"rope", "write_slots"} & decode, decode
+    assert {"rope", "write_slots"} <= prompt and "gemv_qkv_rope" not in prompt, prompt
+    assert "gemv_qkv_rope" not in launched_off[True] | launched_off[False]
+    assert {"rope", "write_slots"} <= launched_off[True]
+
+
+def _qkv_rope_rank(rank, size, store, model_dir, prompts, out_dir):
+    """One tensor-parallel rank of `test_qkv_rope_under_tensor_parallelism`: the tiny
+    Llama over gloo with decode_gemv and qkv_rope on; its tokens, logits and whether
+    its decode steps launched gemv_qkv_rope, pickled."""
+    import datetime
+    import os
+    import pickle
+
+    import torch.distributed as dist
+    from test_llm_tp import _llm, _run
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
+                            world_size=size, timeout=datetime.timedelta(seconds=240))
+    try:
+        llm = _llm(model_dir, "float32", tensor_parallel_size=size)
+        llm.backend.decode_gemv = llm.backend.qkv_rope = True
+        names = set()
+        run = llm.backend._launch
+        llm.backend._launch = lambda grid, kernel, args: (names.add(kernel.name),
+                                                          run(grid, kernel, args))
+        res = _run(llm, prompts, 4) + ("gemv_qkv_rope" in names, llm.model.hq)
+        with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
+            pickle.dump(res, f)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow       # two processes that import torch (~15 s of CPU)
+def test_qkv_rope_under_tensor_parallelism(tmp_path):
+    """Backend.qkv_rope on two tensor-parallel ranks (gloo, the interpreter): each rank's
+    QKV columns are its own q, k and v heads (GQA: 4 q and 2 kv heads a rank), so its
+    GEMV rotates and caches them as one rank does all of them; the logits and greedy
+    tokens are one rank's (with the three launches) within float32 rounding."""
+    import pickle
+    torch = pytest.importorskip("torch")
+    from test_llm_tp import LLAMA, _llm, _run, _same_run
+    d = _model(tmp_path, "llama", **LLAMA)
+    prompts = _prompts(np.random.default_rng(), [9, 3, 14], vocab=298)
+    torch.multiprocessing.spawn(_qkv_rope_rank, args=(2, str(tmp_path / "store"), d, prompts,
+                                                      str(tmp_path)), nprocs=2)
+    ranks = []
+    for r in range(2):
+        with open(tmp_path / f"rank{r}.pkl", "rb") as f:
+            ranks.append(pickle.load(f))
+    ref = _run(_llm(d, "float32"), prompts, 4)
+    for tokens, logits, fused, heads in ranks:
+        assert fused and heads == LLAMA["num_attention_heads"] // 2
+        assert tokens == ranks[0][0]
+        _same_run((tokens, logits), ref, 1e-4)
+
+
+@pytest.mark.slow       # (the simulator: test_llm_gemv's qkv_rope simulator cases are fast)
+def test_generated_gpu_code_runs_qkv_rope_in_the_model(tmp_path):
+    """bf16, the one-layer tiny Llama with decode_gemv and qkv_rope, every kernel as
+    sm_90a code in the simulator: the decode steps' QKV GEMV (K split with the ticket)
+    rotates and caches in its epilogue, and the model is within bf16 error of float64."""
+    d = _model(tmp_path, "llama", num_hidden_layers=1)
+    be = _sim_backend("bfloat16", decode_gemv=True)
+    be.qkv_rope = True
+    llm = LLM(d, backend=be, page_size=16)
+    launched = set()
+    run = be._launch
+    be._launch = lambda grid, kernel, args: (launched.add(kernel.name), run(grid, kernel, args))
+    res = compare(llm, _prompts(np.random.default_rng(), [5, 2]), steps=3)
+    assert "gemv_qkv_rope" in launched, launched
+    assert res["max_rel_err"] < 1e-1, res

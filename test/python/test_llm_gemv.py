@@ -1843,3 +1843,328 @@ def test_early_loads_on_the_gpu_in_a_chain(mode, monkeypatch):
     q = x2.to(bf).float() @ wq.float().T
     got = early[2][0].float()
     assert ((got - q).abs().max() / q.abs().max()).item() < 3e-2
+
+
+# ------------------------------------------------- QKV with RoPE and the cache write
+
+def _qkv_rope_inputs(rng, m, hq, hkv, d, k, dtype, pages=6, page=4):
+    """Random QKV inputs (x, g, w), RoPE tables at 64 positions, each row's position
+    and its slot on shuffled pages, and a cache of random values (the slots the launch
+    does not write must keep them)."""
+    n = (hq + 2 * hkv) * d
+    x = rng.standard_normal((m, k)).astype(dtype)
+    g = (1 + 0.1 * rng.standard_normal(k)).astype(dtype)
+    w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(dtype)
+    ang = rng.uniform(0, 2 * np.pi, (64, d // 2))
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    positions = rng.integers(0, 64, m).astype(np.int32)
+    slots = rng.permutation(pages * page)[:m].astype(np.int32)
+    cache = rng.standard_normal((pages, page, 2 * hkv, d)).astype(dtype)
+    return x, g, w, cos, sin, positions, slots, cache
+
+
+def _qkv_rope_args(inputs, p: G.Plan, norm: bool):
+    """gemv_qkv_rope's arguments for inputs (`_qkv_rope_inputs`) and plan p: y and the
+    partials NaN-poisoned, the cache a copy; returns (args, y, cache, count)."""
+    x, g, w, cos, sin, positions, slots, cache = inputs
+    m, n, d = x.shape[0], w.shape[0], cache.shape[3]
+    y = np.full((m, n), np.nan, x.dtype)
+    part = np.full((p.split, m, n), np.nan, np.float32)
+    count = np.zeros(G.counters(n, p) + 2, np.int32)
+    c = cache.copy()
+    args = (x, g, 1e-5, w, y, part, count, cos, sin, positions, c, slots) + tuple(p) + (
+        norm, d)
+    return args, y, c, count
+
+
+def _three_launches(inputs, p: G.Plan, norm: bool):
+    """What the fused kernel must equal: `gemv` (the same plan), then `kernels.rope` of
+    q and k in place, then `write_slots` of k and v, as Backend.rope_write_slots
+    launches them; returns (qkv, cache)."""
+    from tileir.examples import next_pow2
+    from tileir.llm import kernels as K
+    x, g, w, cos, sin, positions, slots, cache = inputs
+    m, n = x.shape[0], w.shape[0]
+    pages, page, kv2, d = cache.shape
+    hq = n // d - kv2
+    y = np.full((m, n), np.nan, x.dtype)
+    part = np.full((p.split, m, n), np.nan, np.float32)
+    count = np.zeros(G.counters(n, p) + 2, np.int32)
+    ct.launch(None, G.grid(n, p), G.gemv, (x, g, 1e-5, w, y, part, count) + tuple(p) + (norm,))
+    if p.split > 1 and not p.ticket:
+        ctiles = G.combine_tiles(m, n, p)
+        ct.launch(None, (ct.cdiv(n, ctiles[2]),), G.gemv_combine, (part, y) + ctiles)
+    heads = y.reshape(m, -1, d)[:, :hq + kv2 // 2]
+    ct.launch(None, (m,), K.rope, (heads, heads, cos, sin, positions, next_pow2(hq + kv2 // 2),
+                                   d // 2))
+    c = cache.copy()
+    tile = min(next_pow2(kv2 * d), 1024)
+    ct.launch(None, (m, ct.cdiv(kv2 * d, tile)), K.write_slots,
+              (y[:, hq * d:], c.reshape(pages, page, -1), slots, page, tile))
+    return y, c
+
+
+def _check_qkv_rope(inputs, y, c, want_y, want_c, bitwise: bool):
+    """The fused launch's qkv rows and cache against the three launches': no NaN left,
+    bit for bit (bitwise) or within one bf16 rounding; the slots the rows own written,
+    every other slot of the cache as it was."""
+    x, *_, slots, cache = inputs
+    assert not np.isnan(y.astype(np.float32)).any()
+    pages, page = cache.shape[:2]
+    flat, was = c.reshape(pages * page, -1), cache.reshape(pages * page, -1)
+    rest = np.setdiff1d(np.arange(pages * page), slots)
+    assert flat[rest].tobytes() == was[rest].tobytes()
+    if bitwise:
+        assert y.tobytes() == want_y.tobytes()
+        assert c.tobytes() == want_c.tobytes()
+        return
+    for got, want in ((y, want_y), (c, want_c)):
+        got, want = got.astype(np.float64), want.astype(np.float64)
+        step = np.abs(want) * 2.0 ** -7 if x.dtype == BF16 else np.abs(want) * 1e-6
+        assert (np.abs(got - want) <= step + 1e-30).all(), np.abs(got - want).max()
+
+
+# every product form and finish: FMA at one row (QKV's swept plan, shrunk) and at
+# several, the tensor cores' 16-, 32- and 64-row tiles (halves of 8-32 rows), K split
+# with the ticket, the norm in the prologue
+QKV_ROPE_PLANS = [
+    pytest.param(G.Plan(1, 8, 32, 1, True), 1, False, id="fma-1row"),
+    pytest.param(G.Plan(4, 8, 32, 1, True), 3, False, id="fma-3rows"),
+    pytest.param(G.Plan(4, 16, 32, 2, True, True), 3, True, id="fma-split-norm"),
+    pytest.param(G.Plan(8, 16, 32, 2, False, True), 5, False, id="tc16-split"),
+    pytest.param(G.Plan(8, 32, 32, 3, False, True), 7, True, id="tc32-split3-norm"),
+    pytest.param(G.Plan(16, 64, 32, 1, False), 16, False, id="tc64-16rows"),
+]
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("p,m,norm", QKV_ROPE_PLANS)
+def test_qkv_rope_matches_gemv_rope_and_write_slots(p, m, norm, dtype, rng):
+    """gemv_qkv_rope in the interpreter: the QKV rows (q and k rotated, v plain) and the
+    cache (k rotated and v at each row's slot, on shuffled pages) bit for bit what
+    gemv, rope and write_slots leave, for GQA heads of 64 (4 q, 2 kv) over a ragged K
+    of 200, 1 to 16 rows at random positions; y and the partials NaN-poisoned, every
+    other cache slot untouched, the tickets back at zero."""
+    inputs = _qkv_rope_inputs(rng, m, 4, 2, 64, 200, dtype)
+    want_y, want_c = _three_launches(inputs, p, norm)
+    args, y, c, count = _qkv_rope_args(inputs, p, norm)
+    ct.launch(None, G.grid(want_y.shape[1], p), G.gemv_qkv_rope, args)
+    _check_qkv_rope(inputs, y, c, want_y, want_c, bitwise=True)
+    assert not count.any(), count
+
+
+def test_qkv_rope_refuses_plans_whose_blocks_split_a_pair():
+    """A block must own both halves of its rotary pairs: BN dividing the head dim, and a
+    split K finished by its own blocks (TICKET); otherwise the compile-time assertion,
+    at the kernel's source line, and qkv_rope_fits says no (the backend then launches
+    gemv, rope and write_slots)."""
+    from tileir.errors import TileIRError
+    rng = np.random.default_rng()
+    inputs = _qkv_rope_inputs(rng, 2, 2, 1, 16, 64, BF16)
+    for p, what in ((G.Plan(2, 32, 32, 1, True), "BN must be even and divide the head dim"),
+                    (G.Plan(2, 16, 32, 2, False, False), "a split K needs TICKET")):
+        assert not G.qkv_rope_fits(16, p)
+        args, *_ = _qkv_rope_args(inputs, p, False)
+        with pytest.raises(TileIRError) as e:
+            ct.launch(None, G.grid(64, p), G.gemv_qkv_rope, args)
+        text = str(e.value)
+        assert what in text and "gemv.py" in text and "ct.static_assert(" in text, text
+    assert G.qkv_rope_fits(16, G.Plan(2, 16, 32, 2, False, True))
+    assert G.qkv_rope_fits(128, G.SWEPT[6144, 4096])
+
+
+def _qkv_llama_args(p: G.Plan, m=1, hq=32, hkv=8, d=128, k=4096):
+    """gemv_qkv_rope's arguments at Llama-3-8B's QKV (zeros: for compiling)."""
+    n = (hq + 2 * hkv) * d
+    x, w, y = np.zeros((m, k), BF16), np.zeros((n, k), BF16), np.zeros((m, n), BF16)
+    part = np.zeros((p.split, m, n), np.float32)
+    count = np.zeros(max(1, G.counters(n, p)), np.int32)
+    cos = np.zeros((8192, d // 2), np.float32)
+    ids = np.zeros(m, np.int32)
+    cache = np.zeros((64, 64, 2 * hkv, d), BF16)
+    return n, (x, np.zeros(k, BF16), 1e-5, w, y, part, count, cos, cos.copy(), ids, cache,
+               ids.copy()) + tuple(p) + (False, d)
+
+
+def test_qkv_rope_fma_plan_streams_as_the_gemv(tmp_path):
+    """QKV's swept plan (FMA, 8 weight rows: two 4-row half tiles a step) at Llama-3-8B's
+    widths on sm_90a: no local memory, the steady loop's weight loads 16 bytes wide with
+    no shuffle or barrier in it (the K sum reduced once after the loop, as `gemv`'s),
+    and no more loop instructions a weight byte than `gemv`'s at the same plan (one
+    pass over a 4 KB weight tile an iteration either way)."""
+    p = G.SWEPT[6144, 4096]
+    n, args = _qkv_llama_args(p)
+    ck = _compile(G.gemv_qkv_rope, args, G.grid(n, p))
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    kernel, plain = _llama_args("linear", 1, 6144, 4096, p)
+    ck0 = _compile(kernel, plain, G.grid(6144, p))
+
+    def loop_insns_per_byte(c):
+        insns = _instructions(_sass_text(c.cubin, tmp_path))
+        body = max((b for b in _loops(insns) if any(op.startswith("LDG.E.128")
+                                                    for _, op, _ in b)), key=len)
+        assert not any(op.startswith(("SHFL", "BAR", "LDL", "STL")) for _, op, _ in body)
+        warps = c.meta["num_threads"] // 32
+        return len(body) * warps / (p.bn * p.bk * 2), insns
+    fused, insns = loop_insns_per_byte(ck)
+    plain_rate, _ = loop_insns_per_byte(ck0)
+    assert fused <= plain_rate, (fused, plain_rate)
+    assert not any(op.startswith(("LDL", "STL")) for _, op, _ in insns)
+
+
+@pytest.mark.parametrize("p", [G.Plan(8, 32, 128, 1, False), G.Plan(8, 64, 128, 2, False, True)],
+                         ids=["tc32", "tc64-split"])
+def test_qkv_rope_tensor_core_plans_keep_the_tma_ring(p, tmp_path):
+    """The tensor-core plans at Llama-3-8B's QKV on sm_90a, with early loads as the
+    backend launches them: the weights' half tiles through TMA into the ring, the first
+    of them issued before the wait for the previous kernel, mma.sync on them, no local
+    memory."""
+    n, args = _qkv_llama_args(p)
+    ck = _compile(G.early_loading(G.gemv_qkv_rope), args, G.grid(n, p))
+    ptx = ck.artifacts["ptx"].splitlines()
+    wait = [i for i, line in enumerate(ptx) if "griddepcontrol.wait" in line]
+    tma = [i for i, line in enumerate(ptx) if TMA_LOAD in line]
+    assert len(wait) == 1 and any(i < wait[0] for i in tma), (wait, tma)
+    assert re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads",
+                      ck.ptxas_report) == [("0", "0")], ck.ptxas_report
+    ops = collections.Counter(op.split(".")[0]
+                              for _, op, _ in _instructions(_sass_text(ck.cubin, tmp_path)))
+    assert ops["UTMALDG"] and ops["HMMA"], ops
+    assert not ops["LDL"] and not ops["STL"], ops
+
+
+@pytest.mark.parametrize("p,m,norm", [
+    pytest.param(G.Plan(1, 8, 256, 1, True), 1, False, id="fma-swept"),
+    pytest.param(G.Plan(4, 8, 256, 1, True), 3, True, id="fma-3rows-norm"),
+    pytest.param(G.Plan(8, 32, 128, 2, False, True), 3, False, id="tc32-split"),
+    # in --full: half tiles of 8 rows on mma.sync (25 s) and 16 rows of 64-row tiles, K
+    # split, the norm (7 s); tc32-split keeps the tensor cores' path in the fast tier
+    pytest.param(G.Plan(8, 16, 256, 1, False), 5, False, id="tc16", marks=pytest.mark.slow),
+    pytest.param(G.Plan(16, 64, 128, 2, False, True), 9, True, id="tc64-split-norm-16rows",
+                 marks=pytest.mark.slow)])
+def test_qkv_rope_generated_code_in_the_simulator(p, m, norm):
+    """gemv_qkv_rope's sm_90a code in tileir.sim on a ragged shape (GQA heads of 64: 4
+    q, 2 kv; K = 328, its last weight tile partial): the QKV rows and the cache within
+    one bf16 rounding of the interpreter's gemv, rope and write_slots (the product's
+    sums run in the GPU's order), every other cache slot untouched, the tickets back
+    at zero."""
+    from tileir.kernel import hardware_grid
+    from tileir.sim import simulate
+    rng = np.random.default_rng()
+    inputs = _qkv_rope_inputs(rng, m, 4, 2, 64, 328, BF16)
+    want_y, want_c = _three_launches(inputs, G.Plan(p.bm, 16, 32, 1, False), norm)
+    args, y, c, count = _qkv_rope_args(inputs, p, norm)
+    grid = G.grid(want_y.shape[1], p) + (1,)
+    ck = G.gemv_qkv_rope.compile(args, "gpu", target="sm_90a", grid=grid, sm_count=132)
+    simulate(ck, hardware_grid(ck.meta, grid), args)
+    _check_qkv_rope(inputs, y, c, want_y, want_c, bitwise=False)
+    assert not count.any(), count
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("p,m", [
+    pytest.param(G.SWEPT[6144, 4096], 1, id="fma-swept"),
+    pytest.param(G.plan(5, 6144, 4096), 5, id="rule-5rows"),
+    pytest.param(G.Plan(16, 64, 128, 2, False, True), 16, id="tc64-split-16rows")])
+def test_qkv_rope_on_the_gpu_matches_the_three_launches(p, m):
+    """gemv_qkv_rope at Llama-3-8B's QKV (32 q and 8 kv heads of 128) on the GPU against
+    the same plan's gemv, then rope and write_slots, launched twice (the second from a
+    CUDA graph's replay): the QKV rows and the written cache slots within one bf16
+    step of theirs (the FMA and mma sums may run in another order) and equal in all but
+    a few per thousand, the other slots of a NaN-poisoned cache untouched, the tickets
+    back at zero."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tileir.examples import next_pow2
+    from tileir.llm import kernels as K
+    hq, hkv, d, k, page, pages = 32, 8, 128, 4096, 64, 40
+    n = (hq + 2 * hkv) * d
+    gen = torch.Generator(device="cuda").manual_seed(int(np.random.SeedSequence().entropy
+                                                         % 2**31))
+    bf = torch.bfloat16
+    x = torch.randn(m, k, device="cuda", generator=gen).to(bf)
+    w = (torch.randn(n, k, device="cuda", generator=gen) / k ** 0.5).to(bf)
+    ang = torch.rand(8192, d // 2, device="cuda", generator=gen) * 6.3
+    cos, sin = ang.cos(), ang.sin()
+    pos = torch.randint(0, 8192, (m,), device="cuda", generator=gen, dtype=torch.int32)
+    slots = torch.randperm(pages * page, device="cuda", generator=gen)[:m].to(torch.int32)
+    count = torch.zeros(G.counters(n, p) + 1, device="cuda", dtype=torch.int32)
+    part = torch.empty(p.split, m, n, device="cuda", dtype=torch.float32)
+
+    def fresh():
+        return (torch.full((m, n), float("nan"), device="cuda", dtype=bf),
+                torch.full((pages, page, 2 * hkv, d), float("nan"), device="cuda", dtype=bf))
+    y0, c0 = fresh()
+    ct.launch(None, G.grid(n, p), G.gemv, (x, x, 0.0, w, y0, part, count) + tuple(p) + (False,))
+    heads = y0.view(m, -1, d)[:, :hq + hkv]
+    ct.launch(None, (m,), K.rope, (heads, heads, cos, sin, pos, next_pow2(hq + hkv), d // 2))
+    ct.launch(None, (m, 2), K.write_slots, (y0[:, hq * d:], c0.view(pages, page, -1), slots,
+                                            page, 1024))
+    y, c = fresh()
+    kernel = G.early_loading(G.gemv_qkv_rope)
+    args = (x, x, 0.0, w, y, part, count, cos, sin, pos, c, slots) + tuple(p) + (False, d)
+    ct.launch(None, G.grid(n, p), kernel, args)
+    torch.cuda.synchronize()
+    first = (y.clone(), c.clone())
+    y.fill_(float("nan"))
+    c.fill_(float("nan"))
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(graph, stream=s):
+            ct.launch(None, G.grid(n, p), kernel, args)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not count.any()
+    rows = slots.long()
+    for yy, cc in (first, (y, c)):
+        assert not yy.isnan().any()
+        _within_a_step(torch, yy, y0, "qkv rows")
+        flat, flat0 = cc.view(pages * page, -1), c0.view(pages * page, -1)
+        _within_a_step(torch, flat[rows], flat0[rows], "cache slots")
+        rest = torch.ones(pages * page, dtype=torch.bool, device="cuda")
+        rest[rows] = False
+        assert flat[rest].isnan().all()
+
+
+@pytest.mark.gpu
+def test_llama_with_qkv_rope_matches_transformers(tmp_path):
+    """Backend.qkv_rope (with decode_gemv) in float32: 32 greedy tokens of each prompt,
+    generated alone, identical to transformers' generate, the one-row decode steps' QKV
+    on gemv_qkv_rope (the exact FMA plan; asserted from the launches).  bf16's decode
+    steps: test_gpu_llm.py's test_qkv_rope_decode_logits_match_transformers."""
+    launched = _llama_against_transformers(tmp_path, "float32", ("decode_gemv", "qkv_rope"))
+    names = {name for name, _ in launched}
+    assert "gemv_qkv_rope" in names, names
+
+
+@pytest.mark.parametrize("d", [16, 8], ids=["fits", "head-narrower-than-the-tile"])
+def test_backend_routes_decode_qkv_to_gemv_qkv_rope(d, rng):
+    """Backend.linear_rope_write_slots with decode_gemv and qkv_rope: where the plan's
+    blocks own rotary pairs of one head (the interpreter's 16-row tiles, K split with the
+    ticket, against a head of 16) one launch of gemv_qkv_rope with early loads on its
+    weight; where they would not (heads of 8) gemv, rope and write_slots, as with
+    qkv_rope off.  The QKV rows and the cache are the same bits either way."""
+    from tileir.llm.backend import Backend
+    inputs = _qkv_rope_inputs(rng, 3, 4, 2, d, 64, BF16)
+    x, g, w, cos, sin, positions, slots, cache = inputs
+    outs = []
+    for on in (True, False):
+        b = Backend("numpy", "bfloat16")
+        b.decode_gemv, b.qkv_rope = True, on
+        launched = []
+        run = b._launch
+        b._launch = lambda grid, kernel, args: (launched.append(kernel), run(grid, kernel, args))
+        c = cache.copy()
+        outs.append((b.linear_rope_write_slots(x, w, cos, sin, positions, c, slots), c))
+        names = [k.name for k in launched]
+        if on and d == 16:
+            assert names == ["gemv_qkv_rope"], names
+            assert launched[0].options.get("early_loads") == ("w",)
+        else:
+            assert names == ["gemv", "rope", "write_slots"], names
+    (y, c), (y0, c0) = outs
+    assert y.tobytes() == y0.tobytes() and c.tobytes() == c0.tobytes()
+    assert not np.isnan(y.astype(np.float32)).any()

@@ -189,6 +189,14 @@ class Backend:
         # transformers' (k's in-place store from a replicated layout, fixed since in the
         # lowering: gpu/memory.py `lower_store`; not yet re-run on a GPU)
         self.rope_slots = False
+        # with decode_gemv, Llama's decode QKV (`linear_rope_write_slots`) on
+        # `gemv.gemv_qkv_rope`: the GEMV's blocks own rotary pairs of one head, rotate q
+        # and k in its epilogue and write k and v into the cache at their slots, so a
+        # layer's `rope` and `write_slots` launches (100 us of a Llama-3-8B batch-1 step
+        # on the H200, 2026-11-29, beside ~2 us of launch gap each) go; the same bits as
+        # the three launches in the interpreter.  Off until measured on the GPU
+        # (`bench/llm.py --alternatives qkv_rope`, `bench/sweep_llm_decode.py 1 --gemv`).
+        self.qkv_rope = False
         self._part_dummies = {}
         # the GEMVs' split-K tickets, and paged decode attention's split-KV tickets (one
         # launch: the last split block of each sequence and KV head merges)
@@ -324,14 +332,18 @@ class Backend:
     def _plan(self, m: int, n: int, k: int) -> G.Plan:
         return self._route(m, n, k)[1]
 
-    def _gemv(self, x, ws, out, residual=None, norm=None, then=None, normed=None):
+    def _gemv(self, x, ws, out, residual=None, norm=None, then=None, normed=None,
+              rope=None):
         """A decode GEMV (`decode_gemv`): x @ ws[0]^T (+ residual) into out (which may be
         residual), or SwiGLU of two weights; with norm = (g, eps), RMSNorm(x) * g in
         place of x (not with a residual); with a split K, the partials (f32, in a
         buffer of this call) added up by the last block of each weight-row slice
         (`gemv_ticket`, the plans' TICKET) or by the matching combine kernel.  With a
         residual and then = (g, eps), also RMSNorm(out) * g into normed, in the same
-        launch (`gemv_add_norm`: the plan must finish in it, split 1 or TICKET)."""
+        launch (`gemv_add_norm`: the plan must finish in it, split 1 or TICKET).  With
+        rope = (cos, sin, positions, cache, slots), Llama's QKV finished as
+        `rope_write_slots` finishes it, in the same launch (`gemv_qkv_rope`: the plan
+        must fit, `gemv.qkv_rope_fits`)."""
         m, k = x.shape
         n = ws[0].shape[0]
         cand, p = self._route(m, n, k)
@@ -346,7 +358,16 @@ class Backend:
         count = self.gemv_tickets.at_least(G.counters(n, p, tail=then is not None))
         tiles = tuple(p)
         g, eps = norm if norm is not None else (x, 0.0)
-        if then is not None:
+        if rope is not None:
+            d = rope[3].shape[3]
+            if residual is not None or not G.qkv_rope_fits(d, p):
+                raise ValueError(f"gemv_qkv_rope takes no residual, and a plan whose "
+                                 f"blocks own rotary pairs of one head ({d} wide) and "
+                                 f"finish in its own launch; got {p}")
+            kernel, fin = G.gemv_qkv_rope, None
+            args = (x, g, float(eps), ws[0], out, part, count) + tuple(rope)
+            tiles += (norm is not None, d)
+        elif then is not None:
             if residual is None or (p.split > 1 and not p.ticket):
                 raise ValueError("a norm in the GEMV's tail takes a residual GEMV that "
                                  "finishes in its own launch (split 1 or gemv_ticket)")
@@ -425,6 +446,21 @@ class Backend:
         self._launch((ct.cdiv(m, bm), ct.cdiv(n, bn)), kernel,
                      (x, g, float(eps), w, out, bm, bn, bk, self.exact, norm is not None))
         return out
+
+    def linear_rope_write_slots(self, x, w, cos, sin, positions, cache, slots, norm=None):
+        """Llama's QKV at decode: qkv = x @ w^T (norm as `linear`), then
+        `rope_write_slots` (q and k rotated in qkv, k and v into cache at slots);
+        returns qkv.  One launch (`gemv_qkv_rope`) where `qkv_rope` is set and the
+        product takes a decode GEMV (`_gemv_ok`) whose plan fits (`gemv.qkv_rope_fits`:
+        its blocks own rotary pairs of one head), else the GEMM then RoPE's launches."""
+        m, n, k = x.shape[0], w.shape[0], x.shape[1]
+        if self.qkv_rope and self._gemv_ok(m, norm, n, k) and \
+                G.qkv_rope_fits(cache.shape[3], self._plan(m, n, k)):
+            return self._gemv(x, (w,), self.empty((m, n)), norm=norm,
+                              rope=(cos, sin, positions, cache, slots))
+        qkv = self.linear(x, w, norm=norm)
+        self.rope_write_slots(qkv, cos, sin, positions, cache, slots)
+        return qkv
 
     def linear_add_norm(self, x, w, residual, then):
         """residual += x @ w^T, and with then = (g, eps) RMSNorm(residual) * g of the

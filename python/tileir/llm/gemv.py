@@ -53,6 +53,14 @@ tiles' ticket is drawn); the block that draws the last reads all of y's rows bac
 norm computes it, then resets that counter (`Backend.gemv_norm_tail`: the norm's launch
 after O and down saved; `norm_tail_fits`: the rows a block holds).
 
+`gemv_qkv_rope` is Llama's decode QKV with `kernels.rope` and `write_slots` in its
+epilogue (`Backend.qkv_rope`): a block owns BN / 2 rotary pairs of one head (the
+rows h D + p0.. and h D + D/2 + p0.., two (BN/2, BK) weight tiles a step, two
+accumulators), so it holds both halves of each pair it rotates; it stores q, k and v
+into y as `gemv` does, q and k rotated at each row's position, and k (rotated) and v
+into the paged cache at each row's slot: the three launches' bits, in one
+(`qkv_rope_fits`: the plans it takes).
+
 `gemv_swiglu` runs a loop a weight (each its own ring); `gemv_swiglu_fused` loads both
 weights' tiles in one loop (one ring, no ramp between the two), a candidate the
 decode sweep ranks (bench/sweep_llm_decode.py --gemv).
@@ -452,12 +460,151 @@ def gemv_combine_swiglu(part, y, SPLIT: ct.Constant[int], BM: ct.Constant[int],
     ct.store(y, index=(0, j), tile=_swiglu(gate, up, y.dtype))
 
 
+# QKV with RoPE and the K/V cache write in its epilogue (Llama's decode attention input):
+# a block owns BN / 2 rotary pairs of one head, so both halves of each pair it rotates
+# are its own.
+
+@ct.function
+def _pair_partial(x, g, inv, w, c1, c2, s, BM: ct.Constant[int], HB: ct.Constant[int],
+                  BK: ct.Constant[int], SPLIT: ct.Constant[int], FMA: ct.Constant[bool],
+                  NORM: ct.Constant[bool]):
+    """Two (BM, HB) f32 products: x's first BM rows times W's row tiles c1 and c2 of HB
+    rows each (a head's rows p0.. and D/2 + p0..: both halves of HB rotary pairs), over
+    split s's K tiles, as `_partial` makes one: each step loads the two (HB, BK) weight
+    tiles beside the rows (the bytes of one (2 HB, BK) tile), and each weight row's
+    products are summed as `_partial` sums them at twice the tile."""
+    tiles = ct.num_tiles(w, axis=1, shape=(HB, BK))
+    per = ct.cdiv(tiles, SPLIT)
+    first = s * per
+    last = min(first + per, tiles)
+    if FMA and BM == 1:
+        acc1 = ct.zeros((HB, BK), dtype=ct.float32)
+        acc2 = ct.zeros((HB, BK), dtype=ct.float32)
+        for k in range(first, last):
+            a = ct.astype(_rows(x, g, inv, k, 1, BK, NORM), ct.float32)
+            b1 = ct.load(w, index=(c1, k), shape=(HB, BK), padding_mode=ZERO)
+            b2 = ct.load(w, index=(c2, k), shape=(HB, BK), padding_mode=ZERO)
+            acc1 = acc1 + a * ct.astype(b1, ct.float32)
+            acc2 = acc2 + a * ct.astype(b2, ct.float32)
+        return (ct.reshape(ct.sum(acc1, axis=1), (1, HB)),
+                ct.reshape(ct.sum(acc2, axis=1), (1, HB)))
+    if FMA:
+        acc1 = ct.zeros((BM, HB, BK), dtype=ct.float32)
+        acc2 = ct.zeros((BM, HB, BK), dtype=ct.float32)
+        for k in range(first, last):
+            a = ct.reshape(ct.astype(_rows(x, g, inv, k, BM, BK, NORM), ct.float32),
+                           (BM, 1, BK))
+            b1 = ct.load(w, index=(c1, k), shape=(HB, BK), padding_mode=ZERO)
+            b2 = ct.load(w, index=(c2, k), shape=(HB, BK), padding_mode=ZERO)
+            acc1 = acc1 + a * ct.reshape(ct.astype(b1, ct.float32), (1, HB, BK))
+            acc2 = acc2 + a * ct.reshape(ct.astype(b2, ct.float32), (1, HB, BK))
+        return ct.sum(acc1, axis=2), ct.sum(acc2, axis=2)
+    # tensor cores, transposed as `_partial`: each half tile its own product's M
+    acc1 = ct.zeros((HB, BM), dtype=ct.float32)
+    acc2 = ct.zeros((HB, BM), dtype=ct.float32)
+    for k in range(first, last):
+        a = ct.transpose(_rows(x, g, inv, k, BM, BK, NORM))
+        acc1 = ct.mma(ct.load(w, index=(c1, k), shape=(HB, BK), padding_mode=ZERO), a, acc1)
+        acc2 = ct.mma(ct.load(w, index=(c2, k), shape=(HB, BK), padding_mode=ZERO), a, acc2)
+    return ct.transpose(acc1), ct.transpose(acc2)
+
+
+@ct.function
+def _row_ids(positions, slots, BM: ct.Constant[int]):
+    """Each row's position and cache slot, (BM, 1) each (the rows past M: 0), loaded
+    before the K loop: nothing waits for them until the epilogue, so their latency
+    passes while the weights stream (the tables' rows at the positions are gathered
+    after the loop: a load that waited on these here would hold up the first weight
+    loads behind it)."""
+    pos = ct.load(positions, index=(0,), shape=(BM,), padding_mode=ZERO)
+    slot = ct.load(slots, index=(0,), shape=(BM,), padding_mode=ZERO)
+    return ct.reshape(pos, (BM, 1)), ct.reshape(slot, (BM, 1))
+
+
+@ct.function
+def _rope_slots_epilogue(acc1, acc2, y, cos, sin, pos, slot, cache, h, p0, c1, c2,
+                         BM: ct.Constant[int], HB: ct.Constant[int], D: ct.Constant[int]):
+    """The block's two halves of HB rotary pairs of head h (columns p0.. of each half), as
+    gemv, rope and write_slots leave them: rounded to y's dtype and stored into y (the
+    QKV rows) at half tiles c1 and c2; for a q or k head first rotated in f32 by cos and
+    sin at each row's position pos (`_row_ids`) and rounded again (`kernels.rope`'s
+    arithmetic); for a k or v head also stored into the cache (pages, PAGE, 2 Hkv, D) at
+    each row's slot (head h - Hq: k heads first, then v)."""
+    hkv = cache.shape[2] // 2
+    hq = y.shape[1] // D - 2 * hkv
+    cols = p0 + ct.arange(HB, dtype=ct.int32)[None, :]
+    y1 = ct.astype(acc1, y.dtype)
+    y2 = ct.astype(acc2, y.dtype)
+    if h < hq + hkv:
+        c = ct.gather(cos, (pos, cols))
+        sn = ct.gather(sin, (pos, cols))
+        x1 = ct.astype(y1, ct.float32)
+        x2 = ct.astype(y2, ct.float32)
+        y1 = ct.astype(x1 * c - x2 * sn, y.dtype)
+        y2 = ct.astype(x2 * c + x1 * sn, y.dtype)
+    ct.store(y, index=(0, c1), tile=y1)
+    ct.store(y, index=(0, c2), tile=y2)
+    if h >= hq:
+        page = slot // cache.shape[1]
+        row = slot % cache.shape[1]
+        mine = ct.arange(BM, dtype=ct.int32)[:, None] < y.shape[0]   # rows past M: none
+        ct.scatter(cache, (page, row, h - hq, cols), ct.astype(y1, cache.dtype), mask=mine)
+        ct.scatter(cache, (page, row, h - hq, cols + D // 2), ct.astype(y2, cache.dtype),
+                   mask=mine)
+
+
+@ct.kernel
+def gemv_qkv_rope(x, g, eps, w, y, part, count, cos, sin, positions, cache, slots,
+                  BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.Constant[int],
+                  SPLIT: ct.Constant[int], FMA: ct.Constant[bool], TICKET: ct.Constant[bool],
+                  NORM: ct.Constant[bool], D: ct.Constant[int]):
+    """Llama's QKV projection at decode, finished as `gemv` then `kernels.rope` (q and k
+    rotated in place) then `write_slots` (k and v into the cache) leave it, in one
+    launch, the same bits: y = x @ W^T (W: the q, k and v heads' rows, head dim D, as
+    stored), q and k heads rotated at positions (cos and sin: (positions, D / 2) f32
+    tables, "rotate half" pairs (i, D/2 + i)), and the k (rotated) and v heads into
+    cache (pages, PAGE, 2 Hkv, D) at slots (M,).  Block j owns BN / 2 pairs of one head
+    (rows h D + p0.. and h D + D/2 + p0..; D / BN blocks a head): both halves of what it
+    rotates.  SPLIT, TICKET and NORM as `gemv`: the tile's last split block applies the
+    epilogue (a split needs TICKET: a combine launch could not rotate)."""
+    ct.static_assert(BN % 2 == 0 and D % BN == 0,
+                     "gemv_qkv_rope: a block owns BN / 2 rotary pairs of one head, so BN "
+                     "must be even and divide the head dim D")
+    ct.static_assert(SPLIT == 1 or TICKET,
+                     "gemv_qkv_rope: a split K needs TICKET (its last blocks rotate and "
+                     "write the cache)")
+    HB = BN // 2
+    PER = D // BN                  # blocks a head
+    j = ct.bid(0)
+    s = ct.bid(1)
+    h = j // PER
+    p0 = (j % PER) * HB
+    c1 = h * 2 * PER + j % PER     # the head's first-half rows p0.., in HB-row tiles
+    c2 = c1 + PER                  # ... and its second-half rows D/2 + p0..
+    pos, slot = _row_ids(positions, slots, BM)
+    inv = _inv_rms(x, eps, BM) if NORM else eps
+    acc1, acc2 = _pair_partial(x, g, inv, w, c1, c2, s, BM, HB, BK, SPLIT, FMA, NORM)
+    if SPLIT == 1:
+        _rope_slots_epilogue(acc1, acc2, y, cos, sin, pos, slot, cache, h, p0, c1, c2, BM,
+                             HB, D)
+    else:
+        ct.store(part, index=(s, 0, c1), tile=ct.reshape(acc1, (1, BM, HB)))
+        ct.store(part, index=(s, 0, c2), tile=ct.reshape(acc2, (1, BM, HB)))
+        if _last(count, j, SPLIT):
+            acc1 = _sum_splits(part, c1, SPLIT, BM, HB, True)
+            acc2 = _sum_splits(part, c2, SPLIT, BM, HB, True)
+            _rope_slots_epilogue(acc1, acc2, y, cos, sin, pos, slot, cache, h, p0, c1, c2,
+                                 BM, HB, D)
+            _reset(count, j)
+
+
 # ----------------------------------------------------------------------------- host side
 
 # Each decode GEMV kernel's weight arguments: what no kernel of a decode step writes, so
 # what the kernel may take as its `early_loads` option (`early_loading`).
 WEIGHTS = {"gemv": ("w",), "gemv_add": ("w",), "gemv_add_norm": ("w",),
-           "gemv_swiglu": ("wg", "wu"), "gemv_swiglu_fused": ("wg", "wu")}
+           "gemv_swiglu": ("wg", "wu"), "gemv_swiglu_fused": ("wg", "wu"),
+           "gemv_qkv_rope": ("w",)}
 
 
 def early_hints(kernel) -> dict:
@@ -678,3 +825,10 @@ def counters(n: int, p: Plan, tail: bool = False) -> int:
     if tail:
         return ct.cdiv(n, p.bn) + 1
     return ct.cdiv(n, p.bn) if p.split > 1 and p.ticket else 0
+
+
+def qkv_rope_fits(d: int, p: Plan) -> bool:
+    """Whether `gemv_qkv_rope` takes plan p at head dim d: a block's BN rows are BN / 2
+    rotary pairs of one head (BN even, dividing d), and it finishes in its own launch
+    (split 1, or TICKET: the tile's last block rotates)."""
+    return p.bn % 2 == 0 and d % p.bn == 0 and (p.split == 1 or p.ticket)

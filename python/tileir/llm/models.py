@@ -205,10 +205,14 @@ class Llama(Model):
     def attention(self, i, layer, x, norm, residual, batch, then=None):
         be, d, hq, hkv = self.be, self.cfg.head_dim, self.hq, self.hkv
         t = x.shape[0]
-        qkv = be.linear(x, layer["qkv"], norm=norm)
         cache = self.caches[i]
-        # q and k rotated in place, k and v into the cache: one launch
-        be.rope_write_slots(qkv, self.cos, self.sin, batch.positions, cache, batch.slots)
+        if batch.prefill:
+            qkv = be.linear(x, layer["qkv"], norm=norm)
+            # q and k rotated in place, k and v into the cache
+            be.rope_write_slots(qkv, self.cos, self.sin, batch.positions, cache, batch.slots)
+        else:       # the same, in the QKV GEMV's epilogue where the backend can
+            qkv = be.linear_rope_write_slots(x, layer["qkv"], self.cos, self.sin,
+                                             batch.positions, cache, batch.slots, norm=norm)
         heads = qkv.reshape(t, hq + 2 * hkv, d)
         q, k, v = heads[:, :hq], heads[:, hq:hq + hkv], heads[:, hq + hkv:]
         if batch.prefill:
