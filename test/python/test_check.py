@@ -179,6 +179,33 @@ def test_the_runs_processes_share_bytecode_in_its_temporary_folder(tmp_path):
     assert mine == {"PYTHONPYCACHEPREFIX": "/elsewhere", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+def test_installed_bytecode_is_linked_where_the_runs_processes_look(tmp_path):
+    """A process of the run (PYTHONPYCACHEPREFIX) reads the bytecode installed beside a
+    library's modules through the links, compiling nothing; the tree's is not linked."""
+    import compileall
+    tag = sys.implementation.cache_tag
+    lib, tree, prefix = tmp_path / "lib", tmp_path / "tree", tmp_path / "bytecode"
+    for folder in (lib / "pkg", tree / "mine"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+        (folder / "mod.py").write_text("X = 1\n")
+        assert compileall.compile_dir(folder, quiet=1)
+    assert check.seed_bytecode(prefix, [str(lib), str(tree), str(tmp_path / "none")],
+                               tree) == 2
+    mirror = prefix / str(lib / "pkg").lstrip(os.sep)
+    installed = lib / "pkg" / "__pycache__" / f"mod.{tag}.pyc"
+    assert (mirror / f"mod.{tag}.pyc").stat().st_ino == installed.stat().st_ino
+    assert not (prefix / str(tree).lstrip(os.sep)).exists()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPYCACHEPREFIX=str(prefix), PYTHONPATH=str(lib))
+    import subprocess
+    subprocess.run([sys.executable, "-c", "import pkg.mod"], env=env, check=True)
+    # nothing compiled: no file beside the links, each still the installed one
+    assert sorted(p.name for p in mirror.iterdir()) == [f"__init__.{tag}.pyc",
+                                                          f"mod.{tag}.pyc"]
+    assert (mirror / f"mod.{tag}.pyc").stat().st_ino == installed.stat().st_ino
+
+
 def test_a_run_leaves_no_bytecode_in_the_tree(project, capsys, monkeypatch):
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
