@@ -182,14 +182,17 @@ def test_the_runs_processes_share_bytecode_in_its_temporary_folder(tmp_path):
 def test_installed_bytecode_is_linked_where_the_runs_processes_look(tmp_path):
     """A process of the run (PYTHONPYCACHEPREFIX) reads the bytecode installed beside a
     library's modules through the links, compiling nothing; the tree's is not linked."""
-    import compileall
+    import py_compile
     tag = sys.implementation.cache_tag
     lib, tree, prefix = tmp_path / "lib", tmp_path / "tree", tmp_path / "bytecode"
     for folder in (lib / "pkg", tree / "mine"):
         folder.mkdir(parents=True)
-        (folder / "__init__.py").write_text("")
-        (folder / "mod.py").write_text("X = 1\n")
-        assert compileall.compile_dir(folder, quiet=1)
+        for name, text in (("__init__", ""), ("mod", "X = 1\n")):
+            (folder / f"{name}.py").write_text(text)
+            # installed beside the module, as pip does (under tile-check this process's
+            # own PYTHONPYCACHEPREFIX would send the default cfile elsewhere)
+            py_compile.compile(str(folder / f"{name}.py"), doraise=True,
+                               cfile=str(folder / "__pycache__" / f"{name}.{tag}.pyc"))
     assert check.seed_bytecode(prefix, [str(lib), str(tree), str(tmp_path / "none")],
                                tree) == 2
     mirror = prefix / str(lib / "pkg").lstrip(os.sep)
