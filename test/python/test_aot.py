@@ -165,7 +165,7 @@ def test_a_grid_without_its_variant_in_the_cache_takes_the_kernel_as_written(cac
         "TileCompilerExecutionError"
 
 
-def test_a_miss_without_mlir_says_how_to_fill_the_cache(cache, pinned):
+def test_a_miss_without_mlir_says_how_to_fill_the_cache(cache, pinned, warm_tile_compile):
     got = compile_without_mlir(softmax, cache.root)
     key = cache_key(softmax, softmax.classify(parse_arg_specs(SPECS[softmax]), gpu=True),
                     "sm_90a")
@@ -180,7 +180,7 @@ def test_a_miss_without_mlir_says_how_to_fill_the_cache(cache, pinned):
                        "--args 'bf16[2],bf16[2],1024'")
     # The command it prints is the fix: run it, and the same host now finds the cubin.
     argv = shlex.split(command)[1:] + ["--cache-dir", str(cache.root)]
-    out = tile_compile(*argv)
+    out = warm_tile_compile(*argv)
     assert out.returncode == 0, out.stderr
     assert compile_without_mlir(softmax, cache.root).get("cached")
 
@@ -484,8 +484,8 @@ WARM = PIN + textwrap.dedent("""
 @pytest.fixture(scope="module")
 def warm_tile_compile(tmp_path_factory):
     """`tile_compile` through a warm interpreter (WARM): the same result (returncode,
-    stdout, stderr) for a fraction of the start-up, for the tests that run it a case at
-    a time and compile nothing."""
+    stdout, stderr) for a fraction of the start-up.  (The parent has not imported MLIR,
+    1 thread: a child that compiles imports and starts it as a fresh process does.)"""
     proc = subprocess.Popen([sys.executable, "-c", WARM], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     folder = tmp_path_factory.mktemp("warm-tile-compile")
@@ -518,10 +518,10 @@ def parse_report(stdout: str) -> list[dict[str, str]]:
     return blocks
 
 
-def test_tile_compile_fills_the_cache_for_each_target(cache, pinned):
+def test_tile_compile_fills_the_cache_for_each_target(cache, pinned, warm_tile_compile):
     argv = ("tileir.examples.vector_add:vector_add", "--args", SPECS[vector_add],
             "--target", "sm_90a", "--target", "sm_80", "--cache-dir", str(cache.root))
-    out = tile_compile(*argv)
+    out = warm_tile_compile(*argv)
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
     blocks = parse_report(out.stdout)
@@ -537,7 +537,7 @@ def test_tile_compile_fills_the_cache_for_each_target(cache, pinned):
         # ... and it is the entry that Kernel.compile looks up.
         params = vector_add.classify(parse_arg_specs(SPECS[vector_add]), gpu=True)
         assert block["key"] == cache_key(vector_add, params, block["target"])
-    again = tile_compile(*argv)
+    again = warm_tile_compile(*argv)
     assert [(b["status"], b["key"]) for b in parse_report(again.stdout)] == \
         [("cached", b["key"]) for b in blocks]
 
