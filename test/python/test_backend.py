@@ -327,14 +327,21 @@ def test_a_product_of_several_batches_is_one_product_a_batch(target):
 # --------------------------------------------------------------------------
 # tile-opt --emit=cubin
 # --------------------------------------------------------------------------
-def test_tile_opt_refuses_to_write_a_cubin_to_a_terminal(tmp_path: Path):
+def test_tile_opt_refuses_to_write_a_cubin_to_a_terminal(tmp_path: Path, tile_opt_server):
+    # through the warm tile-opt's client where there is one (conftest.tile_opt_server:
+    # the run takes the client's stdout, the terminal, as a fresh tile-opt would)
     kernel = tmp_path / "k.mlir"
     kernel.write_text("func.func @k() attributes {tile.kernel} {\n  return\n}\n")
+    if tile_opt_server is None:
+        command, env = [sys.executable, "-m", "tileir.tools.tile_opt"], None
+    else:
+        from tileir.tools import tile_opt_server as warm
+        command = [sys.executable, "-I", "-S", warm.__file__]
+        env = {**os.environ, warm.SERVER_ENV: tile_opt_server}
     controller, terminal = pty.openpty()
     try:
-        proc = subprocess.run([sys.executable, "-m", "tileir.tools.tile_opt", str(kernel),
-                               "--emit=cubin"], stdout=terminal, stderr=subprocess.PIPE,
-                              timeout=120)
+        proc = subprocess.run([*command, str(kernel), "--emit=cubin"], stdout=terminal,
+                              stderr=subprocess.PIPE, timeout=120, env=env)
     finally:
         os.close(terminal)
     os.set_blocking(controller, False)
