@@ -153,11 +153,12 @@ def seed_bytecode(prefix: Path, dirs: list[str], root: Path) -> int:
     `__pycache__` at all, and the run compiled again every module it imported from
     outside the tree (the first import of torch 6.1 s of CPU instead of 2.3 s, a
     worker's pytest, numpy, MLIR and JAX 4.4 s instead of 1.3 s; both workers at
-    once as they start).  Hard links (cheap, and a stale file is replaced by the
-    compile, `os.replace`, never written through); none where the folders are on
-    different file systems.  Returns how many files were linked."""
+    once as they start).  Hard links, or symbolic ones where the folders are on
+    different file systems (a stale file is replaced by the compile, `os.replace`, never
+    written through); none where neither can be made.  Returns how many files were
+    linked."""
     tag = sys.implementation.cache_tag
-    linked = 0
+    linked, link = 0, os.link
     for top in dirs:
         if not os.path.isdir(top) or Path(top).resolve().is_relative_to(root.resolve()):
             continue
@@ -172,11 +173,19 @@ def seed_bytecode(prefix: Path, dirs: list[str], root: Path) -> int:
             out.mkdir(parents=True, exist_ok=True)
             for name in names:
                 try:
-                    os.link(os.path.join(folder, name), out / name)
+                    link(os.path.join(folder, name), out / name)
                 except FileExistsError:
-                    pass
-                except OSError:         # another file system, a read-only folder
-                    return linked
+                    continue
+                except OSError:
+                    if link is os.symlink:      # a read-only folder, say: none at all
+                        return linked
+                    link = os.symlink           # another file system
+                    try:
+                        link(os.path.join(folder, name), out / name)
+                    except FileExistsError:
+                        continue
+                    except OSError:
+                        return linked
                 linked += 1
     return linked
 

@@ -179,10 +179,18 @@ def test_the_runs_processes_share_bytecode_in_its_temporary_folder(tmp_path):
     assert mine == {"PYTHONPYCACHEPREFIX": "/elsewhere", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def test_installed_bytecode_is_linked_where_the_runs_processes_look(tmp_path):
+@pytest.mark.parametrize("links", ["hard", "symbolic"])
+def test_installed_bytecode_is_linked_where_the_runs_processes_look(tmp_path, links,
+                                                                     monkeypatch):
     """A process of the run (PYTHONPYCACHEPREFIX) reads the bytecode installed beside a
-    library's modules through the links, compiling nothing; the tree's is not linked."""
+    library's modules through the links, compiling nothing; the tree's is not linked.
+    Symbolic links where hard ones cannot be made (another file system)."""
+    import errno
     import py_compile
+    if links == "symbolic":
+        def cross_device(src, dst):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        monkeypatch.setattr(os, "link", cross_device)
     tag = sys.implementation.cache_tag
     lib, tree, prefix = tmp_path / "lib", tmp_path / "tree", tmp_path / "bytecode"
     for folder in (lib / "pkg", tree / "mine"):
@@ -197,6 +205,7 @@ def test_installed_bytecode_is_linked_where_the_runs_processes_look(tmp_path):
                                tree) == 2
     mirror = prefix / str(lib / "pkg").lstrip(os.sep)
     installed = lib / "pkg" / "__pycache__" / f"mod.{tag}.pyc"
+    assert (mirror / f"mod.{tag}.pyc").is_symlink() == (links == "symbolic")
     assert (mirror / f"mod.{tag}.pyc").stat().st_ino == installed.stat().st_ino
     assert not (prefix / str(tree).lstrip(os.sep)).exists()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
