@@ -10,8 +10,10 @@ import importlib
 import importlib.util
 import itertools
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -202,19 +204,41 @@ def _sass_memo(session_dir):
     _SESSION_DIR = None
 
 
-def sass_text(cubin: bytes, scratch: Path) -> str:
-    """`cuobjdump -sass` of `cubin`, disassembled once a run (`session_memo`: by the
-    cubin's bytes, whichever test or worker asks).  nvdisasm, which cuobjdump runs,
-    costs ~0.5 s of CPU a cubin however small (its start-up), and tests of one kernel
-    each read its SASS: the fast tier disassembled 12 of 80 cubins twice or more
-    (2026-11-29).  `scratch`: a folder for the cubin's file (a test's tmp_path)."""
+# What cuobjdump -sass runs on a cubin (its nvdisasm command line, CUDA 13), and
+# -ndf: no dataflow analysis, which only labels jumps through the branch stack (none in
+# our kernels: the text is the same, byte for byte, for 169 cubins of the suite,
+# 2026-11-29) and costs ~20 % of nvdisasm's CPU
+NVDISASM_AS_CUOBJDUMP = ("-pb", "-hex", "-novliw", "-ndf")
+
+
+def sass_text(cubin: bytes, scratch: Path | None = None) -> str:
+    """`cuobjdump -sass` of `cubin` (its text), disassembled once a run (`session_memo`:
+    by the cubin's bytes, whichever test or worker asks).  nvdisasm costs ~0.5 s of CPU
+    a cubin however small (its start-up), and tests of one kernel each read its SASS:
+    the fast tier disassembled 12 of 80 cubins twice or more (2026-11-29).  nvdisasm is
+    run directly, as cuobjdump runs it but without its dataflow pass
+    (NVDISASM_AS_CUOBJDUMP), with cuobjdump's header line; cuobjdump itself where
+    nvdisasm is not found.  `scratch`: a folder for the cubin's file (a test's
+    tmp_path; by default a temporary one)."""
     from tileir.backend.target.toolchain import find_cuda_tool
 
-    def disassemble() -> str:
-        path = scratch / f"{hashlib.sha256(cubin).hexdigest()[:16]}.cubin"
+    def run(folder: Path) -> str:
+        path = folder / f"{hashlib.sha256(cubin).hexdigest()[:16]}.cubin"
         path.write_bytes(cubin)
-        return subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(path)],
+        nvdisasm = find_cuda_tool("nvdisasm")
+        if nvdisasm is None:
+            return subprocess.run([find_cuda_tool("cuobjdump"), "-sass", str(path)],
+                                  capture_output=True, text=True, check=True).stdout
+        text = subprocess.run([nvdisasm, *NVDISASM_AS_CUOBJDUMP, str(path)],
                               capture_output=True, text=True, check=True).stdout
+        target = re.search(r"^\s*\.target\s+(\S+)", text, re.M)
+        return f"\n\tcode for {target.group(1)}\n{text}" if target else text
+
+    def disassemble() -> str:
+        if scratch is not None:
+            return run(scratch)
+        with tempfile.TemporaryDirectory(prefix="tileir-sass-") as folder:
+            return run(Path(folder))
 
     if _SESSION_DIR is None:                # (a helper called outside a test)
         return disassemble()

@@ -701,6 +701,13 @@ FUSED = example.attention.replace_hints(fp_fusion=True)
 FOUR_WARPGROUPS = example.attention.replace_hints(num_warps=16)
 
 
+# In --full (5.4 s of CPU: the plain and fused kernels at head dim 64, two cubins of their
+# own): fp_fusion's FFMAs in the SASS.  The fast tier runs the fused kernel's gpu stage
+# (its contracted softmax) in the simulator and the interpreter
+# (test_fp_fusion_computes_attention_in_the_simulator_and_the_interpreter[64-True]) and
+# checks the attention kernel's SASS at head dim 128
+# (test_128x128_attention_runs_on_tma_and_wgmma_without_local_memory[False])
+@pytest.mark.slow
 def test_fp_fusion_makes_the_softmax_one_ffma_an_element(tmp_path):
     # the softmax's subtract of s * scale - m (and l * alpha + sum) fused into the
     # multiplies: an instruction fewer an element, the product and layout untouched

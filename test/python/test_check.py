@@ -40,6 +40,19 @@ def _a_gpu_machine(monkeypatch):
     monkeypatch.setattr(check, "have_gpu", lambda: True)
 
 
+@pytest.fixture(autouse=True)
+def _bytecode_of_the_run(monkeypatch, session_dir):
+    """The pytest and lit processes these tests start share one bytecode folder for the
+    run (as under tile-check, whose PYTHONPYCACHEPREFIX they inherit), instead of
+    tile-check's temporary one a run: else every one compiled pytest, xdist and lit
+    again, ~1 s of CPU each (17 s of this file's 18, run alone with -n 0; 2026-11-29).
+    test_a_run_leaves_no_bytecode_in_the_tree removes it again: it checks the folder
+    tile-check makes itself."""
+    if not os.environ.get("PYTHONPYCACHEPREFIX"):
+        monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(session_dir / "bytecode"))
+        monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+
+
 @pytest.fixture
 def project(tmp_path):
     (tmp_path / "test").mkdir()
@@ -164,6 +177,45 @@ def test_the_runs_processes_share_bytecode_in_its_temporary_folder(tmp_path):
     mine = {"PYTHONPYCACHEPREFIX": "/elsewhere", "PYTHONDONTWRITEBYTECODE": "1"}
     check.share_bytecode(mine, tmp_path)
     assert mine == {"PYTHONPYCACHEPREFIX": "/elsewhere", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+@pytest.mark.parametrize("links", ["hard", "symbolic"])
+def test_installed_bytecode_is_linked_where_the_runs_processes_look(tmp_path, links,
+                                                                     monkeypatch):
+    """A process of the run (PYTHONPYCACHEPREFIX) reads the bytecode installed beside a
+    library's modules through the links, compiling nothing; the tree's is not linked.
+    Symbolic links where hard ones cannot be made (another file system)."""
+    import errno
+    import py_compile
+    if links == "symbolic":
+        def cross_device(src, dst):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        monkeypatch.setattr(os, "link", cross_device)
+    tag = sys.implementation.cache_tag
+    lib, tree, prefix = tmp_path / "lib", tmp_path / "tree", tmp_path / "bytecode"
+    for folder in (lib / "pkg", tree / "mine"):
+        folder.mkdir(parents=True)
+        for name, text in (("__init__", ""), ("mod", "X = 1\n")):
+            (folder / f"{name}.py").write_text(text)
+            # installed beside the module, as pip does (under tile-check this process's
+            # own PYTHONPYCACHEPREFIX would send the default cfile elsewhere)
+            py_compile.compile(str(folder / f"{name}.py"), doraise=True,
+                               cfile=str(folder / "__pycache__" / f"{name}.{tag}.pyc"))
+    assert check.seed_bytecode(prefix, [str(lib), str(tree), str(tmp_path / "none")],
+                               tree) == 2
+    mirror = prefix / str(lib / "pkg").lstrip(os.sep)
+    installed = lib / "pkg" / "__pycache__" / f"mod.{tag}.pyc"
+    assert (mirror / f"mod.{tag}.pyc").is_symlink() == (links == "symbolic")
+    assert (mirror / f"mod.{tag}.pyc").stat().st_ino == installed.stat().st_ino
+    assert not (prefix / str(tree).lstrip(os.sep)).exists()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPYCACHEPREFIX=str(prefix), PYTHONPATH=str(lib))
+    import subprocess
+    subprocess.run([sys.executable, "-c", "import pkg.mod"], env=env, check=True)
+    # nothing compiled: no file beside the links, each still the installed one
+    assert sorted(p.name for p in mirror.iterdir()) == [f"__init__.{tag}.pyc",
+                                                          f"mod.{tag}.pyc"]
+    assert (mirror / f"mod.{tag}.pyc").stat().st_ino == installed.stat().st_ino
 
 
 def test_a_run_leaves_no_bytecode_in_the_tree(project, capsys, monkeypatch):

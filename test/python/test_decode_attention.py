@@ -518,6 +518,13 @@ def _loop_around(lines, inside):
     return min(loops, key=lambda t: t[1] - t[0])
 
 
+# In --full (2.3 s of CPU, a DeepSeek cubin of its own): the unsplit, unrotated schedule's
+# SASS; the fast tier runs it in the simulator (test_the_generated_mla_runs_in_the_simulator
+# [1-2-64-64-hints6], 64 rows a step, no split, no rotation), checks its two-warpgroup
+# score loop in the SASS (test_mla_phase_kernels_compile_like_the_mla_loop[scores_only-...])
+# and the default schedule's SASS (test_mla_warpgroup_split's
+# test_the_owner_alone_runs_the_scores_and_hands_p_over)
+@pytest.mark.slow
 def test_unrotated_mla_frees_each_slot_in_its_own_step(tmp_path):
     # the default, product_rotation=False (the ring has 2 stages at 64 rows a step): a
     # step issues its scores (q_nope c^T and q_rope r^T as one group), waits once, runs
@@ -611,7 +618,8 @@ def test_copy_parts_boxes_read_match_the_shared_layout():
 
 # In --full (2 s of CPU: a cubin and its SASS): the fast tier runs this option's code
 # in the simulator (test_the_generated_mla_runs_in_the_simulator, rotation_fence=True),
-# and an MLA cubin's SASS in test_unrotated_mla_frees_each_slot_in_its_own_step
+# and an MLA cubin's SASS in test_mla_warpgroup_split's
+# test_the_owner_alone_runs_the_scores_and_hands_p_over
 @pytest.mark.slow
 def test_fenced_rotation_keeps_the_exponentials_beside_p_c(tmp_path):
     # rotation_fence=True: a fence before the wait for P c of step j - 1, so ptxas keeps

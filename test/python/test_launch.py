@@ -62,6 +62,13 @@ def test_scalar_arguments_and_grid_forms(rng):
     np.testing.assert_allclose(y, want, rtol=1e-6)                 # alpha is f32, x is f64
 
 
+# In --full (~2.3 s where torch is installed: a worker's first import of torch): the
+# fast tier launches DLPack arrays other than NumPy's in the interpreter, results landing
+# in the caller's memory (test_device_arrays_need_the_gpu_or_the_knob), and reads torch
+# tensors through torch's own accessors and DLPack table in test_dispatch's
+# test_torch_tensors_key_as_their_lookups_say (with test_llm_tp's
+# test_more_ranks_need_torchrun, the fast tier's only tests that import torch)
+@pytest.mark.slow
 def test_torch_cpu_tensors_in_place(rng):
     torch = pytest.importorskip("torch")
     for dtype in (torch.float32, torch.bfloat16):

@@ -107,6 +107,11 @@ def test_the_score_products_take_one_warpgroups_layout():
     assert len(default) == 1
 
 
+# In --full (3.0 s of CPU, a DeepSeek cubin of its own): split_replicas' SASS; the fast
+# tier runs the replicas' code (gpu stage) in the simulator, [1-1-2-64-64-hints4] of
+# test_the_split_kernel_runs_in_the_simulator, and checks the split's SASS at DeepSeek's
+# launch in test_the_owner_alone_runs_the_scores_and_hands_p_over
+@pytest.mark.slow
 def test_replicas_run_whole_scores_in_each_warpgroup_without_barriers(tmp_path):
     # split_replicas=True: each consumer warpgroup issues the 36 k steps of the whole
     # 64 x 64 score tile (m64n64k16) and its half of P c (4 x m64n256k16, P from its
@@ -159,6 +164,11 @@ def test_the_owner_alone_runs_the_scores_and_hands_p_over(tmp_path):
     assert _fmnmx_depth(loop) == 4
 
 
+# In --full (8.5 s of CPU, a DeepSeek cubin of its own): copy_parts' waits in the SASS;
+# the fast tier runs copy_parts with the split in the simulator, [1-1-1-64-64-hints3] of
+# test_the_split_kernel_runs_in_the_simulator, and checks the split's SASS at DeepSeek's
+# launch in test_the_owner_alone_runs_the_scores_and_hands_p_over
+@pytest.mark.slow
 def test_the_owner_alone_copied_in_parts_waits_per_box_and_both_wait_before_p_c(tmp_path):
     # copy_parts=True with the split: the owner's score k steps wait for the boxes they
     # read (its run is a block of its own), and P c, which both warpgroups run after it,
@@ -176,9 +186,12 @@ def test_the_owner_alone_copied_in_parts_waits_per_box_and_both_wait_before_p_c(
 
 
 # In --full (2.0 s): fp_fusion=True, the same early rescale's placement in the SASS with
-# the softmax's FFMA fusion on; [False] keeps early_rescale's SASS in the fast tier,
-# test_attention's test_fp_fusion_makes_the_softmax_one_ffma_an_element fp_fusion's, and
-# test_the_split_kernel_runs_in_the_simulator[1-3-1-32-32-hints9] runs both together
+# the softmax's FFMA fusion on; test_the_split_kernel_runs_in_the_simulator
+# [1-3-1-32-32-hints9] runs both together.
+# [False] in --full too (12 s of CPU: three DeepSeek cubins of their own): early_rescale's
+# code runs in the simulator in the fast tier ([1-3-1-32-32-hints9]), the split's SASS is
+# checked by test_the_owner_alone_runs_the_scores_and_hands_p_over
+@pytest.mark.slow
 @pytest.mark.parametrize("fp_fusion", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_each_warpgroup_rescales_o_as_soon_as_it_holds_alpha(fp_fusion, tmp_path):
     # early_rescale=True: the owner multiplies its half of O by alpha inside its run,
@@ -215,6 +228,11 @@ def test_each_warpgroup_rescales_o_as_soon_as_it_holds_alpha(fp_fusion, tmp_path
         plain.cubin
 
 
+# In --full (5.7 s of CPU, a DeepSeek cubin of its own): the mbarrier hand-offs' SASS;
+# the fast tier runs them in the simulator, [1-2-2-64-64-hints7] of
+# test_the_split_kernel_runs_in_the_simulator, and checks the split's SASS at DeepSeek's
+# launch in test_the_owner_alone_runs_the_scores_and_hands_p_over
+@pytest.mark.slow
 def test_hand_offs_on_mbarriers_signal_through_syncs_not_named_barriers(tmp_path):
     # mbarrier_handoffs=True: each hand-off waits on an mbarrier's phase (the owner on
     # *empty*, the other warpgroup on *full*) and every thread of the side that is done
@@ -305,7 +323,9 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
 
 @pytest.mark.parametrize("batch, splits, tq, page, bn, hints", [
     (1, 1, 2, 64, 64, SPLIT),
-    (1, 2, 1, 32, 32, SPLIT),
+    # in --full (1.4 s): 2 splits at pages of 32, the same split kernel's paths:
+    # [1-2-2-64-64-hints7] keeps 2 splits, [1-3-1-32-32-hints9] pages and bn of 32
+    pytest.param(1, 2, 1, 32, 32, SPLIT, marks=pytest.mark.slow),
     pytest.param(2, 3, 3, 64, 64, SPLIT, marks=pytest.mark.slow),   # 3 tokens, 3 splits
     (1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True}),   # a barrier per TMA box too
     (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores

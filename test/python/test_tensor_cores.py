@@ -610,8 +610,13 @@ def test_cluster_pairs_where_they_pay(dtype, grid, paired, tmp_path):
 
 
 # fp8 in --full: the f16 accumulator's path is the float16 case's; fp8 on wgmma is kept
-# by test_cluster_pairs_where_they_pay (float8_e4m3fn)
-@pytest.mark.parametrize("target,dtype", [("sm_90a", np.float16),
+# by test_cluster_pairs_where_they_pay (float8_e4m3fn).  The float16 case in --full too
+# (1.1 s, a cubin of its own): test_simt's test_f16_accumulator_gemm_matches_the_interpreter
+# [sm_90a-float16] runs the widened accumulator's code (gpu stage) in the simulator in the
+# fast tier, and the GEMM's sm_90a SASS is checked by
+# test_gemms_as_launched_use_tensor_cores_and_no_local_memory
+@pytest.mark.parametrize("target,dtype", [pytest.param("sm_90a", np.float16,
+                                                       marks=pytest.mark.slow),
                                           pytest.param("sm_80", np.float16, marks=pytest.mark.slow),
                                           pytest.param("sm_90a", ml_dtypes.float8_e4m3fn,
                                                        marks=pytest.mark.slow)])
@@ -665,6 +670,11 @@ def test_sm80_f32_gemm_runs_on_tf32_tensor_cores(kernel, tmp_path):
     assert ck.spills == (0, 0)
 
 
+# In --full (1.2 s, a cubin of its own): the fast tier runs the warp-specialized GEMM in
+# the simulator (test_simt's test_warp_specialized_gemm_runs_correctly[8-tiles0-False]),
+# and the setmaxnreg pair of a producer warpgroup in the SASS is checked by test_attention's
+# test_128x128_attention_runs_on_tma_and_wgmma_without_local_memory[False] (USETMAXREG)
+@pytest.mark.slow
 def test_warp_specialized_gemm_gives_registers_to_the_consumers(tmp_path):
     spec = ct.ArraySpec(BF16, 2)
     kernel = ct.kernel(gemm.fn, warp_specialize=True)
