@@ -169,6 +169,22 @@ def test_without_a_gpu_only_the_fast_tier_leaves_gpu_tests_out(full, gpu, given,
     assert check.tier_arguments(full, gpu, given, leave_out_gpu=True) == want
 
 
+@pytest.mark.parametrize("full, gpu, leave_out_gpu, want", [
+    (False, False, False, False), (False, False, True, False),     # the fast tier
+    (True, False, False, True),                                    # --full, CI
+    (False, True, False, False),                                   # --gpu
+])
+def test_helpers_know_the_tier_from_the_runs_marker_expression(full, gpu, leave_out_gpu,
+                                                              want):
+    """conftest.full_tier() (run_everywhere's cubins) is true exactly where tile-check's
+    `-m` lets the tests marked `slow` run, and in a plain `pytest` (no `-m`)."""
+    from conftest import selects_slow
+    args = check.tier_arguments(full, gpu, [], leave_out_gpu)
+    expr, _ = check.split_marker_expression(args)
+    assert selects_slow(expr or "") == want
+    assert selects_slow("") and selects_slow("not gpu") and not selects_slow("gpu")
+
+
 def test_the_runs_processes_share_bytecode_in_its_temporary_folder(tmp_path):
     env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/bin"}
     check.share_bytecode(env, tmp_path)
