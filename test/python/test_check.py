@@ -86,6 +86,11 @@ sys.exit({exit_code} or rc)
     return log
 
 
+# In --full since session 24 (~1 s: a pytest run of its own): the fast tier runs
+# `--gpu` in test_without_a_gpu_the_fast_tier_leaves_the_gpu_tests_out (its totals) and
+# test_sanitizer_errors_fail_the_run (under the sanitizer), and checks its `-m` in
+# test_the_tier_is_anded_with_a_marker_expression_given
+@pytest.mark.slow
 def test_gpu_runs_only_the_gpu_tier(project, capsys):
     assert check.main(["--root", str(project), "--gpu", "test"]) == 0
     out = capsys.readouterr().out
@@ -243,7 +248,7 @@ def test_a_run_leaves_no_bytecode_in_the_tree(project, capsys, monkeypatch):
 
 # In --full (1.1 s): the clean run (0); the fast tier keeps the sanitizer's arguments and
 # a run through it by the SANITIZER_ERROR case, and a passing --gpu run by
-# test_gpu_runs_only_the_gpu_tier
+# test_without_a_gpu_the_fast_tier_leaves_the_gpu_tests_out
 @pytest.mark.parametrize("exit_code, last", [pytest.param(0, "1 passed, 0 failed, 0 skipped",
                                                           marks=pytest.mark.slow),
                                              (check.SANITIZER_ERROR,
