@@ -219,10 +219,14 @@ def test_an_output_that_is_not_dense_is_refused():
 # In --full (0.7 s): sm_90a-2-3-16-1, one launch of a split run and merged by its last
 # block; test_the_last_block_to_finish_merges_whatever_the_order[sm_90a-3-2-16] keeps
 # that kernel's run in the simulator (the same pages of 16, splits and tokens) in the
-# fast tier, and [sm_90a-1-1-16-2] two pages a step
+# fast tier, and [sm_90a-1-1-16-2] two pages a step.  Since session 24 (the policy: a
+# family's default configuration in the simulator, an option's run in --full) that one
+# too: pages_per_step=2 is an option (the default 1); the fast tier keeps its numbers in
+# the interpreter (test_two_pages_a_step) and the family's default in the simulator
+# (test_the_last_block_to_finish_merges_whatever_the_order[sm_90a-3-2-16])
 @pytest.mark.parametrize("target,splits,tq,page,ps", [
     pytest.param("sm_90a", 2, 3, 16, 1, marks=pytest.mark.slow),
-    ("sm_90a", 1, 1, 16, 2),                       # two pages a step
+    pytest.param("sm_90a", 1, 1, 16, 2, marks=pytest.mark.slow),   # two pages a step
     pytest.param("sm_90a", 1, 1, 64, 1, marks=pytest.mark.slow),
     pytest.param("sm_80", 1, 2, 16, 1, marks=pytest.mark.slow),
     pytest.param("sm_80", 3, 1, 64, 1, marks=pytest.mark.slow),
