@@ -45,8 +45,8 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "181 s wall, 308 s of CPU, 2957 passed (5d1de6c, 2026-11-29, the machine "
-            "shared with another job)",
+    "fast": "153 s wall, 222 s of CPU, 2903 passed (435dc8c, 2026-11-29, the machine "
+            "shared with two other jobs)",
     "full": "618 s wall, 3848 passed (5eb5a4a, 2026-11-29, CI on a clean clone)",
 }
 

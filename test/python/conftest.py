@@ -3,7 +3,8 @@
 compile through one compile cache for the run (a specialization another test or
 worker compiled is loaded, not compiled again), except those that patch anything or
 are marked `private_cache`, which get an empty one of their own (`_compile_cache`);
-tests that run tile-opt as a command can reach a warm one (`tile_opt_server`)."""
+tests that run tile-opt as a command can reach a warm one (`tile_opt_server`);
+`full_tier()` says whether the run includes the tests marked `slow`."""
 
 import hashlib
 import importlib
@@ -24,10 +25,36 @@ import pytest
 from tileir.tools.check import have_gpu     # (tile-check asks the same)
 
 _HAVE_GPU = have_gpu()
+_FULL_TIER = True       # set by pytest_configure from the run's `-m`
 
 
 def _have_gpu() -> bool:
     return _HAVE_GPU
+
+
+def pytest_configure(config):
+    global _FULL_TIER
+    _FULL_TIER = selects_slow(config.getoption("markexpr", "") or "")
+
+
+def selects_slow(expr: str) -> bool:
+    """Whether `-m EXPR` selects a test marked `slow` and nothing else: true without a
+    `-m` (`tile-check --full`, CI's, a plain `pytest`), false for the fast tier's
+    `not slow and not gpu` and `--gpu`'s `gpu and not slow`."""
+    if not expr:
+        return True
+    from _pytest.mark.expression import Expression
+    return Expression.compile(expr).evaluate(lambda name, **kwargs: name == "slow")
+
+
+def full_tier() -> bool:
+    """Whether this run includes the full tier (the tests marked `slow`).  A helper
+    whose tests fold a proof of the full tier into a fast case asks it: test_cutile_api's
+    `run_everywhere` runs each kernel in the interpreter and its gpu-stage code in the
+    simulator always, and compiles its cubins (ptxas: LLVM's NVPTX and ptxas, ~0.1 s
+    a kernel and target) in the full tier, as the policy puts a family's per-case SASS
+    and ptxas proofs there (bench/RESULTS.md, session 24)."""
+    return _FULL_TIER
 
 
 @pytest.hookimpl(tryfirst=True)     # before `-m "not slow"` deselects

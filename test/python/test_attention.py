@@ -240,7 +240,15 @@ def _compiled_varlen(d, tiles, causal, target="sm_90a", with_lse=False):
 
 
 # the fast tier keeps the benchmarks' head dim, causal (the masked diagonal blocks);
-# the other head dims and the unmasked loop alone in `tile-check --full`
+# the other head dims and the unmasked loop alone in `tile-check --full`.
+# Since session 24 (the policy: a kernel family's first SASS check and its default
+# configuration in the simulator in the fast tier, each option's SASS and simulator
+# proofs in --full): [128-True] too: the family's SASS is
+# test_128x128_attention_runs_on_tma_and_wgmma_without_local_memory[False], the varlen
+# kernel's compiled code runs in the simulator
+# (test_the_generated_varlen_attention_computes_attention[lengths0-True-sm_90a]) and its
+# numbers in the interpreter (test_varlen_in_the_interpreter)
+@pytest.mark.slow
 @pytest.mark.parametrize("d,causal", [
     pytest.param(64, False, marks=pytest.mark.slow), pytest.param(64, True, marks=pytest.mark.slow),
     pytest.param(128, False, marks=pytest.mark.slow), (128, True),
@@ -382,8 +390,16 @@ def _pingpong_loop(text: str) -> list[str]:
 # the fast tier: head dim 128 without the mask (two cubins and their SASS, ~4 s of CPU
 # each case); causal and head dim 64 in --full: their turns are run in the simulator by
 # test_pingpong_runs_in_the_simulator (64, causal) and
-# test_pingpong_alternates_in_each_of_two_loops_in_the_simulator
-@pytest.mark.parametrize("d,causal", [(128, False),
+# test_pingpong_alternates_in_each_of_two_loops_in_the_simulator.
+# Since session 24 (the policy: a kernel family's first SASS check and its default
+# configuration in the simulator in the fast tier, each option's SASS and simulator
+# proofs in --full): [128-False] too (as every
+# pingpong simulator run below but the broken alternation's): the fast tier keeps the
+# turns in the pipeline IR, forced and chosen against not
+# (test_pingpong_is_not_chosen_at_head_dim_64_nor_for_a_gemm), the interpreter's answers
+# (test_pingpong_leaves_the_interpreter_alone) and the simulator's check of the
+# alternation (test_the_simulator_catches_a_broken_alternation[start-...])
+@pytest.mark.parametrize("d,causal", [pytest.param(128, False, marks=pytest.mark.slow),
                                       pytest.param(128, True, marks=pytest.mark.slow),
                                       pytest.param(64, False, marks=pytest.mark.slow),
                                       pytest.param(64, True, marks=pytest.mark.slow)])
@@ -454,7 +470,8 @@ def _simulate_pingpong(kernel, s, d, bn, causal, h=2, hkv=1):
 # turns are kept by test_reversed_block_order_computes_every_tile_once_in_the_simulator
 # (pingpong=True forced: 2, 4 and 5 key tiles a block, GQA) and the two-loop test,
 # 128-key tiles by the SASS test
-@pytest.mark.parametrize("s,bn,causal", [(40, 64, False),
+# (in --full since session 24: see test_pingpong_turns_around_the_products_in_the_sass)
+@pytest.mark.parametrize("s,bn,causal", [pytest.param(40, 64, False, marks=pytest.mark.slow),
                                          pytest.param(100, 64, True, marks=pytest.mark.slow),
                                          pytest.param(300, 64, True, marks=pytest.mark.slow),
                                          pytest.param(300, 128, False,
@@ -470,8 +487,10 @@ def test_pingpong_runs_in_the_simulator(s, bn, causal):
     assert np.linalg.norm(o - ref) / np.linalg.norm(ref) < 2e-3
 
 
+# end in --full since session 24: [start] keeps the simulator's check of the turns
 @pytest.mark.parametrize("left_out,error", [("start", "waits at barrier 6"),
-                                            ("end", "left with 128 of 256 arrivals")])
+                                            pytest.param("end", "left with 128 of 256 arrivals",
+                                                         marks=pytest.mark.slow)])
 def test_the_simulator_catches_a_broken_alternation(left_out, error, monkeypatch):
     # the same pass without the start (warpgroup 0 waits for a pass that never comes) or
     # the end (warpgroup 1's last pass never taken): the simulator must say so
@@ -510,6 +529,11 @@ def _choice(ck) -> str:
     return found.group(1) if found else ""
 
 
+# In --full since session 24 (see test_pingpong_turns_around_the_products_in_the_sass):
+# the choice and its reason in the IR are test_pingpong_is_not_chosen_at_head_dim_64_nor
+# _for_a_gemm's, the chosen kernel's SASS at head dim 128 is
+# test_128x128_attention_runs_on_tma_and_wgmma_without_local_memory[False]'s
+@pytest.mark.slow
 @pytest.mark.parametrize("s,causal", [(200, True), pytest.param(300, False,
                                                                marks=pytest.mark.slow)])
 def test_the_plain_kernel_at_head_dim_128_chooses_pingpong_in_the_simulator(s, causal):
@@ -558,6 +582,8 @@ def test_pingpong_is_not_chosen_at_head_dim_64_nor_for_a_gemm():
     assert '"tile.turn"' not in gemm.artifacts["pipeline"]
 
 
+# In --full since session 24 (see test_pingpong_turns_around_the_products_in_the_sass)
+@pytest.mark.slow
 def test_pingpong_in_the_varlen_kernel_runs_in_the_simulator():
     # the loop inside the block's guard, its bounds read from cu_seqlens (an array the
     # kernel never writes, so both warpgroups read the same trip count); sequences
@@ -613,6 +639,8 @@ def _split_causal(Q, K, V, O, scale: float, H: ct.Constant[int], BM: ct.Constant
     ct.store(O, index=(b, h, mb, 0), tile=(acc / l).reshape((1, 1, BM, D)).astype(O.dtype))
 
 
+# In --full since session 24 (see test_pingpong_turns_around_the_products_in_the_sass)
+@pytest.mark.slow
 def test_pingpong_alternates_in_each_of_two_loops_in_the_simulator():
     # the unmasked and the diagonal loop each take turns with their own start and end
     # (the first on the producer's ring, the second on the consumers' own), and the
@@ -802,8 +830,14 @@ def test_the_simulator_refuses_increases_the_pool_cannot_pay(monkeypatch):
         simulate(ck, example.grid(q, 256), args)
 
 
-@pytest.mark.parametrize("s,causal", [(300, True), pytest.param(100, False,
-                                                               marks=pytest.mark.slow)])
+# Since session 24 (the policy: a kernel family's first SASS check and its default
+# configuration in the simulator in the fast tier, each option's SASS and simulator
+# proofs in --full): [300-True] too: the
+# fast tier keeps the four warpgroups' register shares (test_register_shares_are_paid_from
+# _what_the_producer_releases) and their kernel's gpu code in the simulator up to the
+# pool's check (test_the_simulator_refuses_increases_the_pool_cannot_pay)
+@pytest.mark.parametrize("s,causal", [pytest.param(300, True, marks=pytest.mark.slow),
+                                      pytest.param(100, False, marks=pytest.mark.slow)])
 def test_four_consumer_warpgroups_compute_attention_in_the_simulator(s, causal):
     # causal blocks of 1 and 2 Q tiles (5 key tiles of 64 for the second), ragged, GQA
     rng = np.random.default_rng()
@@ -823,7 +857,14 @@ def test_four_consumer_warpgroups_compute_attention_in_the_simulator(s, causal):
 PERSISTENT = example.attention.replace_hints(persistent=True, warp_specialize=True)
 
 
-@pytest.mark.parametrize("causal", [True, pytest.param(False, marks=pytest.mark.slow)])
+# Since session 24 (the policy: a kernel family's first SASS check and its default
+# configuration in the simulator in the fast tier, each option's SASS and simulator
+# proofs in --full): [True] too: the fast
+# tier keeps the persistent walk with a producer warpgroup (specialize_tile_loop) in the
+# simulator on the GEMM (test_simt's test_persistent_gemm_runs_correctly[sm_90a-True-8-..])
+# and the attention family's default schedule (test_the_generated_attention_computes_attention)
+@pytest.mark.parametrize("causal", [pytest.param(True, marks=pytest.mark.slow),
+                                    pytest.param(False, marks=pytest.mark.slow)])
 def test_persistent_attention_walks_its_tiles_in_the_simulator(causal):
     # 2 blocks walk 6 tiles (3 Q tiles x 2 heads; causal: 1, 2 and 3 key tiles each,
     # ragged): the ring's slots and phases run on from one tile to the next
@@ -854,6 +895,13 @@ def test_persistent_attention_keeps_its_producer_without_local_memory(tmp_path):
 REVERSED = example.attention.replace_hints(block_order="reversed")
 
 
+# Since session 24 (the policy: a kernel family's first SASS check and its default
+# configuration in the simulator in the fast tier, each option's SASS and simulator
+# proofs in --full): in --full: lit keeps
+# block_order="reversed"'s remapping of the block ids (group-blocks.mlir, @reversed), the
+# fast tier the attention family's default order in the simulator
+# (test_the_generated_attention_computes_attention)
+@pytest.mark.slow
 def test_reversed_block_order_computes_every_tile_once_in_the_simulator():
     # 3 Q tiles x 2 heads, causal (2, 4 and 5 key tiles of 64), with the ping-pong
     # forced so that its turns are checked on the remapped block ids

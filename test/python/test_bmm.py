@@ -192,6 +192,13 @@ def test_batched_gemm_runs_correctly(batch, m, n, k, axis, sms, tma_store, clust
     _check(c, ref, BF16)
 
 
+# In --full since session 24 (the policy: a kernel family's first SASS check and its
+# default configuration once or twice in the simulator in the fast tier, the proofs of
+# its options in --full): the fast tier keeps the batched
+# GEMM's SASS as launched (test_batched_gemm_compiles_to_the_2d_gemms_instructions
+# [8-4096-4096-1024-tiles0-bfloat16-0]: retiled, persistent, its ring) and a persistent
+# walk in the simulator (test_batched_gemm_runs_correctly[3-200-264-40-0-2-True-False])
+@SLOW
 def test_tiles_written_wide_run_persistent_with_a_deeper_ring(rng, tmp_path):
     """cuTile's BatchMatMul tiles (128 x 256 x 128) on a grid of many waves cannot be
     widened; they run persistent (one block an SM walking the tiles) and their 96 KB K
@@ -244,6 +251,12 @@ def test_batched_epilogue_on_the_accumulator_runs_correctly(rng):
     _check(c, ref, BF16)
 
 
+# In --full since session 24 (the policy: a kernel family's first SASS check and its
+# default configuration once or twice in the simulator in the fast tier, the proofs of
+# its options in --full): the fast tier keeps the TMA store
+# of a batched tile with a leading unit dim (test_batched_epilogue_on_the_accumulator_runs
+# _correctly, test_batched_gemm_runs_correctly[3-200-264-40-0-2-True-False])
+@SLOW
 def test_two_leading_unit_dims_store_by_tma(rng):
     """(batch, heads, rows, D) arrays: the (1, 1, TM, TN) tile is stored by TMA from
     the accumulator, one (1, 1, 64, 64) box at (column, row, head, batch)."""
@@ -300,8 +313,14 @@ def _record_tma(monkeypatch):
     return events
 
 
+# In --full since session 24 (the policy: a kernel family's first SASS check and its
+# default configuration once or twice in the simulator in the fast tier, the proofs of
+# its options in --full): [3-200-264-200-0-2-False] too: L2_AHEAD
+# is off by default (persistent.L2_AHEAD = 0, a setting for bench/bmm.py's schedules, no
+# kernel option), so the fast tier's persistent rings run without it
+# (test_batched_gemm_runs_correctly, test_stream_k_walks_the_batch_last[0])
 @pytest.mark.parametrize("batch,m,n,k,axis,ahead,clustered", [
-    (3, 200, 264, 200, 0, 2, False),
+    pytest.param(3, 200, 264, 200, 0, 2, False, marks=SLOW),
     pytest.param(2, 500, 1000, 264, 2, 3, True, marks=SLOW),     # pairs: B multicast
 ])
 def test_l2_lookahead_prefetches_what_the_ring_loads_later(batch, m, n, k, axis, ahead,

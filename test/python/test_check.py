@@ -86,6 +86,11 @@ sys.exit({exit_code} or rc)
     return log
 
 
+# In --full since session 24 (~1 s: a pytest run of its own): the fast tier runs
+# `--gpu` in test_without_a_gpu_the_fast_tier_leaves_the_gpu_tests_out (its totals) and
+# test_sanitizer_errors_fail_the_run (under the sanitizer), and checks its `-m` in
+# test_the_tier_is_anded_with_a_marker_expression_given
+@pytest.mark.slow
 def test_gpu_runs_only_the_gpu_tier(project, capsys):
     assert check.main(["--root", str(project), "--gpu", "test"]) == 0
     out = capsys.readouterr().out
@@ -169,6 +174,22 @@ def test_without_a_gpu_only_the_fast_tier_leaves_gpu_tests_out(full, gpu, given,
     assert check.tier_arguments(full, gpu, given, leave_out_gpu=True) == want
 
 
+@pytest.mark.parametrize("full, gpu, leave_out_gpu, want", [
+    (False, False, False, False), (False, False, True, False),     # the fast tier
+    (True, False, False, True),                                    # --full, CI
+    (False, True, False, False),                                   # --gpu
+])
+def test_helpers_know_the_tier_from_the_runs_marker_expression(full, gpu, leave_out_gpu,
+                                                              want):
+    """conftest.full_tier() (run_everywhere's cubins) is true exactly where tile-check's
+    `-m` lets the tests marked `slow` run, and in a plain `pytest` (no `-m`)."""
+    from conftest import selects_slow
+    args = check.tier_arguments(full, gpu, [], leave_out_gpu)
+    expr, _ = check.split_marker_expression(args)
+    assert selects_slow(expr or "") == want
+    assert selects_slow("") and selects_slow("not gpu") and not selects_slow("gpu")
+
+
 def test_the_runs_processes_share_bytecode_in_its_temporary_folder(tmp_path):
     env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/bin"}
     check.share_bytecode(env, tmp_path)
@@ -227,7 +248,7 @@ def test_a_run_leaves_no_bytecode_in_the_tree(project, capsys, monkeypatch):
 
 # In --full (1.1 s): the clean run (0); the fast tier keeps the sanitizer's arguments and
 # a run through it by the SANITIZER_ERROR case, and a passing --gpu run by
-# test_gpu_runs_only_the_gpu_tier
+# test_without_a_gpu_the_fast_tier_leaves_the_gpu_tests_out
 @pytest.mark.parametrize("exit_code, last", [pytest.param(0, "1 passed, 0 failed, 0 skipped",
                                                           marks=pytest.mark.slow),
                                              (check.SANITIZER_ERROR,

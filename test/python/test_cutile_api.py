@@ -22,7 +22,7 @@ from tileir.errors import (StaticException, TileError, TileInternalError, TileRe
 from tileir.sim import simulate
 from tileir.dialect import TileIRError
 
-from conftest import refused_at_the_line
+from conftest import full_tier, refused_at_the_line
 
 TARGETS = ("sm_90a", "sm_80")
 
@@ -63,9 +63,14 @@ def test_the_cutile_names_tileir_has():
 NOT_YET: list[str] = []
 
 
-def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
+def run_everywhere(kernel, grid, args, out_index, stages=TARGETS, cubins=None):
     """Runs `kernel` in the interpreter and, for each target, its gpu-stage code in the
-    simulator (and compiles a cubin); returns the outputs [interpreter, *targets]."""
+    simulator, and compiles its cubin for each target (ptxas takes the PTX) in the full
+    tier or with `cubins=True` (conftest.full_tier: the fast tier keeps the simulator's
+    runs of every kernel, and the API's ptxas check on both targets in
+    test_functional_float_operators_run_correctly); returns the outputs [interpreter,
+    *targets]."""
+    cubins = full_tier() if cubins is None else cubins
     outs = []
     fresh = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     ct.launch(None, grid, kernel, tuple(fresh))
@@ -75,7 +80,8 @@ def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
         ck = kernel.compile(tuple(fresh), stage="gpu", target=target)
         simulate(ck, grid, tuple(fresh))
         outs.append(fresh[out_index])
-        kernel.compile(tuple(fresh), stage="cubin", target=target)
+        if cubins:
+            kernel.compile(tuple(fresh), stage="cubin", target=target)
     return outs
 
 
@@ -108,7 +114,9 @@ def test_functional_float_operators_run_correctly(rng):
             + (a == b) + 2 * (a != b) + 4 * (a < b) + 8 * (a <= b) + 16 * (a > b)
             + 32 * (a >= 0))
     out = np.full(n, np.nan, np.float32)
-    for got in run_everywhere(float_functions, (ct.cdiv(n, 32),), (a, b, out, 32), 2):
+    # cubins=True: the cuTile API's ptxas check on both targets in the fast tier
+    for got in run_everywhere(float_functions, (ct.cdiv(n, 32),), (a, b, out, 32), 2,
+                              cubins=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 

@@ -19,6 +19,8 @@ from tileir.errors import TileTypeError, TileValueError
 from tileir.sim import simulate
 from tileir.specialization import format_arg_specs, parse_arg_specs
 
+from conftest import full_tier
+
 ConstInt = ct.Constant[int]
 TARGETS = ("sm_90a", "sm_80")
 
@@ -32,7 +34,11 @@ def _copy(a):
 def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
     """The output argument `out_index` (an array or a list of arrays) after running
     `kernel` in the interpreter and, per target, its gpu-stage code in the simulator
-    (each over fresh copies of `args`, and a cubin compiled): [interpreter, *targets]."""
+    (each over fresh copies of `args`, and in the full tier a cubin compiled, as
+    test_cutile_api's run_everywhere: the fast tier's ptxas check of lists is
+    test_the_grouped_gemm_runs_on_the_tensor_cores_through_selected_arrays, both
+    targets): [interpreter, *targets]."""
+    cubins = full_tier()
     outs = []
     fresh = [_copy(a) for a in args]
     ct.launch(None, grid, kernel, tuple(fresh))
@@ -42,7 +48,8 @@ def run_everywhere(kernel, grid, args, out_index, stages=TARGETS):
         ck = kernel.compile(tuple(fresh), stage="gpu", target=target)
         simulate(ck, grid, tuple(fresh))
         outs.append(fresh[out_index])
-        kernel.compile(tuple(fresh), stage="cubin", target=target)
+        if cubins:
+            kernel.compile(tuple(fresh), stage="cubin", target=target)
     return outs
 
 
@@ -266,10 +273,17 @@ def batched_args(rng, g=3, m=256, n=256, k=256):
 # the fast tier: sm_90a; sm_80 (1.9 s of CPU) in --full: the selection by bid(2) is
 # rewritten with the grid before the lowering splits by target, and lists on sm_80 are
 # kept by this file's other tests (each runs both targets)
+# Since session 24 the persistent case in --full too (2.9 s of CPU; the policy: each
+# option's simulator proof in --full): the fast tier keeps lists of arrays selected at
+# run time in the grouped GEMM (test_cutile_s_grouped_gemm_over_ragged_groups[tiles0], on
+# both targets, and test_the_grouped_gemm_runs_on_the_tensor_cores_through_selected_arrays)
+# and the retiled, persistent schedules in the simulator on the GEMM (test_simt's
+# test_persistent_gemm_runs_correctly)
 @pytest.mark.sweep(keep=("hints",))
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("hints", [pytest.param({}, marks=pytest.mark.slow),
-                                   {"persistent": True, "retile": (1, 2)}])
+                                   pytest.param({"persistent": True, "retile": (1, 2)},
+                                                marks=pytest.mark.slow)])
 def test_selected_arrays_through_retiled_and_persistent_gemms(target, hints, rng):
     """A launch's grid lets the compiler retile (and on request walk tiles
     persistently): the selection by bid(2) follows the rewritten grid."""

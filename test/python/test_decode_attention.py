@@ -219,10 +219,14 @@ def test_an_output_that_is_not_dense_is_refused():
 # In --full (0.7 s): sm_90a-2-3-16-1, one launch of a split run and merged by its last
 # block; test_the_last_block_to_finish_merges_whatever_the_order[sm_90a-3-2-16] keeps
 # that kernel's run in the simulator (the same pages of 16, splits and tokens) in the
-# fast tier, and [sm_90a-1-1-16-2] two pages a step
+# fast tier, and [sm_90a-1-1-16-2] two pages a step.  Since session 24 (the policy: a
+# family's default configuration in the simulator, an option's run in --full) that one
+# too: pages_per_step=2 is an option (the default 1); the fast tier keeps its numbers in
+# the interpreter (test_two_pages_a_step) and the family's default in the simulator
+# (test_the_last_block_to_finish_merges_whatever_the_order[sm_90a-3-2-16])
 @pytest.mark.parametrize("target,splits,tq,page,ps", [
     pytest.param("sm_90a", 2, 3, 16, 1, marks=pytest.mark.slow),
-    ("sm_90a", 1, 1, 16, 2),                       # two pages a step
+    pytest.param("sm_90a", 1, 1, 16, 2, marks=pytest.mark.slow),   # two pages a step
     pytest.param("sm_90a", 1, 1, 64, 1, marks=pytest.mark.slow),
     pytest.param("sm_80", 1, 2, 16, 1, marks=pytest.mark.slow),
     pytest.param("sm_80", 3, 1, 64, 1, marks=pytest.mark.slow),
@@ -427,8 +431,14 @@ PARTS = {"copy_parts": True, **NOSPLIT}
     # P c of step j - 1 beside step j: in --full, the rotation_fence case below runs the
     # rotated products (with one fence more, split in two)
     pytest.param(1, 2, 64, 64, ROTATED, marks=pytest.mark.slow),
-    (2, 1, 32, 32, {**ROTATED, "rotation_fence": True}),   # a fence before P c's wait
-    (1, 2, 64, 64, PARTS),                           # a barrier per TMA box of a step
+    # since session 24 in --full (the unsplit schedules' options; the fast tier runs the
+    # default, the warpgroup split, in the simulator: test_mla_warpgroup_split's
+    # test_the_split_kernel_runs_in_the_simulator[1-1-2-64-64-hints0], and copy_parts'
+    # boxes: test_copy_parts_boxes_read_match_the_shared_layout)
+    pytest.param(2, 1, 32, 32, {**ROTATED, "rotation_fence": True},   # a fence before
+                 marks=pytest.mark.slow),                              # P c's wait
+    pytest.param(1, 2, 64, 64, PARTS,                # a barrier per TMA box of a step
+                 marks=pytest.mark.slow),
     pytest.param(2, 3, 16, 16, PARTS, marks=pytest.mark.slow),
 ])
 def test_the_generated_mla_runs_in_the_simulator(splits, tq, page, bn, hints):
@@ -681,8 +691,12 @@ def _exact_phase_inputs(rng, kernel, q, kv):
     return q, kv
 
 
+# Since session 24 scores_only in --full too (the MLA family's SASS beyond its first):
+# the phase kernels' numbers stay in the fast tier in the interpreter
+# (test_mla_phase_kernels_match_their_reference), the MLA family's SASS is
+# test_mla_warpgroup_split's test_the_owner_alone_runs_the_scores_and_hands_p_over
 @pytest.mark.parametrize("kernel,product,count", [
-    ("scores_only", "HGMMA.64x32x16", 36),
+    pytest.param("scores_only", "HGMMA.64x32x16", 36, marks=pytest.mark.slow),
     # (the same loop with the other product: scores_only keeps the phase kernels' path)
     pytest.param("values_only", "HGMMA.64x256x16", 4, marks=pytest.mark.slow),
     # both products split over the warpgroups as `mla` by default, no softmax: the

@@ -40,6 +40,12 @@ def _compile(kernel, args, grid, stage=None):
     return kernel.compile(args, stage, target="sm_90a", grid=grid, sm_count=132)
 
 
+# In --full since session 24 (the policy: an option's SASS proof in --full): the fast
+# tier keeps the option's PTX (test_option_off_leaves_the_ptx_unchanged,
+# test_no_prefetch_without_programmatic_launch), its prefetches in the simulator
+# (test_prefetching_gemm_in_the_simulator[producer]) and the GEMVs' rings taking it
+# (test_llm_gemv's test_l2_prefetch_option_reaches_the_gemv_rings)
+@pytest.mark.slow
 def test_decode_gemm_prefetches_its_first_tiles_before_the_wait(tmp_path):
     from test_tensor_cores import _sass, _sass_text
     on = K.linear.replace_hints(l2_prefetch=True)
@@ -79,16 +85,17 @@ def test_decode_gemm_prefetches_its_first_tiles_before_the_wait(tmp_path):
 
 
 def test_option_off_leaves_the_ptx_unchanged():
+    # (the PTX stage: what is compared is the PTX; ptxas adds nothing to it)
     args = _decode_args()
-    default = _compile(K.linear, args, DECODE_GRID).artifacts["ptx"]
-    off = _compile(K.linear.replace_hints(l2_prefetch=False), args, DECODE_GRID)
+    default = _compile(K.linear, args, DECODE_GRID, "ptx").artifacts["ptx"]
+    off = _compile(K.linear.replace_hints(l2_prefetch=False), args, DECODE_GRID, "ptx")
     assert PREFETCH not in default
     assert off.artifacts["ptx"] == default
 
 
 def test_no_prefetch_without_programmatic_launch():
     kernel = K.linear.replace_hints(l2_prefetch=True, programmatic_launch=False)
-    ptx = _compile(kernel, _decode_args(), DECODE_GRID).artifacts["ptx"]
+    ptx = _compile(kernel, _decode_args(), DECODE_GRID, "ptx").artifacts["ptx"]
     assert PREFETCH not in ptx and "griddepcontrol" not in ptx
 
 
@@ -98,7 +105,10 @@ def test_option_must_be_a_bool():
                                                           target="sm_90a")
 
 
-@pytest.mark.parametrize("specialize", [False, True], ids=["prologue", "producer"])
+# prologue in --full since session 24 (an option's second simulator run): [producer]
+# keeps the prefetches in the simulator, with the predicated-off ones past the end
+@pytest.mark.parametrize("specialize", [pytest.param(False, marks=pytest.mark.slow), True],
+                         ids=["prologue", "producer"])
 def test_prefetching_gemm_in_the_simulator(specialize, rng):
     """A ragged decode GEMM (K of 3 tiles, fewer than the ring's stages: the prefetches
     past the end are predicated off) with the option on, as the GPU runs it: the

@@ -518,7 +518,11 @@ def _qkv_rope_run(d, dtype, on: bool):
     return res, steps[1::2], launched
 
 
-@pytest.mark.parametrize("dtype,tol", [("float32", 1e-4), ("bfloat16", 1e-1)])
+# bfloat16 in --full (session 24): the same route and launches in bf16; [float32-0.0001]
+# keeps the route and its bit-for-bit logits in the fast tier, and test_llm_gemv's bf16
+# interpreter cases (test_qkv_rope_matches_gemv_rope_and_write_slots[...-bf16]) its rounding
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-4),
+                                       pytest.param("bfloat16", 1e-1, marks=pytest.mark.slow)])
 def test_qkv_rope_in_the_gemv_gives_the_same_tokens(tmp_path, dtype, tol):
     """Backend.qkv_rope: a decode step's QKV GEMV rotates q and k and writes k and v into
     the cache in its epilogue (gemv_qkv_rope), and no rope or write_slots launches at

@@ -610,6 +610,11 @@ def test_tensor_core_plan_streams_weights_through_tma_rings(kind, n, k, m, tmp_p
     assert per_byte < 0.1, per_byte     # 0.02-0.05: 165-250 instructions, 1-4 warps, 8-16 KB
 
 
+# In --full (the family's SASS and simulator proofs beyond its first, the policy of
+# session 24): the fused kernel's ring and SASS.  The fast tier keeps its numbers in the
+# interpreter (test_gemv_family_against_float64[...-fused]) and the family's TMA ring and
+# tensor-core SASS (test_tensor_core_plan_streams_weights_through_tma_rings[qkv-1])
+@pytest.mark.slow
 def test_fused_swiglu_streams_both_weights_through_one_ring(tmp_path):
     """gemv_swiglu_fused at gate/up's widths, 32 weight rows: one ring of STAGES slots
     (x, W_g and W_u tiles: 74 KB, 3 blocks an SM), mma.sync, no local memory."""
@@ -630,7 +635,12 @@ def test_fused_swiglu_streams_both_weights_through_one_ring(tmp_path):
 # --full (0.9 s): gate_up_split, the same wgmma ticket's ordering on gemv_swiglu's two
 # partials; [o] keeps the tensor-core ticket's SASS in the fast tier, [qkv_fma_split] the
 # FMA form's, and test_generated_code_in_the_simulator[swiglu-64-128-2-False-True] runs
-# gemv_swiglu's ticket in the simulator
+# gemv_swiglu's ticket in the simulator.
+# Since session 24 every case in --full (the family's SASS proofs beyond its first): the
+# fast tier keeps the ticket's sums in the interpreter
+# (test_ticket_adds_the_splits_as_the_combine_does) and in the simulator
+# (test_generated_code_in_the_simulator[add-64-128-2-False-True])
+@pytest.mark.slow
 @pytest.mark.sweep(keep=("kind",))
 @pytest.mark.parametrize("kind,n,k,p", [
     ("add", 4096, 4096, G.SWEPT[4096, 4096]), ("add", 4096, 14336, G.SWEPT[4096, 14336]),
@@ -689,7 +699,12 @@ def _tail_args(m, n, k, p, dtype=BF16):
 
 # In --full (1.0 s): down, the same split K's tile ticket then grid ticket at a longer K;
 # test_norm_tail_orders_the_rows_before_the_grid_ticket[o-1] keeps that path in the
-# fast tier, [o_split1-1] the grid's ticket alone
+# fast tier, [o_split1-1] the grid's ticket alone.
+# Since session 24 every case in --full (the family's SASS proofs beyond its first): the
+# fast tier keeps the norm tail's rows in the interpreter
+# (test_norm_tail_matches_the_separate_norm, split and whole) and the backend's route to
+# it (test_backend_norms_in_the_residual_gemvs_tail)
+@pytest.mark.slow
 @pytest.mark.sweep(keep=("n", "k", "p"))        # 16 rows: the interpreter's tests keep them
 @pytest.mark.parametrize("m", [1, 16])
 @pytest.mark.parametrize("n,k,p", [
@@ -729,6 +744,10 @@ def test_norm_tail_orders_the_rows_before_the_grid_ticket(n, k, p, m, tmp_path):
     assert not any(op.startswith(("LDL", "STL")) for op in ops)
 
 
+# In --full since session 24 (ptxas's proofs of the rule, 3 s): the fast tier keeps the
+# norm tail's numbers in the interpreter (test_norm_tail_matches_the_separate_norm) and
+# its refusal of a split without the ticket (test_norm_tail_needs_the_ticket_to_split)
+@pytest.mark.slow
 @pytest.mark.parametrize("n,p", [
     pytest.param(7168, G.Plan(16, 64, 128, 2, False, True), id="wgmma_7168"),
     # (a fitting mma.sync and FMA block: wgmma_7168 keeps the fitting path)
@@ -752,6 +771,11 @@ def test_norm_tail_fits_the_blocks_it_takes(n, p):
         assert re.findall(r"(\d+) bytes spill stores", ck.ptxas_report) != ["0"]
 
 
+# In --full since session 24 (the family's simulator runs beyond its first two): the
+# fast tier keeps the tail's rows in the interpreter
+# (test_norm_tail_matches_the_separate_norm) and the family's ticket in the simulator
+# (test_generated_code_in_the_simulator[add-64-128-2-False-True])
+@pytest.mark.slow
 @pytest.mark.parametrize("split,bn", [
     (2, 64),
     # (the grid ticket at split 1 and on mma.sync: the SASS tests keep both paths)
@@ -797,6 +821,10 @@ def test_norm_tail_in_the_simulator(split, bn):
 # other combine kernels of the family; test_combines_use_16_byte_loads[linear] keeps
 # the property in the fast tier (and the simulator runs gemv_combine_add:
 # test_generated_code_in_the_simulator[add-64-128-2-False-False])
+# Since session 24 [linear] too (the family's SASS proofs beyond its first): the fast
+# tier keeps the combines' sums in the interpreter (test_gemv_family_against_float64,
+# split without the ticket)
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["linear", pytest.param("add", marks=pytest.mark.slow),
                                   pytest.param("swiglu", marks=pytest.mark.slow)])
 def test_combines_use_16_byte_loads(kind, tmp_path):
@@ -815,7 +843,11 @@ def test_combines_use_16_byte_loads(kind, tmp_path):
     assert not any(op.startswith(("LDL", "STL")) for op in ops)
 
 
-# norm=False in --full: the same FMA product without the prologue that norm=True adds
+# norm=False in --full: the same FMA product without the prologue that norm=True adds.
+# Since session 24 norm=True too (the family's SASS proofs beyond its first): the fast
+# tier keeps the FMA form's sums in the interpreter (test_gemv_family_against_float64's
+# fma cases, test_norm_prologue_against_float64's)
+@pytest.mark.slow
 @pytest.mark.parametrize("norm", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_fma_product_loads_16_bytes_and_reduces_after_the_loop(norm, tmp_path):
     """One row on the FMA units (QKV's swept plan): the weight tile in 16-byte loads,
@@ -845,7 +877,12 @@ def _rings(ir_text: str):
 # too (1.3 s): gate_up_fused, the same staged K-major B for wgmma on the family's fused
 # kernel; [gate_up_swept] keeps the norm's wgmma staging in the fast tier, and
 # test_candidates_compile_for_sm90a_without_spills[swiglu14336x4096-fused/64x128/s4/pers]
-# the fused kernel's ring
+# the fused kernel's ring.
+# Since session 24 every case in --full (the family's SASS proofs beyond its first): the
+# fast tier keeps the prologue's numbers in the interpreter
+# (test_norm_prologue_against_float64) and in the simulator
+# (test_generated_code_in_the_simulator[linear-16-256-1-True-False])
+@pytest.mark.slow
 @pytest.mark.sweep(keep=("kind",))
 @pytest.mark.parametrize("kind,m,n,k,p", [
     ("swiglu", 1, 14336, 4096, G.SWEPT[14336, 4096]),        # gate/up's plan: wgmma, 128 rows
@@ -911,16 +948,24 @@ def test_l2_prefetch_option_reaches_the_gemv_rings():
 # the fast tier, swiglu-64-128-2-False-True gemv_swiglu's split); swiglu-64-128-2-True-False
 # (0.3 s), the normed rows staged for wgmma's B (linear-64-128-1-True-False keeps them)
 @pytest.mark.parametrize("kind,bn,bk,split,norm,ticket", [
-    ("add", 64, 128, 2, False, False), ("add", 64, 128, 2, False, True),
+    # since session 24 the fast tier keeps two runs of the family (the policy: one or
+    # two simulator runs a kernel family): add-64-128-2-False-True (wgmma, split K and
+    # the ticket, the swept O and down plans' path) and linear-16-256-1-True-False
+    # (mma.sync with the norm's prologue); in --full: the combine launch (its sums in
+    # the interpreter: test_gemv_family_against_float64), gemv_swiglu's and gemv's
+    # split (test_ticket_adds_the_splits_as_the_combine_does), 64-row linear with the norm
+    # (test_norm_prologue_against_float64)
+    pytest.param("add", 64, 128, 2, False, False, marks=pytest.mark.slow),
+    ("add", 64, 128, 2, False, True),
     pytest.param("swiglu", 64, 128, 2, False, False, marks=pytest.mark.slow),
-    ("swiglu", 64, 128, 2, False, True),
-    ("linear", 16, 256, 2, False, True),
+    pytest.param("swiglu", 64, 128, 2, False, True, marks=pytest.mark.slow),
+    pytest.param("linear", 16, 256, 2, False, True, marks=pytest.mark.slow),
     # in --full: the cases around it run the same mma.sync product (split with the
     # ticket; whole with the norm)
     pytest.param("linear", 16, 256, 1, False, False, marks=pytest.mark.slow),
     pytest.param("swiglu", 64, 128, 2, True, False, marks=pytest.mark.slow),
     ("linear", 16, 256, 1, True, False),
-    ("linear", 64, 128, 1, True, False)])
+    pytest.param("linear", 64, 128, 1, True, False, marks=pytest.mark.slow)])
 def test_generated_code_in_the_simulator(kind, bn, bk, split, norm, ticket):
     """sm_90a code in tileir.sim on a ragged shape: 3 rows, 96 weight rows (a partial
     64-row tile on wgmma; six 16-row blocks on mma.sync), 328 columns (three 128-wide
@@ -971,7 +1016,8 @@ _KINDS = {(6144, 4096): "linear", (4096, 4096): "add", (4096, 14336): "add",
           (14336, 4096): "swiglu"}
 CANDIDATES = [pytest.param(n, k, c, id=f"{_KINDS[n, k]}{n}x{k}-{c.name}")
               for (n, k), cs in G.CANDIDATES.items() for c in cs]
-# The candidates whose compiles (and, the first two, simulator runs) the fast tier keeps:
+# The candidates whose compiles (and, the first two, simulator runs) the fast tier kept
+# until session 24 (now none: `_tiered(CANDIDATES, 0)` below says why):
 # each option path once (the fused SwiGLU walked persistent; a split K of 4 finished by
 # the ticket, persistent; two warps a mma.sync block, persistent; a deep ring with its
 # early weight loads); the others, the same paths at other tiles, wait for `--full`.
@@ -1014,7 +1060,11 @@ def test_candidates_against_float64(n, k, c):
         _check(y, _ref(x, ws, r, BF16), BF16)
 
 
-@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 3))
+# Since session 24 every candidate's compile and simulator run in --full (the family's
+# SASS and simulator proofs beyond its first): the fast tier keeps each candidate's plan
+# and options in the interpreter (test_candidates_against_float64) and the family's
+# tensor-core SASS (test_tensor_core_plan_streams_weights_through_tma_rings[qkv-1])
+@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 0))
 def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
     """Each candidate at its Llama-3-8B width, sm_90a: no local memory, the ring depth
     it asks (tensor cores: TMA into `stages` slots, HGMMA or HMMA) or the FMA form's
@@ -1045,7 +1095,7 @@ def test_candidates_compile_for_sm90a_without_spills(n, k, c, tmp_path):
         assert len(set(before)) == 1 and set(after) - set(before)
 
 
-@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 2))
+@pytest.mark.parametrize("n,k,c", _tiered(CANDIDATES, 0))        # (see above)
 def test_candidates_in_the_simulator(n, k, c):
     """The candidates' sm_90a code in tileir.sim on a ragged grid (4 weight-row tiles, the
     last partial, times the split; K of 2 x SPLIT tiles, the last partial): a persistent
@@ -1584,7 +1634,12 @@ def _early_ptx(ck):
 
 
 # In --full (1.6 s): down, the same prologue's early loads on gemv_add (3 stages of
-# 64 x 256 tiles); [o] keeps that path in the fast tier, [gate_up] the producer warps'
+# 64 x 256 tiles); [o] keeps that path in the fast tier, [gate_up] the producer warps'.
+# Since session 24 every case in --full (the family's SASS proofs beyond its first): the
+# fast tier keeps early_loads' PTX (test_early_loads_change_nothing_without_a_programmatic
+# _launch), its refusal (test_early_loads_refuses_an_array_the_kernel_writes) and its
+# launches in the interpreter (test_backend_launches_the_gemvs_with_early_loads)
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,n,k,p,threads", [
     ("add", 4096, 4096, G.SWEPT[4096, 4096], 128),          # O: the prologue, 4 stages
     pytest.param("add", 4096, 14336, G.SWEPT[4096, 14336], 128,
@@ -1634,18 +1689,24 @@ def test_early_loads_change_nothing_without_a_programmatic_launch():
     kernel, args = _llama_args("add", 1, 4096, 4096, p)
     grid = G.grid(4096, p)
     plain = kernel.replace_hints(programmatic_launch=False)
-    ptx = _compile(plain, args, grid).artifacts["ptx"]
-    early = _compile(G.early_loading(plain), args, grid).artifacts["ptx"]
+    # the PTX stage: the option's effect is the PTX's, ptxas adds nothing to compare
+    ptx = _compile(plain, args, grid, "ptx").artifacts["ptx"]
+    early = _compile(G.early_loading(plain), args, grid, "ptx").artifacts["ptx"]
     assert "griddepcontrol" not in early and early == ptx
-    assert _compile(kernel.replace_hints(early_loads=()), args, grid).artifacts["ptx"] == \
-        _compile(kernel, args, grid).artifacts["ptx"]
+    assert _compile(kernel.replace_hints(early_loads=()), args, grid, "ptx").artifacts[
+        "ptx"] == _compile(kernel, args, grid, "ptx").artifacts["ptx"]
 
 
 # In --full (2.1 s): mma_sync_split, early loads on a mma.sync ring split by the ticket;
 # [o_prologue] keeps a ticket's split (runs shorter than the ring's prologue) with early
 # loads in the simulator, test_generated_code_in_the_simulator[linear-16-256-2-False-True]
 # the mma.sync ring's ticket there, and test_candidates_compile_for_sm90a_without_spills
-# [linear6144x4096-32x128/s8/early] early loads on a mma.sync ring in the fast tier
+# [linear6144x4096-32x128/s8/early] early loads on a mma.sync ring in the fast tier.
+# Since session 24 every case in --full (the family's simulator runs beyond its first
+# two): the fast tier keeps early_loads' PTX order
+# (test_early_loads_change_nothing_without_a_programmatic_launch) and its answers in the
+# interpreter, bit for bit those without it (test_backend_launches_the_gemvs_with_early_loads)
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,p,hints,norm", [
     ("add", G.Plan(8, 64, 128, 2, False, True), {"warp_specialize": False}, False),
     ("add", G.Plan(8, 64, 128, 2, False, True), {"warp_specialize": True}, False),
@@ -1990,6 +2051,11 @@ def _qkv_llama_args(p: G.Plan, m=1, hq=32, hkv=8, d=128, k=4096):
                ids.copy()) + tuple(p) + (False, d)
 
 
+# In --full since session 24 (the family's SASS proofs beyond its first), as the two
+# tests below: the fast tier keeps gemv_qkv_rope's numbers for every plan form in the
+# interpreter (test_qkv_rope_matches_gemv_rope_and_write_slots) and the backend's route
+# to it (test_backend_routes_decode_qkv_to_gemv_qkv_rope)
+@pytest.mark.slow
 def test_qkv_rope_fma_plan_streams_as_the_gemv(tmp_path):
     """QKV's swept plan (FMA, 8 weight rows: two 4-row half tiles a step) at Llama-3-8B's
     widths on sm_90a: no local memory, the steady loop's weight loads 16 bytes wide with
@@ -2018,8 +2084,9 @@ def test_qkv_rope_fma_plan_streams_as_the_gemv(tmp_path):
 
 
 @pytest.mark.parametrize("p", [
-    pytest.param(G.Plan(8, 32, 128, 1, False), id="tc32"),
-    # in --full (4 s): tc32 keeps the ring, the early loads and the products in the fast tier
+    pytest.param(G.Plan(8, 32, 128, 1, False), id="tc32", marks=pytest.mark.slow),
+    # in --full (4 s): tc32 kept the ring, the early loads and the products in the fast
+    # tier until session 24 (see test_qkv_rope_fma_plan_streams_as_the_gemv)
     pytest.param(G.Plan(8, 64, 128, 2, False, True), id="tc64-split", marks=pytest.mark.slow)])
 def test_qkv_rope_tensor_core_plans_keep_the_tma_ring(p, tmp_path):
     """The tensor-core plans at Llama-3-8B's QKV on sm_90a, with early loads as the
@@ -2041,8 +2108,11 @@ def test_qkv_rope_tensor_core_plans_keep_the_tma_ring(p, tmp_path):
 
 
 @pytest.mark.parametrize("p,m,norm", [
-    pytest.param(G.Plan(1, 8, 256, 1, True), 1, False, id="fma-swept"),
-    pytest.param(G.Plan(8, 32, 128, 2, False, True), 3, False, id="tc32-split"),
+    # since session 24 in --full too: fma-swept and tc32-split (see
+    # test_qkv_rope_fma_plan_streams_as_the_gemv)
+    pytest.param(G.Plan(1, 8, 256, 1, True), 1, False, id="fma-swept", marks=pytest.mark.slow),
+    pytest.param(G.Plan(8, 32, 128, 2, False, True), 3, False, id="tc32-split",
+                 marks=pytest.mark.slow),
     # in --full: the FMA form over 3 rows with the norm (3 s; the interpreter's
     # fma-split-norm cases keep the norm's epilogue in the fast tier), half tiles of 8
     # rows on mma.sync (25 s) and 16 rows of 64-row tiles, K split, the norm (7 s);

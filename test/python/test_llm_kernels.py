@@ -239,6 +239,13 @@ def test_rope_write_slots_sm90a_code(tmp_path):
     assert ops["STG.E.128"] and ops["LDG.E.128"], sorted(ops)
 
 
+# In --full since session 24 (the policy: a kernel family's first SASS check and one or
+# two simulator runs in the fast tier, the proofs of its options in --full): rope_write_slots
+# is off by default (Backend's rope_slots); the fast tier keeps its numbers in the
+# interpreter (test_rope_write_slots_is_rope_then_write_slots, 12 cases) and the family's
+# code in the simulator (test_generated_gemm_epilogues_in_the_simulator,
+# test_generated_sampling_in_the_simulator)
+@pytest.mark.slow
 def test_generated_rope_write_slots_in_the_simulator():
     """The sm_90a code in tileir.sim: 3 tokens, 6 q heads and 2 k/v heads of 32, pages
     of 4: the interpreter's bits (rope then write_slots)."""
@@ -388,8 +395,14 @@ def test_attention_exact(s, l, causal):
     np.testing.assert_allclose(o, (p / p.sum(-1, keepdims=True)) @ v64, rtol=1e-5, atol=1e-5)
 
 
-# head dim 256 in --full: the same kernel at 128 keeps the path (no local memory, FMA)
-@pytest.mark.parametrize("d,bm", [(128, 8), pytest.param(256, 4, marks=pytest.mark.slow)])
+# head dim 256 in --full: the same kernel at 128 keeps the path (no local memory, FMA).
+# In --full since session 24 (the policy: a kernel family's first SASS check and one or
+# two simulator runs in the fast tier, the proofs of its options in --full): [128-8] too: the
+# fast tier keeps attention_exact's numbers in the interpreter (test_attention_exact) and
+# the family's SASS (test_llama_8b_gemms_run_on_wgmma_and_tma, test_prompt_residual_gemms
+# _take_their_swept_tiles)
+@pytest.mark.parametrize("d,bm", [pytest.param(128, 8, marks=pytest.mark.slow),
+                                  pytest.param(256, 4, marks=pytest.mark.slow)])
 def test_attention_exact_compiles_without_spills(d, bm, tmp_path):
     from test_tensor_cores import _sass
     q = np.zeros((1, 32, 300, d), np.float32)

@@ -249,6 +249,12 @@ def test_hand_offs_on_mbarriers_signal_through_syncs_not_named_barriers(tmp_path
     assert len(stsm) == 4 and len(ldsm) == 4
 
 
+# In --full since session 24 (the policy: a family's default configuration once or
+# twice in the simulator, each option's simulator proof in --full): the fast tier keeps
+# the skewed default's hand-offs in the simulator (test_the_split_kernel_runs_in_the_simulator
+# [1-1-2-64-64-hints0], [1-3-1-32-32-hints9]) and the split's SASS
+# (test_the_owner_alone_runs_the_scores_and_hands_p_over)
+@pytest.mark.slow
 def test_unskewed_hand_offs_run_in_the_simulator():
     # skewed_handoffs=False (bench/race_mla.py --no-skew, an A/B for racecheck): every
     # hand-off between two barriers of both warpgroups, no named-barrier arrive left
@@ -327,14 +333,22 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
     # [1-2-2-64-64-hints7] keeps 2 splits, [1-3-1-32-32-hints9] pages and bn of 32
     pytest.param(1, 2, 1, 32, 32, SPLIT, marks=pytest.mark.slow),
     pytest.param(2, 3, 3, 64, 64, SPLIT, marks=pytest.mark.slow),   # 3 tokens, 3 splits
-    (1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True}),   # a barrier per TMA box too
-    (1, 1, 2, 64, 64, REPLICAS),                        # both warpgroups run the scores
+    # since session 24 in --full (each option's simulator proof; the fast tier keeps the
+    # split alone, hints0, and the pair measured fastest, hints9): copy_parts (its boxes'
+    # layout: test_decode_attention's test_copy_parts_boxes_read_match_the_shared_layout),
+    # replicas and the hand-offs on mbarriers (the fast tier keeps the split's plan:
+    # split-warpgroups.mlir, test_the_mla_loop_plans_its_scores_for_one_warpgroup)
+    pytest.param(1, 1, 1, 64, 64, {**SPLIT, "copy_parts": True},   # a barrier per TMA
+                 marks=pytest.mark.slow),                           # box too
+    pytest.param(1, 1, 2, 64, 64, REPLICAS,             # both warpgroups run the scores
+                 marks=pytest.mark.slow),
     pytest.param(1, 2, 1, 32, 32, REPLICAS, marks=pytest.mark.slow),
     # O rescaled where alpha is: in --full (2.2 s): [1-3-1-32-32-hints9] (0.8 s) keeps
     # early_rescale in the simulator in the fast tier (with fp_fusion: the pair measured
     # fastest), [1-2-2-64-64-hints7] two splits of the split kernel at 2 tokens
     pytest.param(2, 2, 2, 64, 64, RESCALE, marks=pytest.mark.slow),
-    (1, 2, 2, 64, 64, MBARRIERS),                       # hand-offs on mbarriers
+    pytest.param(1, 2, 2, 64, 64, MBARRIERS,            # hand-offs on mbarriers
+                 marks=pytest.mark.slow),
     pytest.param(1, 3, 1, 32, 32, {**MBARRIERS, **RESCALE}, marks=pytest.mark.slow),
     (1, 3, 1, 32, 32, {**RESCALE, "fp_fusion": True}),   # the pair measured fastest
     pytest.param(1, 1, 3, 64, 64, {**RESCALE, "copy_parts": True}, marks=pytest.mark.slow),

@@ -81,13 +81,21 @@ def test_gemm_runs_correctly(target, kernel, m, n, k, tiles, dtype, nt, rng):
     assert _close(got, ref, k), np.abs(got - ref).max()
 
 
-@pytest.mark.parametrize("target", TARGETS)
+# Since session 24 (the policy: a kernel family's default configuration once or twice
+# in the simulator, each option's simulator proof in --full): sm_80 in --full; [sm_90a]
+# keeps the synchronous path through registers in the fast tier
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
 def test_gemm_with_an_unaligned_operand_runs_correctly(target, rng):
     """Rows of 37 elements: no TMA or cp.async, the synchronous path through registers."""
     got, ref = _gemm(gemm, target, 100, 60, 37, (64, 64, 32), BF16, rng)
     assert _close(got, ref, 37)
 
 
+# Since session 24 (the policy: a kernel family's default configuration once or twice
+# in the simulator, each option's simulator proof in --full): in --full; the
+# unaligned operand's synchronous staging runs in the fast tier in
+# test_gemm_with_an_unaligned_operand_runs_correctly[sm_90a]
+@SLOW
 def test_an_unaligned_operand_staged_in_slabs_of_four_rows_runs_correctly(rng):
     # 4 warps stage a 32 x 256 tile of an unaligned B in slabs of 4 rows: the
     # swizzle of rows 4-7 of each 8 is an xor into the slab's offsets, not a sum
@@ -103,8 +111,13 @@ def test_an_unaligned_operand_staged_in_slabs_of_four_rows_runs_correctly(rng):
 
 
 # sm_80 in --full: the batched kernel's sm_90a code runs here, test_bmm runs it at
-# ragged sizes, and sm_80's mma.sync GEMM is test_gemm_runs_correctly's
-@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
+# ragged sizes, and sm_80's mma.sync GEMM is test_gemm_runs_correctly's.
+# Since session 24 (the policy: a kernel family's default configuration once or twice
+# in the simulator, each option's simulator proof in --full): sm_90a
+# too: the batched GEMM's simulator runs are test_bmm's (test_batched_gemm_runs_correctly
+# there, its fast cases at ragged sizes)
+@pytest.mark.parametrize("target", [pytest.param("sm_90a", marks=SLOW),
+                                    pytest.param("sm_80", marks=SLOW)])
 def test_batched_gemm_runs_correctly(target, rng):
     """3-d arrays, a batch index from the grid: 3-d TMA boxes, unit dims reshaped away."""
     batch, m, n, k = 3, 70, 80, 96
@@ -127,7 +140,11 @@ def one_tile_matmul(a, b, c, BM: ct.Constant[int], BN: ct.Constant[int], BK: ct.
     ct.store(c, index=(i, j), tile=ta @ tb)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+# Since session 24 (the policy: a kernel family's default configuration once or twice
+# in the simulator, each option's simulator proof in --full): sm_80 in --full; [sm_90a]
+# keeps the loop-free product in the fast tier (and sm_80's mma.sync runs in
+# test_gemm_runs_correctly[...sm_80])
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
 def test_matmul_without_a_loop_runs_correctly(target, rng):
     a = rng.standard_normal((100, 50)).astype(np.float16)
     b = rng.standard_normal((50, 70)).astype(np.float16)
@@ -143,9 +160,14 @@ F8 = ml_dtypes.float8_e4m3fn
 @pytest.mark.parametrize("target,dtype,out,tiles", [
     pytest.param("sm_90a", np.float16, np.float16, (8, 32, 64),  # M = 8: no instruction
                  marks=SLOW),     # fits (test_backend's fma-units test compiles it)
-    ("sm_90a", np.float64, np.float64, (32, 32, 64)),    # f64
+    # since session 24 (the simulator proofs of a family's options in --full) f64 and
+    # fp8 on sm_80 too: the FMA units' path is compiled on both targets in the fast tier
+    # by test_backend's test_an_mma_no_tensor_core_fits_runs_on_the_fma_units, its numbers
+    # are the interpreter's
+    pytest.param("sm_90a", np.float64, np.float64, (32, 32, 64), marks=SLOW),    # f64
     pytest.param("sm_80", np.int8, np.int32, (32, 32, 64), marks=SLOW),   # i8 -> i32, exact
-    ("sm_80", F8, np.float32, (64, 64, 64)),             # fp8 on sm_80: decoded in software
+    pytest.param("sm_80", F8, np.float32, (64, 64, 64),   # fp8 on sm_80: decoded in
+                 marks=SLOW),                             # software
 ])
 def test_products_no_tensor_core_fits_run_on_the_fma_units(target, dtype, out, tiles, rng):
     m, n, k = 40, 50, 37
@@ -172,8 +194,14 @@ def test_products_no_tensor_core_fits_run_on_the_fma_units(target, dtype, out, t
 @pytest.mark.parametrize("kernel,nt,m,n,k,tiles,target", [
     pytest.param(gemm, False, 100, 72, 80, (64, 64, 32), "sm_80",   # B row-major: (k, n)
                  marks=SLOW),                                       # words
-    (gemm_nt, True, 130, 40, 48, (64, 32, 16), "sm_80"),   # B as an (N, K) weight
-    (gemm, False, 40, 72, 80, (32, 64, 32), "sm_90a"),     # M = 32: mma.sync on Hopper
+    # since session 24 (the simulator proofs of a family's options in --full) these two
+    # too: tf32 products run in the fast tier on wgmma
+    # (test_fp8_and_tf32_gemm_run_correctly's f32 cases,
+    # test_a_computed_f32_operand_of_wgmma_goes_through_shared_memory)
+    pytest.param(gemm_nt, True, 130, 40, 48, (64, 32, 16), "sm_80",   # B as an (N, K)
+                 marks=SLOW),                                         # weight
+    pytest.param(gemm, False, 40, 72, 80, (32, 64, 32), "sm_90a",     # M = 32: mma.sync
+                 marks=SLOW),                                         # on Hopper
     pytest.param(scaled_gemm, False, 100, 72, 80, (64, 64, 32), "sm_80",  # A computed in
                  marks=SLOW),                                             # registers
 ])
@@ -243,7 +271,9 @@ def test_attention_runs_correctly(target, rng):
 @pytest.mark.parametrize("kernel,nt,k,out,tol", [
     (gemm_nt, True, 128, BF16, 1e-2),      # K-major operands: straight from TMA to wgmma
     (gemm, False, 128, BF16, 1e-2),        # a row-major B, turned K-major through registers
-    (gemm_nt, True, 72, BF16, 1e-2),       # rows of 72 bytes: the synchronous path
+    # rows of 72 bytes: the synchronous path; in --full since session 24:
+    # test_gemm_with_an_unaligned_operand_runs_correctly[sm_90a] runs that path
+    pytest.param(gemm_nt, True, 72, BF16, 1e-2, marks=SLOW),
     (gemm_nt, True, 128, F8, 7e-2),        # an fp8 result (3 mantissa bits)
     (gemm_nt, True, 64, np.float32, 2e-3),     # f32 operands through tf32
     (gemm, False, 64, np.float32, 2e-3),
@@ -288,7 +318,8 @@ def test_persistent_gemm_runs_correctly(target, ws, warps, tiles, nt, rng):
 
 
 @pytest.mark.parametrize("target,dtype", [
-    ("sm_90a", np.float16), pytest.param("sm_80", np.float16, marks=SLOW),
+    ("sm_90a", np.float16),
+    pytest.param("sm_80", np.float16, marks=SLOW),
     pytest.param("sm_90a", ml_dtypes.float8_e4m3fn, marks=SLOW),
     pytest.param("sm_80", ml_dtypes.float8_e4m3fn, marks=SLOW),   # fp8 decoded in software
 ])
@@ -326,7 +357,10 @@ def test_a_batched_mma_of_tiles_runs_on_the_gpu_path(target, batch, rng):
     assert np.array_equal(c, ref)
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+# Since session 24 (the policy: a kernel family's default configuration once or twice
+# in the simulator, each option's simulator proof in --full): sm_80 in --full; [sm_90a]
+# keeps the promoted operand (through K-major shared memory) in the fast tier
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
 def test_a_promoted_operand_made_in_registers_feeds_the_tensor_cores(target, rng):
     """An f16 A converted to f32 in registers times f32 B: on sm_90a wgmma cannot take
     a tf32 A from registers, so A goes through K-major shared memory; exact with
@@ -393,7 +427,11 @@ def test_e4m3_times_e5m2_is_one_product(target, rng):
     pytest.param(False, 500, 1000, 328, 2, marks=SLOW),  # B (K, N): four 64-column boxes,
                                                          # each halved
     pytest.param(True, 1000, 504, 200, 4, marks=SLOW),   # two clusters; ragged M, N and K
-    (False, 500, 1000, 40, 2),       # K under a tile: B's whole boxes clipped alike
+    # K under a tile: B's whole boxes clipped alike.  In --full since session 24 (the
+    # simulator proofs of the schedules' options): the fast tier compiles the cluster
+    # pairs (test_tensor_cores' test_cluster_pairs_where_they_pay, its SASS) and runs the
+    # schedules' family in the simulator (test_persistent_gemm_runs_correctly)
+    pytest.param(False, 500, 1000, 40, 2, marks=SLOW),
 ])
 def test_cluster_pair_gemm_runs_correctly(nt, m, n, k, sms, rng):
     """The plain GEMM as launched on a grid even along M with 4+ blocks an SM: retiled
@@ -509,7 +547,11 @@ def test_no_cluster_pairs_where_the_two_blocks_could_differ(rng):
                                                            # blocks: 5 whole, 7 split
     pytest.param("sm_90a", 200, 136, 330, 7, marks=SLOW),  # 6 trips; 7 blocks: all 12 tiles
                                                            # in the split runs
-    ("sm_90a", 100, 136, 130, 4),      # 6 tiles of 3 trips (a ragged K tile) on 4 blocks
+    # 6 tiles of 3 trips (a ragged K tile) on 4 blocks.  In --full since session 24:
+    # the fast tier keeps stream-K's workspace and partial sums in the IR
+    # (test_stream_k_is_asked_for) and its batched walk in the simulator (test_bmm's
+    # test_stream_k_walks_the_batch_last[0])
+    pytest.param("sm_90a", 100, 136, 130, 4, marks=SLOW),
     pytest.param("sm_90a", 200, 136, 200, 3, marks=SLOW),  # 12 tiles on 3 blocks: whole
                                                            # waves, no split
     pytest.param("sm_80", 200, 136, 200, 5, marks=SLOW),   # cp.async rings, mma.sync
@@ -545,6 +587,11 @@ def test_stream_k_is_asked_for():
         assert "workspace" not in ck.meta and "tile.partial" not in ck.artifacts["pipeline"]
 
 
+# Since session 24 (the policy: a kernel family's default configuration once or twice
+# in the simulator, each option's simulator proof in --full): [grouped-sm_90a] too:
+# test_persistent_gemm_runs_correctly[sm_90a-True-8-...] keeps a persistent ring running
+# across tiles in the fast tier
+@SLOW
 @pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
 @pytest.mark.parametrize("order", ["grouped", pytest.param("linear", marks=SLOW)])
 def test_persistent_ring_runs_across_tiles_of_different_lengths(target, order, rng):
@@ -623,7 +670,9 @@ def test_wide_wgmma_tile_runs_correctly(rng):
                  marks=SLOW),                                   # next ring fills
     pytest.param((128, 256, 64), BF16, {"persistent": True, "warp_specialize": True},
                  marks=SLOW),
-    ((128, 256, 64), BF16, {"group": 4}),           # by warpgroups: 64-row boxes, bar.sync 2/3
+    # by warpgroups: 64-row boxes, bar.sync 2/3; in --full since session 24 (the
+    # simulator proofs of an option's variants): tiles0 keeps the TMA store epilogue
+    pytest.param((128, 256, 64), BF16, {"group": 4}, marks=SLOW),
     pytest.param((128, 256, 64), BF16, {"group": 4, "persistent": True,
                                         "warp_specialize": True}, marks=SLOW),
     pytest.param((128, 256, 64), BF16, {"gated": True},     # warps signal mbarriers,
@@ -677,7 +726,12 @@ def two_products(a, b, c, d, BM: ct.Constant[int], BN: ct.Constant[int],
 # 40: clipped rows zeroed at the allocation.  In --full (0.6 s): 200 (a full block and a
 # clipped one); [40] keeps the second ring's wait on the first store's bulk reads (one
 # block, its rows clipped) in the fast tier
-@pytest.mark.parametrize("m", [40, pytest.param(200, marks=pytest.mark.slow)])
+# Since session 24 [40] in --full too: the fast tier keeps the TMA store epilogue
+# (test_tma_store_epilogue_runs_correctly[tiles0-...]) and the simulator's report of a
+# buffer overwritten before the store's bulk reads
+# (test_a_tma_store_buffer_overwritten_before_it_is_read_is_reported)
+@pytest.mark.parametrize("m", [pytest.param(40, marks=SLOW),
+                               pytest.param(200, marks=pytest.mark.slow)])
 def test_a_ring_after_a_tma_store_waits_for_its_reads(m, rng):
     """The second ring's barriers and zeroed rows land where the first store's buffers
     were: its allocation waits for the bulk reads first (the simulator reports an
@@ -721,7 +775,11 @@ def test_a_tma_store_buffer_overwritten_before_it_is_read_is_reported(monkeypatc
               rng)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+# Since session 24 (the policy: a kernel family's default configuration once or twice
+# in the simulator, each option's simulator proof in --full): sm_80 in --full;
+# [sm_90a] keeps the examples' compiled code in the simulator, and test_backend compiles
+# them for sm_80 (test_no_local_memory_spills[...-sm_80-...])
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
 def test_memory_bound_examples_run_correctly(target, rng):
     m, n = 3, 1000
     x = (rng.standard_normal((m, n)) + 1).astype(np.float32)
@@ -916,7 +974,10 @@ def test_an_access_outside_the_arrays_is_reported(monkeypatch, rng):
                                                        target="sm_90a"), (1,), (x, x, y, 128))
 
 
-@pytest.mark.parametrize("target", TARGETS)
+# Since session 24 (the policy: a kernel family's default configuration once or twice
+# in the simulator, each option's simulator proof in --full): sm_80 in --full;
+# [sm_90a] keeps the LLM-layer examples' compiled code in the simulator
+@pytest.mark.parametrize("target", ["sm_90a", pytest.param("sm_80", marks=SLOW)])
 def test_llm_ops_run_correctly(target, rng):
     """The LLM-layer examples (examples/llm_ops.py) as compiled: RoPE's broadcast
     cos / sin rows loaded replicated, SwiGLU, the fused residual RMSNorm, the

@@ -2,7 +2,13 @@
 (tile-split-blocks, tileir.backend.layout.split: the launcher's wish, which dims split and
 how many ways, kernels that stay as written) and online softmax loops carried per
 lane (tile-defer-online-reductions), run in the simulator against a float64
-reference on ragged sizes."""
+reference on ragged sizes.
+
+The kernels are compiled to the gpu stage, what the simulator runs and where the
+grid's rewrites and their metadata are final (since session 24: a cubin each cost
+LLVM's NVPTX and ptxas, ~0.2 s, and proved nothing these tests check); a split
+kernel's cubin is compiled by test_a_column_reduction_splits_along_the_columns, an
+unsplit one's by test_a_row_reduction_stays_as_written_and_compiles_once."""
 
 from __future__ import annotations
 
@@ -66,7 +72,7 @@ def _rope_ref(q, cos, sin):
 ])
 def test_rope_splits_its_heads_and_computes_the_same(target, tokens, heads, dim, scale, rng):
     args = _rope_args(rng, tokens, heads, dim)
-    ck = llm_ops.rope.compile(args, target=target, grid=(tokens,), sm_count=132)
+    ck = llm_ops.rope.compile(args, stage="gpu", target=target, grid=(tokens,), sm_count=132)
     assert ck.meta.get("grid_scale") == scale
     simulate(ck, hardware_grid(ck.meta, (tokens, 1, 1)), args)
     np.testing.assert_allclose(args[3].astype(np.float64), _rope_ref(*args[:3]),
@@ -79,7 +85,7 @@ def test_a_vector_add_on_few_blocks_splits_its_tile(n, rng):
     c = np.full(n, np.nan, np.float32)
     grid = (ct.cdiv(n, 4096), 1, 1)
     args = (a, b, c, 4096)
-    ck = vector_add.vector_add.compile(args, target="sm_90a", grid=grid, sm_count=132)
+    ck = vector_add.vector_add.compile(args, stage="gpu", target="sm_90a", grid=grid, sm_count=132)
     scale = ck.meta["grid_scale"]
     assert scale[:2] == [2, 1] and scale[2] == 8                 # 48 KB: 4 KB a block or more
     simulate(ck, hardware_grid(ck.meta, grid), args)
@@ -105,7 +111,7 @@ def test_a_column_reduction_splits_along_the_columns(rng):
     x = rng.standard_normal((37, 3000)).astype(np.float32)
     y = np.full(3000, np.nan, np.float32)
     args, grid = (x, y, 64, 1024), (3, 1, 1)
-    ck = column_sum.compile(args, target="sm_90a", grid=grid, sm_count=132)
+    ck = column_sum.compile(args, target="sm_90a", grid=grid, sm_count=132)   # (a cubin)
     assert ck.meta["grid_scale"][:2] == [2, 1]
     simulate(ck, hardware_grid(ck.meta, grid), args)
     np.testing.assert_allclose(y, (x.astype(np.float64) ** 2).sum(axis=0), rtol=1e-5)
@@ -115,7 +121,7 @@ def test_a_map_loop_splits_its_chunks(rng):
     x = rng.standard_normal((2, 5000)).astype(np.float32)
     y = np.full_like(x, np.nan)
     args, grid = (x, y, 4096), (2, 1, 1)
-    ck = exp_chunks.compile(args, target="sm_80", grid=grid, sm_count=108)
+    ck = exp_chunks.compile(args, stage="gpu", target="sm_80", grid=grid, sm_count=108)
     assert ck.meta["grid_scale"] == [2, 1, 8]                  # 32 KB a chunk, 4 KB a block
     simulate(ck, hardware_grid(ck.meta, grid), args)
     np.testing.assert_allclose(y, np.exp(x.astype(np.float64)) * 0.5, rtol=1e-5)
@@ -173,7 +179,7 @@ def test_online_softmax_loops_on_small_grids_carry_lanes(target, m, n, chunk, rn
     lse, y = np.full(m, np.nan, np.float32), np.full_like(x, np.nan)
     for kernel, args in ((llm_ops.vocab_logsumexp, (x, lse, chunk)),
                          (llm_ops.vocab_softmax, (x, y, chunk))):
-        ck = kernel.compile(args, target=target, grid=(m,), sm_count=132)
+        ck = kernel.compile(args, stage="gpu", target=target, grid=(m,), sm_count=132)
         # (the softmax's second loop, a map, may also split: every block then runs
         # the first loop over the whole row and writes its slice of each chunk)
         assert "tile-defer-online-reductions" in ck.meta["grid_rewrites"]
@@ -192,11 +198,11 @@ def test_online_softmax_loops_on_large_grids_stay_as_written(rng):
     k = ct.kernel(llm_ops.vocab_logsumexp.fn)
     x = rng.standard_normal((4, 3000)).astype(np.float32)
     args = (x, np.empty(4, np.float32), 1024)
-    small = k.compile(args, target="sm_90a", grid=(4,), sm_count=132)
-    large = k.compile(args, target="sm_90a", grid=(1000,), sm_count=132)
+    small = k.compile(args, stage="gpu", target="sm_90a", grid=(4,), sm_count=132)
+    large = k.compile(args, stage="gpu", target="sm_90a", grid=(1000,), sm_count=132)
     assert small.meta["grid_rewrites"] == ["tile-cluster-rows", "tile-defer-online-reductions"]
     assert "grid_rewrites" not in large.meta
-    assert k.compile(args, target="sm_90a", grid=(8,), sm_count=132) is not large
+    assert k.compile(args, stage="gpu", target="sm_90a", grid=(8,), sm_count=132) is not large
 
 
 def _kernel_func(module):
@@ -239,10 +245,11 @@ def test_small_grids_give_32_kb_blocks_32_warps(rng):
     4096 columns; the small grid's kernel computes the same (simulator)."""
     b2, b1 = ct.ArraySpec("bfloat16", 2, aligned=True), ct.ArraySpec("bfloat16", 1, aligned=True)
     k = ct.kernel(llm_ops.add_rmsnorm.fn)
-    small = k.compile((b2, b2, b1, b2, 1e-6, 8192), target="sm_90a", grid=(16,), sm_count=132)
-    large = k.compile((b2, b2, b1, b2, 1e-6, 8192), target="sm_90a", grid=(8192,),
+    small = k.compile((b2, b2, b1, b2, 1e-6, 8192), stage="gpu", target="sm_90a", grid=(16,),
                       sm_count=132)
-    narrow = k.compile((b2, b2, b1, b2, 1e-6, 4096), target="sm_90a", grid=(16,),
+    large = k.compile((b2, b2, b1, b2, 1e-6, 8192), stage="gpu", target="sm_90a", grid=(8192,),
+                      sm_count=132)
+    narrow = k.compile((b2, b2, b1, b2, 1e-6, 4096), stage="gpu", target="sm_90a", grid=(16,),
                        sm_count=132)
     assert (small.meta["num_threads"], large.meta["num_threads"],
             narrow.meta["num_threads"]) == (1024, 512, 512)

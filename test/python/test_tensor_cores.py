@@ -559,8 +559,15 @@ def test_compiled_gemm_uses_tensor_cores_and_no_local_memory(target, kernel, dty
     assert "C7520" not in report and "C7519" not in report, report   # wgmma not serialized
 
 
+# Since session 24 (the policy: a kernel family's first SASS check on each target in the
+# fast tier, the others in --full) the decode case too: [sm_90a-4096-4096-4096-options2-
+# grid2] keeps the GEMM's sm_90a SASS (its 128 x 256 tiles: the most registers),
+# test_compiled_gemm_uses_tensor_cores_and_no_local_memory's first sm_80 case the sm_80
+# SASS, and test_simt's test_warp_specialized_gemm_runs_correctly the warp-specialized
+# decode schedule's code in the simulator
 @pytest.mark.parametrize("target,m,n,k,options,grid", [
-    ("sm_90a", 16, 4096, 4096, {}, (1, 32)),         # decode: 64 x 32 x 256, warp-specialized
+    pytest.param("sm_90a", 16, 4096, 4096, {}, (1, 32),    # decode: 64 x 32 x 256,
+                 marks=pytest.mark.slow),                  # warp-specialized
     pytest.param("sm_90a", 64, 28672, 4096, {}, (1, 224),   # rows shrunk to 64: 64 x 128
                  marks=pytest.mark.slow),                   # x 64 (test_llm_kernels' 64 rows)
     ("sm_90a", 4096, 4096, 4096, {}, (32, 32)),      # wide: 128 x 256
@@ -589,7 +596,11 @@ def test_gemms_as_launched_use_tensor_cores_and_no_local_memory(target, m, n, k,
 @pytest.mark.parametrize("dtype,grid,paired", [
     (BF16, (32, 32), True),                        # 4096^2: pairs of row tiles share B
     pytest.param(np.float16, (32, 32), True, marks=pytest.mark.slow),
-    (ml_dtypes.float8_e4m3fn, (32, 32), False),    # a 16 KB fp8 B tile: pairing loses
+    # a 16 KB fp8 B tile: pairing loses.  In --full since session 24 (the schedules'
+    # SASS beyond their first): the first case keeps the pairs' SASS, lit the pass's
+    # grids left alone (cluster-pairs.mlir, @odd), fp8 products run in the simulator
+    # (test_simt's test_fp8_and_tf32_gemm_run_correctly, e4m3 x e5m2)
+    pytest.param(ml_dtypes.float8_e4m3fn, (32, 32), False, marks=pytest.mark.slow),
     pytest.param(BF16, (31, 32), False,            # an odd number of row tiles
                  marks=pytest.mark.slow),
 ])
@@ -610,7 +621,8 @@ def test_cluster_pairs_where_they_pay(dtype, grid, paired, tmp_path):
 
 
 # fp8 in --full: the f16 accumulator's path is the float16 case's; fp8 on wgmma is kept
-# by test_cluster_pairs_where_they_pay (float8_e4m3fn).  The float16 case in --full too
+# by test_simt's fp8 simulator runs (test_fp8_and_tf32_gemm_run_correctly,
+# test_e4m3_times_e5m2_is_one_product).  The float16 case in --full too
 # (1.1 s, a cubin of its own): test_simt's test_f16_accumulator_gemm_matches_the_interpreter
 # [sm_90a-float16] runs the widened accumulator's code (gpu stage) in the simulator in the
 # fast tier, and the GEMM's sm_90a SASS is checked by
@@ -687,8 +699,10 @@ def test_warp_specialized_gemm_gives_registers_to_the_consumers(tmp_path):
 
 
 def test_tensor_maps_are_grid_constant_parameters_in_the_ptx():
+    # compiled to the PTX stage: what is checked is the PTX and the launch metadata,
+    # ptxas adds nothing to either
     spec = ct.ArraySpec(BF16, 2)
-    ck = gemm.compile((spec, spec, spec, 128, 128, 64), target="sm_90a")
+    ck = gemm.compile((spec, spec, spec, 128, 128, 64), "ptx", target="sm_90a")
     maps = ck.meta["tensor_maps"]
     # A in one 128 x 64 box; B (64 x 128) in two boxes of 64 columns, one map; C stored
     # by TMA in slabs of 64 columns, each warp its own 16 rows of a slab
@@ -698,7 +712,7 @@ def test_tensor_maps_are_grid_constant_parameters_in_the_ptx():
     for m in maps:
         assert f".param .align 64 .b8 gemm_param_{m['slot']}[128]" in ptx
     assert "cvta.param" in ptx and "cp.async.bulk.tensor.2d" in ptx
-    assert "tensor_maps" not in gemm.compile((spec, spec, spec, 128, 128, 64),
+    assert "tensor_maps" not in gemm.compile((spec, spec, spec, 128, 128, 64), "ptx",
                                              target="sm_80").meta
 
 
