@@ -80,8 +80,10 @@ REPLICAS_ATTR = "tile.split_replicas"   # the kernel option: both warpgroups run
 RESCALE_ATTR = "tile.early_rescale"     # the kernel option: O rescaled where alpha is
 MBARRIER_ATTR = "tile.mbarrier_handoffs"    # the kernel option: hand-offs on mbarriers
 SKEW_ATTR = "tile.skewed_handoffs"      # the kernel option (default True): the owner ahead
+ALTERNATE_ATTR = "tile.alternate_owners"    # the kernel option: owners 0, 1 by step parity
 SKIPPED_ATTR = "tile.warpgroup_split_skipped"   # on a loop left alone: the reason
 OWNER_ATTR = "tile.owner"
+OWNERS_KEY = "owners"                   # in a pair loop's plan: the owners in turn
 HANDOFF_ATTR = "tile.handoff"
 OWNER = 0
 CONSUMER_WARPS = 8                      # two consumer warpgroups
@@ -136,6 +138,12 @@ def skewed_handoffs(func: ir.Operation) -> bool:
                                   or _flag(func, SKEW_ATTR))
 
 
+def alternate_owners(func: ir.Operation) -> bool:
+    """Whether the steps of a split loop alternate between two owners (the kernel
+    option `alternate_owners`, FlashMLA's alternation: `unroll_pairs`)."""
+    return owner_alone(func) and _flag(func, ALTERNATE_ATTR)
+
+
 def _flag(func: ir.Operation, name: str) -> bool:
     return name in func.attributes and ir.BoolAttr(func.attributes[name]).value
 
@@ -159,6 +167,9 @@ def split_warpgroups(module: ir.Module, chip: str) -> list[Plan | str]:
             plan = plan_loop(loop, chip, warps)
             if isinstance(plan, Plan):
                 mark(plan)
+                if alternate_owners(func):
+                    out.extend(unroll_pairs(plan, chip, warps))
+                    continue
             else:       # what the kernel asked for and did not get, and why (IR dumps)
                 loop.attributes[SKIPPED_ATTR] = ir.StringAttr.get(plan)
             out.append(plan)
@@ -241,6 +252,99 @@ def mark(plan: Plan) -> None:
         "score_bytes": ir.DenseI64ArrayAttr.get(list(plan.score_bytes)),
         "owned_results": ir.DenseI64ArrayAttr.get(plan.owned_results),
     })
+
+
+@dataclasses.dataclass
+class PairPlan:
+    """The loop of `unroll_pairs`: steps 2i (owner 0) and 2i + 1 (owner 1) a trip."""
+    loop: ir.Operation                  # over pairs of steps
+    copies: tuple[list, list]           # each step's ops, in order (nested ones too)
+    remainder: Plan                     # the odd count's last step, owner 0
+
+
+def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan | Plan]:
+    """Unrolls the marked loop of `plan` by two for alternating owners: a loop over
+    pairs of steps, the first step of a pair owned by warpgroup 0 (the marks as
+    `mark` wrote them), the second by warpgroup 1 (`tile.owner = 1`, hand-off marks
+    as they were), then a loop of the remaining step when the trip count is odd (at
+    most one trip: the loop as it was, owner 0).  The owned layouts do not change (the
+    other warpgroup holds them as replicas), only whose test the gpu stage runs them
+    under.  Returns [the pair plan, the remainder's plan]:
+
+        scf.for %j = %lb to %ub step %s  ->  %e = %lb + (ceildiv(%ub - %lb, %s) / 2) * 2 %s
+                                             scf.for %i = %lb to %e step 2 %s {
+                                               body(%i) {owner 0}; body(%i + %s) {owner 1} }
+                                             scf.for %j = %e to %ub step %s { body(%j) }
+    """
+    from mlir.dialects import arith, scf
+    loop = plan.loop
+    lb, ub, step = list(loop.operands)[:3]
+    inits = list(loop.operands)[3:]
+    with ir.InsertionPoint(loop), loop.location:
+        two = arith.ConstantOp(step.type, 2).result
+        trips = arith.ceildivsi(arith.subi(ub, lb), step)
+        step2 = arith.muli(step, two)
+        end = arith.addi(lb, arith.muli(arith.divsi(trips, two), step2))
+        pairs = scf.ForOp(lb, end, step2, inits)
+    copies: list[list] = []
+    with ir.InsertionPoint(pairs.body), loop.location:
+        carried = list(pairs.inner_iter_args)
+        second = arith.addi(pairs.induction_variable, step)
+        for j in (pairs.induction_variable, second):
+            ops, carried = _inline_step(loop, j, carried)
+            copies.append(ops)
+        scf.YieldOp(carried)
+    for op in (o for ops in copies[1:] for o in ops):
+        if OWNER_ATTR in op.attributes:
+            op.attributes[OWNER_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
+    # the remainder: the loop itself, from where the pairs end, carrying their results
+    loop.operands[0] = end
+    for i, r in enumerate(pairs.results):
+        loop.operands[3 + i] = r
+    # the plan of a step (its bytes, its owned results) with the two owners in turn
+    step_plan = {a.name: a.attr for a in ir.DictAttr(loop.attributes[PLAN_ATTR])}
+    del step_plan["owner"]
+    pairs.operation.attributes[PLAN_ATTR] = ir.DictAttr.get(
+        {**step_plan, OWNERS_KEY: ir.DenseI64ArrayAttr.get([OWNER, 1 - OWNER])})
+    return [PairPlan(pairs.operation, (copies[0], copies[1]), plan)]
+
+
+def refuse_alternation(module: ir.Module) -> None:
+    """Refuses a loop `unroll_pairs` made, at the user's loop: the stages after the
+    layout stage cannot run it yet (docs/attention.md, "Alternating owners")."""
+    from tileir.dialect import TileIRError
+    for func in kernel_functions(module):
+        for loop in _loops(func):
+            if PLAN_ATTR in loop.attributes and \
+                    OWNERS_KEY in ir.DictAttr(loop.attributes[PLAN_ATTR]):
+                raise TileIRError(
+                    "alternate_owners=True: the layout stage unrolled this loop into pairs "
+                    "of steps, the first owned by warpgroup 0 and the second by warpgroup "
+                    "1, but what runs them is not built yet: the hand-offs from one owner "
+                    "to the other (m, alpha and P, the carried m across the loop's back "
+                    "edge, a row sum kept by each owner), two owner runs a block in the gpu "
+                    "stage (backend/gpu/owner_runs.py) and two ring slots an iteration in "
+                    "the pipeline stage; compile without alternate_owners "
+                    "(docs/attention.md, \"Alternating owners\")", loop.location)
+
+
+def _inline_step(loop: ir.Operation, j: ir.Value, carried: list) -> tuple[list, list]:
+    """A copy of `loop`'s body at the insertion point, for step `j` with `carried` as
+    its iteration arguments: (the copy's ops, nested ones included, in walk order;
+    the values it yields)."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    copy = loop.clone(ir.InsertionPoint.current)
+    body = copy.regions[0].blocks[0]
+    body.arguments[0].replace_all_uses_with(j)
+    for arg, v in zip(list(body.arguments)[1:], carried):
+        arg.replace_all_uses_with(v)
+    ops = [op.operation for op in body.operations]
+    yields = list(ops[-1].operands)
+    for op in ops[:-1]:
+        op.move_before(copy)
+    walked = [o for op in ops[:-1] for o in [op] + effects.ops_under(op)]
+    copy.erase()
+    return walked, yields
 
 
 def _owned(loop, body, scores, second, inside) -> tuple[set, list[ir.Operation]]:
