@@ -331,3 +331,100 @@ def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hin
         simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
     ref = mla.reference(q, kv, table, lens, 0.3)
     assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+
+
+# -- alternating owners (the kernel option `alternate_owners`; docs/attention.md,
+# "Alternating owners: the schedule to build"): the layout stage's unrolled plan is
+# built, the stages after it are not, and a compile past the layout stage refuses it
+
+ALTERNATE = {**SPLIT, "alternate_owners": True}
+
+
+def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
+    # DeepSeek's loop becomes a loop over pairs of steps, the first step of a pair
+    # owned by warpgroup 0 and the second by warpgroup 1 (each its own score chain,
+    # mask, maxima, P and alpha, with the hand-off marks of a step), then the loop as
+    # it was for the last step of an odd count (owner 0); each owner's score products
+    # are one warpgroup's m64n64 (the other holds replicas), P c stays split by columns
+    ops = _walk(_deepseek(ALTERNATE))
+    loops = [op for op in ops if op.name == "scf.for" and ws.PLAN_ATTR in op.attributes]
+    assert len(loops) == 2
+    pairs, last = loops
+    plans = [ir.DictAttr(loop.attributes[ws.PLAN_ATTR]) for loop in loops]
+    assert list(ir.DenseI64ArrayAttr(plans[0][ws.OWNERS_KEY])) == [0, 1]
+    assert ws.OWNERS_KEY not in plans[1] and ir.IntegerAttr(plans[1]["owner"]).value == 0
+    for plan in plans:      # a step's bytes either way
+        assert list(ir.DenseI64ArrayAttr(plan["score_bytes"])) == [221184, 147456]
+        assert ir.IntegerAttr(plan["handoff_bytes"]).value == 64 * 64 * 2 + 64 * 4
+    # the remainder carries the pairs' results
+    assert [v for v in list(last.operands)[3:]] == list(pairs.results)
+    one = "#tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>"
+
+    def owners(loop, name):
+        return [ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value
+                if ws.OWNER_ATTR in op.attributes else None
+                for op in effects.ops_under(loop) if op.name == name]
+
+    scores = [op for op in effects.ops_under(pairs)
+              if op.name in ("tile.mma", "tile.mma_async") and ws.OWNER_ATTR in op.attributes]
+    assert len(scores) == 4 and all(one in str(op.results[0].type) for op in scores)
+    assert sorted(owners(pairs, "tile.mma"), key=str) == [0, 0, 1, 1, None, None]
+    assert sorted(owners(last, "tile.mma"), key=str) == [0, 0, None]
+    # each copy hands off its own P and alpha (truncf, exp2), in step order
+    handoffs = [(op.name, ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value)
+                for op in effects.ops_under(pairs) if ws.HANDOFF_ATTR in op.attributes]
+    assert sorted(handoffs) == sorted([("math.exp2", 0), ("arith.truncf", 0),
+                                       ("math.exp2", 1), ("arith.truncf", 1)])
+    # owner 0's ops all come before owner 1's in the body
+    marks = [ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value
+             for op in pairs.regions[0].blocks[0].operations if ws.OWNER_ATTR in op.attributes]
+    assert marks == sorted(marks) and 0 in marks and 1 in marks
+
+
+def test_alternate_owners_are_refused_past_the_layout_stage():
+    # until the hand-offs between owners, the two runs and the ring's two slots an
+    # iteration are built, a compile that would run the pairs stops at the user's loop
+    from tileir.errors import TileIRError
+    with pytest.raises(TileIRError) as err:
+        _deepseek(ALTERNATE, stage="pipeline")
+    text = str(err.value)
+    assert "alternate_owners=True" in text and "not built" in text
+    assert "for j in range(first, last):" in text and "mla_decode.py" in text
+
+
+def test_alternate_owners_need_the_owner_alone():
+    from tileir.errors import KernelOptionError
+    for hints in ({"warpgroup_split": False, "alternate_owners": True},
+                  {**REPLICAS, "alternate_owners": True}):
+        with pytest.raises(KernelOptionError, match="alternate_owners=True needs "
+                                                    "warpgroup_split=True"):
+            _deepseek(hints, stage="frontend")
+
+
+@pytest.mark.parametrize("tq, page, bn, splits, steps", [
+    (1, 64, 64, 1, (1, 2, 3)),      # the remainder alone, a pair, a pair and the rest
+    (2, 64, 64, 2, (4, 5)),         # two splits: ranges of 2 and 2, 3 and 2 steps
+    (1, 32, 32, 3, (6, 7)),         # 32 rows a step, three splits of odd and even ranges
+])
+def test_alternate_owners_unrolled_loop_runs_like_the_loop(tq, page, bn, splits, steps):
+    # the layout stage's IR (pairs, remainder, owner marks) in the Tile IR interpreter
+    # against the float64 reference: odd and even step counts, ragged lengths, stale
+    # slots past each sequence, the output NaN-poisoned
+    from tileir import interpreter
+    rng = np.random.default_rng()
+    lens = np.array([(s - 1) * bn + int(rng.integers(tq, bn + 1)) for s in steps])
+    batch = len(lens)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
+    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=ALTERNATE)
+    kernel, grid, args = calls[0]
+    module = kernel.compile(args, stage="layout", target="sm_90a").module
+    assert [op for op in _walk(module) if op.name == "scf.for" and
+            ws.PLAN_ATTR in op.attributes and ws.OWNERS_KEY in ir.DictAttr(op.attributes[ws.PLAN_ATTR])]
+    # the kernel's arguments less its constants (HB, PAGE, BN, SPLIT: folded in)
+    interpreter.run(module, kernel.name, grid, list(args)[:8])
+    for k, g, a in calls[1:]:           # the split-KV combine
+        mla.ct.launch(None, g, k, a)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert not np.isnan(out).any()
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
