@@ -249,40 +249,58 @@ func.func @scores_stored(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf
 // alternate_owners=True with the split: the loop of @mla_like unrolled by two, step 2i
 // owned by warpgroup 0 and step 2i + 1 by warpgroup 1 (the same marks, the same hand-off
 // marks: P and alpha to both warpgroups), then the loop itself for the last step of an
-// odd count (at most one trip, owner 0), carrying the pairs' results.
+// odd count (at most one trip, owner 0), carrying the pairs' results.  The row sums l
+// are kept by each owner (l0 carried as l was, l1 a new iteration argument from 0),
+// each rescaled by the other's alpha too, and added after the pairs; what the other
+// owner reads is marked tile.owner_handoff: step 2i's m and alpha (to warpgroup 1),
+// step 2i + 1's alpha (to warpgroup 0); step 2i + 1's m is carried to the next pair's
+// step 2i (carried_owners: acc none, l0 0, m 1, l1 1).
 // CHECK-LABEL: func.func @alternating
 // CHECK:         %[[TRIPS:.*]] = arith.ceildivsi %{{.*}}, %[[S:.*]] : i32
 // CHECK:         %[[S2:.*]] = arith.muli %[[S]], %[[TWO:.*]] : i32
 // CHECK:         %[[PAIRS:.*]] = arith.divsi %[[TRIPS]], %[[TWO]] : i32
 // CHECK:         %[[SPAN:.*]] = arith.muli %[[PAIRS]], %[[S2]] : i32
 // CHECK:         %[[END:.*]] = arith.addi %[[LB:.*]], %[[SPAN]] : i32
-// CHECK:         %[[R:.*]]:3 = scf.for %[[I:.*]] = %[[LB]] to %[[END]] step %[[S2]] iter_args(%[[ACC:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[M:.*]] = %{{.*}})
+// CHECK:         %[[Z:.*]] = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
+// CHECK:         %[[R:.*]]:4 = scf.for %[[I:.*]] = %[[LB]] to %[[END]] step %[[S2]] iter_args(%[[ACC:.*]] = %{{.*}}, %[[L0:.*]] = %{{.*}}, %[[M:.*]] = %{{.*}}, %[[L1:.*]] = %[[Z]])
 // CHECK-NEXT:      %[[J1:.*]] = arith.addi %[[I]], %[[S]] : i32
 // Step 2i: warpgroup 0's scores, mask, maxima from the carried m, P and alpha.
 // CHECK-NEXT:      "tile.load"(%{{.*}}, %[[I]],
 // CHECK-NOT:       tile.owner = 1
 // CHECK:           "tile.mma"({{.*}}) {tile.owner = 0 : i64}
 // CHECK:             "tile.iota"() {tile.owner = 0 : i64}
-// CHECK:           %[[M0:.*]] = arith.maxnumf %[[M]], %{{.*}} {tile.owner = 0 : i64}
-// CHECK:           math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64}
-// CHECK:           %[[P0:.*]] = arith.truncf {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64}
+// CHECK:           %[[M0:.*]] = arith.maxnumf %[[M]], %{{.*}} {tile.owner = 0 : i64, tile.owner_handoff = array<i64: 0>}
+// CHECK:           %[[A0:.*]] = math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64, tile.owner_handoff = array<i64: 0>}
+// CHECK:           %[[L0S:.*]] = arith.mulf %[[L0]], %{{.*}} {tile.owner = 0 : i64}
+// CHECK:           %[[L0N:.*]] = arith.addf %[[L0S]], %{{.*}} {tile.owner = 0 : i64}
+// CHECK-NEXT:      %[[P0:.*]] = arith.truncf {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64}
 // CHECK-NEXT:      %[[O0:.*]] = "tile.mma"(%[[P0]], {{.*}}) :
-// Step 2i + 1: the same ops, warpgroup 1's, from step 2i's m (handed over: stage (b)).
+// Warpgroup 1's sum, rescaled by step 2i's alpha.
+// CHECK-NEXT:      %[[B0:.*]] = "tile.broadcast"(%[[A0]]) {tile.owner = 1 : i64}
+// CHECK-NEXT:      %[[L1S:.*]] = arith.mulf %[[L1]], %[[B0]] {tile.owner = 1 : i64}
+// Step 2i + 1: the same ops, warpgroup 1's, from step 2i's m.
 // CHECK-NEXT:      "tile.load"(%{{.*}}, %[[J1]],
 // CHECK-NOT:       tile.owner = 0
 // CHECK:           "tile.mma"({{.*}}) {tile.owner = 1 : i64}
 // CHECK:             "tile.iota"() {tile.owner = 1 : i64}
 // CHECK:           } {tile.owner = 1 : i64}
 // CHECK:           %[[M1:.*]] = arith.maxnumf %[[M0]], %{{.*}} {tile.owner = 1 : i64}
-// CHECK:           math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 1 : i64}
-// CHECK:           %[[L1:.*]] = arith.addf {{.*}} {tile.owner = 1 : i64}
+// CHECK:           %[[A1:.*]] = math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 1 : i64, tile.owner_handoff = array<i64: 0>}
+// CHECK:           arith.mulf %[[L1S]], %{{.*}} {tile.owner = 1 : i64}
+// CHECK:           %[[L1N:.*]] = arith.addf {{.*}} {tile.owner = 1 : i64}
 // CHECK-NEXT:      %[[P1:.*]] = arith.truncf {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 1 : i64}
 // CHECK-NEXT:      %[[O1:.*]] = "tile.mma"(%[[P1]], {{.*}}) :
-// CHECK-NEXT:      scf.yield %[[O1]], %[[L1]], %[[M1]]
-// The pair loop's plan: a step's bytes and the owners in turn.
-// CHECK-NEXT:    } {tile.warpgroup_split = {handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owners = array<i64: 0, 1>, score_bytes = array<i64: 49152, 32768>}}
-// The last step of an odd count: the loop as it was, from where the pairs end.
-// CHECK-NEXT:    %[[LAST:.*]]:3 = scf.for %{{.*}} = %[[END]] to %{{.*}} step %[[S]] iter_args(%{{.*}} = %[[R]]#0, %{{.*}} = %[[R]]#1, %{{.*}} = %[[R]]#2)
+// Warpgroup 0's sum, rescaled by step 2i + 1's alpha.
+// CHECK-NEXT:      %[[B1:.*]] = "tile.broadcast"(%[[A1]]) {tile.owner = 0 : i64}
+// CHECK-NEXT:      %[[L0R:.*]] = arith.mulf %[[L0N]], %[[B1]] {tile.owner = 0 : i64}
+// CHECK-NEXT:      scf.yield %[[O1]], %[[L0R]], %[[M1]], %[[L1N]]
+// The pair loop's plan: a step's bytes, the owners in turn, the carried values'
+// owners at the back edge, the split sums.
+// CHECK-NEXT:    } {tile.warpgroup_split = {carried_owners = array<i64: -1, 0, 1, 1>, handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owners = array<i64: 0, 1>, row_sums = array<i64: 1>, score_bytes = array<i64: 49152, 32768>}}
+// The last step of an odd count: the loop as it was, from where the pairs end, from
+// the sums added.
+// CHECK-NEXT:    %[[L:.*]] = arith.addf %[[R]]#1, %[[R]]#3 : tensor<64x64xf32>
+// CHECK-NEXT:    %[[LAST:.*]]:3 = scf.for %{{.*}} = %[[END]] to %{{.*}} step %[[S]] iter_args(%{{.*}} = %[[R]]#0, %{{.*}} = %[[L]], %{{.*}} = %[[R]]#2)
 // CHECK-NOT:       tile.owner = 1
 // CHECK:           "tile.mma"({{.*}}) {tile.owner = 0 : i64}
 // CHECK:         } {tile.warpgroup_split = {handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owner = 0 : i64, score_bytes = array<i64: 49152, 32768>}}

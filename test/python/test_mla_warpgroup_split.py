@@ -356,8 +356,15 @@ def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
     for plan in plans:      # a step's bytes either way
         assert list(ir.DenseI64ArrayAttr(plan["score_bytes"])) == [221184, 147456]
         assert ir.IntegerAttr(plan["handoff_bytes"]).value == 64 * 64 * 2 + 64 * 4
-    # the remainder carries the pairs' results
-    assert [v for v in list(last.operands)[3:]] == list(pairs.results)
+    # the row sums l (carried 1) kept by each owner: warpgroup 1's from zero, a fourth
+    # carried value; the remainder takes the pairs' results, their two sums added
+    assert list(ir.DenseI64ArrayAttr(plans[0]["row_sums"])) == [1]
+    assert list(ir.DenseI64ArrayAttr(plans[0]["carried_owners"])) == [-1, 0, 1, 1]
+    acc, l, m = list(last.operands)[3:]
+    assert (acc, m) == (pairs.results[0], pairs.results[2])
+    add = effects.defining_op(l)
+    assert add.name == "arith.addf" and list(add.operands) == [pairs.results[1],
+                                                              pairs.results[3]]
     one = "#tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>"
 
     def owners(loop, name):
@@ -375,10 +382,12 @@ def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
                 for op in effects.ops_under(pairs) if ws.HANDOFF_ATTR in op.attributes]
     assert sorted(handoffs) == sorted([("math.exp2", 0), ("arith.truncf", 0),
                                        ("math.exp2", 1), ("arith.truncf", 1)])
-    # owner 0's ops all come before owner 1's in the body
-    marks = [ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value
-             for op in pairs.regions[0].blocks[0].operations if ws.OWNER_ATTR in op.attributes]
-    assert marks == sorted(marks) and 0 in marks and 1 in marks
+    # what one owner hands the other: step 2i's m (maxnumf) and alpha (exp2) to
+    # warpgroup 1, step 2i + 1's alpha to warpgroup 0 (its sum's rescale); m of step
+    # 2i + 1 is carried (carried_owners above)
+    crossing = sorted((op.name, ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value)
+                      for op in effects.ops_under(pairs) if ws.CROSS_ATTR in op.attributes)
+    assert crossing == [("arith.maxnumf", 0), ("math.exp2", 0), ("math.exp2", 1)]
 
 
 def test_alternate_owners_are_refused_past_the_layout_stage():

@@ -84,6 +84,7 @@ ALTERNATE_ATTR = "tile.alternate_owners"    # the kernel option: owners 0, 1 by 
 SKIPPED_ATTR = "tile.warpgroup_split_skipped"   # on a loop left alone: the reason
 OWNER_ATTR = "tile.owner"
 OWNERS_KEY = "owners"                   # in a pair loop's plan: the owners in turn
+CROSS_ATTR = "tile.owner_handoff"       # results the other owner reads (alternation)
 HANDOFF_ATTR = "tile.handoff"
 OWNER = 0
 CONSUMER_WARPS = 8                      # two consumer warpgroups
@@ -259,7 +260,9 @@ class PairPlan:
     """The loop of `unroll_pairs`: steps 2i (owner 0) and 2i + 1 (owner 1) a trip."""
     loop: ir.Operation                  # over pairs of steps
     copies: tuple[list, list]           # each step's ops, in order (nested ones too)
-    remainder: Plan                     # the odd count's last step, owner 0
+    row_sums: list[int]                 # carried sums kept by each owner (both halves)
+    crossings: list[ir.Value]           # owned values the other owner reads in a trip
+    carried_owners: list[int]           # a carried value's owner at the back edge (-1)
 
 
 def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan | Plan]:
@@ -275,38 +278,147 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan | Plan]
                                              scf.for %i = %lb to %e step 2 %s {
                                                body(%i) {owner 0}; body(%i + %s) {owner 1} }
                                              scf.for %j = %e to %ub step %s { body(%j) }
-    """
+
+    A carried row sum (`l = l * broadcast(alpha) + p`, owned: `_row_sums`) would cross
+    from one owner to the other twice a trip (MLA: the (64, 64) f32 sums by column,
+    16 KB); instead each owner keeps the sum of its own steps, rescaled by every alpha
+    (its own and the other's, which it is handed anyway), and the two are added once
+    after the pairs (the sum is linear in its terms):
+
+        l0 = l0 * a0 + p0 {owner 0}; l1 = l1 * a0 {owner 1}
+        l1 = l1 * a1 + p1 {owner 1}; l0 = l0 * a1 {owner 0}      ...  l = l0 + l1
+
+    What then crosses between the owners (`_crossings`): step 2i's m to step 2i + 1,
+    each step's alpha to the other owner's rescale of its sum (P and alpha also go to
+    both warpgroups, as in the split), and step 2i + 1's m, carried, to the next
+    pair's step 2i and to the remainder: marked `tile.owner_handoff` (result numbers)
+    on the op that makes each, and on the loop the owner of each carried value at the
+    back edge (`carried_owners`, -1 for none) and the split sums (`row_sums`)."""
     from mlir.dialects import arith, scf
     loop = plan.loop
     lb, ub, step = list(loop.operands)[:3]
     inits = list(loop.operands)[3:]
+    n = len(inits)
+    sums = _row_sums(loop)
     with ir.InsertionPoint(loop), loop.location:
         two = arith.ConstantOp(step.type, 2).result
         trips = arith.ceildivsi(arith.subi(ub, lb), step)
         step2 = arith.muli(step, two)
         end = arith.addi(lb, arith.muli(arith.divsi(trips, two), step2))
-        pairs = scf.ForOp(lb, end, step2, inits)
-    copies: list[list] = []
+        zeros = [arith.ConstantOp(inits[i].type, ir.DenseElementsAttr.get_splat(
+            inits[i].type, ir.FloatAttr.get(
+                ir.RankedTensorType(inits[i].type).element_type, 0.0))).result
+            for i in sums]
+        pairs = scf.ForOp(lb, end, step2, inits + zeros)
     with ir.InsertionPoint(pairs.body), loop.location:
-        carried = list(pairs.inner_iter_args)
-        second = arith.addi(pairs.induction_variable, step)
-        for j in (pairs.induction_variable, second):
-            ops, carried = _inline_step(loop, j, carried)
-            copies.append(ops)
-        scf.YieldOp(carried)
-    for op in (o for ops in copies[1:] for o in ops):
-        if OWNER_ATTR in op.attributes:
-            op.attributes[OWNER_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
+        args = list(pairs.inner_iter_args)
+        iv = pairs.induction_variable
+        second = arith.addi(iv, step)
+        ops_a, ya = _inline_step(loop, iv, args[:n])
+        # owner 1's sums, rescaled by step 2i's alpha before its step adds to them
+        carried_b = list(ya)
+        for k, i in enumerate(sums):
+            carried_b[i] = _rescale_like(ops_a, args[i], args[n + k], 1)
+        ops_b, yb = _inline_step(loop, second, carried_b)
+        _mark_owner(ops_b, 1)
+        # owner 0's sums, rescaled by step 2i + 1's alpha
+        yields = list(yb) + [yb[i] for i in sums]
+        for i in sums:
+            yields[i] = _rescale_like(ops_b, carried_b[i], ya[i], 0)
+        scf.YieldOp(yields)
     # the remainder: the loop itself, from where the pairs end, carrying their results
+    # (a split sum added back together)
+    results = list(pairs.results)
+    with ir.InsertionPoint(loop), loop.location:
+        for k, i in enumerate(sums):
+            results[i] = arith.addf(results[i], results[n + k])
     loop.operands[0] = end
-    for i, r in enumerate(pairs.results):
-        loop.operands[3 + i] = r
+    for i in range(n):
+        loop.operands[3 + i] = results[i]
+    crossings, carried_owners = _crossings(pairs.operation)
     # the plan of a step (its bytes, its owned results) with the two owners in turn
     step_plan = {a.name: a.attr for a in ir.DictAttr(loop.attributes[PLAN_ATTR])}
     del step_plan["owner"]
-    pairs.operation.attributes[PLAN_ATTR] = ir.DictAttr.get(
-        {**step_plan, OWNERS_KEY: ir.DenseI64ArrayAttr.get([OWNER, 1 - OWNER])})
-    return [PairPlan(pairs.operation, (copies[0], copies[1]), plan)]
+    pairs.operation.attributes[PLAN_ATTR] = ir.DictAttr.get({
+        **step_plan, OWNERS_KEY: ir.DenseI64ArrayAttr.get([OWNER, 1 - OWNER]),
+        "row_sums": ir.DenseI64ArrayAttr.get(sums),
+        "carried_owners": ir.DenseI64ArrayAttr.get(carried_owners)})
+    return [PairPlan(pairs.operation, (ops_a, ops_b), sums, crossings, carried_owners), plan]
+
+
+def _row_sums(loop: ir.Operation) -> list[int]:
+    """The carried values of `loop` (their numbers among its iteration arguments)
+    updated as an owned `x * broadcast(a) + p` whose only use of `x` is that multiply."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    body = loop.regions[0].blocks[0]
+    yields = list(list(body.operations)[-1].operands)
+    out = []
+    for i, (arg, y) in enumerate(zip(list(body.arguments)[1:], yields)):
+        users = [effects.user(u) for u in arg.uses]
+        if len(users) != 1 or users[0].name != "arith.mulf" or \
+                OWNER_ATTR not in users[0].attributes:
+            continue
+        mul = users[0]
+        scale = effects.defining_op(mul.operands[1] if mul.operands[0] == arg
+                                    else mul.operands[0])
+        add = effects.defining_op(y)
+        if scale is None or scale.name != "tile.broadcast" or add is None or \
+                add.name != "arith.addf" or OWNER_ATTR not in add.attributes or \
+                mul.results[0] not in list(add.operands) or \
+                len(list(mul.results[0].uses)) != 1:
+            continue
+        out.append(i)
+    return out
+
+
+def _rescale_like(ops: list, read: ir.Value, value: ir.Value, owner: int) -> ir.Value:
+    """`value` times the broadcast scale the sum's multiply among `ops` (the one that
+    reads `read`) applies, by copies of that broadcast and multiply owned by `owner`,
+    at the insertion point."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    mul = next(op for op in ops if op.name == "arith.mulf" and read in list(op.operands))
+    side = 0 if mul.operands[0] == read else 1
+    scale = effects.defining_op(mul.operands[1 - side])
+    b = scale.clone(ir.InsertionPoint.current)
+    m = mul.clone(ir.InsertionPoint.current)
+    m.operands[side] = value
+    m.operands[1 - side] = b.results[0]
+    _mark_owner([b, m], owner)
+    return m.results[0]
+
+
+def _mark_owner(ops: list, owner: int) -> None:
+    i64 = ir.IntegerType.get_signless(64)
+    for op in ops:
+        if OWNER_ATTR in op.attributes:
+            op.attributes[OWNER_ATTR] = ir.IntegerAttr.get(i64, owner)
+
+
+def _crossings(loop: ir.Operation) -> tuple[list, list[int]]:
+    """(the owned values of `loop`'s body read by ops of the other owner, marked
+    `tile.owner_handoff` on their ops; the owner of each carried value at the back
+    edge, -1 where it is not owned)."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    inside = effects.ops_under(loop)
+    owner = {op: ir.IntegerAttr(op.attributes[OWNER_ATTR]).value
+             for op in inside if OWNER_ATTR in op.attributes}
+    crossings: list[ir.Value] = []
+    for op in inside:
+        if op not in owner:
+            continue
+        for v in op.operands:
+            d = effects.defining_op(v)
+            if d in owner and owner[d] != owner[op] and v not in crossings:
+                crossings.append(v)
+    by_op: dict[ir.Operation, list[int]] = {}
+    for v in crossings:
+        by_op.setdefault(effects.defining_op(v), []).append(ir.OpResult(v).result_number)
+    for op, numbers in by_op.items():
+        op.attributes[CROSS_ATTR] = ir.DenseI64ArrayAttr.get(sorted(numbers))
+    body = loop.regions[0].blocks[0]
+    carried = [owner.get(effects.defining_op(y), -1)
+               for y in list(body.operations)[-1].operands]
+    return crossings, carried
 
 
 def refuse_alternation(module: ir.Module) -> None:
