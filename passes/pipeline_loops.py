@@ -47,7 +47,6 @@ Example:        (S = 3, one tile)
 
 from mlir import ir
 
-from tileir.backend.layout.warpgroup_split import refuse_alternation
 from tileir.backend.pipeline.software_pipeline import pipeline_loops
 
 from .lower_to_llvm import module_target
@@ -57,8 +56,4 @@ SUMMARY = "software-pipeline loops of shared-memory loads into rings of async co
 
 
 def run(module: ir.Module) -> None:
-    # the alternating owners' loop of pairs (tile-split-warpgroups) needs two ring
-    # slots an iteration and the hand-offs between owners, neither built: refused here,
-    # before a ring is made for it
-    refuse_alternation(module)
     pipeline_loops(module, module_target(module).chip)

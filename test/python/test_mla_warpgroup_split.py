@@ -390,14 +390,15 @@ def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
     assert crossing == [("arith.maxnumf", 0), ("math.exp2", 0), ("math.exp2", 1)]
 
 
-def test_alternate_owners_are_refused_past_the_layout_stage():
-    # until the hand-offs between owners, the two runs and the ring's two slots an
-    # iteration are built, a compile that would run the pairs stops at the user's loop
+def test_alternate_owners_are_refused_at_the_gpu_stage():
+    # until the gpu stage runs two owners (their runs, the hand-offs between them), a
+    # compile that would lower the pairs stops at the user's loop
     from tileir.errors import TileIRError
+    _deepseek(ALTERNATE, stage="pipeline")
     with pytest.raises(TileIRError) as err:
-        _deepseek(ALTERNATE, stage="pipeline")
+        _deepseek(ALTERNATE, stage="gpu")
     text = str(err.value)
-    assert "alternate_owners=True" in text and "not built" in text
+    assert "alternate_owners=True" in text and "not" in text and "built" in text
     assert "for j in range(first, last):" in text and "mla_decode.py" in text
 
 
@@ -434,6 +435,65 @@ def test_alternate_owners_unrolled_loop_runs_like_the_loop(tq, page, bn, splits,
     interpreter.run(module, kernel.name, grid, list(args)[:8])
     for k, g, a in calls[1:]:           # the split-KV combine
         mla.ct.launch(None, g, k, a)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert not np.isnan(out).any()
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+
+
+def test_alternate_owners_ring_holds_one_step_a_slot():
+    # the pipeline stage (backend/pipeline/owner_pairs.py): one ring whose slot is one
+    # step's latent and RoPE tiles, a producer loop copying every step, and in the
+    # consumers a wait and a release per step: two in the pairs' body, one in the last
+    # step's; the ring freed after the last step
+    ops = _walk(_deepseek(ALTERNATE, stage="pipeline"))
+    allocs = [op for op in ops if op.name == "tile.ring_alloc"]
+    assert len(allocs) == 1
+    tiles = [str(t) for t in ir.ArrayAttr(allocs[0].attributes["tiles"])]
+    assert [t.split(",")[0] for t in tiles] == ["tensor<1x64x512xbf16", "tensor<1x64x64xbf16"]
+    loops = [op for op in ops if op.name == "scf.for"]
+    producer = [lp for lp in loops if any(o.name == "tile.ring_load"
+                                          for o in effects.ops_under(lp))]
+    assert len(producer) == 1 and \
+        sum(o.name == "tile.ring_load" for o in effects.ops_under(producer[0])) == 2
+    pairs = next(lp for lp in loops if ws.PLAN_ATTR in lp.attributes and
+                 ws.OWNERS_KEY in ir.DictAttr(lp.attributes[ws.PLAN_ATTR]))
+    last = next(lp for lp in loops if lp.operands[0] == pairs.operands[1])
+
+    def count(loop, name):
+        return sum(o.name == name for o in effects.ops_under(loop))
+
+    assert (count(pairs, "tile.ring_wait"), count(pairs, "tile.ring_release")) == (2, 2)
+    assert (count(last, "tile.ring_wait"), count(last, "tile.ring_release")) == (1, 1)
+    free = [op for op in ops if op.name == "tile.ring_free"]
+    body = [o.operation for o in last.block.operations]
+    assert len(free) == 1 and body.index(free[0]) == body.index(last) + 1
+
+
+@pytest.mark.parametrize("tq, page, bn, splits, steps", [
+    (1, 64, 64, 1, (1, 2, 3)),
+    (2, 64, 64, 2, (5,)),
+    (1, 32, 32, 3, (4, 7)),
+])
+def test_alternate_owners_ring_runs_in_the_simulator(tq, page, bn, splits, steps,
+                                                     monkeypatch):
+    # the ring of the pairs and the last step (waits, parities, releases, the producer's
+    # one loop) in the simulator against the float64 reference, odd and even step
+    # counts.  The gpu stage refuses the pairs (owner_runs.refuse_alternation) until it
+    # runs two owners; lowered here without that refusal, the pairs' owned ops run in
+    # both warpgroups (their runs cannot be gathered across the P c between them:
+    # replicas, correct) and the last step's in warpgroup 0 alone, as in the split
+    from tileir.backend.gpu import owner_runs
+    monkeypatch.setattr(owner_runs, "refuse_alternation", lambda loop: None)
+    rng = np.random.default_rng()
+    lens = np.array([(s - 1) * bn + int(rng.integers(tq, bn + 1)) for s in steps])
+    batch = len(lens)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
+    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=ALTERNATE)
+    for kernel, grid, args in calls:
+        # a Kernel of its own: what it compiles without the refusal stays in it
+        ck = kernel.replace_hints().compile(args, stage="gpu", target="sm_90a")
+        simulate(ck, grid, args)
     ref = mla.reference(q, kv, table, lens, 0.3)
     assert not np.isnan(out).any()
     assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3

@@ -42,7 +42,7 @@ from mlir.dialects import arith, llvm, scf, vector
 
 from tileir.dialect import TileIRError
 from tileir.backend.layout import layouts as L
-from tileir.backend.layout.warpgroup_split import OWNER_ATTR
+from tileir.backend.layout.warpgroup_split import OWNER, OWNER_ATTR, refuse_alternation
 
 from . import barriers
 from .context import Frag, LoweringContext, lin_of, same_warps
@@ -65,6 +65,12 @@ def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
     """Lowers a block's ops (terminator excluded) with its owned ops in one run; False
     when it has none or they cannot be gathered (the caller lowers the ops as they
     are)."""
+    for op in ops:
+        if OWNER_ATTR in op.attributes and \
+                ir.IntegerAttr(op.attributes[OWNER_ATTR]).value != OWNER:
+            # alternating owners (tile-split-warpgroups' pairs): not built here yet
+            loop = op.parent
+            refuse_alternation(loop.operation if hasattr(loop, "operation") else loop)
     plan = schedule(ops)
     if plan is None:
         return False

@@ -421,23 +421,19 @@ def _crossings(loop: ir.Operation) -> tuple[list, list[int]]:
     return crossings, carried
 
 
-def refuse_alternation(module: ir.Module) -> None:
-    """Refuses a loop `unroll_pairs` made, at the user's loop: the stages after the
-    layout stage cannot run it yet (docs/attention.md, "Alternating owners")."""
+def refuse_alternation(loop: ir.Operation) -> None:
+    """Refuses the pair loop `loop` (`unroll_pairs`'), at the user's loop: the gpu stage
+    cannot run two owners yet (docs/attention.md, "Alternating owners")."""
     from tileir.dialect import TileIRError
-    for func in kernel_functions(module):
-        for loop in _loops(func):
-            if PLAN_ATTR in loop.attributes and \
-                    OWNERS_KEY in ir.DictAttr(loop.attributes[PLAN_ATTR]):
-                raise TileIRError(
-                    "alternate_owners=True: the layout stage unrolled this loop into pairs "
-                    "of steps, the first owned by warpgroup 0 and the second by warpgroup "
-                    "1, but what runs them is not built yet: the hand-offs from one owner "
-                    "to the other (m, alpha and P, the carried m across the loop's back "
-                    "edge, a row sum kept by each owner), two owner runs a block in the gpu "
-                    "stage (backend/gpu/owner_runs.py) and two ring slots an iteration in "
-                    "the pipeline stage; compile without alternate_owners "
-                    "(docs/attention.md, \"Alternating owners\")", loop.location)
+    raise TileIRError(
+        "alternate_owners=True: the layout stage unrolled this loop into pairs of steps "
+        "(the first owned by warpgroup 0, the second by warpgroup 1, a row sum kept by "
+        "each) and the pipeline stage gave them a ring of one step a slot, but the gpu "
+        "stage cannot run them yet: two owner runs a block, each under its owner's test "
+        "and cut around the hand-off it waits for, and the hand-offs from one owner to "
+        "the other (m, alpha and P; the carried m across the loop's back edge) are not "
+        "built (backend/gpu/owner_runs.py); compile without alternate_owners "
+        "(docs/attention.md, \"Alternating owners\")", loop.location)
 
 
 def _inline_step(loop: ir.Operation, j: ir.Value, carried: list) -> tuple[list, list]:
