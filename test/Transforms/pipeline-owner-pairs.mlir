@@ -42,8 +42,7 @@
 // CHECK-NEXT:        "tile.ring_release"(%[[RING]], %[[SLOT1]],
 // CHECK:             scf.yield
 // The last step of an odd count: g = (end - lb) / s + its own count.
-// CHECK:           %[[L:.*]] = arith.addf %[[R]]#1, %[[R]]#3
-// CHECK-NEXT:      %[[LAST:.*]]:3 = scf.for %[[J:.*]] = %[[END]] to %[[UB]] step %[[S]] iter_args(
+// CHECK:           %[[LAST:.*]]:4 = scf.for %[[J:.*]] = %[[END]] to %[[UB]] step %[[S]] iter_args(
 // CHECK-NEXT:        %[[E:.*]] = arith.subi %[[END]], %[[LB]] : i32
 // CHECK-NEXT:        %[[BEFORE:.*]] = arith.divui %[[E]], %[[S]] : i32
 // CHECK-NEXT:        %[[F:.*]] = arith.subi %[[J]], %[[END]] : i32
@@ -52,9 +51,12 @@
 // CHECK-NEXT:        %[[SLOT:.*]] = arith.remui %[[G]], %[[TWO]] : i32
 // CHECK:             "tile.ring_wait"(%[[RING]], %[[SLOT]],
 // CHECK:             "tile.ring_release"(%[[RING]], %[[SLOT]],
-// CHECK:           }
+// CHECK:             scf.yield
+// CHECK-NEXT:      } {tile.warpgroup_split
+// The ring is freed after it; then the two owners' sums are added.
 // CHECK-NEXT:      "tile.ring_free"(%[[RING]])
-// CHECK-NEXT:      "tile.reduce"(%[[LAST]]#1)
+// CHECK-NEXT:      %[[L:.*]] = arith.addf %[[LAST]]#1, %[[LAST]]#3
+// CHECK-NEXT:      "tile.reduce"(%[[L]])
 
 func.func @alternating(%q_arr: !tile.array<bf16, 2 : i64> {tile.aligned}, %kv: !tile.array<bf16, 3 : i64> {tile.aligned},
                     %o_arr: !tile.array<f32, 2 : i64>, %n: i32, %steps: i32)

@@ -275,13 +275,14 @@ func.func @scores_stored(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf
 // CHECK:           %[[L0N:.*]] = arith.addf %[[L0S]], %{{.*}} {tile.owner = 0 : i64}
 // CHECK-NEXT:      %[[P0:.*]] = arith.truncf {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64}
 // CHECK-NEXT:      %[[O0:.*]] = "tile.mma"(%[[P0]], {{.*}}) :
-// Warpgroup 1's sum, rescaled by step 2i's alpha.
-// CHECK-NEXT:      %[[B0:.*]] = "tile.broadcast"(%[[A0]]) {tile.owner = 1 : i64}
-// CHECK-NEXT:      %[[L1S:.*]] = arith.mulf %[[L1]], %[[B0]] {tile.owner = 1 : i64}
-// Step 2i + 1: the same ops, warpgroup 1's, from step 2i's m.
+// Step 2i + 1: the same ops, warpgroup 1's, from step 2i's m; first (before its score
+// product, so that the gpu stage runs them in one run) warpgroup 1's sum rescaled by
+// step 2i's alpha.
 // CHECK-NEXT:      "tile.load"(%{{.*}}, %[[J1]],
 // CHECK-NOT:       tile.owner = 0
-// CHECK:           "tile.mma"({{.*}}) {tile.owner = 1 : i64}
+// CHECK:           %[[B0:.*]] = "tile.broadcast"(%[[A0]]) {tile.owner = 1 : i64}
+// CHECK-NEXT:      %[[L1S:.*]] = arith.mulf %[[L1]], %[[B0]] {tile.owner = 1 : i64}
+// CHECK-NEXT:      "tile.mma"({{.*}}) {tile.owner = 1 : i64}
 // CHECK:             "tile.iota"() {tile.owner = 1 : i64}
 // CHECK:           } {tile.owner = 1 : i64}
 // CHECK:           %[[M1:.*]] = arith.maxnumf %[[M0]], %{{.*}} {tile.owner = 1 : i64}
@@ -297,14 +298,19 @@ func.func @scores_stored(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf
 // The pair loop's plan: a step's bytes, the owners in turn, the carried values'
 // owners at the back edge, the split sums.
 // CHECK-NEXT:    } {tile.warpgroup_split = {carried_owners = array<i64: -1, 0, 1, 1>, handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owners = array<i64: 0, 1>, row_sums = array<i64: 1>, score_bytes = array<i64: 49152, 32768>}}
-// The last step of an odd count: the loop as it was, from where the pairs end, from
-// the sums added.
-// CHECK-NEXT:    %[[L:.*]] = arith.addf %[[R]]#1, %[[R]]#3 : tensor<64x64xf32>
-// CHECK-NEXT:    %[[LAST:.*]]:3 = scf.for %{{.*}} = %[[END]] to %{{.*}} step %[[S]] iter_args(%{{.*}} = %[[R]]#0, %{{.*}} = %[[L]], %{{.*}} = %[[R]]#2)
+// The last step of an odd count: a loop of at most one trip from where the pairs end,
+// owner 0's step, the sums kept apart (warpgroup 1's rescaled by the step's alpha) and
+// added after it.
+// CHECK-NEXT:    %[[LAST:.*]]:4 = scf.for %{{.*}} = %[[END]] to %{{.*}} step %[[S]] iter_args(%{{.*}} = %[[R]]#0, %{{.*}} = %[[R]]#1, %{{.*}} = %[[R]]#2, %[[LL1:.*]] = %[[R]]#3)
 // CHECK-NOT:       tile.owner = 1
 // CHECK:           "tile.mma"({{.*}}) {tile.owner = 0 : i64}
-// CHECK:         } {tile.warpgroup_split = {handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owner = 0 : i64, score_bytes = array<i64: 49152, 32768>}}
-// CHECK-NEXT:    "tile.reduce"(%[[LAST]]#1)
+// CHECK:           %[[AR:.*]] = math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64, tile.owner_handoff = array<i64: 0>}
+// CHECK:           %[[BR:.*]] = "tile.broadcast"(%[[AR]]) {tile.owner = 1 : i64}
+// CHECK-NEXT:      %[[LR:.*]] = arith.mulf %[[LL1]], %[[BR]] {tile.owner = 1 : i64}
+// CHECK-NEXT:      scf.yield %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]]
+// CHECK-NEXT:    } {tile.warpgroup_split = {carried_owners = array<i64: -1, 0, 0, 1>, handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owner = 0 : i64, row_sums = array<i64: 1>, score_bytes = array<i64: 49152, 32768>}}
+// CHECK-NEXT:    %[[L:.*]] = arith.addf %[[LAST]]#1, %[[LAST]]#3 : tensor<64x64xf32>
+// CHECK-NEXT:    "tile.reduce"(%[[L]])
 
 // The owned layouts do not change: each owner's score product is one warpgroup's
 // m64n64 (the other holds replicas); P c stays split by columns.

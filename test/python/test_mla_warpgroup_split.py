@@ -353,18 +353,19 @@ def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
     plans = [ir.DictAttr(loop.attributes[ws.PLAN_ATTR]) for loop in loops]
     assert list(ir.DenseI64ArrayAttr(plans[0][ws.OWNERS_KEY])) == [0, 1]
     assert ws.OWNERS_KEY not in plans[1] and ir.IntegerAttr(plans[1]["owner"]).value == 0
+    assert last.operands[0] == pairs.operands[1]        # from where the pairs end
     for plan in plans:      # a step's bytes either way
         assert list(ir.DenseI64ArrayAttr(plan["score_bytes"])) == [221184, 147456]
         assert ir.IntegerAttr(plan["handoff_bytes"]).value == 64 * 64 * 2 + 64 * 4
     # the row sums l (carried 1) kept by each owner: warpgroup 1's from zero, a fourth
-    # carried value; the remainder takes the pairs' results, their two sums added
+    # carried value, through the last step too; added once after it
     assert list(ir.DenseI64ArrayAttr(plans[0]["row_sums"])) == [1]
     assert list(ir.DenseI64ArrayAttr(plans[0]["carried_owners"])) == [-1, 0, 1, 1]
-    acc, l, m = list(last.operands)[3:]
-    assert (acc, m) == (pairs.results[0], pairs.results[2])
-    add = effects.defining_op(l)
-    assert add.name == "arith.addf" and list(add.operands) == [pairs.results[1],
-                                                              pairs.results[3]]
+    assert list(ir.DenseI64ArrayAttr(plans[1]["carried_owners"])) == [-1, 0, 0, 1]
+    assert list(last.operands)[3:] == list(pairs.results)
+    add = next(effects.user(u) for u in last.results[1].uses)
+    assert add.name == "arith.addf" and list(add.operands) == [last.results[1],
+                                                              last.results[3]]
     one = "#tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>"
 
     def owners(loop, name):
@@ -377,6 +378,10 @@ def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
     assert len(scores) == 4 and all(one in str(op.results[0].type) for op in scores)
     assert sorted(owners(pairs, "tile.mma"), key=str) == [0, 0, 1, 1, None, None]
     assert sorted(owners(last, "tile.mma"), key=str) == [0, 0, None]
+    # in the last step, warpgroup 1 only rescales its sum
+    assert sorted((op.name for op in effects.ops_under(last) if ws.OWNER_ATTR in op.attributes
+                   and ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value == 1)) == \
+        ["arith.mulf", "tile.broadcast"]
     # each copy hands off its own P and alpha (truncf, exp2), in step order
     handoffs = [(op.name, ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value)
                 for op in effects.ops_under(pairs) if ws.HANDOFF_ATTR in op.attributes]
@@ -391,8 +396,9 @@ def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
 
 
 def test_alternate_owners_are_refused_at_the_gpu_stage():
-    # until the gpu stage runs two owners (their runs, the hand-offs between them), a
-    # compile that would lower the pairs stops at the user's loop
+    # until the gpu stage runs the pairs as the alternation's schedule (each run cut
+    # around its hand-off, owners ahead of each other, no spills), a compile that would
+    # lower them stops at the user's loop
     from tileir.errors import TileIRError
     _deepseek(ALTERNATE, stage="pipeline")
     with pytest.raises(TileIRError) as err:
@@ -412,9 +418,9 @@ def test_alternate_owners_need_the_owner_alone():
 
 
 @pytest.mark.parametrize("tq, page, bn, splits, steps", [
-    (1, 64, 64, 1, (1, 2, 3)),      # the remainder alone, a pair, a pair and the rest
-    (2, 64, 64, 2, (4, 5)),         # two splits: ranges of 2 and 2, 3 and 2 steps
-    (1, 32, 32, 3, (6, 7)),         # 32 rows a step, three splits of odd and even ranges
+    (1, 64, 64, 1, (1, 2, 3)),      # the last step alone, a pair, a pair and the last
+    (2, 64, 64, 1, (4, 5)),         # two pairs (m across the back edge), and the last
+    (1, 32, 32, 2, (9, 6)),         # 32 rows a step, splits of 5 and 4, 3 and 3 steps
 ])
 def test_alternate_owners_unrolled_loop_runs_like_the_loop(tq, page, bn, splits, steps):
     # the layout stage's IR (pairs, remainder, owner marks) in the Tile IR interpreter
@@ -470,18 +476,19 @@ def test_alternate_owners_ring_holds_one_step_a_slot():
 
 
 @pytest.mark.parametrize("tq, page, bn, splits, steps", [
-    (1, 64, 64, 1, (1, 2, 3)),
-    (2, 64, 64, 2, (5,)),
-    (1, 32, 32, 3, (4, 7)),
+    (1, 64, 64, 1, (1, 2, 3)),      # the last step alone, a pair, a pair and the last
+    (2, 64, 64, 1, (4, 5)),         # two pairs (m across the back edge), and the last
+    (1, 32, 32, 2, (9, 6)),         # 32 rows a step, splits of 5 and 4, 3 and 3 steps
 ])
 def test_alternate_owners_ring_runs_in_the_simulator(tq, page, bn, splits, steps,
                                                      monkeypatch):
-    # the ring of the pairs and the last step (waits, parities, releases, the producer's
-    # one loop) in the simulator against the float64 reference, odd and even step
-    # counts.  The gpu stage refuses the pairs (owner_runs.refuse_alternation) until it
-    # runs two owners; lowered here without that refusal, the pairs' owned ops run in
-    # both warpgroups (their runs cannot be gathered across the P c between them:
-    # replicas, correct) and the last step's in warpgroup 0 alone, as in the split
+    # the whole alternation in the simulator against the float64 reference, odd and even
+    # step counts: the ring of the pairs and the last step (waits, parities, releases,
+    # the producer's one loop), each step's owned ops in a run of its owner's warpgroup
+    # alone (owner_runs.lower_alternating), m, alpha and P crossing between them, the
+    # carried m across the back edge, each owner's row sum added after the loop.  The
+    # gpu stage still refuses it (owner_runs.refuse_alternation: not yet the schedule
+    # it is for); lowered here without that refusal
     from tileir.backend.gpu import owner_runs
     monkeypatch.setattr(owner_runs, "refuse_alternation", lambda loop: None)
     rng = np.random.default_rng()

@@ -42,7 +42,8 @@ from mlir.dialects import arith, llvm, scf, vector
 
 from tileir.dialect import TileIRError
 from tileir.backend.layout import layouts as L
-from tileir.backend.layout.warpgroup_split import OWNER, OWNER_ATTR, refuse_alternation
+from tileir.backend.layout.warpgroup_split import (OWNER, OWNER_ATTR, OWNERS_KEY, PLAN_ATTR,
+                                                    refuse_alternation)
 
 from . import barriers
 from .context import Frag, LoweringContext, lin_of, same_warps
@@ -55,22 +56,21 @@ _PURE = frozenset({"tile.iota", "tile.broadcast", "tile.reshape", "tile.permute"
                    "tile.extract_slice", "tile.concat"})
 
 
-def is_owner(cx: LoweringContext) -> ir.Value:
-    """i1: this thread is one of the owner warpgroup's."""
+def is_owner(cx: LoweringContext, owner: int = OWNER) -> ir.Value:
+    """i1: this thread is one of warpgroup `owner`'s (0: warps 0-3, 1: warps 4-7 of the
+    consumer warps)."""
     _, _, warp = cx.thread_ids()
-    return arith.cmpi(arith.CmpIPredicate.ult, warp, cx.const(OWNER_WARPS))
+    if owner == OWNER:
+        return arith.cmpi(arith.CmpIPredicate.ult, warp, cx.const(OWNER_WARPS))
+    return arith.cmpi(arith.CmpIPredicate.uge, warp, cx.const(OWNER_WARPS))
 
 
 def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
     """Lowers a block's ops (terminator excluded) with its owned ops in one run; False
     when it has none or they cannot be gathered (the caller lowers the ops as they
     are)."""
-    for op in ops:
-        if OWNER_ATTR in op.attributes and \
-                ir.IntegerAttr(op.attributes[OWNER_ATTR]).value != OWNER:
-            # alternating owners (tile-split-warpgroups' pairs): not built here yet
-            loop = op.parent
-            refuse_alternation(loop.operation if hasattr(loop, "operation") else loop)
+    if cx.alternating:
+        return lower_alternating(cx, ops, lower_op)
     plan = schedule(ops)
     if plan is None:
         return False
@@ -85,6 +85,188 @@ def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
         else:
             lower_op(cx, op)
     return True
+
+
+# -- alternating owners (the kernel option `alternate_owners`) ------------------------
+# tile-split-warpgroups' loop of pairs marks step 2i's owned ops `tile.owner = 0` and
+# step 2i + 1's `1`.  A block's owned ops are gathered into runs, each of one owner's ops
+# between effects (the rings' waits and releases, the products of both warpgroups), each
+# under its owner's test; what a run reads that the other warpgroup holds alone (step
+# 2i's m and alpha in step 2i + 1's run, and back) crosses first (`cross`: its holder's
+# threads write their registers, both warpgroups read them, the same layout), and so
+# does a carried value the other warpgroup reads in the next trip (the last step's m).
+# P and alpha reach both warpgroups as in the split, written by the warpgroup that made
+# them.  Every exchange here waits for both warpgroups (no hand-off leaves one ahead):
+# correct, and the alternation's schedule is the runs' order in the trip.
+
+
+def lower_alternating(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
+    """Lowers a block's ops (terminator excluded) with each owner's ops in runs; also a
+    block with no owned ops, whose ops may read values one warpgroup holds alone."""
+    if ops and ops[0].parent is not None and _pair_loop(ops[0].parent):
+        refuse_alternation(_op(ops[0].parent))
+    if cx.owner_rescale or cx.owner_mbarriers:
+        block_op = ops[0].parent if ops else None
+        raise TileIRError("alternate_owners=True with early_rescale or mbarrier_handoffs: "
+                          "the alternating owners' runs do not take them yet",
+                          block_op.location if block_op is not None else ir.Location.current)
+    for segment in schedule_runs(ops):
+        if isinstance(segment, tuple):
+            owner, run = segment
+            for v in _read_from_outside(run):
+                if v in cx.owner_only and cx.owner_only[v] != owner:
+                    cross(cx, v)
+            lower_run(cx, run, lower_op, owner=owner)
+        else:
+            settle(cx, segment)
+            lower_op(cx, segment)
+    if ops:
+        _settle_carried(cx, ops[0].block)
+    return True
+
+
+def schedule_runs(ops: list[ir.Operation]) -> list:
+    """The block's ops in order, each owner's consecutive owned ops gathered into a run
+    `(owner, [ops])` (the pure ops between them moved above or below it, `schedule`); a
+    run ends at an op with effects or at another owner's op."""
+    out: list = []
+    i = 0
+    while i < len(ops):
+        if OWNER_ATTR not in ops[i].attributes:
+            out.append(ops[i])
+            i += 1
+            continue
+        owner = _owner(ops[i])
+        last = j = i
+        while j + 1 < len(ops):
+            nxt = ops[j + 1]
+            if OWNER_ATTR in nxt.attributes:
+                if _owner(nxt) != owner:
+                    break
+                last = j + 1
+            elif not _pure(nxt):
+                break
+            j += 1
+        plan = schedule(ops[i:last + 1])
+        if plan is None:
+            raise TileIRError("internal error: the owned ops of an alternating owner cannot "
+                              "be gathered into one run", ops[i].location)
+        before, run, after = plan
+        out += before + [(owner, run)] + after
+        i = last + 1
+    return out
+
+
+def settle(cx: LoweringContext, op: ir.Operation) -> None:
+    """Before an op outside runs: the values it reads that one warpgroup holds alone
+    cross to both, unless the op's rule takes them as they are (an exchange its holder
+    writes, a store its holder makes, a pure op on one warpgroup's values, whose
+    result is that warpgroup's too: `taint`)."""
+    owned = [v for v in op.operands if v in cx.owner_only]
+    if not owned:
+        return
+    if op.name == "scf.for":
+        # an initial value only its holder's ops read in the body stays its holder's
+        body = op.regions[0].blocks[0]
+        inits = list(op.operands)[3:]
+        for arg, v in zip(list(body.arguments)[1:], inits):
+            if v in cx.owner_only and not _read_by(arg, body, cx.owner_only[v]):
+                cross(cx, v)
+        return
+    if len({cx.owner_only[v] for v in owned}) == 1 and \
+            (_pure(op) or op.name in ("tile.store",)):
+        return
+    for v in owned:
+        cross(cx, v)
+
+
+def _read_by(arg: ir.Value, block: ir.Block, owner: int) -> bool:
+    """Whether only ops of warpgroup `owner` read `arg` in `block`."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    readers = [_in_block(effects.user(u), block) for u in arg.uses]
+    return all(r is not None and OWNER_ATTR in r.attributes and _owner(r) == owner
+               for r in readers)
+
+
+def _settle_carried(cx: LoweringContext, block: ir.Block) -> None:
+    """At the end of a loop's body: a value it carries that one warpgroup holds alone
+    crosses to both where an op of the other warpgroup (or of both) reads it in the
+    next trip (the pair loop's m, made by step 2i + 1's owner, read by step 2i's)."""
+    loop = block.owner
+    loop = loop.operation if hasattr(loop, "operation") else loop
+    if loop is None or loop.name != "scf.for":
+        return
+    yields = list(list(block.operations)[-1].operands)
+    for arg, v in zip(list(block.arguments)[1:], yields):
+        if v in cx.owner_only and not _read_by(arg, block, cx.owner_only[v]):
+            cross(cx, v)
+
+
+def cross(cx: LoweringContext, v: ir.Value) -> None:
+    """`v`, which one warpgroup holds alone, held by both: its holder's threads write
+    their registers to shared memory, both warpgroups read them back into the same
+    layout (a replica's registers are its counterpart's), between barriers of both."""
+    from .rules.shape import swizzled_exchange
+    holder = cx.owner_only.pop(v)
+    got = cx.get(v)
+    if not isinstance(got, Frag):
+        raise TileIRError("alternate_owners=True: a scalar one warpgroup computes alone is "
+                          "read by the other (only tiles cross between the owners)",
+                          ir.Location.current)
+    cx.values[v] = swizzled_exchange(cx, got, got.lin, holder)
+
+
+def _read_from_outside(run: list[ir.Operation]) -> list[ir.Value]:
+    """The values the ops of `run` (nested ones too) read that no op of it defines."""
+    inside: set = set()
+    for op in run:
+        for o in [op] + _nested(op):
+            inside.update(o.results)
+            for region in o.regions:
+                for block in region.blocks:
+                    inside.update(block.arguments)
+    out: list[ir.Value] = []
+    for op in run:
+        for o in [op] + _nested(op):
+            for v in o.operands:
+                if v not in inside and v not in out:
+                    out.append(v)
+    return out
+
+
+def _nested(op: ir.Operation) -> list[ir.Operation]:
+    out = []
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                out.append(inner.operation)
+                out.extend(_nested(inner.operation))
+    return out
+
+
+def _in_block(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
+    """The op of `block` that is or holds `op` (None: outside it)."""
+    while op is not None and op.block != block:
+        op = op.parent
+        op = op.operation if hasattr(op, "operation") else op
+        if op is not None and op.name in ("func.func", "gpu.func", "builtin.module"):
+            return None
+    return op
+
+
+def _op(op) -> ir.Operation:
+    return op.operation if hasattr(op, "operation") else op
+
+
+def _pair_loop(op) -> bool:
+    op = _op(op)
+    return op.name == "scf.for" and PLAN_ATTR in op.attributes and \
+        isinstance(op.attributes[PLAN_ATTR], ir.DictAttr) and \
+        OWNERS_KEY in ir.DictAttr(op.attributes[PLAN_ATTR])
+
+
+def _owner(op: ir.Operation) -> int:
+    return ir.IntegerAttr(op.attributes[OWNER_ATTR]).value
 
 
 def rescales(run: list[ir.Operation], after: list[ir.Operation]) -> list[tuple]:
@@ -185,7 +367,7 @@ def schedule(ops: list[ir.Operation]) -> tuple[list, list, list] | None:
 
 
 def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op,
-              pairs: list[tuple] = ()) -> dict:
+              pairs: list[tuple] = (), owner: int = OWNER) -> dict:
     """Lowers `run` under `if warp < 4`; its values read outside it become the
     results of the if (undefined in the other warpgroup, `cx.owner_only`).  Each
     (broadcast, multiply, factor) of `pairs` is lowered at the end of the run too,
@@ -194,7 +376,7 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op,
     inside = set(run)
     escaping = [r for op in run for r in op.results
                 if any(_user(u) not in inside for u in r.uses)]
-    cond = is_owner(cx)
+    cond = is_owner(cx, owner)
     # the types of the escaping registers are known once lowered: lower into a first
     # if without results, then move its ops into the one that yields them
     probe = scf.IfOp(cond, [], has_else=True)
@@ -246,7 +428,7 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op,
             cx.values[v] = Frag(got.lin, got.elem, _unpacked(words, got.regs))
         else:
             cx.values[v] = next(it)
-        cx.owner_only.add(v)
+        cx.owner_only[v] = owner
     return early
 
 
@@ -296,12 +478,14 @@ def taint(cx: LoweringContext, op: ir.Operation) -> None:
                     continue
                 for i, v in enumerate(ops[-1].operands):
                     if v in cx.owner_only and i < len(op.results):
-                        cx.owner_only.add(op.results[i])
+                        cx.owner_only[op.results[i]] = cx.owner_only[v]
         return
     if op.name in ("tile.convert_layout", "tile.broadcast", "tile.reshape", "tile.permute"):
         return                      # (rules/shape.py: owner-written where they exchange)
-    if any(v in cx.owner_only for v in op.operands):
-        cx.owner_only.update(op.results)
+    owners = [cx.owner_only[v] for v in op.operands if v in cx.owner_only]
+    if owners:
+        for r in op.results:
+            cx.owner_only[r] = owners[0]
 
 
 def _pure(op: ir.Operation) -> bool:
@@ -360,7 +544,8 @@ def skewed(cx: LoweringContext, src: Frag, res) -> bool:
     """Whether a hand-off of `src` into layout `res` may leave the owner ahead: the
     consumer branch of two warpgroups, and the owner's own registers already the
     result's (the layouts differ only in the warps that hold replicas)."""
-    return cx.owner_skew and cx.role == "consumer" and cx.num_warps == 2 * OWNER_WARPS and \
+    return cx.owner_skew and not cx.alternating and cx.role == "consumer" and \
+        cx.num_warps == 2 * OWNER_WARPS and \
         src.lin.regs == res.regs and src.lin.lanes == res.lanes and \
         same_warps(src.lin.warps, res.warps)
 

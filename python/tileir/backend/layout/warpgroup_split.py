@@ -260,19 +260,19 @@ class PairPlan:
     """The loop of `unroll_pairs`: steps 2i (owner 0) and 2i + 1 (owner 1) a trip."""
     loop: ir.Operation                  # over pairs of steps
     copies: tuple[list, list]           # each step's ops, in order (nested ones too)
+    last: ir.Operation                  # the loop of the last step of an odd count
     row_sums: list[int]                 # carried sums kept by each owner (both halves)
     crossings: list[ir.Value]           # owned values the other owner reads in a trip
     carried_owners: list[int]           # a carried value's owner at the back edge (-1)
 
 
-def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan | Plan]:
-    """Unrolls the marked loop of `plan` by two for alternating owners: a loop over
+def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
+    """Replaces the marked loop of `plan` by two for alternating owners: a loop over
     pairs of steps, the first step of a pair owned by warpgroup 0 (the marks as
     `mark` wrote them), the second by warpgroup 1 (`tile.owner = 1`, hand-off marks
-    as they were), then a loop of the remaining step when the trip count is odd (at
-    most one trip: the loop as it was, owner 0).  The owned layouts do not change (the
-    other warpgroup holds them as replicas), only whose test the gpu stage runs them
-    under.  Returns [the pair plan, the remainder's plan]:
+    as they were), then a loop of the last step when the trip count is odd (at most
+    one trip, owner 0's).  The owned layouts do not change (the other warpgroup holds
+    them as replicas), only whose test the gpu stage runs them under:
 
         scf.for %j = %lb to %ub step %s  ->  %e = %lb + (ceildiv(%ub - %lb, %s) / 2) * 2 %s
                                              scf.for %i = %lb to %e step 2 %s {
@@ -283,17 +283,20 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan | Plan]
     from one owner to the other twice a trip (MLA: the (64, 64) f32 sums by column,
     16 KB); instead each owner keeps the sum of its own steps, rescaled by every alpha
     (its own and the other's, which it is handed anyway), and the two are added once
-    after the pairs (the sum is linear in its terms):
+    after the last step (the sum is linear in its terms):
 
         l0 = l0 * a0 + p0 {owner 0}; l1 = l1 * a0 {owner 1}
         l1 = l1 * a1 + p1 {owner 1}; l0 = l0 * a1 {owner 0}      ...  l = l0 + l1
 
-    What then crosses between the owners (`_crossings`): step 2i's m to step 2i + 1,
-    each step's alpha to the other owner's rescale of its sum (P and alpha also go to
-    both warpgroups, as in the split), and step 2i + 1's m, carried, to the next
-    pair's step 2i and to the remainder: marked `tile.owner_handoff` (result numbers)
-    on the op that makes each, and on the loop the owner of each carried value at the
-    back edge (`carried_owners`, -1 for none) and the split sums (`row_sums`)."""
+    (warpgroup 1's rescale by step 2i's alpha sits just before step 2i + 1's score
+    product, among its owned ops: one run in the gpu stage).  What then crosses between
+    the owners (`_crossings`): step 2i's m to step 2i + 1, each step's alpha to the
+    other owner's rescale of its sum (P and alpha also go to both warpgroups, as in
+    the split), and step 2i + 1's m, carried, to the next pair's step 2i and to the
+    last step: marked `tile.owner_handoff` (result numbers) on the op that makes each,
+    and on the loops the owner of each carried value at the back edge
+    (`carried_owners`, -1 for none) and the split sums (`row_sums`).  Returns the
+    pair plan."""
     from mlir.dialects import arith, scf
     loop = plan.loop
     lb, ub, step = list(loop.operands)[:3]
@@ -317,33 +320,53 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan | Plan]
         ops_a, ya = _inline_step(loop, iv, args[:n])
         # owner 1's sums, rescaled by step 2i's alpha before its step adds to them
         carried_b = list(ya)
+        moved = []
         for k, i in enumerate(sums):
-            carried_b[i] = _rescale_like(ops_a, args[i], args[n + k], 1)
+            carried_b[i], made = _rescale_like(ops_a, args[i], args[n + k], 1)
+            moved += made
         ops_b, yb = _inline_step(loop, second, carried_b)
         _mark_owner(ops_b, 1)
+        # (among step 2i + 1's owned ops: one run of warpgroup 1's in the gpu stage)
+        first_owned = next(op for op in ops_b if OWNER_ATTR in op.attributes)
+        for op in moved:
+            op.move_before(first_owned)
         # owner 0's sums, rescaled by step 2i + 1's alpha
         yields = list(yb) + [yb[i] for i in sums]
         for i in sums:
-            yields[i] = _rescale_like(ops_b, carried_b[i], ya[i], 0)
+            yields[i], _ = _rescale_like(ops_b, carried_b[i], ya[i], 0)
         scf.YieldOp(yields)
-    # the remainder: the loop itself, from where the pairs end, carrying their results
-    # (a split sum added back together)
-    results = list(pairs.results)
+    # the last step of an odd count: a loop of at most one trip from where the pairs
+    # end, owner 0's step; the sums stay apart (warpgroup 1's rescaled by its alpha)
+    # and are added after it, once the ring is gone (16 KB a sum cross the warpgroups)
+    with ir.InsertionPoint(loop), loop.location:
+        last = scf.ForOp(end, ub, step, list(pairs.results))
+    with ir.InsertionPoint(last.body), loop.location:
+        args = list(last.inner_iter_args)
+        ops_r, yr = _inline_step(loop, last.induction_variable, args[:n])
+        yields = list(yr)
+        for k, i in enumerate(sums):
+            yields.append(_rescale_like(ops_r, args[i], args[n + k], 1)[0])
+        scf.YieldOp(yields)
+    results = list(last.results)
     with ir.InsertionPoint(loop), loop.location:
         for k, i in enumerate(sums):
             results[i] = arith.addf(results[i], results[n + k])
-    loop.operands[0] = end
-    for i in range(n):
-        loop.operands[3 + i] = results[i]
+    for old, new in zip(loop.results, results[:n]):
+        old.replace_all_uses_with(new)
     crossings, carried_owners = _crossings(pairs.operation)
-    # the plan of a step (its bytes, its owned results) with the two owners in turn
+    # the plans: a step's (its bytes, its owned results), with the owners in turn
     step_plan = {a.name: a.attr for a in ir.DictAttr(loop.attributes[PLAN_ATTR])}
+    sums_attr = ir.DenseI64ArrayAttr.get(sums)
+    last.operation.attributes[PLAN_ATTR] = ir.DictAttr.get({
+        **step_plan, "row_sums": sums_attr,
+        "carried_owners": ir.DenseI64ArrayAttr.get(_crossings(last.operation)[1])})
     del step_plan["owner"]
     pairs.operation.attributes[PLAN_ATTR] = ir.DictAttr.get({
         **step_plan, OWNERS_KEY: ir.DenseI64ArrayAttr.get([OWNER, 1 - OWNER]),
-        "row_sums": ir.DenseI64ArrayAttr.get(sums),
-        "carried_owners": ir.DenseI64ArrayAttr.get(carried_owners)})
-    return [PairPlan(pairs.operation, (ops_a, ops_b), sums, crossings, carried_owners), plan]
+        "row_sums": sums_attr, "carried_owners": ir.DenseI64ArrayAttr.get(carried_owners)})
+    loop.erase()
+    return [PairPlan(pairs.operation, (ops_a, ops_b), last.operation, sums, crossings,
+                     carried_owners)]
 
 
 def _row_sums(loop: ir.Operation) -> list[int]:
@@ -371,10 +394,11 @@ def _row_sums(loop: ir.Operation) -> list[int]:
     return out
 
 
-def _rescale_like(ops: list, read: ir.Value, value: ir.Value, owner: int) -> ir.Value:
+def _rescale_like(ops: list, read: ir.Value, value: ir.Value,
+                  owner: int) -> tuple[ir.Value, list]:
     """`value` times the broadcast scale the sum's multiply among `ops` (the one that
     reads `read`) applies, by copies of that broadcast and multiply owned by `owner`,
-    at the insertion point."""
+    at the insertion point: (the product, [the two ops])."""
     from tileir.passes import effects       # (passes import the backend: not at load)
     mul = next(op for op in ops if op.name == "arith.mulf" and read in list(op.operands))
     side = 0 if mul.operands[0] == read else 1
@@ -384,7 +408,7 @@ def _rescale_like(ops: list, read: ir.Value, value: ir.Value, owner: int) -> ir.
     m.operands[side] = value
     m.operands[1 - side] = b.results[0]
     _mark_owner([b, m], owner)
-    return m.results[0]
+    return m.results[0], [b, m]
 
 
 def _mark_owner(ops: list, owner: int) -> None:
@@ -423,17 +447,18 @@ def _crossings(loop: ir.Operation) -> tuple[list, list[int]]:
 
 def refuse_alternation(loop: ir.Operation) -> None:
     """Refuses the pair loop `loop` (`unroll_pairs`'), at the user's loop: the gpu stage
-    cannot run two owners yet (docs/attention.md, "Alternating owners")."""
+    lowers it (backend/gpu/owner_runs.py `lower_alternating`: correct in the
+    simulator) but not yet as the alternation's schedule (docs/attention.md,
+    "Alternating owners")."""
     from tileir.dialect import TileIRError
     raise TileIRError(
-        "alternate_owners=True: the layout stage unrolled this loop into pairs of steps "
-        "(the first owned by warpgroup 0, the second by warpgroup 1, a row sum kept by "
-        "each) and the pipeline stage gave them a ring of one step a slot, but the gpu "
-        "stage cannot run them yet: two owner runs a block, each under its owner's test "
-        "and cut around the hand-off it waits for, and the hand-offs from one owner to "
-        "the other (m, alpha and P; the carried m across the loop's back edge) are not "
-        "built (backend/gpu/owner_runs.py); compile without alternate_owners "
-        "(docs/attention.md, \"Alternating owners\")", loop.location)
+        "alternate_owners=True: the loop of pairs (step 2i owned by warpgroup 0, 2i + 1 by "
+        "warpgroup 1) is built through the gpu stage, but not yet the schedule it is for: "
+        "each run is not cut around the hand-off it waits for (its scores issued before "
+        "the wait), every hand-off waits for both warpgroups (neither runs ahead), and "
+        "DeepSeek-V3's launch spills registers (a row sum of each owner carried in both "
+        "warpgroups); compile without alternate_owners (docs/attention.md, \"Alternating "
+        "owners\")", loop.location)
 
 
 def _inline_step(loop: ir.Operation, j: ir.Value, carried: list) -> tuple[list, list]:
