@@ -200,6 +200,34 @@ def _settle_carried(cx: LoweringContext, block: ir.Block) -> None:
     for arg, v in zip(list(block.arguments)[1:], yields):
         if v in cx.owner_only and not _read_by(arg, block, cx.owner_only[v]):
             cross(cx, v)
+    _share_row_sums(cx, loop, yields)
+
+
+def _share_row_sums(cx: LoweringContext, loop: ir.Operation, yields: list) -> None:
+    """The two owners' row sums of an alternating loop (its plan's `row_sums`: sum i
+    and its partner n + k, each held by one warpgroup and read only by it) carried in
+    the same registers: each warpgroup yields its own in both places, so the two
+    loop-carried values are equal in every thread and LLVM keeps one (with both, the
+    consumers of DeepSeek's launch hold 32 registers a thread more than they use)."""
+    if PLAN_ATTR not in loop.attributes or \
+            not isinstance(loop.attributes[PLAN_ATTR], ir.DictAttr) or \
+            "row_sums" not in ir.DictAttr(loop.attributes[PLAN_ATTR]):
+        return
+    sums = list(ir.DenseI64ArrayAttr(ir.DictAttr(loop.attributes[PLAN_ATTR])["row_sums"]))
+    n = len(yields) - len(sums)
+    for k, i in enumerate(sums):
+        a, b = yields[i], yields[n + k]
+        if a not in cx.owner_only or b not in cx.owner_only or \
+                cx.owner_only[a] == cx.owner_only[b] or \
+                len(list(a.uses)) != 1 or len(list(b.uses)) != 1:
+            continue
+        fa, fb = cx.get(a), cx.get(b)
+        if not isinstance(fa, Frag) or not isinstance(fb, Frag) or fa.lin != fb.lin:
+            continue
+        mine = is_owner(cx, cx.owner_only[a])
+        regs = [arith.select(mine, x, y) for x, y in zip(fa.regs, fb.regs)]
+        cx.values[a] = Frag(fa.lin, fa.elem, regs)
+        cx.values[b] = Frag(fb.lin, fb.elem, list(regs))
 
 
 def cross(cx: LoweringContext, v: ir.Value) -> None:
