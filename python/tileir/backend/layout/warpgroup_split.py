@@ -54,6 +54,11 @@ no exchange).  The owner's hand-offs are pairs of named barriers (empty, full), 
 runs up to a step ahead of the other warpgroup (docs/attention.md, "The warpgroup
 split").
 
+With the kernel option `alternate_owners` (`unroll_pairs`) a planned loop becomes a
+loop over pairs of steps, the first owned by warpgroup 0 and the second by warpgroup
+1, and a loop of the last step of an odd count; each owner keeps the row sums of its
+own steps (docs/attention.md, "Alternating owners").
+
     before:  %s = "tile.mma"(%q, %kt, %z)
              %p = arith.truncf %e
              %o = "tile.mma"(%p, %v, %acc)
