@@ -539,7 +539,7 @@ def test_alternate_owners_sass_of_deepseeks_launch(monkeypatch, tmp_path):
                     if re.search(r"\b(BAR|SYNCS|MUFU|BRA)\b", line)], "a group is cut"
 
 
-@pytest.mark.xfail(strict=True, reason="the alternation's consumers spill (1476 bytes: the "
+@pytest.mark.xfail(strict=True, reason="the alternation's consumers spill (1120 bytes: the "
                    "preheader holds the score chains' descriptors of both steps); the gpu "
                    "stage refuses alternate_owners until they do not")
 def test_alternate_owners_do_not_spill_on_deepseeks_launch(monkeypatch):

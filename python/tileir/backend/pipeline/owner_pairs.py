@@ -168,6 +168,9 @@ def _consume(ring, loads: list, g: ir.Value, stages: int, c) -> None:
         parity = arith.andi(arith.divui(g, c(stages)), c(1))
         wait = RingWaitOp(ring, slot, parity)
         views = [RingViewOp(ring, slot, b).result for b in range(len(loads))]
+    for v in views:
+        # (the slot of step 2i is 0 for LLVM: its descriptors would leave the loop)
+        v.owner.attributes["tile.opaque_slot"] = ir.UnitAttr.get()
     wait.operation.attributes["tile.step_views"] = ir.IntegerAttr.get(
         ir.IntegerType.get_signless(64), len(loads))
     for ld, view in zip(loads, views):
