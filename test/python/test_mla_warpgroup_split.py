@@ -539,8 +539,8 @@ def test_alternate_owners_sass_of_deepseeks_launch(monkeypatch, tmp_path):
                     if re.search(r"\b(BAR|SYNCS|MUFU|BRA)\b", line)], "a group is cut"
 
 
-@pytest.mark.xfail(strict=True, reason="the alternation's consumers spill (1120 bytes: the "
-                   "preheader holds the score chains' descriptors of both steps); the gpu "
-                   "stage refuses alternate_owners until they do not")
+@pytest.mark.xfail(strict=True, reason="the alternation's consumers spill (520 bytes of "
+                   "stores, in the pair loop's first step); the gpu stage refuses "
+                   "alternate_owners until they do not")
 def test_alternate_owners_do_not_spill_on_deepseeks_launch(monkeypatch):
     assert _alternating_cubin(monkeypatch).spills == (0, 0)
