@@ -461,9 +461,9 @@ def refuse_alternation(loop: ir.Operation) -> None:
         "warpgroup 1) is built through the gpu stage, but not yet the schedule it is for: "
         "each run is not cut around the hand-off it waits for (its scores issued before "
         "the wait), every hand-off waits for both warpgroups (neither runs ahead), and "
-        "DeepSeek-V3's launch spills registers (a row sum of each owner carried in both "
-        "warpgroups); compile without alternate_owners (docs/attention.md, \"Alternating "
-        "owners\")", loop.location)
+        "DeepSeek-V3's launch spills registers (one owner's row sum live across the "
+        "other's run); compile without alternate_owners (docs/attention.md, "
+        "\"Alternating owners\")", loop.location)
 
 
 def _inline_step(loop: ir.Operation, j: ir.Value, carried: list) -> tuple[list, list]:
