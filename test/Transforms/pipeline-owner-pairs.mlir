@@ -19,7 +19,7 @@
 // CHECK-NOT:         "tile.ring_load"
 // CHECK:         } else {
 // The consumers' pairs: steps g = 2i and g + 1, a slot each.
-// CHECK:           %[[R:.*]]:4 = scf.for %[[I:.*]] = %[[LB]] to %[[END:.*]] step %[[S2:[^ ]*]] iter_args(
+// CHECK:           %[[R:.*]]:3 = scf.for %[[I:.*]] = %[[LB]] to %[[END:.*]] step %[[S2:[^ ]*]] iter_args(
 // CHECK-NEXT:        %[[D:.*]] = arith.subi %[[I]], %[[LB]] : i32
 // CHECK-NEXT:        %[[PAIR:.*]] = arith.divui %[[D]], %[[S2]] : i32
 // CHECK-NEXT:        %[[G0:.*]] = arith.muli %[[PAIR]], %[[TWO:.*]] : i32
@@ -42,7 +42,7 @@
 // CHECK-NEXT:        "tile.ring_release"(%[[RING]], %[[SLOT1]],
 // CHECK:             scf.yield
 // The last step of an odd count: g = (end - lb) / s + its own count.
-// CHECK:           %[[LAST:.*]]:4 = scf.for %[[J:.*]] = %[[END]] to %[[UB]] step %[[S]] iter_args(
+// CHECK:           %[[LAST:.*]]:3 = scf.for %[[J:.*]] = %[[END]] to %[[UB]] step %[[S]] iter_args(
 // CHECK-NEXT:        %[[E:.*]] = arith.subi %[[END]], %[[LB]] : i32
 // CHECK-NEXT:        %[[BEFORE:.*]] = arith.divui %[[E]], %[[S]] : i32
 // CHECK-NEXT:        %[[F:.*]] = arith.subi %[[J]], %[[END]] : i32
@@ -53,10 +53,9 @@
 // CHECK:             "tile.ring_release"(%[[RING]], %[[SLOT]],
 // CHECK:             scf.yield
 // CHECK-NEXT:      } {tile.warpgroup_split
-// The ring is freed after it; then the two owners' sums are added.
+// The ring is freed after it.
 // CHECK-NEXT:      "tile.ring_free"(%[[RING]])
-// CHECK-NEXT:      %[[L:.*]] = arith.addf %[[LAST]]#1, %[[LAST]]#3
-// CHECK-NEXT:      "tile.reduce"(%[[L]])
+// CHECK-NEXT:      "tile.broadcast"(%[[LAST]]#1)
 
 func.func @alternating(%q_arr: !tile.array<bf16, 2 : i64> {tile.aligned}, %kv: !tile.array<bf16, 3 : i64> {tile.aligned},
                     %o_arr: !tile.array<f32, 2 : i64>, %n: i32, %steps: i32)

@@ -248,69 +248,62 @@ func.func @scores_stored(%q_arr: !tile.array<bf16, 2 : i64>, %kv: !tile.array<bf
 
 // alternate_owners=True with the split: the loop of @mla_like unrolled by two, step 2i
 // owned by warpgroup 0 and step 2i + 1 by warpgroup 1 (the same marks, the same hand-off
-// marks: P and alpha to both warpgroups), then the loop itself for the last step of an
-// odd count (at most one trip, owner 0), carrying the pairs' results.  The row sums l
-// are kept by each owner (l0 carried as l was, l1 a new iteration argument from 0),
-// each rescaled by the other's alpha too, and added after the pairs; what the other
-// owner reads is marked tile.owner_handoff: step 2i's m and alpha (to warpgroup 1),
-// step 2i + 1's alpha (to warpgroup 0); step 2i + 1's m is carried to the next pair's
-// step 2i (carried_owners: acc none, l0 0, m 1, l1 1).
+// marks: P and alpha to both warpgroups), then a loop of the last step of an odd count
+// (at most one trip, owner 0), carrying the pairs' results.  The row sums l, kept by
+// column and summed along the rows after the loop, are carried as (64, 1) row sums
+// (l * alpha + sum(p, rows), by the step's own reduce), so they cross between the owners
+// like m: what the other owner reads is marked tile.owner_handoff (step 2i's m and l, to
+// warpgroup 1); step 2i + 1's m and l are carried to the next pair's step 2i
+// (carried_owners: acc none, l 1, m 1).
 // CHECK-LABEL: func.func @alternating
 // CHECK:         %[[TRIPS:.*]] = arith.ceildivsi %{{.*}}, %[[S:.*]] : i32
 // CHECK:         %[[S2:.*]] = arith.muli %[[S]], %[[TWO:.*]] : i32
 // CHECK:         %[[PAIRS:.*]] = arith.divsi %[[TRIPS]], %[[TWO]] : i32
 // CHECK:         %[[SPAN:.*]] = arith.muli %[[PAIRS]], %[[S2]] : i32
 // CHECK:         %[[END:.*]] = arith.addi %[[LB:.*]], %[[SPAN]] : i32
-// CHECK:         %[[Z:.*]] = arith.constant dense<0.000000e+00> : tensor<64x64xf32>
-// CHECK:         %[[R:.*]]:4 = scf.for %[[I:.*]] = %[[LB]] to %[[END]] step %[[S2]] iter_args(%[[ACC:.*]] = %{{.*}}, %[[L0:.*]] = %{{.*}}, %[[M:.*]] = %{{.*}}, %[[L1:.*]] = %[[Z]])
+// The initial row sums: the initial l summed along its rows.
+// CHECK-NEXT:    %[[R0:.*]] = "tile.reduce"(%{{.*}}) {axis = 1 : i64, kind = "sum"} : (tensor<64x64xf32>) -> tensor<64xf32>
+// CHECK-NEXT:    %[[L0:.*]] = "tile.reshape"(%[[R0]]) : (tensor<64xf32>) -> tensor<64x1xf32>
+// CHECK-NEXT:    %[[R:.*]]:3 = scf.for %[[I:.*]] = %[[LB]] to %[[END]] step %[[S2]] iter_args(%[[ACC:.*]] = %{{.*}}, %[[L:.*]] = %[[L0]], %[[M:.*]] = %{{.*}}) -> (tensor<64x128xf32>, tensor<64x1xf32>, tensor<64x1xf32>)
 // CHECK-NEXT:      %[[J1:.*]] = arith.addi %[[I]], %[[S]] : i32
-// Step 2i: warpgroup 0's scores, mask, maxima from the carried m, P and alpha.
+// Step 2i: warpgroup 0's scores, mask, maxima from the carried m, P, alpha, row sums.
 // CHECK-NEXT:      "tile.load"(%{{.*}}, %[[I]],
 // CHECK-NOT:       tile.owner = 1
 // CHECK:           "tile.mma"({{.*}}) {tile.owner = 0 : i64}
 // CHECK:             "tile.iota"() {tile.owner = 0 : i64}
 // CHECK:           %[[M0:.*]] = arith.maxnumf %[[M]], %{{.*}} {tile.owner = 0 : i64, tile.owner_handoff = array<i64: 0>}
-// CHECK:           %[[A0:.*]] = math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64, tile.owner_handoff = array<i64: 0>}
-// CHECK:           %[[L0S:.*]] = arith.mulf %[[L0]], %{{.*}} {tile.owner = 0 : i64}
-// CHECK:           %[[L0N:.*]] = arith.addf %[[L0S]], %{{.*}} {tile.owner = 0 : i64}
-// CHECK-NEXT:      %[[P0:.*]] = arith.truncf {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64}
+// CHECK:           %[[A0:.*]] = math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64}
+// CHECK:           %[[E0:.*]] = math.exp2 {{.*}} {tile.owner = 0 : i64} : tensor<64x64xf32>
+// CHECK-NEXT:      %[[LS0:.*]] = arith.mulf %[[L]], %[[A0]] {tile.owner = 0 : i64} : tensor<64x1xf32>
+// CHECK-NEXT:      %[[RS0:.*]] = "tile.reduce"(%[[E0]]) {axis = 1 : i64, kind = "sum", tile.owner = 0 : i64}
+// CHECK-NEXT:      %[[RR0:.*]] = "tile.reshape"(%[[RS0]]) {tile.owner = 0 : i64}
+// CHECK-NEXT:      %[[LN0:.*]] = arith.addf %[[LS0]], %[[RR0]] {tile.owner = 0 : i64, tile.owner_handoff = array<i64: 0>} : tensor<64x1xf32>
+// CHECK-NEXT:      %[[P0:.*]] = arith.truncf %[[E0]] {tile.handoff = array<i64: 0>, tile.owner = 0 : i64}
 // CHECK-NEXT:      %[[O0:.*]] = "tile.mma"(%[[P0]], {{.*}}) :
-// Step 2i + 1: the same ops, warpgroup 1's, from step 2i's m; first (before its score
-// product, so that the gpu stage runs them in one run) warpgroup 1's sum rescaled by
-// step 2i's alpha.
+// Step 2i + 1: the same ops, warpgroup 1's, from step 2i's m and row sums.
 // CHECK-NEXT:      "tile.load"(%{{.*}}, %[[J1]],
 // CHECK-NOT:       tile.owner = 0
-// CHECK:           %[[B0:.*]] = "tile.broadcast"(%[[A0]]) {tile.owner = 1 : i64}
-// CHECK-NEXT:      %[[L1S:.*]] = arith.mulf %[[L1]], %[[B0]] {tile.owner = 1 : i64}
-// CHECK-NEXT:      "tile.mma"({{.*}}) {tile.owner = 1 : i64}
+// CHECK:           "tile.mma"({{.*}}) {tile.owner = 1 : i64}
 // CHECK:             "tile.iota"() {tile.owner = 1 : i64}
 // CHECK:           } {tile.owner = 1 : i64}
 // CHECK:           %[[M1:.*]] = arith.maxnumf %[[M0]], %{{.*}} {tile.owner = 1 : i64}
-// CHECK:           %[[A1:.*]] = math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 1 : i64, tile.owner_handoff = array<i64: 0>}
-// CHECK:           arith.mulf %[[L1S]], %{{.*}} {tile.owner = 1 : i64}
-// CHECK:           %[[L1N:.*]] = arith.addf {{.*}} {tile.owner = 1 : i64}
+// CHECK:           %[[A1:.*]] = math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 1 : i64}
+// CHECK:           %[[LS1:.*]] = arith.mulf %[[LN0]], %[[A1]] {tile.owner = 1 : i64}
+// CHECK:           %[[LN1:.*]] = arith.addf %[[LS1]], %{{.*}} {tile.owner = 1 : i64}
 // CHECK-NEXT:      %[[P1:.*]] = arith.truncf {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 1 : i64}
 // CHECK-NEXT:      %[[O1:.*]] = "tile.mma"(%[[P1]], {{.*}}) :
-// Warpgroup 0's sum, rescaled by step 2i + 1's alpha.
-// CHECK-NEXT:      %[[B1:.*]] = "tile.broadcast"(%[[A1]]) {tile.owner = 0 : i64}
-// CHECK-NEXT:      %[[L0R:.*]] = arith.mulf %[[L0N]], %[[B1]] {tile.owner = 0 : i64}
-// CHECK-NEXT:      scf.yield %[[O1]], %[[L0R]], %[[M1]], %[[L1N]]
+// CHECK-NEXT:      scf.yield %[[O1]], %[[LN1]], %[[M1]]
 // The pair loop's plan: a step's bytes, the owners in turn, the carried values'
-// owners at the back edge, the split sums.
-// CHECK-NEXT:    } {tile.warpgroup_split = {carried_owners = array<i64: -1, 0, 1, 1>, handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owners = array<i64: 0, 1>, row_sums = array<i64: 1>, score_bytes = array<i64: 49152, 32768>}}
+// owners at the back edge, no sums kept apart.
+// CHECK-NEXT:    } {tile.warpgroup_split = {carried_owners = array<i64: -1, 1, 1>, handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owners = array<i64: 0, 1>, row_sums = array<i64>, score_bytes = array<i64: 49152, 32768>}}
 // The last step of an odd count: a loop of at most one trip from where the pairs end,
-// owner 0's step, the sums kept apart (warpgroup 1's rescaled by the step's alpha) and
-// added after it.
-// CHECK-NEXT:    %[[LAST:.*]]:4 = scf.for %{{.*}} = %[[END]] to %{{.*}} step %[[S]] iter_args(%{{.*}} = %[[R]]#0, %{{.*}} = %[[R]]#1, %{{.*}} = %[[R]]#2, %[[LL1:.*]] = %[[R]]#3)
+// owner 0's step; its row sums are what the loop's sum along the rows was.
+// CHECK-NEXT:    %[[LAST:.*]]:3 = scf.for %{{.*}} = %[[END]] to %{{.*}} step %[[S]] iter_args(%{{.*}} = %[[R]]#0, %{{.*}} = %[[R]]#1, %{{.*}} = %[[R]]#2)
 // CHECK-NOT:       tile.owner = 1
 // CHECK:           "tile.mma"({{.*}}) {tile.owner = 0 : i64}
-// CHECK:           %[[AR:.*]] = math.exp2 {{.*}} {tile.handoff = array<i64: 0>, tile.owner = 0 : i64, tile.owner_handoff = array<i64: 0>}
-// CHECK:           %[[BR:.*]] = "tile.broadcast"(%[[AR]]) {tile.owner = 1 : i64}
-// CHECK-NEXT:      %[[LR:.*]] = arith.mulf %[[LL1]], %[[BR]] {tile.owner = 1 : i64}
-// CHECK-NEXT:      scf.yield %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]]
-// CHECK-NEXT:    } {tile.warpgroup_split = {carried_owners = array<i64: -1, 0, 0, 1>, handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owner = 0 : i64, row_sums = array<i64: 1>, score_bytes = array<i64: 49152, 32768>}}
-// CHECK-NEXT:    %[[L:.*]] = arith.addf %[[LAST]]#1, %[[LAST]]#3 : tensor<64x64xf32>
-// CHECK-NEXT:    "tile.reduce"(%[[L]])
+// CHECK:         } {tile.warpgroup_split = {carried_owners = array<i64: -1, 0, 0>, handoff_bytes = 8448 : i64, owned_results = array<i64: 1>, owner = 0 : i64, row_sums = array<i64>, score_bytes = array<i64: 49152, 32768>}}
+// CHECK-NEXT:    %[[LB1:.*]] = "tile.broadcast"(%[[LAST]]#1) : (tensor<64x1xf32>) -> tensor<64x128xf32>
+// CHECK-NEXT:    arith.divf %[[LAST]]#0, %[[LB1]]
 
 // The owned layouts do not change: each owner's score product is one warpgroup's
 // m64n64 (the other holds replicas); P c stays split by columns.

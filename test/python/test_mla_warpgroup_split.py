@@ -357,15 +357,19 @@ def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
     for plan in plans:      # a step's bytes either way
         assert list(ir.DenseI64ArrayAttr(plan["score_bytes"])) == [221184, 147456]
         assert ir.IntegerAttr(plan["handoff_bytes"]).value == 64 * 64 * 2 + 64 * 4
-    # the row sums l (carried 1) kept by each owner: warpgroup 1's from zero, a fourth
-    # carried value, through the last step too; added once after it
-    assert list(ir.DenseI64ArrayAttr(plans[0]["row_sums"])) == [1]
-    assert list(ir.DenseI64ArrayAttr(plans[0]["carried_owners"])) == [-1, 0, 1, 1]
-    assert list(ir.DenseI64ArrayAttr(plans[1]["carried_owners"])) == [-1, 0, 0, 1]
+    # the row sums l (carried 1), kept by column and summed along the rows after the
+    # loop, carried as (64, 1) row sums: they cross between the owners like m, none
+    # kept apart; the last step carries the pairs' results, and its l is the loop's
+    # sum along the rows (O's divisor, the log-sum-exp)
+    assert list(ir.DenseI64ArrayAttr(plans[0]["row_sums"])) == []
+    assert list(ir.DenseI64ArrayAttr(plans[0]["carried_owners"])) == [-1, 1, 1]
+    assert list(ir.DenseI64ArrayAttr(plans[1]["carried_owners"])) == [-1, 0, 0]
     assert list(last.operands)[3:] == list(pairs.results)
-    add = next(effects.user(u) for u in last.results[1].uses)
-    assert add.name == "arith.addf" and list(add.operands) == [last.results[1],
-                                                              last.results[3]]
+    assert [list(ir.RankedTensorType(r.type).shape) for r in last.results] == \
+        [[64, 512], [64, 1], [64, 1]]
+    assert not [op for op in ops if op.name == "tile.reduce" and
+                ir.StringAttr(op.attributes["kind"]).value == "sum" and
+                op.operands[0] in list(last.results)]
     one = "#tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>"
 
     def owners(loop, name):
@@ -378,21 +382,18 @@ def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
     assert len(scores) == 4 and all(one in str(op.results[0].type) for op in scores)
     assert sorted(owners(pairs, "tile.mma"), key=str) == [0, 0, 1, 1, None, None]
     assert sorted(owners(last, "tile.mma"), key=str) == [0, 0, None]
-    # in the last step, warpgroup 1 only rescales its sum
-    assert sorted((op.name for op in effects.ops_under(last) if ws.OWNER_ATTR in op.attributes
-                   and ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value == 1)) == \
-        ["arith.mulf", "tile.broadcast"]
+    assert not [op for op in effects.ops_under(last) if ws.OWNER_ATTR in op.attributes
+                and ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value == 1]
     # each copy hands off its own P and alpha (truncf, exp2), in step order
     handoffs = [(op.name, ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value)
                 for op in effects.ops_under(pairs) if ws.HANDOFF_ATTR in op.attributes]
     assert sorted(handoffs) == sorted([("math.exp2", 0), ("arith.truncf", 0),
                                        ("math.exp2", 1), ("arith.truncf", 1)])
-    # what one owner hands the other: step 2i's m (maxnumf) and alpha (exp2) to
-    # warpgroup 1, step 2i + 1's alpha to warpgroup 0 (its sum's rescale); m of step
-    # 2i + 1 is carried (carried_owners above)
+    # what one owner hands the other: step 2i's m (maxnumf) and row sums (addf) to
+    # warpgroup 1; step 2i + 1's are carried (carried_owners above)
     crossing = sorted((op.name, ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value)
                       for op in effects.ops_under(pairs) if ws.CROSS_ATTR in op.attributes)
-    assert crossing == [("arith.maxnumf", 0), ("math.exp2", 0), ("math.exp2", 1)]
+    assert crossing == [("arith.addf", 0), ("arith.maxnumf", 0)]
 
 
 def test_alternate_owners_are_refused_at_the_gpu_stage():
@@ -539,8 +540,9 @@ def test_alternate_owners_sass_of_deepseeks_launch(monkeypatch, tmp_path):
                     if re.search(r"\b(BAR|SYNCS|MUFU|BRA)\b", line)], "a group is cut"
 
 
-@pytest.mark.xfail(strict=True, reason="the alternation's consumers spill (520 bytes of "
-                   "stores, in the pair loop's first step); the gpu stage refuses "
-                   "alternate_owners until they do not")
 def test_alternate_owners_do_not_spill_on_deepseeks_launch(monkeypatch):
-    assert _alternating_cubin(monkeypatch).spills == (0, 0)
+    # (1908 bytes of stores with the row sums kept by column in each owner, 520 with
+    # them in one set of registers and the descriptors kept in the loop; none with the
+    # sums by row)
+    ck = _alternating_cubin(monkeypatch)
+    assert ck.spills == (0, 0), ck.ptxas_report

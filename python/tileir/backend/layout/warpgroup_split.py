@@ -307,12 +307,15 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
     lb, ub, step = list(loop.operands)[:3]
     inits = list(loop.operands)[3:]
     n = len(inits)
-    sums = _row_sums(loop)
+    rows = _summed_by_row(loop)
+    sums = [i for i in _row_sums(loop) if i not in rows]
     with ir.InsertionPoint(loop), loop.location:
         two = arith.ConstantOp(step.type, 2).result
         trips = arith.ceildivsi(arith.subi(ub, lb), step)
         step2 = arith.muli(step, two)
         end = arith.addi(lb, arith.muli(arith.divsi(trips, two), step2))
+        for i, (red, shape) in rows.items():
+            inits[i] = _reduced_like(red, shape, inits[i])
         zeros = [arith.ConstantOp(inits[i].type, ir.DenseElementsAttr.get_splat(
             inits[i].type, ir.FloatAttr.get(
                 ir.RankedTensorType(inits[i].type).element_type, 0.0))).result
@@ -323,6 +326,8 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
         iv = pairs.induction_variable
         second = arith.addi(iv, step)
         ops_a, ya = _inline_step(loop, iv, args[:n])
+        for i in rows:
+            ya[i] = _by_rows(ops_a, args[i])
         # owner 1's sums, rescaled by step 2i's alpha before its step adds to them
         carried_b = list(ya)
         moved = []
@@ -331,6 +336,8 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
             moved += made
         ops_b, yb = _inline_step(loop, second, carried_b)
         _mark_owner(ops_b, 1)
+        for i in rows:
+            yb[i] = _by_rows(ops_b, carried_b[i])
         # (among step 2i + 1's owned ops: one run of warpgroup 1's in the gpu stage)
         first_owned = next(op for op in ops_b if OWNER_ATTR in op.attributes)
         for op in moved:
@@ -348,6 +355,8 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
     with ir.InsertionPoint(last.body), loop.location:
         args = list(last.inner_iter_args)
         ops_r, yr = _inline_step(loop, last.induction_variable, args[:n])
+        for i in rows:
+            yr[i] = _by_rows(ops_r, args[i])
         yields = list(yr)
         for k, i in enumerate(sums):
             yields.append(_rescale_like(ops_r, args[i], args[n + k], 1)[0])
@@ -356,8 +365,13 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
     with ir.InsertionPoint(loop), loop.location:
         for k, i in enumerate(sums):
             results[i] = arith.addf(results[i], results[n + k])
-    for old, new in zip(loop.results, results[:n]):
-        old.replace_all_uses_with(new)
+    for i, (red, shape) in rows.items():
+        shape.results[0].replace_all_uses_with(results[i])
+        shape.erase()
+        red.erase()
+    for i, (old, new) in enumerate(zip(loop.results, results[:n])):
+        if i not in rows:
+            old.replace_all_uses_with(new)
     crossings, carried_owners = _crossings(pairs.operation)
     # the plans: a step's (its bytes, its owned results), with the owners in turn
     step_plan = {a.name: a.attr for a in ir.DictAttr(loop.attributes[PLAN_ATTR])}
@@ -372,6 +386,76 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
     loop.erase()
     return [PairPlan(pairs.operation, (ops_a, ops_b), last.operation, sums, crossings,
                      carried_owners)]
+
+
+def _summed_by_row(loop: ir.Operation) -> dict[int, tuple]:
+    """The row sums of `loop` (`_row_sums`) that are only summed along their rows after
+    it (`tile.reduce` sum over the last axis, then a reshape to (M, 1): MLA's `l`, kept
+    by column): {carried number: (that reduce, that reshape)}.  The alternation carries
+    them as (M, 1) row sums (`_by_rows`), which cross between the owners like m."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    out = {}
+    for i in _row_sums(loop):
+        users = [effects.user(u) for u in loop.results[i].uses]
+        if len(users) != 1 or users[0].name != "tile.reduce" or \
+                ir.StringAttr(users[0].attributes["kind"]).value != "sum":
+            continue
+        red = users[0]
+        t = ir.RankedTensorType(loop.results[i].type)
+        if ir.IntegerAttr(red.attributes["axis"]).value != t.rank - 1:
+            continue
+        shapes = [effects.user(u) for u in red.results[0].uses]
+        if len(shapes) != 1 or shapes[0].name != "tile.reshape" or \
+                list(ir.RankedTensorType(shapes[0].results[0].type).shape) != \
+                list(t.shape[:-1]) + [1]:
+            continue
+        out[i] = (red, shapes[0])
+    return out
+
+
+def _reduced_like(red: ir.Operation, shape: ir.Operation, value: ir.Value) -> ir.Value:
+    """`value` summed along its rows by copies of `red` and `shape`, at the insertion
+    point."""
+    r = red.clone(ir.InsertionPoint.current)
+    r.operands[0] = value
+    s = shape.clone(ir.InsertionPoint.current)
+    s.operands[0] = r.results[0]
+    return s.results[0]
+
+
+def _by_rows(ops: list, carried: ir.Value) -> ir.Value:
+    """In a step's ops (`_inline_step`'s, given the (M, 1) `carried` for a row sum kept
+    by column), `x = carried * broadcast(a); y = x + p` rewritten as
+    `carried * a + sum(p, rows)` (the sum by the step's own row maxima's reduce and
+    reshape, cloned as a sum), with y's owner; returns the new sum.  Summed by rows a
+    step instead of once after the loop: the same terms, added in another order."""
+    from mlir.dialects import arith
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    mul = next(op for op in ops if op.name == "arith.mulf" and carried in list(op.operands))
+    side = 0 if mul.operands[0] == carried else 1
+    scale = effects.defining_op(mul.operands[1 - side])
+    add = next(effects.user(u) for u in mul.results[0].uses)
+    p = add.operands[1] if add.operands[0] == mul.results[0] else add.operands[0]
+    red = next(op for op in ops if op.name == "tile.reduce" and OWNER_ATTR in op.attributes
+               and ir.StringAttr(op.attributes["kind"]).value == "maxnum")
+    shape = next(effects.user(u) for u in red.results[0].uses)
+    owner = add.attributes[OWNER_ATTR]
+    with ir.InsertionPoint(add), add.location:
+        scaled = arith.mulf(carried, scale.operands[0])
+        r = red.clone(ir.InsertionPoint(add))
+        r.operands[0] = p
+        r.attributes["kind"] = ir.StringAttr.get("sum")
+        rs = shape.clone(ir.InsertionPoint(add))
+        rs.operands[0] = r.results[0]
+        new = arith.addf(scaled, rs.results[0])
+    for v in (scaled, new):
+        effects.defining_op(v).attributes[OWNER_ATTR] = owner
+    add.results[0].replace_all_uses_with(new)
+    add.erase()
+    mul.erase()
+    if not list(scale.results[0].uses):
+        scale.erase()
+    return new
 
 
 def _row_sums(loop: ir.Operation) -> list[int]:
