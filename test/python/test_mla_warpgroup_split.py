@@ -334,8 +334,9 @@ def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hin
 
 
 # -- alternating owners (the kernel option `alternate_owners`; docs/attention.md,
-# "Alternating owners: the schedule to build"): the layout stage's unrolled plan is
-# built, the stages after it are not, and a compile past the layout stage refuses it
+# "Alternating owners"): the steps to warpgroups 0 and 1 in turn, through every stage
+# in the plain form (no run cut around its hand-off, hand-offs between barriers of
+# both warpgroups)
 
 ALTERNATE = {**SPLIT, "alternate_owners": True}
 
@@ -394,19 +395,6 @@ def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
     crossing = sorted((op.name, ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value)
                       for op in effects.ops_under(pairs) if ws.CROSS_ATTR in op.attributes)
     assert crossing == [("arith.addf", 0), ("arith.maxnumf", 0)]
-
-
-def test_alternate_owners_are_refused_at_the_gpu_stage():
-    # until the gpu stage runs the pairs as the alternation's schedule (each run cut
-    # around its hand-off, owners ahead of each other, no spills), a compile that would
-    # lower them stops at the user's loop
-    from tileir.errors import TileIRError
-    _deepseek(ALTERNATE, stage="pipeline")
-    with pytest.raises(TileIRError) as err:
-        _deepseek(ALTERNATE, stage="gpu")
-    text = str(err.value)
-    assert "alternate_owners=True" in text and "not" in text and "built" in text
-    assert "for j in range(first, last):" in text and "mla_decode.py" in text
 
 
 def test_alternate_owners_need_the_owner_alone():
@@ -481,17 +469,12 @@ def test_alternate_owners_ring_holds_one_step_a_slot():
     (2, 64, 64, 1, (4, 5)),         # two pairs (m across the back edge), and the last
     (1, 32, 32, 2, (9, 6)),         # 32 rows a step, splits of 5 and 4, 3 and 3 steps
 ])
-def test_alternate_owners_ring_runs_in_the_simulator(tq, page, bn, splits, steps,
-                                                     monkeypatch):
+def test_alternate_owners_run_in_the_simulator(tq, page, bn, splits, steps):
     # the whole alternation in the simulator against the float64 reference, odd and even
     # step counts: the ring of the pairs and the last step (waits, parities, releases,
     # the producer's one loop), each step's owned ops in a run of its owner's warpgroup
     # alone (owner_runs.lower_alternating), m, alpha and P crossing between them, the
-    # carried m across the back edge, each owner's row sum added after the loop.  The
-    # gpu stage still refuses it (owner_runs.refuse_alternation: not yet the schedule
-    # it is for); lowered here without that refusal
-    from tileir.backend.gpu import owner_runs
-    monkeypatch.setattr(owner_runs, "refuse_alternation", lambda loop: None)
+    # carried m and row sums across the back edge
     rng = np.random.default_rng()
     lens = np.array([(s - 1) * bn + int(rng.integers(tq, bn + 1)) for s in steps])
     batch = len(lens)
@@ -499,17 +482,13 @@ def test_alternate_owners_ring_runs_in_the_simulator(tq, page, bn, splits, steps
     out = np.full((batch, tq, 64, 512), np.nan, np.float16)
     out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=ALTERNATE)
     for kernel, grid, args in calls:
-        # a Kernel of its own: what it compiles without the refusal stays in it
-        ck = kernel.replace_hints().compile(args, stage="gpu", target="sm_90a")
-        simulate(ck, grid, args)
+        simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
     ref = mla.reference(q, kv, table, lens, 0.3)
     assert not np.isnan(out).any()
     assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
 
 
-def _alternating_cubin(monkeypatch):
-    from tileir.backend.gpu import owner_runs
-    monkeypatch.setattr(owner_runs, "refuse_alternation", lambda loop: None)
+def _alternating_cubin():
     b = 64
     q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
     kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
@@ -517,16 +496,15 @@ def _alternating_cubin(monkeypatch):
     _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
                             out, 1, bn=64, hints=ALTERNATE)
     kernel, grid, args = calls[0]
-    # a Kernel of its own: what it compiles without the refusal stays in it
-    return kernel.replace_hints().compile(args, target="sm_90a", grid=grid, sm_count=132)
+    return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
 
 
-def test_alternate_owners_sass_of_deepseeks_launch(monkeypatch, tmp_path):
-    # DeepSeek's launch with the gpu stage's refusal lifted: each step's score chain is
+def test_alternate_owners_sass_of_deepseeks_launch(tmp_path):
+    # DeepSeek's launch: each step's score chain is
     # 36 HGMMA.64x64x16 issued together (the pairs' two steps and the last step's), each
     # step's P c 4 HGMMA.64x256x16 a warpgroup; the producer warpgroup and its ring of
     # two 72 KB slots beside Q
-    ck = _alternating_cubin(monkeypatch)
+    ck = _alternating_cubin()
     assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
     assert not re.search(r"C75(13|20)", ck.ptxas_report), ck.ptxas_report
     lines = _sass_text(ck.cubin, tmp_path).splitlines()
@@ -540,9 +518,9 @@ def test_alternate_owners_sass_of_deepseeks_launch(monkeypatch, tmp_path):
                     if re.search(r"\b(BAR|SYNCS|MUFU|BRA)\b", line)], "a group is cut"
 
 
-def test_alternate_owners_do_not_spill_on_deepseeks_launch(monkeypatch):
+def test_alternate_owners_do_not_spill_on_deepseeks_launch():
     # (1908 bytes of stores with the row sums kept by column in each owner, 520 with
     # them in one set of registers and the descriptors kept in the loop; none with the
     # sums by row)
-    ck = _alternating_cubin(monkeypatch)
+    ck = _alternating_cubin()
     assert ck.spills == (0, 0), ck.ptxas_report

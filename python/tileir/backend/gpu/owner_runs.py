@@ -42,8 +42,7 @@ from mlir.dialects import arith, llvm, scf, vector
 
 from tileir.dialect import TileIRError
 from tileir.backend.layout import layouts as L
-from tileir.backend.layout.warpgroup_split import (OWNER, OWNER_ATTR, OWNERS_KEY, PLAN_ATTR,
-                                                    refuse_alternation)
+from tileir.backend.layout.warpgroup_split import OWNER, OWNER_ATTR, PLAN_ATTR
 
 from . import barriers
 from .context import Frag, LoweringContext, lin_of, same_warps
@@ -96,15 +95,14 @@ def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
 # threads write their registers, both warpgroups read them, the same layout), and so
 # does a carried value the other warpgroup reads in the next trip (the last step's m).
 # P and alpha reach both warpgroups as in the split, written by the warpgroup that made
-# them.  Every exchange here waits for both warpgroups (no hand-off leaves one ahead):
-# correct, and the alternation's schedule is the runs' order in the trip.
+# them.  Every exchange here waits for both warpgroups (no hand-off leaves one ahead),
+# and a run is not cut around the hand-off it waits for: the plain alternation
+# (docs/attention.md, "Alternating owners": what is built and what is not).
 
 
 def lower_alternating(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
     """Lowers a block's ops (terminator excluded) with each owner's ops in runs; also a
     block with no owned ops, whose ops may read values one warpgroup holds alone."""
-    if ops and ops[0].parent is not None and _pair_loop(ops[0].parent):
-        refuse_alternation(_op(ops[0].parent))
     if cx.owner_rescale or cx.owner_mbarriers:
         block_op = ops[0].parent if ops else None
         raise TileIRError("alternate_owners=True with early_rescale or mbarrier_handoffs: "
@@ -284,13 +282,6 @@ def _in_block(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
 
 def _op(op) -> ir.Operation:
     return op.operation if hasattr(op, "operation") else op
-
-
-def _pair_loop(op) -> bool:
-    op = _op(op)
-    return op.name == "scf.for" and PLAN_ATTR in op.attributes and \
-        isinstance(op.attributes[PLAN_ATTR], ir.DictAttr) and \
-        OWNERS_KEY in ir.DictAttr(op.attributes[PLAN_ATTR])
 
 
 def _owner(op: ir.Operation) -> int:

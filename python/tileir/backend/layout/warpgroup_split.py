@@ -534,22 +534,6 @@ def _crossings(loop: ir.Operation) -> tuple[list, list[int]]:
     return crossings, carried
 
 
-def refuse_alternation(loop: ir.Operation) -> None:
-    """Refuses the pair loop `loop` (`unroll_pairs`'), at the user's loop: the gpu stage
-    lowers it (backend/gpu/owner_runs.py `lower_alternating`: correct in the
-    simulator) but not yet as the alternation's schedule (docs/attention.md,
-    "Alternating owners")."""
-    from tileir.dialect import TileIRError
-    raise TileIRError(
-        "alternate_owners=True: the loop of pairs (step 2i owned by warpgroup 0, 2i + 1 by "
-        "warpgroup 1) is built through the gpu stage, but not yet the schedule it is for: "
-        "each run is not cut around the hand-off it waits for (its scores issued before "
-        "the wait), every hand-off waits for both warpgroups (neither runs ahead), and "
-        "DeepSeek-V3's launch spills registers (one owner's row sum live across the "
-        "other's run); compile without alternate_owners (docs/attention.md, "
-        "\"Alternating owners\")", loop.location)
-
-
 def _inline_step(loop: ir.Operation, j: ir.Value, carried: list) -> tuple[list, list]:
     """A copy of `loop`'s body at the insertion point, for step `j` with `carried` as
     its iteration arguments: (the copy's ops, nested ones included, in walk order;
