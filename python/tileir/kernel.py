@@ -896,9 +896,9 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     `skewed_handoffs` (True by default) lets the owner run a step ahead through a
     hand-off whose layout allows it, False puts every hand-off between barriers of
     both warpgroups; `alternate_owners` True with it gives the even steps to
-    warpgroup 0 and the odd ones to warpgroup 1, FlashMLA's alternation (built through
-    the gpu stage in a plain form, correct in the simulator, and refused there until
-    it is the designed schedule: docs/attention.md, "Alternating owners");
+    warpgroup 0 and the odd ones to warpgroup 1, FlashMLA's alternation (in a plain
+    form: every hand-off waits for both warpgroups; off by default, docs/attention.md,
+    "Alternating owners");
     backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`

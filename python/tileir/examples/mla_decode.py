@@ -140,7 +140,7 @@ def variant(**hints):
     softmax by warpgroup 0, P and alpha handed over; with it `split_replicas`: by each
     warpgroup, no exchange; `early_rescale`: O rescaled where alpha is held;
     `mbarrier_handoffs`: the hand-offs on mbarriers; `alternate_owners`: the steps to
-    warpgroups 0 and 1 in turn, refused at the gpu stage until built), one
+    warpgroups 0 and 1 in turn, in the plain form, docs/attention.md), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""
     key = tuple(sorted(hints.items()))
