@@ -286,7 +286,9 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
 
     A carried row sum (`l = l * broadcast(alpha) + p`, owned: `_row_sums`) would cross
     from one owner to the other twice a trip (MLA: the (64, 64) f32 sums by column,
-    16 KB); instead each owner keeps the sum of its own steps, rescaled by every alpha
+    16 KB).  One summed along its rows after the loop (`_summed_by_row`, MLA's) is
+    carried as (M, 1) row sums (`_by_rows`), which cross like m.  Any other: each owner
+    keeps the sum of its own steps, rescaled by every alpha
     (its own and the other's, which it is handed anyway), and the two are added once
     after the last step (the sum is linear in its terms):
 
@@ -295,10 +297,10 @@ def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
 
     (warpgroup 1's rescale by step 2i's alpha sits just before step 2i + 1's score
     product, among its owned ops: one run in the gpu stage).  What then crosses between
-    the owners (`_crossings`): step 2i's m to step 2i + 1, each step's alpha to the
-    other owner's rescale of its sum (P and alpha also go to both warpgroups, as in
-    the split), and step 2i + 1's m, carried, to the next pair's step 2i and to the
-    last step: marked `tile.owner_handoff` (result numbers) on the op that makes each,
+    the owners (`_crossings`): step 2i's m (and row sums by row) to step 2i + 1, each
+    step's alpha to the other owner's rescale of a sum kept apart (P and alpha also go
+    to both warpgroups, as in the split), and step 2i + 1's m, carried, to the next
+    pair's step 2i and to the last step: marked `tile.owner_handoff` (result numbers) on the op that makes each,
     and on the loops the owner of each carried value at the back edge
     (`carried_owners`, -1 for none) and the split sums (`row_sums`).  Returns the
     pair plan."""
