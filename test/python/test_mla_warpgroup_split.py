@@ -4,7 +4,8 @@ the plan the layout stage makes for FlashMLA's schedule
 owner warpgroup running them alone (backend/gpu/owner_runs.py); docs/attention.md,
 "The warpgroup split".  CPU only: the plan's marks on DeepSeek-V3's loop, the loops
 it leaves alone and why, the SASS of both forms, and both in the simulator against
-the naive reference."""
+the naive reference; at the end, the alternating owners (`alternate_owners`) through
+every stage."""
 
 from __future__ import annotations
 
@@ -524,3 +525,33 @@ def test_alternate_owners_do_not_spill_on_deepseeks_launch():
     # sums by row)
     ck = _alternating_cubin()
     assert ck.spills == (0, 0), ck.ptxas_report
+
+
+def test_alternate_owners_refuse_what_the_pairs_ring_does_not_take():
+    # rotated products and copies in parts are not built for the loop of pairs: refused
+    # at the user's loop, by name
+    from tileir.errors import TileIRError
+    for extra, what in (({"product_rotation": True}, "product_rotation=True"),
+                        ({"copy_parts": True}, "copy_parts=True")):
+        with pytest.raises(TileIRError) as err:
+            _deepseek({**ALTERNATE, **extra}, stage="pipeline")
+        text = str(err.value)
+        assert what in text and "for j in range(first, last):" in text, text
+
+
+def test_alternate_owners_at_pages_of_16_run_in_the_simulator():
+    # 16 rows a step (the LLM engine's pages): the same alternation, 5 steps (two pairs
+    # and the last)
+    rng = np.random.default_rng()
+    lens = np.array([4 * 16 + int(rng.integers(1, 17))])
+    q, kv, table, lens = mla.random_case(rng, 1, 1, 64, 16, lens, np.float16)
+    out = np.full((1, 1, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, 1, bn=16, hints=ALTERNATE)
+    kernel, grid, args = calls[0]
+    module = kernel.compile(args, stage="layout", target="sm_90a").module
+    assert [op for op in _walk(module) if op.name == "scf.for" and
+            ws.PLAN_ATTR in op.attributes and ws.OWNERS_KEY in ir.DictAttr(op.attributes[ws.PLAN_ATTR])]
+    simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert not np.isnan(out).any()
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3

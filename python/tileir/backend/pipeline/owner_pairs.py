@@ -152,6 +152,9 @@ def _refusal(pl, loop: ir.Operation) -> str | None:
                 "not warp_specialize=False, not occupancy > 1)")
     if pl.copy_parts:
         return "copies in parts (copy_parts=True) of a pair's slots are not built"
+    if pl.rotate:
+        return ("rotated products (product_rotation=True) are not built for a loop of "
+                "pairs; compile with product_rotation=False")
     if pl.cap < 2:
         # (the stage driver's answer to shared memory the rings overflowed)
         return ("its ring of one step's tiles a slot needs 2 slots beside the kernel's "
