@@ -280,10 +280,6 @@ def _in_block(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
     return op
 
 
-def _op(op) -> ir.Operation:
-    return op.operation if hasattr(op, "operation") else op
-
-
 def _owner(op: ir.Operation) -> int:
     return ir.IntegerAttr(op.attributes[OWNER_ATTR]).value
 

@@ -26,7 +26,8 @@ step's `P c` is waited for before its slot is released).
 
 Preconditions (refused otherwise, at the user's loop): a target with a producer
 warpgroup (sm_90a, the loop where `loop_specialized` may split, the kernel's one such
-loop), no copies in parts, and loads the ring can take in every step alike.
+loop), products not rotated, no copies in parts, a stage cap of 2 or more, and loads
+the ring can take in every step alike.
 """
 
 from __future__ import annotations
