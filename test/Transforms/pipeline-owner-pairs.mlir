@@ -6,7 +6,9 @@
 // loops count through the ring as one sequence g (2i and 2i + 1 in the pairs, then the
 // last step's (end - lb) / s), each waiting for slot g % 2 at parity (g / 2) & 1 and
 // releasing it after its P c; a producer warpgroup copies every step in one loop.
-// MLA decode's loop narrowed as in split-warpgroups.mlir (one latent tile a step).
+// MLA decode's loop narrowed as in split-warpgroups.mlir (one latent tile a step), its
+// products not rotated (tile.product_rotation = false, as MLA decode's kernel says: a
+// rotated loop of pairs is refused).
 
 // CHECK-LABEL: func.func @alternating
 // CHECK:         %[[RING:.*]] = "tile.ring_alloc"() {stages = 2 : i64, tiles = [tensor<1x64x128xbf16, #tile.shared<128 : i64, array<i64: 2, 1, 0>>>]}
@@ -59,7 +61,8 @@
 
 func.func @alternating(%q_arr: !tile.array<bf16, 2 : i64> {tile.aligned}, %kv: !tile.array<bf16, 3 : i64> {tile.aligned},
                     %o_arr: !tile.array<f32, 2 : i64>, %n: i32, %steps: i32)
-    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_split = true, tile.alternate_owners = true, tile.num_stages = 2 : i32} {
+    attributes {tile.kernel, tile.num_warps = 8 : i32, tile.warpgroup_split = true, tile.alternate_owners = true, tile.num_stages = 2 : i32,
+                   tile.product_rotation = false} {
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
   %c64 = arith.constant 64 : i32
