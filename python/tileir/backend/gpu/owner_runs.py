@@ -42,10 +42,12 @@ from mlir.dialects import arith, llvm, scf, vector
 
 from tileir.dialect import TileIRError
 from tileir.backend.layout import layouts as L
+from tileir.backend.layout.mma_layouts import Shared, choose_swizzle
 from tileir.backend.layout.warpgroup_split import OWNER, OWNER_ATTR, PLAN_ATTR
 
 from . import barriers
-from .context import Frag, LoweringContext, lin_of, same_warps
+from .context import Frag, LoweringContext, _bits, lin_of, same_warps
+from .shared import SmemTile, load_frag, store_frag
 
 OWNER_WARPS = 4            # warpgroup 0: warps 0-3 of the consumer warps
 _WAIT_TICKS = 0x989680      # try_wait's suspend-time hint (ns), as rules/ring.py's
@@ -111,9 +113,8 @@ def lower_alternating(cx: LoweringContext, ops: list[ir.Operation], lower_op) ->
     for segment in schedule_runs(ops):
         if isinstance(segment, tuple):
             owner, run = segment
-            for v in _read_from_outside(run):
-                if v in cx.owner_only and cx.owner_only[v] != owner:
-                    cross(cx, v)
+            cross(cx, [v for v in _read_from_outside(run)
+                       if v in cx.owner_only and cx.owner_only[v] != owner])
             lower_run(cx, run, lower_op, owner=owner)
         else:
             settle(cx, segment)
@@ -167,15 +168,13 @@ def settle(cx: LoweringContext, op: ir.Operation) -> None:
         # an initial value only its holder's ops read in the body stays its holder's
         body = op.regions[0].blocks[0]
         inits = list(op.operands)[3:]
-        for arg, v in zip(list(body.arguments)[1:], inits):
-            if v in cx.owner_only and not _read_by(arg, body, cx.owner_only[v]):
-                cross(cx, v)
+        cross(cx, [v for arg, v in zip(list(body.arguments)[1:], inits)
+                   if v in cx.owner_only and not _read_by(arg, body, cx.owner_only[v])])
         return
     if len({cx.owner_only[v] for v in owned}) == 1 and \
             (_pure(op) or op.name in ("tile.store",)):
         return
-    for v in owned:
-        cross(cx, v)
+    cross(cx, owned)
 
 
 def _read_by(arg: ir.Value, block: ir.Block, owner: int) -> bool:
@@ -195,9 +194,8 @@ def _settle_carried(cx: LoweringContext, block: ir.Block) -> None:
     if loop is None or loop.name != "scf.for":
         return
     yields = list(list(block.operations)[-1].operands)
-    for arg, v in zip(list(block.arguments)[1:], yields):
-        if v in cx.owner_only and not _read_by(arg, block, cx.owner_only[v]):
-            cross(cx, v)
+    cross(cx, [v for arg, v in zip(list(block.arguments)[1:], yields)
+               if v in cx.owner_only and not _read_by(arg, block, cx.owner_only[v])])
     _share_row_sums(cx, loop, yields)
 
 
@@ -228,18 +226,41 @@ def _share_row_sums(cx: LoweringContext, loop: ir.Operation, yields: list) -> No
         cx.values[b] = Frag(fb.lin, fb.elem, list(regs))
 
 
-def cross(cx: LoweringContext, v: ir.Value) -> None:
-    """`v`, which one warpgroup holds alone, held by both: its holder's threads write
-    their registers to shared memory, both warpgroups read them back into the same
-    layout (a replica's registers are its counterpart's), between barriers of both."""
-    from .rules.shape import swizzled_exchange
-    holder = cx.owner_only.pop(v)
-    got = cx.get(v)
-    if not isinstance(got, Frag):
-        raise TileIRError("alternate_owners=True: a scalar one warpgroup computes alone is "
-                          "read by the other (only tiles cross between the owners)",
-                          ir.Location.current)
-    cx.values[v] = swizzled_exchange(cx, got, got.lin, holder)
+def cross(cx: LoweringContext, values: list[ir.Value]) -> None:
+    """`values`, each held by one warpgroup alone, held by both: each holder's threads
+    write their registers to shared memory, both warpgroups read them back into the
+    same layouts (a replica's registers are its counterpart's); all of one exchange,
+    between one pair of barriers of both warpgroups (m and l of a step together)."""
+    from .rules.shape import _owner_only
+    values = list(dict.fromkeys(values))
+    if not values:
+        return
+    frags = []
+    for v in values:
+        got = cx.get(v)
+        if not isinstance(got, Frag):
+            raise TileIRError("alternate_owners=True: a scalar one warpgroup computes alone "
+                              "is read by the other (only tiles cross between the owners)",
+                              ir.Location.current)
+        frags.append(got)
+    tiles, offset = [], 0
+    for f in frags:
+        eb = max(1, _bits(f.elem) // 8)
+        shape = f.lin.shape
+        layout = Shared(choose_swizzle(shape[-1] * eb), tuple(reversed(range(len(shape)))))
+        tile = SmemTile(layout, shape, f.elem, 0)
+        tiles.append((tile, offset))
+        offset = (offset + tile.nbytes + 127) // 128 * 128
+    base = cx.scratch(offset, align=128)
+    cx.smem_barrier_before()                 # earlier readers of the scratch are done
+    for v, f, (tile, at) in zip(values, frags, tiles):
+        tile.base = base + at
+        with _owner_only(cx, cx.owner_only[v]):
+            store_frag(cx, f, tile)
+    cx.barrier()
+    for v, f, (tile, _) in zip(values, frags, tiles):
+        cx.values[v] = load_frag(cx, tile, f.lin)
+        del cx.owner_only[v]
 
 
 def _read_from_outside(run: list[ir.Operation]) -> list[ir.Value]:
