@@ -111,6 +111,11 @@ MLA_VARIANTS = [
     # the hand-offs signalled through mbarriers instead of named barriers (racecheck
     # flags the named barriers' alpha and l hand-offs: docs/attention.md)
     ("bn64 split, mbarrier hand-offs", 64, {**SPLIT, "mbarrier_handoffs": True}, PAGE),
+    # the steps to warpgroups 0 and 1 in turn (FlashMLA's alternation), in its plain
+    # form: no run cut around its hand-off, every hand-off between barriers of both
+    # warpgroups (docs/attention.md, "Alternating owners": modelled no better than the
+    # split until the cut is built)
+    ("bn64 alternating owners", 64, {**SPLIT, "alternate_owners": True}, PAGE),
     # the default with every hand-off between barriers of both warpgroups (no owner
     # ahead; racecheck reports nothing there: bench/RESULTS.md, session 23)
     ("bn64 default, unskewed hand-offs", 64, {"skewed_handoffs": False}, PAGE),

@@ -12,7 +12,9 @@ Precondition:  only kernels with `tile.warpgroup_split = true` (the kernel optio
                (tileir.backend.layout.warpgroup_split has the contract).  Anything
                else is left as it is.  tile-assign-layouts reads the marks: each
                owned product is planned for one warpgroup (the other holds
-               replicas of its results).
+               replicas of its results).  With `tile.alternate_owners = true` a
+               planned loop is replaced by a loop over pairs of steps (owners 0 and
+               1) and a loop of the last step of an odd count (`unroll_pairs`).
 
 Example:
   before:  scf.for ... { %s = "tile.mma"(%q, %kt, %z) ...; %p = arith.truncf %e

@@ -469,13 +469,22 @@ class Kernel(KernelEntry):
                        "programmatic_launch", "l2_prefetch", "product_rotation",
                        "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
                        "warpgroup_split", "split_replicas", "early_rescale",
-                       "mbarrier_handoffs", "skewed_handoffs"):
+                       "mbarrier_handoffs", "skewed_handoffs", "alternate_owners"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
                     raise KernelOptionError(f"kernel '{self.name}': option {option} must be "
                                             f"True or False, got {flag!r}")
                 fn.attributes[f"tile.{option}"] = ir.BoolAttr.get(flag)
+        if self.options.get("alternate_owners") and (
+                not self.options.get("warpgroup_split") or self.options.get("split_replicas")):
+            # the alternation hands the owner's role from one warpgroup to the other:
+            # it needs owners that run alone (not replicas)
+            raise KernelOptionError(f"kernel '{self.name}': option alternate_owners=True "
+                                    f"needs warpgroup_split=True without split_replicas "
+                                    f"(got warpgroup_split="
+                                    f"{self.options.get('warpgroup_split')!r}, split_replicas="
+                                    f"{self.options.get('split_replicas')!r})")
         if self.options.get("fp_fusion"):
             _allow_contraction(fn)
         order = self.options.get("block_order")
@@ -886,7 +895,11 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     barriers (`bar.arrive` / `bar.sync`); off by default until measured;
     `skewed_handoffs` (True by default) lets the owner run a step ahead through a
     hand-off whose layout allows it, False puts every hand-off between barriers of
-    both warpgroups; backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py) and
+    both warpgroups; `alternate_owners` True with it gives the even steps to
+    warpgroup 0 and the odd ones to warpgroup 1, FlashMLA's alternation (in a plain
+    form: every hand-off waits for both warpgroups; off by default, docs/attention.md,
+    "Alternating owners");
+    backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -900,7 +913,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
              "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
              "warpgroup_split", "split_replicas", "early_loads", "early_rescale",
-             "mbarrier_handoffs", "skewed_handoffs"}
+             "mbarrier_handoffs", "skewed_handoffs", "alternate_owners"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

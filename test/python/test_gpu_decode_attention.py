@@ -251,6 +251,7 @@ SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
 FUSION = {"fp_fusion": True}
+ALTERNATE = {**SPLIT, "alternate_owners": True}
 
 
 @pytest.mark.parametrize("bn,hints", [
@@ -282,6 +283,9 @@ FUSION = {"fp_fusion": True}
     pytest.param(32, {**RESCALE, **FUSION}, id="rescale-fusion-32"),
     # the hand-offs on mbarriers (.release arrivals, .acquire waits)
     pytest.param(64, {**SPLIT, "mbarrier_handoffs": True}, id="mbarrier-64"),
+    # alternating owners: the steps to warpgroups 0 and 1 in turn (the plain form)
+    pytest.param(64, ALTERNATE, id="alternate-64"),
+    pytest.param(32, ALTERNATE, id="alternate-32"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct

@@ -4,7 +4,8 @@ the plan the layout stage makes for FlashMLA's schedule
 owner warpgroup running them alone (backend/gpu/owner_runs.py); docs/attention.md,
 "The warpgroup split".  CPU only: the plan's marks on DeepSeek-V3's loop, the loops
 it leaves alone and why, the SASS of both forms, and both in the simulator against
-the naive reference."""
+the naive reference; at the end, the alternating owners (`alternate_owners`) through
+every stage."""
 
 from __future__ import annotations
 
@@ -365,4 +366,227 @@ def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hin
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
     ref = mla.reference(q, kv, table, lens, 0.3)
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+
+
+# -- alternating owners (the kernel option `alternate_owners`; docs/attention.md,
+# "Alternating owners"): the steps to warpgroups 0 and 1 in turn, through every stage
+# in the plain form (no run cut around its hand-off, hand-offs between barriers of
+# both warpgroups)
+
+ALTERNATE = {**SPLIT, "alternate_owners": True}
+
+
+def test_alternate_owners_unroll_the_loop_into_pairs_of_owned_steps():
+    # DeepSeek's loop becomes a loop over pairs of steps, the first step of a pair
+    # owned by warpgroup 0 and the second by warpgroup 1 (each its own score chain,
+    # mask, maxima, P and alpha, with the hand-off marks of a step), then the loop as
+    # it was for the last step of an odd count (owner 0); each owner's score products
+    # are one warpgroup's m64n64 (the other holds replicas), P c stays split by columns
+    ops = _walk(_deepseek(ALTERNATE))
+    loops = [op for op in ops if op.name == "scf.for" and ws.PLAN_ATTR in op.attributes]
+    assert len(loops) == 2
+    pairs, last = loops
+    plans = [ir.DictAttr(loop.attributes[ws.PLAN_ATTR]) for loop in loops]
+    assert list(ir.DenseI64ArrayAttr(plans[0][ws.OWNERS_KEY])) == [0, 1]
+    assert ws.OWNERS_KEY not in plans[1] and ir.IntegerAttr(plans[1]["owner"]).value == 0
+    assert last.operands[0] == pairs.operands[1]        # from where the pairs end
+    for plan in plans:      # a step's bytes either way
+        assert list(ir.DenseI64ArrayAttr(plan["score_bytes"])) == [221184, 147456]
+        assert ir.IntegerAttr(plan["handoff_bytes"]).value == 64 * 64 * 2 + 64 * 4
+    # the row sums l (carried 1), kept by column and summed along the rows after the
+    # loop, carried as (64, 1) row sums: they cross between the owners like m, none
+    # kept apart; the last step carries the pairs' results, and its l is the loop's
+    # sum along the rows (O's divisor, the log-sum-exp)
+    assert list(ir.DenseI64ArrayAttr(plans[0]["row_sums"])) == []
+    assert list(ir.DenseI64ArrayAttr(plans[0]["carried_owners"])) == [-1, 1, 1]
+    assert list(ir.DenseI64ArrayAttr(plans[1]["carried_owners"])) == [-1, 0, 0]
+    assert list(last.operands)[3:] == list(pairs.results)
+    assert [list(ir.RankedTensorType(r.type).shape) for r in last.results] == \
+        [[64, 512], [64, 1], [64, 1]]
+    assert not [op for op in ops if op.name == "tile.reduce" and
+                ir.StringAttr(op.attributes["kind"]).value == "sum" and
+                op.operands[0] in list(last.results)]
+    one = "#tile.mma_acc<3 : i64, array<i64: 4, 1>, array<i64: 64, 64>>"
+
+    def owners(loop, name):
+        return [ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value
+                if ws.OWNER_ATTR in op.attributes else None
+                for op in effects.ops_under(loop) if op.name == name]
+
+    scores = [op for op in effects.ops_under(pairs)
+              if op.name in ("tile.mma", "tile.mma_async") and ws.OWNER_ATTR in op.attributes]
+    assert len(scores) == 4 and all(one in str(op.results[0].type) for op in scores)
+    assert sorted(owners(pairs, "tile.mma"), key=str) == [0, 0, 1, 1, None, None]
+    assert sorted(owners(last, "tile.mma"), key=str) == [0, 0, None]
+    assert not [op for op in effects.ops_under(last) if ws.OWNER_ATTR in op.attributes
+                and ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value == 1]
+    # each copy hands off its own P and alpha (truncf, exp2), in step order
+    handoffs = [(op.name, ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value)
+                for op in effects.ops_under(pairs) if ws.HANDOFF_ATTR in op.attributes]
+    assert sorted(handoffs) == sorted([("math.exp2", 0), ("arith.truncf", 0),
+                                       ("math.exp2", 1), ("arith.truncf", 1)])
+    # what one owner hands the other: step 2i's m (maxnumf) and row sums (addf) to
+    # warpgroup 1; step 2i + 1's are carried (carried_owners above)
+    crossing = sorted((op.name, ir.IntegerAttr(op.attributes[ws.OWNER_ATTR]).value)
+                      for op in effects.ops_under(pairs) if ws.CROSS_ATTR in op.attributes)
+    assert crossing == [("arith.addf", 0), ("arith.maxnumf", 0)]
+
+
+def test_alternate_owners_need_the_owner_alone():
+    from tileir.errors import KernelOptionError
+    for hints in ({"warpgroup_split": False, "alternate_owners": True},
+                  {**REPLICAS, "alternate_owners": True}):
+        with pytest.raises(KernelOptionError, match="alternate_owners=True needs "
+                                                    "warpgroup_split=True"):
+            _deepseek(hints, stage="frontend")
+
+
+@pytest.mark.parametrize("tq, page, bn, splits, steps", [
+    (1, 64, 64, 1, (1, 2, 3)),      # the last step alone, a pair, a pair and the last
+    (2, 64, 64, 1, (4, 5)),         # two pairs (m across the back edge), and the last
+    (1, 32, 32, 2, (9, 6)),         # 32 rows a step, splits of 5 and 4, 3 and 3 steps
+])
+def test_alternate_owners_unrolled_loop_runs_like_the_loop(tq, page, bn, splits, steps):
+    # the layout stage's IR (pairs, remainder, owner marks) in the Tile IR interpreter
+    # against the float64 reference: odd and even step counts, ragged lengths, stale
+    # slots past each sequence, the output NaN-poisoned
+    from tileir import interpreter
+    rng = np.random.default_rng()
+    lens = np.array([(s - 1) * bn + int(rng.integers(tq, bn + 1)) for s in steps])
+    batch = len(lens)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
+    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=ALTERNATE)
+    kernel, grid, args = calls[0]
+    module = kernel.compile(args, stage="layout", target="sm_90a").module
+    assert [op for op in _walk(module) if op.name == "scf.for" and
+            ws.PLAN_ATTR in op.attributes and ws.OWNERS_KEY in ir.DictAttr(op.attributes[ws.PLAN_ATTR])]
+    # the kernel's arguments less its constants (HB, PAGE, BN, SPLIT: folded in)
+    interpreter.run(module, kernel.name, grid, list(args)[:8])
+    for k, g, a in calls[1:]:           # the split-KV combine
+        mla.ct.launch(None, g, k, a)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert not np.isnan(out).any()
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+
+
+def test_alternate_owners_ring_holds_one_step_a_slot():
+    # the pipeline stage (backend/pipeline/owner_pairs.py): one ring whose slot is one
+    # step's latent and RoPE tiles, a producer loop copying every step, and in the
+    # consumers a wait and a release per step: two in the pairs' body, one in the last
+    # step's; the ring freed after the last step
+    ops = _walk(_deepseek(ALTERNATE, stage="pipeline"))
+    allocs = [op for op in ops if op.name == "tile.ring_alloc"]
+    assert len(allocs) == 1
+    tiles = [str(t) for t in ir.ArrayAttr(allocs[0].attributes["tiles"])]
+    assert [t.split(",")[0] for t in tiles] == ["tensor<1x64x512xbf16", "tensor<1x64x64xbf16"]
+    loops = [op for op in ops if op.name == "scf.for"]
+    producer = [lp for lp in loops if any(o.name == "tile.ring_load"
+                                          for o in effects.ops_under(lp))]
+    assert len(producer) == 1 and \
+        sum(o.name == "tile.ring_load" for o in effects.ops_under(producer[0])) == 2
+    pairs = next(lp for lp in loops if ws.PLAN_ATTR in lp.attributes and
+                 ws.OWNERS_KEY in ir.DictAttr(lp.attributes[ws.PLAN_ATTR]))
+    last = next(lp for lp in loops if lp.operands[0] == pairs.operands[1])
+
+    def count(loop, name):
+        return sum(o.name == name for o in effects.ops_under(loop))
+
+    assert (count(pairs, "tile.ring_wait"), count(pairs, "tile.ring_release")) == (2, 2)
+    assert (count(last, "tile.ring_wait"), count(last, "tile.ring_release")) == (1, 1)
+    free = [op for op in ops if op.name == "tile.ring_free"]
+    body = [o.operation for o in last.block.operations]
+    assert len(free) == 1 and body.index(free[0]) == body.index(last) + 1
+
+
+@pytest.mark.parametrize("tq, page, bn, splits, steps", [
+    (1, 64, 64, 1, (1, 2, 3)),      # the last step alone, a pair, a pair and the last
+    (2, 64, 64, 1, (4, 5)),         # two pairs (m across the back edge), and the last
+    (1, 32, 32, 2, (9, 6)),         # 32 rows a step, splits of 5 and 4, 3 and 3 steps
+])
+def test_alternate_owners_run_in_the_simulator(tq, page, bn, splits, steps):
+    # the whole alternation in the simulator against the float64 reference, odd and even
+    # step counts: the ring of the pairs and the last step (waits, parities, releases,
+    # the producer's one loop), each step's owned ops in a run of its owner's warpgroup
+    # alone (owner_runs.lower_alternating), m, alpha and P crossing between them, the
+    # carried m and row sums across the back edge
+    rng = np.random.default_rng()
+    lens = np.array([(s - 1) * bn + int(rng.integers(tq, bn + 1)) for s in steps])
+    batch = len(lens)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
+    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=ALTERNATE)
+    for kernel, grid, args in calls:
+        simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert not np.isnan(out).any()
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+
+
+def _alternating_cubin():
+    b = 64
+    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
+    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
+    out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
+    _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
+                            out, 1, bn=64, hints=ALTERNATE)
+    kernel, grid, args = calls[0]
+    return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+
+
+def test_alternate_owners_sass_of_deepseeks_launch(tmp_path):
+    # DeepSeek's launch: each step's score chain is
+    # 36 HGMMA.64x64x16 issued together (the pairs' two steps and the last step's), each
+    # step's P c 4 HGMMA.64x256x16 a warpgroup; the producer warpgroup and its ring of
+    # two 72 KB slots beside Q
+    ck = _alternating_cubin()
+    assert ck.meta["num_threads"] == 384 and "2 stages" in ck.meta["fit"], ck.meta["fit"]
+    assert not re.search(r"C75(13|20)", ck.ptxas_report), ck.ptxas_report
+    lines = _sass_text(ck.cubin, tmp_path).splitlines()
+    scores = [i for i, line in enumerate(lines) if "HGMMA.64x64x16" in line]
+    assert len(scores) == 3 * 36
+    assert sum("HGMMA.64x256x16" in line for line in lines) == 3 * 4
+    # three groups of 36, nothing but descriptor moves between a group's wgmmas
+    groups = [scores[k:k + 36] for k in range(0, len(scores), 36)]
+    for g in groups:
+        assert not [line for line in lines[g[0]:g[-1]]
+                    if re.search(r"\b(BAR|SYNCS|MUFU|BRA)\b", line)], "a group is cut"
+
+
+def test_alternate_owners_do_not_spill_on_deepseeks_launch():
+    # (1908 bytes of stores with the row sums kept by column in each owner, 520 with
+    # them in one set of registers and the descriptors kept in the loop; none with the
+    # sums by row)
+    ck = _alternating_cubin()
+    assert ck.spills == (0, 0), ck.ptxas_report
+
+
+def test_alternate_owners_refuse_what_the_pairs_ring_does_not_take():
+    # rotated products and copies in parts are not built for the loop of pairs: refused
+    # at the user's loop, by name
+    from tileir.errors import TileIRError
+    for extra, what in (({"product_rotation": True}, "product_rotation=True"),
+                        ({"copy_parts": True}, "copy_parts=True")):
+        with pytest.raises(TileIRError) as err:
+            _deepseek({**ALTERNATE, **extra}, stage="pipeline")
+        text = str(err.value)
+        assert what in text and "for j in range(first, last):" in text, text
+
+
+def test_alternate_owners_at_pages_of_16_run_in_the_simulator():
+    # 16 rows a step (the LLM engine's pages): the same alternation, 5 steps (two pairs
+    # and the last)
+    rng = np.random.default_rng()
+    lens = np.array([4 * 16 + int(rng.integers(1, 17))])
+    q, kv, table, lens = mla.random_case(rng, 1, 1, 64, 16, lens, np.float16)
+    out = np.full((1, 1, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, 1, bn=16, hints=ALTERNATE)
+    kernel, grid, args = calls[0]
+    module = kernel.compile(args, stage="layout", target="sm_90a").module
+    assert [op for op in _walk(module) if op.name == "scf.for" and
+            ws.PLAN_ATTR in op.attributes and ws.OWNERS_KEY in ir.DictAttr(op.attributes[ws.PLAN_ATTR])]
+    simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert not np.isnan(out).any()
     assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3

@@ -139,7 +139,8 @@ def variant(**hints):
     `rotation_fence`, `copy_parts`, `fp_fusion`, `warpgroup_split`: the scores and
     softmax by warpgroup 0, P and alpha handed over; with it `split_replicas`: by each
     warpgroup, no exchange; `early_rescale`: O rescaled where alpha is held;
-    `mbarrier_handoffs`: the hand-offs on mbarriers), one
+    `mbarrier_handoffs`: the hand-offs on mbarriers; `alternate_owners`: the steps to
+    warpgroups 0 and 1 in turn, in the plain form, docs/attention.md), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""
     key = tuple(sorted(hints.items()))

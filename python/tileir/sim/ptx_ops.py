@@ -152,6 +152,8 @@ def _inline_asm(sim, blk, o, mask):
         return None
     if asm.startswith("createpolicy"):
         return np.zeros(sim.threads, np.int64)
+    if asm == "mov.b32 $0, $1;":                  # a value LLVM may not fold (rules/ring.py)
+        return np.asarray(args[0]).copy()
     # 16-byte accesses: streaming stores, loads with an L2 policy, stream-K partials
     m = re.match(r"(ld|st)\.global(?:\.cs|\.cg|\.L2::cache_hint)?\.v4\.(f32|b32) ", asm)
     if m:

@@ -54,10 +54,12 @@ class LoweringContext:
         self.role = None          # "producer" / "consumer" inside a specialized branch
         # tile-split-warpgroups' owned ops run by the owner warpgroup alone
         # (owner_runs.py): whether the kernel asks, whether a run is being lowered, and
-        # the values only the owner's threads hold (undefined in the other warpgroup)
+        # the values only one warpgroup's threads hold (undefined in the other): value ->
+        # that warpgroup (0, or 1 where owners alternate)
         self.owner_exec = False
         self.owner_run = False
-        self.owner_only: set = set()
+        self.owner_only: dict = {}
+        self.alternating = False  # owners 0 and 1 in turn (`alternate_owners`)
         self.handoffs = False     # a hand-off left the owner ahead (owner_runs.py)
         # the kernel option `mbarrier_handoffs`: the hand-offs' mbarriers (empty, full
         # offsets), how many hand-offs were lowered, and how many in each loop

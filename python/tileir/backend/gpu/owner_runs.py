@@ -42,10 +42,12 @@ from mlir.dialects import arith, llvm, scf, vector
 
 from tileir.dialect import TileIRError
 from tileir.backend.layout import layouts as L
-from tileir.backend.layout.warpgroup_split import OWNER_ATTR
+from tileir.backend.layout.mma_layouts import Shared, choose_swizzle
+from tileir.backend.layout.warpgroup_split import OWNER, OWNER_ATTR, PLAN_ATTR
 
 from . import barriers
-from .context import Frag, LoweringContext, lin_of, same_warps
+from .context import Frag, LoweringContext, _bits, lin_of, same_warps
+from .shared import SmemTile, load_frag, store_frag
 
 OWNER_WARPS = 4            # warpgroup 0: warps 0-3 of the consumer warps
 _WAIT_TICKS = 0x989680      # try_wait's suspend-time hint (ns), as rules/ring.py's
@@ -55,16 +57,21 @@ _PURE = frozenset({"tile.iota", "tile.broadcast", "tile.reshape", "tile.permute"
                    "tile.extract_slice", "tile.concat"})
 
 
-def is_owner(cx: LoweringContext) -> ir.Value:
-    """i1: this thread is one of the owner warpgroup's."""
+def is_owner(cx: LoweringContext, owner: int = OWNER) -> ir.Value:
+    """i1: this thread is one of warpgroup `owner`'s (0: warps 0-3, 1: warps 4-7 of the
+    consumer warps)."""
     _, _, warp = cx.thread_ids()
-    return arith.cmpi(arith.CmpIPredicate.ult, warp, cx.const(OWNER_WARPS))
+    if owner == OWNER:
+        return arith.cmpi(arith.CmpIPredicate.ult, warp, cx.const(OWNER_WARPS))
+    return arith.cmpi(arith.CmpIPredicate.uge, warp, cx.const(OWNER_WARPS))
 
 
 def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
     """Lowers a block's ops (terminator excluded) with its owned ops in one run; False
     when it has none or they cannot be gathered (the caller lowers the ops as they
     are)."""
+    if cx.alternating:
+        return lower_alternating(cx, ops, lower_op)
     plan = schedule(ops)
     if plan is None:
         return False
@@ -79,6 +86,223 @@ def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
         else:
             lower_op(cx, op)
     return True
+
+
+# -- alternating owners (the kernel option `alternate_owners`) ------------------------
+# tile-split-warpgroups' loop of pairs marks step 2i's owned ops `tile.owner = 0` and
+# step 2i + 1's `1`.  A block's owned ops are gathered into runs, each of one owner's ops
+# between effects (the rings' waits and releases, the products of both warpgroups), each
+# under its owner's test; what a run reads that the other warpgroup holds alone (step
+# 2i's m and alpha in step 2i + 1's run, and back) crosses first (`cross`: its holder's
+# threads write their registers, both warpgroups read them, the same layout), and so
+# does a carried value the other warpgroup reads in the next trip (the last step's m).
+# P and alpha reach both warpgroups as in the split, written by the warpgroup that made
+# them.  Every exchange here waits for both warpgroups (no hand-off leaves one ahead),
+# and a run is not cut around the hand-off it waits for: the plain alternation
+# (docs/attention.md, "Alternating owners": what is built and what is not).
+
+
+def lower_alternating(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
+    """Lowers a block's ops (terminator excluded) with each owner's ops in runs; also a
+    block with no owned ops, whose ops may read values one warpgroup holds alone."""
+    if cx.owner_rescale or cx.owner_mbarriers:
+        block_op = ops[0].parent if ops else None
+        raise TileIRError("alternate_owners=True with early_rescale or mbarrier_handoffs: "
+                          "the alternating owners' runs do not take them yet",
+                          block_op.location if block_op is not None else ir.Location.current)
+    for segment in schedule_runs(ops):
+        if isinstance(segment, tuple):
+            owner, run = segment
+            cross(cx, [v for v in _read_from_outside(run)
+                       if v in cx.owner_only and cx.owner_only[v] != owner])
+            lower_run(cx, run, lower_op, owner=owner)
+        else:
+            settle(cx, segment)
+            lower_op(cx, segment)
+    if ops:
+        _settle_carried(cx, ops[0].block)
+    return True
+
+
+def schedule_runs(ops: list[ir.Operation]) -> list:
+    """The block's ops in order, each owner's consecutive owned ops gathered into a run
+    `(owner, [ops])` (the pure ops between them moved above or below it, `schedule`); a
+    run ends at an op with effects or at another owner's op."""
+    out: list = []
+    i = 0
+    while i < len(ops):
+        if OWNER_ATTR not in ops[i].attributes:
+            out.append(ops[i])
+            i += 1
+            continue
+        owner = _owner(ops[i])
+        last = j = i
+        while j + 1 < len(ops):
+            nxt = ops[j + 1]
+            if OWNER_ATTR in nxt.attributes:
+                if _owner(nxt) != owner:
+                    break
+                last = j + 1
+            elif not _pure(nxt):
+                break
+            j += 1
+        plan = schedule(ops[i:last + 1])
+        if plan is None:
+            raise TileIRError("internal error: the owned ops of an alternating owner cannot "
+                              "be gathered into one run", ops[i].location)
+        before, run, after = plan
+        out += before + [(owner, run)] + after
+        i = last + 1
+    return out
+
+
+def settle(cx: LoweringContext, op: ir.Operation) -> None:
+    """Before an op outside runs: the values it reads that one warpgroup holds alone
+    cross to both, unless the op's rule takes them as they are (an exchange its holder
+    writes, a store its holder makes, a pure op on one warpgroup's values, whose
+    result is that warpgroup's too: `taint`)."""
+    owned = [v for v in op.operands if v in cx.owner_only]
+    if not owned:
+        return
+    if op.name == "scf.for":
+        # an initial value only its holder's ops read in the body stays its holder's
+        body = op.regions[0].blocks[0]
+        inits = list(op.operands)[3:]
+        cross(cx, [v for arg, v in zip(list(body.arguments)[1:], inits)
+                   if v in cx.owner_only and not _read_by(arg, body, cx.owner_only[v])])
+        return
+    if len({cx.owner_only[v] for v in owned}) == 1 and \
+            (_pure(op) or op.name in ("tile.store",)):
+        return
+    cross(cx, owned)
+
+
+def _read_by(arg: ir.Value, block: ir.Block, owner: int) -> bool:
+    """Whether only ops of warpgroup `owner` read `arg` in `block`."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    readers = [_in_block(effects.user(u), block) for u in arg.uses]
+    return all(r is not None and OWNER_ATTR in r.attributes and _owner(r) == owner
+               for r in readers)
+
+
+def _settle_carried(cx: LoweringContext, block: ir.Block) -> None:
+    """At the end of a loop's body: a value it carries that one warpgroup holds alone
+    crosses to both where an op of the other warpgroup (or of both) reads it in the
+    next trip (the pair loop's m, made by step 2i + 1's owner, read by step 2i's)."""
+    loop = block.owner
+    loop = loop.operation if hasattr(loop, "operation") else loop
+    if loop is None or loop.name != "scf.for":
+        return
+    yields = list(list(block.operations)[-1].operands)
+    cross(cx, [v for arg, v in zip(list(block.arguments)[1:], yields)
+               if v in cx.owner_only and not _read_by(arg, block, cx.owner_only[v])])
+    _share_row_sums(cx, loop, yields)
+
+
+def _share_row_sums(cx: LoweringContext, loop: ir.Operation, yields: list) -> None:
+    """The two owners' row sums of an alternating loop (its plan's `row_sums`: sum i
+    and its partner n + k, each held by one warpgroup and read only by it) carried in
+    the same registers: each warpgroup yields its own in both places, so the two
+    loop-carried values are equal in every thread and LLVM keeps one (with both, the
+    consumers of DeepSeek's launch hold 32 registers a thread more than they use)."""
+    if PLAN_ATTR not in loop.attributes or \
+            not isinstance(loop.attributes[PLAN_ATTR], ir.DictAttr) or \
+            "row_sums" not in ir.DictAttr(loop.attributes[PLAN_ATTR]):
+        return
+    sums = list(ir.DenseI64ArrayAttr(ir.DictAttr(loop.attributes[PLAN_ATTR])["row_sums"]))
+    n = len(yields) - len(sums)
+    for k, i in enumerate(sums):
+        a, b = yields[i], yields[n + k]
+        if a not in cx.owner_only or b not in cx.owner_only or \
+                cx.owner_only[a] == cx.owner_only[b] or \
+                len(list(a.uses)) != 1 or len(list(b.uses)) != 1:
+            continue
+        fa, fb = cx.get(a), cx.get(b)
+        if not isinstance(fa, Frag) or not isinstance(fb, Frag) or fa.lin != fb.lin:
+            continue
+        mine = is_owner(cx, cx.owner_only[a])
+        regs = [arith.select(mine, x, y) for x, y in zip(fa.regs, fb.regs)]
+        cx.values[a] = Frag(fa.lin, fa.elem, regs)
+        cx.values[b] = Frag(fb.lin, fb.elem, list(regs))
+
+
+def cross(cx: LoweringContext, values: list[ir.Value]) -> None:
+    """`values`, each held by one warpgroup alone, held by both: each holder's threads
+    write their registers to shared memory, both warpgroups read them back into the
+    same layouts (a replica's registers are its counterpart's); all of one exchange,
+    between one pair of barriers of both warpgroups (m and l of a step together)."""
+    from .rules.shape import _owner_only
+    values = list(dict.fromkeys(values))
+    if not values:
+        return
+    frags = []
+    for v in values:
+        got = cx.get(v)
+        if not isinstance(got, Frag):
+            raise TileIRError("alternate_owners=True: a scalar one warpgroup computes alone "
+                              "is read by the other (only tiles cross between the owners)",
+                              ir.Location.current)
+        frags.append(got)
+    tiles, offset = [], 0
+    for f in frags:
+        eb = max(1, _bits(f.elem) // 8)
+        shape = f.lin.shape
+        layout = Shared(choose_swizzle(shape[-1] * eb), tuple(reversed(range(len(shape)))))
+        tile = SmemTile(layout, shape, f.elem, 0)
+        tiles.append((tile, offset))
+        offset = (offset + tile.nbytes + 127) // 128 * 128
+    base = cx.scratch(offset, align=128)
+    cx.smem_barrier_before()                 # earlier readers of the scratch are done
+    for v, f, (tile, at) in zip(values, frags, tiles):
+        tile.base = base + at
+        with _owner_only(cx, cx.owner_only[v]):
+            store_frag(cx, f, tile)
+    cx.barrier()
+    for v, f, (tile, _) in zip(values, frags, tiles):
+        cx.values[v] = load_frag(cx, tile, f.lin)
+        del cx.owner_only[v]
+
+
+def _read_from_outside(run: list[ir.Operation]) -> list[ir.Value]:
+    """The values the ops of `run` (nested ones too) read that no op of it defines."""
+    inside: set = set()
+    for op in run:
+        for o in [op] + _nested(op):
+            inside.update(o.results)
+            for region in o.regions:
+                for block in region.blocks:
+                    inside.update(block.arguments)
+    out: list[ir.Value] = []
+    for op in run:
+        for o in [op] + _nested(op):
+            for v in o.operands:
+                if v not in inside and v not in out:
+                    out.append(v)
+    return out
+
+
+def _nested(op: ir.Operation) -> list[ir.Operation]:
+    out = []
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                out.append(inner.operation)
+                out.extend(_nested(inner.operation))
+    return out
+
+
+def _in_block(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
+    """The op of `block` that is or holds `op` (None: outside it)."""
+    while op is not None and op.block != block:
+        op = op.parent
+        op = op.operation if hasattr(op, "operation") else op
+        if op is not None and op.name in ("func.func", "gpu.func", "builtin.module"):
+            return None
+    return op
+
+
+def _owner(op: ir.Operation) -> int:
+    return ir.IntegerAttr(op.attributes[OWNER_ATTR]).value
 
 
 def rescales(run: list[ir.Operation], after: list[ir.Operation]) -> list[tuple]:
@@ -179,7 +403,7 @@ def schedule(ops: list[ir.Operation]) -> tuple[list, list, list] | None:
 
 
 def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op,
-              pairs: list[tuple] = ()) -> dict:
+              pairs: list[tuple] = (), owner: int = OWNER) -> dict:
     """Lowers `run` under `if warp < 4`; its values read outside it become the
     results of the if (undefined in the other warpgroup, `cx.owner_only`).  Each
     (broadcast, multiply, factor) of `pairs` is lowered at the end of the run too,
@@ -188,7 +412,7 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op,
     inside = set(run)
     escaping = [r for op in run for r in op.results
                 if any(_user(u) not in inside for u in r.uses)]
-    cond = is_owner(cx)
+    cond = is_owner(cx, owner)
     # the types of the escaping registers are known once lowered: lower into a first
     # if without results, then move its ops into the one that yields them
     probe = scf.IfOp(cond, [], has_else=True)
@@ -240,7 +464,7 @@ def lower_run(cx: LoweringContext, run: list[ir.Operation], lower_op,
             cx.values[v] = Frag(got.lin, got.elem, _unpacked(words, got.regs))
         else:
             cx.values[v] = next(it)
-        cx.owner_only.add(v)
+        cx.owner_only[v] = owner
     return early
 
 
@@ -290,12 +514,14 @@ def taint(cx: LoweringContext, op: ir.Operation) -> None:
                     continue
                 for i, v in enumerate(ops[-1].operands):
                     if v in cx.owner_only and i < len(op.results):
-                        cx.owner_only.add(op.results[i])
+                        cx.owner_only[op.results[i]] = cx.owner_only[v]
         return
     if op.name in ("tile.convert_layout", "tile.broadcast", "tile.reshape", "tile.permute"):
         return                      # (rules/shape.py: owner-written where they exchange)
-    if any(v in cx.owner_only for v in op.operands):
-        cx.owner_only.update(op.results)
+    owners = [cx.owner_only[v] for v in op.operands if v in cx.owner_only]
+    if owners:
+        for r in op.results:
+            cx.owner_only[r] = owners[0]
 
 
 def _pure(op: ir.Operation) -> bool:
@@ -354,7 +580,8 @@ def skewed(cx: LoweringContext, src: Frag, res) -> bool:
     """Whether a hand-off of `src` into layout `res` may leave the owner ahead: the
     consumer branch of two warpgroups, and the owner's own registers already the
     result's (the layouts differ only in the warps that hold replicas)."""
-    return cx.owner_skew and cx.role == "consumer" and cx.num_warps == 2 * OWNER_WARPS and \
+    return cx.owner_skew and not cx.alternating and cx.role == "consumer" and \
+        cx.num_warps == 2 * OWNER_WARPS and \
         src.lin.regs == res.regs and src.lin.lanes == res.lanes and \
         same_warps(src.lin.warps, res.warps)
 

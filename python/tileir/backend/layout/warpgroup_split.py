@@ -54,6 +54,11 @@ no exchange).  The owner's hand-offs are pairs of named barriers (empty, full), 
 runs up to a step ahead of the other warpgroup (docs/attention.md, "The warpgroup
 split").
 
+With the kernel option `alternate_owners` (`unroll_pairs`) a planned loop becomes a
+loop over pairs of steps, the first owned by warpgroup 0 and the second by warpgroup
+1, and a loop of the last step of an odd count; each owner keeps the row sums of its
+own steps (docs/attention.md, "Alternating owners").
+
     before:  %s = "tile.mma"(%q, %kt, %z)
              %p = arith.truncf %e
              %o = "tile.mma"(%p, %v, %acc)
@@ -80,8 +85,11 @@ REPLICAS_ATTR = "tile.split_replicas"   # the kernel option: both warpgroups run
 RESCALE_ATTR = "tile.early_rescale"     # the kernel option: O rescaled where alpha is
 MBARRIER_ATTR = "tile.mbarrier_handoffs"    # the kernel option: hand-offs on mbarriers
 SKEW_ATTR = "tile.skewed_handoffs"      # the kernel option (default True): the owner ahead
+ALTERNATE_ATTR = "tile.alternate_owners"    # the kernel option: owners 0, 1 by step parity
 SKIPPED_ATTR = "tile.warpgroup_split_skipped"   # on a loop left alone: the reason
 OWNER_ATTR = "tile.owner"
+OWNERS_KEY = "owners"                   # in a pair loop's plan: the owners in turn
+CROSS_ATTR = "tile.owner_handoff"       # results the other owner reads (alternation)
 HANDOFF_ATTR = "tile.handoff"
 OWNER = 0
 CONSUMER_WARPS = 8                      # two consumer warpgroups
@@ -136,6 +144,12 @@ def skewed_handoffs(func: ir.Operation) -> bool:
                                   or _flag(func, SKEW_ATTR))
 
 
+def alternate_owners(func: ir.Operation) -> bool:
+    """Whether the steps of a split loop alternate between two owners (the kernel
+    option `alternate_owners`, FlashMLA's alternation: `unroll_pairs`)."""
+    return owner_alone(func) and _flag(func, ALTERNATE_ATTR)
+
+
 def _flag(func: ir.Operation, name: str) -> bool:
     return name in func.attributes and ir.BoolAttr(func.attributes[name]).value
 
@@ -159,6 +173,9 @@ def split_warpgroups(module: ir.Module, chip: str) -> list[Plan | str]:
             plan = plan_loop(loop, chip, warps)
             if isinstance(plan, Plan):
                 mark(plan)
+                if alternate_owners(func):
+                    out.extend(unroll_pairs(plan, chip, warps))
+                    continue
             else:       # what the kernel asked for and did not get, and why (IR dumps)
                 loop.attributes[SKIPPED_ATTR] = ir.StringAttr.get(plan)
             out.append(plan)
@@ -241,6 +258,301 @@ def mark(plan: Plan) -> None:
         "score_bytes": ir.DenseI64ArrayAttr.get(list(plan.score_bytes)),
         "owned_results": ir.DenseI64ArrayAttr.get(plan.owned_results),
     })
+
+
+@dataclasses.dataclass
+class PairPlan:
+    """The loop of `unroll_pairs`: steps 2i (owner 0) and 2i + 1 (owner 1) a trip."""
+    loop: ir.Operation                  # over pairs of steps
+    copies: tuple[list, list]           # each step's ops, in order (nested ones too)
+    last: ir.Operation                  # the loop of the last step of an odd count
+    row_sums: list[int]                 # carried sums kept by each owner (both halves)
+    crossings: list[ir.Value]           # owned values the other owner reads in a trip
+    carried_owners: list[int]           # a carried value's owner at the back edge (-1)
+
+
+def unroll_pairs(plan: Plan, chip: str, num_warps: int) -> list[PairPlan]:
+    """Replaces the marked loop of `plan` by two for alternating owners: a loop over
+    pairs of steps, the first step of a pair owned by warpgroup 0 (the marks as
+    `mark` wrote them), the second by warpgroup 1 (`tile.owner = 1`, hand-off marks
+    as they were), then a loop of the last step when the trip count is odd (at most
+    one trip, owner 0's).  The owned layouts do not change (the other warpgroup holds
+    them as replicas), only whose test the gpu stage runs them under:
+
+        scf.for %j = %lb to %ub step %s  ->  %e = %lb + (ceildiv(%ub - %lb, %s) / 2) * 2 %s
+                                             scf.for %i = %lb to %e step 2 %s {
+                                               body(%i) {owner 0}; body(%i + %s) {owner 1} }
+                                             scf.for %j = %e to %ub step %s { body(%j) }
+
+    A carried row sum (`l = l * broadcast(alpha) + p`, owned: `_row_sums`) would cross
+    from one owner to the other twice a trip (MLA: the (64, 64) f32 sums by column,
+    16 KB).  One summed along its rows after the loop (`_summed_by_row`, MLA's) is
+    carried as (M, 1) row sums (`_by_rows`), which cross like m.  Any other: each owner
+    keeps the sum of its own steps, rescaled by every alpha
+    (its own and the other's, which it is handed anyway), and the two are added once
+    after the last step (the sum is linear in its terms):
+
+        l0 = l0 * a0 + p0 {owner 0}; l1 = l1 * a0 {owner 1}
+        l1 = l1 * a1 + p1 {owner 1}; l0 = l0 * a1 {owner 0}      ...  l = l0 + l1
+
+    (warpgroup 1's rescale by step 2i's alpha sits just before step 2i + 1's score
+    product, among its owned ops: one run in the gpu stage).  What then crosses between
+    the owners (`_crossings`): step 2i's m (and row sums by row) to step 2i + 1, each
+    step's alpha to the other owner's rescale of a sum kept apart (P and alpha also go
+    to both warpgroups, as in the split), and step 2i + 1's m, carried, to the next
+    pair's step 2i and to the last step: marked `tile.owner_handoff` (result numbers) on the op that makes each,
+    and on the loops the owner of each carried value at the back edge
+    (`carried_owners`, -1 for none) and the split sums (`row_sums`).  Returns the
+    pair plan."""
+    from mlir.dialects import arith, scf
+    loop = plan.loop
+    lb, ub, step = list(loop.operands)[:3]
+    inits = list(loop.operands)[3:]
+    n = len(inits)
+    rows = _summed_by_row(loop)
+    sums = [i for i in _row_sums(loop) if i not in rows]
+    with ir.InsertionPoint(loop), loop.location:
+        two = arith.ConstantOp(step.type, 2).result
+        trips = arith.ceildivsi(arith.subi(ub, lb), step)
+        step2 = arith.muli(step, two)
+        end = arith.addi(lb, arith.muli(arith.divsi(trips, two), step2))
+        for i, (red, shape) in rows.items():
+            inits[i] = _reduced_like(red, shape, inits[i])
+        zeros = [arith.ConstantOp(inits[i].type, ir.DenseElementsAttr.get_splat(
+            inits[i].type, ir.FloatAttr.get(
+                ir.RankedTensorType(inits[i].type).element_type, 0.0))).result
+            for i in sums]
+        pairs = scf.ForOp(lb, end, step2, inits + zeros)
+    with ir.InsertionPoint(pairs.body), loop.location:
+        args = list(pairs.inner_iter_args)
+        iv = pairs.induction_variable
+        second = arith.addi(iv, step)
+        ops_a, ya = _inline_step(loop, iv, args[:n])
+        for i in rows:
+            ya[i] = _by_rows(ops_a, args[i])
+        # owner 1's sums, rescaled by step 2i's alpha before its step adds to them
+        carried_b = list(ya)
+        moved = []
+        for k, i in enumerate(sums):
+            carried_b[i], made = _rescale_like(ops_a, args[i], args[n + k], 1)
+            moved += made
+        ops_b, yb = _inline_step(loop, second, carried_b)
+        _mark_owner(ops_b, 1)
+        for i in rows:
+            yb[i] = _by_rows(ops_b, carried_b[i])
+        # (among step 2i + 1's owned ops: one run of warpgroup 1's in the gpu stage)
+        first_owned = next(op for op in ops_b if OWNER_ATTR in op.attributes)
+        for op in moved:
+            op.move_before(first_owned)
+        # owner 0's sums, rescaled by step 2i + 1's alpha
+        yields = list(yb) + [yb[i] for i in sums]
+        for i in sums:
+            yields[i], _ = _rescale_like(ops_b, carried_b[i], ya[i], 0)
+        scf.YieldOp(yields)
+    # the last step of an odd count: a loop of at most one trip from where the pairs
+    # end, owner 0's step; the sums stay apart (warpgroup 1's rescaled by its alpha)
+    # and are added after it, once the ring is gone (16 KB a sum cross the warpgroups)
+    with ir.InsertionPoint(loop), loop.location:
+        last = scf.ForOp(end, ub, step, list(pairs.results))
+    with ir.InsertionPoint(last.body), loop.location:
+        args = list(last.inner_iter_args)
+        ops_r, yr = _inline_step(loop, last.induction_variable, args[:n])
+        for i in rows:
+            yr[i] = _by_rows(ops_r, args[i])
+        yields = list(yr)
+        for k, i in enumerate(sums):
+            yields.append(_rescale_like(ops_r, args[i], args[n + k], 1)[0])
+        scf.YieldOp(yields)
+    results = list(last.results)
+    with ir.InsertionPoint(loop), loop.location:
+        for k, i in enumerate(sums):
+            results[i] = arith.addf(results[i], results[n + k])
+    for i, (red, shape) in rows.items():
+        shape.results[0].replace_all_uses_with(results[i])
+        shape.erase()
+        red.erase()
+    for i, (old, new) in enumerate(zip(loop.results, results[:n])):
+        if i not in rows:
+            old.replace_all_uses_with(new)
+    crossings, carried_owners = _crossings(pairs.operation)
+    # the plans: a step's (its bytes, its owned results), with the owners in turn
+    step_plan = {a.name: a.attr for a in ir.DictAttr(loop.attributes[PLAN_ATTR])}
+    sums_attr = ir.DenseI64ArrayAttr.get(sums)
+    last.operation.attributes[PLAN_ATTR] = ir.DictAttr.get({
+        **step_plan, "row_sums": sums_attr,
+        "carried_owners": ir.DenseI64ArrayAttr.get(_crossings(last.operation)[1])})
+    del step_plan["owner"]
+    pairs.operation.attributes[PLAN_ATTR] = ir.DictAttr.get({
+        **step_plan, OWNERS_KEY: ir.DenseI64ArrayAttr.get([OWNER, 1 - OWNER]),
+        "row_sums": sums_attr, "carried_owners": ir.DenseI64ArrayAttr.get(carried_owners)})
+    loop.erase()
+    return [PairPlan(pairs.operation, (ops_a, ops_b), last.operation, sums, crossings,
+                     carried_owners)]
+
+
+def _summed_by_row(loop: ir.Operation) -> dict[int, tuple]:
+    """The row sums of `loop` (`_row_sums`) that are only summed along their rows after
+    it (`tile.reduce` sum over the last axis, then a reshape to (M, 1): MLA's `l`, kept
+    by column): {carried number: (that reduce, that reshape)}.  The alternation carries
+    them as (M, 1) row sums (`_by_rows`), which cross between the owners like m."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    out = {}
+    for i in _row_sums(loop):
+        users = [effects.user(u) for u in loop.results[i].uses]
+        if len(users) != 1 or users[0].name != "tile.reduce" or \
+                ir.StringAttr(users[0].attributes["kind"]).value != "sum":
+            continue
+        red = users[0]
+        t = ir.RankedTensorType(loop.results[i].type)
+        if ir.IntegerAttr(red.attributes["axis"]).value != t.rank - 1:
+            continue
+        shapes = [effects.user(u) for u in red.results[0].uses]
+        if len(shapes) != 1 or shapes[0].name != "tile.reshape" or \
+                list(ir.RankedTensorType(shapes[0].results[0].type).shape) != \
+                list(t.shape[:-1]) + [1]:
+            continue
+        out[i] = (red, shapes[0])
+    return out
+
+
+def _reduced_like(red: ir.Operation, shape: ir.Operation, value: ir.Value) -> ir.Value:
+    """`value` summed along its rows by copies of `red` and `shape`, at the insertion
+    point."""
+    r = red.clone(ir.InsertionPoint.current)
+    r.operands[0] = value
+    s = shape.clone(ir.InsertionPoint.current)
+    s.operands[0] = r.results[0]
+    return s.results[0]
+
+
+def _by_rows(ops: list, carried: ir.Value) -> ir.Value:
+    """In a step's ops (`_inline_step`'s, given the (M, 1) `carried` for a row sum kept
+    by column), `x = carried * broadcast(a); y = x + p` rewritten as
+    `carried * a + sum(p, rows)` (the sum by the step's own row maxima's reduce and
+    reshape, cloned as a sum), with y's owner; returns the new sum.  Summed by rows a
+    step instead of once after the loop: the same terms, added in another order."""
+    from mlir.dialects import arith
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    mul = next(op for op in ops if op.name == "arith.mulf" and carried in list(op.operands))
+    side = 0 if mul.operands[0] == carried else 1
+    scale = effects.defining_op(mul.operands[1 - side])
+    add = next(effects.user(u) for u in mul.results[0].uses)
+    p = add.operands[1] if add.operands[0] == mul.results[0] else add.operands[0]
+    red = next(op for op in ops if op.name == "tile.reduce" and OWNER_ATTR in op.attributes
+               and ir.StringAttr(op.attributes["kind"]).value == "maxnum")
+    shape = next(effects.user(u) for u in red.results[0].uses)
+    owner = add.attributes[OWNER_ATTR]
+    with ir.InsertionPoint(add), add.location:
+        scaled = arith.mulf(carried, scale.operands[0])
+        r = red.clone(ir.InsertionPoint(add))
+        r.operands[0] = p
+        r.attributes["kind"] = ir.StringAttr.get("sum")
+        rs = shape.clone(ir.InsertionPoint(add))
+        rs.operands[0] = r.results[0]
+        new = arith.addf(scaled, rs.results[0])
+    for v in (scaled, new):
+        effects.defining_op(v).attributes[OWNER_ATTR] = owner
+    add.results[0].replace_all_uses_with(new)
+    add.erase()
+    mul.erase()
+    if not list(scale.results[0].uses):
+        scale.erase()
+    return new
+
+
+def _row_sums(loop: ir.Operation) -> list[int]:
+    """The carried values of `loop` (their numbers among its iteration arguments)
+    updated as an owned `x * broadcast(a) + p` whose only use of `x` is that multiply."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    body = loop.regions[0].blocks[0]
+    yields = list(list(body.operations)[-1].operands)
+    out = []
+    for i, (arg, y) in enumerate(zip(list(body.arguments)[1:], yields)):
+        users = [effects.user(u) for u in arg.uses]
+        if len(users) != 1 or users[0].name != "arith.mulf" or \
+                OWNER_ATTR not in users[0].attributes:
+            continue
+        mul = users[0]
+        scale = effects.defining_op(mul.operands[1] if mul.operands[0] == arg
+                                    else mul.operands[0])
+        add = effects.defining_op(y)
+        if scale is None or scale.name != "tile.broadcast" or add is None or \
+                add.name != "arith.addf" or OWNER_ATTR not in add.attributes or \
+                mul.results[0] not in list(add.operands) or \
+                len(list(mul.results[0].uses)) != 1:
+            continue
+        out.append(i)
+    return out
+
+
+def _rescale_like(ops: list, read: ir.Value, value: ir.Value,
+                  owner: int) -> tuple[ir.Value, list]:
+    """`value` times the broadcast scale the sum's multiply among `ops` (the one that
+    reads `read`) applies, by copies of that broadcast and multiply owned by `owner`,
+    at the insertion point: (the product, [the two ops])."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    mul = next(op for op in ops if op.name == "arith.mulf" and read in list(op.operands))
+    side = 0 if mul.operands[0] == read else 1
+    scale = effects.defining_op(mul.operands[1 - side])
+    b = scale.clone(ir.InsertionPoint.current)
+    m = mul.clone(ir.InsertionPoint.current)
+    m.operands[side] = value
+    m.operands[1 - side] = b.results[0]
+    _mark_owner([b, m], owner)
+    return m.results[0], [b, m]
+
+
+def _mark_owner(ops: list, owner: int) -> None:
+    i64 = ir.IntegerType.get_signless(64)
+    for op in ops:
+        if OWNER_ATTR in op.attributes:
+            op.attributes[OWNER_ATTR] = ir.IntegerAttr.get(i64, owner)
+
+
+def _crossings(loop: ir.Operation) -> tuple[list, list[int]]:
+    """(the owned values of `loop`'s body read by ops of the other owner, marked
+    `tile.owner_handoff` on their ops; the owner of each carried value at the back
+    edge, -1 where it is not owned)."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    inside = effects.ops_under(loop)
+    owner = {op: ir.IntegerAttr(op.attributes[OWNER_ATTR]).value
+             for op in inside if OWNER_ATTR in op.attributes}
+    crossings: list[ir.Value] = []
+    for op in inside:
+        if op not in owner:
+            continue
+        for v in op.operands:
+            d = effects.defining_op(v)
+            if d in owner and owner[d] != owner[op] and v not in crossings:
+                crossings.append(v)
+    by_op: dict[ir.Operation, list[int]] = {}
+    for v in crossings:
+        by_op.setdefault(effects.defining_op(v), []).append(ir.OpResult(v).result_number)
+    for op, numbers in by_op.items():
+        op.attributes[CROSS_ATTR] = ir.DenseI64ArrayAttr.get(sorted(numbers))
+    body = loop.regions[0].blocks[0]
+    carried = [owner.get(effects.defining_op(y), -1)
+               for y in list(body.operations)[-1].operands]
+    return crossings, carried
+
+
+def _inline_step(loop: ir.Operation, j: ir.Value, carried: list) -> tuple[list, list]:
+    """A copy of `loop`'s body at the insertion point, for step `j` with `carried` as
+    its iteration arguments: (the copy's ops, nested ones included, in walk order;
+    the values it yields)."""
+    from tileir.passes import effects       # (passes import the backend: not at load)
+    copy = loop.clone(ir.InsertionPoint.current)
+    body = copy.regions[0].blocks[0]
+    body.arguments[0].replace_all_uses_with(j)
+    for arg, v in zip(list(body.arguments)[1:], carried):
+        arg.replace_all_uses_with(v)
+    ops = [op.operation for op in body.operations]
+    yields = list(ops[-1].operands)
+    for op in ops[:-1]:
+        op.move_before(copy)
+    walked = [o for op in ops[:-1] for o in [op] + effects.ops_under(op)]
+    copy.erase()
+    return walked, yields
 
 
 def _owned(loop, body, scores, second, inside) -> tuple[set, list[ir.Operation]]:

@@ -108,6 +108,7 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, PrefetchL2
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
 from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, smem_tile_bytes
 
+from . import owner_pairs
 from .cluster_pairs import MULTICAST_ATTR
 from .copy_parts import PARTS_ATTR, asked as parts_asked, products_only
 from .persistent import flatten_tile_loop, specialize_tile_loop
@@ -227,8 +228,14 @@ class _Pipeliner:
             return ir.WalkResult.ADVANCE
 
         self.func.walk(visit)            # post-order: inner loops first
+        done: set = set()                # (an alternating owners' last step: with its pairs)
         for loop in loops:
-            self.loop(loop)
+            if loop not in done:
+                if owner_pairs.is_pair_loop(loop):
+                    done.add(owner_pairs.pipeline(self, loop, self.candidates(loop)))
+                    self.specialized = True
+                    continue
+                self.loop(loop)
 
     # -- candidates ------------------------------------------------------------------
     def async_capable(self, load: ir.Operation) -> bool:
@@ -254,16 +261,21 @@ class _Pipeliner:
         return array.arg_number not in self._written
 
     # -- the transformation -------------------------------------------------------------
-    def loop(self, loop: ir.Operation) -> None:
-        body = loop.regions[0].blocks[0]
+    def candidates(self, loop: ir.Operation) -> list[_Load]:
+        """The loads of `loop`'s body a ring can take, in body order."""
         loads = []
-        for op in body.operations:
+        for op in loop.regions[0].blocks[0].operations:
             op = op.operation
             if op.name == "tile.load" and self.async_capable(op):
                 sl = self.index_slice(loop, list(op.operands)[1:])
                 if sl is not None:
                     loads.append(_Load(op, op.operands[0], list(op.operands)[1:], sl,
                                        MULTICAST_ATTR in op.attributes))
+        return loads
+
+    def loop(self, loop: ir.Operation) -> None:
+        body = loop.regions[0].blocks[0]
+        loads = self.candidates(loop)
         if not loads:
             # no copies to shared memory: loads into registers one iteration ahead
             warps = ir.IntegerAttr(self.func.attributes["tile.num_warps"]).value \

@@ -169,6 +169,13 @@ class _Desc:
         # 14 bits of address: in a cluster launch a block's shared addresses carry its
         # rank above bit 17, which would otherwise spill into the leading offset
         addr = arith.andi(arith.shrui(cx.smem_addr(base), cx.const(4)), cx.const(0x3FFF))
+        if cx.alternating and cx.loop_depth > 0:
+            # alternating owners' loops issue two score chains a trip: LLVM hoisted the
+            # descriptors of a loop-invariant tile (Q) out of the loop, 36 64-bit values
+            # live across it, and the consumers spilled them; through a volatile move
+            # they are made where the chain is issued (owner_runs.py)
+            addr = llvm.inline_asm(I32(), [addr], "mov.b32 $0, $1;", "=r,r",
+                                   has_side_effects=True)
         self.const = const        # the fields but the address (a 64-bit pattern)
         self.narrow = narrow
         self.desc0 = arith.ori(arith.extui(I64(), addr), cx.const(_signed64(const), I64()))

@@ -63,10 +63,11 @@ def lower_op(cx: LoweringContext, op: ir.Operation) -> None:
     if fn is None:
         raise TileIRError(f"no GPU lowering for '{name}'", op.location)
     with op.location:
-        if cx.owner_only and not cx.owner_run and name in OWNER_STORES and \
-                any(v in cx.owner_only for v in op.operands):
+        owned = [cx.owner_only[v] for v in op.operands if v in cx.owner_only] \
+            if cx.owner_only and not cx.owner_run and name in OWNER_STORES else []
+        if owned:
             # an owner-only value stored: by the owner's threads (the others hold none)
-            with ir.InsertionPoint(scf.IfOp(owner_runs.is_owner(cx)).then_block):
+            with ir.InsertionPoint(scf.IfOp(owner_runs.is_owner(cx, owned[0])).then_block):
                 fn(cx, op.opview)
                 scf.YieldOp([])
             return

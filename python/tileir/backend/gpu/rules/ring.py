@@ -503,11 +503,22 @@ def _ring_wait(cx, op):
         cx.barrier()
 
 
+OPAQUE_SLOT_ATTR = "tile.opaque_slot"    # on a ring_view: its slot through a volatile move
+
+
 @rule("tile.ring_view")
 def _ring_view(cx, op):
     ring: Ring = cx.get(op.ring)
     lay, shape, elem = ring.tiles[op.buffer]
-    base = arith.addi(ring.slot_base(cx, cx.get(op.slot)), cx.const(ring.offsets[op.buffer]))
+    slot = cx.get(op.slot)
+    if OPAQUE_SLOT_ATTR in op.operation.attributes:
+        # a slot LLVM could fold to a constant (an alternating owners' step: slot g % 2
+        # of g = 2i or 2i + 1): read through a volatile move, so the addresses and wgmma
+        # descriptors made from it stay in the loop instead of being hoisted out of it,
+        # one set a slot, live across the loop (backend/pipeline/owner_pairs.py)
+        slot = llvm.inline_asm(I32(), [slot], "mov.b32 $0, $1;", "=r,r",
+                               has_side_effects=True)
+    base = arith.addi(ring.slot_base(cx, slot), cx.const(ring.offsets[op.buffer]))
     cx.values[op.result] = SmemTile(lay, shape, elem, base)
     if op.slot in ring.deferred:          # its wait was deferred to the products
         eb = max(1, _bits(elem) // 8)

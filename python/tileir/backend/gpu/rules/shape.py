@@ -33,7 +33,7 @@ def _broadcast(cx, op):
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
     r = L.restrict(res_lin, src.shape)
-    owned = op.source in cx.owner_only
+    owned = cx.owner_only.get(op.source)     # its warpgroup, or None
     moved = _owner_widened(cx, op.source, src.lin, r) or r.lanes != src.lin.lanes or \
         not same_warps(r.warps, src.lin.warps) or not set(r.regs) <= set(src.lin.regs)
     if moved:
@@ -47,14 +47,14 @@ def _broadcast(cx, op):
         c = tuple(v if v < s else 0 for v, s in zip(res_lin.reg_coord(i), src.shape))
         regs.append(src.regs[where[c]])
     cx.values[op.result] = Frag(res_lin, src.elem, regs)
-    _still_owned(cx, op, owned and not moved)
+    _still_owned(cx, op, None if moved else owned)
 
 
-def _still_owned(cx: LoweringContext, op, owned: bool) -> None:
+def _still_owned(cx: LoweringContext, op, owned: int | None) -> None:
     """A result computed in registers from one warpgroup's value is that warpgroup's
     too; one read back from an exchange its threads wrote is everyone's."""
-    if owned:
-        cx.owner_only.add(op.result)
+    if owned is not None:
+        cx.owner_only[op.result] = owned
 
 
 def _owner_widened(cx: LoweringContext, value: ir.Value, src: L.Linear,
@@ -81,7 +81,7 @@ def _reshape(cx, op):
         return
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
-    owned = op.source in cx.owner_only
+    owned = cx.owner_only.get(op.source)     # its warpgroup, or None
     if _squeeze(src.lin) == _squeeze(res_lin):          # only unit dims change: free
         cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
         _still_owned(cx, op, owned)
@@ -100,7 +100,7 @@ def _permute(cx, op):
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
     moved = lambda c: tuple(c[p] for p in perm)  # noqa: E731
-    owned = op.source in cx.owner_only
+    owned = cx.owner_only.get(op.source)     # its warpgroup, or None
     if (tuple(map(moved, src.lin.regs)), tuple(map(moved, src.lin.lanes)),
             tuple(map(moved, src.lin.warps))) == (res_lin.regs, res_lin.lanes, res_lin.warps):
         cx.values[op.result] = Frag(res_lin, src.elem, list(src.regs))
@@ -132,7 +132,7 @@ def _convert(cx, op):
         return
     src = cx.frag(op.source)
     res_lin = lin_of(op.result.type)
-    owned = op.source in cx.owner_only
+    owned = cx.owner_only.get(op.source)     # its warpgroup, or None
     if _is_splat(op.source):                      # one block-uniform value: free anywhere
         cx.values[op.result] = Frag(res_lin, src.elem, [src.regs[0]] * res_lin.num_regs)
         _still_owned(cx, op, owned)
@@ -177,17 +177,17 @@ def _is_splat(value: ir.Value) -> bool:
 
 
 def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear,
-                      owner_writes: bool = False) -> Frag:
+                      owner_writes: int | None = None) -> Frag:
     """A layout conversion through a scratch tile in shared memory, laid out row by
     row with the widest swizzle the rows allow: both sides move vectors (up to 16
     bytes), and the rows one warp touches at once fall on different banks.
-    `owner_writes`: only the owner warpgroup's threads write (owner_runs.py)."""
+    `owner_writes`: only that warpgroup's threads write (owner_runs.py)."""
     shape = res_lin.shape
     eb = max(1, _bits(src.elem) // 8)
     layout = Shared(choose_swizzle(shape[-1] * eb), tuple(reversed(range(len(shape)))))
     tile = SmemTile(layout, shape, src.elem, 0)
     tile.base = cx.scratch(tile.nbytes)
-    if owner_writes and skewed(cx, src, res_lin):
+    if owner_writes is not None and skewed(cx, src, res_lin):
         return skewed_handoff(cx, src, res_lin, lambda: store_frag(cx, src, tile),
                               lambda: load_frag(cx, tile, res_lin))
     cx.smem_barrier_before()                       # earlier readers of the scratch are done
@@ -198,13 +198,14 @@ def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear,
 
 
 @contextlib.contextmanager
-def _owner_only(cx: LoweringContext, on: bool):
-    """Code emitted inside runs in the owner warpgroup only when `on`."""
-    if not on:
+def _owner_only(cx: LoweringContext, on: int | None):
+    """Code emitted inside runs in warpgroup `on` only (owner_runs.py); in all
+    threads when None."""
+    if on is None:
         yield
         return
     from ..owner_runs import is_owner
-    branch = scf.IfOp(is_owner(cx))
+    branch = scf.IfOp(is_owner(cx, on))
     with ir.InsertionPoint(branch.then_block):
         yield
         scf.YieldOp([])
@@ -229,7 +230,7 @@ def _flat_index(cx: LoweringContext, lin: L.Linear, r: int, strides) -> ir.Value
 
 
 def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides,
-                  res_strides, owner_writes: bool = False) -> Frag:
+                  res_strides, owner_writes: int | None = None) -> Frag:
     """Writes `src` to shared memory at sum(coord * src_strides) and reads `res_lin`'s
     elements back at sum(coord * res_strides)."""
     n = 1
