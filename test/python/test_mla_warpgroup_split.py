@@ -501,9 +501,12 @@ def test_alternate_owners_ring_holds_one_step_a_slot():
 
 
 @pytest.mark.parametrize("tq, page, bn, splits, steps", [
-    (1, 64, 64, 1, (1, 2, 3)),      # the last step alone, a pair, a pair and the last
+    # in --full (3.5 s): the last step alone and 32-row steps with split-KV; the two
+    # pairs' case (the back edge, the last step after pairs) keeps the alternation's
+    # gpu stage in the fast tier, the interpreter cases below its semantics at each count
+    pytest.param(1, 64, 64, 1, (1, 2, 3), marks=pytest.mark.slow),  # last alone, pair(s)
     (2, 64, 64, 1, (4, 5)),         # two pairs (m across the back edge), and the last
-    (1, 32, 32, 2, (9, 6)),         # 32 rows a step, splits of 5 and 4, 3 and 3 steps
+    pytest.param(1, 32, 32, 2, (9, 6), marks=pytest.mark.slow),     # 32 rows, splits 5+4, 3+3
 ])
 def test_alternate_owners_run_in_the_simulator(tq, page, bn, splits, steps):
     # the whole alternation in the simulator against the float64 reference, odd and even
@@ -535,6 +538,9 @@ def _alternating_cubin():
     return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
 
 
+# in --full (4 s): the MLA family's SASS in the fast tier is
+# test_the_owner_alone_runs_the_scores_and_hands_p_over's
+@pytest.mark.slow
 def test_alternate_owners_sass_of_deepseeks_launch(tmp_path):
     # DeepSeek's launch: each step's score chain is
     # 36 HGMMA.64x64x16 issued together (the pairs' two steps and the last step's), each
@@ -574,6 +580,9 @@ def test_alternate_owners_refuse_what_the_pairs_ring_does_not_take():
         assert what in text and "for j in range(first, last):" in text, text
 
 
+# in --full (1 s): test_alternate_owners_run_in_the_simulator[2-64-64-1-steps1] keeps
+# the alternation's gpu stage in the fast tier
+@pytest.mark.slow
 def test_alternate_owners_at_pages_of_16_run_in_the_simulator():
     # 16 rows a step (the LLM engine's pages): the same alternation, 5 steps (two pairs
     # and the last)
