@@ -37,6 +37,8 @@ in both warpgroups:
 
 from __future__ import annotations
 
+import contextlib
+
 from mlir import ir
 from mlir.dialects import arith, llvm, scf, vector
 
@@ -64,6 +66,18 @@ def is_owner(cx: LoweringContext, owner: int = OWNER) -> ir.Value:
     if owner == OWNER:
         return arith.cmpi(arith.CmpIPredicate.ult, warp, cx.const(OWNER_WARPS))
     return arith.cmpi(arith.CmpIPredicate.uge, warp, cx.const(OWNER_WARPS))
+
+
+@contextlib.contextmanager
+def only_in(cx: LoweringContext, on: int | None):
+    """Code emitted inside runs in warpgroup `on` only; in all threads when None."""
+    if on is None:
+        yield
+        return
+    branch = scf.IfOp(is_owner(cx, on))
+    with ir.InsertionPoint(branch.then_block):
+        yield
+        scf.YieldOp([])
 
 
 def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
@@ -231,7 +245,6 @@ def cross(cx: LoweringContext, values: list[ir.Value]) -> None:
     write their registers to shared memory, both warpgroups read them back into the
     same layouts (a replica's registers are its counterpart's); all of one exchange,
     between one pair of barriers of both warpgroups (m and l of a step together)."""
-    from .rules.shape import _owner_only
     values = list(dict.fromkeys(values))
     if not values:
         return
@@ -255,7 +268,7 @@ def cross(cx: LoweringContext, values: list[ir.Value]) -> None:
     cx.smem_barrier_before()                 # earlier readers of the scratch are done
     for v, f, (tile, at) in zip(values, frags, tiles):
         tile.base = base + at
-        with _owner_only(cx, cx.owner_only[v]):
+        with only_in(cx, cx.owner_only[v]):
             store_frag(cx, f, tile)
     cx.barrier()
     for v, f, (tile, _) in zip(values, frags, tiles):

@@ -8,10 +8,8 @@ scratch buffer's offset.
 
 from __future__ import annotations
 
-import contextlib
-
 from mlir import ir
-from mlir.dialects import arith, memref, scf
+from mlir.dialects import arith, memref
 
 
 from tileir.dialect.layout import tile_layout
@@ -19,7 +17,7 @@ from tileir.dialect.layout import tile_layout
 from tileir.backend.layout import layouts as L
 from tileir.backend.layout.mma_layouts import Shared, choose_swizzle
 from ..context import Frag, LoweringContext, _bits, index, lin_of, same_warps
-from ..owner_runs import skewed, skewed_handoff
+from ..owner_runs import only_in, skewed, skewed_handoff
 from ..shared import SmemTile, load_frag, new_tile, staging_linear, store_frag, write_shared
 from .registry import rule
 
@@ -191,24 +189,10 @@ def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear,
         return skewed_handoff(cx, src, res_lin, lambda: store_frag(cx, src, tile),
                               lambda: load_frag(cx, tile, res_lin))
     cx.smem_barrier_before()                       # earlier readers of the scratch are done
-    with _owner_only(cx, owner_writes):
+    with only_in(cx, owner_writes):
         store_frag(cx, src, tile)
     cx.barrier()
     return load_frag(cx, tile, res_lin)
-
-
-@contextlib.contextmanager
-def _owner_only(cx: LoweringContext, on: int | None):
-    """Code emitted inside runs in warpgroup `on` only (owner_runs.py); in all
-    threads when None."""
-    if on is None:
-        yield
-        return
-    from ..owner_runs import is_owner
-    branch = scf.IfOp(is_owner(cx, on))
-    with ir.InsertionPoint(branch.then_block):
-        yield
-        scf.YieldOp([])
 
 
 def _row_major(shape) -> list[int]:
@@ -257,7 +241,7 @@ def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides
     if owner_writes and src_strides == res_strides and skewed(cx, src, res_lin):
         return skewed_handoff(cx, src, res_lin, write, read)
     cx.smem_barrier_before()            # earlier readers of the shared buffer are done
-    with _owner_only(cx, owner_writes):
+    with only_in(cx, owner_writes):
         write()
     cx.barrier()
     return read()
