@@ -116,6 +116,10 @@ def test_the_fast_tier_leaves_out_slow_tests_and_full_runs_them(project, capsys)
     assert tier.endswith(f"plain `tile-check`): {check.MEASURED['fast']}")
 
 
+# in --full (4.6 s, three tile-check runs): the tier expression without a GPU is
+# test_without_a_gpu_only_the_fast_tier_leaves_gpu_tests_out's, a run of the tiers
+# test_the_fast_tier_leaves_out_slow_tests_and_full_runs_them's
+@pytest.mark.slow
 def test_without_a_gpu_the_fast_tier_leaves_the_gpu_tests_out(project, capsys, monkeypatch):
     """They would each run to a skip; --full still counts them (as skipped where the
     project's conftest skips them), --gpu runs them."""
@@ -145,6 +149,8 @@ def test_workers_keep_the_counts_exact(project, capsys):
     assert two.strip().splitlines()[-1] == one.strip().splitlines()[-1]
 
 
+# in --full (1.5 s): test_the_fast_tier_leaves_out_slow_tests_and_full_runs_them runs the tiers
+@pytest.mark.slow
 def test_a_selection_of_only_slow_tests_is_no_failure(project, capsys):
     assert check.main(["--root", str(project), "--no-lit", "-j", "1", "-k", "long_sweep",
                        "test"]) == 0
@@ -239,6 +245,9 @@ def test_installed_bytecode_is_linked_where_the_runs_processes_look(tmp_path, li
     assert (mirror / f"mod.{tag}.pyc").stat().st_ino == installed.stat().st_ino
 
 
+# in --full (1.5 s): test_the_runs_processes_share_bytecode_in_its_temporary_folder keeps the
+# prefix's setting in the fast tier
+@pytest.mark.slow
 def test_a_run_leaves_no_bytecode_in_the_tree(project, capsys, monkeypatch):
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
@@ -247,8 +256,7 @@ def test_a_run_leaves_no_bytecode_in_the_tree(project, capsys, monkeypatch):
 
 
 # In --full (1.1 s): the clean run (0); the fast tier keeps the sanitizer's arguments and
-# a run through it by the SANITIZER_ERROR case, and a passing --gpu run by
-# test_without_a_gpu_the_fast_tier_leaves_the_gpu_tests_out
+# a --gpu run through it by the SANITIZER_ERROR case
 @pytest.mark.parametrize("exit_code, last", [pytest.param(0, "1 passed, 0 failed, 0 skipped",
                                                           marks=pytest.mark.slow),
                                              (check.SANITIZER_ERROR,
@@ -311,6 +319,9 @@ def test_first_only(n):
 '''
 
 
+# in --full (2 s, a pytest run): the fast tier's own selection shows the sweep marker at
+# work on every run
+@pytest.mark.slow
 def test_a_sweep_keeps_its_first_case_per_kept_value_in_the_fast_tier(tmp_path):
     """This directory's conftest.py decides the tiers of `sweep`-marked tests before
     `-m` deselects; `-k` does not change which cases are fast."""
