@@ -45,9 +45,10 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "153 s wall, 222 s of CPU, 2903 passed (435dc8c, 2026-11-29, the machine "
-            "shared with two other jobs)",
-    "full": "618 s wall, 3848 passed (5eb5a4a, 2026-11-29, CI on a clean clone)",
+    "fast": "91-120 s wall, 177-232 s of CPU, 2913 passed (ba63c03, 2026-11-29, three "
+            "clean runs, the machine otherwise idle; its speed varies: 143-178 s in "
+            "slower runs of nearly the same tree)",
+    "full": "590 s wall, 3897 passed (b5c98d3, 2026-11-29, CI on a clean clone)",
 }
 
 
