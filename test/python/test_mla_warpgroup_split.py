@@ -442,6 +442,32 @@ def test_alternate_owners_need_the_owner_alone():
             _deepseek(hints, stage="frontend")
 
 
+def _alternating_case(tq, page, bn, splits, steps):
+    """((q, kv, table, lens), the NaN-poisoned output, the launches) of an alternating
+    owners' MLA over one sequence a count of `steps` (the last step ragged, stale slots
+    past each sequence)."""
+    rng = np.random.default_rng()
+    lens = np.array([(s - 1) * bn + int(rng.integers(tq, bn + 1)) for s in steps])
+    batch = len(lens)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
+    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=ALTERNATE)
+    return (q, kv, table, lens), out, calls
+
+
+def _check_alternating(out, case):
+    """out against the float64 reference of `case`, no poison left."""
+    ref = mla.reference(*case, 0.3)
+    assert not np.isnan(out).any()
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+
+
+def _pair_loops(module):
+    """The loops the layout stage unrolled into owned pairs."""
+    return [op for op in _walk(module) if op.name == "scf.for" and ws.PLAN_ATTR in op.attributes
+            and ws.OWNERS_KEY in ir.DictAttr(op.attributes[ws.PLAN_ATTR])]
+
+
 @pytest.mark.parametrize("tq, page, bn, splits, steps", [
     (1, 64, 64, 1, (1, 2, 3)),      # the last step alone, a pair, a pair and the last
     (2, 64, 64, 1, (4, 5)),         # two pairs (m across the back edge), and the last
@@ -452,23 +478,15 @@ def test_alternate_owners_unrolled_loop_runs_like_the_loop(tq, page, bn, splits,
     # against the float64 reference: odd and even step counts, ragged lengths, stale
     # slots past each sequence, the output NaN-poisoned
     from tileir import interpreter
-    rng = np.random.default_rng()
-    lens = np.array([(s - 1) * bn + int(rng.integers(tq, bn + 1)) for s in steps])
-    batch = len(lens)
-    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
-    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=ALTERNATE)
+    case, out, calls = _alternating_case(tq, page, bn, splits, steps)
     kernel, grid, args = calls[0]
     module = kernel.compile(args, stage="layout", target="sm_90a").module
-    assert [op for op in _walk(module) if op.name == "scf.for" and
-            ws.PLAN_ATTR in op.attributes and ws.OWNERS_KEY in ir.DictAttr(op.attributes[ws.PLAN_ATTR])]
+    assert _pair_loops(module)
     # the kernel's arguments less its constants (HB, PAGE, BN, SPLIT: folded in)
     interpreter.run(module, kernel.name, grid, list(args)[:8])
     for k, g, a in calls[1:]:           # the split-KV combine
         mla.ct.launch(None, g, k, a)
-    ref = mla.reference(q, kv, table, lens, 0.3)
-    assert not np.isnan(out).any()
-    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+    _check_alternating(out, case)
 
 
 def test_alternate_owners_ring_holds_one_step_a_slot():
@@ -514,17 +532,10 @@ def test_alternate_owners_run_in_the_simulator(tq, page, bn, splits, steps):
     # the producer's one loop), each step's owned ops in a run of its owner's warpgroup
     # alone (owner_runs.lower_alternating), m, alpha and P crossing between them, the
     # carried m and row sums across the back edge
-    rng = np.random.default_rng()
-    lens = np.array([(s - 1) * bn + int(rng.integers(tq, bn + 1)) for s in steps])
-    batch = len(lens)
-    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
-    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=ALTERNATE)
+    case, out, calls = _alternating_case(tq, page, bn, splits, steps)
     for kernel, grid, args in calls:
         simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
-    ref = mla.reference(q, kv, table, lens, 0.3)
-    assert not np.isnan(out).any()
-    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+    _check_alternating(out, case)
 
 
 def _alternating_cubin():
@@ -586,16 +597,9 @@ def test_alternate_owners_refuse_what_the_pairs_ring_does_not_take():
 def test_alternate_owners_at_pages_of_16_run_in_the_simulator():
     # 16 rows a step (the LLM engine's pages): the same alternation, 5 steps (two pairs
     # and the last)
-    rng = np.random.default_rng()
-    lens = np.array([4 * 16 + int(rng.integers(1, 17))])
-    q, kv, table, lens = mla.random_case(rng, 1, 1, 64, 16, lens, np.float16)
-    out = np.full((1, 1, 64, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.3, out, 1, bn=16, hints=ALTERNATE)
+    case, out, calls = _alternating_case(1, 16, 16, 1, (5,))
     kernel, grid, args = calls[0]
     module = kernel.compile(args, stage="layout", target="sm_90a").module
-    assert [op for op in _walk(module) if op.name == "scf.for" and
-            ws.PLAN_ATTR in op.attributes and ws.OWNERS_KEY in ir.DictAttr(op.attributes[ws.PLAN_ATTR])]
+    assert _pair_loops(module)
     simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
-    ref = mla.reference(q, kv, table, lens, 0.3)
-    assert not np.isnan(out).any()
-    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+    _check_alternating(out, case)
