@@ -379,10 +379,10 @@ B1_ALTERNATIVES = (
     # RoPE and the K/V cache write in one launch (rope_write_slots), not two
     ("tileir_rope_slots_b1_tok_s", "RoPE and the cache write in one launch", "rope_slots",
      True, None),
-    # Llama's decode QKV with RoPE of q and k and the K/V cache write in its epilogue
-    # (gemv_qkv_rope), not the GEMV then rope and write_slots: two launches a layer fewer
-    ("tileir_qkv_rope_b1_tok_s", "RoPE and the cache write in the QKV GEMV", "qkv_rope",
-     True, "profile_qkv_rope_b1"),
+    # Llama's decode QKV as the GEMV, then rope and write_slots: two launches a layer
+    # more than the default (gemv_qkv_rope: RoPE and the K/V cache write in its epilogue)
+    ("tileir_no_qkv_rope_b1_tok_s", "RoPE and the cache write after the QKV GEMV",
+     "qkv_rope", False, "profile_no_qkv_rope_b1"),
     # the norms after O + residual and down + residual in those GEMVs' tail, not launched
     ("tileir_norm_tail_b1_tok_s", "norms after O and down in their tail, not launched",
      "gemv_norm_tail", True, "profile_norm_tail_b1"),

@@ -591,6 +591,21 @@ def test_alternate_owners_refuse_what_the_pairs_ring_does_not_take():
         assert what in text and "for j in range(first, last):" in text, text
 
 
+def test_rotated_products_are_not_built_with_the_split():
+    # rotated in a split loop, the products gave non-finite output on the H200
+    # (software_pipeline.split_not_rotated): a caller's rotation means the unsplit
+    # rotated loop, and a kernel that asks for both is refused at the user's loop
+    from tileir.errors import TileIRError
+    assert mla.default_hints(64, {"product_rotation": True}) == {}
+    assert mla.default_hints(64, {}) == mla.SPLIT_HINTS
+    with pytest.raises(TileIRError) as err:
+        _deepseek({**SPLIT, "product_rotation": True}, stage="pipeline")
+    text = str(err.value)
+    assert "product_rotation=True with warpgroup_split=True" in text and \
+        "for j in range(first, last):" in text, text
+    _deepseek({"product_rotation": True}, stage="pipeline")     # unsplit: rotated
+
+
 # in --full (1 s): test_alternate_owners_run_in_the_simulator[2-64-64-1-steps1] keeps
 # the alternation's gpu stage in the fast tier
 @pytest.mark.slow

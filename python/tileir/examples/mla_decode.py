@@ -53,18 +53,21 @@ DEFAULT_BN = 64            # latent rows a step, at most a page (see the module 
 # (pages of 16) not measured, so not taken.  With it, `early_rescale` (each warpgroup
 # rescales its half of O before P c: the owner between its exponentials) and
 # `fp_fusion` (FFMA in the softmax) gave 0.49 / 0.49 of the bound at 4k / 8k against
-# the split alone's 0.48 / 0.46 in one run (H200, 2026-11-29 09:30 UTC): their own GPU
-# tests passed, but the DeepSeek models have not run against transformers with them,
-# so they join SPLIT_HINTS only after that run (.device/run47.sh).
+# the split alone's 0.48 / 0.46 in one run (H200, 2026-11-29 09:30 UTC); the DeepSeek
+# models matched transformers with all three (test_gpu_llm, H200, 2026-11-29 13:50 UTC).
 SPLIT_ROWS = 32
-SPLIT_HINTS = {"warpgroup_split": True}
+SPLIT_HINTS = {"warpgroup_split": True, "early_rescale": True, "fp_fusion": True}
 
 
 def default_hints(rows: int, hints: dict | None = None) -> dict:
     """The hints a launch of `rows` latent rows a step takes unless its caller's
     `hints` say otherwise: SPLIT_HINTS at SPLIT_ROWS or more, none of them where
-    `hints` turn the split off (its companions are options of the split)."""
-    if rows < SPLIT_ROWS or not (hints or {}).get("warpgroup_split", True):
+    `hints` turn the split off (its companions are options of the split) or ask for
+    rotated products (`product_rotation`: not built with the split, so a caller's
+    rotation means the unsplit rotated loop)."""
+    hints = hints or {}
+    if rows < SPLIT_ROWS or not hints.get("warpgroup_split", True) or \
+            hints.get("product_rotation"):
         return {}
     return dict(SPLIT_HINTS)
 

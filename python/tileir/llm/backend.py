@@ -192,11 +192,12 @@ class Backend:
         # with decode_gemv, Llama's decode QKV (`linear_rope_write_slots`) on
         # `gemv.gemv_qkv_rope`: the GEMV's blocks own rotary pairs of one head, rotate q
         # and k in its epilogue and write k and v into the cache at their slots, so a
-        # layer's `rope` and `write_slots` launches (100 us of a Llama-3-8B batch-1 step
-        # on the H200, 2026-11-29, beside ~2 us of launch gap each) go; the same bits as
-        # the three launches in the interpreter.  Off until measured on the GPU
-        # (`bench/llm.py --alternatives qkv_rope`, `bench/sweep_llm_decode.py 1 --gemv`).
-        self.qkv_rope = False
+        # layer's `rope` and `write_slots` launches go; the same bits as the three
+        # launches in the interpreter.  On: Llama-3-8B batch 1 on the H200 (2026-11-29
+        # 13:52 UTC, one run of `bench/llm.py --quick --no-compile`) 224.4 tok/s (0.85 of
+        # the bound) against 214.2 with the three launches; alone (`sweep_llm_decode.py 1
+        # --qkv-rope`, x copy over all launches) 0.718 against 0.666 (on 8 warps: 0.465)
+        self.qkv_rope = True
         self._part_dummies = {}
         # the GEMVs' split-K tickets, and paged decode attention's split-KV tickets (one
         # launch: the last split block of each sequence and KV head merges)

@@ -99,6 +99,7 @@ import dataclasses
 from mlir import ir
 from mlir.dialects import arith, scf
 
+from tileir.dialect import TileIRError
 from tileir.dialect.layout import tile_layout
 from tileir.dialect.tile import promotes_sums
 from tileir.dialect.verifier import kernel_functions
@@ -106,6 +107,7 @@ from tileir.dialect.ring import (IsProducerOp, MmaAsyncOp, MmaWaitOp, PrefetchL2
                                  RingAcquireOp, RingAllocOp, RingCommitOp, RingFreeOp, RingLoadOp,
                                  RingReleaseOp, RingViewOp, SetMaxRegistersOp, RingWaitOp)
 from tileir.backend.layout.budget import STAGE_CAP_ATTR
+from tileir.backend.layout.warpgroup_split import PLAN_ATTR
 from tileir.backend.layout.mma_layouts import DotOperand, Mma, Shared, smem_tile_bytes
 
 from . import owner_pairs
@@ -301,7 +303,7 @@ class _Pipeliner:
             chain = None
         # a loop of chained products gets its producer warpgroup, rotated or not
         chained = chain is not None and self.chains_specialize
-        if not self.rotate:
+        if not self.rotate or (chain is not None and self.split_not_rotated(loop)):
             chain = None
         # in parts: only where nothing but wgmma operands reads the tiles, not rotated
         # (the rotated product reads the previous slot through a view no wait covers),
@@ -613,6 +615,29 @@ class _Pipeliner:
         self.rematerialize(branch.operation, branch.else_block)
         self.func.attributes[PRODUCER_WARPS_ATTR] = ir.IntegerAttr.get(
             ir.IntegerType.get_signless(32), PRODUCER_WARPS)
+
+    def split_not_rotated(self, loop: ir.Operation) -> bool:
+        """Whether the loop, planned for the warpgroup split (tile-split-warpgroups'
+        plan on it), keeps its products unrotated; a kernel that asks for both
+        (`product_rotation=True` and `warpgroup_split=True`) is refused.
+
+        Why: rotated in a split loop, the scores' chain is issued with the rotated
+        `P c` between its products, so the owner cannot run it alone; both warpgroups
+        issue the scores, the owner alone the softmax.  That code is right in the
+        simulator, but on the H200 (2026-11-29, MLA decode at 128 heads, contexts of
+        700 and 2049, rows a step 64 and 32; .device/rot_diag.py) it wrote non-finite
+        values into 10-40 % of the output, with or without early_rescale and
+        fp_fusion, while either option alone was right: a hazard of the GPU's that the
+        simulator's in-order wgmmas do not show, not found yet."""
+        if PLAN_ATTR not in loop.attributes:
+            return False
+        if PRODUCT_ROTATION_ATTR in self.func.attributes:     # asked for (True)
+            raise TileIRError(
+                "product_rotation=True with warpgroup_split=True: rotated products are "
+                "not built for a loop the warpgroup split plans (on the H200 that code "
+                "gave non-finite results); compile with product_rotation=False or "
+                "warpgroup_split=False", loop.location)
+        return True
 
     def rematerialize(self, branch: ir.Operation, block: ir.Block) -> None:
         """Recomputes in `block` (the consumers' branch of the warp-specialized `branch`,
