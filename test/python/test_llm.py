@@ -12,6 +12,7 @@ pytest.importorskip("safetensors")
 
 from tileir.llm import LLM, ContextLengthError, ModelDirError, SamplingParams  # noqa: E402
 from tileir.llm import checkpoint, config, reference, rope  # noqa: E402
+from tileir.llm import engine as engine_module  # noqa: E402
 from tileir.llm.check import compare  # noqa: E402
 from tileir.llm.loader import Checkpoint  # noqa: E402
 
@@ -327,10 +328,12 @@ def test_deepseek_mla_on_the_mla_decode_kernel(tmp_path, prompts):
     assert res["tokens_agree"], res
 
 
-def test_continuous_batching_and_preemption(tmp_path):
+def test_continuous_batching_and_preemption(tmp_path, monkeypatch):
     """Four requests through two batch slots and a cache too small for all of them: new
     requests join as others finish, the newest is pre-empted and recomputed, and every
-    output is still the reference's greedy continuation."""
+    output is still the reference's greedy continuation (the greedy pick in two launches,
+    as over a real vocabulary: the tiny one in tiles of 32 logits)."""
+    monkeypatch.setattr(engine_module, "GREEDY_TILE", 32)
     d = _model(tmp_path, "llama")
     llm = LLM(d, dtype="float32", device="numpy", page_size=16, max_batch=2, num_pages=4)
     eng, rng = llm.engine, np.random.default_rng()

@@ -294,6 +294,16 @@ def test_argmax_and_sampling():
     out = np.full(b, -1, np.int32)
     ct.launch(None, (b,), K.argmax_rows, (logits, out, 128))
     np.testing.assert_array_equal(out, logits.argmax(axis=1))
+    # in two launches (the engine's greedy path over a row of several tiles), with a
+    # tie between two tiles (the first index wins, as np.argmax's) and a ragged last tile
+    logits[1, 40] = logits[1, 290] = logits[1].max() + 1
+    best = np.full((b, 3), np.nan, np.float32)
+    best_i = np.full((b, 3), -1, np.int32)
+    out = np.full(b, -1, np.int32)
+    ct.launch(None, (b, 3), K.argmax_tiles, (logits, best, best_i, 128))
+    ct.launch(None, (b,), K.argmax_merge, (best, best_i, out, 4))
+    np.testing.assert_array_equal(out, logits.argmax(axis=1))
+    assert out[1] == 40
     u = rng.uniform(size=(b, v)).astype(np.float32)
     temp = np.array([0.0, 1.0, 0.7, 1.3, 1.0, 0.5], np.float32)
     top_k = np.array([0, 0, 5, 0, 40, 1], np.int32)
@@ -375,6 +385,17 @@ def test_generated_sampling_in_the_simulator():
     simulate(K.sample_rows.compile(args, stage="gpu", target="sm_90a"), (b, 1, 1), args)
     assert out.tolist() == [_sample_ref(logits[i], u[i], temp[i], top_k[i], top_p[i])
                             for i in range(b)]
+    # greedy in two launches, bf16 logits as the LM head writes them, a ragged last tile
+    import ml_dtypes
+    lb = logits.astype(ml_dtypes.bfloat16)
+    best = np.full((b, 3), np.nan, np.float32)
+    best_i = np.full((b, 3), -1, np.int32)
+    out = np.full(b, -1, np.int32)
+    args = (lb, best, best_i, 256)
+    simulate(K.argmax_tiles.compile(args, stage="gpu", target="sm_90a"), (b, 3, 1), args)
+    args = (best, best_i, out, 4)
+    simulate(K.argmax_merge.compile(args, stage="gpu", target="sm_90a"), (b, 1, 1), args)
+    np.testing.assert_array_equal(out, lb.astype(np.float32).argmax(axis=1))
 
 
 @pytest.mark.parametrize("s,l,causal", [(13, 13, True), (3, 29, True), (1, 37, False)])

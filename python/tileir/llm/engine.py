@@ -110,6 +110,11 @@ class Progress:
                   end="\n" if self.done == self.total else "", file=sys.stderr, flush=True)
 
 
+# Logits a block of greedy sampling takes (`Engine._sample`): a row wider than this is
+# split over blocks, a tile each (kernels.argmax_tiles), and merged by a second launch
+GREEDY_TILE = 4096
+
+
 def default_page_size(cfg) -> int:
     """Slots a KV-cache page when none is asked for: 64, for both architectures.
     Llama's `paged_decode_attention` runs an online-softmax step a page, so a 64-slot
@@ -357,7 +362,15 @@ class Engine:
         b, v = logits.shape
         out = be.empty((b,), be.int32)
         if all(r.params.temperature == 0 for r in reqs):
-            be._launch((b,), K.argmax_rows, (logits, out, min(4096, 1 << (v - 1).bit_length())))
+            c = min(GREEDY_TILE, 1 << (v - 1).bit_length())
+            tiles = -(-v // c)
+            if tiles == 1:
+                be._launch((b,), K.argmax_rows, (logits, out, c))
+            else:           # a block a tile of the row, then a block a row (kernels.py)
+                best, best_i = be.empty((b, tiles), be.float32), be.empty((b, tiles), be.int32)
+                be._launch((b, tiles), K.argmax_tiles, (logits, best, best_i, c))
+                be._launch((b,), K.argmax_merge,
+                           (best, best_i, out, 1 << (tiles - 1).bit_length()))
         else:
             if be.torch is not None:
                 u = be.torch.rand((b, v), generator=self.gen, device="cuda")
