@@ -11,7 +11,8 @@ with q_lora 1536 / kv_lora 512, 128 heads; 4 layers, the first dense, 32 routed 
 of 2048, 8 per token, 8 groups of which 4 are kept, one shared expert).
 
 Cases, each in this run: batch-1 and batch-64 decode (128 new tokens after a 128-token
-prompt; tokens/s over the decode steps alone) and a 2048-token prefill (ms).
+prompt; tokens/s over the decode steps alone, the median of `--runs` timed runs, 3 by
+default, every run in the JSON) and a 2048-token prefill (ms).
 Candidates: tileir.llm (decode steps replayed as CUDA graphs when the paged attention
 kernels are installed), transformers eager, and transformers with a static cache and
 torch.compile (mode "reduce-overhead"), all on the same weights (tileir.llm reads
@@ -97,21 +98,41 @@ def weight_bytes(model) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def hf_generate_s(model, ids, new, **kw) -> float:
+# Timed runs of each decode figure (--runs): the table reports their median, the JSON
+# every run (`timed_runs_s`, by figure), so one slow or fast run does not decide a
+# ratio; tileir's and transformers' figures take the same count.
+TIMED_RUNS = 3
+RUNS: dict = {}          # figure key -> every timed run's seconds (filled by `median_s`)
+
+
+def median_s(key: str, times: list[float]) -> float:
+    RUNS[key] = times
+    return float(np.median(times))
+
+
+def runs_of(model: str) -> dict:
+    """Every timed run of the model's decode figures, seconds, by figure."""
+    return {k.split("/", 1)[1]: v for k, v in RUNS.items() if k.startswith(model + "/")}
+
+
+def hf_generate_s(model, ids, new, key, **kw) -> float:
     with torch.no_grad():
         mask = torch.ones_like(ids)
         for n in (1, new):              # warm-up / compile at both timed lengths (a static
             model.generate(ids, attention_mask=mask, do_sample=False,      # cache's size
                            max_new_tokens=n, min_new_tokens=n, **kw)       # is the length)
-        times = []
-        for n in (1, new):
-            sync()
-            t0 = time.perf_counter()
-            model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=n,
-                           min_new_tokens=n, **kw)
-            sync()
-            times.append(time.perf_counter() - t0)
-    return times[1] - times[0]                                       # the decode steps alone
+        runs = []
+        for _ in range(TIMED_RUNS):
+            times = []
+            for n in (1, new):
+                sync()
+                t0 = time.perf_counter()
+                model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=n,
+                               min_new_tokens=n, **kw)
+                sync()
+                times.append(time.perf_counter() - t0)
+            runs.append(times[1] - times[0])                         # the decode steps alone
+    return median_s(key, runs)
 
 
 def hf_prefill_ms(model, ids) -> float:
@@ -126,23 +147,26 @@ def hf_prefill_ms(model, ids) -> float:
     return (time.perf_counter() - t0) / 5 * 1e3
 
 
-def ours_decode_s(llm, prompts, new) -> float:
+def ours_decode_s(llm, prompts, new, key) -> float:
     eng = llm.engine
     # warm-up at the timed lengths: every kernel compiled and every decode graph captured
-    # (one a batch size and block-table width) before the timed run
+    # (one a batch size and block-table width) before the timed runs
     for p in prompts:
         eng.add_request(p, SamplingParams(max_new_tokens=new, ignore_eos=True))
     while eng.has_work():
         eng.step()
-    for p in prompts:
-        eng.add_request(p, SamplingParams(max_new_tokens=new, ignore_eos=True))
-    eng.step()                                          # prefill (not timed)
-    sync()
-    t0 = time.perf_counter()
-    while eng.has_work():
-        eng.step()
-    sync()
-    return time.perf_counter() - t0
+    runs = []
+    for _ in range(TIMED_RUNS):
+        for p in prompts:
+            eng.add_request(p, SamplingParams(max_new_tokens=new, ignore_eos=True))
+        eng.step()                                          # prefill (not timed)
+        sync()
+        t0 = time.perf_counter()
+        while eng.has_work():
+            eng.step()
+        sync()
+        runs.append(time.perf_counter() - t0)
+    return median_s(key, runs)
 
 
 def ours_prefill_ms(llm, prompt) -> float:
@@ -173,7 +197,8 @@ def bench_model(name, raw, args, copy_tbs):
         # transformers first, then tileir.llm on the same tensors
         for b in batches:
             ids = torch.tensor(prompts[b], device="cuda")
-            res[f"hf_eager_b{b}_tok_s"] = b * (new - 1) / hf_generate_s(model, ids, new)
+            res[f"hf_eager_b{b}_tok_s"] = b * (new - 1) / hf_generate_s(
+                model, ids, new, f"{name}/hf_eager_b{b}")
         res["hf_eager_prefill_ms"] = hf_prefill_ms(model, torch.tensor([long], device="cuda"))
         if not args.no_compile:
             try:
@@ -187,7 +212,8 @@ def bench_model(name, raw, args, copy_tbs):
                 for b in batches:
                     ids = torch.tensor(prompts[b], device="cuda")
                     res[f"hf_compile_b{b}_tok_s"] = b * (new - 1) / hf_generate_s(
-                        model, ids, new, cache_implementation="static")
+                        model, ids, new, f"{name}/hf_compile_b{b}",
+                        cache_implementation="static")
             except Exception as e:                      # report, keep the rest of the run
                 res["hf_compile_error"] = f"{type(e).__name__}: {e}"[:300]
         sd = dict(model.state_dict())
@@ -199,7 +225,8 @@ def bench_model(name, raw, args, copy_tbs):
             return res
         try:
             for b in batches:
-                res[f"tileir_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(llm, prompts[b], new)
+                res[f"tileir_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(
+                    llm, prompts[b], new, f"{name}/tileir_b{b}")
             res["tileir_cuda_graphs"] = bool(llm.engine.graphs)
             res["tileir_prefill_ms"] = ours_prefill_ms(llm, long)
             # the prompt's SwiGLU in one two-accumulator kernel (by default two GEMMs
@@ -218,7 +245,8 @@ def bench_model(name, raw, args, copy_tbs):
                 setattr(llm.backend, attr, value)
                 llm.engine.graphs.clear()
                 try:
-                    res[key] = (new - 1) / ours_decode_s(llm, prompts[1], new)
+                    res[key] = (new - 1) / ours_decode_s(llm, prompts[1], new,
+                                                         f"{name}/{key}")
                     if profile and args.profile:
                         res[profile] = profile_decode(llm, prompts[1], copy_tbs)
                 finally:
@@ -229,7 +257,8 @@ def bench_model(name, raw, args, copy_tbs):
                 llm.backend.fuse_norm = True
                 llm.engine.graphs.clear()
                 res["tileir_fuse_norm_b1_tok_s"] = ((new - 1)
-                                                    / ours_decode_s(llm, prompts[1], new))
+                                                    / ours_decode_s(llm, prompts[1], new,
+                                                                    f"{name}/fuse_norm_b1"))
                 res["tileir_fuse_norm_prefill_ms"] = ours_prefill_ms(llm, long)
         except Exception as e:                          # report, keep the rest of the run
             res["tileir_error"] = f"{type(e).__name__}: {e}"[:300]
@@ -526,7 +555,8 @@ def bench_tp_model(name, raw, fits_one, args, copy_tbs, shard, host_group):
 
         def decode_and_prefill(llm, key):
             for b in batches:
-                res[f"{key}_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(llm, prompts[b], new)
+                res[f"{key}_b{b}_tok_s"] = b * (new - 1) / ours_decode_s(
+                    llm, prompts[b], new, f"{name}/{key}_b{b}")
             res[f"{key}_prefill_ms"] = ours_prefill_ms(llm, long)
             res[f"{key}_cuda_graphs"] = bool(llm.engine.graphs)
 
@@ -555,7 +585,8 @@ def bench_tp_model(name, raw, fits_one, args, copy_tbs, shard, host_group):
             if res["tp_peer_all_reduce"]:     # batch 1 again with every all-reduce NCCL's
                 llm.model.shard.use_peer(False)
                 llm.engine.graphs.clear()
-                res["tp_nccl_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new)
+                res["tp_nccl_b1_tok_s"] = (new - 1) / ours_decode_s(llm, prompts[1], new,
+                                                                    f"{name}/tp_nccl_b1")
                 llm.model.shard.use_peer(True)
             res["tp_b1_vs_bound"] = res["tp_b1_tok_s"] / res["bound_tok_s"]
             for b in batches:
@@ -631,6 +662,7 @@ def main_tp(args):
         raw, fits_one = TP_MODELS[name]
         results.append(bench_tp_model(name, copy.deepcopy(raw), fits_one, args, copy_tbs,
                                       shard, host_group))
+        results[-1]["timed_runs_s"] = runs_of(name)
         if first:
             print(json.dumps(results[-1], indent=1), flush=True)
             with open(os.path.join(args.out, "llm_tp.json"), "w") as f:
@@ -650,6 +682,7 @@ def main_tp(args):
 
 
 def main():
+    global TIMED_RUNS
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results")
     ap.add_argument("--models", default=None,
@@ -668,11 +701,17 @@ def main():
     ap.add_argument("--no-tp1", action="store_true", help="with --tp: skip the TP=1 runs")
     ap.add_argument("--no-cuda-graphs", action="store_true",
                     help="with --tp: decode eagerly (the collectives outside any graph)")
+    ap.add_argument("--runs", type=int, default=TIMED_RUNS, metavar="N",
+                    help=f"timed runs of each decode figure; the median is reported, every "
+                         f"run is in the JSON (default {TIMED_RUNS})")
     ap.add_argument("--alternatives", default=None, metavar="ATTR,...",
                     help="time only these batch-1 alternatives, by Backend attribute (" +
                          ", ".join(a for _, _, a, _, _ in B1_ALTERNATIVES if a) +
                          "; default all, '' none)")
     args = ap.parse_args()
+    if args.runs < 1:
+        ap.error("--runs: at least 1")
+    TIMED_RUNS = args.runs
     if args.alternatives is not None:
         args.alternatives = [a for a in args.alternatives.split(",") if a]
         unknown = set(args.alternatives) - {a for _, _, a, _, _ in B1_ALTERNATIVES}
@@ -689,6 +728,7 @@ def main():
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     for name in args.models.split(","):
         results.append(bench_model(name, copy.deepcopy(MODELS[name]), args, copy_tbs))
+        results[-1]["timed_runs_s"] = runs_of(name)
         print(json.dumps(results[-1], indent=1), flush=True)
         with open(os.path.join(args.out, "llm.json"), "w") as f:     # after each model
             json.dump({"device": device, "date": stamp, "copy_tbs": copy_tbs,
