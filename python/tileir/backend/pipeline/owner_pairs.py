@@ -33,18 +33,17 @@ the ring can take in every step alike.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, scf
+from mlir.dialects import arith
 
 from tileir.dialect import TileIRError
 from tileir.dialect.layout import tile_layout
-from tileir.dialect.ring import (IsProducerOp, RingFreeOp, RingReleaseOp, RingViewOp,
-                                 RingWaitOp, SetMaxRegistersOp)
+from tileir.dialect.ring import RingFreeOp, RingReleaseOp, RingViewOp, RingWaitOp
 from tileir.backend.layout.mma_layouts import Shared
 from tileir.backend.layout.warpgroup_split import OWNERS_KEY, PLAN_ATTR
 
 from .product_rotation import issue_chains
 from .rings import (MAX_DEFAULT_STAGES, MAX_SMALL_GRID_STAGES, PRODUCER_WARPS,
-                    PRODUCER_WARPS_ATTR, register_shares)
+                    PRODUCER_WARPS_ATTR)
 
 _VIEW_OPS = frozenset({"tile.reshape", "tile.permute", "tile.extract_slice"})
 
@@ -97,23 +96,9 @@ def pipeline(pl, loop: ir.Operation, loads: list) -> ir.Operation:
     warps = pl.num_warps()
     with ir.InsertionPoint(loop), loc:
         ring = pl.ring_alloc(stages, steps[0])
-        branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
-    shuffle = warps >= 8          # registers move between warpgroups (loop_specialized)
-    with ir.InsertionPoint(branch.then_block), loc:
-        if shuffle:
-            SetMaxRegistersOp(register_shares(warps)[0], "dec")
-        producer = scf.ForOp(lb, ub, step, [])
-        with ir.InsertionPoint(producer.body):
-            g = arith.divui(arith.subi(producer.induction_variable, lb), step)
-            # step k's index: the first step of a pair reads the pair loop's counter
-            pl.issue(ring, steps[0], *pl.producer_slot(g, stages), c(1, 1),
-                     producer.induction_variable, loop)
-            scf.YieldOp([])
-        scf.YieldOp([])
-    with ir.InsertionPoint(branch.else_block), loc:
-        if shuffle:
-            SetMaxRegistersOp(register_shares(warps)[1], "inc")
-        done = scf.YieldOp([])
+    # the producer copies every step, the pairs' and the last, by the single step: step
+    # k's indices are the first step of a pair's at the pair loop's counter k
+    branch, done = pl.producer_branch(loop, ring, steps[0], stages, ub, warps, step=step)
     loop.move_before(done.operation)
     for op in after:
         op.move_before(done.operation)

@@ -574,33 +574,20 @@ class _Pipeliner:
         after = block_ops[block_ops.index(loop) + 1:-1]
         with ir.InsertionPoint(loop), loc:
             ring = self.ring_alloc(stages, loads, parts) if early is None else early[0]
-            branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
-        shuffle = warps >= 8          # registers move between warpgroups (see below)
-        with ir.InsertionPoint(branch.then_block), loc:
-            if shuffle:
-                SetMaxRegistersOp(register_shares(warps)[0], "dec")
-            start = lb
-            if early is not None:
-                # the first S - 1 rounds were acquired at the kernel's top, their early
-                # arrays' tiles issued there: the rest of their tiles, then the loop
-                # from round S - 1
-                for p in range(stages - 1):
-                    k = arith.addi(lb, arith.muli(c(p), step)) if p else lb
-                    pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
-                    self.issue_rest(ring, loads, early[1], c(p), pred, k, loop)
-                start = arith.addi(lb, arith.muli(c(stages - 1), step))
-            producer = scf.ForOp(start, ub, step, [])
-            with ir.InsertionPoint(producer.body):
-                it = arith.divui(arith.subi(producer.induction_variable, lb), step)
-                self.issue(ring, loads, *self.producer_slot(it, stages), c(1, 1),
-                           producer.induction_variable, loop)
-                scf.YieldOp([])
-            scf.YieldOp([])
-        with ir.InsertionPoint(branch.else_block), loc:
-            if shuffle:
-                # what the producer warpgroup gives back, shared by the consumers
-                SetMaxRegistersOp(register_shares(warps)[1], "inc")
-            done = scf.YieldOp([])
+
+        def rest_of_early_rounds():
+            # the first S - 1 rounds were acquired at the kernel's top, their early
+            # arrays' tiles issued there: the rest of their tiles, then the loop from
+            # round S - 1
+            for p in range(stages - 1):
+                k = arith.addi(lb, arith.muli(c(p), step)) if p else lb
+                pred = arith.cmpi(arith.CmpIPredicate.slt, k, ub)
+                self.issue_rest(ring, loads, early[1], c(p), pred, k, loop)
+            return arith.addi(lb, arith.muli(c(stages - 1), step))
+
+        branch, done = self.producer_branch(
+            loop, ring, loads, stages, ub, warps,
+            prelude=None if early is None else rest_of_early_rounds)
         loop.move_before(done.operation)
         if chain is not None:         # the products rotated (product_rotation.py)
             rotate(self, loop, chain, ring, loads, stages, issue=False)
@@ -638,6 +625,41 @@ class _Pipeliner:
                 "gave non-finite results); compile with product_rotation=False or "
                 "warpgroup_split=False", loop.location)
         return True
+
+    def producer_branch(self, loop: ir.Operation, ring, loads, stages: int, ub: ir.Value,
+                        warps: int, step: ir.Value | None = None, prelude=None) -> tuple:
+        """Before `loop`: `if is_producer` whose then-branch is the producer warpgroup
+        (its registers given back with `setmaxnreg.dec` where the block has two
+        consumer warpgroups or more; `prelude()`, if given, issues what comes before
+        the loop and returns the index it starts from; then a loop from there to `ub`
+        by `step` (`loop`'s unless given), acquiring each step's slot and issuing
+        `loads` with their indices at the producer's counter in place of `loop`'s)
+        and whose else-branch takes the registers (`setmaxnreg.inc`) and ends in a
+        yield, before which the caller moves the consumers' code.  Returns (the if,
+        that yield)."""
+        lb = loop.operands[0]
+        step = loop.operands[2] if step is None else step
+        c = self.const
+        with ir.InsertionPoint(loop), loop.location:
+            branch = scf.IfOp(IsProducerOp().result, [], has_else=True)
+        shuffle = warps >= 8          # registers move between warpgroups
+        with ir.InsertionPoint(branch.then_block), loop.location:
+            if shuffle:
+                SetMaxRegistersOp(register_shares(warps)[0], "dec")
+            start = prelude() if prelude is not None else lb
+            producer = scf.ForOp(start, ub, step, [])
+            with ir.InsertionPoint(producer.body):
+                it = arith.divui(arith.subi(producer.induction_variable, lb), step)
+                self.issue(ring, loads, *self.producer_slot(it, stages), c(1, 1),
+                           producer.induction_variable, loop)
+                scf.YieldOp([])
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block), loop.location:
+            if shuffle:
+                # what the producer warpgroup gives back, shared by the consumers
+                SetMaxRegistersOp(register_shares(warps)[1], "inc")
+            done = scf.YieldOp([])
+        return branch, done
 
     def rematerialize(self, branch: ir.Operation, block: ir.Block) -> None:
         """Recomputes in `block` (the consumers' branch of the warp-specialized `branch`,
