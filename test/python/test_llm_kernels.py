@@ -304,6 +304,10 @@ def test_argmax_and_sampling():
     ct.launch(None, (b,), K.argmax_merge, (best, best_i, out, 4))
     np.testing.assert_array_equal(out, logits.argmax(axis=1))
     assert out[1] == 40
+    logits[2] = np.nan                  # a NaN row: a token of the vocabulary, 0
+    ct.launch(None, (b, 3), K.argmax_tiles, (logits, best, best_i, 128))
+    ct.launch(None, (b,), K.argmax_merge, (best, best_i, out, 4))
+    assert out[2] == 0 and out[1] == 40
     u = rng.uniform(size=(b, v)).astype(np.float32)
     temp = np.array([0.0, 1.0, 0.7, 1.3, 1.0, 0.5], np.float32)
     top_k = np.array([0, 0, 5, 0, 40, 1], np.int32)

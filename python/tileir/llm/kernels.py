@@ -337,7 +337,8 @@ def argmax_merge(best, best_i, out, S: ct.Constant[int]):
     i = ct.load(best_i, index=(row, 0), shape=(1, S), padding_mode=ZERO)
     top = ct.max(m, axis=1, keepdims=True)
     first = ct.min(ct.where(m == top, i, 2147483647), axis=1)
-    ct.store(out, index=(row,), tile=first)
+    # no tile equal to the maximum (a NaN row): token 0, never an id past the vocabulary
+    ct.store(out, index=(row,), tile=ct.where(first == 2147483647, 0, first))
 
 
 @ct.function
