@@ -235,14 +235,22 @@ def _sms() -> int:
     return torch.cuda.get_device_properties(0).multi_processor_count
 
 
-def measure_decode(batch, ctx, copy_gbs, splits_list) -> dict:
+def measure_decode(batch, ctx, copy_gbs, splits_list, tables_early=False) -> dict:
+    """A row of the main table: the chosen splits, each of splits_list beside them, and
+    with tables_early the chosen splits reading the lengths and first page numbers
+    before the wait for the previous call (`paged_decode_attention(tables_early=True)`;
+    the graph replays calls back to back, so that wait is for the call before)."""
     kc, vc, table, q, out, seq, nbytes, counters = _decode_case(batch, ctx)
     chosen = dec.choose_splits(batch * HKV, table.shape[1], _sms(), page=PAGE, one_launch=True)
     row = {"kernel": "decode", "batch": batch, "ctx": ctx, "bytes": nbytes, "splits": chosen}
-    for s in [None] + [s for s in splits_list if s != chosen]:
+    cases = [("tileir", None, False)] + [(f"splits={s}", s, False)
+                                         for s in splits_list if s != chosen]
+    if tables_early:
+        cases.append(("tables early", None, True))
+    for key, s, early in cases:
         t = timed(lambda: dec.paged_decode_attention(q, kc, vc, table, seq, 0.088, out,
-                                                     num_splits=s, counters=counters))
-        key = "tileir" if s is None else f"splits={s}"
+                                                     num_splits=s, counters=counters,
+                                                     tables_early=early))
         row[key] = {mode: {"ms": ms, "GB/s": nbytes / ms / 1e6,
                            "x copy": nbytes / ms / 1e6 / copy_gbs} for mode, ms in t.items()}
     return row
@@ -533,17 +541,20 @@ def mla_phases() -> list[dict]:
 def table_text(rows, copy_gbs) -> str:
     out = [f"device copy: {copy_gbs:.0f} GB/s (read + written)",
            "| kernel | batch | context | splits | ms (graph) | GB/s | x copy | TFLOP/s "
-           "| x bound | ms (launch) | best other splits (graph x copy) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| x bound | ms (launch) | best other splits (graph x copy) "
+           "| tables early (graph x copy) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         g, lau = r["tileir"]["graph"], r["tileir"]["launch"]
         others = [(k, v["graph"]["x copy"]) for k, v in r.items() if k.startswith("splits=")]
         best = max(others, key=lambda kv: kv[1]) if others else None
         tf = f"{g['TFLOP/s']:.0f}" if "TFLOP/s" in g else "-"
         xb = f"{g['x bound']:.2f}" if "x bound" in g else "-"
+        early = f"{r['tables early']['graph']['x copy']:.2f}" if "tables early" in r else "-"
         out.append(f"| {r['kernel']} | {r['batch']} | {r['ctx']} | {r['splits']} | "
                    f"{g['ms']:.4f} | {g['GB/s']:.0f} | {g['x copy']:.2f} | {tf} | {xb} | "
-                   f"{lau['ms']:.4f} | {f'{best[0]}: {best[1]:.2f}' if best else '-'} |")
+                   f"{lau['ms']:.4f} | {f'{best[0]}: {best[1]:.2f}' if best else '-'} | "
+                   f"{early} |")
     return "\n".join(out)
 
 
@@ -576,10 +587,12 @@ def plot(rows, path, device):
 
 
 def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = False,
-        variants: bool = False, phases: bool = False, only_variants=()) -> list[dict]:
+        variants: bool = False, phases: bool = False, only_variants=(),
+        tables_early: bool = False) -> list[dict]:
     """Measures every shape (`only_mla`: MLA's; `variants`: and MLA's configurations,
     those whose name contains a word of `only_variants` if any; `phases`: and MLA's two
-    products alone); prints the tables; writes JSON and PNG into out_dir."""
+    products alone; `tables_early`: and each decode shape with `tables_early`); prints
+    the tables; writes JSON and PNG into out_dir."""
     device, errs = _start()
     bad = [k for k, e in errs.items() if not e < 2e-2]
     if bad:
@@ -588,7 +601,7 @@ def run(out_dir: str, quick: bool = False, splits_list=(), only_mla: bool = Fals
     rows = []
     shapes = [] if only_mla else DECODE[2:4] + DECODE[8:10] if quick else DECODE
     for batch, ctx in shapes:
-        rows.append(measure_decode(batch, ctx, copy_gbs, splits_list))
+        rows.append(measure_decode(batch, ctx, copy_gbs, splits_list, tables_early))
         print(json.dumps(rows[-1]), flush=True)
     for batch, ctx in MLA_SHAPES[:1] if quick else MLA_SHAPES:
         rows.append(measure_mla(batch, ctx, copy_gbs, splits_list))
@@ -612,6 +625,9 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="four decode shapes and one MLA shape")
     p.add_argument("--splits", default="", help="also time these num_splits (comma-separated)")
     p.add_argument("--only-mla", action="store_true", help="MLA decode's shapes only")
+    p.add_argument("--tables-early", action="store_true",
+                   help="also time each decode shape reading its lengths and first page "
+                        "numbers before the wait for the previous call (tables_early)")
     p.add_argument("--mla-variants", action="store_true",
                    help="also time MLA_VARIANTS (rows a step, stages, producer warpgroup)")
     p.add_argument("--short", action="store_true",
@@ -636,7 +652,7 @@ def main(argv=None) -> int:
         return 0
     splits = [int(s) for s in args.splits.split(",") if s]
     run(args.out, args.quick, splits, args.only_mla, args.mla_variants, args.mla_phases,
-        [w for w in args.mla_only.split(",") if w])
+        [w for w in args.mla_only.split(",") if w], args.tables_early)
     return 0
 
 

@@ -412,6 +412,10 @@ B1_ALTERNATIVES = (
     # more than the default (gemv_qkv_rope: RoPE and the K/V cache write in its epilogue)
     ("tileir_no_qkv_rope_b1_tok_s", "RoPE and the cache write after the QKV GEMV",
      "qkv_rope", False, "profile_no_qkv_rope_b1"),
+    # paged decode attention reading its lengths and first page numbers before its wait
+    # for the QKV GEMV (`tables_early`), not after it
+    ("tileir_decode_tables_early_b1_tok_s", "decode attention's tables read before its wait",
+     "decode_tables_early", True, None),
     # the norms after O + residual and down + residual in those GEMVs' tail, not launched
     ("tileir_norm_tail_b1_tok_s", "norms after O and down in their tail, not launched",
      "gemv_norm_tail", True, "profile_norm_tail_b1"),

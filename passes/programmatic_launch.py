@@ -6,7 +6,9 @@ Input/output:  pipeline-stage Tile IR -> the same, each sm_90a kernel's body ope
                `tile.grid_dependency launch_dependents` (stage `pipeline`, last; after
                the L2 prefetches and the early ring loads tile-pipeline-loops put at
                the top for the `l2_prefetch` and `early_loads` options, when only pure
-               ops and ring allocations and acquires precede them), the
+               ops and ring allocations and acquires precede them, and after the plain
+               loads of `early_loads` arrays at the body's top level, which it first
+               moves to the top with the pure ops of their indices), the
                kernel marked `tile.overlapped`; the launcher then launches it with
                programmatic stream serialization (meta `programmatic_launch`).
 Precondition:  verified IR.  Unchanged: modules for another target (`tile.target`

@@ -205,3 +205,59 @@ func.func @plain(%x: !tile.array<bf16, 2 : i64> {tile.aligned}, %w: !tile.array<
   "tile.store"(%c, %r, %c0, %c0) : (!tile.array<f32, 2 : i64>, tensor<64x64xf32, #acc>, i32, i32) -> ()
   return
 }
+
+// -----
+
+// Plain loads of `early_loads` arrays at the body's top level (paged decode attention's
+// sequence length, then the block table's page number it indexes: `tables_early`) move
+// to the top with the pure ops of their indices, before the wait, in body order; the
+// load of x (the previous kernel's output) stays after the wait, where it was before
+// them, and so does the load of x at the page; a relaxed load of lens (read afresh
+// where it stands) and a load inside a branch stay too.
+// CHECK-LABEL: func.func @tables
+// CHECK:       %[[B:.*]] = "tile.bid"() {axis = 0 : i64}
+// CHECK-NEXT:  %[[N:.*]] = "tile.load"(%arg0, %[[B]])
+// CHECK-NEXT:  %[[NE:.*]] = tensor.extract %[[N]]
+// CHECK-NEXT:  %[[L:.*]] = arith.subi %[[NE]]
+// CHECK-NEXT:  %[[J:.*]] = arith.divui %[[L]]
+// CHECK-NEXT:  %[[P:.*]] = "tile.load"(%arg1, %[[B]], %[[J]])
+// CHECK-NEXT:  "tile.grid_dependency"() {kind = "wait"} : () -> ()
+// CHECK-NEXT:  "tile.grid_dependency"() {kind = "launch_dependents"} : () -> ()
+// CHECK:       "tile.load"(%arg2, %[[B]],
+// CHECK-NEXT:  %[[PE:.*]] = tensor.extract %[[P]]
+// CHECK-NEXT:  "tile.load"(%arg2, %[[PE]],
+// CHECK-NEXT:  "tile.load"(%arg0, %[[B]]) {{{.*}}tile.memory_scope = "device"
+// CHECK:       scf.if
+// CHECK-NEXT:    "tile.load"(%arg1,
+// CHECK:       return
+func.func @tables(%lens: !tile.array<i32, 1 : i64>, %table: !tile.array<i32, 2 : i64>, %x: !tile.array<f32, 2 : i64>, %o: !tile.array<f32, 2 : i64>) attributes {tile.kernel, tile.arg_names = ["lens", "table", "x", "o"], tile.early_loads = ["table", "lens"], tile.num_warps = 4 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c64 = arith.constant 64 : i32
+  %ci0 = arith.constant 0 : index
+  %b = "tile.bid"() {axis = 0 : i64} : () -> i32
+  %xt = "tile.load"(%x, %b, %c0) {padding = "zero", tile_shape = array<i64: 1, 64>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x64xf32>
+  %nt = "tile.load"(%lens, %b) {padding = "undetermined", tile_shape = array<i64: 1>} : (!tile.array<i32, 1 : i64>, i32) -> tensor<1xi32>
+  %n = tensor.extract %nt[%ci0] : tensor<1xi32>
+  %last = arith.subi %n, %c1 : i32
+  %j = arith.divui %last, %c64 : i32
+  %pt = "tile.load"(%table, %b, %j) {padding = "undetermined", tile_shape = array<i64: 1, 1>} : (!tile.array<i32, 2 : i64>, i32, i32) -> tensor<1x1xi32>
+  %p = tensor.extract %pt[%ci0, %ci0] : tensor<1x1xi32>
+  %yt = "tile.load"(%x, %p, %c0) {padding = "zero", tile_shape = array<i64: 1, 64>} : (!tile.array<f32, 2 : i64>, i32, i32) -> tensor<1x64xf32>
+  %rt = "tile.load"(%lens, %b) {padding = "undetermined", tile_shape = array<i64: 1>, tile.memory_scope = "device"} : (!tile.array<i32, 1 : i64>, i32) -> tensor<1xi32>
+  %r = tensor.extract %rt[%ci0] : tensor<1xi32>
+  %big = arith.cmpi sgt, %r, %c64 : i32
+  %q = scf.if %big -> (i32) {
+    %qt = "tile.load"(%table, %b, %c0) {padding = "undetermined", tile_shape = array<i64: 1, 1>} : (!tile.array<i32, 2 : i64>, i32, i32) -> tensor<1x1xi32>
+    %qe = tensor.extract %qt[%ci0, %ci0] : tensor<1x1xi32>
+    scf.yield %qe : i32
+  } else {
+    scf.yield %c0 : i32
+  }
+  %qf = arith.sitofp %q : i32 to f32
+  %qs = tensor.splat %qf : tensor<1x64xf32>
+  %s0 = arith.addf %xt, %yt : tensor<1x64xf32>
+  %s = arith.addf %s0, %qs : tensor<1x64xf32>
+  "tile.store"(%o, %s, %b, %c0) : (!tile.array<f32, 2 : i64>, tensor<1x64xf32>, i32, i32) -> ()
+  return
+}

@@ -376,6 +376,56 @@ def test_the_ring_reads_the_block_table_ahead_and_q_is_converted_once():
     assert q_conv and all(line.startswith("    %") for line in q_conv), q_conv
 
 
+
+def _before_the_wait(ptx: str) -> str:
+    return ptx[:ptx.index("griddepcontrol.wait")]
+
+
+def test_tables_early_reads_the_length_and_first_pages_before_the_wait():
+    # tables_early (the caller's promise: the kernel before it does not write the block
+    # table or the lengths): the sequence length and the block table's page numbers of
+    # the ring's first slots are loaded before griddepcontrol.wait (programmatic.py
+    # hoist_early_loads); without it nothing global is read before the wait
+    b, hq, hkv, d, page = 1, 32, 8, 128, 64
+    q = np.zeros((b, 1, hq, d), ml_dtypes.bfloat16)
+    cache = np.zeros((66, page, hkv, d), ml_dtypes.bfloat16)
+    table, lens = np.zeros((b, 64), np.int32), np.full(b, 4096, np.int32)
+    for early in (False, True):
+        _, calls = dec.launches(q, cache, cache, table, lens, 0.088, num_splits=16,
+                                tables_early=early)
+        kernel, grid, args = calls[0]
+        ck = kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+        before = _before_the_wait(ck.artifacts["ptx"])
+        loads = before.count("ld.global")
+        if not early:
+            assert loads == 0, before[-2000:]
+            continue
+        assert ck.spills == (0, 0), ck.ptxas_report
+        # the length (one load), the pages of the ring's first two slots (K and V's
+        # index: one load each, LLVM merges the pair) and the last page's loop's
+        assert loads >= 3, before[-2000:]
+        assert "ld.global.v4" not in before and "cp.async.bulk" not in before, \
+            "a K/V or q load (the previous kernel's output) moved before the wait"
+
+
+@pytest.mark.parametrize("splits,page", [(1, 16), (3, 64)])
+def test_tables_early_runs_like_the_plain_decode_in_the_simulator(splits, page):
+    # the hoisted loads change no result: the simulator's run of both forms, a ragged
+    # case (the last pages part-filled), bit for bit
+    rng = np.random.default_rng()
+    q, kc, vc, table, lens = _decode_case(rng, 2, 1, 8, 2, 64, page, 5 * page + 5, np.float16)
+    outs = []
+    for early in (False, True):
+        out = np.full_like(q, np.nan)
+        out, calls = dec.launches(q, kc, vc, table, lens, 0.125, out, splits,
+                                  tables_early=early)
+        for kernel, grid, args in calls:
+            simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert _rel(outs[1], dec.gather_reference(q, kc, vc, table, lens, 0.125)) < 2e-3
+
+
 # -- MLA decode -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("batch,tq,heads,page,splits", [

@@ -110,16 +110,18 @@ def test_decode_matches_fp32_over_the_gathered_cache(b, hq, hkv, tq, page, split
     assert _err(out, ref) < 1e-2
 
 
-@pytest.mark.parametrize("page,tq,splits,one_launch,ps", [
-    (16, 1, None, True, 1),     # the engine's pages, the chooser's one-launch splits
-    (16, 1, None, False, 1),    # decode + combine
-    (64, 1, 16, True, 1),       # 16 splits: two merge steps
-    (16, 4, 8, True, 1),
-    (64, 2, 3, False, 1),
-    (16, 1, 4, True, 2),        # two pages a step
-    (16, 3, 1, True, 2),
+@pytest.mark.parametrize("page,tq,splits,one_launch,ps,early", [
+    (16, 1, None, True, 1, False),  # the engine's pages, the chooser's one-launch splits
+    (16, 1, None, False, 1, False),  # decode + combine
+    (64, 1, 16, True, 1, False),    # 16 splits: two merge steps
+    (16, 4, 8, True, 1, False),
+    (64, 2, 3, False, 1, False),
+    (16, 1, 4, True, 2, False),     # two pages a step
+    (16, 3, 1, True, 2, False),
+    (64, 1, None, True, 1, True),   # tables_early: the lengths and first pages read
+    (64, 1, 16, True, 1, True),     # before the wait (the engine's step inputs)
 ])
-def test_decode_replays_in_a_cuda_graph(page, tq, splits, one_launch, ps):
+def test_decode_replays_in_a_cuda_graph(page, tq, splits, one_launch, ps, early):
     # Llama-3-8B's heads, batch 3, short ragged contexts: the call captured once with
     # the caller's counters, replayed over fresh caches, queries and lengths (the
     # engine's decode steps); each replay right, the counters zero after it, and a
@@ -139,7 +141,7 @@ def test_decode_replays_in_a_cuda_graph(page, tq, splits, one_launch, ps):
     def call():
         dec.paged_decode_attention(q, kc, vc, table, seq, scale, out, num_splits=splits,
                                    one_launch=one_launch, counters=counters,
-                                   pages_per_step=ps)
+                                   pages_per_step=ps, tables_early=early)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):                      # compiles outside the capture

@@ -170,6 +170,14 @@ def decode(Q, K, V, TABLE, LENS, O, OP, LSE, COUNT, scale: float, TQ: ct.Constan
 
 
 decode_narrow = decode.replace_hints(num_warps=2)
+# `tables_early`: the sequence lengths and the block table among the `early_loads` (a
+# caller's promise that no kernel just before this one writes them, as the LLM engine's
+# step inputs, copied from the host before its first kernel): the length and the page
+# numbers of the ring's first slots are read before the wait for the previous kernel
+# (backend/pipeline/programmatic.py `hoist_early_loads`), not in a chain after it
+TABLES = ("TABLE", "LENS")
+decode_tables_early = decode.replace_hints(early_loads=TABLES)
+decode_narrow_tables_early = decode_narrow.replace_hints(early_loads=TABLES)
 
 
 @ct.function
@@ -374,7 +382,7 @@ def _counters(counters, b: int, hkv: int, like):
 
 
 def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_splits=None,
-             one_launch=True, counters=None, pages_per_step=1):
+             one_launch=True, counters=None, pages_per_step=1, tables_early=False):
     """The launches of one decode call: (out, [(kernel, grid, args), ...])."""
     _check(q, k_cache, block_table, seq_lens, "paged_decode_attention")
     if pages_per_step not in (1, 2):
@@ -398,7 +406,10 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
     # the caches as (pages, Hkv, PAGE, D) views: a page of one head is a 2-d tile
     kv = [c.permute(0, 2, 1, 3) if _is_torch(c) else c.transpose(0, 2, 1, 3)
           for c in (k_cache, v_cache)]
-    kernel = decode if page >= 32 else decode_narrow
+    if tables_early:
+        kernel = decode_tables_early if page >= 32 else decode_narrow_tables_early
+    else:
+        kernel = decode if page >= 32 else decode_narrow
     head = (q5, kv[0], kv[1], block_table, seq_lens, o5)
     tail = (float(scale), t, gp, page, d)
     if num_splits == 1:
@@ -427,7 +438,7 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, *,
                            num_splits=None, one_launch=True, counters=None,
-                           pages_per_step=1):
+                           pages_per_step=1, tables_early=False):
     """softmax(q k^T * scale) v over each sequence's pages, causal among its Tq new
     tokens; returns out (B, Tq, Hq, D) in q's dtype.
 
@@ -441,9 +452,13 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, ou
     that may run at once, on two streams, need a buffer each).  None: a fresh zeroed
     array per call.  pages_per_step: pages (1 or 2) of one online-softmax
     step where every row sees them whole (each page's own products, one max, one exp2
-    and one rescale for both: 32-key steps from the engine's pages of 16)."""
+    and one rescale for both: 32-key steps from the engine's pages of 16).
+    tables_early: the caller promises that the kernel just before this call in the
+    stream (one of tileir's, launched programmatically) does not write block_table or
+    seq_lens; the kernel then reads the length and its first pages' numbers before its
+    wait for that kernel (on sm_90a: `decode_tables_early`)."""
     out, calls = launches(q, k_cache, v_cache, block_table, seq_lens, scale, out, num_splits,
-                          one_launch, counters, pages_per_step)
+                          one_launch, counters, pages_per_step, tables_early)
     for kernel, grid, args in calls:
         ct.launch(None, grid, kernel, args)
     return out

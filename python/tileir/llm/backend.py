@@ -198,6 +198,12 @@ class Backend:
         # the bound) against 214.2 with the three launches; alone (`sweep_llm_decode.py 1
         # --qkv-rope`, x copy over all launches) 0.718 against 0.666 (on 8 warps: 0.465)
         self.qkv_rope = True
+        # paged decode attention with `tables_early` (decode_attention.py): its sequence
+        # lengths and block table are the step's inputs, copied from the host before the
+        # step's first kernel, so the kernel reads the length and its first pages'
+        # numbers before its wait for the QKV GEMV instead of in a chain after it.  Off
+        # until measured on the GPU (`bench/llm.py --alternatives decode_tables_early`)
+        self.decode_tables_early = False
         self._part_dummies = {}
         # the GEMVs' split-K tickets, and paged decode attention's split-KV tickets (one
         # launch: the last split block of each sequence and KV head merges)
@@ -620,7 +626,8 @@ class Backend:
             b, hq, d = q.shape
             self.paged_decode(q.reshape(b, 1, hq, d), k_cache, v_cache, block_table,
                               seq_lens_dev, scale, out=out.reshape(b, 1, hq, d),
-                              counters=self.decode_tickets.at_least(b * k_cache.shape[2]))
+                              counters=self.decode_tickets.at_least(b * k_cache.shape[2]),
+                              tables_early=self.decode_tables_early)
             return out
         pages, page, hkv, d = k_cache.shape
         kc, vc = k_cache.reshape(pages, page, hkv * d), v_cache.reshape(pages, page, hkv * d)

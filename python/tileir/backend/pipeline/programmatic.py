@@ -41,9 +41,10 @@ from mlir import ir
 from tileir.dialect import TileIRError
 from tileir.dialect.debug import GridDependencyOp
 from tileir.dialect.ring import PrefetchL2Op, RingAcquireOp, RingAllocOp, RingLoadOp
+from tileir.dialect.tile import SCOPE_ATTR
 from tileir.dialect.verifier import kernel_functions, module_chip
 
-from .pure_slices import first_writes
+from .pure_slices import first_writes, pure_slice
 
 # The kernel option (kernel.py): False keeps the kernel's launches strictly ordered.
 OPTION_ATTR = "tile.programmatic_launch"
@@ -66,6 +67,7 @@ def overlap_launches(module: ir.Module) -> None:
     for func in kernel_functions(module):
         if _turned_off(func) or _placed(func):
             continue
+        hoist_early_loads(func)
         with func.location, _wait_point(func):
             for kind in KINDS:
                 GridDependencyOp(kind)
@@ -76,6 +78,50 @@ def overlaps(func: ir.Operation) -> bool:
     """Whether this pass will open the kernel with its wait (on an sm_90 module): the
     option leaves it on and its author placed none of the ops."""
     return not _turned_off(func) and not _placed(func)
+
+
+def _early_read(op: ir.Operation, early: set[int]) -> bool:
+    """Whether op is a plain `tile.load` (not a relaxed or acquiring one, which must
+    read afresh where it stands) of an array the `early_loads` option names."""
+    if op.name != "tile.load" or SCOPE_ATTR in op.attributes:
+        return False
+    array = op.operands[0]
+    return isinstance(array.owner, ir.Block) and array.arg_number in early
+
+
+def hoist_early_loads(func: ir.Operation) -> None:
+    """Moves the plain loads of the kernel's `early_loads` arrays at the top level of
+    its body, with the pure ops that compute their indices (from the arguments, the
+    block indices and other such loads), to the top of the body, in body order, so
+    that they run before the wait `_wait_point` puts after them.
+
+    Paged decode attention reads its sequence's length, then the block table's page
+    numbers for the ring's first slots, then those pages: three memory latencies in a
+    chain after the wait.  With the length and the table among `early_loads` (arrays
+    the step's host copy wrote before any kernel), the first two are read while the
+    previous kernel still runs.  Loads inside loops and branches stay (their trips are
+    not known before the wait), and so does every load whose index needs anything
+    else: an argument the kernel writes is refused by `early_arrays` first."""
+    early = early_arrays(func)
+    if not early:
+        return
+    body = func.regions[0].blocks[0]
+    order = [op.operation for op in body.operations]
+    moved: list[ir.Operation] = []
+    for op in order:
+        if not _early_read(op, early):
+            continue
+        ops = pure_slice(func, list(op.operands),
+                         lambda v: isinstance(v.owner, ir.Block) and v.owner == body,
+                         before=op, reads=lambda o: _early_read(o, early))
+        if ops is None:
+            continue
+        moved.extend(o for o in ops + [op] if o not in moved)
+    if not moved:
+        return
+    anchor = next(op for op in order if op not in moved)
+    for op in sorted(moved, key=order.index):
+        op.move_before(anchor)
 
 
 def _wait_point(func: ir.Operation) -> ir.InsertionPoint:
@@ -89,7 +135,8 @@ def _wait_point(func: ir.Operation) -> ir.InsertionPoint:
         arrays the kernel's `early_loads` option names (software_pipeline.py
         `load_early`): real reads, safe only because no kernel before this one in
         the stream writes those arrays (the author's promise; `early_arrays` refuses
-        an array this kernel writes).
+        an array this kernel writes);
+      - plain loads of those arrays that `hoist_early_loads` moved to the top.
 
     The wait goes after the last prefetch or early load in the body's leading run of
     such ops and pure ones (indices, loop bounds): a ring load of any other array (the
@@ -112,6 +159,11 @@ def _wait_point(func: ir.Operation) -> ir.InsertionPoint:
             if not isinstance(array.owner, ir.Block) or array.arg_number not in early:
                 break
             last = i
+        elif op.name == "tile.load":
+            early = early_arrays(func) if early is None else early
+            if not _early_read(op, early):
+                break
+            last = i             # (hoist_early_loads put it here)
         elif op.regions or classify.of(op) != effects.Effect.PURE:
             break
     if last is None:
