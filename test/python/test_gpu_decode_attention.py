@@ -118,8 +118,10 @@ def test_decode_matches_fp32_over_the_gathered_cache(b, hq, hkv, tq, page, split
     (64, 2, 3, False, 1, False),
     (16, 1, 4, True, 2, False),     # two pages a step
     (16, 3, 1, True, 2, False),
-    (64, 1, None, True, 1, True),   # tables_early: the lengths and first pages read
-    (64, 1, 16, True, 1, True),     # before the wait (the engine's step inputs)
+    # tables_early: the lengths and first pages read before the wait (the engine's
+    # step inputs)
+    pytest.param(64, 1, None, True, 1, True, id="tables-early"),
+    pytest.param(64, 1, 16, True, 1, True, id="tables-early-16-splits"),
 ])
 def test_decode_replays_in_a_cuda_graph(page, tq, splits, one_launch, ps, early):
     # Llama-3-8B's heads, batch 3, short ragged contexts: the call captured once with
