@@ -246,9 +246,15 @@ def test_xdist_workers_rewrite_the_test_files_asserts_once_between_them(
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
     pyc("b").parent.mkdir(parents=True)
     pyc("b").write_bytes(b"")                     # gw0 got to test_b first
+    pyc("c").write_bytes(b"")                     # and to test_c (a test file imports it)
     done = share_rewriting(config)
-    assert [p.name for p in done] == ["test_c.py", "test_d.py", "test_a.py"]
-    assert not pyc("b").read_bytes()
+    assert [p.name for p in done] == ["test_d.py", "test_a.py"]
+    assert not pyc("b").read_bytes() and not pyc("c").read_bytes()
+    pyc("c").unlink()
+    pyc("a").unlink()
+    # gw1's share is test_c and test_d: test_c rewritten, test_d there, then test_a
+    # (past its share, up to test_b, which gw0 did)
+    assert [p.name for p in share_rewriting(config)] == ["test_c.py", "test_a.py"]
     co = rewrite._read_pyc(project / "test_c.py", pyc("c"), lambda *a: None)
     scope: dict = {}
     exec(co, scope)
