@@ -206,6 +206,67 @@ def test_the_runs_processes_share_bytecode_in_its_temporary_folder(tmp_path):
     assert mine == {"PYTHONPYCACHEPREFIX": "/elsewhere", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+class _RunConfig:
+    """This run's pytest config with other paths to collect (`args`), from `folder`."""
+
+    def __init__(self, config, folder: Path, args: list[str]):
+        self._config, self.args = config, args
+        self.invocation_params = type(config.invocation_params)(
+            args=tuple(args), plugins=None, dir=folder)
+
+    def __getattr__(self, name):
+        return getattr(self._config, name)
+
+
+def test_xdist_workers_rewrite_the_test_files_asserts_once_between_them(
+        tmp_path, monkeypatch, request):
+    """conftest.share_rewriting: worker gw1 of 2 rewrites from the middle of the file
+    list on, wrapping round, and stops at the first file whose rewritten bytecode is
+    there (another worker's); what it writes is what pytest loads (asserts rewritten)."""
+    from _pytest.assertion import rewrite
+    from conftest import share_rewriting
+    project = tmp_path / "tests"
+    project.mkdir()
+    for name in "abcd":
+        (project / f"test_{name}.py").write_text(
+            f"def test_{name}():\n    x = [1, 2]\n    assert x == [1, 3]\n")
+    (project / "helper.py").write_text("X = 1\n")        # not a test file
+    prefix = tmp_path / "bytecode"
+    monkeypatch.setattr(sys, "pycache_prefix", str(prefix))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    config = _RunConfig(request.config, tmp_path, ["tests"])
+
+    def pyc(name: str) -> Path:
+        fn = project / f"test_{name}.py"
+        return rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    assert share_rewriting(config) == []          # the first worker collects as ever
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    pyc("b").parent.mkdir(parents=True)
+    pyc("b").write_bytes(b"")                     # gw0 got to test_b first
+    pyc("c").write_bytes(b"")                     # and to test_c (a test file imports it)
+    done = share_rewriting(config)
+    assert [p.name for p in done] == ["test_d.py", "test_a.py"]
+    assert not pyc("b").read_bytes() and not pyc("c").read_bytes()
+    pyc("c").unlink()
+    pyc("a").unlink()
+    # gw1's share is test_c and test_d: test_c rewritten, test_d there, then test_a
+    # (past its share, up to test_b, which gw0 did)
+    assert [p.name for p in share_rewriting(config)] == ["test_c.py", "test_a.py"]
+    co = rewrite._read_pyc(project / "test_c.py", pyc("c"), lambda *a: None)
+    scope: dict = {}
+    exec(co, scope)
+    with pytest.raises(AssertionError) as info:
+        scope["test_c"]()
+    assert "[1, 2] == [1, 3]" in str(info.value)   # pytest's introspection: rewritten
+    assert share_rewriting(config) == []          # every file there: nothing to do
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    pyc("c").unlink()
+    assert share_rewriting(config) == []          # no bytecode written, none shared
+
+
 @pytest.mark.parametrize("links", ["hard", "symbolic"])
 def test_installed_bytecode_is_linked_where_the_runs_processes_look(tmp_path, links,
                                                                      monkeypatch):

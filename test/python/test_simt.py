@@ -1073,6 +1073,44 @@ def test_named_barriers_taken_in_turns_complete(rounds):
     assert named.check() is None
 
 
+def test_a_value_asked_to_be_uniform_is_the_active_threads_one_value(rng):
+    """rules.uniform (a loop's bounds, a wgmma descriptor): the value all active threads
+    hold; threads that differ, or none active, are an error naming the values."""
+    from tileir.sim.rules import uniform
+    x = rng.integers(-5, 5, 256)
+    mask = np.zeros(256, bool)
+    mask[rng.choice(256, 40, replace=False)] = True
+    x[mask] = 9
+    assert uniform(x, mask, "a bound") == 9 and type(uniform(x, mask, "a bound")) is int
+    x[np.nonzero(mask)[0][-1]] = -3                 # the last active thread differs
+    with pytest.raises(SimError, match=r"a bound differs between threads: \[-3  9\]"):
+        uniform(x, mask, "a bound")
+    with pytest.raises(SimError, match=r"a bound differs between threads: \[\]"):
+        uniform(x, np.zeros(256, bool), "a bound")
+
+
+def test_named_barrier_arrivals_are_recorded_per_warp_and_id_in_order(rng):
+    """`record` keeps, for each warp in order and each barrier id its active threads
+    reach in order, how many arrive: threads of one warp at different ids (a divergent
+    `bar.sync id`) are counted apart, inactive threads not at all."""
+    from tileir.sim.hardware import NamedBarriers
+    ids = rng.integers(0, 16, 256)
+    mask = rng.random(256) < 0.7
+    mask[64:96] = False                         # warp 2 does not take part
+    named = NamedBarriers()
+    named.record("sync", ids, 192, mask, _At("here"))
+    want = {}
+    for t in np.nonzero(mask)[0]:
+        key = (int(t) // 32, int(ids[t]))
+        want[key] = want.get(key, 0) + 1
+    got = [(w, bar, n) for w, events in named.events.items()
+           for kind, bar, count, n, at in events]
+    assert got == [(w, bar, n) for (w, bar), n in sorted(want.items())]
+    assert list(named.events) == sorted({w for w, _ in want}) and 2 not in named.events
+    assert all(e[0] == "sync" and e[2] == 192 and e[4].location == "here"
+               for events in named.events.values() for e in events)
+
+
 @pytest.mark.parametrize("change,error", [
     ({"start": False}, r"warp 0 waits at barrier 6 \(wait\) with 128 of its 256"),
     ({"end": False}, "barrier 6 is left with 128 of 256 arrivals"),

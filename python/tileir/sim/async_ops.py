@@ -10,7 +10,7 @@ import numpy as np
 from mlir import ir
 
 from . import hardware as hw
-from .rules import BLOCKED, OPS, SimError, attr_int, op, operands, uniform
+from .rules import BLOCKED, OPS, SimError, attr_int, op, operands, static, uniform
 
 
 # -- tensor cores, copies, barriers ---------------------------------------------------------
@@ -228,14 +228,9 @@ def _whole_warps(mask: np.ndarray, what: str) -> None:
 @op("nvvm.wgmma.mma_async")
 def _wgmma(sim, blk, o, mask):
     acc, desc_a, desc_b = operands(sim, blk, o)
-    shape = str(o.attributes["shape"])
-    m, n, k = (int(x) for x in re.findall(r"= (\d+)", shape))
-    ta = re.search(r"<(\w+)>", str(o.attributes["typeA"])).group(1)
-    tb = re.search(r"<(\w+)>", str(o.attributes["typeB"])).group(1)     # (e4m3 x e5m2)
-    a_kmajor = "row" in str(o.attributes["layoutA"])
-    b_kmajor = "col" in str(o.attributes["layoutB"])
+    n, k, ta, tb, a_kmajor, b_kmajor, zero = static(sim, o, _wgmma_static)
     out = np.stack([np.asarray(x, np.float32) for x in acc])      # (regs, threads)
-    if "zero" in str(o.attributes["scaleD"]):                     # D = A * B
+    if zero:                                                      # D = A * B
         out = np.zeros_like(out)
     for g, sel in _warpgroups(sim, mask):
         da = uniform(np.asarray(desc_a)[sel], np.ones(128, bool), "wgmma descriptor A")
@@ -244,6 +239,16 @@ def _wgmma(sim, blk, o, mask):
         B = hw.to_float(hw.read_operand(blk.shared, db, n, k, b_kmajor, tb), tb)   # n x k
         _accumulate(out, 128 * g, n, A @ B.T)
     return tuple(out[i] for i in range(out.shape[0]))
+
+
+def _wgmma_static(o) -> tuple:
+    """(n, k, A's and B's element types, whether A and B are K-major, whether D starts
+    at zero) of a wgmma.mma_async, read from its attributes once per op."""
+    m, n, k = (int(x) for x in re.findall(r"= (\d+)", str(o.attributes["shape"])))
+    ta = re.search(r"<(\w+)>", str(o.attributes["typeA"])).group(1)
+    tb = re.search(r"<(\w+)>", str(o.attributes["typeB"])).group(1)     # (e4m3 x e5m2)
+    return (n, k, ta, tb, "row" in str(o.attributes["layoutA"]),
+            "col" in str(o.attributes["layoutB"]), "zero" in str(o.attributes["scaleD"]))
 
 
 def _accumulate(out: np.ndarray, first: int, n: int, product: np.ndarray) -> None:

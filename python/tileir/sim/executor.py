@@ -134,8 +134,9 @@ class _Simulator:
         self.globals: dict[str, int] = {}      # constant globals' addresses (simulate)
         self.threads = meta["num_threads"]
         # arith.constant's value by (attribute, type): MLIR uniques both, so equal
-        # constants share one key, hashed without printing them; and by the op
-        self.constants: dict[tuple[ir.Attribute, ir.Type] | ir.Operation, Any] = {}
+        # constants share one key, hashed without printing them; and by the op; and
+        # llvm.mlir.undef's zeros by ("undef", type)
+        self.constants: dict[tuple | ir.Operation | int, Any] = {}
         # each block's ops as `run` needs them, read from the bindings once (not on
         # every trip of a loop: a K loop runs its body thousands of times per block,
         # nor on every simulation of the kernel: `_Parsed`)

@@ -279,12 +279,16 @@ class NamedBarriers:
 
     def record(self, kind: str, ids: np.ndarray, count: int, mask: np.ndarray,
                op) -> None:
+        # each (warp, id) of the active threads with its thread count, by warp and id
+        # (one np.unique over both, not one per warp: a block's warps in one pass)
         active = np.nonzero(mask)[0]
-        for w in np.unique(active // 32):
-            mine = active[active // 32 == w]
-            for bar in np.unique(ids[mine]):
-                n = int((ids[mine] == bar).sum())
-                self.events.setdefault(int(w), []).append((kind, int(bar), count, n, op))
+        bars = np.asarray(ids)[active].astype(np.int64)
+        low = int(bars.min()) if bars.size else 0
+        span = int(bars.max()) - low + 1 if bars.size else 1
+        keys, counts = np.unique((active // 32) * span + (bars - low), return_counts=True)
+        for key, n in zip(keys.tolist(), counts.tolist()):
+            w, bar = divmod(key, span)
+            self.events.setdefault(w, []).append((kind, bar + low, count, n, op))
 
     def check(self) -> str | None:
         """None when the recorded operations complete on the GPU; else what goes wrong."""

@@ -159,7 +159,13 @@ def _ptr_cast(sim, blk, o, mask):
 
 @op("llvm.mlir.undef", "llvm.mlir.poison")
 def _undef(sim, blk, o, mask):
-    return sim.full(0, o.results[0].type)
+    # zeros of the type, made once a simulation and shared as constants are (no rule
+    # writes into its operands): an accumulator's struct of 64 fields took ~60 us a trip
+    t = o.results[0].type
+    found = sim.constants.get(("undef", t))
+    if found is None:
+        found = sim.constants["undef", t] = sim.full(0, t)
+    return found
 
 
 @op("llvm.insertvalue")

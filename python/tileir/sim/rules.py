@@ -76,7 +76,13 @@ BLOCKED = object()      # what `run` yields: every thread it runs is waiting
 
 
 def uniform(x: np.ndarray, mask: np.ndarray, what: str) -> int:
-    vals = np.unique(np.asarray(x)[mask])
+    vals = np.asarray(x)[mask]
+    # one comparison with the first value where they agree (a sort, np.unique, costs
+    # ~4x as much and a loop's bounds are asked on every trip into it); np.unique,
+    # as ever, to decide and to name the values where they do not
+    if vals.size and (vals == vals[0]).all():
+        return int(vals[0])
+    vals = np.unique(vals)
     if len(vals) != 1:
         raise SimError(f"{what} differs between threads: {vals[:4]}")
     return int(vals[0])
