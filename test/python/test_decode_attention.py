@@ -381,26 +381,29 @@ def _before_the_wait(ptx: str) -> str:
     return ptx[:ptx.index("griddepcontrol.wait")]
 
 
+def _batch1_decode(tables_early: bool, stage: str):
+    """Llama-3-8B's batch-1 decode launch over a 4k context in pages of 64, 16 splits."""
+    b, hq, hkv, d, page = 1, 32, 8, 128, 64
+    q = np.zeros((b, 1, hq, d), ml_dtypes.bfloat16)
+    cache = np.zeros((66, page, hkv, d), ml_dtypes.bfloat16)
+    table, lens = np.zeros((b, 64), np.int32), np.full(b, 4096, np.int32)
+    _, calls = dec.launches(q, cache, cache, table, lens, 0.088, num_splits=16,
+                            tables_early=tables_early)
+    kernel, grid, args = calls[0]
+    return kernel.compile(args, stage=stage, target="sm_90a", grid=grid, sm_count=132)
+
+
 def test_tables_early_reads_the_length_and_first_pages_before_the_wait():
     # tables_early (the caller's promise: the kernel before it does not write the block
     # table or the lengths): the sequence length and the block table's page numbers of
     # the ring's first slots are loaded before griddepcontrol.wait (programmatic.py
     # hoist_early_loads); without it nothing global is read before the wait
-    b, hq, hkv, d, page = 1, 32, 8, 128, 64
-    q = np.zeros((b, 1, hq, d), ml_dtypes.bfloat16)
-    cache = np.zeros((66, page, hkv, d), ml_dtypes.bfloat16)
-    table, lens = np.zeros((b, 64), np.int32), np.full(b, 4096, np.int32)
     for early in (False, True):
-        _, calls = dec.launches(q, cache, cache, table, lens, 0.088, num_splits=16,
-                                tables_early=early)
-        kernel, grid, args = calls[0]
-        ck = kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
-        before = _before_the_wait(ck.artifacts["ptx"])
+        before = _before_the_wait(_batch1_decode(early, "ptx").artifacts["ptx"])
         loads = before.count("ld.global")
         if not early:
             assert loads == 0, before[-2000:]
             continue
-        assert ck.spills == (0, 0), ck.ptxas_report
         # the length (one load), the pages of the ring's first two slots (K and V's
         # index: one load each, LLVM merges the pair) and the last page's loop's
         assert loads >= 3, before[-2000:]
@@ -408,6 +411,17 @@ def test_tables_early_reads_the_length_and_first_pages_before_the_wait():
             "a K/V or q load (the previous kernel's output) moved before the wait"
 
 
+# in --full (ptxas, 2 s): the option's PTX in the fast tier above
+@pytest.mark.slow
+def test_tables_early_compiles_without_spills():
+    ck = _batch1_decode(True, "cubin")
+    assert ck.spills == (0, 0), ck.ptxas_report
+
+
+# in --full (the option's simulator proof, 2.2 s): its PTX in the fast tier
+# (test_tables_early_reads_the_length_and_first_pages_before_the_wait) and the family's
+# default in the simulator (test_the_last_block_to_finish_merges_whatever_the_order)
+@pytest.mark.slow
 @pytest.mark.parametrize("splits,page", [(1, 16), (3, 64)])
 def test_tables_early_runs_like_the_plain_decode_in_the_simulator(splits, page):
     # the hoisted loads change no result: the simulator's run of both forms, a ragged
