@@ -179,6 +179,29 @@ def test_cuda_graph_decode_matches_eager(tmp_path):
     assert runs[0] == runs[1]
 
 
+def test_tables_early_decode_gives_the_same_tokens(tmp_path):
+    """Backend.decode_tables_early: decode attention reads its lengths and first page
+    numbers before its wait for the QKV GEMV (paged_decode_attention(tables_early=True));
+    the step inputs it reads early are the engine's host copy, so the tokens of eager
+    steps and of the captured graphs are the plain kernel's, batch sizes 3 and 5."""
+    raw = copy.deepcopy(LLAMA3_8B_2L)
+    _needs(raw)
+    if _optional("tileir.examples.decode_attention", "paged_decode_attention") is None:
+        pytest.skip("needs the paged decode kernel (branch decode)")
+    raw.update(hidden_size=1024, intermediate_size=2048, num_attention_heads=8,
+               num_key_value_heads=2, vocab_size=4096)
+    _save_hf(raw, tmp_path, torch.bfloat16)
+    rng = np.random.default_rng()
+    prompts = [rng.integers(0, 4096, n).tolist() for n in (3, 17, 40, 2, 9)]
+    runs = []
+    for early, graphs in ((False, True), (True, False), (True, True)):
+        llm = LLM(str(tmp_path), dtype="bfloat16", max_model_len=256, cuda_graphs=graphs)
+        llm.backend.decode_tables_early = early
+        runs.append([o.token_ids for o in llm.generate(prompts[:3], max_new_tokens=12)] +
+                    [o.token_ids for o in llm.generate(prompts, max_new_tokens=12)])
+    assert runs[0] == runs[1] == runs[2]
+
+
 @pytest.mark.parametrize("graphs", [False, True])
 def test_norm_tail_decode_matches_the_norm_launches(tmp_path, graphs):
     """Llama-3-8B widths, two layers, one sequence at a time (the one-row GEMVs: O and
