@@ -612,10 +612,11 @@ class _Pipeliner:
         `P c` between its products, so the owner cannot run it alone; both warpgroups
         issue the scores, the owner alone the softmax.  That code is right in the
         simulator, but on the H200 (2026-11-29, MLA decode at 128 heads, contexts of
-        700 and 2049, rows a step 64 and 32; .device/rot_diag.py) it wrote non-finite
-        values into 10-40 % of the output, with or without early_rescale and
-        fp_fusion, while either option alone was right: a hazard of the GPU's that the
-        simulator's in-order wgmmas do not show, not found yet."""
+        700 and 2049, rows a step 64 and 32; bench/RESULTS.md, session 25) it wrote
+        non-finite values into 10-40 % of the output, with or without early_rescale
+        and fp_fusion, while the rotated loop unsplit and the split loop unrotated
+        were right: a hazard of the GPU's that the simulator's in-order wgmmas do not
+        show, not found yet."""
         if PLAN_ATTR not in loop.attributes:
             return False
         if PRODUCT_ROTATION_ATTR in self.func.attributes:     # asked for (True)
