@@ -571,6 +571,11 @@ def test_alternate_owners_sass_of_deepseeks_launch(tmp_path):
                     if re.search(r"\b(BAR|SYNCS|MUFU|BRA)\b", line)], "a group is cut"
 
 
+# in --full (ptxas, 4 s: the option's ptxas proof): the alternation's compiled code runs
+# in the simulator in the fast tier (test_alternate_owners_run_in_the_simulator
+# [2-64-64-1-steps1]) and the MLA family's SASS is
+# test_the_owner_alone_runs_the_scores_and_hands_p_over's
+@pytest.mark.slow
 def test_alternate_owners_do_not_spill_on_deepseeks_launch():
     # (1908 bytes of stores with the row sums kept by column in each owner, 520 with
     # them in one set of registers and the descriptors kept in the loop; none with the
