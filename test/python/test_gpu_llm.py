@@ -158,23 +158,35 @@ def test_fp32_greedy_matches_transformers(tmp_path, raw):
                     f"(top two {top[0].item():.5f}, {top[1].item():.5f})")
 
 
-def test_cuda_graph_decode_matches_eager(tmp_path):
-    """The captured decode graphs give the eager steps' tokens (batch sizes 3 and 5 pad to
-    graphs of 4 and 8)."""
+def _small_llama(tmp_path):
+    """A two-layer Llama of 1024 columns (GQA 8 / 2, vocabulary 4096) saved in tmp_path,
+    and five prompts of 2 to 40 tokens; skips without the paged decode kernel."""
     raw = copy.deepcopy(LLAMA3_8B_2L)
     _needs(raw)
     if _optional("tileir.examples.decode_attention", "paged_decode_attention") is None:
-        pytest.skip("CUDA graphs need the paged decode kernel (branch decode)")
+        pytest.skip("needs the paged decode kernel (branch decode)")
     raw.update(hidden_size=1024, intermediate_size=2048, num_attention_heads=8,
                num_key_value_heads=2, vocab_size=4096)
     _save_hf(raw, tmp_path, torch.bfloat16)
     rng = np.random.default_rng()
-    prompts = [rng.integers(0, 4096, n).tolist() for n in (3, 17, 40, 2, 9)]
+    return [rng.integers(0, 4096, n).tolist() for n in (3, 17, 40, 2, 9)]
+
+
+def _generate_twice(llm, prompts):
+    """The tokens of three prompts at batch 3, then of all five at batch 5 (graphs of 4
+    and 8 where captured)."""
+    return ([o.token_ids for o in llm.generate(prompts[:3], max_new_tokens=12)] +
+            [o.token_ids for o in llm.generate(prompts, max_new_tokens=12)])
+
+
+def test_cuda_graph_decode_matches_eager(tmp_path):
+    """The captured decode graphs give the eager steps' tokens (batch sizes 3 and 5 pad to
+    graphs of 4 and 8)."""
+    prompts = _small_llama(tmp_path)
     runs = []
     for graphs in (False, True):
         llm = LLM(str(tmp_path), dtype="bfloat16", max_model_len=256, cuda_graphs=graphs)
-        runs.append([o.token_ids for o in llm.generate(prompts[:3], max_new_tokens=12)] +
-                    [o.token_ids for o in llm.generate(prompts, max_new_tokens=12)])
+        runs.append(_generate_twice(llm, prompts))
         assert bool(llm.engine.graphs) == graphs
     assert runs[0] == runs[1]
 
@@ -184,21 +196,12 @@ def test_tables_early_decode_gives_the_same_tokens(tmp_path):
     numbers before its wait for the QKV GEMV (paged_decode_attention(tables_early=True));
     the step inputs it reads early are the engine's host copy, so the tokens of eager
     steps and of the captured graphs are the plain kernel's, batch sizes 3 and 5."""
-    raw = copy.deepcopy(LLAMA3_8B_2L)
-    _needs(raw)
-    if _optional("tileir.examples.decode_attention", "paged_decode_attention") is None:
-        pytest.skip("needs the paged decode kernel (branch decode)")
-    raw.update(hidden_size=1024, intermediate_size=2048, num_attention_heads=8,
-               num_key_value_heads=2, vocab_size=4096)
-    _save_hf(raw, tmp_path, torch.bfloat16)
-    rng = np.random.default_rng()
-    prompts = [rng.integers(0, 4096, n).tolist() for n in (3, 17, 40, 2, 9)]
+    prompts = _small_llama(tmp_path)
     runs = []
     for early, graphs in ((False, True), (True, False), (True, True)):
         llm = LLM(str(tmp_path), dtype="bfloat16", max_model_len=256, cuda_graphs=graphs)
         llm.backend.decode_tables_early = early
-        runs.append([o.token_ids for o in llm.generate(prompts[:3], max_new_tokens=12)] +
-                    [o.token_ids for o in llm.generate(prompts, max_new_tokens=12)])
+        runs.append(_generate_twice(llm, prompts))
     assert runs[0] == runs[1] == runs[2]
 
 

@@ -32,27 +32,26 @@ RESCALE = {**SPLIT, "early_rescale": True}
 MBARRIERS = {**SPLIT, "mbarrier_handoffs": True}
 
 
-def _deepseek(kernel_hints=None, stage="layout", bn=64):
+def _deepseek_launch(kernel_hints=None, bn=64):
     """The first launch of MLA decode at DeepSeek-V3's shapes (batch 64, 128 heads,
-    pages of 64), compiled for sm_90a up to `stage`."""
+    pages of 64): (kernel, grid, args)."""
     b = 64
     q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
     kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
     out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
     _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
                             out, 1, bn=bn, hints=kernel_hints)
-    kernel, grid, args = calls[0]
+    return calls[0]
+
+
+def _deepseek(kernel_hints=None, stage="layout", bn=64):
+    """DeepSeek's first launch (`_deepseek_launch`) compiled for sm_90a up to `stage`."""
+    kernel, grid, args = _deepseek_launch(kernel_hints, bn)
     return kernel.compile(args, stage=stage, target="sm_90a", grid=grid, sm_count=132).module
 
 
 def _deepseek_cubin(kernel_hints):
-    b = 64
-    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
-    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
-    out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
-    _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
-                            out, 1, bn=64, hints=kernel_hints)
-    kernel, grid, args = calls[0]
+    kernel, grid, args = _deepseek_launch(kernel_hints)
     return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
 
 
@@ -539,14 +538,7 @@ def test_alternate_owners_run_in_the_simulator(tq, page, bn, splits, steps):
 
 
 def _alternating_cubin():
-    b = 64
-    q = np.zeros((b, 1, 128, 576), ml_dtypes.bfloat16)
-    kv = np.zeros((64, 64, 576), ml_dtypes.bfloat16)
-    out = np.zeros((b, 1, 128, 512), ml_dtypes.bfloat16)
-    _, calls = mla.launches(q, kv, np.zeros((b, 64), np.int32), np.ones(b, np.int32), 0.04,
-                            out, 1, bn=64, hints=ALTERNATE)
-    kernel, grid, args = calls[0]
-    return kernel.compile(args, target="sm_90a", grid=grid, sm_count=132)
+    return _deepseek_cubin(ALTERNATE)
 
 
 # in --full (4 s): the MLA family's SASS in the fast tier is
