@@ -413,7 +413,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=".")
     p.add_argument("--quick", action="store_true", help="the first two shapes only")
-    p.add_argument("--tiles", default="128x128,256x64:w16+fma@64,128x64,64x64",
+    p.add_argument("--tiles", default="128x128,128x128:fma@128,256x64:w16+fma@64,128x64,64x64",
                    help="BMxBN[:variant],... (variants: " + ", ".join(VARIANTS) + ")")
     p.add_argument("--shapes", default="", help="only shapes whose label holds this text")
     p.add_argument("--only-extra", action="store_true",

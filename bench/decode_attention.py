@@ -15,7 +15,10 @@ Shapes (item 7):
 Each figure is a ratio taken in this run: the bytes a kernel must read (each K/V
 page once; MLA: each latent row once) plus what it writes, over its time, against
 the bandwidth of a device-to-device copy of 1 GiB (bytes read + written over its
-time).  MLA also reports TFLOP/s (2 * B * H * ctx * (576 + 512)) and "x bound": its
+time).  Beside it, decode's rows time torch's sum over a bf16 tensor of the same bytes
+(CUDA-graph replay as ours): a kernel that streams those bytes once and writes a few,
+with its own fixed cost, so "x same-size sum" (its time over ours) says how far a
+batch-1 row is from the launch, ramp and tail any such kernel pays.  MLA also reports TFLOP/s (2 * B * H * ctx * (576 + 512)) and "x bound": its
 bound is the longer of two times, its bytes at the copy's bandwidth and its FLOPs at
 the tensor cores' dense bf16 peak (TENSOR_PEAK); at 128 heads a latent row of 1152
 bytes feeds 2 * 128 * 1088 FLOPs, 242 FLOP/byte, about the H200's ratio of the two
@@ -247,6 +250,14 @@ def measure_decode(batch, ctx, copy_gbs, splits_list, tables_early=False) -> dic
                                          for s in splits_list if s != chosen]
     if tables_early:
         cases.append(("tables early", None, True))
+    # the fixed cost of any kernel that streams these bytes once and returns a little:
+    # torch's sum over a bf16 tensor of the same size, timed the same way
+    flat = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
+    total = torch.empty((), device="cuda", dtype=torch.float32)
+    t = timed(lambda: torch.sum(flat, dtype=torch.float32, out=total))
+    row["same-size sum"] = {mode: {"ms": ms, "GB/s": nbytes / ms / 1e6,
+                                   "x copy": nbytes / ms / 1e6 / copy_gbs}
+                            for mode, ms in t.items()}
     for key, s, early in cases:
         t = timed(lambda: dec.paged_decode_attention(q, kc, vc, table, seq, 0.088, out,
                                                      num_splits=s, counters=counters,
@@ -542,8 +553,8 @@ def table_text(rows, copy_gbs) -> str:
     out = [f"device copy: {copy_gbs:.0f} GB/s (read + written)",
            "| kernel | batch | context | splits | ms (graph) | GB/s | x copy | TFLOP/s "
            "| x bound | ms (launch) | best other splits (graph x copy) "
-           "| tables early (graph x copy) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| tables early (graph x copy) | same-size sum (graph x copy) | x same-size sum |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         g, lau = r["tileir"]["graph"], r["tileir"]["launch"]
         others = [(k, v["graph"]["x copy"]) for k, v in r.items() if k.startswith("splits=")]
@@ -551,10 +562,13 @@ def table_text(rows, copy_gbs) -> str:
         tf = f"{g['TFLOP/s']:.0f}" if "TFLOP/s" in g else "-"
         xb = f"{g['x bound']:.2f}" if "x bound" in g else "-"
         early = f"{r['tables early']['graph']['x copy']:.2f}" if "tables early" in r else "-"
+        ref = r.get("same-size sum", {}).get("graph")
+        ref_x = f"{ref['x copy']:.2f}" if ref else "-"
+        vs_ref = f"{ref['ms'] / g['ms']:.2f}" if ref else "-"
         out.append(f"| {r['kernel']} | {r['batch']} | {r['ctx']} | {r['splits']} | "
                    f"{g['ms']:.4f} | {g['GB/s']:.0f} | {g['x copy']:.2f} | {tf} | {xb} | "
                    f"{lau['ms']:.4f} | {f'{best[0]}: {best[1]:.2f}' if best else '-'} | "
-                   f"{early} |")
+                   f"{early} | {ref_x} | {vs_ref} |")
     return "\n".join(out)
 
 

@@ -382,6 +382,16 @@ def _gpu_rank(model_dir, seed):
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--gpu-rank":
-        _gpu_rank(sys.argv[2], int(sys.argv[3]))
+        try:
+            _gpu_rank(sys.argv[2], int(sys.argv[3]))
+        except BaseException:
+            # a rank that fails leaves at once: the other would wait in its next
+            # collective until the launcher's timeout (seen on two H200s), and NCCL's
+            # teardown at a normal exit can wait for it too
+            import traceback
+            traceback.print_exc()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
     else:
         sys.exit("usage: torchrun --nproc-per-node 2 test_llm_tp.py --gpu-rank DIR SEED")

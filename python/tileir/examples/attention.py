@@ -255,8 +255,13 @@ TILES = {"sm_90a": {64: (256, 64), 128: (128, 128), 256: (128, 64)},
 # (num_warps=16) give each scheduler four consumer warps to issue from (docs/attention.md,
 # "Head dim 64").  Measured on the H200 (2026-11-29, bench/attention.py, B4 H32 S4096
 # D64, TFLOP/s, full / causal): 469 / 402 so, 435 / 387 at 128 x 128 with fp_fusion,
-# 414 / 373 plain at 128 x 128; cuDNN 456 / 427 in the same run.
-HINTS = {"sm_90a": {64: {"fp_fusion": True, "num_warps": 16}}, "sm_80": {}}
+# 414 / 373 plain at 128 x 128; cuDNN 456 / 427 in the same run.  D = 128: fp_fusion
+# too (`s * scale - m` and `l * alpha + sum` as FFMA, 549 -> 483 loop instructions):
+# H200, 2026-11-29 16:35 UTC, the fixed-length kernel at 128 x 128, TFLOP/s plain / fused
+# (cuDNN): B4 S4096 full 529 / 560 (608), causal 532 / 512 (590); B1 S16384 full 533 /
+# 573 (607), causal 530 / 574 (560); GQA 32/8 full 544 / 577 (608), causal 497 / 533 (538).
+HINTS = {"sm_90a": {64: {"fp_fusion": True, "num_warps": 16}, 128: {"fp_fusion": True}},
+         "sm_80": {}}
 _varlen_kernels: dict = {}
 
 
