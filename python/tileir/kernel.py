@@ -469,7 +469,8 @@ class Kernel(KernelEntry):
                        "programmatic_launch", "l2_prefetch", "product_rotation",
                        "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
                        "warpgroup_split", "split_replicas", "early_rescale",
-                       "mbarrier_handoffs", "skewed_handoffs", "alternate_owners"):
+                       "mbarrier_handoffs", "skewed_handoffs", "merged_handoffs",
+                       "alternate_owners"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -895,7 +896,10 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     barriers (`bar.arrive` / `bar.sync`); off by default until measured;
     `skewed_handoffs` (True by default) lets the owner run a step ahead through a
     hand-off whose layout allows it, False puts every hand-off between barriers of
-    both warpgroups; `alternate_owners` True with it gives the even steps to
+    both warpgroups; `merged_handoffs` True with skewed hand-offs has a step's
+    hand-offs (the row scale, then P) written side by side under one wait of the
+    owner and one signal each way, instead of a named-barrier round trip each; off by
+    default until measured; `alternate_owners` True with it gives the even steps to
     warpgroup 0 and the odd ones to warpgroup 1, FlashMLA's alternation (in a plain
     form: every hand-off waits for both warpgroups; off by default, docs/attention.md,
     "Alternating owners");
@@ -913,7 +917,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
              "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
              "warpgroup_split", "split_replicas", "early_loads", "early_rescale",
-             "mbarrier_handoffs", "skewed_handoffs", "alternate_owners"}
+             "mbarrier_handoffs", "skewed_handoffs", "merged_handoffs", "alternate_owners"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
