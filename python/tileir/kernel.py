@@ -486,6 +486,20 @@ class Kernel(KernelEntry):
                                     f"(got warpgroup_split="
                                     f"{self.options.get('warpgroup_split')!r}, split_replicas="
                                     f"{self.options.get('split_replicas')!r})")
+        if self.options.get("merged_handoffs") and (
+                not self.options.get("warpgroup_split") or self.options.get("split_replicas")
+                or self.options.get("mbarrier_handoffs") or self.options.get("alternate_owners")
+                or self.options.get("skewed_handoffs") is False):
+            # one wait and one signal for a step's hand-offs: the owner's skewed
+            # named-barrier protocol (owner_runs.merged_handoffs), nothing else
+            raise KernelOptionError(f"kernel '{self.name}': option merged_handoffs=True "
+                                    f"needs warpgroup_split=True with skewed named-barrier "
+                                    f"hand-offs (not split_replicas, mbarrier_handoffs, "
+                                    f"alternate_owners or skewed_handoffs=False); got "
+                                    + ", ".join(f"{k}={self.options.get(k)!r}" for k in (
+                                        "warpgroup_split", "split_replicas",
+                                        "mbarrier_handoffs", "alternate_owners",
+                                        "skewed_handoffs")))
         if self.options.get("fp_fusion"):
             _allow_contraction(fn)
         order = self.options.get("block_order")
