@@ -486,20 +486,20 @@ class Kernel(KernelEntry):
                                     f"(got warpgroup_split="
                                     f"{self.options.get('warpgroup_split')!r}, split_replicas="
                                     f"{self.options.get('split_replicas')!r})")
-        if self.options.get("merged_handoffs") and (
-                not self.options.get("warpgroup_split") or self.options.get("split_replicas")
-                or self.options.get("mbarrier_handoffs") or self.options.get("alternate_owners")
+        if self.options.get("merged_handoffs") and self.options.get("warpgroup_split") and (
+                self.options.get("split_replicas") or self.options.get("mbarrier_handoffs")
+                or self.options.get("alternate_owners")
                 or self.options.get("skewed_handoffs") is False):
-            # one wait and one signal for a step's hand-offs: the owner's skewed
-            # named-barrier protocol (owner_runs.merged_handoffs), nothing else
+            # one wait and one signal for a step's hand-offs: an option of the owner's
+            # skewed named-barrier protocol (owner_runs.merged_handoffs), which these
+            # replace; without the split it does nothing, as the split's other options
             raise KernelOptionError(f"kernel '{self.name}': option merged_handoffs=True "
-                                    f"needs warpgroup_split=True with skewed named-barrier "
+                                    f"needs the warpgroup split's skewed named-barrier "
                                     f"hand-offs (not split_replicas, mbarrier_handoffs, "
                                     f"alternate_owners or skewed_handoffs=False); got "
                                     + ", ".join(f"{k}={self.options.get(k)!r}" for k in (
-                                        "warpgroup_split", "split_replicas",
-                                        "mbarrier_handoffs", "alternate_owners",
-                                        "skewed_handoffs")))
+                                        "split_replicas", "mbarrier_handoffs",
+                                        "alternate_owners", "skewed_handoffs")))
         if self.options.get("fp_fusion"):
             _allow_contraction(fn)
         order = self.options.get("block_order")

@@ -106,13 +106,27 @@ def test_merged_handoffs_compute_what_the_default_computes(batch, splits, tq, pa
 
 
 @pytest.mark.parametrize("hints", [
-    {"warpgroup_split": False, "merged_handoffs": True},
     {**MERGED, "split_replicas": True},
     {**MERGED, "mbarrier_handoffs": True},
     {**MERGED, "skewed_handoffs": False},
     {**MERGED, "alternate_owners": True, "early_rescale": False},
 ])
 def test_merged_handoffs_need_the_skewed_named_barrier_protocol(hints):
-    with pytest.raises(KernelOptionError, match="merged_handoffs=True needs "
-                                                "warpgroup_split=True"):
+    with pytest.raises(KernelOptionError, match="merged_handoffs=True needs the warpgroup "
+                                                "split's skewed named-barrier hand-offs"):
         _deepseek(hints, stage="frontend")
+
+
+def test_merged_handoffs_do_nothing_without_the_split(tmp_path):
+    # like the split's other options, merged_handoffs does nothing where the split is
+    # not taken (pages of 16: mla_decode.default_hints leaves the split off; or turned
+    # off): the same cubin as without it
+    for bn, hints in ((16, {}), (64, {"warpgroup_split": False})):
+        plain = mla.variant(**{**mla.default_hints(bn, hints), **hints})
+        merged = mla.variant(**{**mla.default_hints(bn, hints), **hints,
+                                "merged_handoffs": True})
+        assert merged is not plain
+        a = _deepseek({**hints, "merged_handoffs": True}, stage="gpu", bn=bn)
+        b = _deepseek(hints, stage="gpu", bn=bn)
+        assert "nvvm.barrier.arrive" not in str(a)
+        assert str(a).replace("merged_handoffs = true, ", "") == str(b)
