@@ -108,6 +108,11 @@ MLA_VARIANTS = [
     ("bn64 split, early rescale", 64, RESCALE, PAGE),
     ("bn64 split, fp fusion", 64, {**SPLIT, **FUSION}, PAGE),
     ("bn64 split, early rescale, fp fusion", 64, {**RESCALE, **FUSION}, PAGE),
+    # the default with a step's hand-offs (alpha, P) under one wait and one signal each
+    # way: no named-barrier round trip between the owner's exponentials and P c
+    # (docs/attention.md, "Merged hand-offs")
+    ("bn64 default, merged hand-offs", 64, {**RESCALE, **FUSION, "merged_handoffs": True},
+     PAGE),
     ("bn64 split, early rescale, fp fusion, copy in parts", 64,
      {**RESCALE, **FUSION, **PARTS}, PAGE),
     ("bn32 split, early rescale, fp fusion", 32, {**RESCALE, **FUSION}, PAGE),

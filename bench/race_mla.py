@@ -12,8 +12,13 @@ follow the skewed hand-offs' `bar.arrive` / `bar.sync` pairs (docs/attention.md,
     compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 20 \\
         python3 bench/race_mla.py --hints '{"warpgroup_split": true, "mbarrier_handoffs": true}'
 
-(the last: the same skewed protocol signalled through mbarriers, the kernel option
-`mbarrier_handoffs`).
+    compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 20 \
+        python3 bench/race_mla.py --hints '{"warpgroup_split": true, "merged_handoffs": true}'
+
+(the third: the same skewed protocol signalled through mbarriers, the kernel option
+`mbarrier_handoffs`; the last: a step's alpha and P under one wait and one arrival each
+way, `merged_handoffs`, in separate bytes, whose reports, if any, should follow the same
+`bar.arrive` / `bar.sync` pairs).
 """
 
 import argparse

@@ -469,7 +469,8 @@ class Kernel(KernelEntry):
                        "programmatic_launch", "l2_prefetch", "product_rotation",
                        "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
                        "warpgroup_split", "split_replicas", "early_rescale",
-                       "mbarrier_handoffs", "skewed_handoffs", "alternate_owners"):
+                       "mbarrier_handoffs", "skewed_handoffs", "merged_handoffs",
+                       "alternate_owners"):
             flag = self.options.get(option)
             if flag is not None:
                 if not isinstance(flag, bool):
@@ -485,6 +486,20 @@ class Kernel(KernelEntry):
                                     f"(got warpgroup_split="
                                     f"{self.options.get('warpgroup_split')!r}, split_replicas="
                                     f"{self.options.get('split_replicas')!r})")
+        if self.options.get("merged_handoffs") and self.options.get("warpgroup_split") and (
+                self.options.get("split_replicas") or self.options.get("mbarrier_handoffs")
+                or self.options.get("alternate_owners")
+                or self.options.get("skewed_handoffs") is False):
+            # one wait and one signal for a step's hand-offs: an option of the owner's
+            # skewed named-barrier protocol (owner_runs.merged_handoffs), which these
+            # replace; without the split it does nothing, as the split's other options
+            raise KernelOptionError(f"kernel '{self.name}': option merged_handoffs=True "
+                                    f"needs the warpgroup split's skewed named-barrier "
+                                    f"hand-offs (not split_replicas, mbarrier_handoffs, "
+                                    f"alternate_owners or skewed_handoffs=False); got "
+                                    + ", ".join(f"{k}={self.options.get(k)!r}" for k in (
+                                        "split_replicas", "mbarrier_handoffs",
+                                        "alternate_owners", "skewed_handoffs")))
         if self.options.get("fp_fusion"):
             _allow_contraction(fn)
         order = self.options.get("block_order")
@@ -895,7 +910,10 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     barriers (`bar.arrive` / `bar.sync`); off by default until measured;
     `skewed_handoffs` (True by default) lets the owner run a step ahead through a
     hand-off whose layout allows it, False puts every hand-off between barriers of
-    both warpgroups; `alternate_owners` True with it gives the even steps to
+    both warpgroups; `merged_handoffs` True with skewed hand-offs has a step's
+    hand-offs (the row scale, then P) written side by side under one wait of the
+    owner and one signal each way, instead of a named-barrier round trip each; off by
+    default until measured; `alternate_owners` True with it gives the even steps to
     warpgroup 0 and the odd ones to warpgroup 1, FlashMLA's alternation (in a plain
     form: every hand-off waits for both warpgroups; off by default, docs/attention.md,
     "Alternating owners");
@@ -913,7 +931,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
              "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
              "warpgroup_split", "split_replicas", "early_loads", "early_rescale",
-             "mbarrier_handoffs", "skewed_handoffs", "alternate_owners"}
+             "mbarrier_handoffs", "skewed_handoffs", "merged_handoffs", "alternate_owners"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

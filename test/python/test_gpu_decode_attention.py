@@ -290,6 +290,9 @@ ALTERNATE = {**SPLIT, "alternate_owners": True}
     # alternating owners: the steps to warpgroups 0 and 1 in turn (the plain form)
     pytest.param(64, ALTERNATE, id="alternate-64"),
     pytest.param(32, ALTERNATE, id="alternate-32"),
+    # the default's hints with a step's hand-offs under one wait and one signal
+    pytest.param(64, {**RESCALE, **FUSION, "merged_handoffs": True}, id="merged-64"),
+    pytest.param(32, {**RESCALE, **FUSION, "merged_handoffs": True}, id="merged-32"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct

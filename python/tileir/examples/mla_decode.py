@@ -27,8 +27,9 @@ the other and runs a step ahead of it (FlashMLA's split; `warpgroup_split`, the
 default at 32 rows a step or more: 0.47 of the bound at 64 rows, `default_hints`;
 `hints={"warpgroup_split": False}` turns it off; with it, `early_rescale` has each
 warpgroup rescale its half of O as soon as it holds the row scale, `fp_fusion` fuses the
-softmax's multiply-adds, `mbarrier_handoffs` signals the hand-offs through mbarriers:
-opt-in until measured); `scores_only` and `values_only` are
+softmax's multiply-adds, `mbarrier_handoffs` signals the hand-offs through mbarriers,
+`merged_handoffs` gives a step's two hand-offs (alpha, P) one wait and one signal each
+way: opt-in until measured); `scores_only` and `values_only` are
 the loop's two products alone, and `products_only` both split as by default with no
 softmax, for timing them (--mla-phases).
 The latents past a token are masked in the scores only, so a cache's unused slots
@@ -142,7 +143,8 @@ def variant(**hints):
     `rotation_fence`, `copy_parts`, `fp_fusion`, `warpgroup_split`: the scores and
     softmax by warpgroup 0, P and alpha handed over; with it `split_replicas`: by each
     warpgroup, no exchange; `early_rescale`: O rescaled where alpha is held;
-    `mbarrier_handoffs`: the hand-offs on mbarriers; `alternate_owners`: the steps to
+    `mbarrier_handoffs`: the hand-offs on mbarriers; `merged_handoffs`: alpha and P
+    under one wait and one signal a step; `alternate_owners`: the steps to
     warpgroups 0 and 1 in turn, in the plain form, docs/attention.md), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""

@@ -69,6 +69,12 @@ class LoweringContext:
         self.handoff_loops: dict = {}
         self.owner_rescale = False  # O rescaled in the owner's run (`early_rescale`)
         self.owner_skew = False     # the owner may run ahead (`skewed_handoffs`)
+        # `merged_handoffs`: a group of hand-offs shares one wait and one signal; the
+        # next hand-off is not the group's last (handoff_defer), and the end of the
+        # bytes the group's earlier ones wrote while it is open (owner_runs.py)
+        self.owner_merge = False
+        self.handoff_defer = False
+        self.handoff_open: int | None = None
         self.chip = chip
         # (array argument index, box, swizzle) -> the kernel's CUtensorMap parameter
         self.tensor_maps: dict[tuple, ir.Value] = {}

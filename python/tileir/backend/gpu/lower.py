@@ -33,7 +33,7 @@ from tileir.backend.layout import tma_store
 from tileir.backend.layout.budget import SharedMemoryOverflow
 from tileir.backend.pipeline.programmatic import ALWAYS, ON_REQUEST, launch_mode
 from tileir.backend.layout.warpgroup_split import (alternate_owners, early_rescale,
-                                                    mbarrier_handoffs,
+                                                    mbarrier_handoffs, merged_handoffs,
                                                     owner_alone, skewed_handoffs)
 from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_REWRITES_ATTR, GRID_SCALE_ATTR,
                                           PERM_ATTR)
@@ -205,6 +205,7 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     cx.owner_rescale = early_rescale(func)
     cx.owner_mbarriers = mbarrier_handoffs(func)
     cx.owner_skew = skewed_handoffs(func)
+    cx.owner_merge = merged_handoffs(func) and cx.owner_skew and not cx.owner_mbarriers
     cx.alternating = alternate_owners(func)     # owners 0 and 1 by step (owner_runs.py)
     cx.globals_before = gfunc.operation
     it = iter(body.arguments)

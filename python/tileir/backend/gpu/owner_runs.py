@@ -94,12 +94,90 @@ def lower_block(cx: LoweringContext, ops: list[ir.Operation], lower_op) -> bool:
         lower_op(cx, op)
     pairs = rescales(run, after) if cx.owner_rescale else []
     early = lower_run(cx, run, lower_op, pairs)
+    merged = merged_handoffs(cx, after, early)
     for op in after:
         if op in early:
             _other_rescale(cx, op, early[op], lower_op)
-        else:
-            lower_op(cx, op)
+            continue
+        if cx.handoff_open is not None and op not in merged[1]:
+            signal_handoff(cx)          # (a hand-off of the group lowered as no hand-off)
+        cx.handoff_defer = op in merged[0]
+        lower_op(cx, op)
+        cx.handoff_defer = False
+    if cx.handoff_open is not None:
+        signal_handoff(cx)
     return True
+
+
+# -- merged hand-offs (the kernel option `merged_handoffs`) ----------------------------
+# A step of the split hands off alpha, then P, each with its own pair of signals: the
+# owner waits on *empty*, writes alpha, arrives on *full*, and before it writes P waits
+# on *empty* again, until the other warpgroup has woken, read alpha and arrived: a
+# named-barrier round trip on the owner's path between its exponentials and `P c`.
+# Merged, the hand-offs of a group (consecutive in a block, only the other
+# warpgroup's early rescale between them) share one pair: the owner waits on *empty*
+# once, writes each value into its own bytes of the scratch area (side by side), and
+# arrives on *full* after the last; the other waits on *full* once, reads each value
+# where it needs it, and arrives on *empty* after the last read.  Between two hand-offs
+# of a group only elementwise ops (O's rescale) run, which wait for no one.
+
+
+def merged_handoffs(cx: LoweringContext, after: list[ir.Operation],
+                    early: dict) -> tuple[set, set]:
+    """(deferred, grouped): the ops of `after` that hand off an owner-only value and
+    are followed in their group by another (their signals wait for the group's last),
+    and all ops from a group's first hand-off to its last (the group stays open over
+    them).  Empty unless the kernel asks (`cx.owner_merge`)."""
+    if not cx.owner_merge:
+        return set(), set()
+    deferred, grouped = set(), set()
+    group: list = []                    # the open group's ops, hand-offs and between
+
+    def close():
+        handoffs = [i for i, op in enumerate(group) if op in hands]
+        if len(handoffs) > 1:
+            deferred.update(group[i] for i in handoffs[:-1])
+            grouped.update(group[:handoffs[-1] + 1])
+        group.clear()
+
+    hands = set()
+    for op in after:
+        reads_owned = any(v in cx.owner_only for v in op.operands)
+        if op.name in ("tile.broadcast", "tile.convert_layout") and reads_owned:
+            hands.add(op)
+            group.append(op)
+        elif op in early or (op.name.startswith(_PURE_PREFIXES) and not op.regions and
+                             not reads_owned):
+            if group:                   # (the other's rescale, elementwise ops: no
+                group.append(op)        # waits between two hand-offs)
+        else:
+            close()
+    close()
+    return deferred, grouped
+
+
+def handoff_buffer(cx: LoweringContext, align: int = 16) -> int:
+    """Where the next hand-off's buffer starts, in bytes into the scratch area: past
+    the bytes an open group's earlier hand-offs wrote (merged hand-offs), else 0."""
+    if cx.handoff_open is None:
+        return 0
+    return (cx.handoff_open + align - 1) // align * align
+
+
+def signal_handoff(cx: LoweringContext) -> None:
+    """Closes an open group of merged hand-offs: the owner arrives on *full*, the
+    other warpgroup on *empty*."""
+    from mlir.dialects import nvvm
+    empty, full = handoff_barriers(cx)
+    count = cx.const(32 * cx.num_warps)
+    branch = scf.IfOp(is_owner(cx), [], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        nvvm.barrier_arrive(count, barrier_id=cx.const(full))
+        scf.YieldOp([])
+    with ir.InsertionPoint(branch.else_block):
+        nvvm.barrier_arrive(count, barrier_id=cx.const(empty))
+        scf.YieldOp([])
+    cx.handoff_open = None
 
 
 # -- alternating owners (the kernel option `alternate_owners`) ------------------------
@@ -599,13 +677,20 @@ def skewed(cx: LoweringContext, src: Frag, res) -> bool:
         same_warps(src.lin.warps, res.warps)
 
 
-def skewed_handoff(cx: LoweringContext, src: Frag, res, write, read) -> Frag:
+def skewed_handoff(cx: LoweringContext, src: Frag, res, write, read, end: int = 0) -> Frag:
     """The hand-off of `src` into layout `res` (see above): `write()` stores the owner's
-    registers into the exchange buffer, `read()` returns the other warpgroup's `Frag`."""
+    registers into the exchange buffer, `read()` returns the other warpgroup's `Frag`;
+    `end`: the buffer's end, in bytes into the scratch area (`handoff_buffer`).  In a
+    group of merged hand-offs only the first waits and only the last signals."""
     from mlir.dialects import nvvm
     empty, full = handoff_barriers(cx)
     count = cx.const(32 * cx.num_warps)
     mbar = cx.handoff_mbarriers is not None
+    first = cx.handoff_open is None
+    last = not cx.handoff_defer
+    cx.handoff_defer = False
+    if mbar and not (first and last):
+        raise TileIRError("internal error: merged hand-offs on mbarriers", ir.Location.current)
     if mbar:
         parity = _mbarrier_parity(cx)
         empty_at, full_at = (cx.smem_ptr(o) for o in cx.handoff_mbarriers)
@@ -615,18 +700,18 @@ def skewed_handoff(cx: LoweringContext, src: Frag, res, write, read) -> Frag:
     with ir.InsertionPoint(branch.then_block):
         if mbar:
             nvvm.mbarrier_try_wait_parity(empty_at, parity, cx.const(_WAIT_TICKS))
-        else:
+        elif first:
             nvvm.barrier(None, barrier_id=cx.const(empty), number_of_threads=count)
         write()
         if mbar:
             nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64), full_at)
-        else:
+        elif last:
             nvvm.barrier_arrive(count, barrier_id=cx.const(full))
         scf.YieldOp(list(src.regs))
     with ir.InsertionPoint(branch.else_block):
         if mbar:
             nvvm.mbarrier_try_wait_parity(full_at, parity, cx.const(_WAIT_TICKS))
-        else:
+        elif first:
             nvvm.barrier(None, barrier_id=cx.const(full), number_of_threads=count)
         got = read()
         if [r.type for r in got.regs] != types:
@@ -634,9 +719,10 @@ def skewed_handoff(cx: LoweringContext, src: Frag, res, write, read) -> Frag:
                               "than the owner's", ir.Location.current)
         if mbar:
             nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64), empty_at)
-        else:
+        elif last:
             nvvm.barrier_arrive(count, barrier_id=cx.const(empty))
         scf.YieldOp(list(got.regs))
+    cx.handoff_open = None if last else end
     # every later exchange waits for both warpgroups again (the buffer is the hand-off's)
     cx.smem_uses += 1
     cx.last_reads = None

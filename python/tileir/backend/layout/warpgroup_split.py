@@ -85,6 +85,7 @@ REPLICAS_ATTR = "tile.split_replicas"   # the kernel option: both warpgroups run
 RESCALE_ATTR = "tile.early_rescale"     # the kernel option: O rescaled where alpha is
 MBARRIER_ATTR = "tile.mbarrier_handoffs"    # the kernel option: hand-offs on mbarriers
 SKEW_ATTR = "tile.skewed_handoffs"      # the kernel option (default True): the owner ahead
+MERGE_ATTR = "tile.merged_handoffs"     # the kernel option: one wait and signal a step
 ALTERNATE_ATTR = "tile.alternate_owners"    # the kernel option: owners 0, 1 by step parity
 SKIPPED_ATTR = "tile.warpgroup_split_skipped"   # on a loop left alone: the reason
 OWNER_ATTR = "tile.owner"
@@ -142,6 +143,13 @@ def skewed_handoffs(func: ir.Operation) -> bool:
     `skewed`); False puts every hand-off between barriers of both warpgroups."""
     return owner_alone(func) and (SKEW_ATTR not in func.attributes
                                   or _flag(func, SKEW_ATTR))
+
+
+def merged_handoffs(func: ir.Operation) -> bool:
+    """Whether a step's consecutive hand-offs (alpha, then P) share one wait on *empty*
+    and one signal on *full* (the kernel option `merged_handoffs`, with skewed
+    named-barrier hand-offs: backend/gpu/owner_runs.py `merged_handoffs`)."""
+    return owner_alone(func) and _flag(func, MERGE_ATTR)
 
 
 def alternate_owners(func: ir.Operation) -> bool:

@@ -17,7 +17,7 @@ from tileir.dialect.layout import tile_layout
 from tileir.backend.layout import layouts as L
 from tileir.backend.layout.mma_layouts import Shared, choose_swizzle
 from ..context import Frag, LoweringContext, _bits, index, lin_of, same_warps
-from ..owner_runs import only_in, skewed, skewed_handoff
+from ..owner_runs import handoff_buffer, only_in, skewed, skewed_handoff
 from ..shared import SmemTile, load_frag, new_tile, staging_linear, store_frag, write_shared
 from .registry import rule
 
@@ -184,10 +184,14 @@ def swizzled_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear,
     eb = max(1, _bits(src.elem) // 8)
     layout = Shared(choose_swizzle(shape[-1] * eb), tuple(reversed(range(len(shape)))))
     tile = SmemTile(layout, shape, src.elem, 0)
-    tile.base = cx.scratch(tile.nbytes)
-    if owner_writes is not None and skewed(cx, src, res_lin):
+    handoff = owner_writes is not None and skewed(cx, src, res_lin)
+    # (a merged hand-off after others of its group: past their bytes, swizzle-aligned)
+    skip = handoff_buffer(cx, 1024) if handoff else 0
+    tile.base = cx.scratch(skip + tile.nbytes) + skip
+    if handoff:
         return skewed_handoff(cx, src, res_lin, lambda: store_frag(cx, src, tile),
-                              lambda: load_frag(cx, tile, res_lin))
+                              lambda: load_frag(cx, tile, res_lin),
+                              end=tile.base - cx.smem_top + tile.nbytes)
     cx.smem_barrier_before()                       # earlier readers of the scratch are done
     with only_in(cx, owner_writes):
         store_frag(cx, src, tile)
@@ -222,7 +226,9 @@ def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides
         n *= s
     is_i1 = isinstance(src.elem, ir.IntegerType) and src.elem.width == 1
     mem_t = ir.IntegerType.get_signless(8) if is_i1 else src.elem
-    buf = cx.smem(n, mem_t)
+    handoff = owner_writes and src_strides == res_strides and skewed(cx, src, res_lin)
+    skip = handoff_buffer(cx) if handoff else 0
+    buf = cx.smem(n, mem_t, skip)
 
     def write():
         for r in range(src.lin.num_regs):
@@ -238,8 +244,9 @@ def smem_exchange(cx: LoweringContext, src: Frag, res_lin: L.Linear, src_strides
             regs.append(v)
         return Frag(res_lin, src.elem, regs)
 
-    if owner_writes and src_strides == res_strides and skewed(cx, src, res_lin):
-        return skewed_handoff(cx, src, res_lin, write, read)
+    if handoff:
+        return skewed_handoff(cx, src, res_lin, write, read,
+                              end=skip + n * max(1, _bits(mem_t) // 8))
     cx.smem_barrier_before()            # earlier readers of the shared buffer are done
     with only_in(cx, owner_writes):
         write()
