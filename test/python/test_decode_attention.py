@@ -288,7 +288,8 @@ def test_the_ticket_is_acq_rel_at_gpu_scope_and_the_partials_bypass_l1(tmp_path)
     # Llama-3-8B's heads at batch 1, pages of 16, one launch: every consumer thread's
     # stores, a barrier, then one thread's atom.acq_rel.gpu (ptxas: MEMBAR.ALL.GPU
     # before the ATOMG, CCTL.IVALL after); the last block reads the partials with
-    # ld.relaxed.gpu (LDG.E.STRONG.GPU: from L2); no local memory
+    # ld.relaxed.gpu (LDG.E.STRONG.GPU: from L2), 16 bytes at a time where a thread's
+    # part of the tile is inside the arrays (LDG.E.128.STRONG.GPU); no local memory
     ck = _decode_cubin(1, 16, True, batch=1)
     ptx, sass = _decode_text(ck, tmp_path)
     lines = ptx.splitlines()
@@ -300,13 +301,15 @@ def test_the_ticket_is_acq_rel_at_gpu_scope_and_the_partials_bypass_l1(tmp_path)
     assert before, "no partial stored before the ticket"
     assert any("bar.sync" in line for line in lines[max(before):atoms[0]]), \
         "no barrier between the partials' stores and the ticket"
-    loads = [i for i, line in enumerate(lines) if "ld.relaxed.gpu.global.b32" in line]
+    loads = [i for i, line in enumerate(lines) if "ld.relaxed.gpu.global." in line]
     assert loads and min(loads) > atoms[0]
+    assert any("ld.relaxed.gpu.global.v4.b32" in lines[i] for i in loads), "no 16-byte loads"
     sass_lines = sass.splitlines()
     atom = next(i for i, line in enumerate(sass_lines) if "ATOMG.E.ADD.S32.STRONG.GPU" in line)
     assert any("MEMBAR.ALL.GPU" in line for line in sass_lines[atom - 8:atom])
     assert any("CCTL.IVALL" in line for line in sass_lines[atom:atom + 4])
     assert sum("LDG.E.STRONG.GPU" in line for line in sass_lines) >= 16
+    assert any("LDG.E.128.STRONG.GPU" in line for line in sass_lines)
     ops = _sass(ck.cubin, tmp_path)
     assert not ops["LDL"] and not ops["STL"], "local memory"
     assert ck.spills == (0, 0)

@@ -66,6 +66,31 @@ def test_relaxed_loads_are_not_merged_moved_or_dropped():
 
 
 @ct.kernel
+def relaxed_copy(x, out, BM: ct.Constant[int], BN: ct.Constant[int]):
+    """A (BM, BN) tile of f32 read with relaxed device-scope loads, copied out plainly:
+    where a thread's part of the tile lies inside x, 16-byte relaxed loads; at the
+    array's edge, element by element with the padding (zero) past it."""
+    t = ct.load(x, index=(ct.bid(0), ct.bid(1)), shape=(BM, BN), memory_order=RELAXED,
+                memory_scope=DEVICE, padding_mode=ct.PaddingMode.ZERO)
+    ct.store(out, index=(ct.bid(0), ct.bid(1)), tile=t)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_relaxed_f32_tiles_load_16_bytes_at_a_time_inside_and_by_element_at_the_edge(target):
+    rng = np.random.default_rng()
+    rows, cols = 37, 200                 # ragged: the last tiles of both axes cross the edge
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = np.full((rows, cols), np.nan, np.float32)
+    args = (x, out, 16, 64)
+    grid = (ct.cdiv(rows, 16), ct.cdiv(cols, 64), 1)
+    simulate(relaxed_copy.compile(args, stage="gpu", target=target), grid, args)
+    np.testing.assert_array_equal(out, x)
+    ptx = relaxed_copy.compile(args, target=target, grid=grid).artifacts["ptx"]
+    assert "ld.relaxed.gpu.global.v4.b32" in ptx          # the interior threads
+    assert "ld.relaxed.gpu.global.b32" in ptx             # the edge, by element
+
+
+@ct.kernel
 def bad_load(x, MODE: ct.Constant[int]):
     if MODE == 0:
         ct.load(x, index=(0,), shape=(16,), memory_order=RELEASE, memory_scope=DEVICE)

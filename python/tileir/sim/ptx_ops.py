@@ -154,8 +154,10 @@ def _inline_asm(sim, blk, o, mask):
         return np.zeros(sim.threads, np.int64)
     if asm == "mov.b32 $0, $1;":                  # a value LLVM may not fold (rules/ring.py)
         return np.asarray(args[0]).copy()
-    # 16-byte accesses: streaming stores, loads with an L2 policy, stream-K partials
-    m = re.match(r"(ld|st)\.global(?:\.cs|\.cg|\.L2::cache_hint)?\.v4\.(f32|b32) ", asm)
+    # 16-byte accesses: streaming stores, loads with an L2 policy, stream-K partials,
+    # relaxed loads of four words (plain ones here, as the scalar relaxed accesses)
+    m = re.match(r"(ld|st)(?:\.relaxed\.(?:cta|gpu|sys))?\.global(?:\.cs|\.cg|\.L2::cache_hint)?"
+                 r"\.v4\.(f32|b32) ", asm)
     if m:
         t = np.float32 if m.group(2) == "f32" else np.int32
         if m.group(1) == "st":

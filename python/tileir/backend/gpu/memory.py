@@ -180,27 +180,54 @@ PTX_REGISTER = {8: ("h", "b8"), 16: ("h", "b16"), 32: ("r", "b32"), 64: ("l", "b
 def relaxed_load(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin: L.Linear,
                  padding: str, scope: str) -> Frag:
     """A load whose every element is a relaxed (strong) read at `scope`
-    (`ld.relaxed.<scope>.global`: coherent at that scope, never served stale from L1),
-    one element at a time: cuTile's memory_order RELAXED and ACQUIRE (flags and
-    hand-offs between blocks, not bulk data)."""
+    (`ld.relaxed.<scope>.global`: coherent at that scope, never served stale from L1):
+    cuTile's memory_order RELAXED and ACQUIRE (flags, and partial results handed
+    between blocks, such as split-KV's outputs that the last block merges).  32-bit
+    elements that sit four in a row in a thread's registers (an aligned array) are
+    read 16 bytes at a time where the thread's whole tile is inside the array
+    (`ld.relaxed.<scope>.global.v4.b32`: PTX takes a vector access as one relaxed
+    read of each element), else one element at a time, each where it is in bounds."""
     addr = _Addressing(cx, arr, index, lin)
     store_t = storage_type(arr.elem)
     pad = padding_value(padding, store_t)
     bits = max(8, _bits(store_t))
     reg, width = PTX_REGISTER[bits]
     word = ir.IntegerType.get_signless(16 if bits == 8 else bits)
-    regs = []
-    for r in range(lin.num_regs):
-        if_op = scf.IfOp(addr.element_in_bounds(r), [store_t], has_else=True)
+    sem = f"ld.relaxed.{PTX_SCOPE[scope]}.global"
+
+    def elements() -> list[ir.Value]:
+        regs = []
+        for r in range(lin.num_regs):
+            if_op = scf.IfOp(addr.element_in_bounds(r), [store_t], has_else=True)
+            with ir.InsertionPoint(if_op.then_block):
+                v = llvm.inline_asm(word, [addr.ptr(r)], f"{sem}.{width} $0, [$1];",
+                                    f"={reg},l", has_side_effects=True)
+                v = arith.trunci(store_t, v) if bits == 8 else v
+                scf.YieldOp([v if v.type == store_t else arith.bitcast(store_t, v)])
+            with ir.InsertionPoint(if_op.else_block):
+                scf.YieldOp([pad])
+            regs.append(if_op.results[0])
+        return regs
+
+    if bits != 32 or not lin.shape or addr.vector_width(store_t) != 4:
+        regs = elements()
+    else:
+        quad = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
+        i32 = ir.IntegerType.get_signless(32)
+        if_op = scf.IfOp(addr.thread_in_bounds(), [store_t] * lin.num_regs, has_else=True)
         with ir.InsertionPoint(if_op.then_block):
-            v = llvm.inline_asm(word, [addr.ptr(r)],
-                                f"ld.relaxed.{PTX_SCOPE[scope]}.global.{width} $0, [$1];",
-                                f"={reg},l", has_side_effects=True)
-            v = arith.trunci(store_t, v) if bits == 8 else v
-            scf.YieldOp([v if v.type == store_t else arith.bitcast(store_t, v)])
+            out = []
+            for r0 in range(0, lin.num_regs, 4):
+                q = llvm.inline_asm(quad, [addr.ptr(r0)],
+                                    f"{sem}.v4.b32 {{$0, $1, $2, $3}}, [$4];",
+                                    "=r,=r,=r,=r,l", has_side_effects=True)
+                for j in range(4):
+                    w = llvm.extractvalue(i32, q, ir.DenseI64ArrayAttr.get([j]))
+                    out.append(w if store_t == i32 else arith.bitcast(store_t, w))
+            scf.YieldOp(out)
         with ir.InsertionPoint(if_op.else_block):
-            scf.YieldOp([pad])
-        regs.append(if_op.results[0])
+            scf.YieldOp(elements())
+        regs = list(if_op.results)
     if _is_i1(arr.elem):
         zero = cx.const(0, store_t)
         regs = [arith.cmpi(arith.CmpIPredicate.ne, r, zero) for r in regs]
