@@ -10,6 +10,7 @@ scalars differently (warnings, promotion, 0-d results).
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import ml_dtypes
@@ -1649,6 +1650,37 @@ func.func @k(%s: i32) attributes {tile.kernel} {
     with pytest.raises(InterpreterError, match=r"-:5:3: error: 'scf.for': the step must be "
                                                r"positive, got 0"):
         run(text, (1,), [0])
+
+
+@pytest.mark.parametrize("wrong", ["dtype", "shape"])
+@pytest.mark.parametrize("checked_inside", [True, False], ids=["pure", "wrapped"])
+def test_a_rule_giving_the_wrong_result_type_is_a_located_interpreter_bug(
+        ctx, monkeypatch, wrong, checked_inside):
+    """The check of each result against its IR type (`pure`'s step does it itself, other
+    rules' steps get it around them): the same fault, at the op's line, either way."""
+    from tileir.interpreter import compiler
+    bad = ((lambda a, c: (a + c).astype(np.float64)) if wrong == "dtype"
+           else (lambda a, c: np.concatenate([a, c])))
+
+    def addf_pure(op, cx):
+        return compiler.pure(op, cx, bad)
+
+    def addf_plain(op, cx):                     # a rule written without `pure`
+        a, c, out = cx.slot(op.operands[0]), cx.slot(op.operands[1]), cx.define(op.result)
+
+        def step(frame):
+            frame[out] = bad(frame[a], frame[c])
+        return step
+    addf = addf_pure if checked_inside else addf_plain
+    monkeypatch.setitem(compiler.RULES, "arith.addf", addf)
+    interpreter.CACHE.clear()
+    got = ("float64 value of shape (64,)" if wrong == "dtype"
+           else "float32 value of shape (128,)")
+    with pytest.raises(InterpreterError, match=rf"-:6:8: error: 'arith.addf': interpreter bug: "
+                                               rf"the result is a {re.escape(got)}, but its IR "
+                                               rf"type needs float32 of shape \(64,\)"):
+        run(VADD, (1,), [np.zeros(64, np.float32)] * 3)
+    interpreter.CACHE.clear()
 
 
 def test_invalid_ir_is_rejected_by_the_verifier(ctx):
