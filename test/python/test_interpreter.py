@@ -1683,6 +1683,28 @@ def test_a_rule_giving_the_wrong_result_type_is_a_located_interpreter_bug(
     interpreter.CACHE.clear()
 
 
+@pytest.mark.parametrize("wrong", ["dtype", "shape"])
+def test_a_load_giving_the_wrong_result_type_is_a_located_interpreter_bug(
+        ctx, monkeypatch, wrong):
+    """tile.load's step checks its tile against the IR type itself, as `pure`'s do."""
+    from tileir.interpreter import tile_ops
+    real = tile_ops._load_tile
+
+    def bad_load_tile(e, shape, padding, array_type):
+        load = real(e, shape, padding, array_type)
+        if wrong == "dtype":
+            return lambda array, indices: load(array, indices).astype(np.float16)
+        return lambda array, indices: load(array, indices)[:32]
+    monkeypatch.setattr(tile_ops, "_load_tile", bad_load_tile)
+    interpreter.CACHE.clear()
+    got = "float16 value of shape (64,)" if wrong == "dtype" else "float32 value of shape (32,)"
+    with pytest.raises(InterpreterError, match=rf"-:4:8: error: 'tile.load': interpreter bug: "
+                                               rf"the result is a {re.escape(got)}, but its IR "
+                                               rf"type needs float32 of shape \(64,\)"):
+        run(VADD, (1,), [np.zeros(64, np.float32)] * 3)
+    interpreter.CACHE.clear()
+
+
 def test_invalid_ir_is_rejected_by_the_verifier(ctx):
     module = td.parse(VADD.replace("arith.addf %a, %c : tensor<64xf32>",
                                    "arith.addf %a, %c : tensor<64xf32>\n"

@@ -102,7 +102,7 @@ def _checked(step: Step, expected: tuple[tuple[int, np.dtype, tuple], ...]) -> S
             step(frame)
             value = frame[slot]
             if value.dtype is not dtype and value.dtype != dtype or value.shape != shape:
-                raise _wrong_result(value, dtype, shape)
+                raise wrong_result(value, dtype, shape)
         return checked_one
 
     def checked_step(frame):
@@ -110,7 +110,7 @@ def _checked(step: Step, expected: tuple[tuple[int, np.dtype, tuple], ...]) -> S
         for slot, dtype, shape in expected:
             value = frame[slot]
             if value.dtype is not dtype and value.dtype != dtype or value.shape != shape:
-                raise _wrong_result(value, dtype, shape)
+                raise wrong_result(value, dtype, shape)
     return checked_step
 
 
@@ -119,7 +119,7 @@ def _checked(step: Step, expected: tuple[tuple[int, np.dtype, tuple], ...]) -> S
 CHECKED = "_tileir_checks_its_result"
 
 
-def _wrong_result(value, dtype: np.dtype, shape: tuple) -> Fault:
+def wrong_result(value, dtype: np.dtype, shape: tuple) -> Fault:
     return Fault(f"interpreter bug: the result is a {value.dtype} value of shape "
                  f"{value.shape}, but its IR type needs {dtype} of shape {shape}")
 
@@ -266,33 +266,33 @@ def pure(op: ir.OpView, cx: CompileContext, fn: Callable[..., object]) -> Step:
         def step(frame):
             frame[out] = v = fn()
             if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
-                raise _wrong_result(v, dtype, shape)
+                raise wrong_result(v, dtype, shape)
     elif len(ins) == 1:
         a, = ins
 
         def step(frame):
             frame[out] = v = fn(frame[a])
             if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
-                raise _wrong_result(v, dtype, shape)
+                raise wrong_result(v, dtype, shape)
     elif len(ins) == 2:
         a, b = ins
 
         def step(frame):
             frame[out] = v = fn(frame[a], frame[b])
             if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
-                raise _wrong_result(v, dtype, shape)
+                raise wrong_result(v, dtype, shape)
     elif len(ins) == 3:
         a, b, c = ins
 
         def step(frame):
             frame[out] = v = fn(frame[a], frame[b], frame[c])
             if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
-                raise _wrong_result(v, dtype, shape)
+                raise wrong_result(v, dtype, shape)
     else:
         def step(frame):
             frame[out] = v = fn(*[frame[i] for i in ins])
             if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
-                raise _wrong_result(v, dtype, shape)
+                raise wrong_result(v, dtype, shape)
     setattr(step, CHECKED, True)
     return step
 
