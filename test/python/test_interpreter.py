@@ -1764,3 +1764,29 @@ func.func @k(%c: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.persis
     c = np.full(12, np.nan, np.float32)
     interpreter.run(module, "k", (3,), [c])
     np.testing.assert_array_equal(c, np.repeat([3.0, 4.0, 5.0], 4))
+
+
+def test_a_tiles_window_is_its_part_inside_the_array():
+    """tile_ops._window against its definition, written plainly: tile index i covers
+    elements [i*s, (i+1)*s) of its dim, clipped to the array; None when nothing is left
+    (negative indices, past the end, an empty dim)."""
+    from tileir.interpreter.tile_ops import _window
+
+    def plain(indices, shape, dims):
+        src, dst = [], []
+        for i, s, n in zip(indices, shape, dims):
+            start = int(i) * s
+            lo, hi = max(start, 0), min(start + s, n)
+            if hi <= lo:
+                return None
+            src.append(slice(lo, hi))
+            dst.append(slice(lo - start, hi - start))
+        return tuple(src), tuple(dst)
+
+    for dims in [(0,), (1,), (7,), (64,), (100, 37), (5, 0), (3, 64, 65)]:
+        for shape in [(1,) * len(dims), (4,) * len(dims), (64,) * len(dims)]:
+            for i in (-3, -1, 0, 1, 2, 16, 100):
+                indices = [np.int32(i)] + [np.int32(0)] * (len(dims) - 1)
+                assert _window(indices, shape, dims) == plain(indices, shape, dims)
+                indices = [np.int32(0)] * (len(dims) - 1) + [np.int32(i)]
+                assert _window(indices, shape, dims) == plain(indices, shape, dims)

@@ -106,7 +106,10 @@ def _window(indices, tile_shape, array_shape):
     src, dst = [], []
     for i, s, dim in zip(indices, tile_shape, array_shape):
         start = int(i) * s
-        lo, hi = max(start, 0), min(start + s, dim)
+        end = start + s
+        # (conditional expressions, not max and min: this runs for every load and store)
+        lo = start if start > 0 else 0
+        hi = end if end < dim else dim
         if hi <= lo:
             return None
         src.append(slice(lo, hi))
