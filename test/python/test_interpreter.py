@@ -1790,3 +1790,45 @@ def test_a_tiles_window_is_its_part_inside_the_array():
                 assert _window(indices, shape, dims) == plain(indices, shape, dims)
                 indices = [np.int32(0)] * (len(dims) - 1) + [np.int32(i)]
                 assert _window(indices, shape, dims) == plain(indices, shape, dims)
+
+
+@pytest.mark.parametrize("value", ["right", "wrong dtype", "wrong shape"])
+def test_a_constant_is_checked_once_when_right_and_at_its_line_when_wrong(
+        ctx, monkeypatch, value):
+    """`compiler.constant`'s value is checked against the IR type where the rule is
+    compiled: a right one runs with no check around its step (it cannot change); a
+    wrong one (an interpreter bug) still fails at run time, at the constant's line."""
+    from tileir.interpreter import compiler
+    text = f"""
+func.func @k(%x: {arr('f32')}) attributes {{tile.kernel}} {{
+  %c0 = arith.constant 0 : i32
+  %t = arith.constant dense<2.5> : tensor<4xf32>
+  {store('x', 'f32', 't', [4], '%c0')}
+  return
+}}"""
+    given = {"right": np.full(4, 2.5, np.float32), "wrong dtype": np.full(4, 2.5),
+             "wrong shape": np.full(8, 2.5, np.float32)}[value]
+    real = compiler.RULES["arith.constant"]
+
+    def tensor_constant(op, cx):
+        if isinstance(op.result.type, ir.RankedTensorType):
+            return compiler.constant(op, cx, given)
+        return real(op, cx)
+    monkeypatch.setitem(compiler.RULES, "arith.constant", tensor_constant)
+    interpreter.CACHE.clear()
+    x = np.zeros(4, np.float32)
+    if value == "right":
+        kernel = interpreter.compile_kernel(parse(text), "k")
+        assert all(getattr(step, compiler.CHECKED, False)
+                   for step in kernel.function.body.steps[:2])
+        run(text, (1,), [x])
+        np.testing.assert_array_equal(x, given)
+    else:
+        got = "float64 value of shape (4,)" if value == "wrong dtype" \
+            else "float32 value of shape (8,)"
+        with pytest.raises(InterpreterError, match=rf"-:4:8: error: 'arith.constant': "
+                                                   rf"interpreter bug: the result is a "
+                                                   rf"{re.escape(got)}, but its IR type needs "
+                                                   rf"float32 of shape \(4,\)"):
+            run(text, (1,), [x])
+    interpreter.CACHE.clear()

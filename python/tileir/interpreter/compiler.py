@@ -316,9 +316,18 @@ def _pure_unchecked(ins: tuple[int, ...], out: int, fn: Callable[..., object]) -
 
 
 def constant(op: ir.OpView, cx: CompileContext, value) -> Step:
-    """A step writing a value known at compile time into `op`'s result."""
+    """A step writing a value known at compile time into `op`'s result.  The value is
+    checked against the result's IR type once, here, where it passes (the same value
+    every time, and its dtype and shape cannot change); one that does not is left to
+    `_checked`'s check at run time, which reports it at the op, as for any step."""
     out = cx.define(op.result)
 
     def step(frame):
         frame[out] = value
+    expected = cx._expected_results(op)
+    if expected:
+        (_, dtype, shape), = expected
+        dt, sh = getattr(value, "dtype", None), getattr(value, "shape", None)
+        if dt is not None and sh is not None and dt == dtype and sh == shape:
+            setattr(step, CHECKED, True)
     return step
