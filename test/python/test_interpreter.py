@@ -1832,3 +1832,25 @@ func.func @k(%x: {arr('f32')}) attributes {{tile.kernel}} {{
                                                    rf"float32 of shape \(4,\)"):
             run(text, (1,), [x])
     interpreter.CACHE.clear()
+
+
+def test_a_block_id_of_the_wrong_type_is_a_located_interpreter_bug(ctx):
+    """tile.bid's step checks the id it reads against the IR type itself (no wrapper):
+    a launcher that set an int64 id is caught at the op, as any step's wrong result."""
+    from tileir.interpreter.compiler import CHECKED, LAUNCH_SLOT, Launch, execute
+    text = f"""
+func.func @k(%x: {arr('i32')}) attributes {{tile.kernel}} {{
+  {BID}
+  return
+}}"""
+    kernel = interpreter.compile_kernel(parse(text), "k")
+    assert getattr(kernel.function.body.steps[0], CHECKED, False)
+    frame = kernel.bind([np.zeros(1, np.int32)])
+    frame[LAUNCH_SLOT] = launch = Launch((1, 1, 1))
+    launch.bid = (np.int32(0), np.int32(0), np.int32(0))
+    execute(kernel.function.body, frame)
+    launch.bid = (np.int64(0), np.int32(0), np.int32(0))
+    with pytest.raises(InterpreterError, match=r"-:3:8: error: 'tile.bid': interpreter bug: "
+                                               r"the result is a int64 value of shape \(\), "
+                                               r"but its IR type needs int32 of shape \(\)"):
+        execute(kernel.function.body, frame)

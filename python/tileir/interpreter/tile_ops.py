@@ -28,9 +28,14 @@ from .errors import Fault, UnsupportedOpError
 @rule("tile.bid")
 def _bid(op, cx: CompileContext) -> Step:
     out, axis = cx.define(op.result), op.axis
+    (_, dtype, shape), = cx._expected_results(op)
 
+    # (checked here, as `pure`'s steps are: a block id is read in every block)
     def step(frame):
-        frame[out] = frame[LAUNCH_SLOT].bid[axis]
+        frame[out] = v = frame[LAUNCH_SLOT].bid[axis]
+        if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
+            raise wrong_result(v, dtype, shape)
+    setattr(step, CHECKED, True)
     return step
 
 
