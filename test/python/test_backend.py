@@ -491,3 +491,30 @@ def test_backend_modules_import_no_circle():
         circle = visit(m)
         assert circle is None, "backend modules import each other in a circle: " + \
             " -> ".join(circle)
+
+
+def test_the_lowerings_constants_are_the_ops_arith_builds():
+    """LoweringContext.const builds its `arith.constant` with `ir.Operation.create` (half
+    the cost of the dialect's builder): the same op, type, value and location as
+    `arith.ConstantOp` gives, for integers and floats, the default i32 among them."""
+    from mlir import ir
+    from mlir.dialects import arith
+    from tileir.backend.gpu.context import LoweringContext
+    from tileir.dialect import context
+
+    def built(make) -> str:
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            make()
+        return module.operation.get_asm(enable_debug_info=True)
+
+    with context(), ir.Location.file("k.py", 7, 3):
+        for value, t in [(5, None), (-1, ir.IntegerType.get_signless(64)),
+                         (1, ir.IntegerType.get_signless(1)), (3, ir.F32Type.get()),
+                         (2, ir.F16Type.get())]:
+            want_t = t or ir.IntegerType.get_signless(32)
+            attr = ir.IntegerAttr.get(want_t, value) if isinstance(want_t, ir.IntegerType) \
+                else ir.FloatAttr.get(want_t, float(value))
+            got = built(lambda: LoweringContext.const(value, t))
+            assert got == built(lambda: arith.ConstantOp(want_t, attr))
+            assert "arith.constant" in got and 'loc("k.py":7:3)' in got

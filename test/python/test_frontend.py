@@ -292,3 +292,20 @@ def test_unreadable_source_is_reported():
     exec("import tileir as ct\n@ct.kernel\ndef k(a):\n    pass\n", ns)
     with pytest.raises(TileSyntaxError, match="must be defined in a file"):
         ns["k"].compile((F32,), stage="frontend")
+
+
+def test_intrinsic_signatures_are_read_once_per_function():
+    """The tracer binds each call against its function's public signature, read once per
+    function object (`intrinsics._signature`): the same answer as inspect's, and a
+    different function (even of the same name) gets its own."""
+    from tileir import api
+    from tileir.frontend import intrinsics
+
+    fn = api.SIGNATURES["load"]
+    assert intrinsics._signature(fn) is intrinsics._signature(fn)
+    assert intrinsics._signature(fn) == inspect.signature(fn)
+
+    def load(array, index, shape, extra=1):
+        pass
+    assert intrinsics._signature(load) == inspect.signature(load)
+    assert intrinsics._signature(load) != intrinsics._signature(fn)

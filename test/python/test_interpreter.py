@@ -10,6 +10,7 @@ scalars differently (warnings, promotion, 0-d results).
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import ml_dtypes
@@ -1651,6 +1652,59 @@ func.func @k(%s: i32) attributes {tile.kernel} {
         run(text, (1,), [0])
 
 
+@pytest.mark.parametrize("wrong", ["dtype", "shape"])
+@pytest.mark.parametrize("checked_inside", [True, False], ids=["pure", "wrapped"])
+def test_a_rule_giving_the_wrong_result_type_is_a_located_interpreter_bug(
+        ctx, monkeypatch, wrong, checked_inside):
+    """The check of each result against its IR type (`pure`'s step does it itself, other
+    rules' steps get it around them): the same fault, at the op's line, either way."""
+    from tileir.interpreter import compiler
+    bad = ((lambda a, c: (a + c).astype(np.float64)) if wrong == "dtype"
+           else (lambda a, c: np.concatenate([a, c])))
+
+    def addf_pure(op, cx):
+        return compiler.pure(op, cx, bad)
+
+    def addf_plain(op, cx):                     # a rule written without `pure`
+        a, c, out = cx.slot(op.operands[0]), cx.slot(op.operands[1]), cx.define(op.result)
+
+        def step(frame):
+            frame[out] = bad(frame[a], frame[c])
+        return step
+    addf = addf_pure if checked_inside else addf_plain
+    monkeypatch.setitem(compiler.RULES, "arith.addf", addf)
+    interpreter.CACHE.clear()
+    got = ("float64 value of shape (64,)" if wrong == "dtype"
+           else "float32 value of shape (128,)")
+    with pytest.raises(InterpreterError, match=rf"-:6:8: error: 'arith.addf': interpreter bug: "
+                                               rf"the result is a {re.escape(got)}, but its IR "
+                                               rf"type needs float32 of shape \(64,\)"):
+        run(VADD, (1,), [np.zeros(64, np.float32)] * 3)
+    interpreter.CACHE.clear()
+
+
+@pytest.mark.parametrize("wrong", ["dtype", "shape"])
+def test_a_load_giving_the_wrong_result_type_is_a_located_interpreter_bug(
+        ctx, monkeypatch, wrong):
+    """tile.load's step checks its tile against the IR type itself, as `pure`'s do."""
+    from tileir.interpreter import tile_ops
+    real = tile_ops._load_tile
+
+    def bad_load_tile(e, shape, padding, array_type):
+        load = real(e, shape, padding, array_type)
+        if wrong == "dtype":
+            return lambda array, indices: load(array, indices).astype(np.float16)
+        return lambda array, indices: load(array, indices)[:32]
+    monkeypatch.setattr(tile_ops, "_load_tile", bad_load_tile)
+    interpreter.CACHE.clear()
+    got = "float16 value of shape (64,)" if wrong == "dtype" else "float32 value of shape (32,)"
+    with pytest.raises(InterpreterError, match=rf"-:4:8: error: 'tile.load': interpreter bug: "
+                                               rf"the result is a {re.escape(got)}, but its IR "
+                                               rf"type needs float32 of shape \(64,\)"):
+        run(VADD, (1,), [np.zeros(64, np.float32)] * 3)
+    interpreter.CACHE.clear()
+
+
 def test_invalid_ir_is_rejected_by_the_verifier(ctx):
     module = td.parse(VADD.replace("arith.addf %a, %c : tensor<64xf32>",
                                    "arith.addf %a, %c : tensor<64xf32>\n"
@@ -1710,3 +1764,93 @@ func.func @k(%c: !tile.array<f32, 1 : i64>) attributes {tile.kernel, tile.persis
     c = np.full(12, np.nan, np.float32)
     interpreter.run(module, "k", (3,), [c])
     np.testing.assert_array_equal(c, np.repeat([3.0, 4.0, 5.0], 4))
+
+
+def test_a_tiles_window_is_its_part_inside_the_array():
+    """tile_ops._window against its definition, written plainly: tile index i covers
+    elements [i*s, (i+1)*s) of its dim, clipped to the array; None when nothing is left
+    (negative indices, past the end, an empty dim)."""
+    from tileir.interpreter.tile_ops import _window
+
+    def plain(indices, shape, dims):
+        src, dst = [], []
+        for i, s, n in zip(indices, shape, dims):
+            start = int(i) * s
+            lo, hi = max(start, 0), min(start + s, n)
+            if hi <= lo:
+                return None
+            src.append(slice(lo, hi))
+            dst.append(slice(lo - start, hi - start))
+        return tuple(src), tuple(dst)
+
+    for dims in [(0,), (1,), (7,), (64,), (100, 37), (5, 0), (3, 64, 65)]:
+        for shape in [(1,) * len(dims), (4,) * len(dims), (64,) * len(dims)]:
+            for i in (-3, -1, 0, 1, 2, 16, 100):
+                indices = [np.int32(i)] + [np.int32(0)] * (len(dims) - 1)
+                assert _window(indices, shape, dims) == plain(indices, shape, dims)
+                indices = [np.int32(0)] * (len(dims) - 1) + [np.int32(i)]
+                assert _window(indices, shape, dims) == plain(indices, shape, dims)
+
+
+@pytest.mark.parametrize("value", ["right", "wrong dtype", "wrong shape"])
+def test_a_constant_is_checked_once_when_right_and_at_its_line_when_wrong(
+        ctx, monkeypatch, value):
+    """`compiler.constant`'s value is checked against the IR type where the rule is
+    compiled: a right one runs with no check around its step (it cannot change); a
+    wrong one (an interpreter bug) still fails at run time, at the constant's line."""
+    from tileir.interpreter import compiler
+    text = f"""
+func.func @k(%x: {arr('f32')}) attributes {{tile.kernel}} {{
+  %c0 = arith.constant 0 : i32
+  %t = arith.constant dense<2.5> : tensor<4xf32>
+  {store('x', 'f32', 't', [4], '%c0')}
+  return
+}}"""
+    given = {"right": np.full(4, 2.5, np.float32), "wrong dtype": np.full(4, 2.5),
+             "wrong shape": np.full(8, 2.5, np.float32)}[value]
+    real = compiler.RULES["arith.constant"]
+
+    def tensor_constant(op, cx):
+        if isinstance(op.result.type, ir.RankedTensorType):
+            return compiler.constant(op, cx, given)
+        return real(op, cx)
+    monkeypatch.setitem(compiler.RULES, "arith.constant", tensor_constant)
+    interpreter.CACHE.clear()
+    x = np.zeros(4, np.float32)
+    if value == "right":
+        kernel = interpreter.compile_kernel(parse(text), "k")
+        assert all(getattr(step, compiler.CHECKED, False)
+                   for step in kernel.function.body.steps[:2])
+        run(text, (1,), [x])
+        np.testing.assert_array_equal(x, given)
+    else:
+        got = "float64 value of shape (4,)" if value == "wrong dtype" \
+            else "float32 value of shape (8,)"
+        with pytest.raises(InterpreterError, match=rf"-:4:8: error: 'arith.constant': "
+                                                   rf"interpreter bug: the result is a "
+                                                   rf"{re.escape(got)}, but its IR type needs "
+                                                   rf"float32 of shape \(4,\)"):
+            run(text, (1,), [x])
+    interpreter.CACHE.clear()
+
+
+def test_a_block_id_of_the_wrong_type_is_a_located_interpreter_bug(ctx):
+    """tile.bid's step checks the id it reads against the IR type itself (no wrapper):
+    a launcher that set an int64 id is caught at the op, as any step's wrong result."""
+    from tileir.interpreter.compiler import CHECKED, LAUNCH_SLOT, Launch, execute
+    text = f"""
+func.func @k(%x: {arr('i32')}) attributes {{tile.kernel}} {{
+  {BID}
+  return
+}}"""
+    kernel = interpreter.compile_kernel(parse(text), "k")
+    assert getattr(kernel.function.body.steps[0], CHECKED, False)
+    frame = kernel.bind([np.zeros(1, np.int32)])
+    frame[LAUNCH_SLOT] = launch = Launch((1, 1, 1))
+    launch.bid = (np.int32(0), np.int32(0), np.int32(0))
+    execute(kernel.function.body, frame)
+    launch.bid = (np.int64(0), np.int32(0), np.int32(0))
+    with pytest.raises(InterpreterError, match=r"-:3:8: error: 'tile.bid': interpreter bug: "
+                                               r"the result is a int64 value of shape \(\), "
+                                               r"but its IR type needs int32 of shape \(\)"):
+        execute(kernel.function.body, frame)

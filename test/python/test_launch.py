@@ -62,6 +62,41 @@ def test_scalar_arguments_and_grid_forms(rng):
     np.testing.assert_allclose(y, want, rtol=1e-6)                 # alpha is f32, x is f64
 
 
+def test_each_specialization_is_compiled_for_the_interpreter_once(monkeypatch, rng):
+    """A launch in the interpreter runs its specialization's own interpreter compile
+    (`CompiledKernel.interpreted`), made at its first launch and kept; another
+    specialization (other dtypes, another constant) gets its own, and each computes
+    its own result."""
+    from tileir import interpreter
+    compiles = []
+    real = interpreter.compile_kernel
+
+    def counted(module, name):
+        compiles.append(name)
+        return real(module, name)
+    monkeypatch.setattr(interpreter, "compile_kernel", counted)
+
+    @ct.kernel
+    def scale(x, y, TILE: ct.Constant[int]):
+        i = ct.bid(0)
+        t = ct.load(x, index=(i,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+        ct.store(y, index=(i,), tile=t * 3)
+
+    x = rng.standard_normal(100).astype(np.float32)
+    y = np.zeros(100, np.float32)
+    ct.launch(None, (2,), scale, (x, y, 64))
+    first = scale.compile((x, y, 64)).interpreted()
+    y[:] = 0
+    ct.launch(None, (2,), scale, (x, y, 64))
+    assert scale.compile((x, y, 64)).interpreted() is first and compiles == ["scale"]
+    np.testing.assert_array_equal(y, x * np.float32(3))
+    x16, y16 = x.astype(np.float16), np.zeros(100, np.float16)
+    ct.launch(None, (4,), scale, (x16, y16, 32))
+    assert scale.compile((x16, y16, 32)).interpreted() is not first
+    assert compiles == ["scale", "scale"]
+    np.testing.assert_array_equal(y16, x16 * np.float16(3))
+
+
 # In --full (~2.3 s where torch is installed: a worker's first import of torch): the
 # fast tier launches DLPack arrays other than NumPy's in the interpreter, results landing
 # in the caller's memory (test_device_arrays_need_the_gpu_or_the_knob), and reads torch

@@ -6,6 +6,7 @@ first launch under a time limit in a child process; one GPU search over torch te
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 import math
 import os
@@ -43,8 +44,17 @@ def spin(o, n: int):
 @pytest.fixture
 def few_samples(monkeypatch):
     """Interpreted launches are slow and noisy: at most 20 samples a config, so that a
-    real search stays fast (the full rules are tested on injected times below)."""
+    real search stays fast (the full rules are tested on injected times below).  The
+    garbage collector is off while it runs (after a collection): a full collection of
+    the heap an earlier test file left (its MLIR objects) took ~70 ms inside one timed
+    launch of ~30 us and decided which tile was fastest."""
     monkeypatch.setattr(tune, "MAX_SAMPLES", 20)
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def search(space, grid_fn, kernel, args_fn, hints_fn=None, **kw):

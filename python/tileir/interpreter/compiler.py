@@ -91,18 +91,37 @@ def _checked(step: Step, expected: tuple[tuple[int, np.dtype, tuple], ...]) -> S
     NumPy promotes and casts silently (a store even rounds an f32 tile into a
     bf16 array), so a rule that returns the wrong dtype would otherwise yield
     a plausible wrong number.  The check costs well under a microsecond per op.
+    A step the rule built with the check inside (`pure`: `CHECKED`) is kept as it is.
     """
-    if not expected:
+    if not expected or getattr(step, CHECKED, False):
         return step
+    if len(expected) == 1:
+        (slot, dtype, shape), = expected
+
+        def checked_one(frame):
+            step(frame)
+            value = frame[slot]
+            if value.dtype is not dtype and value.dtype != dtype or value.shape != shape:
+                raise wrong_result(value, dtype, shape)
+        return checked_one
 
     def checked_step(frame):
         step(frame)
         for slot, dtype, shape in expected:
             value = frame[slot]
-            if value.dtype != dtype or value.shape != shape:
-                raise Fault(f"interpreter bug: the result is a {value.dtype} value of shape "
-                            f"{value.shape}, but its IR type needs {dtype} of shape {shape}")
+            if value.dtype is not dtype and value.dtype != dtype or value.shape != shape:
+                raise wrong_result(value, dtype, shape)
     return checked_step
+
+
+# The attribute of a step that checks its own result (`pure`'s), so `_checked` adds
+# no second frame around it: a wrapper's call was ~10 % of an interpreted LLM test.
+CHECKED = "_tileir_checks_its_result"
+
+
+def wrong_result(value, dtype: np.dtype, shape: tuple) -> Fault:
+    return Fault(f"interpreter bug: the result is a {value.dtype} value of shape "
+                 f"{value.shape}, but its IR type needs {dtype} of shape {shape}")
 
 
 def execute(block: CompiledBlock, frame: Frame) -> list:
@@ -232,14 +251,55 @@ class CompileContext:
 # Step builders for the common shapes of rules
 # ---------------------------------------------------------------------------
 def pure(op: ir.OpView, cx: CompileContext, fn: Callable[..., object]) -> Step:
-    """A step computing the single result of `op` as `fn(*operand values)`."""
+    """A step computing the single result of `op` as `fn(*operand values)`, checked
+    against the result's IR type in the same step (what `_checked` would add around
+    it, without a second call: this is the innermost loop of the interpreter)."""
     ins = cx.slots(op.operands)
     out = cx.define(op.result)
-    # Unrolled by arity: this is the innermost loop of the interpreter.
+    expected = cx._expected_results(op)
+    if not expected:
+        return _pure_unchecked(ins, out, fn)
+    (_, dtype, shape), = expected
+    # Unrolled by arity.  `is not` first: a result's dtype is almost always the very
+    # dtype object (NumPy's and ml_dtypes' are singletons); `!=` decides otherwise.
     if len(ins) == 0:
         def step(frame):
-            frame[out] = fn()
+            frame[out] = v = fn()
+            if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
+                raise wrong_result(v, dtype, shape)
     elif len(ins) == 1:
+        a, = ins
+
+        def step(frame):
+            frame[out] = v = fn(frame[a])
+            if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
+                raise wrong_result(v, dtype, shape)
+    elif len(ins) == 2:
+        a, b = ins
+
+        def step(frame):
+            frame[out] = v = fn(frame[a], frame[b])
+            if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
+                raise wrong_result(v, dtype, shape)
+    elif len(ins) == 3:
+        a, b, c = ins
+
+        def step(frame):
+            frame[out] = v = fn(frame[a], frame[b], frame[c])
+            if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
+                raise wrong_result(v, dtype, shape)
+    else:
+        def step(frame):
+            frame[out] = v = fn(*[frame[i] for i in ins])
+            if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
+                raise wrong_result(v, dtype, shape)
+    setattr(step, CHECKED, True)
+    return step
+
+
+def _pure_unchecked(ins: tuple[int, ...], out: int, fn: Callable[..., object]) -> Step:
+    """`pure`'s step for a result with no NumPy type to check (an array, a ring)."""
+    if len(ins) == 1:
         a, = ins
 
         def step(frame):
@@ -249,11 +309,6 @@ def pure(op: ir.OpView, cx: CompileContext, fn: Callable[..., object]) -> Step:
 
         def step(frame):
             frame[out] = fn(frame[a], frame[b])
-    elif len(ins) == 3:
-        a, b, c = ins
-
-        def step(frame):
-            frame[out] = fn(frame[a], frame[b], frame[c])
     else:
         def step(frame):
             frame[out] = fn(*[frame[i] for i in ins])
@@ -261,9 +316,18 @@ def pure(op: ir.OpView, cx: CompileContext, fn: Callable[..., object]) -> Step:
 
 
 def constant(op: ir.OpView, cx: CompileContext, value) -> Step:
-    """A step writing a value known at compile time into `op`'s result."""
+    """A step writing a value known at compile time into `op`'s result.  The value is
+    checked against the result's IR type once, here, where it passes (the same value
+    every time, and its dtype and shape cannot change); one that does not is left to
+    `_checked`'s check at run time, which reports it at the op, as for any step."""
     out = cx.define(op.result)
 
     def step(frame):
         frame[out] = value
+    expected = cx._expected_results(op)
+    if expected:
+        (_, dtype, shape), = expected
+        dt, sh = getattr(value, "dtype", None), getattr(value, "shape", None)
+        if dt is not None and sh is not None and dt == dtype and sh == shape:
+            setattr(step, CHECKED, True)
     return step

@@ -16,7 +16,8 @@ from mlir import ir
 from tileir.dialect.debug import printf_spans
 from tileir.dialect.types import array_info
 
-from .compiler import LAUNCH_SLOT, CompileContext, Step, constant, pure, rule
+from .compiler import (CHECKED, LAUNCH_SLOT, CompileContext, Step, constant, pure, rule,
+                       wrong_result)
 from .dtypes import F32, F64, Elem, as_signed, as_unsigned, elem_of, shape_of
 from .errors import Fault, UnsupportedOpError
 
@@ -27,9 +28,14 @@ from .errors import Fault, UnsupportedOpError
 @rule("tile.bid")
 def _bid(op, cx: CompileContext) -> Step:
     out, axis = cx.define(op.result), op.axis
+    (_, dtype, shape), = cx._expected_results(op)
 
+    # (checked here, as `pure`'s steps are: a block id is read in every block)
     def step(frame):
-        frame[out] = frame[LAUNCH_SLOT].bid[axis]
+        frame[out] = v = frame[LAUNCH_SLOT].bid[axis]
+        if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
+            raise wrong_result(v, dtype, shape)
+    setattr(step, CHECKED, True)
     return step
 
 
@@ -105,7 +111,10 @@ def _window(indices, tile_shape, array_shape):
     src, dst = [], []
     for i, s, dim in zip(indices, tile_shape, array_shape):
         start = int(i) * s
-        lo, hi = max(start, 0), min(start + s, dim)
+        end = start + s
+        # (conditional expressions, not max and min: this runs for every load and store)
+        lo = start if start > 0 else 0
+        hi = end if end < dim else dim
         if hi <= lo:
             return None
         src.append(slice(lo, hi))
@@ -117,9 +126,15 @@ def _window(indices, tile_shape, array_shape):
 def _load(op, cx: CompileContext) -> Step:
     load = _load_tile(elem_of(op.result.type), tuple(op.tile_shape), op.padding, op.array.type)
     array_slot, index_slots, out = cx.slot(op.array), cx.slots(op.index), cx.define(op.result)
+    (_, dtype, shape), = cx._expected_results(op)
 
+    # The result checked against its IR type here, as `pure` does (a load is the
+    # interpreter's second most common step after pure ones).
     def step(frame):
-        frame[out] = load(frame[array_slot], [frame[s] for s in index_slots])
+        frame[out] = v = load(frame[array_slot], [frame[s] for s in index_slots])
+        if v.dtype is not dtype and v.dtype != dtype or v.shape != shape:
+            raise wrong_result(v, dtype, shape)
+    setattr(step, CHECKED, True)
     return step
 
 
