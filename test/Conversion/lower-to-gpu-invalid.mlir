@@ -61,3 +61,21 @@ func.func @specialized(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.
   return
 }
 }
+
+// -----
+
+// Hand-written layout IR that stores a tile it loaded into a shared-memory layout
+// (the fuzzer's mutants of pipeline-loops.mlir @copy_parts_read_elsewhere reached
+// this as an internal error): a store reads registers, and the layout stage puts a
+// tile.convert_layout before such a use.
+
+#sh = #tile.shared<128 : i64, array<i64: 1, 0>>
+module attributes {tile.stage = "layout", tile.target = "sm_90a"} {
+func.func @store_from_shared(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %e: !tile.array<bf16, 2 : i64>) attributes {tile.kernel, tile.num_warps = 4 : i32} {
+  %c0 = arith.constant 0 : i32
+  %t = "tile.load"(%a, %c0, %c0) {padding = "zero", tile_shape = array<i64: 64, 128>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x128xbf16, #sh>
+  // expected-error @+1 {{this op reads a tile in registers, but the tile's layout keeps it in shared memory (tensor<64x128xbf16, #tile.shared<128 : i64, array<i64: 1, 0>>>): convert it to a register layout first (tile.convert_layout)}}
+  "tile.store"(%e, %t, %c0, %c0) : (!tile.array<bf16, 2 : i64>, tensor<64x128xbf16, #sh>, i32, i32) -> ()
+  return
+}
+}

@@ -141,6 +141,15 @@ class LoweringContext:
     def frag(self, v: ir.Value) -> Frag:
         f = self.get(v)
         if not isinstance(f, Frag):
+            from .shared import SmemTile
+            if isinstance(f, SmemTile):
+                # IR given at a later stage (tile-opt) can read a shared-memory tile
+                # where an op needs registers; the layout stage puts a
+                # tile.convert_layout before such a use
+                raise TileIRError(f"this op reads a tile in registers, but the tile's "
+                                  f"layout keeps it in shared memory ({v.type}): "
+                                  f"convert it to a register layout first "
+                                  f"(tile.convert_layout)", ir.Location.current)
             raise TileIRError("internal error: expected a tile", ir.Location.current)
         return f
 
