@@ -15,6 +15,8 @@ from mlir.dialects import arith, gpu, llvm, memref, nvvm, scf
 from tileir.dialect import TileIRError
 from tileir.dialect.types import by_type
 from tileir.backend.layout import layouts as L
+from tileir.backend.layout.mma_layouts import Shared
+from tileir.dialect.layout import tile_layout
 
 I32 = lambda: ir.IntegerType.get_signless(32)   # noqa: E731
 I64 = lambda: ir.IntegerType.get_signless(64)   # noqa: E731
@@ -141,8 +143,7 @@ class LoweringContext:
     def frag(self, v: ir.Value) -> Frag:
         f = self.get(v)
         if not isinstance(f, Frag):
-            from .shared import SmemTile
-            if isinstance(f, SmemTile):
+            if isinstance(tile_layout(v.type), Shared):
                 # IR given at a later stage (tile-opt) can read a shared-memory tile
                 # where an op needs registers; the layout stage puts a
                 # tile.convert_layout before such a use
