@@ -45,10 +45,11 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "83-161 s wall, 159-272 s of CPU, 2915-2923 passed (3141842, c6c8b13, e58bb98 "
-            "and e77d5b8, 2026-11-29, eight runs on the 2-core machine, shared at times, "
-            "whose speed varies by a third; 91-131 s in six runs of a52e17e)",
-    "full": "478 s wall, 3905 passed (e58bb98, 2026-11-29, CI on a clean clone)",
+    "fast": "96-116 s wall (median 98), 182-220 s of CPU, 2943 passed (764b8aa, "
+            "2026-11-29, four clean runs on the idle 2-core machine; earlier trees 83-161 s "
+            "beside other jobs or in the machine's slow phases: its speed varies by a third)",
+    "full": "499 s wall, 3933 passed (764b8aa, 2026-11-29, CI on a clean clone: 577 s "
+            "with its setup)",
 }
 
 
