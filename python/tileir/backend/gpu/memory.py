@@ -212,18 +212,14 @@ def relaxed_load(cx: LoweringContext, arr: ArrayABI, index: list[ir.Value], lin:
     if bits != 32 or not lin.shape or addr.vector_width(store_t) != 4:
         regs = elements()
     else:
-        quad = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
         i32 = ir.IntegerType.get_signless(32)
         if_op = scf.IfOp(addr.thread_in_bounds(), [store_t] * lin.num_regs, has_else=True)
         with ir.InsertionPoint(if_op.then_block):
             out = []
             for r0 in range(0, lin.num_regs, 4):
-                q = llvm.inline_asm(quad, [addr.ptr(r0)],
-                                    f"{sem}.v4.b32 {{$0, $1, $2, $3}}, [$4];",
-                                    "=r,=r,=r,=r,l", has_side_effects=True)
-                for j in range(4):
-                    w = llvm.extractvalue(i32, q, ir.DenseI64ArrayAttr.get([j]))
-                    out.append(w if store_t == i32 else arith.bitcast(store_t, w))
+                words = _four_words(f"{sem}.v4.b32 {{$0, $1, $2, $3}}, [$4];", [addr.ptr(r0)],
+                                    "l", side_effects=True)
+                out += [w if store_t == i32 else arith.bitcast(store_t, w) for w in words]
             scf.YieldOp(out)
         with ir.InsertionPoint(if_op.else_block):
             scf.YieldOp(elements())
@@ -303,15 +299,23 @@ def _policy_load(vt: ir.VectorType, ptr: ir.Value, policy: ir.Value,
                  after: ir.Value | None = None) -> ir.Value:
     """`after`: a value the load must follow (the wait's token), an unused operand."""
     i32 = ir.IntegerType.get_signless(32)
-    st = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
     # pure: the scheduler batches these loads like ordinary ones (callers ensure no
     # store precedes them)
     if after is not None:
-        r = llvm.inline_asm(st, [ptr, policy, after], _POLICY_LOAD, "=r,=r,=r,=r,l,l,r")
+        words = _four_words(_POLICY_LOAD, [ptr, policy, after], "l,l,r")
     else:
-        r = llvm.inline_asm(st, [ptr, policy], _POLICY_LOAD, "=r,=r,=r,=r,l,l")
-    words = [llvm.extractvalue(i32, r, ir.DenseI64ArrayAttr.get([i])) for i in range(4)]
+        words = _four_words(_POLICY_LOAD, [ptr, policy], "l,l")
     return vector.bitcast(vt, vector.from_elements(ir.VectorType.get([4], i32), words))
+
+
+def _four_words(asm: str, operands: list, constraints: str,
+                side_effects: bool = False) -> list[ir.Value]:
+    """The four i32 results of a 16-byte inline-PTX load (`{$0, $1, $2, $3}` first)."""
+    i32 = ir.IntegerType.get_signless(32)
+    st = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
+    r = llvm.inline_asm(st, operands, asm, "=r,=r,=r,=r," + constraints,
+                        has_side_effects=side_effects)
+    return [llvm.extractvalue(i32, r, ir.DenseI64ArrayAttr.get([i])) for i in range(4)]
 
 
 def _edge_load(addr: "_Addressing", coords, ptr, vt: ir.VectorType, pad: ir.Value) -> ir.Value:
