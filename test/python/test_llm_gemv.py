@@ -1458,8 +1458,10 @@ def _llama_against_transformers(tmp_path, dtype, switches) -> set:
             setattr(be, name, True)
         launched = set()
         run = be._launch
-        be._launch = lambda grid, kernel, args: (launched.add((kernel.name, args[-1])),
-                                                 run(grid, kernel, args))
+        # (name, last argument); gemv_qkv_rope's NORM flag sits before its head dim
+        be._launch = lambda grid, kernel, args: (
+            launched.add((kernel.name, args[-2 if kernel.name == "gemv_qkv_rope" else -1])),
+            run(grid, kernel, args))
         if dtype == "bfloat16":
             ours = torch.cat([_ours_last_logits(llm, [p]) for p in prompts])
             assert torch.isfinite(ours).all()
@@ -1478,10 +1480,14 @@ def _llama_against_transformers(tmp_path, dtype, switches) -> set:
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_llama_on_decode_gemvs_matches_transformers(tmp_path, dtype):
     """Backend.decode_gemv on: QKV, O, gate/up and down of the one-row steps on the
-    GEMVs (asserted from the launches), the model against transformers
-    (`_llama_against_transformers`)."""
+    GEMVs (asserted from the launches; a decode step's QKV on gemv_qkv_rope, `qkv_rope`'s
+    default), the model against transformers (`_llama_against_transformers`)."""
     launched = _llama_against_transformers(tmp_path, dtype, ("decode_gemv",))
-    assert {"gemv", "gemv_add", "gemv_swiglu"} <= {name for name, _ in launched}, launched
+    names = {name for name, _ in launched}
+    # a one-token prompt's QKV runs on gemv (RoPE and the cache write after it), a decode
+    # step's on gemv_qkv_rope (float32's 32 greedy steps; bfloat16 times prompts only)
+    qkv = "gemv" if dtype == "bfloat16" else "gemv_qkv_rope"
+    assert {qkv, "gemv_add", "gemv_swiglu"} <= names, names
 
 
 def _torch_normed(torch, x, g, eps):
@@ -1556,7 +1562,8 @@ def test_llama_with_norms_in_the_gemvs_matches_transformers(tmp_path, dtype):
     the norm in their prologue (asserted from the launches), the model against
     transformers (`_llama_against_transformers`)."""
     launched = _llama_against_transformers(tmp_path, dtype, ("decode_gemv", "gemv_norm"))
-    assert {("gemv", True), ("gemv_swiglu", True)} <= launched, launched
+    qkv = "gemv" if dtype == "bfloat16" else "gemv_qkv_rope"     # prompts; decode steps
+    assert {(qkv, True), ("gemv_swiglu", True)} <= launched, launched
 
 
 def test_a_routed_candidate_is_what_the_backend_launches(monkeypatch):
