@@ -61,6 +61,7 @@ from triton.testing import do_bench, do_bench_cudagraph
 
 import tileir as ct
 from tileir.examples import decode_attention as dec
+from tileir.backend.pipeline import software_pipeline
 from tileir.examples import mla_decode as mla
 
 DT = torch.bfloat16
@@ -94,7 +95,8 @@ PARTS = {"copy_parts": True}
 # whole 64 x 64 score tile and the softmax and hands P and alpha over (owner_runs.py);
 # with replicas, each warpgroup computes them itself, no exchange in the loop
 # the split alone, its options off whatever the default (mla_decode.SPLIT_HINTS) adds
-SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False}
+SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False,
+         "merged_handoffs": False}
 REPLICAS = {**SPLIT, "split_replicas": True}
 # the owner's critical path (docs/attention.md, "Where the split step goes"): with
 # early_rescale each warpgroup multiplies its half of O by alpha as soon as it holds
@@ -103,16 +105,26 @@ REPLICAS = {**SPLIT, "split_replicas": True}
 # (the owner's run: 225 -> 161 instructions a step)
 RESCALE = {**SPLIT, "early_rescale": True}
 FUSION = {"fp_fusion": True}
+# a row whose name ends so compiles with the producer's indices (the page number read
+# from the block table) after its wait for the slot, as before session 27
+# (software_pipeline.INDICES_FIRST = False)
+INDICES_AFTER = ", table read after the slot wait"
 MLA_VARIANTS = [
     ("bn64 (default: unrotated, warpgroup split, 2 stages)", 64, {}, PAGE),
+    ("bn64 default" + INDICES_AFTER, 64, {}, PAGE),
+    # a step's hand-offs (alpha, P) under one wait and one signal each way: no
+    # named-barrier round trip between the owner's exponentials and P c
+    # (docs/attention.md, "Merged hand-offs")
+    ("bn64 default, merged hand-offs", 64, {"merged_handoffs": True}, PAGE),
     ("bn64 split, early rescale", 64, RESCALE, PAGE),
     ("bn64 split, fp fusion", 64, {**SPLIT, **FUSION}, PAGE),
     ("bn64 split, early rescale, fp fusion", 64, {**RESCALE, **FUSION}, PAGE),
-    # the default with a step's hand-offs (alpha, P) under one wait and one signal each
-    # way: no named-barrier round trip between the owner's exponentials and P c
-    # (docs/attention.md, "Merged hand-offs")
-    ("bn64 default, merged hand-offs", 64, {**RESCALE, **FUSION, "merged_handoffs": True},
-     PAGE),
+    # the producer prefetching into L2 the pages of the step 1, 2 or 4 steps after the
+    # one it copies (`l2_ahead`): a page is scattered in memory and read by no other
+    # block but its token's other half, so each copy into the 2-stage ring meets DRAM
+    # ("pages in L2" in --mla-phases: 2.05 against 2.38 us a step, session 27)
+    ("bn64 default, L2 1 ahead", 64, {"l2_ahead": 1}, PAGE),
+    ("bn64 default, L2 2 ahead", 64, {"l2_ahead": 2}, PAGE),
     ("bn64 split, early rescale, fp fusion, copy in parts", 64,
      {**RESCALE, **FUSION, **PARTS}, PAGE),
     ("bn32 split, early rescale, fp fusion", 32, {**RESCALE, **FUSION}, PAGE),
@@ -426,6 +438,12 @@ def mla_variants(copy_gbs, only=()) -> list[dict]:
         if only and not any(word in name for word in only):
             continue
         row = {"variant": name, "bn": bn, "hints": hints, "page": page}
+        after = name.endswith(INDICES_AFTER)
+        if after:      # a compiler setting, not a hint: compiled afresh, and only here
+            cache = os.environ.get("TILEIR_CACHE")
+            os.environ["TILEIR_CACHE"] = "0"
+            software_pipeline.INDICES_FIRST = False
+            mla._variants.clear()
         try:
             row["error"] = check_mla(bn, hints, page)
             for batch, ctx in MLA_SHAPES:
@@ -437,6 +455,14 @@ def mla_variants(copy_gbs, only=()) -> list[dict]:
                 row[f"ctx={ctx}"] = _mla_figures(t, nbytes, flops, copy_gbs)
         except Exception as e:       # a configuration that does not compile: say why
             row["failed"] = f"{type(e).__name__}: {str(e)[:300]}"
+        finally:
+            if after:
+                software_pipeline.INDICES_FIRST = True
+                mla._variants.clear()
+                if cache is None:
+                    os.environ.pop("TILEIR_CACHE")
+                else:
+                    os.environ["TILEIR_CACHE"] = cache
         rows.append(row)
         print(json.dumps(row), flush=True)
     print("MLA variants, batch 64 (CUDA graph): TB/s, TFLOP/s, x bound")

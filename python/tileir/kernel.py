@@ -468,6 +468,14 @@ class Kernel(KernelEntry):
                                             f"2 to 8 (shared-memory stages of a pipelined "
                                             f"loop), got {value}")
                 fn.attributes[attr] = ir.IntegerAttr.get(i32, value)
+        ahead = self.options.get("l2_ahead")
+        if ahead is not None:
+            if isinstance(ahead, bool) or not isinstance(ahead, int) or not 0 <= ahead <= 16:
+                raise KernelOptionError(f"kernel '{self.name}': option l2_ahead must be an "
+                                        f"int from 0 to 16 (steps of a producer warpgroup's "
+                                        f"L2 lookahead), got {ahead!r}")
+            if ahead:
+                fn.attributes["tile.l2_ahead"] = ir.IntegerAttr.get(i32, ahead)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch", "l2_prefetch", "product_rotation",
                        "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
@@ -920,7 +928,11 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     warpgroup 0 and the odd ones to warpgroup 1, FlashMLA's alternation (in a plain
     form: every hand-off waits for both warpgroups; off by default, docs/attention.md,
     "Alternating owners");
-    backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py) and
+    backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py),
+    `l2_ahead` (sm_90a, a pipelined loop whose ring a producer warpgroup fills: an
+    int D, with each step's copies an L2 prefetch of the tiles D steps later, so
+    tiles that miss L2, a paged cache's scattered pages, come from DRAM before the
+    ring has a slot for them; 0, the default, none; docs/attention.md) and
     `cache_hints` (16-byte loads
     carry an L2 `evict_last`
     policy: None, the default, for loads from arrays many times the L2 cache,
@@ -934,7 +946,8 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
              "persistent", "tma_store", "stream_k", "programmatic_launch", "l2_prefetch",
              "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
              "warpgroup_split", "split_replicas", "early_loads", "early_rescale",
-             "mbarrier_handoffs", "skewed_handoffs", "merged_handoffs", "alternate_owners"}
+             "mbarrier_handoffs", "skewed_handoffs", "merged_handoffs", "alternate_owners",
+             "l2_ahead"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")

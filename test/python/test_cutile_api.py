@@ -301,6 +301,10 @@ def test_kernel_option_errors_are_value_errors_as_in_cutile():
     with pytest.raises(ValueError, match="option num_stages must be 2 to 8"):   # tileir's
         ct.kernel(num_stages=9)(occupied.fn).compile((np.zeros(64, np.float32), 64),
                                                      stage="frontend", target="sm_90a")
+    for bad in (True, -1, 17, 2.0):            # tileir's producer L2 lookahead, in steps
+        with pytest.raises(ValueError, match=r"option l2_ahead must be an int from 0 to 16"):
+            ct.kernel(l2_ahead=bad)(occupied.fn).compile((np.zeros(64, np.float32), 64),
+                                                         stage="frontend", target="sm_90a")
 
 
 def test_kernels_are_made_from_functions_and_launched_not_called():

@@ -251,7 +251,8 @@ def test_mla_decode_matches_fp32(b, tq, h, page, splits, dtype):
 ROTATED = {"product_rotation": True}
 PARTS = {"copy_parts": True}
 # the split alone, its options off whatever the default (mla_decode.SPLIT_HINTS) adds
-SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False}
+SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False,
+         "merged_handoffs": False}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
 FUSION = {"fp_fusion": True}
@@ -293,6 +294,10 @@ ALTERNATE = {**SPLIT, "alternate_owners": True}
     # the default's hints with a step's hand-offs under one wait and one signal
     pytest.param(64, {**RESCALE, **FUSION, "merged_handoffs": True}, id="merged-64"),
     pytest.param(32, {**RESCALE, **FUSION, "merged_handoffs": True}, id="merged-32"),
+    # the producer's L2 lookahead (the prefetch is a hint: the same results)
+    pytest.param(64, {**RESCALE, **FUSION, "l2_ahead": 2}, id="ahead-64"),
+    pytest.param(64, {**RESCALE, **FUSION, "merged_handoffs": True, "l2_ahead": 2},
+                 id="merged-ahead-64"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct

@@ -21,6 +21,7 @@ from tileir.sim import simulate
 from test_mla_warpgroup_split import _deepseek, _deepseek_cubin, _split_loop
 
 MERGED = {**mla.SPLIT_HINTS, "merged_handoffs": True}
+SEPARATE = {**mla.SPLIT_HINTS, "merged_handoffs": False}     # the default
 EMPTY, FULL = 8, 9                      # the hand-offs' named barriers (owner_runs.py)
 
 
@@ -42,11 +43,12 @@ def _offsets(loop: list[str], op: str) -> list[int]:
 
 
 def test_merged_handoffs_wait_once_a_step(tmp_path):
-    # the default (split, early rescale, FFMA): 2 waits and 2 arrivals each way a step,
-    # the owner's second wait on empty (for the other warpgroup to have read alpha)
-    # between its last exponential and its first HGMMA.64x256x16; merged: one of each,
-    # the owner's one wait before its exponentials, alpha and P in separate bytes
-    default = _split_loop(_deepseek_cubin(mla.SPLIT_HINTS), tmp_path)
+    # separate hand-offs (the default: split, early rescale, FFMA): 2 waits and 2
+    # arrivals each way a step, the owner's second wait on empty (for the other
+    # warpgroup to have read alpha) between its last exponential and its first
+    # HGMMA.64x256x16; merged: one of each, the owner's one wait before its
+    # exponentials, alpha and P in separate bytes
+    default = _split_loop(_deepseek_cubin(SEPARATE), tmp_path)
     merged_ck = _deepseek_cubin(MERGED)
     report = merged_ck.ptxas_report
     assert "C7513" not in report and "C7520" not in report, report
@@ -94,7 +96,7 @@ def test_merged_handoffs_compute_what_the_default_computes(batch, splits, tq, pa
     lens = rng.integers(tq, 3 * page + 5, batch)
     q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
     outs = []
-    for h in ({k: v for k, v in hints.items() if k != "merged_handoffs"}, hints):
+    for h in ({**hints, "merged_handoffs": False}, hints):
         out = np.full((batch, tq, 64, 512), np.nan, np.float16)
         out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=h)
         for kernel, grid, args in calls:

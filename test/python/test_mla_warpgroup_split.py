@@ -26,7 +26,8 @@ from test_decode_attention import _loop_around
 from test_tensor_cores import _sass_text
 
 # the split alone, its options off whatever the default (mla_decode.SPLIT_HINTS) adds
-SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False}
+SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False,
+         "merged_handoffs": False}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
 MBARRIERS = {**SPLIT, "mbarrier_handoffs": True}
@@ -351,6 +352,9 @@ def test_the_plan_says_why_it_leaves_a_loop_alone(kernel, warps, why):
                  marks=pytest.mark.slow),
     pytest.param(1, 3, 1, 32, 32, {**MBARRIERS, **RESCALE}, marks=pytest.mark.slow),
     (1, 3, 1, 32, 32, {**RESCALE, "fp_fusion": True}),   # the pair measured fastest
+    # the producer's L2 lookahead (`l2_ahead`): its prefetch of step k + 2's pages reads
+    # the table at k + 2 where that is a step, else at k (prefetch off)
+    (2, 2, 1, 64, 64, {**RESCALE, "fp_fusion": True, "l2_ahead": 2}),
     pytest.param(1, 1, 3, 64, 64, {**RESCALE, "copy_parts": True}, marks=pytest.mark.slow),
 ])
 def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hints):

@@ -29,7 +29,7 @@ default at 32 rows a step or more: 0.47 of the bound at 64 rows, `default_hints`
 warpgroup rescale its half of O as soon as it holds the row scale, `fp_fusion` fuses the
 softmax's multiply-adds, `mbarrier_handoffs` signals the hand-offs through mbarriers,
 `merged_handoffs` gives a step's two hand-offs (alpha, P) one wait and one signal each
-way: opt-in until measured); `scores_only` and `values_only` are
+way: level with the separate ones, opt-in); `scores_only` and `values_only` are
 the loop's two products alone, and `products_only` both split as by default with no
 softmax, for timing them (--mla-phases).
 The latents past a token are masked in the scores only, so a cache's unused slots
@@ -56,6 +56,10 @@ DEFAULT_BN = 64            # latent rows a step, at most a page (see the module 
 # `fp_fusion` (FFMA in the softmax) gave 0.49 / 0.49 of the bound at 4k / 8k against
 # the split alone's 0.48 / 0.46 in one run (H200, 2026-11-29 09:30 UTC); the DeepSeek
 # models matched transformers with all three (test_gpu_llm, H200, 2026-11-29 13:50 UTC).
+# `merged_handoffs` (a step's alpha and P under one wait and one signal each way) is
+# not among them: ahead of the separate hand-offs by 0.5-1.5 % in three runs while the
+# producer read the block table after its slot wait, level with them once it reads it
+# before (H200, 2026-11-29 19:07-19:27 UTC, bench/RESULTS.md, session 27).
 SPLIT_ROWS = 32
 SPLIT_HINTS = {"warpgroup_split": True, "early_rescale": True, "fp_fusion": True}
 

@@ -18,7 +18,7 @@ from tileir.dialect.types import array_info
 
 from .compiler import (CHECKED, LAUNCH_SLOT, CompileContext, Step, constant, pure, rule,
                        wrong_result)
-from .dtypes import F32, F64, Elem, as_signed, as_unsigned, elem_of, shape_of
+from .dtypes import F64, Elem, as_signed, as_unsigned, elem_of, shape_of
 from .errors import Fault, UnsupportedOpError
 
 
@@ -250,8 +250,14 @@ def _accumulator(operand: Elem) -> np.dtype:
 
     i8 products go through float64: every partial sum is an integer below 2**53,
     so BLAS gives the exact result, which then wraps to i32 like the hardware.
+    Every float product does too (each product of two f32, f16 or bf16 values is
+    exact in float64), rounded once to the result's type: in float32, BLAS' sgemm
+    sums in an order that depends on the CPU's SIMD kernel and on the operands'
+    strides, so two kernels reading the same tiles through different views could
+    differ in the last bit (seen on an AVX-512 machine with NumPy 2.4's OpenBLAS);
+    in float64 the order moves only bits far below float32's rounding.
     """
-    return F64 if operand.name == "f64" or operand.is_int else F32
+    return F64
 
 
 def _round_result(result: Elem):

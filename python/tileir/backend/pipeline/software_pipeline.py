@@ -126,6 +126,14 @@ WARP_SPECIALIZE_ATTR = "tile.warp_specialize"
 # The kernel option `l2_prefetch` (kernel.py): the first tiles into L2 before the
 # grid-dependency wait (`prefetch_first`)
 L2_PREFETCH_ATTR = "tile.l2_prefetch"
+# A producer warpgroup computes a step's ring indices (a block table's element among
+# them) before it waits for the step's slot (`producer_branch`); False: after, as before
+# session 27 (bench/decode_attention.py's A/B row; read when a kernel is compiled, a
+# compile cache keyed without it: TILEIR_CACHE=0 when changing it)
+INDICES_FIRST = True
+# The kernel option `l2_ahead` (kernel.py): a producer warpgroup's L2 lookahead, D
+# iterations past each copy it issues (`producer_branch`)
+L2_AHEAD_ATTR = "tile.l2_ahead"
 # The kernel option `product_rotation` (kernel.py): False keeps a chain of products in
 # its iteration (no rotation); absent or True: rotated where it fits (product_rotation.py)
 PRODUCT_ROTATION_ATTR = "tile.product_rotation"
@@ -212,6 +220,10 @@ class _Pipeliner:
         self.l2_prefetch = chip.startswith("sm_90") and L2_PREFETCH_ATTR in func.attributes \
             and ir.BoolAttr(func.attributes[L2_PREFETCH_ATTR]).value and overlaps(func)
         self.prefetch_anchor: ir.Operation | None = None   # the prefetches go before it
+        # with each copy a producer warpgroup issues, L2 prefetches of the tiles of the
+        # iteration this many steps later (`producer_branch`); 0: none
+        self.l2_ahead = ir.IntegerAttr(func.attributes[L2_AHEAD_ATTR]).value \
+            if chip.startswith("sm_90") and L2_AHEAD_ATTR in func.attributes else 0
         # the arrays of the `early_loads` option (checked on every target: one the kernel
         # writes is refused), loaded early where tile-programmatic-launch places its wait
         # (`load_early`); the first ring of the kernel's body only (`early_done`)
@@ -637,7 +649,19 @@ class _Pipeliner:
         `loads` with their indices at the producer's counter in place of `loop`'s)
         and whose else-branch takes the registers (`setmaxnreg.inc`) and ends in a
         yield, before which the caller moves the consumers' code.  Returns (the if,
-        that yield)."""
+        that yield).
+
+        The producer computes a step's indices (a block table's element read among
+        them) before it waits for the step's slot.  With the kernel's `l2_ahead` = D,
+        before that wait it also issues L2 prefetches (`tile.prefetch_l2`) of the tiles step k + D * step will
+        copy, where k + D * step < ub: a tile that misses L2 (a page of a paged cache,
+        scattered in memory, that no other block has read) is on its way from DRAM D
+        steps before the ring's slot is free for it, at no cost in shared memory (a
+        tile whose index does not move with the counter is in L2 after its first copy
+        and is not prefetched).  The
+        index of step k + D * step is computed as the copy's (the same slice, a block
+        table's element read with it), at k itself where k + D * step is past the loop
+        (the prefetch is then off, and nothing past the table's row is read)."""
         lb = loop.operands[0]
         step = loop.operands[2] if step is None else step
         c = self.const
@@ -650,9 +674,21 @@ class _Pipeliner:
             start = prelude() if prelude is not None else lb
             producer = scf.ForOp(start, ub, step, [])
             with ir.InsertionPoint(producer.body):
-                it = arith.divui(arith.subi(producer.induction_variable, lb), step)
-                self.issue(ring, loads, *self.producer_slot(it, stages), c(1, 1),
-                           producer.induction_variable, loop)
+                k = producer.induction_variable
+                it = arith.divui(arith.subi(k, lb), step)
+                # the step's indices (a block table's element among them) before the
+                # wait for its slot, so a table read's latency passes during that wait
+                # and the copy issues as soon as the slot is free
+                indices = [_index_at(ld, loop, k) for ld in loads] if INDICES_FIRST \
+                    else None
+                moving = [ld for ld in loads if _moves(ld, loop)]
+                if self.l2_ahead and moving:
+                    ahead = arith.addi(k, arith.muli(c(self.l2_ahead), step))
+                    pred = arith.cmpi(arith.CmpIPredicate.slt, ahead, ub)
+                    self.prefetch(moving, [ld.op.results[0].type for ld in moving], pred,
+                                  arith.select(pred, ahead, k), loop)
+                self.issue(ring, loads, *self.producer_slot(it, stages), c(1, 1), k, loop,
+                           indices=indices)
                 scf.YieldOp([])
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block), loop.location:
@@ -816,14 +852,18 @@ class _Pipeliner:
                 self.constants[key] = arith.ConstantOp(t, value).result
         return self.constants[key]
 
-    def issue(self, ring, loads, slot, parity, pred, k, loop, outer=None, alt=None) -> None:
+    def issue(self, ring, loads, slot, parity, pred, k, loop, outer=None, alt=None,
+              indices=None) -> None:
         """Acquire `slot`, copy the tiles of iteration `k` into it, commit.  `outer` maps
         values of an enclosing loop's body to their copies where this is issued.
         `alt = (cond, k2, outer2)`: where `cond` holds, the tiles of iteration `k2`
-        with `outer2`'s values instead (another tile's, in a persistent kernel)."""
+        with `outer2`'s values instead (another tile's, in a persistent kernel).
+        `indices`: each load's index, computed by the caller (before the acquire)."""
         RingAcquireOp(ring, slot, parity, pred)
         for buffer, ld in enumerate(loads):
-            RingLoadOp(ring, slot, pred, ld.array, _index_at(ld, loop, k, outer, alt), buffer)
+            index = indices[buffer] if indices is not None else \
+                _index_at(ld, loop, k, outer, alt)
+            RingLoadOp(ring, slot, pred, ld.array, index, buffer)
         RingCommitOp(ring)
 
     def prefetch(self, loads, tiles, pred, k, loop, outer=None, alt=None) -> None:
@@ -958,6 +998,13 @@ def _outside(ld: _Load, loop: ir.Operation) -> list[ir.Value]:
     iv = loop.regions[0].blocks[0].arguments[0]
     used = [v for op in ld.slice for v in op.operands] + list(ld.index)
     return [v for v in used if v != iv and not defined_in(v, loop)]
+
+
+def _moves(ld: _Load, loop: ir.Operation) -> bool:
+    """Whether load `ld`'s index changes with `loop`'s counter (its slice reads it)."""
+    iv = loop.regions[0].blocks[0].arguments[0]
+    return any(v == iv for v in ld.index) or \
+        any(v == iv for op in ld.slice for v in op.operands)
 
 
 def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
