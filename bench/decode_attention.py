@@ -263,10 +263,15 @@ def measure_decode(batch, ctx, copy_gbs, splits_list, tables_early=False) -> dic
     kc, vc, table, q, out, seq, nbytes, counters = _decode_case(batch, ctx)
     chosen = dec.choose_splits(batch * HKV, table.shape[1], _sms(), page=PAGE, one_launch=True)
     row = {"kernel": "decode", "batch": batch, "ctx": ctx, "bytes": nbytes, "splits": chosen}
-    cases = [("tileir", None, False)] + [(f"splits={s}", s, False)
-                                         for s in splits_list if s != chosen]
+    cases = [("tileir", None, False, None)] + [(f"splits={s}", s, False, None)
+                                               for s in splits_list if s != chosen]
     if tables_early:
-        cases.append(("tables early", None, True))
+        cases.append(("tables early", None, True, None))
+    gp = dec.tiles(1, HQ // HKV)[1]
+    if chosen > dec.merge_width(chosen, gp, D, 4096):
+        # the last block's merge in rounds of 4096 floats, as before session 27 (which
+        # merges up to 8192 a round: dec.MERGE_FLOATS_PER_THREAD)
+        cases.append(("4096-float merge rounds", None, False, 4096 // 128))
     # the fixed cost of any kernel that streams these bytes once and returns a little:
     # torch's sum over a bf16 tensor of the same size, timed the same way
     flat = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
@@ -275,10 +280,17 @@ def measure_decode(batch, ctx, copy_gbs, splits_list, tables_early=False) -> dic
     row["same-size sum"] = {mode: {"ms": ms, "GB/s": nbytes / ms / 1e6,
                                    "x copy": nbytes / ms / 1e6 / copy_gbs}
                             for mode, ms in t.items()}
-    for key, s, early in cases:
-        t = timed(lambda: dec.paged_decode_attention(q, kc, vc, table, seq, 0.088, out,
-                                                     num_splits=s, counters=counters,
-                                                     tables_early=early))
+    for key, s, early, floats in cases:
+        def call(s=s, early=early, floats=floats):
+            was = dec.MERGE_FLOATS_PER_THREAD
+            dec.MERGE_FLOATS_PER_THREAD = floats or was
+            try:
+                return dec.paged_decode_attention(q, kc, vc, table, seq, 0.088, out,
+                                                  num_splits=s, counters=counters,
+                                                  tables_early=early)
+            finally:
+                dec.MERGE_FLOATS_PER_THREAD = was
+        t = timed(call)
         row[key] = {mode: {"ms": ms, "GB/s": nbytes / ms / 1e6,
                            "x copy": nbytes / ms / 1e6 / copy_gbs} for mode, ms in t.items()}
     return row
@@ -584,8 +596,9 @@ def table_text(rows, copy_gbs) -> str:
     out = [f"device copy: {copy_gbs:.0f} GB/s (read + written)",
            "| kernel | batch | context | splits | ms (graph) | GB/s | x copy | TFLOP/s "
            "| x bound | ms (launch) | best other splits (graph x copy) "
-           "| tables early (graph x copy) | same-size sum (graph x copy) | x same-size sum |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| tables early (graph x copy) | 4096-float merge rounds (graph x copy) "
+           "| same-size sum (graph x copy) | x same-size sum |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         g, lau = r["tileir"]["graph"], r["tileir"]["launch"]
         others = [(k, v["graph"]["x copy"]) for k, v in r.items() if k.startswith("splits=")]
@@ -593,13 +606,15 @@ def table_text(rows, copy_gbs) -> str:
         tf = f"{g['TFLOP/s']:.0f}" if "TFLOP/s" in g else "-"
         xb = f"{g['x bound']:.2f}" if "x bound" in g else "-"
         early = f"{r['tables early']['graph']['x copy']:.2f}" if "tables early" in r else "-"
+        one = f"{r['4096-float merge rounds']['graph']['x copy']:.2f}" \
+            if "4096-float merge rounds" in r else "-"
         ref = r.get("same-size sum", {}).get("graph")
         ref_x = f"{ref['x copy']:.2f}" if ref else "-"
         vs_ref = f"{ref['ms'] / g['ms']:.2f}" if ref else "-"
         out.append(f"| {r['kernel']} | {r['batch']} | {r['ctx']} | {r['splits']} | "
                    f"{g['ms']:.4f} | {g['GB/s']:.0f} | {g['x copy']:.2f} | {tf} | {xb} | "
                    f"{lau['ms']:.4f} | {f'{best[0]}: {best[1]:.2f}' if best else '-'} | "
-                   f"{early} | {ref_x} | {vs_ref} |")
+                   f"{early} | {one} | {ref_x} | {vs_ref} |")
     return "\n".join(out)
 
 

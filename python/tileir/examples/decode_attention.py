@@ -243,21 +243,38 @@ def combine(OP, LSE, O, GP: ct.Constant[int], DC: ct.Constant[int], SC: ct.Const
     ct.store(O, index=(b, t, kvh, 0, col), tile=(acc / l).reshape((1, 1, 1, GP, DC)).astype(O.dtype))
 
 
-def combine_launch(op, lse, o5, splits: int, gp: int, dc: int):
+def combine_launch(op, lse, o5, splits: int, gp: int, dc: int, floats: int = 4096):
     """The combine kernel's (kernel, grid, args) for split outputs op (B * splits, Tq,
     Hkv, GROUP, D), lse (B * splits, Tq, Hkv, GROUP) into o5 (B, Tq, Hkv, GROUP, D), dc
-    columns a block: as many splits at a time as keep a block's tile at 4096 floats."""
+    columns a block: as many splits at a time as keep a block's tile at `floats` floats
+    (the decode kernel's merge rounds: the same order, the same bits)."""
     b, tq, hkv, group, d = o5.shape
-    sc = merge_width(splits, gp, dc)
+    sc = merge_width(splits, gp, dc, floats)
     return (combine, (b, hkv, tq * (d // dc)),
             (op.reshape(b, splits, tq * hkv, group, d), lse.reshape(b, splits, tq * hkv, group),
              o5, gp, dc, sc))
 
 
-def merge_width(splits: int, gp: int, dc: int) -> int:
+# The partial-output floats a thread holds in one round of the split-KV merge (the last
+# block's inside the decode kernel, `_merge_splits`, and `combine`'s): SC splits a round
+# (`merge_width`) with SC x GP x D <= this x the decode kernel's threads.  64: Llama-3-8B's
+# batch-1 contexts (13 or 16 splits of 4 heads x 128, 4 warps) merge in one round of
+# loads instead of two: H200, 2026-11-29 19:37 UTC, 13.51 -> 12.61 us at 4k, 15.85 ->
+# 15.08 at 8k (one run; bench/decode_attention.py times the old rounds beside each row,
+# its column "4096-float merge rounds"; 249 registers at Tq = 1, 233 at Tq = 8, no
+# spills); pages of 16 (2 warps) keep the 4096 floats a round they had.
+MERGE_FLOATS_PER_THREAD = 64
+
+
+def merge_floats(page: int) -> int:
+    """The floats a merge round takes for the decode kernel of `page`-slot pages."""
+    return MERGE_FLOATS_PER_THREAD * 32 * (4 if page >= 32 else 2)
+
+
+def merge_width(splits: int, gp: int, dc: int, floats: int = 4096) -> int:
     """Splits merged a step (a power of two): as many as keep the step's (SC, GP, DC)
-    tile of partial outputs at 4096 floats."""
-    sc = max(1, min(next_pow2(splits), 4096 // (gp * dc)))
+    tile of partial outputs at `floats` floats."""
+    sc = max(1, min(next_pow2(splits), floats // (gp * dc)))
     return 1 << (sc.bit_length() - 1)
 
 
@@ -427,13 +444,14 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
         count = _counters(counters, b, hkv, q)
         return out, [(kernel, (b, hkv, num_splits),
                       (*head, op, lse, count, *tail, True, True,
-                       merge_width(num_splits, gp, d), pages_per_step))]
+                       merge_width(num_splits, gp, d, merge_floats(page)),
+                       pages_per_step))]
     return out, [(kernel, (b, hkv, num_splits),
                   (*head, op, lse, seq_lens.reshape(b, 1), *tail, True, False, 1,
                    pages_per_step)),
                  combine_launch(op.reshape(b * num_splits, tq, hkv, group, d),
                                 lse.reshape(b * num_splits, tq, hkv, group), o5, num_splits,
-                                gp, d)]
+                                gp, d, merge_floats(page))]
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, *,
