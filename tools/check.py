@@ -45,11 +45,11 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "96-116 s wall (median 98), 182-220 s of CPU, 2943 passed (764b8aa, "
-            "2026-11-29, four clean runs on the idle 2-core machine; earlier trees 83-161 s "
-            "beside other jobs or in the machine's slow phases: its speed varies by a third)",
-    "full": "499 s wall, 3933 passed (764b8aa, 2026-11-29, CI on a clean clone: 577 s "
-            "with its setup)",
+    "fast": "62-66 s wall, 2944 passed (f8a6c5f, 2026-11-29, three runs on session 27's "
+            "2-core machine; session 26's, at 764b8aa: 96-116 s, median 98: the machines "
+            "differ by a third)",
+    "full": "279 s wall, 3935 passed (f8a6c5f, 2026-11-29, CI on a clean clone on session "
+            "27's machine; 499 s at 764b8aa on session 26's)",
 }
 
 
