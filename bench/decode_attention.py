@@ -60,8 +60,8 @@ import torch
 from triton.testing import do_bench, do_bench_cudagraph
 
 import tileir as ct
-from tileir.examples import decode_attention as dec
 from tileir.backend.pipeline import software_pipeline
+from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 
 DT = torch.bfloat16

@@ -262,13 +262,13 @@ def combine_launch(op, lse, o5, splits: int, gp: int, dc: int, floats: int = 409
 # loads instead of two: H200, 2026-11-29 19:37 UTC, 13.51 -> 12.61 us at 4k, 15.85 ->
 # 15.08 at 8k (one run; bench/decode_attention.py times the old rounds beside each row,
 # its column "4096-float merge rounds"; 249 registers at Tq = 1, 233 at Tq = 8, no
-# spills); pages of 16 (2 warps) keep the 4096 floats a round they had.
+# spills); pages of 16 (`decode_narrow`, 2 warps) keep the 4096 floats a round they had.
 MERGE_FLOATS_PER_THREAD = 64
 
 
-def merge_floats(page: int) -> int:
-    """The floats a merge round takes for the decode kernel of `page`-slot pages."""
-    return MERGE_FLOATS_PER_THREAD * 32 * (4 if page >= 32 else 2)
+def merge_floats(kernel) -> int:
+    """The floats a merge round takes in the decode kernel `kernel` (its threads')."""
+    return MERGE_FLOATS_PER_THREAD * 32 * kernel.options["num_warps"]
 
 
 def merge_width(splits: int, gp: int, dc: int, floats: int = 4096) -> int:
@@ -444,14 +444,14 @@ def launches(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, num_sp
         count = _counters(counters, b, hkv, q)
         return out, [(kernel, (b, hkv, num_splits),
                       (*head, op, lse, count, *tail, True, True,
-                       merge_width(num_splits, gp, d, merge_floats(page)),
+                       merge_width(num_splits, gp, d, merge_floats(kernel)),
                        pages_per_step))]
     return out, [(kernel, (b, hkv, num_splits),
                   (*head, op, lse, seq_lens.reshape(b, 1), *tail, True, False, 1,
                    pages_per_step)),
                  combine_launch(op.reshape(b * num_splits, tq, hkv, group, d),
                                 lse.reshape(b * num_splits, tq, hkv, group), o5, num_splits,
-                                gp, d, merge_floats(page))]
+                                gp, d, merge_floats(kernel))]
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, scale, out=None, *,

@@ -245,19 +245,15 @@ def _concat(op, cx: CompileContext) -> Step:
 # ---------------------------------------------------------------------------
 # Matrix multiply
 # ---------------------------------------------------------------------------
-def _accumulator(operand: Elem) -> np.dtype:
-    """The dtype a product is accumulated in before the single final rounding.
-
-    i8 products go through float64: every partial sum is an integer below 2**53,
-    so BLAS gives the exact result, which then wraps to i32 like the hardware.
-    Every float product does too (each product of two f32, f16 or bf16 values is
-    exact in float64), rounded once to the result's type: in float32, BLAS' sgemm
-    sums in an order that depends on the CPU's SIMD kernel and on the operands'
-    strides, so two kernels reading the same tiles through different views could
-    differ in the last bit (seen on an AVX-512 machine with NumPy 2.4's OpenBLAS);
-    in float64 the order moves only bits far below float32's rounding.
-    """
-    return F64
+# The dtype every product is accumulated in before the single final rounding to the
+# result's type.  i8 products: every partial sum is an integer below 2**53, so BLAS
+# gives the exact result, which then wraps to i32 like the hardware.  Float products:
+# each product of two f32, f16 or bf16 values is exact in float64; in float32, BLAS'
+# sgemm sums in an order that depends on the CPU's SIMD kernel and on the operands'
+# strides, so two kernels reading the same tiles through different views could differ
+# in the last bit (seen on an AVX-512 machine with NumPy 2.4's OpenBLAS); in float64 the
+# order moves only bits far below float32's rounding.
+ACCUMULATOR = F64
 
 
 def _round_result(result: Elem):
@@ -274,7 +270,7 @@ def _mma(op, cx: CompileContext) -> Step:
 
 def _mma_fn(op):
     """`a @ b + acc` at the accumulator's precision (tile.mma, tile.mma_async)."""
-    acc = _accumulator(elem_of(op.a.type))
+    acc = ACCUMULATOR
     result = elem_of(op.result.type)
     if result.is_int:
         # The accumulator is added in int64 so large i32 values stay exact.
@@ -290,7 +286,7 @@ def _mma_fn(op):
 
 @rule("tile.matmul")
 def _matmul(op, cx: CompileContext) -> Step:
-    acc = _accumulator(elem_of(op.a.type))
+    acc = ACCUMULATOR
     round_to = _round_result(elem_of(op.result.type))
     return pure(op, cx, lambda a, b: round_to(np.matmul(a.astype(acc), b.astype(acc))))
 

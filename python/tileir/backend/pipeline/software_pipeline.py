@@ -652,16 +652,16 @@ class _Pipeliner:
         that yield).
 
         The producer computes a step's indices (a block table's element read among
-        them) before it waits for the step's slot.  With the kernel's `l2_ahead` = D,
-        before that wait it also issues L2 prefetches (`tile.prefetch_l2`) of the tiles step k + D * step will
-        copy, where k + D * step < ub: a tile that misses L2 (a page of a paged cache,
-        scattered in memory, that no other block has read) is on its way from DRAM D
-        steps before the ring's slot is free for it, at no cost in shared memory (a
-        tile whose index does not move with the counter is in L2 after its first copy
-        and is not prefetched).  The
-        index of step k + D * step is computed as the copy's (the same slice, a block
-        table's element read with it), at k itself where k + D * step is past the loop
-        (the prefetch is then off, and nothing past the table's row is read)."""
+        them, once for all the step's tiles) before it waits for the step's slot.
+        With the kernel's `l2_ahead` = D, before that wait it also issues L2
+        prefetches (`tile.prefetch_l2`) of the tiles step k + D * step will copy, where
+        k + D * step < ub: a tile that misses L2 (a page of a paged cache, scattered in
+        memory, that no other block has read) is on its way from DRAM D steps before
+        the ring's slot is free for it, at no cost in shared memory (a tile whose index
+        does not move with the counter is in L2 after its first copy and is not
+        prefetched).  The index of step k + D * step is computed as the copy's, at k
+        itself where k + D * step is past the loop (the prefetch is then off, and
+        nothing past the table's row is read)."""
         lb = loop.operands[0]
         step = loop.operands[2] if step is None else step
         c = self.const
@@ -679,14 +679,14 @@ class _Pipeliner:
                 # the step's indices (a block table's element among them) before the
                 # wait for its slot, so a table read's latency passes during that wait
                 # and the copy issues as soon as the slot is free
-                indices = [_index_at(ld, loop, k) for ld in loads] if INDICES_FIRST \
-                    else None
+                indices = _indices_at(loads, loop, k) if INDICES_FIRST else None
                 moving = [ld for ld in loads if _moves(ld, loop)]
                 if self.l2_ahead and moving:
                     ahead = arith.addi(k, arith.muli(c(self.l2_ahead), step))
                     pred = arith.cmpi(arith.CmpIPredicate.slt, ahead, ub)
-                    self.prefetch(moving, [ld.op.results[0].type for ld in moving], pred,
-                                  arith.select(pred, ahead, k), loop)
+                    for ld, index in zip(moving, _indices_at(
+                            moving, loop, arith.select(pred, ahead, k))):
+                        PrefetchL2Op(pred, ld.array, index, ld.op.results[0].type)
                 self.issue(ring, loads, *self.producer_slot(it, stages), c(1, 1), k, loop,
                            indices=indices)
                 scf.YieldOp([])
@@ -1005,6 +1005,22 @@ def _moves(ld: _Load, loop: ir.Operation) -> bool:
     iv = loop.regions[0].blocks[0].arguments[0]
     return any(v == iv for v in ld.index) or \
         any(v == iv for op in ld.slice for v in op.operands)
+
+
+def _indices_at(loads: list[_Load], loop: ir.Operation, k: ir.Value) -> list[list[ir.Value]]:
+    """Each load's index at iteration `k`, the loads' slices cloned together in the
+    body's order, so an op two of them share (the block table's read of a page whose
+    boxes are two loads) is cloned, and executed, once."""
+    ops: list[ir.Operation] = []
+    for op in loop.regions[0].blocks[0].operations:
+        if any(op.operation == x for ld in loads for x in ld.slice):
+            ops.append(op.operation)
+    values = _clone_slice(ops, loop, k, [v for ld in loads for v in ld.index])
+    out, at = [], 0
+    for ld in loads:
+        out.append(values[at:at + len(ld.index)])
+        at += len(ld.index)
+    return out
 
 
 def _clone_slice(ops: list[ir.Operation], loop: ir.Operation, k: ir.Value,
