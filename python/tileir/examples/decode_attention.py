@@ -288,25 +288,29 @@ def tiles(tq: int, group: int) -> tuple[int, int]:
 
 
 # One-launch split-KV (the merge inside the decode kernel): a block's time, modelled
-# from `bench/decode_attention.py --short` (H200, 2026-11-29 06:14 UTC, batch 1,
-# Llama-3-8B's 8 KV heads of 4 Q heads x 128 columns, pages of 16 and 64, contexts of
-# 256, 1k and 4k; the model is within ~10 % of each of the 27 measured points):
+# from `bench/decode_attention.py --short --short-batches 1` (H200, 2026-11-29 20:11
+# UTC, after the merge went to one round of loads; Llama-3-8B's 8 KV heads of 4 Q heads
+# x 128 columns, pages of 16 and 64, contexts of 128 to 4k, 61 points, least squares
+# of the relative error: within 17 % of every point, 4 % on average):
 #   FIXED_US (start, Q, the table's first reads, the stores)
 #   + one online-softmax step a page: STEP_US + STEP_KEY_US a key of it
 #   + with S > 1 splits, the last block's merge: MERGE_US + MERGE_SPLIT_US a split
 #     (the other splits' outputs and log-sum-exps read back from L2, in order).
 # At batch 1 the 8 (sequence, KV head) blocks leave 124 SMs idle: splits shorten the
 # page loop at the price of the merge.  A 256-token context in 64-slot pages runs
-# best whole (5.8 us; 4 splits 7.6), 1k best in 8 splits (8.6 against 13.0 whole).
+# best whole (5.8 us; 4 splits 7.5), 1k best in 8 splits (8.5 against 13.1 whole).
+# Split counts are powers of two: the two others measured ran 1-2 us behind both
+# neighbours, against the model (1k in pages of 16: 11 splits 13.3 us, 8 11.3, 16
+# 11.5; 4k in pages of 64: 13 splits 12.6, 16 11.6, 8 12.3).
 # One block an SM: with two (32 splits of 8 heads, 4k in pages of 64) the call took
-# 22.7 us against 13.0 at 16 splits, past what the model says; at the contexts where
+# 15.6 us against 11.6 at 16, past what the model says; at the contexts where
 # more splits would pay (16k and up) 16 splits of 8 heads already stream the cache at
 # most of the copy bandwidth.
-FIXED_US = 3.2
-STEP_US = 0.40
-STEP_KEY_US = 0.0035
-MERGE_US = 1.8
-MERGE_SPLIT_US = 0.3
+FIXED_US = 3.43
+STEP_US = 0.41
+STEP_KEY_US = 0.0030
+MERGE_US = 2.21
+MERGE_SPLIT_US = 0.245
 
 
 def split_time_us(splits: int, max_pages: int, page: int) -> float:
@@ -326,15 +330,15 @@ def choose_splits(blocks: int, max_pages: int, sms: int = NUM_SMS, per_sm: int =
     equal time: a second, partial round would idle the rest), each split at least 4
     pages long; none when the blocks fill a round already.  With the merge in the
     kernel (`one_launch`; `page`: the slots of a page): at most one block an SM (see
-    above), the count of the least modelled time (`split_time_us`), the fewer splits
-    on a tie."""
+    above), the power of two of the least modelled time (`split_time_us`), the fewer
+    splits on a tie."""
     if not one_launch:
         return max(1, min((sms * per_sm) // blocks, ct.cdiv(max_pages, 4)))
     if page is None:
         raise ValueError("choose_splits(one_launch=True) needs the page size")
     cap = max(1, min(sms // blocks, max_pages))
-    return min(range(1, cap + 1),
-               key=lambda s: (round(split_time_us(s, max_pages, page), 6), s))
+    counts = [1 << k for k in range(cap.bit_length()) if 1 << k <= cap]
+    return min(counts, key=lambda s: (round(split_time_us(s, max_pages, page), 6), s))
 
 
 def _is_torch(x) -> bool:
