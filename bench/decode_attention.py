@@ -96,7 +96,7 @@ PARTS = {"copy_parts": True}
 # with replicas, each warpgroup computes them itself, no exchange in the loop
 # the split alone, its options off whatever the default (mla_decode.SPLIT_HINTS) adds
 SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False,
-         "merged_handoffs": False}
+         "merged_handoffs": False, "pair_axis": None}
 REPLICAS = {**SPLIT, "split_replicas": True}
 # the owner's critical path (docs/attention.md, "Where the split step goes"): with
 # early_rescale each warpgroup multiplies its half of O by alpha as soon as it holds
@@ -110,7 +110,11 @@ FUSION = {"fp_fusion": True}
 # (software_pipeline.INDICES_FIRST = False)
 INDICES_AFTER = ", table read after the slot wait"
 MLA_VARIANTS = [
-    ("bn64 (default: unrotated, warpgroup split, 2 stages)", 64, {}, PAGE),
+    ("bn64 (default: unrotated, warpgroup split, token pair, 2 stages)", 64, {}, PAGE),
+    # the default without the token pair: a token's two head blocks each copying every
+    # latent page alone, not as a (1, 2, 1) cluster sharing it by TMA multicast (the
+    # kernel option `pair_axis`; docs/attention.md, "A token's blocks as a cluster pair")
+    ("bn64 default, no token pair", 64, {"pair_axis": None}, PAGE),
     ("bn64 default" + INDICES_AFTER, 64, {}, PAGE),
     # a step's hand-offs (alpha, P) under one wait and one signal each way: no
     # named-barrier round trip between the owner's exponentials and P c

@@ -476,6 +476,24 @@ class Kernel(KernelEntry):
                                         f"L2 lookahead), got {ahead!r}")
             if ahead:
                 fn.attributes["tile.l2_ahead"] = ir.IntegerAttr.get(i32, ahead)
+        pair = self.options.get("pair_axis")
+        if pair is not None:
+            if isinstance(pair, bool) or pair not in (0, 1, 2):
+                raise KernelOptionError(f"kernel '{self.name}': option pair_axis must be a "
+                                        f"grid axis, 0, 1 or 2 (the axis whose neighbouring "
+                                        f"blocks run as a cluster of two), got {pair!r}")
+            clash = [o for o in ("persistent", "stream_k", "copy_parts", "alternate_owners")
+                     if self.options.get(o)]
+            if self.options.get("block_order") in ("grouped", "reversed"):
+                clash.append(f"block_order={self.options['block_order']!r}")
+            if clash:
+                what = clash[0] if "=" in clash[0] else f"{clash[0]}=True"
+                raise KernelOptionError(f"kernel '{self.name}': option pair_axis={pair} "
+                                        f"does not combine with {what} (the pair's blocks "
+                                        f"share a ring of whole slots, one tile a block, "
+                                        f"launched as written in the hardware's order)")
+            from .backend.pipeline.cluster_pairs import REQUEST_ATTR
+            fn.attributes[REQUEST_ATTR] = ir.IntegerAttr.get(i32, pair)
         for option in ("warp_specialize", "persistent", "tma_store", "stream_k",
                        "programmatic_launch", "l2_prefetch", "product_rotation",
                        "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
@@ -929,6 +947,12 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     form: every hand-off waits for both warpgroups; off by default, docs/attention.md,
     "Alternating owners");
     backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py),
+    `pair_axis` (sm_90a, a kernel that is not persistent: a grid axis a, whose
+    neighbouring blocks 2p and 2p + 1 then run as a cluster of two that share, by TMA
+    multicast, the pipelined tiles both load alike: each block copies half of such a
+    tile into both; the launch's grid must be even along a; for two blocks that read
+    the same pages, MLA decode's two head blocks of a token; off by default,
+    backend/pipeline/cluster_pairs.py),
     `l2_ahead` (sm_90a, a pipelined loop whose ring a producer warpgroup fills: an
     int D, with each step's copies an L2 prefetch of the tiles D steps later, so
     tiles that miss L2, a paged cache's scattered pages, come from DRAM before the
@@ -947,7 +971,7 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
              "product_rotation", "rotation_fence", "pingpong", "copy_parts", "fp_fusion",
              "warpgroup_split", "split_replicas", "early_loads", "early_rescale",
              "mbarrier_handoffs", "skewed_handoffs", "merged_handoffs", "alternate_owners",
-             "l2_ahead"}
+             "l2_ahead", "pair_axis"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(f"unknown kernel option(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -1107,6 +1131,17 @@ def hardware_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[
     permuted (`meta["grid_perm"]`, tile-launch-order), then the axis a retiled or split
     kernel rescaled (`meta["grid_scale"] = [axis, num, den]`, an axis of the permuted
     grid) times den / num."""
+    out = _scaled_grid(meta, grid)
+    cluster = meta.get("cluster")
+    if cluster and not meta.get("persistent") and any(g % d for g, d in zip(out, cluster)):
+        raise TileValueError(
+            f"kernel '{meta['name']}' runs clusters of {tuple(cluster)} blocks (the kernel "
+            f"option pair_axis, or a cluster the compiler chose), so its grid must be a "
+            f"multiple of that along every axis; got grid {tuple(grid)}")
+    return out
+
+
+def _scaled_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[int, int, int]:
     perm = meta.get("grid_perm")
     if perm:                          # tile-launch-order: the kernel reads axes swapped
         grid = tuple(grid[p] for p in perm)

@@ -252,7 +252,7 @@ ROTATED = {"product_rotation": True}
 PARTS = {"copy_parts": True}
 # the split alone, its options off whatever the default (mla_decode.SPLIT_HINTS) adds
 SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False,
-         "merged_handoffs": False}
+         "merged_handoffs": False, "pair_axis": None}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
 FUSION = {"fp_fusion": True}
@@ -298,6 +298,11 @@ ALTERNATE = {**SPLIT, "alternate_owners": True}
     pytest.param(64, {**RESCALE, **FUSION, "l2_ahead": 2}, id="ahead-64"),
     pytest.param(64, {**RESCALE, **FUSION, "merged_handoffs": True, "l2_ahead": 2},
                  id="merged-ahead-64"),
+    # a token's two head blocks as a (1, 2, 1) cluster sharing each latent page by
+    # TMA multicast (the kernel option pair_axis), with the default's hints
+    pytest.param(64, {"pair_axis": 1}, id="pair-64"),
+    pytest.param(32, {"pair_axis": 1}, id="pair-32"),
+    pytest.param(64, {"pair_axis": 1, "l2_ahead": 1}, id="pair-ahead-64"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
@@ -358,3 +363,24 @@ def test_mla_refuses_float32_on_the_gpu_by_name():
     with pytest.raises(ValueError, match="bf16 or fp16"):
         mla.mla_decode(q, kv, torch.zeros(1, 4, dtype=torch.int32, device="cuda"),
                        torch.ones(1, dtype=torch.int32, device="cuda"), 1.0)
+
+
+@pytest.mark.parametrize("splits", [1, 2])
+def test_mla_token_pair_gives_the_unpaired_bits(splits):
+    # a token's two head blocks as a (1, 2, 1) cluster (the kernel option pair_axis):
+    # the same arithmetic in the same order as the unpaired kernel, so the same bits,
+    # at 20 ragged sequences (past the 8 tokens a group of the grouped block order takes)
+    b, h, page = 20, 128, 64
+    dt = torch.bfloat16
+    lens = torch.randint(1, 1500, (b,)).tolist()
+    stale = lambda shape: 100 * torch.randn(shape, device="cuda")  # noqa: E731
+    table, num = _table(lens, page)
+    kv, _ = _cache(table, num, lens, page, (576,), dt, stale)
+    q = torch.randn(b, 1, h, 576, device="cuda").to(dt)
+    seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    outs = []
+    for hints in (None, {"pair_axis": 1}):
+        out = torch.full((b, 1, h, 512), float("nan"), device="cuda", dtype=dt)
+        mla.mla_decode(q, kv, table, seq, 0.0417, out, num_splits=splits, hints=hints)
+        outs.append(out)
+    assert not outs[0].isnan().any() and torch.equal(outs[0], outs[1])

@@ -27,7 +27,7 @@ from test_tensor_cores import _sass_text
 
 # the split alone, its options off whatever the default (mla_decode.SPLIT_HINTS) adds
 SPLIT = {"warpgroup_split": True, "early_rescale": False, "fp_fusion": False,
-         "merged_handoffs": False}
+         "merged_handoffs": False, "pair_axis": None}
 REPLICAS = {**SPLIT, "split_replicas": True}
 RESCALE = {**SPLIT, "early_rescale": True}
 MBARRIERS = {**SPLIT, "mbarrier_handoffs": True}
@@ -619,3 +619,82 @@ def test_alternate_owners_at_pages_of_16_run_in_the_simulator():
     assert _pair_loops(module)
     simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
     _check_alternating(out, case)
+
+
+# -- a token's two head blocks as a cluster pair (the kernel option `pair_axis`;
+# docs/attention.md, "A token's blocks as a cluster pair"): each copies half of every
+# latent page into both by TMA multicast
+
+PAIR = {"pair_axis": 1}
+
+
+def test_a_tokens_blocks_share_the_latent_by_multicast(tmp_path):
+    # DeepSeek's launch (the default split) as (1, 2, 1) clusters: the latent's 8 boxes
+    # of a page, 4 copied by each block with .multicast::cluster, the RoPE box by each
+    # block alone (one box, read by the latent's tensor map too); the same ring, shared
+    # memory, registers and loop as without the pair; three cluster barriers (the
+    # barriers' initialization, the producer's and the consumers' closing one)
+    ck = _deepseek_cubin({})                                 # the default: paired
+    alone = _deepseek_cubin({"pair_axis": None})
+    assert ck.meta["cluster"] == [1, 2, 1] and alone.meta.get("cluster") is None
+    assert ck.meta["shared_bytes"] == alone.meta["shared_bytes"]
+    assert spill_bytes(ck.ptxas_report) == (0, 0)
+    assert not re.search(r"C75\d\d", ck.ptxas_report)
+    text = _sass_text(ck.cubin, tmp_path)
+    count = lambda pat: len(re.findall(pat, text))      # noqa: E731
+    assert count(r"UTMALDG\.3D\.MULTICAST") == 4 and count(r"UTMALDG\.3D ") == 1
+    assert count(r"UCGABAR_ARV") == 3 and count(r"UCGABAR_WAIT") == 3
+    assert count(r"HGMMA\.64x64x16") == 36 and count(r"HGMMA\.64x256x16") == 4
+
+
+@pytest.mark.parametrize("batch,splits,tq,page,bn,hints", [
+    # 9 tokens: past the 8 a group of the grouped block order takes, which would give
+    # a pair's blocks different tokens (a paired kernel keeps the hardware's order)
+    (9, 1, 1, 64, 64, PAIR),
+    (2, 2, 1, 64, 64, {**PAIR, "l2_ahead": 2}),       # each block prefetches its pages
+    pytest.param(1, 2, 2, 32, 32, PAIR, marks=pytest.mark.slow),
+])
+def test_a_tokens_pair_runs_in_the_simulator(batch, splits, tq, page, bn, hints):
+    # 128 heads: two blocks a token, run as one cluster (multicast copies into the
+    # peer, remote releases, the producer warps' own closing cluster barrier) against
+    # the float64 reference
+    rng = np.random.default_rng()
+    lens = rng.integers(tq, 3 * page + 5, batch)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, 128, page, lens, np.float16)
+    out = np.full((batch, tq, 128, 512), np.nan, np.float16)
+    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints)
+    kernel, grid, args = calls[0]
+    ck = kernel.compile(args, stage="gpu", target="sm_90a")
+    assert ck.meta["cluster"] == [1, 2, 1]
+    for kernel, grid, args in calls:
+        simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
+    ref = mla.reference(q, kv, table, lens, 0.3)
+    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+
+
+def test_a_pair_needs_an_even_axis_and_a_kernel_launched_as_written():
+    import tileir as ct
+    from tileir.errors import KernelOptionError
+    from tileir.kernel import hardware_grid
+    # 64 heads: one block a token, no pair to make
+    q = np.zeros((2, 1, 64, 576), np.float32)
+    kv = np.zeros((4, 64, 576), np.float32)
+    with pytest.raises(ValueError, match="H / 64 must be even; got H = 64"):
+        mla.launches(q, kv, np.zeros((2, 4), np.int32), np.ones(2, np.int32), 0.1,
+                     hints=PAIR)
+    with pytest.raises(KernelOptionError, match="pair_axis must be a grid axis"):
+        mla.variant(pair_axis=3).compile(*_deepseek_args(), target="sm_90a")
+    with pytest.raises(KernelOptionError, match="does not combine with copy_parts"):
+        mla.variant(pair_axis=1, copy_parts=True).compile(*_deepseek_args(), target="sm_90a")
+    with pytest.raises(KernelOptionError, match="does not combine with block_order='grouped'"):
+        mla.variant(pair_axis=1, block_order="grouped").compile(*_deepseek_args(),
+                                                                target="sm_90a")
+    # a launch whose grid is odd along the cluster's axis
+    with pytest.raises(ct.TileValueError, match=r"clusters of \(1, 2, 1\) blocks"):
+        hardware_grid({"name": "mla", "cluster": [1, 2, 1]}, (64, 1, 1))
+    assert hardware_grid({"name": "mla", "cluster": [1, 2, 1]}, (64, 2, 3)) == (64, 2, 3)
+
+
+def _deepseek_args():
+    _, _, args = _deepseek_launch()
+    return (args,)

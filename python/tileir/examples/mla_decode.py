@@ -29,7 +29,10 @@ default at 32 rows a step or more: 0.47 of the bound at 64 rows, `default_hints`
 warpgroup rescale its half of O as soon as it holds the row scale, `fp_fusion` fuses the
 softmax's multiply-adds, `mbarrier_handoffs` signals the hand-offs through mbarriers,
 `merged_handoffs` gives a step's two hand-offs (alpha, P) one wait and one signal each
-way: level with the separate ones, opt-in); `scores_only` and `values_only` are
+way: level with the separate ones, opt-in); with the split, where a token has two
+blocks of heads (DeepSeek's 128), the two run as a (1, 2, 1) cluster sharing each
+latent page by TMA multicast (`pair_axis=1`, `PAIR_HINTS`: 0.51 against 0.48-0.49 of
+the bound; `hints={"pair_axis": None}` turns it off); `scores_only` and `values_only` are
 the loop's two products alone, and `products_only` both split as by default with no
 softmax, for timing them (--mla-phases).
 The latents past a token are masked in the scores only, so a cache's unused slots
@@ -62,19 +65,35 @@ DEFAULT_BN = 64            # latent rows a step, at most a page (see the module 
 # before (H200, 2026-11-29 19:07-19:27 UTC, bench/RESULTS.md, session 27).
 SPLIT_ROWS = 32
 SPLIT_HINTS = {"warpgroup_split": True, "early_rescale": True, "fp_fusion": True}
+# With the split, a token's two blocks of heads (DeepSeek's 128) as a (1, 2, 1) cluster
+# that shares each latent page by TMA multicast (`pair_axis=1`: each block copies half
+# of a page's boxes into both; L2 serves a page once a token instead of twice, and the
+# two blocks walk the pages together): on an H200, 2026-11-29 20:42 UTC, batch 64, two
+# runs, 0.51 / 0.52 and 0.51 / 0.51 of the bound at 4k / 8k against 0.49 / 0.48 for the
+# same kernel unpaired in the same runs; the same bits (test_gpu_decode_attention).
+# Not with the options pair_axis refuses (copy_parts, alternate_owners) or that were
+# not run paired (rotated products, no producer warpgroup, a grouped block order).
+PAIR_HINTS = {"pair_axis": 1}
+UNPAIRED = ("copy_parts", "alternate_owners", "product_rotation", "block_order")
 
 
-def default_hints(rows: int, hints: dict | None = None) -> dict:
+def default_hints(rows: int, hints: dict | None = None, pairs: bool = False) -> dict:
     """The hints a launch of `rows` latent rows a step takes unless its caller's
     `hints` say otherwise: SPLIT_HINTS at SPLIT_ROWS or more, none of them where
     `hints` turn the split off (its companions are options of the split) or ask for
     rotated products (`product_rotation`: not built with the split, so a caller's
-    rotation means the unsplit rotated loop)."""
+    rotation means the unsplit rotated loop); with them PAIR_HINTS where `pairs` (a
+    token has an even number of head blocks) and `hints` leave the pair's options as
+    measured (`pair_axis=None` turns it off)."""
     hints = hints or {}
     if rows < SPLIT_ROWS or not hints.get("warpgroup_split", True) or \
             hints.get("product_rotation"):
         return {}
-    return dict(SPLIT_HINTS)
+    out = dict(SPLIT_HINTS)
+    if pairs and hints.get("warp_specialize", True) and \
+            not any(hints.get(o) for o in UNPAIRED):
+        out.update(PAIR_HINTS)
+    return out
 
 
 @ct.function
@@ -149,7 +168,9 @@ def variant(**hints):
     warpgroup, no exchange; `early_rescale`: O rescaled where alpha is held;
     `mbarrier_handoffs`: the hand-offs on mbarriers; `merged_handoffs`: alpha and P
     under one wait and one signal a step; `alternate_owners`: the steps to
-    warpgroups 0 and 1 in turn, in the plain form, docs/attention.md), one
+    warpgroups 0 and 1 in turn, in the plain form, docs/attention.md; `pair_axis=1`:
+    a token's two head blocks as a cluster pair sharing each latent page by TMA
+    multicast), one
     Kernel (and its compiled specializations) per set of hints: for timing
     configurations against each other (bench/decode_attention.py --mla-variants)."""
     key = tuple(sorted(hints.items()))
@@ -189,7 +210,11 @@ def launches(q, kv_cache, block_table, seq_lens, scale, out=None, num_splits=Non
         num_splits = dec.choose_splits(b * tq * (h // hb), block_table.shape[1], dec._sms(q), 1)
     o5 = out.reshape(b, tq, h // hb, hb, DL)     # heads in blocks of HB
     grid = (b * tq, h // hb, num_splits)
-    kernel = variant(**{**default_hints(min(bn, page), hints), **(hints or {})})
+    if (hints or {}).get("pair_axis") == 1 and (h // hb) % 2:
+        raise ValueError(f"mla_decode: hints pair_axis=1 pairs a token's blocks of {hb} "
+                         f"heads, so H / {hb} must be even; got H = {h}")
+    kernel = variant(**{**default_hints(min(bn, page), hints, pairs=(h // hb) % 2 == 0),
+                        **(hints or {})})
     if num_splits == 1:
         return out, [(kernel, grid, (q, kv_cache, block_table, seq_lens, o5, o5,
                                      seq_lens.reshape(b, 1, 1, 1), float(scale), hb, page,

@@ -57,10 +57,19 @@ class _Block:
         self.version = 0          # bumped whenever an mbarrier changes
         self.waiting = ""         # what the last blocked wait waited for
         self.cluster: list["_Block"] = [self]   # the blocks of its cluster, by rank
-        self.cluster_arrivals = 0  # barrier.cluster.arrive's so far
-        self.cluster_waits = 0     # barrier.cluster.wait's so far
+        # barrier.cluster.arrive's and .wait's so far, by thread: a warp-specialized
+        # kernel's producer and consumer warps reach the same barrier phase at
+        # different instructions
+        self.cluster_arrivals = np.zeros(self.threads, np.int64)
+        self.cluster_waits = np.zeros(self.threads, np.int64)
         self.named = hw.NamedBarriers()   # bar.sync / bar.arrive, replayed at the end
         self.registers = hw.RegisterPool(self.threads)   # setmaxnreg, checked at the end
+
+
+def _progress(blk: _Block) -> tuple[int, int, int]:
+    """What changes when a block of a cluster moves on: its mbarriers, its threads'
+    cluster barrier arrivals and waits."""
+    return blk.version, int(blk.cluster_arrivals.sum()), int(blk.cluster_waits.sum())
 
 
 @dataclasses.dataclass
@@ -197,7 +206,7 @@ class _Simulator:
                 blk.env[self.vid(a)] = v
         live = [(blk, self.run(blk, body, np.ones(self.threads, bool))) for blk in blks]
         while live:
-            state = [(b.version, b.cluster_arrivals, b.cluster_waits) for b, _ in live]
+            state = [_progress(b) for b, _ in live]
             still = []
             for blk, gen in live:
                 try:
@@ -208,8 +217,7 @@ class _Simulator:
                     if any(blk.shared.bulk_reads()):
                         raise SimError(f"block {blk.bid} exits while TMA stores may still "
                                        f"read its shared memory") from None
-            if len(still) == len(live) and state == [
-                    (b.version, b.cluster_arrivals, b.cluster_waits) for b, _ in still]:
+            if len(still) == len(live) and state == [_progress(b) for b, _ in still]:
                 raise SimError(f"cluster of block {live[0][0].bid} would hang: "
                                f"{live[0][0].waiting}")
             live = still
@@ -403,6 +411,10 @@ def simulate(compiled, grid: Sequence[int], args: Sequence[Any], *,
             ids = list(reversed(ids))
         dims = meta.get("cluster")
         if dims:                        # whole clusters: those of the blocks asked for
+            if any(g % d for g, d in zip(grid, dims)):
+                raise SimError(f"kernel '{meta.get('name', '?')}' runs clusters of "
+                               f"{tuple(dims)} blocks: grid {tuple(grid)} is not a "
+                               f"multiple of it along every axis")
             origins = dict.fromkeys(tuple(b - b % d for b, d in zip(bid, dims)) for bid in ids)
             for origin in origins:
                 members = [(origin[0] + x, origin[1] + y, origin[2] + z)

@@ -127,9 +127,8 @@ def _inline_asm(sim, blk, o, mask):
         got = read_memory(sim, blk, 1, args[0], np.dtype(f"uint{bits}"), mask, None)
         return got.astype(np.int16) if bits == 8 else got.view(f"int{bits}")
     if asm.startswith("barrier.cluster.arrive"):
-        if not mask.all():
-            raise SimError("a cluster barrier reached by only some threads of a block")
-        blk.cluster_arrivals += 1
+        _whole_warps(mask, "barrier.cluster.arrive")
+        blk.cluster_arrivals[mask] += 1
         return None
     if asm.startswith("mapa.shared::cluster.u32"):
         return _mapa(blk, args)
@@ -223,16 +222,26 @@ def _load_cluster(sim, blk, addr, bits: int, mask):
     return out.view(f"int{bits}")
 
 
+def _whole_warps(mask, what: str) -> None:
+    """The `.aligned` barriers: every thread of a warp executes the same one."""
+    warps = np.asarray(mask).reshape(-1, 32)
+    if not (warps.all(axis=1) | ~warps.any(axis=1)).all():
+        raise SimError(f"{what}.aligned reached by only some threads of a warp")
+
+
 def cluster_wait(sim, blk, o, mask):
-    """`barrier.cluster.wait`: until every block of the cluster has arrived as often as
-    this one (a wait before this block's own arrive is an error)."""
-    if not mask.all():
-        raise SimError("a cluster barrier reached by only some threads of a block")
-    blk.cluster_waits += 1
-    if blk.cluster_waits > blk.cluster_arrivals:
+    """`barrier.cluster.wait`: until every thread of every block of the cluster has
+    arrived as often as the waiting threads have waited (phase k completes with the
+    k-th arrival of all of them; a thread waiting before its own arrive is an error).
+    Counted by thread: a warp-specialized kernel's producer warps reach a phase at an
+    instruction of their own branch."""
+    _whole_warps(mask, "barrier.cluster.wait")
+    blk.cluster_waits[mask] += 1
+    if (blk.cluster_waits[mask] > blk.cluster_arrivals[mask]).any():
         raise SimError("barrier.cluster.wait without an arrive before it")
-    while any(b.cluster_arrivals < blk.cluster_waits for b in blk.cluster):
-        blk.waiting = f"a cluster barrier (phase {blk.cluster_waits}) some block never reaches"
+    phase = int(blk.cluster_waits[mask].max())
+    while any(int(b.cluster_arrivals.min()) < phase for b in blk.cluster):
+        blk.waiting = f"a cluster barrier (phase {phase}) some threads never reach"
         yield BLOCKED
     return None
 

@@ -54,6 +54,7 @@ class LoweringContext:
         self.num_warps = num_warps
         self.producer_warps = producer_warps
         self.role = None          # "producer" / "consumer" inside a specialized branch
+        self.cluster_dims: list[int] | None = None   # the kernel's cluster shape, if any
         # tile-split-warpgroups' owned ops run by the owner warpgroup alone
         # (owner_runs.py): whether the kernel asks, whether a run is being lowered, and
         # the values only one warpgroup's threads hold (undefined in the other): value ->

@@ -207,6 +207,8 @@ def lower_to_gpu(module: ir.Module) -> KernelMeta:
     cx.owner_skew = skewed_handoffs(func)
     cx.owner_merge = merged_handoffs(func) and cx.owner_skew and not cx.owner_mbarriers
     cx.alternating = alternate_owners(func)     # owners 0 and 1 by step (owner_runs.py)
+    if CLUSTER_ATTR in func.attributes:
+        cx.cluster_dims = list(ir.DenseI64ArrayAttr(func.attributes[CLUSTER_ATTR]))
     cx.globals_before = gfunc.operation
     it = iter(body.arguments)
     for i, a in enumerate(entry.arguments):

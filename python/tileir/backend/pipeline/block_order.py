@@ -117,10 +117,16 @@ def batch_axis(func: ir.Operation) -> int | None:
 
 def _wanted(func: ir.Operation) -> bool:
     """The kernel's `block_order`, else: grouped when it multiplies with tensor cores
-    in a loop and uses both grid axes 0 and 1."""
+    in a loop and uses both grid axes 0 and 1; never for a persistent kernel or one
+    launched as cluster pairs."""
     if "tile.persistent" in func.attributes and ir.BoolAttr(
             func.attributes["tile.persistent"]).value:
         return False              # its tile loop orders the tiles itself (persistent.py)
+    if "tile.cluster_pairs" in func.attributes:
+        # launched as written in clusters of two (the kernel option `pair_axis`): the
+        # hardware pairs blocks by their ids, so a pair's blocks must keep theirs (a
+        # regrouped id would give them different tiles along the other axes)
+        return False
     if ORDER_ATTR in func.attributes:
         return ir.StringAttr(func.attributes[ORDER_ATTR]).value in ("grouped", "reversed")
     axes, products = set(), False

@@ -17,6 +17,13 @@ here, before the kernel becomes persistent:
   (`split`: whole boxes, or rows on swizzle-atom boundaries).
 * `mark` records it: `tile.cluster_pairs = a` and a (2, 1, 1) `tile.cluster` on the
   kernel, `tile.multicast` on each such load.
+* A kernel launched as written may ask for pairs (the kernel option `pair_axis = a`,
+  `REQUEST_ATTR`): `requested` runs the same checks for that axis, warp roles
+  allowed and no size floor, and refuses with the reason where they fail; its
+  clusters are the pair's two blocks along `a` itself (for a = 1: (1, 2, 1)).  MLA
+  decode's two head blocks of a token read the same latent pages.  A
+  warp-specialized kernel's producer warps meet the consumers' closing cluster
+  barrier after their own loop (`software_pipeline.producer_branch`).
 
 Then `persistent.py` walks pairs of tiles (block rank r of cluster c takes tile
 `2 p + r` along `a` of the pair tile p it decodes from c), the pipeliner turns the
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from tileir.dialect import TileIRError
 from tileir.dialect.types import bitwidth
 from tileir.dialect.verifier import kernel_functions, module_chip
 from tileir.backend.layout.mma_layouts import Shared, tile_bytes, tma_clip_dim
@@ -39,6 +47,7 @@ from .block_order import in_loop
 from .rings import async_capable
 
 PAIRS_ATTR = "tile.cluster_pairs"     # i64: the grid axis whose neighbouring tiles pair
+REQUEST_ATTR = "tile.pair_axis"       # i32: the kernel option `pair_axis` (asked, not chosen)
 MULTICAST_ATTR = "tile.multicast"     # unit on a tile.load; dense i64 array on a ring
 ENABLED = True
 SPLIT = "auto"                        # "rows": halve rows even where boxes would do (A/B)
@@ -59,7 +68,10 @@ def plan(module: ir.Module) -> None:
 
 
 def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | None:
-    """(axis, loads to multicast) for a kernel whose tiles may run in pairs, else None."""
+    """(axis, loads to multicast) for a kernel whose tiles may run in pairs, else None.
+    A kernel that asks (`pair_axis`) gets its axis or a located error saying why not."""
+    if REQUEST_ATTR in func.attributes and PAIRS_ATTR not in func.attributes:
+        return requested(func, target, ir.IntegerAttr(func.attributes[REQUEST_ATTR]).value)
     if not (ENABLED and target.startswith("sm_90") and _flag(func, PERSISTENT_ATTR)) or \
             _flag(func, WARP_SPECIALIZE_ATTR) or _flag(func, "tile.stream_k") or \
             CLUSTER_ATTR in func.attributes or PAIRS_ATTR in func.attributes:
@@ -73,6 +85,42 @@ def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | 
         axis_, num, den = ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])
         if num != den:
             scaled.add(axis_)
+    for axis in (0, 1):
+        if not (even >> axis) & 1 or axis in scaled:
+            continue
+        found = _shared_loads(func, target, axis, MIN_SHARED_BYTES)
+        if isinstance(found, list):
+            return axis, found
+    return None
+
+
+def requested(func: ir.Operation, target: str, axis: int) -> tuple[int, list[ir.Operation]]:
+    """The kernel option `pair_axis`: the pair along `axis` of a kernel launched as
+    written (not persistent; any warp roles), with every tile both blocks load alike
+    multicast (no size floor: the author asked), or a located error naming why not."""
+    def refuse(why: str):
+        raise TileIRError(f"kernel option pair_axis={axis}: {why}", func.location)
+
+    if not target.startswith("sm_90"):
+        refuse(f"cluster pairs share tiles by TMA multicast, which needs sm_90a, not "
+               f"{target or 'no target'}")
+    for flag, what in ((PERSISTENT_ATTR, "a persistent kernel (its tiles are walked, "
+                        "not launched)"), ("tile.stream_k", "a stream-K kernel")):
+        if _flag(func, flag):
+            refuse(f"not for {what}")
+    if CLUSTER_ATTR in func.attributes:
+        refuse("the kernel already runs clusters")
+    found = _shared_loads(func, target, axis, 0)
+    if isinstance(found, str):
+        refuse(found)
+    return axis, found
+
+
+def _shared_loads(func: ir.Operation, target: str, axis: int,
+                  min_bytes: int) -> list[ir.Operation] | str:
+    """The pipelined loads the two blocks of a pair along `axis` can share (at least
+    `min_bytes` each), or why there are none: both blocks must run the same ring
+    iterations, and a shared load's index must not depend on `bid(axis)`."""
     loops, guards, loads = [], [], []
     written = _written_arrays(func)
 
@@ -86,25 +134,20 @@ def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | 
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
-    for axis in (0, 1):
-        if not (even >> axis) & 1 or axis in scaled:
-            continue
-        # both blocks of a pair must run the same ring iterations: loop bounds, and
-        # any branch or while loop around a loop, the same for both tiles
-        if any(_depends_on_bid(v, axis, written) for lp in loops
-               for v in list(lp.operands)[:3]):
-            continue
-        if any(_encloses_loop(g) and _guard_depends(g, axis, written) for g in guards):
-            continue
-        shared = [ld for ld in loads if halves(ld.results[0].type) and
-                  tile_bytes(ld.results[0].type.shape,
-                             ld.results[0].type.element_type) >= MIN_SHARED_BYTES and
-                  async_capable(func, target, ld) and
-                  not any(_depends_on_bid(v, axis, written) for v in list(ld.operands)[1:])
-                  and _own_tensor_map(ld, loads)]
-        if shared:
-            return axis, shared
-    return None
+    # both blocks of a pair must run the same ring iterations: loop bounds, and
+    # any branch or while loop around a loop, the same for both tiles
+    if any(_depends_on_bid(v, axis, written) for lp in loops for v in list(lp.operands)[:3]):
+        return f"a loop's bounds may depend on bid({axis}): the pair's blocks would run " \
+               f"different iterations of the ring they share"
+    if any(_encloses_loop(g) and _guard_depends(g, axis, written) for g in guards):
+        return f"a branch or while loop around a loop may depend on bid({axis})"
+    shared = [ld for ld in loads if halves(ld.results[0].type) and
+              tile_bytes(ld.results[0].type.shape, ld.results[0].type.element_type) >= min_bytes
+              and async_capable(func, target, ld) and
+              not any(_depends_on_bid(v, axis, written) for v in list(ld.operands)[1:])
+              and _own_tensor_map(ld, loads)]
+    return shared or f"no tile loaded in a loop is the same for both blocks of a pair " \
+                     f"along axis {axis} and copied by TMA in halves"
 
 
 def _encloses_loop(op: ir.Operation) -> bool:
@@ -158,9 +201,14 @@ def _written_arrays(func: ir.Operation) -> set:
 
 
 def mark(func: ir.Operation, axis: int, loads: list[ir.Operation]) -> None:
+    """A persistent kernel walks its pairs on a 1-d grid of (2, 1, 1) clusters
+    (persistent.py); one launched as written runs the pair's two blocks along `axis`
+    as its clusters."""
     i64 = ir.IntegerType.get_signless(64)
     func.attributes[PAIRS_ATTR] = ir.IntegerAttr.get(i64, axis)
-    func.attributes[CLUSTER_ATTR] = ir.DenseI64ArrayAttr.get([2, 1, 1])
+    dims = [1, 1, 1]
+    dims[0 if _flag(func, PERSISTENT_ATTR) else axis] = 2
+    func.attributes[CLUSTER_ATTR] = ir.DenseI64ArrayAttr.get(dims)
     for ld in loads:
         ld.attributes[MULTICAST_ATTR] = ir.UnitAttr.get()
 

@@ -690,6 +690,11 @@ class _Pipeliner:
                 self.issue(ring, loads, *self.producer_slot(it, stages), c(1, 1), k, loop,
                            indices=indices)
                 scf.YieldOp([])
+            if any(ld.multicast for ld in loads):
+                # a cluster pair's ring closes with a cluster barrier of every thread
+                # of both blocks (rules/ring.py): the producer warps meet the
+                # consumers' there, after their last copy, instead of exiting
+                RingFreeOp(ring)
             scf.YieldOp([])
         with ir.InsertionPoint(branch.else_block), loop.location:
             if shuffle:

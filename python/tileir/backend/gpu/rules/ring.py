@@ -429,8 +429,11 @@ def _prefetch_l2(cx, op):
 
 
 def _cluster_rank(cx: LoweringContext) -> ir.Value:
-    """This block's rank in its (2, 1, 1) cluster of a 1-d grid: bid(0) mod 2."""
-    bid = arith.index_castui(I32(), gpu.block_id(gpu.Dimension.x))
+    """This block's rank in its cluster of two: bid(a) mod 2 along the cluster's axis a
+    of two blocks (a persistent kernel's 1-d grid of (2, 1, 1) clusters: a = 0)."""
+    axis = cx.cluster_dims.index(2) if cx.cluster_dims else 0
+    dim = (gpu.Dimension.x, gpu.Dimension.y, gpu.Dimension.z)[axis]
+    bid = arith.index_castui(I32(), gpu.block_id(dim))
     return arith.remui(bid, cx.const(2))
 
 
@@ -556,6 +559,14 @@ def _ring_release(cx, op):
 @rule("tile.ring_free")
 def _ring_free(cx, op):
     ring: Ring = cx.get(op.operands[0])
+    if cx.role == "producer":
+        # a cluster pair's producer warps, after their last copy: their part of the
+        # closing cluster barrier (the consumers' ring_free invalidates and frees)
+        if not ring.multicast:
+            raise TileIRError("internal error: a producer's ring_free for a ring no "
+                              "cluster pair shares", op.location)
+        cluster_sync(cx)
+        return
     if ring.tma:
         if ring.multicast:      # ... and the peer's arrivals on this block's barriers
             cluster_sync(cx)
