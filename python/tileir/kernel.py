@@ -476,9 +476,9 @@ class Kernel(KernelEntry):
                                         f"L2 lookahead), got {ahead!r}")
             if ahead:
                 fn.attributes["tile.l2_ahead"] = ir.IntegerAttr.get(i32, ahead)
-        pair = self.options.get("pair_axis")
+        pair = resolve_option(self.options.get("pair_axis"), target)
         if pair is not None:
-            if isinstance(pair, bool) or pair not in (0, 1, 2):
+            if isinstance(pair, bool) or not isinstance(pair, int) or pair not in (0, 1, 2):
                 raise KernelOptionError(f"kernel '{self.name}': option pair_axis must be a "
                                         f"grid axis, 0, 1 or 2 (the axis whose neighbouring "
                                         f"blocks run as a cluster of two), got {pair!r}")
@@ -947,12 +947,12 @@ def kernel(fn: Callable | None = None, **options) -> Kernel | Callable[[Callable
     form: every hand-off waits for both warpgroups; off by default, docs/attention.md,
     "Alternating owners");
     backend/layout/warpgroup_split.py, backend/gpu/owner_runs.py),
-    `pair_axis` (sm_90a, a kernel that is not persistent: a grid axis a, whose
-    neighbouring blocks 2p and 2p + 1 then run as a cluster of two that share, by TMA
-    multicast, the pipelined tiles both load alike: each block copies half of such a
-    tile into both; the launch's grid must be even along a; for two blocks that read
-    the same pages, MLA decode's two head blocks of a token; off by default,
-    backend/pipeline/cluster_pairs.py),
+    `pair_axis` (sm_90a, ignored below it; a kernel that is not persistent: a grid
+    axis a, whose neighbouring blocks 2p and 2p + 1 then run as a cluster of two that
+    share, by TMA multicast, the pipelined tiles of one loop both load alike: each block
+    copies half of such a tile into both; the launch's grid must be even along a; for
+    two blocks that read the same pages, MLA decode's two head blocks of a token; off
+    by default, backend/pipeline/cluster_pairs.py),
     `l2_ahead` (sm_90a, a pipelined loop whose ring a producer warpgroup fills: an
     int D, with each step's copies an L2 prefetch of the tiles D steps later, so
     tiles that miss L2, a paged cache's scattered pages, come from DRAM before the
@@ -1130,18 +1130,23 @@ def hardware_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[
     """The grid the hardware runs for a launch over `grid`: the same, or with its axes
     permuted (`meta["grid_perm"]`, tile-launch-order), then the axis a retiled or split
     kernel rescaled (`meta["grid_scale"] = [axis, num, den]`, an axis of the permuted
-    grid) times den / num."""
+    grid) times den / num.  A kernel of clusters launched as written (`meta["cluster"]`,
+    not persistent) needs that grid to be a multiple of the cluster's shape: a
+    TileValueError otherwise (the driver would refuse the launch)."""
     out = _scaled_grid(meta, grid)
     cluster = meta.get("cluster")
     if cluster and not meta.get("persistent") and any(g % d for g, d in zip(out, cluster)):
         raise TileValueError(
             f"kernel '{meta['name']}' runs clusters of {tuple(cluster)} blocks (the kernel "
-            f"option pair_axis, or a cluster the compiler chose), so its grid must be a "
-            f"multiple of that along every axis; got grid {tuple(grid)}")
+            f"option pair_axis, or a cluster the compiler chose), so the grid the hardware "
+            f"runs must be a multiple of that along every axis; got {tuple(out)} for the "
+            f"launch's grid {tuple(grid)}")
     return out
 
 
 def _scaled_grid(meta: Mapping[str, Any], grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    """`grid` with its axes permuted and rescaled as `hardware_grid` says, its limits
+    checked."""
     perm = meta.get("grid_perm")
     if perm:                          # tile-launch-order: the kernel reads axes swapped
         grid = tuple(grid[p] for p in perm)

@@ -116,3 +116,118 @@ func.func @ragged_pair(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.
   return
 }
 }
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 64>>
+
+// Refused with the reason: a persistent kernel (its blocks walk tiles); an axis
+// retiling rescaled (the hardware's blocks along it are not the launch's); no tile
+// the two blocks load alike (both loads' indices depend on bid(1)).
+module attributes {tile.target = "sm_90a"} {
+// expected-error @+1 {{kernel option pair_axis=1: not for a persistent kernel}}
+func.func @persistent_pair(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>, %kv: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.pair_axis = 1 : i32, tile.persistent = true, tile.num_warps = 8 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c8 = arith.constant 8 : i32
+  %z = arith.constant dense<0.0> : tensor<128x64xf32, #acc>
+  %hb = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %r = scf.for %k = %c0 to %c8 step %c1 iter_args(%acc = %z) -> (tensor<128x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %hb, %c0) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16, #sa>
+    %tb = "tile.load"(%kv, %k, %c0) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<128x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<128x64xf32, #acc>) -> tensor<128x64xf32, #acc>
+    scf.yield %d : tensor<128x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %hb, %c0) : (!tile.array<f32, 2 : i64>, tensor<128x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+
+}
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 64>>
+
+module attributes {tile.target = "sm_90a"} {
+// expected-error @+1 {{kernel option pair_axis=1: retiling made the tiles 2/1 as wide along grid axis 1}}
+func.func @retiled_pair(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>, %kv: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.pair_axis = 1 : i32, tile.grid_scale = array<i64: 1, 2, 1>, tile.num_warps = 8 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c8 = arith.constant 8 : i32
+  %z = arith.constant dense<0.0> : tensor<128x64xf32, #acc>
+  %hb = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %r = scf.for %k = %c0 to %c8 step %c1 iter_args(%acc = %z) -> (tensor<128x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %hb, %c0) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16, #sa>
+    %tb = "tile.load"(%kv, %k, %c0) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<128x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<128x64xf32, #acc>) -> tensor<128x64xf32, #acc>
+    scf.yield %d : tensor<128x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %hb, %c0) : (!tile.array<f32, 2 : i64>, tensor<128x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+
+}
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 64>>
+
+module attributes {tile.target = "sm_90a"} {
+// expected-error @+1 {{kernel option pair_axis=1: no tile loaded in a loop is the same for both blocks of a pair along axis 1}}
+func.func @nothing_shared(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>, %kv: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.pair_axis = 1 : i32, tile.num_warps = 8 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c8 = arith.constant 8 : i32
+  %z = arith.constant dense<0.0> : tensor<128x64xf32, #acc>
+  %hb = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %r = scf.for %k = %c0 to %c8 step %c1 iter_args(%acc = %z) -> (tensor<128x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %hb, %c0) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16, #sa>
+    %tb = "tile.load"(%kv, %k, %hb) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<128x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<128x64xf32, #acc>) -> tensor<128x64xf32, #acc>
+    scf.yield %d : tensor<128x64xf32, #acc>
+  }
+  "tile.store"(%c, %r, %hb, %c0) : (!tile.array<f32, 2 : i64>, tensor<128x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+}
+
+// -----
+
+#sa = #tile.shared<128 : i64, array<i64: 1, 0>>
+#acc = #tile.mma_acc<3 : i64, array<i64: 8, 1>, array<i64: 64, 64>>
+
+// Two loops with a tile both blocks load alike: the first loop's is shared, the
+// second's not (one paired ring a kernel: a warp-specialized kernel's producer warps
+// close only the ring of the loop they fill).
+// CHECK-LABEL: func.func @two_loops
+// CHECK:         scf.for
+// CHECK:           "tile.load"(%arg2, %{{.*}}) {padding = "zero", tile.multicast,
+// CHECK:         scf.for
+// CHECK-NOT:       tile.multicast
+// CHECK:         return
+module attributes {tile.target = "sm_90a"} {
+func.func @two_loops(%a: !tile.array<bf16, 2 : i64> {tile.aligned}, %c: !tile.array<f32, 2 : i64>, %kv: !tile.array<bf16, 2 : i64> {tile.aligned}, %kv2: !tile.array<bf16, 2 : i64> {tile.aligned}) attributes {tile.kernel, tile.pair_axis = 1 : i32, tile.num_warps = 8 : i32} {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  %c8 = arith.constant 8 : i32
+  %z = arith.constant dense<0.0> : tensor<128x64xf32, #acc>
+  %hb = "tile.bid"() {axis = 1 : i64} : () -> i32
+  %r = scf.for %k = %c0 to %c8 step %c1 iter_args(%acc = %z) -> (tensor<128x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %hb, %c0) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16, #sa>
+    %tb = "tile.load"(%kv, %k, %c0) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<128x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<128x64xf32, #acc>) -> tensor<128x64xf32, #acc>
+    scf.yield %d : tensor<128x64xf32, #acc>
+  }
+  %r2 = scf.for %k = %c0 to %c8 step %c1 iter_args(%acc = %r) -> (tensor<128x64xf32, #acc>) : i32 {
+    %ta = "tile.load"(%a, %hb, %c1) {padding = "zero", tile_shape = array<i64: 128, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<128x64xbf16, #sa>
+    %tb = "tile.load"(%kv2, %k, %c1) {padding = "zero", tile_shape = array<i64: 64, 64>} : (!tile.array<bf16, 2 : i64>, i32, i32) -> tensor<64x64xbf16, #sa>
+    %d = "tile.mma"(%ta, %tb, %acc) : (tensor<128x64xbf16, #sa>, tensor<64x64xbf16, #sa>, tensor<128x64xf32, #acc>) -> tensor<128x64xf32, #acc>
+    scf.yield %d : tensor<128x64xf32, #acc>
+  }
+  "tile.store"(%c, %r2, %hb, %c0) : (!tile.array<f32, 2 : i64>, tensor<128x64xf32, #acc>, i32, i32) -> ()
+  return
+}
+}

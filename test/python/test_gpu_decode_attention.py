@@ -298,11 +298,12 @@ ALTERNATE = {**SPLIT, "alternate_owners": True}
     pytest.param(64, {**RESCALE, **FUSION, "l2_ahead": 2}, id="ahead-64"),
     pytest.param(64, {**RESCALE, **FUSION, "merged_handoffs": True, "l2_ahead": 2},
                  id="merged-ahead-64"),
-    # a token's two head blocks as a (1, 2, 1) cluster sharing each latent page by
-    # TMA multicast (the kernel option pair_axis), with the default's hints
-    pytest.param(64, {"pair_axis": 1}, id="pair-64"),
-    pytest.param(32, {"pair_axis": 1}, id="pair-32"),
-    pytest.param(64, {"pair_axis": 1, "l2_ahead": 1}, id="pair-ahead-64"),
+    # the default (at 128 heads a token's two head blocks as a (1, 2, 1) cluster sharing
+    # each latent page by TMA multicast, the kernel option pair_axis) without the pair,
+    # and with the L2 lookahead
+    pytest.param(64, {"pair_axis": None}, id="unpaired-64"),
+    pytest.param(32, {"pair_axis": None}, id="unpaired-32"),
+    pytest.param(64, {"l2_ahead": 1}, id="pair-ahead-64"),
 ])
 def test_mla_configurations_match_fp32(bn, hints):
     # the configurations bench/decode_attention.py --mla-variants times, each correct
@@ -379,7 +380,7 @@ def test_mla_token_pair_gives_the_unpaired_bits(splits):
     q = torch.randn(b, 1, h, 576, device="cuda").to(dt)
     seq = torch.tensor(lens, dtype=torch.int32, device="cuda")
     outs = []
-    for hints in (None, {"pair_axis": 1}):
+    for hints in ({"pair_axis": None}, {"pair_axis": 1}):
         out = torch.full((b, 1, h, 512), float("nan"), device="cuda", dtype=dt)
         mla.mla_decode(q, kv, table, seq, 0.0417, out, num_splits=splits, hints=hints)
         outs.append(out)

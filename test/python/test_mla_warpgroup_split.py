@@ -695,6 +695,48 @@ def test_a_pair_needs_an_even_axis_and_a_kernel_launched_as_written():
     assert hardware_grid({"name": "mla", "cluster": [1, 2, 1]}, (64, 2, 3)) == (64, 2, 3)
 
 
+def test_the_pair_is_the_default_where_a_token_has_two_head_blocks():
+    import tileir as ct
+    from tileir.errors import KernelOptionError
+    both = {**mla.SPLIT_HINTS, **mla.PAIR_HINTS}
+    assert mla.default_hints(64, {}, pairs=True) == both
+    assert mla.default_hints(64, {}) == mla.SPLIT_HINTS                 # an odd H / 64
+    assert mla.default_hints(16, {}, pairs=True) == {}                  # pages of 16
+    assert mla.default_hints(64, {"block_order": "linear"}, pairs=True) == both
+    for hints in ({"persistent": True}, {"stream_k": True}, {"copy_parts": True},
+                  {"alternate_owners": True}, {"warp_specialize": False},
+                  {"block_order": "grouped"}):
+        assert "pair_axis" not in mla.default_hints(64, hints, pairs=True), hints
+    # a caller's persistent kernel is not paired (the pair refuses it)
+    ck = _deepseek_cubin({"persistent": True})
+    assert ck.meta.get("cluster") is None
+    with pytest.raises(KernelOptionError, match="does not combine with persistent=True"):
+        mla.variant(pair_axis=1, persistent=True).compile(*_deepseek_args(), target="sm_90a")
+    # 64 heads: one block a token, no pair asked for
+    q = np.zeros((2, 1, 64, 576), np.float32)
+    _, calls = mla.launches(q, np.zeros((4, 64, 576), np.float32), np.zeros((2, 4), np.int32),
+                            np.ones(2, np.int32), 0.1)
+    assert "pair_axis" not in calls[0][0].options
+    # sm_80 has no TMA multicast: the option is ignored there, as the other sm_90a ones
+    kernel, grid, args = _deepseek_launch()
+    assert kernel.options.get("pair_axis") == 1
+    assert kernel.compile(args, stage="gpu", target="sm_80").meta.get("cluster") is None
+    # a value per target
+    paired = kernel.replace_hints(pair_axis=ct.ByTarget(sm_90a=1))
+    assert paired.compile(args, stage="gpu", target="sm_90a").meta["cluster"] == [1, 2, 1]
+
+
+def test_the_simulator_refuses_a_cluster_barrier_of_part_of_a_warp():
+    from tileir.sim.executor import SimError
+    from tileir.sim.ptx_ops import _whole_warps
+    mask = np.zeros(256, bool)
+    mask[128:] = True                                    # warps 4-7: fine
+    _whole_warps(mask, "barrier.cluster.arrive")
+    mask[5] = True                                       # one thread of warp 0
+    with pytest.raises(SimError, match="only some threads of a warp"):
+        _whole_warps(mask, "barrier.cluster.arrive")
+
+
 def _deepseek_args():
     _, _, args = _deepseek_launch()
     return (args,)

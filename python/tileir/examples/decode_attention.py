@@ -337,7 +337,7 @@ def choose_splits(blocks: int, max_pages: int, sms: int = NUM_SMS, per_sm: int =
     if page is None:
         raise ValueError("choose_splits(one_launch=True) needs the page size")
     cap = max(1, min(sms // blocks, max_pages))
-    counts = [1 << k for k in range(cap.bit_length()) if 1 << k <= cap]
+    counts = [1 << k for k in range(cap.bit_length())]      # the powers of two <= cap
     return min(counts, key=lambda s: (round(split_time_us(s, max_pages, page), 6), s))
 
 

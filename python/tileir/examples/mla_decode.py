@@ -71,10 +71,11 @@ SPLIT_HINTS = {"warpgroup_split": True, "early_rescale": True, "fp_fusion": True
 # two blocks walk the pages together): on an H200, 2026-11-29 20:42 UTC, batch 64, two
 # runs, 0.51 / 0.52 and 0.51 / 0.51 of the bound at 4k / 8k against 0.49 / 0.48 for the
 # same kernel unpaired in the same runs; the same bits (test_gpu_decode_attention).
-# Not with the options pair_axis refuses (copy_parts, alternate_owners) or that were
-# not run paired (rotated products, no producer warpgroup, a grouped block order).
+# Not with the options pair_axis refuses (copy_parts, alternate_owners, persistent,
+# stream_k, a grouped or reversed block order) or that were not run paired (rotated
+# products, no producer warpgroup); on sm_80 the option is ignored.
 PAIR_HINTS = {"pair_axis": 1}
-UNPAIRED = ("copy_parts", "alternate_owners", "product_rotation", "block_order")
+UNPAIRED = ("copy_parts", "alternate_owners", "product_rotation", "persistent", "stream_k")
 
 
 def default_hints(rows: int, hints: dict | None = None, pairs: bool = False) -> dict:
@@ -91,7 +92,8 @@ def default_hints(rows: int, hints: dict | None = None, pairs: bool = False) -> 
         return {}
     out = dict(SPLIT_HINTS)
     if pairs and hints.get("warp_specialize", True) and \
-            not any(hints.get(o) for o in UNPAIRED):
+            not any(hints.get(o) for o in UNPAIRED) and \
+            hints.get("block_order") in (None, "linear"):
         out.update(PAIR_HINTS)
     return out
 

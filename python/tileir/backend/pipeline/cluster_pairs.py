@@ -69,8 +69,12 @@ def plan(module: ir.Module) -> None:
 
 def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | None:
     """(axis, loads to multicast) for a kernel whose tiles may run in pairs, else None.
-    A kernel that asks (`pair_axis`) gets its axis or a located error saying why not."""
+    A kernel that asks (`pair_axis`) gets its axis on sm_90a or a located error saying
+    why not; below sm_90a (no TMA multicast) the option is ignored, as the other sm_90a
+    options are."""
     if REQUEST_ATTR in func.attributes and PAIRS_ATTR not in func.attributes:
+        if not target.startswith("sm_90"):
+            return None
         return requested(func, target, ir.IntegerAttr(func.attributes[REQUEST_ATTR]).value)
     if not (ENABLED and target.startswith("sm_90") and _flag(func, PERSISTENT_ATTR)) or \
             _flag(func, WARP_SPECIALIZE_ATTR) or _flag(func, "tile.stream_k") or \
@@ -95,25 +99,42 @@ def choose(func: ir.Operation, target: str) -> tuple[int, list[ir.Operation]] | 
 
 
 def requested(func: ir.Operation, target: str, axis: int) -> tuple[int, list[ir.Operation]]:
-    """The kernel option `pair_axis`: the pair along `axis` of a kernel launched as
-    written (not persistent; any warp roles), with every tile both blocks load alike
-    multicast (no size floor: the author asked), or a located error naming why not."""
+    """The kernel option `pair_axis` on sm_90a: the pair along `axis` of a kernel
+    launched as written (not persistent, the axis not retiled; any warp roles), with
+    the tiles both blocks load alike in one loop multicast (no size floor: the author
+    asked), or a located error naming why not."""
     def refuse(why: str):
         raise TileIRError(f"kernel option pair_axis={axis}: {why}", func.location)
 
-    if not target.startswith("sm_90"):
-        refuse(f"cluster pairs share tiles by TMA multicast, which needs sm_90a, not "
-               f"{target or 'no target'}")
-    for flag, what in ((PERSISTENT_ATTR, "a persistent kernel (its tiles are walked, "
-                        "not launched)"), ("tile.stream_k", "a stream-K kernel")):
-        if _flag(func, flag):
-            refuse(f"not for {what}")
+    if _flag(func, PERSISTENT_ATTR):
+        refuse("not for a persistent kernel (its blocks walk tiles instead of being "
+               "launched one a tile; the compiler makes a kernel persistent on a grid of "
+               "many waves: pass persistent=False with pair_axis)")
+    if _flag(func, "tile.stream_k"):
+        refuse("not for a stream-K kernel")
     if CLUSTER_ATTR in func.attributes:
         refuse("the kernel already runs clusters")
+    if GRID_SCALE_ATTR in func.attributes:
+        axis_, num, den = ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])
+        if axis_ == axis and num != den:
+            refuse(f"retiling made the tiles {num}/{den} as wide along grid axis {axis}, "
+                   f"so the hardware's blocks along it are not the launch's: pass "
+                   f"retile=False with pair_axis")
     found = _shared_loads(func, target, axis, 0)
     if isinstance(found, str):
         refuse(found)
-    return axis, found
+    # one ring a kernel: a warp-specialized kernel's producer warps close the ring of
+    # the loop they fill (software_pipeline.producer_branch); a second paired ring
+    # would close with the consumers alone
+    loop = _loop_of(found[0])
+    return axis, [ld for ld in found if _loop_of(ld) == loop]
+
+
+def _loop_of(op: ir.Operation) -> ir.Operation:
+    p = op.parent
+    while p.name != "scf.for":
+        p = p.parent
+    return p
 
 
 def _shared_loads(func: ir.Operation, target: str, axis: int,

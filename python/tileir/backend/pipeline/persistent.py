@@ -163,6 +163,11 @@ def specialize_tile_loop(pl, loop: ir.Operation, loads, tiles) -> bool:
     # a producer that never issues them (a SwiGLU GEMV's gate then up loops)
     if [op.operation for op in body.operations if op.name == "scf.for"] != [loop]:
         return False
+    # a cluster pair's ring closes with a cluster barrier of every thread, which this
+    # producer branch does not reach (software_pipeline.producer_branch does): pairs
+    # come to a persistent kernel only unspecialized (cluster_pairs.choose), so keep it so
+    if any(ld.multicast for ld in loads):
+        return False
     # what the producer recomputes: the K bounds, the loads' index slices' inputs
     prefix = _tile_prefix(outer, loop, loads)
     if prefix is None:
