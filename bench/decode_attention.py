@@ -532,7 +532,11 @@ def mla_phases() -> list[dict]:
     """Time a step of the default MLA kernel against its two products alone
     (`mla_decode.scores_only`, `values_only`: the same pages, tiles, warps and stages),
     batch 64 at MLA_SHAPES (CUDA graph): microseconds and cycles at the peak's 1.83 GHz
-    a 64-key step of one block; the rest is the softmax, its exchanges and the turn."""
+    a 64-key step of one block; the rest is the softmax, its exchanges and the turn.
+    "mla" and "mla, pages in L2" are the default, a token's two blocks paired (since
+    session 28); the "early rescale, fp fusion" columns are the same kernel unpaired
+    (SPLIT sets pair_axis=None), so each pair of columns is the pair's A/B with the pages
+    from DRAM and from L2; the phase kernels are unpaired."""
     err = check_phases()
     print(f"MLA phases: relative error of the phase kernels vs fp32: {err:.1e}", flush=True)
     rows = []

@@ -361,15 +361,26 @@ def test_the_split_kernel_runs_in_the_simulator(batch, splits, tq, page, bn, hin
     # the split kernel through the gpu stage, the owner alone or replicas: the
     # simulator's run (warp roles, named barriers, each warpgroup's wgmmas) of a ragged
     # case (unused slots stale) against the float64 reference
+    _simulated_against_the_reference(batch, splits, tq, page, bn, hints, heads=64)
+
+
+def _simulated_against_the_reference(batch, splits, tq, page, bn, hints, heads):
+    """MLA decode's launches of a ragged case (unused slots stale) of `heads` heads,
+    each through the gpu stage and the simulator, against the float64 reference;
+    returns the first launch's compiled meta."""
     rng = np.random.default_rng()
     lens = rng.integers(tq, 3 * page + 5, batch)
-    q, kv, table, lens = mla.random_case(rng, batch, tq, 64, page, lens, np.float16)
-    out = np.full((batch, tq, 64, 512), np.nan, np.float16)
+    q, kv, table, lens = mla.random_case(rng, batch, tq, heads, page, lens, np.float16)
+    out = np.full((batch, tq, heads, 512), np.nan, np.float16)
     out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints)
+    metas = []
     for kernel, grid, args in calls:
-        simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
+        ck = kernel.compile(args, stage="gpu", target="sm_90a")
+        simulate(ck, grid, args)
+        metas.append(ck.meta)
     ref = mla.reference(q, kv, table, lens, 0.3)
     assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+    return metas[0]
 
 
 # -- alternating owners (the kernel option `alternate_owners`; docs/attention.md,
@@ -658,18 +669,8 @@ def test_a_tokens_pair_runs_in_the_simulator(batch, splits, tq, page, bn, hints)
     # 128 heads: two blocks a token, run as one cluster (multicast copies into the
     # peer, remote releases, the producer warps' own closing cluster barrier) against
     # the float64 reference
-    rng = np.random.default_rng()
-    lens = rng.integers(tq, 3 * page + 5, batch)
-    q, kv, table, lens = mla.random_case(rng, batch, tq, 128, page, lens, np.float16)
-    out = np.full((batch, tq, 128, 512), np.nan, np.float16)
-    out, calls = mla.launches(q, kv, table, lens, 0.3, out, splits, bn=bn, hints=hints)
-    kernel, grid, args = calls[0]
-    ck = kernel.compile(args, stage="gpu", target="sm_90a")
-    assert ck.meta["cluster"] == [1, 2, 1]
-    for kernel, grid, args in calls:
-        simulate(kernel.compile(args, stage="gpu", target="sm_90a"), grid, args)
-    ref = mla.reference(q, kv, table, lens, 0.3)
-    assert np.abs(out.astype(np.float64) - ref).max() / np.abs(ref).max() < 2e-3
+    meta = _simulated_against_the_reference(batch, splits, tq, page, bn, hints, heads=128)
+    assert meta["cluster"] == [1, 2, 1]
 
 
 def test_a_pair_needs_an_even_axis_and_a_kernel_launched_as_written():
