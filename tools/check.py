@@ -45,11 +45,11 @@ PYTEST_NO_TESTS = 5             # pytest's exit code when no test was selected
 # CPU time of every process, on the project's 2-core machine; bench/RESULTS.md), for
 # the closing line: a newcomer running one tier learns what the other costs.
 MEASURED = {
-    "fast": "62-66 s wall, 2944 passed (f8a6c5f, 2026-11-29, three runs on session 27's "
-            "2-core machine; session 26's, at 764b8aa: 96-116 s, median 98: the machines "
-            "differ by a third)",
-    "full": "279 s wall, 3935 passed (f8a6c5f, 2026-11-29, CI on a clean clone on session "
-            "27's machine; 499 s at 764b8aa on session 26's)",
+    "fast": "64-65 s wall, 2953-2955 passed (5a7a474-ad83287, 2026-11-29, on session 28's "
+            "2-core machine; 62-66 s at f8a6c5f on session 27's; session 26's, at 764b8aa: "
+            "96-116 s, median 98: the machines differ by a third)",
+    "full": "281 s wall, 3945 passed (5a7a474, 2026-11-29, CI on a clean clone on session "
+            "28's machine; 279 s at f8a6c5f on session 27's; 499 s at 764b8aa on session 26's)",
 }
 
 

@@ -41,8 +41,8 @@ from tileir.dialect import TileIRError
 from tileir.dialect.types import bitwidth
 from tileir.dialect.verifier import kernel_functions, module_chip
 from tileir.backend.layout.mma_layouts import Shared, tile_bytes, tma_clip_dim
-from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_SCALE_ATTR, PERSISTENT_ATTR,
-                                          WARP_SPECIALIZE_ATTR, read_wish)
+from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_SCALE_ATTR, PERM_ATTR,
+                                          PERSISTENT_ATTR, WARP_SPECIALIZE_ATTR, read_wish)
 from .block_order import in_loop
 from .rings import async_capable
 
@@ -114,6 +114,9 @@ def requested(func: ir.Operation, target: str, axis: int) -> tuple[int, list[ir.
         refuse("not for a stream-K kernel")
     if CLUSTER_ATTR in func.attributes:
         refuse("the kernel already runs clusters")
+    if PERM_ATTR in func.attributes:
+        refuse("the launch order swapped the grid's axes for this kernel (tile-launch-"
+               "order), so the hardware's blocks along the axis are not the launch's")
     if GRID_SCALE_ATTR in func.attributes:
         axis_, num, den = ir.DenseI64ArrayAttr(func.attributes[GRID_SCALE_ATTR])
         if axis_ == axis and num != den:
