@@ -664,6 +664,12 @@ def test_a_tokens_blocks_share_the_latent_by_multicast(tmp_path):
     (9, 1, 1, 64, 64, PAIR),
     (2, 2, 1, 64, 64, {**PAIR, "l2_ahead": 2}),       # each block prefetches its pages
     pytest.param(1, 2, 2, 32, 32, PAIR, marks=pytest.mark.slow),
+    # the split's other forms paired (the default pairs them where H / 64 is even)
+    pytest.param(3, 2, 1, 64, 64, {**PAIR, "split_replicas": True}, marks=pytest.mark.slow),
+    pytest.param(3, 2, 1, 64, 64, {**PAIR, "merged_handoffs": True},
+                 marks=pytest.mark.slow),
+    pytest.param(3, 1, 1, 64, 64, {**PAIR, "mbarrier_handoffs": True},
+                 marks=pytest.mark.slow),
 ])
 def test_a_tokens_pair_runs_in_the_simulator(batch, splits, tq, page, bn, hints):
     # 128 heads: two blocks a token, run as one cluster (multicast copies into the
