@@ -60,7 +60,7 @@ import torch
 from triton.testing import do_bench, do_bench_cudagraph
 
 import tileir as ct
-from tileir.backend.pipeline import software_pipeline
+from tileir.backend.pipeline import cluster_pairs, software_pipeline
 from tileir.examples import decode_attention as dec
 from tileir.examples import mla_decode as mla
 
@@ -109,12 +109,21 @@ FUSION = {"fp_fusion": True}
 # from the block table) after its wait for the slot, as before session 27
 # (software_pipeline.INDICES_FIRST = False)
 INDICES_AFTER = ", table read after the slot wait"
+# ... and one ending so with the token pair sharing the RoPE box too (its rows halved
+# between the pair's blocks; cluster_pairs.ROWS_BESIDE_OTHERS = True), not the latent's
+# boxes alone
+ROPE_SHARED = ", RoPE shared too"
+# a row's compiler settings (module, attribute, value while the row runs), by the end
+# of its name: compiled afresh (the disk cache off), and only for that row
+SETTINGS = {INDICES_AFTER: (software_pipeline, "INDICES_FIRST", False),
+            ROPE_SHARED: (cluster_pairs, "ROWS_BESIDE_OTHERS", True)}
 MLA_VARIANTS = [
     ("bn64 (default: unrotated, warpgroup split, token pair, 2 stages)", 64, {}, PAGE),
     # the default without the token pair: a token's two head blocks each copying every
     # latent page alone, not as a (1, 2, 1) cluster sharing it by TMA multicast (the
     # kernel option `pair_axis`; docs/attention.md, "A token's blocks as a cluster pair")
     ("bn64 default, no token pair", 64, {"pair_axis": None}, PAGE),
+    ("bn64 default" + ROPE_SHARED, 64, {}, PAGE),
     ("bn64 default" + INDICES_AFTER, 64, {}, PAGE),
     # a step's hand-offs (alpha, P) under one wait and one signal each way: no
     # named-barrier round trip between the owner's exponentials and P c
@@ -454,11 +463,13 @@ def mla_variants(copy_gbs, only=()) -> list[dict]:
         if only and not any(word in name for word in only):
             continue
         row = {"variant": name, "bn": bn, "hints": hints, "page": page}
-        after = name.endswith(INDICES_AFTER)
-        if after:      # a compiler setting, not a hint: compiled afresh, and only here
+        setting = next((v for end, v in SETTINGS.items() if name.endswith(end)), None)
+        if setting:    # a compiler setting, not a hint: compiled afresh, and only here
+            module, attr, value = setting
             cache = os.environ.get("TILEIR_CACHE")
             os.environ["TILEIR_CACHE"] = "0"
-            software_pipeline.INDICES_FIRST = False
+            saved = getattr(module, attr)
+            setattr(module, attr, value)
             mla._variants.clear()
         try:
             row["error"] = check_mla(bn, hints, page)
@@ -472,8 +483,8 @@ def mla_variants(copy_gbs, only=()) -> list[dict]:
         except Exception as e:       # a configuration that does not compile: say why
             row["failed"] = f"{type(e).__name__}: {str(e)[:300]}"
         finally:
-            if after:
-                software_pipeline.INDICES_FIRST = True
+            if setting:
+                setattr(module, attr, saved)
                 mla._variants.clear()
                 if cache is None:
                     os.environ.pop("TILEIR_CACHE")

@@ -747,3 +747,23 @@ def test_the_simulator_refuses_a_cluster_barrier_of_part_of_a_warp():
 def _deepseek_args():
     _, _, args = _deepseek_launch()
     return (args,)
+
+
+def test_the_rope_box_shared_too_where_asked(monkeypatch, tmp_path):
+    # cluster_pairs.ROWS_BESIDE_OTHERS (off until measured): the RoPE tile, one box read
+    # from the latent's cache, is shared in half rows as well, through a tensor map of
+    # its own box (32 of its 64 rows): all five of a page's copies multicast, the same
+    # shared memory, no spills, and the same results in the simulator
+    from tileir.backend.pipeline import cluster_pairs
+    monkeypatch.setenv("TILEIR_CACHE", "0")
+    monkeypatch.setattr(cluster_pairs, "ROWS_BESIDE_OTHERS", True)
+    monkeypatch.setattr(mla, "_variants", {})
+    ck = _deepseek_cubin({})
+    assert sorted(tuple(t["box"]) for t in ck.meta["tensor_maps"]) == [
+        (1, 1, 1, 64, 64), (1, 32, 64), (1, 64, 64)]
+    assert ck.meta["shared_bytes"] == 229408 and spill_bytes(ck.ptxas_report) == (0, 0)
+    text = _sass_text(ck.cubin, tmp_path)
+    assert len(re.findall(r"UTMALDG\.3D\.MULTICAST", text)) == 5
+    assert not re.search(r"UTMALDG\.3D ", text)
+    _simulated_against_the_reference(9, 1, 1, 64, 64, {}, heads=128)
+    _simulated_against_the_reference(1, 2, 2, 32, 32, {}, heads=128)

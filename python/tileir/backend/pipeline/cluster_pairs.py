@@ -57,6 +57,13 @@ ATOM_BYTES = 1024                     # a half must start on a swizzle atom (8 x
 # 256 x 64 B tile (32 KB) gains 1.5-4 %, an fp8 one (16 KB, twice the K steps per
 # byte) loses 13 % (bench/RESULTS.md, "Cluster pairs").
 MIN_SHARED_BYTES = 32 * 1024
+# A tile copied in half rows reads its array through a tensor map of its own box (half
+# the rows): with ROWS_BESIDE_OTHERS it may share its array with other loads whose
+# copies use other boxes (MLA's RoPE box, 8 of a step's 72 KB, beside the latent's
+# 64-column boxes of the same cache); without, such a tile is not shared, as before
+# (`_own_tensor_map`).  Off until the GPU measures it (bench/decode_attention.py
+# --mla-variants, "RoPE shared too").
+ROWS_BESIDE_OTHERS = False
 
 
 def plan(module: ir.Module) -> None:
@@ -199,13 +206,41 @@ def _guard_depends(op: ir.Operation, axis: int, written) -> bool:
 
 
 def _own_tensor_map(ld: ir.Operation, loads: list[ir.Operation]) -> bool:
-    """A load copied in half rows needs a tensor map of its own: no other load of the
-    kernel reads its array (the maps are keyed by array, box and swizzle)."""
-    from tileir.dialect.layout import tile_layout
+    """A load copied in half rows needs a tensor map of its own (the maps are keyed by
+    array, box and swizzle, and a half-row copy is never clipped, where a whole box
+    may be): no other load of the kernel reads its array, or, with ROWS_BESIDE_OTHERS,
+    none whose copies could use the same box."""
     t = ld.results[0].type
-    if split(tile_layout(t), tuple(t.shape), max(1, bitwidth(t.element_type) // 8)) != "rows":
+    if _split_of(t) != "rows":
         return True
-    return not any(o != ld and o.operands[0] == ld.operands[0] for o in loads)
+    others = [o for o in loads if o != ld and o.operands[0] == ld.operands[0]]
+    if not ROWS_BESIDE_OTHERS:
+        return not others
+    half = _boxes(t)[-1]
+    return not any(half in _boxes(o.results[0].type) for o in others)
+
+
+def _split_of(t: ir.Type) -> str | None:
+    from tileir.dialect.layout import tile_layout
+    return split(tile_layout(t), tuple(t.shape), max(1, bitwidth(t.element_type) // 8))
+
+
+def _boxes(t: ir.Type) -> list[tuple[int, ...]]:
+    """The TMA boxes a ring's copies of tile type `t` may use: its whole box (the tile,
+    its fastest dim cut to one swizzle row), then, where it halves by rows, the half
+    box a cluster pair's block copies (rules/ring.copy_box)."""
+    from tileir.dialect.layout import tile_layout
+    lay, shape = tile_layout(t), tuple(t.shape)
+    if not isinstance(lay, Shared):
+        return []
+    box = list(shape)
+    box[lay.order[0]] = lay.box_elems(shape, max(1, bitwidth(t.element_type) // 8))
+    out = [tuple(box)]
+    if _split_of(t) == "rows":
+        clip = tma_clip_dim(lay, shape)
+        box[clip] //= 2
+        out.append(tuple(box))
+    return out
 
 
 def _written_arrays(func: ir.Operation) -> set:
