@@ -7,18 +7,7 @@
 #     bash bench/gpu_session.sh [quick|full]          (logs and JSON under $OUT)
 set -uo pipefail
 mode=${1:-quick}
-out=${OUT:-/tmp/tileir-out}
-mkdir -p "$out"
-if [ ! -d /tmp/site/mlir ]; then
-  mkdir -p /tmp/site && tar xJf .device/mlir-cp312.tar.xz -C /tmp/site || exit 1
-fi
-export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-export PYTHONUNBUFFERED=1 TILEIR_CACHE_DIR=/tmp/tileir-cache
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/pip.log" 2>&1 || {
-  cat "$out/pip.log"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader \
-  | tee "$out/device.txt"
-date -u | tee -a "$out/device.txt"
+source bench/device_setup.sh
 
 echo "== GPU tests"
 python3 -m pytest -q -m gpu test/python/test_gpu_gemm.py -x 2>&1 | tee "$out/test_gpu_gemm.log" \

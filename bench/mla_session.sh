@@ -10,18 +10,7 @@
 # minutes on an H200:
 #     bash bench/mla_session.sh [variants|phases]     (logs and JSON under $OUT)
 set -uo pipefail
-out=${OUT:-/tmp/tileir-out}
-mkdir -p "$out"
-if [ ! -d /tmp/site/mlir ]; then
-  mkdir -p /tmp/site && tar xJf .device/mlir-cp312.tar.xz -C /tmp/site || exit 1
-fi
-export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-export PYTHONUNBUFFERED=1 TILEIR_CACHE_DIR=/tmp/tileir-cache
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/pip.log" 2>&1 || {
-  cat "$out/pip.log"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader \
-  | tee "$out/device.txt"
-date -u | tee -a "$out/device.txt"
+source bench/device_setup.sh
 
 mode=${1:-variants}
 if [ "$mode" = phases ]; then

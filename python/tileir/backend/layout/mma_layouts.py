@@ -297,6 +297,14 @@ def tile_bytes(shape, elem) -> int:
     return n
 
 
+def tma_box(lay: Shared, shape, eb: int) -> tuple[int, ...]:
+    """The TMA box of one copy, in tile dim order: the tile, its fastest dim cut to one
+    swizzle row."""
+    box = list(shape)
+    box[lay.order[0]] = lay.box_elems(shape, eb)
+    return tuple(box)
+
+
 def tma_clip_dim(lay: Shared, shape) -> int | None:
     """The tile dim a TMA box may be cut short along (`runtime.tensor_maps.clipped_box`):
     the slowest dim longer than 1, so that the rows the cut box leaves out are the

@@ -40,7 +40,7 @@ from mlir import ir
 from tileir.dialect import TileIRError
 from tileir.dialect.types import bitwidth
 from tileir.dialect.verifier import kernel_functions, module_chip
-from tileir.backend.layout.mma_layouts import Shared, tile_bytes, tma_clip_dim
+from tileir.backend.layout.mma_layouts import Shared, tile_bytes, tma_box, tma_clip_dim
 from tileir.backend.layout.retile import (CLUSTER_ATTR, GRID_SCALE_ATTR, PERM_ATTR,
                                           PERSISTENT_ATTR, WARP_SPECIALIZE_ATTR, read_wish)
 from .block_order import in_loop
@@ -233,8 +233,7 @@ def _boxes(t: ir.Type) -> list[tuple[int, ...]]:
     lay, shape = tile_layout(t), tuple(t.shape)
     if not isinstance(lay, Shared):
         return []
-    box = list(shape)
-    box[lay.order[0]] = lay.box_elems(shape, max(1, bitwidth(t.element_type) // 8))
+    box = list(tma_box(lay, shape, max(1, bitwidth(t.element_type) // 8)))
     out = [tuple(box)]
     if _split_of(t) == "rows":
         clip = tma_clip_dim(lay, shape)

@@ -59,7 +59,8 @@ from mlir.dialects import arith, gpu, llvm, nvvm, scf
 from tileir.dialect import TileIRError
 from tileir.backend.pipeline.cluster_pairs import MULTICAST_ATTR, half_bytes, split
 from tileir.backend.pipeline.copy_parts import PARTS_ATTR
-from tileir.backend.layout.mma_layouts import Shared, smem_tile_bytes, tile_bytes, tma_clip_dim
+from tileir.backend.layout.mma_layouts import (Shared, smem_tile_bytes, tile_bytes, tma_box,
+                                               tma_clip_dim)
 from ..context import I32, I64, LoweringContext, _bits
 from ..memory import _Addressing
 from ..shared import SmemTile, _groups, fence_async_proxy, staging_linear, thread_offset
@@ -435,14 +436,6 @@ def _cluster_rank(cx: LoweringContext) -> ir.Value:
     dim = (gpu.Dimension.x, gpu.Dimension.y, gpu.Dimension.z)[axis]
     bid = arith.index_castui(I32(), gpu.block_id(dim))
     return arith.remui(bid, cx.const(2))
-
-
-def tma_box(lay: Shared, shape, eb: int) -> tuple[int, ...]:
-    """The TMA box of one copy, in tile dim order: the tile, its fastest dim cut to one
-    swizzle row."""
-    box = list(shape)
-    box[lay.order[0]] = lay.box_elems(shape, eb)
-    return tuple(box)
 
 
 def _cp_async_load(cx, op, lay, shape, elem, dst, index) -> None:
